@@ -1,0 +1,27 @@
+# Two entry points: `make demo` (the main job on this machine's CPU) and `make test`.
+# Both create .venv inside the repository on first use and reuse it afterwards.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RESULTS := results
+
+.PHONY: demo test venv clean
+
+venv: $(VENV)/.installed
+
+# torch/torchvision are pinned here (not in pyproject) so that every machine gets the same build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e '.[test,tflite]'
+	touch $@
+
+demo: venv
+	$(VENV)/bin/dsprof blocks --model mobilenet_v2 --csv $(RESULTS)/mobilenet_v2_blocks.csv
+
+test: venv
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(RESULTS)

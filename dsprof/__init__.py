@@ -1,0 +1,16 @@
+"""dsprof: DepthShrinker on your own hardware — profile, search, merge, report."""
+
+from .models import BlockSpec, count_macs, count_params, find_blocks, get_model, list_models, summarize_blocks
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlockSpec",
+    "__version__",
+    "count_macs",
+    "count_params",
+    "find_blocks",
+    "get_model",
+    "list_models",
+    "summarize_blocks",
+]

@@ -1,0 +1,1 @@
+"""Latency lookup tables: build, load, look up, predict (issue #5)."""

@@ -1,0 +1,1 @@
+"""Exact merging of linearised blocks into dense convolutions (issue #4)."""

@@ -1,0 +1,30 @@
+"""Model zoo, block discovery and MAC / parameter / memory counting."""
+
+from . import zoo as _zoo  # noqa: F401  (registers the models)
+from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks, trace_input_shapes
+from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
+from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
+from .registry import ModelEntry, get_model, input_size_of, list_models, load_checkpoint, model_entry, register_model
+
+__all__ = [
+    "BLOCK_KINDS",
+    "PADDING_STYLES",
+    "Block",
+    "BlockSpec",
+    "MemoryFootprint",
+    "ModelEntry",
+    "UnsupportedBlock",
+    "UnsupportedBlockWarning",
+    "count_macs",
+    "count_params",
+    "find_blocks",
+    "get_model",
+    "input_size_of",
+    "list_models",
+    "load_checkpoint",
+    "memory_footprint",
+    "model_entry",
+    "register_model",
+    "summarize_blocks",
+    "trace_input_shapes",
+]

@@ -1,0 +1,153 @@
+"""MACs, parameters and memory footprint, per model and per block.
+
+Conventions (the README repeats them):
+
+* **MACs** are multiply-accumulates of convolutions and linear layers, counted by
+  ``torch.utils.flop_counter.FlopCounterMode`` (which reports 2 FLOPs per MAC) for one image.
+  BatchNorm, activations, additions and pooling count zero. This is the convention of
+  torchvision's published ``_ops`` figures (MobileNetV2: 0.301 G, ResNet-50: 4.089 G).
+* **params** are the model's trainable parameters as PyTorch stores them (BatchNorm weight and
+  bias included), as in torchvision's ``num_params``.
+* **Memory footprint** (paper Fig. 6), at 16 bits per value by default:
+  *weights* as deployed, BatchNorm folded: each convolution's weights plus one bias per output
+  channel, each linear layer's weights and bias; *peak activation*: the largest, over the
+  convolutions of a block, of input map + output map + the block's input when a skip connection
+  keeps it alive (counted once when the convolution reads the block input itself), for one image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from .blocks import Block, find_blocks
+from .registry import input_size_of
+
+__all__ = ["count_macs", "count_params", "MemoryFootprint", "memory_footprint", "summarize_blocks"]
+
+
+def _first_conv_channels(module: nn.Module) -> int:
+    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
+    return conv.in_channels if conv is not None else 3
+
+
+def _dummy_input(module: nn.Module, input_size: tuple[int, int] | None, in_channels: int | None) -> torch.Tensor:
+    h, w = input_size or input_size_of(module)
+    param = next(module.parameters(), None)
+    dtype = param.dtype if param is not None else torch.float32
+    return torch.zeros(1, in_channels or _first_conv_channels(module), h, w, dtype=dtype)
+
+
+def _flop_counts(module: nn.Module, x: torch.Tensor) -> FlopCounterMode:
+    was_training = module.training
+    counter = FlopCounterMode(display=False)
+    try:
+        module.eval()
+        with counter, torch.no_grad():
+            module(x)
+    finally:
+        module.train(was_training)
+    return counter
+
+
+def count_macs(
+    module: nn.Module, input_size: tuple[int, int] | None = None, in_channels: int | None = None
+) -> int:
+    """Multiply-accumulates of one forward pass of one image of ``input_size`` (height, width).
+
+    Works on a whole model or on one block (give the block's input size and channels).
+    """
+    return _flop_counts(module, _dummy_input(module, input_size, in_channels)).get_total_flops() // 2
+
+
+def count_params(module: nn.Module) -> int:
+    """Number of parameters (BatchNorm weight and bias included, buffers not)."""
+    return sum(p.numel() for p in module.parameters())
+
+
+@dataclass(frozen=True)
+class MemoryFootprint:
+    """Memory of one block in bytes: deployed weights and peak activation (one image)."""
+
+    weight_bytes: int
+    peak_activation_bytes: int
+
+
+def memory_footprint(
+    module: nn.Module,
+    input_shape: tuple[int, int, int],
+    residual: bool,
+    bytes_per_value: int = 2,
+) -> MemoryFootprint:
+    """Weights and peak activation of a block whose input is ``input_shape`` = (C, H, W).
+
+    ``residual`` says whether the block input stays alive for a skip connection. See the
+    module docstring for the convention.
+    """
+    weights = 0
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            weights += m.weight.numel() + m.out_channels  # BatchNorm folds into one bias per channel
+        elif isinstance(m, nn.Linear):
+            weights += m.weight.numel() + m.out_features
+
+    block_input = torch.zeros(1, *input_shape, dtype=next(module.parameters()).dtype)
+    live_sums: list[int] = []
+
+    def record(conv: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        x = args[0]
+        alive = x.numel() + output.numel()
+        if residual and x is not block_input:
+            alive += block_input.numel()
+        live_sums.append(alive)
+
+    handles = [m.register_forward_hook(record) for m in module.modules() if isinstance(m, nn.Conv2d)]
+    was_training = module.training
+    try:
+        module.eval()
+        with torch.no_grad():
+            module(block_input)
+    finally:
+        module.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return MemoryFootprint(weights * bytes_per_value, max(live_sums, default=0) * bytes_per_value)
+
+
+def summarize_blocks(
+    model: nn.Module,
+    input_size: tuple[int, int] | None = None,
+    blocks: list[Block] | None = None,
+    bytes_per_value: int = 2,
+) -> pd.DataFrame:
+    """One row per block: name, kind, spec, MACs, params, weight and peak activation bytes.
+
+    MACs of all blocks come from one counted forward pass of the whole model.
+    """
+    input_size = input_size or input_size_of(model)
+    blocks = blocks if blocks is not None else find_blocks(model, input_size)
+    per_module = _flop_counts(model, _dummy_input(model, input_size, None)).get_flop_counts()
+    prefix = type(model).__name__
+    rows = []
+    for block in blocks:
+        spec = block.spec
+        macs = sum(per_module.get(f"{prefix}.{block.name}", {}).values()) // 2
+        memory = memory_footprint(
+            block.module, (spec.in_channels, spec.in_h, spec.in_w), spec.residual, bytes_per_value
+        )
+        rows.append(
+            {
+                "block": block.name,
+                "kind": spec.kind,
+                "spec": spec.to_str(),
+                "macs": macs,
+                "params": count_params(block.module),
+                "weight_bytes": memory.weight_bytes,
+                "peak_activation_bytes": memory.peak_activation_bytes,
+            }
+        )
+    return pd.DataFrame(rows, columns=["block", "kind", "spec", "macs", "params", "weight_bytes", "peak_activation_bytes"])

@@ -1,0 +1,146 @@
+"""A small model registry: names map to builders; unknown names list what exists."""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+__all__ = [
+    "ModelEntry",
+    "register_model",
+    "get_model",
+    "list_models",
+    "model_entry",
+    "load_checkpoint",
+    "input_size_of",
+]
+
+_REGISTRY: dict[str, "ModelEntry"] = {}
+
+# Attribute that get_model sets on every model it builds, so that block discovery and
+# counting use the model's own resolution when the caller gives none.
+_INPUT_SIZE_ATTR = "dsprof_input_size"
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One registered model: its builder, default input resolution and a one-line description."""
+
+    name: str
+    builder: Callable[..., nn.Module]
+    default_resolution: int
+    family: str
+    description: str
+
+    def options(self) -> list[str]:
+        """Keyword options the builder accepts (besides resolution and pretrained)."""
+        return [p for p in inspect.signature(self.builder).parameters if p != "pretrained"]
+
+
+def register_model(
+    name: str, *, default_resolution: int, family: str, description: str
+) -> Callable[[Callable[..., nn.Module]], Callable[..., nn.Module]]:
+    """Decorator that registers a builder under ``name``; registering a name twice is an error."""
+
+    def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+        if name in _REGISTRY:
+            raise ValueError(f"model {name!r} is already registered")
+        _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description)
+        return builder
+
+    return wrap
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Registered model names matching an fnmatch ``pattern`` (e.g. ``"mobilenet*"``), sorted."""
+    return sorted(n for n in _REGISTRY if fnmatch.fnmatch(n, pattern))
+
+
+def model_entry(name: str) -> ModelEntry:
+    """The registry entry of ``name``; an unknown name raises a KeyError listing the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
+        raise KeyError(
+            f"unknown model {name!r}. Known models: {', '.join(close)}. "
+            "List them all with `dsprof models` or dsprof.models.list_models()."
+        ) from None
+
+
+def get_model(
+    name: str,
+    *,
+    resolution: int | None = None,
+    pretrained: bool | str | Path = False,
+    **options: object,
+) -> nn.Module:
+    """Build the registered model ``name`` in eval mode.
+
+    ``resolution`` is the input height and width in pixels (default: the model's own);
+    ``pretrained`` is False, True (torchvision/timm weights, downloaded by those libraries),
+    or the path of a local checkpoint (loaded with ``weights_only=True``). Other keyword
+    options depend on the model (``width`` and ``depths`` for ``mobilenet_v2``, ...).
+    """
+    entry = model_entry(name)
+    unknown = sorted(set(options) - set(entry.options()))
+    if unknown:
+        raise TypeError(
+            f"model {name!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options are: {', '.join(entry.options()) or 'none'}"
+        )
+    local_file = pretrained if isinstance(pretrained, (str, Path)) else None
+    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
+    if local_file is not None:
+        load_checkpoint(model, local_file)
+    size = resolution or entry.default_resolution
+    if size < 8:
+        raise ValueError(f"resolution must be at least 8 pixels, got {size}")
+    setattr(model, _INPUT_SIZE_ATTR, (size, size))
+    return model.eval()
+
+
+def input_size_of(model: nn.Module, default: tuple[int, int] = (224, 224)) -> tuple[int, int]:
+    """The (height, width) a model was built for by `get_model`, else ``default``."""
+    return tuple(getattr(model, _INPUT_SIZE_ATTR, default))  # type: ignore[return-value]
+
+
+def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
+    """Load a local checkpoint into ``model`` (in place) without running code from the file.
+
+    Accepts a plain state dict, or a dict holding one under ``state_dict``, ``model`` or
+    ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist; give the path of a saved state dict")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds here
+        raise ValueError(
+            f"cannot read checkpoint {path} as plain tensors ({exc.__class__.__name__}: {exc}). "
+            "Save it with torch.save(model.state_dict(), path)."
+        ) from exc
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model", "model_state"):
+            if isinstance(obj.get(key), dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise ValueError(f"checkpoint {path} does not hold a state dict of tensors")
+    state = {k.removeprefix("module."): v for k, v in obj.items()}
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise ValueError(
+            f"checkpoint {path} does not fit this model: "
+            f"missing {result.missing_keys[:5]}{'...' if len(result.missing_keys) > 5 else ''}, "
+            f"unexpected {result.unexpected_keys[:5]}{'...' if len(result.unexpected_keys) > 5 else ''}. "
+            "Check the model name and its width/depth options."
+        )
+    return model

@@ -1,0 +1,1 @@
+"""Tables and plots of measurements, LUTs and merged models (issue #7)."""

@@ -1,0 +1,1 @@
+"""Differentiable activation search, fine-tuning and baselines (issue #6)."""
