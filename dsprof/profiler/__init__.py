@@ -1,1 +1,70 @@
-"""Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3)."""
+"""Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3).
+
+``measure(...)`` is what ``dsprof measure`` runs. The parts: `workloads` (what is timed),
+`backends` (how it runs), `timing` (warm-up, interleaved rounds, adaptive stopping), `stats`
+(statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
+JSON Lines measurement file) and `summary` (the closing table).
+"""
+
+from .backends import BACKENDS, DTYPES, BackendSettings
+from .fingerprint import device_state, environment, environment_id
+from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
+from .runner import MeasureResult, default_batch, measure, measurement_path
+from .stats import NOISE_THRESHOLD, SampleStats, Speedup, median_ci, median_relative_halfwidth, paired_speedup, summarize
+from .summary import format_summary, summary_table
+from .timing import CpuTimer, CudaEventTimer, TimingConfig, TimingResult, time_interleaved
+from .workloads import (
+    BLOCK_VARIANTS,
+    MODEL_VARIANTS,
+    Workload,
+    block_workloads,
+    dense_conv,
+    dense_counterpart_model,
+    flops_matched_channels,
+    linearize,
+    model_workload,
+    model_workloads,
+)
+
+__all__ = [
+    "BACKENDS",
+    "BLOCK_VARIANTS",
+    "DTYPES",
+    "MODEL_VARIANTS",
+    "NOISE_THRESHOLD",
+    "SCHEMA",
+    "BackendSettings",
+    "CpuTimer",
+    "CudaEventTimer",
+    "MeasureResult",
+    "Measurement",
+    "MeasurementFileError",
+    "MeasurementWriter",
+    "SampleStats",
+    "Speedup",
+    "TimingConfig",
+    "TimingResult",
+    "Workload",
+    "block_workloads",
+    "default_batch",
+    "dense_conv",
+    "dense_counterpart_model",
+    "device_state",
+    "environment",
+    "environment_id",
+    "flops_matched_channels",
+    "format_summary",
+    "linearize",
+    "measure",
+    "measurement_path",
+    "median_ci",
+    "median_relative_halfwidth",
+    "model_workload",
+    "model_workloads",
+    "paired_speedup",
+    "read_measurements",
+    "speedups",
+    "summarize",
+    "summary_table",
+    "time_interleaved",
+]

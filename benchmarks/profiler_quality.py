@@ -1,0 +1,115 @@
+"""How good are dsprof's latency numbers on this machine? (issue #3)
+
+Prints, for MobileNetV2-1.0 at batch 1 (default 224 x 224) on this CPU:
+
+(a) wall time of `measure` over all 17 blocks x {original, merged, flops_matched} plus both whole
+    models (original and FLOPs-matched dense), default timing settings, workload building included;
+(b) the median, over those 53 entries, of IQR / median;
+(c) the median drift of block medians between two back-to-back runs: |m2 - m1| / m1;
+(d) the ratio of our median to ``torch.utils.benchmark.Timer(...).blocked_autorange()``'s median,
+    timing the same prepared callables (same modules, same input, same threads).
+
+Targets on the 2-core reference machine: (a) <= 90 s, (b) <= 5 %, (c) <= 5 %, (d) within 5 %.
+
+    .venv/bin/python benchmarks/profiler_quality.py [--resolution 224] [--threads N] [--backend torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.utils.benchmark as tb
+
+from dsprof.models import get_model
+from dsprof.profiler import BackendSettings, TimingConfig, block_workloads, measure, model_workloads, time_interleaved
+from dsprof.profiler.backends.torch_eager import TorchBackend
+from dsprof.profiler.fingerprint import environment
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f} %"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's, the physical cores)")
+    parser.add_argument("--out", type=Path, default=Path("results/profiler_quality"))
+    parser.add_argument("--min-run-time", type=float, default=0.2, help="blocked_autorange's min_run_time, seconds")
+    parser.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite; (d) is for torch only")
+    parser.add_argument("--skip-d", action="store_true", help="skip (d), the comparison with torch.utils.benchmark")
+    args = parser.parse_args()
+
+    env = environment()
+    threads = args.threads or torch.get_num_threads()
+    print(f"CPU: {env['cpu'].get('model')}, {env['cpu'].get('logical_cores')} logical cores, torch {torch.__version__}, "
+          f"backend {args.backend}, "
+          f"{threads} threads, MobileNetV2-1.0 at {args.resolution}x{args.resolution}, batch 1, fp32, BatchNorm folded")
+    with open("/proc/loadavg") as f:
+        print(f"load average before: {f.read().split()[:3]}")
+
+    runs = []
+    for i in (1, 2):
+        start = time.perf_counter()
+        result = measure(
+            "mobilenet_v2", resolution=args.resolution, threads=threads, backend=args.backend,
+            out=args.out / f"{args.backend}-t{threads}-run{i}.jsonl",
+            overwrite=True, progress=False,
+        )
+        wall = time.perf_counter() - start
+        runs.append((wall, result))
+        shares = [m.state_after.get("process_cpu_share") for m in result.measurements if "process_cpu_share" in m.state_after]
+        if shares:
+            print(f"run {i}: median CPU share of the timed threads {statistics.median(shares):.0%} "
+                  "(the CPU time the process got / what its threads asked for; < 80 %: other processes compete)")
+        print(f"run {i}: {result.new} workloads in {wall:.1f} s; stop reasons: "
+              + ", ".join(f"{r}={sum(m.stop_reason == r for m in result.measurements)}" for r in ("precision", "budget", "max_samples")))
+
+    wall, first = runs[0]
+    records = [m for m in first.measurements if m.ok]
+    rel_iqr = [m.stats.relative_iqr for m in records]
+    print(f"(a) wall time, 17 blocks x 3 variants + 2 whole models: {wall:.1f} s (second run {runs[1][0]:.1f} s)  [target <= 90 s]")
+    print(f"(b) median IQR/median over {len(records)} entries: {pct(statistics.median(rel_iqr))} "
+          f"(run 2: {pct(statistics.median(m.stats.relative_iqr for m in runs[1][1].measurements if m.ok))}); "
+          f"noisy (> 10 %): {sum(m.stats.noisy for m in records)}  [target <= 5 %]")
+    second = {m.workload_key: m for m in runs[1][1].measurements if m.ok}
+    drift = [abs(second[m.workload_key].stats.median - m.stats.median) / m.stats.median
+             for m in records if m.scope == "block" and m.workload_key in second]
+    drift_all = [abs(second[m.workload_key].stats.median - m.stats.median) / m.stats.median
+                 for m in records if m.workload_key in second]
+    print(f"(c) median drift of block medians between the two runs: {pct(statistics.median(drift))} "
+          f"(max {pct(max(drift))}; all 53 entries: {pct(statistics.median(drift_all))})  [target <= 5 %]")
+
+    models = [m for m in records if m.scope == "model"]
+    for m in models:
+        print(f"    whole model {m.variant}: {m.stats.median * 1e3:.2f} ms, {1 / m.stats.median:.1f} FPS")
+
+    if args.skip_d or args.backend != "torch":
+        return
+    model = get_model("mobilenet_v2", resolution=args.resolution)
+    workloads = [w for g in block_workloads(model) for w in g] + model_workloads(model, "mobilenet_v2")
+    backend = TorchBackend(BackendSettings(threads=threads))
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        for i, w in enumerate(workloads):
+            prepared = backend.prepare(w.module, (1, *w.input_shape), Path(tmp))
+            config = TimingConfig(first_warmup_s=0.5) if i == 0 else TimingConfig()
+            ours = statistics.median(time_interleaved({"x": prepared.run}, config)["x"].samples_s)
+            theirs = tb.Timer(stmt="run()", globals={"run": prepared.run}, num_threads=threads).blocked_autorange(
+                min_run_time=args.min_run_time
+            ).median
+            ratios.append(ours / theirs)
+    within = sum(abs(r - 1) <= 0.05 for r in ratios)
+    print(f"(d) our median / blocked_autorange median over {len(ratios)} modules: median {statistics.median(ratios):.3f}, "
+          f"range {min(ratios):.3f}..{max(ratios):.3f}, within 5 %: {within}/{len(ratios)}  [target: within 5 %]")
+    with open("/proc/loadavg") as f:
+        print(f"load average after: {f.read().split()[:3]}")
+
+
+if __name__ == "__main__":
+    main()

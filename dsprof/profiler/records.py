@@ -1,0 +1,211 @@
+"""The `Measurement` record and its file format: JSON Lines, one self-contained record per line.
+
+Every line holds what was timed (model, block, `BlockSpec` string, variant, input shape, MACs),
+how (backend, device, dtype, layout, batch, threads), where (environment id and fingerprint, device
+state before and after), and the raw samples in seconds. Statistics are derived from the samples
+(`Measurement.stats`), never stored instead of them. Lines are appended and flushed as they are
+measured, so an interrupted run keeps everything it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ..models import BlockSpec
+from .stats import SampleStats, Speedup, paired_speedup, summarize
+
+__all__ = ["SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter", "read_measurements", "speedups"]
+
+SCHEMA = "dsprof.measurement/1"
+
+# Fields that describe the settings of a run: a file being resumed must agree on all of them.
+SETTINGS_FIELDS = ("model", "model_options", "backend", "device", "dtype", "layout", "batch", "threads", "compile", "env_id")
+
+
+class MeasurementFileError(ValueError):
+    """A measurement file that cannot be read or resumed, with the line at fault."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One timed workload. Times in seconds. See the README ("Measurement records") for every field."""
+
+    # what was timed
+    model: str
+    model_options: dict[str, Any]
+    scope: str  # "block" or "model"
+    name: str  # block module path (features.3) or model name
+    index: int  # block index in execution order, -1 for a model
+    spec: str | None  # the original block's BlockSpec string; None for a model
+    variant: str  # original | merged | flops_matched | linear | custom
+    input_shape: tuple[int, ...]  # (N, C, H, W) as timed
+    macs: int  # of the timed module, one image
+    params: int
+    channels: tuple[int, int] | None  # (in, out) channels of a dense replacement
+    # how
+    backend: str
+    device: str  # cpu, cuda:0
+    device_name: str
+    dtype: str
+    layout: str  # nchw | channels_last | nhwc
+    batch: int
+    threads: int | None
+    compile: bool
+    # timing
+    samples_s: tuple[float, ...]  # seconds per forward pass of one batch, in round order
+    iterations_per_sample: int
+    warmup_iterations: int
+    stop_reason: str | None
+    target_precision: float
+    budget_s: float
+    group: str  # records of one interleaved group share it; sample i of each comes from round i
+    # where and when
+    env_id: str
+    environment: dict[str, Any] = field(repr=False)
+    state_before: dict[str, Any] = field(repr=False)
+    state_after: dict[str, Any] = field(repr=False)
+    time_utc: str = ""
+    error: str | None = None
+    schema: str = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.spec is not None:
+            BlockSpec.from_str(self.spec)  # raises on a malformed key
+
+    # -- derived ---------------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        """True when the workload ran and has samples."""
+        return self.error is None and len(self.samples_s) > 0
+
+    @property
+    def stats(self) -> SampleStats:
+        """Median, mean, IQR, p90, p99, CoV and the noise flag of `samples_s` (seconds)."""
+        return summarize(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return self.stats.median
+
+    @property
+    def block_spec(self) -> BlockSpec | None:
+        return BlockSpec.from_str(self.spec) if self.spec is not None else None
+
+    @property
+    def workload_key(self) -> tuple[str, str, str, str | None]:
+        """(scope, name, variant, spec): what a resumed run skips when already in the file."""
+        return (self.scope, self.name, self.variant, self.spec)
+
+    def settings(self) -> dict[str, Any]:
+        """The run settings a resumed file must agree on."""
+        return {k: getattr(self, k) for k in SETTINGS_FIELDS}
+
+    # -- (de)serialisation -----------------------------------------------------------------------
+    def to_json(self) -> str:
+        """One line of JSON (no newline)."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+        names = {f.name for f in fields(cls)}
+        missing = names - set(data) - {"time_utc", "error", "schema"}
+        if missing:
+            raise ValueError(f"record lacks field(s) {sorted(missing)}")
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"record has unknown field(s) {sorted(unknown)}")
+        values = dict(data)
+        values["input_shape"] = tuple(values["input_shape"])
+        values["samples_s"] = tuple(float(v) for v in values["samples_s"])
+        if values["channels"] is not None:
+            values["channels"] = tuple(values["channels"])
+        return cls(**values)
+
+
+def _parse_lines(lines: list[str], path: Path) -> Iterator[Measurement]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield Measurement.from_dict(json.loads(line))
+        except (ValueError, TypeError) as exc:
+            raise MeasurementFileError(
+                f"{path}, line {number}: not a dsprof measurement record ({exc}). "
+                "Point to another file, or delete it and measure again."
+            ) from None
+
+
+def read_measurements(path: str | Path) -> list[Measurement]:
+    """All records of a measurement file, in file order. A bad line raises `MeasurementFileError`."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    return list(_parse_lines(text.splitlines(), path))
+
+
+def repair_truncated_tail(path: Path) -> bool:
+    """Drop a last line cut short by an interrupted write (no final newline, not valid JSON).
+
+    Returns True when something was dropped. Every complete line is left as it is.
+    """
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    cut = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[cut:])
+        with path.open("ab") as f:  # a complete record that only lacks its newline
+            f.write(b"\n")
+        return False
+    except ValueError:
+        with path.open("r+b") as f:
+            f.truncate(cut)
+        return True
+
+
+class MeasurementWriter:
+    """Appends records to a JSON Lines file, flushing and syncing each one to disk as it is written."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, records: Iterable[Measurement]) -> None:
+        for record in records:
+            self._file.write(record.to_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "MeasurementWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def speedups(records: Iterable[Measurement], baseline: str = "original", confidence: float = 0.95) -> dict[tuple[str, str, str], Speedup]:
+    """Paired speed-up of every variant over ``baseline`` within each interleaved group.
+
+    Keyed by (scope, name, variant). Only groups where both ran, with equal sample counts, appear.
+    """
+    by_group: dict[str, list[Measurement]] = {}
+    for r in records:
+        if r.ok:
+            by_group.setdefault(r.group, []).append(r)
+    out = {}
+    for group in by_group.values():
+        base = next((r for r in group if r.variant == baseline), None)
+        if base is None:
+            continue
+        for r in group:
+            if r is not base and len(r.samples_s) == len(base.samples_s):
+                out[(r.scope, r.name, r.variant)] = paired_speedup(base.samples_s, r.samples_s, confidence)
+    return out

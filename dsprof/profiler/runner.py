@@ -1,0 +1,403 @@
+"""`measure`: time a model's blocks in their variants and the whole model, write a measurement file.
+
+Workloads are timed group by group (a block's variants together, then the whole-model variants
+together), interleaved (`time_interleaved`); each group's records are appended to the JSON Lines
+file as soon as the group is done. With ``resume=True`` the workloads already in the file are
+skipped, after checking that the file was written with the same settings in the same environment.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import re
+import statistics
+import tempfile
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+try:
+    import resource  # POSIX only
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+import pandas as pd
+import torch
+from torch import nn
+
+from ..models import find_blocks, get_model, input_size_of
+from .backends import BackendSettings, Prepared, get_backend
+from .fingerprint import device_name, device_state, environment, environment_id
+from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
+from .summary import summary_table
+from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
+from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads
+
+__all__ = ["CPU_SHARE_WARNING", "SWITCHES_WARNING", "MeasureResult", "default_batch", "measure", "measurement_path"]
+
+#: Below this median share of the CPU time its threads asked for, `measure` warns that other
+#: processes compete for the cores (recorded per group as ``state_after["process_cpu_share"]``).
+CPU_SHARE_WARNING = 0.8
+#: ... together with more involuntary context switches per second than this.
+SWITCHES_WARNING = 100.0
+
+
+@dataclass
+class MeasureResult:
+    """What `measure` did: the file, every record in it (resumed ones included), the summary table."""
+
+    path: Path
+    measurements: list[Measurement]
+    new: int
+    skipped: int
+    summary: pd.DataFrame
+
+
+def default_batch(device: str) -> int:
+    """Batch size when none is given: 128 on a CUDA GPU, 1 on the CPU (paper Sec. 3.2)."""
+    return 128 if device.startswith("cuda") else 1
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")
+
+
+def measurement_path(out: str | Path, label: str, settings: BackendSettings, batch: int, resolution: int) -> Path:
+    """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder ``out``."""
+    out = Path(out)
+    if out.suffix == ".jsonl":
+        return out
+    layout = "-cl" if settings.channels_last else ""
+    name = f"{_slug(label)}_{resolution}px_{settings.backend}_{_slug(settings.device)}_{settings.dtype}{layout}_b{batch}.jsonl"
+    return out / name
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "failed to allocate" in text or "cudaerrormemoryallocation" in text
+
+
+def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: Path) -> None:
+    for record in existing:
+        theirs = record.settings()
+        diff = {k: (theirs[k], settings[k]) for k in settings if theirs[k] != settings[k]}
+        if diff:
+            shown = "; ".join(f"{k}: file has {a!r}, this run {b!r}" for k, (a, b) in diff.items())
+            raise MeasurementFileError(
+                f"cannot resume {path}: it was measured with other settings ({shown}). "
+                "Use the same options, or another --out file."
+            )
+
+
+def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        exists = path.exists()
+        if exists and not (resume or overwrite):
+            raise FileExistsError(
+                f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
+            )
+        if exists and overwrite and not resume:
+            path.unlink()
+            exists = False
+        with path.open("a", encoding="utf-8"):
+            pass
+    except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        raise PermissionError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):
+            raise
+        raise PermissionError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
+    if not exists:
+        return []
+    if repair_truncated_tail(path):
+        warnings.warn(f"{path}: dropped a last line cut short by an interrupted run", stacklevel=3)
+    return read_measurements(path)
+
+
+def _select_blocks(groups: list[list[Workload]], pattern: str | Sequence[str] | None) -> list[list[Workload]]:
+    if pattern is None:
+        return []
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    chosen = [g for g in groups if any(fnmatch.fnmatch(g[0].name, p) for p in patterns)]
+    if groups and not chosen:
+        names = ", ".join(g[0].name for g in groups)
+        raise ValueError(f"no block matches {patterns}; the model's blocks are: {names}")
+    return chosen
+
+
+def measure(
+    model: str | nn.Module = "mobilenet_v2",
+    *,
+    name: str | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    extra_models: Mapping[str, nn.Module] | None = None,
+    backend: str = "torch",
+    device: str = "cpu",
+    dtype: str = "fp32",
+    channels_last: bool = False,
+    batch: int | None = None,
+    threads: int | None = None,
+    compile: bool = False,
+    variants: Sequence[str] = ("original", "merged", "flops_matched"),
+    model_variants: Sequence[str] = ("original", "flops_matched"),
+    blocks: str | Sequence[str] | None = "*",
+    timing: TimingConfig = TimingConfig(),
+    out: str | Path = "results",
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    clock: Clock = time.perf_counter_ns,
+    log: Callable[[str], None] | None = None,
+) -> MeasureResult:
+    """Measure a model's blocks (in ``variants``) and the whole model (in ``model_variants``).
+
+    ``model`` is a registered name (built with ``model_options`` and ``resolution``) or any
+    ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
+    ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
+    variant ``custom``, named by their keys. ``blocks`` is an fnmatch pattern (or several) of block
+    names to time, None for none; ``model_variants=()`` skips the whole model. ``batch`` defaults
+    to 1 on the CPU and 128 on CUDA. Times are seconds everywhere. Returns a `MeasureResult`;
+    the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
+    settings is written), appended as they are measured.
+    """
+    saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
+    settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
+    try:
+        return _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
+                        model_variants, blocks, timing, out, resume, overwrite, progress, clock, log)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _measure(
+    model: str | nn.Module,
+    settings: BackendSettings,
+    name: str | None,
+    model_options: Mapping[str, Any] | None,
+    resolution: int | None,
+    extra_models: Mapping[str, nn.Module] | None,
+    batch: int | None,
+    variants: Sequence[str],
+    model_variants: Sequence[str],
+    blocks: str | Sequence[str] | None,
+    timing: TimingConfig,
+    out: str | Path,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    clock: Clock,
+    log: Callable[[str], None] | None,
+) -> MeasureResult:
+    backend, device, dtype, channels_last, threads, compile = (
+        settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile
+    )
+    backend_impl = get_backend(settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
+    if device == "cuda":
+        device = "cuda:0"
+        settings = replace(settings, device=device)
+    batch = batch if batch is not None else default_batch(device)
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    bad = [v for v in variants if v not in BLOCK_VARIANTS]
+    if bad:
+        raise ValueError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
+    bad = [v for v in model_variants if v not in MODEL_VARIANTS]
+    if bad:
+        raise ValueError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
+
+    options = dict(model_options or {})
+    if isinstance(model, str):
+        label = name or model
+        net = get_model(model, resolution=resolution, **options)
+    else:
+        if name is None:
+            raise ValueError("give a name= for a model passed as an nn.Module")
+        label, net = name, model.eval()
+    input_size = (resolution, resolution) if resolution else input_size_of(net)
+    options["resolution"] = input_size[0]
+    if input_size[0] != input_size[1]:
+        options["resolution_w"] = input_size[1]
+
+    path = measurement_path(out, label + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution"), settings, batch, input_size[0])
+
+    env = environment()
+    env_id = environment_id(env)
+    dev_name = device_name(env, device)
+
+    # The workloads, grouped for interleaving. Built on one thread: folding and MAC counting run small
+    # convolutions, which OpenMP threads slow down tenfold when other processes share the cores.
+    timed_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size)
+    finally:
+        torch.set_num_threads(timed_threads)
+    existing = _open_output(path, resume, overwrite)  # after the workloads: a bad --blocks leaves no file behind
+
+    layout = "nhwc" if backend == "tflite" else ("channels_last" if channels_last else "nchw")
+    # Threads used by CPU inference (torch on the CPU, onnxruntime and TFLite set theirs to this count too).
+    probe_threads = None if (backend == "torch" and settings.is_cuda) else (threads or torch.get_num_threads())
+    run_settings = {
+        "model": label, "model_options": options, "backend": backend, "device": device, "dtype": dtype,
+        "layout": layout, "batch": batch, "threads": probe_threads, "compile": compile, "env_id": env_id,
+    }
+    _check_resume(existing, run_settings, path)
+    done = {r.workload_key for r in existing if r.ok}
+    todo = [[w for w in g if (w.scope, w.name, w.variant, w.spec.to_str() if w.spec else None) not in done] for g in groups]
+    todo = [g for g in todo if g]
+    skipped = sum(len(g) for g in groups) - sum(len(g) for g in todo)
+
+    run_id = uuid.uuid4().hex[:8]
+    new_records: list[Measurement] = []
+    bar = None
+    try:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"measure {label} ({backend}, {device})", unit="group", disable=not progress, leave=False)
+        with MeasurementWriter(path) as writer, tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp:
+            for group_index, group in enumerate(todo):
+                group_id = f"{run_id}:{group_index}"
+                # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
+                group_timing = timing if group_index else replace(
+                    timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
+                    warmup_max_s=max(timing.warmup_max_s, timing.first_warmup_s),
+                )
+                records = _measure_group(
+                    group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
+                    dict(run_settings, device_name=dev_name, environment=env, group=group_id),
+                )
+                writer.write(records)
+                new_records += records
+                if log:
+                    for r in records:
+                        if r.error:
+                            log(f"{r.name} {r.variant}: {r.error}")
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    after = [r.state_after for r in new_records if "process_cpu_share" in r.state_after]
+    if log and after:
+        share = statistics.median(a["process_cpu_share"] for a in after)
+        switches = statistics.median(a.get("involuntary_switches_per_s", 0.0) for a in after)
+        if share < CPU_SHARE_WARNING and switches > SWITCHES_WARNING:
+            log(
+                f"this process got only {share:.0%} of the CPU time its {probe_threads} thread(s) could use and was "
+                f"preempted {switches:.0f} times a second (medians over the groups): other processes compete for the "
+                "cores and the timings are likely inflated. Measure on an idle machine, or compare with --threads 1."
+            )
+    measurements = existing + new_records
+    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements))
+
+
+def _build_groups(
+    net: nn.Module,
+    label: str,
+    variants: Sequence[str],
+    model_variants: Sequence[str],
+    blocks: str | Sequence[str] | None,
+    extra_models: Mapping[str, nn.Module] | None,
+    input_size: tuple[int, int],
+) -> list[list[Workload]]:
+    groups: list[list[Workload]] = []
+    if variants and blocks is not None:
+        groups += _select_blocks(block_workloads(net, tuple(variants), input_size, find_blocks(net, input_size)), blocks)
+    model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
+    for extra_name, extra in (extra_models or {}).items():
+        model_group.append(model_workload(extra, extra_name, "custom", input_size))
+    if model_group:
+        groups.append(model_group)
+    return groups
+
+
+def _measure_group(
+    group: list[Workload],
+    backend: Any,
+    settings: BackendSettings,
+    batch: int,
+    timing: TimingConfig,
+    clock: Clock,
+    workdir: Path,
+    common: dict[str, Any],
+) -> list[Measurement]:
+    state_before = device_state(settings.device)
+    prepared: dict[int, Prepared] = {}
+    errors: dict[int, str] = {}
+    for i, w in enumerate(group):
+        try:
+            prepared[i] = backend.prepare(w.module, (batch, *w.input_shape), workdir / f"{i}_{w.variant}")
+        except Exception as exc:  # noqa: BLE001 - recorded, and the run goes on with the next workload
+            if not _is_oom(exc) and not isinstance(exc, RuntimeError):
+                raise
+            errors[i] = f"{'out of memory' if _is_oom(exc) else 'failed to prepare'}: {type(exc).__name__}: {str(exc)[:300]}"
+            if settings.is_cuda:
+                torch.cuda.empty_cache()
+    for p in prepared.values():
+        if isinstance(p.timer, CpuTimer):
+            p.timer.clock = clock  # the injectable clock times CPU workloads and keeps the budget
+    results = {}
+    cpu_share = switches_per_s = None
+    if prepared:
+        try:
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+            switches_start = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw if resource else 0
+            with torch.inference_mode():
+                timed = time_interleaved({str(i): p.run for i, p in prepared.items()}, timing, _GroupTimer(prepared), clock)
+            results = {int(k): v for k, v in timed.items()}
+            wall = time.perf_counter() - wall_start
+            if not settings.is_cuda and common["threads"] and wall > 0:
+                # CPU time this process got / CPU time its threads asked for: well below 1 when other
+                # processes compete for the cores (then every parallel region waits for descheduled threads).
+                cpu_share = (time.process_time() - cpu_start) / (wall * common["threads"])
+                if resource:  # the kernel took the CPU away this often: another sign of competing processes
+                    switches_per_s = (resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches_start) / wall
+        except Exception as exc:  # noqa: BLE001
+            if not _is_oom(exc):
+                raise
+            for i in prepared:
+                errors[i] = f"out of memory: {type(exc).__name__}: {str(exc)[:300]}"
+    for p in prepared.values():
+        p.close()
+    state_after = device_state(settings.device)
+    if cpu_share is not None:
+        state_after["process_cpu_share"] = round(cpu_share, 4)
+    if switches_per_s is not None:
+        state_after["involuntary_switches_per_s"] = round(switches_per_s, 1)
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    records = []
+    for i, w in enumerate(group):
+        r = results.get(i)
+        p = prepared.get(i)
+        records.append(
+            Measurement(
+                model=common["model"], model_options=common["model_options"], scope=w.scope, name=w.name,
+                index=w.index, spec=w.spec.to_str() if w.spec else None, variant=w.variant,
+                input_shape=(batch, *w.input_shape), macs=w.macs, params=w.params, channels=w.channels,
+                backend=settings.backend, device=settings.device, device_name=common["device_name"], dtype=settings.dtype,
+                layout=common["layout"], batch=batch, threads=common["threads"], compile=settings.compile,
+                samples_s=r.samples_s if r else (), iterations_per_sample=r.iterations_per_sample if r else 0,
+                warmup_iterations=r.warmup_iterations if r else 0, stop_reason=r.stop_reason if r else None,
+                target_precision=timing.target_precision, budget_s=timing.budget_s, group=common["group"],
+                env_id=common["env_id"], environment=common["environment"], state_before=state_before,
+                state_after=state_after, time_utc=now, error=errors.get(i),
+            )
+        )
+    return records
+
+
+class _GroupTimer:
+    """Dispatches to each prepared workload's own timer (CPU clock or CUDA events)."""
+
+    def __init__(self, prepared: Mapping[int, Prepared]) -> None:
+        self._by_fn = {id(p.run): p.timer for p in prepared.values()}
+
+    def __call__(self, fn: Callable[[], object], number: int) -> float:
+        return self._by_fn[id(fn)](fn, number)

@@ -1,0 +1,158 @@
+"""Statistics of timing samples: pure arithmetic on lists of seconds, no clocks, no hardware.
+
+* `summarize` derives median, mean, IQR, p90, p99 and the coefficient of variation from raw
+  samples, and flags a measurement as noisy when IQR / median exceeds 10 % (the threshold
+  ``torch.utils.benchmark`` warns at).
+* `median_relative_halfwidth` is the half-width of a distribution-free confidence interval of the
+  median (order statistics of the binomial distribution), relative to the median: the adaptive
+  stopping rule stops once it is at or below the target precision.
+* `paired_speedup` is the speed-up of a dense variant over the original from *paired* samples
+  (taken in the same interleaved round): the median of the per-round ratios, with the same
+  distribution-free interval, so a user sees whether a difference exceeds the noise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+__all__ = [
+    "NOISE_THRESHOLD",
+    "SampleStats",
+    "Speedup",
+    "median_ci",
+    "median_relative_halfwidth",
+    "paired_speedup",
+    "percentile",
+    "summarize",
+]
+
+#: IQR / median above which a measurement is flagged noisy.
+NOISE_THRESHOLD = 0.10
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of already sorted values, linear interpolation (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {q}")
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """What the raw samples say, in the samples' unit (seconds): never stored instead of them."""
+
+    count: int
+    median: float
+    mean: float
+    iqr: float
+    p10: float
+    p90: float
+    p99: float
+    min: float
+    max: float
+    cov: float  # standard deviation / mean
+
+    @property
+    def relative_iqr(self) -> float:
+        """IQR / median."""
+        return self.iqr / self.median if self.median > 0 else math.inf
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR / median exceeds `NOISE_THRESHOLD` (10 %)."""
+        return self.relative_iqr > NOISE_THRESHOLD
+
+
+def summarize(samples: Sequence[float]) -> SampleStats:
+    """Median, mean, IQR (p75 - p25), p10, p90, p99, min, max and CoV of ``samples``."""
+    if not samples:
+        raise ValueError("no samples to summarize")
+    s = sorted(float(v) for v in samples)
+    mean = statistics.fmean(s)
+    std = statistics.stdev(s) if len(s) > 1 else 0.0
+    return SampleStats(
+        count=len(s),
+        median=percentile(s, 50),
+        mean=mean,
+        iqr=percentile(s, 75) - percentile(s, 25),
+        p10=percentile(s, 10),
+        p90=percentile(s, 90),
+        p99=percentile(s, 99),
+        min=s[0],
+        max=s[-1],
+        cov=std / mean if mean > 0 else math.inf,
+    )
+
+
+def _z(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the order statistics at ranks
+    n/2 -+ z*sqrt(n)/2 (normal approximation of the binomial). With fewer than 6 samples the
+    interval is the full range."""
+    s = sorted(samples)
+    n = len(s)
+    if n == 0:
+        raise ValueError("no samples")
+    half = _z(confidence) * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half))
+    hi = min(n - 1, math.ceil(n / 2 + half) - 1)
+    if n < 6:
+        lo, hi = 0, n - 1
+    return s[lo], s[hi]
+
+
+def median_relative_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of `median_ci` divided by the median: 0.02 means the median is known to +-2 %."""
+    if len(samples) < 2:
+        return math.inf
+    lo, hi = median_ci(samples, confidence)
+    med = statistics.median(samples)
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Speed-up of a variant over a baseline: ``ratio`` = baseline time / variant time (> 1: faster),
+    the median of per-round ratios, with its ``confidence`` interval [low, high]."""
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    pairs: int
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval excludes 1: the difference is larger than the noise."""
+        return self.low > 1 or self.high < 1
+
+
+def paired_speedup(
+    baseline: Sequence[float], variant: Sequence[float], confidence: float = 0.95
+) -> Speedup:
+    """Speed-up of ``variant`` over ``baseline`` from samples taken in the same rounds.
+
+    ``baseline[i]`` and ``variant[i]`` must come from the same interleaved round, so that drift
+    (clock changes, other load) affects both; the ratio of each pair is formed first and the
+    median of the ratios and its distribution-free interval are reported.
+    """
+    if len(baseline) != len(variant):
+        raise ValueError(f"paired samples differ in length: {len(baseline)} vs {len(variant)}")
+    if not baseline:
+        raise ValueError("no paired samples")
+    ratios = [b / v for b, v in zip(baseline, variant)]
+    lo, hi = median_ci(ratios, confidence)
+    return Speedup(statistics.median(ratios), lo, hi, confidence, len(ratios))

@@ -1,0 +1,105 @@
+"""The closing summary of a measurement: one row per block and per whole model (a renderer: returns values)."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import pandas as pd
+
+from .records import Measurement, speedups
+
+__all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
+
+SUMMARY_COLUMNS = [
+    "scope", "name", "original_ms", "merged_ms", "flops_matched_ms", "linear_ms",
+    "merged_speedup", "merged_speedup_low", "merged_speedup_high",
+    "flops_matched_speedup", "flops_matched_speedup_low", "flops_matched_speedup_high",
+    "noisy", "fps",
+]
+
+
+def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
+    """Median latency in ms of each variant, paired speed-ups over the original with their 95 %
+    intervals, a noise flag (any variant's IQR/median > 10 %) and, for whole models, the FPS
+    (images per second: batch / median) of every variant (``fps`` is the original's). A ``custom``
+    model (e.g. merged by a plan) gets its own row, its time in ``original_ms`` and its paired
+    speed-up over the original model timed with it in the ``merged_speedup`` columns.
+
+    Milliseconds here because this is for display; the records keep seconds. The last record
+    of a workload wins (a resumed file may hold an earlier failed attempt).
+    """
+    records = [r for r in records if r.ok]
+    latest: dict[tuple[str, str, str], Measurement] = {}
+    for r in records:
+        latest[(r.scope, r.name, r.variant)] = r
+    ups = speedups(latest.values())
+    rows: dict[tuple[str, str], dict] = {}
+    for (scope, name, variant), r in latest.items():
+        row = rows.setdefault((scope, name), {"scope": scope, "name": name, "_index": r.index, "noisy": False})
+        stats = r.stats
+        key = variant if variant in ("original", "merged", "flops_matched", "linear") else None
+        if key:
+            row[f"{key}_ms"] = stats.median * 1e3
+            if scope == "model":
+                row[f"{key}_fps"] = r.batch / stats.median
+        elif scope == "model":  # custom models get their own row
+            row["original_ms"] = stats.median * 1e3
+            row["original_fps"] = r.batch / stats.median
+        row["noisy"] = row["noisy"] or stats.noisy
+        up = ups.get((scope, name, variant))
+        column = key or "merged"  # a custom model (a merged one, usually) vs the original model of its group
+        if up is not None:
+            row[f"{column}_speedup"], row[f"{column}_speedup_low"], row[f"{column}_speedup_high"] = up.ratio, up.low, up.high
+    ordered = sorted(rows.values(), key=lambda row: (row["scope"] != "block", row["_index"] if row["scope"] == "block" else 0))
+    table = pd.DataFrame(ordered)
+    for col in SUMMARY_COLUMNS:
+        if col not in table.columns:
+            table[col] = math.nan if col not in ("scope", "name") else None
+    if "original_fps" in table.columns:
+        table["fps"] = table["original_fps"]
+    extra = [c for c in table.columns if c.endswith("_fps") and c not in SUMMARY_COLUMNS]
+    return table[SUMMARY_COLUMNS + extra].reset_index(drop=True) if len(table) else pd.DataFrame(columns=SUMMARY_COLUMNS)
+
+
+def _ms(v: float) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def _up(row: pd.Series, key: str) -> str:
+    v = row.get(f"{key}_speedup")
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.2f}x [{row[f'{key}_speedup_low']:.2f}, {row[f'{key}_speedup_high']:.2f}]"
+
+
+def format_summary(table: pd.DataFrame) -> str:
+    """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS."""
+    if table.empty:
+        return "(nothing measured)"
+    lines = []
+    header = ["block", "original ms", "merged ms", "flops-matched ms", "merged speed-up", "flops-matched speed-up", "FPS", ""]
+    body = []
+    for _, row in table.iterrows():
+        fps = ""
+        if row["scope"] == "model":
+            parts = []
+            for key in ("original", "merged", "flops_matched"):
+                v = row.get(f"{key}_fps")
+                if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                    parts.append(f"{v:.1f}")
+            fps = " / ".join(parts)
+        body.append([
+            row["name"] if row["scope"] == "block" else f"model: {row['name']}",
+            _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
+            _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
+        ])
+    widths = [max(len(r[i]) for r in body + [header]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()  # noqa: E731
+    lines.append(fmt(header))
+    lines += [fmt(r) for r in body]
+    lines.append(
+        "medians; speed-up = original / variant time, median of paired rounds [95 % interval]; "
+        "FPS = batch / median (original / merged / flops-matched); noisy: IQR/median > 10 %; BatchNorm folded everywhere"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,297 @@
+"""What gets timed: blocks in their variants, and whole models.
+
+Variants of a block (DESIGN, "Workload"):
+
+* ``original``: the block as built, eval mode, BatchNorm folded into its convolutions.
+* ``merged``: one dense convolution with the block's input and output channels, kernel, stride and
+  padding style, followed by ReLU6 (what the merge stage produces, paper Sec. 5 / Fig. 5).
+* ``flops_matched``: one dense convolution of the block's kernel, stride and padding style whose
+  channels are scaled so that its MACs match the block's within +-5 % (paper Sec. 3.2 / Tab. 1),
+  followed by ReLU6. Rule (`flops_matched_channels`): input and output channels are scaled by one
+  factor ``a = sqrt(MACs_block / (k^2 * cin * cout * Ho * Wo))``; the input channels are
+  ``round(a * cin)``, then the output channels are chosen to the nearest integer that matches the
+  block's MACs given those input channels, so the in/out ratio of the block is kept.
+* ``linear``: the block with its activation functions replaced by identities (not merged).
+
+Whole models: ``original`` (BatchNorm folded), ``merged`` (every block replaced by its merged
+dense convolution) and ``flops_matched`` (every block replaced by a dense convolution, paper
+Tab. 1). For the whole model the channels must chain from block to block, so the rule is one
+factor ``a`` for the output channels of all blocks but the last (``round(a * cout_i)``; the last
+keeps its channels so the head is untouched), chosen by bisection so that the model's total MACs
+match the original's within +-5 %. Any other `nn.Module` can be timed as a whole model too.
+
+BatchNorm is folded in every timed module, original and dense alike (DESIGN: fair timing).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..merge.fold import fold_batchnorm, set_submodule
+from ..models import Block, BlockSpec, count_macs, count_params, find_blocks, input_size_of
+
+__all__ = [
+    "BLOCK_VARIANTS",
+    "MODEL_VARIANTS",
+    "MACS_TOLERANCE",
+    "Workload",
+    "block_workloads",
+    "conv_macs",
+    "dense_conv",
+    "dense_counterpart_model",
+    "flops_matched_channels",
+    "linearize",
+    "model_workload",
+    "model_workloads",
+]
+
+BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear")
+MODEL_VARIANTS = ("original", "merged", "flops_matched")
+#: The flops_matched variant matches the block's (or model's) MACs within this relative tolerance.
+MACS_TOLERANCE = 0.05
+
+
+@dataclass
+class Workload:
+    """A module to time and what it is.
+
+    ``scope`` is ``"block"`` or ``"model"``; ``name`` the block's module path (``features.3``) or
+    the model's name; ``spec`` the *original* block's `BlockSpec` (None for a model): together
+    with ``variant`` it is the key a latency table uses. ``input_shape`` is (C, H, W) of what is
+    timed (without the batch), ``macs`` and ``params`` of the timed module for one image;
+    ``channels`` (in, out) of a dense replacement.
+    """
+
+    scope: str
+    name: str
+    variant: str
+    module: nn.Module = field(repr=False)
+    input_shape: tuple[int, int, int]
+    macs: int
+    params: int
+    spec: BlockSpec | None = None
+    index: int = -1
+    channels: tuple[int, int] | None = None
+
+
+def conv_macs(cin: int, cout: int, kernel: int, out_h: int, out_w: int) -> int:
+    """MACs of one dense k x k convolution for one image."""
+    return kernel * kernel * cin * cout * out_h * out_w
+
+
+def _tf_same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def dense_conv(
+    cin: int, cout: int, kernel: int, stride: int, padding: str = "symmetric", in_hw: tuple[int, int] | None = None
+) -> nn.Sequential:
+    """One dense convolution (with bias, as after BatchNorm folding) followed by ReLU6.
+
+    ``padding`` is ``symmetric`` (k//2 on every side) or ``tf_same`` (TensorFlow 'SAME', which needs
+    the input size ``in_hw`` to place its asymmetric zeros; an explicit zero pad goes in front).
+    """
+    if padding == "symmetric":
+        return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=True), nn.ReLU6())
+    if padding == "tf_same":
+        if in_hw is None:
+            raise ValueError("tf_same padding needs the input size in_hw")
+        top, bottom = _tf_same_pads(in_hw[0], kernel, stride)
+        left, right = _tf_same_pads(in_hw[1], kernel, stride)
+        layers: list[nn.Module] = []
+        if (top, bottom) == (left, right) and top == bottom:
+            layers.append(nn.Conv2d(cin, cout, kernel, stride, top, bias=True))
+        else:
+            layers += [nn.ZeroPad2d((left, right, top, bottom)), nn.Conv2d(cin, cout, kernel, stride, 0, bias=True)]
+        return nn.Sequential(*layers, nn.ReLU6())
+    raise ValueError(f"unknown padding style {padding!r}; known: symmetric, tf_same")
+
+
+def flops_matched_channels(spec: BlockSpec, block_macs: int) -> tuple[int, int]:
+    """(in, out) channels of the dense k x k convolution whose MACs match ``block_macs``; see the module docstring."""
+    out_hw = spec.out_h * spec.out_w
+    k2 = spec.kernel * spec.kernel
+    scale = math.sqrt(block_macs / conv_macs(spec.in_channels, spec.out_channels, spec.kernel, spec.out_h, spec.out_w))
+    cin = max(1, round(scale * spec.in_channels))
+    cout = max(1, round(block_macs / (k2 * cin * out_hw)))
+    return cin, cout
+
+
+def linearize(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` with every activation function (ReLU, ReLU6, SiLU, ...) replaced by Identity."""
+    target = copy.deepcopy(module)
+    activations = tuple(
+        getattr(nn, n) for n in ("ReLU", "ReLU6", "SiLU", "Hardswish", "Hardsigmoid", "GELU", "LeakyReLU", "ELU", "Mish", "Sigmoid", "Tanh", "PReLU")
+    )
+    for name, sub in list(target.named_modules()):
+        if name and isinstance(sub, activations):
+            set_submodule(target, name, nn.Identity())
+    return target
+
+
+def _first_conv_in_channels(module: nn.Module) -> int:
+    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
+    return conv.in_channels if conv is not None else 3
+
+
+def _check_macs(what: str, got: int, want: int) -> None:
+    if abs(got - want) > MACS_TOLERANCE * want:
+        raise ValueError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
+
+
+def block_workloads(
+    model: nn.Module,
+    variants: tuple[str, ...] = ("original", "merged", "flops_matched"),
+    input_size: tuple[int, int] | None = None,
+    blocks: list[Block] | None = None,
+) -> list[list[Workload]]:
+    """For every block of ``model``, its workloads in ``variants``: one list per block, in block order.
+
+    The model is BatchNorm-folded once (a copy); the block's original is taken from the folded copy.
+    """
+    unknown = [v for v in variants if v not in BLOCK_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown block variant(s) {unknown}; known: {', '.join(BLOCK_VARIANTS)}")
+    input_size = input_size or input_size_of(model)
+    blocks = blocks if blocks is not None else find_blocks(model, input_size)
+    folded = fold_batchnorm(model, torch.zeros(1, _first_conv_in_channels(model), *input_size)).eval()
+    groups = []
+    for index, block in enumerate(blocks):
+        spec = block.spec
+        original = folded.get_submodule(block.name)
+        in_shape = (spec.in_channels, spec.in_h, spec.in_w)
+        block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
+        group = []
+        for variant in variants:
+            channels = None
+            if variant == "original":
+                module, shape = original, in_shape
+            elif variant == "linear":
+                module, shape = linearize(original), in_shape
+            else:
+                if variant == "merged":
+                    cin, cout = spec.in_channels, spec.out_channels
+                else:
+                    cin, cout = flops_matched_channels(spec, block_macs)
+                module = dense_conv(cin, cout, spec.kernel, spec.stride, spec.padding, (spec.in_h, spec.in_w))
+                shape, channels = (cin, spec.in_h, spec.in_w), (cin, cout)
+            module = module.eval()
+            macs = count_macs(module, shape[1:], shape[0])
+            if variant == "flops_matched":
+                _check_macs(f"block {block.name}", macs, block_macs)
+            group.append(Workload("block", block.name, variant, module, shape, macs, count_params(module), spec, index, channels))
+        groups.append(group)
+    return groups
+
+
+def dense_counterpart_model(
+    model: nn.Module, variant: str = "flops_matched", input_size: tuple[int, int] | None = None
+) -> nn.Module:
+    """A BatchNorm-folded copy of ``model`` with every block replaced by one dense convolution + ReLU6.
+
+    ``variant="merged"``: each dense convolution keeps its block's channels. ``"flops_matched"``:
+    the output channels of all blocks but the last are scaled by one factor chosen so that the
+    model's MACs match the original's within +-5 % (paper Tab. 1; module docstring).
+    """
+    if variant not in ("merged", "flops_matched"):
+        raise ValueError(f"dense counterparts are 'merged' or 'flops_matched', not {variant!r}")
+    input_size = input_size or input_size_of(model)
+    in_ch = _first_conv_in_channels(model)
+    blocks = find_blocks(model, input_size)
+    if not blocks:
+        raise ValueError("the model has no blocks to replace")
+    folded = fold_batchnorm(model, torch.zeros(1, in_ch, *input_size)).eval()
+
+    def channels(scale: float | None) -> list[tuple[int, int]]:
+        chain, cin = [], blocks[0].spec.in_channels
+        for i, block in enumerate(blocks):
+            s = block.spec
+            last = i == len(blocks) - 1
+            cout = s.out_channels if scale is None or last else max(1, round(scale * s.out_channels))
+            chain.append((cin, cout))
+            cin = cout
+        return chain
+
+    def build(scale: float | None) -> nn.Module:
+        dense = copy.deepcopy(folded)
+        for block, (cin, cout) in zip(blocks, channels(scale)):
+            s = block.spec
+            set_submodule(dense, block.name, dense_conv(cin, cout, s.kernel, s.stride, s.padding, (s.in_h, s.in_w)))
+        return dense.eval()
+
+    if variant == "merged":
+        return build(None)
+    target = count_macs(folded, input_size, in_ch)
+    # MACs outside the blocks (stem, head) stay; the blocks' dense MACs are plain arithmetic.
+    outside = target - sum(count_macs(b.module, (b.spec.in_h, b.spec.in_w), b.spec.in_channels) for b in blocks)
+
+    def macs(scale: float) -> int:
+        return outside + sum(
+            conv_macs(cin, cout, b.spec.kernel, b.spec.out_h, b.spec.out_w) for b, (cin, cout) in zip(blocks, channels(scale))
+        )
+
+    lo, hi = 0.01, 1.0
+    while macs(hi) < target and hi < 64:
+        hi *= 2
+    best = hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        m = macs(mid)
+        if abs(m - target) < abs(macs(best) - target):
+            best = mid
+        if abs(m - target) <= 0.001 * target:
+            break
+        lo, hi = (mid, hi) if m < target else (lo, mid)
+    dense = build(best)
+    _check_macs("whole model", count_macs(dense, input_size, in_ch), target)  # counted, not trusted
+    dense.dsprof_dense_scale = best
+    return dense
+
+
+def model_workload(
+    module: nn.Module,
+    name: str,
+    variant: str = "original",
+    input_size: tuple[int, int] | None = None,
+    fold: bool = True,
+) -> Workload:
+    """Any ``nn.Module`` as a whole-model workload (BatchNorm folded unless ``fold=False``).
+
+    Use it for a merged model from issue #4, a model built from a plan, or your own network.
+    """
+    input_size = input_size or input_size_of(module)
+    in_ch = _first_conv_in_channels(module)
+    if fold:
+        module = fold_batchnorm(module, torch.zeros(1, in_ch, *input_size))
+    module = module.eval()
+    return Workload(
+        "model", name, variant, module, (in_ch, *input_size), count_macs(module, input_size, in_ch), count_params(module)
+    )
+
+
+def model_workloads(
+    model: nn.Module,
+    name: str,
+    variants: tuple[str, ...] = ("original", "flops_matched"),
+    input_size: tuple[int, int] | None = None,
+) -> list[Workload]:
+    """The whole ``model`` in ``variants`` (original, merged, flops_matched), one group to interleave."""
+    unknown = [v for v in variants if v not in MODEL_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown model variant(s) {unknown}; known: {', '.join(MODEL_VARIANTS)}")
+    input_size = input_size or input_size_of(model)
+    out = []
+    for variant in variants:
+        if variant == "original":
+            out.append(model_workload(model, name, "original", input_size))
+        else:
+            dense = dense_counterpart_model(model, variant, input_size)
+            out.append(model_workload(dense, name, variant, input_size, fold=False))
+    return out

@@ -1,0 +1,279 @@
+"""`measure` and `dsprof measure` on real models on the CPU, at small resolutions and tiny budgets.
+
+No timing asserts: the tests check which records exist, what they hold, and that files read back.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dsprof.cli import main
+from dsprof.models import BlockSpec, find_blocks, get_model
+from dsprof.profiler import Measurement, TimingConfig, measure, read_measurements
+from dsprof.profiler.backends.tflite import NetworkBlocked, no_network
+from dsprof.profiler.fingerprint import environment, environment_id
+
+DSPROF = str(Path(sys.executable).parent / "dsprof")
+pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
+FAST = TimingConfig(
+    warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0,
+)
+# One thread: another test process may share this machine, and spinning OpenMP threads of two
+# processes on two cores wait on each other for whole scheduler slices.
+FAST_ARGS = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
+VARIANTS = ("original", "merged", "flops_matched")
+
+
+def check_block_records(records, model, variants):
+    blocks = find_blocks(model)
+    by_key = {(r.name, r.variant): r for r in records if r.scope == "block"}
+    assert set(by_key) == {(b.name, v) for b in blocks for v in variants}
+    for b in blocks:
+        for v in variants:
+            r = by_key[(b.name, v)]
+            assert r.ok, r.error
+            assert r.spec == b.spec.to_str() and BlockSpec.from_str(r.spec) == b.spec
+            assert len(r.samples_s) >= 2 and all(s > 0 for s in r.samples_s)
+            assert r.input_shape[0] == 1 and r.macs > 0
+        group = {by_key[(b.name, v)].group for v in variants}
+        assert len(group) == 1  # a block's variants were interleaved together
+    return by_key
+
+
+def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
+    result = measure("mobilenet_v2", resolution=32, threads=1, timing=FAST, out=tmp_path, progress=False)
+    model = get_model("mobilenet_v2", resolution=32)
+    check_block_records(result.measurements, model, VARIANTS)
+    models = [r for r in result.measurements if r.scope == "model"]
+    assert {r.variant for r in models} == {"original", "flops_matched"}
+    r = models[0]
+    assert r.backend == "torch" and r.device == "cpu" and r.dtype == "fp32" and r.layout == "nchw" and r.batch == 1
+    assert r.threads == 1
+    assert r.env_id == environment_id(r.environment) == environment_id(environment())
+    assert 0 < r.state_after["process_cpu_share"] < 1.5 and r.state_after["involuntary_switches_per_s"] >= 0
+    assert result.path.name == "mobilenet_v2_32px_torch_cpu_fp32_b1.jsonl"
+    assert read_measurements(result.path) == result.measurements  # the file reads back to equal records
+    table = result.summary
+    assert len(table) == 18 and table.loc[17, "scope"] == "model"
+    assert table.loc[17, "fps"] == pytest.approx(1 / models[0].stats.median, rel=1e-9)
+    assert table.loc[0, "original_ms"] == pytest.approx(result.measurements[0].stats.median * 1e3, rel=1e-9)
+
+
+def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
+    result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.2", model_variants=(), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+    lines = result.path.read_text().splitlines()
+    assert len(lines) == 3
+    data = json.loads(lines[0])
+    for key in ("model", "spec", "variant", "samples_s", "backend", "device", "dtype", "layout", "batch", "threads", "env_id", "environment", "state_before", "state_after", "schema"):
+        assert key in data
+    assert Measurement.from_dict(data) == result.measurements[0]
+    assert "median_s" not in data  # derived, never stored instead of the samples
+
+
+def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
+    tiny = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    result = measure(
+        "mobilenet_v2", resolution=32, dtype="bf16", channels_last=True, threads=1, blocks=["features.1", "features.5"],
+        variants=("original", "linear"), model_variants=("original",), extra_models={"tiny": tiny},
+        timing=FAST, out=tmp_path, progress=False,
+    )
+    got = {(r.name, r.variant) for r in result.measurements}
+    assert got == {("features.1", "original"), ("features.1", "linear"), ("features.5", "original"), ("features.5", "linear"), ("mobilenet_v2", "original"), ("tiny", "custom")}
+    assert all(r.layout == "channels_last" and r.dtype == "bf16" and r.threads == 1 and r.ok for r in result.measurements)
+    assert "tiny" in set(result.summary.name)
+
+
+def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
+    result = measure("mobilenet_v2", resolution=32, threads=1, backend="onnxruntime", timing=FAST, out=tmp_path, progress=False)
+    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32), VARIANTS)
+    assert all(r.backend == "onnxruntime" and r.layout == "nchw" and r.ok for r in result.measurements)
+    assert len([r for r in result.measurements if r.scope == "model"]) == 2
+
+
+def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
+    # Two blocks (each variant is its own conversion, 1-3 s here) and the whole model, whose
+    # 3-channel input is what makes onnx2tf fetch sample images unless it finds them locally.
+    # `benchmarks/profiler_quality.py --backend tflite` runs all 17 blocks in all variants.
+    blocks = ["features.1", "features.3"]
+    variants = ("original", "merged")
+    result = measure(
+        "mobilenet_v2", resolution=32, backend="tflite", threads=1, blocks=blocks, variants=variants, model_variants=("original",),
+        timing=FAST, out=tmp_path, progress=False,
+    )
+    records = result.measurements
+    assert {(r.name, r.variant) for r in records if r.scope == "block"} == {(b, v) for b in blocks for v in variants}
+    assert all(r.ok and r.layout == "nhwc" and r.backend == "tflite" for r in records), [r.error for r in records]
+    assert [r.scope for r in records].count("model") == 1
+
+
+def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeypatch):
+    from onnx2tf.utils.common_functions import download_test_image_data
+
+    monkeypatch.chdir(tmp_path)  # no local sample file here: onnx2tf would download it
+    with pytest.raises(NetworkBlocked), no_network():
+        download_test_image_data()
+
+
+def count_lines(path):
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
+    out = tmp_path / "run.jsonl"
+    # Each block group takes about 3 x 0.2 s: slow enough to kill mid-run.
+    args = ["measure", "--resolution", "32", "--out", str(out), "--no-progress", "--warmup", "0", "--threads", "1",
+            "--min-samples", "2000", "--max-samples", "2000", "--budget", "0.2", "--min-sample-time", "0"]
+    proc = subprocess.Popen([DSPROF, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while count_lines(out) < 6 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = out.read_text().splitlines()
+    kept = read_measurements(out)  # what survived the kill reads back
+    assert 6 <= len(kept) < 53
+    fast = ["measure", "--resolution", "32", "--out", str(out), "--resume", *FAST_ARGS]
+    assert main([a for a in fast]) == 0
+    after = read_measurements(out)
+    assert out.read_text().splitlines()[: len(before)] == before  # nothing measured was lost or rewritten
+    keys = [r.workload_key for r in after]
+    assert len(keys) == len(set(keys)) == 17 * 3 + 2  # nothing repeated, nothing missing
+    assert main(fast) == 0  # a complete file: nothing left to do
+    assert read_measurements(out) == after
+
+
+def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
+    out = tmp_path / "m.jsonl"
+    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:100])  # the last write was cut off
+    with pytest.warns(UserWarning, match="cut short"):
+        result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, resume=True, progress=False)
+    assert result.new == 1 and result.skipped == 2
+    assert [r.variant for r in read_measurements(out)] == ["original", "merged", "flops_matched"]
+
+
+# ---- bad input: clear messages, exit status 2 ----------------------------------------------------
+
+
+def run_cli(capsys, *args):
+    code = main(["measure", *args, *FAST_ARGS])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--model", "mobilenet_v9"], "unknown model 'mobilenet_v9'"),
+        (["--backend", "tensorrt"], "unknown backend 'tensorrt'"),
+        (["--dtype", "int4"], "unknown dtype 'int4'"),
+        (["--dtype", "fp16"], "fp16 on the CPU is not supported"),
+        (["--device", "tpu"], "unknown device 'tpu'"),
+        (["--backend", "tflite", "--dtype", "bf16"], "supports fp32"),
+        (["--backend", "onnxruntime", "--channels-last"], "--channels-last applies to --backend torch only"),
+        (["--variants", "original,squeezed"], "unknown block variant(s) ['squeezed']"),
+        (["--blocks", "features.99"], "no block matches"),
+        (["--batch", "0"], "batch must be >= 1"),
+        (["--target-precision", "5"], "target_precision"),
+    ],
+)
+def test_bad_input_is_a_clear_error(capsys, tmp_path, args, message):
+    code, err = run_cli(capsys, "--resolution", "32", "--out", str(tmp_path), *args)
+    assert code == 2 and message in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without a GPU")
+def test_cuda_without_cuda_is_a_clear_error(capsys, tmp_path):
+    code, err = run_cli(capsys, "--device", "cuda", "--out", str(tmp_path))
+    assert code == 2 and "--device cuda was requested but PyTorch sees no CUDA GPU" in err
+
+
+def test_unwritable_output_folder_is_a_clear_error(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, err = run_cli(capsys, "--resolution", "32", "--out", str(blocker / "results"))
+    assert code == 2 and "cannot write the measurement file" in err and "--out" in err
+
+
+def test_existing_file_needs_resume_or_overwrite(capsys, tmp_path):
+    out = tmp_path / "m.jsonl"
+    out.write_text("")
+    code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--blocks", "features.1")
+    assert code == 2 and "--resume" in err and "--overwrite" in err
+
+
+def test_corrupt_resume_file_is_a_clear_error(capsys, tmp_path):
+    out = tmp_path / "m.jsonl"
+    out.write_text('{"not": "a record"}\n')
+    code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--resume")
+    assert code == 2 and "line 1: not a dsprof measurement record" in err
+
+
+def test_resume_with_other_settings_is_a_clear_error(capsys, tmp_path):
+    out = tmp_path / "m.jsonl"
+    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--resume", "--width", "1.4")
+    assert code == 2 and "other settings" in err and "model_options" in err
+
+
+def test_cli_prints_the_summary(capsys, tmp_path):
+    code = main(["measure", "--resolution", "32", "--out", str(tmp_path), "--blocks", "features.1,features.2", *FAST_ARGS])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "features.1" in out and "features.2" in out and "model: mobilenet_v2" in out and "FPS" in out
+    assert "8 workloads measured" in out
+
+
+def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
+    from dsprof.merge import merge_model, save_merged
+
+    saved = save_merged(merge_model(get_model("mobilenet_v2", resolution=32), "mbv2-ds-b"), tmp_path / "ds-b.pt")
+    out = tmp_path / "m.jsonl"
+    code = main(["measure", "--resolution", "32", "--out", str(out), "--blocks", "none", "--model-variants", "original",
+                 "--plan", "mbv2-ds-a", "--merged-model", str(saved), *FAST_ARGS])
+    assert code == 0, capsys.readouterr().err
+    records = read_measurements(out)
+    assert [(r.name, r.variant) for r in records] == [("mobilenet_v2", "original"), ("mbv2-ds-a", "custom"), ("ds-b", "custom")]
+    assert len({r.group for r in records}) == 1 and records[1].macs < records[0].macs
+    assert "model: mbv2-ds-a" in capsys.readouterr().out
+
+
+# ---- CUDA: skipped here, run where a GPU is at hand -----------------------------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@cuda
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_cuda_per_block_records(tmp_path, dtype):
+    result = measure("mobilenet_v2", resolution=64, device="cuda", dtype=dtype, batch=8, channels_last=True, timing=FAST, out=tmp_path, progress=False)
+    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS)
+    r = result.measurements[0]
+    assert r.device == "cuda:0" and r.threads is None and r.batch == 8
+    assert r.device_name == torch.cuda.get_device_name(0)
+    assert r.environment["gpu"] and "sm_clock_mhz" in r.state_before
+
+
+@cuda
+def test_cuda_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path):
+    huge = 1 << 16  # a batch no GPU holds at 224 x 224 for the first blocks
+    result = measure("mobilenet_v2", resolution=224, device="cuda", batch=huge, blocks="features.1", model_variants=(), timing=FAST, out=tmp_path, progress=False)
+    assert all(r.error and "out of memory" in r.error for r in result.measurements)
+
+
+def test_environment_id_separates_environments_not_hosts_or_times():
+    env = environment()
+    assert env["cpu"]["logical_cores"] == os.cpu_count() and env["versions"]["torch"]
+    moved = dict(env, host="elsewhere", time_utc="2000-01-01T00:00:00+00:00")
+    assert environment_id(moved) == environment_id(env)
+    upgraded = dict(env, versions=dict(env["versions"], torch="0.0"))
+    assert environment_id(upgraded) != environment_id(env) and len(environment_id(env)) == 12

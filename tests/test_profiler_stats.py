@@ -1,0 +1,168 @@
+"""Statistics and the timing loop against a seeded fake clock: no hardware, no timing asserts."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from dsprof.profiler import (
+    CpuTimer,
+    TimingConfig,
+    median_ci,
+    median_relative_halfwidth,
+    paired_speedup,
+    summarize,
+    time_interleaved,
+)
+
+
+class FakeClock:
+    """A nanosecond clock that only moves when a fake workload advances it."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def advance(self, seconds: float) -> None:
+        self.ns += round(seconds * 1e9)
+
+
+def fake_workload(clock: FakeClock, rng: random.Random, median_s: float, sigma: float, drawn: list):
+    def run() -> None:
+        t = median_s * rng.lognormvariate(0.0, sigma)
+        drawn.append(t)
+        clock.advance(t)
+
+    return run
+
+
+FAST = dict(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.0, min_sample_s=0.0)
+
+
+def test_summarize_matches_numpy():
+    rng = np.random.default_rng(0)
+    samples = list(rng.lognormal(-7, 0.3, size=501))
+    s = summarize(samples)
+    q25, q50, q75, p90, p99 = np.percentile(samples, [25, 50, 75, 90, 99])
+    assert s.count == 501
+    assert s.median == pytest.approx(q50, rel=1e-12)
+    assert s.iqr == pytest.approx(q75 - q25, rel=1e-12)
+    assert s.p90 == pytest.approx(p90, rel=1e-12) and s.p99 == pytest.approx(p99, rel=1e-12)
+    assert s.mean == pytest.approx(np.mean(samples), rel=1e-12)
+    assert s.cov == pytest.approx(np.std(samples, ddof=1) / np.mean(samples), rel=1e-9)
+
+
+def test_noise_flag_at_ten_percent_iqr():
+    assert not summarize([0.95, 0.99, 1.0, 1.01, 1.05]).noisy  # IQR/median = 0.02
+    assert summarize([0.8, 0.9, 1.0, 1.1, 1.2]).noisy  # IQR/median = 0.2
+    with pytest.raises(ValueError, match="no samples"):
+        summarize([])
+
+
+def test_median_ci_covers_the_true_median_about_95_percent_of_the_time():
+    rng = random.Random(1)
+    hits = 0
+    trials = 400
+    for _ in range(trials):
+        xs = [rng.expovariate(1.0) for _ in range(60)]
+        lo, hi = median_ci(xs)
+        hits += lo <= math.log(2) <= hi
+    assert 0.90 <= hits / trials <= 0.995
+
+
+def test_fake_clock_samples_are_the_drawn_times():
+    clock, rng, drawn = FakeClock(), random.Random(2), []
+    config = TimingConfig(**FAST, min_samples=20, max_samples=20, budget_s=1e9, target_precision=1e-6)
+    result = time_interleaved({"a": fake_workload(clock, rng, 1e-3, 0.05, drawn)}, config, CpuTimer(clock), clock)["a"]
+    assert result.stop_reason == "max_samples"
+    assert result.iterations_per_sample == 1 and len(result.samples_s) == 20
+    timed = drawn[result.warmup_iterations :]
+    np.testing.assert_allclose(result.samples_s, timed, rtol=0, atol=2e-9)
+    assert summarize(result.samples_s).median == pytest.approx(float(np.median(timed)), abs=2e-9)
+
+
+def test_adaptive_stop_at_target_precision_with_little_noise():
+    clock, rng, drawn = FakeClock(), random.Random(3), []
+    config = TimingConfig(**FAST, min_samples=10, max_samples=5000, budget_s=1e9, target_precision=0.02)
+    result = time_interleaved({"a": fake_workload(clock, rng, 1e-3, 0.02, drawn)}, config, CpuTimer(clock), clock)["a"]
+    assert result.stop_reason == "precision"
+    assert median_relative_halfwidth(result.samples_s) <= 0.02
+    # One fewer sample would not have met the target (it stopped at the first round that did), unless at min_samples.
+    assert len(result.samples_s) == 10 or median_relative_halfwidth(result.samples_s[:-1]) > 0.02
+    assert summarize(result.samples_s).median == pytest.approx(1e-3, rel=0.02)
+
+
+def test_adaptive_stop_on_budget_with_much_noise():
+    clock, rng, drawn = FakeClock(), random.Random(4), []
+    config = TimingConfig(**FAST, min_samples=10, max_samples=100_000, budget_s=0.05, target_precision=0.001)
+    result = time_interleaved({"a": fake_workload(clock, rng, 1e-3, 0.5, drawn)}, config, CpuTimer(clock), clock)["a"]
+    assert result.stop_reason == "budget"
+    timed_s = sum(result.samples_s)
+    assert 0.05 <= timed_s <= 0.05 + 0.02  # stops in the round after the budget is spent
+    assert summarize(result.samples_s).noisy
+
+
+def test_iterations_per_sample_calibrated_from_warm_up():
+    clock, drawn = FakeClock(), []
+    run = lambda: clock.advance(1e-4)  # noqa: E731 - exactly 100 us per call
+    config = TimingConfig(warmup_s=0.001, warmup_min_iters=3, min_sample_s=1e-3, min_samples=5, max_samples=5)
+    result = time_interleaved({"a": run}, config, CpuTimer(clock), clock)["a"]
+    assert result.iterations_per_sample == 10
+    np.testing.assert_allclose(result.samples_s, [1e-4] * 5, rtol=1e-9)
+
+
+def test_warm_up_runs_on_until_the_call_time_settles():
+    clock, calls = FakeClock(), []
+
+    def run():  # starts 5x slower and settles towards 1 ms (caches, allocator, thread pool)
+        calls.append(1)
+        clock.advance(1e-3 + 4e-3 * 0.8 ** len(calls))
+
+    config = TimingConfig(warmup_s=0.0, warmup_min_iters=3, warmup_max_s=10.0, min_sample_s=0.0, min_samples=5, max_samples=5)
+    result = time_interleaved({"a": run}, config, CpuTimer(clock), clock)["a"]
+    assert result.warmup_iterations > 6  # went on past the minimum while the time kept falling
+    assert all(t < 1.25e-3 for t in result.samples_s)
+
+
+def test_variants_are_interleaved_in_rotating_order():
+    clock, order = FakeClock(), []
+
+    def make(name, t):
+        def run():
+            order.append(name)
+            clock.advance(t)
+
+        return run
+
+    config = TimingConfig(**FAST, min_samples=3, max_samples=3, budget_s=1e9)
+    result = time_interleaved({"a": make("a", 1e-3), "b": make("b", 2e-3), "c": make("c", 3e-3)}, config, CpuTimer(clock), clock)
+    timed = order[-9:]
+    assert timed == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {k: len(v.samples_s) for k, v in result.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_paired_speedup_removes_common_drift():
+    rng = random.Random(5)
+    drift = [1 + 0.5 * math.sin(i / 5) for i in range(200)]  # a slow common drift of +-50 %
+    original = [2e-3 * d * rng.lognormvariate(0, 0.01) for d in drift]
+    dense = [1e-3 * d * rng.lognormvariate(0, 0.01) for d in drift]
+    up = paired_speedup(original, dense)
+    assert up.ratio == pytest.approx(2.0, rel=0.01)
+    assert up.low <= 2.0 <= up.high and up.high - up.low < 0.02
+    assert up.significant and up.pairs == 200
+    same = paired_speedup(original, original)
+    assert same.ratio == 1.0 and not same.significant
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_speedup([1.0, 2.0], [1.0])
+
+
+def test_timing_config_rejects_nonsense():
+    with pytest.raises(ValueError, match="target_precision"):
+        TimingConfig(target_precision=2)
+    with pytest.raises(ValueError, match="budget_s"):
+        TimingConfig(budget_s=0)
+    with pytest.raises(ValueError, match="min_samples"):
+        TimingConfig(min_samples=1)
