@@ -5,18 +5,7 @@ from torch import nn
 from dsprof.merge.fold import fold_batchnorm, fold_bn_into_conv
 from dsprof.models import get_model
 
-
-def randomise_bn(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Non-default BatchNorm statistics and affine parameters: defaults hide bias bugs."""
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.randn(n, generator=g) * 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) * 2 + 0.1)
-            m.weight.data.copy_(torch.randn(n, generator=g))
-            m.bias.data.copy_(torch.randn(n, generator=g))
-    return model
+from conftest import randomise_bn
 
 
 def test_fold_arithmetic_against_batchnorm_module():

@@ -1,0 +1,320 @@
+"""Exact convolution algebra: pure functions on weight/bias tensors, float64 inside.
+
+A `LinearConv` is one affine convolution (weight, bias, stride, padding, dilation, groups). Two of
+them compose into one (`compose_convs`): kernel ``(k2 - 1) * d2 * s1 + (k1 - 1) * d1 + 1``
+(``(k2 - 1) * s1 + k1`` without dilation), stride ``s1 * s2``, bias carried through. A skip
+connection folds into the tap that reads the output's own pixel (`add_residual`).
+
+**Padding convention.** The composite pads the *input* by ``p1 + s1 * p2`` on each side; it equals
+"pad the input once, then run both convolutions without padding" -- the *padding-in-front* form.
+It differs from running the two convolutions with their own zero padding along the borders whenever
+the first one has a bias, because zero padding of the intermediate map is not zero padding of the
+input (see `dsprof.merge.linearize` for the forms and what applies when).
+
+TensorFlow 'SAME' padding (timm's ``tf_`` models) is dynamic: it depends on the input size. It is
+kept symbolic (``"tf_same"``) and composes only with 1x1, stride-1 convolutions, which is all an
+inverted residual or depthwise-separable block needs; at stride 1 with an odd kernel it is static
+and symmetric and becomes ordinary padding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .fold import fold_bn_into_conv
+
+__all__ = [
+    "MergeError",
+    "LinearConv",
+    "Padding",
+    "conv_from_module",
+    "fold_bn",
+    "compose_convs",
+    "compose_all",
+    "add_residual",
+    "apply_conv",
+    "pad_input",
+    "tf_same_padding",
+    "output_size",
+    "conv_macs",
+]
+
+TF_SAME = "tf_same"
+# (top, bottom, left, right) zero padding of the input, or "tf_same" (dynamic, TensorFlow 'SAME').
+Padding = Union[tuple[int, int, int, int], str]
+
+
+class MergeError(ValueError):
+    """Something cannot be merged exactly; the message says why and what to do."""
+
+
+@dataclass(frozen=True, eq=False)
+class LinearConv:
+    """One affine 2-D convolution: ``y = conv(pad(x), weight, stride, dilation, groups) + bias``.
+
+    ``weight`` is (out, in / groups, kh, kw); ``bias`` is (out,); ``padding`` is zero padding of
+    the input as (top, bottom, left, right), or ``"tf_same"``.
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    stride: tuple[int, int] = (1, 1)
+    padding: Padding = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    @property
+    def out_channels(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def in_channels(self) -> int:
+        return self.weight.shape[1] * self.groups
+
+    @property
+    def kernel_size(self) -> tuple[int, int]:
+        return (self.weight.shape[2], self.weight.shape[3])
+
+    def is_pointwise(self) -> bool:
+        """1x1, stride 1, no padding: maps each pixel to itself."""
+        return self.kernel_size == (1, 1) and self.stride == (1, 1) and self.padding == (0, 0, 0, 0)
+
+    def to(self, dtype: torch.dtype) -> "LinearConv":
+        return replace(self, weight=self.weight.to(dtype), bias=self.bias.to(dtype))
+
+
+def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _static_tf_same(kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Padding:
+    """'SAME' padding is input-independent (and symmetric) at stride 1 with an odd effective kernel."""
+    pads = []
+    for k, s, d in zip(kernel, stride, dilation):
+        total = (k - 1) * d
+        if s != 1 or total % 2:
+            return TF_SAME
+        pads += [total // 2, total // 2]
+    return (pads[0], pads[1], pads[2], pads[3])
+
+
+def conv_from_module(conv: nn.Conv2d) -> LinearConv:
+    """The `LinearConv` of an ``nn.Conv2d`` (also timm's ``Conv2dSame``), in float64.
+
+    Raises `MergeError` for padding modes other than zeros: reflected or replicated borders of an
+    intermediate map are not a fixed padding of the input, so no single convolution reproduces them.
+    """
+    if not isinstance(conv, nn.Conv2d):
+        raise MergeError(f"{type(conv).__name__} is not a Conv2d")
+    if conv.padding_mode != "zeros":
+        raise MergeError(
+            f"padding mode {conv.padding_mode!r}: only zero padding merges exactly (a {conv.padding_mode} border "
+            "of an intermediate map is no fixed padding of the input); keep this block's activations"
+        )
+    weight = conv.weight.detach().double()
+    bias = conv.bias.detach().double() if conv.bias is not None else torch.zeros(weight.shape[0], dtype=torch.float64)
+    kernel, stride, dilation = tuple(weight.shape[2:]), _pair(conv.stride), _pair(conv.dilation)
+    padding: Padding
+    if "Same" in type(conv).__name__:  # timm Conv2dSame / Conv2dSameExport: dynamic TF 'SAME'
+        padding = _static_tf_same(kernel, stride, dilation)
+    elif conv.padding == "same":  # PyTorch 'same' (stride 1): the odd pixel goes to the bottom/right
+        th, tw = [(k - 1) * d for k, d in zip(kernel, dilation)]
+        padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+    elif conv.padding == "valid":
+        padding = (0, 0, 0, 0)
+    else:
+        ph, pw = _pair(conv.padding)
+        padding = (ph, ph, pw, pw)
+    return LinearConv(weight, bias, stride, padding, dilation, conv.groups)
+
+
+def fold_bn(conv: LinearConv, bn: nn.BatchNorm2d) -> LinearConv:
+    """``bn(conv(x))`` in eval mode as one `LinearConv` (each BatchNorm's own eps)."""
+    if bn.running_mean is None or bn.running_var is None:
+        raise MergeError("a BatchNorm without running statistics (track_running_stats=False) cannot fold")
+    w, b = fold_bn_into_conv(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.weight, bn.bias, bn.eps)
+    return replace(conv, weight=w.double(), bias=b.double())
+
+
+def _dense(tap: torch.Tensor, groups: int) -> torch.Tensor:
+    """A grouped (out, in / groups) tap matrix as the dense (out, in) block-diagonal matrix."""
+    if groups == 1:
+        return tap
+    out, per_in = tap.shape
+    return torch.block_diag(*tap.reshape(groups, out // groups, per_in).unbind(0))
+
+
+def _is_depthwise(w: torch.Tensor, groups: int) -> bool:
+    return groups > 1 and w.shape[1] == 1 and w.shape[0] == groups
+
+
+def _tap_product(t2: torch.Tensor, g2: int, t1: torch.Tensor, g1: int, shared_groups: bool) -> torch.Tensor:
+    """(second tap) @ (first tap) for one pair of taps, grouped when both have the same groups."""
+    if shared_groups:
+        g = g1
+        c2, c1g = t2.shape
+        c1, cing = t1.shape
+        return torch.bmm(t2.reshape(g, c2 // g, c1g), t1.reshape(g, c1 // g, cing)).reshape(c2, cing)
+    if _is_depthwise(t2, g2) and t2.shape[0] == t1.shape[0]:
+        return t2[:, :1] * _dense(t1, g1)  # row scaling: no C x C diagonal matrix
+    if _is_depthwise(t1, g1):
+        return _dense(t2, g2) * t1[:, 0].unsqueeze(0)  # column scaling
+    return _dense(t2, g2) @ _dense(t1, g1)
+
+
+def compose_convs(first: LinearConv, second: LinearConv) -> LinearConv:
+    """The one convolution equal to ``second(first(x))`` (padding-in-front convention), float64.
+
+    Any kernel, stride, dilation, groups (depthwise included); kernel
+    ``(k2 - 1) * d2 * s1 + (k1 - 1) * d1 + 1`` per axis, stride ``s1 * s2``, padding
+    ``p1 + s1 * p2`` per side, bias ``b2 + sum(W2) b1``. The result is grouped when both are
+    grouped alike (e.g. depthwise after depthwise), dense otherwise.
+    """
+    if second.in_channels != first.out_channels:
+        raise MergeError(f"channels do not chain: {first.out_channels} out, then {second.in_channels} in")
+    w1, w2 = first.weight.double(), second.weight.double()
+    s1, s2, d1, d2 = first.stride, second.stride, first.dilation, second.dilation
+
+    # Padding: static pads add up; dynamic TF 'SAME' survives only next to a pointwise convolution.
+    padding: Padding
+    if TF_SAME in (first.padding, second.padding):
+        if first.padding == TF_SAME and second.is_pointwise():
+            padding = TF_SAME
+        elif second.padding == TF_SAME and first.is_pointwise():
+            padding = TF_SAME
+        else:
+            raise MergeError(
+                "TensorFlow 'SAME' padding is dynamic (it depends on the input size) and merges only next to "
+                "1x1 stride-1 convolutions; this pair has a second spatial convolution"
+            )
+    else:
+        p1, p2 = first.padding, second.padding
+        padding = (p1[0] + s1[0] * p2[0], p1[1] + s1[0] * p2[1], p1[2] + s1[1] * p2[2], p1[3] + s1[1] * p2[3])
+
+    # Tap positions: second's tap a2 and first's tap a1 read input offset a2*d2*s1 + a1*d1.
+    step = tuple(math.gcd(d1[i], d2[i] * s1[i]) for i in range(2))
+    k1, k2 = first.kernel_size, second.kernel_size
+    size = tuple(((k2[i] - 1) * d2[i] * s1[i] + (k1[i] - 1) * d1[i]) // step[i] + 1 for i in range(2))
+    shared = first.groups == second.groups and first.groups > 1
+    groups = first.groups if shared else 1
+    weight = torch.zeros(second.out_channels, first.in_channels // groups, *size, dtype=torch.float64)
+    for a2 in range(k2[0]):
+        for b2 in range(k2[1]):
+            t2 = w2[:, :, a2, b2]
+            for a1 in range(k1[0]):
+                for b1 in range(k1[1]):
+                    i = (a2 * d2[0] * s1[0] + a1 * d1[0]) // step[0]
+                    j = (b2 * d2[1] * s1[1] + b1 * d1[1]) // step[1]
+                    weight[:, :, i, j] += _tap_product(t2, second.groups, w1[:, :, a1, b1], first.groups, shared)
+
+    # Every intermediate pixel carries b1 (padding in front), so b1 passes through all of W2's taps.
+    g2 = second.groups
+    taps_sum = w2.sum(dim=(2, 3)).reshape(g2, second.out_channels // g2, -1)
+    bias = second.bias.double() + torch.bmm(taps_sum, first.bias.double().reshape(g2, -1, 1)).reshape(-1)
+    stride = (s1[0] * s2[0], s1[1] * s2[1])
+    if padding == TF_SAME:
+        padding = _static_tf_same(size, stride, step)
+    return LinearConv(weight, bias, stride, padding, step, groups)
+
+
+def compose_all(convs: list[LinearConv]) -> LinearConv:
+    """Left-to-right composition of a chain of convolutions (the first one runs first)."""
+    if not convs:
+        raise MergeError("nothing to compose")
+    merged = convs[0]
+    for conv in convs[1:]:
+        merged = compose_convs(merged, conv)
+    return merged
+
+
+def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> LinearConv:
+    """``conv(x) + shortcut(x)`` as one convolution; ``shortcut=None`` is the identity.
+
+    Legal when the shortcut is a 1x1 convolution without padding (or the identity) with the same
+    stride as ``conv``, and ``conv``'s padding is static with the top-left pad on a tap: then the
+    tap at (pad_top, pad_left) reads exactly the pixel the shortcut reads.
+    """
+    if conv.padding == TF_SAME:
+        raise MergeError(
+            "a skip connection cannot fold into a convolution with dynamic TF 'SAME' padding: "
+            "the pixel its centre tap reads depends on the input size"
+        )
+    top, _, left, _ = conv.padding
+    dh, dw = conv.dilation
+    if top % dh or left % dw or top // dh >= conv.kernel_size[0] or left // dw >= conv.kernel_size[1]:
+        raise MergeError(f"padding {conv.padding} puts the output's own pixel on no tap of the kernel {conv.kernel_size}")
+    ti, tj = top // dh, left // dw
+    weight, bias = conv.weight.double().clone(), conv.bias.double().clone()
+    if shortcut is None:
+        if conv.in_channels != conv.out_channels or conv.stride != (1, 1):
+            raise MergeError(
+                f"an identity skip needs equal channels and stride 1; the block maps {conv.in_channels} -> "
+                f"{conv.out_channels} channels at stride {conv.stride}"
+            )
+        per_in = conv.in_channels // conv.groups
+        idx = torch.arange(conv.out_channels)
+        weight[idx, idx % per_in, ti, tj] += 1.0
+        return replace(conv, weight=weight, bias=bias)
+    if shortcut.kernel_size != (1, 1) or shortcut.padding != (0, 0, 0, 0) or shortcut.dilation != (1, 1):
+        raise MergeError("only a 1x1 unpadded shortcut convolution folds into the centre tap")
+    if shortcut.stride != conv.stride:
+        raise MergeError(f"shortcut stride {shortcut.stride} differs from the block's stride {conv.stride}")
+    if (shortcut.in_channels, shortcut.out_channels) != (conv.in_channels, conv.out_channels):
+        raise MergeError("shortcut channels differ from the block's")
+    tap = _dense(shortcut.weight.double()[:, :, 0, 0], shortcut.groups)
+    if conv.groups != 1:
+        raise MergeError("a shortcut convolution folds only into a dense (groups=1) merged convolution")
+    weight[:, :, ti, tj] += tap
+    return replace(conv, weight=weight, bias=bias + shortcut.bias.double())
+
+
+def tf_same_padding(
+    size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int] = (1, 1)
+) -> tuple[int, int, int, int]:
+    """TensorFlow 'SAME' padding (top, bottom, left, right) of an input of ``size`` = (H, W)."""
+    pads = []
+    for x, k, s, d in zip(size, kernel, stride, dilation):
+        total = max((math.ceil(x / s) - 1) * s + (k - 1) * d + 1 - x, 0)
+        pads += [total // 2, total - total // 2]
+    return (pads[0], pads[1], pads[2], pads[3])
+
+
+def _resolve(conv: LinearConv, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    if conv.padding == TF_SAME:
+        return tf_same_padding(size, conv.kernel_size, conv.stride, conv.dilation)
+    return conv.padding  # type: ignore[return-value]
+
+
+def pad_input(x: torch.Tensor, padding: tuple[int, int, int, int]) -> torch.Tensor:
+    """Zero-pad (top, bottom, left, right)."""
+    top, bottom, left, right = padding
+    return F.pad(x, (left, right, top, bottom)) if any(padding) else x
+
+
+def apply_conv(conv: LinearConv, x: torch.Tensor) -> torch.Tensor:
+    """Run ``conv`` on ``x`` (N, C, H, W), in ``x``'s dtype."""
+    padded = pad_input(x, _resolve(conv, tuple(x.shape[-2:])))
+    w, b = conv.weight.to(x.dtype), conv.bias.to(x.dtype)
+    return F.conv2d(padded, w, b, conv.stride, 0, conv.dilation, conv.groups)
+
+
+def output_size(conv: LinearConv, size: tuple[int, int]) -> tuple[int, int]:
+    """Output (H, W) of ``conv`` for an input of ``size``."""
+    top, bottom, left, right = _resolve(conv, size)
+    pads = ((top, bottom), (left, right))
+    return tuple(  # type: ignore[return-value]
+        (size[i] + sum(pads[i]) - (conv.kernel_size[i] - 1) * conv.dilation[i] - 1) // conv.stride[i] + 1 for i in range(2)
+    )
+
+
+def conv_macs(conv: LinearConv, size: tuple[int, int]) -> int:
+    """Multiply-accumulates of ``conv`` on one image of ``size`` (bias and padding count zero)."""
+    h, w = output_size(conv, size)
+    kh, kw = conv.kernel_size
+    return conv.out_channels * (conv.in_channels // conv.groups) * kh * kw * h * w

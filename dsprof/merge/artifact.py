@@ -1,0 +1,106 @@
+"""The merged-model file: a state dict, the plan, and what rebuilds the model; and ONNX export.
+
+The file is ``torch.save`` of a dict of plain values and tensors, readable with
+``torch.load(path, weights_only=True)``::
+
+    {"format": "dsprof.merged", "version": 1,
+     "model": "mobilenet_v2", "options": {"width": 1.4}, "num_classes": 1000, "resolution": [224, 224],
+     "plan": "<plan JSON, with the per-block merge decisions>", "dtype": "float32",
+     "state_dict": {...}}
+
+`load_merged` rebuilds the architecture by replaying the plan on a fresh model of that name and
+options (no weights are downloaded), then loads the state dict strictly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..models import get_model, input_size_of
+from .model import merge_model, merge_report
+from .plan import Plan
+
+__all__ = ["MERGED_FORMAT", "save_merged", "load_merged", "export_onnx"]
+
+MERGED_FORMAT = "dsprof.merged"
+MERGED_VERSION = 1
+
+
+def _num_classes(model: nn.Module) -> int:
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError("cannot tell the number of classes: the model has no Linear classifier")
+    return linears[-1].out_features
+
+
+def save_merged(model: nn.Module, path: str | Path) -> Path:
+    """Write a model returned by `merge_model` to ``path`` (atomically); returns the path."""
+    plan = merge_report(model).plan
+    payload = {
+        "format": MERGED_FORMAT,
+        "version": MERGED_VERSION,
+        "model": plan.model,
+        "options": dict(plan.options),
+        "num_classes": _num_classes(model),
+        "resolution": list(input_size_of(model)),
+        "plan": plan.to_json(),
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load_merged(path: str | Path) -> nn.Module:
+    """The merged model saved by `save_merged` (eval mode), without running code from the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"merged model file {path} does not exist; write one with `dsprof merge --out`")
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != MERGED_FORMAT:
+        raise ValueError(f"{path} is not a dsprof merged model (no format {MERGED_FORMAT!r})")
+    if payload.get("version", 0) > MERGED_VERSION:
+        raise ValueError(f"{path} was written by a newer dsprof (version {payload['version']})")
+    plan = Plan.from_json(payload["plan"])
+    h, w = payload["resolution"]
+    if h != w:
+        raise ValueError(f"non-square resolution {h}x{w} is not supported by the model registry")
+    fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
+    fresh = fresh.to(getattr(torch, payload.get("dtype", "float32")))
+    model = merge_model(fresh, plan)
+    model.load_state_dict(payload["state_dict"], strict=True)
+    return model.eval()
+
+
+def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 1, opset: int = 17) -> Path:
+    """Export ``model`` to ONNX for an input of ``batch`` images at the model's resolution."""
+    h, w = input_size_of(model)
+    first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
+    param = next(model.parameters())
+    example = torch.zeros(batch, first.in_channels, h, w, dtype=param.dtype)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        # The tracer notes that padding sizes become constants: true, the export is for this input size.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Constant folding")
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: onnxscript not needed
+        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["output"],
+                          opset_version=opset, dynamo=False)
+    return path

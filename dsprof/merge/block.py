@@ -1,0 +1,198 @@
+"""Merging one linearised block into one convolution (plus border correction and activation)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from .algebra import (
+    TF_SAME,
+    LinearConv,
+    MergeError,
+    add_residual,
+    apply_conv,
+    compose_all,
+    conv_from_module,
+    conv_macs,
+    fold_bn,
+    output_size,
+)
+from .layers import BorderBias, MergedConv, conv_module
+from .linearize import Linearized
+
+__all__ = ["BlockMergeInfo", "folded_chain", "merge_linearized", "linear_reference", "unmerged_form"]
+
+
+@dataclass(frozen=True)
+class BlockMergeInfo:
+    """How a block merged: the merged convolution (float64), whether it is exact, and its costs.
+
+    ``exact`` is True when the merged block computes the linearised block everywhere (in float
+    arithmetic); ``border_corrected`` when that needed a `BorderBias`; ``border_error`` is the
+    measured max |merged - linearised| / max |linearised| along the borders when not exact.
+    ``linear_macs`` is the block as built (original paddings), ``merged_macs`` the merged convolution,
+    both for one image at ``input_size``.
+    """
+
+    conv: LinearConv
+    exact: bool
+    border_corrected: bool
+    border_error: float | None
+    linear_macs: int
+    merged_macs: int
+    input_size: tuple[int, int]
+
+
+def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None]:
+    """The block's convolutions with their BatchNorms folded (eval-mode numerics), float64, and the
+    shortcut convolution (None for identity or no skip). Refuses anything else inside the body."""
+    convs: list[LinearConv] = []
+    for module in block.body:
+        if isinstance(module, nn.Conv2d):
+            convs.append(conv_from_module(module))
+        elif isinstance(module, nn.BatchNorm2d):
+            if not convs:
+                raise MergeError("a BatchNorm before any convolution cannot fold")
+            act = getattr(module, "act", None)
+            if act is not None and not isinstance(act, nn.Identity):
+                raise MergeError(f"activation {type(act).__name__} left after a BatchNorm: the block is not linear")
+            convs[-1] = fold_bn(convs[-1], module)
+        elif isinstance(module, nn.Identity):
+            continue
+        else:
+            raise MergeError(
+                f"{type(module).__name__} between the convolutions: an activation left in between makes the block "
+                "non-linear, so it cannot merge into one convolution (the plan must mark it 0 to remove it)"
+            )
+    shortcut = None
+    if block.has_skip and not isinstance(block.shortcut, nn.Identity):
+        parts = list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut]
+        if not parts or not isinstance(parts[0], nn.Conv2d) or len(parts) > 2:
+            raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
+        shortcut = conv_from_module(parts[0])
+        if len(parts) == 2:
+            shortcut = fold_bn(shortcut, parts[1])
+    return convs, shortcut
+
+
+def linear_reference(block: Linearized, x: torch.Tensor, *, in_place: bool | None = None) -> torch.Tensor:
+    """The linear part of ``block`` (no output activation) computed conv by conv from the folded chain.
+
+    ``in_place`` True: each convolution with its original padding; False: padding in front; default:
+    the block's own form."""
+    convs, shortcut = folded_chain(block)
+    in_place = block.border == "in_place" if in_place is None else in_place
+    if in_place:
+        convs = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
+        h = x
+    else:
+        h = block.pad(x)
+    for c in convs:
+        h = apply_conv(c, h)
+    if block.has_skip:
+        h = h + (apply_conv(shortcut, x) if shortcut is not None else x)
+    return h
+
+
+def merge_linearized(
+    block: Linearized, *, input_size: tuple[int, int] | None = None, seed: int = 0
+) -> tuple[MergedConv, BlockMergeInfo]:
+    """One `MergedConv` computing ``block`` (a `Linearized`), and how it merged.
+
+    ``input_size`` (H, W) defaults to the size recorded when the block was linearised; it matters
+    for border corrections and MAC counts only.
+    """
+    size = tuple(input_size or block.input_size)
+    if not all(size):
+        raise MergeError("the block's input size is unknown; pass input_size=(H, W)")
+    param = next(block.parameters())
+    dtype, device = param.dtype, param.device
+    convs, shortcut = folded_chain(block)
+    original = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
+    try:
+        if block.border == "in_front":
+            merged = compose_all(convs)
+            front = block.pad.padding
+            merged = replace(merged, padding=front)
+        else:
+            merged = compose_all(original)
+        if block.has_skip:
+            merged = add_residual(merged, shortcut)
+    except MergeError as exc:
+        raise MergeError(f"{block.spec or 'block'}: {exc}") from None
+
+    exact, corrected, border_error, correction = True, False, None, None
+    if block.border == "in_place":
+        padded = [i for i, c in enumerate(original) if c.padding == TF_SAME or any(c.padding)]
+        last = padded[-1] if padded else 0
+        if last > 0:  # a padded convolution reads an intermediate map
+            if all(c.is_pointwise() for c in original[:last]):
+                zero = torch.zeros(1, merged.in_channels, *size, dtype=torch.float64)
+                correction = (linear_reference(block, zero, in_place=True) - apply_conv(merged, zero))[0]
+                corrected = True  # structural: present even when zero, so that the architecture replays
+            else:
+                exact = False
+                g = torch.Generator().manual_seed(seed)
+                x = torch.randn(2, merged.in_channels, *size, generator=g, dtype=torch.float64)
+                ref = linear_reference(block, x, in_place=True)
+                border_error = float((ref - apply_conv(merged, x)).abs().max() / ref.abs().max())
+
+    linear_macs, h = 0, size
+    for c in original:
+        linear_macs += conv_macs(c, h)
+        h = output_size(c, h)
+    if shortcut is not None:
+        linear_macs += conv_macs(shortcut, size)
+    info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, conv_macs(merged, size), size)
+
+    act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
+    border = BorderBias(correction.to(dtype)) if corrected else None
+    module = MergedConv(conv_module(merged, dtype), act=act, border=border).to(device)
+    return module, info
+
+
+def _shift_bias(first: LinearConv, second: LinearConv) -> tuple[LinearConv, LinearConv]:
+    """Move ``first``'s bias through ``second``: a constant map b1 before a conv is ``sum(W2) b1`` after it."""
+    g = second.groups
+    taps_sum = second.weight.double().sum(dim=(2, 3)).reshape(g, second.out_channels // g, -1)
+    moved = torch.bmm(taps_sum, first.bias.double().reshape(g, -1, 1)).reshape(-1)
+    return replace(first, bias=torch.zeros_like(first.bias)), replace(second, bias=second.bias + moved)
+
+
+def unmerged_form(block: Linearized) -> Linearized | None:
+    """A padding-in-front block that is not merged, as deployed: BatchNorm folded and the padding back
+    in place, at the cost of the original block (no convolution over the padding ring), exactly.
+
+    In the padding-in-front form every pixel of the ring around the first padded convolution's input
+    carries the constant bias of the 1x1 convolutions before it; moving that bias past the padded
+    convolution (``+ sum(W) b``) makes the ordinary zero padding exact. Applies when only 1x1
+    stride-1 convolutions precede the padded one (inverted residual, bottleneck); returns None
+    otherwise (the block stays as it is) and for blocks already in place.
+    """
+    if block.border != "in_front":
+        return None
+    convs, shortcut = folded_chain(block)
+    padded = [i for i, p in enumerate(block.inner_padding) if p == TF_SAME or any(p)]
+    if len(padded) != 1:
+        return None
+    last = padded[0]
+    if any(c.kernel_size != (1, 1) or c.stride != (1, 1) or c.dilation != (1, 1) for c in convs[:last]):
+        return None
+    for i in range(last):
+        convs[i], convs[i + 1] = _shift_bias(convs[i], convs[i + 1])
+    convs = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
+    param = next(block.parameters())
+    dtype = param.dtype
+    body = nn.Sequential(*[conv_module(c, dtype) for c in convs])
+    short = None
+    if block.has_skip:
+        short = conv_module(shortcut, dtype) if shortcut is not None else nn.Identity()
+    act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
+    form = Linearized(
+        body, pad=None, shortcut=short, act=act, border="in_place", index=block.index, spec=block.spec,
+        inner_padding=block.inner_padding, input_size=block.input_size,
+    )
+    return form.to(param.device).eval()

@@ -1,0 +1,217 @@
+"""Merging a whole model by a plan, with one reported decision per block."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Callable, Mapping, Union
+
+import pandas as pd
+import torch
+from torch import nn
+
+from ..models import count_macs, count_params, find_blocks, input_size_of, memory_footprint
+from .algebra import MergeError
+from .block import BlockMergeInfo, merge_linearized, unmerged_form
+from .fold import fold_batchnorm, set_submodule
+from .linearize import Linearized, linearize_model
+from .plan import Plan, PlanError
+
+__all__ = ["BlockDecision", "MergeReport", "Savings", "merge_model", "merge_report", "cost_table"]
+
+# Latency saved by merging one block, in seconds (linearised block minus merged convolution), given
+# as a callable (block name, BlockSpec string) -> seconds, or a mapping from block name or spec string.
+Savings = Union[Callable[[str, str], float], Mapping[str, float]]
+REPORT_ATTR = "dsprof_merge_report"
+
+
+@dataclass(frozen=True)
+class BlockDecision:
+    """What happened to one block: kept, merged, or linearised but left unmerged, and why."""
+
+    index: int
+    name: str
+    spec: str
+    keep: bool
+    merged: bool
+    reason: str
+    linear_macs: int | None = None
+    merged_macs: int | None = None
+    saving_s: float | None = None
+    exact: bool | None = None
+    border_corrected: bool | None = None
+    border_error: float | None = None
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """The decisions of one `merge_model` call and the plan that replays them (``merge`` filled in)."""
+
+    plan: Plan
+    decisions: tuple[BlockDecision, ...]
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(d) for d in self.decisions])
+
+    def __str__(self) -> str:
+        lines = []
+        for d in self.decisions:
+            state = "kept" if d.keep else ("merged" if d.merged else "linear")
+            lines.append(f"{d.index:>3} {d.name:<14} {state:<7} {d.reason}")
+        return "\n".join(lines)
+
+
+def merge_report(model: nn.Module) -> MergeReport:
+    """The `MergeReport` that `merge_model` attached to the model it returned."""
+    report = getattr(model, REPORT_ATTR, None)
+    if report is None:
+        raise ValueError("this model was not produced by merge_model")
+    return report
+
+
+def _saving(savings: Savings, name: str, spec: str) -> float:
+    if callable(savings):
+        return float(savings(name, spec))
+    for key in (name, spec):
+        if key in savings:
+            return float(savings[key])
+    raise KeyError(f"no latency saving given for block {name} ({spec}); give one per linearised block")
+
+
+def merge_model(
+    model: nn.Module,
+    plan: Plan | str,
+    *,
+    savings: Savings | None = None,
+    input_size: tuple[int, int] | None = None,
+    fold: bool = True,
+) -> nn.Module:
+    """A new model in which every block that the plan linearises, and where merging pays, is one convolution.
+
+    ``model`` is the original model (it is linearised by the plan first, padding in front unless the
+    plan says otherwise) or a model from `linearize_model` after fine-tuning. It is not modified.
+    A block merges when the plan's ``merge`` list says so (replay), else when ``savings`` (from a
+    latency table: seconds saved, > 0 pays) says so, else when it lowers MACs. Remaining BatchNorms
+    are folded (``fold=True``). The decisions are in `merge_report` of the result.
+
+    From a LUT: ``table = lut.savings(key)``, then
+    ``savings=dict(zip(table.workload, table.saving_s))`` (keyed by `BlockSpec` string).
+    """
+    plan = Plan.coerce(plan)
+    size = input_size or input_size_of(model)
+    if any(isinstance(m, Linearized) for m in model.modules()):
+        stored = getattr(model, "dsprof_plan", None)
+        if stored is not None and Plan.from_json(stored).keep != plan.keep:
+            raise PlanError("the model was linearised with a different plan (its 'keep' list differs)")
+        target = copy.deepcopy(model)
+    else:
+        target = linearize_model(model, plan, input_size=size)
+    target.eval()
+    linear = {m.index: (name, m) for name, m in target.named_modules() if isinstance(m, Linearized)}
+    if sorted(linear) != plan.linearized:
+        raise PlanError(f"the model's linearised blocks {sorted(linear)} are not the plan's {plan.linearized}")
+    kept_names = iter(b.name for b in find_blocks(target, size))
+
+    decisions: list[BlockDecision] = []
+    merge_flags: list[bool] = []
+    for index, keep in enumerate(plan.keep):
+        if keep:
+            name = next(kept_names, f"block {index}")
+            decisions.append(BlockDecision(index, name, "", True, False, "activations kept"))
+            merge_flags.append(False)
+            continue
+        name, block = linear[index]
+        try:
+            module, info = merge_linearized(block)
+        except MergeError as exc:
+            raise MergeError(f"block {index} ({name}): {exc}") from None
+        saving = None
+        if plan.merge is not None:
+            do, reason = plan.merge[index], "replayed from the plan"
+        elif savings is not None:
+            saving = _saving(savings, name, block.spec)
+            do = saving > 0
+            reason = f"latency table: merging {'saves' if do else 'costs'} {abs(saving) * 1e3:.4f} ms"
+        else:
+            do = info.merged_macs < info.linear_macs
+            verdict = "pays" if do else "does not pay"
+            reason = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged: {verdict}"
+        if do:
+            set_submodule(target, name, module)
+            if not info.exact:
+                reason += f"; NOT exact at the borders (fine-tuned with padding in place): rel. error {info.border_error:.2e}"
+                warnings.warn(
+                    f"block {index} ({name}) merged with a border error of {info.border_error:.2e} relative to max|y|: "
+                    "a padded convolution precedes another one, so the in-place form has no exact single convolution; "
+                    "fine-tune with border='in_front' for an exact merge",
+                    stacklevel=2,
+                )
+        elif (deployed := unmerged_form(block)) is not None:
+            set_submodule(target, name, deployed)  # same function, without convolving the padding ring
+        decisions.append(_decision(index, name, block.spec, do, reason, info, saving))
+        merge_flags.append(do)
+
+    if fold:
+        param = next(target.parameters())
+        first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
+        example = torch.zeros(1, first.in_channels, *size, dtype=param.dtype, device=param.device)
+        target = fold_batchnorm(target, example, inplace=True)
+    report = MergeReport(plan.with_merge(merge_flags), tuple(decisions))
+    setattr(target, REPORT_ATTR, report)
+    target.dsprof_plan = report.plan.to_json()
+    return target
+
+
+def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo, saving) -> BlockDecision:
+    return BlockDecision(
+        index, name, spec, False, merged, reason, info.linear_macs, info.merged_macs, saving,
+        info.exact, info.border_corrected, info.border_error,
+    )
+
+
+def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
+    """MACs, params and memory (16-bit weights, peak activation) of every block before and after merging.
+
+    "Before" is the original block with BatchNorm folded, "after" what sits at the same place in
+    ``merged`` (one convolution, a linearised block, or the kept block); one row per block and a
+    ``total`` row for the whole models (MACs and params).
+    """
+    size = input_size or input_size_of(original)
+    report = merge_report(merged)
+    first = next(m for m in original.modules() if isinstance(m, nn.Conv2d))
+    example = torch.zeros(1, first.in_channels, *size, dtype=next(original.parameters()).dtype)
+    before_model = fold_batchnorm(original, example)
+    blocks = find_blocks(before_model, size)
+    rows = []
+    for block, decision in zip(blocks, report.decisions):
+        spec = block.spec
+        after = merged.get_submodule(block.name)
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        mem_before = memory_footprint(block.module, shape, spec.residual)
+        mem_after = memory_footprint(after, shape, spec.residual and not decision.merged)
+        rows.append(
+            {
+                "block": block.name,
+                "state": "kept" if decision.keep else ("merged" if decision.merged else "linear"),
+                "macs_before": count_macs(block.module, (spec.in_h, spec.in_w), spec.in_channels),
+                "macs_after": count_macs(after, (spec.in_h, spec.in_w), spec.in_channels),
+                "params_before": count_params(block.module),
+                "params_after": count_params(after),
+                "weight_bytes_before": mem_before.weight_bytes,
+                "weight_bytes_after": mem_after.weight_bytes,
+                "peak_act_bytes_before": mem_before.peak_activation_bytes,
+                "peak_act_bytes_after": mem_after.peak_activation_bytes,
+            }
+        )
+    rows.append(
+        {
+            "block": "total",
+            "state": "",
+            "macs_before": count_macs(before_model, size),
+            "macs_after": count_macs(merged, size),
+            "params_before": count_params(before_model),
+            "params_after": count_params(merged),
+        }
+    )
+    return pd.DataFrame(rows)

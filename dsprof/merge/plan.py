@@ -1,0 +1,186 @@
+"""Plans: which blocks keep their activations, for one model; plain JSON; the paper's presets.
+
+A plan's ``keep`` list has one entry per block of the model (in `find_blocks` order): 1 keeps the
+block's activations, 0 removes them so the block can merge (paper Tab. 8, "1 = activations kept").
+``merge`` optionally records, per block, whether it was merged (what `merge_model` decided), so that
+replaying a plan on a fresh model gives the same structure whatever decided it then.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..models import model_entry
+from .linearize import BORDER_MODES, FREE_ACTIVATIONS
+
+__all__ = ["Plan", "PlanError", "PRESETS", "list_presets", "load_preset", "load_plan"]
+
+PLAN_FORMAT = "dsprof.plan"
+PLAN_VERSION = 1
+
+
+class PlanError(ValueError):
+    """A plan that is malformed or does not fit the model; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which blocks of ``model`` keep their activations (1) and which are linearised (0)."""
+
+    model: str
+    keep: tuple[int, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    free_activation: str | None = "relu6"
+    border: str = "in_front"
+    merge: tuple[bool, ...] | None = None
+    name: str | None = None
+    source: str | None = None
+    search: dict[str, Any] | None = None  # what `dsprof search` found: scores, ranking, weights (plain JSON)
+
+    def __post_init__(self) -> None:
+        try:
+            model_entry(self.model)
+        except KeyError as exc:
+            raise PlanError(f"plan for an unknown model: {exc.args[0]}") from None
+        keep = tuple(self.keep)
+        if not keep or any(isinstance(k, str) or k not in (0, 1) for k in keep):
+            raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {list(self.keep)}")
+        object.__setattr__(self, "keep", tuple(int(k) for k in keep))
+        if self.border not in BORDER_MODES:
+            raise PlanError(f"'border' must be one of {', '.join(BORDER_MODES)}, got {self.border!r}")
+        if self.free_activation is not None and self.free_activation.lower() not in FREE_ACTIVATIONS:
+            raise PlanError(f"'free_activation' must be one of {', '.join(FREE_ACTIVATIONS)} or null, got {self.free_activation!r}")
+        if self.merge is not None:
+            merge = tuple(self.merge)
+            if len(merge) != len(keep) or any(not isinstance(m, bool) for m in merge):
+                raise PlanError(f"'merge' must be {len(keep)} booleans (one per block) or null")
+            if any(m and k for m, k in zip(merge, keep)):
+                raise PlanError("'merge' marks a block whose activations are kept; only blocks with keep 0 can merge")
+            object.__setattr__(self, "merge", merge)
+        object.__setattr__(self, "options", dict(self.options))
+
+    @property
+    def linearized(self) -> list[int]:
+        """Indices of the blocks whose activations are removed."""
+        return [i for i, k in enumerate(self.keep) if not k]
+
+    def check_blocks(self, n_blocks: int) -> None:
+        """Raise a `PlanError` unless the plan has one entry per block."""
+        if len(self.keep) != n_blocks:
+            label = self.name or "the plan"
+            raise PlanError(
+                f"{label} has {len(self.keep)} entries but the model has {n_blocks} blocks; a plan needs one 0/1 per "
+                f"block (see `dsprof blocks --model {self.model}`), for the model and options it was made for "
+                f"({self.model} {self.options or ''})"
+            )
+
+    def with_merge(self, merge: Sequence[bool] | None) -> "Plan":
+        """The same plan with the per-block merge decisions recorded (None: decide again)."""
+        data = asdict(self)
+        data["merge"] = tuple(merge) if merge is not None else None
+        return Plan(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"format": PLAN_FORMAT, "version": PLAN_VERSION, **asdict(self)}
+        data["keep"] = list(self.keep)
+        data["merge"] = list(self.merge) if self.merge is not None else None
+        return data
+
+    def to_json(self) -> str:
+        """Plain JSON text (one line per field), readable back with `from_json`."""
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Plan":
+        if not isinstance(data, dict):
+            raise PlanError(f"a plan is a JSON object, got {type(data).__name__}")
+        if data.get("format", PLAN_FORMAT) != PLAN_FORMAT:
+            raise PlanError(f"not a dsprof plan (format {data.get('format')!r})")
+        if not isinstance(data.get("version", PLAN_VERSION), int):
+            raise PlanError(f"plan 'version' must be an integer, got {data.get('version')!r}")
+        if data.get("version", PLAN_VERSION) > PLAN_VERSION:
+            raise PlanError(f"plan version {data['version']} is newer than this dsprof understands ({PLAN_VERSION})")
+        fields = {k: v for k, v in data.items() if k not in ("format", "version")}
+        unknown = sorted(set(fields) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise PlanError(f"unknown plan field(s) {', '.join(unknown)}; known: {', '.join(cls.__dataclass_fields__)}")
+        for required in ("model", "keep"):
+            if required not in fields:
+                raise PlanError(f"the plan lacks {required!r}")
+        if not isinstance(fields["keep"], list):
+            raise PlanError("'keep' must be a list of 0/1")
+        fields["keep"] = tuple(fields["keep"])
+        if fields.get("merge") is not None:
+            fields["merge"] = tuple(fields["merge"])
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        """Parse a plan; malformed JSON or fields raise `PlanError` naming the problem."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PlanError(f"the plan is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def coerce(cls, plan: "Plan | str | Path") -> "Plan":
+        """A `Plan` from a Plan, a preset name, a JSON file path or JSON text."""
+        return plan if isinstance(plan, Plan) else load_plan(plan)
+
+
+# Paper Tab. 8 ("remained activation functions", 1 = kept), one entry per block in find_blocks order.
+_TAB8 = {
+    "mbv2-1.4-ds-a": ("mobilenet_v2", {"width": 1.4}, "1 0 0 1 1 0 1 0 1 0 1 1 0 1 1 1 1"),
+    "mbv2-1.4-ds-b": ("mobilenet_v2", {"width": 1.4}, "0 0 0 1 1 0 0 0 0 0 1 1 0 1 1 1 1"),
+    "mbv2-1.4-ds-c": ("mobilenet_v2", {"width": 1.4}, "1 0 0 1 0 0 0 0 0 0 1 1 0 1 1 1 1"),
+    "mbv2-1.4-ds-d": ("mobilenet_v2", {"width": 1.4}, "0 0 0 1 1 0 0 0 0 0 0 0 0 1 1 1 1"),
+    "mbv2-1.4-ds-e": ("mobilenet_v2", {"width": 1.4}, "1 0 0 1 0 0 0 0 0 0 0 0 0 1 1 1 1"),
+    "mbv2-1.4-ds-f": ("mobilenet_v2", {"width": 1.4}, "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"),
+    "mbv2-ds-a": ("mobilenet_v2", {}, "0 0 1 0 1 1 1 0 0 1 1 1 1 1 1 1 1"),
+    "mbv2-ds-b": ("mobilenet_v2", {}, "1 0 0 0 1 1 1 0 0 1 1 1 1 1 1 1 1"),
+    "mbv2-ds-c": ("mobilenet_v2", {}, "1 0 0 1 1 0 1 0 0 0 1 0 0 1 1 1 1"),
+    "mbv2-ds-d": ("mobilenet_v2", {}, "1 0 0 1 0 0 0 0 0 0 1 1 0 1 0 1 1"),
+    "efflite0-ds-a": ("tf_efficientnet_lite0", {}, "0 0 1 1 0 1 0 0 1 0 0 1 1 1 1 1"),
+    "efflite0-ds-b": ("tf_efficientnet_lite0", {}, "0 0 0 1 1 0 0 0 1 0 0 1 1 1 1 1"),
+    "efflite0-ds-c": ("tf_efficientnet_lite0", {}, "0 0 0 1 0 0 0 0 0 0 0 1 1 1 1 1"),
+    "efflite0-ds-d": ("tf_efficientnet_lite0", {}, "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"),
+    "efflite3-ds-a": ("tf_efficientnet_lite3", {}, "0 0 0 1 1 0 0 0 0 0 0 0 0 0 0 1 0 0 1 1 1 1 1 1"),
+    "efflite3-ds-b": ("tf_efficientnet_lite3", {}, "0 0 0 1 1 0 0 0 0 0 0 0 1 1 0 0 0 1 1 1 1 1 1 1"),
+    "efflite3-ds-c": ("tf_efficientnet_lite3", {}, "0 0 0 1 1 0 0 0 0 0 1 0 1 1 1 0 0 1 1 1 1 1 1 1"),
+    "efflite3-ds-d": ("tf_efficientnet_lite3", {}, "1 0 0 1 1 0 1 1 0 0 0 0 1 0 0 1 1 1 1 1 1 1 1 1"),
+}
+
+PRESETS: dict[str, Plan] = {
+    name: Plan(model, tuple(int(v) for v in keep.split()), options, name=name, source="DepthShrinker paper, Tab. 8")
+    for name, (model, options, keep) in _TAB8.items()
+}
+
+
+def list_presets() -> list[str]:
+    """Names of the paper's plans, e.g. ``mbv2-1.4-ds-e``."""
+    return sorted(PRESETS)
+
+
+def load_preset(name: str) -> Plan:
+    """The paper's plan ``name`` (case-insensitive, e.g. ``"MBV2-DS-A"``); unknown names list the presets."""
+    key = name.lower()
+    if key not in PRESETS:
+        raise PlanError(f"unknown preset {name!r}; presets: {', '.join(list_presets())}")
+    return PRESETS[key]
+
+
+def load_plan(source: str | Path) -> Plan:
+    """A plan from a preset name, a JSON file, or JSON text."""
+    text = str(source)
+    if isinstance(source, str) and source.lower() in PRESETS:
+        return load_preset(source)
+    if text.lstrip().startswith("{"):
+        return Plan.from_json(text)
+    path = Path(source)
+    if not path.is_file():
+        raise PlanError(f"no preset or plan file {text!r}; presets: {', '.join(list_presets())}")
+    return Plan.from_json(path.read_text())

@@ -1,0 +1,104 @@
+"""`dsprof merge` as a Python function: build, load a checkpoint, merge, save, export, tabulate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from torch import nn
+
+from ..models import get_model, load_checkpoint
+from .artifact import export_onnx, save_merged
+from .linearize import linearize_model
+from .model import MergeReport, Savings, cost_table, merge_model, merge_report
+from .plan import Plan, PlanError
+
+__all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """What `merge_to_file` produced."""
+
+    model: nn.Module
+    report: MergeReport
+    costs: pd.DataFrame
+    out: Path | None
+    onnx: Path | None
+
+
+def _same_family(a: str, b: str) -> bool:
+    return a.removeprefix("tf_") == b.removeprefix("tf_")
+
+
+def merge_to_file(
+    model_name: str,
+    plan: Plan | str | Path,
+    *,
+    options: dict[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path = False,
+    checkpoint: str | Path | None = None,
+    out: str | Path | None = None,
+    onnx: str | Path | None = None,
+    savings: Savings | None = None,
+    num_classes: int | None = None,
+) -> MergeOutcome:
+    """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
+    `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
+
+    A plan made for another model of the same family (``tf_efficientnet_lite0`` and
+    ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
+    """
+    plan = Plan.coerce(plan)
+    options = dict(options or {})
+    if plan.model != model_name:
+        if not _same_family(plan.model, model_name):
+            raise PlanError(f"plan {plan.name or ''} is for model {plan.model!r}, not {model_name!r}; pass --model {plan.model}")
+        plan = replace(plan, model=model_name)
+    if {k: v for k, v in plan.options.items()} != options:
+        raise PlanError(
+            f"plan {plan.name or ''} is for {plan.model} with options {plan.options or '{}'}, not {options or '{}'}"
+            + (f"; pass --width {plan.options['width']}" if "width" in plan.options else "")
+        )
+    extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
+    model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    source: nn.Module = model
+    if checkpoint is not None:
+        linear = linearize_model(model, plan)
+        try:
+            load_checkpoint(linear, checkpoint)
+            source = linear
+        except ValueError as first_error:
+            try:
+                load_checkpoint(model, checkpoint)
+            except ValueError:
+                raise ValueError(
+                    f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
+                ) from None
+    merged = merge_model(source, plan)
+    costs = cost_table(model, merged)
+    out_path = save_merged(merged, out) if out is not None else None
+    onnx_path = export_onnx(merged, onnx) if onnx is not None else None
+    return MergeOutcome(merged, merge_report(merged), costs, out_path, onnx_path)
+
+
+def format_cost_table(costs: pd.DataFrame) -> str:
+    """The per-block cost table for the terminal: MMACs, thousand params, KiB (16-bit values)."""
+    shown = pd.DataFrame(
+        {
+            "block": costs["block"],
+            "state": costs["state"],
+            "MMACs": costs["macs_before"] / 1e6,
+            "->MMACs": costs["macs_after"] / 1e6,
+            "kparams": costs["params_before"] / 1e3,
+            "->kparams": costs["params_after"] / 1e3,
+            "weights_KiB": costs.get("weight_bytes_before") / 1024,
+            "->weights_KiB": costs.get("weight_bytes_after") / 1024,
+            "peak_act_KiB": costs.get("peak_act_bytes_before") / 1024,
+            "->peak_act_KiB": costs.get("peak_act_bytes_after") / 1024,
+        }
+    )
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.2f}", na_rep="")

@@ -1,0 +1,146 @@
+"""Whole models: merged against the whole linearised model; decisions; replay; file; ONNX Runtime."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conftest import randomise_bn
+from dsprof.merge import (
+    Linearized,
+    MergedConv,
+    Plan,
+    PlanError,
+    export_onnx,
+    linearize_model,
+    load_merged,
+    load_preset,
+    merge_model,
+    merge_report,
+    save_merged,
+)
+from dsprof.models import get_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+RES = 32
+
+
+def _model(name, dtype=torch.float64, **options):
+    torch.manual_seed(0)
+    return randomise_bn(get_model(name, resolution=RES, num_classes=10, **options)).to(dtype).eval()
+
+
+def _relclose(got, expected, tol):
+    torch.testing.assert_close(got, expected, rtol=0, atol=tol * expected.abs().max().item())
+
+
+@pytest.mark.parametrize(
+    "name,options,n_blocks,border",
+    [
+        ("mobilenet_v2", {}, 17, "in_front"),
+        ("mobilenet_v2", {"width": 1.4}, 17, "in_place"),
+        ("tf_efficientnet_lite0", {}, 16, "in_front"),
+        ("efficientnet_lite0", {}, 16, "in_place"),
+    ],
+)
+def test_every_block_merged_equals_the_linearised_model(name, options, n_blocks, border):
+    model = _model(name, **options)
+    plan = Plan(name, (0,) * n_blocks, options, border=border, merge=(True,) * n_blocks)  # merge all, paying or not
+    linear = linearize_model(model, plan).eval()
+    merged = merge_model(linear, plan)
+    assert sum(isinstance(m, MergedConv) for m in merged.modules()) == n_blocks
+    assert not any(isinstance(m, (Linearized, nn.BatchNorm2d)) for m in merged.modules())
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    with torch.no_grad():
+        _relclose(merged(x), linear(x), 1e-9)
+
+
+def test_float32_whole_model_and_odd_input():
+    model = _model("mobilenet_v2", dtype=torch.float32)
+    plan = load_preset("mbv2-ds-d")
+    linear = linearize_model(model, plan).eval()
+    merged = merge_model(linear, plan)
+    x = torch.randn(2, 3, 31, 31)
+    with torch.no_grad():
+        _relclose(merged(x), linear(x), 1e-4)
+
+
+def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are_reported():
+    model = _model("mobilenet_v2", dtype=torch.float32)
+    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17))
+    report = merge_report(merged)
+    first = report.decisions[0]
+    assert not first.merged and first.merged_macs > first.linear_macs and "does not pay" in first.reason
+    assert all(d.merged == (d.merged_macs < d.linear_macs) for d in report.decisions)
+    assert report.plan.merge == tuple(d.merged for d in report.decisions)
+    # a latency table that says merging block 0 pays overrides MACs
+    saving = {"features.1": 1e-4}
+    saving.update({f"features.{i}": -1e-4 for i in range(2, 18)})
+    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17), savings=saving)
+    assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
+
+
+def test_merge_model_leaves_its_input_untouched_and_replays_on_a_fresh_model(tmp_path):
+    model = _model("mobilenet_v2", dtype=torch.float32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    merged = merge_model(model, "mbv2-ds-c")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    replay_plan = Plan.from_json(merge_report(merged).plan.to_json())
+    fresh = get_model("mobilenet_v2", resolution=RES, num_classes=10)
+    replayed = merge_model(fresh, replay_plan)
+    assert [type(m).__name__ for m in replayed.modules()] == [type(m).__name__ for m in merged.modules()]
+    replayed.load_state_dict(merged.state_dict())  # same architecture, same parameter names and shapes
+
+
+def test_wrong_plan_length_is_a_clear_error():
+    with pytest.raises(PlanError, match="16 entries but the model has 17 blocks"):
+        merge_model(_model("mobilenet_v2", dtype=torch.float32), Plan("mobilenet_v2", (0,) * 16))
+
+
+@pytest.mark.parametrize("border", ["in_front", "in_place"])
+def test_saved_file_loads_with_weights_only_and_onnx_runtime_agrees(tmp_path, border):
+    ort = pytest.importorskip("onnxruntime")
+    model = _model("tf_efficientnet_lite0", dtype=torch.float32)
+    plan = Plan("tf_efficientnet_lite0", load_preset("efflite0-ds-b").keep, border=border)
+    merged = merge_model(model, plan)
+    path = save_merged(merged, tmp_path / "merged.pt")
+    payload = torch.load(path, weights_only=True)
+    assert payload["model"] == "tf_efficientnet_lite0" and Plan.from_json(payload["plan"]).border == border
+    loaded = load_merged(path)
+    x = torch.randn(1, 3, RES, RES)
+    with torch.no_grad():
+        expected = merged(x)
+        torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
+    onnx_path = export_onnx(loaded, tmp_path / "merged.onnx")
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"input": x.numpy()})[0]
+    np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-4 * expected.abs().max().item())
+
+
+def test_inexact_border_merge_is_reported_and_warned():
+    model = _model("resnet18", dtype=torch.float32)
+    plan = Plan("resnet18", (0,) * 8, border="in_place", merge=(True,) + (False,) * 7)
+    with pytest.warns(UserWarning, match="border error"):
+        merged = merge_model(model, plan)
+    first = merge_report(merged).decisions[0]
+    assert first.merged and not first.exact and first.border_error > 1e-3 and "NOT exact" in first.reason
+
+
+@pytest.mark.parametrize("name,options", [("tf_efficientnet_lite0", {}), ("resnet50", {})])
+def test_unmerged_linear_blocks_cost_what_the_original_blocks_cost_and_stay_exact(name, options):
+    """Blocks that do not pay stay linear, in the ordinary padded form with their biases moved."""
+    model = _model(name, **options)
+    n = 16
+    plan = Plan(name, (0,) * n, options, merge=(False,) * n)
+    linear = linearize_model(model, plan).eval()
+    merged = merge_model(linear, plan)
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    with torch.no_grad():
+        _relclose(merged(x), linear(x), 1e-9)
+    from dsprof.models import count_macs
+    from dsprof.merge import fold_batchnorm
+
+    original = fold_batchnorm(model, x[:1])
+    assert count_macs(merged, (RES, RES)) == count_macs(original, (RES, RES))
