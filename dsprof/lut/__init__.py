@@ -1,1 +1,26 @@
-"""Latency lookup tables: build, load, look up, predict (issue #5)."""
+"""Latency lookup tables: build from measurement files, load, look up, predict (issue #5)."""
+
+from .build import build_lut, measurement_files
+from .predict import Prediction, predict_latency
+from .schema import COLUMNS, SCHEMA, DeviceKey, model_label
+from .table import LUT, LUTEntry, LUTError, LUTMissError, LUTMissWarning
+from .validate import PredictionAccuracy, accuracy_table, prediction_accuracy
+
+__all__ = [
+    "COLUMNS",
+    "LUT",
+    "SCHEMA",
+    "DeviceKey",
+    "LUTEntry",
+    "LUTError",
+    "LUTMissError",
+    "LUTMissWarning",
+    "Prediction",
+    "PredictionAccuracy",
+    "accuracy_table",
+    "build_lut",
+    "measurement_files",
+    "model_label",
+    "predict_latency",
+    "prediction_accuracy",
+]

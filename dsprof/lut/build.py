@@ -1,0 +1,79 @@
+"""Building a LUT from measurement files of one or many devices."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from ..profiler.records import Measurement, read_measurements
+from ..profiler.stats import summarize
+from .schema import COLUMNS, SCHEMA, DeviceKey, model_label
+from .table import LUT
+
+__all__ = ["build_lut", "measurement_files", "workload_of"]
+
+
+def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``.jsonl`` files that ``paths`` name: files as given, folders searched recursively."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob("*.jsonl"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"{p} does not exist; give measurement files (.jsonl) or folders holding them")
+    if not files:
+        raise ValueError("no measurement files (.jsonl) found; run `dsprof measure` first")
+    return files
+
+
+def workload_of(r: Measurement) -> str:
+    """The LUT workload of a record: a block's BlockSpec string, else the model label."""
+    return r.spec if r.scope == "block" else model_label(r.name, r.model_options)
+
+
+def _key(r: Measurement) -> tuple:
+    return tuple(DeviceKey.of(r).as_dict().values()) + (r.scope, workload_of(r), r.variant)
+
+
+def build_lut(paths: Iterable[str | Path]) -> LUT:
+    """One LUT entry per key from all records of ``paths`` (files or folders).
+
+    Repeated measurements of a key are combined by pooling their raw samples (the entry's
+    median is the median of all samples); different environments, devices, backends, dtypes,
+    layouts, batch sizes and thread counts are different keys and never averaged. Failed records
+    are left out. Noisy entries (IQR/median > 10 %) are kept and marked.
+    """
+    samples: dict[tuple, list[float]] = defaultdict(list)
+    sources: dict[tuple, list[str]] = defaultdict(list)
+    names: dict[tuple, str] = {}
+    for path in measurement_files(paths):
+        for r in read_measurements(path):
+            if not r.ok:
+                continue
+            key = _key(r)
+            samples[key] += r.samples_s
+            if path.name not in sources[key]:
+                sources[key].append(path.name)
+            names.setdefault(key, r.device_name)
+    rows = []
+    for key, values in samples.items():
+        env_id, device, backend, dtype, layout, batch, threads, compiled, scope, workload, variant = key
+        stats = summarize(values)
+        rows.append(
+            {
+                "schema": SCHEMA, "env_id": env_id, "device_name": names[key], "device": device,
+                "backend": backend, "dtype": dtype, "layout": layout, "batch": batch, "threads": threads,
+                "compile": compiled, "scope": scope, "workload": workload, "variant": variant,
+                "median_s": stats.median, "iqr_s": stats.iqr, "n_samples": stats.count,
+                "noisy": stats.noisy, "sources": ";".join(sources[key]),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    if len(frame):
+        frame = frame.sort_values(["env_id", "device", "backend", "batch", "scope", "workload", "variant"])
+    return LUT(frame, source="<built>")

@@ -1,0 +1,164 @@
+"""Predicting a model's latency from a LUT: stem + blocks (original or merged per the plan) + head."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+from torch import nn
+
+from ..models import find_blocks, get_model, input_size_of
+from .schema import DeviceKey, model_label
+from .table import LUT, LUTMissError, LUTMissWarning
+
+__all__ = ["Prediction", "predict_latency", "profiled_options"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted latency (seconds per batch) with its parts and its coverage.
+
+    ``rest_s`` is everything outside the blocks (stem, head, and what passes between blocks):
+    the measured stem and head when the LUT has them (``rest_method="stem+head"``), else the
+    whole original model minus its blocks, both measured on the device (``"model-minus-blocks"``).
+    ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
+    """
+
+    model: str
+    device: DeviceKey
+    total_s: float
+    rest_s: float
+    rest_method: str
+    blocks: pd.DataFrame = field(repr=False)
+    coverage: float
+    missing: tuple[str, ...]
+
+    @property
+    def fps(self) -> float:
+        """Images per second at the LUT's batch size."""
+        return self.device.batch / self.total_s
+
+    def __str__(self) -> str:
+        merged = int((self.blocks["variant"] == "merged").sum())
+        return (
+            f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
+            f"({self.fps:.1f} FPS); {merged} of {len(self.blocks)} blocks merged; "
+            f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
+        )
+
+
+def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The model options as `dsprof measure` records them: the build options plus the resolution."""
+    out = dict(options or {})
+    h, w = input_size_of(model)
+    out["resolution"] = h
+    if h != w:
+        out["resolution_w"] = w
+    return out
+
+
+def predict_latency(
+    model: str | nn.Module,
+    lut: LUT | str | Path,
+    plan: Any = None,
+    *,
+    device: DeviceKey | str | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    strict: bool = False,
+) -> Prediction:
+    """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
+
+    ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
+    linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
+    says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
+    model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
+    """
+    lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+    key = lut.resolve(device)
+    options = dict(options or {})
+    if isinstance(model, str):
+        name = name or model
+        net = get_model(model, resolution=resolution, **options)
+    else:
+        if name is None:
+            raise ValueError("give name= (the model name used when measuring) for a model passed as a module")
+        net = model
+    label = model_label(name, profiled_options(net, options))
+    blocks = find_blocks(net)
+
+    linearized: set[int] = set()
+    merge_flags = None
+    if plan is not None:
+        from ..merge.plan import Plan  # the merge package imports models only; keep lut importable alone
+
+        plan = Plan.coerce(plan)
+        plan.check_blocks(len(blocks))
+        linearized = set(plan.linearized)
+        merge_flags = plan.merge
+
+    def get(workload: str, variant: str, scope: str = "block"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LUTMissWarning)
+            return lut.lookup(workload, variant, key, scope=scope)
+
+    rows, missing = [], []
+    for i, block in enumerate(blocks):
+        spec = block.spec.to_str()
+        original = get(spec, "original")
+        variant = "original"
+        if i in linearized:
+            merged = get(spec, "merged")
+            if merge_flags is not None:
+                variant = "merged" if merge_flags[i] else "original"
+            elif merged is not None and original is not None:
+                variant = "merged" if merged.median_s < original.median_s else "original"
+            else:
+                variant = "merged"
+        if i in linearized and variant == "original":
+            # Linearised but not merged: the activation-free block, when the LUT has it.
+            linear = get(spec, "linear")
+            variant, entry = ("linear", linear) if linear is not None else ("original", original)
+        else:
+            entry = original if variant == "original" else get(spec, "merged")
+        if entry is None:
+            missing.append(f"block {spec} [{variant}]")
+        rows.append({"index": i, "block": block.name, "spec": spec, "variant": variant,
+                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy)})
+    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "noisy"])
+
+    stem, head = get(label, "original", "stem"), get(label, "original", "head")
+    if stem is not None and head is not None:
+        rest, method = stem.median_s + head.median_s, "stem+head"
+    else:
+        whole = get(label, "original", "model")
+        originals = [get(b.spec.to_str(), "original") for b in blocks]
+        if whole is not None and all(o is not None for o in originals):
+            rest, method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
+        else:
+            rest, method = 0.0, "missing"
+            missing.append(f"stem/head of {label} (and no whole-model entry with all its blocks)")
+
+    if missing:
+        message = (
+            f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
+            + ("; ..." if len(missing) > 5 else "")
+            + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
+        )
+        if strict:
+            raise LUTMissError(message)
+        warnings.warn(message, LUTMissWarning, stacklevel=2)
+    found = table["latency_s"].notna()
+    total = rest + float(table.loc[found, "latency_s"].sum())
+    if total <= 0:
+        raise ValueError(
+            f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
+            "the whole model measured faster than its blocks by more than they take. Measure again on a "
+            "quiet machine (see the noisy column) and rebuild the LUT."
+        )
+    coverage = float(found.mean()) if len(table) else 1.0
+    return Prediction(label, key, total, rest, method, table, coverage, tuple(missing))

@@ -1,0 +1,101 @@
+"""The latency table's columns, its version, and the key of one device context.
+
+A LUT file is CSV (``pd.read_csv(path, comment="#")`` loads it): one row per key, and a last
+line ``# end rows=N`` that tells a complete file from a truncated one. Columns:
+
+========== ==============================================================================
+schema     ``dsprof.lut/1`` on every row (the file format version)
+env_id     the measuring environment's id (hash of hardware, drivers, library versions)
+device_name human-readable device (CPU model or GPU name)
+device     ``cpu`` or ``cuda:N``
+backend    ``torch``, ``onnxruntime`` or ``tflite``
+dtype      ``fp32``, ``fp16``, ``bf16``
+layout     ``nchw``, ``channels_last`` or ``nhwc``
+batch      images per forward pass
+threads    CPU threads used (0: not set, e.g. torch on a GPU)
+compile    ``True`` when timed through ``torch.compile``
+scope      ``block``, ``model``, ``stem`` or ``head``
+workload   a block's `BlockSpec` string; for other scopes the model label
+           (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
+variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``
+median_s   median latency of one forward pass of one batch, seconds (pooled samples)
+iqr_s      interquartile range of the pooled samples, seconds
+n_samples  number of pooled samples
+noisy      ``True`` when iqr_s / median_s > 10 % (kept, marked)
+sources    the measurement files, ``;``-separated
+========== ==============================================================================
+
+The key of a row is every column from env_id to variant except device_name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "model_label"]
+
+SCHEMA = "dsprof.lut/1"
+CONTEXT_COLUMNS = ("env_id", "device", "backend", "dtype", "layout", "batch", "threads", "compile")
+KEY_COLUMNS = CONTEXT_COLUMNS + ("scope", "workload", "variant")
+COLUMNS = (
+    ("schema", "env_id", "device_name")
+    + CONTEXT_COLUMNS[1:]
+    + ("scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources")
+)
+
+
+def model_label(name: str, options: Mapping[str, Any]) -> str:
+    """Canonical label of a whole model: its name and its options as sorted, compact JSON."""
+    return name + json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class DeviceKey:
+    """One measuring context of a LUT: environment, device, backend, dtype, layout, batch, threads.
+
+    String form ``env_id/device/backend/dtype/layout/bBATCH/tTHREADS[/compiled]``, e.g.
+    ``3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t2``; `from_str` parses it back exactly.
+    """
+
+    env_id: str
+    device: str
+    backend: str
+    dtype: str
+    layout: str
+    batch: int
+    threads: int
+    compile: bool = False
+
+    def to_str(self) -> str:
+        tail = "/compiled" if self.compile else ""
+        return f"{self.env_id}/{self.device}/{self.backend}/{self.dtype}/{self.layout}/b{self.batch}/t{self.threads}{tail}"
+
+    __str__ = to_str
+
+    @classmethod
+    def from_str(cls, text: str) -> "DeviceKey":
+        parts = text.strip().split("/")
+        compiled = parts[-1] == "compiled"
+        if compiled:
+            parts = parts[:-1]
+        if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
+            raise ValueError(
+                f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS, "
+                "as `dsprof build-lut` and LUT.devices() print them"
+            )
+        try:
+            batch, threads = int(parts[5][1:]), int(parts[6][1:])
+        except ValueError:
+            raise ValueError(f"not a device key: {text!r}; batch and threads must be integers") from None
+        return cls(*parts[:5], batch, threads, compiled)
+
+    @classmethod
+    def of(cls, record: Any) -> "DeviceKey":
+        """The context of a measurement record (a `dsprof.profiler.Measurement`)."""
+        return cls(record.env_id, record.device, record.backend, record.dtype, record.layout,
+                   record.batch, record.threads or 0, record.compile)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

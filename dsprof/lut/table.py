@@ -1,0 +1,231 @@
+"""The `LUT` class: a validated latency table, its file, lookups with loud misses, savings."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..io import atomic_write_text
+from ..models import BlockSpec
+from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA, DeviceKey
+
+__all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
+
+_END = "# end rows="
+_BOOL = {"True": True, "False": False, "true": True, "false": False}
+SCOPES = ("block", "model", "stem", "head")
+
+
+class LUTError(ValueError):
+    """A LUT file or table that is not valid, naming the file and the row at fault."""
+
+
+class LUTMissError(KeyError):
+    """A strict lookup of a key the LUT does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class LUTMissWarning(UserWarning):
+    """A lookup of a key the LUT does not have (non-strict)."""
+
+
+@dataclass(frozen=True)
+class LUTEntry:
+    """One row of a LUT: latency statistics of one workload in one context (seconds)."""
+
+    median_s: float
+    iqr_s: float
+    n_samples: int
+    noisy: bool
+    sources: str
+
+
+class LUT:
+    """A latency lookup table: one row per (device context, scope, workload, variant).
+
+    Build one from measurement files with `build_lut`, or `LUT.load` a saved one.
+    """
+
+    def __init__(self, frame: pd.DataFrame, source: str = "<table>") -> None:
+        self._frame = _validate(frame.reset_index(drop=True), source)
+        self.source = source
+
+    # -- files -----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> "LUT":
+        """Read and validate a LUT file; any problem raises `LUTError` naming the file and row."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
+        text = path.read_text(encoding="utf-8")
+        lines = text.rstrip("\n").split("\n")
+        last = lines[-1] if lines else ""
+        data_rows = sum(1 for line in lines[1:] if line and not line.startswith("#"))
+        if not last.startswith(_END) or last[len(_END):] != str(data_rows):
+            raise LUTError(
+                f"{path}: truncated or altered (it must end with '{_END}{data_rows}'); "
+                "rebuild it with `dsprof build-lut`"
+            )
+        try:
+            frame = pd.read_csv(io.StringIO(text), comment="#", dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise LUTError(f"{path}: not a CSV latency table ({exc})") from None
+        return cls(frame, str(path))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the table atomically: a reader sees the old file or the new one, never a mix."""
+        text = self._frame.to_csv(index=False, lineterminator="\n")
+        return atomic_write_text(path, f"{text}{_END}{len(self._frame)}\n")
+
+    # -- views -----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._frame)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """A copy of the table (typed columns)."""
+        return self._frame.copy()
+
+    def devices(self) -> list[DeviceKey]:
+        """The device contexts the table holds, sorted by their string form."""
+        rows = self._frame[list(CONTEXT_COLUMNS)].drop_duplicates().itertuples(index=False)
+        return sorted((DeviceKey(*r) for r in rows), key=str)
+
+    def device_name(self, key: DeviceKey | str) -> str:
+        """The human-readable device name of a context."""
+        rows = self._rows(self.resolve(key))
+        return str(rows["device_name"].iloc[0])
+
+    def resolve(self, key: DeviceKey | str | None = None, **filters: Any) -> DeviceKey:
+        """The one context that ``key`` names, or that ``filters`` (e.g. backend="onnxruntime",
+        batch=1) leave; none or several raise an error that lists what the table has."""
+        if isinstance(key, str):
+            key = DeviceKey.from_str(key)
+        candidates = self.devices()
+        if key is not None:
+            candidates = [d for d in candidates if d == key]
+        for name, value in filters.items():
+            if value is not None:
+                candidates = [d for d in candidates if getattr(d, name) == value]
+        if len(candidates) == 1:
+            return candidates[0]
+        listing = "\n  ".join(f"{d}  ({self._name_of(d)})" for d in self.devices()) or "(none)"
+        what = "no context matches" if not candidates else "several contexts match"
+        raise LUTError(f"{self.source}: {what} {key or filters}; give one of:\n  {listing}")
+
+    def _name_of(self, key: DeviceKey) -> str:
+        return str(self._rows(key)["device_name"].iloc[0])
+
+    def _rows(self, key: DeviceKey) -> pd.DataFrame:
+        f = self._frame
+        mask = pd.Series(True, index=f.index)
+        for name, value in key.as_dict().items():
+            mask &= f[name] == value
+        return f[mask]
+
+    # -- lookups ---------------------------------------------------------------------------------
+    def lookup(
+        self,
+        workload: str | BlockSpec,
+        variant: str = "original",
+        device: DeviceKey | str | None = None,
+        *,
+        scope: str = "block",
+        strict: bool = False,
+    ) -> LUTEntry | None:
+        """The entry of ``workload`` (a BlockSpec, or a model label) in ``variant`` for ``device``.
+
+        A miss names the missing key and the nearest keys present; it raises `LUTMissError` with
+        ``strict=True`` and warns (`LUTMissWarning`) and returns None otherwise.
+        """
+        key = self.resolve(device)
+        workload = workload.to_str() if isinstance(workload, BlockSpec) else workload
+        rows = self._rows(key)
+        hit = rows[(rows["scope"] == scope) & (rows["workload"] == workload) & (rows["variant"] == variant)]
+        if len(hit):
+            r = hit.iloc[0]
+            return LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
+        present = [f"{s} {w} [{v}]" for s, w, v in rows[["scope", "workload", "variant"]].itertuples(index=False)]
+        wanted = f"{scope} {workload} [{variant}]"
+        nearest = difflib.get_close_matches(wanted, present, n=3, cutoff=0.0)
+        message = (
+            f"LUT miss in {self.source} for {key}: {wanted}. Nearest keys present: "
+            + ("; ".join(nearest) if nearest else "none (this context is empty)")
+            + ". Measure it with `dsprof measure` on that device and rebuild the LUT."
+        )
+        if strict:
+            raise LUTMissError(message)
+        warnings.warn(message, LUTMissWarning, stacklevel=2)
+        return None
+
+    def savings(self, device: DeviceKey | str | None = None, variant: str = "merged") -> pd.DataFrame:
+        """Per-block latency saving of ``variant`` over the original, seconds: one row per BlockSpec
+        that has both, columns workload, original_s, merged_s (the variant), saving_s."""
+        rows = self._rows(self.resolve(device))
+        blocks = rows[rows["scope"] == "block"].pivot(index="workload", columns="variant", values="median_s")
+        if "original" not in blocks or variant not in blocks:
+            return pd.DataFrame(columns=["workload", "original_s", f"{variant}_s", "saving_s"])
+        both = blocks[["original", variant]].dropna()
+        out = pd.DataFrame(
+            {"workload": both.index, "original_s": both["original"].values, f"{variant}_s": both[variant].values}
+        )
+        out["saving_s"] = out["original_s"] - out[f"{variant}_s"]
+        return out.reset_index(drop=True)
+
+
+def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Check and type a table; every problem names ``source`` and the CSV line of the row."""
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise LUTError(f"{source}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+    frame = frame[list(COLUMNS)].copy()
+
+    def where(i: int) -> str:
+        return f"{source}, row {i + 1} (line {i + 2})"
+
+    out: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    for i, row in enumerate(frame.itertuples(index=False)):
+        r = row._asdict()
+        if str(r["schema"]) != SCHEMA:
+            raise LUTError(f"{where(i)}: unknown schema version {r['schema']!r}; this dsprof reads {SCHEMA}")
+        try:
+            typed = {
+                "batch": int(r["batch"]),
+                "threads": int(r["threads"]),
+                "n_samples": int(r["n_samples"]),
+                "median_s": float(r["median_s"]),
+                "iqr_s": float(r["iqr_s"]),
+                "compile": _BOOL[str(r["compile"])] if not isinstance(r["compile"], bool) else r["compile"],
+                "noisy": _BOOL[str(r["noisy"])] if not isinstance(r["noisy"], bool) else r["noisy"],
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LUTError(f"{where(i)}: a value is not of its column's type ({exc})") from None
+        if not math.isfinite(typed["median_s"]) or typed["median_s"] <= 0:
+            raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {r['median_s']!r}")
+        if not math.isfinite(typed["iqr_s"]) or typed["iqr_s"] < 0:
+            raise LUTError(f"{where(i)}: iqr_s must be a non-negative number of seconds, got {r['iqr_s']!r}")
+        if typed["n_samples"] < 1 or typed["batch"] < 1 or typed["threads"] < 0:
+            raise LUTError(f"{where(i)}: n_samples and batch must be >= 1 and threads >= 0")
+        if r["scope"] not in SCOPES:
+            raise LUTError(f"{where(i)}: unknown scope {r['scope']!r}; known: {', '.join(SCOPES)}")
+        if r["scope"] == "block":
+            try:
+                BlockSpec.from_str(str(r["workload"]))
+            except ValueError as exc:
+                raise LUTError(f"{where(i)}: {exc}") from None
+        for c in COLUMNS:
+            out[c].append(typed.get(c, r[c]))
+    table = pd.DataFrame(out, columns=list(COLUMNS))
+    dup = table.duplicated(list(KEY_COLUMNS), keep=False)
+    if dup.any():
+        first, second = [int(i) for i in table.index[dup][:2]]
+        raise LUTError(f"{where(second)}: duplicate key, same as row {first + 1}; each key may appear once")
+    return table

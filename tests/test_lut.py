@@ -1,0 +1,286 @@
+import dataclasses
+import statistics
+import threading
+
+import pandas as pd
+import pytest
+
+from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceKey, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
+from dsprof.lut.predict import predict_latency
+from dsprof.merge.plan import Plan
+from dsprof.models import find_blocks, get_model
+from dsprof.profiler.records import MeasurementWriter, read_measurements
+from dsprof.profiler.runner import measure
+from dsprof.profiler.timing import TimingConfig
+
+FAST = TimingConfig(warmup_s=0.002, warmup_min_iters=1, warmup_max_s=0.05, min_samples=5, max_samples=7,
+                    budget_s=0.02, min_sample_s=0.0002)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """A real measurement file: MobileNetV2 (one block per stage) at 32x32 on this CPU."""
+    out = tmp_path_factory.mktemp("measure")
+    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32, out=out,
+                     timing=FAST, progress=False)
+    return result.path
+
+
+def _rewrite(src, dst, **changes):
+    """Copy a measurement file, changing fields of every record (another device, more samples...)."""
+    with MeasurementWriter(dst) as w:
+        for r in read_measurements(src):
+            values = {k: (v(r) if callable(v) else v) for k, v in changes.items()}
+            w.write([dataclasses.replace(r, **values)])
+    return dst
+
+
+def test_one_entry_per_key_with_the_median_of_the_samples(measured):
+    records = [r for r in read_measurements(measured) if r.ok]
+    lut = build_lut([measured])
+    assert len(lut) == len(records)
+    frame = lut.to_dataframe()
+    for r in records:
+        workload = r.spec if r.scope == "block" else model_label(r.name, r.model_options)
+        row = frame[(frame.workload == workload) & (frame.variant == r.variant) & (frame.scope == r.scope)]
+        assert len(row) == 1
+        assert row.median_s.iloc[0] == pytest.approx(statistics.median(r.samples_s), rel=1e-12)
+        assert row.n_samples.iloc[0] == len(r.samples_s)
+
+
+def test_two_devices_kept_apart_and_repeats_pooled(measured, tmp_path):
+    other = _rewrite(measured, tmp_path / "other.jsonl", env_id="feedfacecafe", device_name="Other CPU",
+                     samples_s=lambda r: tuple(2 * s for s in r.samples_s))
+    repeat = _rewrite(measured, tmp_path / "repeat.jsonl", samples_s=lambda r: tuple(s + 1e-3 for s in r.samples_s))
+    lut = build_lut([measured, other, repeat])
+    here_env = read_measurements(measured)[0].env_id
+    assert {d.env_id for d in lut.devices()} == {here_env, "feedfacecafe"}
+    assert lut.device_name(lut.resolve(env_id="feedfacecafe")) == "Other CPU"
+    here = lut.resolve(env_id=here_env)
+    r = next(r for r in read_measurements(measured) if r.scope == "block" and r.variant == "original")
+    pooled = lut.lookup(r.spec, "original", here, strict=True)
+    assert pooled.median_s == pytest.approx(statistics.median(r.samples_s + tuple(s + 1e-3 for s in r.samples_s)), rel=1e-12)
+    assert pooled.n_samples == 2 * len(r.samples_s)
+    assert pooled.sources == f"{measured.name};repeat.jsonl"
+    far = lut.lookup(r.spec, "original", lut.resolve(env_id="feedfacecafe"), strict=True)
+    assert far.median_s == pytest.approx(2 * statistics.median(r.samples_s), rel=1e-12)
+    assert far.sources == "other.jsonl"
+
+
+def test_other_thread_count_is_another_context_and_noise_is_marked(measured, tmp_path):
+    one = _rewrite(measured, tmp_path / "t1.jsonl", threads=1,
+                   samples_s=lambda r: (1.0, 1.0, 1.5, 2.0, 2.0))  # IQR/median = 1.0/1.5
+    lut = build_lut([measured, one])
+    key = lut.resolve(threads=1)
+    assert len(lut.devices()) == 2
+    frame = lut.to_dataframe()
+    assert frame[frame.threads == 1].noisy.all()
+    r = next(r for r in read_measurements(one) if r.scope == "block")
+    assert lut.lookup(r.spec, r.variant, key, strict=True).median_s == 1.5
+
+
+def test_save_load_round_trip_and_pandas(measured, tmp_path):
+    lut = build_lut([measured])
+    path = lut.save(tmp_path / "lut.csv")
+    again = LUT.load(path)
+    pd.testing.assert_frame_equal(again.to_dataframe(), lut.to_dataframe())
+    plain = pd.read_csv(path, comment="#")
+    assert list(plain.columns) == list(COLUMNS) and len(plain) == len(lut)
+    assert (plain.median_s > 0).all()
+
+
+def _write_frame(frame, path):
+    """Write a table as LUT.save does (CSV plus the end marker), whatever its contents."""
+    path.write_text(frame.to_csv(index=False, lineterminator="\n") + f"# end rows={len(frame)}\n")
+    return path
+
+
+def _with(frame, row, column, value):
+    frame = frame.astype({column: object})
+    frame.loc[row, column] = value
+    return frame
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda f: _with(f, 0, "schema", "dsprof.lut/9"), "row 1 (line 2): unknown schema version 'dsprof.lut/9'"),
+        (lambda f: f.drop(columns=["iqr_s"]), "missing column(s) iqr_s"),
+        (lambda f: _with(f, 2, "median_s", "nan"), "row 3 (line 4): median_s must be a positive number"),
+        (lambda f: _with(f, 1, "median_s", -0.001), "row 2 (line 3): median_s must be a positive number"),
+        (lambda f: _with(f, 1, "iqr_s", "inf"), "row 2 (line 3): iqr_s must be a non-negative"),
+        (lambda f: pd.concat([f, f.iloc[[4]]]), "duplicate key, same as row 5"),
+        (lambda f: _with(f, 0, "workload", "inverted_residual(cin=1)"), "row 1 (line 2): not a BlockSpec string"),
+    ],
+)
+def test_load_errors_name_the_file_and_row(measured, tmp_path, mutate, message):
+    frame = build_lut([measured]).to_dataframe()
+    frame = frame.sort_values("scope").reset_index(drop=True)  # block rows first
+    path = _write_frame(mutate(frame), tmp_path / "bad.csv")
+    with pytest.raises(LUTError) as info:
+        LUT.load(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_truncated_file_is_detected(measured, tmp_path):
+    text = build_lut([measured]).save(tmp_path / "lut.csv").read_text()
+    for cut in (len(text) - 3, len(text) // 2, 40):
+        path = tmp_path / f"cut{cut}.csv"
+        path.write_text(text[:cut])
+        with pytest.raises(LUTError, match="truncated"):
+            LUT.load(path)
+
+
+def test_interrupted_write_keeps_the_old_file(measured, tmp_path, monkeypatch):
+    lut = build_lut([measured])
+    path = lut.save(tmp_path / "lut.csv")
+    before = path.read_text()
+    import dsprof.io
+
+    def crash(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dsprof.io.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        LUT(lut.to_dataframe().iloc[:3]).save(path)
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["lut.csv"]
+
+
+def test_concurrent_writers_never_leave_a_corrupt_file(measured, tmp_path):
+    full = build_lut([measured])
+    small = LUT(full.to_dataframe().iloc[:5])
+    path = full.save(tmp_path / "lut.csv")
+    errors = []
+
+    def writer(lut):
+        for _ in range(15):
+            lut.save(path)
+
+    def reader():
+        for _ in range(30):
+            try:
+                assert len(LUT.load(path)) in (5, len(full))
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(x,)) for x in (full, small)] + [threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_miss_names_the_key_and_the_nearest(measured):
+    lut = build_lut([measured])
+    present = next(r for r in read_measurements(measured) if r.scope == "block").spec
+    wanted = present.replace("in=", "in=9")
+    with pytest.warns(LUTMissWarning, match="Nearest keys present") as record:
+        assert lut.lookup(wanted, "merged") is None
+    text = str(record[0].message)
+    assert wanted in text and "in=" in text.split("Nearest keys present:")[1]
+    with pytest.raises(LUTMissError, match="LUT miss"):
+        lut.lookup(wanted, "merged", strict=True)
+
+
+def test_device_key_round_trip_and_resolve_errors(measured):
+    lut = build_lut([measured])
+    key = lut.devices()[0]
+    assert DeviceKey.from_str(key.to_str()) == key
+    assert lut.resolve(key.to_str()) == key
+    assert DeviceKey.from_str("abc/cuda:0/torch/fp16/channels_last/b128/t0/compiled").compile
+    with pytest.raises(LUTError, match="no context matches"):
+        lut.resolve(backend="tflite")
+    with pytest.raises(ValueError, match="not a device key"):
+        DeviceKey.from_str("cpu/torch")
+
+
+def _hand_lut(blocks, label, *, stem_head=True, whole=None):
+    base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
+            "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False,
+            "iqr_s": 0.0, "n_samples": 10, "noisy": False, "sources": "hand"}
+    rows = []
+    for i, b in enumerate(blocks):
+        rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant="original", median_s=(i + 1) * 1e-3))
+        rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant="merged", median_s=(i + 1) * 0.25e-3))
+    if stem_head:
+        rows.append(dict(base, scope="stem", workload=label, variant="original", median_s=0.3e-3))
+        rows.append(dict(base, scope="head", workload=label, variant="original", median_s=0.2e-3))
+    if whole is not None:
+        rows.append(dict(base, scope="model", workload=label, variant="original", median_s=whole))
+    return LUT(pd.DataFrame(rows))
+
+
+def test_prediction_equals_the_hand_sum():
+    options = {"depths": [1] * 7}
+    model = get_model("mobilenet_v2", resolution=32, **options)
+    blocks = find_blocks(model)
+    label = model_label("mobilenet_v2", {"depths": [1] * 7, "resolution": 32})
+    lut = _hand_lut(blocks, label)
+    keep = (1, 0, 1, 0, 0, 1, 1)
+    pred = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", keep, options), options=options, resolution=32, strict=True)
+    expected = 0.5e-3 + sum((i + 1) * (1e-3 if k else 0.25e-3) for i, k in enumerate(keep))
+    assert pred.total_s == pytest.approx(expected, rel=1e-12)
+    assert pred.rest_method == "stem+head" and pred.coverage == 1.0
+    assert list(pred.blocks.variant) == ["original" if k else "merged" for k in keep]
+    assert pred.fps == pytest.approx(1 / expected)
+
+    # Without stem/head entries: the whole model minus its blocks, both measured.
+    whole = 40e-3
+    lut = _hand_lut(blocks, label, stem_head=False, whole=whole)
+    pred = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", keep, options), options=options, resolution=32)
+    saved = sum((i + 1) * 0.75e-3 for i, k in enumerate(keep) if not k)
+    assert pred.total_s == pytest.approx(whole - saved, rel=1e-12)
+    assert pred.rest_method == "model-minus-blocks"
+
+
+def test_prediction_misses_are_loud():
+    model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
+    lut = _hand_lut(find_blocks(model)[:5], "nothing")
+    with pytest.warns(LUTMissWarning, match="lacks 3 key"):
+        pred = predict_latency("mobilenet_v2", lut, options={"depths": [1] * 7}, resolution=32)
+    assert pred.coverage == pytest.approx(5 / 7)
+    with pytest.raises(LUTMissError, match="stem/head"):
+        predict_latency("mobilenet_v2", lut, options={"depths": [1] * 7}, resolution=32, strict=True)
+
+
+def test_savings_view():
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))
+    view = _hand_lut(blocks, "x").savings()
+    assert list(view.columns) == ["workload", "original_s", "merged_s", "saving_s"]
+    expected = {b.spec.to_str(): (i + 1) * 0.75e-3 for i, b in enumerate(blocks)}
+    assert dict(zip(view.workload, view.saving_s)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_cli_build_lut_and_predict(measured, tmp_path, capsys):
+    from dsprof.cli import main
+
+    out = tmp_path / "lut.csv"
+    assert main(["build-lut", str(measured.parent), "-o", str(out)]) == 0
+    assert "entries" in capsys.readouterr().out
+    assert len(LUT.load(out)) == len(build_lut([measured]))
+    args = ["predict", "--lut", str(out), "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "coverage 100%" in printed and "0 of 7 blocks merged" in printed
+    assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a 17-block preset on a 7-block model
+    assert "17" in capsys.readouterr().err
+    assert main(["build-lut", str(tmp_path / "nothing"), "-o", str(out)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_prediction_accuracy_metrics():
+    from dsprof.lut import prediction_accuracy
+
+    measured = [1.0, 2.0, 3.0, 4.0]
+    predicted = [1.04, 2.16, 2.7, 4.0]  # errors 4 %, 8 %, -10 %, 0 %
+    acc = prediction_accuracy(predicted, measured)
+    assert acc.within_10pct == 1.0 and acc.within_5pct == 0.5
+    assert acc.median_abs_error == pytest.approx(0.06)
+    assert acc.max_abs_error == pytest.approx(0.10)
+    assert acc.kendall_tau == pytest.approx(1.0)
+    assert prediction_accuracy([3, 2, 1], [1, 2, 3]).kendall_tau == pytest.approx(-1.0)
+    with pytest.raises(ValueError):
+        prediction_accuracy([1.0], [0.0])
