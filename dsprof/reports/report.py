@@ -1,0 +1,227 @@
+"""`write_report`: every table and plot from measurement files (and optionally a LUT and plans),
+plus an ``index.md`` that shows them with the device fingerprints and measurement settings.
+
+It works from the files alone (no model is re-run; the memory plot only builds the plan's model to
+count its weights and maps). A missing piece is skipped with a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..io import atomic_write_text
+from ..lut import LUT, measurement_files, predict_latency
+from ..lut.schema import DeviceKey
+from ..models import find_blocks, get_model, memory_footprint
+from ..profiler.records import Measurement, read_measurements
+from . import plots
+from .tables import block_table, device_label, latest_records, lut_validation_table, profiling_table, render, variant_table
+
+__all__ = ["Report", "memory_table", "validation_rows", "write_report"]
+
+_FORMATS = {"txt": "text", "md": "markdown", "csv": "csv", "tex": "latex"}
+
+
+@dataclass
+class Report:
+    """What `write_report` wrote: the index page, every file, and the pieces it skipped (and why)."""
+
+    index: Path
+    files: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model`."""
+    from ..merge import merge_model, merge_report
+    from ..merge.plan import Plan
+
+    plan = Plan.coerce(plan)
+    blocks = find_blocks(model, input_size)
+    merged = merge_model(model, plan, input_size=input_size)
+    decisions = {d.index: d for d in merge_report(merged).decisions}
+    rows = []
+    for i, block in enumerate(blocks):
+        spec = block.spec
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        before = memory_footprint(block.module, shape, spec.residual)
+        now_merged = decisions[i].merged
+        module = merged.get_submodule(block.name)
+        after = memory_footprint(module, shape, residual=spec.residual and not now_merged)
+        rows.append({"index": i, "block": block.name, "merged": now_merged,
+                     "weight_bytes_before": before.weight_bytes, "weight_bytes_after": after.weight_bytes,
+                     "peak_activation_bytes_before": before.peak_activation_bytes,
+                     "peak_activation_bytes_after": after.peak_activation_bytes})
+    return pd.DataFrame(rows)
+
+
+def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str, Any]) -> pd.DataFrame:
+    """Predicted against measured latency for every whole model measured that a LUT context covers:
+    models timed under a plan's name (``custom``) are predicted with that plan; a model's
+    ``merged`` variant (every block merged) with the all-merged plan."""
+    from ..merge.plan import Plan
+
+    names, predicted, measured = [], [], []
+    contexts = set(lut.devices())
+    for r in latest_records(records):
+        key = DeviceKey.of(r)
+        if r.scope != "model" or key not in contexts:
+            continue
+        options = {k: v for k, v in r.model_options.items() if k not in ("resolution", "resolution_w")}
+        if r.variant == "custom" and r.name in plans:
+            plan = Plan.coerce(plans[r.name])
+        elif r.variant == "merged":
+            n = len(find_blocks(get_model(r.model, resolution=r.model_options.get("resolution"), **options)))
+            plan = Plan(r.model, (0,) * n, options, merge=(True,) * n, name=f"{r.model}-all-merged")
+        else:
+            continue
+        try:
+            pred = predict_latency(r.model, lut, plan, device=key, options=options,
+                                   resolution=r.model_options.get("resolution"), strict=True)
+        except (KeyError, ValueError):
+            continue
+        names.append(f"{r.name} [{r.variant}] {device_label(r)}")
+        predicted.append(pred.total_s)
+        measured.append(r.median_s)
+    return lut_validation_table(names, predicted, measured)
+
+
+def _write_table(table: pd.DataFrame, out: Path, name: str, files: list[Path]) -> None:
+    for ext, fmt in _FORMATS.items():
+        files.append(atomic_write_text(out / "tables" / f"{name}.{ext}", render(table, fmt) + ("\n" if fmt != "csv" else "")))
+
+
+def _write_figure(fig, out: Path, name: str, files: list[Path]) -> str:
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    for ext in ("png", "svg"):
+        path = out / "plots" / f"{name}.{ext}"
+        fig.savefig(path, dpi=150)
+        files.append(path)
+    plots.close([fig])
+    return f"plots/{name}.png"
+
+
+def _fingerprints(records: Sequence[Measurement]) -> str:
+    lines = []
+    seen = set()
+    for r in records:
+        key = (r.env_id, r.device, r.backend, r.batch, r.dtype, r.threads)
+        if key in seen:
+            continue
+        seen.add(key)
+        env = r.environment
+        gpus = ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none"
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
+        lines.append(
+            f"- **{device_label(r)}** (environment `{r.env_id}`, device `{r.device}`, layout {r.layout}, "
+            f"threads {r.threads or 'default'}): CPU {env.get('cpu', {}).get('model', '?')} "
+            f"({env.get('cpu', {}).get('logical_cores', '?')} logical cores), GPU {gpus}; {versions}; host {env.get('host', '?')}"
+        )
+    return "\n".join(lines)
+
+
+def _settings(records: Sequence[Measurement]) -> str:
+    precision = sorted({r.target_precision for r in records})
+    budgets = sorted({r.budget_s for r in records})
+    stops = pd.Series([r.stop_reason for r in records]).value_counts().to_dict()
+    return (
+        "BatchNorm is folded into the preceding convolution in every timed model and block, original and "
+        "dense alike (what a deployment does). Medians of raw samples; original and dense variants were "
+        f"timed interleaved. Target precision of the median {', '.join(f'{p:.0%}' for p in precision)}; "
+        f"time budget per workload {', '.join(f'{b:g} s' for b in budgets)}; stop reasons {stops}. "
+        "Entries marked noisy have IQR/median > 10 %."
+    )
+
+
+def write_report(
+    paths: Iterable[str | Path],
+    out: str | Path,
+    *,
+    lut: LUT | str | Path | None = None,
+    plans: Sequence[str | Path] | Mapping[str, Any] = (),
+    accuracies: Mapping[str, float] | str | Path | None = None,
+) -> Report:
+    """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG) and ``index.md`` into ``out``.
+
+    ``paths``: measurement files or folders. ``lut``: a LUT (or its file) for the prediction check;
+    ``plans``: plan files or preset names, marked in the block plot, drawn in the memory plot and
+    used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
+    columns ``model,accuracy`` (%) for the accuracy-vs-FPS plot.
+    """
+    from ..merge.plan import Plan
+
+    out = Path(out)
+    records = [r for p in measurement_files(paths) for r in read_measurements(p)]
+    latest = latest_records(records)
+    if not latest:
+        raise ValueError("the measurement files hold no successful record; run `dsprof measure` first")
+    plan_objs = {}
+    for p in (plans.values() if isinstance(plans, Mapping) else plans):
+        plan = Plan.coerce(p)
+        plan_objs[plan.name or Path(str(p)).stem] = plan
+    if isinstance(accuracies, (str, Path)):
+        frame = pd.read_csv(accuracies)
+        accuracies = dict(zip(frame["model"], frame["accuracy"]))
+    report = Report(out / "index.md")
+    files, skipped = report.files, report.skipped
+    page = ["# dsprof report", "", "## Devices", "", _fingerprints(latest), "", "## Settings", "", _settings(latest), ""]
+
+    for title, name, table in (
+        ("Profiling: original vs FLOPs-matched dense counterpart (paper Tab. 1)", "profiling", profiling_table(latest)),
+        ("Models and variants (paper Tab. 2/3)", "variants", variant_table(latest, accuracies)),
+        ("Blocks: original / merged / FLOPs-matched latency", "blocks", block_table(latest)),
+    ):
+        if table.empty:
+            skipped.append(f"{name} table: no records of that kind")
+            continue
+        _write_table(table, out, name, files)
+        page += [f"## {title}", "", render(table, "markdown"), "",
+                 f"(also as [CSV](tables/{name}.csv), [LaTeX](tables/{name}.tex))", ""]
+
+    blocks = block_table(latest)
+    if not blocks.empty:
+        image = _write_figure(plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}), out, "block_latency", files)
+        page += ["## Block-wise latency (paper Fig. 1 / Fig. 5)", "", f"![block latency]({image})", ""]
+    else:
+        skipped.append("block latency plot: no block records")
+
+    if plan_objs:
+        for plan_name, plan in plan_objs.items():
+            model = get_model(plan.model, **plan.options)
+            mem = memory_table(model, plan)
+            _write_table(mem, out, f"memory_{plan_name}", files)
+            image = _write_figure(plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)"), out, f"memory_{plan_name}", files)
+            page += [f"## Memory footprint before and after merging: {plan_name} (paper Fig. 6)", "", f"![memory]({image})", ""]
+    else:
+        skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
+
+    variants = variant_table(latest, accuracies)
+    fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
+    if accuracies and fps_cols and variants["accuracy"].notna().any():
+        image = _write_figure(plots.accuracy_fps_figure(variants, fps_cols[0]), out, "accuracy_fps", files)
+        page += ["## Accuracy vs FPS (paper Fig. 7)", "", f"![accuracy vs FPS]({image})", ""]
+    else:
+        skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
+
+    if lut is not None:
+        lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+        validation = validation_rows(latest, lut, plan_objs)
+        if len(validation):
+            _write_table(validation, out, "lut_validation", files)
+            image = _write_figure(plots.prediction_figure(validation), out, "lut_validation", files)
+            page += ["## LUT prediction vs measurement", "", render(validation, "markdown", 3), "", f"![prediction]({image})", ""]
+        else:
+            skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
+    else:
+        skipped.append("LUT validation: give a LUT (--lut)")
+
+    noisy = sorted({f"{r.name} [{r.variant}] on {device_label(r)}" for r in latest if r.stats.noisy})
+    page += ["## Noisy entries (IQR/median > 10 %)", "", *(f"- {n}" for n in noisy or ["none"]), ""]
+    if skipped:
+        page += ["## Skipped", "", *(f"- {s}" for s in skipped), ""]
+    files.append(atomic_write_text(report.index, "\n".join(page)))
+    return report

@@ -1,0 +1,162 @@
+"""The paper's tables from measurement records; each function returns a pandas DataFrame with raw
+numbers, and `render` turns one into text, Markdown, CSV or LaTeX (booktabs).
+
+* `profiling_table` (paper Tab. 1): models x devices -- GMACs, original FPS, FPS of the FLOPs-matched
+  dense counterpart, and their ratio.
+* `variant_table` (Tab. 2/3): every whole model measured (original, merged, plans) -- MMACs,
+  accuracy where known, FPS per device and speed-up over the original.
+* `block_table` (Fig. 1/5 in numbers): per block -- spec, original / merged / flops-matched latency
+  in ms, the saving and the merged speed-up.
+* `lut_validation_table`: predicted against measured latency, with the error.
+
+Devices appear side by side as column groups named by `device_label`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..lut.schema import DeviceKey
+from ..profiler.records import Measurement
+
+__all__ = [
+    "block_table",
+    "device_label",
+    "latest_records",
+    "lut_validation_table",
+    "model_title",
+    "profiling_table",
+    "render",
+    "variant_table",
+]
+
+
+def device_label(record: Measurement) -> str:
+    """Short name of a record's device context: device name, backend, dtype, batch."""
+    return f"{record.device_name} / {record.backend} / {record.dtype} / b{record.batch}"
+
+
+def model_title(record: Measurement) -> str:
+    """The model a record belongs to: name and its options, e.g. ``mobilenet_v2 (width=1.4) 224px``."""
+    opts = {k: v for k, v in record.model_options.items() if k not in ("resolution", "resolution_w")}
+    extra = f" ({', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})" if opts else ""
+    return f"{record.model}{extra} {record.model_options.get('resolution', '?')}px"
+
+
+def latest_records(records: Iterable[Measurement]) -> list[Measurement]:
+    """Successful records, the last one per (context, model, scope, name, variant) winning."""
+    latest: dict[tuple, Measurement] = {}
+    for r in records:
+        if r.ok:
+            latest[(DeviceKey.of(r), model_title(r), r.scope, r.name, r.variant)] = r
+    return list(latest.values())
+
+
+def _fps(r: Measurement) -> float:
+    return r.batch / r.median_s
+
+
+def profiling_table(records: Iterable[Measurement]) -> pd.DataFrame:
+    """Paper Tab. 1: per model, GMACs and, per device, original FPS, dense-counterpart FPS, ratio."""
+    rows: dict[str, dict] = {}
+    for r in latest_records(records):
+        if r.scope != "model" or r.variant not in ("original", "flops_matched"):
+            continue
+        row = rows.setdefault(model_title(r), {"model": model_title(r)})
+        if r.variant == "original":
+            row["GMACs"] = r.macs / 1e9
+        key = "original FPS" if r.variant == "original" else "dense FPS"
+        row[(device_label(r), key)] = _fps(r)
+        row["noisy"] = row.get("noisy", False) or r.stats.noisy
+    table = pd.DataFrame(list(rows.values()))
+    if table.empty:
+        return table
+    devices = sorted({c[0] for c in table.columns if isinstance(c, tuple)})
+    for d in devices:
+        if (d, "original FPS") in table and (d, "dense FPS") in table:
+            table[(d, "ratio")] = table[(d, "dense FPS")] / table[(d, "original FPS")]
+    ordered = ["model", "GMACs"] + [(d, k) for d in devices for k in ("original FPS", "dense FPS", "ratio")] + ["noisy"]
+    return _flatten(table[[c for c in ordered if c in table]])
+
+
+def variant_table(records: Iterable[Measurement], accuracies: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Paper Tab. 2/3: every whole model measured -- MMACs, accuracy (from ``accuracies``, keyed by
+    the row's name), and per device its FPS and speed-up over the original of the same model."""
+    accuracies = dict(accuracies or {})
+    rows: dict[str, dict] = {}
+    originals: dict[tuple[str, str], float] = {}
+    recs = [r for r in latest_records(records) if r.scope == "model" and r.variant != "flops_matched"]
+    for r in recs:
+        if r.variant == "original":
+            originals[(model_title(r), device_label(r))] = _fps(r)
+    for r in recs:
+        name = r.name if r.variant == "custom" else (f"{r.name} (all blocks merged)" if r.variant == "merged" else r.name)
+        row = rows.setdefault(name, {"model": name, "base": model_title(r), "MMACs": r.macs / 1e6,
+                                     "accuracy": accuracies.get(name, math.nan)})
+        row[(device_label(r), "FPS")] = _fps(r)
+        base = originals.get((model_title(r), device_label(r)))
+        row[(device_label(r), "speed-up")] = _fps(r) / base if base else math.nan
+        row["noisy"] = row.get("noisy", False) or r.stats.noisy
+    table = pd.DataFrame(list(rows.values()))
+    return _flatten(table) if not table.empty else table
+
+
+def block_table(records: Iterable[Measurement]) -> pd.DataFrame:
+    """Per block of each model and device: spec, original / merged / flops-matched latency (ms),
+    the saving of merging (ms) and the merged speed-up; ``noisy`` when any variant is."""
+    rows: dict[tuple, dict] = {}
+    for r in latest_records(records):
+        if r.scope != "block":
+            continue
+        key = (device_label(r), model_title(r), r.index)
+        row = rows.setdefault(key, {"device": key[0], "model": key[1], "index": r.index, "block": r.name,
+                                    "spec": r.spec, "noisy": False})
+        row[f"{r.variant}_ms"] = r.median_s * 1e3
+        row["noisy"] = row["noisy"] or r.stats.noisy
+    table = pd.DataFrame(list(rows.values()))
+    if table.empty:
+        return table
+    for col in ("original_ms", "merged_ms", "flops_matched_ms"):
+        if col not in table:
+            table[col] = math.nan
+    table["saving_ms"] = table["original_ms"] - table["merged_ms"]
+    table["merged_speedup"] = table["original_ms"] / table["merged_ms"]
+    cols = ["device", "model", "index", "block", "spec", "original_ms", "merged_ms", "flops_matched_ms",
+            "saving_ms", "merged_speedup", "noisy"]
+    return table.sort_values(["device", "model", "index"])[cols].reset_index(drop=True)
+
+
+def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], measured_s: Sequence[float]) -> pd.DataFrame:
+    """Predicted and measured latency (ms) per model and the relative error (predicted / measured - 1)."""
+    table = pd.DataFrame({"model": list(names), "predicted_ms": [p * 1e3 for p in predicted_s],
+                          "measured_ms": [m * 1e3 for m in measured_s]})
+    table["error"] = table["predicted_ms"] / table["measured_ms"] - 1
+    return table
+
+
+def _flatten(table: pd.DataFrame) -> pd.DataFrame:
+    """Column tuples (device, metric) become 'device: metric' strings."""
+    table.columns = [f"{c[0]}: {c[1]}" if isinstance(c, tuple) else c for c in table.columns]
+    return table.reset_index(drop=True)
+
+
+def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
+    """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision) or ``latex`` (booktabs)."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    floatfmt = f".{digits}f"
+    if fmt == "text":
+        return table.to_string(index=False, float_format=lambda v: format(v, floatfmt), na_rep="")
+    if fmt == "markdown":
+        return table.astype(object).where(table.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="")
+    if fmt == "latex":
+        escaped = table.rename(columns=_latex_escape).map(lambda v: _latex_escape(v) if isinstance(v, str) else v)
+        return escaped.to_latex(index=False, float_format=lambda v: format(v, floatfmt), na_rep="--")
+    raise ValueError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
+
+
+def _latex_escape(text: object) -> str:
+    return "".join("\\" + ch if ch in "_%&#$" else ch for ch in str(text))

@@ -1,0 +1,162 @@
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dsprof.lut import build_lut
+from dsprof.merge import Plan
+from dsprof.models import find_blocks, get_model
+from dsprof.profiler.records import read_measurements
+from dsprof.reports import (
+    accuracy_fps_figure,
+    block_latency_figure,
+    block_table,
+    device_label,
+    memory_figure,
+    memory_table,
+    prediction_figure,
+    profiling_table,
+    render,
+    variant_table,
+    write_report,
+)
+from dsprof.reports.plots import close
+
+FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # made by make_report_fixtures.py (real profiler runs)
+
+
+@pytest.fixture(scope="module")
+def records():
+    return [r for p in sorted(FIXTURES.glob("*.jsonl")) for r in read_measurements(p)]
+
+
+def _record(records, backend, scope, variant, name=None):
+    return next(r for r in records if r.backend == backend and r.scope == scope and r.variant == variant
+                and (name is None or r.name == name))
+
+
+def test_profiling_table_numbers(records):
+    table = profiling_table(records)
+    assert len(table) == 1 and table.loc[0, "model"] == "mobilenet_v2 (depths=[1, 1, 1, 1, 1, 1, 1]) 32px"
+    for backend in ("torch", "onnxruntime"):
+        orig, dense = _record(records, backend, "model", "original"), _record(records, backend, "model", "flops_matched")
+        d = device_label(orig)
+        assert table.loc[0, "GMACs"] == pytest.approx(orig.macs / 1e9, rel=1e-12)
+        assert table.loc[0, f"{d}: original FPS"] == pytest.approx(orig.batch / orig.median_s, rel=1e-12)
+        assert table.loc[0, f"{d}: dense FPS"] == pytest.approx(dense.batch / dense.median_s, rel=1e-12)
+        assert table.loc[0, f"{d}: ratio"] == pytest.approx(orig.median_s / dense.median_s, rel=1e-12)
+
+
+def test_variant_table_numbers(records):
+    table = variant_table(records, {"tiny-ds": 71.2})
+    assert list(table["model"]) == ["mobilenet_v2", "mobilenet_v2 (all blocks merged)", "tiny-ds"]
+    orig, plan = _record(records, "onnxruntime", "model", "original"), _record(records, "onnxruntime", "model", "custom", "tiny-ds")
+    row = table.set_index("model").loc["tiny-ds"]
+    d = device_label(orig)
+    assert row["accuracy"] == 71.2 and pd.isna(table.loc[0, "accuracy"])
+    assert row["MMACs"] == pytest.approx(plan.macs / 1e6)
+    assert row[f"{d}: FPS"] == pytest.approx(1 / plan.median_s, rel=1e-12)
+    assert row[f"{d}: speed-up"] == pytest.approx(orig.median_s / plan.median_s, rel=1e-12)
+
+
+def test_block_table_numbers(records):
+    table = block_table(records)
+    assert len(table) == 2 * 7  # two device contexts, seven blocks
+    for r in records:
+        if r.scope != "block":
+            continue
+        row = table[(table.device == device_label(r)) & (table["index"] == r.index)].iloc[0]
+        assert row[f"{r.variant}_ms"] == pytest.approx(r.median_s * 1e3, rel=1e-12)
+        assert row["spec"] == r.spec
+    row = table.iloc[3]
+    assert row.saving_ms == pytest.approx(row.original_ms - row.merged_ms)
+
+
+def test_render_formats(records):
+    table = profiling_table(records)
+    latex = render(table, "latex")
+    assert "\\toprule" in latex and "\\midrule" in latex and "\\bottomrule" in latex and "mobilenet\\_v2" in latex
+    md = render(table, "markdown")
+    assert md.splitlines()[1].startswith("|:") and "mobilenet_v2" in md
+    back = pd.read_csv(__import__("io").StringIO(render(table, "csv")))
+    assert back.iloc[0, 1] == pytest.approx(table.iloc[0, 1], rel=1e-12)
+    with pytest.raises(ValueError, match="unknown table format"):
+        render(table, "html")
+
+
+def test_block_latency_figure_series(records):
+    table = block_table(records)
+    keep = (1, 0, 1, 0, 0, 1, 1)
+    fig = block_latency_figure(table, {"tiny-ds": keep})
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 2 * 3  # per device: original, merged, plan markers
+    for device, rows in table.groupby("device"):
+        solid = next(l for l in lines if l.get_label().endswith(f"original ({device})"))
+        dashed = next(l for l in lines if l.get_label().endswith(f"merged ({device})"))
+        assert solid.get_linestyle() == "-" and dashed.get_linestyle() == "--"
+        assert list(solid.get_xdata()) == list(range(1, 8))
+        assert list(solid.get_ydata()) == pytest.approx(list(rows.sort_values("index").original_ms))
+        assert list(dashed.get_ydata()) == pytest.approx(list(rows.sort_values("index").merged_ms))
+    markers = [l for l in lines if "activations kept" in l.get_label()]
+    assert len(markers) == 2 and list(markers[0].get_xdata()) == [1, 3, 6, 7]
+    assert markers[0].get_marker() == "o"
+    close([fig])
+
+
+def test_memory_table_and_figure():
+    model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
+    plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7})
+    mem = memory_table(model, plan)
+    blocks = find_blocks(model)
+    # Block 1 (16->96->24, stride 2 at 16x16) merges into one 3x3 conv: 16*24*9 weights + 24 biases;
+    # live maps: its input 16x16x16 and output 24x8x8.
+    row = mem.iloc[1]
+    assert blocks[1].spec.in_channels == 16 and row.merged
+    assert row.weight_bytes_after == 2 * (16 * 24 * 9 + 24)
+    assert row.peak_activation_bytes_after == 2 * (16 * 16 * 16 + 24 * 8 * 8)
+    kept = mem.iloc[0]
+    assert kept.weight_bytes_after == kept.weight_bytes_before
+    fig = memory_figure(mem)
+    top, bottom = fig.axes
+    assert [p.get_height() for p in top.patches[:7]] == pytest.approx(list(mem.weight_bytes_before / 1024))
+    assert [p.get_height() for p in bottom.patches[7:]] == pytest.approx(list(mem.peak_activation_bytes_after / 1024))
+    close([fig])
+
+
+def test_prediction_and_accuracy_figures():
+    validation = pd.DataFrame({"model": ["a", "b"], "predicted_ms": [1.0, 2.2], "measured_ms": [1.1, 2.0]})
+    fig = prediction_figure(validation)
+    ax = fig.axes[0]
+    points = next(l for l in ax.get_lines() if l.get_label() == "models")
+    assert list(points.get_xdata()) == [1.1, 2.0] and list(points.get_ydata()) == [1.0, 2.2]
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].max() == pytest.approx(1.1 * ax.get_xlim()[1])
+    variants = pd.DataFrame({"model": ["x", "y"], "accuracy": [70.0, None], "dev: FPS": [100.0, 200.0]})
+    fig2 = accuracy_fps_figure(variants, "dev: FPS")
+    assert list(fig2.axes[0].get_lines()[0].get_xdata()) == [100.0]
+    close([fig, fig2])
+
+
+def test_write_report_and_cli(tmp_path, records, capsys):
+    lut = build_lut([FIXTURES])
+    lut_path = lut.save(tmp_path / "lut.csv")
+    report = write_report([FIXTURES], tmp_path / "report", lut=lut, plans=[FIXTURES / "tiny-ds.json"],
+                          accuracies=FIXTURES / "accuracies.csv")
+    index = report.index.read_text()
+    for heading in ("## Devices", "Paper Tab. 1".lower(), "Block-wise latency", "Memory footprint", "Accuracy vs FPS",
+                    "LUT prediction vs measurement", "## Noisy entries"):
+        assert heading.lower() in index.lower()
+    assert "BatchNorm is folded" in index
+    assert (tmp_path / "report" / "plots" / "block_latency.png").stat().st_size > 10_000
+    for ext in ("md", "csv", "tex", "txt"):
+        assert (tmp_path / "report" / "tables" / f"profiling.{ext}").exists()
+    validation = pd.read_csv(tmp_path / "report" / "tables" / "lut_validation.csv")
+    assert len(validation) == 4  # tiny-ds and all-merged, on two devices
+    assert report.skipped == []
+
+    from dsprof.cli import main
+
+    assert main(["report", str(FIXTURES), "-o", str(tmp_path / "r2")]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: memory plot" in out and "index.md" in out
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r3")]) == 2
