@@ -1,0 +1,65 @@
+"""Baselines of the paper: random search (same k, seeded) and layer pruning (drop the blocks instead)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..merge.fold import set_submodule
+from ..models import find_blocks, input_size_of
+from .gates import resolve_k
+
+__all__ = ["LayerPruneDecision", "layer_prune", "random_keep"]
+
+
+def random_keep(n_blocks: int, keep: int | float, seed: int) -> tuple[int, ...]:
+    """A keep list with exactly k ones (k from ``keep``, count or fraction) at seeded random places."""
+    k = resolve_k(keep, n_blocks)
+    order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(seed)).tolist()
+    chosen = set(order[:k])
+    return tuple(int(i in chosen) for i in range(n_blocks))
+
+
+@dataclass(frozen=True)
+class LayerPruneDecision:
+    """What layer pruning did with one block the plan linearises."""
+
+    index: int
+    name: str
+    dropped: bool
+    reason: str
+
+
+def layer_prune(
+    model: nn.Module, keep: tuple[int, ...], *, input_size: tuple[int, int] | None = None
+) -> tuple[nn.Module, list[LayerPruneDecision]]:
+    """A copy of ``model`` without the blocks whose ``keep`` entry is 0 (the blocks a search would linearise).
+
+    A block can be dropped only where its output has its input's shape (stride 1, in = out channels:
+    then it becomes the identity); any other block stays as it is, activations included, and its
+    decision says so.
+    """
+    target = copy.deepcopy(model)
+    blocks = find_blocks(target, input_size or input_size_of(model))
+    if len(keep) != len(blocks):
+        raise ValueError(f"keep has {len(keep)} entries but the model has {len(blocks)} blocks")
+    decisions = []
+    for i, (block, k) in enumerate(zip(blocks, keep)):
+        if k:
+            continue
+        s = block.spec
+        if s.stride == 1 and s.in_channels == s.out_channels:
+            set_submodule(target, block.name, nn.Identity())
+            decisions.append(LayerPruneDecision(i, block.name, True, "dropped (identity)"))
+        else:
+            decisions.append(
+                LayerPruneDecision(
+                    i, block.name, False,
+                    f"kept: its output shape differs from its input's ({s.in_channels}->{s.out_channels} channels, "
+                    f"stride {s.stride}), so removing it would break the network",
+                )
+            )
+    return target, decisions

@@ -1,0 +1,48 @@
+"""Building the model to train: registry name and options, class count, starting weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..models import get_model, load_checkpoint
+
+__all__ = ["build_model", "replace_classifier"]
+
+
+def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
+    """Give the model's last Linear layer ``num_classes`` outputs (freshly initialised), in place."""
+    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if not names:
+        raise ValueError("the model has no Linear classifier to resize")
+    parent_name, _, child = names[-1].rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    old = getattr(parent, child)
+    if old.out_features != num_classes:
+        setattr(parent, child, nn.Linear(old.in_features, num_classes, bias=old.bias is not None))
+    return model
+
+
+def build_model(
+    name: str,
+    *,
+    options: dict[str, Any] | None = None,
+    resolution: int | None = None,
+    num_classes: int = 1000,
+    weights: bool | str | Path | None = None,
+) -> nn.Module:
+    """``get_model(name)`` with ``num_classes`` outputs and starting ``weights``: None/False (random),
+    True or ``"pretrained"`` (torchvision/timm weights; the classifier is re-initialised when
+    ``num_classes`` is not 1000), or the path of a local state dict or dsprof training checkpoint."""
+    options = dict(options or {})
+    if weights is True or weights == "pretrained":
+        model = get_model(name, resolution=resolution, pretrained=True, **options)
+        if num_classes != 1000:
+            replace_classifier(model, num_classes)
+        return model.eval()
+    model = get_model(name, resolution=resolution, num_classes=num_classes, **options)
+    if weights:
+        load_checkpoint(model, weights)
+    return model

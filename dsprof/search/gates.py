@@ -1,0 +1,250 @@
+"""Activation gates: one learnable score per block, the top-k blocks keep their activations.
+
+Paper Sec. 4.2: a gated activation computes ``m * act(x) + (1 - m) * x`` with a binary ``m`` that is
+1 for the ``k`` blocks of highest score and 0 for the others (forward), while the gradient of ``m``
+passes straight through to the real-valued score (backward). The activations of one block share its
+score (both activations of an inverted residual block go or stay together). Only the blocks that
+`find_blocks` reports are gated: the stem, the head and anything between blocks keep their activations.
+
+    gated = gate_model(model, keep=7)     # a copy; the scores are gated.gates.scores
+    logits = gated(images)                # the mask is recomputed at every forward pass
+    gated.gates.keep()                    # (1, 0, 0, 1, ...): the plan's keep list
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from ..merge.fold import set_submodule
+from ..models import find_blocks, input_size_of
+
+__all__ = ["ActivationGates", "GatedActivation", "GatedModel", "GatedResNetBlock", "gate_model", "resolve_k", "ungate"]
+
+
+def resolve_k(keep: int | float, n_blocks: int) -> int:
+    """The number of blocks that keep their activations: ``keep`` as a count (int) or a fraction
+    of ``n_blocks`` (float in [0, 1], rounded to the nearest count)."""
+    if isinstance(keep, bool):
+        raise ValueError(f"keep must be a count or a fraction, got {keep!r}")
+    if isinstance(keep, float):
+        if not 0.0 <= keep <= 1.0:
+            raise ValueError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
+        return int(math.floor(keep * n_blocks + 0.5))
+    k = int(keep)
+    if not 0 <= k <= n_blocks:
+        raise ValueError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
+    return k
+
+
+class ActivationGates(nn.Module):
+    """The scores of the gated blocks and the binary top-k mask made from them.
+
+    ``scores`` (one per block, in `find_blocks` order) are a parameter; `refresh` computes the mask of
+    the current forward pass: exactly ``k`` ones, straight-through gradient to ``scores``.
+    """
+
+    def __init__(self, names: list[str], k: int, init: float = 1.0) -> None:
+        super().__init__()
+        self.names = tuple(names)
+        self.k = resolve_k(k, len(names))
+        self.scores = nn.Parameter(torch.full((len(names),), float(init)))
+        self.current: torch.Tensor | None = None
+        self.current_on: list[bool] = []
+
+    def hard_mask(self) -> torch.Tensor:
+        """The binary mask of the current scores (no gradient): 1 for the k highest scores."""
+        s = self.scores.detach()
+        mask = torch.zeros_like(s)
+        if self.k:
+            mask[torch.topk(s, self.k, sorted=False).indices] = 1.0
+        return mask
+
+    def refresh(self) -> torch.Tensor:
+        """Compute and store the mask for this forward pass: value ``hard_mask()`` exactly,
+        gradient the identity to ``scores`` (straight-through estimator)."""
+        s = self.scores
+        hard = self.hard_mask()
+        self.current_on = [bool(v) for v in hard.tolist()]  # one host read per step: lets gates skip work
+        self.current = hard + (s - s.detach())
+        return self.current
+
+    def keep(self) -> tuple[int, ...]:
+        """The plan's keep list: 1 for the blocks whose activations the mask keeps."""
+        return tuple(int(v) for v in self.hard_mask().tolist())
+
+    def ranking(self) -> list[int]:
+        """Block indices from the most to the least important (highest score first; ties by index)."""
+        s = self.scores.detach().tolist()
+        return sorted(range(len(s)), key=lambda i: (-s[i], i))
+
+    def extra_repr(self) -> str:
+        return f"blocks={len(self.names)}, k={self.k}"
+
+
+class _GatedClamp(torch.autograd.Function):
+    """``m * clamp(x, lo, hi) + (1 - m) * x`` for a binary ``m`` whose value (``on``) is known: the forward
+    pass is the clamp or nothing, the backward pass the clamp's gradient (or the identity) for ``x`` and
+    the straight-through ``sum(grad * (clamp(x) - x))`` for ``m``. Same numbers as the generic lerp form,
+    less memory traffic (ReLU, ReLU6, Hardtanh)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, m: torch.Tensor, on: bool, lo: float, hi: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.on, ctx.lo, ctx.hi = on, lo, hi
+        return x.clamp(lo, hi) if on else x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        grad_m = None
+        if ctx.needs_input_grad[1]:  # summed in float32 at least (float16 under autocast)
+            grad_m = torch.sum(grad * (x.clamp(ctx.lo, ctx.hi) - x), dtype=torch.promote_types(grad.dtype, torch.float32))
+        grad_x = torch.ops.aten.hardtanh_backward(grad, x, ctx.lo, ctx.hi) if ctx.on else grad
+        return grad_x, grad_m, None, None, None
+
+
+def _clamp_range(act: nn.Module) -> tuple[float, float] | None:
+    if type(act) is nn.ReLU6:
+        return (0.0, 6.0)
+    if type(act) is nn.ReLU:
+        return (0.0, float("inf"))
+    if type(act) is nn.Hardtanh:
+        return (float(act.min_val), float(act.max_val))
+    return None
+
+
+class GatedActivation(nn.Module):
+    """``m * act(x) + (1 - m) * x`` with ``m`` the gate of block ``index``."""
+
+    def __init__(self, act: nn.Module, gates: ActivationGates, index: int) -> None:
+        super().__init__()
+        self.act = act
+        self.index = index
+        self._gates = [gates]  # a plain list: the gates are registered once, on the GatedModel
+        self._clamp = _clamp_range(act)
+
+    @property
+    def gates(self) -> ActivationGates:
+        return self._gates[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = self.gates.current
+        if mask is None:
+            raise RuntimeError("the gates have no mask: call the GatedModel (it refreshes the mask), not the inner model")
+        on = self.gates.current_on[self.index]
+        if not torch.is_grad_enabled():
+            return self.act(x) if on else x
+        if self._clamp is not None:
+            return _GatedClamp.apply(x, mask[self.index], on, *self._clamp)
+        # lerp(x, a, m) = x + m (a - x), one fused kernel; exactly a at m = 1 and x at m = 0 (ATen evaluates
+        # a - (a - x)(1 - m) for m >= 0.5); its gradient to m is sum((a - x) * grad): the straight-through one
+        return torch.lerp(x, self.act(x), mask[self.index].to(x.dtype))
+
+
+class GatedResNetBlock(nn.Module):
+    """A torchvision ResNet block whose inner ReLUs are gated; the ReLU after the addition stays."""
+
+    def __init__(self, block: nn.Module, gates: ActivationGates, index: int) -> None:
+        super().__init__()
+        self.block = block
+        self.gate = GatedActivation(_not_inplace(copy.deepcopy(block.relu)), gates, index)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = self.block
+        out = self.gate(b.bn1(b.conv1(x)))
+        out = b.bn2(b.conv2(out))
+        if hasattr(b, "conv3"):
+            out = b.bn3(b.conv3(self.gate(out)))
+        identity = b.downsample(x) if b.downsample is not None else x
+        return b.relu(out + identity)
+
+
+class GatedModel(nn.Module):
+    """A model with gated block activations; its forward refreshes the mask, then runs the model."""
+
+    def __init__(self, model: nn.Module, gates: ActivationGates) -> None:
+        super().__init__()
+        self.model = model
+        self.gates = gates
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.gates.refresh()
+        try:
+            return self.model(x)
+        finally:
+            self.gates.current = None  # the graph holds the mask; keep the module copyable
+
+
+def _not_inplace(act: nn.Module) -> nn.Module:
+    if getattr(act, "inplace", False):
+        act.inplace = False  # the gate needs the activation's input as well as its output
+    return act
+
+
+def _gate_points(block: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(qualified name inside the block, activation module) of the activations that merging removes."""
+    kind = type(block).__name__
+    if kind == "InvertedResidual" and isinstance(getattr(block, "conv", None), nn.Sequential):  # torchvision
+        points = []
+        for i, child in enumerate(block.conv):
+            if isinstance(child, nn.Sequential) and len(child) > 2:  # Conv2dNormActivation: conv, norm, act
+                points.append((f"conv.{i}.2", child[2]))
+        return points
+    if kind == "InvertedResidual":  # timm: bn1.act (pw) and bn2.act (dw); bn3's is after the block
+        return [(f"{bn}.act", getattr(block, bn).act) for bn in ("bn1", "bn2") if hasattr(getattr(block, bn), "act")]
+    if kind == "DepthwiseSeparableConv":  # timm: bn1.act (dw)
+        return [("bn1.act", block.bn1.act)] if hasattr(block.bn1, "act") else []
+    raise ValueError(f"cannot gate the activations of a {kind} block")
+
+
+def gate_model(
+    model: nn.Module,
+    keep: int | float,
+    *,
+    input_size: tuple[int, int] | None = None,
+    init: float = 1.0,
+    inplace: bool = False,
+) -> GatedModel:
+    """``model`` (a copy unless ``inplace``) with the activations of its blocks gated, top-``keep`` kept.
+
+    ``keep`` is a count of blocks or a fraction of them. Scores start at ``init``; stem and head are
+    never gated. A model without blocks raises with what to do.
+    """
+    target = model if inplace else copy.deepcopy(model)
+    size = input_size or input_size_of(model)
+    blocks = find_blocks(target, size)
+    if not blocks:
+        raise ValueError(
+            "the model has no blocks to gate (plain convolutions only?); the activation search works on models built "
+            "from inverted residual, depthwise-separable or ResNet blocks (`dsprof blocks` lists them)"
+        )
+    gates = ActivationGates([b.name for b in blocks], resolve_k(keep, len(blocks)), init)
+    for index, block in enumerate(blocks):
+        if type(block.module).__name__ in ("Bottleneck", "BasicBlock"):
+            set_submodule(target, block.name, GatedResNetBlock(block.module, gates, index))
+            continue
+        points = _gate_points(block.module)
+        if not points:
+            raise ValueError(f"block {index} ({block.name}) has no activation to gate")
+        for name, act in points:
+            set_submodule(block.module, name, GatedActivation(_not_inplace(act), gates, index))
+    gated = GatedModel(target, gates)
+    if hasattr(model, "dsprof_input_size"):
+        gated.dsprof_input_size = tuple(size)
+    return gated
+
+
+def ungate(gated: GatedModel) -> nn.Module:
+    """A copy of the inner model with the original activations and blocks back (state dict as the original's)."""
+    model = copy.deepcopy(gated.model)
+    for name, module in list(model.named_modules()):
+        if isinstance(module, GatedResNetBlock):
+            set_submodule(model, name, module.block)
+    for name, module in list(model.named_modules()):
+        if isinstance(module, GatedActivation):
+            set_submodule(model, name, module.act)
+    return model

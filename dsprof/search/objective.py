@@ -1,0 +1,121 @@
+"""The search objective: task loss + lambda * sum_b w_b * |m_b| (paper Sec. 4.2, latency-aware decay).
+
+``w_b`` is what linearising and merging block b saves: its latency saving (original - merged, seconds)
+from a LUT for one device context, or, without a LUT, its MAC saving. The decay pulls the scores of
+the blocks that save most towards zero fastest, so that they drop out of the top-k first: costly
+blocks lose their activations first. Savings are normalised to mean 1 over the blocks that save
+anything, so that lambda does not depend on the unit; a block whose merge saves nothing (or costs)
+gets weight 0 -- the decay does not push it, the task loss alone decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..models import count_macs, find_blocks, input_size_of
+
+__all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
+
+
+@dataclass(frozen=True)
+class BlockWeights:
+    """Per-block decay weights and the savings they come from (one entry per block, `find_blocks` order)."""
+
+    names: tuple[str, ...]
+    specs: tuple[str, ...]
+    savings: tuple[float, ...]
+    unit: str  # "s" (latency from a LUT) or "macs"
+    source: str  # the LUT file and device key, or "MACs"
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """Savings clipped at 0 and normalised to mean 1 over the positive ones (float32)."""
+        raw = torch.tensor([max(s, 0.0) for s in self.savings], dtype=torch.float64)
+        positive = raw[raw > 0]
+        if positive.numel() == 0:
+            return torch.zeros(len(self.savings))
+        return (raw / positive.mean()).float()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "unit": self.unit,
+            "source": self.source,
+            "blocks": [
+                {"name": n, "spec": s, "saving": v, "weight": round(float(w), 6)}
+                for n, s, v, w in zip(self.names, self.specs, self.savings, self.weights.tolist())
+            ],
+        }
+
+
+def mac_savings(model: nn.Module, input_size: tuple[int, int] | None = None) -> BlockWeights:
+    """Per-block MAC saving of merging (original block MACs - merged convolution MACs), one image."""
+    from ..merge import linearize_block, merge_linearized
+
+    size = input_size or input_size_of(model)
+    blocks = find_blocks(model, size)
+    savings = []
+    for i, b in enumerate(blocks):
+        spec = b.spec
+        lin = linearize_block(b.module, index=i, spec=spec.to_str(), input_size=(spec.in_h, spec.in_w))
+        _, info = merge_linearized(lin)
+        original = count_macs(b.module, (spec.in_h, spec.in_w), spec.in_channels)
+        savings.append(float(original - info.merged_macs))
+    return BlockWeights(
+        tuple(b.name for b in blocks), tuple(b.spec.to_str() for b in blocks), tuple(savings), "macs", "MACs"
+    )
+
+
+def lut_savings(
+    model: nn.Module,
+    lut,
+    device_key=None,
+    *,
+    input_size: tuple[int, int] | None = None,
+    **filters: object,
+) -> BlockWeights:
+    """Per-block latency saving (original - merged, seconds) from ``lut`` (a `LUT` or its path) for the
+    context ``device_key`` (or the one ``filters`` leave). ``input_size`` is the resolution the LUT was
+    measured at (it fixes the blocks' specs), which may differ from the training resolution. A block the
+    LUT lacks raises, naming it and what to measure."""
+    from ..lut import LUT
+
+    if not isinstance(lut, LUT):
+        lut = LUT.load(lut)
+    key = lut.resolve(device_key, **filters)
+    view = lut.savings(key)
+    table = dict(zip(view.workload, view.saving_s))
+    blocks = find_blocks(model, input_size or input_size_of(model))
+    specs = [b.spec.to_str() for b in blocks]
+    missing = [f"{b.name}: {s}" for b, s in zip(blocks, specs) if s not in table]
+    if missing:
+        raise KeyError(
+            f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
+            + "\n  ".join(missing)
+            + "\nMeasure the model at this resolution on that device (`dsprof measure`, variants original,merged), "
+            "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)"
+        )
+    return BlockWeights(
+        tuple(b.name for b in blocks), tuple(specs), tuple(float(table[s]) for s in specs), "s", f"{lut.source} {key}"
+    )
+
+
+def block_weights(
+    model: nn.Module,
+    *,
+    lut=None,
+    device_key=None,
+    input_size: tuple[int, int] | None = None,
+    **filters: object,
+) -> BlockWeights:
+    """`lut_savings` when a LUT is given, else `mac_savings`."""
+    if lut is not None:
+        return lut_savings(model, lut, device_key, input_size=input_size, **filters)
+    return mac_savings(model, input_size)
+
+
+def latency_penalty(scores: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum_b w_b * |m_b|: the latency-weighted L1 decay of the gate scores."""
+    return (weights.to(scores.device, scores.dtype) * scores.abs()).sum()

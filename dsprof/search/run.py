@@ -1,0 +1,443 @@
+"""`dsprof search` and `dsprof finetune` as Python functions.
+
+search:   gate the blocks' activations, train weights and gate scores jointly with the latency-weighted
+          decay (paper Sec. 4.2), write the plan (keep list + scores + ranking) -- or draw a random plan
+          with the same k (the random-search baseline).
+finetune: train the linearised model of a plan (padding in front, free ReLU6 after each merged block:
+          what `dsprof merge` merges exactly), optionally distilled from the original model; or the
+          original model (no plan); or the layer-pruned model (baseline). Checkpoint every epoch,
+          ``resume``; the checkpoint is what `dsprof merge --checkpoint` takes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..io import atomic_write_text
+from ..merge import Plan, linearize_model, merge_model
+from ..models import find_blocks
+from .baselines import layer_prune, random_keep
+from .build import build_model
+from .data import load_data
+from .expand import expand_model, set_linear, shrink_model
+from .gates import gate_model, resolve_k, ungate
+from .objective import block_weights, latency_penalty
+from .training import (
+    Runtime,
+    cosine_lr,
+    evaluate,
+    load_training_checkpoint,
+    make_loader,
+    predictions,
+    save_training_checkpoint,
+    setup_runtime,
+    teardown_runtime,
+    train_epoch,
+)
+
+__all__ = ["FinetuneResult", "SearchResult", "TrainConfig", "finetune", "search"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings shared by search and fine-tuning (SGD with momentum, cosine schedule)."""
+
+    epochs: int = 10
+    batch_size: int = 64  # per process
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 4e-5
+    warmup_epochs: float = 0.0
+    label_smoothing: float = 0.1
+    seed: int = 0
+    max_batches: int | None = None  # per epoch, for smoke runs
+    max_eval_batches: int | None = None
+    workers: int = 0
+
+
+@dataclass
+class SearchResult:
+    """The plan a search wrote and what led to it."""
+
+    plan: Plan
+    scores: list[float]
+    ranking: list[int]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    out: Path | None = None
+
+
+@dataclass
+class FinetuneResult:
+    """Accuracy of the fine-tuned model (and of its merged form, when checked)."""
+
+    accuracy: float
+    history: list[dict[str, Any]]
+    checkpoint: Path | None
+    model: nn.Module
+    merged_accuracy: float | None = None
+    merged_max_abs_diff: float | None = None
+    merged_out: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+def _param_groups(model: nn.Module, weight_decay: float, scores: nn.Parameter | None, score_lr_scale: float):
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if scores is not None and p is scores or not p.requires_grad:
+            continue
+        (decay if p.ndim > 1 else no_decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay, "lr_scale": 1.0},
+        {"params": no_decay, "weight_decay": 0.0, "lr_scale": 1.0},
+    ]
+    if scores is not None:
+        groups.append({"params": [scores], "weight_decay": 0.0, "lr_scale": score_lr_scale})
+    return groups
+
+
+def _wrap(model: nn.Module, rt: Runtime) -> nn.Module:
+    model.to(rt.device)
+    if rt.distributed:
+        ids = [rt.device.index] if rt.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return model
+
+
+def _resume_state(path: Path | None, resume: bool, kind: str) -> dict[str, Any] | None:
+    if not resume:
+        return None
+    if path is None:
+        raise ValueError("--resume needs the checkpoint path (--checkpoint / --out)")
+    state = load_training_checkpoint(path)
+    if state.get("kind") != kind:
+        raise ValueError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")
+    return state
+
+
+def _restore(model: nn.Module, optimizer, scaler, state: dict[str, Any]) -> tuple[int, int, list]:
+    model.load_state_dict(state["state_dict"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["rng"])
+    return int(state["epoch"]), int(state["step"]), list(json.loads(state["history"]))
+
+
+def search(
+    model: str = "mobilenet_v2",
+    *,
+    keep: int | float,
+    data: str | Path = "digits",
+    options: dict[str, Any] | None = None,
+    resolution: int = 32,
+    weights: bool | str | Path | None = None,
+    method: str = "differentiable",
+    lut: str | Path | None = None,
+    device_key: str | None = None,
+    lut_resolution: int | None = None,
+    lam: float = 1e-3,
+    score_lr: float = 0.01,
+    score_init: float = 1.0,
+    config: TrainConfig = TrainConfig(),
+    out: str | Path | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+    device: str = "auto",
+    name: str | None = None,
+    weights_out: str | Path | None = None,
+    stop_after_epochs: int | None = None,
+) -> SearchResult:
+    """Search which blocks keep their activations (``keep``: count or fraction) and write the plan to ``out``.
+
+    ``method="differentiable"`` trains weights and gate scores on ``data`` for ``config.epochs`` with
+    task loss + ``lam`` * sum_b w_b |m_b| (w_b: LUT latency saving for ``device_key``, measured at
+    ``lut_resolution``, or MAC saving); ``method="random"`` draws k blocks with seed ``config.seed``.
+    The plan is rewritten after every epoch, with a checkpoint (``checkpoint``, default ``OUT.ckpt.pt``)
+    that ``resume`` continues from; ``stop_after_epochs``: leave after that many epochs of this call.
+    ``weights_out``: also save the searched weights (original architecture) to fine-tune from.
+    """
+    options = dict(options or {})
+    if method == "random":
+        base = build_model(model, options=options, resolution=resolution, num_classes=10)
+        n = len(find_blocks(base, (resolution, resolution)))
+        plan = Plan(
+            model, random_keep(n, keep, config.seed), options, name=name or f"random-k{resolve_k(keep, n)}-s{config.seed}",
+            source=f"dsprof search --method random (seed {config.seed})",
+            search={"method": "random", "seed": config.seed, "k": resolve_k(keep, n)},
+        )
+        if out is not None:
+            atomic_write_text(out, plan.to_json())
+        return SearchResult(plan, [], [], [], Path(out) if out is not None else None)
+    if method != "differentiable":
+        raise ValueError(f"unknown search method {method!r}; choose 'differentiable' or 'random'")
+
+    rt = setup_runtime(device)
+    try:
+        _seed_all(config.seed)
+        splits = load_data(data, resolution)
+        base = build_model(model, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
+        size = (resolution, resolution)
+        bw = block_weights(
+            base, lut=lut, device_key=device_key, input_size=(lut_resolution,) * 2 if lut_resolution else size
+        )
+        weights_t = bw.weights.to(rt.device)
+        gated = gate_model(base, keep, input_size=size, init=score_init)
+        scores = gated.gates.scores
+        optimizer = torch.optim.SGD(
+            _param_groups(gated, config.weight_decay, scores, score_lr / config.lr), lr=config.lr, momentum=config.momentum
+        )
+        scaler = torch.amp.GradScaler("cuda") if rt.amp else None
+        ckpt = Path(checkpoint) if checkpoint is not None else (Path(f"{out}.ckpt.pt") if out is not None else None)
+        state = _resume_state(ckpt, resume, "search")
+        start, step, history = 0, 0, []
+        if state is not None:
+            gated.to(rt.device)
+            start, step, history = _restore(gated, optimizer, scaler, state)
+            rt.log(f"resumed {ckpt} after epoch {start}")
+        net = _wrap(gated, rt)
+        train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)
+        val_loader = make_loader(splits.val, config.batch_size, rt, train=False, workers=config.workers)
+        per_epoch = min(len(train_loader), config.max_batches or len(train_loader))
+        total = per_epoch * config.epochs
+
+        def loss_fn(logits, targets, _images):
+            task = F.cross_entropy(logits, targets, label_smoothing=config.label_smoothing)
+            penalty = latency_penalty(scores, weights_t)
+            return task + lam * penalty, {"task_loss": task.item(), "penalty": penalty.item()}
+
+        def lr_at(s: int) -> float:
+            return cosine_lr(s, total, config.lr, int(config.warmup_epochs * per_epoch))
+
+        plan = None
+        stop = config.epochs if stop_after_epochs is None else min(config.epochs, start + stop_after_epochs)
+        for epoch in range(start, stop):
+            train_loader.sampler.set_epoch(epoch)
+            t0 = time.perf_counter()
+            step, parts = train_epoch(
+                net, train_loader, optimizer, loss_fn, rt, lr_at=lr_at, step=step, scaler=scaler,
+                max_batches=config.max_batches,
+            )
+            acc = evaluate(net, val_loader, rt, max_batches=config.max_eval_batches)
+            g = gated.gates
+            history.append(
+                {"epoch": epoch + 1, "val_accuracy": acc, **parts, "keep": list(g.keep()),
+                 "seconds": round(time.perf_counter() - t0, 3)}
+            )
+            rt.log(f"search epoch {epoch + 1}/{config.epochs}: val acc {acc:.4f} task {parts.get('task_loss', 0):.4f} "
+                   f"penalty {parts.get('penalty', 0):.4f} keep {''.join(map(str, g.keep()))}")
+            plan = _search_plan(model, options, gated, bw, lam, name, history)
+            if rt.is_main:
+                if out is not None:
+                    atomic_write_text(out, plan.to_json())
+                if ckpt is not None:
+                    save_training_checkpoint(ckpt, {
+                        "kind": "search", "epoch": epoch + 1, "step": step, "state_dict": gated.state_dict(),
+                        "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict() if scaler else None,
+                        "rng": torch.get_rng_state(), "history": json.dumps(history), "plan": plan.to_json(),
+                    })
+        if plan is None:
+            plan = _search_plan(model, options, gated, bw, lam, name, history)
+        if rt.is_main and out is not None:
+            atomic_write_text(out, plan.to_json())
+        if rt.is_main and weights_out is not None:
+            save_training_checkpoint(weights_out, {"kind": "search-weights", "state_dict": ungate(gated.cpu()).state_dict()})
+            gated.to(rt.device)
+        g = gated.gates
+        return SearchResult(plan, [float(v) for v in g.scores.detach().cpu()], g.ranking(), history,
+                            Path(out) if out is not None else None)
+    finally:
+        teardown_runtime(rt)
+
+
+def _search_plan(model: str, options, gated, bw, lam: float, name: str | None, history) -> Plan:
+    g = gated.gates
+    info = {
+        "method": "differentiable",
+        "k": g.k,
+        "lambda": lam,
+        "scores": [round(float(v), 6) for v in g.scores.detach().cpu()],
+        "ranking": g.ranking(),
+        "blocks": list(g.names),
+        "weights": bw.to_dict(),
+        "epochs": len(history),
+        "val_accuracy": history[-1]["val_accuracy"] if history else None,
+    }
+    return Plan(model, g.keep(), options, name=name or f"search-k{g.k}", source=f"dsprof search ({bw.source})", search=info)
+
+
+def _distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    t = temperature
+    return F.kl_div(F.log_softmax(student / t, 1), F.softmax(teacher / t, 1), reduction="batchmean") * t * t
+
+
+def finetune(
+    plan: Plan | str | Path | None = None,
+    *,
+    model: str | None = None,
+    options: dict[str, Any] | None = None,
+    data: str | Path = "digits",
+    resolution: int = 32,
+    weights: bool | str | Path | None = None,
+    config: TrainConfig = TrainConfig(),
+    distill: bool = False,
+    distill_alpha: float = 0.5,
+    temperature: float = 2.0,
+    layer_pruning: bool = False,
+    out: str | Path | None = None,
+    resume: bool = False,
+    merged_out: str | Path | None = None,
+    check_merge: bool = True,
+    device: str = "auto",
+    stop_after_epochs: int | None = None,
+    ds_plus: bool = False,
+    linear_epochs: int | None = None,
+) -> FinetuneResult:
+    """Fine-tune the linearised model of ``plan`` (or train the original ``model`` when no plan) on ``data``.
+
+    Starting weights: ``weights`` (``"pretrained"`` or a file) for the original model. ``distill``: the
+    loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model as teacher.
+    ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``out`` is the checkpoint,
+    written every epoch (rank 0) and read by ``resume``; its ``state_dict`` is what `dsprof merge
+    --checkpoint` takes. With ``check_merge`` the merged model's accuracy and max |logit difference| to
+    the fine-tuned model are measured (``merged_out``: also save it). ``stop_after_epochs``: leave after
+    that many epochs of this call, checkpoint written, as a time-limited job would (resume later).
+    ``ds_plus`` (DepthShrinker+, no plan): train `expand_model(model)`, its expanded blocks linear for the
+    last ``linear_epochs`` (default a quarter), then shrink it back to the original architecture
+    (``merged_out``: its state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
+    """
+    if plan is not None:
+        plan = Plan.coerce(plan)
+        model_name, options = plan.model, dict(plan.options)
+    elif model is None:
+        raise ValueError("give a plan, or the model to train (no plan: the original model is trained)")
+    else:
+        model_name, options = model, dict(options or {})
+    rt = setup_runtime(device)
+    try:
+        _seed_all(config.seed)
+        splits = load_data(data, resolution)
+        size = (resolution, resolution)
+        original = build_model(model_name, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
+        notes: list[str] = []
+        kind = "finetune"
+        if ds_plus:
+            if plan is not None:
+                raise ValueError("DepthShrinker+ trains the original model expanded: give no plan")
+            student = expand_model(original)
+            kind = "train-ds-plus"
+            linear_epochs = max(1, config.epochs // 4) if linear_epochs is None else linear_epochs
+            if not 1 <= linear_epochs <= config.epochs:
+                raise ValueError(f"linear_epochs must be 1..{config.epochs}: the expanded blocks shrink back only without activations")
+        elif plan is None or all(plan.keep):
+            student = copy.deepcopy(original)
+            kind = "train"
+        elif layer_pruning:
+            student, decisions = layer_prune(original, plan.keep, input_size=size)
+            notes = [f"block {d.index} ({d.name}): {d.reason}" for d in decisions]
+            kind = "finetune-layer-prune"
+        else:
+            student = linearize_model(original, plan, input_size=size)
+        teacher = None
+        if distill:
+            teacher = copy.deepcopy(original).to(rt.device).eval()
+            for p in teacher.parameters():
+                p.requires_grad_(False)
+        optimizer = torch.optim.SGD(_param_groups(student, config.weight_decay, None, 1.0), lr=config.lr, momentum=config.momentum)
+        scaler = torch.amp.GradScaler("cuda") if rt.amp else None
+        ckpt = Path(out) if out is not None else None
+        state = _resume_state(ckpt, resume, kind)
+        start, step, history = 0, 0, []
+        if state is not None:
+            student.to(rt.device)
+            start, step, history = _restore(student, optimizer, scaler, state)
+            rt.log(f"resumed {ckpt} after epoch {start}")
+        net = _wrap(student, rt)
+        train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)
+        val_loader = make_loader(splits.val, config.batch_size, rt, train=False, workers=config.workers)
+        per_epoch = min(len(train_loader), config.max_batches or len(train_loader))
+        total = per_epoch * config.epochs
+
+        def loss_fn(logits, targets, images):
+            ce = F.cross_entropy(logits, targets, label_smoothing=config.label_smoothing)
+            if teacher is None:
+                return ce, {"loss": ce.item()}
+            with torch.no_grad(), torch.autocast(rt.device.type, dtype=torch.float16, enabled=rt.amp):
+                t_logits = teacher(images)
+            kd = _distill_loss(logits, t_logits.float(), temperature)
+            loss = (1 - distill_alpha) * ce + distill_alpha * kd
+            return loss, {"loss": loss.item(), "ce": ce.item(), "kd": kd.item()}
+
+        def lr_at(s: int) -> float:
+            return cosine_lr(s, total, config.lr, int(config.warmup_epochs * per_epoch))
+
+        acc = float("nan")
+        stop = config.epochs if stop_after_epochs is None else min(config.epochs, start + stop_after_epochs)
+        for epoch in range(start, stop):
+            train_loader.sampler.set_epoch(epoch)
+            if ds_plus:
+                set_linear(student, epoch >= config.epochs - linear_epochs)
+            t0 = time.perf_counter()
+            step, parts = train_epoch(
+                net, train_loader, optimizer, loss_fn, rt, lr_at=lr_at, step=step, scaler=scaler,
+                max_batches=config.max_batches,
+            )
+            acc = evaluate(net, val_loader, rt, max_batches=config.max_eval_batches)
+            history.append({"epoch": epoch + 1, "val_accuracy": acc, **parts, "seconds": round(time.perf_counter() - t0, 3)})
+            rt.log(f"{kind} epoch {epoch + 1}/{config.epochs}: val acc {acc:.4f} loss {parts.get('loss', 0):.4f}")
+            if rt.is_main and ckpt is not None:
+                save_training_checkpoint(ckpt, {
+                    "kind": kind, "model": model_name, "options": json.dumps(options), "num_classes": splits.num_classes,
+                    "resolution": resolution, "plan": plan.to_json() if plan is not None else None,
+                    "epoch": epoch + 1, "epochs": config.epochs, "step": step,
+                    "state_dict": {k: v.detach().cpu() for k, v in student.state_dict().items()},
+                    "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict() if scaler else None,
+                    "rng": torch.get_rng_state(), "history": json.dumps(history), "accuracy": acc,
+                })
+        if start >= stop:  # resumed a finished run: report its accuracy
+            if ds_plus:
+                set_linear(student, True)
+            acc = evaluate(net, val_loader, rt, max_batches=config.max_eval_batches)
+        result = FinetuneResult(acc, history, ckpt, student, notes=notes)
+        if check_merge and kind == "finetune" and rt.is_main and stop == config.epochs:
+            _check_merge(result, student, plan, splits.val, config, rt, merged_out)
+        if ds_plus and rt.is_main and stop == config.epochs:
+            _check_merge(result, student, None, splits.val, config, rt, merged_out)
+        return result
+    finally:
+        teardown_runtime(rt)
+
+
+def _check_merge(result: FinetuneResult, student: nn.Module, plan: Plan, val, config: TrainConfig, rt: Runtime, merged_out) -> None:
+    """Merge the fine-tuned model, measure its accuracy and its largest logit difference (one process)."""
+    from ..merge import save_merged
+    from .training import Runtime as _Rt
+
+    student = student.cpu().eval()
+    merged = merge_model(student, plan) if plan is not None else shrink_model(student).eval()
+    single = _Rt(0, 1, 0, torch.device("cpu"))
+    loader = make_loader(val, config.batch_size, single, train=False)
+    if config.max_eval_batches is not None:
+        loader = [b for i, b in zip(range(config.max_eval_batches), loader)]
+    a, b = predictions(student, loader), predictions(merged, loader)
+    labels = torch.cat([y for _, y in loader])
+    result.merged_accuracy = float((b.argmax(1) == labels).float().mean())
+    result.accuracy = float((a.argmax(1) == labels).float().mean())
+    result.merged_max_abs_diff = float((a - b).abs().max())
+    if merged_out is not None and plan is None:  # DepthShrinker+: the original architecture, a plain state dict
+        result.merged_out = save_training_checkpoint(merged_out, {"kind": "ds-plus-shrunk", "state_dict": merged.state_dict()})
+    elif merged_out is not None:
+        result.merged_out = save_merged(merged, merged_out)
+    student.to(rt.device)
