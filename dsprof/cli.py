@@ -6,24 +6,13 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from . import __version__
 from .io import atomic_write_text
 from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
 __all__ = ["main", "build_parser"]
-
-# Subcommands whose issue is still open: they are listed in --help and say so when run.
-_PLANNED = {
-    "measure": ("per-block, dense-replacement and whole-model latency", 3),
-    "build-lut": ("latency lookup tables from measurement files", 5),
-    "predict": ("predict a model's latency from a LUT", 5),
-    "search": ("differentiable, latency-weighted activation search", 6),
-    "finetune": ("fine-tune the linearised model", 6),
-    "merge": ("merge linearised blocks into dense convolutions", 4),
-    "report": ("tables and plots of measurements", 7),
-}
 
 
 class CliError(Exception):
@@ -45,8 +34,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def model_from_args(args: argparse.Namespace):
-    """Build the model that `add_model_args` options describe."""
+def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """The model's build options (width, depths) that `add_model_args` options give."""
     options: dict[str, object] = {}
     if args.width is not None:
         options["width"] = args.width
@@ -55,6 +44,12 @@ def model_from_args(args: argparse.Namespace):
             options["depths"] = [int(d) for d in args.depths.split(",")]
         except ValueError:
             raise CliError(f"--depths must be comma-separated ints, got {args.depths!r}") from None
+    return options
+
+
+def model_from_args(args: argparse.Namespace):
+    """Build the model that `add_model_args` options describe."""
+    options = model_options_from_args(args)
     pretrained: bool | str = False
     if args.weights == "pretrained":
         pretrained = True
@@ -101,12 +96,258 @@ def cmd_blocks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _planned(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        print(f"dsprof {name}: not built yet (tracked in issue #{issue}).", file=sys.stderr)
-        return 2
+def _csv_list(text: str) -> tuple[str, ...]:
+    return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
 
-    return run
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from .profiler import TimingConfig, format_summary, measure
+    from .profiler.records import MeasurementFileError
+
+    model = model_from_args(args)
+    options = model_options_from_args(args)
+    extra: dict[str, object] = {}
+    if args.plan or args.merged_model:
+        from .merge import load_merged, merge_model
+        from .merge.plan import PlanError, load_plan
+
+        try:
+            for source in args.plan or []:
+                plan = load_plan(source)
+                extra[plan.name or Path(source).stem] = merge_model(model, plan)
+            for path in args.merged_model or []:
+                extra[Path(path).stem] = load_merged(path)
+        except (PlanError, ValueError, FileNotFoundError) as exc:
+            raise CliError(str(exc)) from None
+    try:
+        timing = TimingConfig(
+            warmup_s=args.warmup, min_samples=args.min_samples, max_samples=args.max_samples,
+            target_precision=args.target_precision, budget_s=args.budget, min_sample_s=args.min_sample_time,
+            warmup_max_s=max(TimingConfig.warmup_max_s, args.warmup),
+        )
+        result = measure(
+            model, name=args.model, model_options=options, backend=args.backend, device=args.device,
+            dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
+            compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
+            extra_models=extra,
+            blocks=None if args.blocks.lower() == "none" else args.blocks.split(","), timing=timing,
+            out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+            log=lambda m: print(f"warning: {m}", file=sys.stderr),
+        )
+    except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, MeasurementFileError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    print(format_summary(result.summary))
+    print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .merge import MergeError, PlanError
+    from .merge.run import format_cost_table, merge_to_file
+
+    options: dict[str, object] = {}
+    if args.width is not None:
+        options["width"] = args.width
+    if args.depths is not None:
+        options["depths"] = [int(d) for d in args.depths.split(",")]
+    weights: bool | str = True if args.weights == "pretrained" else (args.weights or False)
+    try:
+        outcome = merge_to_file(
+            args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
+            checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
+        )
+    except (PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    print(outcome.report)
+    print()
+    print(format_cost_table(outcome.costs))
+    print("before: original blocks, BatchNorm folded; after: merged model; memory at 16 bits, MACs for one image")
+    for path in (outcome.out, outcome.onnx):
+        if path is not None:
+            print(f"wrote {path}")
+    return 0
+
+
+def cmd_build_lut(args: argparse.Namespace) -> int:
+    from .lut import build_lut
+
+    try:
+        lut = build_lut(args.paths)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CliError(str(exc)) from None
+    if not len(lut):
+        raise CliError("the measurement files hold no successful record; nothing to tabulate")
+    lut.save(args.output)
+    frame = lut.to_dataframe()
+    print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
+    for key in lut.devices():
+        rows = frame[(frame.env_id == key.env_id) & (frame.backend == key.backend) & (frame.batch == key.batch)
+                     & (frame.threads == key.threads) & (frame.device == key.device) & (frame.dtype == key.dtype)
+                     & (frame.layout == key.layout) & (frame.compile == key.compile)]
+        print(f"  {key}  {lut.device_name(key)}: {len(rows)} entries")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .lut import LUT, LUTError, LUTMissError
+    from .lut.predict import predict_latency, profiled_options
+    from .merge.plan import PlanError, load_plan
+
+    model = model_from_args(args)
+    options = model_options_from_args(args)
+    try:
+        lut = LUT.load(args.lut)
+        key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
+        plan = load_plan(args.plan) if args.plan else None
+        pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict)
+    except (LUTError, LUTMissError, PlanError, FileNotFoundError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    print(pred)
+    if not args.measure:
+        return 0
+    measured_s = _measure_planned_model(model, plan, lut, key, args)
+    error = pred.total_s / measured_s - 1
+    print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
+          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}")
+    return 0
+
+
+def _measure_planned_model(model, plan, lut, key, args: argparse.Namespace) -> float:
+    """Median latency (s) of the model, merged per the plan, measured here in the LUT context."""
+    from .merge import merge_model
+    from .profiler import environment, environment_id, measure
+
+    if environment_id(environment()) != key.env_id:
+        print(f"warning: the LUT context {key} is another environment than this machine's; "
+              "the measurement is taken here", file=sys.stderr)
+    if plan is not None:
+        view = lut.savings(key)
+        model = merge_model(model, plan, savings=dict(zip(view.workload, view.saving_s)))
+    label = f"{args.model}-{plan.name or 'plan'}" if plan is not None else args.model
+    result = measure(
+        model, name=label, backend=key.backend, device=key.device, dtype=key.dtype,
+        channels_last=key.layout == "channels_last", batch=key.batch, threads=key.threads or None,
+        compile=key.compile, variants=(), model_variants=("original",), blocks=None,
+        out=args.measure_out, overwrite=True, progress=not args.no_progress,
+    )
+    record = next(r for r in result.measurements if r.scope == "model" and r.ok)
+    return record.median_s
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .lut import LUTError
+    from .merge.plan import PlanError
+    from .reports import write_report
+
+    try:
+        report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
+    except (ValueError, FileNotFoundError, LUTError, PlanError) as exc:
+        raise CliError(str(exc)) from None
+    for message in report.skipped:
+        print(f"skipped: {message}")
+    print(f"wrote {len(report.files)} files; open {report.index}")
+    return 0
+
+
+def _keep_arg(text: str) -> int | float:
+    try:
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--keep takes a count (7) or a fraction (0.4), got {text!r}") from None
+
+
+def _train_config(args: argparse.Namespace):
+    from .search import TrainConfig
+
+    return TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, momentum=args.momentum,
+        weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs, label_smoothing=args.label_smoothing,
+        seed=args.seed, max_batches=args.max_batches, max_eval_batches=args.max_eval_batches, workers=args.workers,
+    )
+
+
+def _training_resolution(args: argparse.Namespace) -> int:
+    from .models import model_entry
+
+    if args.resolution is not None:
+        return args.resolution
+    return 32 if args.data == "digits" else model_entry(args.model).default_resolution
+
+
+def _weights_arg(args: argparse.Namespace) -> bool | str | None:
+    return True if args.weights == "pretrained" else args.weights
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from .lut import LUTError
+    from .merge import MergeError, PlanError
+    from .search import search
+
+    try:
+        result = search(
+            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
+            resolution=_training_resolution(args), weights=_weights_arg(args), method=args.method, lut=args.lut,
+            device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+            config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
+            device=args.device, name=args.name, weights_out=args.weights_out,
+        )
+    except (LUTError, PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError, ImportError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    keep = "".join(map(str, result.plan.keep))
+    print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
+    if result.ranking:
+        print("ranking (most important first): " + " ".join(map(str, result.ranking)))
+    print(f"wrote {result.out}")
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from .merge import MergeError, PlanError, load_plan
+    from .search import finetune
+
+    try:
+        plan = load_plan(args.plan) if args.plan else None
+        if plan is not None and (args.width is not None or args.depths is not None):
+            raise CliError("the plan fixes the model and its options; drop --width/--depths")
+        if plan is not None:
+            args.model = plan.model
+        result = finetune(
+            plan, model=args.model, options=model_options_from_args(args), data=args.data,
+            resolution=_training_resolution(args),
+            weights=_weights_arg(args), config=_train_config(args), distill=args.distill,
+            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
+            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
+            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+        )
+    except (PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError, ImportError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    for note in result.notes:
+        print(f"layer pruning: {note}")
+    print(f"accuracy {result.accuracy:.4f}")
+    if result.merged_accuracy is not None:
+        print(f"{'shrunk' if args.ds_plus else 'merged'} model: accuracy {result.merged_accuracy:.4f}, max |logit difference| to the fine-tuned model "
+              f"{result.merged_max_abs_diff:.2e}")
+    for path in (result.checkpoint, result.merged_out):
+        if path is not None:
+            print(f"wrote {path}")
+    return 0
+
+
+def _add_training_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled) or an ImageFolder root with train/ and val/")
+    p.add_argument("--epochs", type=int, default=10, help="training epochs")
+    p.add_argument("--batch-size", type=int, default=64, help="images per step and process")
+    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate at the top of the cosine schedule (per process batch)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
+    p.add_argument("--weight-decay", type=float, default=4e-5, help="weight decay of conv/linear weights")
+    p.add_argument("--warmup-epochs", type=float, default=0.0, help="linear learning-rate warm-up, epochs")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="label smoothing of the cross-entropy")
+    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, random plans)")
+    p.add_argument("--max-batches", type=int, default=None, help="at most this many batches per epoch (smoke runs)")
+    p.add_argument("--max-eval-batches", type=int, default=None, help="at most this many validation batches")
+    p.add_argument("--workers", type=int, default=0, help="data-loading worker processes")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda; under torchrun each process takes its LOCAL_RANK GPU")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint of an interrupted run")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,9 +372,112 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, default=None, help="also write the table (raw numbers) to this CSV file")
     p.set_defaults(func=cmd_blocks)
 
-    for name, (summary, issue) in _PLANNED.items():
-        p = sub.add_parser(name, help=f"{summary} (not built yet)", formatter_class=fmt)
-        p.set_defaults(func=_planned(name, issue))
+    p = sub.add_parser(
+        "measure",
+        help="per-block, dense-replacement and whole-model latency (torch CPU/CUDA, ONNX Runtime, TFLite)",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite")
+    p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
+    p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
+    p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for inference (default: the library's, physical cores)")
+    p.add_argument("--compile", action="store_true", help="time torch.compile'd modules (torch)")
+    p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
+    p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")
+    p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
+    p.add_argument("--plan", action="append", default=None, metavar="PLAN",
+                   help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
+    p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
+                   help="also time a merged model saved by `dsprof merge --out` as a whole model; repeatable")
+    p.add_argument("--target-precision", type=float, default=0.02, help="stop once each median is known to this fraction (95 %% interval half-width)")
+    p.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per workload at most")
+    p.add_argument("--warmup", type=float, default=0.05, help="seconds of warm-up per workload at least")
+    p.add_argument("--min-samples", type=int, default=10, help="samples before the precision rule may stop a workload (the --budget may stop it sooner, after 2)")
+    p.add_argument("--max-samples", type=int, default=2000, help="samples per workload at most")
+    p.add_argument("--min-sample-time", type=float, default=0.005, help="seconds one sample lasts at least (calls are repeated within it)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
+    p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser(
+        "merge",
+        help="merge the blocks a plan linearises into dense convolutions (exact); write the merged model",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--plan", required=True, help="a preset (e.g. mbv2-1.4-ds-e, see dsprof.merge.list_presets()) or a plan JSON file")
+    p.add_argument("--checkpoint", type=Path, default=None, help="state dict of the fine-tuned linearised model (or of the original)")
+    p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan; dsprof.merge.load_merged)")
+    p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
+    p.add_argument("--num-classes", type=int, default=None, help="classes of the checkpoint's classifier (default: the model's, 1000)")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
+    p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
+    p.add_argument("-o", "--output", type=Path, default=Path("lut.csv"), help="the LUT file to write (CSV, written atomically)")
+    p.set_defaults(func=cmd_build_lut)
+
+    p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut`")
+    p.add_argument("--plan", default=None, help="a plan file (JSON) or preset name (e.g. mbv2-ds-a); none: the original model")
+    p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
+    p.add_argument("--backend", default=None, help="pick the LUT context by backend")
+    p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
+    p.add_argument("--strict", action="store_true", help="a LUT miss is an error")
+    p.add_argument("--measure", action="store_true", help="also merge the model per the plan, measure it end-to-end here and print the error")
+    p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("report", help="the paper's tables and plots from measurement files", formatter_class=fmt)
+    p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
+    p.add_argument("-o", "--output", type=Path, default=Path("report"), help="folder for index.md, tables/ and plots/")
+    p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
+    p.add_argument("--plans", nargs="*", default=[], help="plan files or preset names: marked in the block plot, drawn in the memory plot")
+    p.add_argument("--accuracies", type=Path, default=None, help="CSV with columns model,accuracy (%%) for the accuracy-vs-FPS plot")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "search", help="differentiable, latency-weighted activation search; writes a plan", formatter_class=fmt
+    )
+    add_model_args(p)
+    _add_training_args(p)
+    p.add_argument("--keep", type=_keep_arg, required=True, help="blocks that keep their activations: a count (7) or a fraction (0.4)")
+    p.add_argument("--method", default="differentiable", choices=("differentiable", "random"), help="the search, or the random-search baseline (seeded by --seed)")
+    p.add_argument("--lut", type=Path, default=None, help="LUT file: decay weights = each block's latency saving there (default: MAC saving)")
+    p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
+    p.add_argument("--lam", type=float, default=1e-3, help="strength of the latency-weighted L1 decay of the gate scores")
+    p.add_argument("--score-lr", type=float, default=0.01, help="learning rate of the gate scores")
+    p.add_argument("--name", default=None, help="name stored in the plan")
+    p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
+    p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")
+    p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "finetune", help="fine-tune the linearised model of a plan (free ReLU6, optional self-distillation)", formatter_class=fmt
+    )
+    add_model_args(p)
+    _add_training_args(p)
+    p.add_argument("--plan", default=None, help="plan file or preset; without one the original model (--model) is trained")
+    p.add_argument("--distill", action="store_true", help="self-distillation from the original model (KL divergence)")
+    p.add_argument("--distill-alpha", type=float, default=0.5, help="weight of the distillation term (1 - alpha on cross-entropy)")
+    p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")
+    p.add_argument("--layer-prune", action="store_true", help="baseline: drop the plan's linearised blocks instead (where shapes allow)")
+    p.add_argument("--out", type=Path, default=Path("finetune.pt"), help="checkpoint, every epoch; `dsprof merge --checkpoint` takes it")
+    p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (dsprof.merge.load_merged)")
+    p.add_argument("--no-merge-check", action="store_true", help="skip merging and comparing the merged model's outputs")
+    p.add_argument("--ds-plus", action="store_true", help="DepthShrinker+: train the model expanded (VGG, MobileNetV2 rules), shrink it back; --merged-out gets the original-architecture weights")
+    p.add_argument("--linear-epochs", type=int, default=None, help="DepthShrinker+: last epochs with the expanded blocks' activations removed (default: a quarter)")
+    p.set_defaults(func=cmd_finetune)
+
     return parser
 
 

@@ -28,12 +28,6 @@ def test_version():
     assert result.returncode == 0 and result.stdout.strip() == f"dsprof {__version__}"
 
 
-@pytest.mark.parametrize("name", ["measure", "merge"])
-def test_unbuilt_subcommands_say_so_and_fail(name, capsys):
-    assert main([name]) == 2
-    assert "not built yet" in capsys.readouterr().err
-
-
 def test_blocks_prints_and_writes_csv(tmp_path, capsys):
     out = tmp_path / "blocks.csv"
     assert main(["blocks", "--model", "mobilenet_v2", "--width", "1.4", "--resolution", "64", "--csv", str(out)]) == 0
