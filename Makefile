@@ -19,9 +19,9 @@ $(VENV)/.installed: pyproject.toml
 
 demo: venv
 	$(VENV)/bin/dsprof blocks --model mobilenet_v2 --csv $(RESULTS)/mobilenet_v2_blocks.csv
-	$(VENV)/bin/dsprof measure --model mobilenet_v2 --out $(RESULTS) --overwrite --no-progress
-	$(VENV)/bin/dsprof build-lut $(RESULTS) -o $(RESULTS)/lut.csv
-	$(VENV)/bin/dsprof report $(RESULTS) --lut $(RESULTS)/lut.csv --plans mbv2-ds-a -o $(RESULTS)/report
+	$(VENV)/bin/dsprof measure --model mobilenet_v2 --out $(RESULTS)/measurements --overwrite --no-progress
+	$(VENV)/bin/dsprof build-lut $(RESULTS)/measurements -o $(RESULTS)/lut.csv
+	$(VENV)/bin/dsprof report $(RESULTS)/measurements --lut $(RESULTS)/lut.csv --plans mbv2-ds-a -o $(RESULTS)/report
 
 test: venv
 	$(PY) -m pytest -q
