@@ -99,3 +99,13 @@ def test_checkpoint_with_code_objects_is_refused(tmp_path):
 def test_missing_checkpoint_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         get_model("resnet18", pretrained=tmp_path / "nope.pt")
+
+
+def test_named_model_takes_a_name_or_a_module_with_its_name():
+    from dsprof.models import named_model
+
+    label, net = named_model("mobilenet_v2", resolution=32, options={"width": 0.5})
+    assert label == "mobilenet_v2" and input_size_of(net) == (32, 32)
+    assert named_model(net, "mine") == ("mine", net)
+    with pytest.raises(ValueError, match="give name="):
+        named_model(net)

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
-from ..models import find_blocks, get_model, input_size_of
+from ..models import find_blocks, input_size_of, named_model
 from .schema import DeviceKey, model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
@@ -81,13 +81,7 @@ def predict_latency(
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     options = dict(options or {})
-    if isinstance(model, str):
-        name = name or model
-        net = get_model(model, resolution=resolution, **options)
-    else:
-        if name is None:
-            raise ValueError("give name= (the model name used when measuring) for a model passed as a module")
-        net = model
+    name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
 

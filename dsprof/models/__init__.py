@@ -4,7 +4,16 @@ from . import zoo as _zoo  # noqa: F401  (registers the models)
 from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks, trace_input_shapes
 from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
 from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
-from .registry import ModelEntry, get_model, input_size_of, list_models, load_checkpoint, model_entry, register_model
+from .registry import (
+    ModelEntry,
+    get_model,
+    input_size_of,
+    list_models,
+    load_checkpoint,
+    model_entry,
+    named_model,
+    register_model,
+)
 
 __all__ = [
     "BLOCK_KINDS",
@@ -24,6 +33,7 @@ __all__ = [
     "load_checkpoint",
     "memory_footprint",
     "model_entry",
+    "named_model",
     "register_model",
     "summarize_blocks",
     "trace_input_shapes",

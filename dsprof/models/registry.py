@@ -19,6 +19,7 @@ __all__ = [
     "model_entry",
     "load_checkpoint",
     "input_size_of",
+    "named_model",
 ]
 
 _REGISTRY: dict[str, "ModelEntry"] = {}
@@ -144,3 +145,15 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
             "Check the model name and its width/depth options."
         )
     return model
+
+
+def named_model(
+    model: str | nn.Module, name: str | None = None, resolution: int | None = None, options: dict | None = None
+) -> tuple[str, nn.Module]:
+    """(label, module) of a registered model name (built with ``options`` and ``resolution``) or of a
+    module given with its ``name`` -- the form every API that takes "a model" accepts."""
+    if isinstance(model, str):
+        return name or model, get_model(model, resolution=resolution, **(options or {}))
+    if name is None:
+        raise ValueError("give name= (the model's name in measurement files and tables) for a model passed as a module")
+    return name, model

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..models import find_blocks, get_model, input_size_of
+from ..models import find_blocks, input_size_of, named_model
 from .backends import BackendSettings, Prepared, get_backend
 from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
@@ -214,13 +214,8 @@ def _measure(
         raise ValueError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
 
     options = dict(model_options or {})
-    if isinstance(model, str):
-        label = name or model
-        net = get_model(model, resolution=resolution, **options)
-    else:
-        if name is None:
-            raise ValueError("give a name= for a model passed as an nn.Module")
-        label, net = name, model.eval()
+    label, net = named_model(model, name, resolution, options)
+    net.eval()
     input_size = (resolution, resolution) if resolution else input_size_of(net)
     options["resolution"] = input_size[0]
     if input_size[0] != input_size[1]:
