@@ -11,6 +11,8 @@ import copy
 import torch
 from torch import nn
 
+from ..models.tracing import eval_forward
+
 __all__ = ["fold_bn_into_conv", "fold_batchnorm", "conv_bn_pairs", "set_submodule"]
 
 
@@ -65,15 +67,7 @@ def conv_bn_pairs(model: nn.Module, example: torch.Tensor) -> list[tuple[str, st
             handles.append(m.register_forward_hook(after_conv))
         elif isinstance(m, nn.BatchNorm2d):
             handles.append(m.register_forward_pre_hook(before_bn))
-    was_training = model.training
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(example)
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
+    eval_forward(model, example, handles)
     return list(dict.fromkeys(pairs))
 
 

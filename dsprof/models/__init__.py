@@ -14,6 +14,7 @@ from .registry import (
     named_model,
     register_model,
 )
+from .tracing import eval_forward, first_conv_in_channels
 
 __all__ = [
     "BLOCK_KINDS",
@@ -26,7 +27,9 @@ __all__ = [
     "UnsupportedBlockWarning",
     "count_macs",
     "count_params",
+    "eval_forward",
     "find_blocks",
+    "first_conv_in_channels",
     "get_model",
     "input_size_of",
     "list_models",

@@ -18,6 +18,7 @@ from torch import nn
 
 from .blockspec import BlockSpec
 from .registry import input_size_of
+from .tracing import eval_forward, first_conv_in_channels
 
 __all__ = ["Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks", "trace_input_shapes"]
 
@@ -87,24 +88,15 @@ def trace_input_shapes(
 ) -> dict[nn.Module, tuple[int, ...]]:
     """Input shape of each of ``modules`` in one batch-1 forward pass of ``model`` (eval mode)."""
     h, w = input_size or input_size_of(model)
-    first_conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
-    in_channels = first_conv.in_channels if first_conv is not None else 3
     shapes: dict[nn.Module, tuple[int, ...]] = {}
 
     def record(module: nn.Module, args: tuple) -> None:
         shapes.setdefault(module, tuple(args[0].shape))
 
     handles = [m.register_forward_pre_hook(record) for m in modules]
-    was_training = model.training
     param = next(model.parameters(), None)
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(torch.zeros(1, in_channels, h, w, dtype=param.dtype if param is not None else None))
-    finally:
-        model.train(was_training)
-        for handle in handles:
-            handle.remove()
+    x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype if param is not None else None)
+    eval_forward(model, x, handles)
     missing = [m for m in modules if m not in shapes]
     if missing:
         raise RuntimeError(f"{len(missing)} block(s) did not run in the forward pass; cannot tell their input size")

@@ -26,31 +26,22 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .blocks import Block, find_blocks
 from .registry import input_size_of
+from .tracing import eval_forward, first_conv_in_channels
 
 __all__ = ["count_macs", "count_params", "MemoryFootprint", "memory_footprint", "summarize_blocks"]
-
-
-def _first_conv_channels(module: nn.Module) -> int:
-    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
-    return conv.in_channels if conv is not None else 3
 
 
 def _dummy_input(module: nn.Module, input_size: tuple[int, int] | None, in_channels: int | None) -> torch.Tensor:
     h, w = input_size or input_size_of(module)
     param = next(module.parameters(), None)
     dtype = param.dtype if param is not None else torch.float32
-    return torch.zeros(1, in_channels or _first_conv_channels(module), h, w, dtype=dtype)
+    return torch.zeros(1, in_channels or first_conv_in_channels(module), h, w, dtype=dtype)
 
 
 def _flop_counts(module: nn.Module, x: torch.Tensor) -> FlopCounterMode:
-    was_training = module.training
     counter = FlopCounterMode(display=False)
-    try:
-        module.eval()
-        with counter, torch.no_grad():
-            module(x)
-    finally:
-        module.train(was_training)
+    with counter:
+        eval_forward(module, x)
     return counter
 
 
@@ -106,15 +97,7 @@ def memory_footprint(
         live_sums.append(alive)
 
     handles = [m.register_forward_hook(record) for m in module.modules() if isinstance(m, nn.Conv2d)]
-    was_training = module.training
-    try:
-        module.eval()
-        with torch.no_grad():
-            module(block_input)
-    finally:
-        module.train(was_training)
-        for handle in handles:
-            handle.remove()
+    eval_forward(module, block_input, handles)
     return MemoryFootprint(weights * bytes_per_value, max(live_sums, default=0) * bytes_per_value)
 
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from ..merge.fold import fold_batchnorm, set_submodule
-from ..models import Block, BlockSpec, count_macs, count_params, find_blocks, input_size_of
+from ..models import Block, BlockSpec, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of
 
 __all__ = [
     "BLOCK_VARIANTS",
@@ -136,11 +136,6 @@ def linearize(module: nn.Module) -> nn.Module:
     return target
 
 
-def _first_conv_in_channels(module: nn.Module) -> int:
-    conv = next((m for m in module.modules() if isinstance(m, nn.Conv2d)), None)
-    return conv.in_channels if conv is not None else 3
-
-
 def _check_macs(what: str, got: int, want: int) -> None:
     if abs(got - want) > MACS_TOLERANCE * want:
         raise ValueError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
@@ -161,7 +156,7 @@ def block_workloads(
         raise ValueError(f"unknown block variant(s) {unknown}; known: {', '.join(BLOCK_VARIANTS)}")
     input_size = input_size or input_size_of(model)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
-    folded = fold_batchnorm(model, torch.zeros(1, _first_conv_in_channels(model), *input_size)).eval()
+    folded = fold_batchnorm(model, torch.zeros(1, first_conv_in_channels(model), *input_size)).eval()
     groups = []
     for index, block in enumerate(blocks):
         spec = block.spec
@@ -203,7 +198,7 @@ def dense_counterpart_model(
     if variant not in ("merged", "flops_matched"):
         raise ValueError(f"dense counterparts are 'merged' or 'flops_matched', not {variant!r}")
     input_size = input_size or input_size_of(model)
-    in_ch = _first_conv_in_channels(model)
+    in_ch = first_conv_in_channels(model)
     blocks = find_blocks(model, input_size)
     if not blocks:
         raise ValueError("the model has no blocks to replace")
@@ -267,7 +262,7 @@ def model_workload(
     Use it for a merged model from issue #4, a model built from a plan, or your own network.
     """
     input_size = input_size or input_size_of(module)
-    in_ch = _first_conv_in_channels(module)
+    in_ch = first_conv_in_channels(module)
     if fold:
         module = fold_batchnorm(module, torch.zeros(1, in_ch, *input_size))
     module = module.eval()
