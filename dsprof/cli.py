@@ -22,7 +22,7 @@ class CliError(Exception):
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     parser.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
-    parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 only), e.g. 1.4")
+    parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
     )

@@ -45,8 +45,8 @@ def test_blocks_unknown_model_is_a_clear_error(capsys):
 
 
 def test_blocks_option_for_another_model_is_a_clear_error(capsys):
-    assert main(["blocks", "--model", "resnet18", "--width", "1.4"]) == 2
-    assert "no option(s) width" in capsys.readouterr().err
+    assert main(["blocks", "--model", "resnet18", "--depths", "1,1,1,1,1,1,1"]) == 2
+    assert "no option(s) depths" in capsys.readouterr().err
 
 
 def test_models_lists_with_pattern(capsys):

@@ -236,6 +236,24 @@ def test_prediction_equals_the_hand_sum():
     assert pred.rest_method == "model-minus-blocks"
 
 
+def test_prediction_of_every_block_as_one_variant():
+    # Tab. 1's dense counterpart: every block replaced by its FLOPs-matched conv
+    options = {"depths": [1] * 7}
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **options))
+    label = model_label("mobilenet_v2", {"depths": [1] * 7, "resolution": 32})
+    frame = _hand_lut(blocks, label).to_dataframe()
+    dense = frame[(frame.scope == "block") & (frame.variant == "original")].assign(variant="flops_matched")
+    dense["median_s"] /= 8
+    lut = LUT(pd.concat([frame, dense], ignore_index=True))
+    pred = predict_latency("mobilenet_v2", lut, options=options, resolution=32, variant="flops_matched", strict=True)
+    assert pred.total_s == pytest.approx(0.5e-3 + sum((i + 1) * 1e-3 / 8 for i in range(7)), rel=1e-12)
+    assert set(pred.blocks.variant) == {"flops_matched"}
+    with pytest.raises(LUTMissError, match="linear"):  # no such variant in the LUT: a loud miss
+        predict_latency("mobilenet_v2", _hand_lut(blocks, label, stem_head=True), options=options, resolution=32, variant="linear", strict=True)
+    with pytest.raises(ValueError, match="not both"):
+        predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", (1,) * 7, options), options=options, resolution=32, variant="flops_matched")
+
+
 def test_prediction_misses_are_loud():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
     lut = _hand_lut(find_blocks(model)[:5], "nothing")

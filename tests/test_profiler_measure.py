@@ -32,7 +32,7 @@ FAST_ARGS = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-sam
 VARIANTS = ("original", "merged", "flops_matched")
 
 
-def check_block_records(records, model, variants):
+def check_block_records(records, model, variants, batch=1):
     blocks = find_blocks(model)
     by_key = {(r.name, r.variant): r for r in records if r.scope == "block"}
     assert set(by_key) == {(b.name, v) for b in blocks for v in variants}
@@ -42,7 +42,7 @@ def check_block_records(records, model, variants):
             assert r.ok, r.error
             assert r.spec == b.spec.to_str() and BlockSpec.from_str(r.spec) == b.spec
             assert len(r.samples_s) >= 2 and all(s > 0 for s in r.samples_s)
-            assert r.input_shape[0] == 1 and r.macs > 0
+            assert r.input_shape[0] == batch and r.macs > 0
         group = {by_key[(b.name, v)].group for v in variants}
         assert len(group) == 1  # a block's variants were interleaved together
     return by_key
@@ -256,7 +256,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_cuda_per_block_records(tmp_path, dtype):
     result = measure("mobilenet_v2", resolution=64, device="cuda", dtype=dtype, batch=8, channels_last=True, timing=FAST, out=tmp_path, progress=False)
-    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS)
+    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS, batch=8)
     r = result.measurements[0]
     assert r.device == "cuda:0" and r.threads is None and r.batch == 8
     assert r.device_name == torch.cuda.get_device_name(0)

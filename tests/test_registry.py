@@ -3,7 +3,7 @@ import pickle
 import pytest
 import torch
 
-from dsprof.models import find_blocks, get_model, list_models, register_model
+from dsprof.models import count_macs, find_blocks, get_model, list_models, register_model
 from dsprof.models.registry import input_size_of
 
 
@@ -36,7 +36,19 @@ def test_duplicate_registration_is_an_error():
 
 def test_unknown_option_names_the_options():
     with pytest.raises(TypeError, match="width"):
-        get_model("resnet18", width=2.0)
+        get_model("vgg11", width=2.0)
+
+
+@pytest.mark.parametrize("depth, width", [(18, 1.535), (34, 1.07), (101, 0.73), (152, 0.60)])
+def test_resnet_width_scales_every_stage_to_paper_tab9_flops(depth, width):
+    # Tab. 9 scales ResNets to ResNet-50's FLOPs; rounding channels to multiples of 8 keeps them within 8 %
+    model = get_model(f"resnet{depth}", width=width, resolution=64)
+    assert model.conv1.out_channels == max(8, round(64 * width / 8) * 8)
+    expansion = 4 if depth >= 50 else 1
+    assert model.fc.in_features == round(512 * width / 8) * 8 * expansion
+    assert model(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
+    ratio = count_macs(model, (224, 224)) / count_macs(get_model("resnet50"), (224, 224))
+    assert abs(ratio - 1) < 0.08, ratio
 
 
 @pytest.mark.parametrize("depths", [[1, 2, 3], [1, 0, 1, 1, 1, 1, 1]])

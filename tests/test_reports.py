@@ -102,6 +102,15 @@ def test_block_latency_figure_series(records):
     assert markers[0].get_marker() == "o"
     close([fig])
 
+    # Paper Fig. 1: the dashed line is the FLOPs-matched dense conv instead
+    fig = block_latency_figure(table, counterpart="flops_matched")
+    for device, rows in table.groupby("device"):
+        dashed = next(l for l in fig.axes[0].get_lines() if l.get_label().endswith(f"FLOPs-matched ({device})"))
+        assert list(dashed.get_ydata()) == pytest.approx(list(rows.sort_values("index").flops_matched_ms))
+    close([fig])
+    with pytest.raises(ValueError, match="counterpart"):
+        block_latency_figure(table, counterpart="linear")
+
 
 def test_memory_table_and_figure():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)

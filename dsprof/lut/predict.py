@@ -70,6 +70,7 @@ def predict_latency(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     strict: bool = False,
+    variant: str | None = None,
 ) -> Prediction:
     """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
 
@@ -77,7 +78,11 @@ def predict_latency(
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
     says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
+    ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
+    for the paper's Tab. 1 dense counterpart of the whole model.
     """
+    if variant is not None and plan is not None:
+        raise ValueError("give a plan or a variant for every block, not both")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     options = dict(options or {})
@@ -103,25 +108,32 @@ def predict_latency(
     rows, missing = [], []
     for i, block in enumerate(blocks):
         spec = block.spec.to_str()
+        if variant is not None:
+            entry = get(spec, variant)
+            if entry is None:
+                missing.append(f"block {spec} [{variant}]")
+            rows.append({"index": i, "block": block.name, "spec": spec, "variant": variant,
+                         "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy)})
+            continue
         original = get(spec, "original")
-        variant = "original"
+        chosen = "original"
         if i in linearized:
             merged = get(spec, "merged")
             if merge_flags is not None:
-                variant = "merged" if merge_flags[i] else "original"
+                chosen = "merged" if merge_flags[i] else "original"
             elif merged is not None and original is not None:
-                variant = "merged" if merged.median_s < original.median_s else "original"
+                chosen = "merged" if merged.median_s < original.median_s else "original"
             else:
-                variant = "merged"
-        if i in linearized and variant == "original":
+                chosen = "merged"
+        if i in linearized and chosen == "original":
             # Linearised but not merged: the activation-free block, when the LUT has it.
             linear = get(spec, "linear")
-            variant, entry = ("linear", linear) if linear is not None else ("original", original)
+            chosen, entry = ("linear", linear) if linear is not None else ("original", original)
         else:
-            entry = original if variant == "original" else get(spec, "merged")
+            entry = original if chosen == "original" else get(spec, "merged")
         if entry is None:
-            missing.append(f"block {spec} [{variant}]")
-        rows.append({"index": i, "block": block.name, "spec": spec, "variant": variant,
+            missing.append(f"block {spec} [{chosen}]")
+        rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
                      "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy)})
     table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "noisy"])
 

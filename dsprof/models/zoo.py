@@ -78,8 +78,47 @@ def _register_timm(name: str, resolution: int, desc: str) -> None:
     register_model(name, default_resolution=resolution, family="timm", description=desc)(build)
 
 
+def _scaled(channels: int, width: float) -> int:
+    """``channels * width`` rounded to a multiple of 8 (as MobileNetV2 rounds its widths), at least 8."""
+    return max(8, int(channels * width / 8 + 0.5) * 8)
+
+
+def _register_resnet(depth: int) -> None:
+    builder = getattr(tvm, f"resnet{depth}")
+
+    def build(width: float = 1.0, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
+        if width <= 0:
+            raise ValueError(f"width must be positive, got {width}")
+        if pretrained:
+            if (width, num_classes) != (1.0, 1000):
+                raise ValueError("pretrained ResNet weights are for width 1.0 and 1000 classes; pass a local checkpoint")
+            return builder(weights="DEFAULT")
+        model = builder(num_classes=num_classes)
+        if width == 1.0:
+            return model
+        # Paper Tab. 9 scales every stage's channels uniformly. torchvision's ResNet fixes 64 stem
+        # channels, so the stem and the four stages are rebuilt with its own layer factory.
+        block = type(model.layer1[0])
+        layers = [len(model.layer1), len(model.layer2), len(model.layer3), len(model.layer4)]
+        stem = _scaled(64, width)
+        model.conv1 = nn.Conv2d(3, stem, kernel_size=7, stride=2, padding=3, bias=False)
+        model.bn1 = nn.BatchNorm2d(stem)
+        model.inplanes = stem
+        for i, (planes, n) in enumerate(zip((64, 128, 256, 512), layers)):
+            setattr(model, f"layer{i + 1}", model._make_layer(block, _scaled(planes, width), n, stride=1 if i == 0 else 2))
+        model.fc = nn.Linear(model.inplanes, num_classes)
+        for m in model.modules():  # torchvision's initialisation of the rebuilt layers
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        return model
+
+    build.__name__ = f"resnet{depth}"
+    desc = f"ResNet-{depth}, any width (all channels scaled, rounded to multiples of 8)"
+    register_model(f"resnet{depth}", default_resolution=224, family="torchvision", description=desc)(build)
+
+
 for _depth in (18, 34, 50, 101, 152):
-    _register_torchvision(f"resnet{_depth}", f"ResNet-{_depth}")
+    _register_resnet(_depth)
 for _depth in (11, 13):
     _register_torchvision(f"vgg{_depth}", f"VGG-{_depth} without BatchNorm")
     _register_torchvision(f"vgg{_depth}_bn", f"VGG-{_depth} with BatchNorm")

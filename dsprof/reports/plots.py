@@ -26,10 +26,16 @@ __all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "pred
 _PLAN_MARKERS = "o^sDvP*X"
 
 
-def block_latency_figure(blocks: pd.DataFrame, plans: Mapping[str, Sequence[int]] | None = None) -> Figure:
+def block_latency_figure(
+    blocks: pd.DataFrame, plans: Mapping[str, Sequence[int]] | None = None, counterpart: str = "merged"
+) -> Figure:
     """Block-wise latency from a `block_table`: per (device, model) a solid line of the original
-    blocks and a dashed line of their merged replacements (ms, against the block's position);
+    blocks and a dashed line of their replacements (ms, against the block's position): ``merged``
+    (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
     ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line."""
+    if counterpart not in ("merged", "flops_matched"):
+        raise ValueError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
+    dense = "merged" if counterpart == "merged" else "FLOPs-matched"
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, ((device, model), rows) in enumerate(blocks.groupby(["device", "model"], sort=True)):
@@ -37,7 +43,7 @@ def block_latency_figure(blocks: pd.DataFrame, plans: Mapping[str, Sequence[int]
         x = rows["index"].to_numpy() + 1
         color = colors[i % len(colors)]
         ax.plot(x, rows["original_ms"], "-", color=color, label=f"{model} original ({device})")
-        ax.plot(x, rows["merged_ms"], "--", color=color, label=f"{model} merged ({device})")
+        ax.plot(x, rows[f"{counterpart}_ms"], "--", color=color, label=f"{model} {dense} ({device})")
         for j, (plan_name, keep) in enumerate((plans or {}).items()):
             kept = [k for k, flag in zip(range(len(keep)), keep) if flag and k < len(rows)]
             if kept:
@@ -46,7 +52,7 @@ def block_latency_figure(blocks: pd.DataFrame, plans: Mapping[str, Sequence[int]
     ax.set_xlabel("block")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("latency (ms)")
-    ax.set_title("Block-wise latency: original (solid) vs merged dense conv (dashed)")
+    ax.set_title(f"Block-wise latency: original (solid) vs {dense} dense conv (dashed)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

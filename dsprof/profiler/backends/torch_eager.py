@@ -34,9 +34,9 @@ class TorchBackend:
         dtype = TORCH_DTYPES[s.dtype]
         memory_format = torch.channels_last if s.channels_last else torch.contiguous_format
         module = copy.deepcopy(module).eval().to(device=device, dtype=dtype, memory_format=memory_format)
-        x = torch.randn(input_shape, generator=torch.Generator().manual_seed(0)).to(
-            device=device, dtype=dtype, memory_format=memory_format
-        )
+        # made on the device itself: a large CUDA batch never passes through host memory
+        x = torch.randn(input_shape, generator=torch.Generator(device).manual_seed(0), device=device)
+        x = x.to(dtype=dtype, memory_format=memory_format)
         if s.compile:
             module = torch.compile(module)
 
