@@ -16,7 +16,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -136,6 +136,36 @@ def _restore(model: nn.Module, optimizer, scaler, state: dict[str, Any]) -> tupl
     return int(state["epoch"]), int(state["step"]), list(json.loads(state["history"]))
 
 
+class _Loop(NamedTuple):
+    scaler: Any
+    start: int
+    step: int
+    history: list
+    net: nn.Module
+    train_loader: Any
+    val_loader: Any
+    per_epoch: int
+    total: int
+
+
+def _prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, kind: str, rt: Runtime, splits,
+                  config: TrainConfig) -> _Loop:
+    """What search and finetune share before their first epoch: the AMP scaler, the epoch, step and
+    history resumed from ``ckpt``, the (DDP-wrapped) net, the loaders and the step counts."""
+    scaler = torch.amp.GradScaler("cuda") if rt.amp else None
+    state = _resume_state(ckpt, resume, kind)
+    start, step, history = 0, 0, []
+    if state is not None:
+        module.to(rt.device)
+        start, step, history = _restore(module, optimizer, scaler, state)
+        rt.log(f"resumed {ckpt} after epoch {start}")
+    net = _wrap(module, rt)
+    train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)
+    val_loader = make_loader(splits.val, config.batch_size, rt, train=False, workers=config.workers)
+    per_epoch = min(len(train_loader), config.max_batches or len(train_loader))
+    return _Loop(scaler, start, step, history, net, train_loader, val_loader, per_epoch, per_epoch * config.epochs)
+
+
 def search(
     model: str = "mobilenet_v2",
     *,
@@ -199,19 +229,9 @@ def search(
         optimizer = torch.optim.SGD(
             _param_groups(gated, config.weight_decay, scores, score_lr / config.lr), lr=config.lr, momentum=config.momentum
         )
-        scaler = torch.amp.GradScaler("cuda") if rt.amp else None
         ckpt = Path(checkpoint) if checkpoint is not None else (Path(f"{out}.ckpt.pt") if out is not None else None)
-        state = _resume_state(ckpt, resume, "search")
-        start, step, history = 0, 0, []
-        if state is not None:
-            gated.to(rt.device)
-            start, step, history = _restore(gated, optimizer, scaler, state)
-            rt.log(f"resumed {ckpt} after epoch {start}")
-        net = _wrap(gated, rt)
-        train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)
-        val_loader = make_loader(splits.val, config.batch_size, rt, train=False, workers=config.workers)
-        per_epoch = min(len(train_loader), config.max_batches or len(train_loader))
-        total = per_epoch * config.epochs
+        scaler, start, step, history, net, train_loader, val_loader, per_epoch, total = _prepare_loop(
+            gated, optimizer, ckpt, resume, "search", rt, splits, config)
 
         def loss_fn(logits, targets, _images):
             task = F.cross_entropy(logits, targets, label_smoothing=config.label_smoothing)
@@ -356,19 +376,9 @@ def finetune(
             for p in teacher.parameters():
                 p.requires_grad_(False)
         optimizer = torch.optim.SGD(_param_groups(student, config.weight_decay, None, 1.0), lr=config.lr, momentum=config.momentum)
-        scaler = torch.amp.GradScaler("cuda") if rt.amp else None
         ckpt = Path(out) if out is not None else None
-        state = _resume_state(ckpt, resume, kind)
-        start, step, history = 0, 0, []
-        if state is not None:
-            student.to(rt.device)
-            start, step, history = _restore(student, optimizer, scaler, state)
-            rt.log(f"resumed {ckpt} after epoch {start}")
-        net = _wrap(student, rt)
-        train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)
-        val_loader = make_loader(splits.val, config.batch_size, rt, train=False, workers=config.workers)
-        per_epoch = min(len(train_loader), config.max_batches or len(train_loader))
-        total = per_epoch * config.epochs
+        scaler, start, step, history, net, train_loader, val_loader, per_epoch, total = _prepare_loop(
+            student, optimizer, ckpt, resume, kind, rt, splits, config)
 
         def loss_fn(logits, targets, images):
             ce = F.cross_entropy(logits, targets, label_smoothing=config.label_smoothing)
