@@ -184,6 +184,11 @@ def fps(r: Measurement | None) -> float:
     return r.batch / r.median_s if r is not None else math.nan
 
 
+def noisy(*records: Measurement | None) -> bool:
+    """Whether any of the records spread more than the profiler's noise threshold (IQR/median)."""
+    return any(r is not None and r.stats.noisy for r in records)
+
+
 # ---- tables --------------------------------------------------------------------------------------------
 def tab1(runs: dict[str, list[Measurement]]) -> pd.DataFrame:
     rows = []
@@ -193,7 +198,7 @@ def tab1(runs: dict[str, list[Measurement]]) -> pd.DataFrame:
         rows.append({"model": label, "GMACs": orig.macs / 1e9 if orig else math.nan, "paper GFLOPs": paper[0],
                      "original FPS": fps(orig), "dense FPS": fps(dense), "dense/original": fps(dense) / fps(orig),
                      "paper V100": paper[1][1] / paper[1][0], "paper 2080Ti": paper[2][1] / paper[2][0],
-                     "paper TX2": paper[3][1] / paper[3][0]})
+                     "paper TX2": paper[3][1] / paper[3][0], "noisy": noisy(orig, dense)})
     return pd.DataFrame(rows)
 
 
@@ -203,7 +208,8 @@ def tab9(runs: dict[str, list[Measurement]]) -> pd.DataFrame:
         orig = by_model(records, "original")
         paper = PAPER_TAB9[label]
         rows.append({"model": label, "GMACs": orig.macs / 1e9 if orig else math.nan, "FPS": fps(orig),
-                     "paper 2080Ti FPS": paper[0], "paper TX2 bs32 FPS": paper[1], "paper TX2 bs1 FPS": paper[2]})
+                     "paper 2080Ti FPS": paper[0], "paper TX2 bs32 FPS": paper[1], "paper TX2 bs1 FPS": paper[2],
+                     "noisy": noisy(orig)})
     table = pd.DataFrame(rows)
     # Relative to the family's standard model (ResNet-50, MobileNetV2 1.0), as Tab. 9 is read
     for family, ref in (("ResNet", "ResNet-50 x1.00"), ("MBV2", "MBV2 [1,2,3,4,3,3,1] x1.00")):
@@ -228,7 +234,8 @@ def tab23(runs: dict[str, list[Measurement]], nets: dict[str, Net]) -> pd.DataFr
             base = PAPER_TAB23[label]
             rows.append({"model": name, "MMACs": r.macs / 1e6 if r else math.nan, "paper MFLOPs": paper[0],
                          "FPS": fps(r), "speed-up": fps(r) / fps(orig),
-                         "paper V100": paper[1] / base[1], "paper 2080Ti": paper[2] / base[2], "paper TX2": paper[3] / base[3]})
+                         "paper V100": paper[1] / base[1], "paper 2080Ti": paper[2] / base[2], "paper TX2": paper[3] / base[3],
+                         "noisy": noisy(r, orig)})
     return pd.DataFrame(rows)
 
 
@@ -241,13 +248,14 @@ def tab4(runs: dict[tuple[str, str], list[Measurement]], nets: dict[str, Net]) -
             row = rows.setdefault(name, {"model": name})
             row[f"{backend} ms"] = r.median_s * 1e3 if r else math.nan
             row[f"{backend} change"] = (r.median_s / orig.median_s - 1) if r and orig else math.nan
+            row["noisy"] = row.get("noisy", False) or noisy(r, orig)
             paper, base = PAPER_TAB4.get(name), PAPER_TAB4[label]
             row["paper Pixel 3 change"] = paper[0] / base[0] - 1 if paper else math.nan
             row["paper Raspi 4 change"] = paper[1] / base[1] - 1 if paper else math.nan
     table = pd.DataFrame(list(rows.values()))
     if table.empty:
         return table
-    paper_cols = ["paper Pixel 3 change", "paper Raspi 4 change"]
+    paper_cols = ["paper Pixel 3 change", "paper Raspi 4 change", "noisy"]
     return table[[c for c in table.columns if c not in paper_cols] + paper_cols]
 
 
@@ -271,7 +279,8 @@ def lut_table(lut, key: DeviceKey, runs: dict[str, list[Measurement]], nets: dic
                 print(f"  ! no prediction for {name}: {exc}", file=sys.stderr)
                 continue
             rows.append({"model": name, "measured FPS": fps(measured), "predicted FPS": pred.fps,
-                         "error": pred.fps / fps(measured) - 1, "by construction": variant == "original"})
+                         "error": pred.fps / fps(measured) - 1, "by construction": variant == "original",
+                         "noisy": noisy(measured) or bool(pred.blocks["noisy"].any())})
     return pd.DataFrame(rows)
 
 
@@ -357,7 +366,8 @@ def main(argv=None) -> int:
         lut.save(args.out / "lut.csv")
         tables["lut"] = lut_table(lut, key, runs1, nets, resolution)
     for name, table in tables.items():
-        atomic_write_text(args.out / "tables" / f"{name}.csv", render(table, "csv"))
+        if not table.empty:
+            atomic_write_text(args.out / "tables" / f"{name}.csv", render(table, "csv"))
 
     # 5. Figures
     step("Figures")
@@ -396,11 +406,14 @@ def write_summary(args, tables, records, key, resolution, budget, elapsed) -> st
     cmd = "python benchmarks/reproduce_paper.py " + " ".join(sys.argv[1:])
     parts = [
         f"Device: **{device}**, env id `{r.env_id}`; torch {r.environment['versions'].get('torch')}; "
-        f"{resolution}x{resolution} px, {budget:g} s per workload; run took {elapsed / 60:.1f} min.",
+        f"{resolution}x{resolution} px"
+        + (f"; tables rebuilt from the measurement files (measured {r.environment.get('time_utc', '?')[:16]} UTC)."
+           if args.report_only else f", {budget:g} s per workload; run took {elapsed / 60:.1f} min."),
         f"Command: `{cmd.strip()}`", f"LUT context: `{key}`",
     ]
     captions = {
-        "tab1": "Tab. 1: original vs FLOPs-matched dense counterpart (ratio = dense FPS / original FPS)",
+        "tab1": "Tab. 1: original vs FLOPs-matched dense counterpart (ratio = dense FPS / original FPS; "
+                "noisy: IQR/median > 10 % in a record used)",
         "tab9": "Tab. 9: equal-FLOPs depth/width variants (FPS vs the family's standard model)",
         "tab23": "Tab. 2/3: merged presets (speed-up over the original; paper columns are the same ratio)",
         "tab4": "Tab. 4: batch-1 CPU latency through ONNX Runtime / TFLite (change vs the original)",
