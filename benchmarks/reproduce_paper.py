@@ -13,10 +13,10 @@ under ``--out``/measurements, so an interrupted run resumes where it stopped):
    merged for real with random weights (`dsprof.merge.merge_model`), in the same interleaved rounds
    as their original: that is Tab. 2 (MBV2-DS-A..D) and Tab. 3 (MBV2-1.4-DS-A..F).
 2. Tab. 9 -- the depth/width variants of equal FLOPs (MobileNetV2 depths with scaled widths, ResNets
-   with all channels scaled), whole models.
+   with all channels scaled): whole models, and their original blocks for the LUT.
 3. Tab. 4 -- the same presets at batch 1 on the CPU through ONNX Runtime and TFLite (``--cpu-backends``).
-4. A LUT (`dsprof.lut.build_lut`) from the block measurements, and its predicted FPS for every
-   Tab. 1/2/3 model next to the measured FPS (`dsprof.lut.predict_latency`).
+4. A LUT (`dsprof.lut.build_lut`) from the block, stem and head measurements, and its predicted FPS
+   for every model above next to the measured FPS (`dsprof.lut.predict_latency`).
 5. Fig. 1 (block latency, original vs FLOPs-matched dense conv), Fig. 5 (MobileNetV2-1.4 original vs
    merged blocks, with the blocks whose activations DS-A/C/E keep), Fig. 6 (memory of
    MobileNetV2-1.4 before/after DS-E, 16 bits).
@@ -260,27 +260,37 @@ def tab4(runs: dict[tuple[str, str], list[Measurement]], nets: dict[str, Net]) -
 
 
 def lut_table(lut, key: DeviceKey, runs: dict[str, list[Measurement]], nets: dict[str, Net], resolution: int) -> pd.DataFrame:
-    """Predicted vs measured FPS for each Tab. 1 model (original, FLOPs-matched) and each preset.
+    """Predicted vs measured FPS of every model measured: Tab. 1's originals and FLOPs-matched
+    counterparts, the presets, Tab. 9's variants -- predicted two ways (`predict_latency`'s ``rest``):
 
-    The LUT has no stem/head entries, so the part outside the blocks is the measured original
-    minus its measured blocks: the original model's prediction equals its measurement by
-    construction; the other rows are real predictions."""
+    * ``stem+head``: stem, blocks and head, each timed alone, added up: a prediction of a model that
+      was never timed whole;
+    * ``model-blocks``: the measured original model minus its measured blocks stands for the rest,
+      so only the blocks that differ from the original are predicted (the original itself comes out
+      as its measurement, by construction)."""
     rows = []
     for label, records in runs.items():
         net = nets[label]
-        cases = [(label, "original", None, None), (f"{label} dense", "flops_matched", "flops_matched", None)]
+        cases = [(label, "original", None, None)]
+        if by_model(records, "flops_matched"):
+            cases.append((f"{label} dense", "flops_matched", "flops_matched", None))
         cases += [(name, "custom", None, name) for name in net.presets]
         for name, variant, every, plan in cases:
-            measured = by_model(records, variant, plan) if plan else by_model(records, variant)
-            try:
-                pred = predict_latency(net.model, lut, load_preset(plan) if plan else None, device=key,
-                                       options=net.options, resolution=resolution, variant=every, strict=True)
-            except (KeyError, ValueError) as exc:
-                print(f"  ! no prediction for {name}: {exc}", file=sys.stderr)
+            measured = fps(by_model(records, variant, plan) if plan else by_model(records, variant))
+            row = {"model": name, "measured FPS": measured}
+            for rest, column in (("stem+head", "stem+head"), ("model-minus-blocks", "model-blocks")):
+                try:
+                    pred = predict_latency(net.model, lut, load_preset(plan) if plan else None, device=key,
+                                           options=net.options, resolution=resolution, variant=every, strict=True, rest=rest)
+                except (KeyError, ValueError):
+                    row[f"{column} FPS"] = row[f"{column} error"] = math.nan
+                    continue
+                row[f"{column} FPS"], row[f"{column} error"] = pred.fps, pred.fps / measured - 1
+                row["noisy"] = row.get("noisy", False) or bool(pred.blocks["noisy"].any())
+            if math.isnan(row["stem+head FPS"]) and math.isnan(row["model-blocks FPS"]):
+                print(f"  ! no prediction for {name}: the LUT lacks its blocks, stem/head or whole model", file=sys.stderr)
                 continue
-            rows.append({"model": name, "measured FPS": fps(measured), "predicted FPS": pred.fps,
-                         "error": pred.fps / fps(measured) - 1, "by construction": variant == "original",
-                         "noisy": noisy(measured) or bool(pred.blocks["noisy"].any())})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -344,7 +354,7 @@ def main(argv=None) -> int:
     runs9 = {}
     for net in tab9_nets:
         step(f"Tab. 9: {net.label}")
-        runs9[net.label] = run_measure(net, s)
+        runs9[net.label] = run_measure(net, s, variants=("original",))  # blocks too: the LUT predicts these
     # 3. Tab. 4: batch 1 on the CPU through ONNX Runtime / TFLite
     runs4 = {}
     for backend in cpu_backends:
@@ -364,7 +374,7 @@ def main(argv=None) -> int:
     if key is not None:
         lut = build_lut([p for p in sorted(s.measurements.glob("*.jsonl")) if in_context(p, key)])
         lut.save(args.out / "lut.csv")
-        tables["lut"] = lut_table(lut, key, runs1, nets, resolution)
+        tables["lut"] = lut_table(lut, key, {**runs1, **runs9}, {**nets, **{n.label: n for n in tab9_nets}}, resolution)
     for name, table in tables.items():
         if not table.empty:
             atomic_write_text(args.out / "tables" / f"{name}.csv", render(table, "csv"))
@@ -417,7 +427,8 @@ def write_summary(args, tables, records, key, resolution, budget, elapsed) -> st
         "tab9": "Tab. 9: equal-FLOPs depth/width variants (FPS vs the family's standard model)",
         "tab23": "Tab. 2/3: merged presets (speed-up over the original; paper columns are the same ratio)",
         "tab4": "Tab. 4: batch-1 CPU latency through ONNX Runtime / TFLite (change vs the original)",
-        "lut": "LUT: predicted vs measured FPS (the original rows equal the measurement by construction)",
+        "lut": "LUT: predicted vs measured FPS; stem+head: every part timed alone, added up; model-blocks: "
+               "the measured original minus its blocks stands for the rest (the original's own row is its measurement)",
     }
     for name, caption in captions.items():
         table = tables[name]

@@ -199,7 +199,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         lut = LUT.load(args.lut)
         key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
         plan = load_plan(args.plan) if args.plan else None
-        pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict)
+        pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
+                               rest=args.rest)
     except (LUTError, LUTMissError, PlanError, FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
     print(pred)
@@ -430,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default=None, help="pick the LUT context by backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
     p.add_argument("--strict", action="store_true", help="a LUT miss is an error")
+    p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
+                   help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
+                        "original model minus its blocks; auto: the latter where the LUT has the whole model")
     p.add_argument("--measure", action="store_true", help="also merge the model per the plan, measure it end-to-end here and print the error")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

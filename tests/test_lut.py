@@ -236,6 +236,24 @@ def test_prediction_equals_the_hand_sum():
     assert pred.rest_method == "model-minus-blocks"
 
 
+def test_prediction_rest_can_be_chosen():
+    options = {"depths": [1] * 7}
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **options))
+    label = model_label("mobilenet_v2", {"depths": [1] * 7, "resolution": 32})
+    both = _hand_lut(blocks, label, stem_head=True, whole=40e-3)
+    blocks_s = sum((i + 1) * 1e-3 for i in range(7))
+    kw = dict(options=options, resolution=32, strict=True)
+    parts = predict_latency("mobilenet_v2", both, rest="stem+head", **kw)
+    assert parts.rest_method == "stem+head" and parts.total_s == pytest.approx(0.5e-3 + blocks_s, rel=1e-12)
+    auto = predict_latency("mobilenet_v2", both, **kw)  # the measured whole model first
+    assert auto.rest_method == "model-minus-blocks" and auto.total_s == pytest.approx(40e-3, rel=1e-12)
+    assert predict_latency("mobilenet_v2", _hand_lut(blocks, label), **kw).rest_method == "stem+head"
+    with pytest.raises(LUTMissError, match="stem/head entries"):
+        predict_latency("mobilenet_v2", _hand_lut(blocks, label, stem_head=False, whole=40e-3), rest="stem+head", **kw)
+    with pytest.raises(ValueError, match="rest is"):
+        predict_latency("mobilenet_v2", both, rest="sum", **kw)
+
+
 def test_prediction_of_every_block_as_one_variant():
     # Tab. 1's dense counterpart: every block replaced by its FLOPs-matched conv
     options = {"depths": [1] * 7}
@@ -282,7 +300,9 @@ def test_cli_build_lut_and_predict(measured, tmp_path, capsys):
     args = ["predict", "--lut", str(out), "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "coverage 100%" in printed and "0 of 7 blocks merged" in printed
+    assert "coverage 100%" in printed and "0 of 7 blocks merged" in printed and "rest (model-minus-blocks)" in printed
+    assert main(args + ["--rest", "stem+head"]) == 0  # measure timed the stem and head too
+    assert "rest (stem+head)" in capsys.readouterr().out
     assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a 17-block preset on a 7-block model
     assert "17" in capsys.readouterr().err
     assert main(["build-lut", str(tmp_path / "nothing"), "-o", str(out)]) == 2

@@ -61,10 +61,17 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
     assert 0 < r.state_after["process_cpu_share"] < 1.5 and r.state_after["involuntary_switches_per_s"] >= 0
     assert result.path.name == "mobilenet_v2_32px_torch_cpu_fp32_b1.jsonl"
     assert read_measurements(result.path) == result.measurements  # the file reads back to equal records
-    table = result.summary
-    assert len(table) == 18 and table.loc[17, "scope"] == "model"
-    assert table.loc[17, "fps"] == pytest.approx(1 / models[0].stats.median, rel=1e-9)
-    assert table.loc[0, "original_ms"] == pytest.approx(result.measurements[0].stats.median * 1e3, rel=1e-9)
+    table = result.summary  # stem, 17 blocks, head, the model
+    assert len(table) == 20 and list(table.scope[[0, 1, 18, 19]]) == ["stem", "block", "head", "model"]
+    assert table.loc[19, "fps"] == pytest.approx(1 / models[0].stats.median, rel=1e-9)
+    assert table.loc[1, "original_ms"] == pytest.approx(result.measurements[0].stats.median * 1e3, rel=1e-9)
+
+    # Stem and head, timed with the whole models: stem + blocks + head is the model's forward
+    parts = {r.scope: r for r in result.measurements if r.scope in ("stem", "head")}
+    assert parts["stem"].name == parts["head"].name == "mobilenet_v2" and parts["stem"].group == models[0].group
+    assert parts["stem"].input_shape == (1, 3, 32, 32) and parts["head"].input_shape == (1, 320, 1, 1)
+    blocks_macs = sum(r.macs for r in result.measurements if r.scope == "block" and r.variant == "original")
+    assert parts["stem"].macs + blocks_macs + parts["head"].macs == models[0].macs
 
 
 def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
@@ -145,7 +152,7 @@ def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
     after = read_measurements(out)
     assert out.read_text().splitlines()[: len(before)] == before  # nothing measured was lost or rewritten
     keys = [r.workload_key for r in after]
-    assert len(keys) == len(set(keys)) == 17 * 3 + 2  # nothing repeated, nothing missing
+    assert len(keys) == len(set(keys)) == 17 * 3 + 2 + 2  # nothing repeated, nothing missing (+ stem, head)
     assert main(fast) == 0  # a complete file: nothing left to do
     assert read_measurements(out) == after
 
@@ -230,7 +237,8 @@ def test_cli_prints_the_summary(capsys, tmp_path):
     out = capsys.readouterr().out
     assert code == 0
     assert "features.1" in out and "features.2" in out and "model: mobilenet_v2" in out and "FPS" in out
-    assert "8 workloads measured" in out
+    assert "stem: mobilenet_v2" in out and "head: mobilenet_v2" in out
+    assert "10 workloads measured" in out
 
 
 def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
@@ -242,8 +250,10 @@ def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
                  "--plan", "mbv2-ds-a", "--merged-model", str(saved), *FAST_ARGS])
     assert code == 0, capsys.readouterr().err
     records = read_measurements(out)
-    assert [(r.name, r.variant) for r in records] == [("mobilenet_v2", "original"), ("mbv2-ds-a", "custom"), ("ds-b", "custom")]
-    assert len({r.group for r in records}) == 1 and records[1].macs < records[0].macs
+    assert [(r.scope, r.name, r.variant) for r in records] == [
+        ("model", "mobilenet_v2", "original"), ("stem", "mobilenet_v2", "original"), ("head", "mobilenet_v2", "original"),
+        ("model", "mbv2-ds-a", "custom"), ("model", "ds-b", "custom")]
+    assert len({r.group for r in records}) == 1 and records[3].macs < records[0].macs
     assert "model: mbv2-ds-a" in capsys.readouterr().out
 
 

@@ -21,9 +21,9 @@ __all__ = ["Prediction", "predict_latency", "profiled_options"]
 class Prediction:
     """A predicted latency (seconds per batch) with its parts and its coverage.
 
-    ``rest_s`` is everything outside the blocks (stem, head, and what passes between blocks):
-    the measured stem and head when the LUT has them (``rest_method="stem+head"``), else the
-    whole original model minus its blocks, both measured on the device (``"model-minus-blocks"``).
+    ``rest_s`` is everything outside the blocks (stem, head, and what passes between blocks): the
+    whole original model minus its blocks, both measured on the device (``"model-minus-blocks"``),
+    or the stem and head timed alone (``rest_method="stem+head"``).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
     """
 
@@ -71,6 +71,7 @@ def predict_latency(
     resolution: int | None = None,
     strict: bool = False,
     variant: str | None = None,
+    rest: str = "auto",
 ) -> Prediction:
     """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
 
@@ -79,8 +80,13 @@ def predict_latency(
     says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
-    for the paper's Tab. 1 dense counterpart of the whole model.
+    for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the
+    part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
+    original model minus its measured blocks) or ``"auto"``: the latter where the LUT has the whole
+    model, else the former.
     """
+    if rest not in ("auto", "stem+head", "model-minus-blocks"):
+        raise ValueError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise ValueError("give a plan or a variant for every block, not both")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
@@ -138,16 +144,19 @@ def predict_latency(
     table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "noisy"])
 
     stem, head = get(label, "original", "stem"), get(label, "original", "head")
-    if stem is not None and head is not None:
-        rest, method = stem.median_s + head.median_s, "stem+head"
+    whole = get(label, "original", "model")
+    originals = [get(b.spec.to_str(), "original") for b in blocks]
+    # auto: the measured whole model first. It carries what a sum of parts timed alone misses
+    # (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md)
+    if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
+        rest_s, method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
+    elif stem is not None and head is not None and rest != "model-minus-blocks":
+        rest_s, method = stem.median_s + head.median_s, "stem+head"
     else:
-        whole = get(label, "original", "model")
-        originals = [get(b.spec.to_str(), "original") for b in blocks]
-        if whole is not None and all(o is not None for o in originals):
-            rest, method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
-        else:
-            rest, method = 0.0, "missing"
-            missing.append(f"stem/head of {label} (and no whole-model entry with all its blocks)")
+        rest_s, method = 0.0, "missing"
+        wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
+                  "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
+        missing.append(f"{wanted} of {label}")
 
     if missing:
         message = (
@@ -159,7 +168,7 @@ def predict_latency(
             raise LUTMissError(message)
         warnings.warn(message, LUTMissWarning, stacklevel=2)
     found = table["latency_s"].notna()
-    total = rest + float(table.loc[found, "latency_s"].sum())
+    total = rest_s + float(table.loc[found, "latency_s"].sum())
     if total <= 0:
         raise ValueError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
@@ -167,4 +176,4 @@ def predict_latency(
             "quiet machine (see the noisy column) and rebuild the LUT."
         )
     coverage = float(found.mean()) if len(table) else 1.0
-    return Prediction(label, key, total, rest, method, table, coverage, tuple(missing))
+    return Prediction(label, key, total, rest_s, method, table, coverage, tuple(missing))

@@ -14,6 +14,7 @@ from .registry import (
     named_model,
     register_model,
 )
+from .split import ModelSplit, split_model
 from .tracing import eval_forward, first_conv_in_channels
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "BlockSpec",
     "MemoryFootprint",
     "ModelEntry",
+    "ModelSplit",
     "UnsupportedBlock",
     "UnsupportedBlockWarning",
     "count_macs",
@@ -38,6 +40,7 @@ __all__ = [
     "model_entry",
     "named_model",
     "register_model",
+    "split_model",
     "summarize_blocks",
     "trace_input_shapes",
 ]

@@ -24,6 +24,7 @@ from .workloads import (
     linearize,
     model_workload,
     model_workloads,
+    stem_head_workloads,
 )
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "median_relative_halfwidth",
     "model_workload",
     "model_workloads",
+    "stem_head_workloads",
     "paired_speedup",
     "read_measurements",
     "speedups",

@@ -35,7 +35,7 @@ from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
-from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads
+from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads, stem_head_workloads
 
 __all__ = ["CPU_SHARE_WARNING", "SWITCHES_WARNING", "MeasureResult", "default_batch", "measure", "measurement_path"]
 
@@ -306,6 +306,8 @@ def _build_groups(
     if variants and blocks is not None:
         groups += _select_blocks(block_workloads(net, tuple(variants), input_size, find_blocks(net, input_size)), blocks)
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
+    if "original" in model_variants:  # stem and head: a LUT then predicts the model without its measurement
+        model_group += stem_head_workloads(net, label, input_size)
     for extra_name, extra in (extra_models or {}).items():
         model_group.append(model_workload(extra, extra_name, "custom", input_size))
     if model_group:

@@ -33,7 +33,16 @@ import torch
 from torch import nn
 
 from ..merge.fold import fold_batchnorm, set_submodule
-from ..models import Block, BlockSpec, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of
+from ..models import (
+    Block,
+    BlockSpec,
+    count_macs,
+    count_params,
+    find_blocks,
+    first_conv_in_channels,
+    input_size_of,
+    split_model,
+)
 
 __all__ = [
     "BLOCK_VARIANTS",
@@ -48,6 +57,7 @@ __all__ = [
     "linearize",
     "model_workload",
     "model_workloads",
+    "stem_head_workloads",
 ]
 
 BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear")
@@ -60,8 +70,8 @@ MACS_TOLERANCE = 0.05
 class Workload:
     """A module to time and what it is.
 
-    ``scope`` is ``"block"`` or ``"model"``; ``name`` the block's module path (``features.3``) or
-    the model's name; ``spec`` the *original* block's `BlockSpec` (None for a model): together
+    ``scope`` is ``"block"``, ``"model"``, ``"stem"`` or ``"head"``; ``name`` the block's module path
+    (``features.3``) or the model's name; ``spec`` the *original* block's `BlockSpec` (None for a model): together
     with ``variant`` it is the key a latency table uses. ``input_shape`` is (C, H, W) of what is
     timed (without the batch), ``macs`` and ``params`` of the timed module for one image;
     ``channels`` (in, out) of a dense replacement.
@@ -290,3 +300,27 @@ def model_workloads(
             dense = dense_counterpart_model(model, variant, input_size)
             out.append(model_workload(dense, name, variant, input_size, fold=False))
     return out
+
+
+def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int] | None = None) -> list[Workload]:
+    """The original model's stem and head (`dsprof.models.split_model`), BatchNorm folded, as
+    workloads of scope ``stem`` and ``head``; none for an architecture without a known split."""
+    input_size = input_size or input_size_of(model)
+    in_ch = first_conv_in_channels(model)
+    x = torch.zeros(1, in_ch, *input_size)
+    folded = fold_batchnorm(model, x).eval()
+    parts = split_model(folded)
+    if parts is None:
+        return []
+    with torch.no_grad():  # the head's input: the last block's output
+        h = parts.stem(x)
+        for block in find_blocks(folded, input_size):
+            h = block.module(h)
+    c, hh, ww = h.shape[1:]
+    return [
+        Workload("stem", name, "original", parts.stem, (in_ch, *input_size), count_macs(parts.stem, input_size, in_ch),
+                 count_params(parts.stem)),
+        Workload("head", name, "original", parts.head, (c, hh, ww), count_macs(parts.head, (hh, ww), c),
+                 count_params(parts.head)),
+    ]
+
