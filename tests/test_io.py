@@ -25,3 +25,20 @@ def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
         atomic_write_text(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
+
+
+def test_torch_payload_round_trip_and_refusals(tmp_path):
+    import torch
+
+    from dsprof.io import atomic_torch_save, load_torch_payload
+
+    path = atomic_torch_save(tmp_path / "sub" / "x.pt", {"format": "dsprof.test/1", "w": torch.arange(3)})
+    back = load_torch_payload(path, "dsprof.test/1", "test file", "make one")
+    assert torch.equal(back["w"], torch.arange(3)) and sorted(p.name for p in path.parent.iterdir()) == ["x.pt"]
+    with pytest.raises(ValueError, match="is not a other file"):
+        load_torch_payload(path, "dsprof.other/1", "other file", "make one")
+    with pytest.raises(FileNotFoundError, match="does not exist; make one"):
+        load_torch_payload(tmp_path / "none.pt", "dsprof.test/1", "test file", "make one")
+    torch.save({"format": "dsprof.test/1", "f": print}, tmp_path / "code.pt")  # a file that would run code
+    with pytest.raises(Exception, match="(?i)weights.only|unsupported|global"):
+        load_torch_payload(tmp_path / "code.pt", "dsprof.test/1", "test file", "make one")

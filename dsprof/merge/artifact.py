@@ -14,14 +14,13 @@ options (no weights are downloaded), then loads the state dict strictly.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from ..io import atomic_torch_save, load_torch_payload
 from ..models import get_model, input_size_of
 from .model import merge_model, merge_report
 from .plan import Plan
@@ -53,27 +52,12 @@ def save_merged(model: nn.Module, path: str | Path) -> Path:
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_torch_save(path, payload)
 
 
 def load_merged(path: str | Path) -> nn.Module:
     """The merged model saved by `save_merged` (eval mode), without running code from the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"merged model file {path} does not exist; write one with `dsprof merge --out`")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != MERGED_FORMAT:
-        raise ValueError(f"{path} is not a dsprof merged model (no format {MERGED_FORMAT!r})")
+    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")
     if payload.get("version", 0) > MERGED_VERSION:
         raise ValueError(f"{path} was written by a newer dsprof (version {payload['version']})")
     plan = Plan.from_json(payload["plan"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -20,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+
+from ..io import atomic_torch_save, load_torch_payload
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -206,28 +207,13 @@ def predictions(model: nn.Module, loader: DataLoader, device: torch.device | str
 
 def save_training_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     """``torch.save`` of plain values and tensors to ``path``, atomically (temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save({"format": CHECKPOINT_FORMAT, **payload}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_torch_save(path, {"format": CHECKPOINT_FORMAT, **payload})
 
 
 def load_training_checkpoint(path: str | Path) -> dict[str, Any]:
     """A checkpoint written by `save_training_checkpoint` (``weights_only=True``: no code runs)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist; nothing to resume (drop --resume to start afresh)")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a dsprof training checkpoint")
-    return payload
+    return load_torch_payload(path, CHECKPOINT_FORMAT, "dsprof training checkpoint",
+                              "nothing to resume (drop --resume to start afresh)")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
