@@ -1,4 +1,5 @@
 import pickle
+import socket
 
 import pytest
 import torch
@@ -66,7 +67,13 @@ def test_mobilenet_v2_depths_of_paper_table_9(depths, blocks):
     assert len(find_blocks(model)) == blocks
 
 
-def test_pretrained_width_without_published_weights_fails_before_downloading():
+def test_pretrained_width_without_published_weights_fails_before_downloading(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("a test tried to download")
+
+    # Nothing may be fetched: the error must come from the width check, before any download starts
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     with pytest.raises(ValueError, match="mobilenetv2_140"):
         get_model("mobilenet_v2", width=1.4, pretrained=True)
 
