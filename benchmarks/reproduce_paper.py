@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import math
 import sys
 import time
@@ -136,16 +137,17 @@ class Settings:
         return self.out / "measurements"
 
 
+@functools.cache
+def folder_records(folder: Path) -> tuple[Measurement, ...]:
+    """Every record of the measurement files in ``folder``, read once (``--report-only`` measures nothing)."""
+    return tuple(r for path in sorted(folder.glob("*.jsonl")) for r in read_measurements(path))
+
+
 def measured_records(net: Net, s: Settings, backend: str, device: str) -> list[Measurement]:
     """What the measurement folder already holds for ``net`` in this context (``--report-only``)."""
-    out = []
-    for path in sorted(s.measurements.glob("*.jsonl")):
-        for r in read_measurements(path):
-            options = {k: v for k, v in r.model_options.items() if k not in ("resolution", "resolution_w")}
-            if (r.model, options, r.backend, r.device.split(":")[0], r.model_options.get("resolution")) == (
-                    net.model, net.options, backend, device.split(":")[0], s.resolution):
-                out.append(r)
-    return out
+    return [r for r in folder_records(s.measurements)
+            if (r.model, r.build_options, r.backend, r.device.split(":")[0], r.model_options.get("resolution"))
+            == (net.model, net.options, backend, device.split(":")[0], s.resolution)]
 
 
 def merged_presets(net: Net, resolution: int) -> dict[str, torch.nn.Module]:
@@ -271,6 +273,7 @@ def lut_table(lut, key: DeviceKey, runs: dict[str, list[Measurement]], nets: dic
     rows = []
     for label, records in runs.items():
         net = nets[label]
+        module = get_model(net.model, resolution=resolution, **net.options)  # built once for all its predictions
         cases = [(label, "original", None, None)]
         if by_model(records, "flops_matched"):
             cases.append((f"{label} dense", "flops_matched", "flops_matched", None))
@@ -280,8 +283,8 @@ def lut_table(lut, key: DeviceKey, runs: dict[str, list[Measurement]], nets: dic
             row = {"model": name, "measured FPS": measured}
             for rest, column in (("stem+head", "stem+head"), ("model-minus-blocks", "model-blocks")):
                 try:
-                    pred = predict_latency(net.model, lut, load_preset(plan) if plan else None, device=key,
-                                           options=net.options, resolution=resolution, variant=every, strict=True, rest=rest)
+                    pred = predict_latency(module, lut, load_preset(plan) if plan else None, device=key, name=net.model,
+                                           options=net.options, variant=every, strict=True, rest=rest)
                 except (KeyError, ValueError):
                     row[f"{column} FPS"] = row[f"{column} error"] = math.nan
                     continue

@@ -111,32 +111,28 @@ def predict_latency(
             warnings.simplefilter("ignore", LUTMissWarning)
             return lut.lookup(workload, variant, key, scope=scope)
 
+    specs = [b.spec.to_str() for b in blocks]
+    originals = [get(spec, "original") for spec in specs]
     rows, missing = [], []
-    for i, block in enumerate(blocks):
-        spec = block.spec.to_str()
+    for i, (block, spec, original) in enumerate(zip(blocks, specs, originals)):
         if variant is not None:
-            entry = get(spec, variant)
-            if entry is None:
-                missing.append(f"block {spec} [{variant}]")
-            rows.append({"index": i, "block": block.name, "spec": spec, "variant": variant,
-                         "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy)})
-            continue
-        original = get(spec, "original")
-        chosen = "original"
-        if i in linearized:
+            chosen, entry = variant, get(spec, variant)
+        elif i not in linearized:
+            chosen, entry = "original", original
+        else:
             merged = get(spec, "merged")
             if merge_flags is not None:
-                chosen = "merged" if merge_flags[i] else "original"
+                merge = merge_flags[i]
             elif merged is not None and original is not None:
-                chosen = "merged" if merged.median_s < original.median_s else "original"
+                merge = merged.median_s < original.median_s
             else:
-                chosen = "merged"
-        if i in linearized and chosen == "original":
-            # Linearised but not merged: the activation-free block, when the LUT has it.
-            linear = get(spec, "linear")
-            chosen, entry = ("linear", linear) if linear is not None else ("original", original)
-        else:
-            entry = original if chosen == "original" else get(spec, "merged")
+                merge = True
+            if merge:
+                chosen, entry = "merged", merged
+            else:
+                # Linearised but not merged: the activation-free block, when the LUT has it.
+                linear = get(spec, "linear")
+                chosen, entry = ("linear", linear) if linear is not None else ("original", original)
         if entry is None:
             missing.append(f"block {spec} [{chosen}]")
         rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
@@ -145,7 +141,6 @@ def predict_latency(
 
     stem, head = get(label, "original", "stem"), get(label, "original", "head")
     whole = get(label, "original", "model")
-    originals = [get(b.spec.to_str(), "original") for b in blocks]
     # auto: the measured whole model first. It carries what a sum of parts timed alone misses
     # (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md)
     if whole is not None and all(o is not None for o in originals) and rest != "stem+head":

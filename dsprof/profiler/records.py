@@ -37,10 +37,10 @@ class Measurement:
     # what was timed
     model: str
     model_options: dict[str, Any]
-    scope: str  # "block" or "model"
+    scope: str  # "block", "model", or "stem"/"head" (the original model's parts outside its blocks)
     name: str  # block module path (features.3) or model name
-    index: int  # block index in execution order, -1 for a model
-    spec: str | None  # the original block's BlockSpec string; None for a model
+    index: int  # block index in execution order, -1 otherwise
+    spec: str | None  # the original block's BlockSpec string; None otherwise
     variant: str  # original | merged | flops_matched | linear | custom
     input_shape: tuple[int, ...]  # (N, C, H, W) as timed
     macs: int  # of the timed module, one image
@@ -90,6 +90,11 @@ class Measurement:
     @property
     def median_s(self) -> float:
         return self.stats.median
+
+    @property
+    def build_options(self) -> dict[str, Any]:
+        """The model's build options (``width``, ``depths``...): `model_options` without the resolution."""
+        return {k: v for k, v in self.model_options.items() if k not in ("resolution", "resolution_w")}
 
     @property
     def block_spec(self) -> BlockSpec | None:

@@ -71,7 +71,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
         key = DeviceKey.of(r)
         if r.scope != "model" or key not in contexts:
             continue
-        options = {k: v for k, v in r.model_options.items() if k not in ("resolution", "resolution_w")}
+        options = r.build_options
         if r.variant == "custom" and r.name in plans:
             plan = Plan.coerce(plans[r.name])
         elif r.variant == "merged":

@@ -41,7 +41,7 @@ def device_label(record: Measurement) -> str:
 
 def model_title(record: Measurement) -> str:
     """The model a record belongs to: name and its options, e.g. ``mobilenet_v2 (width=1.4) 224px``."""
-    opts = {k: v for k, v in record.model_options.items() if k not in ("resolution", "resolution_w")}
+    opts = record.build_options
     extra = f" ({', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})" if opts else ""
     return f"{record.model}{extra} {record.model_options.get('resolution', '?')}px"
 
