@@ -130,7 +130,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
             compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
             extra_models=extra,
-            blocks=None if args.blocks.lower() == "none" else args.blocks.split(","), timing=timing,
+            blocks=None if args.blocks.lower() == "none" else args.blocks.split(","), spans=args.spans, timing=timing,
             out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
             log=lambda m: print(f"warning: {m}", file=sys.stderr),
         )
@@ -152,9 +152,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
         options["depths"] = [int(d) for d in args.depths.split(",")]
     weights: bool | str = True if args.weights == "pretrained" else (args.weights or False)
     try:
+        spans = _spans_arg(args.spans)
+        latency = _lut_latency(args.lut, args.device_key) if args.lut else None
         outcome = merge_to_file(
             args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
             checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
+            spans=spans, max_span=args.max_span, latency=latency,
         )
     except (PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError) as exc:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
@@ -166,6 +169,35 @@ def cmd_merge(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"wrote {path}")
     return 0
+
+
+def _spans_arg(text: str | None):
+    """``--spans``: None (the plan's), "auto", "none", or ranges like ``1-3,5-8`` (inclusive block indices)."""
+    if text is None or text == "auto":
+        return text
+    if text == "none":
+        return ()
+    try:
+        ranges = [tuple(int(v) for v in part.split("-")) for part in text.split(",")]
+        return tuple((a, b + 1) for a, b in ranges)
+    except ValueError:
+        raise CliError(f"--spans must be auto, none or ranges of block indices like 1-3,5-8; got {text!r}") from None
+
+
+def _lut_latency(path: Path, device_key: str | None):
+    """A (spec, variant) -> seconds lookup in one context of a LUT (None where it has no entry)."""
+    from .lut import LUT
+
+    lut = LUT.load(path)
+    key = lut.resolve(device_key)
+
+    def latency(spec, variant):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            entry = lut.lookup(spec, variant, key)
+        return entry.median_s if entry is not None else None
+
+    return latency
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
@@ -389,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
     p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
+    p.add_argument("--spans", type=int, default=0, metavar="N",
+                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
     p.add_argument("--plan", action="append", default=None, metavar="PLAN",
                    help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
     p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
@@ -416,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan; dsprof.merge.load_merged)")
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
     p.add_argument("--num-classes", type=int, default=None, help="classes of the checkpoint's classifier (default: the model's, 1000)")
+    p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
+                   help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
+                        "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
+    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
+    p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)

@@ -82,8 +82,17 @@ def test_resnets():
     assert basic[2].spec == BlockSpec("basic", 64, 128, 128, 3, 2, "symmetric", True, 56, 56)
 
 
-def test_vgg_has_no_blocks_and_no_warning(recwarn):
-    assert find_blocks(get_model("vgg11", resolution=32)) == []
+def test_vgg_chains_are_runs_of_its_sequential(recwarn):
+    # torchvision's VGG-11 (config "A": 64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M) is one flat
+    # nn.Sequential; the three stages with two 3x3 convolutions are chains (conv-ReLU-conv-ReLU, the last ReLU
+    # kept after the merge); the single-conv stages are no blocks.
+    blocks = find_blocks(get_model("vgg11", resolution=32))
+    assert [b.name for b in blocks] == ["features[6:10]", "features[11:15]", "features[16:20]"]
+    assert [b.spec.kind for b in blocks] == ["chain"] * 3
+    assert [(b.spec.in_channels, b.spec.out_channels, b.spec.merged_kernel) for b in blocks] == [
+        (128, 256, 5), (256, 512, 5), (512, 512, 5)
+    ]
+    assert all(isinstance(b.tail, torch.nn.ReLU) and not b.residual for b in blocks)
     assert not [w for w in recwarn if issubclass(w.category, UnsupportedBlockWarning)]
 
 

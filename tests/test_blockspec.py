@@ -3,11 +3,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsprof.models import BLOCK_KINDS, PADDING_STYLES, BlockSpec
+from dsprof.models.blockspec import ACTIVATION_NAMES, ConvShape
 
 positive = st.integers(min_value=1, max_value=100_000)
-specs = st.builds(
+named_specs = st.builds(
     BlockSpec,
-    kind=st.sampled_from(BLOCK_KINDS),
+    kind=st.sampled_from([k for k in BLOCK_KINDS if k != "chain"]),
     in_channels=positive,
     hidden_channels=positive,
     out_channels=positive,
@@ -17,7 +18,21 @@ specs = st.builds(
     residual=st.booleans(),
     in_h=positive,
     in_w=positive,
+    act=st.none() | st.sampled_from(ACTIVATION_NAMES),
 )
+conv_shapes = st.builds(ConvShape, positive, positive, st.integers(1, 7), st.integers(1, 3), st.integers(1, 4))
+chain_specs = st.builds(
+    lambda convs, padding, res, h, w, act: BlockSpec.from_convs(
+        convs, padding=padding, residual=res > 0, projection=res == 2, in_h=h, in_w=w, act=act
+    ),
+    st.lists(conv_shapes, min_size=2, max_size=5),
+    st.sampled_from(PADDING_STYLES),
+    st.integers(0, 2),
+    positive,
+    positive,
+    st.none() | st.sampled_from(ACTIVATION_NAMES),
+)
+specs = named_specs | chain_specs
 
 
 @given(specs)
@@ -49,6 +64,10 @@ def test_known_string():
         "inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=2,in=112x112)",
         "transformer(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)",
         "inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=reflect,res=0,in=112x112)",
+        "chain(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)",
+        "chain(convs=32x32k1s1g1,pad=symmetric,res=1,in=16x16)",
+        "chain(convs=32x32k1s1g1-32x32k3s1g1,pad=symmetric,res=2,in=16x16)",
+        "inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112,act=tanh)",
         "inverted_residual(cin=0,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)",
     ],
 )
@@ -64,3 +83,35 @@ def test_bad_field_values_are_rejected():
         BlockSpec("conv", -1, 1, 1, 1, 1, "symmetric", False, 1, 1)
     with pytest.raises(ValueError, match="residual"):
         BlockSpec("conv", 1, 1, 1, 1, 1, "symmetric", 1, 1, 1)
+
+
+def test_chain_string_and_named_kinds_from_convs():
+    # MobileNetV2's features.2 read as a chain of convolutions is the named inverted residual kind
+    ir = BlockSpec.from_convs(
+        [ConvShape(16, 96, 1, 1), ConvShape(96, 96, 3, 2, 96), ConvShape(96, 24, 1, 1)],
+        padding="symmetric", residual=False, projection=False, in_h=112, in_w=112,
+    )
+    assert ir.to_str() == "inverted_residual(cin=16,hidden=96,cout=24,k=3,s=2,pad=symmetric,res=0,in=112x112)"
+    assert ir.merged_kernel == 3
+    # a YOLO-style bottleneck (1x1 then 3x3, identity skip, SiLU) is a generic chain
+    yolo = BlockSpec.from_convs(
+        [ConvShape(32, 32, 1, 1), ConvShape(32, 32, 3, 1)],
+        padding="symmetric", residual=True, projection=False, in_h=16, in_w=16, act="silu",
+    )
+    assert yolo.kind == "chain"
+    assert yolo.to_str() == "chain(convs=32x32k1s1g1-32x32k3s1g1,pad=symmetric,res=1,in=16x16,act=silu)"
+    assert BlockSpec.from_str(yolo.to_str()) == yolo
+    # a ResNet basic block merges into a 5x5 convolution: 1 + (3-1) + (3-1)*stride
+    basic = BlockSpec("basic", 64, 128, 128, 3, 2, "symmetric", True, 56, 56)
+    assert basic.merged_kernel == 7 and basic.projection
+    assert BlockSpec("basic", 64, 64, 64, 3, 1, "symmetric", True, 56, 56).merged_kernel == 5
+
+
+def test_default_activation_is_not_written():
+    a = BlockSpec("inverted_residual", 24, 144, 32, 3, 2, "symmetric", False, 112, 112, act="relu6")
+    assert a == BlockSpec("inverted_residual", 24, 144, 32, 3, 2, "symmetric", False, 112, 112)
+    assert "act=" not in a.to_str()
+    b = BlockSpec("inverted_residual", 24, 144, 32, 3, 2, "symmetric", False, 112, 112, act="hardswish")
+    assert b.to_str().endswith(",act=hardswish)")
+    with pytest.raises(ValueError, match="canonical"):
+        BlockSpec.from_str(a.to_str()[:-1] + ",act=relu6)")

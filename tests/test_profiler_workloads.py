@@ -32,7 +32,9 @@ def test_every_variant_has_the_right_shapes_and_flops_matched_macs_within_5_perc
         with torch.no_grad():
             assert tuple(fm.module(torch.zeros(1, *fm.input_shape)).shape) == (1, cout, spec.out_h, spec.out_w)
         assert abs(fm.macs - by["original"].macs) <= 0.05 * by["original"].macs
-        assert by["merged"].macs == spec.kernel**2 * spec.in_channels * spec.out_channels * spec.out_h * spec.out_w
+        # the merged convolution: a basic block's two kxk convolutions compose into 1 + (k-1)(1+stride)
+        k = 1 + (spec.kernel - 1) * (1 + spec.stride) if spec.kind == "basic" else spec.kernel
+        assert by["merged"].macs == k**2 * spec.in_channels * spec.out_channels * spec.out_h * spec.out_w
         assert not any(isinstance(m, nn.BatchNorm2d) for w in group for m in w.module.modules())  # folded
 
 

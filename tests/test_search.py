@@ -133,7 +133,7 @@ def test_fast_clamp_gate_equals_the_generic_form():
         torch.manual_seed(1)  # the classifier's dropout
         out = gated(x)
         out.square().sum().backward()
-        grads.append((out.detach(), gated.gates.scores.grad.clone(), gated.model.features[2].conv[0][0].weight.grad.clone()))
+        grads.append((out.detach(), gated.gates.scores.grad.clone(), gated.model.features[2].block.conv[0][0].weight.grad.clone()))
     for fast, generic in zip(*grads):
         torch.testing.assert_close(fast, generic, rtol=1e-12, atol=1e-12)
 

@@ -22,6 +22,7 @@ from .algebra import (
 )
 from .layers import BorderBias, MergedConv, conv_module
 from .linearize import Linearized
+from .spans import SpanLinearized
 
 __all__ = ["BlockMergeInfo", "folded_chain", "merge_linearized", "linear_reference", "unmerged_form"]
 
@@ -110,6 +111,8 @@ def merge_linearized(
         raise MergeError("the block's input size is unknown; pass input_size=(H, W)")
     param = next(block.parameters())
     dtype, device = param.dtype, param.device
+    if isinstance(block, SpanLinearized):
+        return _merge_span(block, size, dtype, device)
     convs, shortcut = folded_chain(block)
     original = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
     try:
@@ -140,18 +143,42 @@ def merge_linearized(
                 ref = linear_reference(block, x, in_place=True)
                 border_error = float((ref - apply_conv(merged, x)).abs().max() / ref.abs().max())
 
-    linear_macs, h = 0, size
-    for c in original:
-        linear_macs += conv_macs(c, h)
-        h = output_size(c, h)
-    if shortcut is not None:
-        linear_macs += conv_macs(shortcut, size)
+    linear_macs, _ = _linear_macs(original, shortcut, size)
     info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, conv_macs(merged, size), size)
 
     act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
     border = BorderBias(correction.to(dtype)) if corrected else None
     module = MergedConv(conv_module(merged, dtype), act=act, border=border).to(device)
     return module, info
+
+
+def _linear_macs(original: list[LinearConv], shortcut: LinearConv | None, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
+    """MACs of a linearised block as built (original paddings) and its output size."""
+    macs, h = 0, size
+    for c in original:
+        macs += conv_macs(c, h)
+        h = output_size(c, h)
+    if shortcut is not None:
+        macs += conv_macs(shortcut, size)
+    return macs, h
+
+
+def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype, device) -> tuple[MergedConv, BlockMergeInfo]:
+    """A span of padding-in-front blocks: their merged convolutions composed into one (exact, padding in front)."""
+    pieces, linear_macs, h = [], 0, size
+    for b in span.blocks:
+        convs, shortcut = folded_chain(b)
+        piece = replace(compose_all(convs), padding=b.pad.padding)
+        pieces.append(add_residual(piece, shortcut) if b.has_skip else piece)
+        macs, h = _linear_macs([replace(c, padding=p) for c, p in zip(convs, b.inner_padding)], shortcut, h)
+        linear_macs += macs
+    try:
+        merged = compose_all(pieces)
+    except MergeError as exc:
+        raise MergeError(f"span {span.start}..{span.stop - 1}: {exc}") from None
+    info = BlockMergeInfo(merged, True, False, None, linear_macs, conv_macs(merged, size), size)
+    act = None if isinstance(span.act, nn.Identity) else copy.deepcopy(span.act)
+    return MergedConv(conv_module(merged, dtype), act=act).to(device), info
 
 
 def _shift_bias(first: LinearConv, second: LinearConv) -> tuple[LinearConv, LinearConv]:

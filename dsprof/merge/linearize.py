@@ -33,10 +33,10 @@ import copy
 import torch
 from torch import nn
 
-from ..models import find_blocks, input_size_of
+from ..models import Block, discover_blocks, find_blocks, input_size_of, replace_block
 from .algebra import LinearConv, MergeError, Padding, compose_all, conv_from_module
-from .fold import set_submodule
 from .layers import ZeroPad
+from .spans import build_span, span_runs
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]
 
@@ -54,6 +54,8 @@ def make_activation(name: str | None) -> nn.Module | None:
 
 
 class Linearized(nn.Module):
+    dsprof_leaf = True  # an opaque leaf for block discovery: a linearised block is not found again
+
     """A block without the activations inside it: ``act(body(pad(x)) + shortcut(x))``.
 
     ``body`` holds only convolutions and BatchNorms; ``pad`` is the padding moved in front
@@ -94,59 +96,6 @@ class Linearized(nn.Module):
         return self.act(y)
 
 
-def _is_identity(m: nn.Module | None) -> bool:
-    return m is None or isinstance(m, nn.Identity)
-
-
-def _check_linear_extras(block: nn.Module) -> None:
-    """Refuse timm blocks whose extra stages are not removable activations."""
-    se = getattr(block, "se", None)
-    if not _is_identity(se):
-        raise MergeError(
-            f"{type(block).__name__} has squeeze-excitation ({type(se).__name__}): its sigmoid gate multiplies the "
-            "features by an input-dependent factor, so the block stays non-linear and cannot merge; keep its "
-            "activations (1) in the plan"
-        )
-    if not _is_identity(getattr(block, "aa", None)):
-        raise MergeError("anti-aliasing (blur) pooling inside the block is not a convolution dsprof can merge")
-    if getattr(block, "conv_s2d", None) is not None:
-        raise MergeError("space-to-depth stems inside the block are not supported by the merge")
-
-
-def _block_parts(block: nn.Module) -> tuple[list[tuple[nn.Conv2d, nn.Module | None]], nn.Module | None, nn.Module | None]:
-    """(conv, BatchNorm) pairs in execution order, the shortcut (None: no skip; Identity; downsample), and
-    the activation that follows the block's output (kept), for the block types `find_blocks` knows."""
-    kind = type(block).__name__
-    if kind == "InvertedResidual" and hasattr(block, "conv") and isinstance(block.conv, nn.Sequential):  # torchvision
-        layers: list[tuple[nn.Conv2d, nn.Module | None]] = []
-        for child in block.conv:
-            if isinstance(child, nn.Sequential):  # Conv2dNormActivation: conv, norm, activation
-                layers.append((child[0], child[1] if len(child) > 1 else None))
-            elif isinstance(child, nn.Conv2d):
-                layers.append((child, None))
-            elif isinstance(child, nn.BatchNorm2d) and layers and layers[-1][1] is None:
-                layers[-1] = (layers[-1][0], child)
-            else:
-                raise MergeError(f"unexpected {type(child).__name__} in torchvision InvertedResidual")
-        return layers, (nn.Identity() if block.use_res_connect else None), None
-    if kind == "InvertedResidual":  # timm
-        _check_linear_extras(block)
-        layers = [(block.conv_pw, block.bn1), (block.conv_dw, block.bn2), (block.conv_pwl, block.bn3)]
-        tail = getattr(block.bn3, "act", None)
-        return layers, (nn.Identity() if block.has_skip else None), (None if _is_identity(tail) else tail)
-    if kind == "DepthwiseSeparableConv":  # timm
-        _check_linear_extras(block)
-        tail = getattr(block.bn2, "act", None)
-        layers = [(block.conv_dw, block.bn1), (block.conv_pw, block.bn2)]
-        return layers, (nn.Identity() if block.has_skip else None), (None if _is_identity(tail) else tail)
-    if kind in ("Bottleneck", "BasicBlock"):  # torchvision ResNet
-        n = 3 if kind == "Bottleneck" else 2
-        layers = [(getattr(block, f"conv{i}"), getattr(block, f"bn{i}")) for i in range(1, n + 1)]
-        shortcut = block.downsample if block.downsample is not None else nn.Identity()
-        return layers, shortcut, block.relu
-    raise MergeError(f"{kind} is not a block type the merge knows (inverted residual, depthwise-separable, ResNet)")
-
-
 def _unpadded(conv: nn.Conv2d) -> nn.Conv2d:
     """A plain nn.Conv2d with ``conv``'s weights and no padding."""
     new = nn.Conv2d(
@@ -166,58 +115,72 @@ def _linear_bn(bn: nn.Module) -> nn.Module:
     return bn
 
 
-def _padding_chain(convs: list[nn.Conv2d]) -> LinearConv:
-    """Composite of the convolutions' geometry only (1-channel zero weights): its padding, kernel, stride."""
+def _padding_chain(convs: list[nn.Conv2d], paddings: list[Padding] | None = None) -> LinearConv:
+    """Composite of the convolutions' geometry only (1-channel zero weights): its padding, kernel, stride.
+    ``paddings`` overrides each convolution's own padding (an unpadded copy's original one)."""
     shapes = []
-    for conv in convs:
+    for i, conv in enumerate(convs):
         c = conv_from_module(conv)
         shapes.append(
             LinearConv(torch.zeros(1, 1, *c.kernel_size, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
-                       c.stride, c.padding, c.dilation, 1)
+                       c.stride, paddings[i] if paddings is not None else c.padding, c.dilation, 1)
         )
     return compose_all(shapes)
 
 
 def linearize_block(
-    block: nn.Module,
+    block: Block | nn.Module,
     *,
     border: str = "in_front",
     free_activation: str | None = "relu6",
     index: int = 0,
-    spec: str = "",
-    input_size: tuple[int, int] = (0, 0),
+    input_size: tuple[int, int] | None = None,
 ) -> Linearized:
-    """The `Linearized` form of one block (a copy: ``block`` is untouched).
+    """The `Linearized` form of one discovered block (a copy: the model is untouched).
 
-    ``input_size`` is the block's input (H, W), used by the merge for border corrections.
+    Reads the block record: its convolutions with their BatchNorms (activations dropped), its skip
+    connection, and the activation after its output (kept; the plan's free activation where there is none).
+    A module that is one block as a whole is discovered first (``input_size``: its input (H, W)).
     """
+    if not isinstance(block, Block):
+        found = discover_blocks(block, input_size or (8, 8))
+        whole = [b for b in found.blocks if b.name == ""]
+        if not whole:
+            why = "; ".join(r.reason for r in found.refusals) or "dsprof blocks lists what it finds"
+            raise MergeError(f"{type(block).__name__} is not one block as a whole: {why}")
+        block = whole[0]
     if border not in BORDER_MODES:
         raise ValueError(f"border must be one of {BORDER_MODES}, got {border!r}")
-    layers, shortcut, tail = _block_parts(block)
-    convs = [conv for conv, _ in layers]
+    convs = [u.conv for u in block.units]
     for conv in convs:
         conv_from_module(conv)  # refuses non-zero padding modes with a message
     inner_padding = [conv_from_module(conv).padding for conv in convs]
     modules: list[nn.Module] = []
-    for conv, bn in layers:
-        modules.append(_unpadded(conv) if border == "in_front" else copy.deepcopy(conv))
-        if bn is not None:
-            modules.append(_linear_bn(bn))
+    for unit in block.units:
+        modules.append(_unpadded(unit.conv) if border == "in_front" else copy.deepcopy(unit.conv))
+        if unit.norm is not None:
+            modules.append(_linear_bn(unit.norm))
     pad = None
     if border == "in_front":
         chain = _padding_chain(convs)
         pad = ZeroPad(chain.padding, chain.kernel_size, chain.stride, chain.dilation)
-    act = copy.deepcopy(tail) if tail is not None else make_activation(free_activation)
+    shortcut: nn.Module | None = None
+    if block.shortcut is not None:
+        shortcut = nn.Sequential(*copy.deepcopy(list(block.shortcut))) if block.shortcut else nn.Identity()
+        if isinstance(shortcut, nn.Sequential) and len(shortcut) == 1:
+            shortcut = shortcut[0]
+    act = copy.deepcopy(block.tail) if block.tail is not None else make_activation(free_activation)
+    spec = block.spec
     return Linearized(
         nn.Sequential(*modules),
         pad=pad,
-        shortcut=copy.deepcopy(shortcut) if shortcut is not None else None,
+        shortcut=shortcut,
         act=act,
         border=border,
         index=index,
-        spec=spec,
+        spec=spec.to_str(),
         inner_padding=inner_padding,
-        input_size=input_size,
+        input_size=(spec.in_h, spec.in_w),
     )
 
 
@@ -237,21 +200,26 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)
     plan.check_blocks(len(blocks))
+    linear: dict[int, Linearized] = {}
     for i, (block, keep) in enumerate(zip(blocks, plan.keep)):
         if keep:
             continue
         try:
-            lin = linearize_block(
-                block.module,
-                border=plan.border,
-                free_activation=plan.free_activation,
-                index=i,
-                spec=block.spec.to_str(),
-                input_size=(block.spec.in_h, block.spec.in_w),
-            )
+            linear[i] = linearize_block(block, border=plan.border, free_activation=plan.free_activation, index=i)
         except MergeError as exc:
             raise MergeError(f"block {i} ({block.name}): {exc}") from None
-        set_submodule(target, block.name, lin)
+    interior = set()
+    for start, stop in plan.spans or ():
+        runs = span_runs(blocks[start:stop], plan.keep[start:stop])
+        if runs != [list(range(stop - start))]:
+            raise MergeError(
+                f"blocks {start}..{stop - 1} cannot merge as one span: each must be linearised, follow the previous one, "
+                "have no activation after its output (but the last), symmetric padding and no skip but the identity"
+            )
+        linear[start] = build_span([linear[i] for i in range(start, stop)], start, stop)
+        interior.update(range(start + 1, stop))
+    for i, lin in linear.items():
+        replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
     target.dsprof_plan = plan.to_json()
     return target
 

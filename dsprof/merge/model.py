@@ -11,11 +11,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..models import count_macs, count_params, find_blocks, input_size_of, memory_footprint
+from ..models import block_module, count_macs, count_params, find_blocks, input_size_of, memory_footprint
 from .algebra import MergeError
 from .block import BlockMergeInfo, merge_linearized, unmerged_form
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
+from .spans import SpanLinearized
 from .plan import Plan, PlanError
 
 __all__ = ["BlockDecision", "MergeReport", "Savings", "merge_model", "merge_report", "cost_table"]
@@ -100,7 +101,7 @@ def merge_model(
     """
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
-    if any(isinstance(m, Linearized) for m in model.modules()):
+    if any(isinstance(m, (Linearized, SpanLinearized)) for m in model.modules()):
         stored = getattr(model, "dsprof_plan", None)
         if stored is not None and Plan.from_json(stored).keep != plan.keep:
             raise PlanError("the model was linearised with a different plan (its 'keep' list differs)")
@@ -108,8 +109,11 @@ def merge_model(
     else:
         target = linearize_model(model, plan, input_size=size)
     target.eval()
-    linear = {m.index: (name, m) for name, m in target.named_modules() if isinstance(m, Linearized)}
-    if sorted(linear) != plan.linearized:
+    found = [(name, m) for name, m in target.named_modules() if isinstance(m, (Linearized, SpanLinearized))]
+    spans = [name for name, m in found if isinstance(m, SpanLinearized)]
+    linear = {m.index: (name, m) for name, m in found if not any(name.startswith(f"{s}.") for s in spans)}
+    interior = {i: start for start, stop in plan.spans or () for i in range(start + 1, stop)}
+    if sorted(linear) != [i for i in plan.linearized if i not in interior]:
         raise PlanError(f"the model's linearised blocks {sorted(linear)} are not the plan's {plan.linearized}")
     kept_names = iter(b.name for b in find_blocks(target, size))
 
@@ -121,13 +125,21 @@ def merge_model(
             decisions.append(BlockDecision(index, name, "", True, False, "activations kept"))
             merge_flags.append(False)
             continue
+        if index in interior:
+            start = interior[index]
+            decisions.append(BlockDecision(index, linear[start][0], "", False, True, f"merged into the span starting at block {start}"))
+            merge_flags.append(True)
+            continue
         name, block = linear[index]
         try:
             module, info = merge_linearized(block)
         except MergeError as exc:
             raise MergeError(f"block {index} ({name}): {exc}") from None
         saving = None
-        if plan.merge is not None:
+        if isinstance(block, SpanLinearized):  # planned where it pays: always merged
+            do = True
+            reason = f"span of blocks {block.start}..{block.stop - 1}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M"
+        elif plan.merge is not None:
             do, reason = plan.merge[index], "replayed from the plan"
         elif savings is not None:
             saving = _saving(savings, name, block.spec)
@@ -186,7 +198,7 @@ def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, in
     rows = []
     for block, decision in zip(blocks, report.decisions):
         spec = block.spec
-        after = merged.get_submodule(block.name)
+        after = block_module(merged, block.name)
         shape = (spec.in_channels, spec.in_h, spec.in_w)
         mem_before = memory_footprint(block.module, shape, spec.residual)
         mem_after = memory_footprint(after, shape, spec.residual and not decision.merged)

@@ -39,6 +39,7 @@ class Plan:
     name: str | None = None
     source: str | None = None
     search: dict[str, Any] | None = None  # what `dsprof search` found: scores, ranking, weights (plain JSON)
+    spans: tuple[tuple[int, int], ...] | None = None  # [start, stop) block ranges merged as one conv each
 
     def __post_init__(self) -> None:
         try:
@@ -61,6 +62,16 @@ class Plan:
                 raise PlanError("'merge' marks a block whose activations are kept; only blocks with keep 0 can merge")
             object.__setattr__(self, "merge", merge)
         object.__setattr__(self, "options", dict(self.options))
+        if self.spans is not None:
+            spans = tuple(tuple(int(v) for v in span) for span in self.spans)
+            last = 0
+            for span in spans:
+                if len(span) != 2 or not last <= span[0] < span[1] - 1 or span[1] > len(keep):
+                    raise PlanError(f"'spans' must be sorted, non-overlapping [start, stop) ranges of 2+ blocks, got {list(self.spans)}")
+                if any(keep[i] for i in range(*span)):
+                    raise PlanError(f"span {list(span)} includes a block whose activations are kept")
+                last = span[1]
+            object.__setattr__(self, "spans", spans or None)
 
     @property
     def linearized(self) -> list[int]:
@@ -87,6 +98,7 @@ class Plan:
         data = {"format": PLAN_FORMAT, "version": PLAN_VERSION, **asdict(self)}
         data["keep"] = list(self.keep)
         data["merge"] = list(self.merge) if self.merge is not None else None
+        data["spans"] = [list(s) for s in self.spans] if self.spans is not None else None
         return data
 
     def to_json(self) -> str:
@@ -115,6 +127,8 @@ class Plan:
         fields["keep"] = tuple(fields["keep"])
         if fields.get("merge") is not None:
             fields["merge"] = tuple(fields["merge"])
+        if fields.get("spans") is not None:
+            fields["spans"] = tuple(tuple(s) for s in fields["spans"])
         return cls(**fields)
 
     @classmethod

@@ -14,6 +14,7 @@ from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
 from .plan import Plan, PlanError
+from .spans import Latency, plan_spans
 
 __all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
 
@@ -45,12 +46,18 @@ def merge_to_file(
     onnx: str | Path | None = None,
     savings: Savings | None = None,
     num_classes: int | None = None,
+    spans: str | tuple[tuple[int, int], ...] | None = None,
+    max_span: int = 4,
+    latency: Latency | None = None,
 ) -> MergeOutcome:
     """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
+    ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays
+    (``latency`` from a LUT, else MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges,
+    or None for the plan's own.
     """
     plan = Plan.coerce(plan)
     options = dict(options or {})
@@ -65,6 +72,10 @@ def merge_to_file(
         )
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    if spans == "auto":
+        plan = plan_spans(model, plan, max_len=max_span, latency=latency)
+    elif spans is not None:
+        plan = replace(plan, spans=tuple(spans), merge=None)
     source: nn.Module = model
     if checkpoint is not None:
         linear = linearize_model(model, plan)

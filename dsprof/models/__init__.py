@@ -2,6 +2,7 @@
 
 from . import zoo as _zoo  # noqa: F401  (registers the models)
 from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks, trace_input_shapes
+from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block
 from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
 from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
 from .registry import (
@@ -21,6 +22,14 @@ __all__ = [
     "BLOCK_KINDS",
     "PADDING_STYLES",
     "Block",
+    "Discovery",
+    "GraphTraceError",
+    "Refusal",
+    "Unit",
+    "block_module",
+    "discover_blocks",
+    "register_leaf_module",
+    "replace_block",
     "BlockSpec",
     "MemoryFootprint",
     "ModelEntry",

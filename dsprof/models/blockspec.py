@@ -3,9 +3,17 @@
 The string form is the key that measurement files and latency tables use, so it must be
 stable and parse back exactly: ``BlockSpec.from_str(spec.to_str()) == spec``.
 
-Example::
+Examples::
 
     inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)
+    inverted_residual(cin=40,hidden=240,cout=80,k=3,s=2,pad=symmetric,res=0,in=28x28,act=hardswish)
+    chain(convs=32x64k1s1g1-64x64k3s1g1,pad=symmetric,res=1,in=16x16,act=silu)
+
+The four named kinds keep the form they had before generic chains existed (so existing measurement
+files and LUTs stay valid); ``,act=NAME`` is appended only when the block's removable activation is
+not the kind's usual one (ReLU6 for the mobile kinds, ReLU for the ResNet kinds and chains). A
+``chain`` lists every convolution as ``{cin}x{cout}k{kernel}s{stride}g{groups}`` joined by ``-``;
+its ``res`` is ``0`` (no skip), ``1`` (identity skip) or ``proj`` (a 1x1 projection on the skip).
 """
 
 from __future__ import annotations
@@ -13,22 +21,79 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
-__all__ = ["BlockSpec", "BLOCK_KINDS", "PADDING_STYLES"]
+__all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]
 
 #: Block kinds dsprof knows. ``inverted_residual`` is pw-dw-pw (MobileNetV2, EfficientNet);
 #: ``depthwise_separable`` is dw-pw (the expansion-1 block); ``bottleneck`` and ``basic`` are
-#: the ResNet blocks; ``conv`` is one plain convolution (a dense replacement, or a VGG layer).
-BLOCK_KINDS = ("inverted_residual", "depthwise_separable", "bottleneck", "basic", "conv")
+#: the ResNet blocks; ``chain`` is any other chain of convolutions found in a traced graph;
+#: ``conv`` is one plain convolution (a dense replacement).
+BLOCK_KINDS = ("inverted_residual", "depthwise_separable", "bottleneck", "basic", "chain", "conv")
 
 #: ``symmetric``: k//2 zeros on every side (PyTorch convention). ``tf_same``: TensorFlow 'SAME',
 #: which pads asymmetrically (more at the bottom/right) when the stride does not divide evenly.
 PADDING_STYLES = ("symmetric", "tf_same")
 
-_PATTERN = re.compile(
+#: The removable activations a block may have ("none": the block is linear already).
+ACTIVATION_NAMES = ("relu", "relu6", "hardswish", "silu", "gelu", "leaky_relu", "hardtanh", "none")
+_DEFAULT_ACT = {"inverted_residual": "relu6", "depthwise_separable": "relu6", "conv": "relu6"}  # others: relu
+
+_NAMED = re.compile(
     r"^(?P<kind>[a-z_]+)\(cin=(?P<in_channels>\d+),hidden=(?P<hidden_channels>\d+),"
     r"cout=(?P<out_channels>\d+),k=(?P<kernel>\d+),s=(?P<stride>\d+),pad=(?P<padding>[a-z_]+),"
-    r"res=(?P<residual>[01]),in=(?P<in_h>\d+)x(?P<in_w>\d+)\)$"
+    r"res=(?P<residual>[01]),in=(?P<in_h>\d+)x(?P<in_w>\d+)(?:,act=(?P<act>[a-z0-9_]+))?\)$"
 )
+_CHAIN = re.compile(
+    r"^chain\(convs=(?P<convs>[0-9xksg-]+),pad=(?P<padding>[a-z_]+),res=(?P<res>0|1|proj),"
+    r"in=(?P<in_h>\d+)x(?P<in_w>\d+)(?:,act=(?P<act>[a-z0-9_]+))?\)$"
+)
+_CONV = re.compile(r"^(\d+)x(\d+)k(\d+)s(\d+)g(\d+)$")
+
+
+def _int(raw: str, text: str) -> int:
+    if raw != str(int(raw)):  # one spec has exactly one string: no leading zeros
+        raise ValueError(f"not a canonical BlockSpec string (leading zero in {raw!r}): {text!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """One convolution of a block: channels in and out, square kernel, stride and groups."""
+
+    cin: int
+    cout: int
+    kernel: int
+    stride: int
+    groups: int = 1
+
+    def to_str(self) -> str:
+        return f"{self.cin}x{self.cout}k{self.kernel}s{self.stride}g{self.groups}"
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.cin == self.cout
+
+    @property
+    def pointwise(self) -> bool:
+        return self.kernel == 1 and self.stride == 1 and self.groups == 1
+
+
+def classify_convs(convs: tuple[ConvShape, ...], residual: bool, projection: bool) -> str:
+    """The block kind of a chain of convolutions with its skip connection (see `BLOCK_KINDS`)."""
+    c = convs
+    identity = residual and not projection
+    if len(c) == 3 and c[0].pointwise and c[1].depthwise and c[2].pointwise and not projection:
+        return "inverted_residual"
+    if len(c) == 2 and c[0].depthwise and c[1].pointwise and not projection:
+        return "depthwise_separable"
+    if residual and all(x.groups == 1 for x in c):
+        # ResNet: a projection exactly where the shape changes (torchvision's downsample rule)
+        changes = c[0].cin != c[-1].cout or any(x.stride > 1 for x in c)
+        if projection == changes or identity and not changes:
+            if len(c) == 3 and c[0].kernel == 1 and c[2].pointwise and c[1].cin == c[1].cout and c[0].stride == 1:
+                return "bottleneck"
+            if len(c) == 2 and c[0].kernel == c[1].kernel > 1 and c[1].stride == 1:
+                return "basic"
+    return "chain"
 
 
 @dataclass(frozen=True)
@@ -37,8 +102,12 @@ class BlockSpec:
 
     ``hidden_channels`` is the width inside the block (the expanded width of an inverted
     residual block, the bottleneck width of a ResNet block, ``in_channels`` for a depthwise-
-    separable block, ``out_channels`` for a plain conv). ``kernel`` is the spatial kernel of
-    the block's main (depthwise or 3x3) convolution; ``in_h``/``in_w`` the block's input size.
+    separable block, ``out_channels`` for a plain conv, the first convolution's output for a chain).
+    ``kernel`` is the spatial kernel of the block's main (depthwise or 3x3) convolution -- the largest
+    one of a chain; ``stride`` the block's total stride; ``in_h``/``in_w`` the block's input size.
+    ``convs`` lists every convolution (derived for the named kinds, given for a ``chain``);
+    ``projection`` is True when the skip connection has a convolution; ``act`` names the removable
+    activation (None: the kind's usual one).
     """
 
     kind: str
@@ -51,6 +120,9 @@ class BlockSpec:
     residual: bool
     in_h: int
     in_w: int
+    act: str | None = None
+    convs: tuple[ConvShape, ...] = ()
+    projection: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
@@ -65,6 +137,70 @@ class BlockSpec:
                 raise ValueError(f"BlockSpec.{f} must be a positive int, got {value!r}")
         if not isinstance(self.residual, bool):
             raise ValueError(f"BlockSpec.residual must be a bool, got {self.residual!r}")
+        if self.act is not None and self.act not in ACTIVATION_NAMES:
+            raise ValueError(f"unknown activation {self.act!r}; known: {', '.join(ACTIVATION_NAMES)}")
+        if self.act == _DEFAULT_ACT.get(self.kind, "relu"):
+            object.__setattr__(self, "act", None)  # one spec, one string
+        if self.kind == "chain":
+            self._check_chain()
+        else:
+            object.__setattr__(self, "convs", self._derived_convs())
+            if self.kind not in ("bottleneck", "basic"):
+                object.__setattr__(self, "projection", False)
+            else:  # torchvision's rule: a projection exactly where the shape changes
+                object.__setattr__(self, "projection", self.in_channels != self.out_channels or self.stride > 1)
+
+    def _derived_convs(self) -> tuple[ConvShape, ...]:
+        cin, hid, cout, k, s = self.in_channels, self.hidden_channels, self.out_channels, self.kernel, self.stride
+        if self.kind == "inverted_residual":
+            return (ConvShape(cin, hid, 1, 1), ConvShape(hid, hid, k, s, hid), ConvShape(hid, cout, 1, 1))
+        if self.kind == "depthwise_separable":
+            return (ConvShape(cin, cin, k, s, cin), ConvShape(cin, cout, 1, 1))
+        if self.kind == "bottleneck":
+            return (ConvShape(cin, hid, 1, 1), ConvShape(hid, hid, k, s), ConvShape(hid, cout, 1, 1))
+        if self.kind == "basic":
+            return (ConvShape(cin, hid, k, s), ConvShape(hid, cout, k, 1))
+        return (ConvShape(cin, cout, k, s),)
+
+    def _check_chain(self) -> None:
+        convs = tuple(self.convs)
+        if len(convs) < 2 or not all(isinstance(c, ConvShape) for c in convs):
+            raise ValueError("a chain BlockSpec needs two or more ConvShape convs; use BlockSpec.from_convs")
+        object.__setattr__(self, "convs", convs)
+        derived = _summary(convs)
+        got = (self.in_channels, self.hidden_channels, self.out_channels, self.kernel, self.stride)
+        if got != derived:
+            raise ValueError(f"chain summary {got} does not match its convs {derived}; use BlockSpec.from_convs")
+        if self.projection and not self.residual:
+            raise ValueError("a projection needs a skip connection (residual=True)")
+
+    @classmethod
+    def from_convs(
+        cls,
+        convs: tuple[ConvShape, ...] | list[ConvShape],
+        *,
+        padding: str,
+        residual: bool,
+        projection: bool,
+        in_h: int,
+        in_w: int,
+        act: str | None = None,
+    ) -> "BlockSpec":
+        """The spec of a chain of convolutions, classified into its kind (named kinds keep their form)."""
+        convs = tuple(convs)
+        kind = classify_convs(convs, residual, projection)
+        cin, hidden, cout, kernel, stride = _summary(convs)
+        if kind == "inverted_residual":
+            hidden, kernel = convs[1].cin, convs[1].kernel
+        elif kind == "depthwise_separable":
+            hidden, kernel = convs[0].cin, convs[0].kernel
+        elif kind == "bottleneck":
+            hidden, kernel = convs[1].cin, convs[1].kernel
+        elif kind == "basic":
+            hidden, kernel = convs[0].cout, convs[0].kernel
+        if kind != "chain":
+            return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act)
+        return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act, convs, projection)
 
     @property
     def out_h(self) -> int:
@@ -76,12 +212,26 @@ class BlockSpec:
         """Output width: ceil(in / stride)."""
         return -(-self.in_w // self.stride)
 
+    @property
+    def merged_kernel(self) -> int:
+        """Kernel of the one convolution the block merges into: 1 + sum((k_i - 1) * stride before i)."""
+        k, step = 1, 1
+        for c in self.convs:
+            k += (c.kernel - 1) * step
+            step *= c.stride
+        return k
+
     def to_str(self) -> str:
         """The canonical string form (the key of measurement files and latency tables)."""
+        act = f",act={self.act}" if self.act is not None else ""
+        if self.kind == "chain":
+            res = "proj" if self.projection else str(int(self.residual))
+            convs = "-".join(c.to_str() for c in self.convs)
+            return f"chain(convs={convs},pad={self.padding},res={res},in={self.in_h}x{self.in_w}{act})"
         return (
             f"{self.kind}(cin={self.in_channels},hidden={self.hidden_channels},"
             f"cout={self.out_channels},k={self.kernel},s={self.stride},pad={self.padding},"
-            f"res={int(self.residual)},in={self.in_h}x{self.in_w})"
+            f"res={int(self.residual)},in={self.in_h}x{self.in_w}{act})"
         )
 
     __str__ = to_str
@@ -89,23 +239,47 @@ class BlockSpec:
     @classmethod
     def from_str(cls, text: str) -> "BlockSpec":
         """Parse the canonical string form; anything else is an error that shows the form."""
-        match = _PATTERN.match(text.strip())
-        if match is None:
-            raise ValueError(
-                f"not a BlockSpec string: {text!r}; expected e.g. "
-                "'inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)'"
+        text = text.strip()
+        chain = _CHAIN.match(text)
+        if chain is not None:
+            convs = []
+            for part in chain["convs"].split("-"):
+                m = _CONV.match(part)
+                if m is None:
+                    raise ValueError(f"not a chain convolution {part!r} (expected e.g. 32x64k3s1g1) in {text!r}")
+                convs.append(ConvShape(*(_int(v, text) for v in m.groups())))
+            res = chain["res"]
+            spec = cls.from_convs(
+                convs, padding=chain["padding"], residual=res != "0", projection=res == "proj",
+                in_h=_int(chain["in_h"], text), in_w=_int(chain["in_w"], text), act=chain["act"],
             )
-        values = match.groupdict()
-        kwargs: dict[str, object] = {}
-        for f in fields(cls):
-            raw = values[f.name]
-            if f.name in ("kind", "padding"):
-                kwargs[f.name] = raw
-            elif f.name == "residual":
-                kwargs[f.name] = raw == "1"
-            else:
-                # Reject leading zeros so that one spec has exactly one string.
-                if raw != str(int(raw)):
-                    raise ValueError(f"not a canonical BlockSpec string (leading zero in {f.name}): {text!r}")
-                kwargs[f.name] = int(raw)
-        return cls(**kwargs)  # type: ignore[arg-type]
+        else:
+            match = _NAMED.match(text)
+            if match is None:
+                raise ValueError(
+                    f"not a BlockSpec string: {text!r}; expected e.g. "
+                    "'inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)'"
+                )
+            values = match.groupdict()
+            kwargs: dict[str, object] = {}
+            for f in fields(cls):
+                raw = values.get(f.name)
+                if f.name in ("kind", "padding", "act"):
+                    kwargs[f.name] = raw
+                elif f.name == "residual":
+                    kwargs[f.name] = raw == "1"
+                elif raw is not None:
+                    kwargs[f.name] = _int(raw, text)
+            spec = cls(**kwargs)  # type: ignore[arg-type]
+        if spec.to_str() != text:
+            raise ValueError(f"not a canonical BlockSpec string: {text!r} (canonical: {spec.to_str()!r})")
+        return spec
+
+
+def _summary(convs: tuple[ConvShape, ...]) -> tuple[int, int, int, int, int]:
+    """(in, hidden, out, kernel, stride) of a chain: hidden is the first conv's output, kernel the
+    largest, stride the product."""
+    stride = 1
+    for c in convs:
+        stride *= c.stride
+    return convs[0].cin, convs[0].cout, convs[-1].cout, max(c.kernel for c in convs), stride

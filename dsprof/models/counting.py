@@ -118,7 +118,10 @@ def summarize_blocks(
     rows = []
     for block in blocks:
         spec = block.spec
-        macs = sum(per_module.get(f"{prefix}.{block.name}", {}).values()) // 2
+        if "[" in block.name:  # a run of a Sequential's children is no module of the model: count it alone
+            macs = count_macs(block.module, (spec.in_h, spec.in_w), spec.in_channels)
+        else:
+            macs = sum(per_module.get(f"{prefix}.{block.name}", {}).values()) // 2
         memory = memory_footprint(
             block.module, (spec.in_channels, spec.in_h, spec.in_w), spec.residual, bytes_per_value
         )

@@ -1,4 +1,4 @@
-"""The models of the paper, registered by name (see `dsprof.models.list_models`).
+"""The models of the paper and a few more, registered by name (see `dsprof.models.list_models`).
 
 torchvision supplies MobileNetV2 (any width, any number of blocks per stage), ResNet and VGG;
 timm supplies EfficientNet-Lite0..4 (``efficientnet_lite*`` with PyTorch padding and
@@ -130,3 +130,16 @@ for _i, _res in enumerate((224, 240, 260, 280, 300)):
 
 _register_timm("mobilenetv2_100", 224, "MobileNetV2-1.0 (timm definition and weights)")
 _register_timm("mobilenetv2_140", 224, "MobileNetV2-1.4 (timm definition and weights)")
+
+# Beyond the paper: networks whose blocks dsprof finds in the traced graph (docs/any-cnn.md).
+for _name, _desc in (
+    ("mnasnet0_5", "MnasNet-0.5 (torchvision)"),
+    ("mnasnet1_0", "MnasNet-1.0 (torchvision)"),
+    ("mobilenet_v3_small", "MobileNetV3-Small (torchvision; squeeze-excitation blocks stay)"),
+    ("mobilenet_v3_large", "MobileNetV3-Large (torchvision; squeeze-excitation blocks stay)"),
+    ("shufflenet_v2_x1_0", "ShuffleNetV2 1.0x (torchvision; each branch is a block)"),
+):
+    _register_torchvision(_name, _desc)
+_register_timm("mnasnet_100", 224, "MnasNet-B1 1.0 (timm)")
+_register_timm("fbnetc_100", 224, "FBNet-C 1.0 (timm)")
+_register_timm("efficientnet_b0", 224, "EfficientNet-B0 (timm; all blocks have squeeze-excitation: none merge)")

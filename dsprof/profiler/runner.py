@@ -35,7 +35,16 @@ from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
-from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads, stem_head_workloads
+from .workloads import (
+    BLOCK_VARIANTS,
+    MODEL_VARIANTS,
+    Workload,
+    block_workloads,
+    model_workload,
+    model_workloads,
+    span_workloads,
+    stem_head_workloads,
+)
 
 __all__ = ["CPU_SHARE_WARNING", "SWITCHES_WARNING", "MeasureResult", "default_batch", "measure", "measurement_path"]
 
@@ -149,6 +158,7 @@ def measure(
     variants: Sequence[str] = ("original", "merged", "flops_matched"),
     model_variants: Sequence[str] = ("original", "flops_matched"),
     blocks: str | Sequence[str] | None = "*",
+    spans: int = 0,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
     resume: bool = False,
@@ -163,7 +173,8 @@ def measure(
     ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
     ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
     variant ``custom``, named by their keys. ``blocks`` is an fnmatch pattern (or several) of block
-    names to time, None for none; ``model_variants=()`` skips the whole model. ``batch`` defaults
+    names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
+    many consecutive blocks merges into (`dsprof.merge.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
     to 1 on the CPU and 128 on CUDA. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured.
@@ -172,7 +183,7 @@ def measure(
     settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     try:
         return _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
-                        model_variants, blocks, timing, out, resume, overwrite, progress, clock, log)
+                        model_variants, blocks, timing, out, resume, overwrite, progress, clock, log, spans)
     finally:
         torch.set_num_threads(saved_threads)
 
@@ -195,6 +206,7 @@ def _measure(
     progress: bool,
     clock: Clock,
     log: Callable[[str], None] | None,
+    spans: int = 0,
 ) -> MeasureResult:
     backend, device, dtype, channels_last, threads, compile = (
         settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile
@@ -232,7 +244,7 @@ def _measure(
     timed_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size)
+        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size, spans)
     finally:
         torch.set_num_threads(timed_threads)
     existing = _open_output(path, resume, overwrite)  # after the workloads: a bad --blocks leaves no file behind
@@ -301,10 +313,13 @@ def _build_groups(
     blocks: str | Sequence[str] | None,
     extra_models: Mapping[str, nn.Module] | None,
     input_size: tuple[int, int],
+    spans: int = 0,
 ) -> list[list[Workload]]:
     groups: list[list[Workload]] = []
     if variants and blocks is not None:
         groups += _select_blocks(block_workloads(net, tuple(variants), input_size, find_blocks(net, input_size)), blocks)
+    if spans > 1:
+        groups += [[w] for w in span_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
     if "original" in model_variants:  # stem and head: a LUT then predicts the model without its measurement
         model_group += stem_head_workloads(net, label, input_size)

@@ -36,6 +36,8 @@ from ..merge.fold import fold_batchnorm, set_submodule
 from ..models import (
     Block,
     BlockSpec,
+    block_module,
+    replace_block,
     count_macs,
     count_params,
     find_blocks,
@@ -57,6 +59,7 @@ __all__ = [
     "linearize",
     "model_workload",
     "model_workloads",
+    "span_workloads",
     "stem_head_workloads",
 ]
 
@@ -170,7 +173,7 @@ def block_workloads(
     groups = []
     for index, block in enumerate(blocks):
         spec = block.spec
-        original = folded.get_submodule(block.name)
+        original = block_module(folded, block.name)
         in_shape = (spec.in_channels, spec.in_h, spec.in_w)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = []
@@ -181,11 +184,12 @@ def block_workloads(
             elif variant == "linear":
                 module, shape = linearize(original), in_shape
             else:
-                if variant == "merged":
-                    cin, cout = spec.in_channels, spec.out_channels
-                else:
+                if variant == "merged":  # what the merge produces: the chain's composite kernel
+                    cin, cout, kernel = spec.in_channels, spec.out_channels, spec.merged_kernel
+                else:  # paper Tab. 1: the block's own kernel, channels scaled to its MACs
                     cin, cout = flops_matched_channels(spec, block_macs)
-                module = dense_conv(cin, cout, spec.kernel, spec.stride, spec.padding, (spec.in_h, spec.in_w))
+                    kernel = spec.kernel
+                module = dense_conv(cin, cout, kernel, spec.stride, spec.padding, (spec.in_h, spec.in_w))
                 shape, channels = (cin, spec.in_h, spec.in_w), (cin, cout)
             module = module.eval()
             macs = count_macs(module, shape[1:], shape[0])
@@ -228,11 +232,17 @@ def dense_counterpart_model(
         dense = copy.deepcopy(folded)
         for block, (cin, cout) in zip(blocks, channels(scale)):
             s = block.spec
-            set_submodule(dense, block.name, dense_conv(cin, cout, s.kernel, s.stride, s.padding, (s.in_h, s.in_w)))
+            kernel = s.merged_kernel if scale is None else s.kernel
+            replace_block(dense, block.name, dense_conv(cin, cout, kernel, s.stride, s.padding, (s.in_h, s.in_w)))
         return dense.eval()
 
     if variant == "merged":
         return build(None)
+    if any(a.spec.out_channels != b.spec.in_channels for a, b in zip(blocks, blocks[1:])):
+        raise ValueError(
+            "a FLOPs-matched whole model scales the channels from block to block, so it needs blocks that follow one "
+            "another (this model's blocks do not chain: branches or refused blocks sit between them)"
+        )
     target = count_macs(folded, input_size, in_ch)
     # MACs outside the blocks (stem, head) stay; the blocks' dense MACs are plain arithmetic.
     outside = target - sum(count_macs(b.module, (b.spec.in_h, b.spec.in_w), b.spec.in_channels) for b in blocks)
@@ -312,10 +322,10 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
     parts = split_model(folded)
     if parts is None:
         return []
-    with torch.no_grad():  # the head's input: the last block's output
+    with torch.no_grad():  # the head's input: the last block's output (split_model checked they chain)
         h = parts.stem(x)
         for block in find_blocks(folded, input_size):
-            h = block.module(h)
+            h = block_module(folded, block.name)(h)
     c, hh, ww = h.shape[1:]
     return [
         Workload("stem", name, "original", parts.stem, (in_ch, *input_size), count_macs(parts.stem, input_size, in_ch),
@@ -324,3 +334,29 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
                  count_params(parts.head)),
     ]
 
+
+
+def span_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] | None = None) -> list[Workload]:
+    """The dense convolution (+ ReLU6, as every merged variant) that each span of 2..``max_len`` consecutive blocks
+    merges into (`dsprof.merge.spans`), as ``merged`` block workloads keyed by the convolution's ``conv`` spec
+    and named ``first+last``; one per distinct spec."""
+    from ..merge.spans import span_runs, span_spec  # local: merge imports the models this module imports
+
+    input_size = input_size or input_size_of(model)
+    blocks = find_blocks(model, input_size)
+    out, seen = [], set()
+    for run in span_runs(blocks, (0,) * len(blocks)):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_len) + 1):
+                specs = [blocks[i].spec for i in run[a:b]]
+                spec = span_spec(specs)
+                if spec in seen:
+                    continue
+                seen.add(spec)
+                module = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
+                                    (spec.in_h, spec.in_w)).eval()
+                shape = (spec.in_channels, spec.in_h, spec.in_w)
+                name = f"{blocks[run[a]].name}+{blocks[run[b - 1]].name}"
+                out.append(Workload("block", name, "merged", module, shape, count_macs(module, shape[1:], shape[0]),
+                                    count_params(module), spec, -1, (spec.in_channels, spec.out_channels)))
+    return out

@@ -16,7 +16,7 @@ import pandas as pd
 from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
 from ..lut.schema import DeviceKey
-from ..models import find_blocks, get_model, memory_footprint
+from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.records import Measurement, read_measurements
 from . import plots
 from .tables import block_table, device_label, latest_records, lut_validation_table, profiling_table, render, variant_table
@@ -50,7 +50,7 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
         shape = (spec.in_channels, spec.in_h, spec.in_w)
         before = memory_footprint(block.module, shape, spec.residual)
         now_merged = decisions[i].merged
-        module = merged.get_submodule(block.name)
+        module = block_module(merged, block.name)
         after = memory_footprint(module, shape, residual=spec.residual and not now_merged)
         rows.append({"index": i, "block": block.name, "merged": now_merged,
                      "weight_bytes_before": before.weight_bytes, "weight_bytes_after": after.weight_bytes,

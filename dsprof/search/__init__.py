@@ -8,7 +8,7 @@ weighted decay), `data` (ImageFolder, digits), `training` (processes, loaders, e
 from .baselines import LayerPruneDecision, layer_prune, random_keep
 from .build import build_model, replace_classifier
 from .data import DataSplits, digits, image_folder, load_data
-from .gates import ActivationGates, GatedActivation, GatedModel, GatedResNetBlock, gate_model, resolve_k, ungate
+from .gates import ActivationGates, GatedActivation, GatedBlock, GatedModel, gate_model, resolve_k, ungate
 from .objective import BlockWeights, block_weights, latency_penalty, lut_savings, mac_savings
 from .run import FinetuneResult, SearchResult, TrainConfig, finetune, search
 
@@ -18,8 +18,8 @@ __all__ = [
     "DataSplits",
     "FinetuneResult",
     "GatedActivation",
+    "GatedBlock",
     "GatedModel",
-    "GatedResNetBlock",
     "LayerPruneDecision",
     "SearchResult",
     "TrainConfig",

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..merge.fold import set_submodule
-from ..models import find_blocks, input_size_of
+
+from ..models import find_blocks, input_size_of, replace_block
 from .gates import resolve_k
 
 __all__ = ["LayerPruneDecision", "layer_prune", "random_keep"]
@@ -52,7 +52,7 @@ def layer_prune(
             continue
         s = block.spec
         if s.stride == 1 and s.in_channels == s.out_channels:
-            set_submodule(target, block.name, nn.Identity())
+            replace_block(target, block.name, nn.Identity())
             decisions.append(LayerPruneDecision(i, block.name, True, "dropped (identity)"))
         else:
             decisions.append(

@@ -19,10 +19,9 @@ import math
 import torch
 from torch import nn
 
-from ..merge.fold import set_submodule
-from ..models import find_blocks, input_size_of
+from ..models import Block, find_blocks, input_size_of, replace_block
 
-__all__ = ["ActivationGates", "GatedActivation", "GatedModel", "GatedResNetBlock", "gate_model", "resolve_k", "ungate"]
+__all__ = ["ActivationGates", "GatedActivation", "GatedBlock", "GatedModel", "gate_model", "resolve_k", "ungate"]
 
 
 def resolve_k(keep: int | float, n_blocks: int) -> int:
@@ -145,22 +144,43 @@ class GatedActivation(nn.Module):
         return torch.lerp(x, self.act(x), mask[self.index].to(x.dtype))
 
 
-class GatedResNetBlock(nn.Module):
-    """A torchvision ResNet block whose inner ReLUs are gated; the ReLU after the addition stays."""
+class GatedBlock(nn.Module):
+    """A discovered block run from its record with its removable activations gated.
 
-    def __init__(self, block: nn.Module, gates: ActivationGates, index: int) -> None:
+    The block's own module is kept (``block``) so that `ungate` puts it back; its convolutions and
+    BatchNorms are the same modules (trained in place). Works for any block `find_blocks` reports --
+    module or functional activations, one activation module used twice (ResNet's ``relu``), timm's
+    BatchNorm with a fused activation -- because nothing here reads the block's class.
+    """
+
+    dsprof_leaf = True
+
+    def __init__(self, record: Block, gates: ActivationGates, index: int) -> None:
         super().__init__()
-        self.block = block
-        self.gate = GatedActivation(_not_inplace(copy.deepcopy(block.relu)), gates, index)
+        self.block = record.module
+        self.name = record.name
+        self._units = list(record.units)  # plain list: the modules are registered once, under `block`
+        self._shortcut = list(record.shortcut) if record.shortcut else []
+        self.has_skip = record.shortcut is not None
+        self._tail = [record.tail]
+        self.gated = nn.ModuleList(
+            GatedActivation(_not_inplace(copy.deepcopy(u.act)), gates, index) if u.act is not None else nn.Identity()
+            for u in record.units
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b = self.block
-        out = self.gate(b.bn1(b.conv1(x)))
-        out = b.bn2(b.conv2(out))
-        if hasattr(b, "conv3"):
-            out = b.bn3(b.conv3(self.gate(out)))
-        identity = b.downsample(x) if b.downsample is not None else x
-        return b.relu(out + identity)
+        h = x
+        for unit, gate in zip(self._units, self.gated):
+            h = unit.conv(h)
+            if unit.norm is not None:  # a fused activation (timm BatchNormAct2d) is the gate's or the tail's
+                h = nn.BatchNorm2d.forward(unit.norm, h) if hasattr(unit.norm, "act") else unit.norm(h)
+            h = gate(h)
+        if self.has_skip:
+            s = x
+            for m in self._shortcut:
+                s = m(s)
+            h = h + s
+        return self._tail[0](h) if self._tail[0] is not None else h
 
 
 class GatedModel(nn.Module):
@@ -183,22 +203,6 @@ def _not_inplace(act: nn.Module) -> nn.Module:
     if getattr(act, "inplace", False):
         act.inplace = False  # the gate needs the activation's input as well as its output
     return act
-
-
-def _gate_points(block: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(qualified name inside the block, activation module) of the activations that merging removes."""
-    kind = type(block).__name__
-    if kind == "InvertedResidual" and isinstance(getattr(block, "conv", None), nn.Sequential):  # torchvision
-        points = []
-        for i, child in enumerate(block.conv):
-            if isinstance(child, nn.Sequential) and len(child) > 2:  # Conv2dNormActivation: conv, norm, act
-                points.append((f"conv.{i}.2", child[2]))
-        return points
-    if kind == "InvertedResidual":  # timm: bn1.act (pw) and bn2.act (dw); bn3's is after the block
-        return [(f"{bn}.act", getattr(block, bn).act) for bn in ("bn1", "bn2") if hasattr(getattr(block, bn), "act")]
-    if kind == "DepthwiseSeparableConv":  # timm: bn1.act (dw)
-        return [("bn1.act", block.bn1.act)] if hasattr(block.bn1, "act") else []
-    raise ValueError(f"cannot gate the activations of a {kind} block")
 
 
 def gate_model(
@@ -224,14 +228,7 @@ def gate_model(
         )
     gates = ActivationGates([b.name for b in blocks], resolve_k(keep, len(blocks)), init)
     for index, block in enumerate(blocks):
-        if type(block.module).__name__ in ("Bottleneck", "BasicBlock"):
-            set_submodule(target, block.name, GatedResNetBlock(block.module, gates, index))
-            continue
-        points = _gate_points(block.module)
-        if not points:
-            raise ValueError(f"block {index} ({block.name}) has no activation to gate")
-        for name, act in points:
-            set_submodule(block.module, name, GatedActivation(_not_inplace(act), gates, index))
+        replace_block(target, block.name, GatedBlock(block, gates, index))
     gated = GatedModel(target, gates)
     if hasattr(model, "dsprof_input_size"):
         gated.dsprof_input_size = tuple(size)
@@ -241,10 +238,6 @@ def gate_model(
 def ungate(gated: GatedModel) -> nn.Module:
     """A copy of the inner model with the original activations and blocks back (state dict as the original's)."""
     model = copy.deepcopy(gated.model)
-    for name, module in list(model.named_modules()):
-        if isinstance(module, GatedResNetBlock):
-            set_submodule(model, name, module.block)
-    for name, module in list(model.named_modules()):
-        if isinstance(module, GatedActivation):
-            set_submodule(model, name, module.act)
+    for module in [m for m in model.modules() if isinstance(m, GatedBlock)]:
+        replace_block(model, module.name, module.block)
     return model

@@ -59,7 +59,7 @@ def mac_savings(model: nn.Module, input_size: tuple[int, int] | None = None) -> 
     savings = []
     for i, b in enumerate(blocks):
         spec = b.spec
-        lin = linearize_block(b.module, index=i, spec=spec.to_str(), input_size=(spec.in_h, spec.in_w))
+        lin = linearize_block(b, index=i)
         _, info = merge_linearized(lin)
         original = count_macs(b.module, (spec.in_h, spec.in_w), spec.in_channels)
         savings.append(float(original - info.merged_macs))

@@ -1,0 +1,198 @@
+"""Span merge: consecutive linearised blocks with no activation between them become one convolution.
+
+When a plan linearises blocks i..j-1 that follow one another (each block's output is the next one's
+only input) and nothing non-linear separates them -- no activation after a block's output, no free
+activation between them -- the whole span is one linear map, and one convolution computes it: kernel
+``1 + sum((k_b - 1) * stride before b)``, stride the product, the channels of the span's ends (the
+LayerMerge idea, applied to DepthShrinker's merged blocks). Identity skip connections inside the span
+fold in on the way, as they do for single blocks.
+
+The fine-tuned form is *padding in front of the span* (`SpanLinearized`): the input is padded once by the
+span's composite padding and every block runs unpadded, its skip connection reading the centre crop of
+its input. The merged convolution computes exactly that, for every input size.
+
+A span is planned (`plan_spans`) where it pays: by a latency callable (from a LUT that timed span
+workloads, `dsprof measure --spans N`) or else by MACs, choosing the cheapest partition of each run of
+consecutive linear blocks (dynamic programming over the run).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..models import Block, BlockSpec, find_blocks, input_size_of
+from .algebra import LinearConv, MergeError, compose_all
+from .layers import ZeroPad
+
+__all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
+
+#: (spec, variant) -> seconds, or None when not measured. A span is keyed by its ``span_spec`` and variant "merged".
+Latency = Callable[[BlockSpec, str], "float | None"]
+
+
+class SpanLinearized(nn.Module):
+    """Linearised blocks ``start..stop-1`` run as one: ``act(B_n(...B_1(pad(x))))`` with every block unpadded.
+
+    ``blocks`` are `Linearized` blocks in the padding-in-front form (their own ``pad`` and ``act`` unused);
+    an identity skip adds the centre crop of the block's (padded) input.
+    """
+
+    dsprof_leaf = True
+
+    def __init__(self, blocks: list[nn.Module], pad: ZeroPad, act: nn.Module | None, start: int, stop: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.pad = pad
+        self.act = act if act is not None else nn.Identity()
+        self.start, self.stop = start, stop
+        self.index = start
+        self.border = "in_front"
+        self.spec = " + ".join(b.spec for b in blocks)
+        self.input_size = blocks[0].input_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pad(x)
+        for b in self.blocks:
+            y = b.body(h)
+            if b.has_skip:
+                top, bottom, left, right = b.pad.padding
+                y = y + b.shortcut(h[..., top : h.shape[-2] - bottom, left : h.shape[-1] - right])
+            h = y
+        return self.act(h)
+
+
+def _adjacent(a: Block, b: Block) -> bool:
+    return a.output_node == b.input_node
+
+
+def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
+    """Maximal runs of >= 2 consecutive linearised blocks that could merge as one span.
+
+    A block ends a run when it keeps its activations, has an activation after its output (its tail),
+    uses TF 'SAME' padding, or has a skip connection that is not the identity at stride 1. (The plan's free
+    activation is not run inside a span: asking for a span is asking for none there.)
+    """
+
+    def spannable(i: int) -> bool:
+        b = blocks[i]
+        if keep[i] or b.spec.padding != "symmetric":
+            return False
+        if b.shortcut is not None and (b.shortcut != () or b.spec.stride != 1):
+            return False
+        return True
+
+    runs, run = [], []
+    for i in range(len(blocks)):
+        ok = spannable(i)
+        if ok and run and _adjacent(blocks[run[-1]], blocks[i]) and blocks[run[-1]].tail is None:
+            run.append(i)
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = [i] if ok else []
+    if len(run) >= 2:
+        runs.append(run)
+    return runs
+
+
+def span_spec(specs: list[BlockSpec]) -> BlockSpec:
+    """The one dense convolution a span of blocks merges into, as a ``conv`` spec (its LUT key)."""
+    kernel, step = 1, 1
+    for s in specs:
+        kernel += (s.merged_kernel - 1) * step
+        step *= s.stride
+    first, last = specs[0], specs[-1]
+    return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
+                     False, first.in_h, first.in_w)
+
+
+def span_macs(specs: list[BlockSpec]) -> int:
+    """MACs of the merged span convolution for one image."""
+    s = span_spec(specs)
+    return s.kernel * s.kernel * s.in_channels * s.out_channels * s.out_h * s.out_w
+
+
+def _merged_macs(spec: BlockSpec) -> int:
+    k = spec.merged_kernel
+    return k * k * spec.in_channels * spec.out_channels * spec.out_h * spec.out_w
+
+
+def plan_spans(
+    model: nn.Module,
+    plan,
+    *,
+    max_len: int = 4,
+    latency: Latency | None = None,
+    input_size: tuple[int, int] | None = None,
+):
+    """The plan with ``spans`` chosen where merging a span pays (no activation runs inside a span).
+
+    Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
+    blocks so that the total cost is lowest: seconds from ``latency`` when it knows every piece (the
+    span's dense convolution and each block's, both under variant "merged"), else MACs.
+    """
+    from .plan import Plan
+
+    plan = Plan.coerce(plan)
+    blocks = find_blocks(model, input_size or input_size_of(model))
+    plan.check_blocks(len(blocks))
+    runs = span_runs(blocks, plan.keep)
+    spans: list[tuple[int, int]] = []
+    for run in runs:
+        specs = [blocks[i].spec for i in run]
+
+        def cost(a: int, b: int) -> float:
+            piece = specs[a:b]
+            if latency is not None:
+                got = latency(span_spec(piece) if len(piece) > 1 else piece[0], "merged")
+                if got is not None:
+                    return float(got)
+            return float(span_macs(piece) if len(piece) > 1 else _merged_macs(piece[0]))
+
+        n = len(specs)
+        best = [0.0] + [float("inf")] * n
+        cut = [0] * (n + 1)
+        for j in range(1, n + 1):
+            for i in range(max(0, j - max_len), j):
+                c = best[i] + cost(i, j)
+                if c < best[j]:
+                    best[j], cut[j] = c, i
+        j = n
+        while j > 0:
+            i = cut[j]
+            if j - i >= 2:
+                spans.append((run[i], run[j - 1] + 1))
+            j = i
+    return replace(plan, spans=tuple(sorted(spans)), merge=None)
+
+
+def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:
+    """One `SpanLinearized` from the padding-in-front `Linearized` blocks start..stop-1 (copies).
+
+    No activation runs inside the span; after it, the last block's (its tail, or the plan's free activation).
+    """
+    from .linearize import _padding_chain  # local: linearize imports this module
+
+    for b in linearized:
+        if getattr(b, "border", None) != "in_front":
+            raise MergeError("a span is built from linearised blocks in the padding-in-front form (border 'in_front')")
+    convs = [m for b in linearized for m in b.body if isinstance(m, nn.Conv2d)]
+    chain = _padding_chain(convs, paddings=[p for b in linearized for p in b.inner_padding])
+    pad = ZeroPad(chain.padding, chain.kernel_size, chain.stride, chain.dilation)
+    last_act = linearized[-1].act
+    act = None if isinstance(last_act, nn.Identity) else copy.deepcopy(last_act)
+    return SpanLinearized([copy.deepcopy(b) for b in linearized], pad, act, start, stop)
+
+
+def span_conv(span: SpanLinearized, block_conv: Callable[[nn.Module], LinearConv]) -> LinearConv:
+    """The merged convolution of a span: the blocks' merged convolutions composed (padding in front)."""
+    merged = compose_all([block_conv(b) for b in span.blocks])
+    if merged.padding != span.pad.padding:
+        raise MergeError(f"span padding {merged.padding} differs from its front padding {span.pad.padding}")
+    return merged
+

@@ -1,0 +1,74 @@
+"""Span merge: consecutive linear blocks merged into one convolution, exactly (padding in front of the span)."""
+
+import pytest
+import torch
+from torch import nn
+
+from dsprof.merge import Plan, PlanError, linearize_model, merge_model, merge_report
+from dsprof.merge.spans import SpanLinearized, plan_spans, span_runs, span_spec
+from dsprof.models import find_blocks, get_model
+
+
+def _random_bn(model: nn.Module, seed: int = 0) -> nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():  # default statistics hide bias and border bugs
+        if isinstance(m, nn.BatchNorm2d):
+            for t, lo, hi in ((m.running_mean, -1, 1), (m.running_var, 0.5, 2), (m.weight.data, 0.5, 1.5), (m.bias.data, -0.5, 0.5)):
+                t.copy_(torch.rand(t.shape, generator=g, dtype=t.dtype) * (hi - lo) + lo)
+    return model
+
+
+@pytest.mark.parametrize("spans", [((1, 3),), ((2, 4), (4, 7)), ((1, 5),)])
+@pytest.mark.parametrize("size", [31, 32])
+def test_span_merge_is_exact_at_odd_and_even_sizes_with_strides_1_and_2(spans, size):
+    # MobileNetV2 at width 0.5: block 1 (features.2) has stride 2, blocks 2 and 4..6 identity skips at stride 1
+    model = _random_bn(get_model("mobilenet_v2", width=0.5, resolution=size).double().eval())
+    plan = Plan("mobilenet_v2", (1,) + (0,) * 16, {"width": 0.5}, free_activation=None, spans=spans)
+    linear = linearize_model(model, plan).eval()
+    assert sum(isinstance(m, SpanLinearized) for m in linear.modules()) == len(spans)
+    merged = merge_model(linear, plan).eval()
+    x = torch.randn(2, 3, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, got = linear(x), merged(x)
+    assert (got - want).abs().max() <= 1e-9 * want.abs().max()
+    report = merge_report(merged)
+    for start, stop in spans:
+        convs = [m for m in merged.get_submodule(f"features.{start + 1}").modules() if isinstance(m, nn.Conv2d)]
+        assert len(convs) == 1  # the whole span is one convolution
+        specs = [b.spec for b in find_blocks(model)[start:stop]]
+        # kernel 1 + sum((k_b - 1) * stride before b), stride the product, channels of the span's ends
+        k, step = 1, 1
+        for s in specs:
+            k, step = k + (s.kernel - 1) * step, step * s.stride
+        assert convs[0].kernel_size == (k, k) and convs[0].stride == (step, step)
+        assert (convs[0].in_channels, convs[0].out_channels) == (specs[0].in_channels, specs[-1].out_channels)
+        assert all(report.decisions[i].merged for i in range(start, stop))
+
+
+def test_spans_are_refused_where_something_separates_the_blocks():
+    model = get_model("mobilenet_v2", width=0.5, resolution=32)
+    with pytest.raises(PlanError, match="kept"):
+        Plan("mobilenet_v2", (1, 1) + (0,) * 15, {"width": 0.5}, spans=((1, 3),))
+    with pytest.raises(PlanError, match="non-overlapping"):
+        Plan("mobilenet_v2", (0,) * 17, {"width": 0.5}, spans=((1, 3), (2, 4)))
+    # ResNet basic blocks end with a ReLU after the addition: nothing spans
+    resnet = find_blocks(get_model("resnet18", width=0.5, resolution=32))
+    assert span_runs(resnet, (0,) * len(resnet)) == []
+    blocks = find_blocks(model)
+    assert span_runs(blocks, (0,) * 17) == [list(range(17))]
+    assert span_runs(blocks, (0, 0, 1) + (0,) * 14) == [[0, 1], list(range(3, 17))]
+
+
+def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
+    model = get_model("mobilenet_v2", resolution=64)
+    plan = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16, free_activation=None), max_len=3)
+    blocks = find_blocks(model)
+    for start, stop in plan.spans:
+        specs = [b.spec for b in blocks[start:stop]]
+        single = sum(s.merged_kernel**2 * s.in_channels * s.out_channels * s.out_h * s.out_w for s in specs)
+        span = span_spec(specs)
+        assert span.kernel**2 * span.in_channels * span.out_channels * span.out_h * span.out_w < single
+    # with a latency table that says every span costs nothing, the longest spans allowed are taken
+    free = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16), max_len=4,
+                      latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)  # a span is keyed by a conv spec
+    assert free.spans == ((1, 5), (5, 9), (9, 13), (13, 17))
