@@ -41,7 +41,7 @@ class ModelEntry:
 
     def options(self) -> list[str]:
         """Keyword options the builder accepts (besides resolution and pretrained)."""
-        return [p for p in inspect.signature(self.builder).parameters if p != "pretrained"]
+        return [p for p in inspect.signature(self.builder).parameters if p not in ("pretrained", "resolution")]
 
 
 def register_model(
@@ -97,12 +97,14 @@ def get_model(
             f"its options are: {', '.join(entry.options()) or 'none'}"
         )
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
-    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
-    if local_file is not None:
-        load_checkpoint(model, local_file)
     size = resolution or entry.default_resolution
     if size < 8:
         raise ValueError(f"resolution must be at least 8 pixels, got {size}")
+    if "resolution" in inspect.signature(entry.builder).parameters:  # builders that shape the model by it
+        options = {**options, "resolution": size}
+    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
+    if local_file is not None:
+        load_checkpoint(model, local_file)
     setattr(model, _INPUT_SIZE_ATTR, (size, size))
     return model.eval()
 
