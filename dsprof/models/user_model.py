@@ -98,7 +98,7 @@ def _call(path: Path, name: str, factory: Callable[..., object], resolution: int
         raise ModelFileError(f"{path}:{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())}) raised "
                              f"{exc.__class__.__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
-        raise ModelFileError(f"{path}:{name} returned a {type(model).__name__}, not a torch.nn.Module")
+        raise ModelFileError(f"{path}:{name} returned an object of type {type(model).__name__}, not a torch.nn.Module")
     return model
 
 
