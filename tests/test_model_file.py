@@ -157,3 +157,10 @@ def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path):
         register_model_file(f"{clash}:build")
     with pytest.raises(ModelFileError, match="no published weights"):
         get_model(label, pretrained=True)
+
+
+def test_an_unregistered_file_model_name_says_how_to_register_it():
+    from dsprof.models import model_entry
+
+    with pytest.raises(KeyError, match="--model-file PATH.py:FACTORY"):
+        model_entry("file:never_registered:build")

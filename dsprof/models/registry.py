@@ -68,6 +68,11 @@ def model_entry(name: str) -> ModelEntry:
     try:
         return _REGISTRY[name]
     except KeyError:
+        if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
+            raise KeyError(
+                f"model {name!r} is a user's model from a file; pass --model-file PATH.py:FACTORY "
+                "(or call dsprof.models.user_model.register_model_file) first"
+            ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
         raise KeyError(
             f"unknown model {name!r}. Known models: {', '.join(close)}. "
