@@ -57,7 +57,7 @@ def _import_file(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ModelFileError(f"cannot import {path} as Python; give a .py file")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pickling-free introspection look the module up here
+    sys.modules[module_name] = module  # dataclasses (and typing) in the user's file look their module up here
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
@@ -79,12 +79,16 @@ def _factory(spec: str) -> tuple[Path, str, Callable[..., object]]:
     return path, name, factory
 
 
+def _parameters(factory: Callable[..., object]) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a builtin or C extension: call it bare
+        return {}
+
+
 def _call(path: Path, name: str, factory: Callable[..., object], resolution: int | None,
           num_classes: int | None) -> nn.Module:
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        params = {}
+    params = _parameters(factory)
     kwargs: dict[str, int] = {}
     if resolution is not None and "resolution" in params:
         kwargs["resolution"] = resolution
@@ -115,10 +119,10 @@ def load_model_file(spec: str, *, resolution: int | None = None, num_classes: in
 def register_model_file(spec: str) -> str:
     """Register the factory of ``"path.py:factory"`` as a model and return its name, ``file:<stem>:<factory>``.
 
-    The file is imported once here (so that a bad path, factory or return value fails now, in one
-    line); `get_model` with the returned name then builds the model with any ``resolution`` and
-    ``num_classes``. Registering the same file again returns the same name; another file with the
-    same stem and factory name is refused.
+    The file is imported here (a bad path or factory name fails now); `get_model` with the returned
+    name then calls the factory, with any ``resolution`` and ``num_classes``, and checks what it
+    returns. Registering the same file again returns the same name; another file with the same stem
+    and factory name is refused.
     """
     label = model_file_label(spec)
     path, name, factory = _factory(spec)
@@ -129,9 +133,8 @@ def register_model_file(spec: str) -> str:
         return label
     if label in list_models():
         raise ModelFileError(f"a model named {label!r} is already registered; rename {path} or its factory")
-    default = inspect.signature(factory).parameters.get("resolution")
+    default = _parameters(factory).get("resolution")
     resolution = default.default if default is not None and isinstance(default.default, int) else _DEFAULT_RESOLUTION
-    _call(path, name, factory, resolution, None)  # fail now, not inside a command
 
     def build(resolution: int | None = None, num_classes: int | None = None, pretrained: bool = False) -> nn.Module:
         if pretrained:
