@@ -15,13 +15,15 @@ whose intermediate tensors each have one consumer; see docs/any-cnn.md):
 - every ``Bottleneck`` with its residual (``backbone.{2,4,6,8}.m.N``): cv1 (1x1) -> cv2 (3x3), closed
   by the identity addition of its input: a block of kind ``chain`` (1x1 then 3x3 is none of the named
   kinds), residual. 1 + 2 + 3 + 1 = 7 of them.
-- a C3's cv1 (its output is read twice: by the first Bottleneck and that Bottleneck's residual add),
-  cv2 (feeds the concatenation) and cv3 (reads the concatenation; its output feeds the next
-  downsampling Conv, but the C3 module also owns cv1, cv2, m and the cat, so the two-conv chain
-  cv3 -> next Conv is owned by no single module and is no run of whole Sequential children): single
-  convolutions, no block. C3 modules hold blocks (their Bottlenecks), so they are not refused.
-- the downsampling Convs ``backbone.{3,5,7}``: one convolution each (their output is read twice by the
-  next C3), no block.
+- a C3's cv1 (its output is read twice: by the first Bottleneck and that Bottleneck's residual add)
+  and cv2 (feeds the concatenation): single convolutions, no block. C3 modules hold blocks (their
+  Bottlenecks), so they are not refused.
+- a C3's cv3 reads the concatenation and alone feeds the next downsampling Conv ``backbone.{3,5,7}``
+  (or SPPF's cv1 after ``backbone.8``), whose output is read twice: a chain of 2 convolutions, but
+  split between two children of ``backbone`` of which the first (the C3) also owns cv1, cv2, m and the
+  cat, so no module owns it exactly and it is no run of whole Sequential children. Not a block, and
+  not skipped silently: refused, on ``backbone`` (the deepest module holding both). 4 such chains with
+  SPPF, 3 without.
 - ``SPPF`` (``backbone.9``, with ``sppf=True``): cv1's output is read by the max-pool and by the
   concatenation, cv2 reads the concatenation: a module with 2 convolutions left without a block,
   refused, naming the breaking node.
