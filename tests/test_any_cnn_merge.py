@@ -27,13 +27,18 @@ SIZES = (48, 41)  # even, odd: the odd size gives odd maps after every stride-2 
 BATCH = 2
 
 
-def _vgg_small_head(name: str):
-    def build(num_classes: int = 10, pretrained: bool = False) -> nn.Module:
-        model = get_model(name, num_classes=num_classes)
-        model.classifier = nn.Linear(512 * 7 * 7, num_classes)  # the 4096-wide head is not what is tested
-        return model
+class VGGSmallHead(nn.Module):
+    """torchvision's VGG features (its own make_layers and cfgs) under a small head: the 4096-wide
+    classifier is not what is tested, and its 7x7 adaptive pool does not export to ONNX from 1x1 maps."""
 
-    return build
+    def __init__(self, cfg: str, batch_norm: bool, num_classes: int) -> None:
+        super().__init__()
+        self.features = tvm.vgg.make_layers(tvm.vgg.cfgs[cfg], batch_norm=batch_norm)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
 # Models outside the zoo are registered here (plans name a registered model), under a prefix that no
@@ -49,8 +54,7 @@ OUTSIDE_ZOO = {
     "timm_mobilenetv2_100": lambda n: timm.create_model("mobilenetv2_100", pretrained=False, num_classes=n),
     "timm_efficientnet_lite0": lambda n: timm.create_model("efficientnet_lite0", pretrained=False, num_classes=n),
     "csp": lambda n: CSPClassifier(num_classes=n),
-    "vgg11_bn_small_head": lambda n: _vgg_small_head("vgg11_bn")(n),
-    "vgg13_small_head": lambda n: _vgg_small_head("vgg13")(n),
+    "vgg11_bn_small_head": lambda n: VGGSmallHead("A", True, n),
 }
 PREFIX = "test_any_cnn."
 # (registered name, options): one member of each zoo family, at small widths where the builder has one.
