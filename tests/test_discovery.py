@@ -273,3 +273,46 @@ def test_find_blocks_is_silent_without_refusals(one_thread):
         warnings.simplefilter("error", UnsupportedBlockWarning)
         blocks = find_blocks(model, RES, strict=True)
     assert len(blocks) == 17  # layers[0:8] + 16 _InvertedResidual (repeats 3,3,3,2,4,1)
+
+
+# BlockSpec strings (the LUT keys) of a few blocks, read off the sources at a 64x64 input. Channels:
+# torchvision MNASNet _get_depths(1.0) = 32,16,24,40,80,96,192,320 and _InvertedResidual mid = in * expansion;
+# MobileNetV3 rows as above; ShuffleNetV2 x1.0 stage widths 24,116,232 (branch width half of that);
+# timm fbnetc stem 16, mnasnet_100 stem 32. Sizes: each stride-2 layer halves the map (64 -> 32 -> ...).
+# The key names the block's removable activation when it is not the kind's usual one (ReLU6 for these
+# kinds): nn.ReLU in MNASNet, ShuffleNetV2 and timm's default act_layer, "RE"/"HS" rows in MobileNetV3.
+SPEC_READINGS = {
+    "tv_mnasnet1_0": {
+        "layers.8.0": "inverted_residual(cin=16,hidden=48,cout=24,k=3,s=2,pad=symmetric,res=0,in=32x32,act=relu)",
+        "layers.12.3": "inverted_residual(cin=192,hidden=1152,cout=192,k=5,s=1,pad=symmetric,res=1,in=2x2,act=relu)",
+    },
+    "tv_mobilenet_v3_large": {
+        "features.1": "depthwise_separable(cin=16,hidden=16,cout=16,k=3,s=1,pad=symmetric,res=1,in=32x32,act=relu)",
+        "features.7": "inverted_residual(cin=40,hidden=240,cout=80,k=3,s=2,pad=symmetric,res=0,in=8x8,act=hardswish)",
+    },
+    "tv_shufflenet_v2_x1_0": {
+        # branch1: no activation between its dw (BN only) and its 1x1; the ReLU after the 1x1 ends the block.
+        "stage2.0.branch1": "depthwise_separable(cin=24,hidden=24,cout=58,k=3,s=2,pad=symmetric,res=0,in=16x16,act=none)",
+        "stage3.1.branch2": "inverted_residual(cin=116,hidden=116,cout=116,k=3,s=1,pad=symmetric,res=0,in=4x4,act=relu)",
+    },
+    "timm_fbnetc_100": {
+        "blocks.0.0": "inverted_residual(cin=16,hidden=16,cout=16,k=3,s=1,pad=symmetric,res=1,in=32x32,act=relu)",
+    },
+    # tests/models/csp.py at width 0.25: stem 3->16 (3x3 s2), Conv 16->32 (3x3 s2), first C3 hidden 16; a
+    # chain key lists every conv as {cin}x{cout}k{k}s{s}g{groups}; SiLU is not a chain's usual ReLU.
+    "csp": {
+        "backbone[0:2]": "chain(convs=3x16k3s2g1-16x32k3s2g1,pad=symmetric,res=0,in=64x64,act=silu)",
+        "backbone.2.m.0": "chain(convs=16x16k1s1g1-16x16k3s1g1,pad=symmetric,res=1,in=16x16,act=silu)",
+    },
+    "timm_mnasnet_100": {
+        "blocks.0.0": "depthwise_separable(cin=32,hidden=32,cout=16,k=3,s=1,pad=symmetric,res=0,in=32x32,act=relu)",
+    },
+}
+
+
+@pytest.mark.parametrize("key", sorted(SPEC_READINGS))
+def test_spec_strings_of_new_models_use_the_existing_forms(key, one_thread):
+    build, _ = OTHER_MODELS[key]
+    specs = {b.name: b.spec.to_str() for b in discover_blocks(build().eval(), input_size=RES).blocks}
+    for name, expected in SPEC_READINGS[key].items():
+        assert specs[name] == expected
