@@ -6,8 +6,9 @@ input is added back. The rules applied in the reading (docs/any-cnn.md): a *unit
 its BatchNorm and removable activation; a *chain* is a run of units whose intermediate tensors each
 have one consumer, optionally closed by the residual addition of its input; a chain of >= 2
 convolutions owned by one module (plain Sequentials skipped), or by a run of whole children of an
-nn.Sequential, is a block, split at module boundaries; squeeze-excitation refuses the whole block.
-Random weights, nothing downloaded, 64x64 inputs.
+nn.Sequential, is a block, split at module boundaries; squeeze-excitation refuses the whole block; a
+chain of >= 2 convolutions that no module owns, and a module with >= 2 convolutions and no block in
+it, are refused too. Random weights, nothing downloaded, 64x64 inputs.
 """
 
 from __future__ import annotations
