@@ -76,7 +76,8 @@ def test_merge_a_model_file_writes_a_model_that_onnx_runtime_runs(tmp_path):
     assert len(decisions) == len(CSP_BLOCKS)
     # The exported graph computes a 10-class output from a batch-1 image (the factory's default classes).
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
-    (y,) = session.run(None, {session.get_inputs()[0].name: np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)})
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
+    (y,) = session.run(None, {session.get_inputs()[0].name: x})
     assert y.shape == (1, 10) and np.isfinite(y).all()
 
 
