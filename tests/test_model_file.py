@@ -74,11 +74,18 @@ def test_merge_a_model_file_writes_a_model_that_onnx_runtime_runs(tmp_path):
     assert payload["model"] == LABEL and payload["resolution"] == [32, 32]
     decisions = json.loads(payload["plan"])["merge"]
     assert len(decisions) == len(CSP_BLOCKS)
-    # The exported graph computes a 10-class output from a batch-1 image (the factory's default classes).
+    # In a process that registered the same file, the merged file loads, and ONNX Runtime computes what it does.
+    from dsprof.merge import load_merged
+
+    assert register_model_file(f"{CSP}:factory") == LABEL
+    merged = load_merged(out)
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
     (y,) = session.run(None, {session.get_inputs()[0].name: x})
-    assert y.shape == (1, 10) and np.isfinite(y).all()
+    with torch.no_grad():
+        y_torch = merged(torch.from_numpy(x)).numpy()
+    assert y.shape == (1, 10)  # the factory's default classes
+    assert np.abs(y - y_torch).max() <= 1e-4 * np.abs(y_torch).max()
 
 
 @pytest.mark.parametrize(
