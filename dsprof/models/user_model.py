@@ -74,7 +74,7 @@ def _factory(spec: str) -> tuple[Path, str, Callable[..., object]]:
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
                         and getattr(v, "__module__", None) == module.__name__)
         raise ModelFileError(
-            f"{path} has no function {name!r}; functions defined there: {', '.join(public) or 'none'}"
+            f"{path} has no function {name!r}; callables defined there: {', '.join(public) or 'none'}"
         )
     return path, name, factory
 
