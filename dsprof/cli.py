@@ -21,7 +21,15 @@ class CliError(Exception):
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
-    parser.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
+    which.add_argument(
+        "--model-file",
+        default=None,
+        metavar="PATH.py:FACTORY",
+        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
+        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
+    )
     parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
@@ -32,6 +40,19 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
     )
+
+
+def use_model_file(args: argparse.Namespace) -> None:
+    """Register the model that ``--model-file`` names and put its name in ``args.model``, so that every
+    command reads a user's model the way it reads a registered one."""
+    if getattr(args, "model_file", None) is None:
+        return
+    from .models.user_model import ModelFileError, register_model_file
+
+    try:
+        args.model = register_model_file(args.model_file)
+    except ModelFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
@@ -532,6 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        use_model_file(args)
         return args.func(args)
     except CliError as exc:
         print(f"dsprof {args.command}: error: {exc}", file=sys.stderr)

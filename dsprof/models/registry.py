@@ -41,7 +41,7 @@ class ModelEntry:
 
     def options(self) -> list[str]:
         """Keyword options the builder accepts (besides resolution and pretrained)."""
-        return [p for p in inspect.signature(self.builder).parameters if p != "pretrained"]
+        return [p for p in inspect.signature(self.builder).parameters if p not in ("pretrained", "resolution")]
 
 
 def register_model(
@@ -68,6 +68,11 @@ def model_entry(name: str) -> ModelEntry:
     try:
         return _REGISTRY[name]
     except KeyError:
+        if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
+            raise KeyError(
+                f"model {name!r} is a user's model from a file; pass --model-file PATH.py:FACTORY "
+                "(or call dsprof.models.user_model.register_model_file) first"
+            ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
         raise KeyError(
             f"unknown model {name!r}. Known models: {', '.join(close)}. "
@@ -97,12 +102,14 @@ def get_model(
             f"its options are: {', '.join(entry.options()) or 'none'}"
         )
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
-    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
-    if local_file is not None:
-        load_checkpoint(model, local_file)
     size = resolution or entry.default_resolution
     if size < 8:
         raise ValueError(f"resolution must be at least 8 pixels, got {size}")
+    if "resolution" in inspect.signature(entry.builder).parameters:  # builders that shape the model by it
+        options = {**options, "resolution": size}
+    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
+    if local_file is not None:
+        load_checkpoint(model, local_file)
     setattr(model, _INPUT_SIZE_ATTR, (size, size))
     return model.eval()
 

@@ -1,0 +1,319 @@
+"""Block discovery on the traced graph, for networks nobody tuned dsprof for.
+
+Every expected block list below comes from reading the architecture's source (the file and table
+named in each comment), not from dsprof's output: the block's module name, its kind and whether its
+input is added back. The rules applied in the reading (docs/any-cnn.md): a *unit* is a Conv2d with
+its BatchNorm and removable activation; a *chain* is a run of units whose intermediate tensors each
+have one consumer, optionally closed by the residual addition of its input; a chain of >= 2
+convolutions owned by one module (plain Sequentials skipped), or by a run of whole children of an
+nn.Sequential, is a block, split at module boundaries; squeeze-excitation refuses the whole block; a
+chain of >= 2 convolutions that no module owns, and a module with >= 2 convolutions and no block in
+it, are refused too. Random weights, nothing downloaded, 64x64 inputs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import pytest
+import timm
+import torch
+import torchvision.models as tvm
+
+from dsprof.models import UnsupportedBlockWarning, discover_blocks, find_blocks, get_model, list_models
+from models.csp import CSPClassifier
+
+RES = (64, 64)
+IR, DS, BOT, BASIC, CHAIN = "inverted_residual", "depthwise_separable", "bottleneck", "basic", "chain"
+SE = "squeeze-excitation"
+
+
+@dataclass(frozen=True)
+class Expected:
+    blocks: list[tuple[str, str, bool]]  # (module name, kind, residual), in execution order
+    refused: list[tuple[str, str | None]]  # (module name, a substring of the reason or None), any order
+
+
+def stages(prefix: str, repeats: list[int], kinds: list[str], first_residual: list[bool] | None = None):
+    """Blocks ``{prefix}.{stage}.{i}``: a stage's first block changes channels or stride (no residual,
+    unless ``first_residual`` says so), the repeats that follow keep both (residual)."""
+    first_residual = first_residual or [False] * len(repeats)
+    return [
+        (f"{prefix}.{s}.{i}", kind, first if i == 0 else True)
+        for s, (n, kind, first) in enumerate(zip(repeats, kinds, first_residual))
+        for i in range(n)
+    ]
+
+
+def mbv2_torchvision(depths=(1, 2, 3, 4, 3, 3, 1)) -> Expected:
+    # torchvision/models/mobilenetv2.py: features.0 is the stem (one conv, feeds only features.1, so no
+    # block: chains split at module boundaries), then one InvertedResidual per row of the (t, c, n, s)
+    # table; t=1 (stage 0) has no expansion conv (dw -> pw). use_res_connect = stride 1 and inp == oup:
+    # false for each stage's first block (channels change: 32->16, 16->24, ..., 64->96 at stride 1).
+    names = [f"features.{i + 1}" for i in range(sum(depths))]
+    flags = [(DS if s == 0 else IR, i > 0) for s, n in enumerate(depths) for i in range(n)]
+    return Expected([(name, kind, res) for name, (kind, res) in zip(names, flags)], [])
+
+
+def timm_ds_ir(repeats: list[int]) -> Expected:
+    # timm/models/efficientnet.py _gen_mobilenet_v2 / _gen_efficientnet_lite / _gen_mnasnet_b1: stage 0 is
+    # one 'ds' block (DepthwiseSeparableConv, stem 32 -> 16: no skip), the others 'ir' stages; has_skip =
+    # stride 1 and in == out (and not noskip): the repeats after each stage's first block. The stem
+    # (conv_stem, bn1) are children of the EfficientNet module, not of a Sequential: one conv, no block.
+    return Expected(stages("blocks", repeats, [DS] + [IR] * (len(repeats) - 1)), [])
+
+
+def lite_repeats(depth_multiplier: float) -> list[int]:
+    # _gen_efficientnet_lite: repeats 1,2,2,3,3,4,1; decode_arch_def(..., fix_first_last=True) keeps the
+    # first and last stage, _scale_stage_depth scales the others with ceil (lite0..4: 1.0 1.1 1.2 1.4 1.8).
+    scaled = {1.0: [2, 2, 3, 3, 4], 1.1: [3, 3, 4, 4, 5], 1.2: [3, 3, 4, 4, 5], 1.4: [3, 3, 5, 5, 6], 1.8: [4, 4, 6, 6, 8]}
+    return [1, *scaled[depth_multiplier], 1]
+
+
+LITE_DEPTH = {0: 1.0, 1: 1.1, 2: 1.2, 3: 1.4, 4: 1.8}
+# Paper Tab. 8 has 16 entries for EfficientNet-Lite0 and 24 for Lite3: the reading agrees.
+assert sum(lite_repeats(1.0)) == 16 and sum(lite_repeats(1.4)) == 24
+
+
+def resnet(layers: list[int], kind: str) -> Expected:
+    # torchvision/models/resnet.py: the stem conv1 ends at the max-pool; every BasicBlock (conv1 3x3 ->
+    # conv2 3x3) and Bottleneck (1x1 -> 3x3 -> 1x1) adds its input back (identity or the downsample
+    # conv+BN projection), then a ReLU; the block's output is read twice by the next block.
+    return Expected([(f"layer{L + 1}.{i}", kind, True) for L, n in enumerate(layers) for i in range(n)], [])
+
+
+def vgg(cfg: list, batch_norm: bool) -> Expected:
+    # torchvision/models/vgg.py make_layers: features is one flat Sequential of conv(, BN), ReLU and
+    # max-pool children; a max-pool ends a chain, so each run of >= 2 convs between pools is a block
+    # named by its slice of children (conv 3x3 -> conv 3x3, no residual: kind chain).
+    per_conv = 3 if batch_norm else 2
+    blocks, index, run_start, run_convs = [], 0, 0, 0
+    for v in cfg + ["M"]:
+        if v == "M":
+            if run_convs >= 2:
+                blocks.append((f"features[{run_start}:{index}]", CHAIN, False))
+            index, run_start, run_convs = index + 1, index + 1, 0
+        else:
+            index, run_convs = index + per_conv, run_convs + 1
+    return Expected(blocks, [])
+
+
+VGG_CFGS = {  # torchvision/models/vgg.py cfgs "A" (VGG-11) and "B" (VGG-13)
+    "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    "vgg13": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+}
+RESNET_LAYERS = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}
+
+
+def zoo_expected(name: str) -> Expected:
+    """The reading for each model of `dsprof.models.list_models()`."""
+    if name == "mobilenet_v2":
+        return mbv2_torchvision()
+    if name in ("mobilenetv2_100", "mobilenetv2_140"):  # _gen_mobilenet_v2: depth multiplier 1.0
+        return timm_ds_ir([1, 2, 3, 4, 3, 3, 1])
+    if name.removeprefix("tf_").startswith("efficientnet_lite"):
+        return timm_ds_ir(lite_repeats(LITE_DEPTH[int(name[-1])]))
+    if name.startswith("resnet"):
+        depth = int(name.removeprefix("resnet"))
+        return resnet(RESNET_LAYERS[depth], BASIC if depth < 50 else BOT)
+    if name.startswith("vgg"):
+        return vgg(VGG_CFGS[name.removesuffix("_bn")], name.endswith("_bn"))
+    raise AssertionError(f"no reading of {name!r} in this test: read its architecture and add one")
+
+
+def mnasnet_torchvision() -> Expected:
+    # torchvision/models/mnasnet.py MNASNet.__init__: layers[0:8] is a flat run of Sequential children
+    # (conv 3x3 s2, BN, ReLU, depthwise 3x3, BN, ReLU, conv 1x1, BN): stem + depthwise + pointwise, 3 convs,
+    # the first dense 3x3, so kind chain; then _stack(...) x6 with repeats 3,3,3,2,4,1 of _InvertedResidual
+    # (1x1 -> dw -> 1x1 in a plain Sequential `layers`; apply_residual = in == out and stride 1, i.e. every
+    # repeat after a stack's first). layers[14:17] (1x1 conv to 1280) is one conv before the mean: no block.
+    stacks = [(f"layers.{8 + s}.{i}", IR, i > 0) for s, n in enumerate([3, 3, 3, 2, 4, 1]) for i in range(n)]
+    return Expected([("layers[0:8]", CHAIN, False)] + stacks, [])
+
+
+def mobilenet_v3(arch: str) -> Expected:
+    # torchvision/models/mobilenetv3.py _mobilenet_v3_conf rows (input, kernel, expanded, out, use_se, act,
+    # stride); features.0 is the stem, features.k the k-th row's InvertedResidual (expand conv only when
+    # expanded != input, so rows with expanded == input are dw -> pw); use_res_connect = stride 1 and
+    # input == out. use_se rows multiply by a Hardsigmoid gate of their own pooled tensor: refused.
+    rows = {
+        "large": [(16, 16, 16, False, 1), (16, 64, 24, False, 2), (24, 72, 24, False, 1), (24, 72, 40, True, 2),
+                  (40, 120, 40, True, 1), (40, 120, 40, True, 1), (40, 240, 80, False, 2), (80, 200, 80, False, 1),
+                  (80, 184, 80, False, 1), (80, 184, 80, False, 1), (80, 480, 112, True, 1), (112, 672, 112, True, 1),
+                  (112, 672, 160, True, 2), (160, 960, 160, True, 1), (160, 960, 160, True, 1)],
+        "small": [(16, 16, 16, True, 2), (16, 72, 24, False, 2), (24, 88, 24, False, 1), (24, 96, 40, True, 2),
+                  (40, 240, 40, True, 1), (40, 240, 40, True, 1), (40, 120, 48, True, 1), (48, 144, 48, True, 1),
+                  (48, 288, 96, True, 2), (96, 576, 96, True, 1), (96, 576, 96, True, 1)],
+    }[arch]
+    blocks, refused = [], []
+    for k, (cin, expanded, cout, use_se, stride) in enumerate(rows, start=1):
+        if use_se:
+            refused.append((f"features.{k}", SE))
+        else:
+            blocks.append((f"features.{k}", DS if expanded == cin else IR, stride == 1 and cin == cout))
+    return Expected(blocks, refused)
+
+
+def shufflenet_v2_x1_0() -> Expected:
+    # torchvision/models/shufflenetv2.py: stages_repeats [4, 8, 4]. A stride-2 unit runs branch1 (dw 3x3 s2,
+    # BN; 1x1, BN, ReLU) then branch2 (1x1, BN, ReLU; dw 3x3; 1x1, BN, ReLU) on the same input and
+    # concatenates them; a stride-1 unit chunks its input, runs branch2 on one half and concatenates.
+    # chunk/cat/channel_shuffle end chains, each branch Sequential owns its chain exactly: one block per
+    # branch, none with a residual; the units hold blocks, so nothing is refused. conv1 ends at the max-pool,
+    # conv5 reads the shuffled output: single convs.
+    blocks = []
+    for stage, repeats in zip((2, 3, 4), (4, 8, 4)):
+        blocks += [(f"stage{stage}.0.branch1", DS, False), (f"stage{stage}.0.branch2", IR, False)]
+        blocks += [(f"stage{stage}.{i}.branch2", IR, False) for i in range(1, repeats)]
+    return Expected(blocks, [])
+
+
+def fbnetc_100() -> Expected:
+    # timm/models/efficientnet.py _gen_fbnetc: stem 16, stages of 'ir' blocks (timm InvertedResidual: conv_pw
+    # even at e1, then dw, then conv_pwl). has_skip = stride 1 and in == out: stage 0 (16 -> 16, s1) skips;
+    # each later stage's first block changes channels (and stride), the rest keep them (stage 4's e3 block
+    # too). Repeats 1, 1+2, 4, 1+1+2, 3+1, 4, 1.
+    first = [True, False, False, False, False, False, False]
+    return Expected(stages("blocks", [1, 3, 4, 4, 4, 4, 1], [IR] * 7, first), [])
+
+
+def efficientnet_b0() -> Expected:
+    # timm _gen_efficientnet: every block string carries se0.25 (SqueezeExcite: x * sigmoid(conv(mean(x))));
+    # repeats 1,2,2,3,3,4,1: all 16 blocks refused, none found.
+    return Expected([], [(name, SE) for name, _, _ in stages("blocks", [1, 2, 2, 3, 3, 4, 1], [IR] * 7)])
+
+
+def csp(sppf: bool = True) -> Expected:
+    # tests/models/csp.py (its docstring walks through every part): backbone[0:2] is the stem Conv and the
+    # first downsampling Conv (a chain of 2 whole Sequential children); each residual Bottleneck of the C3s
+    # (repeats 1, 2, 3, 1) is 1x1 -> 3x3 plus its input. Refused: each C3's cv3 with the Conv (or SPPF's cv1)
+    # it alone feeds, a 2-conv chain split between two children of `backbone` (reported on `backbone`, their
+    # common owner); SPPF, 2 convs and no block (its cv1 feeds the pool and the cat).
+    blocks = [("backbone[0:2]", CHAIN, False)]
+    blocks += [(f"backbone.{c3}.m.{i}", CHAIN, True) for c3, n in zip((2, 4, 6, 8), (1, 2, 3, 1)) for i in range(n)]
+    across = [("backbone", None)] * (4 if sppf else 3)  # cv3 of backbone.2/4/6 -> Conv 3/5/7; backbone.8 -> SPPF
+    return Expected(blocks, across + ([("backbone.9", None)] if sppf else []))
+
+
+OTHER_MODELS = {
+    "tv_mnasnet0_5": (lambda: tvm.mnasnet0_5(weights=None), mnasnet_torchvision),
+    "tv_mnasnet1_0": (lambda: tvm.mnasnet1_0(weights=None), mnasnet_torchvision),
+    "tv_mobilenet_v3_small": (lambda: tvm.mobilenet_v3_small(weights=None), lambda: mobilenet_v3("small")),
+    "tv_mobilenet_v3_large": (lambda: tvm.mobilenet_v3_large(weights=None), lambda: mobilenet_v3("large")),
+    "tv_shufflenet_v2_x1_0": (lambda: tvm.shufflenet_v2_x1_0(weights=None), shufflenet_v2_x1_0),
+    # _gen_mnasnet_b1: ds (noskip) + ir repeats 3,3,3,2,4,1 (the last noskip).
+    "timm_mnasnet_100": (lambda: timm.create_model("mnasnet_100", pretrained=False), lambda: timm_ds_ir([1, 3, 3, 3, 2, 4, 1])),
+    "timm_fbnetc_100": (lambda: timm.create_model("fbnetc_100", pretrained=False), fbnetc_100),
+    "timm_efficientnet_b0": (lambda: timm.create_model("efficientnet_b0", pretrained=False), efficientnet_b0),
+    "timm_mobilenetv2_100": (lambda: timm.create_model("mobilenetv2_100", pretrained=False),
+                             lambda: timm_ds_ir([1, 2, 3, 4, 3, 3, 1])),
+    "timm_efficientnet_lite0": (lambda: timm.create_model("efficientnet_lite0", pretrained=False),
+                                lambda: timm_ds_ir(lite_repeats(1.0))),
+    "csp": (lambda: CSPClassifier(num_classes=10), csp),
+    "csp_no_sppf": (lambda: CSPClassifier(num_classes=10, sppf=False), lambda: csp(sppf=False)),
+}
+ZOO_CASES = {name: (name, {}) for name in list_models()} | {
+    "mobilenet_v2-1.4": ("mobilenet_v2", {"width": 1.4}),
+    "mobilenet_v2-0.5-shallow": ("mobilenet_v2", {"width": 0.5, "depths": [2, 1, 2, 1, 1, 2, 1]}),
+    "resnet18-0.5": ("resnet18", {"width": 0.5}),
+}
+
+
+def check(model: torch.nn.Module, expected: Expected) -> None:
+    model.eval()
+    found = discover_blocks(model, input_size=RES)
+    got = [(b.name, b.spec.kind, bool(b.spec.residual)) for b in found.blocks]
+    assert [g[0] for g in got] == [e[0] for e in expected.blocks], "block names / order"
+    assert got == expected.blocks, "block kinds / residual flags"
+    assert sorted(r.name for r in found.refusals) == sorted(name for name, _ in expected.refused), "refused modules"
+    for refusal in found.refusals:
+        assert refusal.reason.strip() and refusal.node, f"refusal of {refusal.name} gives no reason or node"
+    for name, substring in expected.refused:
+        if substring is not None:
+            reasons = [r.reason for r in found.refusals if r.name == name]
+            assert any(substring in reason for reason in reasons), f"{name}: {reasons}"
+    # Each block's module is the named submodule (or, for a run of Sequential children, holds their convs).
+    for block in found.blocks:
+        if "[" not in block.name:
+            assert block.module is model.get_submodule(block.name)
+
+
+@pytest.mark.parametrize("key", sorted(OTHER_MODELS))
+def test_discovery_other_models(key, one_thread):
+    build, expected = OTHER_MODELS[key]
+    torch.manual_seed(0)
+    check(build(), expected())
+
+
+@pytest.mark.parametrize("key", sorted(ZOO_CASES))
+def test_discovery_zoo(key, one_thread):
+    name, options = ZOO_CASES[key]
+    if name == "mobilenet_v2" and "depths" in options:
+        expected = mbv2_torchvision(options["depths"])
+    else:
+        expected = zoo_expected(name)
+    check(get_model(name, resolution=RES[0], **options), expected)
+
+
+def test_find_blocks_warns_with_the_refusals_and_strict_raises(one_thread):
+    model = tvm.mobilenet_v3_large(weights=None).eval()
+    with pytest.warns(UnsupportedBlockWarning) as caught:
+        blocks = find_blocks(model, RES)
+    assert [b.name for b in blocks] == [name for name, _, _ in mobilenet_v3("large").blocks]
+    message = "\n".join(str(w.message) for w in caught)
+    assert SE in message and "features.4" in message and "features.15" in message
+    with pytest.raises(Exception) as info:
+        find_blocks(model, RES, strict=True)
+    assert SE in str(info.value) and "features.4" in str(info.value)
+
+
+def test_find_blocks_is_silent_without_refusals(one_thread):
+    model = tvm.mnasnet1_0(weights=None).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsupportedBlockWarning)
+        blocks = find_blocks(model, RES, strict=True)
+    assert len(blocks) == 17  # layers[0:8] + 16 _InvertedResidual (repeats 3,3,3,2,4,1)
+
+
+# BlockSpec strings (the LUT keys) of a few blocks, read off the sources at a 64x64 input. Channels:
+# torchvision MNASNet _get_depths(1.0) = 32,16,24,40,80,96,192,320 and _InvertedResidual mid = in * expansion;
+# MobileNetV3 rows as above; ShuffleNetV2 x1.0 stage widths 24,116,232 (branch width half of that);
+# timm fbnetc stem 16, mnasnet_100 stem 32. Sizes: each stride-2 layer halves the map (64 -> 32 -> ...).
+# The key names the block's removable activation when it is not the kind's usual one (ReLU6 for these
+# kinds): nn.ReLU in MNASNet, ShuffleNetV2 and timm's default act_layer, "RE"/"HS" rows in MobileNetV3.
+SPEC_READINGS = {
+    "tv_mnasnet1_0": {
+        "layers.8.0": "inverted_residual(cin=16,hidden=48,cout=24,k=3,s=2,pad=symmetric,res=0,in=32x32,act=relu)",
+        "layers.12.3": "inverted_residual(cin=192,hidden=1152,cout=192,k=5,s=1,pad=symmetric,res=1,in=2x2,act=relu)",
+    },
+    "tv_mobilenet_v3_large": {
+        "features.1": "depthwise_separable(cin=16,hidden=16,cout=16,k=3,s=1,pad=symmetric,res=1,in=32x32,act=relu)",
+        "features.7": "inverted_residual(cin=40,hidden=240,cout=80,k=3,s=2,pad=symmetric,res=0,in=8x8,act=hardswish)",
+    },
+    "tv_shufflenet_v2_x1_0": {
+        # branch1: no activation between its dw (BN only) and its 1x1; the ReLU after the 1x1 ends the block.
+        "stage2.0.branch1": "depthwise_separable(cin=24,hidden=24,cout=58,k=3,s=2,pad=symmetric,res=0,in=16x16,act=none)",
+        "stage3.1.branch2": "inverted_residual(cin=116,hidden=116,cout=116,k=3,s=1,pad=symmetric,res=0,in=4x4,act=relu)",
+    },
+    "timm_fbnetc_100": {
+        "blocks.0.0": "inverted_residual(cin=16,hidden=16,cout=16,k=3,s=1,pad=symmetric,res=1,in=32x32,act=relu)",
+    },
+    # tests/models/csp.py at width 0.25: stem 3->16 (3x3 s2), Conv 16->32 (3x3 s2), first C3 hidden 16; a
+    # chain key lists every conv as {cin}x{cout}k{k}s{s}g{groups}; SiLU is not a chain's usual ReLU.
+    "csp": {
+        "backbone[0:2]": "chain(convs=3x16k3s2g1-16x32k3s2g1,pad=symmetric,res=0,in=64x64,act=silu)",
+        "backbone.2.m.0": "chain(convs=16x16k1s1g1-16x16k3s1g1,pad=symmetric,res=1,in=16x16,act=silu)",
+    },
+    "timm_mnasnet_100": {
+        "blocks.0.0": "depthwise_separable(cin=32,hidden=32,cout=16,k=3,s=1,pad=symmetric,res=0,in=32x32,act=relu)",
+    },
+}
+
+
+@pytest.mark.parametrize("key", sorted(SPEC_READINGS))
+def test_spec_strings_of_new_models_use_the_existing_forms(key, one_thread):
+    build, _ = OTHER_MODELS[key]
+    specs = {b.name: b.spec.to_str() for b in discover_blocks(build().eval(), input_size=RES).blocks}
+    for name, expected in SPEC_READINGS[key].items():
+        assert specs[name] == expected

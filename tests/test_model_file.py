@@ -1,0 +1,174 @@
+"""``--model-file PATH.py:FACTORY``: a user's own model through every command, without editing dsprof.
+
+The model is tests/models/csp.py (a YOLOv5-style CSP backbone written as a user would); its expected
+blocks come from the reading in that file's docstring: backbone[0:2] and 7 residual Bottlenecks,
+SPPF refused. The commands run through the console script, as a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from dsprof.cli import main
+from dsprof.models.user_model import ModelFileError, load_model_file, model_file_label, register_model_file
+
+DSPROF = str(Path(sys.executable).parent / "dsprof")
+CSP = str(Path(__file__).parent / "models" / "csp.py")
+LABEL = "file:csp:factory"
+CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.4.m.0", "backbone.4.m.1",
+              "backbone.6.m.0", "backbone.6.m.1", "backbone.6.m.2", "backbone.8.m.0"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([DSPROF, *args], capture_output=True, text=True, timeout=300)
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_blocks_from_a_model_file():
+    result = run("blocks", "--model-file", f"{CSP}:factory", "--resolution", "64")
+    assert result.returncode == 0, result.stderr
+    for name in CSP_BLOCKS:
+        assert f"{name} " in result.stdout
+    assert f"{len(CSP_BLOCKS)} blocks" in result.stdout
+    assert "backbone.9" in result.stderr  # the SPPF refusal is reported, not skipped
+
+
+def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
+    out = tmp_path / "m.jsonl"
+    result = run(
+        "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--batch", "1",
+        "--variants", "original,merged", "--model-variants", "original", "--blocks", "backbone.2.m.0",
+        "--budget", "0.02", "--warmup", "0.001", "--min-samples", "2", "--max-samples", "5",
+        "--min-sample-time", "0.0005", "--no-progress", "--out", str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    assert records and {r["model"] for r in records} == {LABEL}
+    timed = {(r["scope"], r["name"], r["variant"]) for r in records}
+    assert {("block", "backbone.2.m.0", "original"), ("block", "backbone.2.m.0", "merged")} <= timed
+    assert any(r["scope"] == "model" for r in records)
+
+
+def test_merge_a_model_file_writes_a_model_that_onnx_runtime_runs(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"model": LABEL, "keep": [0] * len(CSP_BLOCKS), "name": "all-linear"}))
+    out, onnx = tmp_path / "csp-merged.pt", tmp_path / "csp-merged.onnx"
+    result = run("merge", "--model-file", f"{CSP}:factory", "--plan", str(plan), "--resolution", "32",
+                 "--out", str(out), "--onnx", str(onnx))
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}" in result.stdout and f"wrote {onnx}" in result.stdout
+    payload = torch.load(out, weights_only=True)
+    assert payload["model"] == LABEL and payload["resolution"] == [32, 32]
+    decisions = json.loads(payload["plan"])["merge"]
+    assert len(decisions) == len(CSP_BLOCKS)
+    # In a process that registered the same file, the merged file loads, and ONNX Runtime computes what it does.
+    from dsprof.merge import load_merged
+
+    assert register_model_file(f"{CSP}:factory") == LABEL
+    merged = load_merged(out)
+    session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
+    (y,) = session.run(None, {session.get_inputs()[0].name: x})
+    with torch.no_grad():
+        y_torch = merged(torch.from_numpy(x)).numpy()
+    assert y.shape == (1, 10)  # the factory's default classes
+    assert np.abs(y - y_torch).max() <= 1e-4 * np.abs(y_torch).max()
+
+
+def test_missing_model_file_is_one_line_from_the_console_script():
+    result = run("blocks", "--model-file", "nowhere/model.py:factory")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dsprof blocks: error:") and "does not exist" in lines[0], result.stderr
+
+
+def test_missing_factory_lists_the_functions_of_the_file(capsys):
+    assert main(["merge", "--model-file", f"{CSP}:no_such_factory", "--plan", "mbv2-ds-a"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no function 'no_such_factory'" in err[0] and "factory" in err[0].split(";")[1]
+
+
+BAD_FILES = {
+    "raises": ("def build():\n    raise RuntimeError('weights file missing')\n", "raised RuntimeError: weights file missing"),
+    "not_a_module": ("def build():\n    return 42\n", "returned an object of type int, not a torch.nn.Module"),
+    "syntax": ("def build(:\n    pass\n", "importing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_model_file_is_one_line(case, tmp_path, capsys):
+    text, expected = BAD_FILES[case]
+    path = write(tmp_path, f"{case}.py", text)
+    assert main(["blocks", "--model-file", f"{path}:build"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+
+
+def test_model_file_without_a_factory_name_says_the_form(capsys):
+    assert main(["measure", "--model-file", CSP]) == 2
+    assert "takes PATH.py:FACTORY" in capsys.readouterr().err
+
+
+def test_model_and_model_file_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["blocks", "--model", "resnet18", "--model-file", f"{CSP}:factory"])
+    assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_factory_gets_resolution_and_num_classes_where_it_takes_them(tmp_path):
+    path = write(tmp_path, "sized.py", (
+        "from torch import nn\n"
+        "def build(resolution=96, num_classes=5):\n"
+        "    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Flatten(), nn.Linear(4 * resolution ** 2, num_classes))\n"
+        "    return model\n"
+        "def plain():\n"
+        "    return nn.Conv2d(3, 4, 1)\n"
+    ))
+    model = load_model_file(f"{path}:build", resolution=16, num_classes=3)
+    assert model[2].in_features == 4 * 16 * 16 and model[2].out_features == 3 and not model.training
+    assert load_model_file(f"{path}:plain", resolution=16).out_channels == 4  # takes neither: called bare
+    with pytest.raises(ModelFileError, match="takes no num_classes"):
+        load_model_file(f"{path}:plain", num_classes=3)
+
+
+def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path):
+    from dsprof.models import get_model, model_entry
+
+    path = write(tmp_path, "sized_net.py", (
+        "from torch import nn\n"
+        "def build(resolution=40, num_classes=5):\n"
+        "    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Flatten(), nn.Linear(4 * resolution ** 2, num_classes))\n"
+    ))
+    label = register_model_file(f"{path}:build")
+    assert label == model_file_label(f"{path}:build") == "file:sized_net:build"
+    assert register_model_file(f"{path}:build") == label  # the same file again: the same model
+    assert model_entry(label).default_resolution == 40  # the factory's own default
+    model = get_model(label, resolution=24, num_classes=7)
+    assert model[2].in_features == 4 * 24 * 24 and model[2].out_features == 7
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    clash = write(other, "sized_net.py", "from torch import nn\ndef build():\n    return nn.Conv2d(3, 4, 1)\n")
+    with pytest.raises(ModelFileError, match="already the model from"):
+        register_model_file(f"{clash}:build")
+    with pytest.raises(ModelFileError, match="no published weights"):
+        get_model(label, pretrained=True)
+
+
+def test_an_unregistered_file_model_name_says_how_to_register_it():
+    from dsprof.models import model_entry
+
+    with pytest.raises(KeyError, match="--model-file PATH.py:FACTORY"):
+        model_entry("file:never_registered:build")
