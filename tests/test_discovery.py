@@ -213,7 +213,10 @@ OTHER_MODELS = {
     "csp": (lambda: CSPClassifier(num_classes=10), csp),
     "csp_no_sppf": (lambda: CSPClassifier(num_classes=10, sppf=False), lambda: csp(sppf=False)),
 }
-ZOO_CASES = {name: (name, {}) for name in list_models()} | {
+# zoo entries that are the same torchvision/timm builders as OTHER_MODELS are read there once
+ZOO_CASES = {
+    name: (name, {}) for name in list_models() if f"tv_{name}" not in OTHER_MODELS and f"timm_{name}" not in OTHER_MODELS
+} | {
     "mobilenet_v2-1.4": ("mobilenet_v2", {"width": 1.4}),
     "mobilenet_v2-0.5-shallow": ("mobilenet_v2", {"width": 0.5, "depths": [2, 1, 2, 1, 1, 2, 1]}),
     "resnet18-0.5": ("resnet18", {"width": 0.5}),

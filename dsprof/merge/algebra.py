@@ -203,15 +203,22 @@ def compose_convs(first: LinearConv, second: LinearConv) -> LinearConv:
     size = tuple(((k2[i] - 1) * d2[i] * s1[i] + (k1[i] - 1) * d1[i]) // step[i] + 1 for i in range(2))
     shared = first.groups == second.groups and first.groups > 1
     groups = first.groups if shared else 1
-    weight = torch.zeros(second.out_channels, first.in_channels // groups, *size, dtype=torch.float64)
-    for a2 in range(k2[0]):
-        for b2 in range(k2[1]):
-            t2 = w2[:, :, a2, b2]
-            for a1 in range(k1[0]):
-                for b1 in range(k1[1]):
-                    i = (a2 * d2[0] * s1[0] + a1 * d1[0]) // step[0]
-                    j = (b2 * d2[1] * s1[1] + b1 * d1[1]) // step[1]
-                    weight[:, :, i, j] += _tap_product(t2, second.groups, w1[:, :, a1, b1], first.groups, shared)
+    if groups == 1 and first.groups == 1 and second.groups == 1 and d1 == (1, 1) and d2 == (1, 1):
+        # dense after dense: the composite kernel is a full correlation of the two kernels over the middle
+        # channels -- one conv2d (input W1 with its in-channels as the batch, W2 flipped, dilated by s1)
+        ph, pw = (k2[0] - 1) * s1[0], (k2[1] - 1) * s1[1]
+        weight = F.conv2d(F.pad(w1.transpose(0, 1), (pw, pw, ph, ph)), w2.flip(2, 3), dilation=s1).transpose(0, 1)
+        weight = weight.contiguous()
+    else:
+        weight = torch.zeros(second.out_channels, first.in_channels // groups, *size, dtype=torch.float64)
+        for a2 in range(k2[0]):
+            for b2 in range(k2[1]):
+                t2 = w2[:, :, a2, b2]
+                for a1 in range(k1[0]):
+                    for b1 in range(k1[1]):
+                        i = (a2 * d2[0] * s1[0] + a1 * d1[0]) // step[0]
+                        j = (b2 * d2[1] * s1[1] + b1 * d1[1]) // step[1]
+                        weight[:, :, i, j] += _tap_product(t2, second.groups, w1[:, :, a1, b1], first.groups, shared)
 
     # Every intermediate pixel carries b1 (padding in front), so b1 passes through all of W2's taps.
     g2 = second.groups

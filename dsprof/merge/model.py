@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..models import block_module, count_macs, count_params, find_blocks, input_size_of, memory_footprint
+from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, input_size_of, memory_footprint
 from .algebra import MergeError
 from .block import BlockMergeInfo, merge_linearized, unmerged_form
 from .fold import fold_batchnorm, set_submodule
@@ -115,7 +115,7 @@ def merge_model(
     interior = {i: start for start, stop in plan.spans or () for i in range(start + 1, stop)}
     if sorted(linear) != [i for i in plan.linearized if i not in interior]:
         raise PlanError(f"the model's linearised blocks {sorted(linear)} are not the plan's {plan.linearized}")
-    kept_names = iter(b.name for b in find_blocks(target, size))
+    kept_names = iter(b.name for b in discover_blocks(target, size).blocks)
 
     decisions: list[BlockDecision] = []
     merge_flags: list[bool] = []

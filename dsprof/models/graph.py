@@ -719,7 +719,14 @@ class _Discovery:
     def _refuse_leftovers(self) -> None:
         """Modules with two or more convolutions (or linear layers) and no block in or around them, outermost
         first."""
-        block_paths = [b.name.split("[")[0] for b in self.blocks]
+        block_paths = []
+        for b in self.blocks:
+            run = _parse(b.name)
+            if run is None:
+                block_paths.append(b.name)
+            else:  # a run covers its children, not its parent
+                parent, a, z = run
+                block_paths += [f"{parent}.{i}" if parent else str(i) for i in range(a, z)]
 
         def related(path: str) -> bool:
             for bp in block_paths:
