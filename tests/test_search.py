@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -242,31 +241,21 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
 
 def test_resume_continues_where_a_killed_run_stopped(tmp_path):
     ckpt = tmp_path / "ft.pt"
-    args = DSPROF + ["finetune", "--model", "mobilenet_v2", *TINY_ARGS, "--epochs", "40", "--max-batches", "1",
-                     "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu", "--out", str(ckpt)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    try:
-        deadline = time.monotonic() + 240
-        epoch = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            if ckpt.exists():
-                epoch = torch.load(ckpt, weights_only=True)["epoch"]
-                if epoch >= 2:
-                    break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    args = ["finetune", "--model", "mobilenet_v2", *TINY_ARGS, "--epochs", "6", "--max-batches", "1",
+            "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu", "--out", str(ckpt)]
+    # Killed (SIGKILL) right after the checkpoint of epoch 2 was written.
+    die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.search.run:save_training_checkpoint", "2"]
+    killed = subprocess.run(die_after + args, capture_output=True, text=True, env=ENV, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     stopped = torch.load(ckpt, weights_only=True)
-    assert 2 <= stopped["epoch"] < 40, "the run finished before it could be killed"
-    resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert stopped["epoch"] == 2
+    resumed = subprocess.run(DSPROF + args + ["--resume"], capture_output=True, text=True, env=ENV, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resumed {ckpt} after epoch {stopped['epoch']}" in resumed.stdout
-    assert f"train epoch {stopped['epoch'] + 1}/40" in resumed.stdout
-    assert f"train epoch {stopped['epoch']}/40" not in resumed.stdout
+    assert f"resumed {ckpt} after epoch 2" in resumed.stdout
+    assert "train epoch 3/6" in resumed.stdout and "train epoch 2/6" not in resumed.stdout
     final = torch.load(ckpt, weights_only=True)
-    assert final["epoch"] == 40 and final["step"] == 40
-    assert [h["epoch"] for h in json.loads(final["history"])] == list(range(1, 41))
+    assert final["epoch"] == 6 and final["step"] == 6
+    assert [h["epoch"] for h in json.loads(final["history"])] == list(range(1, 7))
 
 
 def test_resume_is_the_uninterrupted_run(tmp_path):
