@@ -1,5 +1,6 @@
 # Two entry points: `make demo` (the main job on this machine's CPU) and `make test`.
 # Both create .venv inside the repository on first use and reuse it afterwards.
+# `make demo` installs dsprof's core only (no TensorFlow); `make test` adds the test and TFLite extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,6 +15,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# The test and TFLite extras (pytest, hypothesis; TensorFlow, onnx2tf, LiteRT), on top of the core.
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,tflite]'
 	touch $@
 
@@ -23,7 +29,7 @@ demo: venv
 	$(VENV)/bin/dsprof build-lut $(RESULTS)/measurements -o $(RESULTS)/lut.csv
 	$(VENV)/bin/dsprof report $(RESULTS)/measurements --lut $(RESULTS)/lut.csv --plans mbv2-ds-a -o $(RESULTS)/report
 
-test: venv
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q
 
 clean:

@@ -1,6 +1,24 @@
+import importlib.util
+
 import pytest
 import torch
 from torch import nn
+
+#: What a marker needs, and the reason shown when a test is skipped for lack of it (see pyproject.toml).
+_NEEDS = {
+    "cuda": (torch.cuda.is_available, "needs a CUDA GPU (benchmarks/gpu/check_cuda.sh runs these on one)"),
+    "tflite": (
+        lambda: all(importlib.util.find_spec(m) is not None for m in ("onnx2tf", "ai_edge_litert", "tensorflow")),
+        "needs the tflite extra: pip install -e '.[tflite]' (make test installs it)",
+    ),
+}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked `cuda` or `tflite` where its hardware or extra is missing, saying which."""
+    for marker, (available, reason) in _NEEDS.items():
+        if item.get_closest_marker(marker) is not None and not available():
+            pytest.skip(reason)
 
 
 def randomise_bn(model: nn.Module, seed: int = 0) -> nn.Module:

@@ -19,6 +19,7 @@ def test_fold_arithmetic_against_batchnorm_module():
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12 * expected.abs().max().item())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mobilenet_v2", "tf_efficientnet_lite0", "resnet18"])
 def test_fold_whole_model_keeps_outputs(name):
     model = randomise_bn(get_model(name, resolution=64, num_classes=10)).double().eval()

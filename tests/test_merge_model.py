@@ -1,6 +1,7 @@
 """Whole models: merged against the whole linearised model; decisions; replay; file; ONNX Runtime."""
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 from torch import nn
@@ -101,7 +102,6 @@ def test_wrong_plan_length_is_a_clear_error():
 
 @pytest.mark.parametrize("border", ["in_front", "in_place"])
 def test_saved_file_loads_with_weights_only_and_onnx_runtime_agrees(tmp_path, border):
-    ort = pytest.importorskip("onnxruntime")
     model = _model("tf_efficientnet_lite0", dtype=torch.float32)
     plan = Plan("tf_efficientnet_lite0", load_preset("efflite0-ds-b").keep, border=border)
     merged = merge_model(model, plan)

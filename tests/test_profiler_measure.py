@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -58,7 +57,10 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
     assert r.backend == "torch" and r.device == "cpu" and r.dtype == "fp32" and r.layout == "nchw" and r.batch == 1
     assert r.threads == 1
     assert r.env_id == environment_id(r.environment) == environment_id(environment())
-    assert 0 < r.state_after["process_cpu_share"] < 1.5 and r.state_after["involuntary_switches_per_s"] >= 0
+    # Load-independent bounds: the process ran (CPU time > 0) and cannot get more CPU time than the
+    # machine's logical cores give in that wall time; its one timing thread is what the share divides by.
+    share = r.state_after["process_cpu_share"]
+    assert 0 < share <= os.cpu_count() / r.threads + 1e-4 and r.state_after["involuntary_switches_per_s"] >= 0
     assert result.path.name == "mobilenet_v2_32px_torch_cpu_fp32_b1.jsonl"
     assert read_measurements(result.path) == result.measurements  # the file reads back to equal records
     table = result.summary  # stem, 17 blocks, head, the model
@@ -105,6 +107,8 @@ def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
     assert len([r for r in result.measurements if r.scope == "model"]) == 2
 
 
+@pytest.mark.tflite
+@pytest.mark.slow
 def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
     # Two blocks (each variant is its own conversion, 1-3 s here) and the whole model, whose
     # 3-channel input is what makes onnx2tf fetch sample images unless it finds them locally.
@@ -121,6 +125,7 @@ def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
     assert [r.scope for r in records].count("model") == 1
 
 
+@pytest.mark.tflite
 def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeypatch):
     from onnx2tf.utils.common_functions import download_test_image_data
 
@@ -129,31 +134,22 @@ def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeyp
         download_test_image_data()
 
 
-def count_lines(path):
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
     out = tmp_path / "run.jsonl"
-    # Each block group takes about 3 x 0.2 s: slow enough to kill mid-run.
-    args = ["measure", "--resolution", "32", "--out", str(out), "--no-progress", "--warmup", "0", "--threads", "1",
-            "--min-samples", "2000", "--max-samples", "2000", "--budget", "0.2", "--min-sample-time", "0"]
-    proc = subprocess.Popen([DSPROF, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while count_lines(out) < 6 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    # Killed (SIGKILL) right after the second group of records reached the file: two blocks x three variants.
+    die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.profiler.records:MeasurementWriter.write", "2"]
+    fast = ["measure", "--resolution", "32", "--out", str(out), *FAST_ARGS]
+    killed = subprocess.run([*die_after, *fast], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     before = out.read_text().splitlines()
     kept = read_measurements(out)  # what survived the kill reads back
-    assert 6 <= len(kept) < 53
-    fast = ["measure", "--resolution", "32", "--out", str(out), "--resume", *FAST_ARGS]
-    assert main([a for a in fast]) == 0
+    assert [(r.name, r.variant) for r in kept] == [(b, v) for b in ("features.1", "features.2") for v in VARIANTS]
+    assert main([*fast, "--resume"]) == 0
     after = read_measurements(out)
     assert out.read_text().splitlines()[: len(before)] == before  # nothing measured was lost or rewritten
     keys = [r.workload_key for r in after]
     assert len(keys) == len(set(keys)) == 17 * 3 + 2 + 2  # nothing repeated, nothing missing (+ stem, head)
-    assert main(fast) == 0  # a complete file: nothing left to do
+    assert main([*fast, "--resume"]) == 0  # a complete file: nothing left to do
     assert read_measurements(out) == after
 
 
@@ -259,7 +255,7 @@ def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
 
 # ---- CUDA: skipped here, run where a GPU is at hand -----------------------------------------------
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+cuda = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 
 
 @cuda

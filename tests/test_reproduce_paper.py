@@ -11,6 +11,8 @@ from dsprof.merge import load_preset, merge_model
 from dsprof.models import count_macs, get_model
 from dsprof.profiler import read_measurements
 
+pytestmark = pytest.mark.slow  # the fixture runs the script once: about a minute
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduce_paper.py"
 
 

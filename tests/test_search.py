@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -181,6 +180,7 @@ def test_mac_weights_are_mac_savings():
     assert all(s > 0 for s in bw.savings[1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("costly", [2, 5])
 def test_costly_block_loses_its_activations_first(tmp_path, costly):
     model_file = tmp_path / "w.pt"
@@ -213,6 +213,7 @@ def test_digits_is_real_and_split():
 # -- fine-tune, merge, resume, DDP ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_finetune_then_merge_gives_the_same_model(tmp_path):
     plan = Plan("mobilenet_v2", (0, 0, 1, 0, 1, 0, 1), TINY)
     weights = tmp_path / "orig.pt"
@@ -240,35 +241,27 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
     torch.testing.assert_close(a(x), result.model.cpu()(x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_resume_continues_where_a_killed_run_stopped(tmp_path):
     ckpt = tmp_path / "ft.pt"
-    args = DSPROF + ["finetune", "--model", "mobilenet_v2", *TINY_ARGS, "--epochs", "40", "--max-batches", "1",
-                     "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu", "--out", str(ckpt)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    try:
-        deadline = time.monotonic() + 240
-        epoch = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            if ckpt.exists():
-                epoch = torch.load(ckpt, weights_only=True)["epoch"]
-                if epoch >= 2:
-                    break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    args = ["finetune", "--model", "mobilenet_v2", *TINY_ARGS, "--epochs", "6", "--max-batches", "1",
+            "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu", "--out", str(ckpt)]
+    # Killed (SIGKILL) right after the checkpoint of epoch 2 was written.
+    die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.search.run:save_training_checkpoint", "2"]
+    killed = subprocess.run(die_after + args, capture_output=True, text=True, env=ENV, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     stopped = torch.load(ckpt, weights_only=True)
-    assert 2 <= stopped["epoch"] < 40, "the run finished before it could be killed"
-    resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert stopped["epoch"] == 2
+    resumed = subprocess.run(DSPROF + args + ["--resume"], capture_output=True, text=True, env=ENV, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resumed {ckpt} after epoch {stopped['epoch']}" in resumed.stdout
-    assert f"train epoch {stopped['epoch'] + 1}/40" in resumed.stdout
-    assert f"train epoch {stopped['epoch']}/40" not in resumed.stdout
+    assert f"resumed {ckpt} after epoch 2" in resumed.stdout
+    assert "train epoch 3/6" in resumed.stdout and "train epoch 2/6" not in resumed.stdout
     final = torch.load(ckpt, weights_only=True)
-    assert final["epoch"] == 40 and final["step"] == 40
-    assert [h["epoch"] for h in json.loads(final["history"])] == list(range(1, 41))
+    assert final["epoch"] == 6 and final["step"] == 6
+    assert [h["epoch"] for h in json.loads(final["history"])] == list(range(1, 7))
 
 
+@pytest.mark.slow
 def test_resume_is_the_uninterrupted_run(tmp_path):
     cfg = dict(model="mobilenet_v2", options=TINY, data="digits", resolution=RES, check_merge=False, device="cpu",
                config=TrainConfig(epochs=3, batch_size=16, max_batches=2, max_eval_batches=1))
@@ -282,6 +275,7 @@ def test_resume_is_the_uninterrupted_run(tmp_path):
         torch.testing.assert_close(resumed.model.state_dict()[k], v, rtol=0, atol=0, msg=k)
 
 
+@pytest.mark.slow
 def test_torchrun_two_cpu_processes(tmp_path):
     plan = tmp_path / "plan.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "dsprof.cli",
@@ -357,6 +351,7 @@ def test_ds_plus_vgg_expands_the_middle_convs_and_shrinks_back_exactly():
     assert wider.pwl.out_channels == 24 and not wider.residual
 
 
+@pytest.mark.slow
 def test_ds_plus_mobilenet_v2_expands_every_second_block_and_shrinks_back_exactly():
     from dsprof.search.expand import ExpandedConv
 
@@ -369,6 +364,7 @@ def test_ds_plus_mobilenet_v2_expands_every_second_block_and_shrinks_back_exactl
     assert isinstance(block, ExpandedConv) and block.dw.kernel_size == (1, 1) and block.pw.out_channels == 6 * block.pw.in_channels
 
 
+@pytest.mark.slow
 def test_ds_plus_training_from_the_cli_shrinks_to_the_original_architecture(tmp_path, capsys):
     from dsprof.cli import main
 
@@ -387,6 +383,7 @@ def test_ds_plus_training_from_the_cli_shrinks_to_the_original_architecture(tmp_
     load_checkpoint(model, out)  # the original architecture takes the shrunk weights as they are
 
 
+@pytest.mark.slow
 def test_search_resume_is_the_uninterrupted_search(tmp_path):
     cfg = dict(keep=3, data="digits", options=TINY, resolution=RES, lam=0.5, score_lr=0.05, device="cpu",
                config=TrainConfig(epochs=2, batch_size=16, max_batches=2, max_eval_batches=1))

@@ -13,17 +13,16 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 import matplotlib
-
-matplotlib.use("Agg")  # files only: no display needed, works on a headless machine
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "prediction_figure"]
 
 _PLAN_MARKERS = "o^sDvP*X"
+
+# Figures are made with `matplotlib.figure.Figure` directly, not through pyplot: no backend is chosen
+# and no global figure state is touched (a notebook keeps its backend; `fig.savefig` works headless).
 
 
 def block_latency_figure(
@@ -36,8 +35,9 @@ def block_latency_figure(
     if counterpart not in ("merged", "flops_matched"):
         raise ValueError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
     dense = "merged" if counterpart == "merged" else "FLOPs-matched"
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, ((device, model), rows) in enumerate(blocks.groupby(["device", "model"], sort=True)):
         rows = rows.sort_values("index")
         x = rows["index"].to_numpy() + 1
@@ -63,7 +63,8 @@ def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprin
     """Per block, weights and peak activation (KiB) before and after merging, from a frame with
     columns index, weight_bytes_before, weight_bytes_after, peak_activation_bytes_before,
     peak_activation_bytes_after (see `dsprof.reports.memory_table`)."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    fig = Figure(figsize=(8, 5.5))
+    top, bottom = fig.subplots(2, 1, sharex=True)
     x = memory["index"].to_numpy() + 1
     width = 0.4
     for ax, what in ((top, "weight"), (bottom, "peak_activation")):
@@ -82,7 +83,8 @@ def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprin
 def accuracy_fps_figure(variants: pd.DataFrame, fps_column: str) -> Figure:
     """Accuracy (%) against FPS of the rows of a `variant_table` that have an accuracy."""
     rows = variants.dropna(subset=["accuracy", fps_column])
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig = Figure(figsize=(6, 4.5))
+    ax = fig.subplots()
     ax.plot(rows[fps_column], rows["accuracy"], "o", label=fps_column.split(":")[0])
     for _, row in rows.iterrows():
         ax.annotate(str(row["model"]), (row[fps_column], row["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
@@ -97,7 +99,8 @@ def accuracy_fps_figure(variants: pd.DataFrame, fps_column: str) -> Figure:
 
 def prediction_figure(validation: pd.DataFrame) -> Figure:
     """Predicted against measured latency (ms) from a `lut_validation_table`, with y = x and +-10 %."""
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig = Figure(figsize=(5, 5))
+    ax = fig.subplots()
     lo = 0.9 * min(validation["measured_ms"].min(), validation["predicted_ms"].min())
     hi = 1.1 * max(validation["measured_ms"].max(), validation["predicted_ms"].max())
     ax.fill_between([lo, hi], [0.9 * lo, 0.9 * hi], [1.1 * lo, 1.1 * hi], alpha=0.2, label="+-10 %")
@@ -115,6 +118,6 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
 
 
 def close(figures: Iterable[Figure]) -> None:
-    """Free the figures' memory (pyplot keeps them alive otherwise)."""
+    """Free the figures' artists now (they are not registered with pyplot, so nothing else holds them)."""
     for fig in figures:
-        plt.close(fig)
+        fig.clear()
