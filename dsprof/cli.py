@@ -552,12 +552,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"warning: {message}", file=sys.stderr)  # for a user: the message, not our source line
+
+    previous = warnings.showwarning
+    warnings.showwarning = one_line
     try:
         use_model_file(args)
         return args.func(args)
     except CliError as exc:
         print(f"dsprof {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ def test_dense_counterpart_model_matches_macs_within_5_percent(width):
     original = count_macs(model, (64, 64))
     dense = dense_counterpart_model(model, "flops_matched")
     assert abs(count_macs(dense, (64, 64)) - original) <= 0.05 * original
-    assert find_blocks(dense) == []  # every block replaced
+    # every block replaced: no depthwise convolution is left between the stem and the head
+    assert all(m.groups == 1 for m in dense.features[1:-1].modules() if isinstance(m, nn.Conv2d))
     with torch.no_grad():
         assert dense(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
     merged = dense_counterpart_model(model, "merged")

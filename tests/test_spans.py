@@ -72,3 +72,30 @@ def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
     free = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16), max_len=4,
                       latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)  # a span is keyed by a conv spec
     assert free.spans == ((1, 5), (5, 9), (9, 13), (13, 17))
+
+
+GATE_MODELS = [
+    ("mnasnet0_5", {}), ("mobilenet_v3_small", {}), ("shufflenet_v2_x1_0", {}), ("fbnetc_100", {}),
+    ("resnet18", {"width": 0.25}), ("tf_efficientnet_lite0", {}), ("vgg11_bn", {}),
+]
+
+
+@pytest.mark.parametrize("name, options", GATE_MODELS)
+def test_gates_attach_to_the_discovered_activations_of_any_model(name, options):
+    """All gates on: the gated model is the original; all off: it is every block with its activations removed
+    (padding in place, no free activation) -- computed independently by linearize_model."""
+    from dsprof.search import gate_model, ungate
+
+    model = _random_bn(get_model(name, resolution=40, num_classes=10, **options).double().eval())
+    n = len(find_blocks(model))
+    x = torch.randn(2, 3, 40, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    plan = Plan(name, (0,) * n, options, free_activation=None, border="in_place")
+    with torch.no_grad():
+        want_on, want_off = model(x), linearize_model(model, plan).eval()(x)
+        on, off = gate_model(model, n).eval(), gate_model(model, 0).eval()
+        assert (on(x) - want_on).abs().max() <= 1e-10 * want_on.abs().max()
+        assert (off(x) - want_off).abs().max() <= 1e-10 * want_off.abs().max()
+        assert not torch.allclose(want_on, want_off)  # the gates matter
+        back = ungate(on)
+        assert list(back.state_dict()) == list(model.state_dict())  # the original modules are back
+        assert torch.equal(back(x), want_on)

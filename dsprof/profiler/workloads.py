@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -194,7 +195,11 @@ def block_workloads(
             module = module.eval()
             macs = count_macs(module, shape[1:], shape[0])
             if variant == "flops_matched":
-                _check_macs(f"block {block.name}", macs, block_macs)
+                try:
+                    _check_macs(f"block {block.name}", macs, block_macs)
+                except ValueError as exc:  # too few channels at this size: skip this one workload, say so
+                    warnings.warn(f"{exc}; its flops_matched workload is skipped", UserWarning, stacklevel=2)
+                    continue
             group.append(Workload("block", block.name, variant, module, shape, macs, count_params(module), spec, index, channels))
         groups.append(group)
     return groups
@@ -307,7 +312,11 @@ def model_workloads(
         if variant == "original":
             out.append(model_workload(model, name, "original", input_size))
         else:
-            dense = dense_counterpart_model(model, variant, input_size)
+            try:
+                dense = dense_counterpart_model(model, variant, input_size)
+            except ValueError as exc:  # e.g. blocks that do not chain: this variant cannot be built, say so
+                warnings.warn(f"{name}: no whole-model {variant} variant: {exc}", UserWarning, stacklevel=2)
+                continue
             out.append(model_workload(dense, name, variant, input_size, fold=False))
     return out
 
