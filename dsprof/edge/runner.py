@@ -289,7 +289,7 @@ def _tegrastats_line():
 
 def _version(distribution, module=None):
     try:
-        from importlib import metadata  # Python >= 3.8
+        from importlib import metadata  # novermin (Python >= 3.8; older ones take the fallbacks below)
         return metadata.version(distribution)
     except Exception:  # noqa: BLE001 - older Python, or not installed under that name
         pass
@@ -494,20 +494,22 @@ def check_benchmark_model_output(text, args):
 def parse_benchmark_model_output(text):
     """The timings benchmark_model prints, in seconds.
 
-    Reads the two ``count=... first=... curr=... min=... max=... avg=... std=...`` lines (warm-up, then the
-    timed runs; ``count=N curr=X`` when all runs took the same time), all in microseconds, and the line
+    Reads the ``count=... first=... curr=... min=... max=... avg=... std=...`` line that follows each
+    ``Running benchmark for at least ...`` line (warm-up, then the timed runs; ``count=N curr=X`` when all
+    runs took the same time; op-profiling tables print more count= lines, which are not read), all in
+    microseconds, and the line
     ``Inference timings in us: Init: ..., First inference: ..., Warmup (avg): ..., Inference (avg): ...``.
     Returns {"runs", "avg_s", "min_s", "max_s", "std_s", "warmup_runs", "warmup_avg_s", "init_s"}.
     """
-    stats = []
-    for match in re.finditer(r"count=(\d+)((?: [a-z]+=[-+0-9.eE]+)*)(\(all same\))?", text):
-        fields = dict((k, float(v)) for k, v in re.findall(r"([a-z]+)=([-+0-9.eE]+)", match.group(2)))
-        count = int(match.group(1))
-        if count == 0:
+    stats = []  # the first count= line after each "Running benchmark for at least ..." line: warm-up, timed runs
+    for chunk in re.split(r"Running benchmark for at least", text)[1:]:
+        match = re.search(r"count=(\d+)((?: [a-z]+=[-+0-9.eE]+)*)(\(all same\))?", chunk)
+        if match is None or int(match.group(1)) == 0:
             continue
+        fields = dict((k, float(v)) for k, v in re.findall(r"([a-z]+)=([-+0-9.eE]+)", match.group(2)))
         if "avg" not in fields:  # all runs took the same time
             fields.update(avg=fields["curr"], min=fields["curr"], max=fields["curr"], std=0.0)
-        fields["count"] = count
+        fields["count"] = int(match.group(1))
         stats.append(fields)
     summary = re.search(r"Inference timings in us: Init: ([0-9.eE+-]+), First inference: ([0-9.eE+-]+), "
                         r"Warmup \(avg\): ([0-9.eE+-]+|nan|-nan), Inference \(avg\): ([0-9.eE+-]+)", text)
