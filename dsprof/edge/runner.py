@@ -576,6 +576,49 @@ class BenchmarkModel(object):
         return parsed["avg_s"]
 
 
+def _adb_shell(serial, command):
+    """stdout of ``adb -s SERIAL shell COMMAND``, or None when it fails."""
+    return _command(["adb", "-s", serial, "shell", command], timeout=20.0)
+
+
+def phone_environment(serial):
+    """The fingerprint of the phone ``serial`` (over adb): SoC and cores, governor, model, Android version.
+    Same keys as `environment` (cpu, gpu, jetson, versions); 'versions' has Android's and the runner's."""
+    prop = lambda name: _adb_shell(serial, "getprop " + name) or None  # noqa: E731
+    cpuinfo = _adb_shell(serial, "cat /proc/cpuinfo") or ""
+    cpu = {"machine": prop("ro.product.cpu.abi"), "logical_cores": sum(
+        1 for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "processor")}
+    hardware = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("Hardware")]
+    cpu["model"] = prop("ro.soc.model") or (hardware[0] if hardware else None) or prop("ro.board.platform")
+    cpu["board"] = " ".join(v for v in (prop("ro.product.manufacturer"), prop("ro.product.model")) if v) or None
+    governor = _adb_shell(serial, "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if governor:
+        cpu["governor"] = governor
+    freqs = _adb_shell(serial, "cat /sys/devices/system/cpu/cpu*/cpufreq/cpuinfo_max_freq") or ""
+    if freqs:
+        cpu["max_freq_hz_per_core"] = [int(v) * 1000 for v in freqs.split() if v.isdigit()]
+    versions = {"android": prop("ro.build.version.release"), "android_build": prop("ro.build.fingerprint"),
+                "dsprof-runner": RUNNER_VERSION}
+    return {"cpu": dict((k, v) for k, v in cpu.items() if v is not None), "gpu": [], "jetson": {},
+            "versions": dict((k, v) for k, v in versions.items() if v), "host": "adb:" + serial,
+            "time_utc": _utc_now()}
+
+
+def phone_state(serial):
+    """What changes on the phone: load average, current CPU clocks (Hz, per core), battery temperature (C)."""
+    state = {}
+    load = _adb_shell(serial, "cat /proc/loadavg")
+    if load:
+        state["load_avg_1m"] = float(load.split()[0])
+    freqs = _adb_shell(serial, "cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_cur_freq") or ""
+    if freqs:
+        state["cpu_freq_hz_per_core"] = [int(v) * 1000 for v in freqs.split() if v.isdigit()]
+    battery = re.search(r"temperature: (\d+)", _adb_shell(serial, "dumpsys battery") or "")
+    if battery:
+        state["battery_temp_c"] = int(battery.group(1)) / 10
+    return state
+
+
 # -- results file ---------------------------------------------------------------------------------------------
 
 
@@ -674,8 +717,10 @@ def run(args):
         path = os.path.join(args.bundle, w["files"][file_format])
         if not os.path.isfile(path) or _sha256(path) != w["sha256"][file_format]:
             raise RunnerError("%s is missing or differs from the exported file; copy the bundle again" % path)
-    env = environment(args.runtime)
+    phone = args.adb if args.runtime == "benchmark_model" else None
+    env = phone_environment(phone) if phone else environment(args.runtime)
     device = "cuda:0" if args.device == "cuda" else args.device
+    state = (lambda: phone_state(phone)) if phone else (lambda: device_state(device))
     bench = None
     if args.runtime == "benchmark_model":
         bench = BenchmarkModel(args.benchmark_model, args.adb, args.remote_dir, args.taskset, args.op_profiling,
@@ -691,7 +736,7 @@ def run(args):
         if index == 0:  # the first group also pays for thread pools and allocator growth
             group_timing["warmup_s"] = max(timing["warmup_s"], timing["first_warmup_s"])
             group_timing["warmup_max_s"] = max(timing["warmup_max_s"], timing["first_warmup_s"])
-        state_before = device_state(device)
+        state_before = state()
         fns, errors, timers = [], {}, {}
         for wid in group:
             w = workloads[wid]
@@ -717,7 +762,7 @@ def run(args):
         results = {}
         if fns:
             results = time_interleaved(fns, group_timing, lambda fn, number: timers[id(fn)](fn, number))
-        state_after = device_state(device)
+        state_after = state()
         now = _utc_now()
         records = []
         for wid in group:
