@@ -689,6 +689,15 @@ def load_manifest(bundle):
     return manifest
 
 
+def _switches():
+    """Involuntary context switches of this process so far (None without the resource module)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
 def _settings(args, manifest):
     return {"bundle_id": manifest["bundle_id"], "runtime": args.runtime, "device": args.device, "threads": args.threads}
 
@@ -727,7 +736,7 @@ def run(args):
                                os.path.dirname(os.path.abspath(args.out)))
         bench.threads = args.threads
     run_id = "%08x" % random.getrandbits(32)
-    new = skipped = 0
+    new = 0
     todo = [[wid for wid in group if wid not in done] for group in manifest["groups"]]
     skipped = sum(len(g) for g in manifest["groups"]) - sum(len(g) for g in todo)
     todo = [g for g in todo if g]
@@ -742,10 +751,9 @@ def run(args):
             w = workloads[wid]
             path = os.path.join(args.bundle, w["files"][file_format])
             try:
-                if bench is not None:
-                    graph = bench.push(path)
-                    fn = (lambda g: (lambda: g))(graph)  # the timer runs benchmark_model on the graph path
-                    timer = lambda fn, number: bench.run(fn(), number, max(1, timing["warmup_min_iters"]))
+                if bench is not None:  # fn() names the model file; the timer runs benchmark_model on it
+                    fn = (lambda graph: (lambda: graph))(bench.push(path))
+                    timer = lambda fn, number: bench.run(fn(), number, max(1, timing["warmup_min_iters"]))  # noqa: E731
                 elif args.runtime == "onnxruntime":
                     fn, timer = _prepare_onnxruntime(path, device, args.threads)
                 elif args.runtime == "tflite":
@@ -759,10 +767,17 @@ def run(args):
                 continue
             fns.append((wid, fn))
             timers[id(fn)] = timer
-        results = {}
+        results, share = {}, {}
         if fns:
+            cpu_start, wall_start, switches_start = time.process_time(), time.perf_counter(), _switches()
             results = time_interleaved(fns, group_timing, lambda fn, number: timers[id(fn)](fn, number))
+            wall = time.perf_counter() - wall_start
+            if bench is None and device == "cpu" and wall > 0:  # as the profiler: other processes competing?
+                share["process_cpu_share"] = round((time.process_time() - cpu_start) / (wall * args.threads), 4)
+                if switches_start is not None:
+                    share["involuntary_switches_per_s"] = round((_switches() - switches_start) / wall, 1)
         state_after = state()
+        state_after.update(share)
         now = _utc_now()
         records = []
         for wid in group:
@@ -812,9 +827,9 @@ def main(argv=None):
     if args.out is None:
         args.out = os.path.join(args.bundle, "results", "%s_%s_t%d.jsonl" % (args.runtime, args.device.replace(":", ""), args.threads))
     try:
-        if os.path.dirname(os.path.abspath(args.out)):
-            if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
-                os.makedirs(os.path.dirname(os.path.abspath(args.out)))
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
         new, skipped = run(args)
     except RunnerError as exc:
         print("run_bundle: error: %s" % exc, file=sys.stderr)
