@@ -110,8 +110,11 @@ def test_tflite_bundle_timed_with_the_litert_interpreter_without_torch(tmp_path)
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A two-block bundle (ONNX and TorchScript) and a complete ONNX Runtime results file for it."""
+    import torch
+
     root = tmp_path_factory.mktemp("edge")
     bundle = root / "bundle"
+    torch.manual_seed(0)  # the model's random weights, rebuilt in test_bundle_files_compute_the_workloads
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1,features.2",
                  "--model-variants", "none", "--format", "onnx,torchscript", "--out", str(bundle), "--quiet",
                  *TIMING_ARGS]) == 0
@@ -208,3 +211,51 @@ def test_export_keeps_results_and_checks_its_options(small, tmp_path, capsys):
     assert main(["export", "--format", "onnx,caffe", "--out", str(tmp_path / "b")]) == 2
     assert "unknown format(s) ['caffe']" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+def test_bundle_files_compute_the_workloads(small, tmp_path):
+    """The exported ONNX (opset 13) and TorchScript files of the original blocks compute what the profiler's
+    workload modules compute (same seeded weights); the dense variants have the replacement's shapes; a plan's
+    merged model is exported as one more whole model, named after the plan, computing the merged model."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    from dsprof.merge import load_plan, merge_model
+    from dsprof.models import get_model
+    from dsprof.profiler import block_workloads
+
+    bundle, _, _ = small
+    manifest = read_manifest(bundle)
+    torch.manual_seed(0)
+    model = get_model("mobilenet_v2", resolution=32).eval()
+    modules = {(w.name, w.variant): w for g in block_workloads(model, input_size=(32, 32)) for w in g}
+    for entry in manifest["workloads"]:
+        w = modules[(entry["name"], entry["variant"])]
+        assert entry["input_shape"] == [1, *w.input_shape] and entry["macs"] == w.macs
+        x = torch.randn(entry["input_shape"], generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            want = w.module(x).numpy()
+            got_ts = torch.jit.load(str(bundle / entry["files"]["torchscript"]))(x).numpy()
+        session = ort.InferenceSession(str(bundle / entry["files"]["onnx"]), providers=["CPUExecutionProvider"])
+        got_onnx = session.run(None, {"input": x.numpy()})[0]
+        if entry["variant"] == "original":
+            np.testing.assert_allclose(got_onnx, want, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(got_ts, want, rtol=1e-4, atol=1e-5)
+        else:  # a dense convolution with its own random weights: same shapes, ReLU6 range
+            assert got_onnx.shape == got_ts.shape == want.shape
+            assert got_onnx.min() >= 0 and got_onnx.max() <= 6
+
+    out = tmp_path / "plan"
+    torch.manual_seed(1)
+    assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "none", "--model-variants",
+                 "none", "--plan", "mbv2-ds-a", "--out", str(out), "--quiet"]) == 0
+    (entry,) = read_manifest(out)["workloads"]
+    assert (entry["scope"], entry["name"], entry["variant"]) == ("model", "mbv2-ds-a", "custom")
+    torch.manual_seed(1)
+    merged = merge_model(get_model("mobilenet_v2", resolution=32).eval(), load_plan("mbv2-ds-a")).eval()
+    x = torch.randn(entry["input_shape"], generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = merged(x).numpy()
+    session = ort.InferenceSession(str(out / entry["files"]["onnx"]), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], want, rtol=1e-3, atol=1e-4)
