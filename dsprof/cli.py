@@ -162,6 +162,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     model = model_from_args(args)
     options = model_options_from_args(args)
     extra = extra_models_from_args(args, model)
+    if args.remote:
+        return _measure_remote(args, model, options, extra)
     try:
         timing = timing_from_args(args)
         result = measure(
@@ -177,6 +179,33 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
+    return 0
+
+
+def _measure_remote(args: argparse.Namespace, model, options: dict, extra: dict) -> int:
+    """`dsprof measure --remote HOST`: export, run over ssh, import (dsprof.edge.remote)."""
+    import shlex
+
+    from .edge.remote import measure_remote
+    from .profiler import default_batch
+
+    if args.dtype != "fp32" or args.channels_last or args.compile:
+        raise CliError("--remote times fp32 bundles: drop --dtype, --channels-last and --compile")
+    try:
+        result = measure_remote(
+            args.remote, model, backend=args.backend, device=args.device, threads=args.threads,
+            ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=args.out,
+            overwrite=args.overwrite, log=None if args.no_progress else print, name=args.model,
+            model_options=options, resolution=args.resolution, extra_models=extra,
+            batch=args.batch or default_batch(args.device), variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
+            timing=timing_from_args(args),
+        )
+    except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, FileNotFoundError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    first = result.measurements[0]
+    print(f"{sum(r.ok for r in result.measurements)} workloads measured on {args.remote} ({first.device_name}, "
+          f"{first.backend}, {first.threads} threads); records: {result.path}")
     return 0
 
 
@@ -470,6 +499,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--remote", default=None, metavar="USER@HOST",
+                   help="time on this machine over ssh (export a bundle, run its runner there, import); backends "
+                        "onnxruntime, tflite, torch (TorchScript); see docs/devices/")
+    p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
+    p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
+    p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser(

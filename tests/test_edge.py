@@ -259,3 +259,27 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
         want = merged(x).numpy()
     session = ort.InferenceSession(str(out / entry["files"]["onnx"]), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], want, rtol=1e-3, atol=1e-4)
+
+
+# `sh -c 'exec sh -c "$2"' ssh HOST COMMAND` runs COMMAND here: the stand-in for the network hop that this
+# machine cannot make (no ssh server); everything else of `measure --remote` runs for real.
+SSH_STANDIN = """sh -c 'exec sh -c "$2"' ssh"""
+
+
+def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
+    python = edge_venv("onnxruntime")
+    board = tmp_path / "board"
+    args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
+            "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS, "--remote", "lab@board",
+            "--ssh", SSH_STANDIN, "--remote-dir", str(board), "--out", str(tmp_path / "m"), "--no-progress"]
+    assert main([*args, "--remote-python", "/nonexistent/python3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the runner on lab@board failed" in err and len(err.splitlines()) == 1, err
+    assert main([*args, "--remote-python", str(python)]) == 0
+    (path,) = (tmp_path / "m").glob("*.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(r["variant"] for r in records) == ["flops_matched", "merged", "original"]
+    assert {r["name"] for r in records} == {"features.1"} and all(r["samples_s"] for r in records)
+    assert {r["environment"]["versions"].get("torch") for r in records} == {None}  # timed by the venv's runner
+    assert len(list(board.glob("*/manifest.json"))) == 2  # the failed try's bundle stays on the board ...
+    assert len(list(board.glob("*/results.jsonl"))) == 1  # ... without results
