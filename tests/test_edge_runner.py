@@ -63,6 +63,12 @@ def test_runner_timing_loop_on_exact_costs():
     assert out["a"]["stop_reason"] == "precision"
 
 
+def test_runner_timing_defaults_are_the_profilers():
+    from dataclasses import asdict
+
+    assert runner.TIMING_DEFAULTS == asdict(TimingConfig())
+
+
 def test_runner_median_interval_is_the_profilers():
     rng = random.Random(3)
     for n in (2, 5, 6, 7, 10, 31, 100, 1000):
