@@ -9,7 +9,7 @@ imported; each side's records are pooled into a LUT. Prints, per LUT entry, the 
 runner / direct of the medians (median, range, share within 10 %), and, as the noise floor, the
 same ratio between the direct runs of two rounds. Load average before and after.
 
-    .venv/bin/python benchmarks/edge_vs_measure.py [--resolution 224] [--threads 1] [--rounds 2]
+    .venv/bin/python benchmarks/edge_vs_measure.py [--resolution 224] [--threads 1] [--rounds 2] [--opset 13]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsprof.edge import export_bundle, import_results
+from dsprof.edge import EDGE_OPSET, export_bundle, import_results
 from dsprof.lut import build_lut
 from dsprof.profiler import TimingConfig, measure
 
@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=224)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--opset", type=int, default=EDGE_OPSET, help="ONNX opset of the bundle (measure exports 17)")
     parser.add_argument("--device-python", type=Path, default=ROOT / ".venv-edge-onnxruntime" / "bin" / "python",
                         help="the Python that runs the bundle (NumPy + onnxruntime only)")
     parser.add_argument("--out", type=Path, default=None, help="keep the files here (default: a temporary folder)")
@@ -57,7 +58,7 @@ def main() -> None:
     load_before = os.getloadavg()
     start = time.perf_counter()
     bundle = export_bundle("mobilenet_v2", resolution=args.resolution, timing=timing, out=out / "bundle",
-                           overwrite=True).path
+                           overwrite=True, opset=args.opset).path
     print(f"export: {time.perf_counter() - start:.1f} s, {len(list((bundle / 'models').iterdir()))} files")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     direct, edge = [], []
@@ -81,7 +82,7 @@ def main() -> None:
     assert set(a) == set(b), "the runner's LUT keys differ from measure's"
     keys = sorted(b)
     print(f"{len(keys)} LUT entries (MobileNetV2 {args.resolution} px, batch 1, fp32, onnxruntime, "
-          f"{args.threads} thread(s)), {args.rounds} rounds each side")
+          f"{args.threads} thread(s), bundle opset {args.opset}), {args.rounds} rounds each side")
     print(describe("runner / direct, pooled", [a[k] / b[k] for k in keys]))
     for kind in ("block", "model", "stem", "head"):
         ratios = [a[k] / b[k] for k in keys if k[0] == kind]

@@ -22,11 +22,12 @@ from edge_env import edge_venv
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
 
-# Short but real timing: enough samples for a median that a ratio can be read from.
+# Short but real timing: enough samples for a median that a ratio can be read from; samples of >= 5 ms (the
+# default) so that a 20-microsecond block is averaged over several scheduler slices on a shared machine.
 TIMING = TimingConfig(warmup_s=0.02, first_warmup_s=0.1, warmup_max_s=0.5, min_samples=5, max_samples=50,
-                      budget_s=0.05, min_sample_s=1e-3, target_precision=0.05)
-TIMING_ARGS = ["--warmup", "0.02", "--min-samples", "5", "--max-samples", "50", "--budget", "0.05",
-               "--min-sample-time", "0.001", "--target-precision", "0.05"]
+                      budget_s=0.1, min_sample_s=5e-3, target_precision=0.05)
+TIMING_ARGS = ["--warmup", "0.02", "--min-samples", "5", "--max-samples", "50", "--budget", "0.1",
+               "--min-sample-time", "0.005", "--target-precision", "0.05"]
 
 
 def device_env() -> dict[str, str]:
@@ -71,11 +72,13 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
     assert sorted(r.workload_key for r in imported.measurements) == sorted(r.workload_key for r in direct.measurements)
     edge, here = lut_keys(build_lut([imported.path])), lut_keys(build_lut([direct.path]))
     assert set(edge) == set(here)  # repeated blocks share a key: fewer entries than records
-    # Same order on this CPU: timed seconds apart on a machine that other test suites may share, one entry
-    # can be off by a few times (benchmarks/RESULTS.md has the careful comparison); the median cannot.
+    # Same order on this CPU. The two runs are seconds apart on a machine that other test suites may share:
+    # when one of them lost its core for a while (load average 11 on 2 cores once gave 0.16x and 14x for two
+    # ~20-microsecond blocks), single entries go far off; the median and most entries cannot.
+    # benchmarks/RESULTS.md has the careful comparison.
     ratios = [edge[k] / here[k] for k in here]
     assert 0.5 <= statistics.median(ratios) <= 2.0, sorted(ratios)
-    assert 0.1 <= min(ratios) and max(ratios) <= 10.0, sorted(ratios)
+    assert sum(0.5 <= r <= 2.0 for r in ratios) >= 0.8 * len(ratios), sorted(ratios)
 
     first = imported.measurements[0]
     assert first.backend == "onnxruntime" and first.layout == "nchw" and first.threads == 1
@@ -103,8 +106,8 @@ def test_tflite_bundle_timed_with_the_litert_interpreter_without_torch(tmp_path)
                      model_variants=(), timing=TIMING, out=tmp_path / "direct", progress=False)
     edge, here = lut_keys(build_lut([tmp_path / "imported"])), lut_keys(build_lut([direct.path]))
     assert len(here) == 3 and set(edge) == set(here)
-    for key in here:  # the same order of magnitude (see the ONNX Runtime test)
-        assert 0.1 <= edge[key] / here[key] <= 10.0, (key, edge[key], here[key])
+    ratios = [edge[k] / here[k] for k in here]  # the same order (see the ONNX Runtime test)
+    assert 0.5 <= statistics.median(ratios) <= 2.0, ratios
     frame = build_lut([tmp_path / "imported"]).to_dataframe()
     assert set(frame.backend) == {"tflite"} and set(frame.layout) == {"nhwc"}
 
