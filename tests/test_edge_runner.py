@@ -161,3 +161,15 @@ def test_results_file_cut_short_is_an_error_unless_resuming(tmp_path):
         runner.read_results(str(path))
     assert runner.read_results(str(path), repair=True) == [{"format": runner.RESULTS_FORMAT, "workload": "w0"}]
     assert path.read_text() == line
+
+
+def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
+    """The runner re-implements the profiler's CPU fingerprint in Python 3.6 (it cannot import dsprof); on the
+    same machine both must say the same, or one device would get two descriptions."""
+    from dsprof.profiler import fingerprint
+
+    ours, theirs = runner.environment("onnxruntime"), fingerprint.environment()
+    assert {k: v for k, v in ours["cpu"].items() if k != "board"} == theirs["cpu"]
+    assert ours["jetson"] == theirs["jetson"] and ours["gpu"] == []
+    assert set(ours) == set(theirs)
+    assert ours["versions"]["onnxruntime"] == theirs["versions"]["onnxruntime"]
