@@ -219,8 +219,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
             extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
             model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
-            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite, opset=args.opset,
-            log=None if args.quiet else print,
+            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
         )
     except (ValueError, KeyError, TypeError, FileExistsError, PermissionError) as exc:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
@@ -515,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
-    p.add_argument("--opset", type=int, default=13, help="ONNX operator set (13: ONNX Runtime >= 1.6, e.g. 1.10 on Python 3.6)")
+    p.add_argument("--opset", type=int, default=None,
+                   help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
     add_workload_args(p)
     add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("bundle"), help="the bundle folder to write")
