@@ -218,6 +218,7 @@ def test_export_keeps_results_and_checks_its_options(small, tmp_path, capsys):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")  # old boards have only TorchScript
 def test_bundle_files_compute_the_workloads(small, tmp_path):
     """The exported ONNX (opset 13) and TorchScript files of the original blocks compute what the profiler's
     workload modules compute (same seeded weights); the dense variants have the replacement's shapes; a plan's
