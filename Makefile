@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RESULTS := results
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv edge-venvs clean
 
 venv: $(VENV)/.installed
 
@@ -29,8 +29,13 @@ demo: venv
 	$(VENV)/bin/dsprof build-lut $(RESULTS)/measurements -o $(RESULTS)/lut.csv
 	$(VENV)/bin/dsprof report $(RESULTS)/measurements --lut $(RESULTS)/lut.csv --plans mbv2-ds-a -o $(RESULTS)/report
 
-test: $(VENV)/.installed-test
+# NumPy + one runtime each, no torch, no dsprof: where tests/test_edge.py runs the bundle runner
+# (the tests build them too when they are missing).
+edge-venvs: venv
+	$(PY) tests/edge_env.py
+
+test: $(VENV)/.installed-test edge-venvs
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) $(RESULTS)
+	rm -rf $(VENV) .venv-edge-* $(RESULTS)

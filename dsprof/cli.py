@@ -117,16 +117,21 @@ def cmd_blocks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv_list(text: str) -> tuple[str, ...]:
-    return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """The options that pick what is timed, shared by `measure` and `export`."""
+    p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
+    p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")
+    p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
+    p.add_argument("--spans", type=int, default=0, metavar="N",
+                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
+    p.add_argument("--plan", action="append", default=None, metavar="PLAN",
+                   help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
+    p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
+                   help="also time a merged model saved by `dsprof merge --out` as a whole model; repeatable")
 
 
-def cmd_measure(args: argparse.Namespace) -> int:
-    from .profiler import TimingConfig, format_summary, measure
-    from .profiler.records import MeasurementFileError
-
-    model = model_from_args(args)
-    options = model_options_from_args(args)
+def extra_models_from_args(args: argparse.Namespace, model) -> dict[str, object]:
+    """The whole models that --plan and --merged-model add (named after the plan or the file)."""
     extra: dict[str, object] = {}
     if args.plan or args.merged_model:
         from .merge import load_merged, merge_model
@@ -140,18 +145,56 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 extra[Path(path).stem] = load_merged(path)
         except (PlanError, ValueError, FileNotFoundError) as exc:
             raise CliError(str(exc)) from None
+    return extra
+
+
+def blocks_from_args(args: argparse.Namespace) -> list[str] | None:
+    """The --blocks patterns, None for 'none'."""
+    return None if args.blocks.lower() == "none" else args.blocks.split(",")
+
+
+def add_timing_args(p: argparse.ArgumentParser) -> None:
+    """The timing-protocol options of `measure` and `export` (seconds)."""
+    p.add_argument("--target-precision", type=float, default=0.02, help="stop once each median is known to this fraction (95 %% interval half-width)")
+    p.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per workload at most")
+    p.add_argument("--warmup", type=float, default=0.05, help="seconds of warm-up per workload at least")
+    p.add_argument("--min-samples", type=int, default=10, help="samples before the precision rule may stop a workload (the --budget may stop it sooner, after 2)")
+    p.add_argument("--max-samples", type=int, default=2000, help="samples per workload at most")
+    p.add_argument("--min-sample-time", type=float, default=0.005, help="seconds one sample lasts at least (calls are repeated within it)")
+
+
+def timing_from_args(args: argparse.Namespace):
+    """The `TimingConfig` that `add_timing_args` options give (raises ValueError on bad values)."""
+    from .profiler import TimingConfig
+
+    return TimingConfig(
+        warmup_s=args.warmup, min_samples=args.min_samples, max_samples=args.max_samples,
+        target_precision=args.target_precision, budget_s=args.budget, min_sample_s=args.min_sample_time,
+        warmup_max_s=max(TimingConfig.warmup_max_s, args.warmup),
+    )
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from .profiler import format_summary, measure
+    from .profiler.records import MeasurementFileError
+
+    model = model_from_args(args)
+    options = model_options_from_args(args)
+    extra = extra_models_from_args(args, model)
+    if args.remote:
+        return _measure_remote(args, model, options, extra)
     try:
-        timing = TimingConfig(
-            warmup_s=args.warmup, min_samples=args.min_samples, max_samples=args.max_samples,
-            target_precision=args.target_precision, budget_s=args.budget, min_sample_s=args.min_sample_time,
-            warmup_max_s=max(TimingConfig.warmup_max_s, args.warmup),
-        )
+        timing = timing_from_args(args)
         result = measure(
             model, name=args.model, model_options=options, backend=args.backend, device=args.device,
             dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
             compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
             extra_models=extra,
-            blocks=None if args.blocks.lower() == "none" else args.blocks.split(","), spans=args.spans, timing=timing,
+            blocks=blocks_from_args(args), spans=args.spans, timing=timing,
             out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
             log=lambda m: print(f"warning: {m}", file=sys.stderr),
         )
@@ -159,6 +202,72 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
+    return 0
+
+
+def _measure_remote(args: argparse.Namespace, model, options: dict, extra: dict) -> int:
+    """`dsprof measure --remote HOST`: export, run over ssh, import (dsprof.edge.remote)."""
+    import shlex
+
+    from .edge.remote import measure_remote
+    from .profiler import default_batch
+
+    if args.dtype != "fp32" or args.channels_last or args.compile:
+        raise CliError("--remote times fp32 bundles: drop --dtype, --channels-last and --compile")
+    try:
+        result = measure_remote(
+            args.remote, model, backend=args.backend, device=args.device, threads=args.threads,
+            ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=args.out,
+            overwrite=args.overwrite, log=None if args.no_progress else print, name=args.model,
+            model_options=options, resolution=args.resolution, extra_models=extra,
+            batch=args.batch or default_batch(args.device), variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
+            timing=timing_from_args(args),
+        )
+    except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, FileNotFoundError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    first = result.measurements[0]
+    print(f"{sum(r.ok for r in result.measurements)} workloads measured on {args.remote} ({first.device_name}, "
+          f"{first.backend}, {first.threads} threads); records: {result.path}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .edge import export_bundle
+
+    model = model_from_args(args)
+    extra = extra_models_from_args(args, model)
+    try:
+        result = export_bundle(
+            model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
+            extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
+            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
+        )
+    except (ValueError, KeyError, TypeError, FileExistsError, PermissionError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
+    print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
+          f"manifest.json and run_bundle.py")
+    print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
+          f"then `dsprof import {result.path} RESULTS.jsonl` here (docs/devices/)")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .edge import import_results
+
+    try:
+        result = import_results(args.bundle, args.results, out=args.out, overwrite=args.overwrite,
+                                allow_partial=args.allow_partial)
+    except (ValueError, FileNotFoundError, FileExistsError, PermissionError) as exc:
+        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    first = result.measurements[0]
+    ok = sum(r.ok for r in result.measurements)
+    print(f"wrote {result.path}: {ok} of {len(result.measurements)} records with samples, "
+          f"device {first.device_name} ({first.backend}, {first.device}, {first.threads} threads), env {first.env_id}")
+    print(f"next: dsprof build-lut {result.path.parent} -o lut.csv")
     return 0
 
 
@@ -439,26 +548,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for inference (default: the library's, physical cores)")
     p.add_argument("--compile", action="store_true", help="time torch.compile'd modules (torch)")
-    p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
-    p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")
-    p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
-    p.add_argument("--spans", type=int, default=0, metavar="N",
-                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
-    p.add_argument("--plan", action="append", default=None, metavar="PLAN",
-                   help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
-    p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
-                   help="also time a merged model saved by `dsprof merge --out` as a whole model; repeatable")
-    p.add_argument("--target-precision", type=float, default=0.02, help="stop once each median is known to this fraction (95 %% interval half-width)")
-    p.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per workload at most")
-    p.add_argument("--warmup", type=float, default=0.05, help="seconds of warm-up per workload at least")
-    p.add_argument("--min-samples", type=int, default=10, help="samples before the precision rule may stop a workload (the --budget may stop it sooner, after 2)")
-    p.add_argument("--max-samples", type=int, default=2000, help="samples per workload at most")
-    p.add_argument("--min-sample-time", type=float, default=0.005, help="seconds one sample lasts at least (calls are repeated within it)")
+    add_workload_args(p)
+    add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
     p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--remote", default=None, metavar="USER@HOST",
+                   help="time on this machine over ssh (export a bundle, run its runner there, import); backends "
+                        "onnxruntime, tflite, torch (TorchScript); see docs/devices/")
+    p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
+    p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
+    p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
     p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser(
+        "export",
+        help="bundle the workloads `measure` times (model files, manifest, runner) for a device that cannot run dsprof",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
+    p.add_argument("--batch", type=int, default=1, help="images per forward pass")
+    p.add_argument("--opset", type=int, default=None,
+                   help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
+    add_workload_args(p)
+    add_timing_args(p)
+    p.add_argument("--out", type=Path, default=Path("bundle"), help="the bundle folder to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle (one without results)")
+    p.add_argument("--quiet", action="store_true", help="no line per exported workload")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import", help="turn a bundle runner's results into measurement records (then build-lut, predict, report)",
+        formatter_class=fmt,
+    )
+    p.add_argument("bundle", type=Path, help="the bundle folder that `dsprof export` wrote (its manifest.json)")
+    p.add_argument("results", type=Path, help="the runner's results file (JSON Lines)")
+    p.add_argument("--out", type=Path, default=Path("results/measurements"), help="folder for the measurement file (named after the settings and device), or a .jsonl file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing measurement file")
+    p.add_argument("--allow-partial", action="store_true", help="import although some workloads have no result")
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser(
         "merge",

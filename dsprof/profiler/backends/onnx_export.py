@@ -13,10 +13,14 @@ __all__ = ["export_onnx", "OPSET"]
 OPSET = 17
 
 
-def export_onnx(module: nn.Module, input_shape: tuple[int, int, int, int], path: Path, dtype: torch.dtype = torch.float32) -> Path:
+def export_onnx(
+    module: nn.Module, input_shape: tuple[int, int, int, int], path: Path, dtype: torch.dtype = torch.float32,
+    opset: int = OPSET,
+) -> Path:
     """Write ``module`` (eval mode) as ONNX with one input ``input`` of ``input_shape`` and one output ``output``.
 
-    Uses the TorchScript-based exporter (no extra dependencies, static shapes).
+    Uses the TorchScript-based exporter (no extra dependencies, static shapes). ``opset``: the ONNX
+    operator set (lower for old runtimes, e.g. 13 for ONNX Runtime 1.10 on Python 3.6).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval().to(dtype)
@@ -24,6 +28,6 @@ def export_onnx(module: nn.Module, input_shape: tuple[int, int, int, int], path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, (x,), str(path), dynamo=False, opset_version=OPSET, input_names=["input"], output_names=["output"]
+            module, (x,), str(path), dynamo=False, opset_version=opset, input_names=["input"], output_names=["output"]
         )
     return path

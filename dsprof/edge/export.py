@@ -1,0 +1,189 @@
+"""`export_bundle`: write the workloads `dsprof measure` would time as a self-contained bundle folder.
+
+    BUNDLE/
+      manifest.json      what is in it (`dsprof.edge.manifest`)
+      run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
+      models/w0.onnx     one file per workload and format (onnx, tflite, torchscript)
+      results/           where the runner writes its JSON Lines (created by the runner)
+
+The workloads come from the profiler's own enumeration (blocks in their variants, the whole model in
+its variants, stem and head, extra models such as a plan's merged model), so an imported file has the
+same workload keys as one `dsprof measure` writes, and builds the same LUT keys.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import shutil
+import tempfile
+import uuid
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .. import __version__
+from ..models import input_size_of, named_model
+from ..profiler.runner import _build_groups
+from ..profiler.timing import TimingConfig
+from ..profiler.workloads import Workload
+from .manifest import BUNDLE_FORMAT, write_manifest
+from .runner import RESULTS_FORMAT
+
+__all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "export_bundle"]
+
+#: Model file formats a bundle can hold, and the file suffix of each.
+FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
+#: ONNX operator set of bundle files: ONNX Runtime 1.10 (the last for Python 3.6, JetPack 4.6) reads up to 15.
+EDGE_OPSET = 13
+RUNNER_NAME = "run_bundle.py"
+
+
+@dataclass
+class ExportResult:
+    """What `export_bundle` wrote: the bundle folder and its manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def workloads(self) -> int:
+        return len(self.manifest["workloads"])
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_model(w: Workload, fmt: str, batch: int, path: Path, opset: int) -> None:
+    from ..profiler.backends.onnx_export import export_onnx
+
+    shape = (batch, *w.input_shape)
+    if fmt == "onnx":
+        export_onnx(copy.deepcopy(w.module), shape, path, opset=opset)
+    elif fmt == "torchscript":
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TorchScript is deprecated in PyTorch 2.x; old boards have only it
+            traced = torch.jit.trace(copy.deepcopy(w.module).eval(), torch.zeros(shape), check_trace=False)
+            torch.jit.save(traced, str(path))
+    else:
+        from ..profiler.backends.tflite import convert_onnx_to_tflite
+
+        with tempfile.TemporaryDirectory(prefix="dsprof-export-") as tmp:
+            onnx = export_onnx(copy.deepcopy(w.module), shape, Path(tmp) / "model.onnx", opset=opset)
+            shutil.copyfile(convert_onnx_to_tflite(onnx, Path(tmp)), path)
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
+    if not (out / "manifest.json").is_file():
+        raise FileExistsError(f"{out} exists and is not a bundle; choose another --out")
+    results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
+    if results:
+        raise FileExistsError(
+            f"{out} holds results ({results[0].name}); import or move them first, or choose another --out"
+        )
+
+
+def export_bundle(
+    model: str | nn.Module = "mobilenet_v2",
+    *,
+    name: str | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    extra_models: Mapping[str, nn.Module] | None = None,
+    formats: Sequence[str] = ("onnx",),
+    batch: int = 1,
+    variants: Sequence[str] = ("original", "merged", "flops_matched"),
+    model_variants: Sequence[str] = ("original", "flops_matched"),
+    blocks: str | Sequence[str] | None = "*",
+    timing: TimingConfig = TimingConfig(),
+    out: str | Path = "bundle",
+    overwrite: bool = False,
+    opset: int = EDGE_OPSET,
+    log: Callable[[str], None] | None = None,
+) -> ExportResult:
+    """Write a bundle folder ``out`` with the workloads `dsprof.profiler.measure` would time for the same
+    arguments (model, options, resolution, extra models, variants, blocks), each as a model file in every
+    format of ``formats`` (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest;
+    and the runner. ``timing`` is the runner's timing protocol (seconds). Returns an `ExportResult`."""
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise ValueError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    out = Path(out)
+    _check_out(out, overwrite)
+    options = dict(model_options or {})
+    label, net = named_model(model, name, resolution, options)
+    net.eval()
+    input_size = (resolution, resolution) if resolution else input_size_of(net)
+    options["resolution"] = input_size[0]
+    if input_size[0] != input_size[1]:
+        options["resolution_w"] = input_size[1]
+
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU
+    try:
+        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size)
+        if not groups:
+            raise ValueError("nothing to export: no block matched and no whole-model variant was asked for")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            manifest = _write_bundle(staging, label, options, groups, tuple(formats), batch, timing, opset, log)
+            if out.exists():
+                shutil.rmtree(out)
+            staging.rename(out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    finally:
+        torch.set_num_threads(saved_threads)
+    return ExportResult(out, manifest)
+
+
+def _write_bundle(
+    folder: Path, label: str, options: dict[str, Any], groups: list[list[Workload]], formats: tuple[str, ...],
+    batch: int, timing: TimingConfig, opset: int, log: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    (folder / "models").mkdir()
+    entries, group_ids = [], []
+    total = sum(len(g) for g in groups)
+    for group in groups:
+        ids = []
+        for w in group:
+            wid = f"w{len(entries)}"
+            files, digests = {}, {}
+            for fmt in formats:
+                rel = f"models/{wid}{FORMATS[fmt]}"
+                _write_model(w, fmt, batch, folder / rel, opset)
+                files[fmt], digests[fmt] = rel, _sha256(folder / rel)
+            entries.append({
+                "id": wid, "label": f"{w.scope} {w.name} {w.variant}", "scope": w.scope, "name": w.name,
+                "index": w.index, "spec": w.spec.to_str() if w.spec else None, "variant": w.variant,
+                "input_shape": [batch, *w.input_shape], "macs": w.macs, "params": w.params,
+                "channels": list(w.channels) if w.channels else None, "files": files, "sha256": digests,
+            })
+            ids.append(wid)
+            if log:
+                log(f"exported {len(entries)}/{total}: {entries[-1]['label']}")
+        group_ids.append(ids)
+    manifest = {
+        "format": BUNDLE_FORMAT, "bundle_id": uuid.uuid4().hex[:12], "dsprof_version": __version__,
+        "results_format": RESULTS_FORMAT, "model": label, "model_options": options, "batch": batch, "dtype": "fp32",
+        "formats": list(formats), "onnx_opset": opset, "timing": asdict(timing), "groups": group_ids,
+        "workloads": entries,
+    }
+    write_manifest(folder, manifest)
+    shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_NAME)
+    (folder / RUNNER_NAME).chmod(0o755)
+    return manifest
+

@@ -1,0 +1,138 @@
+"""`import_results`: a runner's (or a phone run's) results file -> ordinary dsprof measurement records.
+
+Every result line is checked against the bundle's manifest (same bundle id, a workload the bundle
+holds, this dsprof version), the file against truncation and missing workloads; then each line becomes
+one `dsprof.profiler.Measurement` with the workload fields of the manifest, the device's fingerprint and
+its environment id (hashed by the profiler's `environment_id`, so one device keeps one id). The file is
+written where `dsprof measure` would write its own, and `build-lut`, `predict`, `search` and `report`
+read it unchanged: the edge device is one more column.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..profiler.backends import BackendSettings
+from ..profiler.fingerprint import environment_id
+from ..profiler.records import Measurement, MeasurementWriter
+from ..profiler.runner import measurement_path
+from .manifest import EdgeError, read_manifest
+from .runner import RUNTIMES, RunnerError, read_results
+
+__all__ = ["BACKEND_OF_RUNTIME", "ImportResult", "import_results"]
+
+#: The profiler backend name an imported record carries, per runner runtime.
+BACKEND_OF_RUNTIME = {"onnxruntime": "onnxruntime", "tflite": "tflite", "benchmark_model": "tflite",
+                      "torchscript": "torchscript"}
+_SETTINGS = ("runtime", "device", "threads")
+
+
+@dataclass
+class ImportResult:
+    """What `import_results` wrote: the measurement file and its records."""
+
+    path: Path
+    measurements: list[Measurement]
+
+
+def _device_name(env: dict[str, Any], device: str) -> str:
+    if device.startswith("cuda") and env.get("jetson"):
+        return str(env["jetson"]["model"])
+    cpu = env.get("cpu", {})
+    return str(cpu.get("board") or cpu.get("model") or device)
+
+
+def _check_lines(lines: list[dict[str, Any]], manifest: dict[str, Any], path: Path) -> None:
+    known = {w["id"] for w in manifest["workloads"]}
+    first = lines[0]
+    for number, line in enumerate(lines, 1):
+        if line.get("bundle_id") != manifest["bundle_id"]:
+            raise EdgeError(
+                f"{path}, result {number}: it belongs to bundle {line.get('bundle_id')!r}, not to this bundle "
+                f"({manifest['bundle_id']}); import it with the bundle it was timed from"
+            )
+        if line.get("workload") not in known:
+            raise EdgeError(
+                f"{path}, result {number}: workload {line.get('workload')!r} is not in the bundle's manifest "
+                f"(it has w0..w{len(known) - 1}); the file was edited or mixed with another run"
+            )
+        if line.get("runtime") not in RUNTIMES:
+            raise EdgeError(f"{path}, result {number}: unknown runtime {line.get('runtime')!r}")
+        diff = [k for k in _SETTINGS if line.get(k) != first.get(k)]
+        if diff:
+            raise EdgeError(f"{path} mixes runs with different {', '.join(diff)}; keep one results file per run")
+
+
+def import_results(
+    bundle: str | Path,
+    results: str | Path,
+    out: str | Path = "results",
+    overwrite: bool = False,
+    allow_partial: bool = False,
+) -> ImportResult:
+    """Turn the runner's ``results`` (JSON Lines) for ``bundle`` into a dsprof measurement file.
+
+    ``out`` is a folder (the file is named after the settings and the device's environment id) or a
+    ``.jsonl`` path. A workload of the bundle without a successful result is an error unless
+    ``allow_partial``. Raises `EdgeError` (a ValueError) with what to do, or FileExistsError.
+    """
+    manifest = read_manifest(bundle)
+    results = Path(results)
+    if not results.is_file():
+        raise FileNotFoundError(f"{results} does not exist; give the results file the runner wrote (BUNDLE/results/*.jsonl)")
+    try:
+        lines = read_results(str(results))
+    except RunnerError as exc:
+        raise EdgeError(str(exc)) from None
+    if not lines:
+        raise EdgeError(f"{results} holds no results; run the bundle's runner first")
+    _check_lines(lines, manifest, results)
+    ok = {line["workload"] for line in lines if line.get("error") is None and line.get("samples_s")}
+    missing = [w for w in manifest["workloads"] if w["id"] not in ok]
+    if missing and not allow_partial:
+        shown = ", ".join(w["label"] for w in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise EdgeError(
+            f"{results} has results for {len(manifest['workloads']) - len(missing)} of {len(manifest['workloads'])} "
+            f"workloads (none for {shown}): the run stopped early or failed there. Run the runner again with the same "
+            "--out to finish, or pass --allow-partial to import what is there"
+        )
+
+    by_id = {w["id"]: w for w in manifest["workloads"]}
+    first = lines[0]
+    env_id = environment_id(first["environment"])
+    device = first["device"]
+    backend = BACKEND_OF_RUNTIME[first["runtime"]]
+    layout = RUNTIMES[first["runtime"]][1]
+    options = manifest["model_options"]
+    records = []
+    for line in lines:
+        w = by_id[line["workload"]]
+        records.append(Measurement(
+            model=manifest["model"], model_options=options, scope=w["scope"], name=w["name"], index=w["index"],
+            spec=w["spec"], variant=w["variant"], input_shape=tuple(w["input_shape"]), macs=w["macs"],
+            params=w["params"], channels=tuple(w["channels"]) if w["channels"] else None, backend=backend,
+            device=device, device_name=_device_name(line["environment"], device), dtype=manifest["dtype"],
+            layout=layout, batch=manifest["batch"], threads=line["threads"], compile=False,
+            samples_s=tuple(float(v) for v in line["samples_s"]), iterations_per_sample=line["iterations_per_sample"],
+            warmup_iterations=line["warmup_iterations"], stop_reason=line["stop_reason"],
+            target_precision=line["target_precision"], budget_s=line["budget_s"], group=line["group"],
+            env_id=environment_id(line["environment"]), environment=line["environment"],
+            state_before=line["state_before"], state_after=line["state_after"], time_utc=line["time_utc"],
+            error=line["error"],
+        ))
+    label = manifest["model"] + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
+    settings = BackendSettings(backend, device, manifest["dtype"], False, first["threads"])
+    path = measurement_path(out, f"{label}_edge-{env_id}", settings, manifest["batch"], options["resolution"])
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    with MeasurementWriter(tmp) as writer:
+        writer.write(records)
+    os.replace(tmp, path)
+    return ImportResult(path, records)
+

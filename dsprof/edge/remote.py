@@ -1,0 +1,97 @@
+"""`measure_remote`: export a bundle, run it on another machine over ssh, import the results.
+
+For a lab with a few boards and one workstation: ``dsprof measure --remote user@board`` exports the
+workloads, streams the bundle to the board (a tar archive through ``ssh``, so only ``ssh`` and ``tar`` are
+needed), runs its runner there with the board's Python, fetches the results through ``ssh ... cat`` and
+imports them. ``ssh`` is a command prefix (``--ssh "ssh -p 2222 -i key"``); the remote command runs in the
+remote user's shell, from the home folder.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .export import export_bundle
+from .importer import ImportResult, import_results
+from .manifest import EdgeError
+
+__all__ = ["RUNTIME_OF_BACKEND", "measure_remote"]
+
+#: The runner runtime (and bundle format) for each profiler backend.
+RUNTIME_OF_BACKEND = {"onnxruntime": ("onnxruntime", "onnx"), "tflite": ("tflite", "tflite"),
+                      "torch": ("torchscript", "torchscript")}
+
+
+def _tar(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(str(folder), arcname=".")
+    return buffer.getvalue()
+
+
+def measure_remote(
+    host: str,
+    model: Any = "mobilenet_v2",
+    *,
+    backend: str = "onnxruntime",
+    device: str = "cpu",
+    threads: int | None = None,
+    ssh: Sequence[str] = ("ssh",),
+    python: str = "python3",
+    remote_dir: str = "dsprof-bundles",
+    out: str | Path = "results",
+    overwrite: bool = False,
+    log: Callable[[str], None] | None = None,
+    **export_options: Any,
+) -> ImportResult:
+    """Time ``model``'s workloads on ``host`` (reached with the ``ssh`` command prefix) and import them.
+
+    ``backend`` picks the runner's runtime: onnxruntime, tflite, or torch (TorchScript); ``device`` cpu or
+    cuda; ``threads`` the runtime's CPU threads (default: the remote cores). ``export_options`` go to
+    `export_bundle` (name, model_options, resolution, batch, variants, blocks, timing, extra_models...).
+    The results land in ``out`` as by `import_results`. Raises `EdgeError` when a remote step fails; the
+    local bundle is then kept and its path given.
+    """
+    if backend not in RUNTIME_OF_BACKEND:
+        raise ValueError(f"--remote times backends {', '.join(RUNTIME_OF_BACKEND)}; got {backend!r}")
+    runtime, fmt = RUNTIME_OF_BACKEND[backend]
+    say = log or (lambda message: None)
+    work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
+    bundle = export_bundle(model, formats=(fmt,), out=work / "bundle", **export_options)
+    folder = f"{remote_dir.rstrip('/')}/{bundle.manifest['bundle_id']}"
+    q = shlex.quote
+    results = f"{folder}/results.jsonl"
+    run = [q(python), f"{folder}/run_bundle.py", "--runtime", runtime, "--device", device, "--out", results, "--quiet"]
+    if threads is not None:
+        run += ["--threads", str(threads)]
+    run_command = f"cd && {' '.join(run)}"
+
+    def remote(command: str, what: str, stdin: bytes | None = None, capture: bool = False) -> bytes:
+        done = subprocess.run([*ssh, host, command], input=stdin, stdout=subprocess.PIPE if capture else None,
+                              stderr=subprocess.PIPE if capture else None)
+        if done.returncode != 0:
+            detail = (done.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] if capture else []
+            raise EdgeError(
+                f"{what} on {host} failed (exit {done.returncode}{': ' + detail[0] if detail else ''}); the bundle is "
+                f"kept in {bundle.path}. Check `{' '.join(ssh)} {host} true`, then resume the run with "
+                f"`{' '.join(ssh)} {host} {q(run_command)}` and `dsprof import {bundle.path} RESULTS`"
+            )
+        return done.stdout or b""
+
+    say(f"copying {bundle.workloads} workloads to {host}:{folder}")
+    remote(f"cd && mkdir -p {q(folder)} && tar xzf - -C {q(folder)}", "copying the bundle", stdin=_tar(bundle.path),
+           capture=True)
+    say(f"running {runtime} on {host}")
+    remote(run_command, "the runner")
+    local = work / "results.jsonl"
+    local.write_bytes(remote(f"cd && cat {q(results)}", "fetching the results", capture=True))
+    imported = import_results(bundle.path, local, out=out, overwrite=overwrite)
+    shutil.rmtree(work, ignore_errors=True)
+    return imported
