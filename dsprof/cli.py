@@ -241,7 +241,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         result = export_bundle(
             model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
             extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
-            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
             timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
             log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
         )

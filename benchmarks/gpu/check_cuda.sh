@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# The CUDA checks, on a machine with a GPU (repo root as working directory), with the Python there
-# that already holds torch/torchvision/timm/onnxruntime (the package runs from the source tree):
-#   1. the CUDA tests; 2. `dsprof measure --device cuda --batch 128` for MobileNetV2;
-#   3. benchmarks/reproduce_paper.py --device cuda (batch 128, 224 px).
-# Each step has its own time limit so that whatever was measured is packed into ${OUT}/gpu.tgz.
-# Turn a cut-short run's files into tables anywhere with `reproduce_paper.py --report-only`.
+# The CUDA checks, on a machine with a GPU (repo root as working directory), with the Python there that
+# already holds torch/torchvision/timm/onnxruntime (the package runs from the source tree). Each step has its
+# own time limit, so whatever ran is kept under $OUT:
+#   1. the CUDA tests;
+#   2. MobileNetV2-1.4 DS-F merged per block vs span-merged, fp32 and fp16 channels-last, and the paper's
+#      timing protocol (issue 12: benchmarks/gpu/dsf_spans.py);
+#   3. one search + fine-tune at a larger scale (issue 13: benchmarks/gpu/search.sh);
+#   4. the LUT's accuracy on CUDA at batch 128 (issue 14: benchmarks/gpu/lut_accuracy.sh).
+# Steps can be skipped with STEPS="tests dsf search lut" (the default: all).
 set -uo pipefail
-OUT=${OUT:-gpu-out}; mkdir -p "$OUT/m" "$OUT/paper"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+export OUT PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PY:-python3}
-TESTS_S=${TESTS_S:-60} MEASURE_S=${MEASURE_S:-45} PAPER_S=${PAPER_S:-170} BUDGET=${BUDGET:-0.2}
+STEPS=${STEPS:-tests dsf search lut}
+TESTS_S=${TESTS_S:-60} DSF_S=${DSF_S:-120} SEARCH_S=${SEARCH_S:-130} LUT_S=${LUT_S:-170}
 { nvidia-smi -L; $PY -c "import sys,torch,torchvision,timm,onnxruntime as o; print(sys.version.split()[0], torch.__version__, torchvision.__version__, timm.__version__, o.__version__, torch.cuda.get_device_name(0))"; } 2>&1 | tee "$OUT/env.txt"
-# The tests marked `cuda` (pytest-timeout is not needed: `timeout` bounds the step).
-timeout $TESTS_S $PY -m pytest -q -p no:cacheprovider -o addopts="" -rA --tb=short -m cuda \
-  tests/test_profiler_measure.py tests/test_lut.py 2>&1 | tee "$OUT/cuda_tests.txt" | tail -n 25
-timeout $MEASURE_S $PY -m dsprof measure --device cuda --batch 128 --budget $BUDGET --out "$OUT/m" --no-progress 2>&1 | tail -n 25
-timeout $PAPER_S $PY benchmarks/reproduce_paper.py --device cuda --budget $BUDGET --no-progress --out "$OUT/paper" 2>&1 \
-  | tee "$OUT/paper.log" | grep -v "^|" | tail -n 30
-tar czf "$OUT/gpu.tgz" -C "$OUT" m paper && rm -rf "$OUT/m" "$OUT/paper"
-ls -la "$OUT"
+step() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
+if step tests; then
+  timeout $TESTS_S $PY -m pytest -q -p no:cacheprovider -o addopts="" -m cuda -rA --tb=short tests 2>&1 | tee "$OUT/cuda_tests.txt" | tail -n 8
+fi
+if step dsf; then
+  timeout $DSF_S $PY benchmarks/gpu/dsf_spans.py --out "$OUT/dsf" 2>&1 | tee "$OUT/dsf.log" | grep -v Warning | tail -n 14
+fi
+if step search && [ -f benchmarks/gpu/search.sh ]; then
+  timeout $SEARCH_S bash benchmarks/gpu/search.sh 2>&1 | tee "$OUT/search.log" | tail -n 15
+fi
+if step lut && [ -f benchmarks/gpu/lut_accuracy.sh ]; then
+  timeout $LUT_S bash benchmarks/gpu/lut_accuracy.sh 2>&1 | tee "$OUT/lut.log" | tail -n 15
+fi
+ls -laR "$OUT" | head -40

@@ -104,6 +104,7 @@ def export_bundle(
     variants: Sequence[str] = ("original", "merged", "flops_matched"),
     model_variants: Sequence[str] = ("original", "flops_matched"),
     blocks: str | Sequence[str] | None = "*",
+    spans: int = 0,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "bundle",
     overwrite: bool = False,
@@ -111,7 +112,7 @@ def export_bundle(
     log: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Write a bundle folder ``out`` with the workloads `dsprof.profiler.measure` would time for the same
-    arguments (model, options, resolution, extra models, variants, blocks), each as a model file in every
+    arguments (model, options, resolution, extra models, variants, blocks, spans), each as a model file in every
     format of ``formats`` (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest;
     and the runner. ``timing`` is the runner's timing protocol (seconds). Returns an `ExportResult`."""
     bad = [f for f in formats if f not in FORMATS]
@@ -132,7 +133,7 @@ def export_bundle(
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU
     try:
-        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size)
+        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans)
         if not groups:
             raise ValueError("nothing to export: no block matched and no whole-model variant was asked for")
         out.parent.mkdir(parents=True, exist_ok=True)

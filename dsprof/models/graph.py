@@ -168,6 +168,7 @@ class _Tracer(fx.Tracer):
     def __init__(self) -> None:
         super().__init__()
         self.path_stack: list[str] = []
+        self.failed_at: str | None = None
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if isinstance(m, (nn.Conv2d, nn.BatchNorm2d, _PASS_MODULES)) or _act_module_name(m) is not None:
@@ -177,9 +178,14 @@ class _Tracer(fx.Tracer):
         return super().is_leaf_module(m, qualname)
 
     def call_module(self, m: nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
-        self.path_stack.append(self.path_of_module(m))
+        path = self.path_of_module(m)
+        self.path_stack.append(path)
         try:
             return super().call_module(m, forward, args, kwargs)
+        except Exception:
+            if self.failed_at is None:
+                self.failed_at = path  # the innermost module whose forward could not be traced
+            raise
         finally:
             self.path_stack.pop()
 
@@ -205,7 +211,7 @@ def _trace(model: nn.Module) -> fx.GraphModule:
     try:
         graph = tracer.trace(model)
     except Exception as exc:  # noqa: BLE001 - any tracing failure becomes one clear error
-        where = tracer.path_stack[-1] if tracer.path_stack else ""
+        where = tracer.failed_at or ""
         module = model.get_submodule(where) if where else model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphTraceError(
