@@ -42,3 +42,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_block_warnings():
+    """find_blocks warns once per process about a model's refusals; each test starts afresh."""
+    from dsprof.models import blocks
+
+    blocks._warned.clear()

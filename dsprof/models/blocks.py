@@ -39,8 +39,13 @@ def find_blocks(
         message = "parts dsprof cannot treat as blocks:\n  " + "\n  ".join(map(str, found.refusals))
         if strict:
             raise ValueError(message)
-        warnings.warn(message, UnsupportedBlockWarning, stacklevel=2)
+        if message not in _warned:  # once per process: every stage looks at the same model's blocks
+            _warned.add(message)
+            warnings.warn(message, UnsupportedBlockWarning, stacklevel=2)
     return found.blocks
+
+
+_warned: set[str] = set()
 
 
 def trace_input_shapes(
