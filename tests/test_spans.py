@@ -63,6 +63,7 @@ def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
     model = get_model("mobilenet_v2", resolution=64)
     plan = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16, free_activation=None), max_len=3)
     blocks = find_blocks(model)
+    assert plan.spans
     for start, stop in plan.spans:
         specs = [b.spec for b in blocks[start:stop]]
         single = sum(s.merged_kernel**2 * s.in_channels * s.out_channels * s.out_h * s.out_w for s in specs)
@@ -70,7 +71,7 @@ def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
         assert span.kernel**2 * span.in_channels * span.out_channels * span.out_h * span.out_w < single
     # with a latency table that says every span costs nothing, the longest spans allowed are taken
     free = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16), max_len=4,
-                      latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)  # a span is keyed by a conv spec
+                      latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)  # a span is keyed by a conv spec  # a span is keyed by a conv spec
     assert free.spans == ((1, 5), (5, 9), (9, 13), (13, 17))
 
 

@@ -117,6 +117,15 @@ def span_macs(specs: list[BlockSpec]) -> int:
     return s.kernel * s.kernel * s.in_channels * s.out_channels * s.out_h * s.out_w
 
 
+def _chain_macs(spec: BlockSpec) -> int:
+    """MACs of the block's own convolutions (what it costs left unmerged), for one image."""
+    macs, h, w = 0, spec.in_h, spec.in_w
+    for c in spec.convs:
+        h, w = -(-h // c.stride), -(-w // c.stride)
+        macs += c.kernel * c.kernel * (c.cin // c.groups) * c.cout * h * w
+    return macs
+
+
 def _merged_macs(spec: BlockSpec) -> int:
     k = spec.merged_kernel
     return k * k * spec.in_channels * spec.out_channels * spec.out_h * spec.out_w
@@ -134,7 +143,8 @@ def plan_spans(
 
     Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
     blocks so that the total cost is lowest: seconds from ``latency`` when it knows every piece (the
-    span's dense convolution and each block's, both under variant "merged"), else MACs.
+    span's dense convolution under variant "merged"; a block alone at the cheaper of its "merged" and
+    "original" entries, as `merge_model` deploys it), else MACs.
     """
     from .plan import Plan
 
@@ -147,12 +157,17 @@ def plan_spans(
         specs = [blocks[i].spec for i in run]
 
         def cost(a: int, b: int) -> float:
+            """A span's merged convolution, or one block as `merge_model` deploys it: merged or not, the cheaper."""
             piece = specs[a:b]
             if latency is not None:
-                got = latency(span_spec(piece) if len(piece) > 1 else piece[0], "merged")
+                if len(piece) > 1:
+                    got = latency(span_spec(piece), "merged")
+                else:
+                    both = [latency(piece[0], v) for v in ("merged", "original")]
+                    got = min(both) if None not in both else None
                 if got is not None:
                     return float(got)
-            return float(span_macs(piece) if len(piece) > 1 else _merged_macs(piece[0]))
+            return float(span_macs(piece) if len(piece) > 1 else min(_merged_macs(piece[0]), _chain_macs(piece[0])))
 
         n = len(specs)
         best = [0.0] + [float("inf")] * n
