@@ -606,16 +606,14 @@ class _Discovery:
             piece.append(u)
         pieces.append(piece)
         # consecutive single convolutions (a flat nn.Sequential: conv, bn, relu, conv, ...) form one run
-        merged: list[list[_Unit]] = []
-        for piece in pieces:
-            if merged and len(piece) == 1 and len(merged[-1]) >= 1 and getattr(merged[-1], "single", False):
-                merged[-1].append(piece[0])
-                continue
-            group = _Pieces(piece)
-            group.single = len(piece) == 1
-            merged.append(group)
-        for piece in merged:
-            self._segment(list(piece))
+        grouped: list[list[_Unit]] = []
+        for piece, previous in zip(pieces, [None, *pieces[:-1]]):
+            if len(piece) == 1 and previous is not None and len(previous) == 1:
+                grouped[-1] += piece
+            else:
+                grouped.append(list(piece))
+        for piece in grouped:
+            self._segment(piece)
 
     def _with_passes(self, nodes: set[fx.Node]) -> set[fx.Node]:
         """``nodes`` plus the pass-through nodes (dropout, identity, a folded BatchNorm) between two of them."""
@@ -635,7 +633,7 @@ class _Discovery:
         nodes = set().union(*(set(u.nodes) for u in chain))
         tail_node = None
         if closed is not None:
-            add, path, tail_node, x = closed
+            add, path, tail_node, _ = closed
             nodes |= {add, *path}
             if tail_node is not None:
                 nodes.add(tail_node)
@@ -710,9 +708,7 @@ class _Discovery:
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
             return
-        projection = bool(shortcut)
-        if projection and not any(isinstance(m, nn.Conv2d) for m in shortcut):  # type: ignore[union-attr]
-            projection = True  # e.g. pooling on the skip: described as a projection, the merge refuses it
+        projection = bool(shortcut)  # anything on the skip path (a pooling one is refused by the merge)
         shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
         h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
         distinct = sorted(set(act_names))
@@ -818,9 +814,3 @@ def replace_block(model: nn.Module, name: str, new: nn.Module) -> None:
     seq[a] = new
     for i in range(a + 1, b):
         seq[i] = nn.Identity()
-
-
-class _Pieces(list):
-    """A list of units that remembers whether it was built from single convolutions."""
-
-    single = False
