@@ -103,6 +103,7 @@ def _csv_list(text: str) -> tuple[str, ...]:
 def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import TimingConfig, format_summary, measure
     from .profiler.records import MeasurementFileError
+    from .profiler.runner import threads_note
 
     model = model_from_args(args)
     options = model_options_from_args(args)
@@ -136,6 +137,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         )
     except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, MeasurementFileError) as exc:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    print(threads_note(result.threads, result.threads_given))
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
@@ -384,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for inference (default: the library's, physical cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for inference (default: 1, the setting whose timings repeat on a shared machine; "
+                        "give the core count to time multi-threaded)")
     p.add_argument("--compile", action="store_true", help="time torch.compile'd modules (torch)")
     p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
     p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")

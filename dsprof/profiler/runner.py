@@ -37,13 +37,63 @@ from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads, stem_head_workloads
 
-__all__ = ["CPU_SHARE_WARNING", "SWITCHES_WARNING", "MeasureResult", "default_batch", "measure", "measurement_path"]
+__all__ = [
+    "CPU_SHARE_WARNING",
+    "DEFAULT_CPU_THREADS",
+    "SWITCHES_WARNING",
+    "MeasureResult",
+    "contention_message",
+    "default_batch",
+    "measure",
+    "measurement_path",
+    "threads_note",
+]
 
 #: Below this median share of the CPU time its threads asked for, `measure` warns that other
 #: processes compete for the cores (recorded per group as ``state_after["process_cpu_share"]``).
 CPU_SHARE_WARNING = 0.8
 #: ... together with more involuntary context switches per second than this.
 SWITCHES_WARNING = 100.0
+#: CPU threads when none are given: one. Single-threaded timings repeat on a shared machine (whole
+#: MobileNetV2 within a few per cent from run to run); with every core, each parallel region waits
+#: for threads that other processes preempt, and runs seconds apart differ by tens of per cent
+#: (benchmarks/RESULTS.md, "Stable defaults"). nn-Meter and LitePred time single-threaded too.
+DEFAULT_CPU_THREADS = 1
+
+
+def threads_note(threads: int | None, given: bool) -> str:
+    """One line for the summary: which CPU thread count was used and why."""
+    if threads is None:
+        return "CPU threads: not used (the workloads run on the GPU)"
+    if not given:
+        return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
+                "multi-threaded ones drift by tens of per cent; --threads N times with N threads)")
+    return f"CPU threads: {threads} (--threads); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+
+
+def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
+    """A warning when the groups of ``records`` show other processes competing for the cores, else None.
+
+    The signals are recorded per group (``state_after``): the share of the CPU time the timed threads
+    could use that the process got, and involuntary context switches per second. One thread below
+    `CPU_SHARE_WARNING` is contended on its own; with several threads a low share can also mean
+    serial code, so it takes more than `SWITCHES_WARNING` preemptions a second as well.
+    """
+    after = [r.state_after for r in records if "process_cpu_share" in r.state_after]
+    if not after:
+        return None
+    share = statistics.median(a["process_cpu_share"] for a in after)
+    switches = statistics.median(a.get("involuntary_switches_per_s", 0.0) for a in after)
+    loads = [r.state_after.get("load_avg_1m") for r in records if r.state_after.get("load_avg_1m") is not None]
+    if share >= CPU_SHARE_WARNING or (threads != 1 and switches <= SWITCHES_WARNING):
+        return None
+    load = f", load average {max(loads):.1f}" if loads else ""
+    return (
+        f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
+        f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
+        "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
+        + (", or with --threads 1." if threads != 1 else ".")
+    )
 
 
 @dataclass
@@ -55,6 +105,9 @@ class MeasureResult:
     new: int
     skipped: int
     summary: pd.DataFrame
+    threads: int | None = None
+    threads_given: bool = False
+    contention: str | None = None
 
 
 def default_batch(device: str) -> int:
@@ -164,15 +217,21 @@ def measure(
     ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
     variant ``custom``, named by their keys. ``blocks`` is an fnmatch pattern (or several) of block
     names to time, None for none; ``model_variants=()`` skips the whole model. ``batch`` defaults
-    to 1 on the CPU and 128 on CUDA. Times are seconds everywhere. Returns a `MeasureResult`;
+    to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
+    one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured.
     """
     saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
+    given = threads is not None
+    if threads is None and not (backend == "torch" and device.startswith("cuda")):
+        threads = DEFAULT_CPU_THREADS
     settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     try:
-        return _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
-                        model_variants, blocks, timing, out, resume, overwrite, progress, clock, log)
+        result = _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
+                          model_variants, blocks, timing, out, resume, overwrite, progress, clock, log)
+        result.threads_given = given
+        return result
     finally:
         torch.set_num_threads(saved_threads)
 
@@ -279,18 +338,12 @@ def _measure(
     finally:
         if bar is not None:
             bar.close()
-    after = [r.state_after for r in new_records if "process_cpu_share" in r.state_after]
-    if log and after:
-        share = statistics.median(a["process_cpu_share"] for a in after)
-        switches = statistics.median(a.get("involuntary_switches_per_s", 0.0) for a in after)
-        if share < CPU_SHARE_WARNING and switches > SWITCHES_WARNING:
-            log(
-                f"this process got only {share:.0%} of the CPU time its {probe_threads} thread(s) could use and was "
-                f"preempted {switches:.0f} times a second (medians over the groups): other processes compete for the "
-                "cores and the timings are likely inflated. Measure on an idle machine, or compare with --threads 1."
-            )
+    contention = contention_message(new_records, probe_threads)
+    if log and contention:
+        log(contention)
     measurements = existing + new_records
-    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements))
+    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), probe_threads,
+                         contention=contention)
 
 
 def _build_groups(
