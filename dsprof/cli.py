@@ -143,6 +143,23 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .profiler import TimingConfig
+    from .profiler.explain import explain_block, format_explanation
+
+    try:
+        explanation = explain_block(
+            model_from_args(args), args.block, name=args.model, model_options=model_options_from_args(args),
+            backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    print(format_explanation(explanation))
+    if args.out:
+        print(f"wrote {explanation.save(args.out)}")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from .merge import MergeError, PlanError
     from .merge.run import format_cost_table, merge_to_file
@@ -408,6 +425,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser(
+        "explain",
+        help="why a block is slow: its latency as a unit beside its operators (torch.profiler, ONNX Runtime profiling)",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--block", required=True, help="the block's module name, e.g. features.2 (see `dsprof blocks`)")
+    p.add_argument("--backend", default="torch", help="torch or onnxruntime (CPU)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1); with more, the block is also timed on 1")
+    p.add_argument("--batch", type=int, default=1, help="images per forward pass")
+    p.add_argument("--budget", type=float, default=0.5, help="seconds of timed runs per timed module at most")
+    p.add_argument("--out", type=Path, default=None,
+                   help="also write the explanation as JSON (name it *.explain.json beside the measurements: `dsprof report` shows it)")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser(
         "merge",

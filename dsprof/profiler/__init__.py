@@ -7,6 +7,7 @@ JSON Lines measurement file) and `summary` (the closing table).
 """
 
 from .backends import BACKENDS, DTYPES, BackendSettings
+from .explain import BlockExplanation, explain_block, format_explanation, load_explanation
 from .fingerprint import device_state, environment, environment_id
 from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
 from .runner import MeasureResult, default_batch, measure, measurement_path
@@ -35,6 +36,7 @@ __all__ = [
     "NOISE_THRESHOLD",
     "SCHEMA",
     "BackendSettings",
+    "BlockExplanation",
     "CpuTimer",
     "CudaEventTimer",
     "MeasureResult",
@@ -53,8 +55,11 @@ __all__ = [
     "device_state",
     "environment",
     "environment_id",
+    "explain_block",
     "flops_matched_channels",
+    "format_explanation",
     "format_summary",
+    "load_explanation",
     "linearize",
     "measure",
     "measurement_path",
