@@ -130,7 +130,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             model, name=args.model, model_options=options, backend=args.backend, device=args.device,
             dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
             compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
-            extra_models=extra,
+            extra_models=extra, context=_csv_list(args.context),
             blocks=None if args.blocks.lower() == "none" else args.blocks.split(","), timing=timing,
             out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
             log=lambda m: print(f"warning: {m}", file=sys.stderr),
@@ -219,7 +219,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
         plan = load_plan(args.plan) if args.plan else None
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
-                               rest=args.rest)
+                               rest=args.rest, method=args.method)
     except (LUTError, LUTMissError, PlanError, FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
     print(pred)
@@ -227,8 +227,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     measured_s = _measure_planned_model(model, plan, lut, key, args)
     error = pred.total_s / measured_s - 1
+    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
-          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}")
+          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}; the measurement is {where} the 95 % interval "
+          f"{pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
     return 0
 
 
@@ -244,10 +246,10 @@ def _measure_planned_model(model, plan, lut, key, args: argparse.Namespace) -> f
         view = lut.savings(key)
         model = merge_model(model, plan, savings=dict(zip(view.workload, view.saving_s)))
     label = f"{args.model}-{plan.name or 'plan'}" if plan is not None else args.model
-    result = measure(
+    result = measure(  # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
         model, name=label, backend=key.backend, device=key.device, dtype=key.dtype,
         channels_last=key.layout == "channels_last", batch=key.batch, threads=key.threads or None,
-        compile=key.compile, variants=(), model_variants=("original",), blocks=None,
+        compile=key.compile, variants=(), model_variants=(), extra_models={label: model}, blocks=None,
         out=args.measure_out, overwrite=True, progress=not args.no_progress,
     )
     record = next(r for r in result.measurements if r.scope == "model" and r.ok)
@@ -410,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", default="original,merged,flops_matched", help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
     p.add_argument("--model-variants", default="original,flops_matched", help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
+    p.add_argument("--context", default="none",
+                   help="also time each block inside the whole model: the model with the block swapped for these "
+                        "variants (merged, linear; comma-separated) against the model, interleaved; 'none' to skip")
     p.add_argument("--plan", action="append", default=None, metavar="PLAN",
                    help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
     p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
@@ -470,7 +475,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
-    p.add_argument("--measure", action="store_true", help="also merge the model per the plan, measure it end-to-end here and print the error")
+    p.add_argument("--method", choices=("auto", "isolated", "context"), default="auto",
+                   help="count merged blocks by their savings timed alone (isolated) or inside the running model "
+                        "(context: needs `dsprof measure --context`); auto: context where the LUT has it")
+    p.add_argument("--measure", action="store_true",
+                   help="also merge the model per the plan, measure it end-to-end here, print the error and whether "
+                        "the measurement fell inside the prediction's interval")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_predict)

@@ -35,6 +35,7 @@ from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
+from .context import context_workloads
 from .workloads import BLOCK_VARIANTS, MODEL_VARIANTS, Workload, block_workloads, model_workload, model_workloads, stem_head_workloads
 
 __all__ = [
@@ -202,6 +203,7 @@ def measure(
     variants: Sequence[str] = ("original", "merged", "flops_matched"),
     model_variants: Sequence[str] = ("original", "flops_matched"),
     blocks: str | Sequence[str] | None = "*",
+    context: Sequence[str] = (),
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
     resume: bool = False,
@@ -215,7 +217,10 @@ def measure(
     ``model`` is a registered name (built with ``model_options`` and ``resolution``) or any
     ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
     ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
-    variant ``custom``, named by their keys. ``blocks`` is an fnmatch pattern (or several) of block
+    variant ``custom``, named by their keys. ``context`` (``merged``, ``linear``) also times, for each
+    chosen block, the whole model with that block swapped for the variant against the whole model, in
+    one interleaved group (scope ``context``, `dsprof.profiler.context`): the saving in context, and
+    the device's drift from group to group. ``blocks`` is an fnmatch pattern (or several) of block
     names to time, None for none; ``model_variants=()`` skips the whole model. ``batch`` defaults
     to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
     one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
@@ -229,7 +234,7 @@ def measure(
     settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     try:
         result = _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
-                          model_variants, blocks, timing, out, resume, overwrite, progress, clock, log)
+                          model_variants, blocks, tuple(context), timing, out, resume, overwrite, progress, clock, log)
         result.threads_given = given
         return result
     finally:
@@ -247,6 +252,7 @@ def _measure(
     variants: Sequence[str],
     model_variants: Sequence[str],
     blocks: str | Sequence[str] | None,
+    context: tuple[str, ...],
     timing: TimingConfig,
     out: str | Path,
     resume: bool,
@@ -291,7 +297,7 @@ def _measure(
     timed_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size)
+        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size, context)
     finally:
         torch.set_num_threads(timed_threads)
     existing = _open_output(path, resume, overwrite)  # after the workloads: a bad --blocks leaves no file behind
@@ -354,10 +360,14 @@ def _build_groups(
     blocks: str | Sequence[str] | None,
     extra_models: Mapping[str, nn.Module] | None,
     input_size: tuple[int, int],
+    context: tuple[str, ...] = (),
 ) -> list[list[Workload]]:
     groups: list[list[Workload]] = []
+    found = find_blocks(net, input_size) if (variants or context) and blocks is not None else []
     if variants and blocks is not None:
-        groups += _select_blocks(block_workloads(net, tuple(variants), input_size, find_blocks(net, input_size)), blocks)
+        groups += _select_blocks(block_workloads(net, tuple(variants), input_size, found), blocks)
+    if context and blocks is not None:
+        groups += _select_blocks(context_workloads(net, context, input_size, found), blocks)
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
     if "original" in model_variants:  # stem and head: a LUT then predicts the model without its measurement
         model_group += stem_head_workloads(net, label, input_size)
