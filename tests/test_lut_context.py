@@ -62,7 +62,7 @@ def test_context_prediction_from_the_raw_samples(context_run):
 
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
     assert pred.method == "context" and pred.rest_method == "whole-model"
 
     med = {(r.scope, r.name, r.variant): float(np.median(r.samples_s)) for r in context_run.measurements}
@@ -76,8 +76,17 @@ def test_context_prediction_from_the_raw_samples(context_run):
 
     isolated = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="isolated")
     assert isolated.method == "isolated"
-    saved_alone = sum(med[("block", b.name, "original")] - med[("block", b.name, "merged")] for b, k in zip(blocks, KEEP) if not k)
+    alone = {b.name: med[("block", b.name, "original")] - med[("block", b.name, "merged")] for b in blocks}
+    saved_alone = sum(alone[b.name] for b, k in zip(blocks, KEEP) if not k)
     assert isolated.total_s == pytest.approx(med[("model", "mobilenet_v2", "original")] - saved_alone, rel=1e-9)
+
+    # context-scaled (what auto picks with in-context entries): one factor over all seven blocks
+    groups = float(np.median([med[("context", b.name, "original")] for b in blocks]))
+    factor = groups * sum(1 - med[("context", b.name, "merged")] / med[("context", b.name, "original")]
+                          for b in blocks) / sum(alone.values())
+    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    assert scaled.method == f"context-scaled (x{factor:.3f})"
+    assert scaled.total_s == pytest.approx(reference - factor * saved_alone, rel=1e-9)
 
     # the drift comes from the whole model timed in each block's group
     drift = observed_drift([med[("context", b.name, "original")] for b in blocks])
@@ -118,7 +127,10 @@ def test_interval_by_hand():
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     lut = _hand_context_lut(label, blocks)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    # in context each block saves 5 % of 20 ms = 1 ms, alone 0.5 ms: factor 2, three blocks save 3 ms
+    assert scaled.method == "context-scaled (x2.000)" and scaled.total_s == pytest.approx(0.017, rel=1e-12)
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
     # reference: median of 20 (whole) and the group medians = 20 ms; three swaps save 5 % each
     assert pred.total_s == pytest.approx(0.020 * (1 - 3 * 0.05), rel=1e-12)
     # drift: group medians 18..22 ms, median 20, MAD 1 ms -> 1.96 * 1.4826 * 1 / 20
@@ -146,5 +158,5 @@ def test_cli_predict_measure_says_inside_or_outside(context_run, tmp_path, capsy
             "--measure", "--measure-out", str(tmp_path / "check.jsonl"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "method context" in out
+    assert "method context-scaled" in out
     assert ("is inside the 95 % interval" in out) != ("is OUTSIDE the 95 % interval" in out)

@@ -30,7 +30,9 @@ __all__ = [
 #: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
 #: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
 #: ``auto`` (context where the LUT has every entry it needs, else isolated).
-METHODS = ("auto", "isolated", "context")
+#: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
+#: model's blocks over their isolated savings (noise averages over every group).
+METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
@@ -41,7 +43,8 @@ class Prediction:
     """A predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
     ``method`` says how the blocks' changes were counted: ``isolated`` (savings of blocks timed
-    alone) or ``context`` (savings measured inside the running model). ``rest_s`` is everything
+    alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
+    (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
     under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``.
@@ -143,8 +146,9 @@ def predict_latency(
     part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
     original model minus its measured blocks) or ``"auto"``: the latter where the LUT has the whole
     model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
-    (``isolated``) or inside the running model (``context``, from `dsprof measure --context`
-    entries); ``auto`` takes context where the LUT has every entry the plan needs. The prediction
+    (``isolated``), inside the running model (``context``, from `dsprof measure --context`
+    entries), or alone but scaled by the model's in-context / isolated savings (``context-scaled``);
+    ``auto`` takes context-scaled where the LUT has in-context entries, else isolated. The prediction
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
     if method not in METHODS:
@@ -217,8 +221,11 @@ def predict_latency(
     changed = [(i, row["variant"]) for i, row in enumerate(rows) if row["variant"] != "original"] if variant is None else []
     swaps = {i: (in_model[blocks[i].name], get(context_workload(label, blocks[i].name), v, "context")) for i, v in changed}
     context_ok = bool(references) and all(a is not None and b is not None for a, b in swaps.values())
-    use_context = method == "context" or (method == "auto" and variant is None and context_ok and any(
-        e is not None for e in in_model.values()))
+    use_context = method == "context"
+    factor = _context_factor(blocks, rows, originals, in_model, label, get) if variant is None else None
+    use_scaled = method == "context-scaled" or (method == "auto" and factor is not None and whole is not None)
+    if method == "context-scaled" and (factor is None or whole is None):
+        missing.append(f"in-context entries (merged) of {label}'s blocks and its whole-model entry")
     errors: list[float] = []
     if use_context:
         if variant is not None:
@@ -266,6 +273,16 @@ def predict_latency(
         for row, original in zip(rows, originals):
             row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
         total = None
+        if use_scaled and factor is not None and whole is not None and rest_method == "model-minus-blocks":
+            reference = statistics.median(e.median_s for e in references)
+            saved = 0.0
+            for row in rows:
+                row["saving_s"] *= factor
+                saved += row["saving_s"] if row["variant"] != "original" and row["saving_s"] == row["saving_s"] else 0.0
+            total = reference - saved
+            rest_s = total - float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
+        else:
+            use_scaled = False
 
     if missing:
         message = (
@@ -289,4 +306,23 @@ def predict_latency(
     coverage = float(found.mean()) if len(table) else 1.0
     low, high, spread = prediction_interval(total, errors, drift)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing),
-                      "context" if use_context else "isolated", low, high, spread, drift, drift_source)
+                      "context" if use_context else (f"context-scaled (x{factor:.3f})" if use_scaled else "isolated"),
+                      low, high, spread, drift, drift_source)
+
+
+def _context_factor(blocks, rows, originals, in_model, label, get) -> float | None:
+    """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
+    without in-context entries. Each in-context saving is relative to the model timed in its group."""
+    in_context, alone = 0.0, 0.0
+    for block, original in zip(blocks, originals):
+        base = in_model.get(block.name)
+        swap = get(context_workload(label, block.name), "merged", "context")
+        merged = get(block.spec.to_str(), "merged")
+        if base is None or swap is None or merged is None or original is None:
+            continue
+        in_context += 1 - swap.median_s / base.median_s
+        alone += (original.median_s - merged.median_s)
+    if alone == 0.0 or in_context == 0.0:
+        return None
+    whole_ref = statistics.median(e.median_s for e in in_model.values() if e is not None)
+    return in_context * whole_ref / alone
