@@ -82,8 +82,10 @@ def run_case(backend: str, width: float, args: argparse.Namespace, work: Path) -
     for plan in calibration + plans:
         net = merge_model(model, plan, savings=savings)
         replay = merge_report(net).plan
-        check = measure(model, name="mobilenet_v2", model_options=options, variants=(), model_variants=("original",),
-                        blocks=None, extra_models={plan.name: net}, out=work / f"check-{backend}-{width}-{plan.name}", **common)
+        # the original and the merged model as two whole models (no stem/head split, exported once each)
+        check = measure(model, name="mobilenet_v2", model_options=options, variants=(), model_variants=(),
+                        blocks=None, extra_models={"mobilenet_v2": model, plan.name: net},
+                        out=work / f"check-{backend}-{width}-{plan.name}", **common)
         medians = {r.name: r.median_s for r in check.measurements if r.scope == "model" and r.ok}
         row = {"plan": plan.name, "keep": "".join(map(str, plan.keep)), "measured_s": medians[plan.name],
                "drift": medians["mobilenet_v2"] / in_lut, "calibration": plan in calibration}
@@ -149,6 +151,9 @@ def main() -> None:
             for width in map(float, args.widths.split(",")):
                 case = run_case(backend, width, args, work)
                 cases.append(case)
+                if args.out:  # after every case: a run cut short keeps what it measured
+                    (args.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                                       "cases": cases}, indent=1, default=str))
                 lo, mid, hi = case["drift_range"]
                 print(f"\n== {backend}, MobileNetV2-{width}, {args.resolution}px, batch {args.batch}, {case['threads']} thread(s), "
                       f"{case['device_name']}; load average {case['load_before']} -> {case['load_after']}; LUT run "
@@ -178,10 +183,6 @@ def main() -> None:
                 inside = f"{s['inside']:.0%}" if s["inside"] is not None else "—"
                 print(f"| **{backend}, all {len(rows)} plans** | {m} | {fmt(s['raw'])} | {s['median_signed_error']:+.1%} | "
                       f"{inside} | {fmt(s['corrected'])} | | {args.seed} |")
-        if args.out:
-            (args.out / "results.json").write_text(json.dumps(
-                {"args": {k: str(v) for k, v in vars(args).items()},
-                 "cases": [{k: v for k, v in c.items()} for c in cases]}, indent=1, default=str))
     print(f"wall time {time.perf_counter() - start:.0f} s; load average {load()}")
 
 
