@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -156,13 +157,35 @@ def summary_line(rows: list[dict], method: str) -> dict:
     if method != "calibrated":
         inside = sum(r[f"{method}_low_s"] <= r["measured_s"] <= r[f"{method}_high_s"] for r in rows) / len(rows)
     signed = [r[f"{method}_s"] / r["measured_s"] - 1 for r in rows if math.isfinite(r[f"{method}_s"])]
-    bias = sorted(signed)[len(signed) // 2] if signed else float("nan")
+    bias = statistics.median(signed) if signed else float("nan")
     return {"raw": raw, "corrected": corrected, "inside": inside, "median_signed_error": bias}
 
 
 def fmt(acc: Score) -> str:
     failed = f" ({acc.failed} failed)" if acc.failed else ""
     return f"{acc.within_10pct:.0%} / {acc.within_5pct:.0%}, {acc.median_abs_error:.1%}, {acc.kendall_tau:.3f}{failed}"
+
+
+def print_tables(cases: list[dict], seed: int, backends: list[str]) -> None:
+    """The Markdown table: per case and method, then per backend over all its plans."""
+    print("\n| backend, width | method | raw: within ±10 % / ±5 %, median error, τ | median signed error | "
+          "inside 95 % interval | drift-corrected (diagnostic) | load avg before → after | seed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for case in cases:
+        for m in METHODS:
+            s = summary_line(case["rows"], m)
+            inside = f"{s['inside']:.0%}" if s["inside"] is not None else "—"
+            print(f"| {case['backend']}, {case['width']} | {m} | {fmt(s['raw'])} | {s['median_signed_error']:+.1%} | "
+                  f"{inside} | {fmt(s['corrected'])} | {case['load_before']} → {case['load_after']} | {seed} |")
+    for m in METHODS:
+        for backend in backends:
+            rows = [r for c in cases if c["backend"] == backend for r in c["rows"]]
+            if not rows:
+                continue
+            s = summary_line(rows, m)
+            inside = f"{s['inside']:.0%}" if s["inside"] is not None else "—"
+            print(f"| **{backend}, all {len(rows)} plans** | {m} | {fmt(s['raw'])} | {s['median_signed_error']:+.1%} | "
+                  f"{inside} | {fmt(s['corrected'])} | | {seed} |")
 
 
 def main() -> None:
@@ -178,7 +201,13 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timing per workload at most")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
+    parser.add_argument("--tables-from", type=Path, default=None, help="print the tables of a results.json and stop")
     args = parser.parse_args()
+    if args.tables_from:
+        saved = json.loads(args.tables_from.read_text())
+        cases = saved["cases"]
+        print_tables(cases, int(saved["args"]["seed"]), list(dict.fromkeys(c["backend"] for c in cases)))
+        return
 
     start = time.perf_counter()
     print(f"lut_accuracy --seed {args.seed} --plans {args.plans} --calibration {args.calibration} --budget {args.budget} "
@@ -207,22 +236,7 @@ def main() -> None:
                     inside = f", inside 95 % interval {s['inside']:.0%}" if s["inside"] is not None else ""
                     print(f"  {m:<10} raw: {s['raw']}; median signed error {s['median_signed_error']:+.1%}{inside}", flush=True)
                     print(f"  {'':<10} drift-corrected (diagnostic): {s['corrected']}", flush=True)
-        print(f"\n| backend, width | method | raw: within ±10 % / ±5 %, median error, τ | median signed error | "
-              f"inside 95 % interval | drift-corrected (diagnostic) | load avg | seed |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for case in cases:
-            for m in METHODS:
-                s = summary_line(case["rows"], m)
-                inside = f"{s['inside']:.0%}" if s["inside"] is not None else "—"
-                print(f"| {case['backend']}, {case['width']} | {m} | {fmt(s['raw'])} | {s['median_signed_error']:+.1%} | "
-                      f"{inside} | {fmt(s['corrected'])} | {case['load_before']} → {case['load_after']} | {args.seed} |")
-        for m in METHODS:
-            for backend in args.backends.split(","):
-                rows = [r for c in cases if c["backend"] == backend for r in c["rows"]]
-                s = summary_line(rows, m)
-                inside = f"{s['inside']:.0%}" if s["inside"] is not None else "—"
-                print(f"| **{backend}, all {len(rows)} plans** | {m} | {fmt(s['raw'])} | {s['median_signed_error']:+.1%} | "
-                      f"{inside} | {fmt(s['corrected'])} | | {args.seed} |")
+        print_tables(cases, args.seed, args.backends.split(","))
     print(f"wall time {time.perf_counter() - start:.0f} s; load average {load()}")
 
 
