@@ -193,28 +193,35 @@ def _onnxruntime_profile(block: nn.Module, shape: tuple[int, ...], threads: int,
 
 
 def _finding(e: BlockExplanation) -> str:
+    """The reading of an explanation in one or two sentences (see the module docstring)."""
     ms = lambda v: f"{v * 1e3:.3f} ms"  # noqa: E731
     parts = e.alone_sum_s if e.alone_sum_s is not None else e.profiled_sum_s
+    how = "timed alone" if e.alone_sum_s is not None else "profiled"
     ratio = e.block_s / parts if parts > 0 else float("nan")
-    top = e.operators.sort_values("profiled_s", ascending=False).head(1)
-    top_text = f"; the largest operator is {top.operator.iloc[0]} ({ms(top.profiled_s.iloc[0])})" if len(top) else ""
-    contended = e.cpu_share is not None and e.cpu_share < 0.8 * e.threads
+    notes = []
     if ratio >= 1.5:
-        causes = []
-        if e.threads > 1 and e.single_thread_s is not None and e.single_thread_s < e.block_s / 1.5:
-            causes.append(f"on one thread the block takes {ms(e.single_thread_s)}: its {e.threads} threads wait for "
-                          "each other in every parallel region")
-        if contended:
-            causes.append(f"the process got {e.cpu_share / e.threads:.0%} of the CPU its threads could use: other "
-                          "processes preempt them")
-        if not causes:
-            causes.append("the operators are timed alone on inputs already in the cache; in the block each one "
-                          "reads what the previous one wrote")
-        how = "timed alone" if e.alone_sum_s is not None else "profiled"
-        return (f"the block as a unit takes {ms(e.block_s)}, {ratio:.1f}x its operators {how} ({ms(parts)}): "
-                + "; ".join(causes) + top_text + ".")
-    how = f"{ms(parts)} timed alone, {ms(e.profiled_sum_s)} profiled" if e.alone_sum_s is not None else f"{ms(parts)} profiled"
-    return f"the block ({ms(e.block_s)}) costs what its operators cost ({how}){top_text}."
+        notes.append(f"the block as a unit takes {ms(e.block_s)}, {ratio:.1f}x its operators {how} ({ms(parts)})")
+    else:
+        notes.append(f"the block ({ms(e.block_s)}) costs what its operators cost ({ms(parts)} {how})")
+    if e.threads > 1 and e.single_thread_s is not None and e.single_thread_s < e.block_s / 1.5:
+        notes.append(f"on one thread it takes {ms(e.single_thread_s)} ({e.block_s / e.single_thread_s:.1f}x less): its "
+                     f"{e.threads} threads wait for each other in every parallel region")
+    if e.cpu_share is not None and e.cpu_share < 0.8 * e.threads:
+        notes.append(f"the process got {e.cpu_share / e.threads:.0%} of the CPU its threads could use: other processes "
+                     "preempt them")
+    elif ratio >= 1.5:
+        notes.append("the operators timed alone find their input in the cache; in the block each reads what the "
+                     "previous one wrote")
+    ops = e.operators[e.operators["profiled_s"].notna()].sort_values("profiled_s", ascending=False)
+    if len(ops):
+        top = ops.iloc[0]
+        notes.append(f"the largest operator is {top['operator']} on {top['shape'] or '?'} ({ms(top['profiled_s'])}, "
+                     f"{top['profiled_s'] / e.profiled_sum_s:.0%} of the profile)")
+    slow = ops[ops["operator"].str.contains("_slow_conv2d")]
+    if len(slow):
+        notes.append(f"{len(slow)} convolution(s) ran through PyTorch's fallback im2col path (aten::_slow_conv2d_forward, "
+                     f"{ms(float(slow['profiled_s'].sum()))}) instead of oneDNN")
+    return "; ".join(notes) + "."
 
 
 def explain_block(
