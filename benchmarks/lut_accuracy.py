@@ -64,7 +64,7 @@ def random_plans(n_blocks: int, count: int, seed: int, options: dict, prefix: st
 
 def run_case(backend: str, width: float, args: argparse.Namespace, work: Path) -> dict:
     options = {"width": width}
-    timing = TimingConfig(budget_s=args.budget)
+    timing = TimingConfig(budget_s=args.budget, first_warmup_s=args.first_warmup)
     common = dict(backend=backend, device=args.device, resolution=args.resolution, batch=args.batch,
                   threads=args.threads, timing=timing, progress=False)
     load_before = load()
@@ -199,6 +199,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: measure's, 1)")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timing per workload at most")
+    parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s,
+                        help="seconds of warm-up of each run's first group (thread pools, allocator, cuDNN autotuning)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
     parser.add_argument("--tables-from", type=Path, default=None, help="print the tables of a results.json and stop")
