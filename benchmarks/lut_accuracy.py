@@ -203,12 +203,14 @@ def main() -> None:
                         help="seconds of warm-up of each run's first group (thread pools, allocator, cuDNN autotuning)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
-    parser.add_argument("--tables-from", type=Path, default=None, help="print the tables of a results.json and stop")
+    parser.add_argument("--tables-from", type=Path, nargs="+", default=None,
+                        help="print the tables of results.json files (e.g. cases run in parallel) and stop")
     args = parser.parse_args()
     if args.tables_from:
-        saved = json.loads(args.tables_from.read_text())
-        cases = saved["cases"]
-        print_tables(cases, int(saved["args"]["seed"]), list(dict.fromkeys(c["backend"] for c in cases)))
+        saved = [json.loads(p.read_text()) for p in args.tables_from]
+        cases = [c for s in saved for c in s["cases"]]
+        seeds = {s["args"]["seed"] for s in saved}
+        print_tables(cases, int(seeds.pop()) if len(seeds) == 1 else -1, list(dict.fromkeys(c["backend"] for c in cases)))
         return
 
     start = time.perf_counter()
