@@ -182,7 +182,7 @@ def _explanation():
         {"operator": "ReLU6 conv.0.2", "shape": "1x96x16x16", "calls": 1.0, "profiled_s": None, "alone_s": 0.0002},
     ], columns=list(OPERATOR_COLUMNS))
     return BlockExplanation("mobilenet_v2", "features.2", "spec", "torch", 2, 1, block_s=0.012, profiled_sum_s=0.004,
-                            alone_sum_s=0.0007, single_thread_s=0.001, cpu_share=0.4, switches_per_s=300.0,
+                            alone_sum_s=0.0007, single_thread_s=0.001, cpu_share=0.2, switches_per_s=300.0,
                             load_avg_1m=4.0, operators=ops, finding="threads wait for each other")
 
 

@@ -206,8 +206,8 @@ def _finding(e: BlockExplanation) -> str:
     if e.threads > 1 and e.single_thread_s is not None and e.single_thread_s < e.block_s / 1.5:
         notes.append(f"on one thread it takes {ms(e.single_thread_s)} ({e.block_s / e.single_thread_s:.1f}x less): its "
                      f"{e.threads} threads wait for each other in every parallel region")
-    if e.cpu_share is not None and e.cpu_share < 0.8 * e.threads:
-        notes.append(f"the process got {e.cpu_share / e.threads:.0%} of the CPU its threads could use: other processes "
+    if e.cpu_share is not None and e.cpu_share < 0.8:
+        notes.append(f"the process got {e.cpu_share:.0%} of the CPU its threads could use: other processes "
                      "preempt them")
     elif ratio >= 1.5:
         notes.append("the operators timed alone find their input in the cache; in the block each reads what the "
@@ -264,6 +264,7 @@ def explain_block(
         with tempfile.TemporaryDirectory(prefix="dsprof-explain-") as tmp:
             prepared = get_backend(BackendSettings(backend, threads=threads)).prepare(module, shape, Path(tmp) / "block")
             block_s, share, switches = _cpu_signals(lambda: _time({"block": prepared.run}, timing)["block"])
+            share /= threads  # the share of what the threads could use, as `measure` records it
             prepared.close()
             if backend == "torch":
                 ops = _torch_profile(module, x, profile_calls)
@@ -311,7 +312,7 @@ def format_explanation(e: BlockExplanation) -> str:
                  + (f"; the block on 1 thread: {e.single_thread_s * 1e3:.3f} ms" if e.single_thread_s is not None else ""))
     signals = []
     if e.cpu_share is not None:
-        signals.append(f"CPU share {e.cpu_share / e.threads:.0%} of {e.threads} thread(s)")
+        signals.append(f"CPU share {e.cpu_share:.0%} of {e.threads} thread(s)")
     if e.switches_per_s is not None:
         signals.append(f"{e.switches_per_s:.0f} preemptions/s")
     if e.load_avg_1m is not None:
