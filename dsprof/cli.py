@@ -475,9 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
-    p.add_argument("--method", choices=("auto", "isolated", "context"), default="auto",
-                   help="count merged blocks by their savings timed alone (isolated) or inside the running model "
-                        "(context: needs `dsprof measure --context`); auto: context where the LUT has it")
+    p.add_argument("--method", choices=("auto", "isolated", "context", "context-scaled"), default="auto",
+                   help="count merged blocks by their savings timed alone (isolated), inside the running model "
+                        "(context), or alone scaled by the model's in-context/isolated ratio (context-scaled); the "
+                        "context methods need `dsprof measure --context`; auto: isolated, which predicted best so far")
     p.add_argument("--measure", action="store_true",
                    help="also merge the model per the plan, measure it end-to-end here, print the error and whether "
                         "the measurement fell inside the prediction's interval")

@@ -80,12 +80,15 @@ def test_context_prediction_from_the_raw_samples(context_run):
     saved_alone = sum(alone[b.name] for b, k in zip(blocks, KEEP) if not k)
     assert isolated.total_s == pytest.approx(med[("model", "mobilenet_v2", "original")] - saved_alone, rel=1e-9)
 
-    # context-scaled (what auto picks with in-context entries): one factor over all seven blocks
+    # context-scaled: one factor over all seven blocks
     groups = float(np.median([med[("context", b.name, "original")] for b in blocks]))
     factor = groups * sum(1 - med[("context", b.name, "merged")] / med[("context", b.name, "original")]
                           for b in blocks) / sum(alone.values())
-    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
+                             method="context-scaled")
     assert scaled.method == f"context-scaled (x{factor:.3f})"
+    auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    assert auto.method == "isolated" and auto.total_s == isolated.total_s  # auto: what lut_accuracy.py chose
     assert scaled.total_s == pytest.approx(reference - factor * saved_alone, rel=1e-9)
 
     # the drift comes from the whole model timed in each block's group
@@ -127,7 +130,8 @@ def test_interval_by_hand():
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     lut = _hand_context_lut(label, blocks)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
+                             method="context-scaled")
     # in context each block saves 5 % of 20 ms = 1 ms, alone 0.5 ms: factor 2, three blocks save 3 ms
     assert scaled.method == "context-scaled (x2.000)" and scaled.total_s == pytest.approx(0.017, rel=1e-12)
     pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
@@ -158,5 +162,5 @@ def test_cli_predict_measure_says_inside_or_outside(context_run, tmp_path, capsy
             "--measure", "--measure-out", str(tmp_path / "check.jsonl"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "method context-scaled" in out
+    assert "method isolated" in out
     assert ("is inside the 95 % interval" in out) != ("is OUTSIDE the 95 % interval" in out)

@@ -29,7 +29,7 @@ __all__ = [
 
 #: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
 #: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
-#: ``auto`` (context where the LUT has every entry it needs, else isolated).
+#: ``auto`` (isolated: the method that predicted best in benchmarks/lut_accuracy.py so far).
 #: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
 #: model's blocks over their isolated savings (noise averages over every group).
 METHODS = ("auto", "isolated", "context", "context-scaled")
@@ -148,7 +148,7 @@ def predict_latency(
     model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
     (``isolated``), inside the running model (``context``, from `dsprof measure --context`
     entries), or alone but scaled by the model's in-context / isolated savings (``context-scaled``);
-    ``auto`` takes context-scaled where the LUT has in-context entries, else isolated. The prediction
+    ``auto`` is ``isolated``, the method that predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
     if method not in METHODS:
@@ -223,7 +223,9 @@ def predict_latency(
     context_ok = bool(references) and all(a is not None and b is not None for a, b in swaps.values())
     use_context = method == "context"
     factor = _context_factor(blocks, rows, originals, in_model, label, get) if variant is None else None
-    use_scaled = method == "context-scaled" or (method == "auto" and factor is not None and whole is not None)
+    # auto is isolated: on the contended 2-core CPU neither context method predicted a later run better
+    # (benchmarks/RESULTS.md, issue #14); they are one option away
+    use_scaled = method == "context-scaled"
     if method == "context-scaled" and (factor is None or whole is None):
         missing.append(f"in-context entries (merged) of {label}'s blocks and its whole-model entry")
     errors: list[float] = []
