@@ -7,10 +7,11 @@ JSON Lines measurement file) and `summary` (the closing table).
 """
 
 from .backends import BACKENDS, DTYPES, BackendSettings
+from .context import CONTEXT_VARIANTS, context_workloads
 from .explain import BlockExplanation, explain_block, format_explanation, load_explanation
 from .fingerprint import device_state, environment, environment_id
 from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
-from .runner import MeasureResult, default_batch, measure, measurement_path
+from .runner import DEFAULT_CPU_THREADS, MeasureResult, contention_message, default_batch, measure, measurement_path
 from .stats import NOISE_THRESHOLD, SampleStats, Speedup, median_ci, median_relative_halfwidth, paired_speedup, summarize
 from .summary import format_summary, summary_table
 from .timing import CpuTimer, CudaEventTimer, TimingConfig, TimingResult, time_interleaved
@@ -31,6 +32,7 @@ from .workloads import (
 __all__ = [
     "BACKENDS",
     "BLOCK_VARIANTS",
+    "CONTEXT_VARIANTS",
     "DTYPES",
     "MODEL_VARIANTS",
     "NOISE_THRESHOLD",
@@ -38,6 +40,7 @@ __all__ = [
     "BackendSettings",
     "BlockExplanation",
     "CpuTimer",
+    "DEFAULT_CPU_THREADS",
     "CudaEventTimer",
     "MeasureResult",
     "Measurement",
@@ -49,6 +52,8 @@ __all__ = [
     "TimingResult",
     "Workload",
     "block_workloads",
+    "context_workloads",
+    "contention_message",
     "default_batch",
     "dense_conv",
     "dense_counterpart_model",
