@@ -3,7 +3,8 @@
 ``measure(...)`` is what ``dsprof measure`` runs. The parts: `workloads` (what is timed),
 `backends` (how it runs), `timing` (warm-up, interleaved rounds, adaptive stopping), `stats`
 (statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
-JSON Lines measurement file) and `summary` (the closing table).
+JSON Lines measurement file), `summary` (the closing table), `context` (blocks timed inside the
+whole model, issue #14) and `explain` (one block against its operators, issue #14).
 """
 
 from .backends import BACKENDS, DTYPES, BackendSettings
