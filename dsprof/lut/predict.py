@@ -31,7 +31,8 @@ __all__ = [
 #: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
 #: ``auto`` (isolated: the method that predicted best in benchmarks/lut_accuracy.py so far).
 #: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
-#: model's blocks over their isolated savings (noise averages over every group).
+#: model's blocks over their isolated savings (noise averages over every group). Both context methods
+#: start from the median of the whole model's medians: its own entry and every in-context group.
 METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
@@ -240,7 +241,8 @@ def predict_latency(
             if not references:
                 missing.append(f"a whole-model or in-context entry of {label}")
         reference = statistics.median(e.median_s for e in references) if references else 0.0
-        errors += [median_error_s(e) / math.sqrt(len(references)) for e in references[:1]]
+        if references:  # the median of several entries: about one entry's error over the square root of their count
+            errors.append(median_error_s(references[0]) / math.sqrt(len(references)))
         saved = 0.0
         for i, row in enumerate(rows):
             pair = swaps.get(i)
