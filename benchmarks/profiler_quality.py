@@ -5,11 +5,17 @@ Prints, for MobileNetV2-1.0 at batch 1 (default 224 x 224) on this CPU:
 (a) wall time of `measure` over all 17 blocks x {original, merged, flops_matched} plus both whole
     models (original and FLOPs-matched dense), default timing settings, workload building included;
 (b) the median, over those 53 entries, of IQR / median;
-(c) the median drift of block medians between two back-to-back runs: |m2 - m1| / m1;
+(c) the median drift of block medians between two back-to-back runs: |m2 - m1| / m1, and the drift of
+    the whole-model median between them;
 (d) the ratio of our median to ``torch.utils.benchmark.Timer(...).blocked_autorange()``'s median,
     timing the same prepared callables (same modules, same input, same threads).
 
-Targets on the 2-core reference machine: (a) <= 90 s, (b) <= 5 %, (c) <= 5 %, (d) within 5 %.
+(e) what --threads does to repeatability: for each count of ``--repeat-threads``, ``--repeats``
+    back-to-back `measure` runs of the whole model alone; their medians, spread (max/min - 1) and the
+    median drift between consecutive runs. The default thread count of `measure` is chosen from this.
+
+Targets on the 2-core reference machine: (a) <= 90 s, (b) <= 5 %, (c) <= 5 % for blocks and <= 2 % for
+the whole model at the default settings, (d) within 5 %.
 
     .venv/bin/python benchmarks/profiler_quality.py [--resolution 224] [--threads N] [--backend torch]
 """
@@ -29,16 +35,42 @@ from dsprof.models import get_model
 from dsprof.profiler import BackendSettings, TimingConfig, block_workloads, measure, model_workloads, time_interleaved
 from dsprof.profiler.backends.torch_eager import TorchBackend
 from dsprof.profiler.fingerprint import environment
+from dsprof.profiler.runner import DEFAULT_CPU_THREADS
 
 
 def pct(v: float) -> str:
     return f"{100 * v:.1f} %"
 
 
+def repeatability(args: argparse.Namespace) -> None:
+    """(e): back-to-back whole-model runs at each thread count, interleaved by run."""
+    counts = [int(t) for t in args.repeat_threads.split(",")]
+    medians: dict[int, list[float]] = {t: [] for t in counts}
+    shares: dict[int, list[float]] = {t: [] for t in counts}
+    for i in range(args.repeats):
+        for t in counts:  # alternate the counts so that both see the same moments of the machine
+            result = measure("mobilenet_v2", resolution=args.resolution, threads=t, backend=args.backend, variants=(),
+                             model_variants=("original",), blocks=None, out=args.out / f"repeat-t{t}-{i}.jsonl",
+                             overwrite=True, progress=False)
+            r = next(m for m in result.measurements if m.scope == "model" and m.ok)
+            medians[t].append(r.stats.median)
+            shares[t].append(r.state_after.get("process_cpu_share", float("nan")))
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    for t in counts:
+        m = medians[t]
+        steps = [abs(b - a) / a for a, b in zip(m, m[1:])]
+        print(f"(e) {t} thread(s): whole model {', '.join(f'{v * 1e3:.2f}' for v in m)} ms in {len(m)} back-to-back runs; "
+              f"spread max/min - 1 = {pct(max(m) / min(m) - 1)}, median drift between consecutive runs "
+              f"{pct(statistics.median(steps))}; CPU share {', '.join(f'{v:.2f}' for v in shares[t])}; load average {load}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resolution", type=int, default=224)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's, the physical cores)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for (a)-(d) (default: measure's default, 1)")
+    parser.add_argument("--repeat-threads", default="1,2", help="thread counts compared in (e), comma-separated; 'none' to skip")
+    parser.add_argument("--repeats", type=int, default=5, help="back-to-back whole-model runs per thread count in (e)")
     parser.add_argument("--out", type=Path, default=Path("results/profiler_quality"))
     parser.add_argument("--min-run-time", type=float, default=0.2, help="blocked_autorange's min_run_time, seconds")
     parser.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite; (d) is for torch only")
@@ -46,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
 
     env = environment()
-    threads = args.threads or torch.get_num_threads()
+    threads = args.threads or DEFAULT_CPU_THREADS
     print(f"CPU: {env['cpu'].get('model')}, {env['cpu'].get('logical_cores')} logical cores, torch {torch.__version__}, "
           f"backend {args.backend}, "
           f"{threads} threads, MobileNetV2-1.0 at {args.resolution}x{args.resolution}, batch 1, fp32, BatchNorm folded")
@@ -84,11 +116,18 @@ def main() -> None:
                  for m in records if m.workload_key in second]
     print(f"(c) median drift of block medians between the two runs: {pct(statistics.median(drift))} "
           f"(max {pct(max(drift))}; all 53 entries: {pct(statistics.median(drift_all))})  [target <= 5 %]")
+    whole = [m for m in records if m.scope == "model" and m.variant == "original" and m.workload_key in second]
+    for m in whole:
+        w2 = second[m.workload_key].stats.median
+        print(f"    whole-model median drift between the two runs: {pct(abs(w2 - m.stats.median) / m.stats.median)} "
+              f"({m.stats.median * 1e3:.2f} -> {w2 * 1e3:.2f} ms)  [target <= 2 %]")
 
     models = [m for m in records if m.scope == "model"]
     for m in models:
         print(f"    whole model {m.variant}: {m.stats.median * 1e3:.2f} ms, {1 / m.stats.median:.1f} FPS")
 
+    if args.repeat_threads.lower() != "none":
+        repeatability(args)
     if args.skip_d or args.backend != "torch":
         return
     model = get_model("mobilenet_v2", resolution=args.resolution)

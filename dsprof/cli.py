@@ -181,6 +181,7 @@ def _csv_list(text: str) -> tuple[str, ...]:
 def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import format_summary, measure
     from .profiler.records import MeasurementFileError
+    from .profiler.runner import threads_note
 
     model = model_from_args(args)
     options = model_options_from_args(args)
@@ -193,13 +194,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
             model, name=args.model, model_options=options, backend=args.backend, device=args.device,
             dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
             compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
-            extra_models=extra,
+            extra_models=extra, context=_csv_list(args.context),
             blocks=blocks_from_args(args), spans=args.spans, timing=timing,
             out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
             log=lambda m: print(f"warning: {m}", file=sys.stderr),
         )
     except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, MeasurementFileError) as exc:
         raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    print(threads_note(result.threads, result.threads_given))
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
@@ -269,6 +271,25 @@ def cmd_import(args: argparse.Namespace) -> int:
           f"device {first.device_name} ({first.backend}, {first.device}, {first.threads} threads), env {first.env_id}")
     print(f"next: dsprof build-lut {result.path.parent} -o lut.csv")
     return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .profiler import TimingConfig
+    from .profiler.explain import explain_block, format_explanation
+
+    try:
+        explanation = explain_block(
+            model_from_args(args), args.block, name=args.model, model_options=model_options_from_args(args),
+            backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    print(format_explanation(explanation))
+    if args.out:
+        print(f"wrote {explanation.save(args.out)}")
+    return 0
+
+
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -362,7 +383,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
         plan = load_plan(args.plan) if args.plan else None
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
-                               rest=args.rest)
+                               rest=args.rest, method=args.method)
     except (LUTError, LUTMissError, PlanError, FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
     print(pred)
@@ -370,8 +391,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     measured_s = _measure_planned_model(model, plan, lut, key, args)
     error = pred.total_s / measured_s - 1
+    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
-          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}")
+          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}; the measurement is {where} the 95 % interval "
+          f"{pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
     return 0
 
 
@@ -387,10 +410,10 @@ def _measure_planned_model(model, plan, lut, key, args: argparse.Namespace) -> f
         view = lut.savings(key)
         model = merge_model(model, plan, savings=dict(zip(view.workload, view.saving_s)))
     label = f"{args.model}-{plan.name or 'plan'}" if plan is not None else args.model
-    result = measure(
+    result = measure(  # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
         model, name=label, backend=key.backend, device=key.device, dtype=key.dtype,
         channels_last=key.layout == "channels_last", batch=key.batch, threads=key.threads or None,
-        compile=key.compile, variants=(), model_variants=("original",), blocks=None,
+        compile=key.compile, variants=(), model_variants=(), extra_models={label: model}, blocks=None,
         out=args.measure_out, overwrite=True, progress=not args.no_progress,
     )
     record = next(r for r in result.measurements if r.scope == "model" and r.ok)
@@ -546,9 +569,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for inference (default: the library's, physical cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for inference (default: 1, the setting whose timings repeat on a shared machine; "
+                        "give the core count to time multi-threaded)")
     p.add_argument("--compile", action="store_true", help="time torch.compile'd modules (torch)")
     add_workload_args(p)
+    p.add_argument("--context", default="none",
+                   help="also time each block inside the whole model: the model with the block swapped for these "
+                        "variants (merged, linear; comma-separated) against the model, interleaved; 'none' to skip")
     add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
     p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")
@@ -591,6 +619,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser(
+        "explain",
+        help="why a block is slow: its latency as a unit beside its operators (torch.profiler, ONNX Runtime profiling)",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--block", required=True, help="the block's module name, e.g. features.2 (see `dsprof blocks`)")
+    p.add_argument("--backend", default="torch", help="torch or onnxruntime (CPU)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1); with more, the block is also timed on 1")
+    p.add_argument("--batch", type=int, default=1, help="images per forward pass")
+    p.add_argument("--budget", type=float, default=0.5, help="seconds of timed runs per timed module at most")
+    p.add_argument("--out", type=Path, default=None,
+                   help="also write the explanation as JSON (name it *.explain.json beside the measurements: `dsprof report` shows it)")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser(
         "merge",
         help="merge the blocks a plan linearises into dense convolutions (exact); write the merged model",
         formatter_class=fmt,
@@ -625,7 +668,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
-    p.add_argument("--measure", action="store_true", help="also merge the model per the plan, measure it end-to-end here and print the error")
+    p.add_argument("--method", choices=("auto", "isolated", "context", "context-scaled"), default="auto",
+                   help="count merged blocks by their savings timed alone (isolated), inside the running model "
+                        "(context), or alone scaled by the model's in-context/isolated ratio (context-scaled); the "
+                        "context methods need `dsprof measure --context`; auto: isolated, which predicted best so far")
+    p.add_argument("--measure", action="store_true",
+                   help="also merge the model per the plan, measure it end-to-end here, print the error and whether "
+                        "the measurement fell inside the prediction's interval")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_predict)

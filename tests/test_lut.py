@@ -68,13 +68,13 @@ def test_two_devices_kept_apart_and_repeats_pooled(measured, tmp_path):
 
 
 def test_other_thread_count_is_another_context_and_noise_is_marked(measured, tmp_path):
-    one = _rewrite(measured, tmp_path / "t1.jsonl", threads=1,
+    one = _rewrite(measured, tmp_path / "t3.jsonl", threads=3,  # measured on 1 thread (the default)
                    samples_s=lambda r: (1.0, 1.0, 1.5, 2.0, 2.0))  # IQR/median = 1.0/1.5
     lut = build_lut([measured, one])
-    key = lut.resolve(threads=1)
+    key = lut.resolve(threads=3)
     assert len(lut.devices()) == 2
     frame = lut.to_dataframe()
-    assert frame[frame.threads == 1].noisy.all()
+    assert frame[frame.threads == 3].noisy.all()
     r = next(r for r in read_measurements(one) if r.scope == "block")
     assert lut.lookup(r.spec, r.variant, key, strict=True).median_s == 1.5
 

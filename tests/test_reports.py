@@ -175,3 +175,50 @@ def test_write_report_and_cli(tmp_path, records, capsys):
     out = capsys.readouterr().out
     assert "skipped: memory plot" in out and "index.md" in out
     assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r3")]) == 2
+
+
+def _explanation():
+    import pandas as pd
+
+    from dsprof.profiler.explain import OPERATOR_COLUMNS, BlockExplanation
+
+    ops = pd.DataFrame([
+        {"operator": "aten::mkldnn_convolution", "shape": "1x16x16x16", "calls": 2.0, "profiled_s": 0.004, "alone_s": None},
+        {"operator": "Conv2d conv.0.0", "shape": "1x16x16x16", "calls": 1.0, "profiled_s": None, "alone_s": 0.0005},
+        {"operator": "ReLU6 conv.0.2", "shape": "1x96x16x16", "calls": 1.0, "profiled_s": None, "alone_s": 0.0002},
+    ], columns=list(OPERATOR_COLUMNS))
+    return BlockExplanation("mobilenet_v2", "features.2", "spec", "torch", 2, 1, block_s=0.012, profiled_sum_s=0.004,
+                            alone_sum_s=0.0007, single_thread_s=0.001, cpu_share=0.2, switches_per_s=300.0,
+                            load_avg_1m=4.0, operators=ops, finding="threads wait for each other")
+
+
+def test_explain_table_and_annotation(records, tmp_path):
+    from dsprof.reports import explain_table
+
+    table = explain_table(_explanation())
+    sums = table.set_index("operator")
+    assert sums.loc["**sum of the operators**", "profiled_ms"] == pytest.approx(4.0)
+    assert sums.loc["**sum of the operators**", "alone_ms"] == pytest.approx(0.7)
+    assert sums.loc["**the block timed as a unit**", "profiled_ms"] == pytest.approx(12.0)
+    assert sums.loc["**the block on 1 thread**", "profiled_ms"] == pytest.approx(1.0)
+    assert sums.loc["Conv2d conv.0.0", "alone_ms"] == pytest.approx(0.5)
+
+    blocks = block_table(records)
+    fig = block_latency_figure(blocks, annotations={"features.2": "features.2: slow"})
+    texts = [t for t in fig.axes[0].texts if t.get_text() == "features.2: slow"]
+    assert len(texts) == blocks.device.nunique()  # one note per device line
+    xs_ys = sorted(t.xy for t in texts)
+    want = sorted((int(r["index"]) + 1, r.original_ms) for _, r in blocks[blocks.block == "features.2"].iterrows())
+    assert [x for x, _ in xs_ys] == [x for x, _ in want] and [y for _, y in xs_ys] == pytest.approx([y for _, y in want])
+    close([fig])
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for f in FIXTURES.glob("*.jsonl"):
+        (folder / f.name).write_bytes(f.read_bytes())
+    _explanation().save(folder / "f2.explain.json")
+    report = write_report([folder], tmp_path / "report")
+    page = report.index.read_text()
+    assert "## Why is features.2 slow? (mobilenet_v2, torch, 2 thread(s), batch 1)" in page
+    assert "**Finding:** threads wait for each other" in page
+    assert (tmp_path / "report" / "tables" / "explain_features-2_torch_t2.csv").is_file()

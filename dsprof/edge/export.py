@@ -133,7 +133,7 @@ def export_bundle(
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU
     try:
-        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans)
+        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
         if not groups:
             raise ValueError("nothing to export: no block matched and no whole-model variant was asked for")
         out.parent.mkdir(parents=True, exist_ok=True)

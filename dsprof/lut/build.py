@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..profiler.records import Measurement, read_measurements
 from ..profiler.stats import summarize
-from .schema import COLUMNS, SCHEMA, DeviceKey, model_label
+from .schema import COLUMNS, SCHEMA, DeviceKey, context_workload, model_label
 from .table import LUT
 
 __all__ = ["build_lut", "measurement_files", "workload_of"]
@@ -32,8 +32,13 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def workload_of(r: Measurement) -> str:
-    """The LUT workload of a record: a block's BlockSpec string, else the model label."""
-    return r.spec if r.scope == "block" else model_label(r.name, r.model_options)
+    """The LUT workload of a record: a block's BlockSpec string; for a block in context the model
+    label and the block's name (`context_workload`); else the model label."""
+    if r.scope == "block":
+        return r.spec
+    if r.scope == "context":
+        return context_workload(model_label(r.model, r.model_options), r.name)
+    return model_label(r.name, r.model_options)
 
 
 def _key(r: Measurement) -> tuple:

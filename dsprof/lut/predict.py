@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,19 +13,44 @@ import pandas as pd
 from torch import nn
 
 from ..models import find_blocks, input_size_of, named_model
-from .schema import DeviceKey, model_label
-from .table import LUT, LUTMissError, LUTMissWarning
+from .schema import DeviceKey, context_workload, model_label
+from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
-__all__ = ["Prediction", "predict_latency", "profiled_options"]
+__all__ = [
+    "METHODS",
+    "Prediction",
+    "median_error_s",
+    "observed_drift",
+    "predict_latency",
+    "prediction_interval",
+    "profiled_options",
+]
+
+
+#: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
+#: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
+#: ``auto`` (isolated: the method that predicted best in benchmarks/lut_accuracy.py so far).
+#: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
+#: model's blocks over their isolated savings (noise averages over every group). Both context methods
+#: start from the median of the whole model's medians: its own entry and every in-context group.
+METHODS = ("auto", "isolated", "context", "context-scaled")
+_Z95 = 1.959964  # two-sided 95 % normal quantile
+_IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
+_MAD_TO_SD = 1.4826
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """A predicted latency (seconds per batch) with its parts and its coverage.
+    """A predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``rest_s`` is everything outside the blocks (stem, head, and what passes between blocks): the
-    whole original model minus its blocks, both measured on the device (``"model-minus-blocks"``),
-    or the stem and head timed alone (``rest_method="stem+head"``).
+    ``method`` says how the blocks' changes were counted: ``isolated`` (savings of blocks timed
+    alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
+    (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
+    outside the blocks: the whole original model minus its blocks, both measured on the device
+    (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
+    under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``.
+    ``low_s``/``high_s``: a 95 % interval from the LUT's own spread (``lut_spread``, relative) and
+    the device's observed drift (``drift``, relative; ``drift_source`` says from what).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
     """
 
@@ -35,19 +62,54 @@ class Prediction:
     blocks: pd.DataFrame = field(repr=False)
     coverage: float
     missing: tuple[str, ...]
+    method: str = "isolated"
+    low_s: float = float("nan")
+    high_s: float = float("nan")
+    lut_spread: float = 0.0
+    drift: float = 0.0
+    drift_source: str = "none"
 
     @property
     def fps(self) -> float:
         """Images per second at the LUT's batch size."""
         return self.device.batch / self.total_s
 
+    def contains(self, measured_s: float) -> bool:
+        """Whether a measured latency (seconds) falls inside the prediction's interval."""
+        return self.low_s <= measured_s <= self.high_s
+
     def __str__(self) -> str:
         merged = int((self.blocks["variant"] == "merged").sum())
         return (
             f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
-            f"({self.fps:.1f} FPS); {merged} of {len(self.blocks)} blocks merged; "
+            f"({self.fps:.1f} FPS), 95 % interval {self.low_s * 1e3:.3f}-{self.high_s * 1e3:.3f} ms "
+            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source}); "
+            f"method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
         )
+
+
+def median_error_s(entry: LUTEntry) -> float:
+    """Standard error of an entry's median (seconds): 1.2533 sigma / sqrt(n), sigma from the IQR."""
+    return 1.2533 * entry.iqr_s * _IQR_TO_SD / math.sqrt(entry.n_samples)
+
+
+def observed_drift(medians_s: list[float]) -> float:
+    """Relative 95 % half-width of the spread of one model's medians from separate groups (robust:
+    1.4826 MAD); 0 for fewer than 3."""
+    if len(medians_s) < 3:
+        return 0.0
+    center = statistics.median(medians_s)
+    mad = statistics.median(abs(m - center) for m in medians_s)
+    return _Z95 * _MAD_TO_SD * mad / center
+
+
+def prediction_interval(total_s: float, entry_errors_s: list[float], drift: float) -> tuple[float, float, float]:
+    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2), with lut_spread the
+    95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``."""
+    lut_spread = _Z95 * math.sqrt(sum(e * e for e in entry_errors_s)) / total_s if total_s > 0 else 0.0
+    half = math.hypot(lut_spread, drift)
+    return total_s * (1 - half), total_s * (1 + half), lut_spread
 
 
 def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -72,6 +134,7 @@ def predict_latency(
     strict: bool = False,
     variant: str | None = None,
     rest: str = "auto",
+    method: str = "auto",
 ) -> Prediction:
     """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
 
@@ -83,8 +146,14 @@ def predict_latency(
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the
     part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
     original model minus its measured blocks) or ``"auto"``: the latter where the LUT has the whole
-    model, else the former.
+    model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
+    (``isolated``), inside the running model (``context``, from `dsprof measure --context`
+    entries), or alone but scaled by the model's in-context / isolated savings (``context-scaled``);
+    ``auto`` is ``isolated``, the method that predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
+    says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
+    if method not in METHODS:
+        raise ValueError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if rest not in ("auto", "stem+head", "model-minus-blocks"):
         raise ValueError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
@@ -136,22 +205,88 @@ def predict_latency(
         if entry is None:
             missing.append(f"block {spec} [{chosen}]")
         rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
-                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy)})
-    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "noisy"])
+                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy),
+                     "_entry": entry})
 
     stem, head = get(label, "original", "stem"), get(label, "original", "head")
     whole = get(label, "original", "model")
-    # auto: the measured whole model first. It carries what a sum of parts timed alone misses
-    # (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md)
-    if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
-        rest_s, method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
-    elif stem is not None and head is not None and rest != "model-minus-blocks":
-        rest_s, method = stem.median_s + head.median_s, "stem+head"
+    in_model = {b.name: get(context_workload(label, b.name), "original", "context") for b in blocks}
+    references = [e for e in [whole, *in_model.values()] if e is not None]
+    drift = observed_drift([e.median_s for e in in_model.values() if e is not None])
+    drift_source = f"{sum(e is not None for e in in_model.values())} in-context groups"
+    if drift == 0.0 and whole is not None:  # no groups to compare: the whole model's spread within its run
+        drift, drift_source = _Z95 * whole.iqr_s * _IQR_TO_SD / whole.median_s, "the whole model's spread (no --context groups)"
+    elif drift == 0.0:
+        drift_source = "nothing (no whole-model entry)"
+
+    changed = [(i, row["variant"]) for i, row in enumerate(rows) if row["variant"] != "original"] if variant is None else []
+    swaps = {i: (in_model[blocks[i].name], get(context_workload(label, blocks[i].name), v, "context")) for i, v in changed}
+    context_ok = bool(references) and all(a is not None and b is not None for a, b in swaps.values())
+    use_context = method == "context"
+    factor = _context_factor(blocks, rows, originals, in_model, label, get) if variant is None else None
+    # auto is isolated: on the contended 2-core CPU neither context method predicted a later run better
+    # (benchmarks/RESULTS.md, issue #14); they are one option away
+    use_scaled = method == "context-scaled"
+    if method == "context-scaled" and (factor is None or whole is None):
+        missing.append(f"in-context entries (merged) of {label}'s blocks and its whole-model entry")
+    errors: list[float] = []
+    if use_context:
+        if variant is not None:
+            raise ValueError("the context method predicts plans; give a plan, not a variant for every block")
+        rest_s, rest_method = 0.0, "whole-model"
+        if not context_ok:
+            for i, v in changed:
+                if swaps[i][0] is None or swaps[i][1] is None:
+                    missing.append(f"context {context_workload(label, blocks[i].name)} [original/{v}]")
+            if not references:
+                missing.append(f"a whole-model or in-context entry of {label}")
+        reference = statistics.median(e.median_s for e in references) if references else 0.0
+        if references:  # the median of several entries: about one entry's error over the square root of their count
+            errors.append(median_error_s(references[0]) / math.sqrt(len(references)))
+        saved = 0.0
+        for i, row in enumerate(rows):
+            pair = swaps.get(i)
+            if pair is None or pair[0] is None or pair[1] is None:
+                row["saving_s"] = 0.0 if row["variant"] == "original" else float("nan")
+                continue
+            base, swap = pair
+            # the saving relative to the model timed in the same rounds, scaled to the reference:
+            # a group that ran in a slow moment of the machine inflates neither
+            row["saving_s"] = reference * (1 - swap.median_s / base.median_s)
+            saved += row["saving_s"]
+            errors += [median_error_s(base) * reference / base.median_s, median_error_s(swap) * reference / base.median_s]
+        total = reference - saved
+        rest_s = total - float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
     else:
-        rest_s, method = 0.0, "missing"
-        wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
-                  "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
-        missing.append(f"{wanted} of {label}")
+        # auto: the measured whole model first. It carries what a sum of parts timed alone misses
+        # (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md)
+        if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
+            rest_s, rest_method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
+            errors.append(median_error_s(whole))
+            for i, (row, original) in enumerate(zip(rows, originals)):
+                if row["variant"] != "original" and row["_entry"] is not None:
+                    errors += [median_error_s(original), median_error_s(row["_entry"])]
+        elif stem is not None and head is not None and rest != "model-minus-blocks":
+            rest_s, rest_method = stem.median_s + head.median_s, "stem+head"
+            errors += [median_error_s(stem), median_error_s(head)] + [median_error_s(r["_entry"]) for r in rows if r["_entry"]]
+        else:
+            rest_s, rest_method = 0.0, "missing"
+            wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
+                      "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
+            missing.append(f"{wanted} of {label}")
+        for row, original in zip(rows, originals):
+            row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
+        total = None
+        if use_scaled and factor is not None and whole is not None and rest_method == "model-minus-blocks":
+            reference = statistics.median(e.median_s for e in references)
+            saved = 0.0
+            for row in rows:
+                row["saving_s"] *= factor
+                saved += row["saving_s"] if row["variant"] != "original" and row["saving_s"] == row["saving_s"] else 0.0
+            total = reference - saved
+            rest_s = total - float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
+        else:
+            use_scaled = False
 
     if missing:
         message = (
@@ -162,8 +297,10 @@ def predict_latency(
         if strict:
             raise LUTMissError(message)
         warnings.warn(message, LUTMissWarning, stacklevel=2)
+    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
     found = table["latency_s"].notna()
-    total = rest_s + float(table.loc[found, "latency_s"].sum())
+    if total is None:
+        total = rest_s + float(table.loc[found, "latency_s"].sum())
     if total <= 0:
         raise ValueError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
@@ -171,4 +308,25 @@ def predict_latency(
             "quiet machine (see the noisy column) and rebuild the LUT."
         )
     coverage = float(found.mean()) if len(table) else 1.0
-    return Prediction(label, key, total, rest_s, method, table, coverage, tuple(missing))
+    low, high, spread = prediction_interval(total, errors, drift)
+    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing),
+                      "context" if use_context else (f"context-scaled (x{factor:.3f})" if use_scaled else "isolated"),
+                      low, high, spread, drift, drift_source)
+
+
+def _context_factor(blocks, rows, originals, in_model, label, get) -> float | None:
+    """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
+    without in-context entries. Each in-context saving is relative to the model timed in its group."""
+    in_context, alone = 0.0, 0.0
+    for block, original in zip(blocks, originals):
+        base = in_model.get(block.name)
+        swap = get(context_workload(label, block.name), "merged", "context")
+        merged = get(block.spec.to_str(), "merged")
+        if base is None or swap is None or merged is None or original is None:
+            continue
+        in_context += 1 - swap.median_s / base.median_s
+        alone += (original.median_s - merged.median_s)
+    if alone == 0.0 or in_context == 0.0:
+        return None
+    whole_ref = statistics.median(e.median_s for e in in_model.values() if e is not None)
+    return in_context * whole_ref / alone

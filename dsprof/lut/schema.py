@@ -14,8 +14,10 @@ layout     ``nchw``, ``channels_last`` or ``nhwc``
 batch      images per forward pass
 threads    CPU threads used (0: not set, e.g. torch on a GPU)
 compile    ``True`` when timed through ``torch.compile``
-scope      ``block``, ``model``, ``stem`` or ``head``
-workload   a block's `BlockSpec` string; for other scopes the model label
+scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole model with one block
+           swapped, timed against the whole model: `dsprof measure --context`)
+workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
+           module name (`context_workload`); for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
 variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``
 median_s   median latency of one forward pass of one batch, seconds (pooled samples)
@@ -34,7 +36,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "model_label"]
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "context_workload", "model_label"]
 
 SCHEMA = "dsprof.lut/1"
 CONTEXT_COLUMNS = ("env_id", "device", "backend", "dtype", "layout", "batch", "threads", "compile")
@@ -49,6 +51,11 @@ COLUMNS = (
 def model_label(name: str, options: Mapping[str, Any]) -> str:
     """Canonical label of a whole model: its name and its options as sorted, compact JSON."""
     return name + json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
+
+
+def context_workload(label: str, block: str) -> str:
+    """The workload of a block timed in context: ``LABEL@BLOCK`` (a model label, a module path)."""
+    return f"{label}@{block}"
 
 
 @dataclass(frozen=True)

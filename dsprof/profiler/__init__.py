@@ -3,13 +3,16 @@
 ``measure(...)`` is what ``dsprof measure`` runs. The parts: `workloads` (what is timed),
 `backends` (how it runs), `timing` (warm-up, interleaved rounds, adaptive stopping), `stats`
 (statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
-JSON Lines measurement file) and `summary` (the closing table).
+JSON Lines measurement file), `summary` (the closing table), `context` (blocks timed inside the
+whole model, issue #14) and `explain` (one block against its operators, issue #14).
 """
 
 from .backends import BACKENDS, DTYPES, BackendSettings
+from .context import CONTEXT_VARIANTS, context_workloads
+from .explain import BlockExplanation, explain_block, format_explanation, load_explanation
 from .fingerprint import device_state, environment, environment_id
 from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
-from .runner import MeasureResult, default_batch, measure, measurement_path
+from .runner import DEFAULT_CPU_THREADS, MeasureResult, contention_message, default_batch, measure, measurement_path
 from .stats import NOISE_THRESHOLD, SampleStats, Speedup, median_ci, median_relative_halfwidth, paired_speedup, summarize
 from .summary import format_summary, summary_table
 from .timing import CpuTimer, CudaEventTimer, TimingConfig, TimingResult, time_interleaved
@@ -30,12 +33,15 @@ from .workloads import (
 __all__ = [
     "BACKENDS",
     "BLOCK_VARIANTS",
+    "CONTEXT_VARIANTS",
     "DTYPES",
     "MODEL_VARIANTS",
     "NOISE_THRESHOLD",
     "SCHEMA",
     "BackendSettings",
+    "BlockExplanation",
     "CpuTimer",
+    "DEFAULT_CPU_THREADS",
     "CudaEventTimer",
     "MeasureResult",
     "Measurement",
@@ -47,14 +53,19 @@ __all__ = [
     "TimingResult",
     "Workload",
     "block_workloads",
+    "context_workloads",
+    "contention_message",
     "default_batch",
     "dense_conv",
     "dense_counterpart_model",
     "device_state",
     "environment",
     "environment_id",
+    "explain_block",
     "flops_matched_channels",
+    "format_explanation",
     "format_summary",
+    "load_explanation",
     "linearize",
     "measure",
     "measurement_path",

@@ -35,6 +35,7 @@ from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
+from .context import context_workloads
 from .workloads import (
     BLOCK_VARIANTS,
     MODEL_VARIANTS,
@@ -46,13 +47,63 @@ from .workloads import (
     stem_head_workloads,
 )
 
-__all__ = ["CPU_SHARE_WARNING", "SWITCHES_WARNING", "MeasureResult", "default_batch", "measure", "measurement_path"]
+__all__ = [
+    "CPU_SHARE_WARNING",
+    "DEFAULT_CPU_THREADS",
+    "SWITCHES_WARNING",
+    "MeasureResult",
+    "contention_message",
+    "default_batch",
+    "measure",
+    "measurement_path",
+    "threads_note",
+]
 
 #: Below this median share of the CPU time its threads asked for, `measure` warns that other
 #: processes compete for the cores (recorded per group as ``state_after["process_cpu_share"]``).
 CPU_SHARE_WARNING = 0.8
 #: ... together with more involuntary context switches per second than this.
 SWITCHES_WARNING = 100.0
+#: CPU threads when none are given: one. Single-threaded timings repeat on a shared machine (whole
+#: MobileNetV2 within a few per cent from run to run); with every core, each parallel region waits
+#: for threads that other processes preempt, and runs seconds apart differ by tens of per cent
+#: (benchmarks/RESULTS.md, "Stable defaults"). nn-Meter and LitePred time single-threaded too.
+DEFAULT_CPU_THREADS = 1
+
+
+def threads_note(threads: int | None, given: bool) -> str:
+    """One line for the summary: which CPU thread count was used and why."""
+    if threads is None:
+        return "CPU threads: not used (the workloads run on the GPU)"
+    if not given:
+        return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
+                "multi-threaded ones drift by tens of per cent; --threads N times with N threads)")
+    return f"CPU threads: {threads} (--threads); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+
+
+def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
+    """A warning when the groups of ``records`` show other processes competing for the cores, else None.
+
+    The signals are recorded per group (``state_after``): the share of the CPU time the timed threads
+    could use that the process got, and involuntary context switches per second. One thread below
+    `CPU_SHARE_WARNING` is contended on its own; with several threads a low share can also mean
+    serial code, so it takes more than `SWITCHES_WARNING` preemptions a second as well.
+    """
+    after = [r.state_after for r in records if "process_cpu_share" in r.state_after]
+    if not after:
+        return None
+    share = statistics.median(a["process_cpu_share"] for a in after)
+    switches = statistics.median(a.get("involuntary_switches_per_s", 0.0) for a in after)
+    loads = [r.state_after.get("load_avg_1m") for r in records if r.state_after.get("load_avg_1m") is not None]
+    if share >= CPU_SHARE_WARNING or (threads != 1 and switches <= SWITCHES_WARNING):
+        return None
+    load = f", load average {max(loads):.1f}" if loads else ""
+    return (
+        f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
+        f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
+        "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
+        + (", or with --threads 1." if threads != 1 else ".")
+    )
 
 
 @dataclass
@@ -64,6 +115,9 @@ class MeasureResult:
     new: int
     skipped: int
     summary: pd.DataFrame
+    threads: int | None = None
+    threads_given: bool = False
+    contention: str | None = None
 
 
 def default_batch(device: str) -> int:
@@ -158,6 +212,7 @@ def measure(
     variants: Sequence[str] = ("original", "merged", "flops_matched"),
     model_variants: Sequence[str] = ("original", "flops_matched"),
     blocks: str | Sequence[str] | None = "*",
+    context: Sequence[str] = (),
     spans: int = 0,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
@@ -172,18 +227,27 @@ def measure(
     ``model`` is a registered name (built with ``model_options`` and ``resolution``) or any
     ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
     ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
-    variant ``custom``, named by their keys. ``blocks`` is an fnmatch pattern (or several) of block
+    variant ``custom``, named by their keys. ``context`` (``merged``, ``linear``) also times, for each
+    chosen block, the whole model with that block swapped for the variant against the whole model, in
+    one interleaved group (scope ``context``, `dsprof.profiler.context`): the saving in context, and
+    the device's drift from group to group. ``blocks`` is an fnmatch pattern (or several) of block
     names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
     many consecutive blocks merges into (`dsprof.merge.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
-    to 1 on the CPU and 128 on CUDA. Times are seconds everywhere. Returns a `MeasureResult`;
+    to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
+    one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured.
     """
     saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
+    given = threads is not None
+    if threads is None and not (backend == "torch" and device.startswith("cuda")):
+        threads = DEFAULT_CPU_THREADS
     settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     try:
-        return _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
-                        model_variants, blocks, timing, out, resume, overwrite, progress, clock, log, spans)
+        result = _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
+                          model_variants, blocks, tuple(context), timing, out, resume, overwrite, progress, clock, log, spans)
+        result.threads_given = given
+        return result
     finally:
         torch.set_num_threads(saved_threads)
 
@@ -199,6 +263,7 @@ def _measure(
     variants: Sequence[str],
     model_variants: Sequence[str],
     blocks: str | Sequence[str] | None,
+    context: tuple[str, ...],
     timing: TimingConfig,
     out: str | Path,
     resume: bool,
@@ -244,7 +309,7 @@ def _measure(
     timed_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size, spans)
+        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size, context, spans)
     finally:
         torch.set_num_threads(timed_threads)
     existing = _open_output(path, resume, overwrite)  # after the workloads: a bad --blocks leaves no file behind
@@ -291,18 +356,12 @@ def _measure(
     finally:
         if bar is not None:
             bar.close()
-    after = [r.state_after for r in new_records if "process_cpu_share" in r.state_after]
-    if log and after:
-        share = statistics.median(a["process_cpu_share"] for a in after)
-        switches = statistics.median(a.get("involuntary_switches_per_s", 0.0) for a in after)
-        if share < CPU_SHARE_WARNING and switches > SWITCHES_WARNING:
-            log(
-                f"this process got only {share:.0%} of the CPU time its {probe_threads} thread(s) could use and was "
-                f"preempted {switches:.0f} times a second (medians over the groups): other processes compete for the "
-                "cores and the timings are likely inflated. Measure on an idle machine, or compare with --threads 1."
-            )
+    contention = contention_message(new_records, probe_threads)
+    if log and contention:
+        log(contention)
     measurements = existing + new_records
-    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements))
+    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), probe_threads,
+                         contention=contention)
 
 
 def _build_groups(
@@ -313,11 +372,15 @@ def _build_groups(
     blocks: str | Sequence[str] | None,
     extra_models: Mapping[str, nn.Module] | None,
     input_size: tuple[int, int],
+    context: tuple[str, ...] = (),
     spans: int = 0,
 ) -> list[list[Workload]]:
     groups: list[list[Workload]] = []
+    found = find_blocks(net, input_size) if (variants or context) and blocks is not None else []
     if variants and blocks is not None:
-        groups += _select_blocks(block_workloads(net, tuple(variants), input_size, find_blocks(net, input_size)), blocks)
+        groups += _select_blocks(block_workloads(net, tuple(variants), input_size, found), blocks)
+    if context and blocks is not None:
+        groups += _select_blocks(context_workloads(net, context, input_size, found), blocks)
     if spans > 1:
         groups += [[w] for w in span_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []

@@ -51,8 +51,8 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
         column = key or "merged"  # a custom model (a merged one, usually) vs the original model of its group
         if up is not None:
             row[f"{column}_speedup"], row[f"{column}_speedup_low"], row[f"{column}_speedup_high"] = up.ratio, up.low, up.high
-    place = {"stem": 0, "block": 1, "head": 2}  # then whole models, in the order measured
-    ordered = sorted(rows.values(), key=lambda row: (place.get(row["scope"], 3), row["_index"] if row["scope"] == "block" else 0))
+    place = {"stem": 0, "block": 1, "head": 2, "context": 3}  # then whole models, in the order measured
+    ordered = sorted(rows.values(), key=lambda row: (place.get(row["scope"], 4), row["_index"] if row["scope"] in ("block", "context") else 0))
     table = pd.DataFrame(ordered)
     for col in SUMMARY_COLUMNS:
         if col not in table.columns:
@@ -91,7 +91,8 @@ def format_summary(table: pd.DataFrame) -> str:
                     parts.append(f"{v:.1f}")
             fps = " / ".join(parts)
         body.append([
-            row["name"] if row["scope"] == "block" else f"{row['scope']}: {row['name']}",
+            row["name"] if row["scope"] == "block" else (
+                f"model with {row['name']} swapped" if row["scope"] == "context" else f"{row['scope']}: {row['name']}"),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
             _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
         ])

@@ -5,6 +5,7 @@ from .report import Report, memory_table, validation_rows, write_report
 from .tables import (
     block_table,
     device_label,
+    explain_table,
     latest_records,
     lut_validation_table,
     model_title,
@@ -19,6 +20,7 @@ __all__ = [
     "block_latency_figure",
     "block_table",
     "device_label",
+    "explain_table",
     "latest_records",
     "lut_validation_table",
     "memory_figure",

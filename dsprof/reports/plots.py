@@ -26,12 +26,17 @@ _PLAN_MARKERS = "o^sDvP*X"
 
 
 def block_latency_figure(
-    blocks: pd.DataFrame, plans: Mapping[str, Sequence[int]] | None = None, counterpart: str = "merged"
+    blocks: pd.DataFrame,
+    plans: Mapping[str, Sequence[int]] | None = None,
+    counterpart: str = "merged",
+    annotations: Mapping[str, str] | None = None,
 ) -> Figure:
     """Block-wise latency from a `block_table`: per (device, model) a solid line of the original
     blocks and a dashed line of their replacements (ms, against the block's position): ``merged``
     (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
-    ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line."""
+    ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line;
+    ``annotations`` maps a block name (``features.2``) to a short note drawn at that block's
+    original latency (e.g. what `dsprof explain` found)."""
     if counterpart not in ("merged", "flops_matched"):
         raise ValueError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
     dense = "merged" if counterpart == "merged" else "FLOPs-matched"
@@ -49,6 +54,12 @@ def block_latency_figure(
             if kept:
                 ax.plot(x[kept], rows["original_ms"].to_numpy()[kept], _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
                         linestyle="none", color=color, markerfacecolor="none", label=f"{plan_name}: activations kept")
+        for block_name, note in (annotations or {}).items():
+            hit = rows[rows["block"] == block_name] if "block" in rows else rows.iloc[0:0]
+            if len(hit):
+                xy = (int(hit["index"].iloc[0]) + 1, float(hit["original_ms"].iloc[0]))
+                ax.annotate(note, xy, xytext=(12, 8), textcoords="offset points", fontsize=7, color=color,
+                            arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.8})
     ax.set_xlabel("block")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("latency (ms)")

@@ -17,9 +17,10 @@ from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
 from ..lut.schema import DeviceKey
 from ..models import block_module, find_blocks, get_model, memory_footprint
+from ..profiler.explain import load_explanation
 from ..profiler.records import Measurement, read_measurements
 from . import plots
-from .tables import block_table, device_label, latest_records, lut_validation_table, profiling_table, render, variant_table
+from .tables import block_table, device_label, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
 
 __all__ = ["Report", "memory_table", "validation_rows", "write_report"]
 
@@ -90,6 +91,15 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
     return lut_validation_table(names, predicted, measured)
 
 
+def _explanations(paths: Iterable[str | Path]) -> list:
+    """The block explanations (``*.explain.json``) in the measurement folders given."""
+    found = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += [load_explanation(f) for f in sorted(p.rglob("*.explain.json"))]
+    return found
+
+
 def _write_table(table: pd.DataFrame, out: Path, name: str, files: list[Path]) -> None:
     for ext, fmt in _FORMATS.items():
         files.append(atomic_write_text(out / "tables" / f"{name}.{ext}", render(table, fmt) + ("\n" if fmt != "csv" else "")))
@@ -144,17 +154,21 @@ def write_report(
     lut: LUT | str | Path | None = None,
     plans: Sequence[str | Path] | Mapping[str, Any] = (),
     accuracies: Mapping[str, float] | str | Path | None = None,
+    explanations: Sequence[str | Path] | None = None,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG) and ``index.md`` into ``out``.
 
     ``paths``: measurement files or folders. ``lut``: a LUT (or its file) for the prediction check;
     ``plans``: plan files or preset names, marked in the block plot, drawn in the memory plot and
     used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
-    columns ``model,accuracy`` (%) for the accuracy-vs-FPS plot.
+    columns ``model,accuracy`` (%) for the accuracy-vs-FPS plot; ``explanations``: files written by
+    `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement folders), shown as
+    tables and as notes on the block plot.
     """
     from ..merge.plan import Plan
 
     out = Path(out)
+    paths = list(paths)
     records = [r for p in measurement_files(paths) for r in read_measurements(p)]
     latest = latest_records(records)
     if not latest:
@@ -182,9 +196,20 @@ def write_report(
         page += [f"## {title}", "", render(table, "markdown"), "",
                  f"(also as [CSV](tables/{name}.csv), [LaTeX](tables/{name}.tex))", ""]
 
+    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
+    notes = {}
+    for e in found:
+        table_name = f"explain_{e.block}_{e.backend}_t{e.threads}".replace(".", "-")
+        _write_table(explain_table(e), out, table_name, files)
+        page += [f"## Why is {e.block} slow? ({e.model}, {e.backend}, {e.threads} thread(s), batch {e.batch})", "",
+                 f"`{e.spec}`", "", render(explain_table(e), "markdown", 3), "", f"**Finding:** {e.finding}", ""]
+        parts = e.alone_sum_s if e.alone_sum_s is not None else e.profiled_sum_s
+        notes[e.block] = f"{e.block}: {e.block_s * 1e3:.1f} ms as a unit, parts {parts * 1e3:.1f} ms ({e.backend})"
+
     blocks = block_table(latest)
     if not blocks.empty:
-        image = _write_figure(plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}), out, "block_latency", files)
+        figure = plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}, annotations=notes)
+        image = _write_figure(figure, out, "block_latency", files)
         page += ["## Block-wise latency (paper Fig. 1 / Fig. 5)", "", f"![block latency]({image})", ""]
     else:
         skipped.append("block latency plot: no block records")

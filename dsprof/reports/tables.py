@@ -25,6 +25,7 @@ from ..profiler.records import Measurement
 __all__ = [
     "block_table",
     "device_label",
+    "explain_table",
     "latest_records",
     "lut_validation_table",
     "model_title",
@@ -127,6 +128,24 @@ def block_table(records: Iterable[Measurement]) -> pd.DataFrame:
     cols = ["device", "model", "index", "block", "spec", "original_ms", "merged_ms", "flops_matched_ms",
             "saving_ms", "merged_speedup", "noisy"]
     return table.sort_values(["device", "model", "index"])[cols].reset_index(drop=True)
+
+
+def explain_table(explanation) -> pd.DataFrame:
+    """A `dsprof.profiler.BlockExplanation` as a table (ms): one row per operator (profiled self
+    time and time alone), then the sums and the block timed as a unit."""
+    ops = explanation.operators
+    rows = [{"operator": r["operator"], "input_shape": r["shape"], "calls": r["calls"],
+             "profiled_ms": r["profiled_s"] * 1e3 if pd.notna(r["profiled_s"]) else math.nan,
+             "alone_ms": r["alone_s"] * 1e3 if r["alone_s"] is not None and pd.notna(r["alone_s"]) else math.nan}
+            for _, r in ops.iterrows()]
+    sums = [("sum of the operators", explanation.profiled_sum_s, explanation.alone_sum_s),
+            ("the block timed as a unit", explanation.block_s, None)]
+    if explanation.single_thread_s is not None:
+        sums.append(("the block on 1 thread", explanation.single_thread_s, None))
+    for label, profiled, alone in sums:
+        rows.append({"operator": f"**{label}**", "input_shape": "", "calls": math.nan, "profiled_ms": profiled * 1e3,
+                     "alone_ms": alone * 1e3 if alone is not None else math.nan})
+    return pd.DataFrame(rows, columns=["operator", "input_shape", "calls", "profiled_ms", "alone_ms"])
 
 
 def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], measured_s: Sequence[float]) -> pd.DataFrame:

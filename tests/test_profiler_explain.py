@@ -1,0 +1,57 @@
+"""`explain_block` and `dsprof explain` on MobileNetV2's features.2 (16 -> 96 -> 24, stride 2), real timing.
+
+Expected shapes come from the architecture: at 64 x 64 input the stem halves to 32 x 32 and
+features.1 keeps it, so features.2 reads 16 x 32 x 32, expands to 96 x 32 x 32 and its stride-2
+depthwise conv makes 96 x 16 x 16.
+"""
+
+import json
+
+import pytest
+
+from dsprof.cli import main
+from dsprof.profiler import TimingConfig
+from dsprof.profiler.explain import explain_block, format_explanation, load_explanation
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+QUICK = TimingConfig(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.05, first_warmup_s=0.0,
+                     min_samples=3, max_samples=5, budget_s=0.02, min_sample_s=0.0)
+
+
+def test_torch_operators_of_features_2(tmp_path):
+    e = explain_block("mobilenet_v2", "features.2", resolution=64, timing=QUICK, profile_calls=3)
+    alone = e.operators[e.operators.alone_s.notna()]
+    # the leaf operators in execution order, each with the input it gets inside the block
+    assert list(alone.operator) == ["Conv2d conv.0.0", "ReLU6 conv.0.2", "Conv2d conv.1.0", "ReLU6 conv.1.2", "Conv2d conv.2"]
+    assert list(alone["shape"]) == ["1x16x32x32", "1x96x32x32", "1x96x32x32", "1x96x16x16", "1x96x16x16"]
+    assert (alone.alone_s > 0).all()
+    assert e.alone_sum_s == pytest.approx(float(alone.alone_s.sum()), rel=1e-12)
+    profiled = e.operators[e.operators.profiled_s.notna()]
+    assert any("conv" in op for op in profiled.operator)  # torch.profiler saw the convolutions
+    assert e.profiled_sum_s == pytest.approx(float(profiled.profiled_s.sum()), rel=1e-12)
+    assert e.block_s > 0 and e.threads == 1 and e.single_thread_s is None
+    assert e.spec.startswith("inverted_residual(cin=16,hidden=96,cout=24,k=3,s=2")
+    text = format_explanation(e)
+    assert "block timed as a unit" in text and "finding:" in text and "operators timed alone" in text
+    path = e.save(tmp_path / "f2.explain.json")
+    back = load_explanation(path)
+    assert back.block_s == e.block_s and list(back.operators.operator) == list(e.operators.operator)
+
+
+def test_onnxruntime_profile_of_features_2():
+    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="onnxruntime", timing=QUICK, profile_calls=3)
+    convs = e.operators[e.operators.operator.str.startswith("Conv")]
+    assert len(convs) == 3  # ONNX Runtime fuses each Clip into its Conv: the block's three convolutions remain
+    assert "1x16x32x32" in set(convs["shape"])
+    assert (convs.calls == 1).all() and (convs.profiled_s > 0).all()
+    assert e.alone_sum_s is None and "profiled" in e.finding
+
+
+def test_cli_explain(tmp_path, capsys):
+    out = tmp_path / "f2.explain.json"
+    assert main(["explain", "--block", "features.2", "--resolution", "64", "--budget", "0.02", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "features.2" in text and "finding:" in text
+    assert json.loads(out.read_text())["block"] == "features.2"
+    assert main(["explain", "--block", "features.99", "--resolution", "64"]) == 2
+    assert "features.2" in capsys.readouterr().err  # the error lists the blocks there are
