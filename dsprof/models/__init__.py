@@ -2,7 +2,7 @@
 
 from . import zoo as _zoo  # noqa: F401  (registers the models)
 from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks, trace_input_shapes
-from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block
+from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block, run_of
 from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
 from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
 from .registry import (
@@ -30,6 +30,7 @@ __all__ = [
     "discover_blocks",
     "register_leaf_module",
     "replace_block",
+    "run_of",
     "BlockSpec",
     "MemoryFootprint",
     "ModelEntry",

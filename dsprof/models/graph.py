@@ -46,6 +46,7 @@ __all__ = [
     "discover_blocks",
     "register_leaf_module",
     "replace_block",
+    "run_of",
 ]
 
 # Removable activations: module types (ReLU6 before Hardtanh: it is a subclass), functions, methods.
@@ -723,7 +724,7 @@ class _Discovery:
         first."""
         block_paths = []
         for b in self.blocks:
-            run = _parse(b.name)
+            run = run_of(b.name)
             if run is None:
                 block_paths.append(b.name)
             else:  # a run covers its children, not its parent
@@ -778,7 +779,8 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
 # --------------------------------------------------------------------------- block surgery
 
 
-def _parse(name: str) -> tuple[str, int, int] | None:
+def run_of(name: str) -> tuple[str, int, int] | None:
+    """(parent path, a, b) of a block named as a run of an nn.Sequential's children ``parent[a:b]``, else None."""
     if not name.endswith("]") or "[" not in name:
         return None
     parent, rng = name[:-1].split("[")
@@ -788,7 +790,7 @@ def _parse(name: str) -> tuple[str, int, int] | None:
 
 def block_module(model: nn.Module, name: str) -> nn.Module:
     """The module at a block's ``name`` in ``model`` (a run ``p[a:b]`` as an ``nn.Sequential`` of its children)."""
-    run = _parse(name)
+    run = run_of(name)
     if run is None:
         return model.get_submodule(name)
     parent, a, b = run
@@ -799,7 +801,7 @@ def block_module(model: nn.Module, name: str) -> nn.Module:
 def replace_block(model: nn.Module, name: str, new: nn.Module) -> None:
     """Put ``new`` where block ``name`` is, in place. A run ``p[a:b]``: ``new`` at ``a``, Identity after it;
     an ``nn.Sequential`` of the run's length puts its children back one by one (undoing a replacement)."""
-    run = _parse(name)
+    run = run_of(name)
     if run is None:
         from ..merge.fold import set_submodule  # local: merge imports models
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ..merge.fold import fold_batchnorm
-from ..models import Block, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of
+from ..models import Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, run_of
 from .workloads import Workload, dense_conv, linearize
 
 __all__ = ["CONTEXT_VARIANTS", "context_workloads", "swapped"]
@@ -34,17 +34,23 @@ CONTEXT_VARIANTS = ("merged", "linear")
 
 
 def swapped(model: nn.Module, path: str, module: nn.Module) -> nn.Module:
-    """``model`` with the submodule at ``path`` replaced by ``module``; everything else shared, not copied."""
+    """``model`` with the block at ``path`` replaced by ``module``; everything else shared, not copied.
+    A run of an nn.Sequential's children (``parent[a:b]``): ``module`` at ``a``, identities after it."""
+    run = run_of(path)
+    parts = (run[0].split(".") if run[0] else []) if run else path.split(".")[:-1]
     root = copy.copy(model)
     root._modules = dict(model._modules)
     parent = root
-    parts = path.split(".")
-    for part in parts[:-1]:
+    for part in parts:
         child = copy.copy(parent._modules[part])
         child._modules = dict(child._modules)
         parent._modules[part] = child
         parent = child
-    parent._modules[parts[-1]] = module
+    if run is None:
+        parent._modules[path.split(".")[-1]] = module
+    else:
+        for i in range(run[1], run[2]):
+            parent._modules[str(i)] = module if i == run[1] else nn.Identity()
     return root
 
 
@@ -68,12 +74,12 @@ def context_workloads(
     groups = []
     for index, block in enumerate(blocks):
         spec = block.spec
-        original = folded.get_submodule(block.name)
+        original = block_module(folded, block.name)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = [Workload("context", block.name, "original", folded, shape, whole_macs, whole_params, spec, index)]
         for variant in variants:
             if variant == "merged":
-                part = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
+                part = dense_conv(spec.in_channels, spec.out_channels, spec.merged_kernel, spec.stride, spec.padding,
                                   (spec.in_h, spec.in_w)).eval()
                 part_macs = count_macs(part, (spec.in_h, spec.in_w), spec.in_channels)
             else:

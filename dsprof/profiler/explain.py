@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..merge.fold import fold_batchnorm
-from ..models import find_blocks, first_conv_in_channels, input_size_of, named_model
+from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, named_model
 from .backends import BackendSettings, get_backend
 from .runner import DEFAULT_CPU_THREADS
 from .timing import TimingConfig, time_interleaved
@@ -256,7 +256,7 @@ def explain_block(
     try:
         torch.set_num_threads(1)
         folded = fold_batchnorm(net, torch.zeros(1, first_conv_in_channels(net), *input_size_of(net)))
-        module = folded.get_submodule(block).eval()
+        module = block_module(folded, block).eval()
         shape = (batch, spec.in_channels, spec.in_h, spec.in_w)
         x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
         leaves = _leaf_calls(module, x)
