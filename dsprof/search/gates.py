@@ -45,32 +45,57 @@ class ActivationGates(nn.Module):
 
     ``scores`` (one per block, in `find_blocks` order) are a parameter; `refresh` computes the mask of
     the current forward pass: exactly ``k`` ones, straight-through gradient to ``scores``.
+
+    Two options keep the scores a ranking rather than a blow-up (issue #13):
+    ``normalize``: the straight-through part of the scores' gradient is divided by its largest absolute
+    entry (each step moves the most affected score by the learning rate, whatever the loss's scale; the
+    decay term's gradient is left as it is). ``bound``: `clamp_` (called after each optimiser step)
+    projects the scores into [-bound, bound], so that a block switched off can still come back.
     """
 
-    def __init__(self, names: list[str], k: int, init: float = 1.0) -> None:
+    def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
+                 bound: float | None = None) -> None:
         super().__init__()
         self.names = tuple(names)
         self.k = resolve_k(k, len(names))
+        self.normalize = normalize
+        self.bound = bound
         self.scores = nn.Parameter(torch.full((len(names),), float(init)))
         self.current: torch.Tensor | None = None
         self.current_on: list[bool] = []
 
     def hard_mask(self) -> torch.Tensor:
-        """The binary mask of the current scores (no gradient): 1 for the k highest scores."""
+        """The binary mask of the current scores (no gradient): 1 for the k highest scores (ties: the
+        earlier block), exactly k ones."""
         s = self.scores.detach()
         mask = torch.zeros_like(s)
         if self.k:
-            mask[torch.topk(s, self.k, sorted=False).indices] = 1.0
+            mask[torch.argsort(-s, stable=True)[: self.k]] = 1.0
         return mask
 
     def refresh(self) -> torch.Tensor:
         """Compute and store the mask for this forward pass: value ``hard_mask()`` exactly,
-        gradient the identity to ``scores`` (straight-through estimator)."""
+        gradient the identity to ``scores`` (straight-through estimator; normalised with ``normalize``)."""
         s = self.scores
+        if self.normalize and s.requires_grad and torch.is_grad_enabled():
+            s = _MaxNormGrad.apply(s)
         hard = self.hard_mask()
         self.current_on = [bool(v) for v in hard.tolist()]  # one host read per step: lets gates skip work
         self.current = hard + (s - s.detach())
         return self.current
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        """Project the scores into [-bound, bound] (nothing without a bound); NaN scores raise."""
+        if not torch.isfinite(self.scores).all():
+            raise FloatingPointError(f"gate scores are not finite: {self.scores.tolist()}; lower the score learning rate")
+        if self.bound is not None:
+            self.scores.clamp_(-self.bound, self.bound)
+
+    def spread(self) -> float:
+        """max - min of the scores: how far apart the ranking has pushed them."""
+        s = self.scores.detach()
+        return float(s.max() - s.min()) if s.numel() else 0.0
 
     def keep(self) -> tuple[int, ...]:
         """The plan's keep list: 1 for the blocks whose activations the mask keeps."""
@@ -82,7 +107,20 @@ class ActivationGates(nn.Module):
         return sorted(range(len(s)), key=lambda i: (-s[i], i))
 
     def extra_repr(self) -> str:
-        return f"blocks={len(self.names)}, k={self.k}"
+        return f"blocks={len(self.names)}, k={self.k}, normalize={self.normalize}, bound={self.bound}"
+
+
+class _MaxNormGrad(torch.autograd.Function):
+    """The identity forward; backward divides the gradient by its largest absolute entry (0 stays 0)."""
+
+    @staticmethod
+    def forward(ctx, s: torch.Tensor) -> torch.Tensor:
+        return s.view_as(s)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        peak = grad.abs().max()
+        return grad / peak if float(peak) > 0 else grad
 
 
 class _GatedClamp(torch.autograd.Function):
