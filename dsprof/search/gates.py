@@ -50,7 +50,8 @@ class ActivationGates(nn.Module):
     ``normalize``: the straight-through part of the scores' gradient is divided by its largest absolute
     entry (each step moves the most affected score by the learning rate, whatever the loss's scale; the
     decay term's gradient is left as it is). ``bound``: `clamp_` (called after each optimiser step)
-    projects the scores into [-bound, bound], so that a block switched off can still come back.
+    projects the scores into [init - bound, init + bound], so that a block switched off can still come
+    back; with ``bound <= init`` the scores stay non-negative and the L1 decay always pulls them down.
     """
 
     def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
@@ -60,6 +61,7 @@ class ActivationGates(nn.Module):
         self.k = resolve_k(k, len(names))
         self.normalize = normalize
         self.bound = bound
+        self.init = float(init)
         self.scores = nn.Parameter(torch.full((len(names),), float(init)))
         self.current: torch.Tensor | None = None
         self.current_on: list[bool] = []
@@ -86,11 +88,11 @@ class ActivationGates(nn.Module):
 
     @torch.no_grad()
     def clamp_(self) -> None:
-        """Project the scores into [-bound, bound] (nothing without a bound); NaN scores raise."""
+        """Project the scores into [init - bound, init + bound] (nothing without a bound); NaN scores raise."""
         if not torch.isfinite(self.scores).all():
             raise FloatingPointError(f"gate scores are not finite: {self.scores.tolist()}; lower the score learning rate")
         if self.bound is not None:
-            self.scores.clamp_(-self.bound, self.bound)
+            self.scores.clamp_(self.init - self.bound, self.init + self.bound)
 
     def spread(self) -> float:
         """max - min of the scores: how far apart the ranking has pushed them."""
