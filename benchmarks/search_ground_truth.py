@@ -77,7 +77,9 @@ def main() -> None:
     ap.add_argument("--finetune-epochs", type=int, default=2, help="fine-tuning of every plan")
     ap.add_argument("--search-epochs", type=int, default=4)
     ap.add_argument("--seeds", default="0,1", help="fine-tuning seeds of every plan")
-    ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the latency-weighted searches")
+    ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the latency-weighted differentiable searches")
+    ap.add_argument("--importance-lam", type=float, default=0.01,
+                    help="the same for the importance search (importance is an accuracy fraction: 0.01 = 1 point per mean saving)")
     ap.add_argument("--score-lr", type=float, default=0.05)
     ap.add_argument("--lut", type=Path, default=None, help="a LUT for this model at --resolution: latency of every plan")
     ap.add_argument("--threads", type=int, default=1)
@@ -130,8 +132,9 @@ def main() -> None:
                 statistics.fmean(o.accuracy for o in outcomes if not o.keep[b]) for b in range(n)]
 
     rows = []
-    for lam in (0.0, args.lam):
+    for weighted in (False, True):
         for label, kw in SEARCHES.items():
+            lam = 0.0 if not weighted else args.importance_lam if kw["method"] == "importance" else args.lam
             t = time.perf_counter()
             cfg = TrainConfig(epochs=args.search_epochs, lr=0.01, max_batches=limit, seed=100)
             if kw["method"] == "importance":
@@ -209,7 +212,7 @@ def plot(summary, outcomes, front, rows):
     ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
     ax.set_xlabel("MMACs (merged, one image)")
     ax.set_ylabel("val accuracy (mean over seeds)")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

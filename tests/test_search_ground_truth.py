@@ -91,12 +91,12 @@ def test_normalised_straight_through_gradient_and_bound():
     mask = gates.refresh()
     (mask * torch.tensor([4.0, -8.0, 2.0])).sum().backward()
     assert gates.scores.grad.tolist() == [0.5, -1.0, 0.25]  # divided by the largest |entry|, 8
-    gates.scores.data = torch.tensor([3.0, -0.2, -7.0])
+    gates.scores.data = torch.tensor([3.0, 2.9, -7.0])  # mean -1/3: re-centred on 1 -> 4.33, 4.23, -5.67
     gates.clamp_()
-    assert gates.scores.tolist() == [1.5, 0.5, 0.5]  # [init - bound, init + bound]
-    gates.scores.data = torch.tensor([1.2, 0.7, 1.0])
+    assert gates.scores.tolist() == pytest.approx([1.5, 1.5, 0.5], abs=1e-6)  # then clamped to [init - bound, init + bound]
+    gates.scores.data = torch.tensor([2.2, 1.7, 2.0])  # mean 1.9667: shifted by -0.9667, inside the bounds
     gates.clamp_()
-    assert gates.scores.tolist() == pytest.approx([1.2, 0.7, 1.0], abs=1e-7)
+    assert gates.scores.tolist() == pytest.approx([1.2333, 0.7333, 1.0333], abs=1e-4)
     gates.scores.data[0] = float("nan")
     with pytest.raises(FloatingPointError, match="score learning rate"):
         gates.clamp_()

@@ -6,14 +6,14 @@
 #   both plans and one random plan alike, merge the importance plan and compare outputs;
 #   4. CPU repeatability on this other machine: the search_digits original (1 thread, deterministic),
 #   to set beside the figure in benchmarks/RESULTS.md.
-# Writes $OUT/search/{summary.json,log.txt}.
+# Writes $OUT/search/{summary.json,log.txt}. A CPU dry run of the script's logic: DEVICE=cpu QUICK=1.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT/search"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 { nvidia-smi -L; $PY -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))"; } 2>&1 | tee "$OUT/search/log.txt"
-timeout ${GPU_S:-85} $PY - "$OUT/search" <<'EOF' 2>&1 | grep -v "epoch [0-9]*/" | tee -a "$OUT/search/log.txt"
-import json, sys, time
+timeout ${GPU_S:-85} $PY - "$OUT/search" <<'EOF' 2>&1 | grep --line-buffered -v "epoch [0-9]*/" | tee -a "$OUT/search/log.txt"
+import json, os, sys, time
 from pathlib import Path
 import torch
 from dsprof.merge import Plan
@@ -21,11 +21,14 @@ from dsprof.search import TrainConfig, finetune, random_keep, search
 
 out = Path(sys.argv[1]); work = out / "work"; work.mkdir(exist_ok=True)
 opts, res, k = {"width": 1.0}, 64, 10
-c = dict(data="digits", resolution=res, device="cuda")
-summary = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "model": "mobilenet_v2", "options": opts,
+device = os.environ.get("DEVICE", "cuda"); mb = 2 if os.environ.get("QUICK") else None
+TrainConfig = (lambda cls: lambda **kw: cls(max_batches=mb, max_eval_batches=mb, **kw))(TrainConfig)
+c = dict(data="digits", resolution=res, device=device)
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+summary = {"gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)", "torch": torch.__version__, "model": "mobilenet_v2", "options": opts,
            "resolution": res, "keep": k, "seconds": {}}
 def stage(name, fn):
-    t = time.perf_counter(); r = fn(); torch.cuda.synchronize(); summary["seconds"][name] = round(time.perf_counter() - t, 1)
+    t = time.perf_counter(); r = fn(); sync(); summary["seconds"][name] = round(time.perf_counter() - t, 1)
     json.dump(summary, open(out / "summary.json", "w"), indent=1); return r
 orig = stage("train original", lambda: finetune(model="mobilenet_v2", options=opts, out=work / "orig.pt", check_merge=False,
              config=TrainConfig(epochs=10, lr=0.05, warmup_epochs=2, batch_size=64), **c))

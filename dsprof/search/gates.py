@@ -50,8 +50,10 @@ class ActivationGates(nn.Module):
     ``normalize``: the straight-through part of the scores' gradient is divided by its largest absolute
     entry (each step moves the most affected score by the learning rate, whatever the loss's scale; the
     decay term's gradient is left as it is). ``bound``: `clamp_` (called after each optimiser step)
-    projects the scores into [init - bound, init + bound], so that a block switched off can still come
-    back; with ``bound <= init`` the scores stay non-negative and the L1 decay always pulls them down.
+    re-centres the scores on ``init`` (the mask depends on their order only, and a shift common to all
+    blocks says nothing about which matters) and clamps them into [init - bound, init + bound], so that a
+    block switched off can still come back; with ``bound <= init`` the scores stay non-negative and the
+    L1 decay always pulls them down.
     """
 
     def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
@@ -88,10 +90,12 @@ class ActivationGates(nn.Module):
 
     @torch.no_grad()
     def clamp_(self) -> None:
-        """Project the scores into [init - bound, init + bound] (nothing without a bound); NaN scores raise."""
+        """With a bound: re-centre the scores on ``init`` and clamp them into [init - bound, init + bound].
+        Non-finite scores raise."""
         if not torch.isfinite(self.scores).all():
             raise FloatingPointError(f"gate scores are not finite: {self.scores.tolist()}; lower the score learning rate")
         if self.bound is not None:
+            self.scores.add_(self.init - self.scores.mean())
             self.scores.clamp_(self.init - self.bound, self.init + self.bound)
 
     def spread(self) -> float:
