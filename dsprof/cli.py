@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lam", type=float, default=1e-3, help="strength of the latency-weighted L1 decay of the gate scores")
     p.add_argument("--score-lr", type=float, default=0.01, help="learning rate of the gate scores")
     p.add_argument("--score-normalize", action="store_true", help="divide the scores' straight-through gradient by its largest entry")
-    p.add_argument("--score-bound", type=float, default=None, help="keep the gate scores in [-BOUND, BOUND]")
+    p.add_argument("--score-bound", type=float, default=None, help="re-centre the gate scores on their initial value and keep them within BOUND of it")
     p.add_argument("--anneal-epochs", type=float, default=0.0, help="lower the kept blocks from all to --keep over this many epochs")
     p.add_argument("--name", default=None, help="name stored in the plan")
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
