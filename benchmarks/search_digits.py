@@ -66,7 +66,9 @@ def main() -> None:
     ap.add_argument("--search-epochs", type=int, default=4)
     ap.add_argument("--finetune-epochs", type=int, default=8)
     ap.add_argument("--seeds", default="0,1,2", help="random-search seeds")
-    ap.add_argument("--lam", type=float, default=0.05)
+    ap.add_argument("--lam", type=float, default=None,
+                    help="decay strength (default: 0.01 for --method importance, whose importances are accuracy fractions; "
+                    "0.05 for the differentiable search)")
     ap.add_argument("--score-lr", type=float, default=0.05)
     ap.add_argument("--method", default="importance", choices=tuple(METHODS))
     ap.add_argument("--threads", type=int, default=1)
@@ -75,6 +77,8 @@ def main() -> None:
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.lam is None:
+        args.lam = 0.01 if args.method == "importance" else 0.05
     torch.use_deterministic_algorithms(True)
     print(f"repeatability: torch {torch.__version__}, {args.threads} thread(s), {torch.backends.cpu.get_cpu_capability()} "
           "kernels; deterministic algorithms, manual seeds, seeded data order, no loader workers", flush=True)

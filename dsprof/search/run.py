@@ -1,8 +1,9 @@
 """`dsprof search` and `dsprof finetune` as Python functions.
 
 search:   gate the blocks' activations, train weights and gate scores jointly with the latency-weighted
-          decay (paper Sec. 4.2), write the plan (keep list + scores + ranking) -- or draw a random plan
-          with the same k (the random-search baseline).
+          decay (paper Sec. 4.2), write the plan (keep list + scores + ranking); or measure each block's
+          importance (`importance`, issue #13); or draw a random plan with the same k (the random-search
+          baseline). Each epoch prints the ranking and the scores' spread, and warns when they run away.
 finetune: train the linearised model of a plan (padding in front, free ReLU6 after each merged block:
           what `dsprof merge` merges exactly), optionally distilled from the original model; or the
           original model (no plan); or the layer-pruned model (baseline). Checkpoint every epoch,
