@@ -177,3 +177,26 @@ def test_tiny_enumeration_the_importance_search_solves(original):
     # the best plan, or one the seeds cannot tell from it; and one of the top two of seven in any case
     assert best - chosen.accuracy <= seed_spread, (found.plan.keep, table)
     assert accuracy_percentile(chosen.accuracy, accs) >= 0.75, (found.plan.keep, table)
+
+
+def test_generated_shapes_are_seeded_balanced_and_drawn_as_documented():
+    from dsprof.search.data import load_data, shapes
+
+    a, b = shapes(32, n_train=200, n_val=100, seed=3), shapes(32, n_train=200, n_val=100, seed=3)
+    xa, ya = a.train.base.tensors
+    assert torch.equal(xa, b.train.base.tensors[0]) and torch.equal(ya, b.train.base.tensors[1])
+    assert not torch.equal(xa, shapes(32, n_train=200, n_val=100, seed=4).train.base.tensors[0])
+    labels = torch.cat([ya, a.val.tensors[1]])
+    assert torch.bincount(labels, minlength=10).tolist() == [30] * 10  # 300 images, classes in turn
+    assert xa.shape == (200, 3, 32, 32) and float(xa.min()) >= -1 and float(xa.max()) <= 1
+    # striped classes (5-9) cover about half the area of their solid twins (0-4): equal stripes and gaps
+    big = shapes(32, n_train=2000, n_val=0, seed=0)
+    x, y = big.train.base.tensors
+    fg = ((x + 1) / 2).mean(1).gt(0.4).float().mean((1, 2))  # foreground: colour >= 0.5, background ~0 +- 0.1
+    solid = torch.stack([fg[y == c].mean() for c in range(5)])
+    striped = torch.stack([fg[y == c + 5].mean() for c in range(5)])
+    assert torch.allclose(striped / solid, torch.full((5,), 0.5), atol=0.12), (striped / solid).tolist()
+    # a ring keeps 1 - 0.55^2 = 0.70 of its disk, a frame 0.70 of its square (same size distribution)
+    assert float(solid[1] / solid[0]) == pytest.approx(0.6975, abs=0.07)
+    assert float(solid[3] / solid[2]) == pytest.approx(0.6975, abs=0.07)
+    assert load_data("shapes", 16).num_classes == 10

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue #13 on a CUDA GPU (repo root as working directory; <= 120 s on an H200): one search + fine-tune at a
-# larger scale than the CPU benchmarks -- MobileNetV2-1.0 (17 blocks) on the digits at 64x64:
+# larger scale than the CPU benchmarks -- MobileNetV2-1.0 (17 blocks) at 64x64 on the generated data set
+# `shapes` (dsprof.search.data.shapes: 10 classes, 2,000 train / 500 val, no files, no scikit-learn):
 #   1. train the original (warm-up recipe, AMP), 2. measured-importance search (keep 10 of 17, each block
 #   linearised alone and fine-tuned 1 epoch) and the differentiable search with bounded scores, 3. fine-tune
 #   both plans and one random plan alike, merge the importance plan and compare outputs;
-#   4. CPU repeatability on this other machine: the search_digits original (1 thread, deterministic),
-#   to set beside the figure in benchmarks/RESULTS.md.
+#   4. CPU repeatability on this other machine: the search_digits original (1 thread, deterministic; needs
+#   scikit-learn for the digits, says so otherwise), to set beside the figure in benchmarks/RESULTS.md.
 # Writes $OUT/search/{summary.json,log.txt}. A CPU dry run of the script's logic: DEVICE=cpu QUICK=1.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT/search"
@@ -23,9 +24,10 @@ out = Path(sys.argv[1]); work = out / "work"; work.mkdir(exist_ok=True)
 opts, res, k = {"width": 1.0}, 64, 10
 device = os.environ.get("DEVICE", "cuda"); mb = 2 if os.environ.get("QUICK") else None
 TrainConfig = (lambda cls: lambda **kw: cls(max_batches=mb, max_eval_batches=mb, **kw))(TrainConfig)
-c = dict(data="digits", resolution=res, device=device)
+c = dict(data="shapes", resolution=res, device=device)
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-summary = {"gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)", "torch": torch.__version__, "model": "mobilenet_v2", "options": opts,
+summary = {"gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (dry run)", "torch": torch.__version__,
+           "data": "shapes", "model": "mobilenet_v2", "options": opts,
            "resolution": res, "keep": k, "seconds": {}}
 def stage(name, fn):
     t = time.perf_counter(); r = fn(); sync(); summary["seconds"][name] = round(time.perf_counter() - t, 1)
