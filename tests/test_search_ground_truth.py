@@ -200,3 +200,12 @@ def test_generated_shapes_are_seeded_balanced_and_drawn_as_documented():
     assert float(solid[1] / solid[0]) == pytest.approx(0.6975, abs=0.07)
     assert float(solid[3] / solid[2]) == pytest.approx(0.6975, abs=0.07)
     assert load_data("shapes", 16).num_classes == 10
+
+
+def test_normalised_gradient_survives_a_gradient_scaler():
+    # under AMP the loss is multiplied by the scaler's scale S before backward and the gradients divided by S
+    # after: the normalised straight-through gradient must come out with largest entry 1, not 1 / S
+    gates = ActivationGates(["a", "b"], 1, init=1.0, normalize=True)
+    gates.grad_scale = 1024.0
+    (gates.refresh() * torch.tensor([-3.0, 1.5]) * 1024.0).sum().backward()
+    assert (gates.scores.grad / 1024.0).tolist() == [-1.0, 0.5]

@@ -53,7 +53,8 @@ class ActivationGates(nn.Module):
     re-centres the scores on ``init`` (the mask depends on their order only, and a shift common to all
     blocks says nothing about which matters) and clamps them into [init - bound, init + bound], so that a
     block switched off can still come back; with ``bound <= init`` the scores stay non-negative and the
-    L1 decay always pulls them down.
+    L1 decay always pulls them down. ``grad_scale``: the loss scale of a mixed-precision gradient scaler
+    (set before each step), so that the normalised gradient is 1 after the scaler unscales it.
     """
 
     def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
@@ -64,6 +65,7 @@ class ActivationGates(nn.Module):
         self.normalize = normalize
         self.bound = bound
         self.init = float(init)
+        self.grad_scale = 1.0
         self.scores = nn.Parameter(torch.full((len(names),), float(init)))
         self.current: torch.Tensor | None = None
         self.current_on: list[bool] = []
@@ -82,7 +84,7 @@ class ActivationGates(nn.Module):
         gradient the identity to ``scores`` (straight-through estimator; normalised with ``normalize``)."""
         s = self.scores
         if self.normalize and s.requires_grad and torch.is_grad_enabled():
-            s = _MaxNormGrad.apply(s)
+            s = _MaxNormGrad.apply(s, self.grad_scale)
         hard = self.hard_mask()
         self.current_on = [bool(v) for v in hard.tolist()]  # one host read per step: lets gates skip work
         self.current = hard + (s - s.detach())
@@ -117,16 +119,17 @@ class ActivationGates(nn.Module):
 
 
 class _MaxNormGrad(torch.autograd.Function):
-    """The identity forward; backward divides the gradient by its largest absolute entry (0 stays 0)."""
+    """The identity forward; backward rescales the gradient to largest absolute entry ``scale`` (0 stays 0)."""
 
     @staticmethod
-    def forward(ctx, s: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, s: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
         return s.view_as(s)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        peak = grad.abs().max()
-        return grad / peak if float(peak) > 0 else grad
+    def backward(ctx, grad: torch.Tensor):
+        peak = grad.abs().max().clamp_min(torch.finfo(grad.dtype).tiny)  # no host read
+        return grad / peak * ctx.scale, None  # exactly grad / peak at scale 1
 
 
 class _GatedClamp(torch.autograd.Function):

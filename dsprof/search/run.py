@@ -258,6 +258,8 @@ def search(
 
         def lr_at(s: int) -> float:
             gates.k = annealed_k(s, anneal_steps, n_blocks, k_final)  # the k of this step's forward pass
+            if scaler is not None and score_normalize:
+                gates.grad_scale = float(scaler.get_scale())  # the normalised gradient survives unscaling
             return cosine_lr(s, total, config.lr, int(config.warmup_epochs * per_epoch))
 
         plan = None
