@@ -272,7 +272,7 @@ def _training_resolution(args: argparse.Namespace) -> int:
 
     if args.resolution is not None:
         return args.resolution
-    return 32 if args.data == "digits" else model_entry(args.model).default_resolution
+    return 32 if args.data in ("digits", "shapes") else model_entry(args.model).default_resolution
 
 
 def _weights_arg(args: argparse.Namespace) -> bool | str | None:
@@ -336,7 +336,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def _add_training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled) or an ImageFolder root with train/ and val/")
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated, dsprof.search.data.shapes) or an ImageFolder root with train/ and val/")
     p.add_argument("--epochs", type=int, default=10, help="training epochs")
     p.add_argument("--batch-size", type=int, default=64, help="images per step and process")
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate at the top of the cosine schedule (per process batch)")
