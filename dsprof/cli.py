@@ -457,7 +457,7 @@ def _training_resolution(args: argparse.Namespace) -> int:
 
     if args.resolution is not None:
         return args.resolution
-    return 32 if args.data == "digits" else model_entry(args.model).default_resolution
+    return 32 if args.data in ("digits", "shapes") else model_entry(args.model).default_resolution
 
 
 def _weights_arg(args: argparse.Namespace) -> bool | str | None:
@@ -474,6 +474,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
             resolution=_training_resolution(args), weights=_weights_arg(args), method=args.method, lut=args.lut,
             device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
             config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
             device=args.device, name=args.name, weights_out=args.weights_out,
         )
@@ -520,7 +521,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def _add_training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled) or an ImageFolder root with train/ and val/")
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated, dsprof.search.data.shapes) or an ImageFolder root with train/ and val/")
     p.add_argument("--epochs", type=int, default=10, help="training epochs")
     p.add_argument("--batch-size", type=int, default=64, help="images per step and process")
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate at the top of the cosine schedule (per process batch)")
@@ -693,12 +694,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     _add_training_args(p)
     p.add_argument("--keep", type=_keep_arg, required=True, help="blocks that keep their activations: a count (7) or a fraction (0.4)")
-    p.add_argument("--method", default="differentiable", choices=("differentiable", "random"), help="the search, or the random-search baseline (seeded by --seed)")
+    p.add_argument("--method", default="differentiable", choices=("differentiable", "importance", "random"),
+                   help="the differentiable search (paper Sec. 4.2); measured importance (each block linearised alone and "
+                   "fine-tuned --epochs, top k of importance - lam * saving); or the random-search baseline (seeded by --seed)")
     p.add_argument("--lut", type=Path, default=None, help="LUT file: decay weights = each block's latency saving there (default: MAC saving)")
     p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
     p.add_argument("--lam", type=float, default=1e-3, help="strength of the latency-weighted L1 decay of the gate scores")
     p.add_argument("--score-lr", type=float, default=0.01, help="learning rate of the gate scores")
+    p.add_argument("--score-normalize", action="store_true", help="divide the scores' straight-through gradient by its largest entry")
+    p.add_argument("--score-bound", type=float, default=None, help="re-centre the gate scores on their initial value and keep them within BOUND of it")
+    p.add_argument("--anneal-epochs", type=float, default=0.0, help="lower the kept blocks from all to --keep over this many epochs")
     p.add_argument("--name", default=None, help="name stored in the plan")
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
     p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")

@@ -1,11 +1,13 @@
-"""Training data: any ImageFolder tree (ImageNet layout), or ``digits``, a small real data set shipped
-inside scikit-learn (1,797 handwritten digits, 8x8 grey levels), upsampled to the chosen resolution.
+"""Training data: any ImageFolder tree (ImageNet layout); ``digits``, a small real data set shipped
+inside scikit-learn (1,797 handwritten digits, 8x8 grey levels), upsampled to the chosen resolution; or
+``shapes``, generated procedurally (no files, no scikit-learn; see `shapes`).
 
 Nothing is downloaded. ImageFolder layout: ``ROOT/train/CLASS/*.jpg`` and ``ROOT/val/CLASS/*.jpg``.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,9 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
-__all__ = ["DataSplits", "DIGITS", "IMAGENET_MEAN", "IMAGENET_STD", "digits", "image_folder", "load_data"]
+__all__ = ["DataSplits", "DIGITS", "IMAGENET_MEAN", "IMAGENET_STD", "SHAPES", "digits", "image_folder", "load_data", "shapes"]
 
 DIGITS = "digits"
+SHAPES = "shapes"
+SHAPE_NAMES = ("disk", "ring", "square", "frame", "plus")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -69,6 +73,53 @@ def digits(resolution: int = 32, *, val_fraction: float = 0.2, seed: int = 0, au
     return DataSplits(_ShiftAugment(train, shift), val, 10, DIGITS)
 
 
+def _draw_shapes(labels: torch.Tensor, resolution: int, gen: torch.Generator) -> torch.Tensor:
+    """Images (N, 3, R, R) in [-1, 1] of the classes ``labels``: shape ``label % 5`` (`SHAPE_NAMES`), solid
+    (``label < 5``) or filled with horizontal stripes; random centre, size and colour on a noisy background."""
+    n, r = len(labels), float(resolution)
+    u = lambda *shape: torch.rand(*shape, generator=gen)  # noqa: E731
+    cy, cx = (0.3 + 0.4 * u(n, 1, 1)) * r, (0.3 + 0.4 * u(n, 1, 1)) * r
+    size = (0.15 + 0.15 * u(n, 1, 1)) * r
+    ys, xs = torch.meshgrid(torch.arange(r) + 0.5, torch.arange(r) + 0.5, indexing="ij")
+    dy, dx = (ys - cy).abs(), (xs - cx).abs()
+    radial, box = (dx**2 + dy**2).sqrt(), torch.maximum(dx, dy)
+    masks = torch.stack([
+        radial < size,
+        (radial < size) & (radial > 0.55 * size),
+        box < size,
+        (box < size) & (box > 0.55 * size),
+        ((dx < size / 3) & (dy < size)) | ((dy < size / 3) & (dx < size)),
+    ])  # (5, N, R, R)
+    shape = labels % 5
+    mask = masks[shape, torch.arange(n)]
+    period = max(2.0, r / 8)
+    stripes = ((ys / period).floor() % 2 == 0).expand(n, -1, -1)
+    mask = torch.where((labels >= 5).view(n, 1, 1), mask & stripes, mask).float().unsqueeze(1)
+    colour = 0.5 + 0.5 * u(n, 3, 1, 1)
+    background = 0.1 * torch.randn(n, 3, resolution, resolution, generator=gen)
+    return (mask * colour + background).clamp(0, 1) * 2 - 1
+
+
+def shapes(resolution: int = 32, *, n_train: int = 2000, n_val: int = 500, seed: int = 0) -> DataSplits:
+    """A generated data set of 10 classes: five shapes (disk, ring, square, frame, plus), solid or striped,
+    at a random place, size and colour on a noisy background (so that the classes need non-linear,
+    translation-tolerant features), ``resolution`` pixels, balanced, the same for a given ``seed`` on every
+    machine (torch's CPU generator). ``n_train`` training and ``n_val`` validation images."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n_train + n_val) % 10
+    labels = labels[torch.randperm(len(labels), generator=gen)]
+    images = _draw_shapes(labels, resolution, gen)
+    train = TensorDataset(images[:n_train], labels[:n_train])
+    val = TensorDataset(images[n_train:], labels[n_train:])
+    return DataSplits(_ShiftAugment(train, 0), val, 10, SHAPES)
+
+
+@functools.lru_cache(maxsize=2)
+def _shapes_cached(resolution: int) -> DataSplits:
+    """`shapes` with its defaults, drawn once per resolution in a process (searches fine-tune many times)."""
+    return shapes(resolution)
+
+
 def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     """``root/train`` and ``root/val`` as ImageFolder data sets with the usual ImageNet transforms:
     random-resized crop and flip for training; resize to resolution/0.875 and centre crop for validation."""
@@ -96,7 +147,9 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
 
 
 def load_data(data: str | Path, resolution: int) -> DataSplits:
-    """``"digits"`` or the root of an ImageFolder tree."""
+    """``"digits"``, ``"shapes"`` or the root of an ImageFolder tree."""
     if str(data) == DIGITS:
         return digits(resolution)
+    if str(data) == SHAPES:
+        return _shapes_cached(resolution)
     return image_folder(data, resolution)

@@ -44,32 +44,65 @@ class ActivationGates(nn.Module):
 
     ``scores`` (one per block, in `find_blocks` order) are a parameter; `refresh` computes the mask of
     the current forward pass: exactly ``k`` ones, straight-through gradient to ``scores``.
+
+    Two options keep the scores a ranking rather than a blow-up (issue #13):
+    ``normalize``: the straight-through part of the scores' gradient is divided by its largest absolute
+    entry (each step moves the most affected score by the learning rate, whatever the loss's scale; the
+    decay term's gradient is left as it is). ``bound``: `clamp_` (called after each optimiser step)
+    re-centres the scores on ``init`` (the mask depends on their order only, and a shift common to all
+    blocks says nothing about which matters) and clamps them into [init - bound, init + bound], so that a
+    block switched off can still come back; with ``bound <= init`` the scores stay non-negative and the
+    L1 decay always pulls them down. ``grad_scale``: the loss scale of a mixed-precision gradient scaler
+    (set before each step), so that the normalised gradient is 1 after the scaler unscales it.
     """
 
-    def __init__(self, names: list[str], k: int, init: float = 1.0) -> None:
+    def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
+                 bound: float | None = None) -> None:
         super().__init__()
         self.names = tuple(names)
         self.k = resolve_k(k, len(names))
+        self.normalize = normalize
+        self.bound = bound
+        self.init = float(init)
+        self.grad_scale = 1.0
         self.scores = nn.Parameter(torch.full((len(names),), float(init)))
         self.current: torch.Tensor | None = None
         self.current_on: list[bool] = []
 
     def hard_mask(self) -> torch.Tensor:
-        """The binary mask of the current scores (no gradient): 1 for the k highest scores."""
+        """The binary mask of the current scores (no gradient): 1 for the k highest scores (ties: the
+        earlier block), exactly k ones."""
         s = self.scores.detach()
         mask = torch.zeros_like(s)
         if self.k:
-            mask[torch.topk(s, self.k, sorted=False).indices] = 1.0
+            mask[torch.argsort(-s, stable=True)[: self.k]] = 1.0
         return mask
 
     def refresh(self) -> torch.Tensor:
         """Compute and store the mask for this forward pass: value ``hard_mask()`` exactly,
-        gradient the identity to ``scores`` (straight-through estimator)."""
+        gradient the identity to ``scores`` (straight-through estimator; normalised with ``normalize``)."""
         s = self.scores
+        if self.normalize and s.requires_grad and torch.is_grad_enabled():
+            s = _MaxNormGrad.apply(s, self.grad_scale)
         hard = self.hard_mask()
         self.current_on = [bool(v) for v in hard.tolist()]  # one host read per step: lets gates skip work
         self.current = hard + (s - s.detach())
         return self.current
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        """With a bound: re-centre the scores on ``init`` and clamp them into [init - bound, init + bound].
+        Non-finite scores raise."""
+        if not torch.isfinite(self.scores).all():
+            raise FloatingPointError(f"gate scores are not finite: {self.scores.tolist()}; lower the score learning rate")
+        if self.bound is not None:
+            self.scores.add_(self.init - self.scores.mean())
+            self.scores.clamp_(self.init - self.bound, self.init + self.bound)
+
+    def spread(self) -> float:
+        """max - min of the scores: how far apart the ranking has pushed them."""
+        s = self.scores.detach()
+        return float(s.max() - s.min()) if s.numel() else 0.0
 
     def keep(self) -> tuple[int, ...]:
         """The plan's keep list: 1 for the blocks whose activations the mask keeps."""
@@ -81,7 +114,21 @@ class ActivationGates(nn.Module):
         return sorted(range(len(s)), key=lambda i: (-s[i], i))
 
     def extra_repr(self) -> str:
-        return f"blocks={len(self.names)}, k={self.k}"
+        return f"blocks={len(self.names)}, k={self.k}, normalize={self.normalize}, bound={self.bound}"
+
+
+class _MaxNormGrad(torch.autograd.Function):
+    """The identity forward; backward rescales the gradient to largest absolute entry ``scale`` (0 stays 0)."""
+
+    @staticmethod
+    def forward(ctx, s: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return s.view_as(s)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        peak = grad.abs().max().clamp_min(torch.finfo(grad.dtype).tiny)  # no host read
+        return grad / peak * ctx.scale, None  # exactly grad / peak at scale 1
 
 
 class _GatedClamp(torch.autograd.Function):

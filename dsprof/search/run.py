@@ -1,8 +1,9 @@
 """`dsprof search` and `dsprof finetune` as Python functions.
 
 search:   gate the blocks' activations, train weights and gate scores jointly with the latency-weighted
-          decay (paper Sec. 4.2), write the plan (keep list + scores + ranking) -- or draw a random plan
-          with the same k (the random-search baseline).
+          decay (paper Sec. 4.2), write the plan (keep list + scores + ranking); or measure each block's
+          importance (`importance`, issue #13); or draw a random plan with the same k (the random-search
+          baseline). Each epoch prints the ranking and the scores' spread, and warns when they run away.
 finetune: train the linearised model of a plan (padding in front, free ReLU6 after each merged block:
           what `dsprof merge` merges exactly), optionally distilled from the original model; or the
           original model (no plan); or the layer-pruned model (baseline). Checkpoint every epoch,
@@ -181,6 +182,9 @@ def search(
     lam: float = 1e-3,
     score_lr: float = 0.01,
     score_init: float = 1.0,
+    score_normalize: bool = False,
+    score_bound: float | None = None,
+    anneal_epochs: float = 0.0,
     config: TrainConfig = TrainConfig(),
     out: str | Path | None = None,
     checkpoint: str | Path | None = None,
@@ -194,7 +198,13 @@ def search(
 
     ``method="differentiable"`` trains weights and gate scores on ``data`` for ``config.epochs`` with
     task loss + ``lam`` * sum_b w_b |m_b| (w_b: LUT latency saving for ``device_key``, measured at
-    ``lut_resolution``, or MAC saving); ``method="random"`` draws k blocks with seed ``config.seed``.
+    ``lut_resolution``, or MAC saving); ``score_normalize`` divides the scores' straight-through gradient
+    by its largest entry, ``score_bound`` keeps the scores in [-bound, bound], ``anneal_epochs`` lowers
+    the number of kept blocks from all to k over that many epochs (the weights warm up with every
+    activation on while the scores already learn). ``method="importance"`` measures each block's
+    importance (the accuracy lost when it alone is linearised and fine-tuned ``config.epochs``) and keeps
+    the k blocks of highest importance - ``lam`` * w_b (`dsprof.search.importance`).
+    ``method="random"`` draws k blocks with seed ``config.seed``.
     The plan is rewritten after every epoch, with a checkpoint (``checkpoint``, default ``OUT.ckpt.pt``)
     that ``resume`` continues from; ``stop_after_epochs``: leave after that many epochs of this call.
     ``weights_out``: also save the searched weights (original architecture) to fine-tune from.
@@ -211,8 +221,11 @@ def search(
         if out is not None:
             atomic_write_text(out, plan.to_json())
         return SearchResult(plan, [], [], [], Path(out) if out is not None else None)
+    if method == "importance":
+        return _importance_search(model, keep, data, options, resolution, weights, lut, device_key, lut_resolution,
+                                  lam, config, out, device, name)
     if method != "differentiable":
-        raise ValueError(f"unknown search method {method!r}; choose 'differentiable' or 'random'")
+        raise ValueError(f"unknown search method {method!r}; choose 'differentiable', 'importance' or 'random'")
 
     rt = setup_runtime(device)
     try:
@@ -225,7 +238,10 @@ def search(
         )
         weights_t = bw.weights.to(rt.device)
         gated = gate_model(base, keep, input_size=size, init=score_init)
-        scores = gated.gates.scores
+        gates = gated.gates
+        gates.normalize, gates.bound = score_normalize, score_bound
+        scores = gates.scores
+        n_blocks, k_final = len(gates.names), gates.k
         optimizer = torch.optim.SGD(
             _param_groups(gated, config.weight_decay, scores, score_lr / config.lr), lr=config.lr, momentum=config.momentum
         )
@@ -238,7 +254,12 @@ def search(
             penalty = latency_penalty(scores, weights_t)
             return task + lam * penalty, {"task_loss": task.item(), "penalty": penalty.item()}
 
+        anneal_steps = int(round(anneal_epochs * per_epoch))
+
         def lr_at(s: int) -> float:
+            gates.k = annealed_k(s, anneal_steps, n_blocks, k_final)  # the k of this step's forward pass
+            if scaler is not None and score_normalize:
+                gates.grad_scale = float(scaler.get_scale())  # the normalised gradient survives unscaling
             return cosine_lr(s, total, config.lr, int(config.warmup_epochs * per_epoch))
 
         plan = None
@@ -248,16 +269,23 @@ def search(
             t0 = time.perf_counter()
             step, parts = train_epoch(
                 net, train_loader, optimizer, loss_fn, rt, lr_at=lr_at, step=step, scaler=scaler,
-                max_batches=config.max_batches,
+                max_batches=config.max_batches, after_step=gates.clamp_,
             )
+            gates.k = k_final  # evaluated, planned and saved with the target k
             acc = evaluate(net, val_loader, rt, max_batches=config.max_eval_batches)
-            g = gated.gates
+            g = gates
+            spread = g.spread()
             history.append(
-                {"epoch": epoch + 1, "val_accuracy": acc, **parts, "keep": list(g.keep()),
-                 "seconds": round(time.perf_counter() - t0, 3)}
+                {"epoch": epoch + 1, "val_accuracy": acc, **parts, "keep": list(g.keep()), "ranking": g.ranking(),
+                 "score_spread": spread, "seconds": round(time.perf_counter() - t0, 3)}
             )
             rt.log(f"search epoch {epoch + 1}/{config.epochs}: val acc {acc:.4f} task {parts.get('task_loss', 0):.4f} "
-                   f"penalty {parts.get('penalty', 0):.4f} keep {''.join(map(str, g.keep()))}")
+                   f"penalty {parts.get('penalty', 0):.4f} keep {''.join(map(str, g.keep()))} "
+                   f"ranking {' '.join(map(str, g.ranking()))} score spread {spread:.3g}")
+            if spread > runaway_spread(score_init):
+                rt.log(f"warning: the gate scores ran away (spread {spread:.3g} > {runaway_spread(score_init):.3g}: "
+                       f"{', '.join(f'{v:.3g}' for v in g.scores.tolist())}); their ranking reflects the blow-up, not "
+                       "importance: use --score-normalize and --score-bound, or lower --score-lr")
             plan = _search_plan(model, options, gated, bw, lam, name, history)
             if rt.is_main:
                 if out is not None:
@@ -282,12 +310,59 @@ def search(
         teardown_runtime(rt)
 
 
+def annealed_k(step: int, anneal_steps: int, n_blocks: int, k: int) -> int:
+    """The number of kept blocks at ``step``: all ``n_blocks`` at step 0, falling linearly to ``k`` at
+    ``anneal_steps`` (and ``k`` from then on, or throughout when ``anneal_steps`` is 0)."""
+    if anneal_steps <= 0 or step >= anneal_steps:
+        return k
+    return int(round(n_blocks - (n_blocks - k) * step / anneal_steps))
+
+
+def runaway_spread(score_init: float) -> float:
+    """The score spread (max - min) above which the search warns that the scores ran away."""
+    return 10.0 * max(1.0, abs(score_init))
+
+
+def _importance_search(model, keep, data, options, resolution, weights, lut, device_key, lut_resolution, lam, config,
+                       out, device, name) -> SearchResult:
+    """`search(method="importance")`: measured single-block importance, top k of importance - lam * w."""
+    from .importance import importance_keep, measure_importance
+
+    rt = setup_runtime(device)
+    try:
+        _seed_all(config.seed)
+        base = build_model(model, options=options, resolution=resolution, num_classes=10)
+        size = (resolution, resolution)
+        n = len(find_blocks(base, size))
+        k = resolve_k(keep, n)
+        bw = block_weights(base, lut=lut, device_key=device_key, input_size=(lut_resolution,) * 2 if lut_resolution else size)
+        imp = measure_importance(model, options=options, weights=weights, data=data, resolution=resolution,
+                                 config=config, seeds=(config.seed,), device=str(rt.device), log=rt.log)
+        w = bw.weights.tolist()
+        keep_list = importance_keep(imp.drops, k, w, lam)
+        merit = [d - lam * wi for d, wi in zip(imp.drops, w)]
+        ranking = sorted(range(n), key=lambda i: (-merit[i], i))
+        info = {"method": "importance", "k": k, "lambda": lam, "scores": [round(v, 6) for v in merit],
+                "ranking": ranking, "importance": imp.to_dict(), "weights": bw.to_dict(),
+                "finetune_epochs": config.epochs, "seed": config.seed}
+        plan = Plan(model, keep_list, options, name=name or f"importance-k{k}",
+                    source=f"dsprof search --method importance ({bw.source})", search=info)
+        rt.log(f"importance search: keep {''.join(map(str, keep_list))} ranking {' '.join(map(str, ranking))}")
+        if rt.is_main and out is not None:
+            atomic_write_text(out, plan.to_json())
+        return SearchResult(plan, merit, ranking, [], Path(out) if out is not None else None)
+    finally:
+        teardown_runtime(rt)
+
+
 def _search_plan(model: str, options, gated, bw, lam: float, name: str | None, history) -> Plan:
     g = gated.gates
     info = {
         "method": "differentiable",
         "k": g.k,
         "lambda": lam,
+        "score_normalize": g.normalize,
+        "score_bound": g.bound,
         "scores": [round(float(v), 6) for v in g.scores.detach().cpu()],
         "ranking": g.ranking(),
         "blocks": list(g.names),

@@ -1,0 +1,233 @@
+"""Ground truth for the activation search: every plan with k kept blocks, fine-tuned alike (issue #13).
+
+A MobileNetV2 small enough to enumerate (width 0.35, depths 1,2,1,1,1,1,1: 8 blocks) on scikit-learn's
+digits at 16x16, 1 thread:
+
+1. train the original model (the "pretrained" model; warm-up, lr 0.05, cosine, seed 0);
+2. measure each block's importance: the accuracy lost when that block alone is linearised and
+   fine-tuned like every plan (same epochs, same seeds), against the original fine-tuned alike;
+3. fine-tune every plan with k kept blocks (C(8, 4) = 70) with each seed, from 1.: accuracy, MACs
+   (and, with --lut, predicted latency);
+4. run the searches from 1. and look their plans up in 3.: percentile among all plans, Kendall tau of
+   their scores with 2., gap to the accuracy-MACs Pareto front; random plans (the mean of all plans is
+   the expectation of random search) and layer pruning of the searched plan beside them.
+
+    .venv/bin/python benchmarks/search_ground_truth.py                  # ~10-15 min on 1 thread
+    .venv/bin/python benchmarks/search_ground_truth.py --reuse           # searches only, on the stored enumeration
+    .venv/bin/python benchmarks/search_ground_truth.py --quick           # smoke run: 7 blocks, 1 seed, 2 batches
+
+Writes --out (JSON) and a PNG beside it (all plans, the front, random, searched, layer pruning).
+CPU repeatability: 1 thread, torch.manual_seed per stage, seeded data order and augmentation, no data
+loader workers, torch.use_deterministic_algorithms(True): two runs on one machine give the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from dsprof.io import atomic_write_text
+from dsprof.merge import Plan
+from dsprof.search import TrainConfig, finetune, search
+from dsprof.search.ground_truth import (
+    PlanOutcome,
+    accuracy_percentile,
+    all_keeps,
+    enumerate_plans,
+    gap_to_front,
+    kendall_tau,
+    pareto_front,
+    plan_macs,
+)
+from dsprof.search.importance import measure_importance
+
+MODEL = "mobilenet_v2"
+
+# The searches compared against the ground truth: name -> search() keywords. "paper" is the method as
+# the paper states it (and as dsprof ran it before issue #13); the others add one change each.
+SEARCHES = {
+    "differentiable (before: init 1, sum gradient, unbounded)": dict(method="differentiable"),
+    "+ anneal k from all blocks": dict(method="differentiable", anneal_epochs=2.0),
+    "+ normalised, bounded scores": dict(method="differentiable", score_normalize=True, score_bound=1.0),
+    "+ both": dict(method="differentiable", anneal_epochs=2.0, score_normalize=True, score_bound=1.0),
+    "measured importance": dict(method="importance"),
+}
+
+
+def repeatability_note(threads: int) -> str:
+    return (f"torch {torch.__version__}, {threads} thread(s), {torch.backends.cpu.get_cpu_capability()} kernels, "
+            f"{platform.processor() or platform.machine()}; deterministic algorithms on, manual seeds, no loader workers")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--width", type=float, default=0.35)
+    ap.add_argument("--depths", default="1,2,1,1,1,1,1")
+    ap.add_argument("--resolution", type=int, default=16)
+    ap.add_argument("--keep", type=int, default=4)
+    ap.add_argument("--train-epochs", type=int, default=15)
+    ap.add_argument("--finetune-epochs", type=int, default=2, help="fine-tuning of every plan")
+    ap.add_argument("--search-epochs", type=int, default=4)
+    ap.add_argument("--seeds", default="0,1", help="fine-tuning seeds of every plan")
+    ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the latency-weighted differentiable searches")
+    ap.add_argument("--importance-lam", type=float, default=0.01,
+                    help="the same for the importance search (importance is an accuracy fraction: 0.01 = 1 point per mean saving)")
+    ap.add_argument("--score-lr", type=float, default=0.05)
+    ap.add_argument("--lut", type=Path, default=None, help="a LUT for this model at --resolution: latency of every plan")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reuse", action="store_true", help="read the enumeration from --out, run the searches only")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 7 blocks, 1 seed, 2 batches per epoch")
+    ap.add_argument("--out", type=Path, default=Path("results/search_ground_truth.json"))
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    if args.quick:
+        args.depths, args.keep, args.seeds = "1,1,1,1,1,1,1", 5, "0"
+    options = {"width": args.width, "depths": [int(d) for d in args.depths.split(",")]}
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    limit = 2 if args.quick else None
+    common = dict(data="digits", resolution=args.resolution, device="cpu")
+    tune_cfg = TrainConfig(epochs=args.finetune_epochs, lr=0.02, max_batches=limit)
+    work = Path(tempfile.mkdtemp(prefix="dsprof-ground-truth-"))
+    print(f"repeatability: {repeatability_note(args.threads)}", flush=True)
+
+    stored = json.loads(args.out.read_text()) if args.reuse else None
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    original = finetune(model=MODEL, options=options, config=TrainConfig(
+        epochs=args.train_epochs, lr=0.05, warmup_epochs=2, max_batches=limit), out=work / "original.pt", **common)
+    timings["train original"] = time.perf_counter() - t
+    print(f"original: {original.accuracy:.4f}", flush=True)
+    if stored and abs(stored["original_accuracy"] - original.accuracy) > 1e-9:
+        print(f"warning: the original differs from the stored run's ({stored['original_accuracy']:.4f})")
+
+    if stored:
+        importance = stored["importance"]
+        outcomes = [PlanOutcome.from_dict(d) for d in stored["plans"]]
+    else:
+        t = time.perf_counter()
+        imp = measure_importance(MODEL, options=options, weights=work / "original.pt", config=tune_cfg, seeds=seeds, **common)
+        importance = imp.to_dict()
+        timings["importance"] = time.perf_counter() - t
+        t = time.perf_counter()
+        outcomes = enumerate_plans(MODEL, k=args.keep, options=options, weights=work / "original.pt", config=tune_cfg,
+                                   seeds=seeds, lut=args.lut, **common)
+        timings["enumeration"] = time.perf_counter() - t
+    drops = importance["drops"]
+    by_keep = {o.keep: o for o in outcomes}
+    accs = [o.accuracy for o in outcomes]
+    macs = [o.macs for o in outcomes]
+    seed_spread = (statistics.fmean(max(o.accuracies) - min(o.accuracies) for o in outcomes) if len(seeds) > 1 else 0.0)
+    n = len(drops)
+    marginal = [statistics.fmean(o.accuracy for o in outcomes if o.keep[b]) -
+                statistics.fmean(o.accuracy for o in outcomes if not o.keep[b]) for b in range(n)]
+
+    rows = []
+    for weighted in (False, True):
+        for label, kw in SEARCHES.items():
+            lam = 0.0 if not weighted else args.importance_lam if kw["method"] == "importance" else args.lam
+            t = time.perf_counter()
+            cfg = TrainConfig(epochs=args.search_epochs, lr=0.01, max_batches=limit, seed=100)
+            if kw["method"] == "importance":
+                cfg = replace(tune_cfg, seed=100)  # its own seed: not the ground truth's fine-tuning runs
+            found = search(MODEL, keep=args.keep, options=options, weights=work / "original.pt", lam=lam,
+                           score_lr=args.score_lr, config=cfg, **kw, **common)
+            seconds = time.perf_counter() - t
+            keep = tuple(found.plan.keep)
+            o = by_keep[keep]
+            scores = found.plan.search["scores"]
+            row = {"search": label, "lambda": lam, "keep": o.keep_str, "accuracy": o.accuracy, "macs": o.macs,
+                   "percentile": accuracy_percentile(o.accuracy, accs),
+                   "tau_importance": kendall_tau(scores, drops), "tau_marginal": kendall_tau(scores, marginal),
+                   "gap_to_front": gap_to_front(o.macs, o.accuracy, macs, accs),
+                   "score_spread": max(scores) - min(scores), "scores": scores, "seconds": seconds}
+            rows.append(row)
+            print(f"{label}, lambda {lam}: keep {o.keep_str} accuracy {o.accuracy:.4f} percentile {row['percentile']:.2f} "
+                  f"tau {row['tau_importance']:.2f} gap {row['gap_to_front']:.4f}", flush=True)
+
+    primary = next(r for r in rows if r["lambda"] == 0.0 and r["search"] == "measured importance")
+    pruned_accs = []
+    for seed in seeds:
+        r = finetune(Plan(MODEL, tuple(int(c) for c in primary["keep"]), options), weights=work / "original.pt",
+                     layer_pruning=True, config=replace(tune_cfg, seed=seed), check_merge=False, **common)
+        pruned_accs.append(r.accuracy)
+    pruned_keep = tuple(int(c) for c in primary["keep"])
+    from dsprof.search import layer_prune
+    from dsprof.models import count_macs, get_model
+
+    net = get_model(MODEL, resolution=args.resolution, num_classes=10, **options)
+    pruned_macs = count_macs(layer_prune(net, pruned_keep)[0], (args.resolution, args.resolution))
+    front = pareto_front(macs, accs)
+    summary = {
+        "settings": {**{k: v for k, v in vars(args).items() if k not in ("out", "lut")}, "options": options,
+                     "lut": str(args.lut) if args.lut else None, "repeatability": repeatability_note(args.threads)},
+        "original_accuracy": original.accuracy,
+        "original_macs": plan_macs(MODEL, options, args.resolution, [1] * n),
+        "importance": importance,
+        "marginal_importance": marginal,
+        "plans": [o.to_dict() for o in outcomes],
+        "pareto_front": [outcomes[i].keep_str for i in front],
+        "random_mean_accuracy": statistics.fmean(accs),
+        "random_std_accuracy": statistics.pstdev(accs),
+        "best_plan": max(outcomes, key=lambda o: o.accuracy).to_dict(),
+        "seed_spread": seed_spread,
+        "searches": rows,
+        "layer_pruning": {"keep": primary["keep"], "accuracies": pruned_accs, "accuracy": statistics.fmean(pruned_accs),
+                          "macs": pruned_macs},
+        "seconds": {**(stored["seconds"] if stored else {}), **timings},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out, json.dumps(summary, indent=1) + "\n")
+    png = args.out.with_suffix(".png")
+    plot(summary, outcomes, front, rows).savefig(png, dpi=120, bbox_inches="tight")
+    print_report(summary, rows)
+    print(f"wrote {args.out} and {png}")
+
+
+def plot(summary, outcomes, front, rows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter([o.macs / 1e6 for o in outcomes], [o.accuracy for o in outcomes], s=12, c="0.6", label="all plans (k fixed)")
+    f = [outcomes[i] for i in front]
+    ax.plot([o.macs / 1e6 for o in f], [o.accuracy for o in f], "k-", lw=1, label="Pareto front")
+    ax.axhline(summary["random_mean_accuracy"], color="0.4", ls="--", lw=1, label="random plans (mean)")
+    marks = "o^sDv*P"
+    for i, r in enumerate(rows):
+        ax.scatter([r["macs"] / 1e6], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
+                   label=f"{r['search']} (λ={r['lambda']:g})")
+    lp = summary["layer_pruning"]
+    ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
+    ax.set_xlabel("MMACs (merged, one image)")
+    ax.set_ylabel("val accuracy (mean over seeds)")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def print_report(summary, rows) -> None:
+    print()
+    print(f"original {summary['original_accuracy']:.4f}; random plans {summary['random_mean_accuracy']:.4f} "
+          f"± {summary['random_std_accuracy']:.4f}; best plan {summary['best_plan']['keep']} "
+          f"{summary['best_plan']['accuracy']:.4f}; seed spread {summary['seed_spread']:.4f}; layer pruning "
+          f"{summary['layer_pruning']['accuracy']:.4f}")
+    print("| search | λ | plan | accuracy | percentile | τ (single-block importance) | τ (marginal) | gap to front | score spread |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['search']} | {r['lambda']:g} | {r['keep']} | {r['accuracy']:.4f} | {r['percentile']:.2f} | "
+              f"{r['tau_importance']:.2f} | {r['tau_marginal']:.2f} | {r['gap_to_front']:.4f} | {r['score_spread']:.3g} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Exhaustive ground truth for the activation search: every plan with k kept blocks, fine-tuned alike.
+
+On a model small enough to enumerate, `enumerate_plans` fine-tunes *every* keep list with ``k`` ones
+the same way (same starting weights, epochs and seeds) and records its accuracy per seed, its MACs and,
+with a LUT, its predicted latency. What a search should be judged against is then known:
+
+    outcomes = enumerate_plans("mobilenet_v2", k=4, options=..., weights="original.pt", seeds=(0, 1))
+    accuracy_percentile(found_accuracy, [o.accuracy for o in outcomes])   # 0.9: better than 90 % of plans
+    front = pareto_front([o.macs for o in outcomes], [o.accuracy for o in outcomes])
+
+The statistics (`accuracy_percentile`, `kendall_tau`, `pareto_front`, `gap_to_front`) are plain
+arithmetic on lists, tested alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+__all__ = [
+    "PlanOutcome",
+    "accuracy_percentile",
+    "all_keeps",
+    "enumerate_plans",
+    "gap_to_front",
+    "kendall_tau",
+    "pareto_front",
+    "plan_macs",
+]
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """One plan of the enumeration: its keep list, accuracy per fine-tuning seed, MACs (one image)
+    and predicted latency (seconds per batch; None without a LUT)."""
+
+    keep: tuple[int, ...]
+    accuracies: tuple[float, ...]
+    macs: int
+    latency_s: float | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """Mean accuracy over the seeds."""
+        return statistics.fmean(self.accuracies)
+
+    @property
+    def keep_str(self) -> str:
+        return "".join(map(str, self.keep))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keep": self.keep_str, "accuracies": list(self.accuracies), "accuracy": self.accuracy,
+                "macs": self.macs, "latency_s": self.latency_s}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PlanOutcome":
+        return cls(tuple(int(c) for c in d["keep"]), tuple(d["accuracies"]), int(d["macs"]), d.get("latency_s"))
+
+
+def all_keeps(n_blocks: int, k: int) -> list[tuple[int, ...]]:
+    """Every keep list of ``n_blocks`` entries with exactly ``k`` ones (C(n, k) of them), in
+    lexicographic order of the kept indices."""
+    if not 0 <= k <= n_blocks:
+        raise ValueError(f"k={k} must lie in 0..{n_blocks}")
+    return [tuple(int(i in chosen) for i in range(n_blocks)) for chosen in map(set, itertools.combinations(range(n_blocks), k))]
+
+
+def accuracy_percentile(value: float, population: Sequence[float]) -> float:
+    """The share of ``population`` that ``value`` beats, ties counted half (mid-rank): 1.0 when it is
+    better than every plan, 0.5 at the median. Top quartile: >= 0.75."""
+    if not population:
+        raise ValueError("an empty population has no percentiles")
+    below = sum(1 for p in population if p < value)
+    equal = sum(1 for p in population if p == value)
+    return (below + 0.5 * equal) / len(population)
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b rank correlation of two equally long sequences (ties handled): 1 when they
+    order the items alike, -1 when reversed. NaN when either is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau needs equally long sequences, got {len(x)} and {len(y)}")
+    concordant = discordant = ties_x = ties_y = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        if dx == 0 and dy == 0:
+            continue
+        if dx == 0:
+            ties_x += 1
+        elif dy == 0:
+            ties_y += 1
+        elif (dx > 0) == (dy > 0):
+            concordant += 1
+        else:
+            discordant += 1
+    n0 = concordant + discordant
+    denom = math.sqrt((n0 + ties_x) * (n0 + ties_y))
+    return (concordant - discordant) / denom if denom else float("nan")
+
+
+def pareto_front(costs: Sequence[float], accuracies: Sequence[float]) -> list[int]:
+    """Indices of the non-dominated points (no other point is at most as costly and more accurate, or
+    cheaper and at least as accurate), sorted by cost."""
+    order = sorted(range(len(costs)), key=lambda i: (costs[i], -accuracies[i]))
+    front, best = [], -math.inf
+    for i in order:
+        if accuracies[i] > best:
+            front.append(i)
+            best = accuracies[i]
+    return front
+
+
+def gap_to_front(cost: float, accuracy: float, costs: Sequence[float], accuracies: Sequence[float]) -> float:
+    """How far (accuracy points, as a fraction) a plan of ``cost`` lies below the Pareto front: the best
+    accuracy of any plan at most as costly, minus ``accuracy``; 0 on (or above) the front."""
+    reachable = [a for c, a in zip(costs, accuracies) if c <= cost]
+    return max(0.0, max(reachable) - accuracy) if reachable else 0.0
+
+
+def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequence[int], num_classes: int = 10) -> int:
+    """MACs (one image) of ``model`` merged by the plan ``keep`` (all ones: the original)."""
+    from ..merge import Plan, merge_model
+    from ..models import count_macs, get_model
+
+    net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
+    if not all(keep):
+        net = merge_model(net, Plan(model, tuple(keep), options))
+    return count_macs(net, (resolution, resolution))
+
+
+def enumerate_plans(
+    model: str,
+    *,
+    k: int,
+    options: dict[str, Any],
+    weights: str | Path,
+    data: str | Path = "digits",
+    resolution: int = 32,
+    config=None,
+    seeds: Sequence[int] = (0, 1),
+    lut: str | Path | None = None,
+    device: str = "cpu",
+    keeps: Sequence[tuple[int, ...]] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[PlanOutcome]:
+    """Fine-tune every plan with ``k`` kept blocks (or the given ``keeps``) from ``weights`` with
+    ``config`` once per seed (``config.seed`` replaced), no distillation; record accuracy, MACs and,
+    with ``lut``, the predicted latency (seconds per batch of the LUT's context)."""
+    from ..merge import Plan
+    from ..models import find_blocks, get_model
+    from .run import TrainConfig, finetune
+
+    config = config or TrainConfig(epochs=2, lr=0.02)
+    n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
+    keeps = list(keeps) if keeps is not None else all_keeps(n, k)
+    outcomes = []
+    for i, keep in enumerate(keeps):
+        plan = Plan(model, keep, options)
+        accs = []
+        for seed in seeds:
+            cfg = _with_seed(config, seed)
+            r = _quiet(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
+                                        check_merge=False, device=device))
+            accs.append(r.accuracy)
+        latency = None
+        if lut is not None:
+            from ..lut import predict_latency
+
+            latency = predict_latency(model, lut, plan, options=options, resolution=resolution).total_s
+        outcome = PlanOutcome(tuple(keep), tuple(accs), plan_macs(model, options, resolution, keep), latency)
+        outcomes.append(outcome)
+        log(f"plan {i + 1}/{len(keeps)} {outcome.keep_str}: accuracy {outcome.accuracy:.4f} "
+            f"({', '.join(f'{a:.4f}' for a in accs)}) MMACs {outcome.macs / 1e6:.3f}")
+    return outcomes
+
+
+def _with_seed(config, seed: int):
+    from dataclasses import replace
+
+    return replace(config, seed=seed)
+
+
+def _quiet(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` with its per-epoch lines swallowed (the enumeration prints one line per plan)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn()
