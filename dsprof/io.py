@@ -6,17 +6,33 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload"]
+from .errors import BadFileError, InputFileError, OutputPathError
+
+__all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload", "make_parent_folders"]
+
+
+def make_parent_folders(path: Path) -> None:
+    """Create the folders above ``path``; one that is a file, or one we may not create, is an `OutputPathError`."""
+    if path.is_dir():
+        raise OutputPathError(f"{path} is a folder; give a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
+        raise OutputPathError(f"cannot write {path}: {blocking} is a file, not a folder; choose another path") from None
+    except PermissionError:
+        raise OutputPathError(f"cannot write {path}: no permission to create {path.parent}; choose another path") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a reader sees the old file or the new one, never a mix.
 
     The text goes to a temporary file in the same folder, is flushed to disk, then renamed over
-    ``path`` (``os.replace`` is atomic on POSIX and Windows). Parent folders are created.
+    ``path`` (``os.replace`` is atomic on POSIX and Windows). Parent folders are created; a parent
+    that is a file raises `OutputPathError`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -35,7 +51,7 @@ def atomic_torch_save(path: str | Path, payload: dict) -> Path:
     import torch
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -55,8 +71,12 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} does not exist; {if_missing}")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+        raise InputFileError(f"{what} {path} does not exist; {if_missing}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - an empty, cut or foreign file: EOFError, RuntimeError, UnpicklingError, ...
+        detail = "it is empty" if path.stat().st_size == 0 else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        raise BadFileError(f"{path} is not a readable {what} ({detail}); {if_missing}") from None
     if not isinstance(payload, dict) or payload.get("format") != fmt:
-        raise ValueError(f"{path} is not a {what} (no format {fmt!r})")
+        raise BadFileError(f"{path} is not a {what} (no format {fmt!r}); {if_missing}")
     return payload

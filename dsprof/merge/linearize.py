@@ -194,8 +194,9 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     from .plan import Plan  # local: plan imports the model registry, which is light, but avoid a cycle
 
     plan = Plan.coerce(plan)
+    plan.check_model(model)
     if any(isinstance(m, Linearized) for m in model.modules()):
-        raise ValueError("the model is already linearised; merge it with merge_model, or start from the original model")
+        raise MergeError("the model is already linearised; merge it with merge_model, or start from the original model")
     target = copy.deepcopy(model)
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import MeasurementFileError  # noqa: F401  (defined once, in dsprof.errors)
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
@@ -24,10 +25,6 @@ SCHEMA = "dsprof.measurement/1"
 
 # Fields that describe the settings of a run: a file being resumed must agree on all of them.
 SETTINGS_FIELDS = ("model", "model_options", "backend", "device", "dtype", "layout", "batch", "threads", "compile", "env_id")
-
-
-class MeasurementFileError(ValueError):
-    """A measurement file that cannot be read or resumed, with the line at fault."""
 
 
 @dataclass(frozen=True)
