@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
+from ..errors import LUTError
 from ..models import find_blocks, input_size_of, named_model
 from .schema import DeviceKey, model_label
 from .table import LUT, LUTMissError, LUTMissWarning
@@ -86,9 +87,9 @@ def predict_latency(
     model, else the former.
     """
     if rest not in ("auto", "stem+head", "model-minus-blocks"):
-        raise ValueError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
+        raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
-        raise ValueError("give a plan or a variant for every block, not both")
+        raise LUTError("give a plan or a variant for every block, not both")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     options = dict(options or {})
@@ -165,7 +166,7 @@ def predict_latency(
     found = table["latency_s"].notna()
     total = rest_s + float(table.loc[found, "latency_s"].sum())
     if total <= 0:
-        raise ValueError(
+        raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
             "the whole model measured faster than its blocks by more than they take. Measure again on a "
             "quiet machine (see the noisy column) and rebuild the LUT."

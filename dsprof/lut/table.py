@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import LUTError, LUTMissError  # noqa: F401  (defined once, in dsprof.errors)
+from ..errors import InputFileError, LUTError, LUTMissError  # noqa: F401  (LUTError: defined once, in dsprof.errors)
 from ..io import atomic_write_text
 from ..models import BlockSpec
 from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA, DeviceKey
@@ -55,7 +55,7 @@ class LUT:
         """Read and validate a LUT file; any problem raises `LUTError` naming the file and row."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
+            raise InputFileError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
         text = path.read_text(encoding="utf-8")
         lines = text.rstrip("\n").split("\n")
         last = lines[-1] if lines else ""

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from ..errors import MergeError
 from ..models import get_model, load_checkpoint
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
@@ -82,7 +83,7 @@ def merge_to_file(
             try:
                 load_checkpoint(model, checkpoint)
             except ValueError:
-                raise ValueError(
+                raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
                 ) from None
     merged = merge_model(source, plan)

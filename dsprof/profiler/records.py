@@ -114,14 +114,14 @@ class Measurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
         if data.get("schema") != SCHEMA:
-            raise ValueError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+            raise MeasurementFileError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
         names = {f.name for f in fields(cls)}
         missing = names - set(data) - {"time_utc", "error", "schema"}
         if missing:
-            raise ValueError(f"record lacks field(s) {sorted(missing)}")
+            raise MeasurementFileError(f"record lacks field(s) {sorted(missing)}")
         unknown = set(data) - names
         if unknown:
-            raise ValueError(f"record has unknown field(s) {sorted(unknown)}")
+            raise MeasurementFileError(f"record has unknown field(s) {sorted(unknown)}")
         values = dict(data)
         values["input_shape"] = tuple(values["input_shape"])
         values["samples_s"] = tuple(float(v) for v in values["samples_s"])

@@ -16,6 +16,7 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from ..errors import UsageError
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "prediction_figure"]
 
@@ -33,7 +34,7 @@ def block_latency_figure(
     (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
     ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line."""
     if counterpart not in ("merged", "flops_matched"):
-        raise ValueError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
+        raise UsageError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
     dense = "merged" if counterpart == "merged" else "FLOPs-matched"
     fig = Figure(figsize=(8, 4.5))
     ax = fig.subplots()
