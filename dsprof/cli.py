@@ -319,7 +319,7 @@ def cmd_build_lut(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .lut import LUT
+    from .lut import LUT, LUTMissWarning
     from .lut.predict import predict_latency, profiled_options
     from .merge.plan import load_plan
 
@@ -328,9 +328,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
     lut = LUT.load(args.lut)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
     plan = load_plan(args.plan) if args.plan else None
-    pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
-                           rest=args.rest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once below
+        pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
+                               rest=args.rest)
     print(pred)
+    if pred.missing:
+        shown = "; ".join(pred.missing[:3]) + ("; ..." if len(pred.missing) > 3 else "")
+        message = (f"the LUT covers {pred.coverage:.0%} of the blocks; it lacks {len(pred.missing)} key(s): {shown}. "
+                   f"Measure {args.model} on that device and rebuild the LUT")
+        if not args.allow_partial:
+            raise CliError(message + ", or pass --allow-partial to accept a partial prediction")
+        print(f"warning: {message}", file=sys.stderr)
     if not args.measure:
         return 0
     measured_s = _measure_planned_model(model, plan, lut, key, args)
@@ -573,7 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
     p.add_argument("--backend", default=None, help="pick the LUT context by backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
-    p.add_argument("--strict", action="store_true", help="a LUT miss is an error")
+    p.add_argument("--strict", action="store_true", help="a LUT miss is an error (raised by the library, naming the key)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="print a prediction that lacks some LUT keys (its coverage said) and exit 0; without it, exit 2")
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")

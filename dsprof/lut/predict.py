@@ -48,6 +48,8 @@ class Prediction:
             f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
             f"({self.fps:.1f} FPS); {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
+            + (f"\nPARTIAL PREDICTION: the LUT lacks {len(self.missing)} of the keys it needs (block coverage "
+               f"{self.coverage:.0%}); the total leaves their latency out" if self.missing else "")
         )
 
 
@@ -154,6 +156,12 @@ def predict_latency(
                   "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
         missing.append(f"{wanted} of {label}")
 
+    found = table["latency_s"].notna()
+    if len(table) and not found.any():  # nothing to add up: not a prediction, whatever `strict` says
+        raise LUTMissError(
+            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %): it was "
+            f"built for other models. Measure {name} there (`dsprof measure --model {name}`) and rebuild the LUT."
+        )
     if missing:
         message = (
             f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
@@ -163,9 +171,8 @@ def predict_latency(
         if strict:
             raise LUTMissError(message)
         warnings.warn(message, LUTMissWarning, stacklevel=2)
-    found = table["latency_s"].notna()
     total = rest_s + float(table.loc[found, "latency_s"].sum())
-    if total <= 0:
+    if total <= 0 and method == "model-minus-blocks" and found.all():
         raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
             "the whole model measured faster than its blocks by more than they take. Measure again on a "
