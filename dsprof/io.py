@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -75,7 +76,12 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - an empty, cut or foreign file: EOFError, RuntimeError, UnpicklingError, ...
-        detail = "it is empty" if path.stat().st_size == 0 else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if path.stat().st_size == 0:
+            detail = "it is empty"
+        elif isinstance(exc, pickle.UnpicklingError):  # torch's own advice (weights_only=False) would run code
+            detail = "it is not a torch file, or it holds objects beyond tensors and plain data"
+        else:
+            detail = f"a damaged or cut torch file: {type(exc).__name__}"
         raise BadFileError(f"{path} is not a readable {what} ({detail}); {if_missing}") from None
     if not isinstance(payload, dict) or payload.get("format") != fmt:
         raise BadFileError(f"{path} is not a {what} (no format {fmt!r}); {if_missing}")
