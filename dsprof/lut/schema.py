@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
+
 from ..errors import LUTError
 
 __all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "model_label"]

@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
+
 from ..errors import UsageError
 
 __all__ = ["PredictionAccuracy", "accuracy_table", "prediction_accuracy"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+
 from ..errors import UsageError
 
 __all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]

@@ -16,6 +16,7 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
 from ..errors import UsageError
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "prediction_figure"]

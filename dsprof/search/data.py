@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
+
 from ..errors import InputFileError, UsageError
 
 __all__ = ["DataSplits", "DIGITS", "IMAGENET_MEAN", "IMAGENET_STD", "digits", "image_folder", "load_data"]
