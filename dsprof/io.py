@@ -79,7 +79,8 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
         if path.stat().st_size == 0:
             detail = "it is empty"
         elif isinstance(exc, pickle.UnpicklingError):  # torch's own advice (weights_only=False) would run code
-            detail = "it is not a torch file, or it holds objects beyond tensors and plain data"
+            detail = "it is not a torch file, or it holds objects beyond tensors and plain data, which " \
+                     "torch.load(weights_only=True) refuses"
         else:
             detail = f"a damaged or cut torch file: {type(exc).__name__}"
         raise BadFileError(f"{path} is not a readable {what} ({detail}); {if_missing}") from None

@@ -26,8 +26,9 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import nn
 
-from ..errors import OutputPathError, UsageError
 from .. import __version__
+from ..errors import OutputPathError, UsageError
+from ..io import make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import _build_groups
 from ..profiler.timing import TimingConfig
@@ -137,7 +138,7 @@ def export_bundle(
         groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans)
         if not groups:
             raise UsageError("nothing to export: no block matched and no whole-model variant was asked for")
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_parent_folders(out)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             manifest = _write_bundle(staging, label, options, groups, tuple(formats), batch, timing, opset, log)

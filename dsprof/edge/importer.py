@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputFileError, OutputPathError
+from ..io import make_parent_folders
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
 from ..profiler.records import Measurement, MeasurementWriter
@@ -129,7 +130,7 @@ def import_results(
     path = measurement_path(out, f"{label}_edge-{env_id}", settings, manifest["batch"], options["resolution"])
     if path.exists() and not overwrite:
         raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.unlink(missing_ok=True)
     with MeasurementWriter(tmp) as writer:

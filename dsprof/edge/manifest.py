@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import EdgeError  # noqa: F401  (defined once, in dsprof.errors)
 from .. import __version__
+from ..errors import EdgeError  # noqa: F401  (defined once, in dsprof.errors)
 from ..io import atomic_write_text
 from .runner import BUNDLE_FORMAT
 

@@ -159,8 +159,9 @@ def predict_latency(
     found = table["latency_s"].notna()
     if len(table) and not found.any():  # nothing to add up: not a prediction, whatever `strict` says
         raise LUTMissError(
-            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %): it was "
-            f"built for other models. Measure {name} there (`dsprof measure --model {name}`) and rebuild the LUT."
+            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
+            f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
+            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
         )
     if missing:
         message = (
