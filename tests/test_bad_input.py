@@ -156,3 +156,17 @@ def test_every_library_error_for_users_is_one_family():
     with pytest.raises(DsprofError) as info:
         get_model("mobilenet_v9")
     assert isinstance(info.value, KeyError) and str(info.value).startswith("unknown model 'mobilenet_v9'")
+
+
+@pytest.mark.parametrize("bug", [TypeError, KeyError, ImportError, ValueError])
+def test_anything_else_is_a_bug_with_its_traceback(monkeypatch, bug):
+    """Only the DsprofError family is turned into one line; a built-in exception from inside a command propagates
+    (Python prints its traceback and exits with status 1)."""
+    import dsprof.cli
+
+    def broken(*args, **kwargs):
+        raise bug("a bug inside dsprof")
+
+    monkeypatch.setattr(dsprof.cli, "get_model", broken)
+    with pytest.raises(bug, match="a bug inside dsprof"):
+        dsprof.cli.main(["blocks", "--model", "mobilenet_v2"])
