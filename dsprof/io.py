@@ -12,17 +12,19 @@ from .errors import BadFileError, InputFileError, OutputPathError
 __all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload", "make_parent_folders"]
 
 
-def make_parent_folders(path: Path) -> None:
-    """Create the folders above ``path``; one that is a file, or one we may not create, is an `OutputPathError`."""
+def make_parent_folders(path: Path, what: str = "", instead: str = "choose another path") -> None:
+    """Create the folders above ``path``. One that is a file, or one we may not create, raises `OutputPathError`
+    saying "cannot write {what}{path}: ...; {instead}"."""
+    path = Path(path)
     if path.is_dir():
-        raise OutputPathError(f"{path} is a folder; give a file path")
+        raise OutputPathError(f"cannot write {what}{path}: it is a folder; {instead}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
-        raise OutputPathError(f"cannot write {path}: {blocking} is a file, not a folder; choose another path") from None
+        raise OutputPathError(f"cannot write {what}{path}: {blocking} is a file, not a folder; {instead}") from None
     except PermissionError:
-        raise OutputPathError(f"cannot write {path}: no permission to create {path.parent}; choose another path") from None
+        raise OutputPathError(f"cannot write {what}{path}: no permission to create {path.parent}; {instead}") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -48,7 +48,7 @@ def test_1_measure_out_an_existing_regular_file(work):
     (work / "existing.txt").write_text("mine\n")
     before = snapshot(work)
     result = dsprof("measure", *TINY, *FAST, "--blocks", "none", "--out", "existing.txt", cwd=work)
-    assert_one_line_error(result, "measure", "existing.txt is a file, not a folder")
+    assert_one_line_error(result, "measure", "cannot write the measurement file existing.txt/", "existing.txt is a file, not a folder", "--out")
     assert snapshot(work) == before
 
 

@@ -108,7 +108,7 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
 
 def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]:
     try:
-        make_parent_folders(path)
+        make_parent_folders(path, "the measurement file ", "choose another --out folder (or a .jsonl file)")
         exists = path.exists()
         if exists and not (resume or overwrite):
             raise OutputPathError(
