@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .errors import DsprofError
 from .io import atomic_write_text
 from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
 __all__ = ["main", "build_parser"]
 
 
-class CliError(Exception):
-    """An error the user can fix; printed without a traceback."""
+class CliError(DsprofError):
+    """An option the command line cannot use; `main` prints it as one line, like every `DsprofError`."""
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -47,12 +48,9 @@ def use_model_file(args: argparse.Namespace) -> None:
     command reads a user's model the way it reads a registered one."""
     if getattr(args, "model_file", None) is None:
         return
-    from .models.user_model import ModelFileError, register_model_file
+    from .models.user_model import register_model_file
 
-    try:
-        args.model = register_model_file(args.model_file)
-    except ModelFileError as exc:
-        raise CliError(str(exc)) from None
+    args.model = register_model_file(args.model_file)
 
 
 def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
@@ -76,10 +74,7 @@ def model_from_args(args: argparse.Namespace):
         pretrained = True
     elif args.weights:
         pretrained = args.weights
-    try:
-        return get_model(args.model, resolution=args.resolution, pretrained=pretrained, **options)
-    except (KeyError, TypeError, ValueError, FileNotFoundError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    return get_model(args.model, resolution=args.resolution, pretrained=pretrained, **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -135,16 +130,13 @@ def extra_models_from_args(args: argparse.Namespace, model) -> dict[str, object]
     extra: dict[str, object] = {}
     if args.plan or args.merged_model:
         from .merge import load_merged, merge_model
-        from .merge.plan import PlanError, load_plan
+        from .merge.plan import load_plan
 
-        try:
-            for source in args.plan or []:
-                plan = load_plan(source)
-                extra[plan.name or Path(source).stem] = merge_model(model, plan)
-            for path in args.merged_model or []:
-                extra[Path(path).stem] = load_merged(path)
-        except (PlanError, ValueError, FileNotFoundError) as exc:
-            raise CliError(str(exc)) from None
+        for source in args.plan or []:
+            plan = load_plan(source)
+            extra[plan.name or Path(source).stem] = merge_model(model, plan)
+        for path in args.merged_model or []:
+            extra[Path(path).stem] = load_merged(path)
     return extra
 
 
@@ -180,7 +172,6 @@ def _csv_list(text: str) -> tuple[str, ...]:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import format_summary, measure
-    from .profiler.records import MeasurementFileError
     from .profiler.runner import threads_note
 
     model = model_from_args(args)
@@ -188,19 +179,16 @@ def cmd_measure(args: argparse.Namespace) -> int:
     extra = extra_models_from_args(args, model)
     if args.remote:
         return _measure_remote(args, model, options, extra)
-    try:
-        timing = timing_from_args(args)
-        result = measure(
-            model, name=args.model, model_options=options, backend=args.backend, device=args.device,
-            dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
-            compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
-            extra_models=extra, context=_csv_list(args.context),
-            blocks=blocks_from_args(args), spans=args.spans, timing=timing,
-            out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-            log=lambda m: print(f"warning: {m}", file=sys.stderr),
-        )
-    except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, MeasurementFileError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    timing = timing_from_args(args)
+    result = measure(
+        model, name=args.model, model_options=options, backend=args.backend, device=args.device,
+        dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
+        compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
+        extra_models=extra, context=_csv_list(args.context),
+        blocks=blocks_from_args(args), spans=args.spans, timing=timing,
+        out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+        log=lambda m: print(f"warning: {m}", file=sys.stderr),
+    )
     print(threads_note(result.threads, result.threads_given))
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
@@ -216,18 +204,15 @@ def _measure_remote(args: argparse.Namespace, model, options: dict, extra: dict)
 
     if args.dtype != "fp32" or args.channels_last or args.compile:
         raise CliError("--remote times fp32 bundles: drop --dtype, --channels-last and --compile")
-    try:
-        result = measure_remote(
-            args.remote, model, backend=args.backend, device=args.device, threads=args.threads,
-            ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=args.out,
-            overwrite=args.overwrite, log=None if args.no_progress else print, name=args.model,
-            model_options=options, resolution=args.resolution, extra_models=extra,
-            batch=args.batch or default_batch(args.device), variants=_csv_list(args.variants),
-            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
-            timing=timing_from_args(args),
-        )
-    except (ValueError, KeyError, TypeError, PermissionError, FileExistsError, FileNotFoundError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    result = measure_remote(
+        args.remote, model, backend=args.backend, device=args.device, threads=args.threads,
+        ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=args.out,
+        overwrite=args.overwrite, log=None if args.no_progress else print, name=args.model,
+        model_options=options, resolution=args.resolution, extra_models=extra,
+        batch=args.batch or default_batch(args.device), variants=_csv_list(args.variants),
+        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
+        timing=timing_from_args(args),
+    )
     first = result.measurements[0]
     print(f"{sum(r.ok for r in result.measurements)} workloads measured on {args.remote} ({first.device_name}, "
           f"{first.backend}, {first.threads} threads); records: {result.path}")
@@ -239,16 +224,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
-    try:
-        result = export_bundle(
-            model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
-            extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
-            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
-            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
-            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
-        )
-    except (ValueError, KeyError, TypeError, FileExistsError, PermissionError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    result = export_bundle(
+        model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
+        extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
+        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+        timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+        log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
+    )
     runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
@@ -260,11 +242,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from .edge import import_results
 
-    try:
-        result = import_results(args.bundle, args.results, out=args.out, overwrite=args.overwrite,
-                                allow_partial=args.allow_partial)
-    except (ValueError, FileNotFoundError, FileExistsError, PermissionError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    result = import_results(args.bundle, args.results, out=args.out, overwrite=args.overwrite,
+                            allow_partial=args.allow_partial)
     first = result.measurements[0]
     ok = sum(r.ok for r in result.measurements)
     print(f"wrote {result.path}: {ok} of {len(result.measurements)} records with samples, "
@@ -293,25 +272,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .merge import MergeError, PlanError
     from .merge.run import format_cost_table, merge_to_file
 
-    options: dict[str, object] = {}
-    if args.width is not None:
-        options["width"] = args.width
-    if args.depths is not None:
-        options["depths"] = [int(d) for d in args.depths.split(",")]
+    options = model_options_from_args(args)
     weights: bool | str = True if args.weights == "pretrained" else (args.weights or False)
-    try:
-        spans = _spans_arg(args.spans)
-        latency = _lut_latency(args.lut, args.device_key) if args.lut else None
-        outcome = merge_to_file(
-            args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
-            checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-            spans=spans, max_span=args.max_span, latency=latency,
-        )
-    except (PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    spans = _spans_arg(args.spans)
+    latency = _lut_latency(args.lut, args.device_key) if args.lut else None
+    outcome = merge_to_file(
+        args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
+        checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
+        spans=spans, max_span=args.max_span, latency=latency,
+    )
     print(outcome.report)
     print()
     print(format_cost_table(outcome.costs))
@@ -354,10 +325,7 @@ def _lut_latency(path: Path, device_key: str | None):
 def cmd_build_lut(args: argparse.Namespace) -> int:
     from .lut import build_lut
 
-    try:
-        lut = build_lut(args.paths)
-    except (ValueError, FileNotFoundError) as exc:
-        raise CliError(str(exc)) from None
+    lut = build_lut(args.paths)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
@@ -372,21 +340,27 @@ def cmd_build_lut(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .lut import LUT, LUTError, LUTMissError
+    from .lut import LUT, LUTMissWarning
     from .lut.predict import predict_latency, profiled_options
-    from .merge.plan import PlanError, load_plan
+    from .merge.plan import load_plan
 
     model = model_from_args(args)
     options = model_options_from_args(args)
-    try:
-        lut = LUT.load(args.lut)
-        key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
-        plan = load_plan(args.plan) if args.plan else None
+    lut = LUT.load(args.lut)
+    key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
+    plan = load_plan(args.plan) if args.plan else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once below
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
                                rest=args.rest, method=args.method)
-    except (LUTError, LUTMissError, PlanError, FileNotFoundError, ValueError) as exc:
-        raise CliError(str(exc)) from None
     print(pred)
+    if pred.missing:
+        shown = "; ".join(pred.missing[:3]) + ("; ..." if len(pred.missing) > 3 else "")
+        message = (f"the LUT covers {pred.coverage:.0%} of the blocks; it lacks {len(pred.missing)} key(s): {shown}. "
+                   f"Measure {args.model} on that device and rebuild the LUT")
+        if not args.allow_partial:
+            raise CliError(message + ", or pass --allow-partial to accept a partial prediction")
+        print(f"warning: {message}", file=sys.stderr)
     if not args.measure:
         return 0
     measured_s = _measure_planned_model(model, plan, lut, key, args)
@@ -421,14 +395,9 @@ def _measure_planned_model(model, plan, lut, key, args: argparse.Namespace) -> f
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .lut import LUTError
-    from .merge.plan import PlanError
     from .reports import write_report
 
-    try:
-        report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
-    except (ValueError, FileNotFoundError, LUTError, PlanError) as exc:
-        raise CliError(str(exc)) from None
+    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
     for message in report.skipped:
         print(f"skipped: {message}")
     print(f"wrote {len(report.files)} files; open {report.index}")
@@ -465,21 +434,16 @@ def _weights_arg(args: argparse.Namespace) -> bool | str | None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from .lut import LUTError
-    from .merge import MergeError, PlanError
     from .search import search
 
-    try:
-        result = search(
-            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-            resolution=_training_resolution(args), weights=_weights_arg(args), method=args.method, lut=args.lut,
-            device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
-            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
-            config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
-            device=args.device, name=args.name, weights_out=args.weights_out,
-        )
-    except (LUTError, PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    result = search(
+        args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
+        resolution=_training_resolution(args), weights=_weights_arg(args), method=args.method, lut=args.lut,
+        device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+        score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
+        config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
+        device=args.device, name=args.name, weights_out=args.weights_out,
+    )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
     if result.ranking:
@@ -489,25 +453,22 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from .merge import MergeError, PlanError, load_plan
+    from .merge import load_plan
     from .search import finetune
 
-    try:
-        plan = load_plan(args.plan) if args.plan else None
-        if plan is not None and (args.width is not None or args.depths is not None):
-            raise CliError("the plan fixes the model and its options; drop --width/--depths")
-        if plan is not None:
-            args.model = plan.model
-        result = finetune(
-            plan, model=args.model, options=model_options_from_args(args), data=args.data,
-            resolution=_training_resolution(args),
-            weights=_weights_arg(args), config=_train_config(args), distill=args.distill,
-            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
-            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
-        )
-    except (PlanError, MergeError, KeyError, TypeError, ValueError, FileNotFoundError, ImportError) as exc:
-        raise CliError(exc.args[0] if exc.args else str(exc)) from None
+    plan = load_plan(args.plan) if args.plan else None
+    if plan is not None and (args.width is not None or args.depths is not None):
+        raise CliError("the plan fixes the model and its options; drop --width/--depths")
+    if plan is not None:
+        args.model = plan.model
+    result = finetune(
+        plan, model=args.model, options=model_options_from_args(args), data=args.data,
+        resolution=_training_resolution(args),
+        weights=_weights_arg(args), config=_train_config(args), distill=args.distill,
+        distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
+        out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
+        device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+    )
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
@@ -665,7 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
     p.add_argument("--backend", default=None, help="pick the LUT context by backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
-    p.add_argument("--strict", action="store_true", help="a LUT miss is an error")
+    p.add_argument("--strict", action="store_true", help="a LUT miss is an error (raised by the library, naming the key)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="print a prediction that lacks some LUT keys (its coverage said) and exit 0; without it, exit 2")
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
@@ -745,8 +708,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         use_model_file(args)
         return args.func(args)
-    except CliError as exc:
-        print(f"dsprof {args.command}: error: {exc}", file=sys.stderr)
+    except DsprofError as exc:  # the one place errors a user can fix are caught; anything else is a bug
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
     finally:
         warnings.showwarning = previous

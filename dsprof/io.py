@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload"]
+from .errors import BadFileError, InputFileError, OutputPathError
+
+__all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload", "make_parent_folders"]
+
+
+def make_parent_folders(path: Path, what: str = "", instead: str = "choose another path") -> None:
+    """Create the folders above ``path``. One that is a file, or one we may not create, raises `OutputPathError`
+    saying "cannot write {what}{path}: ...; {instead}"."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"cannot write {what}{path}: it is a folder; {instead}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
+        raise OutputPathError(f"cannot write {what}{path}: {blocking} is a file, not a folder; {instead}") from None
+    except PermissionError:
+        raise OutputPathError(f"cannot write {what}{path}: no permission to create {path.parent}; {instead}") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a reader sees the old file or the new one, never a mix.
 
     The text goes to a temporary file in the same folder, is flushed to disk, then renamed over
-    ``path`` (``os.replace`` is atomic on POSIX and Windows). Parent folders are created.
+    ``path`` (``os.replace`` is atomic on POSIX and Windows). Parent folders are created; a parent
+    that is a file raises `OutputPathError`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -35,7 +54,7 @@ def atomic_torch_save(path: str | Path, payload: dict) -> Path:
     import torch
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -55,8 +74,18 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} does not exist; {if_missing}")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+        raise InputFileError(f"{what} {path} does not exist; {if_missing}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - an empty, cut or foreign file: EOFError, RuntimeError, UnpicklingError, ...
+        if path.stat().st_size == 0:
+            detail = "it is empty"
+        elif isinstance(exc, pickle.UnpicklingError):  # torch's own advice (weights_only=False) would run code
+            detail = "it is not a torch file, or it holds objects beyond tensors and plain data, which " \
+                     "torch.load(weights_only=True) refuses"
+        else:
+            detail = f"a damaged or cut torch file: {type(exc).__name__}"
+        raise BadFileError(f"{path} is not a readable {what} ({detail}); {if_missing}") from None
     if not isinstance(payload, dict) or payload.get("format") != fmt:
-        raise ValueError(f"{path} is not a {what} (no format {fmt!r})")
+        raise BadFileError(f"{path} is not a {what} (no format {fmt!r}); {if_missing}")
     return payload

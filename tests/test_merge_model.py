@@ -144,3 +144,30 @@ def test_unmerged_linear_blocks_cost_what_the_original_blocks_cost_and_stay_exac
 
     original = fold_batchnorm(model, x[:1])
     assert count_macs(merged, (RES, RES)) == count_macs(original, (RES, RES))
+
+
+@pytest.mark.parametrize("res", [32, 63])
+def test_unmerged_linear_basic_blocks_cost_the_ring_of_their_first_convolution(res):
+    """ResNet basic blocks left linear stay in the padding-in-front form: their first 3x3 convolution also computes
+    the one-pixel ring around its output, ((Ho+2)^2 - Ho^2) * cin * cout * 9 MACs more per block (docs/merging.md)."""
+    from dsprof.merge import fold_batchnorm
+    from dsprof.models import count_macs
+
+    torch.manual_seed(0)
+    model = get_model("resnet18", resolution=res, num_classes=10).eval()
+    plan = Plan("resnet18", (0,) * 8, merge=(False,) * 8)
+    merged = merge_model(model, plan)
+    original = fold_batchnorm(model, torch.zeros(1, 3, res, res))
+    # ResNet-18 from its architecture: stem stride 2 (7x7, pad 3) then max-pool stride 2 (3x3, pad 1);
+    # stages of two basic blocks, 64/128/256/512 channels, the first block of stages 2-4 with stride 2.
+    size = (res + 2 * 3 - 7) // 2 + 1
+    size = (size + 2 - 3) // 2 + 1
+    extra, cin = 0, 64
+    for stage, cout in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            stride = 2 if stage and not block else 1
+            size = (size + 2 - 3) // stride + 1
+            extra += ((size + 2) ** 2 - size**2) * cin * cout * 9
+            cin = cout
+    assert count_macs(merged, (res, res)) - count_macs(original, (res, res)) == extra
+    assert all(not d.merged for d in merge_report(merged).decisions)

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 
 from .. import __version__
+from ..errors import OutputPathError, UsageError
+from ..io import make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import _build_groups
 from ..profiler.timing import TimingConfig
@@ -82,12 +84,12 @@ def _check_out(out: Path, overwrite: bool) -> None:
     if not out.exists():
         return
     if not overwrite:
-        raise FileExistsError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
+        raise OutputPathError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
     if not (out / "manifest.json").is_file():
-        raise FileExistsError(f"{out} exists and is not a bundle; choose another --out")
+        raise OutputPathError(f"{out} exists and is not a bundle; choose another --out")
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
-        raise FileExistsError(
+        raise OutputPathError(
             f"{out} holds results ({results[0].name}); import or move them first, or choose another --out"
         )
 
@@ -117,9 +119,9 @@ def export_bundle(
     and the runner. ``timing`` is the runner's timing protocol (seconds). Returns an `ExportResult`."""
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
-        raise ValueError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")
+        raise UsageError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")
     if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"batch must be >= 1, got {batch}")
     out = Path(out)
     _check_out(out, overwrite)
     options = dict(model_options or {})
@@ -135,8 +137,8 @@ def export_bundle(
     try:
         groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
         if not groups:
-            raise ValueError("nothing to export: no block matched and no whole-model variant was asked for")
-        out.parent.mkdir(parents=True, exist_ok=True)
+            raise UsageError("nothing to export: no block matched and no whole-model variant was asked for")
+        make_parent_folders(out)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             manifest = _write_bundle(staging, label, options, groups, tuple(formats), batch, timing, opset, log)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputFileError, OutputPathError
+from ..io import make_parent_folders
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
 from ..profiler.records import Measurement, MeasurementWriter
@@ -82,7 +84,7 @@ def import_results(
     manifest = read_manifest(bundle)
     results = Path(results)
     if not results.is_file():
-        raise FileNotFoundError(f"{results} does not exist; give the results file the runner wrote (BUNDLE/results/*.jsonl)")
+        raise InputFileError(f"{results} does not exist; give the results file the runner wrote (BUNDLE/results/*.jsonl)")
     try:
         lines = read_results(str(results))
     except RunnerError as exc:
@@ -127,8 +129,8 @@ def import_results(
     settings = BackendSettings(backend, device, manifest["dtype"], False, first["threads"])
     path = measurement_path(out, f"{label}_edge-{env_id}", settings, manifest["batch"], options["resolution"])
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
-    path.parent.mkdir(parents=True, exist_ok=True)
+        raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
+    make_parent_folders(path)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.unlink(missing_ok=True)
     with MeasurementWriter(tmp) as writer:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..errors import EdgeError  # noqa: F401  (defined once, in dsprof.errors)
 from ..io import atomic_write_text
 from .runner import BUNDLE_FORMAT
 
@@ -25,10 +26,6 @@ _WORKLOAD_FIELDS = ("id", "label", "scope", "name", "index", "spec", "variant", 
                     "channels", "files", "sha256")
 _TOP_FIELDS = ("format", "bundle_id", "dsprof_version", "model", "model_options", "batch", "dtype", "formats",
                "timing", "groups", "workloads")
-
-
-class EdgeError(ValueError):
-    """A bundle or a results file that cannot be used, with what to do instead."""
 
 
 def write_manifest(bundle: str | Path, manifest: dict[str, Any]) -> Path:

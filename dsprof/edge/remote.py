@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..errors import DeviceError
 from .export import export_bundle
 from .importer import ImportResult, import_results
 from .manifest import EdgeError
@@ -60,7 +61,7 @@ def measure_remote(
     local bundle is then kept and its path given.
     """
     if backend not in RUNTIME_OF_BACKEND:
-        raise ValueError(f"--remote times backends {', '.join(RUNTIME_OF_BACKEND)}; got {backend!r}")
+        raise DeviceError(f"--remote times backends {', '.join(RUNTIME_OF_BACKEND)}; got {backend!r}")
     runtime, fmt = RUNTIME_OF_BACKEND[backend]
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))

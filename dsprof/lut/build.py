@@ -8,6 +8,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from ..errors import InputFileError
 from ..profiler.records import Measurement, read_measurements
 from ..profiler.stats import summarize
 from .schema import COLUMNS, SCHEMA, DeviceKey, context_workload, model_label
@@ -25,9 +26,9 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise FileNotFoundError(f"{p} does not exist; give measurement files (.jsonl) or folders holding them")
+            raise InputFileError(f"{p} does not exist; give measurement files (.jsonl) or folders holding them")
     if not files:
-        raise ValueError("no measurement files (.jsonl) found; run `dsprof measure` first")
+        raise InputFileError("no measurement files (.jsonl) found; run `dsprof measure` first")
     return files
 
 

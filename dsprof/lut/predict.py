@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
+from ..errors import LUTError
 from ..models import find_blocks, input_size_of, named_model
 from .schema import DeviceKey, context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
@@ -86,6 +87,8 @@ class Prediction:
             f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source}); "
             f"method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
+            + (f"\nPARTIAL PREDICTION: the LUT lacks {len(self.missing)} of the keys it needs (block coverage "
+               f"{self.coverage:.0%}); the total leaves their latency out" if self.missing else "")
         )
 
 
@@ -155,9 +158,9 @@ def predict_latency(
     if method not in METHODS:
         raise ValueError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if rest not in ("auto", "stem+head", "model-minus-blocks"):
-        raise ValueError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
+        raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
-        raise ValueError("give a plan or a variant for every block, not both")
+        raise LUTError("give a plan or a variant for every block, not both")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     options = dict(options or {})
@@ -288,6 +291,14 @@ def predict_latency(
         else:
             use_scaled = False
 
+    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
+    found = table["latency_s"].notna()
+    if len(table) and not found.any():  # nothing to add up: not a prediction, whatever `strict` says
+        raise LUTMissError(
+            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
+            f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
+            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
+        )
     if missing:
         message = (
             f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
@@ -297,12 +308,10 @@ def predict_latency(
         if strict:
             raise LUTMissError(message)
         warnings.warn(message, LUTMissWarning, stacklevel=2)
-    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
-    found = table["latency_s"].notna()
     if total is None:
         total = rest_s + float(table.loc[found, "latency_s"].sum())
-    if total <= 0:
-        raise ValueError(
+    if total <= 0 and rest_method == "model-minus-blocks" and found.all():
+        raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
             "the whole model measured faster than its blocks by more than they take. Measure again on a "
             "quiet machine (see the noisy column) and rebuild the LUT."

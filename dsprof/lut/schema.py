@@ -36,6 +36,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from ..errors import LUTError
+
 __all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "context_workload", "model_label"]
 
 SCHEMA = "dsprof.lut/1"
@@ -88,14 +90,14 @@ class DeviceKey:
         if compiled:
             parts = parts[:-1]
         if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
-            raise ValueError(
+            raise LUTError(
                 f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS, "
                 "as `dsprof build-lut` and LUT.devices() print them"
             )
         try:
             batch, threads = int(parts[5][1:]), int(parts[6][1:])
         except ValueError:
-            raise ValueError(f"not a device key: {text!r}; batch and threads must be integers") from None
+            raise LUTError(f"not a device key: {text!r}; batch and threads must be integers") from None
         return cls(*parts[:5], batch, threads, compiled)
 
     @classmethod

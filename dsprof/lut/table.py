@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import InputFileError, LUTError, LUTMissError  # noqa: F401  (LUTError: defined once, in dsprof.errors)
 from ..io import atomic_write_text
 from ..models import BlockSpec
 from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA, DeviceKey
@@ -21,17 +22,6 @@ __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 _END = "# end rows="
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
 SCOPES = ("block", "model", "stem", "head", "context")
-
-
-class LUTError(ValueError):
-    """A LUT file or table that is not valid, naming the file and the row at fault."""
-
-
-class LUTMissError(KeyError):
-    """A strict lookup of a key the LUT does not have."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class LUTMissWarning(UserWarning):
@@ -65,7 +55,7 @@ class LUT:
         """Read and validate a LUT file; any problem raises `LUTError` naming the file and row."""
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
+            raise InputFileError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
         text = path.read_text(encoding="utf-8")
         lines = text.rstrip("\n").split("\n")
         last = lines[-1] if lines else ""

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from ..errors import UsageError
+
 __all__ = ["PredictionAccuracy", "accuracy_table", "prediction_accuracy"]
 
 
@@ -34,9 +36,9 @@ def prediction_accuracy(predicted_s: Sequence[float], measured_s: Sequence[float
     """Share within +-10 % and +-5 %, median and max absolute relative error, Kendall's tau-b."""
     p, m = np.asarray(predicted_s, dtype=float), np.asarray(measured_s, dtype=float)
     if p.shape != m.shape or p.size == 0:
-        raise ValueError("give as many predicted as measured latencies, at least one")
+        raise UsageError("give as many predicted as measured latencies, at least one")
     if (m <= 0).any() or (p <= 0).any():
-        raise ValueError("latencies must be positive")
+        raise UsageError("latencies must be positive")
     err = np.abs(p / m - 1)
     tau = float(kendalltau(p, m).statistic) if p.size > 1 else float("nan")
     return PredictionAccuracy(int(p.size), float((err <= 0.10).mean()), float((err <= 0.05).mean()),

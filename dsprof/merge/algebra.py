@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import MergeError  # noqa: F401  (defined once, in dsprof.errors)
 from .fold import fold_bn_into_conv
 
 __all__ = [
@@ -48,10 +49,6 @@ __all__ = [
 TF_SAME = "tf_same"
 # (top, bottom, left, right) zero padding of the input, or "tf_same" (dynamic, TensorFlow 'SAME').
 Padding = Union[tuple[int, int, int, int], str]
-
-
-class MergeError(ValueError):
-    """Something cannot be merged exactly; the message says why and what to do."""
 
 
 @dataclass(frozen=True, eq=False)

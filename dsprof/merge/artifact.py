@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..io import atomic_torch_save, load_torch_payload
+from ..errors import DsprofError, MergeError
+from ..io import atomic_torch_save, load_torch_payload, make_parent_folders
 from ..models import get_model, input_size_of
 from .model import merge_model, merge_report
 from .plan import Plan
@@ -34,7 +35,7 @@ MERGED_VERSION = 1
 def _num_classes(model: nn.Module) -> int:
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     if not linears:
-        raise ValueError("cannot tell the number of classes: the model has no Linear classifier")
+        raise MergeError("cannot tell the number of classes: the model has no Linear classifier")
     return linears[-1].out_features
 
 
@@ -59,15 +60,21 @@ def load_merged(path: str | Path) -> nn.Module:
     """The merged model saved by `save_merged` (eval mode), without running code from the file."""
     payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")
     if payload.get("version", 0) > MERGED_VERSION:
-        raise ValueError(f"{path} was written by a newer dsprof (version {payload['version']})")
-    plan = Plan.from_json(payload["plan"])
-    h, w = payload["resolution"]
-    if h != w:
-        raise ValueError(f"non-square resolution {h}x{w} is not supported by the model registry")
-    fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
-    fresh = fresh.to(getattr(torch, payload.get("dtype", "float32")))
-    model = merge_model(fresh, plan)
-    model.load_state_dict(payload["state_dict"], strict=True)
+        raise MergeError(f"{path} was written by a newer dsprof (version {payload['version']}); update dsprof to load it")
+    try:
+        plan = Plan.from_json(payload["plan"])
+        h, w = payload["resolution"]
+        if h != w:
+            raise MergeError(f"{path}: non-square resolution {h}x{w} is not supported by the model registry")
+        fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
+        fresh = fresh.to(getattr(torch, payload.get("dtype", "float32")))
+        model = merge_model(fresh, plan)
+        model.load_state_dict(payload["state_dict"], strict=True)
+    except DsprofError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:  # fields missing or damaged
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise MergeError(f"{path} is a damaged dsprof merged model ({detail}); write it again with `dsprof merge --out`") from None
     return model.eval()
 
 
@@ -78,7 +85,7 @@ def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 1, opset: in
     param = next(model.parameters())
     example = torch.zeros(batch, first.in_channels, h, w, dtype=param.dtype)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent_folders(path)
     model.eval()
     with torch.no_grad(), warnings.catch_warnings():
         # The tracer notes that padding sizes become constants: true, the export is for this input size.

@@ -11,6 +11,7 @@ import copy
 import torch
 from torch import nn
 
+from ..errors import MergeError
 from ..models.tracing import eval_forward
 
 __all__ = ["fold_bn_into_conv", "fold_batchnorm", "conv_bn_pairs", "set_submodule"]
@@ -96,7 +97,7 @@ def fold_batchnorm(model: nn.Module, example: torch.Tensor, *, inplace: bool = F
     for conv_name, bn_name in conv_bn_pairs(target, example):
         conv, bn = target.get_submodule(conv_name), target.get_submodule(bn_name)
         if bn.running_mean is None or bn.running_var is None:
-            raise ValueError(f"{bn_name} has no running statistics (track_running_stats=False); it cannot be folded")
+            raise MergeError(f"{bn_name} has no running statistics (track_running_stats=False); it cannot be folded")
         w, b = fold_bn_into_conv(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.weight, bn.bias, bn.eps)
         with torch.no_grad():
             conv.weight.copy_(w)

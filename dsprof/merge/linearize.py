@@ -33,6 +33,7 @@ import copy
 import torch
 from torch import nn
 
+from ..errors import PlanError
 from ..models import Block, discover_blocks, find_blocks, input_size_of, replace_block
 from .algebra import LinearConv, MergeError, Padding, compose_all, conv_from_module
 from .layers import ZeroPad
@@ -48,7 +49,7 @@ def make_activation(name: str | None) -> nn.Module | None:
     """The free activation module for a plan's ``free_activation`` name (None or "none": no activation)."""
     key = "none" if name is None else name.lower()
     if key not in FREE_ACTIVATIONS:
-        raise ValueError(f"unknown free activation {name!r}; choose one of {', '.join(FREE_ACTIVATIONS)}")
+        raise PlanError(f"unknown free activation {name!r}; choose one of {', '.join(FREE_ACTIVATIONS)}")
     cls = FREE_ACTIVATIONS[key]
     return cls() if cls is not None else None
 
@@ -79,7 +80,7 @@ class Linearized(nn.Module):
     ) -> None:
         super().__init__()
         if border not in BORDER_MODES:
-            raise ValueError(f"border must be one of {BORDER_MODES}, got {border!r}")
+            raise PlanError(f"border must be one of {BORDER_MODES}, got {border!r}")
         self.pad = pad if pad is not None else nn.Identity()
         self.body = body
         self.has_skip = shortcut is not None
@@ -150,7 +151,7 @@ def linearize_block(
             raise MergeError(f"{type(block).__name__} is not one block as a whole: {why}")
         block = whole[0]
     if border not in BORDER_MODES:
-        raise ValueError(f"border must be one of {BORDER_MODES}, got {border!r}")
+        raise PlanError(f"border must be one of {BORDER_MODES}, got {border!r}")
     convs = [u.conv for u in block.units]
     for conv in convs:
         conv_from_module(conv)  # refuses non-zero padding modes with a message
@@ -194,8 +195,9 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     from .plan import Plan  # local: plan imports the model registry, which is light, but avoid a cycle
 
     plan = Plan.coerce(plan)
+    plan.check_model(model)
     if any(isinstance(m, Linearized) for m in model.modules()):
-        raise ValueError("the model is already linearised; merge it with merge_model, or start from the original model")
+        raise MergeError("the model is already linearised; merge it with merge_model, or start from the original model")
     target = copy.deepcopy(model)
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)

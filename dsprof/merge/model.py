@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..errors import LUTMissError
 from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, input_size_of, memory_footprint
 from .algebra import MergeError
 from .block import BlockMergeInfo, merge_linearized, unmerged_form
@@ -67,7 +68,7 @@ def merge_report(model: nn.Module) -> MergeReport:
     """The `MergeReport` that `merge_model` attached to the model it returned."""
     report = getattr(model, REPORT_ATTR, None)
     if report is None:
-        raise ValueError("this model was not produced by merge_model")
+        raise MergeError("this model was not produced by merge_model")
     return report
 
 
@@ -77,7 +78,7 @@ def _saving(savings: Savings, name: str, spec: str) -> float:
     for key in (name, spec):
         if key in savings:
             return float(savings[key])
-    raise KeyError(f"no latency saving given for block {name} ({spec}); give one per linearised block")
+    raise LUTMissError(f"no latency saving given for block {name} ({spec}); give one per linearised block")
 
 
 def merge_model(

@@ -13,17 +13,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..models import model_entry
+from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
+from ..models import model_entry, model_identity
 from .linearize import BORDER_MODES, FREE_ACTIVATIONS
 
-__all__ = ["Plan", "PlanError", "PRESETS", "list_presets", "load_preset", "load_plan"]
+__all__ = ["Plan", "PlanError", "PRESETS", "list_presets", "load_preset", "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
 PLAN_VERSION = 1
 
 
-class PlanError(ValueError):
-    """A plan that is malformed or does not fit the model; the message says what to fix."""
+def same_family(a: str, b: str) -> bool:
+    """True when one plan fits both registered models (TF-ported and native twins, e.g. ``tf_efficientnet_lite0``)."""
+    return a.removeprefix("tf_") == b.removeprefix("tf_")
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,23 @@ class Plan:
                 f"block (see `dsprof blocks --model {self.model}`), for the model and options it was made for "
                 f"({self.model} {self.options or ''})"
             )
+
+    def check_model(self, model: Any) -> None:
+        """Raise a `PlanError` when ``model`` was built by `get_model` for another model or other options than
+        the plan's (a model of the same family, e.g. ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
+        accepted; a module from elsewhere is checked by its block count only)."""
+        identity = model_identity(model)
+        if identity is None:
+            return
+        name, options = identity
+        options.pop("num_classes", None)  # a classifier fine-tuned on other classes keeps the plan's blocks
+        label = self.name or "the plan"
+        if not same_family(self.model, name):
+            raise PlanError(f"{label} is for model {self.model!r}, not {name!r}; build the model with "
+                            f"get_model({self.model!r}) (CLI: --model {self.model}) or use a plan for {name}")
+        if dict(self.options) != options:
+            raise PlanError(f"{label} is for {self.model} with options {dict(self.options) or '{}'}, "
+                            f"not {options or '{}'}; build the model with the plan's options")
 
     def with_merge(self, merge: Sequence[bool] | None) -> "Plan":
         """The same plan with the per-block merge decisions recorded (None: decide again)."""

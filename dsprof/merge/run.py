@@ -9,11 +9,12 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from ..errors import MergeError
 from ..models import get_model, load_checkpoint
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
-from .plan import Plan, PlanError
+from .plan import Plan, PlanError, same_family
 from .spans import Latency, plan_spans
 
 __all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
@@ -28,10 +29,6 @@ class MergeOutcome:
     costs: pd.DataFrame
     out: Path | None
     onnx: Path | None
-
-
-def _same_family(a: str, b: str) -> bool:
-    return a.removeprefix("tf_") == b.removeprefix("tf_")
 
 
 def merge_to_file(
@@ -62,7 +59,7 @@ def merge_to_file(
     plan = Plan.coerce(plan)
     options = dict(options or {})
     if plan.model != model_name:
-        if not _same_family(plan.model, model_name):
+        if not same_family(plan.model, model_name):
             raise PlanError(f"plan {plan.name or ''} is for model {plan.model!r}, not {model_name!r}; pass --model {plan.model}")
         plan = replace(plan, model=model_name)
     if {k: v for k, v in plan.options.items()} != options:
@@ -86,7 +83,7 @@ def merge_to_file(
             try:
                 load_checkpoint(model, checkpoint)
             except ValueError:
-                raise ValueError(
+                raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
                 ) from None
     merged = merge_model(source, plan)

@@ -11,6 +11,7 @@ import warnings
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from .graph import Block, Refusal, discover_blocks
 from .registry import input_size_of
 from .tracing import eval_forward, first_conv_in_channels
@@ -38,7 +39,7 @@ def find_blocks(
     if found.refusals:
         message = "parts dsprof cannot treat as blocks:\n  " + "\n  ".join(map(str, found.refusals))
         if strict:
-            raise ValueError(message)
+            raise UsageError(message)
         if message not in _warned:  # once per process: every stage looks at the same model's blocks
             _warned.add(message)
             warnings.warn(message, UnsupportedBlockWarning, stacklevel=2)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
+from ..errors import UsageError
+
 __all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]
 
 #: Block kinds dsprof knows. ``inverted_residual`` is pw-dw-pw (MobileNetV2, EfficientNet);
@@ -51,7 +53,7 @@ _CONV = re.compile(r"^(\d+)x(\d+)k(\d+)s(\d+)g(\d+)$")
 
 def _int(raw: str, text: str) -> int:
     if raw != str(int(raw)):  # one spec has exactly one string: no leading zeros
-        raise ValueError(f"not a canonical BlockSpec string (leading zero in {raw!r}): {text!r}")
+        raise UsageError(f"not a canonical BlockSpec string (leading zero in {raw!r}): {text!r}")
     return int(raw)
 
 
@@ -126,19 +128,19 @@ class BlockSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
-            raise ValueError(f"unknown block kind {self.kind!r}; known kinds: {', '.join(BLOCK_KINDS)}")
+            raise UsageError(f"unknown block kind {self.kind!r}; known kinds: {', '.join(BLOCK_KINDS)}")
         if self.padding not in PADDING_STYLES:
-            raise ValueError(
+            raise UsageError(
                 f"unknown padding style {self.padding!r}; known styles: {', '.join(PADDING_STYLES)}"
             )
         for f in ("in_channels", "hidden_channels", "out_channels", "kernel", "stride", "in_h", "in_w"):
             value = getattr(self, f)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"BlockSpec.{f} must be a positive int, got {value!r}")
+                raise UsageError(f"BlockSpec.{f} must be a positive int, got {value!r}")
         if not isinstance(self.residual, bool):
-            raise ValueError(f"BlockSpec.residual must be a bool, got {self.residual!r}")
+            raise UsageError(f"BlockSpec.residual must be a bool, got {self.residual!r}")
         if self.act is not None and self.act not in ACTIVATION_NAMES:
-            raise ValueError(f"unknown activation {self.act!r}; known: {', '.join(ACTIVATION_NAMES)}")
+            raise UsageError(f"unknown activation {self.act!r}; known: {', '.join(ACTIVATION_NAMES)}")
         if self.act == _DEFAULT_ACT.get(self.kind, "relu"):
             object.__setattr__(self, "act", None)  # one spec, one string
         if self.kind == "chain":
@@ -165,14 +167,14 @@ class BlockSpec:
     def _check_chain(self) -> None:
         convs = tuple(self.convs)
         if len(convs) < 2 or not all(isinstance(c, ConvShape) for c in convs):
-            raise ValueError("a chain BlockSpec needs two or more ConvShape convs; use BlockSpec.from_convs")
+            raise UsageError("a chain BlockSpec needs two or more ConvShape convs; use BlockSpec.from_convs")
         object.__setattr__(self, "convs", convs)
         derived = _summary(convs)
         got = (self.in_channels, self.hidden_channels, self.out_channels, self.kernel, self.stride)
         if got != derived:
-            raise ValueError(f"chain summary {got} does not match its convs {derived}; use BlockSpec.from_convs")
+            raise UsageError(f"chain summary {got} does not match its convs {derived}; use BlockSpec.from_convs")
         if self.projection and not self.residual:
-            raise ValueError("a projection needs a skip connection (residual=True)")
+            raise UsageError("a projection needs a skip connection (residual=True)")
 
     @classmethod
     def from_convs(
@@ -246,7 +248,7 @@ class BlockSpec:
             for part in chain["convs"].split("-"):
                 m = _CONV.match(part)
                 if m is None:
-                    raise ValueError(f"not a chain convolution {part!r} (expected e.g. 32x64k3s1g1) in {text!r}")
+                    raise UsageError(f"not a chain convolution {part!r} (expected e.g. 32x64k3s1g1) in {text!r}")
                 convs.append(ConvShape(*(_int(v, text) for v in m.groups())))
             res = chain["res"]
             spec = cls.from_convs(
@@ -256,7 +258,7 @@ class BlockSpec:
         else:
             match = _NAMED.match(text)
             if match is None:
-                raise ValueError(
+                raise UsageError(
                     f"not a BlockSpec string: {text!r}; expected e.g. "
                     "'inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)'"
                 )
@@ -272,7 +274,7 @@ class BlockSpec:
                     kwargs[f.name] = _int(raw, text)
             spec = cls(**kwargs)  # type: ignore[arg-type]
         if spec.to_str() != text:
-            raise ValueError(f"not a canonical BlockSpec string: {text!r} (canonical: {spec.to_str()!r})")
+            raise UsageError(f"not a canonical BlockSpec string: {text!r} (canonical: {spec.to_str()!r})")
         return spec
 
 

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
+from ..errors import GraphTraceError  # noqa: F401  (defined once, in dsprof.errors)
 from .blockspec import BlockSpec, ConvShape
 from .registry import input_size_of
 from .tracing import first_conv_in_channels
@@ -88,10 +89,6 @@ def _stochastic_depth_functions() -> set[Callable]:
 
 
 _PASS_FUNCTIONS |= _stochastic_depth_functions()
-
-
-class GraphTraceError(ValueError):
-    """The model cannot be traced with torch.fx; the message names the module and what to do."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,6 +11,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from ..errors import BadFileError, InputFileError, ModelOptionError, RegistryError, UsageError
+
 __all__ = [
     "ModelEntry",
     "register_model",
@@ -19,6 +21,7 @@ __all__ = [
     "model_entry",
     "load_checkpoint",
     "input_size_of",
+    "model_identity",
     "named_model",
 ]
 
@@ -27,6 +30,8 @@ _REGISTRY: dict[str, "ModelEntry"] = {}
 # Attribute that get_model sets on every model it builds, so that block discovery and
 # counting use the model's own resolution when the caller gives none.
 _INPUT_SIZE_ATTR = "dsprof_input_size"
+# ... and the registered name and build options it was built from, so that a plan for another model is refused.
+_IDENTITY_ATTR = "dsprof_model"
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ def register_model(
 
     def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if name in _REGISTRY:
-            raise ValueError(f"model {name!r} is already registered")
+            raise UsageError(f"model {name!r} is already registered; choose another name")
         _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description)
         return builder
 
@@ -64,17 +69,17 @@ def list_models(pattern: str = "*") -> list[str]:
 
 
 def model_entry(name: str) -> ModelEntry:
-    """The registry entry of ``name``; an unknown name raises a KeyError listing the known ones."""
+    """The registry entry of ``name``; an unknown name raises a `RegistryError` (a KeyError) listing the known ones."""
     try:
         return _REGISTRY[name]
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
-            raise KeyError(
+            raise RegistryError(
                 f"model {name!r} is a user's model from a file; pass --model-file PATH.py:FACTORY "
                 "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
-        raise KeyError(
+        raise RegistryError(
             f"unknown model {name!r}. Known models: {', '.join(close)}. "
             "List them all with `dsprof models` or dsprof.models.list_models()."
         ) from None
@@ -97,26 +102,34 @@ def get_model(
     entry = model_entry(name)
     unknown = sorted(set(options) - set(entry.options()))
     if unknown:
-        raise TypeError(
+        raise ModelOptionError(
             f"model {name!r} takes no option(s) {', '.join(unknown)}; "
             f"its options are: {', '.join(entry.options()) or 'none'}"
         )
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
     size = resolution or entry.default_resolution
     if size < 8:
-        raise ValueError(f"resolution must be at least 8 pixels, got {size}")
+        raise UsageError(f"resolution must be at least 8 pixels, got {size}")
+    built_with = dict(options)
     if "resolution" in inspect.signature(entry.builder).parameters:  # builders that shape the model by it
         options = {**options, "resolution": size}
     model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
     if local_file is not None:
         load_checkpoint(model, local_file)
     setattr(model, _INPUT_SIZE_ATTR, (size, size))
+    setattr(model, _IDENTITY_ATTR, (name, built_with))
     return model.eval()
 
 
 def input_size_of(model: nn.Module, default: tuple[int, int] = (224, 224)) -> tuple[int, int]:
     """The (height, width) a model was built for by `get_model`, else ``default``."""
     return tuple(getattr(model, _INPUT_SIZE_ATTR, default))  # type: ignore[return-value]
+
+
+def model_identity(model: nn.Module) -> tuple[str, dict] | None:
+    """(registered name, build options) of a model built by `get_model`; None for any other module."""
+    identity = getattr(model, _IDENTITY_ATTR, None)
+    return (identity[0], dict(identity[1])) if identity is not None else None
 
 
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
@@ -127,11 +140,11 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist; give the path of a saved state dict")
+        raise InputFileError(f"checkpoint {path} does not exist; give the path of a saved state dict")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds here
-        raise ValueError(
+        raise BadFileError(
             f"cannot read checkpoint {path} as plain tensors ({exc.__class__.__name__}: {exc}). "
             "Save it with torch.save(model.state_dict(), path)."
         ) from exc
@@ -141,11 +154,11 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
                 obj = obj[key]
                 break
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ValueError(f"checkpoint {path} does not hold a state dict of tensors")
+        raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
     state = {k.removeprefix("module."): v for k, v in obj.items()}
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise ValueError(
+        raise UsageError(
             f"checkpoint {path} does not fit this model: "
             f"missing {result.missing_keys[:5]}{'...' if len(result.missing_keys) > 5 else ''}, "
             f"unexpected {result.unexpected_keys[:5]}{'...' if len(result.unexpected_keys) > 5 else ''}. "
@@ -162,5 +175,5 @@ def named_model(
     if isinstance(model, str):
         return name or model, get_model(model, resolution=resolution, **(options or {}))
     if name is None:
-        raise ValueError("give name= (the model's name in measurement files and tables) for a model passed as a module")
+        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
     return name, model

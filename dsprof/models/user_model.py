@@ -20,6 +20,7 @@ from typing import Callable
 
 from torch import nn
 
+from ..errors import ModelFileError  # noqa: F401  (defined once, in dsprof.errors)
 from .registry import list_models, register_model
 
 __all__ = ["ModelFileError", "load_model_file", "model_file_label", "register_model_file"]
@@ -28,10 +29,6 @@ __all__ = ["ModelFileError", "load_model_file", "model_file_label", "register_mo
 _DEFAULT_RESOLUTION = 224
 # label -> resolved file path, for the models `register_model_file` registered in this process.
 _REGISTERED: dict[str, Path] = {}
-
-
-class ModelFileError(ValueError):
-    """A ``path.py:factory`` that does not give a model; the message says what to fix."""
 
 
 def _split(spec: str) -> tuple[Path, str]:

@@ -15,6 +15,7 @@ import torchvision.models as tvm
 from torch import nn
 from torchvision.models.mobilenetv2 import MobileNetV2
 
+from ..errors import UsageError
 from .registry import register_model
 
 __all__ = ["MBV2_DEFAULT_DEPTHS", "mobilenet_v2"]
@@ -39,15 +40,15 @@ def mobilenet_v2(
     """torchvision's MobileNetV2; ``depths`` sets the number of blocks of each of the 7 stages."""
     depths = tuple(int(d) for d in (depths or MBV2_DEFAULT_DEPTHS))
     if len(depths) != len(_MBV2_STAGES) or min(depths) < 1:
-        raise ValueError(
+        raise UsageError(
             f"depths must be {len(_MBV2_STAGES)} positive ints (blocks per stage), got {list(depths)}; "
             f"the default is {list(MBV2_DEFAULT_DEPTHS)}"
         )
     if width <= 0:
-        raise ValueError(f"width must be positive, got {width}")
+        raise UsageError(f"width must be positive, got {width}")
     if pretrained:
         if (width, depths, num_classes) != (1.0, MBV2_DEFAULT_DEPTHS, 1000):
-            raise ValueError(
+            raise UsageError(
                 "torchvision publishes MobileNetV2 weights for width 1.0 with the default depths only; "
                 "use model 'mobilenetv2_140' (timm weights) for width 1.4, or pass a local checkpoint"
             )
@@ -62,7 +63,7 @@ def _register_torchvision(name: str, family_desc: str) -> None:
     def build(num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
         if pretrained:
             if num_classes != 1000:
-                raise ValueError("pretrained weights have 1000 classes; pass num_classes=1000 or a local checkpoint")
+                raise UsageError("pretrained weights have 1000 classes; pass num_classes=1000 or a local checkpoint")
             return builder(weights="DEFAULT")
         return builder(num_classes=num_classes)
 
@@ -88,10 +89,10 @@ def _register_resnet(depth: int) -> None:
 
     def build(width: float = 1.0, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
         if width <= 0:
-            raise ValueError(f"width must be positive, got {width}")
+            raise UsageError(f"width must be positive, got {width}")
         if pretrained:
             if (width, num_classes) != (1.0, 1000):
-                raise ValueError("pretrained ResNet weights are for width 1.0 and 1000 classes; pass a local checkpoint")
+                raise UsageError("pretrained ResNet weights are for width 1.0 and 1000 classes; pass a local checkpoint")
             return builder(weights="DEFAULT")
         model = builder(num_classes=num_classes)
         if width == 1.0:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import InputFileError, MeasurementFileError  # noqa: F401  (MeasurementFileError: defined once, in dsprof.errors)
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
@@ -24,10 +26,6 @@ SCHEMA = "dsprof.measurement/1"
 
 # Fields that describe the settings of a run: a file being resumed must agree on all of them.
 SETTINGS_FIELDS = ("model", "model_options", "backend", "device", "dtype", "layout", "batch", "threads", "compile", "env_id")
-
-
-class MeasurementFileError(ValueError):
-    """A measurement file that cannot be read or resumed, with the line at fault."""
 
 
 @dataclass(frozen=True)
@@ -117,14 +115,14 @@ class Measurement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
         if data.get("schema") != SCHEMA:
-            raise ValueError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+            raise MeasurementFileError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
         names = {f.name for f in fields(cls)}
         missing = names - set(data) - {"time_utc", "error", "schema"}
         if missing:
-            raise ValueError(f"record lacks field(s) {sorted(missing)}")
+            raise MeasurementFileError(f"record lacks field(s) {sorted(missing)}")
         unknown = set(data) - names
         if unknown:
-            raise ValueError(f"record has unknown field(s) {sorted(unknown)}")
+            raise MeasurementFileError(f"record has unknown field(s) {sorted(unknown)}")
         values = dict(data)
         values["input_shape"] = tuple(values["input_shape"])
         values["samples_s"] = tuple(float(v) for v in values["samples_s"])
@@ -133,24 +131,42 @@ class Measurement:
         return cls(**values)
 
 
-def _parse_lines(lines: list[str], path: Path) -> Iterator[Measurement]:
+def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
+    return MeasurementFileError(
+        f"{path}, line {number}: not a dsprof measurement record ({exc}). Remove that line (the other lines are "
+        "records of their own), or point to another file."
+    )
+
+
+def _parse_lines(lines: list[str], path: Path, cut_last: bool = False) -> Iterator[Measurement]:
+    """The records of ``lines``; with ``cut_last`` (the text lacks its final newline), a last line that is
+    not JSON is what an interrupted write leaves: skipped with a warning, the lines before it kept."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield Measurement.from_dict(json.loads(line))
+            data = json.loads(line)
+        except ValueError as exc:
+            if cut_last and number == len(lines):
+                warnings.warn(f"{path}, line {number}: skipped a last line cut short by an interrupted run "
+                              "(`dsprof measure --resume` repairs the file)", stacklevel=3)
+                return
+            raise _bad_line(path, number, exc) from None
+        try:
+            yield Measurement.from_dict(data)
         except (ValueError, TypeError) as exc:
-            raise MeasurementFileError(
-                f"{path}, line {number}: not a dsprof measurement record ({exc}). "
-                "Point to another file, or delete it and measure again."
-            ) from None
+            raise _bad_line(path, number, exc) from None
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
-    """All records of a measurement file, in file order. A bad line raises `MeasurementFileError`."""
+    """All records of a measurement file, in file order. A bad line raises `MeasurementFileError`, but for a
+    last line cut short by an interrupted run (no final newline, not JSON): that one is skipped with a warning
+    naming the file and the line."""
     path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"measurement file {path} does not exist; run `dsprof measure` first")
     text = path.read_text(encoding="utf-8")
-    return list(_parse_lines(text.splitlines(), path))
+    return list(_parse_lines(text.splitlines(), path, cut_last=bool(text) and not text.endswith("\n")))
 
 
 def repair_truncated_tail(path: Path) -> bool:

@@ -29,6 +29,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..errors import OutputPathError, UsageError
+from ..io import make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
 from .backends import BackendSettings, Prepared, get_backend
 from .fingerprint import device_name, device_state, environment, environment_id
@@ -160,10 +162,10 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
 
 def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent_folders(path, "the measurement file ", "choose another --out folder (or a .jsonl file)")
         exists = path.exists()
         if exists and not (resume or overwrite):
-            raise FileExistsError(
+            raise OutputPathError(
                 f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
             )
         if exists and overwrite and not resume:
@@ -172,11 +174,11 @@ def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]
         with path.open("a", encoding="utf-8"):
             pass
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        raise PermissionError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
     except OSError as exc:
-        if isinstance(exc, FileExistsError):
+        if isinstance(exc, OutputPathError):
             raise
-        raise PermissionError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
     if not exists:
         return []
     if repair_truncated_tail(path):
@@ -191,7 +193,7 @@ def _select_blocks(groups: list[list[Workload]], pattern: str | Sequence[str] | 
     chosen = [g for g in groups if any(fnmatch.fnmatch(g[0].name, p) for p in patterns)]
     if groups and not chosen:
         names = ", ".join(g[0].name for g in groups)
-        raise ValueError(f"no block matches {patterns}; the model's blocks are: {names}")
+        raise UsageError(f"no block matches {patterns}; the model's blocks are: {names}")
     return chosen
 
 
@@ -282,13 +284,13 @@ def _measure(
         settings = replace(settings, device=device)
     batch = batch if batch is not None else default_batch(device)
     if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"batch must be >= 1, got {batch}")
     bad = [v for v in variants if v not in BLOCK_VARIANTS]
     if bad:
-        raise ValueError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
+        raise UsageError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
     bad = [v for v in model_variants if v not in MODEL_VARIANTS]
     if bad:
-        raise ValueError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
+        raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
 
     options = dict(model_options or {})
     label, net = named_model(model, name, resolution, options)

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol
 
+from ..errors import UsageError
 from .stats import median_relative_halfwidth
 
 __all__ = [
@@ -119,15 +120,15 @@ class TimingConfig:
 
     def __post_init__(self) -> None:
         if self.first_warmup_s < 0 or self.warmup_s < 0 or self.warmup_min_iters < 0 or self.warmup_max_s < self.warmup_s:
-            raise ValueError("need warm-up time and iterations >= 0 and warmup_max_s >= warmup_s")
+            raise UsageError("need warm-up time and iterations >= 0 and warmup_max_s >= warmup_s")
         if self.min_samples < 2 or self.max_samples < self.min_samples:
-            raise ValueError(f"need 2 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
+            raise UsageError(f"need 2 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
         if not 0 < self.target_precision < 1:
-            raise ValueError(f"target_precision is a fraction within (0, 1), got {self.target_precision}")
+            raise UsageError(f"target_precision is a fraction within (0, 1), got {self.target_precision}")
         if self.budget_s <= 0:
-            raise ValueError(f"budget_s must be > 0 seconds, got {self.budget_s}")
+            raise UsageError(f"budget_s must be > 0 seconds, got {self.budget_s}")
         if self.min_sample_s < 0 or self.max_iterations_per_sample < 1:
-            raise ValueError("min_sample_s must be >= 0 and max_iterations_per_sample >= 1")
+            raise UsageError("min_sample_s must be >= 0 and max_iterations_per_sample >= 1")
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def time_interleaved(
     every variant comes from round ``i``).
     """
     if not fns:
-        raise ValueError("nothing to time")
+        raise UsageError("nothing to time")
     timer = timer or CpuTimer(clock)
     names = list(fns)
     warm: dict[str, tuple[int, int]] = {name: _warm_up(fns[name], timer, clock, config) for name in names}

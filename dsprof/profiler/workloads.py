@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from ..merge.fold import fold_batchnorm, set_submodule
 from ..models import (
     Block,
@@ -116,7 +117,7 @@ def dense_conv(
         return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=True), nn.ReLU6())
     if padding == "tf_same":
         if in_hw is None:
-            raise ValueError("tf_same padding needs the input size in_hw")
+            raise UsageError("tf_same padding needs the input size in_hw")
         top, bottom = _tf_same_pads(in_hw[0], kernel, stride)
         left, right = _tf_same_pads(in_hw[1], kernel, stride)
         layers: list[nn.Module] = []
@@ -125,7 +126,7 @@ def dense_conv(
         else:
             layers += [nn.ZeroPad2d((left, right, top, bottom)), nn.Conv2d(cin, cout, kernel, stride, 0, bias=True)]
         return nn.Sequential(*layers, nn.ReLU6())
-    raise ValueError(f"unknown padding style {padding!r}; known: symmetric, tf_same")
+    raise UsageError(f"unknown padding style {padding!r}; known: symmetric, tf_same")
 
 
 def flops_matched_channels(spec: BlockSpec, block_macs: int) -> tuple[int, int]:
@@ -152,7 +153,7 @@ def linearize(module: nn.Module) -> nn.Module:
 
 def _check_macs(what: str, got: int, want: int) -> None:
     if abs(got - want) > MACS_TOLERANCE * want:
-        raise ValueError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
+        raise UsageError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
 
 
 def block_workloads(
@@ -167,7 +168,7 @@ def block_workloads(
     """
     unknown = [v for v in variants if v not in BLOCK_VARIANTS]
     if unknown:
-        raise ValueError(f"unknown block variant(s) {unknown}; known: {', '.join(BLOCK_VARIANTS)}")
+        raise UsageError(f"unknown block variant(s) {unknown}; known: {', '.join(BLOCK_VARIANTS)}")
     input_size = input_size or input_size_of(model)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
     folded = fold_batchnorm(model, torch.zeros(1, first_conv_in_channels(model), *input_size)).eval()
@@ -215,12 +216,12 @@ def dense_counterpart_model(
     model's MACs match the original's within +-5 % (paper Tab. 1; module docstring).
     """
     if variant not in ("merged", "flops_matched"):
-        raise ValueError(f"dense counterparts are 'merged' or 'flops_matched', not {variant!r}")
+        raise UsageError(f"dense counterparts are 'merged' or 'flops_matched', not {variant!r}")
     input_size = input_size or input_size_of(model)
     in_ch = first_conv_in_channels(model)
     blocks = find_blocks(model, input_size)
     if not blocks:
-        raise ValueError("the model has no blocks to replace")
+        raise UsageError("the model has no blocks to replace")
     folded = fold_batchnorm(model, torch.zeros(1, in_ch, *input_size)).eval()
 
     def channels(scale: float | None) -> list[tuple[int, int]]:
@@ -244,7 +245,7 @@ def dense_counterpart_model(
     if variant == "merged":
         return build(None)
     if any(a.spec.out_channels != b.spec.in_channels for a, b in zip(blocks, blocks[1:])):
-        raise ValueError(
+        raise UsageError(
             "a FLOPs-matched whole model scales the channels from block to block, so it needs blocks that follow one "
             "another (this model's blocks do not chain: branches or refused blocks sit between them)"
         )
@@ -305,7 +306,7 @@ def model_workloads(
     """The whole ``model`` in ``variants`` (original, merged, flops_matched), one group to interleave."""
     unknown = [v for v in variants if v not in MODEL_VARIANTS]
     if unknown:
-        raise ValueError(f"unknown model variant(s) {unknown}; known: {', '.join(MODEL_VARIANTS)}")
+        raise UsageError(f"unknown model variant(s) {unknown}; known: {', '.join(MODEL_VARIANTS)}")
     input_size = input_size or input_size_of(model)
     out = []
     for variant in variants:

@@ -17,6 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..errors import UsageError
+
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "prediction_figure"]
 
 _PLAN_MARKERS = "o^sDvP*X"
@@ -38,7 +40,7 @@ def block_latency_figure(
     ``annotations`` maps a block name (``features.2``) to a short note drawn at that block's
     original latency (e.g. what `dsprof explain` found)."""
     if counterpart not in ("merged", "flops_matched"):
-        raise ValueError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
+        raise UsageError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
     dense = "merged" if counterpart == "merged" else "FLOPs-matched"
     fig = Figure(figsize=(8, 4.5))
     ax = fig.subplots()

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ..errors import MeasurementFileError
 from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
 from ..lut.schema import DeviceKey
@@ -172,7 +173,7 @@ def write_report(
     records = [r for p in measurement_files(paths) for r in read_measurements(p)]
     latest = latest_records(records)
     if not latest:
-        raise ValueError("the measurement files hold no successful record; run `dsprof measure` first")
+        raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
     plan_objs = {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
         plan = Plan.coerce(p)

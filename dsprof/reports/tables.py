@@ -19,6 +19,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ..errors import UsageError
 from ..lut.schema import DeviceKey
 from ..profiler.records import Measurement
 
@@ -174,7 +175,7 @@ def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
     if fmt == "latex":
         escaped = table.rename(columns=_latex_escape).map(lambda v: _latex_escape(v) if isinstance(v, str) else v)
         return escaped.to_latex(index=False, float_format=lambda v: format(v, floatfmt), na_rep="--")
-    raise ValueError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
+    raise UsageError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
 
 
 def _latex_escape(text: object) -> str:

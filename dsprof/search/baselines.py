@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 
+from ..errors import PlanError
 from ..models import find_blocks, input_size_of, replace_block
 from .gates import resolve_k
 
@@ -45,7 +46,7 @@ def layer_prune(
     target = copy.deepcopy(model)
     blocks = find_blocks(target, input_size or input_size_of(model))
     if len(keep) != len(blocks):
-        raise ValueError(f"keep has {len(keep)} entries but the model has {len(blocks)} blocks")
+        raise PlanError(f"keep has {len(keep)} entries but the model has {len(blocks)} blocks")
     decisions = []
     for i, (block, k) in enumerate(zip(blocks, keep)):
         if k:

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import nn
 
+from ..errors import UsageError
 from ..models import get_model, load_checkpoint
 
 __all__ = ["build_model", "replace_classifier"]
@@ -16,7 +17,7 @@ def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
     """Give the model's last Linear layer ``num_classes`` outputs (freshly initialised), in place."""
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not names:
-        raise ValueError("the model has no Linear classifier to resize")
+        raise UsageError("the model has no Linear classifier to resize")
     parent_name, _, child = names[-1].rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model
     old = getattr(parent, child)

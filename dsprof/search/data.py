@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
+from ..errors import InputFileError, UsageError
+
 __all__ = ["DataSplits", "DIGITS", "IMAGENET_MEAN", "IMAGENET_STD", "SHAPES", "digits", "image_folder", "load_data", "shapes"]
 
 DIGITS = "digits"
@@ -128,7 +130,7 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     root = Path(root)
     missing = [s for s in ("train", "val") if not (root / s).is_dir()]
     if missing:
-        raise FileNotFoundError(
+        raise InputFileError(
             f"{root} lacks {' and '.join(missing)}/: the ImageNet layout is ROOT/train/CLASS/*.jpg and "
             "ROOT/val/CLASS/*.jpg (or use --data digits)"
         )
@@ -142,7 +144,7 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     train = datasets.ImageFolder(str(root / "train"), train_tf)
     val = datasets.ImageFolder(str(root / "val"), val_tf)
     if train.classes != val.classes:
-        raise ValueError(f"{root}: train/ and val/ have different class folders")
+        raise UsageError(f"{root}: train/ and val/ have different class folders")
     return DataSplits(train, val, len(train.classes), str(root))
 
 

@@ -25,6 +25,7 @@ import copy
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from ..merge.algebra import MergeError, add_residual, compose_all, conv_from_module, fold_bn
 from ..merge.fold import set_submodule
 from ..models import find_blocks, input_size_of
@@ -44,9 +45,9 @@ class ExpandedConv(nn.Module):
         cin, cout = conv.in_channels, conv.out_channels
         k, s = conv.kernel_size[0], conv.stride[0]
         if conv.kernel_size[0] != conv.kernel_size[1] or conv.stride[0] != conv.stride[1] or conv.groups != 1:
-            raise ValueError("only square, ungrouped convolutions expand")
+            raise UsageError("only square, ungrouped convolutions expand")
         if conv.dilation != (1, 1) or conv.padding_mode != "zeros" or conv.padding != (k // 2, k // 2):
-            raise ValueError(f"only zero padding k//2 without dilation expands, got {conv}")
+            raise UsageError(f"only zero padding k//2 without dilation expands, got {conv}")
         hidden = expansion * cin
         dtype, device = conv.weight.dtype, conv.weight.device
         kw = dict(bias=False, dtype=dtype, device=device)
@@ -89,7 +90,7 @@ class ExpandedConv(nn.Module):
 def _vgg_targets(model: nn.Module) -> list[tuple[str, str | None]]:
     convs = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3) and m.groups == 1]
     if len(convs) < 4:
-        raise ValueError(f"the VGG rule needs at least 4 3x3 convolutions (it skips the first two and the last), found {len(convs)}")
+        raise UsageError(f"the VGG rule needs at least 4 3x3 convolutions (it skips the first two and the last), found {len(convs)}")
     names = dict(model.named_modules())
     targets = []
     for name in convs[2:-1]:
@@ -111,7 +112,7 @@ def _mbv2_targets(model: nn.Module, input_size) -> list[tuple[str, str | None]]:
         elif hasattr(m, "conv_pw"):  # timm
             targets.append((f"{block.name}.conv_pw", f"{block.name}.bn1"))
     if not targets:
-        raise ValueError("no inverted residual block with an expansion convolution in every second block")
+        raise UsageError("no inverted residual block with an expansion convolution in every second block")
     return targets
 
 
@@ -125,12 +126,12 @@ def expand_model(model: nn.Module, rule: str = "auto", *, expansion: int = 6, in
         has_ir = any(b.spec.kind == "inverted_residual" for b in find_blocks(target, size))
         rule = "mobilenet_v2" if has_ir else "vgg"
     if rule not in EXPAND_RULES:
-        raise ValueError(f"unknown expansion rule {rule!r}; choose one of {', '.join(EXPAND_RULES)} or 'auto'")
+        raise UsageError(f"unknown expansion rule {rule!r}; choose one of {', '.join(EXPAND_RULES)} or 'auto'")
     targets = _vgg_targets(target) if rule == "vgg" else _mbv2_targets(target, size)
     for name, bn in targets:
         conv = target.get_submodule(name)
         if rule == "mobilenet_v2" and conv.kernel_size != (1, 1):
-            raise ValueError(f"{name} is not a pointwise convolution")
+            raise UsageError(f"{name} is not a pointwise convolution")
         set_submodule(target, name, ExpandedConv(conv, expansion=expansion, bn_path=bn))
     target.dsprof_expand_rule = rule
     return target
@@ -151,7 +152,7 @@ def shrink_model(model: nn.Module) -> nn.Module:
     target = copy.deepcopy(model)
     expanded = [(n, m) for n, m in target.named_modules() if isinstance(m, ExpandedConv)]
     if not expanded:
-        raise ValueError("the model has no expanded convolutions (expand_model makes them)")
+        raise UsageError("the model has no expanded convolutions (expand_model makes them)")
     for name, block in expanded:
         weight, bias = block.merged_conv()
         p = block.padding

@@ -19,6 +19,7 @@ import math
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from ..models import Block, find_blocks, input_size_of, replace_block
 
 __all__ = ["ActivationGates", "GatedActivation", "GatedBlock", "GatedModel", "gate_model", "resolve_k", "ungate"]
@@ -28,14 +29,14 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
     """The number of blocks that keep their activations: ``keep`` as a count (int) or a fraction
     of ``n_blocks`` (float in [0, 1], rounded to the nearest count)."""
     if isinstance(keep, bool):
-        raise ValueError(f"keep must be a count or a fraction, got {keep!r}")
+        raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
     if isinstance(keep, float):
         if not 0.0 <= keep <= 1.0:
-            raise ValueError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
+            raise UsageError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
         return int(math.floor(keep * n_blocks + 0.5))
     k = int(keep)
     if not 0 <= k <= n_blocks:
-        raise ValueError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
+        raise UsageError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
     return k
 
 
@@ -269,7 +270,7 @@ def gate_model(
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)
     if not blocks:
-        raise ValueError(
+        raise UsageError(
             "the model has no blocks to gate (plain convolutions only?); the activation search works on models built "
             "from inverted residual, depthwise-separable or ResNet blocks (`dsprof blocks` lists them)"
         )

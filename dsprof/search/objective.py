@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..errors import LUTMissError
 from ..models import count_macs, find_blocks, input_size_of
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
@@ -91,7 +92,7 @@ def lut_savings(
     specs = [b.spec.to_str() for b in blocks]
     missing = [f"{b.name}: {s}" for b, s in zip(blocks, specs) if s not in table]
     if missing:
-        raise KeyError(
+        raise LUTMissError(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
             + "\nMeasure the model at this resolution on that device (`dsprof measure`, variants original,merged), "

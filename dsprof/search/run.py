@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge import Plan, linearize_model, merge_model
 from ..models import find_blocks
@@ -121,10 +122,10 @@ def _resume_state(path: Path | None, resume: bool, kind: str) -> dict[str, Any] 
     if not resume:
         return None
     if path is None:
-        raise ValueError("--resume needs the checkpoint path (--checkpoint / --out)")
+        raise UsageError("--resume needs the checkpoint path (--checkpoint / --out)")
     state = load_training_checkpoint(path)
     if state.get("kind") != kind:
-        raise ValueError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")
+        raise UsageError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")
     return state
 
 
@@ -225,7 +226,7 @@ def search(
         return _importance_search(model, keep, data, options, resolution, weights, lut, device_key, lut_resolution,
                                   lam, config, out, device, name)
     if method != "differentiable":
-        raise ValueError(f"unknown search method {method!r}; choose 'differentiable', 'importance' or 'random'")
+        raise UsageError(f"unknown search method {method!r}; choose 'differentiable', 'importance' or 'random'")
 
     rt = setup_runtime(device)
     try:
@@ -417,7 +418,7 @@ def finetune(
         plan = Plan.coerce(plan)
         model_name, options = plan.model, dict(plan.options)
     elif model is None:
-        raise ValueError("give a plan, or the model to train (no plan: the original model is trained)")
+        raise UsageError("give a plan, or the model to train (no plan: the original model is trained)")
     else:
         model_name, options = model, dict(options or {})
     rt = setup_runtime(device)
@@ -430,12 +431,12 @@ def finetune(
         kind = "finetune"
         if ds_plus:
             if plan is not None:
-                raise ValueError("DepthShrinker+ trains the original model expanded: give no plan")
+                raise UsageError("DepthShrinker+ trains the original model expanded: give no plan")
             student = expand_model(original)
             kind = "train-ds-plus"
             linear_epochs = max(1, config.epochs // 4) if linear_epochs is None else linear_epochs
             if not 1 <= linear_epochs <= config.epochs:
-                raise ValueError(f"linear_epochs must be 1..{config.epochs}: the expanded blocks shrink back only without activations")
+                raise UsageError(f"linear_epochs must be 1..{config.epochs}: the expanded blocks shrink back only without activations")
         elif plan is None or all(plan.keep):
             student = copy.deepcopy(original)
             kind = "train"

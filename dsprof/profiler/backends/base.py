@@ -9,6 +9,7 @@ from typing import Callable, Protocol
 
 from torch import nn
 
+from ...errors import DeviceError
 from ..timing import Timer
 
 __all__ = ["BACKENDS", "DTYPES", "Backend", "BackendSettings", "Prepared", "get_backend", "validate_settings"]
@@ -65,19 +66,19 @@ def _cuda_available() -> bool:
 def validate_settings(settings: BackendSettings) -> None:
     """Raise a ValueError, saying what to do instead, for settings that cannot run here."""
     if settings.backend not in BACKENDS:
-        raise ValueError(f"unknown backend {settings.backend!r}; known backends: {', '.join(BACKENDS)}")
+        raise DeviceError(f"unknown backend {settings.backend!r}; known backends: {', '.join(BACKENDS)}")
     if settings.dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {settings.dtype!r}; known dtypes: {', '.join(DTYPES)}")
+        raise DeviceError(f"unknown dtype {settings.dtype!r}; known dtypes: {', '.join(DTYPES)}")
     device = settings.device
     if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise ValueError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
+        raise DeviceError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
     if settings.threads is not None and settings.threads < 1:
-        raise ValueError(f"threads must be >= 1, got {settings.threads}")
+        raise DeviceError(f"threads must be >= 1, got {settings.threads}")
     if settings.is_cuda:
         if settings.backend == "tflite":
-            raise ValueError("the tflite backend runs on the CPU only; use --device cpu (or --backend torch/onnxruntime for CUDA)")
+            raise DeviceError("the tflite backend runs on the CPU only; use --device cpu (or --backend torch/onnxruntime for CUDA)")
         if settings.backend == "torch" and not _cuda_available():
-            raise ValueError(
+            raise DeviceError(
                 "--device cuda was requested but PyTorch sees no CUDA GPU here "
                 "(torch.cuda.is_available() is False); use --device cpu, or run on a machine with an NVIDIA GPU"
             )
@@ -85,34 +86,34 @@ def validate_settings(settings: BackendSettings) -> None:
             import torch
 
             if int(device[5:]) >= torch.cuda.device_count():
-                raise ValueError(f"--device {device}: PyTorch sees {torch.cuda.device_count()} GPU(s), numbered from 0")
+                raise DeviceError(f"--device {device}: PyTorch sees {torch.cuda.device_count()} GPU(s), numbered from 0")
         if settings.backend == "onnxruntime":
             import onnxruntime
 
             if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-                raise ValueError(
+                raise DeviceError(
                     "--device cuda with --backend onnxruntime needs onnxruntime's CUDAExecutionProvider, "
                     f"which this installation lacks (it has {', '.join(onnxruntime.get_available_providers())}); "
                     "install onnxruntime-gpu, or use --device cpu"
                 )
     else:
         if settings.dtype == "fp16":
-            raise ValueError("fp16 on the CPU is not supported (CPU kernels are slow or missing); use --dtype fp32 or bf16 on the CPU, or --device cuda")
+            raise DeviceError("fp16 on the CPU is not supported (CPU kernels are slow or missing); use --dtype fp32 or bf16 on the CPU, or --device cuda")
     if settings.backend in ("onnxruntime", "tflite") and settings.dtype != "fp32" and not (
         settings.backend == "onnxruntime" and settings.is_cuda and settings.dtype == "fp16"
     ):
-        raise ValueError(
+        raise DeviceError(
             f"--backend {settings.backend} supports fp32 (and onnxruntime fp16 on CUDA); got {settings.dtype}; "
             "use --backend torch for other dtypes"
         )
     if settings.channels_last and settings.backend != "torch":
-        raise ValueError("--channels-last applies to --backend torch only (TFLite is always NHWC)")
+        raise DeviceError("--channels-last applies to --backend torch only (TFLite is always NHWC)")
     if settings.compile and settings.backend != "torch":
-        raise ValueError("--compile applies to --backend torch only")
+        raise DeviceError("--compile applies to --backend torch only")
     if settings.backend == "tflite" and (
         importlib.util.find_spec("onnx2tf") is None or importlib.util.find_spec("ai_edge_litert") is None
     ):
-        raise ValueError("the tflite backend needs the 'tflite' extra: pip install 'dsprof[tflite]'")
+        raise DeviceError("the tflite backend needs the 'tflite' extra: pip install 'dsprof[tflite]'")
 
 
 def get_backend(settings: BackendSettings) -> Backend:
