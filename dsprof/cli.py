@@ -256,13 +256,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from .profiler import TimingConfig
     from .profiler.explain import explain_block, format_explanation
 
-    try:
-        explanation = explain_block(
-            model_from_args(args), args.block, name=args.model, model_options=model_options_from_args(args),
-            backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
-        )
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+    explanation = explain_block(
+        model_from_args(args), args.block, name=args.model, model_options=model_options_from_args(args),
+        backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
+    )
     print(format_explanation(explanation))
     if args.out:
         print(f"wrote {explanation.save(args.out)}")
@@ -341,7 +338,7 @@ def cmd_build_lut(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from .lut import LUT, LUTMissWarning
-    from .lut.predict import predict_latency, profiled_options
+    from .lut.predict import predict_latency
     from .merge.plan import load_plan
 
     model = model_from_args(args)

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
-from ..errors import LUTError
+from ..errors import LUTError, UsageError
 from ..models import find_blocks, input_size_of, named_model
 from .schema import DeviceKey, context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
@@ -156,7 +156,7 @@ def predict_latency(
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
     if method not in METHODS:
-        raise ValueError(f"method is one of {', '.join(METHODS)}, got {method!r}")
+        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if rest not in ("auto", "stem+head", "model-minus-blocks"):
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
@@ -235,7 +235,7 @@ def predict_latency(
     errors: list[float] = []
     if use_context:
         if variant is not None:
-            raise ValueError("the context method predicts plans; give a plan, not a variant for every block")
+            raise UsageError("the context method predicts plans; give a plan, not a variant for every block")
         rest_s, rest_method = 0.0, "whole-model"
         if not context_ok:
             for i, v in changed:

@@ -23,6 +23,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
 from ..models import Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, run_of
 from .workloads import Workload, dense_conv, linearize
@@ -64,7 +65,7 @@ def context_workloads(
     of ``variants`` (``merged``, ``linear``); see the module docstring."""
     bad = [v for v in variants if v not in CONTEXT_VARIANTS]
     if bad or not variants:
-        raise ValueError(f"context variants are {', '.join(CONTEXT_VARIANTS)}; got {list(variants)}")
+        raise UsageError(f"context variants are {', '.join(CONTEXT_VARIANTS)}; got {list(variants)}")
     input_size = input_size or input_size_of(model)
     in_ch = first_conv_in_channels(model)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)

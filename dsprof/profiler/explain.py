@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, named_model
 from .backends import BackendSettings, get_backend
@@ -96,7 +97,7 @@ def load_explanation(path: str | Path) -> BlockExplanation:
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
         return BlockExplanation(**data)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"{path}: not a block explanation written by `dsprof explain` ({exc})") from None
+        raise UsageError(f"{path}: not a block explanation written by `dsprof explain` ({exc})") from None
 
 
 def _cpu_signals(fn) -> tuple[Any, float, float | None]:
@@ -242,7 +243,7 @@ def explain_block(
     (`dsprof blocks` lists them); ``backend`` is ``torch`` or ``onnxruntime``; ``threads`` defaults
     to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed module."""
     if backend not in ("torch", "onnxruntime"):
-        raise ValueError(f"explain supports --backend torch or onnxruntime on the CPU, not {backend!r}")
+        raise UsageError(f"explain supports --backend torch or onnxruntime on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
     options = dict(model_options or {})
     label, net = named_model(model, name, resolution, options)
@@ -250,7 +251,7 @@ def explain_block(
     blocks = find_blocks(net)
     found = [b for b in blocks if b.name == block]
     if not found:
-        raise ValueError(f"no block named {block!r}; the model's blocks are: {', '.join(b.name for b in blocks)}")
+        raise UsageError(f"no block named {block!r}; the model's blocks are: {', '.join(b.name for b in blocks)}")
     spec = found[0].spec
     saved = torch.get_num_threads()
     try:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..errors import UsageError
+
 __all__ = [
     "PlanOutcome",
     "accuracy_percentile",
@@ -65,7 +67,7 @@ def all_keeps(n_blocks: int, k: int) -> list[tuple[int, ...]]:
     """Every keep list of ``n_blocks`` entries with exactly ``k`` ones (C(n, k) of them), in
     lexicographic order of the kept indices."""
     if not 0 <= k <= n_blocks:
-        raise ValueError(f"k={k} must lie in 0..{n_blocks}")
+        raise UsageError(f"k={k} must lie in 0..{n_blocks}")
     return [tuple(int(i in chosen) for i in range(n_blocks)) for chosen in map(set, itertools.combinations(range(n_blocks), k))]
 
 
@@ -73,7 +75,7 @@ def accuracy_percentile(value: float, population: Sequence[float]) -> float:
     """The share of ``population`` that ``value`` beats, ties counted half (mid-rank): 1.0 when it is
     better than every plan, 0.5 at the median. Top quartile: >= 0.75."""
     if not population:
-        raise ValueError("an empty population has no percentiles")
+        raise UsageError("an empty population has no percentiles")
     below = sum(1 for p in population if p < value)
     equal = sum(1 for p in population if p == value)
     return (below + 0.5 * equal) / len(population)
@@ -83,7 +85,7 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b rank correlation of two equally long sequences (ties handled): 1 when they
     order the items alike, -1 when reversed. NaN when either is constant."""
     if len(x) != len(y):
-        raise ValueError(f"kendall_tau needs equally long sequences, got {len(x)} and {len(y)}")
+        raise UsageError(f"kendall_tau needs equally long sequences, got {len(x)} and {len(y)}")
     concordant = discordant = ties_x = ties_y = 0
     for i, j in itertools.combinations(range(len(x)), 2):
         dx, dy = x[i] - x[j], y[i] - y[j]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..errors import UsageError
+
 __all__ = ["BlockImportance", "importance_keep", "measure_importance"]
 
 
@@ -46,10 +48,10 @@ def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float
     earlier block first)."""
     n = len(importance)
     if not 0 <= k <= n:
-        raise ValueError(f"k={k} must lie in 0..{n}")
+        raise UsageError(f"k={k} must lie in 0..{n}")
     w = list(weights) if weights is not None else [0.0] * n
     if len(w) != n:
-        raise ValueError(f"{len(w)} weights for {n} blocks")
+        raise UsageError(f"{len(w)} weights for {n} blocks")
     merit = [float(importance[i]) - lam * float(w[i]) for i in range(n)]
     chosen = set(sorted(range(n), key=lambda i: (-merit[i], i))[:k])
     return tuple(int(i in chosen) for i in range(n))
