@@ -122,10 +122,18 @@ def main() -> None:
         outcomes = enumerate_plans(MODEL, k=args.keep, options=options, weights=work / "original.pt", config=tune_cfg,
                                    seeds=seeds, lut=args.lut, **common)
         timings["enumeration"] = time.perf_counter() - t
+    if args.lut is not None and any(o.latency_s is None for o in outcomes):  # stored without: look them up now
+        from dsprof.lut import predict_latency
+
+        outcomes = [o if o.latency_s is not None else replace(o, latency_s=predict_latency(
+            MODEL, args.lut, Plan(MODEL, o.keep, options), options=options, resolution=args.resolution).total_s)
+            for o in outcomes]
     drops = importance["drops"]
     by_keep = {o.keep: o for o in outcomes}
     accs = [o.accuracy for o in outcomes]
-    macs = [o.macs for o in outcomes]
+    # the cost axis of the Pareto front: LUT latency where the plans have it, else MACs
+    macs = [o.latency_s if o.latency_s is not None else o.macs for o in outcomes]
+    cost_of = (lambda o: o.latency_s) if outcomes[0].latency_s is not None else (lambda o: o.macs)
     seed_spread = (statistics.fmean(max(o.accuracies) - min(o.accuracies) for o in outcomes) if len(seeds) > 1 else 0.0)
     n = len(drops)
     marginal = [statistics.fmean(o.accuracy for o in outcomes if o.keep[b]) -
@@ -140,7 +148,7 @@ def main() -> None:
             if kw["method"] == "importance":
                 cfg = replace(tune_cfg, seed=100)  # its own seed: not the ground truth's fine-tuning runs
             found = search(MODEL, keep=args.keep, options=options, weights=work / "original.pt", lam=lam,
-                           score_lr=args.score_lr, config=cfg, **kw, **common)
+                           score_lr=args.score_lr, config=cfg, lut=args.lut if weighted else None, **kw, **common)
             seconds = time.perf_counter() - t
             keep = tuple(found.plan.keep)
             o = by_keep[keep]
@@ -148,7 +156,7 @@ def main() -> None:
             row = {"search": label, "lambda": lam, "keep": o.keep_str, "accuracy": o.accuracy, "macs": o.macs,
                    "percentile": accuracy_percentile(o.accuracy, accs),
                    "tau_importance": kendall_tau(scores, drops), "tau_marginal": kendall_tau(scores, marginal),
-                   "gap_to_front": gap_to_front(o.macs, o.accuracy, macs, accs),
+                   "latency_s": o.latency_s, "gap_to_front": gap_to_front(cost_of(o), o.accuracy, macs, accs),
                    "score_spread": max(scores) - min(scores), "scores": scores, "seconds": seconds}
             rows.append(row)
             print(f"{label}, lambda {lam}: keep {o.keep_str} accuracy {o.accuracy:.4f} percentile {row['percentile']:.2f} "
@@ -200,17 +208,21 @@ def plot(summary, outcomes, front, rows):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.scatter([o.macs / 1e6 for o in outcomes], [o.accuracy for o in outcomes], s=12, c="0.6", label="all plans (k fixed)")
+    by_lut = outcomes[0].latency_s is not None  # the front's cost axis: LUT latency (ms) where known, else MMACs
+    x = (lambda o: o.latency_s * 1e3) if by_lut else (lambda o: o.macs / 1e6)
+    by_keep = {o.keep_str: o for o in outcomes}
+    ax.scatter([x(o) for o in outcomes], [o.accuracy for o in outcomes], s=12, c="0.6", label="all plans (k fixed)")
     f = [outcomes[i] for i in front]
-    ax.plot([o.macs / 1e6 for o in f], [o.accuracy for o in f], "k-", lw=1, label="Pareto front")
+    ax.plot([x(o) for o in f], [o.accuracy for o in f], "k-", lw=1, label="Pareto front")
     ax.axhline(summary["random_mean_accuracy"], color="0.4", ls="--", lw=1, label="random plans (mean)")
     marks = "o^sDv*P"
     for i, r in enumerate(rows):
-        ax.scatter([r["macs"] / 1e6], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
+        ax.scatter([x(by_keep[r["keep"]])], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
                    label=f"{r['search']} (λ={r['lambda']:g})")
     lp = summary["layer_pruning"]
-    ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
-    ax.set_xlabel("MMACs (merged, one image)")
+    if not by_lut:
+        ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
+    ax.set_xlabel("predicted latency, ms (LUT)" if by_lut else "MMACs (merged, one image)")
     ax.set_ylabel("val accuracy (mean over seeds)")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
