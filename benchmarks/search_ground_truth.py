@@ -40,7 +40,6 @@ from dsprof.search import TrainConfig, finetune, search
 from dsprof.search.ground_truth import (
     PlanOutcome,
     accuracy_percentile,
-    all_keeps,
     enumerate_plans,
     gap_to_front,
     kendall_tau,

@@ -8,6 +8,7 @@ SPPF refused. The commands run through the console script, as a user runs them.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -144,7 +145,7 @@ def test_factory_gets_resolution_and_num_classes_where_it_takes_them(tmp_path):
         load_model_file(f"{path}:plain", num_classes=3)
 
 
-def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path):
+def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path, monkeypatch):
     from dsprof.models import get_model, model_entry
 
     path = write(tmp_path, "sized_net.py", (
@@ -163,6 +164,12 @@ def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path):
     clash = write(other, "sized_net.py", "from torch import nn\ndef build():\n    return nn.Conv2d(3, 4, 1)\n")
     with pytest.raises(ModelFileError, match="already the model from"):
         register_model_file(f"{clash}:build")
+    def no_network(*args, **kwargs):
+        raise AssertionError("a test tried to download")
+
+    # a file model has no weights to fetch: the error comes first, and nothing may be downloaded to find out
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     with pytest.raises(ModelFileError, match="no published weights"):
         get_model(label, pretrained=True)
 
