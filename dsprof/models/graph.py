@@ -481,7 +481,7 @@ class _Discovery:
         plain = [p for p in exact if not isinstance(self.g.modules.get(p), _CONTAINERS)]
         return (plain or exact)[-1]
 
-    def _run(self, nodes: set[fx.Node], units: list[_Unit]) -> tuple[str, int, int] | None:
+    def _run(self, nodes: set[fx.Node]) -> tuple[str, int, int] | None:
         """(parent, a, b) when ``nodes`` are exactly the children a..b-1 of an nn.Sequential."""
         common = self._common(sorted(nodes, key=self.g.order.get))
         parent = common[-1]
@@ -557,11 +557,10 @@ class _Discovery:
         if not isinstance(x, fx.Node) or add is None or not g.is_add(add):
             return None
         operands = [a for a in add.args if isinstance(a, fx.Node)]
-        if len(operands) != 2 or chain[-1].out not in operands and not any(
-            g.is_pass(o) and chain[-1].out in o.all_input_nodes for o in operands
-        ):
+        # a unit's trailing pass-through nodes are part of it, so the add reads the unit's last node itself
+        if len(operands) != 2 or chain[-1].out not in operands:
             return None
-        other = next(o for o in operands if o is not chain[-1].out and not (g.is_pass(o) and chain[-1].out in o.all_input_nodes))
+        other = operands[1] if operands[0] is chain[-1].out else operands[0]
         path: list[fx.Node] = []
         n = other
         while n is not x:
@@ -628,6 +627,8 @@ class _Discovery:
 
     def _candidate(self, chain: list[_Unit], closed) -> None:
         g = self.g
+        if len(chain) < 2:
+            return
         nodes = set().union(*(set(u.nodes) for u in chain))
         tail_node = None
         if closed is not None:
@@ -635,8 +636,6 @@ class _Discovery:
             nodes |= {add, *path}
             if tail_node is not None:
                 nodes.add(tail_node)
-            if len(chain) < 2:
-                return
         nodes = self._with_passes(nodes)
         owner = self._owner(nodes)
         if owner is None and closed is not None and tail_node is not None:
@@ -644,7 +643,7 @@ class _Discovery:
             nodes = self._with_passes(nodes - {n for n in nodes if g.is_pass(n)})
             tail_node = None
             owner = self._owner(nodes)
-        run = self._run(nodes, chain) if owner is None and closed is None else None
+        run = self._run(nodes) if owner is None and closed is None else None
         if owner is None and run is None:
             first, last = chain[0].conv, chain[-1].out
             common = self._common(sorted(nodes, key=g.order.get))
@@ -694,13 +693,10 @@ class _Discovery:
         if closed is not None:
             add, path, _, x = closed
             shortcut = tuple(g.module(n) for n in path)
-            tail = None
             out = add
             if tail_node is not None:
                 tail = g.module(tail_node) if tail_node.op == "call_module" else _functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
                 out = tail_node
-        elif tail is not None:
-            out = chain[-1].out
         convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups) for u in units)
         styles = {_padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
         if len(styles) > 1:
@@ -710,7 +706,7 @@ class _Discovery:
         shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
         h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
         distinct = sorted(set(act_names))
-        act = distinct[0] if len(distinct) == 1 else ("none" if not distinct else distinct[0])
+        act = distinct[0] if distinct else "none"  # blocks with two kinds: the first name (alphabetical)
         spec = BlockSpec.from_convs(
             convs, padding=styles.pop(), residual=shortcut is not None, projection=projection, in_h=h, in_w=w, act=act,
         )
@@ -734,11 +730,12 @@ class _Discovery:
                     return True
             return False
 
-        reported: list[str] = list(self.refused_paths)
+        reported: list[str] = list(self.refused_paths)  # refused blocks cover what is inside them
+        chains = {r.name for r in self.refusals}  # a module already refused for an unowned chain: said once
         for path, module in self.g.modules.items():
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
                 continue
-            if any(r == "" or path == r or path.startswith(r + ".") for r in reported):
+            if path in chains or any(r == "" or path == r or path.startswith(r + ".") for r in reported):
                 continue
             inside = self.under[path]
             brk = next(((n, r, nm) for n, r, nm in self.breaks if n in inside), None)
