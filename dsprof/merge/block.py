@@ -117,13 +117,11 @@ def merge_linearized(
     original = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
     try:
         if block.border == "in_front":
-            merged = compose_all(convs)
-            front = block.pad.padding
-            merged = replace(merged, padding=front)
+            merged = _in_front_conv(block, convs, shortcut)
         else:
             merged = compose_all(original)
-        if block.has_skip:
-            merged = add_residual(merged, shortcut)
+            if block.has_skip:
+                merged = add_residual(merged, shortcut)
     except MergeError as exc:
         raise MergeError(f"{block.spec or 'block'}: {exc}") from None
 
@@ -163,13 +161,18 @@ def _linear_macs(original: list[LinearConv], shortcut: LinearConv | None, size: 
     return macs, h
 
 
+def _in_front_conv(block: Linearized, convs: list[LinearConv], shortcut: LinearConv | None) -> LinearConv:
+    """A padding-in-front block as one convolution: its folded chain composed, the front padding, the skip folded in."""
+    merged = replace(compose_all(convs), padding=block.pad.padding)
+    return add_residual(merged, shortcut) if block.has_skip else merged
+
+
 def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype, device) -> tuple[MergedConv, BlockMergeInfo]:
     """A span of padding-in-front blocks: their merged convolutions composed into one (exact, padding in front)."""
     pieces, linear_macs, h = [], 0, size
     for b in span.blocks:
         convs, shortcut = folded_chain(b)
-        piece = replace(compose_all(convs), padding=b.pad.padding)
-        pieces.append(add_residual(piece, shortcut) if b.has_skip else piece)
+        pieces.append(_in_front_conv(b, convs, shortcut))
         macs, h = _linear_macs([replace(c, padding=p) for c, p in zip(convs, b.inner_padding)], shortcut, h)
         linear_macs += macs
     try:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..models import Block, BlockSpec, find_blocks, input_size_of
-from .algebra import LinearConv, MergeError, compose_all
+from .algebra import MergeError
 from .layers import ZeroPad
 
 __all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
@@ -126,11 +126,6 @@ def _chain_macs(spec: BlockSpec) -> int:
     return macs
 
 
-def _merged_macs(spec: BlockSpec) -> int:
-    k = spec.merged_kernel
-    return k * k * spec.in_channels * spec.out_channels * spec.out_h * spec.out_w
-
-
 def plan_spans(
     model: nn.Module,
     plan,
@@ -167,7 +162,7 @@ def plan_spans(
                     got = min(both) if None not in both else None
                 if got is not None:
                     return float(got)
-            return float(span_macs(piece) if len(piece) > 1 else min(_merged_macs(piece[0]), _chain_macs(piece[0])))
+            return float(span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0])))
 
         n = len(specs)
         best = [0.0] + [float("inf")] * n
@@ -202,12 +197,3 @@ def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinear
     last_act = linearized[-1].act
     act = None if isinstance(last_act, nn.Identity) else copy.deepcopy(last_act)
     return SpanLinearized([copy.deepcopy(b) for b in linearized], pad, act, start, stop)
-
-
-def span_conv(span: SpanLinearized, block_conv: Callable[[nn.Module], LinearConv]) -> LinearConv:
-    """The merged convolution of a span: the blocks' merged convolutions composed (padding in front)."""
-    merged = compose_all([block_conv(b) for b in span.blocks])
-    if merged.padding != span.pad.padding:
-        raise MergeError(f"span padding {merged.padding} differs from its front padding {span.pad.padding}")
-    return merged
-

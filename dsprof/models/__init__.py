@@ -1,7 +1,7 @@
 """Model zoo, block discovery and MAC / parameter / memory counting."""
 
 from . import zoo as _zoo  # noqa: F401  (registers the models)
-from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks, trace_input_shapes
+from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks
 from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block, run_of
 from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
 from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
@@ -54,5 +54,4 @@ __all__ = [
     "register_model",
     "split_model",
     "summarize_blocks",
-    "trace_input_shapes",
 ]

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 from torch import nn
 
 from ..errors import UsageError
 from .graph import Block, Refusal, discover_blocks
-from .registry import input_size_of
-from .tracing import eval_forward, first_conv_in_channels
 
-__all__ = ["Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks", "trace_input_shapes"]
+__all__ = ["Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"]
 
 #: A part of the model that looks like a block but cannot be one (kept name; see `Refusal`).
 UnsupportedBlock = Refusal
@@ -47,23 +44,3 @@ def find_blocks(
 
 
 _warned: set[str] = set()
-
-
-def trace_input_shapes(
-    model: nn.Module, modules: list[nn.Module], input_size: tuple[int, int] | None = None
-) -> dict[nn.Module, tuple[int, ...]]:
-    """Input shape of each of ``modules`` in one batch-1 forward pass of ``model`` (eval mode)."""
-    h, w = input_size or input_size_of(model)
-    shapes: dict[nn.Module, tuple[int, ...]] = {}
-
-    def record(module: nn.Module, args: tuple) -> None:
-        shapes.setdefault(module, tuple(args[0].shape))
-
-    handles = [m.register_forward_pre_hook(record) for m in modules]
-    param = next(model.parameters(), None)
-    x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype if param is not None else None)
-    eval_forward(model, x, handles)
-    missing = [m for m in modules if m not in shapes]
-    if missing:
-        raise RuntimeError(f"{len(missing)} block(s) did not run in the forward pass; cannot tell their input size")
-    return shapes
