@@ -198,7 +198,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: measure's, 1)")
-    parser.add_argument("--budget", type=float, default=0.5, help="seconds of timing per workload at most")
+    parser.add_argument("--budget", type=float, default=TimingConfig.budget_s,
+                        help="seconds of timing per workload at most (default: measure's)")
     parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s,
                         help="seconds of warm-up of each run's first group (thread pools, allocator, cuDNN autotuning)")
     parser.add_argument("--seed", type=int, default=0)

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.lut import DeviceKey, build_lut, predict_latency
+from dsprof.lut import DeviceContext, build_lut, predict_latency
 from dsprof.merge import load_preset, merge_model
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
@@ -261,7 +261,7 @@ def tab4(runs: dict[tuple[str, str], list[Measurement]], nets: dict[str, Net]) -
     return table[[c for c in table.columns if c not in paper_cols] + paper_cols]
 
 
-def lut_table(lut, key: DeviceKey, runs: dict[str, list[Measurement]], nets: dict[str, Net], resolution: int) -> pd.DataFrame:
+def lut_table(lut, key: DeviceContext, runs: dict[str, list[Measurement]], nets: dict[str, Net], resolution: int) -> pd.DataFrame:
     """Predicted vs measured FPS of every model measured: Tab. 1's originals and FLOPs-matched
     counterparts, the presets, Tab. 9's variants -- predicted two ways (`predict_latency`'s ``rest``):
 
@@ -373,7 +373,7 @@ def main(argv=None) -> int:
     block_records = [r for records in runs1.values() for r in records if r.ok and r.scope == "block"]
     tables = {"tab1": tab1(runs1), "tab9": tab9(runs9), "tab23": tab23(runs1, nets), "tab4": tab4(runs4, nets),
               "lut": pd.DataFrame()}
-    key = DeviceKey.of(block_records[0]) if block_records else None
+    key = DeviceContext.of(block_records[0]) if block_records else None
     if key is not None:
         lut = build_lut([p for p in sorted(s.measurements.glob("*.jsonl")) if in_context(p, key)])
         lut.save(args.out / "lut.csv")
@@ -406,9 +406,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def in_context(path: Path, key: DeviceKey) -> bool:
+def in_context(path: Path, key: DeviceContext) -> bool:
     """Whether a measurement file was made in the LUT's context (device, backend, batch...)."""
-    return any(r.ok and DeviceKey.of(r) == key for r in read_measurements(path))
+    return any(r.ok and DeviceContext.of(r) == key for r in read_measurements(path))
 
 
 def write_summary(args, tables, records, key, resolution, budget, elapsed) -> str:

@@ -170,48 +170,49 @@ def _csv_list(text: str) -> tuple[str, ...]:
     return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+def measure_request_from_args(args: argparse.Namespace, model):
+    """The `MeasureRequest` that `dsprof measure`'s options describe."""
+    from .profiler import BackendSettings, MeasureRequest
+
+    return MeasureRequest(
+        model, args.model, model_options_from_args(args), args.resolution, extra_models_from_args(args, model),
+        BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, args.compile),
+        args.batch, _csv_list(args.variants), _csv_list(args.model_variants), blocks_from_args(args),
+        _csv_list(args.context), args.spans, timing_from_args(args), args.out, args.resume, args.overwrite,
+    )
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
-    from .profiler import format_summary, measure
+    from .profiler import format_summary, measure_request
     from .profiler.runner import threads_note
 
-    model = model_from_args(args)
-    options = model_options_from_args(args)
-    extra = extra_models_from_args(args, model)
+    request = measure_request_from_args(args, model_from_args(args))
     if args.remote:
-        return _measure_remote(args, model, options, extra)
-    timing = timing_from_args(args)
-    result = measure(
-        model, name=args.model, model_options=options, backend=args.backend, device=args.device,
-        dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
-        compile=args.compile, variants=_csv_list(args.variants), model_variants=_csv_list(args.model_variants),
-        extra_models=extra, context=_csv_list(args.context),
-        blocks=blocks_from_args(args), spans=args.spans, timing=timing,
-        out=args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-        log=lambda m: print(f"warning: {m}", file=sys.stderr),
-    )
+        return _measure_remote(args, request)
+    result = measure_request(request, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr))
     print(threads_note(result.threads, result.threads_given))
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
 
 
-def _measure_remote(args: argparse.Namespace, model, options: dict, extra: dict) -> int:
+def _measure_remote(args: argparse.Namespace, request) -> int:
     """`dsprof measure --remote HOST`: export, run over ssh, import (dsprof.edge.remote)."""
     import shlex
 
     from .edge.remote import measure_remote
     from .profiler import default_batch
 
-    if args.dtype != "fp32" or args.channels_last or args.compile:
+    settings = request.settings
+    if settings.dtype != "fp32" or settings.channels_last or settings.compile:
         raise CliError("--remote times fp32 bundles: drop --dtype, --channels-last and --compile")
     result = measure_remote(
-        args.remote, model, backend=args.backend, device=args.device, threads=args.threads,
-        ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=args.out,
-        overwrite=args.overwrite, log=None if args.no_progress else print, name=args.model,
-        model_options=options, resolution=args.resolution, extra_models=extra,
-        batch=args.batch or default_batch(args.device), variants=_csv_list(args.variants),
-        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args),
-        timing=timing_from_args(args),
+        args.remote, request.model, backend=settings.backend, device=settings.device, threads=settings.threads,
+        ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=request.out,
+        overwrite=request.overwrite, log=None if args.no_progress else print, name=request.name,
+        model_options=request.model_options, resolution=request.resolution, extra_models=request.extra_models,
+        batch=request.batch or default_batch(settings.device), variants=request.variants,
+        model_variants=request.model_variants, blocks=request.blocks, timing=request.timing,
     )
     first = result.measurements[0]
     print(f"{sum(r.ok for r in result.measurements)} workloads measured on {args.remote} ({first.device_name}, "
@@ -329,17 +330,15 @@ def cmd_build_lut(args: argparse.Namespace) -> int:
     frame = lut.to_dataframe()
     print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
     for key in lut.devices():
-        rows = frame[(frame.env_id == key.env_id) & (frame.backend == key.backend) & (frame.batch == key.batch)
-                     & (frame.threads == key.threads) & (frame.device == key.device) & (frame.dtype == key.dtype)
-                     & (frame.layout == key.layout) & (frame.compile == key.compile)]
-        print(f"  {key}  {lut.device_name(key)}: {len(rows)} entries")
+        print(f"  {key}  {lut.device_name(key)}: {len(lut.entries(key))} entries")
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from .lut import LUT, LUTMissWarning
-    from .lut.predict import predict_latency
+    from .lut.predict import measure_planned, predict_latency
     from .merge.plan import load_plan
+    from .profiler import environment, environment_id
 
     model = model_from_args(args)
     options = model_options_from_args(args)
@@ -360,35 +359,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"warning: {message}", file=sys.stderr)
     if not args.measure:
         return 0
-    measured_s = _measure_planned_model(model, plan, lut, key, args)
+    if environment_id(environment()) != key.env_id:
+        print(f"warning: the LUT context {key} is another environment than this machine's; "
+              "the measurement is taken here", file=sys.stderr)
+    measured_s = measure_planned(model, key, plan, lut=lut, name=args.model, out=args.measure_out,
+                                 progress=not args.no_progress).median_s
     error = pred.total_s / measured_s - 1
     where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
           f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}; the measurement is {where} the 95 % interval "
           f"{pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
     return 0
-
-
-def _measure_planned_model(model, plan, lut, key, args: argparse.Namespace) -> float:
-    """Median latency (s) of the model, merged per the plan, measured here in the LUT context."""
-    from .merge import merge_model
-    from .profiler import environment, environment_id, measure
-
-    if environment_id(environment()) != key.env_id:
-        print(f"warning: the LUT context {key} is another environment than this machine's; "
-              "the measurement is taken here", file=sys.stderr)
-    if plan is not None:
-        view = lut.savings(key)
-        model = merge_model(model, plan, savings=dict(zip(view.workload, view.saving_s)))
-    label = f"{args.model}-{plan.name or 'plan'}" if plan is not None else args.model
-    result = measure(  # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
-        model, name=label, backend=key.backend, device=key.device, dtype=key.dtype,
-        channels_last=key.layout == "channels_last", batch=key.batch, threads=key.threads or None,
-        compile=key.compile, variants=(), model_variants=(), extra_models={label: model}, blocks=None,
-        out=args.measure_out, overwrite=True, progress=not args.no_progress,
-    )
-    record = next(r for r in result.measurements if r.scope == "model" and r.ok)
-    return record.median_s
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ import threading
 import pandas as pd
 import pytest
 
-from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceKey, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
+from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceContext, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
 from dsprof.lut.predict import predict_latency
 from dsprof.merge.plan import Plan
 from dsprof.models import find_blocks, get_model
@@ -188,13 +188,13 @@ def test_miss_names_the_key_and_the_nearest(measured):
 def test_device_key_round_trip_and_resolve_errors(measured):
     lut = build_lut([measured])
     key = lut.devices()[0]
-    assert DeviceKey.from_str(key.to_str()) == key
+    assert DeviceContext.from_str(key.to_str()) == key
     assert lut.resolve(key.to_str()) == key
-    assert DeviceKey.from_str("abc/cuda:0/torch/fp16/channels_last/b128/t0/compiled").compile
+    assert DeviceContext.from_str("abc/cuda:0/torch/fp16/channels_last/b128/t0/compiled").compile
     with pytest.raises(LUTError, match="no context matches"):
         lut.resolve(backend="tflite")
     with pytest.raises(ValueError, match="not a device key"):
-        DeviceKey.from_str("cpu/torch")
+        DeviceContext.from_str("cpu/torch")
 
 
 def _hand_lut(blocks, label, *, stem_head=True, whole=None):

@@ -1,4 +1,5 @@
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,7 @@ from dsprof.reports import (
     accuracy_fps_figure,
     block_latency_figure,
     block_table,
-    device_label,
+    device_labels,
     memory_figure,
     memory_table,
     prediction_figure,
@@ -41,7 +42,7 @@ def test_profiling_table_numbers(records):
     assert len(table) == 1 and table.loc[0, "model"] == "mobilenet_v2 (depths=[1, 1, 1, 1, 1, 1, 1]) 32px"
     for backend in ("torch", "onnxruntime"):
         orig, dense = _record(records, backend, "model", "original"), _record(records, backend, "model", "flops_matched")
-        d = device_label(orig)
+        d = device_labels(records)[orig.context]
         assert table.loc[0, "GMACs"] == pytest.approx(orig.macs / 1e9, rel=1e-12)
         assert table.loc[0, f"{d}: original FPS"] == pytest.approx(orig.batch / orig.median_s, rel=1e-12)
         assert table.loc[0, f"{d}: dense FPS"] == pytest.approx(dense.batch / dense.median_s, rel=1e-12)
@@ -53,7 +54,7 @@ def test_variant_table_numbers(records):
     assert list(table["model"]) == ["mobilenet_v2", "mobilenet_v2 (all blocks merged)", "tiny-ds"]
     orig, plan = _record(records, "onnxruntime", "model", "original"), _record(records, "onnxruntime", "model", "custom", "tiny-ds")
     row = table.set_index("model").loc["tiny-ds"]
-    d = device_label(orig)
+    d = device_labels(records)[orig.context]
     assert row["accuracy"] == 71.2 and pd.isna(table.loc[0, "accuracy"])
     assert row["MMACs"] == pytest.approx(plan.macs / 1e6)
     assert row[f"{d}: FPS"] == pytest.approx(1 / plan.median_s, rel=1e-12)
@@ -66,16 +67,38 @@ def test_block_table_numbers(records):
     for r in records:
         if r.scope != "block":
             continue
-        row = table[(table.device == device_label(r)) & (table["index"] == r.index)].iloc[0]
+        row = table[(table.device == device_labels(records)[r.context]) & (table["index"] == r.index)].iloc[0]
         assert row[f"{r.variant}_ms"] == pytest.approx(r.median_s * 1e3, rel=1e-12)
         assert row["spec"] == r.spec
     # Saving and speed-up of every block, from the raw samples of its two records (not from the table's columns)
-    median_ms = {(device_label(r), r.index, r.variant): statistics.median(r.samples_s) * 1e3
+    labels = device_labels(records)
+    median_ms = {(labels[r.context], r.index, r.variant): statistics.median(r.samples_s) * 1e3
                  for r in records if r.scope == "block"}
     for row in table.itertuples():
         original, merged = median_ms[(row.device, row.index, "original")], median_ms[(row.device, row.index, "merged")]
         assert row.saving_ms == pytest.approx(original - merged, rel=1e-9, abs=1e-12)
         assert row.merged_speedup == pytest.approx(original / merged, rel=1e-9)
+
+
+def test_contexts_differing_only_in_threads_or_layout_get_their_own_columns(records):
+    # The same real records, relabelled as if measured again with --threads 1 (they ran on 2) and with --channels-last:
+    # three device contexts with the same device name, backend, dtype and batch.
+    torch_recs = [r for r in records if r.backend == "torch"]
+    one_thread = [replace(r, threads=1, samples_s=tuple(s * 2 for s in r.samples_s)) for r in torch_recs]
+    nhwc = [replace(r, layout="channels_last", samples_s=tuple(s * 3 for s in r.samples_s)) for r in torch_recs]
+    labels = device_labels(torch_recs + one_thread + nhwc)
+    assert len(set(labels.values())) == 3
+    one = labels[torch_recs[0].context]
+    assert "/ t2" in one and "nchw" in one and labels[one_thread[0].context].endswith("/ t1")
+    assert "channels_last" in labels[nhwc[0].context]
+    table = profiling_table(torch_recs + one_thread + nhwc)
+    orig = _record(torch_recs, "torch", "model", "original")
+    fps = 1 / statistics.median(orig.samples_s)
+    for recs, factor in ((torch_recs, 1), (one_thread, 2), (nhwc, 3)):
+        column = f"{labels[recs[0].context]}: original FPS"
+        assert table.loc[0, column] == pytest.approx(fps / factor, rel=1e-9)
+    blocks = block_table(torch_recs + one_thread + nhwc)
+    assert blocks["device"].nunique() == 3 and len(blocks) == 3 * 7
 
 
 def test_render_formats(records):

@@ -30,7 +30,7 @@ from .. import __version__
 from ..errors import OutputPathError, UsageError
 from ..io import make_parent_folders
 from ..models import input_size_of, named_model
-from ..profiler.runner import _build_groups
+from ..profiler.runner import workload_groups
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, write_manifest
@@ -135,7 +135,7 @@ def export_bundle(
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU
     try:
-        groups = _build_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
+        groups = workload_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
         if not groups:
             raise UsageError("nothing to export: no block matched and no whole-model variant was asked for")
         make_parent_folders(out)

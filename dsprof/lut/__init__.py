@@ -2,7 +2,8 @@
 
 from .build import build_lut, measurement_files
 from .predict import Prediction, predict_latency
-from .schema import COLUMNS, SCHEMA, DeviceKey, model_label
+from ..device_context import DeviceContext
+from .schema import COLUMNS, SCHEMA, model_label
 from .table import LUT, LUTEntry, LUTError, LUTMissError, LUTMissWarning
 from .validate import PredictionAccuracy, accuracy_table, prediction_accuracy
 
@@ -10,7 +11,7 @@ __all__ = [
     "COLUMNS",
     "LUT",
     "SCHEMA",
-    "DeviceKey",
+    "DeviceContext",
     "LUTEntry",
     "LUTError",
     "LUTMissError",

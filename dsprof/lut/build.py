@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import InputFileError
 from ..profiler.records import Measurement, read_measurements
 from ..profiler.stats import summarize
-from .schema import COLUMNS, SCHEMA, DeviceKey, context_workload, model_label
+from .schema import COLUMNS, SCHEMA, context_workload, model_label
 from .table import LUT
 
 __all__ = ["build_lut", "measurement_files", "workload_of"]
@@ -43,7 +43,7 @@ def workload_of(r: Measurement) -> str:
 
 
 def _key(r: Measurement) -> tuple:
-    return tuple(DeviceKey.of(r).as_dict().values()) + (r.scope, workload_of(r), r.variant)
+    return r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
 
 
 def build_lut(paths: Iterable[str | Path]) -> LUT:

@@ -14,12 +14,14 @@ from torch import nn
 
 from ..errors import LUTError, UsageError
 from ..models import find_blocks, input_size_of, named_model
-from .schema import DeviceKey, context_workload, model_label
+from ..device_context import DeviceContext
+from .schema import context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
     "METHODS",
     "Prediction",
+    "measure_planned",
     "median_error_s",
     "observed_drift",
     "predict_latency",
@@ -56,7 +58,7 @@ class Prediction:
     """
 
     model: str
-    device: DeviceKey
+    device: DeviceContext
     total_s: float
     rest_s: float
     rest_method: str
@@ -130,7 +132,7 @@ def predict_latency(
     lut: LUT | str | Path,
     plan: Any = None,
     *,
-    device: DeviceKey | str | None = None,
+    device: DeviceContext | str | None = None,
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
@@ -339,3 +341,39 @@ def _context_factor(blocks, rows, originals, in_model, label, get) -> float | No
         return None
     whole_ref = statistics.median(e.median_s for e in in_model.values() if e is not None)
     return in_context * whole_ref / alone
+
+
+def measure_planned(
+    model: str | nn.Module,
+    context: DeviceContext,
+    plan: Any = None,
+    *,
+    lut: LUT | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    out: str | Path = "results/predict-check",
+    progress: bool = True,
+):
+    """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
+    ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
+    `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
+    linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
+    Returns the `dsprof.profiler.Measurement` (its ``median_s`` in seconds per batch)."""
+    from ..merge import merge_model
+    from ..profiler import measure
+
+    name, net = named_model(model, name, None, dict(options or {}))
+    if plan is not None:
+        from ..merge.plan import Plan
+
+        plan = Plan.coerce(plan)
+        savings = None
+        if lut is not None:
+            view = lut.savings(context)
+            savings = dict(zip(view.workload, view.saving_s))
+        net = merge_model(net, plan, savings=savings)
+        name = f"{name}-{plan.name or 'plan'}"
+    # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
+    result = measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
+                     out=out, overwrite=True, progress=progress, **context.measure_options())
+    return next(r for r in result.measurements if r.scope == "model" and r.ok)

@@ -1,4 +1,4 @@
-"""The latency table's columns, its version, and the key of one device context.
+"""The latency table's columns and its version; a row's device context is a `DeviceContext`.
 
 A LUT file is CSV (``pd.read_csv(path, comment="#")`` loads it): one row per key, and a last
 line ``# end rows=N`` that tells a complete file from a truncated one. Columns:
@@ -33,15 +33,14 @@ The key of a row is every column from env_id to variant except device_name.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from ..errors import LUTError
+from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "DeviceKey", "context_workload", "model_label"]
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "context_workload", "model_label"]
 
 SCHEMA = "dsprof.lut/1"
-CONTEXT_COLUMNS = ("env_id", "device", "backend", "dtype", "layout", "batch", "threads", "compile")
+CONTEXT_COLUMNS = CONTEXT_FIELDS  # a row's device context (`dsprof.device_context`)
 KEY_COLUMNS = CONTEXT_COLUMNS + ("scope", "workload", "variant")
 COLUMNS = (
     ("schema", "env_id", "device_name")
@@ -58,53 +57,3 @@ def model_label(name: str, options: Mapping[str, Any]) -> str:
 def context_workload(label: str, block: str) -> str:
     """The workload of a block timed in context: ``LABEL@BLOCK`` (a model label, a module path)."""
     return f"{label}@{block}"
-
-
-@dataclass(frozen=True)
-class DeviceKey:
-    """One measuring context of a LUT: environment, device, backend, dtype, layout, batch, threads.
-
-    String form ``env_id/device/backend/dtype/layout/bBATCH/tTHREADS[/compiled]``, e.g.
-    ``3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t2``; `from_str` parses it back exactly.
-    """
-
-    env_id: str
-    device: str
-    backend: str
-    dtype: str
-    layout: str
-    batch: int
-    threads: int
-    compile: bool = False
-
-    def to_str(self) -> str:
-        tail = "/compiled" if self.compile else ""
-        return f"{self.env_id}/{self.device}/{self.backend}/{self.dtype}/{self.layout}/b{self.batch}/t{self.threads}{tail}"
-
-    __str__ = to_str
-
-    @classmethod
-    def from_str(cls, text: str) -> "DeviceKey":
-        parts = text.strip().split("/")
-        compiled = parts[-1] == "compiled"
-        if compiled:
-            parts = parts[:-1]
-        if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
-            raise LUTError(
-                f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS, "
-                "as `dsprof build-lut` and LUT.devices() print them"
-            )
-        try:
-            batch, threads = int(parts[5][1:]), int(parts[6][1:])
-        except ValueError:
-            raise LUTError(f"not a device key: {text!r}; batch and threads must be integers") from None
-        return cls(*parts[:5], batch, threads, compiled)
-
-    @classmethod
-    def of(cls, record: Any) -> "DeviceKey":
-        """The context of a measurement record (a `dsprof.profiler.Measurement`)."""
-        return cls(record.env_id, record.device, record.backend, record.dtype, record.layout,
-                   record.batch, record.threads or 0, record.compile)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -15,7 +15,8 @@ import pandas as pd
 from ..errors import InputFileError, LUTError, LUTMissError  # noqa: F401  (LUTError: defined once, in dsprof.errors)
 from ..io import atomic_write_text
 from ..models import BlockSpec
-from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA, DeviceKey
+from ..device_context import DeviceContext
+from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
@@ -84,21 +85,21 @@ class LUT:
         """A copy of the table (typed columns)."""
         return self._frame.copy()
 
-    def devices(self) -> list[DeviceKey]:
+    def devices(self) -> list[DeviceContext]:
         """The device contexts the table holds, sorted by their string form."""
         rows = self._frame[list(CONTEXT_COLUMNS)].drop_duplicates().itertuples(index=False)
-        return sorted((DeviceKey(*r) for r in rows), key=str)
+        return sorted((DeviceContext(*r) for r in rows), key=str)
 
-    def device_name(self, key: DeviceKey | str) -> str:
+    def device_name(self, key: DeviceContext | str) -> str:
         """The human-readable device name of a context."""
-        rows = self._rows(self.resolve(key))
+        rows = self.entries(self.resolve(key))
         return str(rows["device_name"].iloc[0])
 
-    def resolve(self, key: DeviceKey | str | None = None, **filters: Any) -> DeviceKey:
+    def resolve(self, key: DeviceContext | str | None = None, **filters: Any) -> DeviceContext:
         """The one context that ``key`` names, or that ``filters`` (e.g. backend="onnxruntime",
         batch=1) leave; none or several raise an error that lists what the table has."""
         if isinstance(key, str):
-            key = DeviceKey.from_str(key)
+            key = DeviceContext.from_str(key)
         candidates = self.devices()
         if key is not None:
             candidates = [d for d in candidates if d == key]
@@ -111,10 +112,11 @@ class LUT:
         what = "no context matches" if not candidates else "several contexts match"
         raise LUTError(f"{self.source}: {what} {key or filters}; give one of:\n  {listing}")
 
-    def _name_of(self, key: DeviceKey) -> str:
-        return str(self._rows(key)["device_name"].iloc[0])
+    def _name_of(self, key: DeviceContext) -> str:
+        return str(self.entries(key)["device_name"].iloc[0])
 
-    def _rows(self, key: DeviceKey) -> pd.DataFrame:
+    def entries(self, key: DeviceContext) -> pd.DataFrame:
+        """The rows of one device context (every scope, workload and variant)."""
         f = self._frame
         mask = pd.Series(True, index=f.index)
         for name, value in key.as_dict().items():
@@ -126,7 +128,7 @@ class LUT:
         self,
         workload: str | BlockSpec,
         variant: str = "original",
-        device: DeviceKey | str | None = None,
+        device: DeviceContext | str | None = None,
         *,
         scope: str = "block",
         strict: bool = False,
@@ -138,7 +140,7 @@ class LUT:
         """
         key = self.resolve(device)
         workload = workload.to_str() if isinstance(workload, BlockSpec) else workload
-        rows = self._rows(key)
+        rows = self.entries(key)
         hit = rows[(rows["scope"] == scope) & (rows["workload"] == workload) & (rows["variant"] == variant)]
         if len(hit):
             r = hit.iloc[0]
@@ -156,10 +158,10 @@ class LUT:
         warnings.warn(message, LUTMissWarning, stacklevel=2)
         return None
 
-    def savings(self, device: DeviceKey | str | None = None, variant: str = "merged") -> pd.DataFrame:
+    def savings(self, device: DeviceContext | str | None = None, variant: str = "merged") -> pd.DataFrame:
         """Per-block latency saving of ``variant`` over the original, seconds: one row per BlockSpec
         that has both, columns workload, original_s, merged_s (the variant), saving_s."""
-        rows = self._rows(self.resolve(device))
+        rows = self.entries(self.resolve(device))
         blocks = rows[rows["scope"] == "block"].pivot(index="workload", columns="variant", values="median_s")
         if "original" not in blocks or variant not in blocks:
             return pd.DataFrame(columns=["workload", "original_s", f"{variant}_s", "saving_s"])

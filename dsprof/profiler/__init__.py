@@ -12,7 +12,16 @@ from .context import CONTEXT_VARIANTS, context_workloads
 from .explain import BlockExplanation, explain_block, format_explanation, load_explanation
 from .fingerprint import device_state, environment, environment_id
 from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
-from .runner import DEFAULT_CPU_THREADS, MeasureResult, contention_message, default_batch, measure, measurement_path
+from .runner import (
+    DEFAULT_CPU_THREADS,
+    MeasureRequest,
+    MeasureResult,
+    contention_message,
+    default_batch,
+    measure,
+    measure_request,
+    measurement_path,
+)
 from .stats import NOISE_THRESHOLD, SampleStats, Speedup, median_ci, median_relative_halfwidth, paired_speedup, summarize
 from .summary import format_summary, summary_table
 from .timing import CpuTimer, CudaEventTimer, TimingConfig, TimingResult, time_interleaved
@@ -36,6 +45,7 @@ __all__ = [
     "CONTEXT_VARIANTS",
     "DTYPES",
     "MODEL_VARIANTS",
+    "MeasureRequest",
     "NOISE_THRESHOLD",
     "SCHEMA",
     "BackendSettings",
@@ -68,6 +78,7 @@ __all__ = [
     "load_explanation",
     "linearize",
     "measure",
+    "measure_request",
     "measurement_path",
     "median_ci",
     "median_relative_halfwidth",

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..device_context import CONTEXT_FIELDS, DeviceContext
 from ..errors import InputFileError, MeasurementFileError  # noqa: F401  (MeasurementFileError: defined once, in dsprof.errors)
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
@@ -25,7 +26,7 @@ __all__ = ["SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter",
 SCHEMA = "dsprof.measurement/1"
 
 # Fields that describe the settings of a run: a file being resumed must agree on all of them.
-SETTINGS_FIELDS = ("model", "model_options", "backend", "device", "dtype", "layout", "batch", "threads", "compile", "env_id")
+SETTINGS_FIELDS = ("model", "model_options") + CONTEXT_FIELDS
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ class Measurement:
     @property
     def median_s(self) -> float:
         return self.stats.median
+
+    @property
+    def context(self) -> DeviceContext:
+        """What this was timed on and how (environment, device, backend, dtype, layout, batch, threads, compile)."""
+        return DeviceContext.of(self)
 
     @property
     def build_options(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -29,9 +29,11 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..device_context import DeviceContext, layout_of
 from ..errors import OutputPathError, UsageError
 from ..io import make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
+from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .fingerprint import device_name, device_state, environment, environment_id
 from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
@@ -53,12 +55,15 @@ __all__ = [
     "CPU_SHARE_WARNING",
     "DEFAULT_CPU_THREADS",
     "SWITCHES_WARNING",
+    "MeasureRequest",
     "MeasureResult",
     "contention_message",
     "default_batch",
     "measure",
+    "measure_request",
     "measurement_path",
     "threads_note",
+    "workload_groups",
 ]
 
 #: Below this median share of the CPU time its threads asked for, `measure` warns that other
@@ -197,6 +202,29 @@ def _select_blocks(groups: list[list[Workload]], pattern: str | Sequence[str] | 
     return chosen
 
 
+@dataclass(frozen=True)
+class MeasureRequest:
+    """What a `measure` run times and where it writes: `measure`'s keyword arguments as one record
+    (see `measure` for each). ``settings`` holds backend, device, dtype, layout, threads and compile."""
+
+    model: str | nn.Module = "mobilenet_v2"
+    name: str | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    resolution: int | None = None
+    extra_models: Mapping[str, nn.Module] = field(default_factory=dict)
+    settings: BackendSettings = BackendSettings()
+    batch: int | None = None
+    variants: tuple[str, ...] = ("original", "merged", "flops_matched")
+    model_variants: tuple[str, ...] = ("original", "flops_matched")
+    blocks: str | Sequence[str] | None = "*"
+    context: tuple[str, ...] = ()
+    spans: int = 0
+    timing: TimingConfig = TimingConfig()
+    out: str | Path = "results"
+    resume: bool = False
+    overwrite: bool = False
+
+
 def measure(
     model: str | nn.Module = "mobilenet_v2",
     *,
@@ -238,135 +266,142 @@ def measure(
     to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
     one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
-    settings is written), appended as they are measured.
+    settings is written), appended as they are measured. `measure_request` takes the same as a `MeasureRequest`.
     """
+    request = MeasureRequest(
+        model, name, dict(model_options or {}), resolution, dict(extra_models or {}),
+        BackendSettings(backend, device, dtype, channels_last, threads, compile), batch, tuple(variants),
+        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite,
+    )
+    return measure_request(request, progress=progress, clock=clock, log=log)
+
+
+def measure_request(
+    request: MeasureRequest,
+    *,
+    progress: bool = True,
+    clock: Clock = time.perf_counter_ns,
+    log: Callable[[str], None] | None = None,
+) -> MeasureResult:
+    """Run a `MeasureRequest` (what `measure` does with its keyword arguments)."""
     saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
-    given = threads is not None
-    if threads is None and not (backend == "torch" and device.startswith("cuda")):
-        threads = DEFAULT_CPU_THREADS
-    settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
+    settings = request.settings
+    given = settings.threads is not None
+    if not given and not (settings.backend == "torch" and settings.is_cuda):
+        settings = replace(settings, threads=DEFAULT_CPU_THREADS)
     try:
-        result = _measure(model, settings, name, model_options, resolution, extra_models, batch, variants,
-                          model_variants, blocks, tuple(context), timing, out, resume, overwrite, progress, clock, log, spans)
+        result = _run(replace(request, settings=settings), progress, clock, log)
         result.threads_given = given
         return result
     finally:
         torch.set_num_threads(saved_threads)
 
 
-def _measure(
-    model: str | nn.Module,
-    settings: BackendSettings,
-    name: str | None,
-    model_options: Mapping[str, Any] | None,
-    resolution: int | None,
-    extra_models: Mapping[str, nn.Module] | None,
-    batch: int | None,
-    variants: Sequence[str],
-    model_variants: Sequence[str],
-    blocks: str | Sequence[str] | None,
-    context: tuple[str, ...],
-    timing: TimingConfig,
-    out: str | Path,
-    resume: bool,
-    overwrite: bool,
-    progress: bool,
-    clock: Clock,
-    log: Callable[[str], None] | None,
-    spans: int = 0,
-) -> MeasureResult:
-    backend, device, dtype, channels_last, threads, compile = (
-        settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile
-    )
-    backend_impl = get_backend(settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
-    if device == "cuda":
-        device = "cuda:0"
-        settings = replace(settings, device=device)
-    batch = batch if batch is not None else default_batch(device)
+def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
+    """The request with its device and batch resolved, and its backend; raises on what cannot run."""
+    backend_impl = get_backend(request.settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
+    settings = request.settings
+    if settings.device == "cuda":
+        settings = replace(settings, device="cuda:0")
+    batch = request.batch if request.batch is not None else default_batch(settings.device)
     if batch < 1:
         raise UsageError(f"batch must be >= 1, got {batch}")
-    bad = [v for v in variants if v not in BLOCK_VARIANTS]
+    bad = [v for v in request.variants if v not in BLOCK_VARIANTS]
     if bad:
         raise UsageError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
-    bad = [v for v in model_variants if v not in MODEL_VARIANTS]
+    bad = [v for v in request.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
+    return replace(request, settings=settings, batch=batch), backend_impl
 
-    options = dict(model_options or {})
-    label, net = named_model(model, name, resolution, options)
+
+def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[str], None] | None) -> MeasureResult:
+    request, backend_impl = _checked(request)
+    settings, batch = request.settings, request.batch
+    options = dict(request.model_options)
+    label, net = named_model(request.model, request.name, request.resolution, options)
     net.eval()
-    input_size = (resolution, resolution) if resolution else input_size_of(net)
+    input_size = (request.resolution, request.resolution) if request.resolution else input_size_of(net)
     options["resolution"] = input_size[0]
     if input_size[0] != input_size[1]:
         options["resolution_w"] = input_size[1]
-
-    path = measurement_path(out, label + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution"), settings, batch, input_size[0])
-
-    env = environment()
-    env_id = environment_id(env)
-    dev_name = device_name(env, device)
+    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
+    path = measurement_path(request.out, label + suffix, settings, batch, input_size[0])
 
     # The workloads, grouped for interleaving. Built on one thread: folding and MAC counting run small
     # convolutions, which OpenMP threads slow down tenfold when other processes share the cores.
     timed_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        groups = _build_groups(net, label, variants, model_variants, blocks, extra_models, input_size, context, spans)
+        groups = workload_groups(net, label, request.variants, request.model_variants, request.blocks,
+                                 request.extra_models, input_size, request.context, request.spans)
     finally:
         torch.set_num_threads(timed_threads)
-    existing = _open_output(path, resume, overwrite)  # after the workloads: a bad --blocks leaves no file behind
+    existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
 
-    layout = "nhwc" if backend == "tflite" else ("channels_last" if channels_last else "nchw")
+    env = environment()
+    if settings.backend == "torch" and not settings.is_cuda:
+        env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
     # Threads used by CPU inference (torch on the CPU, onnxruntime and TFLite set theirs to this count too).
-    probe_threads = None if (backend == "torch" and settings.is_cuda) else (threads or torch.get_num_threads())
-    run_settings = {
-        "model": label, "model_options": options, "backend": backend, "device": device, "dtype": dtype,
-        "layout": layout, "batch": batch, "threads": probe_threads, "compile": compile, "env_id": env_id,
-    }
+    threads = None if (settings.backend == "torch" and settings.is_cuda) else (settings.threads or torch.get_num_threads())
+    context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
+                            layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
+    run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
     _check_resume(existing, run_settings, path)
     done = {r.workload_key for r in existing if r.ok}
     todo = [[w for w in g if (w.scope, w.name, w.variant, w.spec.to_str() if w.spec else None) not in done] for g in groups]
     todo = [g for g in todo if g]
     skipped = sum(len(g) for g in groups) - sum(len(g) for g in todo)
 
-    run_id = uuid.uuid4().hex[:8]
-    new_records: list[Measurement] = []
-    bar = None
-    try:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc=f"measure {label} ({backend}, {device})", unit="group", disable=not progress, leave=False)
-        with MeasurementWriter(path) as writer, tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp:
-            for group_index, group in enumerate(todo):
-                group_id = f"{run_id}:{group_index}"
-                # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
-                group_timing = timing if group_index else replace(
-                    timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
-                    warmup_max_s=max(timing.warmup_max_s, timing.first_warmup_s),
-                )
-                records = _measure_group(
-                    group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
-                    dict(run_settings, device_name=dev_name, environment=env, group=group_id),
-                )
-                writer.write(records)
-                new_records += records
-                if log:
-                    for r in records:
-                        if r.error:
-                            log(f"{r.name} {r.variant}: {r.error}")
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    contention = contention_message(new_records, probe_threads)
+    common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
+    desc = f"measure {label} ({settings.backend}, {settings.device})"
+    new_records = _time_groups(todo, backend_impl, settings, batch, request.timing, clock, path, common, desc, progress, log)
+    contention = contention_message(new_records, threads)
     if log and contention:
         log(contention)
     measurements = existing + new_records
-    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), probe_threads,
+    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), threads,
                          contention=contention)
 
 
-def _build_groups(
+def _time_groups(
+    todo: list[list[Workload]],
+    backend_impl: Any,
+    settings: BackendSettings,
+    batch: int,
+    timing: TimingConfig,
+    clock: Clock,
+    path: Path,
+    common: dict[str, Any],
+    desc: str,
+    progress: bool,
+    log: Callable[[str], None] | None,
+) -> list[Measurement]:
+    """Time the groups one after the other, appending each group's records to ``path`` as it ends."""
+    from tqdm.auto import tqdm
+
+    run_id = uuid.uuid4().hex[:8]
+    new_records: list[Measurement] = []
+    with tqdm(total=len(todo), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
+            MeasurementWriter(path) as writer, tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp:
+        for group_index, group in enumerate(todo):
+            # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
+            group_timing = timing if group_index else replace(
+                timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
+                warmup_max_s=max(timing.warmup_max_s, timing.first_warmup_s),
+            )
+            records = _measure_group(group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
+                                     dict(common, group=f"{run_id}:{group_index}"))
+            writer.write(records)
+            new_records += records
+            for r in records:
+                if log and r.error:
+                    log(f"{r.name} {r.variant}: {r.error}")
+            bar.update(1)
+    return new_records
+
+
+def workload_groups(
     net: nn.Module,
     label: str,
     variants: Sequence[str],
@@ -377,6 +412,8 @@ def _build_groups(
     context: tuple[str, ...] = (),
     spans: int = 0,
 ) -> list[list[Workload]]:
+    """The workloads `measure` times (and `dsprof export` bundles), in the groups that are timed interleaved:
+    each block's variants, each block in context, each span, then the whole-model variants with stem and head."""
     groups: list[list[Workload]] = []
     found = find_blocks(net, input_size) if (variants or context) and blocks is not None else []
     if variants and blocks is not None:
@@ -455,15 +492,11 @@ def _measure_group(
         p = prepared.get(i)
         records.append(
             Measurement(
-                model=common["model"], model_options=common["model_options"], scope=w.scope, name=w.name,
-                index=w.index, spec=w.spec.to_str() if w.spec else None, variant=w.variant,
-                input_shape=(batch, *w.input_shape), macs=w.macs, params=w.params, channels=w.channels,
-                backend=settings.backend, device=settings.device, device_name=common["device_name"], dtype=settings.dtype,
-                layout=common["layout"], batch=batch, threads=common["threads"], compile=settings.compile,
+                **common, scope=w.scope, name=w.name, index=w.index, spec=w.spec.to_str() if w.spec else None,
+                variant=w.variant, input_shape=(batch, *w.input_shape), macs=w.macs, params=w.params, channels=w.channels,
                 samples_s=r.samples_s if r else (), iterations_per_sample=r.iterations_per_sample if r else 0,
                 warmup_iterations=r.warmup_iterations if r else 0, stop_reason=r.stop_reason if r else None,
-                target_precision=timing.target_precision, budget_s=timing.budget_s, group=common["group"],
-                env_id=common["env_id"], environment=common["environment"], state_before=state_before,
+                target_precision=timing.target_precision, budget_s=timing.budget_s, state_before=state_before,
                 state_after=state_after, time_utc=now, error=errors.get(i),
             )
         )

@@ -4,7 +4,7 @@ from .plots import accuracy_fps_figure, block_latency_figure, memory_figure, pre
 from .report import Report, memory_table, validation_rows, write_report
 from .tables import (
     block_table,
-    device_label,
+    device_labels,
     explain_table,
     latest_records,
     lut_validation_table,
@@ -19,7 +19,7 @@ __all__ = [
     "accuracy_fps_figure",
     "block_latency_figure",
     "block_table",
-    "device_label",
+    "device_labels",
     "explain_table",
     "latest_records",
     "lut_validation_table",

@@ -16,12 +16,11 @@ import pandas as pd
 from ..errors import MeasurementFileError
 from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
-from ..lut.schema import DeviceKey
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
 from ..profiler.records import Measurement, read_measurements
 from . import plots
-from .tables import block_table, device_label, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
+from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
 
 __all__ = ["Report", "memory_table", "validation_rows", "write_report"]
 
@@ -69,8 +68,10 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
 
     names, predicted, measured = [], [], []
     contexts = set(lut.devices())
-    for r in latest_records(records):
-        key = DeviceKey.of(r)
+    latest = latest_records(records)
+    label = device_labels(latest)
+    for r in latest:
+        key = r.context
         if r.scope != "model" or key not in contexts:
             continue
         options = r.build_options
@@ -86,7 +87,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
                                    resolution=r.model_options.get("resolution"), strict=True)
         except (KeyError, ValueError):
             continue
-        names.append(f"{r.name} [{r.variant}] {device_label(r)}")
+        names.append(f"{r.name} [{r.variant}] {label[key]}")
         predicted.append(pred.total_s)
         measured.append(r.median_s)
     return lut_validation_table(names, predicted, measured)
@@ -118,17 +119,17 @@ def _write_figure(fig, out: Path, name: str, files: list[Path]) -> str:
 
 def _fingerprints(records: Sequence[Measurement]) -> str:
     lines = []
+    label = device_labels(records)
     seen = set()
     for r in records:
-        key = (r.env_id, r.device, r.backend, r.batch, r.dtype, r.threads)
-        if key in seen:
+        if r.context in seen:
             continue
-        seen.add(key)
+        seen.add(r.context)
         env = r.environment
         gpus = ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none"
         versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
         lines.append(
-            f"- **{device_label(r)}** (environment `{r.env_id}`, device `{r.device}`, layout {r.layout}, "
+            f"- **{label[r.context]}** (environment `{r.env_id}`, device `{r.device}`, layout {r.layout}, "
             f"threads {r.threads or 'default'}): CPU {env.get('cpu', {}).get('model', '?')} "
             f"({env.get('cpu', {}).get('logical_cores', '?')} logical cores), GPU {gpus}; {versions}; host {env.get('host', '?')}"
         )
@@ -182,72 +183,93 @@ def write_report(
         frame = pd.read_csv(accuracies)
         accuracies = dict(zip(frame["model"], frame["accuracy"]))
     report = Report(out / "index.md")
-    files, skipped = report.files, report.skipped
     page = ["# dsprof report", "", "## Devices", "", _fingerprints(latest), "", "## Settings", "", _settings(latest), ""]
+    page += _table_sections(latest, accuracies, out, report)
+    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
+    sections, notes = _explain_sections(found, out, report)
+    page += sections
+    page += _figure_sections(latest, plan_objs, accuracies, notes, out, report)
+    page += _validation_section(latest, lut, plan_objs, out, report)
+    label = device_labels(latest)
+    noisy = sorted({f"{r.name} [{r.variant}] on {label[r.context]}" for r in latest if r.stats.noisy})
+    page += ["## Noisy entries (IQR/median > 10 %)", "", *(f"- {n}" for n in noisy or ["none"]), ""]
+    if report.skipped:
+        page += ["## Skipped", "", *(f"- {s}" for s in report.skipped), ""]
+    report.files.append(atomic_write_text(report.index, "\n".join(page)))
+    return report
 
+
+def _table_sections(latest: list[Measurement], accuracies, out: Path, report: Report) -> list[str]:
+    """The paper's tables (Tab. 1, Tab. 2/3, the blocks), written as files and as Markdown sections."""
+    page = []
     for title, name, table in (
         ("Profiling: original vs FLOPs-matched dense counterpart (paper Tab. 1)", "profiling", profiling_table(latest)),
         ("Models and variants (paper Tab. 2/3)", "variants", variant_table(latest, accuracies)),
         ("Blocks: original / merged / FLOPs-matched latency", "blocks", block_table(latest)),
     ):
         if table.empty:
-            skipped.append(f"{name} table: no records of that kind")
+            report.skipped.append(f"{name} table: no records of that kind")
             continue
-        _write_table(table, out, name, files)
+        _write_table(table, out, name, report.files)
         page += [f"## {title}", "", render(table, "markdown"), "",
                  f"(also as [CSV](tables/{name}.csv), [LaTeX](tables/{name}.tex))", ""]
+    return page
 
-    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
-    notes = {}
+
+def _explain_sections(found: list, out: Path, report: Report) -> tuple[list[str], dict[str, str]]:
+    """One section per block explanation, and the note each puts on the block plot."""
+    page, notes = [], {}
     for e in found:
         table_name = f"explain_{e.block}_{e.backend}_t{e.threads}".replace(".", "-")
-        _write_table(explain_table(e), out, table_name, files)
+        _write_table(explain_table(e), out, table_name, report.files)
         page += [f"## Why is {e.block} slow? ({e.model}, {e.backend}, {e.threads} thread(s), batch {e.batch})", "",
                  f"`{e.spec}`", "", render(explain_table(e), "markdown", 3), "", f"**Finding:** {e.finding}", ""]
         parts = e.alone_sum_s if e.alone_sum_s is not None else e.profiled_sum_s
         notes[e.block] = f"{e.block}: {e.block_s * 1e3:.1f} ms as a unit, parts {parts * 1e3:.1f} ms ({e.backend})"
+    return page, notes
 
+
+def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict[str, str],
+                     out: Path, report: Report) -> list[str]:
+    """The paper's figures: block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS (Fig. 7)."""
+    page, skipped = [], report.skipped
     blocks = block_table(latest)
     if not blocks.empty:
         figure = plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}, annotations=notes)
-        image = _write_figure(figure, out, "block_latency", files)
+        image = _write_figure(figure, out, "block_latency", report.files)
         page += ["## Block-wise latency (paper Fig. 1 / Fig. 5)", "", f"![block latency]({image})", ""]
     else:
         skipped.append("block latency plot: no block records")
 
-    if plan_objs:
-        for plan_name, plan in plan_objs.items():
-            model = get_model(plan.model, **plan.options)
-            mem = memory_table(model, plan)
-            _write_table(mem, out, f"memory_{plan_name}", files)
-            image = _write_figure(plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)"), out, f"memory_{plan_name}", files)
-            page += [f"## Memory footprint before and after merging: {plan_name} (paper Fig. 6)", "", f"![memory]({image})", ""]
-    else:
+    for plan_name, plan in plan_objs.items():
+        mem = memory_table(get_model(plan.model, **plan.options), plan)
+        _write_table(mem, out, f"memory_{plan_name}", report.files)
+        figure = plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)")
+        image = _write_figure(figure, out, f"memory_{plan_name}", report.files)
+        page += [f"## Memory footprint before and after merging: {plan_name} (paper Fig. 6)", "", f"![memory]({image})", ""]
+    if not plan_objs:
         skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
 
     variants = variant_table(latest, accuracies)
     fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
     if accuracies and fps_cols and variants["accuracy"].notna().any():
-        image = _write_figure(plots.accuracy_fps_figure(variants, fps_cols[0]), out, "accuracy_fps", files)
+        image = _write_figure(plots.accuracy_fps_figure(variants, fps_cols[0]), out, "accuracy_fps", report.files)
         page += ["## Accuracy vs FPS (paper Fig. 7)", "", f"![accuracy vs FPS]({image})", ""]
     else:
         skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
+    return page
 
-    if lut is not None:
-        lut = lut if isinstance(lut, LUT) else LUT.load(lut)
-        validation = validation_rows(latest, lut, plan_objs)
-        if len(validation):
-            _write_table(validation, out, "lut_validation", files)
-            image = _write_figure(plots.prediction_figure(validation), out, "lut_validation", files)
-            page += ["## LUT prediction vs measurement", "", render(validation, "markdown", 3), "", f"![prediction]({image})", ""]
-        else:
-            skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
-    else:
-        skipped.append("LUT validation: give a LUT (--lut)")
 
-    noisy = sorted({f"{r.name} [{r.variant}] on {device_label(r)}" for r in latest if r.stats.noisy})
-    page += ["## Noisy entries (IQR/median > 10 %)", "", *(f"- {n}" for n in noisy or ["none"]), ""]
-    if skipped:
-        page += ["## Skipped", "", *(f"- {s}" for s in skipped), ""]
-    files.append(atomic_write_text(report.index, "\n".join(page)))
-    return report
+def _validation_section(latest: list[Measurement], lut, plan_objs: dict, out: Path, report: Report) -> list[str]:
+    """Predicted against measured latency for the models a LUT covers."""
+    if lut is None:
+        report.skipped.append("LUT validation: give a LUT (--lut)")
+        return []
+    lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+    validation = validation_rows(latest, lut, plan_objs)
+    if not len(validation):
+        report.skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
+        return []
+    _write_table(validation, out, "lut_validation", report.files)
+    image = _write_figure(plots.prediction_figure(validation), out, "lut_validation", report.files)
+    return ["## LUT prediction vs measurement", "", render(validation, "markdown", 3), "", f"![prediction]({image})", ""]

@@ -9,7 +9,8 @@ numbers, and `render` turns one into text, Markdown, CSV or LaTeX (booktabs).
   in ms, the saving and the merged speed-up.
 * `lut_validation_table`: predicted against measured latency, with the error.
 
-Devices appear side by side as column groups named by `device_label`.
+Devices appear side by side as column groups named by `device_labels`: distinct device contexts
+(`dsprof.device_context`) always get distinct columns.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import UsageError
-from ..lut.schema import DeviceKey
+from ..device_context import DeviceContext, context_labels
 from ..profiler.records import Measurement
 
 __all__ = [
     "block_table",
-    "device_label",
+    "device_labels",
     "explain_table",
     "latest_records",
     "lut_validation_table",
@@ -36,9 +37,10 @@ __all__ = [
 ]
 
 
-def device_label(record: Measurement) -> str:
-    """Short name of a record's device context: device name, backend, dtype, batch."""
-    return f"{record.device_name} / {record.backend} / {record.dtype} / b{record.batch}"
+def device_labels(records: Iterable[Measurement]) -> dict[DeviceContext, str]:
+    """The column label of each device context among ``records``: device name, backend, dtype,
+    batch, and whatever else tells two of them apart (threads, layout, ...; `context_labels`)."""
+    return context_labels((r.context, r.device_name) for r in records)
 
 
 def model_title(record: Measurement) -> str:
@@ -53,7 +55,7 @@ def latest_records(records: Iterable[Measurement]) -> list[Measurement]:
     latest: dict[tuple, Measurement] = {}
     for r in records:
         if r.ok:
-            latest[(DeviceKey.of(r), model_title(r), r.scope, r.name, r.variant)] = r
+            latest[(r.context, model_title(r), r.scope, r.name, r.variant)] = r
     return list(latest.values())
 
 
@@ -64,14 +66,16 @@ def _fps(r: Measurement) -> float:
 def profiling_table(records: Iterable[Measurement]) -> pd.DataFrame:
     """Paper Tab. 1: per model, GMACs and, per device, original FPS, dense-counterpart FPS, ratio."""
     rows: dict[str, dict] = {}
-    for r in latest_records(records):
+    latest = latest_records(records)
+    label = device_labels(latest)
+    for r in latest:
         if r.scope != "model" or r.variant not in ("original", "flops_matched"):
             continue
         row = rows.setdefault(model_title(r), {"model": model_title(r)})
         if r.variant == "original":
             row["GMACs"] = r.macs / 1e9
         key = "original FPS" if r.variant == "original" else "dense FPS"
-        row[(device_label(r), key)] = _fps(r)
+        row[(label[r.context], key)] = _fps(r)
         row["noisy"] = row.get("noisy", False) or r.stats.noisy
     table = pd.DataFrame(list(rows.values()))
     if table.empty:
@@ -90,17 +94,19 @@ def variant_table(records: Iterable[Measurement], accuracies: Mapping[str, float
     accuracies = dict(accuracies or {})
     rows: dict[str, dict] = {}
     originals: dict[tuple[str, str], float] = {}
-    recs = [r for r in latest_records(records) if r.scope == "model" and r.variant != "flops_matched"]
+    latest = latest_records(records)
+    label = device_labels(latest)
+    recs = [r for r in latest if r.scope == "model" and r.variant != "flops_matched"]
     for r in recs:
         if r.variant == "original":
-            originals[(model_title(r), device_label(r))] = _fps(r)
+            originals[(model_title(r), label[r.context])] = _fps(r)
     for r in recs:
         name = r.name if r.variant == "custom" else (f"{r.name} (all blocks merged)" if r.variant == "merged" else r.name)
         row = rows.setdefault(name, {"model": name, "base": model_title(r), "MMACs": r.macs / 1e6,
                                      "accuracy": accuracies.get(name, math.nan)})
-        row[(device_label(r), "FPS")] = _fps(r)
-        base = originals.get((model_title(r), device_label(r)))
-        row[(device_label(r), "speed-up")] = _fps(r) / base if base else math.nan
+        row[(label[r.context], "FPS")] = _fps(r)
+        base = originals.get((model_title(r), label[r.context]))
+        row[(label[r.context], "speed-up")] = _fps(r) / base if base else math.nan
         row["noisy"] = row.get("noisy", False) or r.stats.noisy
     table = pd.DataFrame(list(rows.values()))
     return _flatten(table) if not table.empty else table
@@ -110,10 +116,12 @@ def block_table(records: Iterable[Measurement]) -> pd.DataFrame:
     """Per block of each model and device: spec, original / merged / flops-matched latency (ms),
     the saving of merging (ms) and the merged speed-up; ``noisy`` when any variant is."""
     rows: dict[tuple, dict] = {}
-    for r in latest_records(records):
+    latest = latest_records(records)
+    label = device_labels(latest)
+    for r in latest:
         if r.scope != "block":
             continue
-        key = (device_label(r), model_title(r), r.index)
+        key = (label[r.context], model_title(r), r.index)
         row = rows.setdefault(key, {"device": key[0], "model": key[1], "index": r.index, "block": r.name,
                                     "spec": r.spec, "noisy": False})
         row[f"{r.variant}_ms"] = r.median_s * 1e3

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..allocator import steady_allocator
 from ..timing import CpuTimer, CudaEventTimer
 from .base import BackendSettings, Prepared
 
@@ -27,6 +28,8 @@ class TorchBackend:
             torch.set_num_threads(settings.threads)
         if settings.is_cuda:
             torch.backends.cudnn.benchmark = True
+        else:
+            steady_allocator()  # activations from the heap: no page faults that depend on what ran before
 
     def prepare(self, module: nn.Module, input_shape: tuple[int, int, int, int], workdir: Path) -> Prepared:
         s = self.settings

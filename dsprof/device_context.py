@@ -1,0 +1,116 @@
+"""The device context: what a latency was timed on and how, defined once.
+
+A `DeviceContext` is the environment id (a hash of hardware, drivers and library versions), the
+device, the backend, dtype, memory layout, batch, CPU threads and whether ``torch.compile`` was used.
+Two latencies are comparable only when their contexts are equal (`torch.utils.benchmark`'s
+``TaskSpec`` plays the same part there). Every place that groups or labels by device uses this
+record: the measurement files (their settings), the LUT (its key columns and device keys), `dsprof
+predict --device` and the report's column groups (`context_labels`), so two runs that differ only in
+``--threads`` or ``--channels-last`` can never share a row, a key or a column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Iterable, Mapping
+
+from .errors import LUTError
+
+__all__ = ["CONTEXT_FIELDS", "DeviceContext", "context_labels", "layout_of"]
+
+
+def layout_of(backend: str, channels_last: bool) -> str:
+    """The memory layout a backend runs in: TFLite is always NHWC; PyTorch NCHW or channels-last."""
+    return "nhwc" if backend == "tflite" else ("channels_last" if channels_last else "nchw")
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    """One measuring context. String form ``env_id/device/backend/dtype/layout/bBATCH/tTHREADS[/compiled]``,
+    e.g. ``3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t1``; `from_str` parses it back exactly.
+    ``threads`` is 0 where no CPU thread count applies (PyTorch on a GPU)."""
+
+    env_id: str
+    device: str
+    backend: str
+    dtype: str
+    layout: str
+    batch: int
+    threads: int
+    compile: bool = False
+
+    def to_str(self) -> str:
+        tail = "/compiled" if self.compile else ""
+        return f"{self.env_id}/{self.device}/{self.backend}/{self.dtype}/{self.layout}/b{self.batch}/t{self.threads}{tail}"
+
+    __str__ = to_str
+
+    @classmethod
+    def from_str(cls, text: str) -> "DeviceContext":
+        parts = text.strip().split("/")
+        compiled = parts[-1] == "compiled"
+        if compiled:
+            parts = parts[:-1]
+        if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
+            raise LUTError(
+                f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS, "
+                "as `dsprof build-lut` and LUT.devices() print them"
+            )
+        try:
+            batch, threads = int(parts[5][1:]), int(parts[6][1:])
+        except ValueError:
+            raise LUTError(f"not a device key: {text!r}; batch and threads must be integers") from None
+        return cls(*parts[:5], batch, threads, compiled)
+
+    @classmethod
+    def of(cls, record: Any) -> "DeviceContext":
+        """The context of anything carrying the fields: a `dsprof.profiler.Measurement`, a LUT row."""
+        get = record.get if isinstance(record, Mapping) else lambda name: getattr(record, name)
+        return cls(str(get("env_id")), get("device"), get("backend"), get("dtype"), get("layout"),
+                   int(get("batch")), int(get("threads") or 0), bool(get("compile")))
+
+    def measure_options(self) -> dict[str, Any]:
+        """The `dsprof.profiler.measure` keywords that time in this context (on this machine)."""
+        return {"backend": self.backend, "device": self.device, "dtype": self.dtype,
+                "channels_last": self.layout == "channels_last", "batch": self.batch,
+                "threads": self.threads or None, "compile": self.compile}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in CONTEXT_FIELDS}
+
+    def as_tuple(self) -> tuple:
+        return tuple(getattr(self, name) for name in CONTEXT_FIELDS)
+
+
+CONTEXT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DeviceContext))
+
+
+def _part(context: DeviceContext, name: str) -> str:
+    value = getattr(context, name)
+    if name == "threads":
+        return f"t{value}" if value else "threads n/a"
+    if name == "batch":
+        return f"b{value}"
+    if name == "compile":
+        return "compiled" if value else "eager"
+    if name == "env_id":
+        return f"env {value}"
+    return str(value)
+
+
+# Always in a label; the other fields only when they tell two contexts of the same report apart.
+_ALWAYS = ("backend", "dtype", "batch")
+
+
+def context_labels(contexts: Iterable[tuple[DeviceContext, str]]) -> dict[DeviceContext, str]:
+    """Short, distinct column labels for the (context, device name) pairs of one report:
+    ``device name / backend / dtype / bBATCH``, plus every other field (threads, layout, compile,
+    device, environment id) whose value differs between the contexts given. Distinct contexts differ
+    in at least one field, and that field is then in both labels: the labels are distinct by
+    construction."""
+    named = dict(contexts)
+    varying = [n for n in CONTEXT_FIELDS if n not in _ALWAYS and len({getattr(c, n) for c in named}) > 1]
+    shown = [n for n in CONTEXT_FIELDS if n in _ALWAYS or n in varying]
+    # Device name first, then the fields in the record's order (env_id last: it is the least readable).
+    order = [n for n in shown if n != "env_id"] + (["env_id"] if "env_id" in shown else [])
+    return {c: " / ".join([name] + [_part(c, n) for n in order]) for c, name in named.items()}
