@@ -203,6 +203,8 @@ def main() -> None:
     parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s,
                         help="seconds of warm-up of each run's first group (thread pools, allocator, cuDNN autotuning)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--system-allocator", action="store_true",
+                        help="leave glibc malloc as it is (DSPROF_ALLOCATOR=system): the context effect of issue #14 back")
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
     parser.add_argument("--tables-from", type=Path, nargs="+", default=None,
                         help="print the tables of results.json files (e.g. cases run in parallel) and stop")
@@ -214,9 +216,12 @@ def main() -> None:
         print_tables(cases, int(seeds.pop()) if len(seeds) == 1 else -1, list(dict.fromkeys(c["backend"] for c in cases)))
         return
 
+    if args.system_allocator:
+        os.environ["DSPROF_ALLOCATOR"] = "system"  # read when the first PyTorch CPU backend starts
     start = time.perf_counter()
     print(f"lut_accuracy --seed {args.seed} --plans {args.plans} --calibration {args.calibration} --budget {args.budget} "
-          f"--device {args.device} --batch {args.batch} --resolution {args.resolution}; load average {load()}", flush=True)
+          f"--device {args.device} --batch {args.batch} --resolution {args.resolution}"
+          f"{' --system-allocator' if args.system_allocator else ''}; load average {load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.out or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
