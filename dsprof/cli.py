@@ -66,15 +66,16 @@ def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
     return options
 
 
+def weights_from_args(args: argparse.Namespace) -> bool | str:
+    """``--weights``: True for 'pretrained' (torchvision/timm weights), the path of a local state dict, or
+    False (none given: random initialisation), as `get_model`, `merge_to_file`, `search` and `finetune` take it."""
+    return True if args.weights == "pretrained" else (args.weights or False)
+
+
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
     options = model_options_from_args(args)
-    pretrained: bool | str = False
-    if args.weights == "pretrained":
-        pretrained = True
-    elif args.weights:
-        pretrained = args.weights
-    return get_model(args.model, resolution=args.resolution, pretrained=pretrained, **options)
+    return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -273,7 +274,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from .merge.run import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
-    weights: bool | str = True if args.weights == "pretrained" else (args.weights or False)
+    weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
     latency = _lut_latency(args.lut, args.device_key) if args.lut else None
     outcome = merge_to_file(
@@ -399,24 +400,12 @@ def _train_config(args: argparse.Namespace):
     )
 
 
-def _training_resolution(args: argparse.Namespace) -> int:
-    from .models import model_entry
-
-    if args.resolution is not None:
-        return args.resolution
-    return 32 if args.data in ("digits", "shapes") else model_entry(args.model).default_resolution
-
-
-def _weights_arg(args: argparse.Namespace) -> bool | str | None:
-    return True if args.weights == "pretrained" else args.weights
-
-
 def cmd_search(args: argparse.Namespace) -> int:
     from .search import search
 
     result = search(
         args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=_training_resolution(args), weights=_weights_arg(args), method=args.method, lut=args.lut,
+        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
         device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
         score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
         config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
@@ -437,12 +426,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan) if args.plan else None
     if plan is not None and (args.width is not None or args.depths is not None):
         raise CliError("the plan fixes the model and its options; drop --width/--depths")
-    if plan is not None:
-        args.model = plan.model
     result = finetune(
         plan, model=args.model, options=model_options_from_args(args), data=args.data,
-        resolution=_training_resolution(args),
-        weights=_weights_arg(args), config=_train_config(args), distill=args.distill,
+        resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
         distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
         out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
         device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,

@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from dsprof import __version__
 from dsprof.cli import main
+from dsprof.merge import Plan
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 SUBCOMMANDS = ["measure", "build-lut", "predict", "search", "finetune", "merge", "report"]
@@ -53,3 +55,65 @@ def test_models_lists_with_pattern(capsys):
     assert main(["models", "resnet*"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 5 and lines[0].startswith("resnet101")
+
+
+# -- --weights: one meaning for every command ---------------------------------------------------------
+
+TINY_ARGS = ["--model", "mobilenet_v2", "--width", "0.35", "--depths", "1,1,1,1,1,1,1"]
+TINY_PLAN = Plan("mobilenet_v2", (1, 0, 1, 1, 0, 1, 1), {"width": 0.35, "depths": [1] * 7}).to_json()
+
+
+def _weights_commands(weights: str, tmp_path) -> dict[str, list[str]]:
+    """blocks, merge and finetune of the tiny MobileNetV2 (10 classes where the command has a choice)."""
+    return {
+        "blocks": ["blocks", *TINY_ARGS, "--resolution", "32", "--weights", weights],
+        "merge": ["merge", *TINY_ARGS, "--resolution", "32", "--num-classes", "10", "--plan", TINY_PLAN,
+                  "--weights", weights, "--out", str(tmp_path / "merged.pt")],
+        "finetune": ["finetune", *TINY_ARGS, "--weights", weights, "--epochs", "1", "--lr", "0", "--batch-size", "16",
+                     "--max-batches", "1", "--max-eval-batches", "1", "--no-merge-check", "--device", "cpu",
+                     "--out", str(tmp_path / "ft.pt")],
+    }
+
+
+def test_weights_option_is_parsed_the_same_by_every_command(tmp_path):
+    from dsprof.cli import build_parser, weights_from_args
+
+    parser = build_parser()
+    commands = _weights_commands("pretrained", tmp_path)
+    commands["search"] = ["search", *TINY_ARGS, "--keep", "3", "--out", "p.json", "--weights", "pretrained"]
+    for name, argv in commands.items():
+        assert weights_from_args(parser.parse_args(argv)) is True, name
+        assert weights_from_args(parser.parse_args([a if a != "pretrained" else "w.pt" for a in argv])) == "w.pt", name
+        without = argv[: argv.index("--weights")] + argv[argv.index("--weights") + 2:]
+        assert weights_from_args(parser.parse_args(without)) is False, name  # random initialisation
+
+
+def test_a_local_weights_file_is_read_by_blocks_merge_and_finetune(tmp_path, capsys):
+    from dsprof.merge import load_merged
+    from dsprof.models import get_model
+
+    # a state dict of another model: each command must load the path, and refuse it the same way
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"other.weight": torch.zeros(3)}, foreign)
+    for name, argv in _weights_commands(str(foreign), tmp_path).items():
+        assert main(argv) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"dsprof {name}: error: checkpoint {foreign} does not fit this model"), err
+        assert len(err.splitlines()) == 1
+    # one that fits (10 classes): merge and finetune start from exactly its weights (lr 0: fine-tuning moves none)
+    torch.manual_seed(3)
+    fitting = get_model("mobilenet_v2", resolution=32, num_classes=10, width=0.35, depths=[1] * 7).state_dict()
+    path = tmp_path / "w10.pt"
+    torch.save(fitting, path)
+    commands = _weights_commands(str(path), tmp_path)
+    assert main(commands["merge"]) == 0 and main(commands["finetune"]) == 0
+    head = "classifier.1.weight"  # not merged, not trained at lr 0
+    torch.testing.assert_close(load_merged(tmp_path / "merged.pt").state_dict()[head], fitting[head], rtol=0, atol=0)
+    tuned = torch.load(tmp_path / "ft.pt", weights_only=True)["state_dict"]
+    torch.testing.assert_close(tuned[head], fitting[head], rtol=0, atol=0)
+    torch.testing.assert_close(tuned["features.0.0.weight"], fitting["features.0.0.weight"], rtol=0, atol=0)
+    # blocks takes a file that fits its model (the 1000-class head it builds)
+    whole = tmp_path / "w1000.pt"
+    torch.save(get_model("mobilenet_v2", resolution=32, width=0.35, depths=[1] * 7).state_dict(), whole)
+    assert main(_weights_commands(str(whole), tmp_path)["blocks"]) == 0
+    assert "7 blocks" in capsys.readouterr().out

@@ -395,6 +395,18 @@ def test_search_resume_is_the_uninterrupted_search(tmp_path):
     assert [h["epoch"] for h in resumed.history] == [1, 2]
 
 
+
+def test_search_and_finetune_train_digits_at_32_px_without_a_resolution(tmp_path):
+    cfg = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=1)
+    found = search("mobilenet_v2", keep=3, data="digits", options=TINY, config=cfg, out=tmp_path / "p.json", device="cpu")
+    # the decay weights are the blocks' MAC savings at the training resolution; MobileNetV2's stem halves
+    # it, so the first block sees 16x16 at 32 px (112x112 at the model's own 224)
+    first = found.plan.search["weights"]["blocks"][0]["spec"]
+    assert first.endswith(",in=16x16)"), first
+    finetune(model="mobilenet_v2", options=TINY, data="digits", config=cfg, out=tmp_path / "ft.pt", check_merge=False,
+             device="cpu")
+    assert torch.load(tmp_path / "ft.pt", weights_only=True)["resolution"] == 32
+
 def test_image_folder_tree_in_imagenet_layout(tmp_path):
     from PIL import Image
 

@@ -6,7 +6,7 @@ weighted decay), `data` (ImageFolder, digits), `training` (processes, loaders, e
 """
 
 from .baselines import LayerPruneDecision, layer_prune, random_keep
-from .build import build_model, replace_classifier
+from .build import build_model, default_training_resolution, replace_classifier
 from .data import DataSplits, digits, image_folder, load_data
 from .gates import ActivationGates, GatedActivation, GatedBlock, GatedModel, gate_model, resolve_k, ungate
 from .objective import BlockWeights, block_weights, latency_penalty, lut_savings, mac_savings
@@ -25,6 +25,7 @@ __all__ = [
     "TrainConfig",
     "block_weights",
     "build_model",
+    "default_training_resolution",
     "digits",
     "finetune",
     "gate_model",

@@ -8,9 +8,21 @@ from typing import Any
 from torch import nn
 
 from ..errors import UsageError
-from ..models import get_model, load_checkpoint
+from ..models import get_model, load_checkpoint, model_entry
+from .data import DIGITS, SHAPES
 
-__all__ = ["build_model", "replace_classifier"]
+__all__ = ["build_model", "default_training_resolution", "replace_classifier"]
+
+BUILTIN_DATA_RESOLUTION = 32
+
+
+def default_training_resolution(model: str, data: str | Path) -> int:
+    """The resolution `search` and `finetune` train ``model`` at when given none (the CLI's default too):
+    32 px on the built-in data sets (``digits`` are 8x8 images upsampled, ``shapes`` are drawn small), else
+    the model's default resolution (an ImageFolder tree is resized to it)."""
+    if str(data) in (DIGITS, SHAPES):
+        return BUILTIN_DATA_RESOLUTION
+    return model_entry(model).default_resolution
 
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
