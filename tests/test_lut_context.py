@@ -102,7 +102,8 @@ def test_context_method_without_context_entries_is_a_loud_miss(tmp_path):
                      model_variants=("original",), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
     lut = build_lut([result.path])
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
-    assert predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32).method == "isolated"
+    # stem + head + blocks: positive whatever the timing noise (model-minus-blocks can contradict itself under load)
+    assert predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, rest="stem+head").method == "isolated"
     with pytest.raises(KeyError, match="context mobilenet_v2"):
         predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
 
