@@ -185,8 +185,10 @@ def measure_request_from_args(args: argparse.Namespace, model):
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import format_summary, measure_request
-    from .profiler.runner import threads_note
+    from .profiler.runner import check_measurement_out, threads_note
 
+    if not args.remote:
+        check_measurement_out(args.out)  # before the model (and --plan's merged models) is built
     request = measure_request_from_args(args, model_from_args(args))
     if args.remote:
         return _measure_remote(args, request)

@@ -9,22 +9,34 @@ from pathlib import Path
 
 from .errors import BadFileError, InputFileError, OutputPathError
 
-__all__ = ["atomic_torch_save", "atomic_write_text", "load_torch_payload", "make_parent_folders"]
+__all__ = ["atomic_torch_save", "atomic_write_text", "check_output_path", "load_torch_payload", "make_parent_folders"]
+
+
+def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,
+                      folder: bool = False) -> None:
+    """Raise `OutputPathError` ("cannot write {what}{path}: ...; {instead}") where ``path`` cannot be written:
+    it is a folder (unless ``folder``: a folder to write into), a folder on its way is a file, or the nearest
+    existing folder is not writable. Creates nothing: a command checks its outputs before it builds or writes."""
+    path = Path(path)
+    if path.is_dir() and not folder:
+        raise OutputPathError(f"cannot write {what}{path}: it is a folder; {instead}")
+    folders = [path, *path.parents] if folder else list(path.parents)
+    blocking = next((p for p in reversed(folders) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise OutputPathError(f"cannot write {what}{path}: {blocking} is a file, not a folder; {instead}")
+    nearest = next(p for p in folders if p.exists())  # "." or the root at worst
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise OutputPathError(f"cannot write {what}{path}: no permission to write in {nearest}; {instead}")
 
 
 def make_parent_folders(path: Path, what: str = "", instead: str = "choose another path") -> None:
-    """Create the folders above ``path``. One that is a file, or one we may not create, raises `OutputPathError`
-    saying "cannot write {what}{path}: ...; {instead}"."""
+    """Create the folders above ``path`` after `check_output_path`; raises `OutputPathError` as it does."""
     path = Path(path)
-    if path.is_dir():
-        raise OutputPathError(f"cannot write {what}{path}: it is a folder; {instead}")
+    check_output_path(path, what, instead)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
-        raise OutputPathError(f"cannot write {what}{path}: {blocking} is a file, not a folder; {instead}") from None
-    except PermissionError:
-        raise OutputPathError(f"cannot write {what}{path}: no permission to create {path.parent}; {instead}") from None
+    except OSError as exc:  # changed since the check, or refused beyond what os.access sees
+        raise OutputPathError(f"cannot write {what}{path}: {exc.strerror or exc}; {instead}") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -1,6 +1,8 @@
-"""Bad input through the console script (issue 15's eight cases): exit status 2, exactly one line on stderr, no
+"""Bad input through the console script (issue 15's cases): exit status 2, exactly one line on stderr, no
 traceback, and the files on disk as they were. Small models at 32 px, so each case takes seconds."""
 
+import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -9,19 +11,26 @@ from pathlib import Path
 import pytest
 import torch
 
-from dsprof.errors import BadFileError, DsprofError, PlanError
+from dsprof.errors import BadFileError, DsprofError, OutputPathError, PlanError
 from dsprof.lut import LUT, build_lut
 from dsprof.merge import Plan, load_merged, load_preset, merge_model, save_merged
 from dsprof.models import get_model
+from dsprof.profiler import measure
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"  # mobilenet_v2, depths 1x7, 32 px
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 FAST = ["--threads", "1", "--budget", "0.05", "--warmup", "0.01", "--min-samples", "2", "--no-progress"]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).with_name("dsprof")  # the console script installed beside this Python
+
+
 def dsprof(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dsprof", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    """Run the console script on this checkout's dsprof (PYTHONPATH first: an installed copy may be another)."""
+    command = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "dsprof"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return subprocess.run([*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -48,7 +57,8 @@ def test_1_measure_out_an_existing_regular_file(work):
     (work / "existing.txt").write_text("mine\n")
     before = snapshot(work)
     result = dsprof("measure", *TINY, *FAST, "--blocks", "none", "--out", "existing.txt", cwd=work)
-    assert_one_line_error(result, "measure", "cannot write the measurement file existing.txt/", "existing.txt is a file, not a folder", "--out")
+    assert_one_line_error(result, "measure", "cannot write the measurement file in existing.txt: existing.txt is a file, "
+                          "not a folder", "--out")
     assert snapshot(work) == before
 
 
@@ -149,6 +159,72 @@ def test_8_depths_that_are_not_ints(work):
     result = dsprof("merge", "--model", "mobilenet_v2", "--depths", "1,a", "--plan", "mbv2-ds-a", cwd=work)
     assert_one_line_error(result, "merge", "--depths must be comma-separated ints, got '1,a'")
     assert snapshot(work) == before
+
+
+def test_9_merge_checks_every_output_before_it_writes_one(work):
+    (work / "bad").write_text("mine\n")
+    (work / "plan.json").write_text(_tiny_plan().to_json())
+    before = snapshot(work)
+    result = dsprof("merge", *TINY, "--plan", "plan.json", "--out", "ok.pt", "--onnx", "bad/x.onnx", cwd=work)
+    assert_one_line_error(result, "merge", "cannot write bad/x.onnx: bad is a file, not a folder")
+    result = dsprof("merge", *TINY, "--plan", "plan.json", "--out", "bad/x.pt", "--onnx", "ok.onnx", cwd=work)
+    assert_one_line_error(result, "merge", "cannot write bad/x.pt: bad is a file, not a folder")
+    assert snapshot(work) == before  # neither ok.pt nor ok.onnx
+    (work / "ok.pt").write_bytes(b"an earlier merged model")  # one that was there: merge replaces it only on success
+    before = snapshot(work)
+    result = dsprof("merge", *TINY, "--plan", "plan.json", "--out", "ok.pt", "--onnx", "bad/x.onnx", cwd=work)
+    assert_one_line_error(result, "merge", "cannot write bad/x.onnx")
+    assert snapshot(work) == before
+
+
+def test_10_measure_checks_its_output_before_it_builds_anything(work):
+    (work / "a").write_text("mine\n")
+    before = snapshot(work)
+    # --plan names no file: had the models been built first, that would be the error
+    result = dsprof("measure", *TINY, *FAST, "--plan", "no-such-plan.json", "--out", "a/r.jsonl", cwd=work)
+    assert_one_line_error(result, "measure", "cannot write the measurement file a/r.jsonl: a is a file, not a folder",
+                          "--out")
+    result = dsprof("measure", *TINY, *FAST, "--plan", "no-such-plan.json", "--out", "a/results", cwd=work)
+    assert_one_line_error(result, "measure", "cannot write the measurement file in a/results: a is a file, not a folder")
+    assert snapshot(work) == before
+    # the library checks first too: the output, before the workloads that a bad --blocks would stop
+    with pytest.raises(OutputPathError, match="a is a file, not a folder"):
+        measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32, blocks="no-such-block",
+                out=work / "a" / "r.jsonl", progress=False)
+    assert snapshot(work) == before
+
+
+def _hand_lut_csv(path: Path, whole_ms: float) -> None:
+    """A LUT written row by row: the 7 blocks of mobilenet_v2 (depths 1x7, 32 px) at 1, 2, ... 7 ms (28 ms in
+    all), block 1 merged at 0.5 ms, and the whole model at ``whole_ms``; one CPU context, no spread."""
+    from dsprof.lut.schema import COLUMNS
+    from dsprof.models import find_blocks
+
+    label = 'mobilenet_v2{"depths":[1,1,1,1,1,1,1],"resolution":32}'
+    context = ["dsprof.lut/1", "hand", "Hand CPU", "cpu", "torch", "fp32", "nchw", 1, 1, False]
+    specs = [b.spec.to_str() for b in find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))]
+    rows = [[*context, "block", spec, "original", (i + 1) * 1e-3] for i, spec in enumerate(specs)]
+    rows += [[*context, "block", specs[1], "merged", 0.5e-3], [*context, "model", label, "original", whole_ms * 1e-3]]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        writer.writerows(row + [0.0, 10, False, "hand"] for row in rows)
+        f.write(f"# end rows={len(rows)}\n")
+
+
+def test_11_predict_says_what_a_negative_rest_means(work):
+    (work / "plan.json").write_text(Plan("mobilenet_v2", (1, 0, 1, 1, 1, 1, 1), {"depths": [1] * 7}).to_json())
+    _hand_lut_csv(work / "fast.csv", whole_ms=27.6)  # the whole model 0.4 ms faster than its blocks' 28 ms
+    result = dsprof("predict", "--lut", "fast.csv", *TINY, "--plan", "plan.json", cwd=work)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    # the whole model minus block 1's saving (2 - 0.5 ms); the rest 27.6 - 28 ms
+    assert "26.100 ms per batch" in result.stdout, result.stdout
+    assert ("rest (model-minus-blocks) -0.400 ms: below zero: the whole model measured faster than the sum of its "
+            "blocks timed alone") in result.stdout, result.stdout
+    _hand_lut_csv(work / "slow.csv", whole_ms=28.4)
+    result = dsprof("predict", "--lut", "slow.csv", *TINY, "--plan", "plan.json", cwd=work)
+    assert result.returncode == 0 and "26.900 ms per batch" in result.stdout, result.stderr
+    assert "rest (model-minus-blocks) 0.400 ms" in result.stdout and "below zero" not in result.stdout
 
 
 def test_every_library_error_for_users_is_one_family():

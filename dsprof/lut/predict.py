@@ -13,7 +13,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import LUTError, UsageError
-from ..models import find_blocks, input_size_of, named_model
+from ..models import Block, find_blocks, input_size_of, named_model
 from ..device_context import DeviceContext
 from .schema import context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
@@ -40,6 +40,7 @@ METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
+_RESTS = ("auto", "stem+head", "model-minus-blocks")
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class Prediction:
     (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
-    under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``.
+    under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
+    zero where the whole model measured faster than the sum of its blocks timed alone (``str`` says so).
     ``low_s``/``high_s``: a 95 % interval from the LUT's own spread (``lut_spread``, relative) and
     the device's observed drift (``drift``, relative; ``drift_source`` says from what).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
@@ -89,6 +91,9 @@ class Prediction:
             f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source}); "
             f"method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
+            + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
+               "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
+               "model minus the blocks' savings" if self.rest_s < 0 else "")
             + (f"\nPARTIAL PREDICTION: the LUT lacks {len(self.missing)} of the keys it needs (block coverage "
                f"{self.coverage:.0%}); the total leaves their latency out" if self.missing else "")
         )
@@ -159,7 +164,7 @@ def predict_latency(
     """
     if method not in METHODS:
         raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
-    if rest not in ("auto", "stem+head", "model-minus-blocks"):
+    if rest not in _RESTS:
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise LUTError("give a plan or a variant for every block, not both")
@@ -169,147 +174,34 @@ def predict_latency(
     name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
+    lookup = _Lookup(lut, key)
+    entries = _ModelEntries.read(lookup, label, blocks)
+    rows, missing = _block_rows(blocks, entries.originals, lookup, plan, variant)
+    drift, drift_source = _drift(entries)
 
-    linearized: set[int] = set()
-    merge_flags = None
-    if plan is not None:
-        from ..merge.plan import Plan  # the merge package imports models only; keep lut importable alone
-
-        plan = Plan.coerce(plan)
-        plan.check_blocks(len(blocks))
-        linearized = set(plan.linearized)
-        merge_flags = plan.merge
-
-    def get(workload: str, variant: str, scope: str = "block"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LUTMissWarning)
-            return lut.lookup(workload, variant, key, scope=scope)
-
-    specs = [b.spec.to_str() for b in blocks]
-    originals = [get(spec, "original") for spec in specs]
-    rows, missing = [], []
-    for i, (block, spec, original) in enumerate(zip(blocks, specs, originals)):
-        if variant is not None:
-            chosen, entry = variant, get(spec, variant)
-        elif i not in linearized:
-            chosen, entry = "original", original
-        else:
-            merged = get(spec, "merged")
-            if merge_flags is not None:
-                merge = merge_flags[i]
-            elif merged is not None and original is not None:
-                merge = merged.median_s < original.median_s
-            else:
-                merge = True
-            if merge:
-                chosen, entry = "merged", merged
-            else:
-                # Linearised but not merged: the activation-free block, when the LUT has it.
-                linear = get(spec, "linear")
-                chosen, entry = ("linear", linear) if linear is not None else ("original", original)
-        if entry is None:
-            missing.append(f"block {spec} [{chosen}]")
-        rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
-                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy),
-                     "_entry": entry})
-
-    stem, head = get(label, "original", "stem"), get(label, "original", "head")
-    whole = get(label, "original", "model")
-    in_model = {b.name: get(context_workload(label, b.name), "original", "context") for b in blocks}
-    references = [e for e in [whole, *in_model.values()] if e is not None]
-    drift = observed_drift([e.median_s for e in in_model.values() if e is not None])
-    drift_source = f"{sum(e is not None for e in in_model.values())} in-context groups"
-    if drift == 0.0 and whole is not None:  # no groups to compare: the whole model's spread within its run
-        drift, drift_source = _Z95 * whole.iqr_s * _IQR_TO_SD / whole.median_s, "the whole model's spread (no --context groups)"
-    elif drift == 0.0:
-        drift_source = "nothing (no whole-model entry)"
-
-    changed = [(i, row["variant"]) for i, row in enumerate(rows) if row["variant"] != "original"] if variant is None else []
-    swaps = {i: (in_model[blocks[i].name], get(context_workload(label, blocks[i].name), v, "context")) for i, v in changed}
-    context_ok = bool(references) and all(a is not None and b is not None for a, b in swaps.values())
-    use_context = method == "context"
-    factor = _context_factor(blocks, rows, originals, in_model, label, get) if variant is None else None
-    # auto is isolated: on the contended 2-core CPU neither context method predicted a later run better
-    # (benchmarks/RESULTS.md, issue #14); they are one option away
-    use_scaled = method == "context-scaled"
-    if method == "context-scaled" and (factor is None or whole is None):
+    factor = _context_factor(blocks, entries, lookup) if variant is None else None
+    if method == "context-scaled" and (factor is None or entries.whole is None):
         missing.append(f"in-context entries (merged) of {label}'s blocks and its whole-model entry")
-    errors: list[float] = []
-    if use_context:
+    total: float | None = None
+    if method == "context":
         if variant is not None:
             raise UsageError("the context method predicts plans; give a plan, not a variant for every block")
-        rest_s, rest_method = 0.0, "whole-model"
-        if not context_ok:
-            for i, v in changed:
-                if swaps[i][0] is None or swaps[i][1] is None:
-                    missing.append(f"context {context_workload(label, blocks[i].name)} [original/{v}]")
-            if not references:
-                missing.append(f"a whole-model or in-context entry of {label}")
-        reference = statistics.median(e.median_s for e in references) if references else 0.0
-        if references:  # the median of several entries: about one entry's error over the square root of their count
-            errors.append(median_error_s(references[0]) / math.sqrt(len(references)))
-        saved = 0.0
-        for i, row in enumerate(rows):
-            pair = swaps.get(i)
-            if pair is None or pair[0] is None or pair[1] is None:
-                row["saving_s"] = 0.0 if row["variant"] == "original" else float("nan")
-                continue
-            base, swap = pair
-            # the saving relative to the model timed in the same rounds, scaled to the reference:
-            # a group that ran in a slow moment of the machine inflates neither
-            row["saving_s"] = reference * (1 - swap.median_s / base.median_s)
-            saved += row["saving_s"]
-            errors += [median_error_s(base) * reference / base.median_s, median_error_s(swap) * reference / base.median_s]
-        total = reference - saved
-        rest_s = total - float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
+        total, rest_s, errors = _context_total(rows, blocks, entries, lookup, missing)
+        rest_method, used = "whole-model", "context"
     else:
-        # auto: the measured whole model first. It carries what a sum of parts timed alone misses
-        # (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md)
-        if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
-            rest_s, rest_method = whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks"
-            errors.append(median_error_s(whole))
-            for i, (row, original) in enumerate(zip(rows, originals)):
-                if row["variant"] != "original" and row["_entry"] is not None:
-                    errors += [median_error_s(original), median_error_s(row["_entry"])]
-        elif stem is not None and head is not None and rest != "model-minus-blocks":
-            rest_s, rest_method = stem.median_s + head.median_s, "stem+head"
-            errors += [median_error_s(stem), median_error_s(head)] + [median_error_s(r["_entry"]) for r in rows if r["_entry"]]
-        else:
-            rest_s, rest_method = 0.0, "missing"
-            wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
-                      "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
-            missing.append(f"{wanted} of {label}")
-        for row, original in zip(rows, originals):
+        # auto is isolated: on the contended 2-core CPU neither context method predicted a later run better
+        # (benchmarks/RESULTS.md, issue #14); they are one option away
+        rest_s, rest_method, errors = _rest(rows, entries, rest, missing)
+        for row, original in zip(rows, entries.originals):
             row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
-        total = None
-        if use_scaled and factor is not None and whole is not None and rest_method == "model-minus-blocks":
-            reference = statistics.median(e.median_s for e in references)
-            saved = 0.0
-            for row in rows:
-                row["saving_s"] *= factor
-                saved += row["saving_s"] if row["variant"] != "original" and row["saving_s"] == row["saving_s"] else 0.0
-            total = reference - saved
-            rest_s = total - float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
-        else:
-            use_scaled = False
+        used = "isolated"
+        if method == "context-scaled" and factor is not None and entries.whole is not None and rest_method == "model-minus-blocks":
+            total, rest_s = _scaled_total(rows, factor, entries.references)
+            used = f"context-scaled (x{factor:.3f})"
 
     table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
     found = table["latency_s"].notna()
-    if len(table) and not found.any():  # nothing to add up: not a prediction, whatever `strict` says
-        raise LUTMissError(
-            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
-            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
-        )
-    if missing:
-        message = (
-            f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
-            + ("; ..." if len(missing) > 5 else "")
-            + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
-        )
-        if strict:
-            raise LUTMissError(message)
-        warnings.warn(message, LUTMissWarning, stacklevel=2)
+    _report_misses(lut, key, name, label, table, missing, strict)
     if total is None:
         total = rest_s + float(table.loc[found, "latency_s"].sum())
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
@@ -320,26 +212,221 @@ def predict_latency(
         )
     coverage = float(found.mean()) if len(table) else 1.0
     low, high, spread = prediction_interval(total, errors, drift)
-    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing),
-                      "context" if use_context else (f"context-scaled (x{factor:.3f})" if use_scaled else "isolated"),
+    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), used,
                       low, high, spread, drift, drift_source)
 
 
-def _context_factor(blocks, rows, originals, in_model, label, get) -> float | None:
+@dataclass(frozen=True)
+class _Lookup:
+    """Lookups in one device context of a LUT that miss quietly (None): a prediction gathers its misses
+    and reports them once."""
+
+    lut: LUT
+    key: DeviceContext
+
+    def __call__(self, workload: str, variant: str, scope: str = "block") -> LUTEntry | None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LUTMissWarning)
+            return self.lut.lookup(workload, variant, self.key, scope=scope)
+
+
+@dataclass(frozen=True)
+class _ModelEntries:
+    """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
+    the whole model, its stem and head, and the whole model in each block's context group (by block name)."""
+
+    label: str
+    originals: list[LUTEntry | None]
+    whole: LUTEntry | None
+    stem: LUTEntry | None
+    head: LUTEntry | None
+    in_model: dict[str, LUTEntry | None]
+
+    @classmethod
+    def read(cls, lookup: _Lookup, label: str, blocks: list[Block]) -> "_ModelEntries":
+        return cls(
+            label,
+            [lookup(b.spec.to_str(), "original") for b in blocks],
+            lookup(label, "original", "model"),
+            lookup(label, "original", "stem"),
+            lookup(label, "original", "head"),
+            {b.name: lookup(context_workload(label, b.name), "original", "context") for b in blocks},
+        )
+
+    @property
+    def references(self) -> list[LUTEntry]:
+        """The whole model's medians the context methods start from: its own entry and every in-context group's."""
+        return [e for e in [self.whole, *self.in_model.values()] if e is not None]
+
+
+def _block_rows(blocks: list[Block], originals: list[LUTEntry | None], lookup: _Lookup, plan: Any,
+                variant: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per block: the variant the plan (or ``variant``, for every block) gives it and its LUT
+    entry; and the misses."""
+    linearized: set[int] = set()
+    merge_flags = None
+    if plan is not None:
+        from ..merge.plan import Plan  # the merge package imports models only; keep lut importable alone
+
+        plan = Plan.coerce(plan)
+        plan.check_blocks(len(blocks))
+        linearized = set(plan.linearized)
+        merge_flags = plan.merge
+    rows, missing = [], []
+    for i, (block, original) in enumerate(zip(blocks, originals)):
+        spec = block.spec.to_str()
+        if variant is not None:
+            chosen, entry = variant, lookup(spec, variant)
+        elif i not in linearized:
+            chosen, entry = "original", original
+        else:
+            chosen, entry = _linearized_variant(spec, original, None if merge_flags is None else merge_flags[i], lookup)
+        if entry is None:
+            missing.append(f"block {spec} [{chosen}]")
+        rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
+                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy),
+                     "_entry": entry})
+    return rows, missing
+
+
+def _linearized_variant(spec: str, original: LUTEntry | None, merge: bool | None,
+                        lookup: _Lookup) -> tuple[str, LUTEntry | None]:
+    """(variant, entry) of a block the plan linearises: merged where the plan says so (``merge``), or when
+    it leaves that open (None) where the LUT says merging saves time; else the activation-free block
+    (``linear``) when the LUT has it, else the original."""
+    merged = lookup(spec, "merged")
+    if merge is None:
+        merge = merged.median_s < original.median_s if merged is not None and original is not None else True
+    if merge:
+        return "merged", merged
+    linear = lookup(spec, "linear")
+    return ("linear", linear) if linear is not None else ("original", original)
+
+
+def _drift(entries: _ModelEntries) -> tuple[float, str]:
+    """The device's drift (relative 95 % half-width) and what it was observed from: the spread of the
+    whole model's in-context groups, else the whole model's spread within its own run."""
+    groups = [e for e in entries.in_model.values() if e is not None]
+    drift = observed_drift([e.median_s for e in groups])
+    if drift != 0.0:
+        return drift, f"{len(groups)} in-context groups"
+    whole = entries.whole
+    if whole is not None:  # no groups to compare
+        return _Z95 * whole.iqr_s * _IQR_TO_SD / whole.median_s, "the whole model's spread (no --context groups)"
+    return drift, "nothing (no whole-model entry)"
+
+
+def _found_latency_s(rows: list[dict[str, Any]]) -> float:
+    """The sum of the blocks' latencies that the LUT has (NaN marks a miss)."""
+    return float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
+
+
+def _context_total(rows: list[dict[str, Any]], blocks: list[Block], entries: _ModelEntries, lookup: _Lookup,
+                   missing: list[str]) -> tuple[float, float, list[float]]:
+    """(total, rest, entry errors) by the ``context`` method: the whole model's reference minus each changed
+    block's saving measured inside the running model (``saving_s`` set on each row). Misses go to ``missing``."""
+    label, references = entries.label, entries.references
+    changed = [(i, row["variant"]) for i, row in enumerate(rows) if row["variant"] != "original"]
+    swaps = {i: (entries.in_model[blocks[i].name], lookup(context_workload(label, blocks[i].name), v, "context"))
+             for i, v in changed}
+    for i, v in changed:
+        if swaps[i][0] is None or swaps[i][1] is None:
+            missing.append(f"context {context_workload(label, blocks[i].name)} [original/{v}]")
+    if not references:
+        missing.append(f"a whole-model or in-context entry of {label}")
+    errors: list[float] = []
+    reference = statistics.median(e.median_s for e in references) if references else 0.0
+    if references:  # the median of several entries: about one entry's error over the square root of their count
+        errors.append(median_error_s(references[0]) / math.sqrt(len(references)))
+    saved = 0.0
+    for i, row in enumerate(rows):
+        pair = swaps.get(i)
+        if pair is None or pair[0] is None or pair[1] is None:
+            row["saving_s"] = 0.0 if row["variant"] == "original" else float("nan")
+            continue
+        base, swap = pair
+        # the saving relative to the model timed in the same rounds, scaled to the reference:
+        # a group that ran in a slow moment of the machine inflates neither
+        row["saving_s"] = reference * (1 - swap.median_s / base.median_s)
+        saved += row["saving_s"]
+        errors += [median_error_s(base) * reference / base.median_s, median_error_s(swap) * reference / base.median_s]
+    total = reference - saved
+    return total, total - _found_latency_s(rows), errors
+
+
+def _rest(rows: list[dict[str, Any]], entries: _ModelEntries, rest: str,
+          missing: list[str]) -> tuple[float, str, list[float]]:
+    """(rest, how it was found, entry errors of the isolated total): the part outside the blocks. ``auto``
+    takes the measured whole model minus its blocks first: it carries what a sum of parts timed alone misses
+    (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md), then the
+    stem and head timed alone. Misses go to ``missing``."""
+    whole, originals = entries.whole, entries.originals
+    errors: list[float] = []
+    if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
+        errors.append(median_error_s(whole))
+        for row, original in zip(rows, originals):
+            if row["variant"] != "original" and row["_entry"] is not None:
+                errors += [median_error_s(original), median_error_s(row["_entry"])]
+        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", errors
+    stem, head = entries.stem, entries.head
+    if stem is not None and head is not None and rest != "model-minus-blocks":
+        errors += [median_error_s(stem), median_error_s(head)] + [median_error_s(r["_entry"]) for r in rows if r["_entry"]]
+        return stem.median_s + head.median_s, "stem+head", errors
+    wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
+              "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
+    missing.append(f"{wanted} of {entries.label}")
+    return 0.0, "missing", errors
+
+
+def _scaled_total(rows: list[dict[str, Any]], factor: float, references: list[LUTEntry]) -> tuple[float, float]:
+    """(total, rest) by ``context-scaled``: the whole model's reference minus the changed blocks' isolated
+    savings times ``factor`` (each row's ``saving_s`` is scaled in place)."""
+    reference = statistics.median(e.median_s for e in references)
+    saved = 0.0
+    for row in rows:
+        row["saving_s"] *= factor
+        saved += row["saving_s"] if row["variant"] != "original" and row["saving_s"] == row["saving_s"] else 0.0
+    total = reference - saved
+    return total, total - _found_latency_s(rows)
+
+
+def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: pd.DataFrame, missing: list[str],
+                   strict: bool) -> None:
+    """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
+    raise with ``strict``. Called from `predict_latency` only: the warning points at its caller."""
+    if len(table) and not table["latency_s"].notna().any():
+        raise LUTMissError(
+            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
+            f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
+            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
+        )
+    if not missing:
+        return
+    message = (
+        f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
+        + ("; ..." if len(missing) > 5 else "")
+        + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
+    )
+    if strict:
+        raise LUTMissError(message)
+    warnings.warn(message, LUTMissWarning, stacklevel=3)
+
+
+def _context_factor(blocks: list[Block], entries: _ModelEntries, lookup: _Lookup) -> float | None:
     """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
     without in-context entries. Each in-context saving is relative to the model timed in its group."""
     in_context, alone = 0.0, 0.0
-    for block, original in zip(blocks, originals):
-        base = in_model.get(block.name)
-        swap = get(context_workload(label, block.name), "merged", "context")
-        merged = get(block.spec.to_str(), "merged")
+    for block, original in zip(blocks, entries.originals):
+        base = entries.in_model.get(block.name)
+        swap = lookup(context_workload(entries.label, block.name), "merged", "context")
+        merged = lookup(block.spec.to_str(), "merged")
         if base is None or swap is None or merged is None or original is None:
             continue
         in_context += 1 - swap.median_s / base.median_s
         alone += (original.median_s - merged.median_s)
     if alone == 0.0 or in_context == 0.0:
         return None
-    whole_ref = statistics.median(e.median_s for e in in_model.values() if e is not None)
+    whole_ref = statistics.median(e.median_s for e in entries.in_model.values() if e is not None)
     return in_context * whole_ref / alone
 
 

@@ -102,6 +102,35 @@ def merge_model(
     """
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
+    target = _linearized_copy(model, plan, size)
+    linear, interior = _linearized_blocks(target, plan)
+    kept_names = iter(b.name for b in discover_blocks(target, size).blocks)
+    decisions: list[BlockDecision] = []
+    for index, keep in enumerate(plan.keep):
+        if keep:
+            name = next(kept_names, f"block {index}")
+            decisions.append(BlockDecision(index, name, "", True, False, "activations kept"))
+        elif index in interior:
+            start = interior[index]
+            decisions.append(BlockDecision(index, linear[start][0], "", False, True, f"merged into the span starting at block {start}"))
+        else:
+            name, block = linear[index]
+            replay = None if plan.merge is None else plan.merge[index]
+            decisions.append(_merge_block(target, index, name, block, replay, savings))
+    if fold:
+        param = next(target.parameters())
+        first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
+        example = torch.zeros(1, first.in_channels, *size, dtype=param.dtype, device=param.device)
+        target = fold_batchnorm(target, example, inplace=True)
+    report = MergeReport(plan.with_merge([d.merged for d in decisions]), tuple(decisions))
+    setattr(target, REPORT_ATTR, report)
+    target.dsprof_plan = report.plan.to_json()
+    return target
+
+
+def _linearized_copy(model: nn.Module, plan: Plan, size: tuple[int, int]) -> nn.Module:
+    """A linearised copy of ``model`` in eval mode: a copy of it when it is linearised already (by the same
+    plan's ``keep``), else `linearize_model` of it."""
     if any(isinstance(m, (Linearized, SpanLinearized)) for m in model.modules()):
         stored = getattr(model, "dsprof_plan", None)
         if stored is not None and Plan.from_json(stored).keep != plan.keep:
@@ -109,71 +138,63 @@ def merge_model(
         target = copy.deepcopy(model)
     else:
         target = linearize_model(model, plan, input_size=size)
-    target.eval()
+    return target.eval()
+
+
+def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[str, nn.Module]], dict[int, int]]:
+    """The linearised blocks of ``target`` as {block index: (module name, module)}, a span under its first
+    index; and {index of a block inside a span, after its first: the span's first index}. Raises
+    `PlanError` when they are not the plan's."""
     found = [(name, m) for name, m in target.named_modules() if isinstance(m, (Linearized, SpanLinearized))]
     spans = [name for name, m in found if isinstance(m, SpanLinearized)]
     linear = {m.index: (name, m) for name, m in found if not any(name.startswith(f"{s}.") for s in spans)}
     interior = {i: start for start, stop in plan.spans or () for i in range(start + 1, stop)}
     if sorted(linear) != [i for i in plan.linearized if i not in interior]:
         raise PlanError(f"the model's linearised blocks {sorted(linear)} are not the plan's {plan.linearized}")
-    kept_names = iter(b.name for b in discover_blocks(target, size).blocks)
+    return linear, interior
 
-    decisions: list[BlockDecision] = []
-    merge_flags: list[bool] = []
-    for index, keep in enumerate(plan.keep):
-        if keep:
-            name = next(kept_names, f"block {index}")
-            decisions.append(BlockDecision(index, name, "", True, False, "activations kept"))
-            merge_flags.append(False)
-            continue
-        if index in interior:
-            start = interior[index]
-            decisions.append(BlockDecision(index, linear[start][0], "", False, True, f"merged into the span starting at block {start}"))
-            merge_flags.append(True)
-            continue
-        name, block = linear[index]
-        try:
-            module, info = merge_linearized(block)
-        except MergeError as exc:
-            raise MergeError(f"block {index} ({name}): {exc}") from None
-        saving = None
-        if isinstance(block, SpanLinearized):  # planned where it pays: always merged
-            do = True
-            reason = f"span of blocks {block.start}..{block.stop - 1}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M"
-        elif plan.merge is not None:
-            do, reason = plan.merge[index], "replayed from the plan"
-        elif savings is not None:
-            saving = _saving(savings, name, block.spec)
-            do = saving > 0
-            reason = f"latency table: merging {'saves' if do else 'costs'} {abs(saving) * 1e3:.4f} ms"
-        else:
-            do = info.merged_macs < info.linear_macs
-            verdict = "pays" if do else "does not pay"
-            reason = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged: {verdict}"
-        if do:
-            set_submodule(target, name, module)
-            if not info.exact:
-                reason += f"; NOT exact at the borders (fine-tuned with padding in place): rel. error {info.border_error:.2e}"
-                warnings.warn(
-                    f"block {index} ({name}) merged with a border error of {info.border_error:.2e} relative to max|y|: "
-                    "a padded convolution precedes another one, so the in-place form has no exact single convolution; "
-                    "fine-tune with border='in_front' for an exact merge",
-                    stacklevel=2,
-                )
-        elif (deployed := unmerged_form(block)) is not None:
-            set_submodule(target, name, deployed)  # same function, without convolving the padding ring
-        decisions.append(_decision(index, name, block.spec, do, reason, info, saving))
-        merge_flags.append(do)
 
-    if fold:
-        param = next(target.parameters())
-        first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
-        example = torch.zeros(1, first.in_channels, *size, dtype=param.dtype, device=param.device)
-        target = fold_batchnorm(target, example, inplace=True)
-    report = MergeReport(plan.with_merge(merge_flags), tuple(decisions))
-    setattr(target, REPORT_ATTR, report)
-    target.dsprof_plan = report.plan.to_json()
-    return target
+def _merge_block(target: nn.Module, index: int, name: str, block: nn.Module, replay: bool | None,
+                 savings: Savings | None) -> BlockDecision:
+    """Put block ``index`` of ``target`` (in place) merged into one convolution where `_merge_choice` says so,
+    else in its unmerged deployed form; the decision says which and why. Called from `merge_model` only:
+    its warning points at that function's caller."""
+    try:
+        module, info = merge_linearized(block)
+    except MergeError as exc:
+        raise MergeError(f"block {index} ({name}): {exc}") from None
+    do, reason, saving = _merge_choice(name, block, info, replay, savings)
+    if do:
+        set_submodule(target, name, module)
+        if not info.exact:
+            reason += f"; NOT exact at the borders (fine-tuned with padding in place): rel. error {info.border_error:.2e}"
+            warnings.warn(
+                f"block {index} ({name}) merged with a border error of {info.border_error:.2e} relative to max|y|: "
+                "a padded convolution precedes another one, so the in-place form has no exact single convolution; "
+                "fine-tune with border='in_front' for an exact merge",
+                stacklevel=3,
+            )
+    elif (deployed := unmerged_form(block)) is not None:
+        set_submodule(target, name, deployed)  # same function, without convolving the padding ring
+    return _decision(index, name, block.spec, do, reason, info, saving)
+
+
+def _merge_choice(name: str, block: nn.Module, info: BlockMergeInfo, replay: bool | None,
+                  savings: Savings | None) -> tuple[bool, str, float | None]:
+    """(merge, why, the latency saving that decided it in seconds or None) for one linearised block: a span
+    always merges (it was planned where it pays); else the plan's ``merge`` entry (``replay``) decides, else
+    ``savings`` (> 0 pays), else whether merging lowers the MACs."""
+    if isinstance(block, SpanLinearized):
+        return True, f"span of blocks {block.start}..{block.stop - 1}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M", None
+    if replay is not None:
+        return replay, "replayed from the plan", None
+    if savings is not None:
+        saving = _saving(savings, name, block.spec)
+        do = saving > 0
+        return do, f"latency table: merging {'saves' if do else 'costs'} {abs(saving) * 1e3:.4f} ms", saving
+    do = info.merged_macs < info.linear_macs
+    verdict = "pays" if do else "does not pay"
+    return do, f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged: {verdict}", None
 
 
 def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo, saving) -> BlockDecision:

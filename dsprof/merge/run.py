@@ -10,6 +10,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import MergeError
+from ..io import check_output_path
 from ..models import get_model, load_checkpoint
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
@@ -54,7 +55,7 @@ def merge_to_file(
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
     ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays
     (``latency`` from a LUT, else MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges,
-    or None for the plan's own.
+    or None for the plan's own. Both output paths are checked before anything is built or written.
     """
     plan = Plan.coerce(plan)
     options = dict(options or {})
@@ -67,6 +68,9 @@ def merge_to_file(
             f"plan {plan.name or ''} is for {plan.model} with options {plan.options or '{}'}, not {options or '{}'}"
             + (f"; pass --width {plan.options['width']}" if "width" in plan.options else "")
         )
+    for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
+        if path is not None:
+            check_output_path(path)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
     if spans == "auto":
@@ -88,8 +92,9 @@ def merge_to_file(
                 ) from None
     merged = merge_model(source, plan)
     costs = cost_table(model, merged)
-    out_path = save_merged(merged, out) if out is not None else None
+    # the export first: it is the step that can still fail (an operator ONNX lacks), and then no file is written
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None
+    out_path = save_merged(merged, out) if out is not None else None
     return MergeOutcome(merged, merge_report(merged), costs, out_path, onnx_path)
 
 

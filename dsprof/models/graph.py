@@ -403,12 +403,16 @@ def _break_reason(g: _Graph, out: fx.Node) -> tuple[str, str]:
     user = users[0]
     if g.is_mul(user):
         return f"multiplication {user.name}", user.name
-    target = str(getattr(user.target, "__name__", user.target))
+    target = _target_name(user)
     if target in ("cat", "concat", "stack"):
         return f"concatenation {user.name}", user.name
     if target in ("split", "chunk", "getitem", "unbind"):
         return f"split {user.name}", user.name
     return f"followed by {g.describe(user)} ({user.name})", user.name
+
+
+def _target_name(node: fx.Node) -> str:
+    return str(getattr(node.target, "__name__", node.target))
 
 
 def _se_gates(g: _Graph) -> list[tuple[fx.Node, fx.Node]]:
@@ -645,14 +649,11 @@ class _Discovery:
             owner = self._owner(nodes)
         run = self._run(nodes) if owner is None and closed is None else None
         if owner is None and run is None:
-            first, last = chain[0].conv, chain[-1].out
             common = self._common(sorted(nodes, key=g.order.get))
             where = common[-1] if common else ""
             self.refusals.append(Refusal(
                 where or "(model)", self._type(where) if where else type(self.model).__name__,
-                f"a chain of {len(chain)} convolutions ({first.name} .. {last.name}) is neither one module's whole "
-                "forward nor a run of an nn.Sequential's children: wrap it in its own nn.Module to merge it",
-                first.name,
+                self._unowned_reason(chain, nodes, where), chain[0].conv.name,
             ))
             return
         if owner is not None and owner in self.refused_paths:
@@ -665,6 +666,37 @@ class _Discovery:
             name, module = f"{parent}[{a}:{b}]", nn.Sequential(*list(seq)[a:b])
             module.dsprof_run = True  # replace_block puts these children back one by one
         self._record(name, module, chain, closed, tail_node)
+
+    def _unowned_reason(self, chain: list[_Unit], nodes: set[fx.Node], where: str) -> str:
+        """Why no module owns ``chain`` (its ``nodes``, inside module ``where``): specific where ``where``'s
+        forward also concatenates the chain's input or normalises it before the first convolution
+        (a pre-activation layer, as in DenseNet), else the general rule."""
+        g = self.g
+        first, last = chain[0].conv, chain[-1].out
+        head = f"a chain of {len(chain)} convolutions ({first.name} .. {last.name})"
+        extra = self.under[where] - nodes
+
+        def beside(n: Any) -> bool:  # done by the module's own forward besides the chain (not by a child's)
+            return isinstance(n, fx.Node) and n in extra and self._common([n, first])[-1] == where
+
+        front: list[fx.Node] = []  # normalisation, activation, pass-through in front of the first convolution
+        x = first.args[0]
+        while beside(x) and (g.is_norm(x) or g.act_name(x) or g.is_pass(x)):
+            front.append(x)
+            x = x.args[0]
+        cat = x if beside(x) and _target_name(x) in ("cat", "concat") else None
+        shown = [n for n in reversed(front) if not g.is_pass(n)]
+        pre = "+".join(type(g.module(n)).__name__ if n.op == "call_module" else str(g.act_name(n)) for n in shown)
+        if not any(g.is_norm(n) for n in front):  # an activation alone in front is not a pre-activation layer
+            pre = ""
+        if cat is None and not pre:
+            return (f"{head} is neither one module's whole forward nor a run of an nn.Sequential's children: wrap it "
+                    "in its own nn.Module to merge it")
+        does = [f"concatenates its inputs ({cat.name})"] if cat is not None else []
+        if pre:
+            does.append(f"applies {pre} before {first.target} (pre-activation{', as in DenseNet' if cat is not None else ''})")
+        return (f"{head}: its module also {' and '.join(does)}, but a block starts at a convolution and is one module's "
+                f"whole forward; move {first.target} .. {chain[-1].conv.target} into a module of their own to merge them")
 
     def _record(self, name: str, module: nn.Module, chain: list[_Unit], closed, tail_node: fx.Node | None) -> None:
         g = self.g

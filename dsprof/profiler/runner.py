@@ -31,7 +31,7 @@ from torch import nn
 
 from ..device_context import DeviceContext, layout_of
 from ..errors import OutputPathError, UsageError
-from ..io import make_parent_folders
+from ..io import check_output_path, make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
@@ -57,6 +57,7 @@ __all__ = [
     "SWITCHES_WARNING",
     "MeasureRequest",
     "MeasureResult",
+    "check_measurement_out",
     "contention_message",
     "default_batch",
     "measure",
@@ -139,11 +140,28 @@ def _slug(text: str) -> str:
 def measurement_path(out: str | Path, label: str, settings: BackendSettings, batch: int, resolution: int) -> Path:
     """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder ``out``."""
     out = Path(out)
-    if out.suffix == ".jsonl":
+    if _names_a_file(out):
         return out
     layout = "-cl" if settings.channels_last else ""
     name = f"{_slug(label)}_{resolution}px_{settings.backend}_{_slug(settings.device)}_{settings.dtype}{layout}_b{batch}.jsonl"
     return out / name
+
+
+def _names_a_file(out: Path) -> bool:
+    return out.suffix == ".jsonl"
+
+
+_OUT_INSTEAD = "choose another --out folder (or a .jsonl file)"
+
+
+def check_measurement_out(out: str | Path) -> None:
+    """Raise `OutputPathError` where ``out`` (a ``.jsonl`` file or a folder, as `measurement_path` reads it)
+    cannot be written; creates nothing. `measure` calls it before it builds anything."""
+    out = Path(out)
+    if _names_a_file(out):
+        check_output_path(out, "the measurement file ", _OUT_INSTEAD)
+    else:
+        check_output_path(out, "the measurement file in ", _OUT_INSTEAD, folder=True)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -167,7 +185,7 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
 
 def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]:
     try:
-        make_parent_folders(path, "the measurement file ", "choose another --out folder (or a .jsonl file)")
+        make_parent_folders(path, "the measurement file ", _OUT_INSTEAD)
         exists = path.exists()
         if exists and not (resume or overwrite):
             raise OutputPathError(
@@ -317,6 +335,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
 
 def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[str], None] | None) -> MeasureResult:
     request, backend_impl = _checked(request)
+    check_measurement_out(request.out)  # before the model and its workloads are built (they take a while)
     settings, batch = request.settings, request.batch
     options = dict(request.model_options)
     label, net = named_model(request.model, request.name, request.resolution, options)
