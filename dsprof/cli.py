@@ -273,12 +273,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    from .lut import LUT
     from .merge.run import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = _lut_latency(args.lut, args.device_key) if args.lut else None
+    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
@@ -305,22 +306,6 @@ def _spans_arg(text: str | None):
         return tuple((a, b + 1) for a, b in ranges)
     except ValueError:
         raise CliError(f"--spans must be auto, none or ranges of block indices like 1-3,5-8; got {text!r}") from None
-
-
-def _lut_latency(path: Path, device_key: str | None):
-    """A (spec, variant) -> seconds lookup in one context of a LUT (None where it has no entry)."""
-    from .lut import LUT
-
-    lut = LUT.load(path)
-    key = lut.resolve(device_key)
-
-    def latency(spec, variant):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            entry = lut.lookup(spec, variant, key)
-        return entry.median_s if entry is not None else None
-
-    return latency
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
@@ -465,6 +450,8 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .lut.predict import METHODS
+
     parser = argparse.ArgumentParser(
         prog="dsprof",
         description="DepthShrinker on your own hardware: profile blocks, build latency tables, "
@@ -598,10 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
-    p.add_argument("--method", choices=("auto", "isolated", "context", "context-scaled"), default="auto",
+    p.add_argument("--method", choices=METHODS, default="auto",
                    help="count merged blocks by their savings timed alone (isolated), inside the running model "
                         "(context), or alone scaled by the model's in-context/isolated ratio (context-scaled); the "
-                        "context methods need `dsprof measure --context`; auto: isolated, which predicted best so far")
+                        "context methods need `dsprof measure --context`; auto: context-scaled for PyTorch on a CPU "
+                        "where the LUT has those entries, else isolated (docs/predictions.md)")
     p.add_argument("--measure", action="store_true",
                    help="also merge the model per the plan, measure it end-to-end here, print the error and whether "
                         "the measurement fell inside the prediction's interval")

@@ -88,7 +88,8 @@ def test_context_prediction_from_the_raw_samples(context_run):
                              method="context-scaled")
     assert scaled.method == f"context-scaled (x{factor:.3f})"
     auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
-    assert auto.method == "isolated" and auto.total_s == isolated.total_s  # auto: what lut_accuracy.py chose
+    # auto, PyTorch on a CPU with in-context entries: context-scaled (what lut_accuracy.py chose)
+    assert auto.method == scaled.method and auto.total_s == scaled.total_s
     assert scaled.total_s == pytest.approx(reference - factor * saved_alone, rel=1e-9)
 
     # the drift comes from the whole model timed in each block's group
@@ -124,6 +125,27 @@ def _hand_context_lut(label, blocks):
             rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant=variant, median_s=ms * 1e-3,
                              iqr_s=0.0, n_samples=25))
     return LUT(pd.DataFrame(rows))
+
+
+def test_auto_method_follows_the_backend_and_the_entries():
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+    frame = _hand_context_lut(label, blocks).to_dataframe()
+
+    def auto(rows):
+        return predict_latency("mobilenet_v2", LUT(rows), plan, options=OPTIONS, resolution=32, strict=True)
+
+    # PyTorch on a CPU with in-context entries: the isolated savings (0.5 ms a block) times 2, the
+    # in-context over isolated savings: 20 ms - 3 x 1 ms
+    torch_cpu = auto(frame)
+    assert torch_cpu.method == "context-scaled (x2.000)" and torch_cpu.total_s == pytest.approx(0.017, rel=1e-12)
+    # the same entries from ONNX Runtime: isolated, 20 ms - 3 x 0.5 ms
+    ort = auto(frame.assign(backend="onnxruntime"))
+    assert ort.method == "isolated" and ort.total_s == pytest.approx(0.0185, rel=1e-12)
+    # PyTorch without in-context entries: isolated
+    alone = auto(frame[frame.scope != "context"])
+    assert alone.method == "isolated" and alone.total_s == pytest.approx(0.0185, rel=1e-12)
 
 
 def test_interval_by_hand():
@@ -163,5 +185,5 @@ def test_cli_predict_measure_says_inside_or_outside(context_run, tmp_path, capsy
             "--measure", "--measure-out", str(tmp_path / "check.jsonl"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "method isolated" in out
+    assert "method context-scaled" in out  # auto, with the run's in-context entries
     assert ("is inside the 95 % interval" in out) != ("is OUTSIDE the 95 % interval" in out)

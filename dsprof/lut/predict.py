@@ -21,6 +21,7 @@ from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 __all__ = [
     "METHODS",
     "Prediction",
+    "auto_method",
     "measure_planned",
     "median_error_s",
     "observed_drift",
@@ -32,10 +33,10 @@ __all__ = [
 
 #: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
 #: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
-#: ``auto`` (isolated: the method that predicted best in benchmarks/lut_accuracy.py so far).
 #: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
 #: model's blocks over their isolated savings (noise averages over every group). Both context methods
 #: start from the median of the whole model's medians: its own entry and every in-context group.
+#: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
 METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
@@ -159,7 +160,7 @@ def predict_latency(
     model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
     (``isolated``), inside the running model (``context``, from `dsprof measure --context`
     entries), or alone but scaled by the model's in-context / isolated savings (``context-scaled``);
-    ``auto`` is ``isolated``, the method that predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
+    ``auto`` is `auto_method`'s choice, from what predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
     if method not in METHODS:
@@ -180,6 +181,8 @@ def predict_latency(
     drift, drift_source = _drift(entries)
 
     factor = _context_factor(blocks, entries, lookup) if variant is None else None
+    if method == "auto":
+        method = auto_method(key, factor is not None and entries.whole is not None)
     if method == "context-scaled" and (factor is None or entries.whole is None):
         missing.append(f"in-context entries (merged) of {label}'s blocks and its whole-model entry")
     total: float | None = None
@@ -189,8 +192,6 @@ def predict_latency(
         total, rest_s, errors = _context_total(rows, blocks, entries, lookup, missing)
         rest_method, used = "whole-model", "context"
     else:
-        # auto is isolated: on the contended 2-core CPU neither context method predicted a later run better
-        # (benchmarks/RESULTS.md, issue #14); they are one option away
         rest_s, rest_method, errors = _rest(rows, entries, rest, missing)
         for row, original in zip(rows, entries.originals):
             row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
@@ -214,6 +215,16 @@ def predict_latency(
     low, high, spread = prediction_interval(total, errors, drift)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), used,
                       low, high, spread, drift, drift_source)
+
+
+def auto_method(context: DeviceContext, has_context_entries: bool) -> str:
+    """The method ``auto`` uses: ``context-scaled`` for PyTorch eager on a CPU when the LUT has the
+    model's in-context entries, else ``isolated``. In PyTorch eager a block inside the model runs with
+    cold caches and unfused operators, so merging saves more there than alone (1.10-1.55x the isolated
+    savings in five runs on a 2-core CPU); ONNX Runtime and TFLite fuse, and their in-context
+    differences only added noise (benchmarks/RESULTS.md, issue #14)."""
+    scaled = has_context_entries and context.backend == "torch" and context.device == "cpu"
+    return "context-scaled" if scaled else "isolated"
 
 
 @dataclass(frozen=True)

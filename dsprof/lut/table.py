@@ -158,6 +158,19 @@ class LUT:
         warnings.warn(message, LUTMissWarning, stacklevel=2)
         return None
 
+    def latency(self, device: DeviceContext | str | None = None):
+        """A ``(spec, variant) -> seconds or None`` lookup in one context, quiet on a miss: what
+        `dsprof.merge.plan_spans` and `merge_to_file(spans="auto", latency=...)` take to weigh spans."""
+        key = self.resolve(device)
+
+        def latency(spec: BlockSpec | str, variant: str) -> float | None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LUTMissWarning)
+                entry = self.lookup(spec, variant, key)
+            return entry.median_s if entry is not None else None
+
+        return latency
+
     def savings(self, device: DeviceContext | str | None = None, variant: str = "merged") -> pd.DataFrame:
         """Per-block latency saving of ``variant`` over the original, seconds: one row per BlockSpec
         that has both, columns workload, original_s, merged_s (the variant), saving_s."""
