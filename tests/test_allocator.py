@@ -11,6 +11,7 @@ import pytest
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.fingerprint import ENV_ID_FIELDS
+from dsprof.reports import write_report
 
 # Two 40 MB tensors made and freed per step, as a forward pass on a batch makes and frees activations.
 # glibc maps requests above its mmap threshold (which it raises after frees, but never above 32 MiB)
@@ -66,3 +67,5 @@ def test_measure_records_the_allocator(tmp_path):
     record = result.measurements[0]
     assert record.environment["allocator"] == "glibc malloc: no mmap, trim threshold 1024 MiB"
     assert "allocator" not in ENV_ID_FIELDS  # records before and after the change stay in one LUT context
+    index = write_report([result.path], tmp_path / "report").index.read_text()
+    assert "allocator: glibc malloc: no mmap, trim threshold 1024 MiB" in index  # the report's device line says so

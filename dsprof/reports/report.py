@@ -132,6 +132,7 @@ def _fingerprints(records: Sequence[Measurement]) -> str:
             f"- **{label[r.context]}** (environment `{r.env_id}`, device `{r.device}`, layout {r.layout}, "
             f"threads {r.threads or 'default'}): CPU {env.get('cpu', {}).get('model', '?')} "
             f"({env.get('cpu', {}).get('logical_cores', '?')} logical cores), GPU {gpus}; {versions}; host {env.get('host', '?')}"
+            + (f"; allocator: {env['allocator']}" if env.get("allocator") else "")
         )
     return "\n".join(lines)
 
