@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from .errors import BadFileError, InputFileError, OutputPathError
 
-__all__ = ["atomic_torch_save", "atomic_write_text", "check_output_path", "load_torch_payload", "make_parent_folders"]
+__all__ = ["atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "load_torch_payload", "make_parent_folders"]
 
 
 def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,
@@ -39,43 +41,40 @@ def make_parent_folders(path: Path, what: str = "", instead: str = "choose anoth
         raise OutputPathError(f"cannot write {what}{path}: {exc.strerror or exc}; {instead}") from None
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a reader sees the old file or the new one, never a mix.
-
-    The text goes to a temporary file in the same folder, is flushed to disk, then renamed over
-    ``path`` (``os.replace`` is atomic on POSIX and Windows). Parent folders are created; a parent
-    that is a file raises `OutputPathError`.
-    """
-    path = Path(path)
-    make_parent_folders(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def atomic_torch_save(path: str | Path, payload: dict) -> Path:
-    """``torch.save(payload)`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
-    import torch
-
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """A temporary path in ``path``'s folder for a writer that takes a file name: renamed over ``path``
+    (``os.replace``, atomic on POSIX and Windows) when the block ends, removed when it raises. A reader
+    sees the old file or the new one, never a partial one. Parent folders are created; a parent that is
+    a file raises `OutputPathError`."""
     path = Path(path)
     make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        torch.save(payload, tmp)
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (`atomic_output`), flushed to disk before the rename."""
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(path)
+
+
+def atomic_torch_save(path: str | Path, payload: dict) -> Path:
+    """``torch.save(payload)`` to ``path`` atomically (`atomic_output`)."""
+    import torch
+
+    with atomic_output(path) as tmp:
+        torch.save(payload, tmp)
+    return Path(path)
 
 
 def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -> dict:

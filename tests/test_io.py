@@ -42,3 +42,25 @@ def test_torch_payload_round_trip_and_refusals(tmp_path):
     torch.save({"format": "dsprof.test/1", "f": print}, tmp_path / "code.pt")  # a file that would run code
     with pytest.raises(Exception, match="(?i)weights.only|unsupported|global"):
         load_torch_payload(tmp_path / "code.pt", "dsprof.test/1", "test file", "make one")
+
+
+def test_an_onnx_export_that_fails_midway_leaves_the_old_file(tmp_path):
+    import torch
+    from torch import nn
+
+    from dsprof.profiler.backends.onnx_export import export_onnx
+
+    target = tmp_path / "model.onnx"
+    export_onnx(nn.Conv2d(3, 4, 3), (1, 3, 8, 8), target)
+    good = target.read_bytes()
+    assert len(good) > 100
+
+    class Breaks(nn.Module):  # runs, then fails halfway through tracing (after the exporter opened its work)
+        def forward(self, x):
+            torch.relu(x)
+            raise RuntimeError("an operator the exporter cannot take")
+
+    with pytest.raises(RuntimeError, match="cannot take"):
+        export_onnx(Breaks(), (1, 3, 8, 8), target)
+    assert target.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]  # no temporary file left

@@ -14,14 +14,13 @@ options (no weights are downloaded), then loads the state dict strictly.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..errors import DsprofError, MergeError
-from ..io import atomic_torch_save, load_torch_payload, make_parent_folders
+from ..io import atomic_torch_save, load_torch_payload
 from ..models import get_model, input_size_of
 from .model import merge_model, merge_report
 from .plan import Plan
@@ -79,19 +78,11 @@ def load_merged(path: str | Path) -> nn.Module:
 
 
 def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 1, opset: int = 17) -> Path:
-    """Export ``model`` to ONNX for an input of ``batch`` images at the model's resolution."""
+    """Export ``model`` to ONNX for an input of ``batch`` images at the model's resolution (the
+    profiler's exporter: static shapes, written atomically)."""
+    from ..profiler.backends.onnx_export import export_onnx as export_at_shape  # lazy: the profiler imports merge
+
     h, w = input_size_of(model)
     first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
-    param = next(model.parameters())
-    example = torch.zeros(batch, first.in_channels, h, w, dtype=param.dtype)
-    path = Path(path)
-    make_parent_folders(path)
-    model.eval()
-    with torch.no_grad(), warnings.catch_warnings():
-        # The tracer notes that padding sizes become constants: true, the export is for this input size.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", message="Constant folding")
-        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: onnxscript not needed
-        torch.onnx.export(model, (example,), str(path), input_names=["input"], output_names=["output"],
-                          opset_version=opset, dynamo=False)
-    return path
+    dtype = next(model.parameters()).dtype
+    return export_at_shape(model, (batch, first.in_channels, h, w), Path(path), dtype=dtype, opset=opset)

@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ...io import atomic_output
+
 __all__ = ["export_onnx", "OPSET"]
 
 OPSET = 17
@@ -22,12 +24,11 @@ def export_onnx(
     Uses the TorchScript-based exporter (no extra dependencies, static shapes). ``opset``: the ONNX
     operator set (lower for old runtimes, e.g. 13 for ONNX Runtime 1.10 on Python 3.6).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval().to(dtype)
     x = torch.zeros(input_shape, dtype=dtype)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), atomic_output(path) as tmp:  # an export that fails leaves no partial file
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, (x,), str(path), dynamo=False, opset_version=opset, input_names=["input"], output_names=["output"]
+            module, (x,), str(tmp), dynamo=False, opset_version=opset, input_names=["input"], output_names=["output"]
         )
-    return path
+    return Path(path)
