@@ -188,7 +188,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler.runner import check_measurement_out, threads_note
 
     if not args.remote:
-        check_measurement_out(args.out)  # before the model (and --plan's merged models) is built
+        check_measurement_out(args.out, args.resume, args.overwrite)  # before the model (and --plan's merged models) is built
     request = measure_request_from_args(args, model_from_args(args))
     if args.remote:
         return _measure_remote(args, request)

@@ -187,6 +187,12 @@ def test_10_measure_checks_its_output_before_it_builds_anything(work):
     result = dsprof("measure", *TINY, *FAST, "--plan", "no-such-plan.json", "--out", "a/results", cwd=work)
     assert_one_line_error(result, "measure", "cannot write the measurement file in a/results: a is a file, not a folder")
     assert snapshot(work) == before
+    # an existing .jsonl without --resume or --overwrite: said before anything is built, the file kept
+    (work / "old.jsonl").write_text("{}\n")
+    before = snapshot(work)
+    result = dsprof("measure", *TINY, *FAST, "--plan", "no-such-plan.json", "--out", "old.jsonl", cwd=work)
+    assert_one_line_error(result, "measure", "old.jsonl exists; pass --resume to continue it")
+    assert snapshot(work) == before
     # the library checks first too: the output, before the workloads that a bad --blocks would stop
     with pytest.raises(OutputPathError, match="a is a file, not a folder"):
         measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32, blocks="no-such-block",

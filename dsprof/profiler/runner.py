@@ -154,14 +154,23 @@ def _names_a_file(out: Path) -> bool:
 _OUT_INSTEAD = "choose another --out folder (or a .jsonl file)"
 
 
-def check_measurement_out(out: str | Path) -> None:
+def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool = False) -> None:
     """Raise `OutputPathError` where ``out`` (a ``.jsonl`` file or a folder, as `measurement_path` reads it)
-    cannot be written; creates nothing. `measure` calls it before it builds anything."""
+    cannot be written, or is a file that exists without ``resume`` or ``overwrite``; creates nothing.
+    `measure` calls it before it builds anything."""
     out = Path(out)
     if _names_a_file(out):
         check_output_path(out, "the measurement file ", _OUT_INSTEAD)
+        if out.exists() and not (resume or overwrite):
+            raise _exists_error(out)
     else:
         check_output_path(out, "the measurement file in ", _OUT_INSTEAD, folder=True)
+
+
+def _exists_error(path: Path) -> OutputPathError:
+    return OutputPathError(
+        f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
+    )
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -187,10 +196,8 @@ def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]
     try:
         make_parent_folders(path, "the measurement file ", _OUT_INSTEAD)
         exists = path.exists()
-        if exists and not (resume or overwrite):
-            raise OutputPathError(
-                f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
-            )
+        if exists and not (resume or overwrite):  # a file named after the settings, in a folder
+            raise _exists_error(path)
         if exists and overwrite and not resume:
             path.unlink()
             exists = False
@@ -335,7 +342,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
 
 def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[str], None] | None) -> MeasureResult:
     request, backend_impl = _checked(request)
-    check_measurement_out(request.out)  # before the model and its workloads are built (they take a while)
+    check_measurement_out(request.out, request.resume, request.overwrite)  # before the model and its workloads are built (they take a while)
     settings, batch = request.settings, request.batch
     options = dict(request.model_options)
     label, net = named_model(request.model, request.name, request.resolution, options)
