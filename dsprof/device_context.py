@@ -12,7 +12,7 @@ predict --device` and the report's column groups (`context_labels`), so two runs
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from .errors import LUTError
 
@@ -64,10 +64,9 @@ class DeviceContext:
 
     @classmethod
     def of(cls, record: Any) -> "DeviceContext":
-        """The context of anything carrying the fields: a `dsprof.profiler.Measurement`, a LUT row."""
-        get = record.get if isinstance(record, Mapping) else lambda name: getattr(record, name)
-        return cls(str(get("env_id")), get("device"), get("backend"), get("dtype"), get("layout"),
-                   int(get("batch")), int(get("threads") or 0), bool(get("compile")))
+        """The context of a `dsprof.profiler.Measurement` (its threads None, PyTorch on a GPU, become 0)."""
+        return cls(record.env_id, record.device, record.backend, record.dtype, record.layout,
+                   record.batch, record.threads or 0, record.compile)
 
     def measure_options(self) -> dict[str, Any]:
         """The `dsprof.profiler.measure` keywords that time in this context (on this machine)."""

@@ -237,9 +237,7 @@ class _Lookup:
     key: DeviceContext
 
     def __call__(self, workload: str, variant: str, scope: str = "block") -> LUTEntry | None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LUTMissWarning)
-            return self.lut.lookup(workload, variant, self.key, scope=scope)
+        return self.lut.find(workload, variant, self.key, scope=scope)
 
 
 @dataclass(frozen=True)

@@ -139,12 +139,11 @@ class LUT:
         ``strict=True`` and warns (`LUTMissWarning`) and returns None otherwise.
         """
         key = self.resolve(device)
+        entry = self.find(workload, variant, key, scope=scope)
+        if entry is not None:
+            return entry
         workload = workload.to_str() if isinstance(workload, BlockSpec) else workload
         rows = self.entries(key)
-        hit = rows[(rows["scope"] == scope) & (rows["workload"] == workload) & (rows["variant"] == variant)]
-        if len(hit):
-            r = hit.iloc[0]
-            return LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
         present = [f"{s} {w} [{v}]" for s, w, v in rows[["scope", "workload", "variant"]].itertuples(index=False)]
         wanted = f"{scope} {workload} [{variant}]"
         nearest = difflib.get_close_matches(wanted, present, n=3, cutoff=0.0)
@@ -158,15 +157,26 @@ class LUT:
         warnings.warn(message, LUTMissWarning, stacklevel=2)
         return None
 
+    def find(
+        self, workload: str | BlockSpec, variant: str = "original", device: DeviceContext | str | None = None,
+        *, scope: str = "block",
+    ) -> LUTEntry | None:
+        """`lookup` without the miss report: the entry, or None (for callers that gather their misses)."""
+        workload = workload.to_str() if isinstance(workload, BlockSpec) else workload
+        rows = self.entries(self.resolve(device))
+        hit = rows[(rows["scope"] == scope) & (rows["workload"] == workload) & (rows["variant"] == variant)]
+        if not len(hit):
+            return None
+        r = hit.iloc[0]
+        return LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
+
     def latency(self, device: DeviceContext | str | None = None):
         """A ``(spec, variant) -> seconds or None`` lookup in one context, quiet on a miss: what
         `dsprof.merge.plan_spans` and `merge_to_file(spans="auto", latency=...)` take to weigh spans."""
         key = self.resolve(device)
 
         def latency(spec: BlockSpec | str, variant: str) -> float | None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LUTMissWarning)
-                entry = self.lookup(spec, variant, key)
+            entry = self.find(spec, variant, key)
             return entry.median_s if entry is not None else None
 
         return latency

@@ -312,7 +312,7 @@ def measure_request(
     saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
     settings = request.settings
     given = settings.threads is not None
-    if not given and not (settings.backend == "torch" and settings.is_cuda):
+    if not given and settings.uses_cpu_threads:
         settings = replace(settings, threads=DEFAULT_CPU_THREADS)
     try:
         result = _run(replace(request, settings=settings), progress, clock, log)
@@ -368,8 +368,7 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     env = environment()
     if settings.backend == "torch" and not settings.is_cuda:
         env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
-    # Threads used by CPU inference (torch on the CPU, onnxruntime and TFLite set theirs to this count too).
-    threads = None if (settings.backend == "torch" and settings.is_cuda) else (settings.threads or torch.get_num_threads())
+    threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
     context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
                             layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
     run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}

@@ -35,16 +35,21 @@ class BackendSettings:
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
+    @property
+    def uses_cpu_threads(self) -> bool:
+        """Whether a CPU thread count applies: everything but PyTorch on a GPU (ONNX Runtime and TFLite
+        are given one on every device)."""
+        return not (self.backend == "torch" and self.is_cuda)
+
 
 @dataclass
 class Prepared:
-    """A ready-to-time workload: ``run()`` does one forward pass; ``timer`` times it; ``layout`` is
-    the memory layout of the input as run (``nchw``, ``channels_last`` or ``nhwc``); ``threads``
-    the number of threads the backend uses (None where it does not say)."""
+    """A ready-to-time workload: ``run()`` does one forward pass; ``timer`` times it; ``threads``
+    the number of threads the backend uses (None where it does not say). The input's memory layout
+    is the settings' (`dsprof.device_context.layout_of`)."""
 
     run: Callable[[], object]
     timer: Timer
-    layout: str
     threads: int | None
     close: Callable[[], None] = lambda: None
 

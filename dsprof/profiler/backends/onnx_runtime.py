@@ -58,4 +58,4 @@ class OnnxRuntimeBackend:
                 return session.run(None, feed)
 
             timer = CpuTimer()
-        return Prepared(run, timer, "nchw", threads)
+        return Prepared(run, timer, threads)

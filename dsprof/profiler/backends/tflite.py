@@ -93,4 +93,4 @@ class TFLiteBackend:
         detail = interpreter.get_input_details()[0]
         x = np.random.default_rng(0).standard_normal(tuple(detail["shape"])).astype(np.float32)
         interpreter.set_tensor(detail["index"], x)
-        return Prepared(interpreter.invoke, CpuTimer(), "nhwc", threads)
+        return Prepared(interpreter.invoke, CpuTimer(), threads)

@@ -59,4 +59,4 @@ class TorchBackend:
             if s.is_cuda:
                 torch.cuda.empty_cache()
 
-        return Prepared(run, timer, "channels_last" if s.channels_last else "nchw", threads, close)
+        return Prepared(run, timer, threads, close)
