@@ -2,7 +2,20 @@
 
 from . import zoo as _zoo  # noqa: F401  (registers the models)
 from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks
-from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block, run_of
+from .graph import (
+    Chain,
+    ChainGraph,
+    Discovery,
+    GraphTraceError,
+    Refusal,
+    Unit,
+    block_module,
+    discover_blocks,
+    own_chains,
+    register_leaf_module,
+    replace_block,
+    run_of,
+)
 from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
 from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
 from .registry import (
@@ -23,12 +36,15 @@ __all__ = [
     "BLOCK_KINDS",
     "PADDING_STYLES",
     "Block",
+    "Chain",
+    "ChainGraph",
     "Discovery",
     "GraphTraceError",
     "Refusal",
     "Unit",
     "block_module",
     "discover_blocks",
+    "own_chains",
     "register_leaf_module",
     "replace_block",
     "run_of",
