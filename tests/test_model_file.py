@@ -1,8 +1,8 @@
 """``--model-file PATH.py:FACTORY``: a user's own model through every command, without editing dsprof.
 
 The model is tests/models/csp.py (a YOLOv5-style CSP backbone written as a user would); its expected
-blocks come from the reading in that file's docstring: backbone[0:2] and 7 residual Bottlenecks,
-SPPF refused. The commands run through the console script, as a user runs them.
+blocks come from the reading in that file's docstring: backbone[0:2], 7 residual Bottlenecks and the 4
+chains from a C3's cv3 into the next Conv that no module owns, SPPF refused. The commands run through the console script, as a user runs them.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from dsprof.models.user_model import ModelFileError, load_model_file, model_file
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 CSP = str(Path(__file__).parent / "models" / "csp.py")
 LABEL = "file:csp:factory"
-CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.4.m.0", "backbone.4.m.1",
-              "backbone.6.m.0", "backbone.6.m.1", "backbone.6.m.2", "backbone.8.m.0"]
+CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.2.cv3.conv..backbone.3.conv", "backbone.4.m.0", "backbone.4.m.1",
+              "backbone.4.cv3.conv..backbone.5.conv", "backbone.6.m.0", "backbone.6.m.1", "backbone.6.m.2",
+              "backbone.6.cv3.conv..backbone.7.conv", "backbone.8.m.0", "backbone.8.cv3.conv..backbone.9.cv1.conv"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -51,7 +52,7 @@ def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
     out = tmp_path / "m.jsonl"
     result = run(
         "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--batch", "1",
-        "--variants", "original,merged", "--model-variants", "original", "--blocks", "backbone.2.m.0",
+        "--variants", "original,merged", "--model-variants", "original", "--blocks", f"backbone.2.m.0,{CSP_BLOCKS[2]}",
         "--budget", "0.02", "--warmup", "0.001", "--min-samples", "2", "--max-samples", "5",
         "--min-sample-time", "0.0005", "--no-progress", "--out", str(out),
     )
@@ -60,6 +61,7 @@ def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
     assert records and {r["model"] for r in records} == {LABEL}
     timed = {(r["scope"], r["name"], r["variant"]) for r in records}
     assert {("block", "backbone.2.m.0", "original"), ("block", "backbone.2.m.0", "merged")} <= timed
+    assert {("block", CSP_BLOCKS[2], "original"), ("block", CSP_BLOCKS[2], "merged")} <= timed  # no module owns it
     assert any(r["scope"] == "model" for r in records)
 
 

@@ -21,7 +21,7 @@ from .leaves import act_module_name
 from .padding import padding_style
 from .patterns import GraphView, UnitNodes, break_reason, find_units, functional_act_module, se_gates
 from .records import Block, ChainSite, Refusal, Unit
-from .surgery import Chain, run_of, signature
+from .surgery import Chain, build_chain, run_of, signature
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
@@ -262,23 +262,10 @@ class _Discovery:
         opened = {""}
         for node in [*main, *path]:
             opened.update(p for p in g.stack(node) if not (node.op == "call_module" and p == node.target))
-        before = main[: main.index(add)] if add is not None else main
-        after = main[main.index(add) + 1:] if add is not None else []
-        body = [m for m in map(self._as_module, before) if m is not None]
-        rest = [m for m in map(self._as_module, after) if m is not None]
-        shortcut = [g.module(n) for n in path] if closed is not None else None
         name = f"{chain[0].conv.target}..{chain[-1].conv.target}"
-        module = Chain(name, body, shortcut, (rest[0] if len(rest) == 1 else nn.Sequential(*rest)) if rest else None)
+        module = build_chain(self.model, name, main, add, path)
         site = ChainSite(tuple(sorted(opened)), tuple(map(signature, main)), tuple(map(signature, path)))
         self._record(name, module, chain, closed, tail_node, site)
-
-    def _as_module(self, node: fx.Node) -> nn.Module | None:
-        """The module that computes ``node`` of a chain (a functional activation gets one; a functional
-        pass-through, which does nothing in eval mode, none)."""
-        if node.op == "call_module":
-            return self.g.module(node)
-        act = self.g.act_name(node)
-        return functional_act_module(node, act) if act is not None else None
 
     def _record(self, name: str, module: nn.Module, chain: list[UnitNodes], closed, tail_node: fx.Node | None,
                 site: ChainSite | None = None) -> None:

@@ -17,6 +17,15 @@ _ADD = {operator.add, operator.iadd, torch.add}
 _MUL = {operator.mul, operator.imul, torch.mul}
 
 
+def call_act_name(node: fx.Node) -> str | None:
+    """The removable activation a function or method node computes (``F.relu``, ``x.relu()``), else None."""
+    if node.op == "call_function":
+        return _ACT_FUNCTIONS.get(node.target)  # type: ignore[arg-type]
+    if node.op == "call_method":
+        return _ACT_METHODS.get(node.target)  # type: ignore[arg-type]
+    return None
+
+
 def functional_act_module(node: fx.Node, name: str) -> nn.Module:
     """A module computing a functional activation node (``F.leaky_relu(x, 0.1)`` -> ``nn.LeakyReLU(0.1)``)."""
     args, kw = node.args[1:], dict(node.kwargs)
@@ -52,11 +61,7 @@ class GraphView:
     def act_name(self, node: fx.Node) -> str | None:
         if node.op == "call_module":
             return act_module_name(self.module(node))  # type: ignore[arg-type]
-        if node.op == "call_function":
-            return _ACT_FUNCTIONS.get(node.target)  # type: ignore[arg-type]
-        if node.op == "call_method":
-            return _ACT_METHODS.get(node.target)  # type: ignore[arg-type]
-        return None
+        return call_act_name(node)
 
     def is_pass(self, node: fx.Node) -> bool:
         if node.op == "call_module":

@@ -20,11 +20,13 @@ from torch import nn
 
 from ..errors import GraphTraceError
 from .leaves import trace_model
+from .patterns import call_act_name, functional_act_module
 from .records import Block
 
 __all__ = [
     "Chain",
     "ChainGraph",
+    "build_chain",
     "chain_attr",
     "is_chain_name",
     "own_chains",
@@ -88,8 +90,29 @@ def signature(node: fx.Node) -> str:
     return str(getattr(node.target, "__name__", node.target))
 
 
-def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node], list[fx.Node]]:
-    """(input, main path, shortcut path) of chain ``block`` in ``graph``, checked node by node against its site."""
+def build_chain(model: nn.Module, name: str, main: Sequence[fx.Node], add: fx.Node | None,
+                path: Sequence[fx.Node]) -> Chain:
+    """The `Chain` of ``model``'s own modules that computes a chain's nodes: ``main`` from its first
+    convolution to its output, ``add`` the residual addition among them (None: no skip), ``path`` the skip
+    path's nodes. A functional activation gets a module; a functional pass-through (eval: nothing) none."""
+
+    def module(node: fx.Node) -> nn.Module | None:
+        if node.op == "call_module":
+            return model.get_submodule(str(node.target))
+        act = call_act_name(node)
+        return functional_act_module(node, act) if act is not None else None
+
+    cut = main.index(add) if add is not None else len(main)
+    body = [m for m in map(module, main[:cut]) if m is not None]
+    rest = [m for m in map(module, main[cut + 1:]) if m is not None]
+    tail = (rest[0] if len(rest) == 1 else nn.Sequential(*rest)) if rest else None
+    shortcut = [m for m in map(module, path) if m is not None] if add is not None else None
+    return Chain(name, body, shortcut, tail)
+
+
+def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node], fx.Node | None, list[fx.Node]]:
+    """(input, main path, addition, skip path) of chain ``block`` in ``graph``, checked node by node against
+    its site."""
     site = block.site
     assert site is not None
     starts = [n for n in graph.nodes if n.op == "call_module" and n.target == site.main[0]]
@@ -104,8 +127,9 @@ def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node],
         main.append(users[0])
     x = main[0].args[0]
     path: list[fx.Node] = []
-    if site.shortcut or block.shortcut is not None:
-        add = next(n for n in main if len(n.all_input_nodes) == 2)
+    add = None
+    if block.shortcut is not None:
+        add = next(n for n in main if len(n.all_input_nodes) == 2 and x in _upstream(n, x))
         n = next(a for a in add.all_input_nodes if a not in main)
         while n is not x:
             path.append(n)
@@ -113,7 +137,20 @@ def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node],
         path.reverse()
         if tuple(map(signature, path)) != site.shortcut:
             raise GraphTraceError(f"block {block.name}: its skip path differs from the one it was found with")
-    return x, main, path  # type: ignore[return-value]
+    return x, main, add, path  # type: ignore[return-value]
+
+
+def _upstream(node: fx.Node, x: fx.Node) -> set[fx.Node]:
+    """The inputs of ``node``'s operands back to ``x`` (a skip path is short: a few modules)."""
+    seen, todo = set(), list(node.all_input_nodes)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n is not x:
+            todo.extend(n.all_input_nodes)
+    return seen
 
 
 def own_chains(model: nn.Module, blocks: Sequence[Block]) -> nn.Module:
@@ -128,8 +165,10 @@ def own_chains(model: nn.Module, blocks: Sequence[Block]) -> nn.Module:
         return model
     opened = set().union(*(b.site.opened for b in chains))  # type: ignore[union-attr]
     graph = trace_model(model, opened)
+    modules = {}
     for block in chains:
-        x, main, path = _chain_nodes(graph, block)
+        x, main, add, path = _chain_nodes(graph, block)
+        modules[chain_attr(block.name)] = build_chain(model, block.name, main, add, path)
         with graph.inserting_before(main[-1]):
             node = graph.call_module(chain_attr(block.name), (x,))
         main[-1].replace_all_uses_with(node)
@@ -138,7 +177,7 @@ def own_chains(model: nn.Module, blocks: Sequence[Block]) -> nn.Module:
     for node in graph.nodes:
         node.type = None  # annotations TorchScript cannot resolve in the generated code
     graph.lint()
-    owned = ChainGraph({**dict(model.named_modules()), **{chain_attr(b.name): b.module for b in chains},
+    owned = ChainGraph({**dict(model.named_modules()), **modules,
                         **dict(model.named_parameters()), **dict(model.named_buffers())}, graph,
                        class_name=type(model).__name__)
     owned.training = model.training
