@@ -237,7 +237,7 @@ class _Discovery:
             return
         if owner is not None:  # a Chain that surgery installed keeps its block's name
             module = g.modules[owner]
-            name = module.block_name if isinstance(module, Chain) else owner
+            name = module.block_name if isinstance(module, Chain) and owner else owner
         else:
             parent, a, b = run  # type: ignore[misc]
             seq = g.modules[parent] if parent else self.model
