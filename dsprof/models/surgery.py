@@ -129,7 +129,7 @@ def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node],
     path: list[fx.Node] = []
     add = None
     if block.shortcut is not None:
-        add = next(n for n in main if len(n.all_input_nodes) == 2 and x in _upstream(n, x))
+        add = next(n for n in main if len(n.all_input_nodes) == 2)  # the only node of a chain with two inputs
         n = next(a for a in add.all_input_nodes if a not in main)
         while n is not x:
             path.append(n)
@@ -138,19 +138,6 @@ def _chain_nodes(graph: fx.Graph, block: Block) -> tuple[fx.Node, list[fx.Node],
         if tuple(map(signature, path)) != site.shortcut:
             raise GraphTraceError(f"block {block.name}: its skip path differs from the one it was found with")
     return x, main, add, path  # type: ignore[return-value]
-
-
-def _upstream(node: fx.Node, x: fx.Node) -> set[fx.Node]:
-    """The inputs of ``node``'s operands back to ``x`` (a skip path is short: a few modules)."""
-    seen, todo = set(), list(node.all_input_nodes)
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n is not x:
-            todo.extend(n.all_input_nodes)
-    return seen
 
 
 def own_chains(model: nn.Module, blocks: Sequence[Block]) -> nn.Module:
