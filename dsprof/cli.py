@@ -273,13 +273,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .lut import LUT
     from .merge.run import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
+    latency = _load_lut(args).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
@@ -309,28 +308,47 @@ def _spans_arg(text: str | None):
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
-    from .lut import build_lut
+    from .lut.build import lut_from_files, read_measurement_files
 
-    lut = build_lut(args.paths)
+    files = read_measurement_files(args.paths, accept_modified=args.accept_modified)
+    lut = lut_from_files(files)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
     frame = lut.to_dataframe()
     print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
+    modified = sum(len(f.modified_lines) for f in files)
+    if modified:
+        print(f"{modified} record(s) changed after they were written: "
+              + ("used as they are (--accept-modified)" if args.accept_modified else
+                 "left out (the warnings name them; --accept-modified uses them)"))
     for key in lut.devices():
         print(f"  {key}  {lut.device_name(key)}: {len(lut.entries(key))} entries")
     return 0
 
 
+def _load_lut(args: argparse.Namespace):
+    """The LUT that --lut names, None without one (--accept-modified: one changed after build-lut wrote it too)."""
+    from .lut import LUT
+
+    return LUT.load(args.lut, accept_modified=args.accept_modified) if args.lut else None
+
+
+def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--accept-modified", action="store_true",
+                   help=f"use {what} changed after dsprof wrote them (their checksum does not match) as they are; "
+                        "without it they are left out (records) or refused (a LUT), with the file and line named")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .lut import LUT, LUTMissWarning
+    from .lut import LUTMissWarning
     from .lut.predict import measure_planned, predict_latency
     from .merge.plan import load_plan
     from .profiler import environment, environment_id
 
+    lut = _load_lut(args)  # before the model is built: a bad file is said at once
     model = model_from_args(args)
     options = model_options_from_args(args)
-    lut = LUT.load(args.lut)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
     plan = load_plan(args.plan) if args.plan else None
     with warnings.catch_warnings():
@@ -363,7 +381,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
-    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
+    report = write_report(args.paths, args.output, lut=_load_lut(args), plans=args.plans, accuracies=args.accuracies,
+                          accept_modified=args.accept_modified)
     for message in report.skipped:
         print(f"skipped: {message}")
     print(f"wrote {len(report.files)} files; open {report.index}")
@@ -392,7 +411,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     result = search(
         args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
+        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
         device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
         score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
         config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
@@ -565,11 +584,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
     p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
     p.add_argument("-o", "--output", type=Path, default=Path("lut.csv"), help="the LUT file to write (CSV, written atomically)")
+    add_accept_modified(p, "records")
     p.set_defaults(func=cmd_build_lut)
 
     p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
@@ -595,6 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the measurement fell inside the prediction's interval")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("report", help="the paper's tables and plots from measurement files", formatter_class=fmt)
@@ -603,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
     p.add_argument("--plans", nargs="*", default=[], help="plan files or preset names: marked in the block plot, drawn in the memory plot")
     p.add_argument("--accuracies", type=Path, default=None, help="CSV with columns model,accuracy (%%) for the accuracy-vs-FPS plot")
+    add_accept_modified(p, "records and a LUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
@@ -626,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
     p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")
     p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import BadFileError, InputFileError, ModelOptionError, RegistryError, UsageError
+from ..io import load_torch
 
 __all__ = [
     "ModelEntry",
@@ -132,6 +133,36 @@ def model_identity(model: nn.Module) -> tuple[str, dict] | None:
     return (identity[0], dict(identity[1])) if identity is not None else None
 
 
+class ClassCountError(UsageError):
+    """A checkpoint whose classifier has another number of classes than the model; ``num_classes`` is the
+    checkpoint's (a command that builds the model says which option sets it)."""
+
+    def __init__(self, fact: str, num_classes: int) -> None:
+        super().__init__(f"{fact}; build the model with num_classes={num_classes}")
+        self.fact, self.num_classes = fact, num_classes
+
+
+def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Raise where a tensor of ``state`` has another shape than the model's: `ClassCountError` when only the
+    last Linear layer (the classifier) differs, in its number of outputs; `UsageError` otherwise."""
+    own = model.state_dict()
+    wrong = [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if not wrong:
+        return
+    linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    head = linears[-1] if linears else None
+    weight = f"{head}.weight"
+    if head is not None and set(wrong) <= {weight, f"{head}.bias"} and weight in wrong \
+            and state[weight].ndim == 2 and state[weight].shape[1] == own[weight].shape[1]:
+        n = int(state[weight].shape[0])
+        raise ClassCountError(
+            f"checkpoint {path} is for {n} classes ({weight} is {n}x{state[weight].shape[1]}), the model has "
+            f"{own[weight].shape[0]}", n)
+    shown = "; ".join(f"{k} is {tuple(state[k].shape)} there, {tuple(own[k].shape)} here" for k in wrong[:3])
+    raise UsageError(f"checkpoint {path} does not fit this model: {shown}{'; ...' if len(wrong) > 3 else ''}. "
+                     "Check the model name and its width/depth options.")
+
+
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local checkpoint into ``model`` (in place) without running code from the file.
 
@@ -141,13 +172,7 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"checkpoint {path} does not exist; give the path of a saved state dict")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds here
-        raise BadFileError(
-            f"cannot read checkpoint {path} as plain tensors ({exc.__class__.__name__}: {exc}). "
-            "Save it with torch.save(model.state_dict(), path)."
-        ) from exc
+    obj = load_torch(path, "checkpoint", "save it with torch.save(model.state_dict(), path)")
     if isinstance(obj, dict):
         for key in ("state_dict", "model", "model_state"):
             if isinstance(obj.get(key), dict):
@@ -155,7 +180,8 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
                 break
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
-    state = {k.removeprefix("module."): v for k, v in obj.items()}
+    state = {str(k).removeprefix("module."): v for k, v in obj.items()}
+    _check_shapes(model, state, path)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise UsageError(

@@ -13,16 +13,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import MeasurementFileError
-from ..io import atomic_write_text
-from ..lut import LUT, measurement_files, predict_latency
+from ..errors import BadFileError, MeasurementFileError
+from ..io import atomic_write_text, check_output_path, read_csv
+from ..lut import LUT, predict_latency
+from ..lut.build import read_measurement_files
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
-from ..profiler.records import Measurement, read_measurements
+from ..profiler.records import Measurement
 from . import plots
 from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
 
-__all__ = ["Report", "memory_table", "validation_rows", "write_report"]
+__all__ = ["Report", "memory_table", "read_accuracies", "validation_rows", "write_report"]
 
 _FORMATS = {"txt": "text", "md": "markdown", "csv": "csv", "tex": "latex"}
 
@@ -150,6 +151,19 @@ def _settings(records: Sequence[Measurement]) -> str:
     )
 
 
+def read_accuracies(path: str | Path) -> dict[str, float]:
+    """Top-1 accuracies (%) by model name from a CSV with the columns ``model,accuracy`` (others ignored)."""
+    hint = "give a CSV with the columns model,accuracy (%), one row per model or plan name"
+    frame = read_csv(path, "accuracies file", ("model", "accuracy"), hint)
+    accuracies = {}
+    for line, (model, value) in enumerate(zip(frame["model"], frame["accuracy"]), 2):
+        try:
+            accuracies[model] = float(value)
+        except ValueError:
+            raise BadFileError(f"{path}, line {line}: accuracy {value!r} of {model!r} is not a number; {hint}") from None
+    return accuracies
+
+
 def write_report(
     paths: Iterable[str | Path],
     out: str | Path,
@@ -158,6 +172,7 @@ def write_report(
     plans: Sequence[str | Path] | Mapping[str, Any] = (),
     accuracies: Mapping[str, float] | str | Path | None = None,
     explanations: Sequence[str | Path] | None = None,
+    accept_modified: bool = False,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG) and ``index.md`` into ``out``.
 
@@ -166,13 +181,14 @@ def write_report(
     used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
     columns ``model,accuracy`` (%) for the accuracy-vs-FPS plot; ``explanations``: files written by
     `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement folders), shown as
-    tables and as notes on the block plot.
+    tables and as notes on the block plot. Records changed after they were written are left out (with a warning
+    naming file and lines) unless ``accept_modified``. Every input is read before ``out`` is written.
     """
     from ..merge.plan import Plan
 
     out = Path(out)
     paths = list(paths)
-    records = [r for p in measurement_files(paths) for r in read_measurements(p)]
+    records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
     latest = latest_records(records)
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
@@ -181,12 +197,13 @@ def write_report(
         plan = Plan.coerce(p)
         plan_objs[plan.name or Path(str(p)).stem] = plan
     if isinstance(accuracies, (str, Path)):
-        frame = pd.read_csv(accuracies)
-        accuracies = dict(zip(frame["model"], frame["accuracy"]))
+        accuracies = read_accuracies(accuracies)
+    lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
+    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
+    check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md")
     page = ["# dsprof report", "", "## Devices", "", _fingerprints(latest), "", "## Settings", "", _settings(latest), ""]
     page += _table_sections(latest, accuracies, out, report)
-    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
     sections, notes = _explain_sections(found, out, report)
     page += sections
     page += _figure_sections(latest, plan_objs, accuracies, notes, out, report)
@@ -266,7 +283,6 @@ def _validation_section(latest: list[Measurement], lut, plan_objs: dict, out: Pa
     if lut is None:
         report.skipped.append("LUT validation: give a LUT (--lut)")
         return []
-    lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     validation = validation_rows(latest, lut, plan_objs)
     if not len(validation):
         report.skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
