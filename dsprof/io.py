@@ -270,7 +270,7 @@ def read_json(path: str | Path, what: str, hint: str, *, kind: str | None = None
             raise error(f"{path} is an empty file, not {_a(what)}; {hint}") from None
         where = f", line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
         detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise error(f"{path}{where}: not JSON ({detail}), so not {_a(what)}; {hint}") from None
+        raise error(f"{path}{where}: not valid JSON ({detail}), so not {_a(what)}; {hint}") from None
 
 
 def read_csv(path: str | Path, what: str, columns: Sequence[str], hint: str, *, kind: str | None = None,
