@@ -138,8 +138,14 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+        """A record from its JSON fields; one with its ``sha256`` checksum is checked against it (a mismatch raises
+        `MeasurementFileError`; `read_measurement_file` decides what to do with changed records)."""
         if data.get("schema") != SCHEMA:
             raise MeasurementFileError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+        if CHECKSUM_FIELD in data:
+            data = dict(data)
+            if data.pop(CHECKSUM_FIELD) != record_checksum(data):
+                raise MeasurementFileError("the record was changed after it was written (its sha256 does not match)")
         names = {f.name for f in fields(cls)}
         missing = names - set(data) - {"time_utc", "error", "schema"}
         if missing:
