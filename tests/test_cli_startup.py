@@ -98,3 +98,9 @@ def test_the_zoo_catalog_states_each_builders_options(entry):
     parameters = inspect.signature(builder(entry.name)).parameters
     assert tuple(p for p in parameters if p != "pretrained") == entry.options
     assert "pretrained" in parameters and "resolution" not in parameters
+
+
+def test_a_torchvision_model_does_not_import_timm():
+    (run,) = _probe([["blocks", "--model", "mobilenet_v2", "--resolution", "32"]])["runs"]
+    assert run[1] == 0 and "17 blocks" in run[3]
+    assert "torch" in run[2] and "timm" not in run[2]  # timm (1-2 s) only for timm's models

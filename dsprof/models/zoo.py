@@ -12,7 +12,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Sequence
 
-import timm
 import torchvision.models as tvm
 from torch import nn
 from torchvision.models.mobilenetv2 import MobileNetV2
@@ -63,6 +62,8 @@ def _torchvision(name: str, num_classes: int = 1000, pretrained: bool = False) -
 
 
 def _timm(name: str, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
+    import timm  # 1-2 s to import: only for timm's models
+
     return timm.create_model(name, pretrained=pretrained, num_classes=num_classes)
 
 
