@@ -137,11 +137,11 @@ def test_latency_units_per_table(records):
     # A table of latencies well above 0.1 ms stays in ms
     from dsprof.reports import display_units
 
-    slow = pd.DataFrame({"model": ["a"], "predicted_ms": [12.5], "measured_ms": [0.25]})
-    assert list(display_units(slow).columns) == ["model", "predicted_ms", "measured_ms"]
-    shown = display_units(pd.DataFrame({"model": ["a"], "saving_ms": [0.004], "original_ms": [3.0]}))
+    slow = pd.DataFrame({"model": ["a", "b"], "original_ms": [12.5, 3.0], "saving_ms": [0.004, 1.5]})
+    assert list(display_units(slow).columns) == ["model", "original_ms", "saving_ms"]
+    shown = display_units(pd.DataFrame({"model": ["a", "b"], "saving_ms": [0.004, 0.3], "original_ms": [0.05, 3.0]}))
     assert list(shown.columns) == ["model", "saving_µs", "original_µs"]
-    assert shown.loc[0, "saving_µs"] == pytest.approx(4.0) and shown.loc[0, "original_µs"] == pytest.approx(3000.0)
+    assert list(shown["saving_µs"]) == pytest.approx([4.0, 300.0]) and list(shown["original_µs"]) == pytest.approx([50.0, 3000.0])
 
 
 def test_block_latency_figure_series(records):

@@ -115,7 +115,8 @@ def _inline(text: str) -> str:
 def _text(part: str) -> str:
     lines = part.splitlines()
     if lines and all(line.startswith("- ") for line in lines):
-        return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>"
+        items = "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>"
+        return items if len(lines) <= 12 else f"<details><summary>{len(lines)} entries</summary>{items}</details>"
     return f"<p>{_inline(part)}</p>"
 
 

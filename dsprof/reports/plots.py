@@ -85,9 +85,11 @@ def block_latency_figure(
         for j, (plan_name, keep) in enumerate((plans or {}).items()):
             kept = [k for k, flag in zip(range(len(keep)), keep) if flag and k < len(rows)]
             if kept:
-                ax.plot(x[kept], rows["original_ms"].to_numpy()[kept], _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
+                y = rows["original_ms"].to_numpy()[kept]
+                ax.plot(x[kept], y, _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
                         linestyle="none", color=color, markerfacecolor="none", markersize=9,
                         label=f"{plan_name}: activations kept" if i == 0 else "_same plan, another curve")
+                _points(ax, x[kept], y, [f"{plan_name} keeps the activations of {b}" for b in rows["block"].to_numpy()[kept]], 11)
         for (note_device, note_model, block_name), note in (annotations or {}).items():
             hit = rows[rows["block"] == block_name]
             if note_device == device and note_model == model and len(hit):
@@ -119,7 +121,7 @@ def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprin
                 tip(bar, f"{block}, {what.replace('_', ' ')} {when} merging: {value:.1f} KiB")
         ax.set_ylabel(f"{what.replace('_', ' ')} (KiB)")
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     _block_axis(bottom, memory)
     top.set_title(title)
     return fig
@@ -154,7 +156,7 @@ def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str]
     ax.set_ylabel("accuracy (fraction)" if scale == "fraction" else "accuracy (%)")
     ax.set_title("Accuracy vs throughput")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig.legend(fontsize=7, loc="outside lower center")
     return fig
 
 
@@ -176,7 +178,7 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
     ax.set_ylabel("predicted latency (ms)")
     ax.set_title("LUT prediction vs measurement")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     return fig
 
 
@@ -214,9 +216,9 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k (blocks that keep their activations)")
     ax.set_ylabel("latency (ms)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig.legend(fontsize=7, loc="outside lower center", ncol=2)
     return fig
 
 

@@ -10,7 +10,8 @@ numbers, and `render` turns one into text, Markdown, CSV or LaTeX (booktabs).
 * `lut_validation_table`: predicted against measured latency, with the error.
 
 Tables hold latencies in ms (columns ``*_ms``, full precision in CSV); `display_units` shows a
-table's latencies in µs where ms would round them to zero, the same unit for the whole table.
+table's latencies in µs where its typical latency is under 1 ms (two decimals of ms would round
+small blocks to zero), the same unit for the whole table.
 
 Devices appear side by side as column groups named by `device_labels`: distinct device contexts
 (`dsprof.device_context`) always get distinct columns.
@@ -176,13 +177,14 @@ def _flatten(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def display_units(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """``table`` as shown: its latency columns (``*_ms``) in µs (renamed ``*_µs``) when a nonzero
-    one would show as zero or with a single significant digit at ``digits`` decimals in ms, else
-    unchanged. One unit for the whole table, so that its columns compare at a glance."""
+    """``table`` as shown: its latency columns (``*_ms``) in µs (renamed ``*_µs``) where the table's
+    typical latency (the median of its nonzero values) is under 1 ms -- where ``digits`` decimals of
+    ms would show small blocks and their savings as 0.00 -- else unchanged. One unit for the whole
+    table, so that its columns compare at a glance."""
     latency = [c for c in table.columns if isinstance(c, str) and c.endswith("_ms")]
     values = pd.concat([pd.to_numeric(table[c], errors="coerce") for c in latency]) if latency else pd.Series(dtype=float)
-    small = values[(values != 0) & values.notna()].abs()
-    if small.empty or small.min() >= 10 ** (1 - digits):
+    values = values[(values != 0) & values.notna()].abs()
+    if values.empty or values.median() >= 1.0:
         return table
     shown = table.copy()
     for c in latency:
