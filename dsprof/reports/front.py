@@ -100,7 +100,8 @@ def front_section(front: Mapping[str, Any], records: list[Measurement], plans: M
     """The report's section of one front: the figure, the front and the presets as tables."""
     points, presets, measured = front_tables(front, records, plans)
     stem = Path(front["path"]).name.removesuffix(".json").replace(".", "-")
-    title = f"Planner's front: {front['model']} on {front['device']}"
+    where = next((label for c, label in device_labels(records).items() if str(c) == str(front["device"])), front["device"])
+    title = f"Planner's front: {front['model']} on {where}"
     figure = plots.front_figure(points, presets, measured, front["original_s"] * 1e3, title)
     parts = [
         f"Predicted latency of the best plan for each k (blocks that keep their activations; method "
