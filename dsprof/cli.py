@@ -610,7 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_file_arg(p)
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
     p.add_argument("--plans", nargs="*", default=[],
-                   help="plan files or preset names: marked in the block plot, drawn in the memory plot, predicted where measured")
+                   help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
+                        "in the memory plot, predicted where measured")
     p.add_argument("--accuracies", type=Path, default=None,
                    help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
     p.add_argument("--front", type=Path, nargs="*", default=None,

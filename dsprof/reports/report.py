@@ -194,8 +194,8 @@ def write_report(
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
     ``paths``: measurement files or folders. ``lut``: a LUT (or its file) for the prediction check;
-    ``plans``: plan files or preset names, marked in the block plot, drawn in the memory plot and
-    used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
+    ``plans``: plan files, preset names or merged model files (``.pt``, `dsprof merge --out`), marked in
+    the block plot, drawn in the memory plot and used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
     columns ``model,accuracy`` (fractions or %) for the accuracy-vs-FPS plot; ``explanations``: files
     written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
     folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
@@ -212,6 +212,11 @@ def write_report(
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
     plan_objs = {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
+        if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
+            from ..merge.artifact import merged_plan
+
+            plan_objs[Path(str(p)).stem] = merged_plan(p)
+            continue
         plan = Plan.coerce(p)
         plan_objs[plan.name or Path(str(p)).stem] = plan
     if isinstance(accuracies, (str, Path)):
