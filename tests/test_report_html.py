@@ -35,7 +35,8 @@ def torch_context(records):
 
 
 def front_json(records) -> dict:
-    """A front as `dsprof plan --out` writes it (hand-made numbers: 10 ms for k = 7 down to 3 ms for k = 0)."""
+    """A front as `dsprof plan --out` writes it (format version 1; hand-made numbers: 10 ms for k = 7 down to 3 ms
+    for k = 0; `model` is the LUT's label of the model, `name` its registered name)."""
     latencies = [3.0, 3.5, 4.5, 5.5, 6.5, 8.0, 9.0, 10.0]  # ms, k = 0..7
     points = []
     for k, ms in enumerate(latencies):
@@ -43,9 +44,12 @@ def front_json(records) -> dict:
         points.append({"k": k, "keep": keep, "merge": [not flag for flag in keep], "spans": [[0, 1]] if k == 0 else [],
                        "latency_s": ms / 1e3, "low_s": 0.9 * ms / 1e3, "high_s": 1.1 * ms / 1e3,
                        "speedup": 10.0 / ms, "importance": None})
-    return {"format": "dsprof.front", "version": 1, "model": "mobilenet_v2", "device": str(torch_context(records)),
-            "method": "isolated", "max_span": 2, "original_s": 0.010, "points": points,
-            "presets": [{"name": "tiny-ds", "k": 4, "latency_s": 0.0072, "front_latency_s": 0.0065, "gap": 0.0072 / 0.0065 - 1}]}
+    context = torch_context(records)
+    return {"format": "dsprof.front", "version": 1, "model": 'mobilenet_v2{"depths":[1,1,1,1,1,1,1],"resolution":32}',
+            "name": "mobilenet_v2", "options": {"depths": [1] * 7}, "device": str(context), "context": context.as_dict(),
+            "method": "isolated", "max_span": 2, "original_s": 0.010, "points": points, "least_loss": None, "pareto": None,
+            "presets": [{"name": "tiny-ds", "k": 4, "latency_s": 0.0072, "low_s": 0.0065, "high_s": 0.0079,
+                         "front_latency_s": 0.0065, "gap": 0.0072 / 0.0065 - 1, "gap_s": 0.0007, "importance": None}]}
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +80,9 @@ def test_front_tables_and_section(records, report):
     assert got["tiny-ds"][0] == sum(TINY_KEEP) == 4 and got["tiny-ds"][1] == pytest.approx(median_ms["tiny-ds"], rel=1e-12)
     assert got["original"] == (7, pytest.approx(median_ms["mobilenet_v2"], rel=1e-12))
     assert set(measured["device"]) == {device_labels(records)[context]}
+    # A front that names the model by its registered name only finds the same measurements
+    bare = {k: v for k, v in front.items() if k not in ("name", "options", "context")} | {"model": "mobilenet_v2"}
+    assert front_tables(bare, records, {"tiny-ds": FIXTURES / "tiny-ds.json"})[2].equals(measured)
 
     index = report.index.read_text()
     assert f"## Planner's front: mobilenet_v2 on {device_labels(records)[context]}" in index and "![planner's front](plots/front_tiny-front.png)" in index

@@ -3,10 +3,11 @@
 that model measured in the front's context, at its measured latency (the what-if figure, before
 any training, and how it held up once plans were measured).
 
-The front file (``"format": "dsprof.front"``, version 1) holds ``model``, ``device`` (the LUT
-context), ``method``, ``max_span``, ``original_s`` and ``points`` (``k``, ``keep``, ``merge``,
-``spans``, ``latency_s``, ``low_s``, ``high_s``, ``speedup``, ``importance``) and ``presets``
-(``name``, ``k``, ``latency_s``, ``front_latency_s``, ``gap``); seconds inside, ms when shown.
+The front file (``"format": "dsprof.front"``, version 1) holds ``model`` (the LUT's label of the
+model: name and options), ``name`` (its registered name), ``device`` (the LUT context), ``method``,
+``max_span``, ``original_s``, ``points`` (``k``, ``keep``, ``merge``, ``spans``, ``latency_s``,
+``low_s``, ``high_s``, ``speedup``, ``importance``) and ``presets`` (``name``, ``k``, ``latency_s``,
+``front_latency_s``, ``gap``); seconds inside, ms when shown. The report reads these fields only.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def load_front(path: str | Path) -> dict[str, Any]:
     return front
 
 
+def _same_model(record: Measurement, front: Mapping[str, Any]) -> bool:
+    """Whether ``record`` times the front's model: its LUT label (name and options, as `dsprof plan` writes
+    ``model``) or, in a front without options, its registered name."""
+    from ..lut.schema import model_label
+
+    return front["model"] in (model_label(record.model, record.model_options), record.model)
+
+
 def _spans(spans: Any) -> str:
     return ", ".join(f"{a}-{b}" for a, b in spans) if spans else "none"
 
@@ -81,7 +90,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     measured = []
     n = len(front["points"][0]["keep"]) if front["points"] else 0
     for r in records:
-        if r.scope != "model" or r.model != front["model"] or (context is not None and r.context != context):
+        if r.scope != "model" or not _same_model(r, front) or (context is not None and r.context != context):
             continue
         if r.variant == "original":
             k, name = n, "original"
@@ -101,7 +110,7 @@ def front_section(front: Mapping[str, Any], records: list[Measurement], plans: M
     points, presets, measured = front_tables(front, records, plans)
     stem = Path(front["path"]).name.removesuffix(".json").replace(".", "-")
     where = next((label for c, label in device_labels(records).items() if str(c) == str(front["device"])), front["device"])
-    title = f"Planner's front: {front['model']} on {where}"
+    title = f"Planner's front: {front.get('name', front['model'])} on {where}"
     figure = plots.front_figure(points, presets, measured, front["original_s"] * 1e3, title)
     parts = [
         f"Predicted latency of the best plan for each k (blocks that keep their activations; method "
@@ -115,6 +124,6 @@ def front_section(front: Mapping[str, Any], records: list[Measurement], plans: M
     if len(measured):
         parts.append(write.table(f"front_{stem}_measured", measured))
     else:
-        write.report.skipped.append(f"front {front['path']}: no plan of {front['model']} measured in its context "
+        write.report.skipped.append(f"front {front['path']}: no plan of {front.get('name', front['model'])} measured in its context "
                                     f"{front['device']} (`dsprof measure --plan PLAN` there, then report again)")
     return Section(title, parts)
