@@ -42,8 +42,9 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	echo "chromium not installed (needs root and apt-get): the report's browser test will skip"
 
+# Both cores (pytest-xdist); a test file's tests stay on one worker, so module fixtures are built once.
 test: $(VENV)/.installed-test edge-venvs chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .venv-edge-* $(RESULTS)
