@@ -161,6 +161,7 @@ KINDS = (
     FileKind("manifest", b"dsprof.bundle/", "a bundle manifest (JSON)", "give `dsprof import` the bundle folder that holds it"),
     FileKind("results", b"dsprof.edge-results/", "a bundle runner's results file (JSON Lines)",
              "results go to `dsprof import BUNDLE RESULTS`"),
+    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof report --front`"),
 )
 _TORCH_KINDS = ("merged", "training")
 _MAGIC = (
