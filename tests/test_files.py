@@ -97,6 +97,11 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     files["merged"] = save_merged(merge_model(model, PLAN), root / "merged.pt")
     files["checkpoint"] = root / "ft.pt"
     torch.save(model.state_dict(), files["checkpoint"])
+    files["front"] = root / "tiny.front.json"  # the fields `dsprof report --front` reads (dsprof.reports.front)
+    points = [{"k": k, "keep": [1] * k + [0] * (7 - k), "latency_s": (3 + k) / 1e3, "low_s": (2.7 + k) / 1e3,
+               "high_s": (3.3 + k) / 1e3} for k in range(8)]
+    files["front"].write_text(json.dumps({"format": "dsprof.front", "version": 1, "model": "mobilenet_v2",
+                                          "device": "cpu", "original_s": 0.01, "points": points}, indent=1) + "\n")
     files["model_file"] = root / "mynet.py"
     files["model_file"].write_text(MODEL_FILE)
     bundle = root / "bundle"
@@ -121,6 +126,7 @@ def _command(kind: str, path: Path, seeds: dict[str, Path]) -> list:
         "measurement": ["build-lut", path, "-o", root / "out" / "lut.csv"],
         "plan": ["merge", "--plan", path, *TINY, "--out", blocked / "x.pt"],
         "accuracies": ["report", seeds["measurement"], "--accuracies", path, "-o", blocked / "report"],
+        "front": ["report", seeds["measurement"], "--front", path, "-o", blocked / "report"],
         "merged": ["export", *TINY, "--merged-model", path, "--blocks", "none", "--model-variants", "none",
                    "--out", blocked / "bundle"],
         "checkpoint": ["export", *TINY, "--weights", path, "--blocks", "none", "--model-variants", "none",
@@ -165,9 +171,9 @@ def damaged(seed: bytes, others: list[bytes]) -> st.SearchStrategy[bytes]:
     )
 
 
-# examples per kind (1,000 in all): fewer where a file that still loads leads to real work (building a model)
+# examples per kind (1,070 in all): fewer where a file that still loads leads to real work (building a model)
 EXAMPLES = {"lut": 170, "measurement": 170, "plan": 160, "accuracies": 110, "manifest": 100, "results": 100,
-            "merged": 60, "checkpoint": 60, "model_file": 80}
+            "merged": 60, "checkpoint": 60, "model_file": 80, "front": 60}
 assert sum(EXAMPLES.values()) >= 1000
 
 
