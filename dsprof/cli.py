@@ -1,4 +1,7 @@
-"""The `dsprof` command line: thin argparse adapters over the Python API."""
+"""The `dsprof` command line: thin argparse adapters over the Python API.
+
+Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch,
+timm or pandas (tests/test_cli_startup.py checks it)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,6 @@ from typing import Sequence
 
 from . import __version__
 from .errors import DsprofError
-from .io import atomic_write_text
-from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
 __all__ = ["main", "build_parser"]
 
@@ -24,13 +25,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
-    which.add_argument(
-        "--model-file",
-        default=None,
-        metavar="PATH.py:FACTORY",
-        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
-        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
-    )
+    add_model_file_arg(which)
     parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
@@ -40,6 +35,17 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--weights",
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
+    )
+
+
+def add_model_file_arg(parser) -> None:
+    """``--model-file``, on a parser or a group (every command that reads a user's model takes it)."""
+    parser.add_argument(
+        "--model-file",
+        default=None,
+        metavar="PATH.py:FACTORY",
+        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
+        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
     )
 
 
@@ -74,11 +80,15 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
 
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
+    from .models import get_model
+
     options = model_options_from_args(args)
     return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from .models.registry import list_models, model_entry
+
     names = list_models(args.pattern)
     if not names:
         raise CliError(f"no model matches {args.pattern!r}; try `dsprof models` for all")
@@ -90,6 +100,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .models import find_blocks, summarize_blocks
+
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -225,6 +238,7 @@ def _measure_remote(args: argparse.Namespace, request) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .edge import export_bundle
+    from .runtimes import runtime_of_format
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
@@ -235,7 +249,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
         log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
     )
-    runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
+    runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
     print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
@@ -273,13 +287,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .lut import LUT
     from .merge.run import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
+    latency = _load_lut(args).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
@@ -309,28 +322,47 @@ def _spans_arg(text: str | None):
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
-    from .lut import build_lut
+    from .lut.build import lut_from_files, read_measurement_files
 
-    lut = build_lut(args.paths)
+    files = read_measurement_files(args.paths, accept_modified=args.accept_modified)
+    lut = lut_from_files(files)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
     frame = lut.to_dataframe()
     print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
+    modified = sum(len(f.modified_lines) for f in files)
+    if modified:
+        print(f"{modified} record(s) changed after they were written: "
+              + ("used as they are (--accept-modified)" if args.accept_modified else
+                 "left out (the warnings name them; --accept-modified uses them)"))
     for key in lut.devices():
         print(f"  {key}  {lut.device_name(key)}: {len(lut.entries(key))} entries")
     return 0
 
 
+def _load_lut(args: argparse.Namespace):
+    """The LUT that --lut names, None without one (--accept-modified: one changed after build-lut wrote it too)."""
+    from .lut import LUT
+
+    return LUT.load(args.lut, accept_modified=args.accept_modified) if args.lut else None
+
+
+def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--accept-modified", action="store_true",
+                   help=f"use {what} changed after dsprof wrote them (their checksum does not match) as they are; "
+                        "without it they are left out (records) or refused (a LUT), with the file and line named")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .lut import LUT, LUTMissWarning
+    from .lut import LUTMissWarning
     from .lut.predict import measure_planned, predict_latency
     from .merge.plan import load_plan
     from .profiler import environment, environment_id
 
+    lut = _load_lut(args)  # before the model is built: a bad file is said at once
     model = model_from_args(args)
     options = model_options_from_args(args)
-    lut = LUT.load(args.lut)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
     plan = load_plan(args.plan) if args.plan else None
     with warnings.catch_warnings():
@@ -363,10 +395,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
-    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
+    report = write_report(args.paths, args.output, lut=_load_lut(args), plans=args.plans, accuracies=args.accuracies,
+                          fronts=args.front, accept_modified=args.accept_modified)
     for message in report.skipped:
         print(f"skipped: {message}")
-    print(f"wrote {len(report.files)} files; open {report.index}")
+    print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
     return 0
 
 
@@ -392,7 +425,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     result = search(
         args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
+        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
         device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
         score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
         config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
@@ -450,7 +483,8 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .lut.predict import METHODS
+    from .lut.schema import METHODS
+    from .runtimes import BACKENDS, FORMATS
 
     parser = argparse.ArgumentParser(
         prog="dsprof",
@@ -480,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_args(p)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite")
+    p.add_argument("--backend", default="torch", help=", ".join(BACKENDS))
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
@@ -511,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
+    p.add_argument("--format", default="onnx", help=f"model file formats, comma-separated: {', '.join(FORMATS)}")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
@@ -565,11 +599,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
     p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
     p.add_argument("-o", "--output", type=Path, default=Path("lut.csv"), help="the LUT file to write (CSV, written atomically)")
+    add_accept_modified(p, "records")
     p.set_defaults(func=cmd_build_lut)
 
     p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
@@ -595,14 +631,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "the measurement fell inside the prediction's interval")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("report", help="the paper's tables and plots from measurement files", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
-    p.add_argument("-o", "--output", type=Path, default=Path("report"), help="folder for index.md, tables/ and plots/")
+    p.add_argument("-o", "--output", type=Path, default=Path("report"),
+                   help="folder for report.html (self-contained), index.md, tables/ and plots/")
+    add_model_file_arg(p)
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
-    p.add_argument("--plans", nargs="*", default=[], help="plan files or preset names: marked in the block plot, drawn in the memory plot")
-    p.add_argument("--accuracies", type=Path, default=None, help="CSV with columns model,accuracy (%%) for the accuracy-vs-FPS plot")
+    p.add_argument("--plans", nargs="*", default=[],
+                   help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
+                        "in the memory plot, predicted where measured")
+    p.add_argument("--accuracies", type=Path, default=None,
+                   help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
+    p.add_argument("--front", type=Path, nargs="*", default=None,
+                   help="front files of `dsprof plan --out` (default: front.json and *.front.json in the measurement folders)")
+    add_accept_modified(p, "records and a LUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
@@ -626,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
     p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")
     p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(

@@ -90,8 +90,11 @@ def test_save_load_round_trip_and_pandas(measured, tmp_path):
 
 
 def _write_frame(frame, path):
-    """Write a table as LUT.save does (CSV plus the end marker), whatever its contents."""
-    path.write_text(frame.to_csv(index=False, lineterminator="\n") + f"# end rows={len(frame)}\n")
+    """Write a table as LUT.save does (CSV plus the end marker and its checksum), whatever its contents."""
+    from dsprof.lut.table import table_checksum
+
+    text = frame.to_csv(index=False, lineterminator="\n")
+    path.write_text(text + f"# end rows={len(frame)} sha256={table_checksum(text)}\n")
     return path
 
 

@@ -218,6 +218,14 @@ def load_plan(source: str | Path) -> Plan:
     if text.lstrip().startswith("{"):
         return Plan.from_json(text)
     path = Path(source)
-    if not path.is_file():
+    if not path.exists():
         raise PlanError(f"no preset or plan file {text!r}; presets: {', '.join(list_presets())}")
-    return Plan.from_json(path.read_text())
+    from ..io import read_json
+
+    data = read_json(path, "plan (JSON)", "give a plan that `dsprof search` wrote, or a preset", kind="plan", error=PlanError)
+    try:
+        return Plan.from_dict(data)
+    except PlanError as exc:
+        raise PlanError(f"{path}: {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type, e.g. "keep": [[1]]
+        raise PlanError(f"{path}: a plan field has the wrong type ({exc}); give a plan that `dsprof search` wrote") from None

@@ -12,6 +12,7 @@ from torch import nn
 from ..errors import MergeError
 from ..io import check_output_path
 from ..models import get_model, load_checkpoint
+from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
@@ -83,6 +84,8 @@ def merge_to_file(
         try:
             load_checkpoint(linear, checkpoint)
             source = linear
+        except ClassCountError as exc:  # the linearised and the original model share their classifier
+            raise MergeError(f"{exc.fact}; pass --num-classes {exc.num_classes} (Python: num_classes=)") from None
         except ValueError as first_error:
             try:
                 load_checkpoint(model, checkpoint)

@@ -49,6 +49,9 @@ def model_file_label(spec: str) -> str:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist; give the path of a .py file that defines the factory")
+    from ..io import read_text
+
+    read_text(path, "Python file", "give the .py file that defines the factory", error=ModelFileError)  # its bytes
     module_name = f"dsprof_user_model_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

@@ -17,7 +17,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +45,9 @@ from .training import (
     teardown_runtime,
     train_epoch,
 )
+
+if TYPE_CHECKING:
+    from ..lut import LUT
 
 __all__ = ["FinetuneResult", "SearchResult", "TrainConfig", "finetune", "search"]
 
@@ -243,7 +246,7 @@ def search(
     resolution: int | None = None,
     weights: bool | str | Path | None = None,
     method: str = "differentiable",
-    lut: str | Path | None = None,
+    lut: LUT | str | Path | None = None,
     device_key: str | None = None,
     lut_resolution: int | None = None,
     lam: float = 1e-3,
