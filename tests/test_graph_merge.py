@@ -180,7 +180,7 @@ def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
     common = ["--model-file", spec, "--resolution", "96"]
     assert f"{chain} " in run("blocks", *common, cwd=tmp_path).stdout
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"model": label, "keep": [0] * n, "name": "all-linear"}))
+    plan.write_text(json.dumps({"model": label, "keep": [0] * n, "merge": [True] * n, "name": "all-merged"}))
     merge = run("merge", *common, "--plan", str(plan), "--out", "merged.pt", cwd=tmp_path)
     assert chain in merge.stdout
     run("measure", *common, *TINY, "--variants", "original,merged", "--model-variants", "original",
@@ -197,6 +197,6 @@ def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
     assert "PARTIAL" not in predict.stdout + predict.stderr
     register_model_file(spec)
     rows = predict_latency(label, tmp_path / "lut.csv", plan, resolution=96).blocks
-    assert rows.loc[rows.block == chain, "variant"].tolist() == ["merged"]
+    assert rows.loc[rows.block == chain, "variant"].tolist() == ["merged"]  # as the plan's merge list says
     run("report", "m.jsonl", "-o", "report", cwd=tmp_path)
     assert any(chain in p.read_text() for p in (tmp_path / "report").rglob("*.md"))
