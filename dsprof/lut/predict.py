@@ -28,6 +28,7 @@ __all__ = [
     "observed_drift",
     "plan_costs",
     "predict_latency",
+    "predict_plan",
     "prediction_interval",
     "profiled_options",
 ]
@@ -168,8 +169,15 @@ def predict_latency(
         raise LUTError("give a plan or a variant for every block, not both")
     costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                        method=method, variant=variant)
+    return predict_plan(costs, plan, variant=variant, strict=strict, name=name or str(model))
+
+
+def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = None, strict: bool = False,
+                 name: str | None = None) -> Prediction:
+    """`predict_latency` of a plan (or of every block as ``variant``) from the model's `plan_costs`: the one
+    function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
     lut, key, label, entries = costs.lookup.lut, costs.key, costs.label, costs.entries
-    name = name or str(model)
+    name = name or label.split("{", 1)[0]
     pieces = _pieces(costs, plan, variant)
     drift, drift_source = _drift(entries)
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
@@ -271,7 +279,7 @@ def _drift(entries: _ModelEntries) -> tuple[float, str]:
 def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: pd.DataFrame, missing: list[str],
                    strict: bool) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
-    raise with ``strict``. Called from `predict_latency` only: the warning points at its caller."""
+    raise with ``strict``. Called from `predict_plan` under `predict_latency`: the warning points at its caller."""
     if len(table) and not table["latency_s"].notna().any():
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
@@ -287,7 +295,7 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: p
     )
     if strict:
         raise LUTMissError(message)
-    warnings.warn(message, LUTMissWarning, stacklevel=3)
+    warnings.warn(message, LUTMissWarning, stacklevel=4)
 
 
 def measure_planned(
