@@ -279,11 +279,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-        spans=spans, max_span=args.max_span, latency=latency,
+        spans=spans, max_span=args.max_span, lut=LUT.load(args.lut) if args.lut else None, device_key=args.device_key,
     )
     print(outcome.report)
     print()
@@ -563,7 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
-    p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
+                        "(the planner's; span entries: dsprof measure --spans N); without it MACs decide")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
     p.set_defaults(func=cmd_merge)
 
