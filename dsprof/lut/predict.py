@@ -149,7 +149,9 @@ def predict_latency(
 
     ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
+    says merging saves time (`dsprof.lut.cost.merge_pays`, what `merge` decides given the same LUT), and as
+    ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
+    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.cost.PlanCosts` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the

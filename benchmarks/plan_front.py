@@ -1,0 +1,197 @@
+"""The planner's front on this CPU, predicted and then measured (issue #20).
+
+Stage ``lut`` (one run): MobileNetV2-1.0 at 224 px, one thread, PyTorch eager and ONNX Runtime: the blocks in
+their original, merged and linear forms, every span of 2..4 consecutive blocks, the whole model; the LUT; the
+front for every k (`dsprof.plan.plan_front`), written to ``OUT/front_<backend>.json``; and the planner's time.
+
+Stage ``check`` (a later, separate run): merges front plans (every ``--every``-th k, at least 8, and the k of
+each paper preset) and the paper's presets (MBV2-DS-A..D), measures each end to end (`measure_planned`: merged as
+`merge` deploys it, BatchNorm folded), and prints predicted against measured, whether the measured front is
+monotone in k, and each preset against the front plan of its k, predicted and measured.
+
+Stage ``timing``: the planner's solver on synthetic piece prices, 17..50 blocks (ResNet-152 has 50) and more,
+spans up to 4, with and without importance; and `plan_front` end to end on the stage-``lut`` LUT.
+
+    .venv/bin/python benchmarks/plan_front.py lut --out results/plan_front          # ~10-20 min on a loaded 2-core CPU
+    .venv/bin/python benchmarks/plan_front.py check --out results/plan_front        # later
+    .venv/bin/python benchmarks/plan_front.py timing --out results/plan_front
+    .venv/bin/python benchmarks/plan_front.py lut --resolution 96 --budget 0.2      # quick look (fewer samples)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+MODEL = "mobilenet_v2"
+PRESETS = ("mbv2-ds-a", "mbv2-ds-b", "mbv2-ds-c", "mbv2-ds-d")
+
+
+def _timing(budget: float | None):
+    from dsprof.profiler import TimingConfig
+
+    return TimingConfig() if budget is None else TimingConfig(budget_s=budget)
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def stage_lut(args) -> None:
+    from dsprof.lut import build_lut
+    from dsprof.plan import plan_front
+    from dsprof.profiler import measure
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for backend in args.backends:
+        print(f"measuring {MODEL} {args.resolution} px on {backend}, one thread ({_load()})", flush=True)
+        t = time.perf_counter()
+        result = measure(MODEL, resolution=args.resolution, backend=backend, threads=1,
+                         variants=("original", "merged", "linear"), model_variants=("original",), spans=args.max_span,
+                         timing=_timing(args.budget), out=out / f"lut_{backend}.jsonl", overwrite=True, progress=False)
+        files.append(result.path)
+        print(f"  {time.perf_counter() - t:.0f} s", flush=True)
+    lut = build_lut(files)
+    lut.save(out / "lut.csv")
+    for backend in args.backends:
+        t = time.perf_counter()
+        front = plan_front(MODEL, lut, device=_key(lut, backend), max_span=args.max_span, resolution=args.resolution)
+        elapsed = time.perf_counter() - t
+        front.write(out / f"front_{backend}.json")
+        print(f"\n{backend}: plan_front {elapsed:.2f} s ({_load()})")
+        print(front.table())
+
+
+def _key(lut, backend: str):
+    return lut.resolve(backend=backend)
+
+
+def _chosen_ks(front, every: int) -> list[int]:
+    n = len(front.points) - 1
+    ks = set(range(0, n + 1, every)) | {n} | {p.k for p in front.presets}
+    return sorted(ks)
+
+
+def stage_check(args) -> None:
+    from dsprof.lut import LUT
+    from dsprof.lut.predict import measure_planned, plan_costs, predict_plan
+    from dsprof.merge.plan import load_preset
+    from dsprof.plan import plan_front
+
+    out = Path(args.out)
+    lut = LUT.load(out / "lut.csv")
+    rows = []
+    for backend in args.backends:
+        key = _key(lut, backend)
+        front = plan_front(MODEL, lut, device=key, max_span=args.max_span, resolution=args.resolution)
+        costs = plan_costs(MODEL, lut, device=key, resolution=args.resolution)
+        context = key
+        print(f"\n{backend}: measuring merged models end to end ({_load()})", flush=True)
+
+        def measured(plan) -> float:
+            m = measure_planned(MODEL, context, plan, lut=lut, options={}, out=out / "check", progress=False)
+            return m.median_s
+
+        original = measure_planned(MODEL, context, None, lut=lut, out=out / "check", progress=False).median_s
+        for k in _chosen_ks(front, args.every):
+            p = front.at_k(k)
+            rows.append({"backend": backend, "plan": p.plan.name, "k": k, "spans": [list(s) for s in p.plan.spans or ()],
+                         "predicted_s": p.latency_s, "low_s": p.low_s, "high_s": p.high_s, "measured_s": measured(p.plan),
+                         "original_s": original, "front": True})
+            print(f"  {p.plan.name:<12} k={k:>2} predicted {p.latency_s * 1e3:8.3f} measured {rows[-1]['measured_s'] * 1e3:8.3f} ms",
+                  flush=True)
+        for name in PRESETS:
+            preset = load_preset(name)
+            pred = predict_plan(costs, preset, strict=True)
+            rows.append({"backend": backend, "plan": name, "k": sum(preset.keep), "spans": [],
+                         "predicted_s": pred.total_s, "low_s": pred.low_s, "high_s": pred.high_s,
+                         "measured_s": measured(preset), "original_s": original, "front": False})
+            print(f"  {name:<12} k={sum(preset.keep):>2} predicted {pred.total_s * 1e3:8.3f} measured "
+                  f"{rows[-1]['measured_s'] * 1e3:8.3f} ms", flush=True)
+    (out / "check.json").write_text(json.dumps(rows, indent=1))
+    summarise(rows)
+
+
+def summarise(rows: list[dict]) -> None:
+    for backend in sorted({r["backend"] for r in rows}):
+        mine = [r for r in rows if r["backend"] == backend]
+        front = sorted((r for r in mine if r["front"]), key=lambda r: r["k"])
+        errors = [r["predicted_s"] / r["measured_s"] - 1 for r in mine]
+        inside = sum(r["low_s"] <= r["measured_s"] <= r["high_s"] for r in mine)
+        print(f"\n{backend}: original measured {mine[0]['original_s'] * 1e3:.3f} ms; |error| median "
+              f"{statistics.median(abs(e) for e in errors):.1%}, max {max(abs(e) for e in errors):.1%}; "
+              f"{inside}/{len(mine)} inside the 95 % interval")
+        print(f"{'plan':<14} {'k':>3} {'spans':<22} {'pred ms':>9} {'meas ms':>9} {'error':>7} {'meas x':>7}")
+        for r in mine:
+            spans = " ".join(f"{a}-{b - 1}" for a, b in r["spans"]) or "-"
+            print(f"{r['plan']:<14} {r['k']:>3} {spans:<22} {r['predicted_s'] * 1e3:>9.3f} {r['measured_s'] * 1e3:>9.3f} "
+                  f"{r['predicted_s'] / r['measured_s'] - 1:>+7.1%} {r['original_s'] / r['measured_s']:>6.2f}x")
+        drops = [(a["k"], b["k"]) for a, b in zip(front, front[1:]) if b["measured_s"] < a["measured_s"]]
+        print("measured front monotone in k (more kept blocks, never faster): "
+              + ("yes" if not drops else "no, faster at k = " + ", ".join(f"{b} than {a}" for a, b in drops)))
+        by_k = {r["k"]: r for r in front}
+        for r in (r for r in mine if not r["front"]):
+            f = by_k.get(r["k"])
+            if f is not None:
+                print(f"{r['plan']:<14} k={r['k']:>2}: predicted {r['predicted_s'] / f['predicted_s'] - 1:+.1%}, "
+                      f"measured {r['measured_s'] / f['measured_s'] - 1:+.1%} against the front plan of its k")
+
+
+def stage_timing(args) -> None:
+    from dsprof.plan.dp import Option, best_per_k, pareto_front
+
+    rng = random.Random(0)
+    print(f"solver on synthetic piece prices, spans up to {args.max_span} blocks ({_load()})")
+    print(f"{'blocks':>6} {'per-k s':>9} {'front s':>9} {'front size':>10}")
+    for n in (8, 17, 25, 34, 50, 100):
+        losses = [rng.randint(0, 100) for _ in range(n)]
+        options = []
+        for i in range(n):
+            options += [Option(i, i + 1, True, 0.0, 0), Option(i, i + 1, False, rng.uniform(-1, 3), losses[i])]
+            options += [Option(i, i + size, False, rng.uniform(-1, 3 * size), sum(losses[i:i + size]))
+                        for size in range(2, args.max_span + 1) if i + size <= n]
+        t = time.perf_counter()
+        best_per_k(n, options)
+        per_k = time.perf_counter() - t
+        t = time.perf_counter()
+        front = pareto_front(n, options) if n <= 50 else []
+        pareto = time.perf_counter() - t
+        print(f"{n:>6} {per_k:>9.4f} {pareto:>9.4f} {len(front):>10}")
+    lut_path = Path(args.out) / "lut.csv"
+    if lut_path.exists():
+        from dsprof.lut import LUT
+        from dsprof.plan import plan_front
+
+        lut = LUT.load(lut_path)
+        for backend in args.backends:
+            t = time.perf_counter()
+            plan_front(MODEL, lut, device=_key(lut, backend), max_span=args.max_span, resolution=args.resolution)
+            print(f"plan_front end to end, {MODEL} (17 blocks, spans up to {args.max_span}) on {backend}: "
+                  f"{time.perf_counter() - t:.2f} s ({_load()})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("stage", choices=("lut", "check", "timing"))
+    parser.add_argument("--out", default="results/plan_front", help="folder for the LUT, fronts and checks")
+    parser.add_argument("--backends", default="torch,onnxruntime", help="comma-separated")
+    parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--max-span", type=int, default=4)
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of timed runs per workload at most (default: the profiler's); fewer samples")
+    parser.add_argument("--every", type=int, default=2, help="check: measure the front plan of every this-many-th k")
+    args = parser.parse_args()
+    args.backends = args.backends.split(",")
+    {"lut": stage_lut, "check": stage_check, "timing": stage_timing}[args.stage](args)
+
+
+if __name__ == "__main__":
+    main()
