@@ -166,15 +166,23 @@ def stage_timing(args) -> None:
         print(f"{n:>6} {per_k:>9.4f} {pareto:>9.4f} {len(front):>10}")
     lut_path = Path(args.out) / "lut.csv"
     if lut_path.exists():
+        import torch
+
         from dsprof.lut import LUT
+        from dsprof.lut.predict import plan_costs
         from dsprof.plan import plan_front
 
+        torch.set_num_threads(1)
         lut = LUT.load(lut_path)
         for backend in args.backends:
             t = time.perf_counter()
-            plan_front(MODEL, lut, device=_key(lut, backend), max_span=args.max_span, resolution=args.resolution)
-            print(f"plan_front end to end, {MODEL} (17 blocks, spans up to {args.max_span}) on {backend}: "
-                  f"{time.perf_counter() - t:.2f} s ({_load()})")
+            costs = plan_costs(MODEL, lut, device=_key(lut, backend), resolution=args.resolution)
+            read = time.perf_counter() - t
+            t = time.perf_counter()
+            front = plan_front(MODEL, lut, max_span=args.max_span, costs=costs)
+            print(f"{MODEL} (17 blocks, spans up to {args.max_span}) on {backend}: model built and traced, LUT read "
+                  f"{read:.2f} s; plan_front (every piece priced, the search, {len(front.points)} front plans and "
+                  f"{len(front.presets)} presets priced by predict_plan) {time.perf_counter() - t:.2f} s ({_load()})")
 
 
 def main() -> None:
