@@ -16,7 +16,7 @@ from ..errors import LUTError, UsageError
 from ..models import find_blocks, input_size_of, named_model
 from ..device_context import DeviceContext
 from .cost import ModelEntries as _ModelEntries, Piece, PlanCosts, median_error_s, merge_savings
-from .schema import model_label
+from .schema import METHODS, model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
 #: model's blocks over their isolated savings (noise averages over every group). Both context methods
 #: start from the median of the whole model's medians: its own entry and every in-context group.
 #: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
-METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
