@@ -292,11 +292,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = _load_lut(args).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-        spans=spans, max_span=args.max_span, latency=latency,
+        spans=spans, max_span=args.max_span, lut=_load_lut(args), device_key=args.device_key,
     )
     print(outcome.report)
     print()
@@ -305,6 +304,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for path in (outcome.out, outcome.onnx):
         if path is not None:
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import plan_to_file
+
+    outcome = plan_to_file(
+        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
+        options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
+    )
+    print(outcome.front.table())
+    if outcome.chosen is not None:
+        c = outcome.chosen
+        print(f"\nchosen: k = {c.k}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), "
+              f"{outcome.front.original_s / c.latency_s:.2f}x" + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+    for path in outcome.paths:
+        print(f"wrote {path}")
     return 0
 
 
@@ -597,10 +614,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
-    p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
+                        "(the planner's; span entries: dsprof measure --spans N); without it MACs decide")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "plan", formatter_class=fmt,
+        help="before training: the plan (activations, merges, spans) of lowest predicted latency for every k, "
+             "and with --importance the accuracy-latency front, from a LUT",
+    )
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
+    p.add_argument("--importance", type=Path, default=None,
+                   help="JSON: {block index: accuracy loss without its activations} or a list, one per block")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
+    budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
+    budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
+    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
+    p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--plan-out", type=Path, default=None,
+                   help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
