@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
-from .errors import DsprofError
+from .errors import DsprofError, Interrupted
 from .io import atomic_write_text
 from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
@@ -666,6 +666,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what was kept, how to go on, where a command says), 130
+        message = " ".join(str(exc).split()) if isinstance(exc, Interrupted) else "interrupted"
+        print(f"dsprof {args.command}: {message}", file=sys.stderr)
+        return 130
     finally:
         warnings.showwarning = previous
 
