@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import __version__
 from .errors import DsprofError, Interrupted
@@ -41,6 +42,24 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
     )
+
+
+@contextlib.contextmanager
+def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside becomes `Interrupted` with ``message()``: what the command kept and how to go on
+    (`main` prints it as one line, exit 130)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(message()) from None
+
+
+def _checkpoint_note(path: Path) -> str:
+    if path.exists():
+        return f"interrupted: {path} holds the epochs finished; the same command with --resume continues"
+    return f"interrupted before the first epoch ended; nothing saved ({path} not written)"
 
 
 def use_model_file(args: argparse.Namespace) -> None:
@@ -228,13 +247,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
-    result = export_bundle(
-        model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
-        extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
-        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
-        timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
-        log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
-    )
+    with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
+        result = export_bundle(
+            model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
+            extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
+        )
     runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
@@ -311,7 +331,8 @@ def _spans_arg(text: str | None):
 def cmd_build_lut(args: argparse.Namespace) -> int:
     from .lut import build_lut
 
-    lut = build_lut(args.paths)
+    with on_interrupt(lambda: f"interrupted: {args.output} not written (it is written whole, at the end)"):
+        lut = build_lut(args.paths)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
@@ -390,14 +411,16 @@ def _train_config(args: argparse.Namespace):
 def cmd_search(args: argparse.Namespace) -> int:
     from .search import search
 
-    result = search(
-        args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
-        device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
-        score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
-        config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
-        device=args.device, name=args.name, weights_out=args.weights_out,
-    )
+    checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
+    with on_interrupt(lambda: _checkpoint_note(checkpoint)):
+        result = search(
+            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
+            resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
+            device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
+            config=_train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
+            device=args.device, name=args.name, weights_out=args.weights_out,
+        )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
     if result.ranking:
@@ -411,15 +434,15 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .search import finetune
 
     plan = load_plan(args.plan) if args.plan else None
-    if plan is not None and (args.width is not None or args.depths is not None):
-        raise CliError("the plan fixes the model and its options; drop --width/--depths")
-    result = finetune(
-        plan, model=args.model, options=model_options_from_args(args), data=args.data,
-        resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
-        distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
-        out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-        device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
-    )
+    model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
+    with on_interrupt(lambda: _checkpoint_note(args.out)):
+        result = finetune(
+            plan, model=model, options=model_options_from_args(args), data=args.data,
+            resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
+            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
+            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
+            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+        )
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
@@ -634,6 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     _add_training_args(p)
     p.add_argument("--plan", default=None, help="plan file or preset; without one the original model (--model) is trained")
+    p.set_defaults(model=None)  # with --plan and no --model (or --model-file): the plan's model; else mobilenet_v2
     p.add_argument("--distill", action="store_true", help="self-distillation from the original model (KL divergence)")
     p.add_argument("--distill-alpha", type=float, default=0.5, help="weight of the distillation term (1 - alpha on cross-entropy)")
     p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")

@@ -13,7 +13,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import LUTError, UsageError
-from ..models import Block, find_blocks, input_size_of, named_model
+from ..models import Block, find_blocks, input_size_of, model_flags, named_model
 from ..device_context import DeviceContext
 from .schema import context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
@@ -177,6 +177,11 @@ def predict_latency(
     blocks = find_blocks(net)
     lookup = _Lookup(lut, key)
     entries = _ModelEntries.read(lookup, label, blocks)
+    if plan is not None:  # one for another model (or other options) is refused, as merge refuses it
+        from ..merge.plan import Plan
+
+        plan = Plan.coerce(plan)
+        plan.check_model(net)
     rows, missing = _block_rows(blocks, entries.originals, lookup, plan, variant)
     drift, drift_source = _drift(entries)
 
@@ -203,7 +208,8 @@ def predict_latency(
 
     table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
     found = table["latency_s"].notna()
-    _report_misses(lut, key, name, label, table, missing, strict)
+    flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
+    _report_misses(lut, key, name, label, flags, table, missing, strict)
     if total is None:
         total = rest_s + float(table.loc[found, "latency_s"].sum())
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
@@ -400,7 +406,7 @@ def _scaled_total(rows: list[dict[str, Any]], factor: float, references: list[LU
     return total, total - _found_latency_s(rows)
 
 
-def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: pd.DataFrame, missing: list[str],
+def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: str, table: pd.DataFrame, missing: list[str],
                    strict: bool) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
     raise with ``strict``. Called from `predict_latency` only: the warning points at its caller."""
@@ -408,7 +414,7 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: p
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
             f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
-            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
+            f"(`dsprof measure {flags}`) and rebuild the LUT."
         )
     if not missing:
         return

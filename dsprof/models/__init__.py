@@ -9,11 +9,13 @@ from .registry import (
     ModelEntry,
     get_model,
     input_size_of,
+    model_flags,
     model_identity,
     list_models,
     load_checkpoint,
     model_entry,
     named_model,
+    normalized_options,
     register_model,
 )
 from .split import ModelSplit, split_model
@@ -45,7 +47,9 @@ __all__ = [
     "first_conv_in_channels",
     "get_model",
     "input_size_of",
+    "model_flags",
     "model_identity",
+    "normalized_options",
     "list_models",
     "load_checkpoint",
     "memory_footprint",

@@ -21,8 +21,10 @@ __all__ = [
     "model_entry",
     "load_checkpoint",
     "input_size_of",
+    "model_flags",
     "model_identity",
     "named_model",
+    "normalized_options",
 ]
 
 _REGISTRY: dict[str, "ModelEntry"] = {}
@@ -130,6 +132,36 @@ def model_identity(model: nn.Module) -> tuple[str, dict] | None:
     """(registered name, build options) of a model built by `get_model`; None for any other module."""
     identity = getattr(model, _IDENTITY_ATTR, None)
     return (identity[0], dict(identity[1])) if identity is not None else None
+
+
+def normalized_options(name: str, options: dict | None) -> dict:
+    """``options`` of the registered model ``name`` without those that only spell out a default (``width=1.0``
+    for ``mobilenet_v2`` builds the model that no width does) and without ``num_classes`` (a classifier of
+    other classes keeps the blocks): the options that make another model. Sequences compare as lists."""
+    entry = _REGISTRY.get(name)  # a user's model not registered in this process: no defaults known
+    params = inspect.signature(entry.builder).parameters if entry is not None else {}
+    plain = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
+    return {
+        k: v for k, v in (options or {}).items()
+        if k != "num_classes" and not (k in params and plain(v) == plain(params[k].default))
+    }
+
+
+def model_flags(name: str, options: dict | None = None) -> str:
+    """The command-line options that build model ``name`` with ``options``, for messages that suggest a command:
+    ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY`` for a user's model."""
+    entry = _REGISTRY.get(name)
+    spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
+    if spec is not None:
+        flags = f"--model-file {spec}"
+    elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
+        flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
+    else:
+        flags = f"--model {name}"
+    for key, value in (options or {}).items():
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        flags += f" --{key.replace('_', '-')} {shown}"
+    return flags
 
 
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:

@@ -7,13 +7,14 @@ count its weights and maps). A missing piece is skipped with a message.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import MeasurementFileError
+from ..errors import MeasurementFileError, PlanError
 from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
 from ..models import block_module, find_blocks, get_model, memory_footprint
@@ -178,7 +179,7 @@ def write_report(
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
     plan_objs = {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
-        plan = Plan.coerce(p)
+        plan = _measured_plan(Plan.coerce(p), latest)
         plan_objs[plan.name or Path(str(p)).stem] = plan
     if isinstance(accuracies, (str, Path)):
         frame = pd.read_csv(accuracies)
@@ -198,6 +199,23 @@ def write_report(
         page += ["## Skipped", "", *(f"- {s}" for s in report.skipped), ""]
     report.files.append(atomic_write_text(report.index, "\n".join(page)))
     return report
+
+
+def _measured_plan(plan, latest: list[Measurement]):
+    """``plan``, checked (`check_plan`) against the models the records measured: refused when it fits none."""
+    from ..merge.plan import check_plan
+
+    measured = {(r.model, json.dumps({k: v for k, v in r.model_options.items() if not k.startswith("resolution")},
+                                     sort_keys=True)) for r in latest if r.scope != "context"}
+    errors = []
+    if not measured:
+        return plan
+    for model, options in sorted(measured):
+        try:
+            return check_plan(plan, model, json.loads(options))
+        except PlanError as exc:
+            errors.append(str(exc))
+    raise PlanError(f"{errors[0]} (the measurement files hold {', '.join(sorted({m for m, _ in measured}))})")
 
 
 def _table_sections(latest: list[Measurement], accuracies, out: Path, report: Report) -> list[str]:
