@@ -122,3 +122,28 @@ def test_resume_and_overwrite_together_are_refused(capsys, tmp_path):
     assert main(["measure", "--out", str(out), "--resume", "--overwrite", *FAST, *FOUR_BLOCKS]) == 2
     assert "give one of them" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_finetune_names_the_checkpoint_and_resume_finishes(tmp_path):
+    from dsprof.search.training import load_training_checkpoint
+
+    ckpt = tmp_path / "ft.pt"
+    mynet = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
+    args = ["finetune", "--model-file", mynet, "--epochs", "6", "--max-batches", "20", "--max-eval-batches", "1",
+            "--batch-size", "16", "--device", "cpu", "--no-merge-check", "--out", str(ckpt)]
+    run = subprocess.Popen([DSPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not ckpt.exists():  # the first epoch's checkpoint (written atomically: it exists whole or not at all)
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=300)
+    assert run.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"dsprof finetune: interrupted: {ckpt} holds the epochs finished; "
+                                            "the same command with --resume continues")
+    done = int(load_training_checkpoint(ckpt)["epoch"])
+    assert 1 <= done < 6
+    assert main([*args, "--resume"]) == 0
+    assert int(load_training_checkpoint(ckpt)["epoch"]) == 6

@@ -421,7 +421,7 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: s
     message = (
         f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
         + ("; ..." if len(missing) > 5 else "")
-        + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
+        + f". Measure this model on that device (`dsprof measure {flags}`) and rebuild the LUT."
     )
     if strict:
         raise LUTMissError(message)

@@ -165,7 +165,7 @@ def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | 
     label = plan.name or "the plan"
     if not same_family(plan.model, model):
         raise PlanError(f"{label} is for model {plan.model!r}, not {model!r}: use it with the plan's model "
-                        f"({model_flags(plan.model, normalized_options(plan.model, plan.options))}), or a plan for {model}")
+                        f"({model_flags(plan.model, plan.options)}), or a plan for {model}")
     ours, theirs = normalized_options(model, options), normalized_options(plan.model, plan.options)
     if ours != theirs:
         raise PlanError(f"{label} is for {plan.model} with options {theirs or '{}'}, not {ours or '{}'}: use it with "

@@ -148,8 +148,9 @@ def normalized_options(name: str, options: dict | None) -> dict:
 
 
 def model_flags(name: str, options: dict | None = None) -> str:
-    """The command-line options that build model ``name`` with ``options``, for messages that suggest a command:
-    ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY`` for a user's model."""
+    """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
+    for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
+    for a user's model."""
     entry = _REGISTRY.get(name)
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
     if spec is not None:
@@ -158,7 +159,7 @@ def model_flags(name: str, options: dict | None = None) -> str:
         flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
     else:
         flags = f"--model {name}"
-    for key, value in (options or {}).items():
+    for key, value in normalized_options(name, options).items():
         shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
         flags += f" --{key.replace('_', '-')} {shown}"
     return flags
