@@ -77,8 +77,9 @@ def test_a_second_run_on_a_file_being_written_is_refused_and_resume_works_after(
 
 
 def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
-    out = tmp_path / "run.jsonl"
-    limit = 10_000  # bytes: two groups of three records (~1.3 kB each) fit, the third does not
+    out, probe = tmp_path / "run.jsonl", tmp_path / "probe.jsonl"
+    assert main(["measure", "--out", str(probe), *FAST, "--blocks", "features.1", "--model-variants", "none"]) == 0
+    limit = int(2.5 * probe.stat().st_size)  # bytes: two groups of three records fit, the third does not
 
     def small_disk() -> None:  # in the child: writes past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
