@@ -1,8 +1,8 @@
 """dsprof: DepthShrinker on your own hardware — profile, search, merge, report."""
 
+from ._lazy import lazy_exports
 from .device_context import DeviceContext
 from .errors import DsprofError
-from .models import BlockSpec, count_macs, count_params, find_blocks, get_model, list_models, summarize_blocks
 
 __version__ = "0.1.0"
 
@@ -18,3 +18,7 @@ __all__ = [
     "list_models",
     "summarize_blocks",
 ]
+
+# The model API imports PyTorch: imported on first use (`dsprof --help` stays quick).
+_MODEL_API = ("BlockSpec", "count_macs", "count_params", "find_blocks", "get_model", "list_models", "summarize_blocks")
+__getattr__, __dir__ = lazy_exports(__name__, {name: ".models" for name in _MODEL_API})

@@ -1,4 +1,7 @@
-"""The `dsprof` command line: thin argparse adapters over the Python API."""
+"""The `dsprof` command line: thin argparse adapters over the Python API.
+
+Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch,
+timm or pandas (tests/test_cli_startup.py checks it)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ from typing import Callable, Iterator, Sequence
 
 from . import __version__
 from .errors import DsprofError, Interrupted
-from .io import atomic_write_text
-from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
 __all__ = ["main", "build_parser"]
 
@@ -93,11 +94,15 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
 
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
+    from .models import get_model
+
     options = model_options_from_args(args)
     return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from .models.registry import list_models, model_entry
+
     names = list_models(args.pattern)
     if not names:
         raise CliError(f"no model matches {args.pattern!r}; try `dsprof models` for all")
@@ -109,6 +114,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .models import find_blocks, summarize_blocks
+
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -244,6 +252,7 @@ def _measure_remote(args: argparse.Namespace, request) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .edge import export_bundle
+    from .runtimes import runtime_of_format
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
@@ -255,7 +264,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
             log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
         )
-    runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
+    runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
     print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
@@ -473,7 +482,8 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .lut.predict import METHODS
+    from .lut.schema import METHODS
+    from .runtimes import BACKENDS, FORMATS
 
     parser = argparse.ArgumentParser(
         prog="dsprof",
@@ -503,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_args(p)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite")
+    p.add_argument("--backend", default="torch", help=", ".join(BACKENDS))
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
@@ -534,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
+    p.add_argument("--format", default="onnx", help=f"model file formats, comma-separated: {', '.join(FORMATS)}")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")

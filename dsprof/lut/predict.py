@@ -15,7 +15,7 @@ from torch import nn
 from ..errors import LUTError, UsageError
 from ..models import Block, find_blocks, input_size_of, model_flags, named_model
 from ..device_context import DeviceContext
-from .schema import context_workload, model_label
+from .schema import METHODS, context_workload, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
 #: model's blocks over their isolated savings (noise averages over every group). Both context methods
 #: start from the median of the whole model's medians: its own entry and every in-context group.
 #: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
-METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
