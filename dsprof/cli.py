@@ -421,7 +421,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from .search import search
 
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
-    with on_interrupt(lambda: _checkpoint_note(checkpoint)):
+    kept = (lambda: _checkpoint_note(checkpoint)) if args.method == "differentiable" else (
+        lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
+    with on_interrupt(kept):
         result = search(
             args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
             resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
