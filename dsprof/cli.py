@@ -6,13 +6,14 @@ timm or pandas (tests/test_cli_startup.py checks it)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import __version__
-from .errors import DsprofError
+from .errors import DsprofError, Interrupted
 
 __all__ = ["main", "build_parser"]
 
@@ -36,6 +37,24 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
     )
+
+
+@contextlib.contextmanager
+def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside becomes `Interrupted` with ``message()``: what the command kept and how to go on
+    (`main` prints it as one line, exit 130)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(message()) from None
+
+
+def _checkpoint_note(path: Path) -> str:
+    if path.exists():
+        return f"interrupted: {path} holds the epochs finished; the same command with --resume continues"
+    return f"interrupted before the first epoch ended; nothing saved ({path} not written)"
 
 
 def add_model_file_arg(parser) -> None:
@@ -242,13 +261,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
-    result = export_bundle(
-        model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
-        extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
-        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
-        timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
-        log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
-    )
+    with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
+        result = export_bundle(
+            model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
+            extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
+        )
     runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
@@ -341,8 +361,9 @@ def _spans_arg(text: str | None):
 def cmd_build_lut(args: argparse.Namespace) -> int:
     from .lut.build import lut_from_files, read_measurement_files
 
-    files = read_measurement_files(args.paths, accept_modified=args.accept_modified)
-    lut = lut_from_files(files)
+    with on_interrupt(lambda: f"interrupted: {args.output} not written (it is written whole, at the end)"):
+        files = read_measurement_files(args.paths, accept_modified=args.accept_modified)
+        lut = lut_from_files(files)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
@@ -440,14 +461,18 @@ def _train_config(args: argparse.Namespace):
 def cmd_search(args: argparse.Namespace) -> int:
     from .search import search
 
-    result = search(
-        args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
-        device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
-        score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
-        config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
-        device=args.device, name=args.name, weights_out=args.weights_out,
-    )
+    checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
+    kept = (lambda: _checkpoint_note(checkpoint)) if args.method == "differentiable" else (
+        lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
+    with on_interrupt(kept):
+        result = search(
+            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
+            resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
+            device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
+            config=_train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
+            device=args.device, name=args.name, weights_out=args.weights_out,
+        )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
     if result.ranking:
@@ -461,15 +486,15 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .search import finetune
 
     plan = load_plan(args.plan) if args.plan else None
-    if plan is not None and (args.width is not None or args.depths is not None):
-        raise CliError("the plan fixes the model and its options; drop --width/--depths")
-    result = finetune(
-        plan, model=args.model, options=model_options_from_args(args), data=args.data,
-        resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
-        distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
-        out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-        device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
-    )
+    model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
+    with on_interrupt(lambda: _checkpoint_note(args.out)):
+        result = finetune(
+            plan, model=model, options=model_options_from_args(args), data=args.data,
+            resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
+            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
+            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
+            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+        )
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
@@ -720,6 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     _add_training_args(p)
     p.add_argument("--plan", default=None, help="plan file or preset; without one the original model (--model) is trained")
+    p.set_defaults(model=None)  # with --plan and no --model (or --model-file): the plan's model; else mobilenet_v2
     p.add_argument("--distill", action="store_true", help="self-distillation from the original model (KL divergence)")
     p.add_argument("--distill-alpha", type=float, default=0.5, help="weight of the distillation term (1 - alpha on cross-entropy)")
     p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")
@@ -752,6 +778,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what was kept, how to go on, where a command says), 130
+        message = " ".join(str(exc).split()) if isinstance(exc, Interrupted) else "interrupted"
+        print(f"dsprof {args.command}: {message}", file=sys.stderr)
+        return 130
     finally:
         warnings.showwarning = previous
 

@@ -169,6 +169,8 @@ class PlanCosts:
     context_factor: float | None  # that factor where the LUT has it, whatever the method
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
+    identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
+    measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
 
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,

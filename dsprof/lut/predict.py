@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,7 +13,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import LUTError, UsageError
-from ..models import find_blocks, input_size_of, named_model
+from ..models import find_blocks, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from .cost import ModelEntries as _ModelEntries, Piece, PlanCosts, median_error_s, merge_savings
 from .schema import METHODS, model_label
@@ -184,7 +184,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
     table = _block_table(costs, pieces)
     found = table["latency_s"].notna()
-    _report_misses(lut, key, name, label, table, missing, strict)
+    _report_misses(lut, key, name, label, costs.measure_flags or f"--model {name}", table, missing, strict)
     total, rest_s, rest_method = costs.total_s(pieces), costs.shown_rest_s(pieces), costs.rest_method
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
         raise LUTError(
@@ -224,7 +224,8 @@ def plan_costs(
         method = auto_method(key, costs.context_factor is not None and costs.entries.whole is not None)
         if method != "isolated":
             costs = PlanCosts.read(lut, key, label, blocks, method=method, rest=rest, variant=variant)
-    return costs
+    flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
+    return replace(costs, identity=model_identity(net), measure_flags=flags)
 
 
 def _pieces(costs: PlanCosts, plan: Any, variant: str | None) -> list[Piece]:
@@ -232,9 +233,11 @@ def _pieces(costs: PlanCosts, plan: Any, variant: str | None) -> list[Piece]:
     if variant is not None:
         return [costs.as_variant(i, variant) for i in range(len(costs.blocks))]
     if plan is not None:
-        from ..merge.plan import Plan  # the merge package imports models only; keep lut importable alone
+        from ..merge.plan import Plan, check_plan  # the merge package imports models only; keep lut importable alone
 
         plan = Plan.coerce(plan)
+        if costs.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
+            plan = check_plan(plan, *costs.identity)
         plan.check_blocks(len(costs.blocks))
     return costs.pieces(plan)
 
@@ -277,7 +280,7 @@ def _drift(entries: _ModelEntries) -> tuple[float, str]:
     return drift, "nothing (no whole-model entry)"
 
 
-def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: pd.DataFrame, missing: list[str],
+def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: str, table: pd.DataFrame, missing: list[str],
                    strict: bool) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
     raise with ``strict``. Called from `predict_plan` under `predict_latency`: the warning points at its caller."""
@@ -285,14 +288,14 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: p
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
             f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
-            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
+            f"(`dsprof measure {flags}`) and rebuild the LUT."
         )
     if not missing:
         return
     message = (
         f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
         + ("; ..." if len(missing) > 5 else "")
-        + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
+        + f". Measure this model on that device (`dsprof measure {flags}`) and rebuild the LUT."
     )
     if strict:
         raise LUTMissError(message)

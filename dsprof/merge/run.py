@@ -16,7 +16,7 @@ from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
-from .plan import Plan, PlanError, same_family
+from .plan import Plan, check_plan
 from .spans import Latency, plan_spans
 
 __all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
@@ -64,17 +64,8 @@ def merge_to_file(
     ``((start, stop), ...)`` ranges, or None for the plan's own. Both output paths are checked before anything
     is built or written.
     """
-    plan = Plan.coerce(plan)
     options = dict(options or {})
-    if plan.model != model_name:
-        if not same_family(plan.model, model_name):
-            raise PlanError(f"plan {plan.name or ''} is for model {plan.model!r}, not {model_name!r}; pass --model {plan.model}")
-        plan = replace(plan, model=model_name)
-    if {k: v for k, v in plan.options.items()} != options:
-        raise PlanError(
-            f"plan {plan.name or ''} is for {plan.model} with options {plan.options or '{}'}, not {options or '{}'}"
-            + (f"; pass --width {plan.options['width']}" if "width" in plan.options else "")
-        )
+    plan = check_plan(plan, model_name, options)
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
             check_output_path(path)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import LUTMissError
-from ..models import count_macs, find_blocks, input_size_of
+from ..models import count_macs, find_blocks, input_size_of, model_flags, model_identity
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
 
@@ -97,7 +97,8 @@ def lut_savings(
         raise LUTMissError(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
-            + "\nMeasure the model at this resolution on that device (`dsprof measure`, variants original,merged), "
+            + f"\nMeasure the model at this resolution on that device (`dsprof measure {_flags(model, input_size)}`, "
+            "variants original,merged), "
             "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)"
         )
     return BlockWeights(tuple(b.name for b in blocks), tuple(specs), tuple(savings), "s", f"{lut.source} {key}")
@@ -120,3 +121,10 @@ def block_weights(
 def latency_penalty(scores: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """sum_b w_b * |m_b|: the latency-weighted L1 decay of the gate scores."""
     return (weights.to(scores.device, scores.dtype) * scores.abs()).sum()
+
+
+def _flags(model: nn.Module, input_size: tuple[int, int] | None) -> str:
+    """The `dsprof measure` options that build ``model`` (built by `get_model`) at its resolution."""
+    identity = model_identity(model)
+    flags = model_flags(*identity) if identity is not None else "--model-file PATH.py:FACTORY"
+    return f"{flags} --resolution {(input_size or input_size_of(model))[0]}"

@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import UsageError
+from ..errors import PlanError, UsageError
 from ..io import atomic_write_text
 from ..merge import Plan, linearize_model, merge_model
+from ..merge.plan import check_plan
 from ..models import find_blocks
 from .baselines import layer_prune, random_keep
 from .build import build_model, default_training_resolution
@@ -123,7 +124,9 @@ def _wrap(model: nn.Module, rt: Runtime) -> nn.Module:
     return model
 
 
-def _resume_state(path: Path | None, resume: bool, kind: str) -> dict[str, Any] | None:
+def _resume_state(path: Path | None, resume: bool, kind: str, model: str, options: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint ``path`` to resume from (None without ``resume``), refused when it is of another kind or
+    holds a plan for another model than ``model`` with ``options`` (`check_plan`)."""
     if not resume:
         return None
     if path is None:
@@ -131,6 +134,14 @@ def _resume_state(path: Path | None, resume: bool, kind: str) -> dict[str, Any] 
     state = load_training_checkpoint(path)
     if state.get("kind") != kind:
         raise UsageError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")
+    try:
+        if state.get("plan"):
+            check_plan(Plan.from_json(state["plan"]), model, options)
+        elif state.get("model") not in (None, model):
+            raise UsageError(f"it trained {state['model']!r}, not {model!r}")
+    except (UsageError, PlanError) as exc:
+        raise UsageError(f"cannot resume {path}: {exc}; give the model and options it was started with, "
+                         "or drop --resume to start over") from None
     return state
 
 
@@ -157,12 +168,12 @@ class _Loop(NamedTuple):
 
 
 def _prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, kind: str, rt: Runtime, splits,
-                  config: TrainConfig, stop_after_epochs: int | None) -> _Loop:
+                  config: TrainConfig, stop_after_epochs: int | None, model: str, options: dict[str, Any]) -> _Loop:
     """What search and finetune share before their first epoch: the AMP scaler, the epoch, step and
     history resumed from ``ckpt``, the (DDP-wrapped) net, the loaders, the step counts and the epoch
     to stop before (``stop_after_epochs`` of this call at most)."""
     scaler = torch.amp.GradScaler("cuda") if rt.amp else None
-    state = _resume_state(ckpt, resume, kind)
+    state = _resume_state(ckpt, resume, kind, model, options)
     start, step, history = 0, 0, []
     if state is not None:
         module.to(rt.device)
@@ -296,11 +307,13 @@ def search(
         _seed_all(config.seed)
         splits = load_data(data, resolution)
         base = build_model(model, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
+        _search_k(keep, len(find_blocks(base, (resolution, resolution))))
         gated, bw = _gated_model(base, keep, resolution, lut, device_key, lut_resolution, score_init, score_normalize,
                                  score_bound)
         optimizer = _optimizer(gated, config, gated.gates.scores, score_lr)
         ckpt = Path(checkpoint) if checkpoint is not None else (Path(f"{out}.ckpt.pt") if out is not None else None)
-        loop = _prepare_loop(gated, optimizer, ckpt, resume, "search", rt, splits, config, stop_after_epochs)
+        loop = _prepare_loop(gated, optimizer, ckpt, resume, "search", rt, splits, config, stop_after_epochs, model,
+                             options)
 
         def plan_now() -> Plan:
             return _search_plan(model, options, gated, bw, lam, name, loop.history)
@@ -321,10 +334,21 @@ def search(
         teardown_runtime(rt)
 
 
+def _search_k(keep: int | float, n_blocks: int) -> int:
+    """The blocks a search keeps (`resolve_k`), refused where nothing is left to choose (none or all of them)."""
+    k = resolve_k(keep, n_blocks)
+    if k in (0, n_blocks):
+        every = "no block keeps" if k == 0 else "every block keeps"
+        raise UsageError(f"--keep {keep} of {n_blocks} blocks: {every} its activations, so there is nothing to "
+                         f"choose; give --keep 1..{n_blocks - 1}")
+    return k
+
+
 def _random_search(model: str, keep, options, resolution: int, seed: int, name: str | None, out) -> SearchResult:
     """`search(method="random")`: k blocks drawn with ``seed`` (the random-search baseline)."""
     base = build_model(model, options=options, resolution=resolution, num_classes=10)
     n = len(find_blocks(base, (resolution, resolution)))
+    _search_k(keep, n)
     plan = Plan(
         model, random_keep(n, keep, seed), options, name=name or f"random-k{resolve_k(keep, n)}-s{seed}",
         source=f"dsprof search --method random (seed {seed})",
@@ -422,7 +446,7 @@ def _importance_search(model, keep, data, options, resolution, weights, lut, dev
         base = build_model(model, options=options, resolution=resolution, num_classes=10)
         size = (resolution, resolution)
         n = len(find_blocks(base, size))
-        k = resolve_k(keep, n)
+        k = _search_k(keep, n)
         bw = block_weights(base, lut=lut, device_key=device_key, input_size=(lut_resolution,) * 2 if lut_resolution else size)
         imp = measure_importance(model, options=options, weights=weights, data=data, resolution=resolution,
                                  config=config, seeds=(config.seed,), device=str(rt.device), log=rt.log)
@@ -515,7 +539,8 @@ def finetune(
         loss_fn = _finetune_loss(_teacher(original, rt) if distill else None, distill_alpha, temperature, config, rt)
         optimizer = _optimizer(student, config)
         ckpt = Path(out) if out is not None else None
-        loop = _prepare_loop(student, optimizer, ckpt, resume, kind, rt, splits, config, stop_after_epochs)
+        loop = _prepare_loop(student, optimizer, ckpt, resume, kind, rt, splits, config, stop_after_epochs, model_name,
+                             options)
         what = {"kind": kind, "model": model_name, "options": json.dumps(options), "num_classes": splits.num_classes,
                 "resolution": resolution, "plan": plan.to_json() if plan is not None else None, "epochs": config.epochs}
 
@@ -544,9 +569,12 @@ def finetune(
 
 
 def _what_to_train(plan, model: str | None, options) -> tuple[Plan | None, str, dict[str, Any]]:
-    """The plan (read), the model's name and its build options: the plan's, or ``model`` and ``options``."""
+    """The plan (read), the model's name and its build options: the plan's (checked against ``model`` and
+    ``options`` where a model is given: `check_plan`), or ``model`` and ``options``."""
     if plan is not None:
         plan = Plan.coerce(plan)
+        if model is not None or options:
+            plan = check_plan(plan, model or plan.model, options)
         return plan, plan.model, dict(plan.options)
     if model is None:
         raise UsageError("give a plan, or the model to train (no plan: the original model is trained)")
