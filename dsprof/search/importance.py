@@ -10,6 +10,7 @@ b's importance is the accuracy the original keeps over it. The plan keeps the k 
 with ``w_b`` the block's decay weight (`objective.BlockWeights.weights`: its latency or MAC saving,
 mean 1): ``lam = 0`` ranks by importance alone; a larger ``lam`` gives up accuracy for speed, as the
 decay term of the differentiable objective does. Costs n + 1 short fine-tunes per seed.
+`search_importance` is `search(method="importance")`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
+from ..merge import Plan
+from ..models import find_blocks, get_model
+from .build import build_model
+from .finetuning import finetune
+from .gates import resolve_k
+from .method import SearchRequest, SearchResult, decay_weights, write_plan
+from .run import TrainConfig, quietly, seed_all
+from .training import setup_runtime, teardown_runtime
 
-__all__ = ["BlockImportance", "importance_keep", "measure_importance"]
+__all__ = ["BlockImportance", "importance_keep", "measure_importance", "search_importance"]
 
 
 @dataclass(frozen=True)
@@ -72,22 +81,48 @@ def measure_importance(
     """Each block's measured importance: ``model`` (from ``weights``) with that block alone linearised,
     fine-tuned with ``config`` (default 1 epoch, lr 0.02) per seed, against the original fine-tuned
     alike (so that the fine-tuning itself is not counted as the block's importance)."""
-    from ..merge import Plan
-    from ..models import find_blocks, get_model
-    from .ground_truth import _quiet
-    from .run import TrainConfig, finetune
-
     config = config or TrainConfig(epochs=1, lr=0.02)
     n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
     common = dict(weights=weights, data=data, resolution=resolution, check_merge=False, device=device)
     base, per_block = [], [[] for _ in range(n)]
     for seed in seeds:
         cfg = replace(config, seed=seed)
-        base.append(_quiet(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
+        base.append(quietly(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
         for b in range(n):
             plan = Plan(model, tuple(int(i != b) for i in range(n)), options)
-            per_block[b].append(_quiet(lambda: finetune(plan, config=cfg, **common)).accuracy)
+            per_block[b].append(quietly(lambda: finetune(plan, config=cfg, **common)).accuracy)
         log(f"importance seed {seed}: original {base[-1]:.4f}, block drops "
             + " ".join(f"{base[-1] - a[-1]:+.3f}" for a in per_block))
     return BlockImportance(statistics.fmean(base), tuple(statistics.fmean(a) for a in per_block),
                            tuple(tuple(a) for a in per_block))
+
+
+def search_importance(req: SearchRequest) -> SearchResult:
+    """Measure each block's importance (fine-tunes of ``req.config``, seed ``config.seed``) and keep the
+    k blocks of highest importance - ``req.lam`` * decay weight."""
+    config = req.config
+    rt = setup_runtime(req.device)
+    try:
+        seed_all(config.seed)
+        base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
+        n = len(find_blocks(base, (req.resolution, req.resolution)))
+        k = resolve_k(req.keep, n)
+        bw = decay_weights(base, req)
+        imp = measure_importance(req.model, options=req.options, weights=req.weights, data=req.data,
+                                 resolution=req.resolution, config=config, seeds=(config.seed,), device=str(rt.device),
+                                 log=rt.log)
+        w = bw.weights.tolist()
+        keep_list = importance_keep(imp.drops, k, w, req.lam)
+        merit = [d - req.lam * wi for d, wi in zip(imp.drops, w)]
+        ranking = sorted(range(n), key=lambda i: (-merit[i], i))
+        info = {"method": "importance", "k": k, "lambda": req.lam, "scores": [round(v, 6) for v in merit],
+                "ranking": ranking, "importance": imp.to_dict(), "weights": bw.to_dict(),
+                "finetune_epochs": config.epochs, "seed": config.seed}
+        plan = Plan(req.model, keep_list, req.options, name=req.name or f"importance-k{k}",
+                    source=f"dsprof search --method importance ({bw.source})", search=info)
+        rt.log(f"importance search: keep {''.join(map(str, keep_list))} ranking {' '.join(map(str, ranking))}")
+        if rt.is_main:
+            write_plan(plan, req.out)
+        return SearchResult(plan, merit, ranking, [], Path(req.out) if req.out is not None else None)
+    finally:
+        teardown_runtime(rt)

@@ -1,0 +1,80 @@
+"""What a search method receives and returns: the contract behind `search(method=...)`.
+
+A method is a function ``SearchRequest -> SearchResult`` in a module of its own, named in
+`registry.METHODS`. The request carries every option of `dsprof search`; each method reads the ones it
+uses (the differentiable search its score options, the importance search ``lam`` and the fine-tune
+``config``, the random search ``config.seed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from torch import nn
+
+from ..io import atomic_write_text
+from ..merge import Plan
+from .objective import BlockWeights, block_weights
+from .run import TrainConfig
+
+__all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "write_plan"]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The options of one search (`search`'s arguments; ``resolution`` already resolved)."""
+
+    model: str
+    keep: int | float
+    data: str | Path
+    options: dict[str, Any]
+    resolution: int
+    weights: bool | str | Path | None = None
+    lut: str | Path | None = None
+    device_key: str | None = None
+    lut_resolution: int | None = None
+    lam: float = 1e-3
+    score_lr: float = 0.01
+    score_init: float = 1.0
+    score_normalize: bool = False
+    score_bound: float | None = None
+    anneal_epochs: float = 0.0
+    config: TrainConfig = TrainConfig()
+    out: str | Path | None = None
+    checkpoint: str | Path | None = None
+    resume: bool = False
+    device: str = "auto"
+    name: str | None = None
+    weights_out: str | Path | None = None
+    stop_after_epochs: int | None = None
+
+
+@dataclass
+class SearchResult:
+    """The plan a search wrote and what led to it."""
+
+    plan: Plan
+    scores: list[float]
+    ranking: list[int]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    out: Path | None = None
+
+
+SearchMethod = Callable[[SearchRequest], SearchResult]
+
+
+def write_plan(plan: Plan, out: str | Path | None) -> Path | None:
+    """Write ``plan`` to ``out`` (atomically; nothing when None); the path written."""
+    if out is None:
+        return None
+    atomic_write_text(out, plan.to_json())
+    return Path(out)
+
+
+def decay_weights(base: nn.Module, request: SearchRequest) -> BlockWeights:
+    """The blocks' decay weights for ``request``: LUT latency savings (``request.lut``, its entries at
+    ``lut_resolution``) or MAC savings at the training resolution."""
+    size = request.lut_resolution or request.resolution
+    return block_weights(base, lut=request.lut, device_key=request.device_key, input_size=(size, size))
