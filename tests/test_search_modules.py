@@ -61,6 +61,7 @@ for name in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 def test_every_search_module_imports_first():
     # each module the first dsprof module a fresh interpreter imports: a circle through the package fails here
     env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent.parent)}
@@ -74,8 +75,8 @@ def test_one_module_per_method_and_unknown_names_list_them():
     from dsprof.search.registry import METHODS, search_method
 
     assert {fn.__module__ for fn in METHODS.values()} == {f"dsprof.search.{m}" for m in
-                                                         ("differentiable", "importance", "random_plan")}
-    with pytest.raises(UsageError, match="choose one of: differentiable, importance, random"):
+                                                         ("differentiable", "importance", "planned", "random_plan")}
+    with pytest.raises(UsageError, match="choose one of: importance, differentiable, planner, random"):
         search_method("evolutionary")
     with pytest.raises(UsageError, match="unknown search method 'evolutionary'"):
         search_pkg.search("mobilenet_v2", keep=2, method="evolutionary")

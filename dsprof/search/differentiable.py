@@ -29,7 +29,7 @@ __all__ = ["search_differentiable"]
 def search_differentiable(req: SearchRequest) -> SearchResult:
     """Train weights and gate scores on ``req.data`` for ``req.config.epochs``; the plan of the k
     highest scores (``score_normalize``, ``score_bound``, ``anneal_epochs``: see `search`)."""
-    config = req.config
+    config, keep = req.config, req.required_keep()
     rt = setup_runtime(req.device)
     try:
         seed_all(config.seed)
@@ -37,7 +37,7 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
         base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=splits.num_classes,
                            weights=req.weights)
         bw = decay_weights(base, req)
-        gated = gate_model(base, req.keep, input_size=(req.resolution, req.resolution), init=req.score_init)
+        gated = gate_model(base, keep, input_size=(req.resolution, req.resolution), init=req.score_init)
         gated.gates.normalize, gated.gates.bound = req.score_normalize, req.score_bound
         optimizer = make_optimizer(gated, config, gated.gates.scores, req.score_lr)
         out = req.out

@@ -14,8 +14,10 @@ from typing import Any, Callable
 
 from torch import nn
 
+from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge import Plan
+from .gates import resolve_k
 from .objective import BlockWeights, block_weights
 from .run import TrainConfig
 
@@ -27,7 +29,7 @@ class SearchRequest:
     """The options of one search (`search`'s arguments; ``resolution`` already resolved)."""
 
     model: str
-    keep: int | float
+    keep: int | float | None  # blocks that keep their activations; None: a budget chooses (the planner)
     data: str | Path
     options: dict[str, Any]
     resolution: int
@@ -49,6 +51,21 @@ class SearchRequest:
     name: str | None = None
     weights_out: str | Path | None = None
     stop_after_epochs: int | None = None
+    budget_ms: float | None = None  # predicted latency per batch (the LUT's), instead of keep
+    speedup: float | None = None  # predicted speed-up over the original, instead of keep
+    max_span: int = 4  # the planner's spans: consecutive linear blocks merged as one (1: none)
+    method: str = "importance"
+
+    def required_keep(self) -> int | float:
+        """``keep``, for a method that needs it given."""
+        if self.keep is None or self.budget_ms is not None or self.speedup is not None:
+            raise UsageError(f"--method {self.method} takes --keep; a latency budget (--budget-ms, --speedup) is "
+                             "chosen through the planner: --method importance or planner, with --lut")
+        return self.keep
+
+    def k(self, n_blocks: int) -> int:
+        """The number of blocks that keep their activations (``keep`` resolved for ``n_blocks``)."""
+        return resolve_k(self.required_keep(), n_blocks)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from ..merge import Plan
 from ..models import find_blocks
 from .baselines import random_keep
 from .build import build_model
-from .gates import resolve_k
 from .method import SearchRequest, SearchResult, write_plan
 
 __all__ = ["search_random"]
@@ -17,9 +16,9 @@ def search_random(req: SearchRequest) -> SearchResult:
     seed = req.config.seed
     base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
     n = len(find_blocks(base, (req.resolution, req.resolution)))
-    k = resolve_k(req.keep, n)
+    k = req.k(n)
     plan = Plan(
-        req.model, random_keep(n, req.keep, seed), req.options, name=req.name or f"random-k{k}-s{seed}",
+        req.model, random_keep(n, k, seed), req.options, name=req.name or f"random-k{k}-s{seed}",
         source=f"dsprof search --method random (seed {seed})", search={"method": "random", "seed": seed, "k": k},
     )
     return SearchResult(plan, [], [], [], write_plan(plan, req.out))
