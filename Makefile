@@ -34,8 +34,9 @@ demo: venv
 edge-venvs: venv
 	$(PY) tests/edge_env.py
 
+# Both cores (pytest-xdist); a test file's tests stay on one worker, so module fixtures are built once.
 test: $(VENV)/.installed-test edge-venvs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .venv-edge-* $(RESULTS)

@@ -1,4 +1,7 @@
-"""The `dsprof` command line: thin argparse adapters over the Python API."""
+"""The `dsprof` command line: thin argparse adapters over the Python API.
+
+Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch,
+timm or pandas (tests/test_cli_startup.py checks it)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,6 @@ from typing import Sequence
 
 from . import __version__
 from .errors import DsprofError
-from .io import atomic_write_text
-from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
 
 __all__ = ["main", "build_parser"]
 
@@ -74,11 +75,15 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
 
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
+    from .models import get_model
+
     options = model_options_from_args(args)
     return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from .models.registry import list_models, model_entry
+
     names = list_models(args.pattern)
     if not names:
         raise CliError(f"no model matches {args.pattern!r}; try `dsprof models` for all")
@@ -90,6 +95,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .models import find_blocks, summarize_blocks
+
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -225,6 +233,7 @@ def _measure_remote(args: argparse.Namespace, request) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .edge import export_bundle
+    from .runtimes import runtime_of_format
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
@@ -235,7 +244,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
         log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
     )
-    runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
+    runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
     print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
@@ -279,11 +288,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-        spans=spans, max_span=args.max_span, latency=latency,
+        spans=spans, max_span=args.max_span, lut=LUT.load(args.lut) if args.lut else None, device_key=args.device_key,
     )
     print(outcome.report)
     print()
@@ -292,6 +300,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for path in (outcome.out, outcome.onnx):
         if path is not None:
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import plan_to_file
+
+    outcome = plan_to_file(
+        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
+        options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
+    )
+    print(outcome.front.table())
+    if outcome.chosen is not None:
+        c = outcome.chosen
+        print(f"\nchosen: k = {c.k}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), "
+              f"{outcome.front.original_s / c.latency_s:.2f}x" + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+    for path in outcome.paths:
+        print(f"wrote {path}")
     return 0
 
 
@@ -456,7 +482,8 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .lut.predict import METHODS
+    from .lut.schema import METHODS
+    from .runtimes import BACKENDS, FORMATS
 
     parser = argparse.ArgumentParser(
         prog="dsprof",
@@ -486,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_args(p)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite")
+    p.add_argument("--backend", default="torch", help=", ".join(BACKENDS))
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
@@ -517,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
+    p.add_argument("--format", default="onnx", help=f"model file formats, comma-separated: {', '.join(FORMATS)}")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
@@ -569,9 +596,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
-    p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
+                        "(the planner's; span entries: dsprof measure --spans N); without it MACs decide")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
     p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "plan", formatter_class=fmt,
+        help="before training: the plan (activations, merges, spans) of lowest predicted latency for every k, "
+             "and with --importance the accuracy-latency front, from a LUT",
+    )
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
+    p.add_argument("--importance", type=Path, default=None,
+                   help="JSON: {block index: accuracy loss without its activations} or a list, one per block")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
+    budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
+    budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
+    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
+    p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--plan-out", type=Path, default=None,
+                   help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")

@@ -22,13 +22,11 @@ from ..profiler.fingerprint import environment_id
 from ..profiler.records import Measurement, MeasurementWriter
 from ..profiler.runner import measurement_path
 from .manifest import EdgeError, read_manifest
-from .runner import RUNTIMES, RunnerError, read_results
+from ..runtimes import RUNTIMES
+from .runner import RunnerError, read_results
 
-__all__ = ["BACKEND_OF_RUNTIME", "ImportResult", "import_results"]
+__all__ = ["ImportResult", "import_results"]
 
-#: The profiler backend name an imported record carries, per runner runtime.
-BACKEND_OF_RUNTIME = {"onnxruntime": "onnxruntime", "tflite": "tflite", "benchmark_model": "tflite",
-                      "torchscript": "torchscript"}
 _SETTINGS = ("runtime", "device", "threads")
 
 
@@ -106,8 +104,8 @@ def import_results(
     first = lines[0]
     env_id = environment_id(first["environment"])
     device = first["device"]
-    backend = BACKEND_OF_RUNTIME[first["runtime"]]
-    layout = RUNTIMES[first["runtime"]][1]
+    runtime = RUNTIMES[first["runtime"]]
+    backend, layout = runtime.records_backend, runtime.layout
     options = manifest["model_options"]
     records = []
     for line in lines:

@@ -152,8 +152,8 @@ class Piece:
 
 @dataclass(frozen=True)
 class PlanCosts:
-    """Prices any plan of one model in one LUT context under one method (see the module docstring):
-    ``total`` is ``base_s - sum of the pieces' savings``."""
+    """Prices any plan of one model in one LUT context under one method (see the module docstring): a
+    plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``."""
 
     label: str
     key: DeviceContext
@@ -281,13 +281,6 @@ class PlanCosts:
         return self.reference_s * (1 - swap.median_s / base.median_s), errors, None
 
     # -- totals ------------------------------------------------------------------------------------
-    @property
-    def base_s(self) -> float:
-        """The predicted latency of a plan that saves nothing (the original model, every entry found)."""
-        if self.method == "isolated":
-            return self.rest_s + sum(o.median_s for o in self.entries.originals if o is not None)
-        return self.reference_s
-
     def total_s(self, pieces: list[Piece]) -> float:
         """A plan's predicted latency (seconds per batch); a missing piece is left out (isolated) or counted as
         the original blocks (context methods)."""

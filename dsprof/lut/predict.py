@@ -16,7 +16,7 @@ from ..errors import LUTError, UsageError
 from ..models import find_blocks, input_size_of, named_model
 from ..device_context import DeviceContext
 from .cost import ModelEntries as _ModelEntries, Piece, PlanCosts, median_error_s, merge_savings
-from .schema import model_label
+from .schema import METHODS, model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
 #: model's blocks over their isolated savings (noise averages over every group). Both context methods
 #: start from the median of the whole model's medians: its own entry and every in-context group.
 #: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
-METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
@@ -149,7 +148,9 @@ def predict_latency(
 
     ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
+    says merging saves time (`dsprof.lut.cost.merge_pays`, what `merge` decides given the same LUT), and as
+    ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
+    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.cost.PlanCosts` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the

@@ -1,4 +1,7 @@
-"""A small model registry: names map to builders; unknown names list what exists."""
+"""A small model registry: names map to builders; unknown names list what exists.
+
+The zoo's entries are plain data (`dsprof.models.catalog`): listing them imports no PyTorch; a zoo model's
+builder (`dsprof.models.zoo`, torchvision and timm) is imported when the model is built."""
 
 from __future__ import annotations
 
@@ -6,12 +9,13 @@ import fnmatch
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import BadFileError, InputFileError, ModelOptionError, RegistryError, UsageError
+from .catalog import ZOO
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = [
     "ModelEntry",
@@ -36,17 +40,29 @@ _IDENTITY_ATTR = "dsprof_model"
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One registered model: its builder, default input resolution and a one-line description."""
+    """One registered model: its builder (None for a zoo model: `dsprof.models.zoo.builder`, imported when
+    built), default input resolution, family (the library that defines it, or ``file``), a one-line
+    description, and the keyword options its builder takes besides ``pretrained`` and ``resolution``."""
 
     name: str
-    builder: Callable[..., nn.Module]
+    builder: Callable[..., nn.Module] | None
     default_resolution: int
     family: str
     description: str
+    option_names: tuple[str, ...] = ()
+    takes_resolution: bool = False  # the builder shapes the model by the input resolution
 
     def options(self) -> list[str]:
         """Keyword options the builder accepts (besides resolution and pretrained)."""
-        return [p for p in inspect.signature(self.builder).parameters if p not in ("pretrained", "resolution")]
+        return list(self.option_names)
+
+    def build(self, **kwargs: object) -> nn.Module:
+        """Call the builder (importing a zoo model's) with ``kwargs``."""
+        if self.builder is not None:
+            return self.builder(**kwargs)
+        from .zoo import builder
+
+        return builder(self.name)(**kwargs)
 
 
 def register_model(
@@ -57,7 +73,10 @@ def register_model(
     def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if name in _REGISTRY:
             raise UsageError(f"model {name!r} is already registered; choose another name")
-        _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description)
+        parameters = inspect.signature(builder).parameters
+        options = tuple(p for p in parameters if p not in ("pretrained", "resolution"))
+        _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description, options,
+                                     "resolution" in parameters)
         return builder
 
     return wrap
@@ -111,9 +130,9 @@ def get_model(
     if size < 8:
         raise UsageError(f"resolution must be at least 8 pixels, got {size}")
     built_with = dict(options)
-    if "resolution" in inspect.signature(entry.builder).parameters:  # builders that shape the model by it
+    if entry.takes_resolution:
         options = {**options, "resolution": size}
-    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
+    model = entry.build(pretrained=bool(pretrained) and local_file is None, **options)
     if local_file is not None:
         load_checkpoint(model, local_file)
     setattr(model, _INPUT_SIZE_ATTR, (size, size))
@@ -138,6 +157,8 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     Accepts a plain state dict, or a dict holding one under ``state_dict``, ``model`` or
     ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed.
     """
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"checkpoint {path} does not exist; give the path of a saved state dict")
@@ -177,3 +198,8 @@ def named_model(
     if name is None:
         raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
     return name, model
+
+
+for _zoo_model in ZOO:
+    _REGISTRY[_zoo_model.name] = ModelEntry(_zoo_model.name, None, _zoo_model.default_resolution, _zoo_model.source,
+                                            _zoo_model.description, _zoo_model.options)

@@ -6,5 +6,7 @@
 
 from .front import Front, FrontPoint, PresetPoint
 from .planner import best_plan, measure_command, plan_front
+from .run import PlanOutcome, load_importance, plan_to_file
 
-__all__ = ["Front", "FrontPoint", "PresetPoint", "best_plan", "measure_command", "plan_front"]
+__all__ = ["Front", "FrontPoint", "PlanOutcome", "PresetPoint", "best_plan", "load_importance", "measure_command",
+           "plan_front", "plan_to_file"]

@@ -40,28 +40,31 @@ def plan_front(
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
+    costs: PlanCosts | None = None,
 ) -> Front:
     """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
     of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
+    ``costs``: the model's `plan_costs` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run."""
     if max_span < 1:
         raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
     options = dict(options or {})
-    costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
-                       method=method)
+    if costs is None:
+        costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+                           method=method)
     registered = name or str(model)
     loss = _importance(importance, len(costs.blocks))
     choices = _options(costs, max_span, loss)
     _check_found(costs, choices, registered, options, max_span)
     ctx = _Context(costs, registered, options, loss is not None)
-    points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(len(costs.blocks), [o for o, _ in choices]).items())
+    pieces, n = [o for o, _ in choices], len(costs.blocks)
+    points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
-        plain = [o for o, _ in choices]
-        by_loss = best_per_k(len(costs.blocks), plain, score=lambda o: (-o.loss, o.saving))
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
-        pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(len(costs.blocks), plain)))
+        pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
     original = predict_plan(costs, None).total_s
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
@@ -70,31 +73,21 @@ def plan_front(
     )
 
 
-def best_plan(
-    model: str | nn.Module,
-    lut: LUT | str | Path,
-    keep: Sequence[int],
-    *,
-    max_span: int = 4,
-    device: Any = None,
-    method: str = "auto",
-    rest: str = "auto",
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-) -> Plan:
+def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = 4,
+              costs: PlanCosts | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
-    what `dsprof merge --spans auto --lut` deploys."""
-    options = dict(options or {})
-    costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
-                       method=method)
+    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `plan_costs`'s keywords (device, method, rest,
+    name, options, resolution), or ``costs`` already read."""
+    options = dict(pricing.pop("options", None) or {})
+    name = pricing.get("name") or str(model)
+    costs = costs or plan_costs(model, lut, options=options, **pricing)
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(costs.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
     choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
-    _check_found(costs, choices, name or str(model), options, max_span)
+    _check_found(costs, choices, name, options, max_span)
     (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
-    return _Context(costs, name or str(model), options).plan(solution, "best-spans")
+    return _Context(costs, name, options).plan(solution, "best-spans")
 
 
 class _Context:
