@@ -25,13 +25,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
-    which.add_argument(
-        "--model-file",
-        default=None,
-        metavar="PATH.py:FACTORY",
-        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
-        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
-    )
+    add_model_file_arg(which)
     parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
@@ -41,6 +35,17 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--weights",
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
+    )
+
+
+def add_model_file_arg(parser) -> None:
+    """``--model-file``, on a parser or a group (every command that reads a user's model takes it)."""
+    parser.add_argument(
+        "--model-file",
+        default=None,
+        metavar="PATH.py:FACTORY",
+        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
+        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
     )
 
 
@@ -389,10 +394,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
-    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
+    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies,
+                          fronts=args.front)
     for message in report.skipped:
         print(f"skipped: {message}")
-    print(f"wrote {len(report.files)} files; open {report.index}")
+    print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
     return 0
 
 
@@ -655,10 +661,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="the paper's tables and plots from measurement files", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
-    p.add_argument("-o", "--output", type=Path, default=Path("report"), help="folder for index.md, tables/ and plots/")
+    p.add_argument("-o", "--output", type=Path, default=Path("report"),
+                   help="folder for report.html (self-contained), index.md, tables/ and plots/")
+    add_model_file_arg(p)
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
-    p.add_argument("--plans", nargs="*", default=[], help="plan files or preset names: marked in the block plot, drawn in the memory plot")
-    p.add_argument("--accuracies", type=Path, default=None, help="CSV with columns model,accuracy (%%) for the accuracy-vs-FPS plot")
+    p.add_argument("--plans", nargs="*", default=[],
+                   help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
+                        "in the memory plot, predicted where measured")
+    p.add_argument("--accuracies", type=Path, default=None,
+                   help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
+    p.add_argument("--front", type=Path, nargs="*", default=None,
+                   help="front files of `dsprof plan --out` (default: front.json and *.front.json in the measurement folders)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
