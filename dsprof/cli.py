@@ -471,12 +471,18 @@ def cmd_search(args: argparse.Namespace) -> int:
             device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
             score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
             config=_train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
-            device=args.device, name=args.name, weights_out=args.weights_out,
+            device=args.device, name=args.name, weights_out=args.weights_out, budget_ms=args.budget_ms,
+            speedup=args.speedup, max_span=args.max_span,
         )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
     if result.ranking:
         print("ranking (most important first): " + " ".join(map(str, result.ranking)))
+    planner = (result.plan.search or {}).get("planner")
+    if planner:
+        spans = " ".join(f"{a}-{b - 1}" for a, b in result.plan.spans or ()) or "none"
+        print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
+              f"{planner['speedup']:.2f}x the original; spans {spans}")
     print(f"wrote {result.out}")
     return 0
 
@@ -716,18 +722,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
-        "search", help="differentiable, latency-weighted activation search; writes a plan", formatter_class=fmt
+        "search", help="choose which blocks keep their activations (measured importance through the planner); writes a plan",
+        formatter_class=fmt,
     )
     add_model_args(p)
     _add_training_args(p)
-    p.add_argument("--keep", type=_keep_arg, required=True, help="blocks that keep their activations: a count (7) or a fraction (0.4)")
-    p.add_argument("--method", default="differentiable", choices=("differentiable", "importance", "random"),
-                   help="the differentiable search (paper Sec. 4.2); measured importance (each block linearised alone and "
-                   "fine-tuned --epochs, top k of importance - lam * saving); or the random-search baseline (seeded by --seed)")
-    p.add_argument("--lut", type=Path, default=None, help="LUT file: decay weights = each block's latency saving there (default: MAC saving)")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--keep", type=_keep_arg, default=None,
+                        help="blocks that keep their activations: a count (7) or a fraction (0.4)")
+    budget.add_argument("--budget-ms", type=float, default=None,
+                        help="instead of --keep: the LUT's predicted latency per batch at most (importance, planner)")
+    budget.add_argument("--speedup", type=float, default=None,
+                        help="instead of --keep: the LUT's predicted speed-up over the original at least (importance, planner)")
+    p.add_argument("--method", default="importance", choices=("importance", "differentiable", "planner", "random"),
+                   help="importance: each block linearised alone and fine-tuned --epochs, the plan of least summed "
+                   "importance chosen by the planner (with --lut: its merges and spans too; without: the k most "
+                   "important blocks keep their activations) -- the default, as the ground truth supports "
+                   "(docs/search.md); differentiable: the paper's search (Sec. 4.2); planner: the LUT's fastest plan, "
+                   "no training; random: the random-search baseline (seeded by --seed)")
+    p.add_argument("--lut", type=Path, default=None, help="LUT file: the planner's latencies (importance, planner); the "
+                   "differentiable search's decay weights = each block's latency saving there (default: MAC saving)")
     p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
-    p.add_argument("--lam", type=float, default=1e-3, help="strength of the latency-weighted L1 decay of the gate scores")
+    p.add_argument("--max-span", type=int, default=4,
+                   help="the planner's spans: consecutive linear blocks merged as one, at most this many (1: none; span "
+                   "entries: dsprof measure --spans N)")
+    p.add_argument("--lam", type=float, default=1e-3,
+                   help="differentiable search: strength of the latency-weighted L1 decay of the gate scores")
     p.add_argument("--score-lr", type=float, default=0.01, help="learning rate of the gate scores")
     p.add_argument("--score-normalize", action="store_true", help="divide the scores' straight-through gradient by its largest entry")
     p.add_argument("--score-bound", type=float, default=None, help="re-centre the gate scores on their initial value and keep them within BOUND of it")
