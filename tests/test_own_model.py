@@ -88,6 +88,9 @@ def test_own_model_through_every_command_with_the_defaults(tmp_path, capsys, mon
     assert "is for model 'mobilenet_v2', not 'file:mynet:build'" in err and not Path("report2").exists()
 
     # a search checkpoint of this model does not resume a search of another
+    run(capsys, "search", "--model-file", MYNET, "--keep", "2", "--method", "differentiable", *TRAIN, "--out", "d.json")
     _, err = run(capsys, "search", "--model", "mobilenet_v2", "--width", "0.35", "--depths", "1,1,1,1,1,1,1",
-                 "--keep", "2", *TRAIN, "--out", "p.json", "--resume", code=2)
-    assert "cannot resume p.json.ckpt.pt" in err and f"--model-file {MYNET}" in err
+                 "--keep", "2", "--method", "differentiable", *TRAIN, "--out", "d.json", "--resume", code=2)
+    assert "cannot resume d.json.ckpt.pt" in err and f"--model-file {MYNET}" in err
+    _, err = run(capsys, "search", "--model-file", MYNET, "--keep", "2", *TRAIN, "--out", "p.json", "--resume", code=2)
+    assert "--method importance keeps none" in err

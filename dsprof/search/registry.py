@@ -89,6 +89,9 @@ def search(
     epochs of this call. ``weights_out``: also save the searched weights (original architecture).
     """
     chosen = search_method(method)
+    if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
+        raise UsageError(f"--resume continues a differentiable search from its checkpoint; --method {method} keeps "
+                         "none: run it again without --resume, or resume with --method differentiable")
     if resolution is None:
         resolution = default_training_resolution(model, data)
     return chosen(SearchRequest(
