@@ -1,7 +1,8 @@
 """The latency table's columns and its version; a row's device context is a `DeviceContext`.
 
 A LUT file is CSV (``pd.read_csv(path, comment="#")`` loads it): one row per key, and a last
-line ``# end rows=N`` that tells a complete file from a truncated one. Columns:
+line ``# end rows=N sha256=HEX`` that tells a complete file from a truncated one and carries the
+checksum of the text before it (`dsprof.lut.table.table_checksum`). Columns:
 
 ========== ==============================================================================
 schema     ``dsprof.lut/1`` on every row (the file format version)
