@@ -42,6 +42,7 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from dsprof.lut import build_lut, predict_latency
+from dsprof.lut.cost import merge_savings
 from dsprof.merge import Plan, merge_model, merge_report
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
@@ -75,8 +76,7 @@ def run_case(backend: str, width: float, args: argparse.Namespace, work: Path) -
     lut_wall = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
-    view = lut.savings(key)
-    savings = dict(zip(view.workload, view.saving_s))
+    savings = merge_savings(lut, key)  # where merging pays, as predict_latency prices it
     in_lut = next(r.median_s for r in lut_run.measurements if r.scope == "model" and r.ok)
 
     # 2. Later, separate runs: each merged model end-to-end in a group of its own with the original.

@@ -306,8 +306,8 @@ def test_cli_build_lut_and_predict(measured, tmp_path, capsys):
     assert "coverage 100%" in printed and "0 of 7 blocks merged" in printed and "rest (model-minus-blocks)" in printed
     assert main(args + ["--rest", "stem+head"]) == 0  # measure timed the stem and head too
     assert "rest (stem+head)" in capsys.readouterr().out
-    assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a 17-block preset on a 7-block model
-    assert "17" in capsys.readouterr().err
+    assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a preset for the 17-block model, on a 7-block one
+    assert "mbv2-ds-a is for mobilenet_v2 with options {}, not {'depths': [1, 1, 1, 1, 1, 1, 1]}" in capsys.readouterr().err
     assert main(["build-lut", str(tmp_path / "nothing"), "-o", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
 

@@ -16,8 +16,8 @@ _EXPORTS = {
     **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),
     **dict.fromkeys(("MemoryFootprint", "count_macs", "count_params", "memory_footprint", "summarize_blocks"), ".counting"),
     **dict.fromkeys(
-        ("ModelEntry", "get_model", "input_size_of", "model_identity", "list_models", "load_checkpoint", "model_entry",
-         "named_model", "register_model"),
+        ("ModelEntry", "get_model", "input_size_of", "model_flags", "model_identity", "list_models", "load_checkpoint",
+         "model_entry", "named_model", "normalized_options", "register_model"),
         ".registry",
     ),
     **dict.fromkeys(("ModelSplit", "split_model"), ".split"),

@@ -27,8 +27,10 @@ __all__ = [
     "model_entry",
     "load_checkpoint",
     "input_size_of",
+    "model_flags",
     "model_identity",
     "named_model",
+    "normalized_options",
 ]
 
 _REGISTRY: dict[str, "ModelEntry"] = {}
@@ -60,11 +62,19 @@ class ModelEntry:
 
     def build(self, **kwargs: object) -> nn.Module:
         """Call the builder (importing a zoo model's) with ``kwargs``."""
+        return self._builder()(**kwargs)
+
+    def _builder(self) -> Callable[..., nn.Module]:
         if self.builder is not None:
-            return self.builder(**kwargs)
+            return self.builder
         from .zoo import builder
 
-        return builder(self.name)(**kwargs)
+        return builder(self.name)
+
+    def option_defaults(self) -> dict[str, object]:
+        """The builder's default for each option that has one (imports a zoo model's builder)."""
+        parameters = inspect.signature(self._builder()).parameters
+        return {k: p.default for k, p in parameters.items() if k in self.option_names and p.default is not p.empty}
 
 
 def register_model(
@@ -183,6 +193,37 @@ def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], path: Path) 
     shown = "; ".join(f"{k} is {tuple(state[k].shape)} there, {tuple(own[k].shape)} here" for k in wrong[:3])
     raise UsageError(f"checkpoint {path} does not fit this model: {shown}{'; ...' if len(wrong) > 3 else ''}. "
                      "Check the model name and its width/depth options.")
+
+
+def normalized_options(name: str, options: dict | None) -> dict:
+    """``options`` of the registered model ``name`` without those that only spell out a default (``width=1.0``
+    for ``mobilenet_v2`` builds the model that no width does) and without ``num_classes`` (a classifier of
+    other classes keeps the blocks): the options that make another model. Sequences compare as lists."""
+    entry = _REGISTRY.get(name)  # a user's model not registered in this process: no defaults known
+    defaults = entry.option_defaults() if entry is not None else {}
+    plain = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
+    return {
+        k: v for k, v in (options or {}).items()
+        if k != "num_classes" and not (k in defaults and plain(v) == plain(defaults[k]))
+    }
+
+
+def model_flags(name: str, options: dict | None = None) -> str:
+    """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
+    for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
+    for a user's model."""
+    entry = _REGISTRY.get(name)
+    spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
+    if spec is not None:
+        flags = f"--model-file {spec}"
+    elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
+        flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
+    else:
+        flags = f"--model {name}"
+    for key, value in normalized_options(name, options).items():
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        flags += f" --{key.replace('_', '-')} {shown}"
+    return flags
 
 
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:

@@ -28,7 +28,7 @@ MBV2_DEFAULT_DEPTHS = tuple(n for _, _, n, _ in _MBV2_STAGES)
 
 def mobilenet_v2(
     width: float = 1.0,
-    depths: Sequence[int] | None = None,
+    depths: Sequence[int] = MBV2_DEFAULT_DEPTHS,
     num_classes: int = 1000,
     pretrained: bool = False,
 ) -> nn.Module:

@@ -13,12 +13,17 @@ import hashlib
 import json
 import os
 import warnings
+
+try:
+    import fcntl  # POSIX only
+except ImportError:  # pragma: no cover - Windows: no lock, writes still all or nothing
+    fcntl = None  # type: ignore[assignment]
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext
-from ..errors import MeasurementFileError  # (defined once, in dsprof.errors)
+from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
 from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
@@ -268,26 +273,88 @@ def repair_truncated_tail(path: Path) -> bool:
 
 
 class MeasurementWriter:
-    """Appends records to a JSON Lines file, flushing and syncing each one to disk as it is written."""
+    """Appends records to a JSON Lines file, synced to disk, under an advisory lock.
+
+    The lock (``fcntl.flock``, exclusive, on the file itself; POSIX only) is held from opening to
+    `close`: a second writer of the same file is refused with an `OutputPathError` rather than
+    interleaving its lines. Each `write` is all or nothing: when the disk is full, a file-size limit is
+    reached or the write is interrupted, the file is cut back to what it held before the call (no half
+    line) and a `WriteError` (or the interrupt) is raised.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        if fcntl is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(self._fd)
+                raise _busy_error(self.path) from None
+
+    def truncate(self) -> None:
+        """Empty the file (``--overwrite``), keeping it, and its lock."""
+        os.ftruncate(self._fd, 0)
 
     def write(self, records: Iterable[Measurement]) -> None:
-        for record in records:
-            self._file.write(record.to_json() + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        data = memoryview("".join(record.to_json() + "\n" for record in records).encode("utf-8"))
+        before = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+            os.fsync(self._fd)
+        except BaseException as exc:  # a full disk, a size limit, Ctrl-C midway: back to the last whole record
+            if data or isinstance(exc, OSError):  # (Ctrl-C once every line is written keeps them)
+                try:
+                    os.ftruncate(self._fd, before)
+                except OSError:
+                    pass
+            if isinstance(exc, OSError):
+                raise WriteError(
+                    f"cannot write {self.path}: {exc.strerror or exc}; the file keeps the {_count_lines(self.path)} "
+                    "records written before. Free space (or raise the file-size limit), then run the same command "
+                    "with --resume"
+                ) from None
+            raise
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)  # releases the lock
+            self._fd = -1
 
     def __enter__(self) -> "MeasurementWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _busy_error(path: Path) -> OutputPathError:
+    return OutputPathError(
+        f"{path} is being written by another dsprof run (it holds the file's lock); wait until that run ends, then "
+        "run again with --resume, or choose another --out"
+    )
+
+
+def check_not_busy(path: str | Path) -> None:
+    """Raise `OutputPathError` when another process holds ``path``'s writer lock (`MeasurementWriter`)."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # no file (or not readable): nothing to wait for
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        raise _busy_error(Path(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
 
 
 def speedups(records: Iterable[Measurement], baseline: str = "original", confidence: float = 0.95) -> dict[tuple[str, str, str], Speedup]:

@@ -8,13 +8,14 @@ count its weights and maps). A missing piece is skipped with a message.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import BadFileError, DsprofError, MeasurementFileError
+from ..errors import BadFileError, DsprofError, MeasurementFileError, PlanError
 from ..io import atomic_write_text, check_output_path, read_csv
 from ..lut import LUT, predict_latency
 from ..lut.build import read_measurement_files
@@ -232,9 +233,9 @@ def write_report(
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
             from ..merge.artifact import merged_plan
 
-            plan_objs[Path(str(p)).stem] = merged_plan(p)
+            plan_objs[Path(str(p)).stem] = _measured_plan(merged_plan(p), latest)
             continue
-        plan = Plan.coerce(p)
+        plan = _measured_plan(Plan.coerce(p), latest)
         plan_objs[plan.name or Path(str(p)).stem] = plan
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
@@ -261,6 +262,23 @@ def write_report(
     report.files.append(atomic_write_text(report.index, markdown_page("dsprof report", sections)))
     report.files.append(atomic_write_text(report.html, html_page("dsprof report", sections)))
     return report
+
+
+def _measured_plan(plan, latest: list[Measurement]):
+    """``plan``, checked (`check_plan`) against the models the records measured: refused when it fits none."""
+    from ..merge.plan import check_plan
+
+    measured = {(r.model, json.dumps({k: v for k, v in r.model_options.items() if not k.startswith("resolution")},
+                                     sort_keys=True)) for r in latest if r.scope != "context"}
+    errors = []
+    if not measured:
+        return plan
+    for model, options in sorted(measured):
+        try:
+            return check_plan(plan, model, json.loads(options))
+        except PlanError as exc:
+            errors.append(str(exc))
+    raise PlanError(f"{errors[0]} (the measurement files hold {', '.join(sorted({m for m, _ in measured}))})")
 
 
 def _table_sections(latest: list[Measurement], accuracies, write: _Writer) -> list[Section]:
