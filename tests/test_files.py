@@ -102,7 +102,7 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
                "high_s": (3.3 + k) / 1e3} for k in range(8)]
     files["front"].write_text(json.dumps({"format": "dsprof.front", "version": 1, "model": "mobilenet_v2",
                                           "device": "cpu", "original_s": 0.01, "points": points}, indent=1) + "\n")
-    files["model_file"] = root / "mynet.py"
+    files["model_file"] = root / "fuzzed_net.py"  # not mynet.py: tests/models/mynet.py registers that name in this process
     files["model_file"].write_text(MODEL_FILE)
     bundle = root / "bundle"
     assert main(["export", *TINY, "--blocks", "features.1", "--variants", "original", "--model-variants", "none",
