@@ -34,11 +34,13 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
 
 def workload_of(r: Measurement) -> str:
     """The LUT workload of a record: a block's BlockSpec string; for a block in context the model
-    label and the block's name (`context_workload`); else the model label."""
+    label and the block's name (`context_workload`); for the drift probe its name; else the model label."""
     if r.scope == "block":
         return r.spec
     if r.scope == "context":
         return context_workload(model_label(r.model, r.model_options), r.name)
+    if r.scope == "probe":  # the same reference in every run, whatever model the run measured
+        return r.name
     return model_label(r.name, r.model_options)
 
 

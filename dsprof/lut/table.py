@@ -22,7 +22,7 @@ __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
 _END = "# end rows="
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
-SCOPES = ("block", "model", "stem", "head", "context")
+SCOPES = ("block", "model", "stem", "head", "context", "probe")
 
 
 class LUTMissWarning(UserWarning):
