@@ -1,7 +1,8 @@
 """Latency lookup tables: build from measurement files, load, look up, predict (issue #5)."""
 
 from .build import build_lut, measurement_files
-from .predict import Prediction, predict_latency
+from .drift import probe_now, with_probe
+from .predict import MethodFallbackWarning, Prediction, predict_latency
 from ..device_context import DeviceContext
 from .schema import COLUMNS, SCHEMA, model_label
 from .table import LUT, LUTEntry, LUTError, LUTMissError, LUTMissWarning
@@ -16,6 +17,7 @@ __all__ = [
     "LUTError",
     "LUTMissError",
     "LUTMissWarning",
+    "MethodFallbackWarning",
     "Prediction",
     "PredictionAccuracy",
     "accuracy_table",
@@ -24,4 +26,6 @@ __all__ = [
     "model_label",
     "predict_latency",
     "prediction_accuracy",
+    "probe_now",
+    "with_probe",
 ]

@@ -16,18 +16,23 @@ from ..errors import LUTError, UsageError
 from ..models import Block, find_blocks, input_size_of, named_model
 from ..device_context import DeviceContext
 from .schema import context_workload, model_label
+from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
+    "CONTEXT_FACTOR_RANGE",
     "METHODS",
+    "MethodFallbackWarning",
     "Prediction",
     "auto_method",
     "measure_planned",
+    "measure_planned_run",
     "median_error_s",
     "observed_drift",
     "predict_latency",
     "prediction_interval",
     "profiled_options",
+    "resolve_method",
 ]
 
 
@@ -42,6 +47,14 @@ _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
+#: The context factors (a model's in-context over isolated savings) that ``auto`` trusts: the range the
+#: lut_accuracy.py runs on five architectures saw (benchmarks/RESULTS.md, issue #21); outside it, ``auto``
+#: predicts ``isolated`` and says so.
+CONTEXT_FACTOR_RANGE = (0.8, 2.0)
+
+
+class MethodFallbackWarning(UserWarning):
+    """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,9 @@ class Prediction:
 
     ``method`` says how the blocks' changes were counted: ``isolated`` (savings of blocks timed
     alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
-    (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
+    (the isolated savings times F, the model's in-context over isolated savings); ``isolated
+    (context-scaled fell back: WHY)`` where context-scaled was asked for (or chosen by ``auto``) and could
+    not apply. ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
     under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
@@ -58,6 +73,8 @@ class Prediction:
     ``low_s``/``high_s``: a 95 % interval from the LUT's own spread (``lut_spread``, relative) and
     the device's observed drift (``drift``, relative; ``drift_source`` says from what).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
+    ``probe_ratio``: how much slower (> 1) the machine ran the drift probe now than in the LUT's runs, by
+    which total and interval are scaled (`dsprof.lut.drift.with_probe`); NaN when not probed.
     """
 
     model: str
@@ -74,6 +91,7 @@ class Prediction:
     lut_spread: float = 0.0
     drift: float = 0.0
     drift_source: str = "none"
+    probe_ratio: float = float("nan")
 
     @property
     def fps(self) -> float:
@@ -89,8 +107,10 @@ class Prediction:
         return (
             f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
             f"({self.fps:.1f} FPS), 95 % interval {self.low_s * 1e3:.3f}-{self.high_s * 1e3:.3f} ms "
-            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source}); "
-            f"method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
+            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source})"
+            + (f"; scaled by the drift probe: the machine runs {self.probe_ratio:.3f}x the LUT's time now"
+               if self.probe_ratio == self.probe_ratio else "")
+            + f"; method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
                "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
@@ -116,11 +136,12 @@ def observed_drift(medians_s: list[float]) -> float:
 
 
 def prediction_interval(total_s: float, entry_errors_s: list[float], drift: float) -> tuple[float, float, float]:
-    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2), with lut_spread the
-    95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``."""
+    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2) (low at least 0), with lut_spread
+    the 95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``; ``drift``
+    is the machine's, relative (`observed_drift`, the drift probe's spread: see `predict_latency`)."""
     lut_spread = _Z95 * math.sqrt(sum(e * e for e in entry_errors_s)) / total_s if total_s > 0 else 0.0
     half = math.hypot(lut_spread, drift)
-    return total_s * (1 - half), total_s * (1 + half), lut_spread
+    return max(total_s * (1 - half), 0.0), total_s * (1 + half), lut_spread  # a latency is never below zero
 
 
 def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -163,14 +184,14 @@ def predict_latency(
     ``auto`` is `auto_method`'s choice, from what predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
-    if method not in METHODS:
-        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if rest not in _RESTS:
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise LUTError("give a plan or a variant for every block, not both")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
+    auto = method == "auto"
+    method = resolve_method(method, key, rest=rest, variant=variant)  # before any lookup
     options = dict(options or {})
     name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
@@ -178,18 +199,10 @@ def predict_latency(
     lookup = _Lookup(lut, key)
     entries = _ModelEntries.read(lookup, label, blocks)
     rows, missing = _block_rows(blocks, entries.originals, lookup, plan, variant)
-    drift, drift_source = _drift(entries)
+    drift, drift_source = _drift(entries, lookup(PROBE_NAME, "original", PROBE_SCOPE))
 
-    factor = _context_factor(blocks, entries, lookup) if variant is None else None
-    if method == "auto":
-        method = auto_method(key, factor is not None and entries.whole is not None)
-    if method == "context-scaled" and (factor is None or entries.whole is None):
-        missing.append(f"in-context entries (merged) of {label}'s blocks whose savings agree in sign with the "
-                       "isolated ones, and its whole-model entry")
     total: float | None = None
     if method == "context":
-        if variant is not None:
-            raise UsageError("the context method predicts plans; give a plan, not a variant for every block")
         total, rest_s, errors = _context_total(rows, blocks, entries, lookup, missing)
         rest_method, used = "whole-model", "context"
     else:
@@ -197,9 +210,16 @@ def predict_latency(
         for row, original in zip(rows, entries.originals):
             row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
         used = "isolated"
-        if method == "context-scaled" and factor is not None and entries.whole is not None and rest_method == "model-minus-blocks":
-            total, rest_s = _scaled_total(rows, factor, entries.references)
-            used = f"context-scaled (x{factor:.3f})"
+        # auto on a LUT without the model's --context run: plain isolated (nothing was there to fall back from)
+        if method == "context-scaled" and (not auto or any(entries.in_model.values())):
+            factor = _context_factor(blocks, entries, lookup)
+            why_not = _why_not_scaled(factor, rest_method, label, auto)
+            if why_not is None:
+                total, rest_s = _scaled_total(rows, factor, entries.references)
+                used = f"context-scaled (x{factor:.3f})"
+            else:  # a method's fallback, not a LUT miss: said in the method and warned, never raised
+                used = f"isolated (context-scaled fell back: {why_not})"
+                warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=2)
 
     table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
     found = table["latency_s"].notna()
@@ -218,14 +238,48 @@ def predict_latency(
                       low, high, spread, drift, drift_source)
 
 
-def auto_method(context: DeviceContext, has_context_entries: bool) -> str:
-    """The method ``auto`` uses: ``context-scaled`` for PyTorch eager on a CPU when the LUT has the
-    model's in-context entries, else ``isolated``. In PyTorch eager a block inside the model runs with
-    cold caches and unfused operators, so merging saves more there than alone (1.10-1.55x the isolated
-    savings in five runs on a 2-core CPU); ONNX Runtime and TFLite fuse, and their in-context
-    differences only added noise (benchmarks/RESULTS.md, issue #14)."""
-    scaled = has_context_entries and context.backend == "torch" and context.device == "cpu"
-    return "context-scaled" if scaled else "isolated"
+def auto_method(context: DeviceContext) -> str:
+    """The method ``auto`` asks for in a context: ``context-scaled`` for PyTorch eager on a CPU, else
+    ``isolated``. In PyTorch eager a block inside the model runs with cold caches and unfused operators,
+    so merging saves more there than alone (1.10-1.55x the isolated savings in five runs on a 2-core CPU);
+    ONNX Runtime and TFLite fuse, and their in-context differences only added noise (benchmarks/RESULTS.md,
+    issue #14). Where the LUT lacks the model's in-context entries, or its factor is outside
+    `CONTEXT_FACTOR_RANGE`, the prediction falls back to ``isolated`` and says so."""
+    return "context-scaled" if context.backend == "torch" and context.device == "cpu" else "isolated"
+
+
+def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", variant: str | None = None) -> str:
+    """The method a prediction in ``context`` asks for (``auto`` resolved by `auto_method`), checked against
+    ``rest`` and ``variant`` before any lookup; raises `UsageError` on a method that cannot apply. The
+    context methods start from the whole model, so they take ``rest="auto"`` (or ``"model-minus-blocks"``)
+    and a plan, not a variant for every block; ``auto`` with either of those asks for ``isolated``."""
+    if method not in METHODS:
+        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
+    if method == "auto":
+        return "isolated" if rest == "stem+head" or variant is not None else auto_method(context)
+    if method != "isolated" and variant is not None:
+        raise UsageError(f"the {method} method predicts plans; give a plan, not a variant for every block "
+                         "(or method 'isolated')")
+    if method != "isolated" and rest == "stem+head":
+        raise UsageError(f"the {method} method starts from the whole model measured, not from its stem and head: "
+                         "give rest 'auto' (or method 'isolated' with rest 'stem+head')")
+    return method
+
+
+def _why_not_scaled(factor: float | None, rest_method: str, label: str, auto: bool) -> str | None:
+    """Why ``context-scaled`` cannot predict here (None: it can). Its factor needs the model's in-context
+    entries and its whole-model entry with every block; under ``auto`` it must also lie in
+    `CONTEXT_FACTOR_RANGE` (an explicit ``context-scaled`` uses any positive factor)."""
+    if rest_method != "model-minus-blocks":
+        return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
+    if factor is None:
+        return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
+                "the isolated ones (`dsprof measure --context merged`)")
+    low, high = CONTEXT_FACTOR_RANGE
+    if auto and not low <= factor <= high:
+        return (f"its context factor {factor:.2f} is outside {low:.2f}-{high:.2f}, the range seen across "
+                "architectures (benchmarks/RESULTS.md, issue #21)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -313,17 +367,33 @@ def _linearized_variant(spec: str, original: LUTEntry | None, merge: bool | None
     return ("linear", linear) if linear is not None else ("original", original)
 
 
-def _drift(entries: _ModelEntries) -> tuple[float, str]:
-    """The device's drift (relative 95 % half-width) and what it was observed from: the spread of the
-    whole model's in-context groups, else the whole model's spread within its own run."""
+def _spread(entry: LUTEntry) -> float:
+    """Relative 95 % half-width of an entry's pooled samples (normal, sigma from the IQR)."""
+    return _Z95 * entry.iqr_s * _IQR_TO_SD / entry.median_s
+
+
+def _runs(entry: LUTEntry) -> str:
+    count = len(entry.sources.split(";")) if entry.sources else 1
+    return f"{count} runs" if count > 1 else "1 run"
+
+
+def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
+    """The device's drift (relative 95 % half-width) and what it was observed from: the largest of the
+    spread of the whole model's medians across its in-context groups, the whole model's samples (pooled
+    across the runs that measured it) and the drift probe's samples (timed after every group of every run:
+    the machine over minutes). A later measurement is one moment of that machine, so its distance from a
+    prediction pooled over the runs is about one draw of it."""
+    observed: list[tuple[float, str]] = []
     groups = [e for e in entries.in_model.values() if e is not None]
-    drift = observed_drift([e.median_s for e in groups])
-    if drift != 0.0:
-        return drift, f"{len(groups)} in-context groups"
-    whole = entries.whole
-    if whole is not None:  # no groups to compare
-        return _Z95 * whole.iqr_s * _IQR_TO_SD / whole.median_s, "the whole model's spread (no --context groups)"
-    return drift, "nothing (no whole-model entry)"
+    if len(groups) >= 3:
+        observed.append((observed_drift([e.median_s for e in groups]), f"{len(groups)} in-context groups"))
+    if entries.whole is not None:
+        observed.append((_spread(entries.whole), f"the whole model's samples ({_runs(entries.whole)})"))
+    if probe is not None:
+        observed.append((_spread(probe), f"the drift probe ({probe.n_samples} samples, {_runs(probe)})"))
+    if not observed:
+        return 0.0, "nothing (no whole-model entry, no drift probe)"
+    return max(observed)
 
 
 def _found_latency_s(rows: list[dict[str, Any]]) -> float:
@@ -458,7 +528,24 @@ def measure_planned(
     ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
     `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
     linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
-    Returns the `dsprof.profiler.Measurement` (its ``median_s`` in seconds per batch)."""
+    Returns the `dsprof.profiler.Measurement` (its ``median_s`` in seconds per batch);
+    `measure_planned_run` returns the whole run (its drift probe records too)."""
+    result = measure_planned_run(model, context, plan, lut=lut, name=name, options=options, out=out, progress=progress)
+    return next(r for r in result.measurements if r.scope == "model" and r.ok)
+
+
+def measure_planned_run(
+    model: str | nn.Module,
+    context: DeviceContext,
+    plan: Any = None,
+    *,
+    lut: LUT | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    out: str | Path = "results/predict-check",
+    progress: bool = True,
+):
+    """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run."""
     from ..merge import merge_model
     from ..profiler import measure
 
@@ -474,6 +561,5 @@ def measure_planned(
         net = merge_model(net, plan, savings=savings)
         name = f"{name}-{plan.name or 'plan'}"
     # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
-    result = measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
-                     out=out, overwrite=True, progress=progress, **context.measure_options())
-    return next(r for r in result.measurements if r.scope == "model" and r.ok)
+    return measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
+                   out=out, overwrite=True, progress=progress, **context.measure_options())
