@@ -44,7 +44,7 @@ from scipy.stats import kendalltau
 
 from dsprof.lut import MethodFallbackWarning, build_lut, model_label, predict_latency
 from dsprof.lut.drift import lut_probe, probe_ratio_of
-from dsprof.lut.predict import _context_factor, _Lookup, _ModelEntries, profiled_options
+from dsprof.lut.predict import CONTEXT_FACTOR_RANGE, _context_factor, _Lookup, _ModelEntries, profiled_options
 from dsprof.merge import Plan, merge_model, merge_report
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
@@ -260,6 +260,20 @@ def print_tables(cases: list[dict], seed: int, backends: list[str]) -> None:
               f"{case['auto_method'][:60]} | ±{case['probe_spread']:.1%} | {shown} | {lo:.2f}-{mid:.2f}-{hi:.2f} |")
 
 
+def rescore_auto(case: dict) -> None:
+    """Re-derive the ``auto`` and ``auto+probe`` columns of a saved case under today's `CONTEXT_FACTOR_RANGE`:
+    context-scaled where PyTorch's context factor lies in it, else isolated (what `predict_latency` does)."""
+    low, high = CONTEXT_FACTOR_RANGE
+    factor = case["context_factor"]
+    scaled = case["backend"] == "torch" and factor is not None and low <= float(factor) <= high
+    source = "context-scaled" if scaled else "isolated"
+    case["auto_method"] = f"{source} (re-scored, range {low}-{high})"
+    for r in case["rows"]:
+        for part in ("", "_low", "_high"):
+            r[f"auto{part}_s"] = r[f"{source}{part}_s"]
+            r[f"auto+probe{part}_s"] = r[f"{source}{part}_s"] * r["probe_ratio"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="onnxruntime,torch")
@@ -284,10 +298,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
     parser.add_argument("--tables-from", type=Path, nargs="+", default=None,
                         help="print the tables of results.json files (e.g. cases run in parallel) and stop")
+    parser.add_argument("--rescore-auto", action="store_true",
+                        help="with --tables-from: re-derive auto's columns under today's context factor range")
     args = parser.parse_args()
     if args.tables_from:
         saved = [json.loads(p.read_text()) for p in args.tables_from]
         cases = [c for s in saved for c in s["cases"]]
+        if args.rescore_auto:
+            for case in cases:
+                rescore_auto(case)
         seeds = {s["args"]["seed"] for s in saved}
         print_tables(cases, int(seeds.pop()) if len(seeds) == 1 else -1, list(dict.fromkeys(c["backend"] for c in cases)))
         return

@@ -9,6 +9,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError
+from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 from ..profiler.records import Measurement, read_measurements
 from ..profiler.stats import summarize
 from .schema import COLUMNS, SCHEMA, context_workload, model_label
@@ -54,7 +55,9 @@ def build_lut(paths: Iterable[str | Path]) -> LUT:
     Repeated measurements of a key are combined by pooling their raw samples (the entry's
     median is the median of all samples); different environments, devices, backends, dtypes,
     layouts, batch sizes and thread counts are different keys and never averaged. Failed records
-    are left out. Noisy entries (IQR/median > 10 %) are kept and marked.
+    are left out. Noisy entries (IQR/median > 10 %) are kept and marked. The drift probe gets two entries:
+    its pooled samples (variant ``original``) and its group medians (variant ``group-medians``, one sample
+    per group of every run), whose spread is the machine's drift that predictions add to their interval.
     """
     samples: dict[tuple, list[float]] = defaultdict(list)
     sources: dict[tuple, list[str]] = defaultdict(list)
@@ -63,11 +66,15 @@ def build_lut(paths: Iterable[str | Path]) -> LUT:
         for r in read_measurements(path):
             if not r.ok:
                 continue
-            key = _key(r)
-            samples[key] += r.samples_s
-            if path.name not in sources[key]:
-                sources[key].append(path.name)
-            names.setdefault(key, r.device_name)
+            keys = [_key(r)]
+            samples[keys[0]] += r.samples_s
+            if r.scope == PROBE_SCOPE:  # and one sample per group: the machine's moves between groups and runs
+                keys.append(keys[0][:-1] + (PROBE_GROUPS_VARIANT,))
+                samples[keys[1]].append(r.median_s)
+            for key in keys:
+                if path.name not in sources[key]:
+                    sources[key].append(path.name)
+                names.setdefault(key, r.device_name)
     rows = []
     for key, values in samples.items():
         env_id, device, backend, dtype, layout, batch, threads, compiled, scope, workload, variant = key

@@ -16,7 +16,7 @@ from ..errors import LUTError, UsageError
 from ..models import Block, find_blocks, input_size_of, named_model
 from ..device_context import DeviceContext
 from .schema import context_workload, model_label
-from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
+from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
@@ -199,7 +199,7 @@ def predict_latency(
     lookup = _Lookup(lut, key)
     entries = _ModelEntries.read(lookup, label, blocks)
     rows, missing = _block_rows(blocks, entries.originals, lookup, plan, variant)
-    drift, drift_source = _drift(entries, lookup(PROBE_NAME, "original", PROBE_SCOPE))
+    drift, drift_source = _drift(entries, lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
 
     total: float | None = None
     if method == "context":
@@ -380,17 +380,17 @@ def _runs(entry: LUTEntry) -> str:
 def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
     """The device's drift (relative 95 % half-width) and what it was observed from: the largest of the
     spread of the whole model's medians across its in-context groups, the whole model's samples (pooled
-    across the runs that measured it) and the drift probe's samples (timed after every group of every run:
-    the machine over minutes). A later measurement is one moment of that machine, so its distance from a
-    prediction pooled over the runs is about one draw of it."""
+    across the runs that measured it) and the drift probe's group medians (``probe``: timed after every
+    group of every run, the machine over minutes). A later measurement is one moment of that machine, so its
+    distance from a prediction pooled over the runs is about one draw of it."""
     observed: list[tuple[float, str]] = []
     groups = [e for e in entries.in_model.values() if e is not None]
     if len(groups) >= 3:
         observed.append((observed_drift([e.median_s for e in groups]), f"{len(groups)} in-context groups"))
     if entries.whole is not None:
         observed.append((_spread(entries.whole), f"the whole model's samples ({_runs(entries.whole)})"))
-    if probe is not None:
-        observed.append((_spread(probe), f"the drift probe ({probe.n_samples} samples, {_runs(probe)})"))
+    if probe is not None and probe.n_samples >= 3:
+        observed.append((_spread(probe), f"the drift probe ({probe.n_samples} groups, {_runs(probe)})"))
     if not observed:
         return 0.0, "nothing (no whole-model entry, no drift probe)"
     return max(observed)

@@ -28,9 +28,12 @@ from ..models import count_macs, count_params
 from .timing import TimingConfig, time_interleaved
 from .workloads import Workload
 
-__all__ = ["PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
+__all__ = ["PROBE_GROUPS_VARIANT", "PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
 
 PROBE_SCOPE = "probe"
+#: The LUT's second probe row: one sample per group, the group's median (how far the machine moved between
+#: groups and runs, without the noise within a group); the first row (``original``) pools every sample.
+PROBE_GROUPS_VARIANT = "group-medians"
 #: The reference the runs time: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56 (about 2 ms on one core).
 PROBE_NAME = "probe-ir32x56"
 #: Seconds each timing of the probe lasts in a run (after each group) at most: short next to the groups.

@@ -7,6 +7,7 @@ count its weights and maps). A missing piece is skipped with a message.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -18,6 +19,7 @@ from ..io import atomic_write_text
 from ..lut import LUT, measurement_files, predict_latency
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
+from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement, read_measurements
 from . import plots
 from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
@@ -191,6 +193,7 @@ def write_report(
     page += sections
     page += _figure_sections(latest, plan_objs, accuracies, notes, out, report)
     page += _validation_section(latest, lut, plan_objs, out, report)
+    page += _probe_section(records, lut)
     label = device_labels(latest)
     noisy = sorted({f"{r.name} [{r.variant}] on {label[r.context]}" for r in latest if r.stats.noisy})
     page += ["## Noisy entries (IQR/median > 10 %)", "", *(f"- {n}" for n in noisy or ["none"]), ""]
@@ -259,6 +262,32 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
     else:
         skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
     return page
+
+
+def _probe_section(records: list[Measurement], lut) -> list[str]:
+    """The drift probe of every context: its median and how far its group medians moved; with a LUT that has the
+    probe in that context, how much slower (> 1) these records ran it than the LUT's runs."""
+    from ..lut.drift import probe_ratio_of
+
+    probes = [r for r in records if r.scope == "probe" and r.ok]
+    if not probes:
+        return []
+    lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut)
+    label = device_labels(probes)
+    lines = ["## Drift probe", "", "The reference every run times after each group (docs/predictions.md).", ""]
+    for key in dict.fromkeys(r.context for r in probes):
+        mine = [r for r in probes if r.context == key]
+        samples = [s for r in mine for s in r.samples_s]
+        medians = [r.median_s for r in mine]
+        center = statistics.median(samples)
+        line = (f"- **{label[key]}**: {center * 1e3:.3f} ms over {len(mine)} groups; group medians "
+                f"{min(medians) / center:.2f}x-{max(medians) / center:.2f}x of it")
+        entry = lut.find(PROBE_NAME, "original", key, scope=PROBE_SCOPE) if lut is not None else None
+        if entry is not None:
+            ratio = probe_ratio_of(samples, entry)
+            line += f"; {ratio:.3f}x its time in the LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})"
+        lines.append(line)
+    return lines + [""]
 
 
 def _validation_section(latest: list[Measurement], lut, plan_objs: dict, out: Path, report: Report) -> list[str]:
