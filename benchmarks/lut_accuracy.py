@@ -109,7 +109,8 @@ def run_case(backend: str, model_name: str, options: dict, label: str, args: arg
     # 1. The LUT run.
     t0 = time.perf_counter()
     lut_run = measure(model_name, model_options=options, variants=("original", "merged", "linear"),
-                      model_variants=("original",), context=("merged", "linear"), out=work / f"lut-{backend}-{slug}", **common)
+                      model_variants=("original",), context=tuple(filter(None, args.context.split(","))),
+                      out=work / f"lut-{backend}-{slug}", **common)
     lut_wall = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
@@ -298,6 +299,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
     parser.add_argument("--tables-from", type=Path, nargs="+", default=None,
                         help="print the tables of results.json files (e.g. cases run in parallel) and stop")
+    parser.add_argument("--context", default="merged,linear",
+                        help="the LUT run's --context variants ('' for none: the context methods then fail, auto is isolated)")
     parser.add_argument("--rescore-auto", action="store_true",
                         help="with --tables-from: re-derive auto's columns under today's context factor range")
     args = parser.parse_args()

@@ -387,7 +387,7 @@ def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
     groups = [e for e in entries.in_model.values() if e is not None]
     if len(groups) >= 3:
         observed.append((observed_drift([e.median_s for e in groups]), f"{len(groups)} in-context groups"))
-    if entries.whole is not None:
+    if entries.whole is not None:  # within one run, its group's noise; across runs, the machine's moves too
         observed.append((_spread(entries.whole), f"the whole model's samples ({_runs(entries.whole)})"))
     if probe is not None and probe.n_samples >= 3:
         observed.append((_spread(probe), f"the drift probe ({probe.n_samples} groups, {_runs(probe)})"))
