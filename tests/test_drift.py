@@ -248,6 +248,7 @@ def test_cli_predict_prints_the_interval_the_probe_and_the_ratio_in_a_check(run,
 
 # -- a real slowdown ----------------------------------------------------------------------------------------
 
+SPINNERS = 3
 _BUSY = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.time() + float(sys.argv[2])\n" \
         "while time.time() < end:\n    pass\n"
 
@@ -255,8 +256,8 @@ _BUSY = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity (Linux)")
 def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
-    """A LUT measured on one core; then a busy process spins on that same core (bounded, killed at the end):
-    the timed process gets about half of it. The probe must see the slowdown, and the prediction scaled by
+    """A LUT measured on one core; then busy processes spin on that same core (bounded, killed at the end):
+    the timed process gets a fraction of it. The probe must see the slowdown, and the prediction scaled by
     it must land within +-10 % of the model measured then, where the unscaled one does not."""
     saved = os.sched_getaffinity(0)
     core = min(saved)
@@ -264,19 +265,25 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
     os.sched_setaffinity(0, {core})
     busy = None
     try:
-        lut_run = measure("mobilenet_v2", model_options=OPTIONS, resolution=64, variants=(), model_variants=("original",),
+        lut_run = measure("mobilenet_v2", model_options=OPTIONS, resolution=64, variants=("original",), model_variants=("original",),
                           timing=timing, out=tmp_path / "lut.jsonl", progress=False)
         lut = build_lut([lut_run.path])
         key = lut.devices()[0]
         pred = predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=64, method="isolated")
-        busy = subprocess.Popen([sys.executable, "-c", _BUSY, str(core), "60"])
-        ratio = probe_ratio_of(probe_now(key, 1.5), lut_probe(lut, key))
+        # the probe just after the LUT run: on a machine loaded by others the LUT's own probe (a median over the
+        # whole run) and its one whole-model group come from different moments; the ratio is taken in the test
+        quiet = probe_now(key, 1.0)
+        # several spinners: on a shared machine one more process on the core takes little from the timed one
+        busy = [subprocess.Popen([sys.executable, "-c", _BUSY, str(core), "60"]) for _ in range(SPINNERS)]
+        before = probe_now(key, 1.0)
         measured_s = measure_planned(get_model("mobilenet_v2", resolution=64, **OPTIONS), key, name="mobilenet_v2",
                                      out=tmp_path / "check", progress=False).median_s
+        after = probe_now(key, 1.0)  # the probe on both sides of the check: what --probe gives, at its moment
+        ratio = statistics.median(before + after) / statistics.median(quiet)
     finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+        for process in busy or []:
+            process.kill()
+            process.wait()
         os.sched_setaffinity(0, saved)
     slowdown = measured_s / pred.total_s  # how much slower the model ran beside the busy process
     unscaled = pred.total_s / measured_s - 1
