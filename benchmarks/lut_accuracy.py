@@ -43,8 +43,9 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from dsprof.lut import MethodFallbackWarning, build_lut, model_label, predict_latency
+from dsprof.lut.cost import CONTEXT_FACTOR_RANGE, Lookup, ModelEntries, _context_factor, merge_savings
 from dsprof.lut.drift import lut_probe, probe_ratio_of
-from dsprof.lut.predict import CONTEXT_FACTOR_RANGE, _context_factor, _Lookup, _ModelEntries, profiled_options
+from dsprof.lut.predict import profiled_options
 from dsprof.merge import Plan, merge_model, merge_report
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
@@ -114,14 +115,13 @@ def run_case(backend: str, model_name: str, options: dict, label: str, args: arg
     lut_wall = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
-    view = lut.savings(key)
-    savings = dict(zip(view.workload, view.saving_s))
+    savings = merge_savings(lut, key)  # where merging pays, as predict_latency prices it
     in_lut = next(r.median_s for r in lut_run.measurements if r.scope == "model" and r.ok)
     probe_lut = lut_probe(lut, key)
     model = get_model(model_name, resolution=args.resolution, **options)
     blocks = find_blocks(model)
-    lookup = _Lookup(lut, key)
-    factor_ctx = _context_factor(blocks, _ModelEntries.read(lookup, model_label(model_name, profiled_options(model, options)),
+    lookup = Lookup.of(lut, key)
+    factor_ctx = _context_factor(blocks, ModelEntries.read(lookup, model_label(model_name, profiled_options(model, options)),
                                                             blocks), lookup)
 
     # 2. Later, separate runs: each merged model end-to-end in a group of its own with the original.

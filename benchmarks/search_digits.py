@@ -4,8 +4,9 @@ Scikit-learn's handwritten digits (1,797 8x8 images, upsampled), a small MobileN
 
 1. train the original model from scratch (it plays the pretrained model): 2 warm-up epochs, lr 0.05,
    cosine (lr 0.1 without warm-up diverged in some runs and left 0.67-0.94 depending on the machine);
-2. search which k blocks keep their activations (--method: measured importance by default, or the
-   differentiable search with its issue-#13 options; MAC-weighted decay), from 1.;
+2. search which k blocks keep their activations (--method: measured importance by default, the k most
+   important blocks without a LUT; or the differentiable search with its issue-#13 options and a
+   MAC-weighted decay), from 1.;
 3. fine-tune the linearised model of that plan from 1. (free ReLU6, self-distillation), merge it,
    and check that the merged model's outputs equal the fine-tuned model's;
 4. random search: seeded random plans with the same k, fine-tuned the same way (mean over seeds);
@@ -66,9 +67,7 @@ def main() -> None:
     ap.add_argument("--search-epochs", type=int, default=4)
     ap.add_argument("--finetune-epochs", type=int, default=8)
     ap.add_argument("--seeds", default="0,1,2", help="random-search seeds")
-    ap.add_argument("--lam", type=float, default=None,
-                    help="decay strength (default: 0.01 for --method importance, whose importances are accuracy fractions; "
-                    "0.05 for the differentiable search)")
+    ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the differentiable search")
     ap.add_argument("--score-lr", type=float, default=0.05)
     ap.add_argument("--method", default="importance", choices=tuple(METHODS))
     ap.add_argument("--threads", type=int, default=1)
@@ -77,8 +76,6 @@ def main() -> None:
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    if args.lam is None:
-        args.lam = 0.01 if args.method == "importance" else 0.05
     torch.use_deterministic_algorithms(True)
     print(f"repeatability: torch {torch.__version__}, {args.threads} thread(s), {torch.backends.cpu.get_cpu_capability()} "
           "kernels; deterministic algorithms, manual seeds, seeded data order, no loader workers", flush=True)

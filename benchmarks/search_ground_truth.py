@@ -11,9 +11,15 @@ digits at 16x16, 1 thread:
 4. run the searches from 1. and look their plans up in 3.: percentile among all plans, Kendall tau of
    their scores with 2., gap to the accuracy-MACs Pareto front; random plans (the mean of all plans is
    the expectation of random search) and layer pruning of the searched plan beside them.
+5. with --lut (issue #20): the importance search through the planner (least summed importance at k, its
+   merges from the LUT) and the planner's latency-aware plans of that k (its accuracy-latency front for the
+   measured importance), each judged by its gap to the enumeration's accuracy-latency front; the planner
+   without importance (the LUT's fastest plan) beside them.
 
     .venv/bin/python benchmarks/search_ground_truth.py                  # ~10-15 min on 1 thread
     .venv/bin/python benchmarks/search_ground_truth.py --reuse           # searches only, on the stored enumeration
+    .venv/bin/python benchmarks/search_ground_truth.py --reuse --lut L --methods importance,planner
+                                                                         # rerun these; the other rows kept
     .venv/bin/python benchmarks/search_ground_truth.py --quick           # smoke run: 7 blocks, 1 seed, 2 batches
 
 Writes --out (JSON) and a PNG beside it (all plans, the front, random, searched, layer pruning).
@@ -58,6 +64,7 @@ SEARCHES = {
     "+ normalised, bounded scores": dict(method="differentiable", score_normalize=True, score_bound=1.0),
     "+ both": dict(method="differentiable", anneal_epochs=2.0, score_normalize=True, score_bound=1.0),
     "measured importance": dict(method="importance"),
+    "planner (LUT latency only, no training)": dict(method="planner"),
 }
 
 
@@ -77,8 +84,9 @@ def main() -> None:
     ap.add_argument("--search-epochs", type=int, default=4)
     ap.add_argument("--seeds", default="0,1", help="fine-tuning seeds of every plan")
     ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the latency-weighted differentiable searches")
-    ap.add_argument("--importance-lam", type=float, default=0.01,
-                    help="the same for the importance search (importance is an accuracy fraction: 0.01 = 1 point per mean saving)")
+    ap.add_argument("--max-span", type=int, default=1, help="the planner's spans (the LUT needs span entries for > 1)")
+    ap.add_argument("--methods", default="differentiable,importance,planner",
+                    help="the search methods to run; with --reuse the stored rows of the others are kept")
     ap.add_argument("--score-lr", type=float, default=0.05)
     ap.add_argument("--lut", type=Path, default=None, help="a LUT for this model at --resolution: latency of every plan")
     ap.add_argument("--threads", type=int, default=1)
@@ -138,30 +146,44 @@ def main() -> None:
     marginal = [statistics.fmean(o.accuracy for o in outcomes if o.keep[b]) -
                 statistics.fmean(o.accuracy for o in outcomes if not o.keep[b]) for b in range(n)]
 
-    rows = []
+    methods = set(args.methods.split(","))
+    rerun = {label for label, kw in SEARCHES.items() if kw["method"] in methods}
+    rows = [{**r, "stored": True} for r in (stored or {}).get("searches", []) if r["search"] not in rerun]
+    latency_aware = (stored or {}).get("latency_aware") if "importance" not in methods else None
     for weighted in (False, True):
         for label, kw in SEARCHES.items():
-            lam = 0.0 if not weighted else args.importance_lam if kw["method"] == "importance" else args.lam
+            method = kw["method"]
+            # the planner's methods choose by the LUT: the importance search without one keeps the top k
+            if label not in rerun or method == "planner" and not (weighted and args.lut) \
+                    or weighted and method == "importance" and args.lut is None:
+                continue
+            lam = args.lam if weighted and method == "differentiable" else 0.0
             t = time.perf_counter()
             cfg = TrainConfig(epochs=args.search_epochs, lr=0.01, max_batches=limit, seed=100)
-            if kw["method"] == "importance":
+            if method == "importance":
                 cfg = replace(tune_cfg, seed=100)  # its own seed: not the ground truth's fine-tuning runs
             found = search(MODEL, keep=args.keep, options=options, weights=work / "original.pt", lam=lam,
-                           score_lr=args.score_lr, config=cfg, lut=args.lut if weighted else None, **kw, **common)
+                           score_lr=args.score_lr, config=cfg, lut=args.lut if weighted else None,
+                           max_span=args.max_span, **kw, **common)
             seconds = time.perf_counter() - t
             keep = tuple(found.plan.keep)
             o = by_keep[keep]
-            scores = found.plan.search["scores"]
-            row = {"search": label, "lambda": lam, "keep": o.keep_str, "accuracy": o.accuracy, "macs": o.macs,
+            scores = found.plan.search.get("scores") or [0.0] * n  # the planner alone has none
+            row = {"search": label, "lambda": lam if method == "differentiable" else None,
+                   "lut": bool(weighted and args.lut), "keep": o.keep_str, "accuracy": o.accuracy, "macs": o.macs,
                    "percentile": accuracy_percentile(o.accuracy, accs),
                    "tau_importance": kendall_tau(scores, drops), "tau_marginal": kendall_tau(scores, marginal),
                    "latency_s": o.latency_s, "gap_to_front": gap_to_front(cost_of(o), o.accuracy, macs, accs),
                    "score_spread": max(scores) - min(scores), "scores": scores, "seconds": seconds}
             rows.append(row)
-            print(f"{label}, lambda {lam}: keep {o.keep_str} accuracy {o.accuracy:.4f} percentile {row['percentile']:.2f} "
-                  f"tau {row['tau_importance']:.2f} gap {row['gap_to_front']:.4f}", flush=True)
+            print(f"{label}, lambda {row['lambda']}, LUT {row['lut']}: keep {o.keep_str} accuracy {o.accuracy:.4f} "
+                  f"percentile {row['percentile']:.2f} tau {row['tau_importance']:.2f} gap {row['gap_to_front']:.4f}",
+                  flush=True)
+            if method == "importance" and row["lut"]:
+                latency_aware = judge_latency_aware(found.plan.search["planner"], args.keep, by_keep, macs, accs,
+                                                    seed_spread)
 
-    primary = next(r for r in rows if r["lambda"] == 0.0 and r["search"] == "measured importance")
+    primary = next(r for r in rows if r["search"] == "measured importance" and not r.get("lut"))
     pruned_accs = []
     for seed in seeds:
         r = finetune(Plan(MODEL, tuple(int(c) for c in primary["keep"]), options), weights=work / "original.pt",
@@ -188,6 +210,7 @@ def main() -> None:
         "best_plan": max(outcomes, key=lambda o: o.accuracy).to_dict(),
         "seed_spread": seed_spread,
         "searches": rows,
+        "latency_aware": latency_aware,
         "layer_pruning": {"keep": primary["keep"], "accuracies": pruned_accs, "accuracy": statistics.fmean(pruned_accs),
                           "macs": pruned_macs},
         "seconds": {**(stored["seconds"] if stored else {}), **timings},
@@ -198,6 +221,26 @@ def main() -> None:
     plot(summary, outcomes, front, rows).savefig(png, dpi=120, bbox_inches="tight")
     print_report(summary, rows)
     print(f"wrote {args.out} and {png}")
+
+
+def judge_latency_aware(planner: dict, k: int, by_keep: dict, costs: list, accs: list, seed_spread: float) -> list:
+    """The planner's accuracy-latency front for the measured importance, its plans with ``k`` kept blocks (the
+    enumeration's k): each one's accuracy in the enumeration and its gap to the enumeration's accuracy-latency
+    front (the best accuracy of any plan predicted at most as fast), against the seed spread."""
+    out = []
+    for p in planner["front"]:
+        if p["k"] != k:
+            continue
+        o = by_keep[tuple(p["keep"])]
+        gap = gap_to_front(o.latency_s if o.latency_s is not None else p["latency_s"], o.accuracy, costs, accs)
+        out.append({"keep": o.keep_str, "latency_s": p["latency_s"], "enumeration_latency_s": o.latency_s,
+                    "predicted_loss": p["importance"], "accuracy": o.accuracy,
+                    "percentile": accuracy_percentile(o.accuracy, accs), "gap_to_front": gap,
+                    "within_seed_spread": gap <= seed_spread})
+        print(f"latency-aware plan {o.keep_str}: {p['latency_s'] * 1e3:.3f} ms (enumeration's price "
+              f"{o.latency_s * 1e3:.3f} ms), accuracy {o.accuracy:.4f}, gap to front {gap:.4f} "
+              f"(seed spread {seed_spread:.4f})", flush=True)
+    return out
 
 
 def plot(summary, outcomes, front, rows):
@@ -217,7 +260,7 @@ def plot(summary, outcomes, front, rows):
     marks = "o^sDv*P"
     for i, r in enumerate(rows):
         ax.scatter([x(by_keep[r["keep"]])], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
-                   label=f"{r['search']} (λ={r['lambda']:g})")
+                   label=f"{r['search']} ({_weighting(r)})")
     lp = summary["layer_pruning"]
     if not by_lut:
         ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
@@ -233,11 +276,24 @@ def print_report(summary, rows) -> None:
           f"± {summary['random_std_accuracy']:.4f}; best plan {summary['best_plan']['keep']} "
           f"{summary['best_plan']['accuracy']:.4f}; seed spread {summary['seed_spread']:.4f}; layer pruning "
           f"{summary['layer_pruning']['accuracy']:.4f}")
-    print("| search | λ | plan | accuracy | percentile | τ (single-block importance) | τ (marginal) | gap to front | score spread |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| search | weighting | plan | accuracy | percentile | τ (single-block importance) | τ (marginal) | gap to front "
+          "| score spread |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['search']} | {r['lambda']:g} | {r['keep']} | {r['accuracy']:.4f} | {r['percentile']:.2f} | "
-              f"{r['tau_importance']:.2f} | {r['tau_marginal']:.2f} | {r['gap_to_front']:.4f} | {r['score_spread']:.3g} |")
+        print(f"| {r['search']}{' (stored)' if r.get('stored') else ''} | {_weighting(r)} | {r['keep']} | "
+              f"{r['accuracy']:.4f} | {r['percentile']:.2f} | {r['tau_importance']:.2f} | {r['tau_marginal']:.2f} | "
+              f"{r['gap_to_front']:.4f} | {r['score_spread']:.3g} |")
+    for p in summary.get("latency_aware") or []:
+        print(f"latency-aware (planner front, k fixed): {p['keep']} {p['latency_s'] * 1e3:.3f} ms accuracy "
+              f"{p['accuracy']:.4f} percentile {p['percentile']:.2f} gap {p['gap_to_front']:.4f} "
+              f"{'within' if p['within_seed_spread'] else 'OUTSIDE'} one seed spread")
+
+
+def _weighting(row: dict) -> str:
+    """How a row's search weighed latency: the decay's λ (differentiable), the planner's LUT, or none."""
+    if row.get("lambda") not in (None, 0.0):
+        return f"λ={row['lambda']:g}" + (", LUT" if row.get("lut") else ", MACs")
+    return "LUT planner" if row.get("lut") else "none"
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
-"""The `dsprof` command line: thin argparse adapters over the Python API."""
+"""The `dsprof` command line: thin argparse adapters over the Python API.
+
+Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch,
+timm or pandas (tests/test_cli_startup.py checks it)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import __version__
-from .errors import DsprofError
-from .io import atomic_write_text
-from .models import find_blocks, get_model, list_models, model_entry, summarize_blocks
+from .errors import DsprofError, Interrupted
 
 __all__ = ["main", "build_parser"]
 
@@ -24,13 +26,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
-    which.add_argument(
-        "--model-file",
-        default=None,
-        metavar="PATH.py:FACTORY",
-        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
-        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
-    )
+    add_model_file_arg(which)
     parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
@@ -40,6 +36,35 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--weights",
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
+    )
+
+
+@contextlib.contextmanager
+def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside becomes `Interrupted` with ``message()``: what the command kept and how to go on
+    (`main` prints it as one line, exit 130)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(message()) from None
+
+
+def _checkpoint_note(path: Path) -> str:
+    if path.exists():
+        return f"interrupted: {path} holds the epochs finished; the same command with --resume continues"
+    return f"interrupted before the first epoch ended; nothing saved ({path} not written)"
+
+
+def add_model_file_arg(parser) -> None:
+    """``--model-file``, on a parser or a group (every command that reads a user's model takes it)."""
+    parser.add_argument(
+        "--model-file",
+        default=None,
+        metavar="PATH.py:FACTORY",
+        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
+        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
     )
 
 
@@ -74,11 +99,15 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
 
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
+    from .models import get_model
+
     options = model_options_from_args(args)
     return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from .models.registry import list_models, model_entry
+
     names = list_models(args.pattern)
     if not names:
         raise CliError(f"no model matches {args.pattern!r}; try `dsprof models` for all")
@@ -90,6 +119,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_blocks(args: argparse.Namespace) -> int:
+    from .io import atomic_write_text
+    from .models import find_blocks, summarize_blocks
+
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -225,17 +257,19 @@ def _measure_remote(args: argparse.Namespace, request) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .edge import export_bundle
+    from .runtimes import runtime_of_format
 
     model = model_from_args(args)
     extra = extra_models_from_args(args, model)
-    result = export_bundle(
-        model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
-        extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
-        model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
-        timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
-        log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
-    )
-    runtime = {"onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}[result.manifest["formats"][0]]
+    with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
+        result = export_bundle(
+            model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
+            extra_models=extra, formats=_csv_list(args.format), batch=args.batch, variants=_csv_list(args.variants),
+            model_variants=_csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+            timing=timing_from_args(args), out=args.out, overwrite=args.overwrite,
+            log=None if args.quiet else print, **({"opset": args.opset} if args.opset else {}),
+        )
+    runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
     print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
@@ -273,17 +307,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .lut import LUT
     from .merge.run import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
     weights = weights_from_args(args)
     spans = _spans_arg(args.spans)
-    latency = LUT.load(args.lut).latency(args.device_key) if args.lut else None
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-        spans=spans, max_span=args.max_span, latency=latency,
+        spans=spans, max_span=args.max_span, lut=_load_lut(args), device_key=args.device_key,
     )
     print(outcome.report)
     print()
@@ -292,6 +324,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for path in (outcome.out, outcome.onnx):
         if path is not None:
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import plan_to_file
+
+    outcome = plan_to_file(
+        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
+        options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
+    )
+    print(outcome.front.table())
+    if outcome.chosen is not None:
+        c = outcome.chosen
+        print(f"\nchosen: k = {c.k}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), "
+              f"{outcome.front.original_s / c.latency_s:.2f}x" + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+    for path in outcome.paths:
+        print(f"wrote {path}")
     return 0
 
 
@@ -309,29 +359,49 @@ def _spans_arg(text: str | None):
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
-    from .lut import build_lut
+    from .lut.build import lut_from_files, read_measurement_files
 
-    lut = build_lut(args.paths)
+    with on_interrupt(lambda: f"interrupted: {args.output} not written (it is written whole, at the end)"):
+        files = read_measurement_files(args.paths, accept_modified=args.accept_modified)
+        lut = lut_from_files(files)
     if not len(lut):
         raise CliError("the measurement files hold no successful record; nothing to tabulate")
     lut.save(args.output)
     frame = lut.to_dataframe()
     print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
+    modified = sum(len(f.modified_lines) for f in files)
+    if modified:
+        print(f"{modified} record(s) changed after they were written: "
+              + ("used as they are (--accept-modified)" if args.accept_modified else
+                 "left out (the warnings name them; --accept-modified uses them)"))
     for key in lut.devices():
         print(f"  {key}  {lut.device_name(key)}: {len(lut.entries(key))} entries")
     return 0
 
 
+def _load_lut(args: argparse.Namespace):
+    """The LUT that --lut names, None without one (--accept-modified: one changed after build-lut wrote it too)."""
+    from .lut import LUT
+
+    return LUT.load(args.lut, accept_modified=args.accept_modified) if args.lut else None
+
+
+def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--accept-modified", action="store_true",
+                   help=f"use {what} changed after dsprof wrote them (their checksum does not match) as they are; "
+                        "without it they are left out (records) or refused (a LUT), with the file and line named")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .lut import LUT, LUTMissWarning
+    from .lut import LUTMissWarning
     from .lut.drift import lut_probe, probe_now, probe_ratio_of, with_probe
     from .lut.predict import measure_planned_run, predict_latency
     from .merge.plan import load_plan
     from .profiler import environment, environment_id
 
+    lut = _load_lut(args)  # before the model is built: a bad file is said at once
     model = model_from_args(args)
     options = model_options_from_args(args)
-    lut = LUT.load(args.lut)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
     plan = load_plan(args.plan) if args.plan else None
     with warnings.catch_warnings():
@@ -392,10 +462,11 @@ def _probe_line(records, lut, key) -> str:
 def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
-    report = write_report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies)
+    report = write_report(args.paths, args.output, lut=_load_lut(args), plans=args.plans, accuracies=args.accuracies,
+                          fronts=args.front, accept_modified=args.accept_modified)
     for message in report.skipped:
         print(f"skipped: {message}")
-    print(f"wrote {len(report.files)} files; open {report.index}")
+    print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
     return 0
 
 
@@ -419,18 +490,28 @@ def _train_config(args: argparse.Namespace):
 def cmd_search(args: argparse.Namespace) -> int:
     from .search import search
 
-    result = search(
-        args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=args.lut,
-        device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
-        score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
-        config=_train_config(args), out=args.out, checkpoint=args.checkpoint, resume=args.resume,
-        device=args.device, name=args.name, weights_out=args.weights_out,
-    )
+    checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
+    kept = (lambda: _checkpoint_note(checkpoint)) if args.method == "differentiable" else (
+        lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
+    with on_interrupt(kept):
+        result = search(
+            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
+            resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
+            device_key=args.device_key, lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
+            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
+            config=_train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
+            device=args.device, name=args.name, weights_out=args.weights_out, budget_ms=args.budget_ms,
+            speedup=args.speedup, max_span=args.max_span,
+        )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
     if result.ranking:
         print("ranking (most important first): " + " ".join(map(str, result.ranking)))
+    planner = (result.plan.search or {}).get("planner")
+    if planner:
+        spans = " ".join(f"{a}-{b - 1}" for a, b in result.plan.spans or ()) or "none"
+        print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
+              f"{planner['speedup']:.2f}x the original; spans {spans}")
     print(f"wrote {result.out}")
     return 0
 
@@ -440,15 +521,15 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .search import finetune
 
     plan = load_plan(args.plan) if args.plan else None
-    if plan is not None and (args.width is not None or args.depths is not None):
-        raise CliError("the plan fixes the model and its options; drop --width/--depths")
-    result = finetune(
-        plan, model=args.model, options=model_options_from_args(args), data=args.data,
-        resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
-        distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
-        out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-        device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
-    )
+    model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
+    with on_interrupt(lambda: _checkpoint_note(args.out)):
+        result = finetune(
+            plan, model=model, options=model_options_from_args(args), data=args.data,
+            resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
+            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
+            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
+            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+        )
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
@@ -479,7 +560,8 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .lut.predict import METHODS
+    from .lut.schema import METHODS
+    from .runtimes import BACKENDS, FORMATS
 
     parser = argparse.ArgumentParser(
         prog="dsprof",
@@ -509,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_model_args(p)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="torch, onnxruntime or tflite")
+    p.add_argument("--backend", default="torch", help=", ".join(BACKENDS))
     p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
     p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
     p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
@@ -540,7 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--format", default="onnx", help="model file formats, comma-separated: onnx, tflite, torchscript")
+    p.add_argument("--format", default="onnx", help=f"model file formats, comma-separated: {', '.join(FORMATS)}")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
@@ -592,13 +674,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
-    p.add_argument("--lut", type=Path, default=None, help="latency table for --spans auto (span workloads: dsprof measure --spans N)")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
+                        "(the planner's; span entries: dsprof measure --spans N); without it MACs decide")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "plan", formatter_class=fmt,
+        help="before training: the plan (activations, merges, spans) of lowest predicted latency for every k, "
+             "and with --importance the accuracy-latency front, from a LUT",
+    )
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
+    p.add_argument("--importance", type=Path, default=None,
+                   help="JSON: {block index: accuracy loss without its activations} or a list, one per block")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
+    budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
+    budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
+    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
+    p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--plan-out", type=Path, default=None,
+                   help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("build-lut", help="latency lookup table from measurement files of one or many devices", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
     p.add_argument("-o", "--output", type=Path, default=Path("lut.csv"), help="the LUT file to write (CSV, written atomically)")
+    add_accept_modified(p, "records")
     p.set_defaults(func=cmd_build_lut)
 
     p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
@@ -628,29 +735,53 @@ def build_parser() -> argparse.ArgumentParser:
                         "the measurement fell inside the prediction's interval and the drift probe's ratio during it")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("report", help="the paper's tables and plots from measurement files", formatter_class=fmt)
     p.add_argument("paths", nargs="+", type=Path, help="measurement files (.jsonl) or folders holding them")
-    p.add_argument("-o", "--output", type=Path, default=Path("report"), help="folder for index.md, tables/ and plots/")
+    p.add_argument("-o", "--output", type=Path, default=Path("report"),
+                   help="folder for report.html (self-contained), index.md, tables/ and plots/")
+    add_model_file_arg(p)
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
-    p.add_argument("--plans", nargs="*", default=[], help="plan files or preset names: marked in the block plot, drawn in the memory plot")
-    p.add_argument("--accuracies", type=Path, default=None, help="CSV with columns model,accuracy (%%) for the accuracy-vs-FPS plot")
+    p.add_argument("--plans", nargs="*", default=[],
+                   help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
+                        "in the memory plot, predicted where measured")
+    p.add_argument("--accuracies", type=Path, default=None,
+                   help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
+    p.add_argument("--front", type=Path, nargs="*", default=None,
+                   help="front files of `dsprof plan --out` (default: front.json and *.front.json in the measurement folders)")
+    add_accept_modified(p, "records and a LUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
-        "search", help="differentiable, latency-weighted activation search; writes a plan", formatter_class=fmt
+        "search", help="choose which blocks keep their activations (measured importance through the planner); writes a plan",
+        formatter_class=fmt,
     )
     add_model_args(p)
     _add_training_args(p)
-    p.add_argument("--keep", type=_keep_arg, required=True, help="blocks that keep their activations: a count (7) or a fraction (0.4)")
-    p.add_argument("--method", default="differentiable", choices=("differentiable", "importance", "random"),
-                   help="the differentiable search (paper Sec. 4.2); measured importance (each block linearised alone and "
-                   "fine-tuned --epochs, top k of importance - lam * saving); or the random-search baseline (seeded by --seed)")
-    p.add_argument("--lut", type=Path, default=None, help="LUT file: decay weights = each block's latency saving there (default: MAC saving)")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--keep", type=_keep_arg, default=None,
+                        help="blocks that keep their activations: a count (7) or a fraction (0.4)")
+    budget.add_argument("--budget-ms", type=float, default=None,
+                        help="instead of --keep: the LUT's predicted latency per batch at most (importance, planner)")
+    budget.add_argument("--speedup", type=float, default=None,
+                        help="instead of --keep: the LUT's predicted speed-up over the original at least (importance, planner)")
+    p.add_argument("--method", default="importance", choices=("importance", "differentiable", "planner", "random"),
+                   help="importance: each block linearised alone and fine-tuned --epochs, the plan of least summed "
+                   "importance chosen by the planner (with --lut: its merges and spans too; without: the k most "
+                   "important blocks keep their activations) -- the default, as the ground truth supports "
+                   "(docs/search.md); differentiable: the paper's search (Sec. 4.2); planner: the LUT's fastest plan, "
+                   "no training; random: the random-search baseline (seeded by --seed)")
+    p.add_argument("--lut", type=Path, default=None, help="LUT file: the planner's latencies (importance, planner); the "
+                   "differentiable search's decay weights = each block's latency saving there (default: MAC saving)")
     p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
-    p.add_argument("--lam", type=float, default=1e-3, help="strength of the latency-weighted L1 decay of the gate scores")
+    p.add_argument("--max-span", type=int, default=4,
+                   help="the planner's spans: consecutive linear blocks merged as one, at most this many (1: none; span "
+                   "entries: dsprof measure --spans N)")
+    p.add_argument("--lam", type=float, default=1e-3,
+                   help="differentiable search: strength of the latency-weighted L1 decay of the gate scores")
     p.add_argument("--score-lr", type=float, default=0.01, help="learning rate of the gate scores")
     p.add_argument("--score-normalize", action="store_true", help="divide the scores' straight-through gradient by its largest entry")
     p.add_argument("--score-bound", type=float, default=None, help="re-centre the gate scores on their initial value and keep them within BOUND of it")
@@ -659,6 +790,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
     p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")
     p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
+    add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser(
@@ -667,6 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     _add_training_args(p)
     p.add_argument("--plan", default=None, help="plan file or preset; without one the original model (--model) is trained")
+    p.set_defaults(model=None)  # with --plan and no --model (or --model-file): the plan's model; else mobilenet_v2
     p.add_argument("--distill", action="store_true", help="self-distillation from the original model (KL divergence)")
     p.add_argument("--distill-alpha", type=float, default=0.5, help="weight of the distillation term (1 - alpha on cross-entropy)")
     p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")
@@ -699,6 +832,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line (what was kept, how to go on, where a command says), 130
+        message = " ".join(str(exc).split()) if isinstance(exc, Interrupted) else "interrupted"
+        print(f"dsprof {args.command}: {message}", file=sys.stderr)
+        return 130
     finally:
         warnings.showwarning = previous
 

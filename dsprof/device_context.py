@@ -103,13 +103,23 @@ _ALWAYS = ("backend", "dtype", "batch")
 
 def context_labels(contexts: Iterable[tuple[DeviceContext, str]]) -> dict[DeviceContext, str]:
     """Short, distinct column labels for the (context, device name) pairs of one report:
-    ``device name / backend / dtype / bBATCH``, plus every other field (threads, layout, compile,
-    device, environment id) whose value differs between the contexts given. Distinct contexts differ
-    in at least one field, and that field is then in both labels: the labels are distinct by
-    construction."""
+    ``device name / backend / dtype / bBATCH``, plus each other field (layout, threads, compile,
+    device; the environment id last) that tells apart contexts whose labels would otherwise be the
+    same. Distinct contexts differ in at least one field, which is then added: the labels are
+    distinct by construction, and an environment hash appears only where nothing else separates two
+    contexts."""
     named = dict(contexts)
-    varying = [n for n in CONTEXT_FIELDS if n not in _ALWAYS and len({getattr(c, n) for c in named}) > 1]
-    shown = [n for n in CONTEXT_FIELDS if n in _ALWAYS or n in varying]
-    # Device name first, then the fields in the record's order (env_id last: it is the least readable).
-    order = [n for n in shown if n != "env_id"] + (["env_id"] if "env_id" in shown else [])
-    return {c: " / ".join([name] + [_part(c, n) for n in order]) for c, name in named.items()}
+    shown = set(_ALWAYS)
+
+    def labels() -> dict[DeviceContext, str]:
+        # Device name first, then the fields in the record's order (env_id last: it is the least readable).
+        order = [n for n in CONTEXT_FIELDS if n in shown and n != "env_id"] + (["env_id"] if "env_id" in shown else [])
+        return {c: " / ".join([name] + [_part(c, n) for n in order]) for c, name in named.items()}
+
+    for extra in [n for n in CONTEXT_FIELDS if n not in _ALWAYS and n != "env_id"] + ["env_id"]:
+        clashes: dict[str, set] = {}
+        for c, text in labels().items():
+            clashes.setdefault(text, set()).add(getattr(c, extra))
+        if any(len(values) > 1 for values in clashes.values()):
+            shown.add(extra)
+    return labels()

@@ -17,6 +17,7 @@ __all__ = [
     "EdgeError",
     "GraphTraceError",
     "InputFileError",
+    "Interrupted",
     "LUTError",
     "LUTMissError",
     "MeasurementFileError",
@@ -27,6 +28,7 @@ __all__ = [
     "PlanError",
     "RegistryError",
     "UsageError",
+    "WriteError",
 ]
 
 
@@ -95,3 +97,13 @@ class GraphTraceError(DsprofError, ValueError):
 
 class EdgeError(DsprofError, ValueError):
     """A bundle or a results file that cannot be used, with what to do instead."""
+
+
+class WriteError(DsprofError, OSError):
+    """A file dsprof could not finish writing (a full disk, a file-size limit); what it held before is kept."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with a message that says what was kept and how to continue. A ``KeyboardInterrupt`` (not a
+    `DsprofError`): a caller's ``except KeyboardInterrupt`` still sees it; `dsprof.cli.main` prints the
+    message as one line and exits with 130."""

@@ -1,17 +1,27 @@
-"""File writing that never leaves a half-written file behind, and safe loading of our torch files."""
+"""Files in and out: writing that never leaves a half-written file behind (with the user's umask), and the
+one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
+content -- another encoding, binary, empty, cut, a file of another kind -- becomes one `DsprofError` that names
+the file and says what it is (`describe_file`) and what to do."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import pickle
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .errors import BadFileError, InputFileError, OutputPathError
+from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 
-__all__ = ["atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "load_torch_payload", "make_parent_folders"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "KINDS", "describe_file",
+           "load_torch", "load_torch_payload", "make_parent_folders", "read_csv", "read_json", "read_text", "sniff"]
 
 
 def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,
@@ -50,13 +60,23 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     make_parent_folders(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a written file gets what open() would give it
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back: POSIX has no read-only call)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -77,26 +97,200 @@ def atomic_torch_save(path: str | Path, payload: dict) -> Path:
     return Path(path)
 
 
-def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -> dict:
-    """The dict that `atomic_torch_save` wrote to ``path`` with ``"format": fmt``, loaded with
-    ``weights_only=True`` (no code from the file runs). ``what`` names the file kind in errors;
-    ``if_missing`` says what to do when there is no such file."""
+def load_torch(path: str | Path, what: str, hint: str) -> Any:
+    """What ``torch.save`` wrote to ``path``, loaded with ``weights_only=True`` (no code from the file runs).
+    ``what`` names the file kind expected ("a checkpoint"), ``hint`` what to do. A missing file raises
+    `InputFileError`; an empty, cut or damaged file, a pickle with objects beyond tensors and plain data, or a
+    file of another kind (text, a LUT, an image) raises `BadFileError` saying which."""
     import torch
 
     path = Path(path)
     if not path.is_file():
-        raise InputFileError(f"{what} {path} does not exist; {if_missing}")
+        raise InputFileError(f"{what} {path} does not exist; {hint}")
+    head = _head(path)
+    name, kind = sniff(head)
+    if head and not (name.startswith(("a PyTorch", "a ZIP", "a pickle")) or kind and kind.id in _TORCH_KINDS):
+        raise _not_a(path, head, what, hint, BadFileError)  # text, an image, ...
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - an empty, cut or foreign file: EOFError, RuntimeError, UnpicklingError, ...
-        if path.stat().st_size == 0:
+        if not head:
             detail = "it is empty"
         elif isinstance(exc, pickle.UnpicklingError):  # torch's own advice (weights_only=False) would run code
-            detail = "it is not a torch file, or it holds objects beyond tensors and plain data, which " \
+            detail = "it is not a torch file, or it holds objects beyond plain tensors and data, which " \
                      "torch.load(weights_only=True) refuses"
         else:
             detail = f"a damaged or cut torch file: {type(exc).__name__}"
-        raise BadFileError(f"{path} is not a readable {what} ({detail}); {if_missing}") from None
+        raise BadFileError(f"{path} is not a readable {what.removeprefix('a ')} ({detail}); {hint}") from None
+
+
+def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -> dict:
+    """The dict that `atomic_torch_save` wrote to ``path`` with ``"format": fmt`` (`load_torch`). ``what``
+    names the file kind in errors; ``if_missing`` says what to do when there is no such file."""
+    payload = load_torch(path, what, if_missing)
     if not isinstance(payload, dict) or payload.get("format") != fmt:
-        raise BadFileError(f"{path} is not a {what} (no format {fmt!r}); {if_missing}")
+        name, kind = sniff(_head(Path(path)))
+        instead = f"it is {name}; {kind.goes}" if kind else f"it is {name}"
+        raise BadFileError(f"{path} is not a {what} (no format {fmt!r}: {instead}); {if_missing}")
     return payload
+
+
+# -- reading: one way in ---------------------------------------------------------------------------------------
+
+_HEAD = 1 << 16  # bytes a file's kind is told from
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """One of dsprof's own file kinds, told by a string it holds near its start."""
+
+    id: str
+    marker: bytes
+    name: str  # what it is, with its article
+    goes: str  # where such a file goes
+
+
+KINDS = (
+    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to --merged-model"),
+    FileKind("training", b"dsprof.training", "a dsprof training checkpoint (PyTorch file)",
+             "a checkpoint goes to `dsprof merge --checkpoint`"),
+    FileKind("measurement", b"dsprof.measurement/", "a dsprof measurement file (JSON Lines)",
+             "measurement files go to `dsprof build-lut` and `dsprof report`"),
+    FileKind("lut", b"dsprof.lut/", "a dsprof LUT (CSV)", "a LUT goes to --lut"),
+    FileKind("plan", b"dsprof.plan", "a dsprof plan (JSON)", "a plan goes to --plan"),
+    FileKind("manifest", b"dsprof.bundle/", "a bundle manifest (JSON)", "give `dsprof import` the bundle folder that holds it"),
+    FileKind("results", b"dsprof.edge-results/", "a bundle runner's results file (JSON Lines)",
+             "results go to `dsprof import BUNDLE RESULTS`"),
+    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof report --front`"),
+)
+_TORCH_KINDS = ("merged", "training")
+_MAGIC = (
+    (b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19", "a PyTorch file (legacy format)"),
+    (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip archive"),
+    (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"), (b"\x7fELF", "a program (ELF)"),
+)
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(_HEAD)
+
+
+def sniff(head: bytes) -> tuple[str, FileKind | None]:
+    """(what a file that starts with ``head`` is, in words; which of dsprof's `KINDS` it is, or None)."""
+    if not head:
+        return "an empty file", None
+    if head.startswith(b"PK\x03\x04"):
+        if b"data.pkl" not in head:
+            return "a ZIP archive", None
+        kind = next((k for k in KINDS if k.id in _TORCH_KINDS and k.marker in head), None)
+        return (kind.name, kind) if kind else ("a PyTorch file (torch.save)", None)
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return name, None
+    if head[1:200:2].count(0) > 50 or head[0:200:2].count(0) > 50:
+        return "UTF-16 text", None
+    if head.startswith(b"\x80") and len(head) > 1 and 2 <= head[1] <= 5:
+        return "a pickle", None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3 or b"\0" in head:  # not just a character cut at the end of the head
+            return ("binary data" if b"\0" in head or exc.start < 64 else
+                    f"not UTF-8 text (byte {exc.start + 1} is {head[exc.start]:#04x})"), None
+        text = head[:exc.start].decode("utf-8")
+    if "\0" in text:
+        return "binary data", None
+    kind = next((k for k in KINDS if k.id not in _TORCH_KINDS and k.marker.decode() in text[:8192]), None)
+    if kind:
+        return kind.name, kind
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if first.startswith(("{", "[")):
+        return ("JSON Lines" if text.lstrip().count("\n{") else "JSON") + " text", None
+    if first.startswith(("import ", "from ", "def ", "class ", '"""', "#!")):
+        return "Python source", None
+    if "," in first:
+        return f"a CSV file with the header '{first if len(first) <= 60 else first[:57] + '...'}'", None
+    return "text", None
+
+
+def describe_file(path: str | Path) -> str:
+    """What the file at ``path`` looks like, in words: "an empty file", "a dsprof merged model (PyTorch file)",
+    "a PyTorch file (torch.save)", "UTF-16 text", "binary data", "a CSV file with the header '...'", ..."""
+    return sniff(_head(Path(path)))[0]
+
+
+def _a(what: str) -> str:
+    return what if what.startswith(("a ", "an ")) else f"{'an' if what[:1] in 'aeiou' else 'a'} {what}"
+
+
+def _not_a(path: Path, head: bytes, what: str, hint: str, error: type[DsprofError]) -> DsprofError:
+    name, kind = sniff(head)
+    return error(f"{path} is {name}, not {_a(what)}; {kind.goes + '; ' if kind else ''}{hint}")
+
+
+def read_text(path: str | Path, what: str, hint: str, *, kind: str | None = None, if_missing: str | None = None,
+              error: type[DsprofError] = BadFileError) -> str:
+    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped): the one way in for text files.
+
+    ``what`` names the file expected ("LUT file"), ``hint`` what to do ("build one with ..."), ``kind`` the id of
+    the `KINDS` entry it is (a file of another dsprof kind is refused, saying where it goes). A missing file
+    raises `InputFileError` ("WHAT PATH does not exist; IF_MISSING or HINT"); a folder, an unreadable file,
+    bytes that are not UTF-8 text (binary, UTF-16, a PyTorch file) raise ``error`` saying what the file is."""
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError(f"{what} {path} does not exist; {if_missing or hint}")
+    if path.is_dir():
+        raise error(f"{path} is a folder, not {_a(what)}; {hint}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}; {hint}") from None
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _not_a(path, data[:_HEAD], what, hint, error) from None
+    if "\0" in text:
+        raise _not_a(path, data[:_HEAD], what, hint, error)
+    found = sniff(data[:_HEAD])[1]
+    if kind is not None and found is not None and found.id != kind:
+        raise _not_a(path, data[:_HEAD], what, hint, error)
+    return text
+
+
+def read_json(path: str | Path, what: str, hint: str, *, kind: str | None = None,
+              error: type[DsprofError] = BadFileError) -> Any:
+    """The JSON value in the file ``path`` (`read_text`'s checks first); text that is not one JSON value
+    raises ``error`` naming the line."""
+    text = read_text(path, what, hint, kind=kind, error=error)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if not text.strip():
+            raise error(f"{path} is an empty file, not {_a(what)}; {hint}") from None
+        where = f", line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise error(f"{path}{where}: not valid JSON ({detail}), so not {_a(what)}; {hint}") from None
+
+
+def read_csv(path: str | Path, what: str, columns: Sequence[str], hint: str, *, kind: str | None = None,
+             error: type[DsprofError] = BadFileError) -> "pd.DataFrame":
+    """The CSV table in ``path`` as strings (`read_text`'s checks first), with at least ``columns``; a table
+    that does not parse, or that lacks a column, raises ``error`` saying what the file holds."""
+    import pandas as pd
+
+    text = read_text(path, what, hint, kind=kind, error=error)
+    if not text.strip():
+        raise error(f"{path} is an empty file, not {_a(what)}; {hint}")
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise error(f"{path} is not a CSV table ({detail}), so not {_a(what)}; {hint}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        name, found = sniff(text[:_HEAD].encode())
+        raise error(f"{path} is {name}, not {_a(what)}: it lacks the column(s) {', '.join(missing)} (needs "
+                    f"{','.join(columns)}); {found.goes + '; ' if found else ''}{hint}")
+    return frame

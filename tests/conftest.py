@@ -1,4 +1,5 @@
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -12,6 +13,14 @@ _NEEDS = {
         "needs the tflite extra: pip install -e '.[tflite]' (make test installs it)",
     ),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test` runs a worker per core) each worker computes on one thread, and so do
+    the processes it starts: two workers with a thread per core each would oversubscribe the CPU."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -4,7 +4,9 @@ A deterministic stand-in for a user who kills a run at that point (the kill-and-
 
     python tests/die_after.py dsprof.profiler.records:MeasurementWriter.write 2 measure --out run.jsonl ...
 
-The process dies by signal 9 exactly there, whatever the machine's speed or load.
+The process dies by signal 9 exactly there, whatever the machine's speed or load. With
+``--pause GO_FILE`` before the target, it waits there instead until the file GO_FILE exists (a run held
+midway, for the concurrent-writer tests), then goes on.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import importlib
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 
-def die_after(target: str, calls: int) -> None:
-    """Wrap ``module:attr.path`` so that the process kills itself when its ``calls``-th call returns."""
+def after_calls(target: str, calls: int, action: Callable[[], None]) -> None:
+    """Wrap ``module:attr.path`` so that ``action`` runs when its ``calls``-th call returns."""
     module, _, path = target.partition(":")
     owner: Any = importlib.import_module(module)
     *parents, name = path.split(".")
@@ -31,14 +35,35 @@ def die_after(target: str, calls: int) -> None:
         result = original(*args, **kwargs)
         count += 1
         if count == calls:
-            os.kill(os.getpid(), signal.SIGKILL)
+            action()
         return result
 
     setattr(owner, name, wrapper)
 
 
+def die_after(target: str, calls: int) -> None:
+    """Kill the process (SIGKILL) when the ``calls``-th call of ``target`` returns."""
+    after_calls(target, calls, lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def pause_after(target: str, calls: int, go_file: Path, timeout_s: float = 300.0) -> None:
+    """Wait until ``go_file`` exists when the ``calls``-th call of ``target`` returns."""
+    def wait() -> None:
+        deadline = time.monotonic() + timeout_s
+        while not go_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    after_calls(target, calls, wait)
+
+
 if __name__ == "__main__":
-    die_after(sys.argv[1], int(sys.argv[2]))
+    argv = sys.argv[1:]
+    if argv[0] == "--pause":
+        pause_after(argv[2], int(argv[3]), Path(argv[1]))
+        argv = argv[4:]
+    else:
+        die_after(argv[0], int(argv[1]))
+        argv = argv[2:]
     from dsprof.cli import main
 
-    sys.exit(main(sys.argv[3:]))
+    sys.exit(main(argv))

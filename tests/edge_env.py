@@ -7,6 +7,7 @@ and returns its Python. ``python tests/edge_env.py`` builds them all (the Makefi
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from importlib import metadata
@@ -18,16 +19,22 @@ RUNTIME_PACKAGES = {"onnxruntime": ("onnxruntime",), "litert": ("ai-edge-litert"
 
 
 def edge_venv(name: str) -> Path:
-    """The Python of ``.venv-edge-<name>`` (built when missing); raises CalledProcessError when pip fails."""
+    """The Python of ``.venv-edge-<name>`` (built when missing); raises CalledProcessError when pip fails.
+    A lock file beside it makes parallel test workers (pytest-xdist) wait for one build instead of racing."""
     venv = ROOT / f".venv-edge-{name}"
     python = venv / "bin" / "python"
     marker = venv / ".installed"
     if marker.is_file() and python.exists():
         return python
-    pins = [f"{p}=={metadata.version(p)}" for p in ("numpy", *RUNTIME_PACKAGES[name])]
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins], check=True)
-    marker.write_text(" ".join(pins) + "\n")
+    with open(ROOT / f".venv-edge-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if marker.is_file() and python.exists():  # another worker built it while this one waited
+            return python
+        pins = [f"{p}=={metadata.version(p)}" for p in ("numpy", *RUNTIME_PACKAGES[name])]
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins],
+                       check=True)
+        marker.write_text(" ".join(pins) + "\n")
     return python
 
 

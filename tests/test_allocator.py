@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pandas as pd
 import pytest
 
 from dsprof.models import get_model
@@ -67,5 +68,5 @@ def test_measure_records_the_allocator(tmp_path):
     record = result.measurements[0]
     assert record.environment["allocator"] == "glibc malloc: no mmap, trim threshold 1024 MiB"
     assert "allocator" not in ENV_ID_FIELDS  # records before and after the change stay in one LUT context
-    index = write_report([result.path], tmp_path / "report").index.read_text()
-    assert "allocator: glibc malloc: no mmap, trim threshold 1024 MiB" in index  # the report's device line says so
+    devices = pd.read_csv(write_report([result.path], tmp_path / "report").index.parent / "tables" / "devices.csv")
+    assert list(devices["allocator"]) == ["glibc malloc: no mmap, trim threshold 1024 MiB"]  # the report's device table says so

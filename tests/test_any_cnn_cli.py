@@ -27,7 +27,7 @@ def test_blocks_of_mnasnet_from_the_command_line():
 @pytest.mark.slow
 def test_search_then_merge_with_spans_on_mobilenet_v3(tmp_path: Path):
     plan = tmp_path / "plan.json"
-    out = run("search", "--model", "mobilenet_v3_large", "--resolution", "32", "--epochs", "1", "--max-batches", "2",
+    out = run("search", "--method", "differentiable", "--model", "mobilenet_v3_large", "--resolution", "32", "--epochs", "1", "--max-batches", "2",
               "--max-eval-batches", "1", "--keep", "3", "--device", "cpu", "--out", str(plan))
     assert out.returncode == 0, out.stderr
     keep = json.loads(plan.read_text())["keep"]

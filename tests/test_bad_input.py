@@ -2,6 +2,7 @@
 traceback, and the files on disk as they were. Small models at 32 px, so each case takes seconds."""
 
 import csv
+import io
 import os
 import shutil
 import subprocess
@@ -124,7 +125,7 @@ def test_4_merged_model_files_that_are_empty_damaged_or_foreign(work):
     with pytest.raises(BadFileError, match="empty.pt is not a readable dsprof merged model .it is empty."):
         load_merged(work / "empty.pt")
     (work / "text.pt").write_text("not a torch file at all\n")
-    with pytest.raises(BadFileError, match="it is not a torch file"):
+    with pytest.raises(BadFileError, match="text.pt is text, not a dsprof merged model; write one with"):
         load_merged(work / "text.pt")
 
 
@@ -211,11 +212,13 @@ def _hand_lut_csv(path: Path, whole_ms: float) -> None:
     specs = [b.spec.to_str() for b in find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))]
     rows = [[*context, "block", spec, "original", (i + 1) * 1e-3] for i, spec in enumerate(specs)]
     rows += [[*context, "block", specs[1], "merged", 0.5e-3], [*context, "model", label, "original", whole_ms * 1e-3]]
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        writer.writerows(row + [0.0, 10, False, "hand"] for row in rows)
-        f.write(f"# end rows={len(rows)}\n")
+    from dsprof.lut.table import table_checksum
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(row + [0.0, 10, False, "hand"] for row in rows)
+    path.write_text(f"{text.getvalue()}# end rows={len(rows)} sha256={table_checksum(text.getvalue())}\n")
 
 
 def test_11_predict_says_what_a_negative_rest_means(work):
@@ -245,10 +248,12 @@ def test_anything_else_is_a_bug_with_its_traceback(monkeypatch, bug):
     """Only the DsprofError family is turned into one line; a built-in exception from inside a command propagates
     (Python prints its traceback and exits with status 1)."""
     import dsprof.cli
+    import dsprof.models
 
     def broken(*args, **kwargs):
         raise bug("a bug inside dsprof")
 
-    monkeypatch.setattr(dsprof.cli, "get_model", broken)
+    # the command imports get_model from dsprof.models when it runs (a quick start-up), so break it there
+    monkeypatch.setattr(dsprof.models, "get_model", broken)
     with pytest.raises(bug, match="a bug inside dsprof"):
         dsprof.cli.main(["blocks", "--model", "mobilenet_v2"])

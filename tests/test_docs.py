@@ -127,6 +127,26 @@ def test_every_docs_page_is_in_the_mkdocs_navigation():
     assert "index.md" in nav
 
 
+def test_the_docs_site_builds_strictly(tmp_path):
+    """`mkdocs build --strict` (a test extra): no broken link, no page or anchor mkdocs cannot resolve."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "site" / "reports" / "index.html").is_file()
+
+
+def test_one_python_version_everywhere():
+    """pyproject's requires-python is the version the README and the docs state."""
+    floor = re.search(r'requires-python = ">=(3\.\d+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    for page in PAGES:
+        for stated in re.findall(r"Python (?:≥ ?|>= ?)?(3\.\d+)\+?", page.read_text()):
+            if stated != "3.6":  # the edge runner's floor (docs/devices): a different program
+                assert stated == floor, f"{page.relative_to(ROOT)} says Python {stated}; pyproject: {floor}"
+
+
 def test_the_model_zoo_table_is_the_same_in_the_readme_and_the_docs():
     def zoo(text: str) -> list[str]:
         return [line for line in section(text, "The model zoo").splitlines() if line.startswith("|")]

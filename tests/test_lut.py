@@ -90,8 +90,11 @@ def test_save_load_round_trip_and_pandas(measured, tmp_path):
 
 
 def _write_frame(frame, path):
-    """Write a table as LUT.save does (CSV plus the end marker), whatever its contents."""
-    path.write_text(frame.to_csv(index=False, lineterminator="\n") + f"# end rows={len(frame)}\n")
+    """Write a table as LUT.save does (CSV plus the end marker and its checksum), whatever its contents."""
+    from dsprof.lut.table import table_checksum
+
+    text = frame.to_csv(index=False, lineterminator="\n")
+    path.write_text(text + f"# end rows={len(frame)} sha256={table_checksum(text)}\n")
     return path
 
 
@@ -303,8 +306,8 @@ def test_cli_build_lut_and_predict(measured, tmp_path, capsys):
     assert "coverage 100%" in printed and "0 of 7 blocks merged" in printed and "rest (model-minus-blocks)" in printed
     assert main(args + ["--rest", "stem+head"]) == 0  # measure timed the stem and head too
     assert "rest (stem+head)" in capsys.readouterr().out
-    assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a 17-block preset on a 7-block model
-    assert "17" in capsys.readouterr().err
+    assert main(args + ["--plan", "mbv2-ds-a"]) == 2  # a preset for the 17-block model, on a 7-block one
+    assert "mbv2-ds-a is for mobilenet_v2 with options {}, not {'depths': [1, 1, 1, 1, 1, 1, 1]}" in capsys.readouterr().err
     assert main(["build-lut", str(tmp_path / "nothing"), "-o", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
 

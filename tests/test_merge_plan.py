@@ -89,7 +89,7 @@ def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
         ("{not json", "not valid JSON"),
         ('{"model": "mobilenet_v2", "keep": [0, 1, 0]}', "3 entries but the model has 17 blocks"),
         ('{"model": "nonet", "keep": [0]}', "unknown model"),
-        ('{"model": "resnet18", "keep": [0]}', "pass --model resnet18"),
+        ('{"model": "resnet18", "keep": [0]}', "use it with the plan's model (--model resnet18)"),
     ],
 )
 def test_cli_merge_bad_plan_files(tmp_path, capsys, plan_text, message):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pandas as pd
 import pytest
 import torch
 
@@ -179,3 +181,60 @@ def test_an_unregistered_file_model_name_says_how_to_register_it():
 
     with pytest.raises(KeyError, match="--model-file PATH.py:FACTORY"):
         model_entry("file:never_registered:build")
+
+
+@pytest.mark.slow  # measures 8 blocks and 3 models, then a report: about 30 s of CPU
+def test_report_of_a_model_file_with_plans(tmp_path):
+    """`report --model-file`: a plan's markers on the block plot, its memory plot, and the LUT validation of each
+    plan's model measured in the LUT's own context (one plan keeps half the blocks, one merges them all, and a
+    merged model file of the first, timed with --merged-model)."""
+    keep = [1, 0, 1, 0, 0, 1, 0, 1]  # blocks 0, 2, 5 and 7 keep their activations
+    plans = []
+    for name, plan_keep in (("csp-half", keep), ("csp-linear", [0] * 8)):
+        plans.append(tmp_path / f"{name}.json")
+        plans[-1].write_text(json.dumps({"model": LABEL, "keep": plan_keep, "name": name}))
+    merged = tmp_path / "csp-merged.pt"  # a merged model file: its plan is inside
+    result = run("merge", "--model-file", f"{CSP}:factory", "--plan", str(plans[0]), "--resolution", "32", "--out", str(merged))
+    assert result.returncode == 0, result.stderr
+    records = tmp_path / "m.jsonl"
+    # (the whole-model "merged" variant is left out: its dense stand-in is not built right for this model yet)
+    result = run(
+        "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--variants", "original,merged",
+        "--model-variants", "original", "--plan", str(plans[0]), "--plan", str(plans[1]), "--merged-model", str(merged),
+        "--budget", "0.02",
+        "--warmup", "0.001", "--min-samples", "2", "--max-samples", "4", "--min-sample-time", "0.0005", "--no-progress",
+        "--out", str(records),
+    )
+    assert result.returncode == 0, result.stderr
+    assert main(["build-lut", str(records), "-o", str(tmp_path / "lut.csv")]) == 0
+    out = tmp_path / "report"
+    result = run("report", str(records), "--model-file", f"{CSP}:factory", "--lut", str(tmp_path / "lut.csv"),
+                 "--plans", *map(str, plans), str(merged), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "LUT validation" not in result.stdout, result.stdout  # nothing about it skipped
+
+    # Markers: one hover text per kept block of the plan (one device curve here), naming the block
+    svg = (out / "plots" / "block_latency.svg").read_text()
+    titles = [t.split("</title>")[0] for t in svg.split("<title>")[1:]]
+    kept = [name for name, flag in zip(CSP_BLOCKS, keep) if flag]
+    assert [t for t in titles if t.startswith("csp-half keeps")] == [f"csp-half keeps the activations of {n}" for n in kept]
+    assert not any(t.startswith("csp-linear keeps") for t in titles)
+    # Memory plot and table: every block, the kept ones left as they were
+    assert (out / "plots" / "memory_csp-half.svg").is_file()
+    memory = pd.read_csv(out / "tables" / "memory_csp-half.csv")
+    assert list(memory["block"]) == CSP_BLOCKS
+    for row, flag in zip(memory.itertuples(), keep):
+        if flag:
+            assert not row.merged and row.weight_bytes_after == row.weight_bytes_before
+    # LUT validation: both plans' models and the merged file; measured = the medians of the records' raw samples
+    validation = pd.read_csv(out / "tables" / "lut_validation.csv")
+    lines = [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
+    medians = {r["name"]: statistics.median(r["samples_s"]) * 1e3 for r in lines if r["scope"] == "model" and r["variant"] == "custom"}
+    assert sorted(validation["model"].str.split(" ").str[0]) == ["csp-half", "csp-linear", "csp-merged"]
+    predicted = dict(zip(validation["model"].str.split(" ").str[0], validation["predicted_ms"]))
+    assert predicted["csp-merged"] == pytest.approx(predicted["csp-half"], rel=1e-12)  # the same plan, as merged
+    for row in validation.itertuples():
+        assert row.measured_ms == pytest.approx(medians[row.model.split(" ")[0]], rel=1e-9)
+        assert row.predicted_ms > 0
+    html = (out / "report.html").read_text()
+    assert "LUT prediction vs measurement" in html and "Memory footprint before and after merging: csp-half" in html

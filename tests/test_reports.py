@@ -113,28 +113,66 @@ def test_render_formats(records):
         render(table, "html")
 
 
+def test_latex_groups_device_columns_under_one_header(records):
+    latex = render(profiling_table(records), "latex")
+    labels = sorted(set(device_labels(records).values()))
+    header = latex.split("\\midrule")[0]
+    for label in labels:  # each device once, spanning its four columns; the metrics below it
+        assert header.count(f"\\multicolumn{{4}}{{c}}{{{label}}}") == 1
+    assert header.count("original FPS") == 2 and ": original FPS" not in header
+    assert "env" not in header  # the backends tell the contexts apart; no environment hash
+
+
+def test_latency_units_per_table(records):
+    blocks = block_table(records)
+    # The ONNX Runtime blocks of this 32 px model take tens of µs: in ms with two decimals they would read 0.02-0.11
+    # and a saving 0.00. The whole table is shown in µs; the CSV keeps ms at full precision.
+    onnx = next(r for r in records if r.backend == "onnxruntime" and r.scope == "block" and r.variant == "original")
+    want_us = statistics.median(onnx.samples_s) * 1e6
+    assert want_us < 500
+    text = render(blocks, "text")
+    assert "original_µs" in text and "original_ms" not in text and f"{want_us:.2f}" in text
+    assert "saving_µs" in render(blocks, "markdown") and "original\\_\\textmu{}s" in render(blocks, "latex")
+    assert "original_ms" in render(blocks, "csv")
+    # A table of latencies well above 0.1 ms stays in ms
+    from dsprof.reports import display_units
+
+    slow = pd.DataFrame({"model": ["a", "b"], "original_ms": [12.5, 3.0], "saving_ms": [0.004, 1.5]})
+    assert list(display_units(slow).columns) == ["model", "original_ms", "saving_ms"]
+    shown = display_units(pd.DataFrame({"model": ["a", "b"], "saving_ms": [0.004, 0.3], "original_ms": [0.05, 3.0]}))
+    assert list(shown.columns) == ["model", "saving_µs", "original_µs"]
+    assert list(shown["saving_µs"]) == pytest.approx([4.0, 300.0]) and list(shown["original_µs"]) == pytest.approx([50.0, 3000.0])
+
+
 def test_block_latency_figure_series(records):
     table = block_table(records)
     keep = (1, 0, 1, 0, 0, 1, 1)
     fig = block_latency_figure(table, {"tiny-ds": keep})
-    lines = fig.axes[0].get_lines()
+    ax = fig.axes[0]
+    lines = [l for l in ax.get_lines() if l.get_label() != "_hover"]
     assert len(lines) == 2 * 3  # per device: original, merged, plan markers
     for device, rows in table.groupby("device"):
-        solid = next(l for l in lines if l.get_label().endswith(f"original ({device})"))
-        dashed = next(l for l in lines if l.get_label().endswith(f"merged ({device})"))
+        solid = next(l for l in lines if l.get_label() == f"original ({device})")  # one model: named in the title
+        dashed = next(l for l in lines if l.get_label() == f"merged ({device})")
         assert solid.get_linestyle() == "-" and dashed.get_linestyle() == "--"
-        assert list(solid.get_xdata()) == list(range(1, 8))
+        assert list(solid.get_xdata()) == list(range(7))  # block indices, as in the tables
         assert list(solid.get_ydata()) == pytest.approx(list(rows.sort_values("index").original_ms))
         assert list(dashed.get_ydata()) == pytest.approx(list(rows.sort_values("index").merged_ms))
-    markers = [l for l in lines if "activations kept" in l.get_label()]
-    assert len(markers) == 2 and list(markers[0].get_xdata()) == [1, 3, 6, 7]
-    assert markers[0].get_marker() == "o"
+    # The axis names the blocks (MobileNetV2's blocks are features.1..7), not 1..n
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"features.{i}" for i in range(1, 8)]
+    assert list(ax.get_xticks()) == list(range(7))
+    assert "mobilenet_v2 (depths=[1, 1, 1, 1, 1, 1, 1]) 32px" in ax.get_title()
+    markers = [l for l in lines if l.get_marker() == "o" and l.get_linestyle() == "None"]
+    assert len(markers) == 2 and list(markers[0].get_xdata()) == [0, 2, 5, 6]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend.count("tiny-ds: activations kept") == 1  # one entry, not one per curve
+    assert not any("env " in t for t in legend)  # the backends tell the two contexts apart: no hash
     close([fig])
 
     # Paper Fig. 1: the dashed line is the FLOPs-matched dense conv instead
     fig = block_latency_figure(table, counterpart="flops_matched")
     for device, rows in table.groupby("device"):
-        dashed = next(l for l in fig.axes[0].get_lines() if l.get_label().endswith(f"FLOPs-matched ({device})"))
+        dashed = next(l for l in fig.axes[0].get_lines() if l.get_label() == f"FLOPs-matched ({device})")
         assert list(dashed.get_ydata()) == pytest.approx(list(rows.sort_values("index").flops_matched_ms))
     close([fig])
     with pytest.raises(ValueError, match="counterpart"):
@@ -158,6 +196,7 @@ def test_memory_table_and_figure():
     top, bottom = fig.axes
     assert [p.get_height() for p in top.patches[:7]] == pytest.approx(list(mem.weight_bytes_before / 1024))
     assert [p.get_height() for p in bottom.patches[7:]] == pytest.approx(list(mem.peak_activation_bytes_after / 1024))
+    assert [t.get_text() for t in bottom.get_xticklabels()] == [b.name for b in blocks]
     close([fig])
 
 
@@ -169,10 +208,16 @@ def test_prediction_and_accuracy_figures():
     assert list(points.get_xdata()) == [1.1, 2.0] and list(points.get_ydata()) == [1.0, 2.2]
     band = ax.collections[0].get_paths()[0].vertices
     assert band[:, 1].max() == pytest.approx(1.1 * ax.get_xlim()[1])
-    variants = pd.DataFrame({"model": ["x", "y"], "accuracy": [70.0, None], "dev: FPS": [100.0, 200.0]})
-    fig2 = accuracy_fps_figure(variants, "dev: FPS")
-    assert list(fig2.axes[0].get_lines()[0].get_xdata()) == [100.0]
-    close([fig, fig2])
+    # Every device is a series of its own; the axis says the accuracies' scale
+    variants = pd.DataFrame({"model": ["x", "y"], "accuracy": [70.0, None], "dev: FPS": [100.0, 200.0],
+                             "other: FPS": [300.0, 50.0]})
+    fig2 = accuracy_fps_figure(variants)
+    series = {l.get_label(): list(l.get_xdata()) for l in fig2.axes[0].get_lines() if l.get_label() != "_hover"}
+    assert series == {"dev": [100.0], "other": [300.0]}
+    assert fig2.axes[0].get_ylabel() == "accuracy (%)"
+    fig3 = accuracy_fps_figure(variants.assign(accuracy=[0.7, None]), "dev: FPS")
+    assert fig3.axes[0].get_ylabel() == "accuracy (fraction)"
+    close([fig, fig2, fig3])
 
 
 def test_write_report_and_cli(tmp_path, records, capsys):
@@ -227,12 +272,13 @@ def test_explain_table_and_annotation(records, tmp_path):
     assert sums.loc["Conv2d conv.0.0", "alone_ms"] == pytest.approx(0.5)
 
     blocks = block_table(records)
-    fig = block_latency_figure(blocks, annotations={"features.2": "features.2: slow"})
+    torch_block = next(r for r in records if r.backend == "torch" and r.name == "features.2" and r.variant == "original")
+    device = device_labels(records)[torch_block.context]
+    model = "mobilenet_v2 (depths=[1, 1, 1, 1, 1, 1, 1]) 32px"
+    fig = block_latency_figure(blocks, annotations={(device, model, "features.2"): "features.2: slow"})
     texts = [t for t in fig.axes[0].texts if t.get_text() == "features.2: slow"]
-    assert len(texts) == blocks.device.nunique()  # one note per device line
-    xs_ys = sorted(t.xy for t in texts)
-    want = sorted((int(r["index"]) + 1, r.original_ms) for _, r in blocks[blocks.block == "features.2"].iterrows())
-    assert [x for x, _ in xs_ys] == [x for x, _ in want] and [y for _, y in xs_ys] == pytest.approx([y for _, y in want])
+    assert len(texts) == 1  # on the curve it explains only
+    assert texts[0].xy[0] == 1 and texts[0].xy[1] == pytest.approx(statistics.median(torch_block.samples_s) * 1e3)
     close([fig])
 
     folder = tmp_path / "m"
@@ -245,3 +291,6 @@ def test_explain_table_and_annotation(records, tmp_path):
     assert "## Why is features.2 slow? (mobilenet_v2, torch, 2 thread(s), batch 1)" in page
     assert "**Finding:** threads wait for each other" in page
     assert (tmp_path / "report" / "tables" / "explain_features-2_torch_t2.csv").is_file()
+    svg = (tmp_path / "report" / "plots" / "block_latency.svg").read_text()
+    assert svg.count("<title>features.2, original (") == 2  # hover texts on both devices' curves
+

@@ -188,7 +188,7 @@ def test_costly_block_loses_its_activations_first(tmp_path, costly):
     _hand_made_lut(tmp_path / "lut.csv", tiny(), costly)
     result = search(
         "mobilenet_v2", keep=6, data="digits", options=TINY, resolution=RES, weights=model_file,
-        lut=tmp_path / "lut.csv", lam=10.0, score_lr=0.05,
+        lut=tmp_path / "lut.csv", lam=10.0, score_lr=0.05, method="differentiable",
         config=TrainConfig(epochs=1, batch_size=32, max_batches=3, max_eval_batches=1, lr=0.01),
         out=tmp_path / "plan.json", device="cpu",
     )
@@ -279,8 +279,8 @@ def test_resume_is_the_uninterrupted_run(tmp_path):
 def test_torchrun_two_cpu_processes(tmp_path):
     plan = tmp_path / "plan.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "dsprof.cli",
-           "search", *TINY_ARGS, "--keep", "3", "--epochs", "1", "--max-batches", "2", "--batch-size", "16",
-           "--device", "cpu", "--out", str(plan)]
+           "search", "--method", "differentiable", *TINY_ARGS, "--keep", "3", "--epochs", "1", "--max-batches", "2",
+           "--batch-size", "16", "--device", "cpu", "--out", str(plan)]
     run = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("search epoch 1/1") == 1  # only rank 0 speaks
@@ -386,6 +386,7 @@ def test_ds_plus_training_from_the_cli_shrinks_to_the_original_architecture(tmp_
 @pytest.mark.slow
 def test_search_resume_is_the_uninterrupted_search(tmp_path):
     cfg = dict(keep=3, data="digits", options=TINY, resolution=RES, lam=0.5, score_lr=0.05, device="cpu",
+               method="differentiable",
                config=TrainConfig(epochs=2, batch_size=16, max_batches=2, max_eval_batches=1))
     straight = search("mobilenet_v2", out=tmp_path / "a.json", **cfg)
     search("mobilenet_v2", out=tmp_path / "b.json", stop_after_epochs=1, **cfg)
@@ -398,7 +399,8 @@ def test_search_resume_is_the_uninterrupted_search(tmp_path):
 
 def test_search_and_finetune_train_digits_at_32_px_without_a_resolution(tmp_path):
     cfg = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=1)
-    found = search("mobilenet_v2", keep=3, data="digits", options=TINY, config=cfg, out=tmp_path / "p.json", device="cpu")
+    found = search("mobilenet_v2", keep=3, data="digits", options=TINY, config=cfg, out=tmp_path / "p.json", device="cpu",
+                   method="differentiable")
     # the decay weights are the blocks' MAC savings at the training resolution; MobileNetV2's stem halves
     # it, so the first block sees 16x16 at 32 px (112x112 at the model's own 224)
     first = found.plan.search["weights"]["blocks"][0]["spec"]

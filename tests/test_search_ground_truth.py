@@ -132,7 +132,7 @@ def unstable_original(tmp_path_factory):
 
 def _search(weights, capsys, **kw):
     found = search("mobilenet_v2", keep=3, options=TINY, data="digits", resolution=RES, device="cpu", weights=weights,
-                   lam=0.0, config=TrainConfig(epochs=2, lr=0.01, seed=0), **kw)
+                   method="differentiable", lam=0.0, config=TrainConfig(epochs=2, lr=0.01, seed=0), **kw)
     return found, capsys.readouterr().out
 
 

@@ -7,12 +7,11 @@ Python >= 3.6; it also drives TFLite's ``benchmark_model`` on a phone over adb a
 """
 
 from .export import EDGE_OPSET, FORMATS, ExportResult, export_bundle
-from .importer import BACKEND_OF_RUNTIME, ImportResult, import_results
+from .importer import ImportResult, import_results
 from .manifest import BUNDLE_FORMAT, EdgeError, read_manifest
 from .runner import (
     BENCHMARK_MODEL_FLAGS,
     RESULTS_FORMAT,
-    RUNTIMES,
     BenchmarkModelError,
     benchmark_model_args,
     check_benchmark_model_output,
@@ -20,7 +19,6 @@ from .runner import (
 )
 
 __all__ = [
-    "BACKEND_OF_RUNTIME",
     "BENCHMARK_MODEL_FLAGS",
     "BUNDLE_FORMAT",
     "EDGE_OPSET",

@@ -31,6 +31,7 @@ from ..errors import OutputPathError, UsageError
 from ..io import make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import workload_groups
+from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, write_manifest
@@ -38,8 +39,6 @@ from .runner import RESULTS_FORMAT
 
 __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "export_bundle"]
 
-#: Model file formats a bundle can hold, and the file suffix of each.
-FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
 #: ONNX operator set of bundle files: ONNX Runtime 1.10 (the last for Python 3.6, JetPack 4.6) reads up to 15.
 EDGE_OPSET = 13
 RUNNER_NAME = "run_bundle.py"

@@ -15,20 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputFileError, OutputPathError
-from ..io import make_parent_folders
+from ..errors import DsprofError, InputFileError, OutputPathError
+from ..io import make_parent_folders, read_text
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
 from ..profiler.records import Measurement, MeasurementWriter
 from ..profiler.runner import measurement_path
 from .manifest import EdgeError, read_manifest
-from .runner import RUNTIMES, RunnerError, read_results
+from ..runtimes import RUNTIMES
+from .runner import RunnerError, read_results
 
-__all__ = ["BACKEND_OF_RUNTIME", "ImportResult", "import_results"]
+__all__ = ["ImportResult", "import_results"]
 
-#: The profiler backend name an imported record carries, per runner runtime.
-BACKEND_OF_RUNTIME = {"onnxruntime": "onnxruntime", "tflite": "tflite", "benchmark_model": "tflite",
-                      "torchscript": "torchscript"}
 _SETTINGS = ("runtime", "device", "threads")
 
 
@@ -68,46 +66,14 @@ def _check_lines(lines: list[dict[str, Any]], manifest: dict[str, Any], path: Pa
             raise EdgeError(f"{path} mixes runs with different {', '.join(diff)}; keep one results file per run")
 
 
-def import_results(
-    bundle: str | Path,
-    results: str | Path,
-    out: str | Path = "results",
-    overwrite: bool = False,
-    allow_partial: bool = False,
-) -> ImportResult:
-    """Turn the runner's ``results`` (JSON Lines) for ``bundle`` into a dsprof measurement file.
-
-    ``out`` is a folder (the file is named after the settings and the device's environment id) or a
-    ``.jsonl`` path. A workload of the bundle without a successful result is an error unless
-    ``allow_partial``. Raises `EdgeError` (a ValueError) with what to do, or FileExistsError.
-    """
-    manifest = read_manifest(bundle)
-    results = Path(results)
-    if not results.is_file():
-        raise InputFileError(f"{results} does not exist; give the results file the runner wrote (BUNDLE/results/*.jsonl)")
-    try:
-        lines = read_results(str(results))
-    except RunnerError as exc:
-        raise EdgeError(str(exc)) from None
-    if not lines:
-        raise EdgeError(f"{results} holds no results; run the bundle's runner first")
-    _check_lines(lines, manifest, results)
-    ok = {line["workload"] for line in lines if line.get("error") is None and line.get("samples_s")}
-    missing = [w for w in manifest["workloads"] if w["id"] not in ok]
-    if missing and not allow_partial:
-        shown = ", ".join(w["label"] for w in missing[:3]) + (", ..." if len(missing) > 3 else "")
-        raise EdgeError(
-            f"{results} has results for {len(manifest['workloads']) - len(missing)} of {len(manifest['workloads'])} "
-            f"workloads (none for {shown}): the run stopped early or failed there. Run the runner again with the same "
-            "--out to finish, or pass --allow-partial to import what is there"
-        )
-
+def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | Path) -> tuple[list[Measurement], Path]:
+    """The measurement records of the result ``lines`` and the file they go to."""
     by_id = {w["id"]: w for w in manifest["workloads"]}
     first = lines[0]
     env_id = environment_id(first["environment"])
     device = first["device"]
-    backend = BACKEND_OF_RUNTIME[first["runtime"]]
-    layout = RUNTIMES[first["runtime"]][1]
+    runtime = RUNTIMES[first["runtime"]]
+    backend, layout = runtime.records_backend, runtime.layout
     options = manifest["model_options"]
     records = []
     for line in lines:
@@ -125,9 +91,57 @@ def import_results(
             state_before=line["state_before"], state_after=line["state_after"], time_utc=line["time_utc"],
             error=line["error"],
         ))
+        records[-1].to_json()  # a value JSON cannot hold (NaN) raises here, before anything is written
     label = manifest["model"] + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
     settings = BackendSettings(backend, device, manifest["dtype"], False, first["threads"])
     path = measurement_path(out, f"{label}_edge-{env_id}", settings, manifest["batch"], options["resolution"])
+    return records, path
+
+
+def import_results(
+    bundle: str | Path,
+    results: str | Path,
+    out: str | Path = "results",
+    overwrite: bool = False,
+    allow_partial: bool = False,
+) -> ImportResult:
+    """Turn the runner's ``results`` (JSON Lines) for ``bundle`` into a dsprof measurement file.
+
+    ``out`` is a folder (the file is named after the settings and the device's environment id) or a
+    ``.jsonl`` path. A workload of the bundle without a successful result is an error unless
+    ``allow_partial``. Raises `EdgeError` (a ValueError) with what to do, or FileExistsError.
+    """
+    manifest = read_manifest(bundle)
+    results = Path(results)
+    if not results.is_file():
+        raise InputFileError(f"{results} does not exist; give the results file the runner wrote (BUNDLE/results/*.jsonl)")
+    read_text(results, "bundle runner's results file (JSON Lines)",  # its bytes, before the runner's reader
+              "give the results file the runner wrote (BUNDLE/results/*.jsonl)", kind="results", error=EdgeError)
+    try:
+        lines = read_results(str(results))
+    except RunnerError as exc:
+        raise EdgeError(str(exc)) from None
+    if not lines:
+        raise EdgeError(f"{results} holds no results; run the bundle's runner first")
+    _check_lines(lines, manifest, results)
+    ok = {line["workload"] for line in lines if line.get("error") is None and line.get("samples_s")}
+    missing = [w for w in manifest["workloads"] if w["id"] not in ok]
+    if missing and not allow_partial:
+        shown = ", ".join(w["label"] for w in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise EdgeError(
+            f"{results} has results for {len(manifest['workloads']) - len(missing)} of {len(manifest['workloads'])} "
+            f"workloads (none for {shown}): the run stopped early or failed there. Run the runner again with the same "
+            "--out to finish, or pass --allow-partial to import what is there"
+        )
+
+    try:
+        records, path = _records(manifest, lines, out)
+    except DsprofError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise EdgeError(f"{results} or {Path(bundle) / 'manifest.json'}: a field is missing or has the wrong type "
+                        f"({type(exc).__name__}: {exc}); import the files the runner and `dsprof export` wrote, "
+                        "unchanged") from None
     if path.exists() and not overwrite:
         raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
     make_parent_folders(path)

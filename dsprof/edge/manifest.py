@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import EdgeError  # noqa: F401  (defined once, in dsprof.errors)
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_json
 from .runner import BUNDLE_FORMAT
 
 __all__ = ["BUNDLE_FORMAT", "EdgeError", "MANIFEST", "read_manifest", "write_manifest"]
@@ -38,14 +38,14 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
     path = Path(bundle) / MANIFEST
     if not path.is_file():
         raise EdgeError(f"{path} does not exist; give the bundle folder that `dsprof export` wrote")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise EdgeError(f"{path} is not valid JSON ({exc}); export the bundle again") from None
+    manifest = read_json(path, "bundle manifest", "export the bundle again", kind="manifest", error=EdgeError)
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise EdgeError(f"{path} is not a {BUNDLE_FORMAT} manifest; give the bundle folder that `dsprof export` wrote")
     missing = [k for k in _TOP_FIELDS if k not in manifest]
-    missing += sorted({k for w in manifest.get("workloads", []) for k in _WORKLOAD_FIELDS if k not in w})
+    workloads = manifest.get("workloads")
+    if not isinstance(workloads, list) or not all(isinstance(w, dict) for w in workloads):
+        raise EdgeError(f"{path}: 'workloads' must be a list of objects; export the bundle again")
+    missing += sorted({k for w in workloads for k in _WORKLOAD_FIELDS if k not in w})
     if missing:
         raise EdgeError(f"{path} lacks field(s) {', '.join(missing)}; export the bundle again")
     if manifest["dsprof_version"] != __version__:

@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import DeviceError
+from ..runtimes import BACKENDS, RUNTIMES
 from .export import export_bundle
 from .importer import ImportResult, import_results
 from .manifest import EdgeError
 
-__all__ = ["RUNTIME_OF_BACKEND", "measure_remote"]
-
-#: The runner runtime (and bundle format) for each profiler backend.
-RUNTIME_OF_BACKEND = {"onnxruntime": ("onnxruntime", "onnx"), "tflite": ("tflite", "tflite"),
-                      "torch": ("torchscript", "torchscript")}
+__all__ = ["measure_remote"]
 
 
 def _tar(folder: Path) -> bytes:
@@ -60,9 +57,10 @@ def measure_remote(
     The results land in ``out`` as by `import_results`. Raises `EdgeError` when a remote step fails; the
     local bundle is then kept and its path given.
     """
-    if backend not in RUNTIME_OF_BACKEND:
-        raise DeviceError(f"--remote times backends {', '.join(RUNTIME_OF_BACKEND)}; got {backend!r}")
-    runtime, fmt = RUNTIME_OF_BACKEND[backend]
+    if backend not in BACKENDS:
+        raise DeviceError(f"--remote times backends {', '.join(BACKENDS)}; got {backend!r}")
+    runtime = BACKENDS[backend].remote_runtime
+    fmt = RUNTIMES[runtime].format
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
     bundle = export_bundle(model, formats=(fmt,), out=work / "bundle", **export_options)

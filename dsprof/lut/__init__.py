@@ -1,31 +1,18 @@
-"""Latency lookup tables: build from measurement files, load, look up, predict (issue #5)."""
+"""Latency lookup tables: build from measurement files, load, look up, predict (issue #5).
 
-from .build import build_lut, measurement_files
-from .drift import probe_now, with_probe
-from .predict import MethodFallbackWarning, Prediction, predict_latency
-from ..device_context import DeviceContext
-from .schema import COLUMNS, SCHEMA, model_label
-from .table import LUT, LUTEntry, LUTError, LUTMissError, LUTMissWarning
-from .validate import PredictionAccuracy, accuracy_table, prediction_accuracy
+The names below are imported on first use (pandas and PyTorch only then)."""
 
-__all__ = [
-    "COLUMNS",
-    "LUT",
-    "SCHEMA",
-    "DeviceContext",
-    "LUTEntry",
-    "LUTError",
-    "LUTMissError",
-    "LUTMissWarning",
-    "MethodFallbackWarning",
-    "Prediction",
-    "PredictionAccuracy",
-    "accuracy_table",
-    "build_lut",
-    "measurement_files",
-    "model_label",
-    "predict_latency",
-    "prediction_accuracy",
-    "probe_now",
-    "with_probe",
-]
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
+    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency"), ".predict"),
+    **dict.fromkeys(("probe_now", "with_probe"), ".drift"),
+    "DeviceContext": "..device_context",
+    **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),
+    **dict.fromkeys(("LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"), ".table"),
+    **dict.fromkeys(("PredictionAccuracy", "accuracy_table", "prediction_accuracy"), ".validate"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -10,12 +10,12 @@ import pandas as pd
 
 from ..errors import InputFileError
 from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
-from ..profiler.records import Measurement, read_measurements
+from ..profiler.records import Measurement, MeasurementFile, read_measurement_file
 from ..profiler.stats import summarize
 from .schema import COLUMNS, SCHEMA, context_workload, model_label
 from .table import LUT
 
-__all__ = ["build_lut", "measurement_files", "workload_of"]
+__all__ = ["build_lut", "lut_from_files", "measurement_files", "read_measurement_files", "workload_of"]
 
 
 def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -31,6 +31,11 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
     if not files:
         raise InputFileError("no measurement files (.jsonl) found; run `dsprof measure` first")
     return files
+
+
+def read_measurement_files(paths: Iterable[str | Path], *, accept_modified: bool = False) -> list[MeasurementFile]:
+    """`read_measurement_file` of every file that ``paths`` name (`measurement_files`)."""
+    return [read_measurement_file(p, accept_modified=accept_modified) for p in measurement_files(paths)]
 
 
 def workload_of(r: Measurement) -> str:
@@ -49,8 +54,15 @@ def _key(r: Measurement) -> tuple:
     return r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
 
 
-def build_lut(paths: Iterable[str | Path]) -> LUT:
-    """One LUT entry per key from all records of ``paths`` (files or folders).
+def build_lut(paths: Iterable[str | Path], *, accept_modified: bool = False) -> LUT:
+    """One LUT entry per key from all records of ``paths`` (files or folders), as `lut_from_files` pools
+    them. Records changed after they were written are left out (with a warning naming file and lines) unless
+    ``accept_modified``."""
+    return lut_from_files(read_measurement_files(paths, accept_modified=accept_modified))
+
+
+def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
+    """One LUT entry per key from the records of measurement files read by `read_measurement_files`.
 
     Repeated measurements of a key are combined by pooling their raw samples (the entry's
     median is the median of all samples); different environments, devices, backends, dtypes,
@@ -62,8 +74,8 @@ def build_lut(paths: Iterable[str | Path]) -> LUT:
     samples: dict[tuple, list[float]] = defaultdict(list)
     sources: dict[tuple, list[str]] = defaultdict(list)
     names: dict[tuple, str] = {}
-    for path in measurement_files(paths):
-        for r in read_measurements(path):
+    for file in files:
+        for r in file.records:
             if not r.ok:
                 continue
             keys = [_key(r)]
@@ -72,8 +84,8 @@ def build_lut(paths: Iterable[str | Path]) -> LUT:
                 keys.append(keys[0][:-1] + (PROBE_GROUPS_VARIANT,))
                 samples[keys[1]].append(r.median_s)
             for key in keys:
-                if path.name not in sources[key]:
-                    sources[key].append(path.name)
+                if file.path.name not in sources[key]:
+                    sources[key].append(file.path.name)
                 names.setdefault(key, r.device_name)
     rows = []
     for key, values in samples.items():

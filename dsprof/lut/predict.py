@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,10 +13,12 @@ import pandas as pd
 from torch import nn
 
 from ..errors import LUTError, UsageError
-from ..models import Block, find_blocks, input_size_of, named_model
+from ..models import find_blocks, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
-from .schema import context_workload, model_label
 from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
+from .cost import (CONTEXT_FACTOR_RANGE, MethodFallbackWarning, ModelEntries as _ModelEntries, Piece, PlanCosts,
+                   median_error_s, merge_savings)
+from .schema import METHODS, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
@@ -29,7 +31,9 @@ __all__ = [
     "measure_planned_run",
     "median_error_s",
     "observed_drift",
+    "plan_costs",
     "predict_latency",
+    "predict_plan",
     "prediction_interval",
     "profiled_options",
     "resolve_method",
@@ -42,30 +46,20 @@ __all__ = [
 #: model's blocks over their isolated savings (noise averages over every group). Both context methods
 #: start from the median of the whole model's medians: its own entry and every in-context group.
 #: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
-METHODS = ("auto", "isolated", "context", "context-scaled")
 _Z95 = 1.959964  # two-sided 95 % normal quantile
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 _MAD_TO_SD = 1.4826
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
-#: The context factors (a model's in-context over isolated savings) that ``auto`` trusts: the range the
-#: lut_accuracy.py runs on five architectures saw (benchmarks/RESULTS.md, issue #21); outside it, ``auto``
-#: predicts ``isolated`` and says so.
-CONTEXT_FACTOR_RANGE = (0.8, 2.0)
-
-
-class MethodFallbackWarning(UserWarning):
-    """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
 
 
 @dataclass(frozen=True)
 class Prediction:
     """A predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``method`` says how the blocks' changes were counted: ``isolated`` (savings of blocks timed
+    ``method`` (``isolated (context-scaled fell back: WHY)`` where context-scaled could not apply) says how the
+    blocks' changes were counted: ``isolated`` (savings of blocks timed
     alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
-    (the isolated savings times F, the model's in-context over isolated savings); ``isolated
-    (context-scaled fell back: WHY)`` where context-scaled was asked for (or chosen by ``auto``) and could
-    not apply. ``rest_s`` is everything
+    (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
     under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
@@ -103,7 +97,7 @@ class Prediction:
         return self.low_s <= measured_s <= self.high_s
 
     def __str__(self) -> str:
-        merged = int((self.blocks["variant"] == "merged").sum())
+        merged = int(self.blocks["variant"].isin(("merged", "span")).sum())
         return (
             f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
             f"({self.fps:.1f} FPS), 95 % interval {self.low_s * 1e3:.3f}-{self.high_s * 1e3:.3f} ms "
@@ -118,11 +112,6 @@ class Prediction:
             + (f"\nPARTIAL PREDICTION: the LUT lacks {len(self.missing)} of the keys it needs (block coverage "
                f"{self.coverage:.0%}); the total leaves their latency out" if self.missing else "")
         )
-
-
-def median_error_s(entry: LUTEntry) -> float:
-    """Standard error of an entry's median (seconds): 1.2533 sigma / sqrt(n), sigma from the IQR."""
-    return 1.2533 * entry.iqr_s * _IQR_TO_SD / math.sqrt(entry.n_samples)
 
 
 def observed_drift(medians_s: list[float]) -> float:
@@ -172,7 +161,9 @@ def predict_latency(
 
     ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (what `merge_model` decides given the same LUT). ``options`` are the
+    says merging saves time (`dsprof.lut.cost.merge_pays`, what `merge` decides given the same LUT), and as
+    ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
+    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.cost.PlanCosts` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the
@@ -184,10 +175,56 @@ def predict_latency(
     ``auto`` is `auto_method`'s choice, from what predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
     says which it used, and carries a 95 % interval (LUT spread and observed drift).
     """
+    if method not in METHODS:
+        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if rest not in _RESTS:
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise LUTError("give a plan or a variant for every block, not both")
+    costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+                       method=method, variant=variant)
+    return predict_plan(costs, plan, variant=variant, strict=strict, name=name or str(model))
+
+
+def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = None, strict: bool = False,
+                 name: str | None = None) -> Prediction:
+    """`predict_latency` of a plan (or of every block as ``variant``) from the model's `plan_costs`: the one
+    function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
+    lut, key, label, entries = costs.lookup.lut, costs.key, costs.label, costs.entries
+    name = name or label.split("{", 1)[0]
+    pieces = _pieces(costs, plan, variant)
+    drift, drift_source = _drift(entries, costs.lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
+    missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
+    table = _block_table(costs, pieces)
+    found = table["latency_s"].notna()
+    _report_misses(lut, key, name, label, costs.measure_flags or f"--model {name}", table, missing, strict)
+    total, rest_s, rest_method = costs.total_s(pieces), costs.shown_rest_s(pieces), costs.rest_method
+    if total <= 0 and rest_method == "model-minus-blocks" and found.all():
+        raise LUTError(
+            f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
+            "the whole model measured faster than its blocks by more than they take. Measure again on a "
+            "quiet machine (see the noisy column) and rebuild the LUT."
+        )
+    coverage = float(found.mean()) if len(table) else 1.0
+    low, high, spread = prediction_interval(total, costs.errors_s(pieces), drift)
+    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
+                      low, high, spread, drift, drift_source)
+
+
+def plan_costs(
+    model: str | nn.Module,
+    lut: LUT | str | Path,
+    *,
+    device: DeviceContext | str | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    rest: str = "auto",
+    method: str = "auto",
+    variant: str | None = None,
+) -> PlanCosts:
+    """The `PlanCosts` that price every plan of ``model`` on one LUT context, with the method resolved
+    (``auto``: `auto_method`): what `predict_latency` and the planner both read."""
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     auto = method == "auto"
@@ -196,46 +233,38 @@ def predict_latency(
     name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
-    lookup = _Lookup(lut, key)
-    entries = _ModelEntries.read(lookup, label, blocks)
-    rows, missing = _block_rows(blocks, entries.originals, lookup, plan, variant)
-    drift, drift_source = _drift(entries, lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
+    costs = PlanCosts.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
+    flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
+    return replace(costs, identity=model_identity(net), measure_flags=flags)
 
-    total: float | None = None
-    if method == "context":
-        total, rest_s, errors = _context_total(rows, blocks, entries, lookup, missing)
-        rest_method, used = "whole-model", "context"
-    else:
-        rest_s, rest_method, errors = _rest(rows, entries, rest, missing)
-        for row, original in zip(rows, entries.originals):
-            row["saving_s"] = (original.median_s - row["latency_s"]) if original is not None else float("nan")
-        used = "isolated"
-        # auto on a LUT without the model's --context run: plain isolated (nothing was there to fall back from)
-        if method == "context-scaled" and (not auto or any(entries.in_model.values())):
-            factor = _context_factor(blocks, entries, lookup)
-            why_not = _why_not_scaled(factor, rest_method, label, auto)
-            if why_not is None:
-                total, rest_s = _scaled_total(rows, factor, entries.references)
-                used = f"context-scaled (x{factor:.3f})"
-            else:  # a method's fallback, not a LUT miss: said in the method and warned, never raised
-                used = f"isolated (context-scaled fell back: {why_not})"
-                warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=2)
 
-    table = pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy"])
-    found = table["latency_s"].notna()
-    _report_misses(lut, key, name, label, table, missing, strict)
-    if total is None:
-        total = rest_s + float(table.loc[found, "latency_s"].sum())
-    if total <= 0 and rest_method == "model-minus-blocks" and found.all():
-        raise LUTError(
-            f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
-            "the whole model measured faster than its blocks by more than they take. Measure again on a "
-            "quiet machine (see the noisy column) and rebuild the LUT."
-        )
-    coverage = float(found.mean()) if len(table) else 1.0
-    low, high, spread = prediction_interval(total, errors, drift)
-    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), used,
-                      low, high, spread, drift, drift_source)
+def _pieces(costs: PlanCosts, plan: Any, variant: str | None) -> list[Piece]:
+    """The pieces a plan deploys, or every block as ``variant``."""
+    if variant is not None:
+        return [costs.as_variant(i, variant) for i in range(len(costs.blocks))]
+    if plan is not None:
+        from ..merge.plan import Plan, check_plan  # the merge package imports models only; keep lut importable alone
+
+        plan = Plan.coerce(plan)
+        if costs.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
+            plan = check_plan(plan, *costs.identity)
+        plan.check_blocks(len(costs.blocks))
+    return costs.pieces(plan)
+
+
+def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
+    """One row per block: its variant, latency and saving; a span's on its first block (``span`` names its
+    blocks; the others show 0 s)."""
+    rows = []
+    for p in pieces:
+        for i in range(p.start, p.stop):
+            first = i == p.start
+            block = costs.blocks[i]
+            rows.append({"index": i, "block": block.name, "spec": block.spec.to_str(), "variant": p.variant,
+                         "latency_s": p.latency_s if first else (0.0 if p.found else float("nan")),
+                         "saving_s": p.saving_s if first else 0.0, "noisy": p.noisy,
+                         "span": f"{p.start}-{p.stop - 1}" if p.stop - p.start > 1 else ""})
+    return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span"])
 
 
 def auto_method(context: DeviceContext) -> str:
@@ -264,107 +293,6 @@ def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", v
         raise UsageError(f"the {method} method starts from the whole model measured, not from its stem and head: "
                          "give rest 'auto' (or method 'isolated' with rest 'stem+head')")
     return method
-
-
-def _why_not_scaled(factor: float | None, rest_method: str, label: str, auto: bool) -> str | None:
-    """Why ``context-scaled`` cannot predict here (None: it can). Its factor needs the model's in-context
-    entries and its whole-model entry with every block; under ``auto`` it must also lie in
-    `CONTEXT_FACTOR_RANGE` (an explicit ``context-scaled`` uses any positive factor)."""
-    if rest_method != "model-minus-blocks":
-        return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
-    if factor is None:
-        return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
-                "the isolated ones (`dsprof measure --context merged`)")
-    low, high = CONTEXT_FACTOR_RANGE
-    if auto and not low <= factor <= high:
-        return (f"its context factor {factor:.2f} is outside {low:.2f}-{high:.2f}, the range seen across "
-                "architectures (benchmarks/RESULTS.md, issue #21)")
-    return None
-
-
-@dataclass(frozen=True)
-class _Lookup:
-    """Lookups in one device context of a LUT that miss quietly (None): a prediction gathers its misses
-    and reports them once."""
-
-    lut: LUT
-    key: DeviceContext
-
-    def __call__(self, workload: str, variant: str, scope: str = "block") -> LUTEntry | None:
-        return self.lut.find(workload, variant, self.key, scope=scope)
-
-
-@dataclass(frozen=True)
-class _ModelEntries:
-    """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
-    the whole model, its stem and head, and the whole model in each block's context group (by block name)."""
-
-    label: str
-    originals: list[LUTEntry | None]
-    whole: LUTEntry | None
-    stem: LUTEntry | None
-    head: LUTEntry | None
-    in_model: dict[str, LUTEntry | None]
-
-    @classmethod
-    def read(cls, lookup: _Lookup, label: str, blocks: list[Block]) -> "_ModelEntries":
-        return cls(
-            label,
-            [lookup(b.spec.to_str(), "original") for b in blocks],
-            lookup(label, "original", "model"),
-            lookup(label, "original", "stem"),
-            lookup(label, "original", "head"),
-            {b.name: lookup(context_workload(label, b.name), "original", "context") for b in blocks},
-        )
-
-    @property
-    def references(self) -> list[LUTEntry]:
-        """The whole model's medians the context methods start from: its own entry and every in-context group's."""
-        return [e for e in [self.whole, *self.in_model.values()] if e is not None]
-
-
-def _block_rows(blocks: list[Block], originals: list[LUTEntry | None], lookup: _Lookup, plan: Any,
-                variant: str | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per block: the variant the plan (or ``variant``, for every block) gives it and its LUT
-    entry; and the misses."""
-    linearized: set[int] = set()
-    merge_flags = None
-    if plan is not None:
-        from ..merge.plan import Plan  # the merge package imports models only; keep lut importable alone
-
-        plan = Plan.coerce(plan)
-        plan.check_blocks(len(blocks))
-        linearized = set(plan.linearized)
-        merge_flags = plan.merge
-    rows, missing = [], []
-    for i, (block, original) in enumerate(zip(blocks, originals)):
-        spec = block.spec.to_str()
-        if variant is not None:
-            chosen, entry = variant, lookup(spec, variant)
-        elif i not in linearized:
-            chosen, entry = "original", original
-        else:
-            chosen, entry = _linearized_variant(spec, original, None if merge_flags is None else merge_flags[i], lookup)
-        if entry is None:
-            missing.append(f"block {spec} [{chosen}]")
-        rows.append({"index": i, "block": block.name, "spec": spec, "variant": chosen,
-                     "latency_s": entry.median_s if entry else float("nan"), "noisy": bool(entry and entry.noisy),
-                     "_entry": entry})
-    return rows, missing
-
-
-def _linearized_variant(spec: str, original: LUTEntry | None, merge: bool | None,
-                        lookup: _Lookup) -> tuple[str, LUTEntry | None]:
-    """(variant, entry) of a block the plan linearises: merged where the plan says so (``merge``), or when
-    it leaves that open (None) where the LUT says merging saves time; else the activation-free block
-    (``linear``) when the LUT has it, else the original."""
-    merged = lookup(spec, "merged")
-    if merge is None:
-        merge = merged.median_s < original.median_s if merged is not None and original is not None else True
-    if merge:
-        return "merged", merged
-    linear = lookup(spec, "linear")
-    return ("linear", linear) if linear is not None else ("original", original)
 
 
 def _spread(entry: LUTEntry) -> float:
@@ -396,121 +324,26 @@ def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
     return max(observed)
 
 
-def _found_latency_s(rows: list[dict[str, Any]]) -> float:
-    """The sum of the blocks' latencies that the LUT has (NaN marks a miss)."""
-    return float(sum(r["latency_s"] for r in rows if r["latency_s"] == r["latency_s"]))
-
-
-def _context_total(rows: list[dict[str, Any]], blocks: list[Block], entries: _ModelEntries, lookup: _Lookup,
-                   missing: list[str]) -> tuple[float, float, list[float]]:
-    """(total, rest, entry errors) by the ``context`` method: the whole model's reference minus each changed
-    block's saving measured inside the running model (``saving_s`` set on each row). Misses go to ``missing``."""
-    label, references = entries.label, entries.references
-    changed = [(i, row["variant"]) for i, row in enumerate(rows) if row["variant"] != "original"]
-    swaps = {i: (entries.in_model[blocks[i].name], lookup(context_workload(label, blocks[i].name), v, "context"))
-             for i, v in changed}
-    for i, v in changed:
-        if swaps[i][0] is None or swaps[i][1] is None:
-            missing.append(f"context {context_workload(label, blocks[i].name)} [original/{v}]")
-    if not references:
-        missing.append(f"a whole-model or in-context entry of {label}")
-    errors: list[float] = []
-    reference = statistics.median(e.median_s for e in references) if references else 0.0
-    if references:  # the median of several entries: about one entry's error over the square root of their count
-        errors.append(median_error_s(references[0]) / math.sqrt(len(references)))
-    saved = 0.0
-    for i, row in enumerate(rows):
-        pair = swaps.get(i)
-        if pair is None or pair[0] is None or pair[1] is None:
-            row["saving_s"] = 0.0 if row["variant"] == "original" else float("nan")
-            continue
-        base, swap = pair
-        # the saving relative to the model timed in the same rounds, scaled to the reference:
-        # a group that ran in a slow moment of the machine inflates neither
-        row["saving_s"] = reference * (1 - swap.median_s / base.median_s)
-        saved += row["saving_s"]
-        errors += [median_error_s(base) * reference / base.median_s, median_error_s(swap) * reference / base.median_s]
-    total = reference - saved
-    return total, total - _found_latency_s(rows), errors
-
-
-def _rest(rows: list[dict[str, Any]], entries: _ModelEntries, rest: str,
-          missing: list[str]) -> tuple[float, str, list[float]]:
-    """(rest, how it was found, entry errors of the isolated total): the part outside the blocks. ``auto``
-    takes the measured whole model minus its blocks first: it carries what a sum of parts timed alone misses
-    (on a CPU the parts timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md), then the
-    stem and head timed alone. Misses go to ``missing``."""
-    whole, originals = entries.whole, entries.originals
-    errors: list[float] = []
-    if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
-        errors.append(median_error_s(whole))
-        for row, original in zip(rows, originals):
-            if row["variant"] != "original" and row["_entry"] is not None:
-                errors += [median_error_s(original), median_error_s(row["_entry"])]
-        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", errors
-    stem, head = entries.stem, entries.head
-    if stem is not None and head is not None and rest != "model-minus-blocks":
-        errors += [median_error_s(stem), median_error_s(head)] + [median_error_s(r["_entry"]) for r in rows if r["_entry"]]
-        return stem.median_s + head.median_s, "stem+head", errors
-    wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
-              "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
-    missing.append(f"{wanted} of {entries.label}")
-    return 0.0, "missing", errors
-
-
-def _scaled_total(rows: list[dict[str, Any]], factor: float, references: list[LUTEntry]) -> tuple[float, float]:
-    """(total, rest) by ``context-scaled``: the whole model's reference minus the changed blocks' isolated
-    savings times ``factor`` (each row's ``saving_s`` is scaled in place)."""
-    reference = statistics.median(e.median_s for e in references)
-    saved = 0.0
-    for row in rows:
-        row["saving_s"] *= factor
-        saved += row["saving_s"] if row["variant"] != "original" and row["saving_s"] == row["saving_s"] else 0.0
-    total = reference - saved
-    return total, total - _found_latency_s(rows)
-
-
-def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, table: pd.DataFrame, missing: list[str],
+def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: str, table: pd.DataFrame, missing: list[str],
                    strict: bool) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
-    raise with ``strict``. Called from `predict_latency` only: the warning points at its caller."""
+    raise with ``strict``. Called from `predict_plan` under `predict_latency`: the warning points at its caller."""
     if len(table) and not table["latency_s"].notna().any():
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
             f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
-            f"(`dsprof measure --model {name}`, the same options) and rebuild the LUT."
+            f"(`dsprof measure {flags}`) and rebuild the LUT."
         )
     if not missing:
         return
     message = (
         f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
         + ("; ..." if len(missing) > 5 else "")
-        + ". Measure this model on that device (`dsprof measure`) and rebuild the LUT."
+        + f". Measure this model on that device (`dsprof measure {flags}`) and rebuild the LUT."
     )
     if strict:
         raise LUTMissError(message)
-    warnings.warn(message, LUTMissWarning, stacklevel=3)
-
-
-def _context_factor(blocks: list[Block], entries: _ModelEntries, lookup: _Lookup) -> float | None:
-    """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
-    without in-context entries or when the two sums disagree in sign (the in-context differences are
-    not comparable: TFLite on a CPU, isolated -0.04 ms against +23 % in context, gave -34). Each in-context saving is
-    relative to the model timed in its group."""
-    in_context, alone = 0.0, 0.0
-    for block, original in zip(blocks, entries.originals):
-        base = entries.in_model.get(block.name)
-        swap = lookup(context_workload(entries.label, block.name), "merged", "context")
-        merged = lookup(block.spec.to_str(), "merged")
-        if base is None or swap is None or merged is None or original is None:
-            continue
-        in_context += 1 - swap.median_s / base.median_s
-        alone += (original.median_s - merged.median_s)
-    if alone == 0.0 or in_context == 0.0:
-        return None
-    whole_ref = statistics.median(e.median_s for e in entries.in_model.values() if e is not None)
-    factor = in_context * whole_ref / alone
-    return factor if factor > 0 else None
+    warnings.warn(message, LUTMissWarning, stacklevel=4)
 
 
 def measure_planned(
@@ -554,11 +387,7 @@ def measure_planned_run(
         from ..merge.plan import Plan
 
         plan = Plan.coerce(plan)
-        savings = None
-        if lut is not None:
-            view = lut.savings(context)
-            savings = dict(zip(view.workload, view.saving_s))
-        net = merge_model(net, plan, savings=savings)
+        net = merge_model(net, plan, savings=merge_savings(lut, context) if lut is not None else None)
         name = f"{name}-{plan.name or 'plan'}"
     # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
     return measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,

@@ -1,7 +1,8 @@
 """The latency table's columns and its version; a row's device context is a `DeviceContext`.
 
 A LUT file is CSV (``pd.read_csv(path, comment="#")`` loads it): one row per key, and a last
-line ``# end rows=N`` that tells a complete file from a truncated one. Columns:
+line ``# end rows=N sha256=HEX`` that tells a complete file from a truncated one and carries the
+checksum of the text before it (`dsprof.lut.table.table_checksum`). Columns:
 
 ========== ==============================================================================
 schema     ``dsprof.lut/1`` on every row (the file format version)
@@ -38,7 +39,7 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "context_workload", "model_label"]
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "METHODS", "context_workload", "model_label"]
 
 SCHEMA = "dsprof.lut/1"
 CONTEXT_COLUMNS = CONTEXT_FIELDS  # a row's device context (`dsprof.device_context`)
@@ -48,6 +49,10 @@ COLUMNS = (
     + CONTEXT_COLUMNS[1:]
     + ("scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources")
 )
+
+#: How `dsprof.lut.predict_latency` counts merged blocks (its docstring says what each means); here, with
+#: the table's columns, so that the command line offers them without importing pandas.
+METHODS = ("auto", "isolated", "context", "context-scaled")
 
 
 def model_label(name: str, options: Mapping[str, Any]) -> str:

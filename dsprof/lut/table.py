@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import io
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import InputFileError, LUTError, LUTMissError  # noqa: F401  (LUTError: defined once, in dsprof.errors)
-from ..io import atomic_write_text
+from ..errors import LUTError, LUTMissError  # (LUTError: defined once, in dsprof.errors)
+from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext
 from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA
@@ -21,6 +23,12 @@ from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
 _END = "# end rows="
+_END_LINE = re.compile(r"# end rows=(\d+)(?: sha256=([0-9a-f]{64}))?")
+
+
+def table_checksum(text: str) -> str:
+    """SHA-256 (hex) of a LUT file's text before its end line: the header and every row, as UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
 SCOPES = ("block", "model", "stem", "head", "context", "probe")
 
@@ -52,30 +60,43 @@ class LUT:
 
     # -- files -----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "LUT":
-        """Read and validate a LUT file; any problem raises `LUTError` naming the file and row."""
+    def load(cls, path: str | Path, *, accept_modified: bool = False) -> "LUT":
+        """Read and validate a LUT file; any problem raises `LUTError` naming the file and row.
+
+        The end line ``# end rows=N sha256=HEX`` tells a complete file from a cut one and carries the checksum of
+        the text before it (`table_checksum`): a table changed after `dsprof build-lut` wrote it raises `LUTError`
+        unless ``accept_modified``. A table without a checksum (an older dsprof) loads, with a warning."""
         path = Path(path)
-        if not path.is_file():
-            raise InputFileError(f"LUT file {path} does not exist; build one with `dsprof build-lut FILES -o {path}`")
-        text = path.read_text(encoding="utf-8")
-        lines = text.rstrip("\n").split("\n")
-        last = lines[-1] if lines else ""
-        data_rows = sum(1 for line in lines[1:] if line and not line.startswith("#"))
-        if not last.startswith(_END) or last[len(_END):] != str(data_rows):
+        rebuild = "build one from measurement files with `dsprof build-lut FILES -o lut.csv`"
+        text = read_text(path, "LUT file", rebuild, kind="lut", if_missing=f"build one with `dsprof build-lut FILES -o {path}`",
+                         error=LUTError)
+        body, _, last = text.rstrip("\n").rpartition("\n")
+        data_rows = sum(1 for line in body.split("\n")[1:] if line and not line.startswith("#"))
+        end = _END_LINE.fullmatch(last)
+        if end is None or end[1] != str(data_rows):
             raise LUTError(
-                f"{path}: truncated or altered (it must end with '{_END}{data_rows}'); "
+                f"{path}: truncated or altered (it must end with '{_END}{data_rows} sha256=...'); "
                 "rebuild it with `dsprof build-lut`"
             )
+        if end[2] is None:
+            warnings.warn(f"{path}: no checksum (written by an older dsprof), read unchecked", stacklevel=2)
+        elif end[2] != table_checksum(body + "\n") and not accept_modified:
+            raise LUTError(
+                f"{path}: changed after `dsprof build-lut` wrote it (its checksum does not match its rows); "
+                "rebuild it from the measurement files with `dsprof build-lut`, or pass --accept-modified to use it "
+                "as it is"
+            )
         try:
-            frame = pd.read_csv(io.StringIO(text), comment="#", dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise LUTError(f"{path}: not a CSV latency table ({exc})") from None
+            frame = pd.read_csv(io.StringIO(body), comment="#", dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+            raise LUTError(f"{path}: not a CSV latency table ({' '.join(str(exc).split())}); {rebuild}") from None
         return cls(frame, str(path))
 
     def save(self, path: str | Path) -> Path:
-        """Write the table atomically: a reader sees the old file or the new one, never a mix."""
+        """Write the table atomically (a reader sees the old file or the new one, never a mix), ending with the
+        line ``# end rows=N sha256=HEX`` (`table_checksum` of the text before it)."""
         text = self._frame.to_csv(index=False, lineterminator="\n")
-        return atomic_write_text(path, f"{text}{_END}{len(self._frame)}\n")
+        return atomic_write_text(path, f"{text}{_END}{len(self._frame)} sha256={table_checksum(text)}\n")
 
     # -- views -----------------------------------------------------------------------------------
     def __len__(self) -> int:

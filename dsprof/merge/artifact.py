@@ -55,6 +55,13 @@ def save_merged(model: nn.Module, path: str | Path) -> Path:
     return atomic_torch_save(path, payload)
 
 
+def merged_plan(path: str | Path) -> Plan:
+    """The plan a merged model file (`save_merged`) was merged by, its merge decisions included, without
+    building the model (what `dsprof report` predicts a model timed with `measure --merged-model` by)."""
+    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")
+    return Plan.from_json(payload["plan"])
+
+
 def load_merged(path: str | Path) -> nn.Module:
     """The merged model saved by `save_merged` (eval mode), without running code from the file."""
     payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")

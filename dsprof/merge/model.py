@@ -97,8 +97,8 @@ def merge_model(
     latency table: seconds saved, > 0 pays) says so, else when it lowers MACs. Remaining BatchNorms
     are folded (``fold=True``). The decisions are in `merge_report` of the result.
 
-    From a LUT: ``table = lut.savings(key)``, then
-    ``savings=dict(zip(table.workload, table.saving_s))`` (keyed by `BlockSpec` string).
+    From a LUT: ``savings=dsprof.lut.cost.merge_savings(lut, key)`` (keyed by `BlockSpec` string: merged against
+    the block left unmerged, the rule `predict_latency` prices with).
     """
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)

@@ -9,15 +9,15 @@ replaying a plan on a fresh model gives the same structure whatever decided it t
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
-from ..models import model_entry, model_identity
+from ..models import model_entry, model_flags, model_identity, normalized_options
 from .linearize import BORDER_MODES, FREE_ACTIVATIONS
 
-__all__ = ["Plan", "PlanError", "PRESETS", "list_presets", "load_preset", "load_plan", "same_family"]
+__all__ = ["Plan", "PlanError", "PRESETS", "check_plan", "list_presets", "load_preset", "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
 PLAN_VERSION = 1
@@ -86,26 +86,16 @@ class Plan:
             label = self.name or "the plan"
             raise PlanError(
                 f"{label} has {len(self.keep)} entries but the model has {n_blocks} blocks; a plan needs one 0/1 per "
-                f"block (see `dsprof blocks --model {self.model}`), for the model and options it was made for "
-                f"({self.model} {self.options or ''})"
+                f"block (see `dsprof blocks {model_flags(self.model, self.options)}`), for the model and options "
+                f"it was made for ({self.model} {self.options or ''})"
             )
 
     def check_model(self, model: Any) -> None:
         """Raise a `PlanError` when ``model`` was built by `get_model` for another model or other options than
-        the plan's (a model of the same family, e.g. ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
-        accepted; a module from elsewhere is checked by its block count only)."""
+        the plan's (`check_plan`); a module from elsewhere is checked by its block count only."""
         identity = model_identity(model)
-        if identity is None:
-            return
-        name, options = identity
-        options.pop("num_classes", None)  # a classifier fine-tuned on other classes keeps the plan's blocks
-        label = self.name or "the plan"
-        if not same_family(self.model, name):
-            raise PlanError(f"{label} is for model {self.model!r}, not {name!r}; build the model with "
-                            f"get_model({self.model!r}) (CLI: --model {self.model}) or use a plan for {name}")
-        if dict(self.options) != options:
-            raise PlanError(f"{label} is for {self.model} with options {dict(self.options) or '{}'}, "
-                            f"not {options or '{}'}; build the model with the plan's options")
+        if identity is not None:
+            check_plan(self, *identity)
 
     def with_merge(self, merge: Sequence[bool] | None) -> "Plan":
         """The same plan with the per-block merge decisions recorded (None: decide again)."""
@@ -165,6 +155,24 @@ class Plan:
         return plan if isinstance(plan, Plan) else load_plan(plan)
 
 
+def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | None = None) -> Plan:
+    """The plan (anything `Plan.coerce` reads), checked against the registered model ``model`` built with
+    ``options``; the one check every command that takes a plan and a model makes. Refused (`PlanError`, with the
+    options that build the plan's model) when it is for another model or other options; options are compared
+    once defaults are dropped (`normalized_options`: ``width=1.0`` is MobileNetV2's default, the same model).
+    A plan of the same family (``tf_efficientnet_lite0`` for ``efficientnet_lite0``) comes back re-targeted."""
+    plan = Plan.coerce(plan)
+    label = plan.name or "the plan"
+    if not same_family(plan.model, model):
+        raise PlanError(f"{label} is for model {plan.model!r}, not {model!r}: use it with the plan's model "
+                        f"({model_flags(plan.model, plan.options)}), or a plan for {model}")
+    ours, theirs = normalized_options(model, options), normalized_options(plan.model, plan.options)
+    if ours != theirs:
+        raise PlanError(f"{label} is for {plan.model} with options {theirs or '{}'}, not {ours or '{}'}: use it with "
+                        f"the plan's model ({model_flags(plan.model, theirs)}{'' if theirs else ', no other options'})")
+    return plan if plan.model == model else replace(plan, model=model)
+
+
 # Paper Tab. 8 ("remained activation functions", 1 = kept), one entry per block in find_blocks order.
 _TAB8 = {
     "mbv2-1.4-ds-a": ("mobilenet_v2", {"width": 1.4}, "1 0 0 1 1 0 1 0 1 0 1 1 0 1 1 1 1"),
@@ -214,6 +222,14 @@ def load_plan(source: str | Path) -> Plan:
     if text.lstrip().startswith("{"):
         return Plan.from_json(text)
     path = Path(source)
-    if not path.is_file():
+    if not path.exists():
         raise PlanError(f"no preset or plan file {text!r}; presets: {', '.join(list_presets())}")
-    return Plan.from_json(path.read_text())
+    from ..io import read_json
+
+    data = read_json(path, "plan (JSON)", "give a plan that `dsprof search` wrote, or a preset", kind="plan", error=PlanError)
+    try:
+        return Plan.from_dict(data)
+    except PlanError as exc:
+        raise PlanError(f"{path}: {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type, e.g. "keep": [[1]]
+        raise PlanError(f"{path}: a plan field has the wrong type ({exc}); give a plan that `dsprof search` wrote") from None

@@ -12,10 +12,11 @@ from torch import nn
 from ..errors import MergeError
 from ..io import check_output_path
 from ..models import get_model, load_checkpoint
+from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
-from .plan import Plan, PlanError, same_family
+from .plan import Plan, check_plan
 from .spans import Latency, plan_spans
 
 __all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
@@ -47,33 +48,42 @@ def merge_to_file(
     spans: str | tuple[tuple[int, int], ...] | None = None,
     max_span: int = 4,
     latency: Latency | None = None,
+    lut: Any = None,
+    device_key: Any = None,
 ) -> MergeOutcome:
     """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
-    ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays
-    (``latency`` from a LUT, else MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges,
-    or None for the plan's own. Both output paths are checked before anything is built or written.
+    ``lut`` (a `dsprof.lut.LUT` or its file; ``device_key`` picks its context) decides where a linearised block
+    merges (`dsprof.lut.cost.merge_pays`, as `predict` prices it; ``savings`` given by hand instead, else MACs);
+    a plan's own ``merge`` list is replayed as written. ``spans``: ``"auto"`` merges runs of consecutive linear
+    blocks into one convolution each where that pays (with ``lut`` the planner's partition for the plan's
+    ``keep``, `dsprof.plan.best_plan`; else ``latency`` seconds or MACs; up to ``max_span`` blocks), explicit
+    ``((start, stop), ...)`` ranges, or None for the plan's own. Both output paths are checked before anything
+    is built or written.
     """
-    plan = Plan.coerce(plan)
     options = dict(options or {})
-    if plan.model != model_name:
-        if not same_family(plan.model, model_name):
-            raise PlanError(f"plan {plan.name or ''} is for model {plan.model!r}, not {model_name!r}; pass --model {plan.model}")
-        plan = replace(plan, model=model_name)
-    if {k: v for k, v in plan.options.items()} != options:
-        raise PlanError(
-            f"plan {plan.name or ''} is for {plan.model} with options {plan.options or '{}'}, not {options or '{}'}"
-            + (f"; pass --width {plan.options['width']}" if "width" in plan.options else "")
-        )
+    plan = check_plan(plan, model_name, options)
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
             check_output_path(path)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
-    if spans == "auto":
+    if lut is not None:
+        from ..lut import LUT
+        from ..lut.cost import merge_savings
+
+        lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+        savings = merge_savings(lut, device_key) if savings is None else savings
+    if spans == "auto" and lut is not None:
+        from ..plan import best_plan
+
+        best = best_plan(model_name, lut, plan.keep, max_span=max_span, device=device_key, options=options,
+                         resolution=resolution)
+        plan = replace(plan, merge=best.merge, spans=best.spans)
+    elif spans == "auto":
         plan = plan_spans(model, plan, max_len=max_span, latency=latency)
     elif spans is not None:
         plan = replace(plan, spans=tuple(spans), merge=None)
@@ -83,6 +93,8 @@ def merge_to_file(
         try:
             load_checkpoint(linear, checkpoint)
             source = linear
+        except ClassCountError as exc:  # the linearised and the original model share their classifier
+            raise MergeError(f"{exc.fact}; pass --num-classes {exc.num_classes} (Python: num_classes=)") from None
         except ValueError as first_error:
             try:
                 load_checkpoint(model, checkpoint)
@@ -90,7 +102,7 @@ def merge_to_file(
                 raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
                 ) from None
-    merged = merge_model(source, plan)
+    merged = merge_model(source, plan, savings=savings)
     costs = cost_table(model, merged)
     # the export first: it is the step that can still fail (an operator ONNX lacks), and then no file is written
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None

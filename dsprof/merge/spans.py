@@ -137,10 +137,12 @@ def plan_spans(
     """The plan with ``spans`` chosen where merging a span pays (no activation runs inside a span).
 
     Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
-    blocks so that the total cost is lowest: seconds from ``latency`` when it knows every piece (the
-    span's dense convolution under variant "merged"; a block alone at the cheaper of its "merged" and
-    "original" entries, as `merge_model` deploys it), else MACs.
+    blocks so that the total cost is lowest: seconds from ``latency`` when it knows the piece (the
+    span's dense convolution under variant "merged"; a block alone merged where that pays, as
+    `dsprof.lut.cost.merge_pays` decides), else MACs. With a LUT, `dsprof.plan.best_plan` prices spans
+    the way `predict_latency` does (what `merge_to_file(spans="auto", lut=...)` uses).
     """
+    from ..plan.dp import Option, best_per_k  # local: dsprof.plan imports this package
     from .plan import Plan
 
     plan = Plan.coerce(plan)
@@ -150,35 +152,26 @@ def plan_spans(
     spans: list[tuple[int, int]] = []
     for run in runs:
         specs = [blocks[i].spec for i in run]
-
-        def cost(a: int, b: int) -> float:
-            """A span's merged convolution, or one block as `merge_model` deploys it: merged or not, the cheaper."""
-            piece = specs[a:b]
-            if latency is not None:
-                if len(piece) > 1:
-                    got = latency(span_spec(piece), "merged")
-                else:
-                    both = [latency(piece[0], v) for v in ("merged", "original")]
-                    got = min(both) if None not in both else None
-                if got is not None:
-                    return float(got)
-            return float(span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0])))
-
-        n = len(specs)
-        best = [0.0] + [float("inf")] * n
-        cut = [0] * (n + 1)
-        for j in range(1, n + 1):
-            for i in range(max(0, j - max_len), j):
-                c = best[i] + cost(i, j)
-                if c < best[j]:
-                    best[j], cut[j] = c, i
-        j = n
-        while j > 0:
-            i = cut[j]
-            if j - i >= 2:
-                spans.append((run[i], run[j - 1] + 1))
-            j = i
+        pieces = [Option(a, b, False, -_piece_cost(specs[a:b], latency))
+                  for b in range(1, len(run) + 1) for a in range(max(0, b - max_len), b)]
+        (best,) = best_per_k(len(run), pieces).values()  # the planner's solver, on this run alone
+        spans += [(run[p.start], run[p.stop - 1] + 1) for p in best.pieces if p.stop - p.start > 1]
     return replace(plan, spans=tuple(sorted(spans)), merge=None)
+
+
+def _piece_cost(piece: list[BlockSpec], latency: Latency | None) -> float:
+    """A span's merged convolution, or one block as `merge_model` deploys it (merged where that pays): seconds
+    from ``latency`` where it knows them, else MACs."""
+    if latency is not None:
+        if len(piece) > 1:
+            got = latency(span_spec(piece), "merged")
+        else:
+            merged, linear = latency(piece[0], "merged"), latency(piece[0], "linear")
+            unmerged = linear if linear is not None else latency(piece[0], "original")
+            got = None if merged is None or unmerged is None else min(merged, unmerged)
+        if got is not None:
+            return float(got)
+    return float(span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0])))
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

@@ -1,57 +1,28 @@
-"""Model zoo, block discovery and MAC / parameter / memory counting."""
+"""Model zoo, block discovery and MAC / parameter / memory counting.
 
-from . import zoo as _zoo  # noqa: F401  (registers the models)
-from .blocks import Block, UnsupportedBlock, UnsupportedBlockWarning, find_blocks
-from .graph import Discovery, GraphTraceError, Refusal, Unit, block_module, discover_blocks, register_leaf_module, replace_block, run_of
-from .blockspec import BLOCK_KINDS, PADDING_STYLES, BlockSpec
-from .counting import MemoryFootprint, count_macs, count_params, memory_footprint, summarize_blocks
-from .registry import (
-    ModelEntry,
-    get_model,
-    input_size_of,
-    model_identity,
-    list_models,
-    load_checkpoint,
-    model_entry,
-    named_model,
-    register_model,
-)
-from .split import ModelSplit, split_model
-from .tracing import eval_forward, first_conv_in_channels
+The names below are imported on first use: the registry (`list_models`, `model_entry`) is plain data and
+imports no PyTorch, so `dsprof models` and `--help` stay quick.
+"""
 
-__all__ = [
-    "BLOCK_KINDS",
-    "PADDING_STYLES",
-    "Block",
-    "Discovery",
-    "GraphTraceError",
-    "Refusal",
-    "Unit",
-    "block_module",
-    "discover_blocks",
-    "register_leaf_module",
-    "replace_block",
-    "run_of",
-    "BlockSpec",
-    "MemoryFootprint",
-    "ModelEntry",
-    "ModelSplit",
-    "UnsupportedBlock",
-    "UnsupportedBlockWarning",
-    "count_macs",
-    "count_params",
-    "eval_forward",
-    "find_blocks",
-    "first_conv_in_channels",
-    "get_model",
-    "input_size_of",
-    "model_identity",
-    "list_models",
-    "load_checkpoint",
-    "memory_footprint",
-    "model_entry",
-    "named_model",
-    "register_model",
-    "split_model",
-    "summarize_blocks",
-]
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(("Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"), ".blocks"),
+    **dict.fromkeys(
+        ("Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks", "register_leaf_module",
+         "replace_block", "run_of"),
+        ".graph",
+    ),
+    **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),
+    **dict.fromkeys(("MemoryFootprint", "count_macs", "count_params", "memory_footprint", "summarize_blocks"), ".counting"),
+    **dict.fromkeys(
+        ("ModelEntry", "get_model", "input_size_of", "model_flags", "model_identity", "list_models", "load_checkpoint",
+         "model_entry", "named_model", "normalized_options", "register_model"),
+        ".registry",
+    ),
+    **dict.fromkeys(("ModelSplit", "split_model"), ".split"),
+    **dict.fromkeys(("eval_forward", "first_conv_in_channels"), ".tracing"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -86,7 +86,10 @@ def memory_footprint(
         elif isinstance(m, nn.Linear):
             weights += m.weight.numel() + m.out_features
 
-    block_input = torch.zeros(1, *input_shape, dtype=next(module.parameters()).dtype)
+    first = next(module.parameters(), None)
+    if first is None:  # nothing left here (a block merged into a span that starts before it)
+        return MemoryFootprint(0, 0)
+    block_input = torch.zeros(1, *input_shape, dtype=first.dtype)
     live_sums: list[int] = []
 
     def record(conv: nn.Module, args: tuple, output: torch.Tensor) -> None:

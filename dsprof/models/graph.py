@@ -22,6 +22,7 @@ linearise, gate, merge, split and the profiler's workloads read the `Block` reco
 from __future__ import annotations
 
 import operator
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -188,21 +189,27 @@ class _Tracer(fx.Tracer):
             self.path_stack.pop()
 
 
+_timm_leaves_added = False
+
+
 def _timm_leaves() -> None:
-    """timm's own list of modules torch.fx cannot trace (dynamic padding, ...), where timm is installed."""
+    """timm's own list of modules torch.fx cannot trace (dynamic padding, ...), added at the first trace after
+    timm is imported (a model with timm's modules has imported it; importing it here would cost every command)."""
+    global _timm_leaves_added
+    if _timm_leaves_added or "timm" not in sys.modules:
+        return
+    _timm_leaves_added = True
     try:
         from timm.models._features_fx import _leaf_modules  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - timm absent or reorganised: nothing to add
+    except Exception:  # noqa: BLE001 - timm reorganised: nothing to add
         return
     for cls in _leaf_modules:
         if not issubclass(cls, (nn.Conv2d, nn.BatchNorm2d)):
             register_leaf_module(cls)
 
 
-_timm_leaves()
-
-
 def _trace(model: nn.Module) -> fx.GraphModule:
+    _timm_leaves()
     tracer = _Tracer()
     was_training = model.training
     model.eval()  # tracing resolves `if self.training` branches: trace what inference runs

@@ -1,4 +1,7 @@
-"""A small model registry: names map to builders; unknown names list what exists."""
+"""A small model registry: names map to builders; unknown names list what exists.
+
+The zoo's entries are plain data (`dsprof.models.catalog`): listing them imports no PyTorch; a zoo model's
+builder (`dsprof.models.zoo`, torchvision and timm) is imported when the model is built."""
 
 from __future__ import annotations
 
@@ -6,12 +9,15 @@ import fnmatch
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import BadFileError, InputFileError, ModelOptionError, RegistryError, UsageError
+from ..io import load_torch
+from .catalog import ZOO
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 __all__ = [
     "ModelEntry",
@@ -21,8 +27,10 @@ __all__ = [
     "model_entry",
     "load_checkpoint",
     "input_size_of",
+    "model_flags",
     "model_identity",
     "named_model",
+    "normalized_options",
 ]
 
 _REGISTRY: dict[str, "ModelEntry"] = {}
@@ -36,17 +44,37 @@ _IDENTITY_ATTR = "dsprof_model"
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One registered model: its builder, default input resolution and a one-line description."""
+    """One registered model: its builder (None for a zoo model: `dsprof.models.zoo.builder`, imported when
+    built), default input resolution, family (the library that defines it, or ``file``), a one-line
+    description, and the keyword options its builder takes besides ``pretrained`` and ``resolution``."""
 
     name: str
-    builder: Callable[..., nn.Module]
+    builder: Callable[..., nn.Module] | None
     default_resolution: int
     family: str
     description: str
+    option_names: tuple[str, ...] = ()
+    takes_resolution: bool = False  # the builder shapes the model by the input resolution
 
     def options(self) -> list[str]:
         """Keyword options the builder accepts (besides resolution and pretrained)."""
-        return [p for p in inspect.signature(self.builder).parameters if p not in ("pretrained", "resolution")]
+        return list(self.option_names)
+
+    def build(self, **kwargs: object) -> nn.Module:
+        """Call the builder (importing a zoo model's) with ``kwargs``."""
+        return self._builder()(**kwargs)
+
+    def _builder(self) -> Callable[..., nn.Module]:
+        if self.builder is not None:
+            return self.builder
+        from .zoo import builder
+
+        return builder(self.name)
+
+    def option_defaults(self) -> dict[str, object]:
+        """The builder's default for each option that has one (imports a zoo model's builder)."""
+        parameters = inspect.signature(self._builder()).parameters
+        return {k: p.default for k, p in parameters.items() if k in self.option_names and p.default is not p.empty}
 
 
 def register_model(
@@ -57,7 +85,10 @@ def register_model(
     def wrap(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if name in _REGISTRY:
             raise UsageError(f"model {name!r} is already registered; choose another name")
-        _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description)
+        parameters = inspect.signature(builder).parameters
+        options = tuple(p for p in parameters if p not in ("pretrained", "resolution"))
+        _REGISTRY[name] = ModelEntry(name, builder, default_resolution, family, description, options,
+                                     "resolution" in parameters)
         return builder
 
     return wrap
@@ -111,9 +142,9 @@ def get_model(
     if size < 8:
         raise UsageError(f"resolution must be at least 8 pixels, got {size}")
     built_with = dict(options)
-    if "resolution" in inspect.signature(entry.builder).parameters:  # builders that shape the model by it
+    if entry.takes_resolution:
         options = {**options, "resolution": size}
-    model = entry.builder(pretrained=bool(pretrained) and local_file is None, **options)
+    model = entry.build(pretrained=bool(pretrained) and local_file is None, **options)
     if local_file is not None:
         load_checkpoint(model, local_file)
     setattr(model, _INPUT_SIZE_ATTR, (size, size))
@@ -132,22 +163,81 @@ def model_identity(model: nn.Module) -> tuple[str, dict] | None:
     return (identity[0], dict(identity[1])) if identity is not None else None
 
 
+class ClassCountError(UsageError):
+    """A checkpoint whose classifier has another number of classes than the model; ``num_classes`` is the
+    checkpoint's (a command that builds the model says which option sets it)."""
+
+    def __init__(self, fact: str, num_classes: int) -> None:
+        super().__init__(f"{fact}; build the model with num_classes={num_classes}")
+        self.fact, self.num_classes = fact, num_classes
+
+
+def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Raise where a tensor of ``state`` has another shape than the model's: `ClassCountError` when only the
+    last Linear layer (the classifier) differs, in its number of outputs; `UsageError` otherwise."""
+    from torch import nn
+
+    own = model.state_dict()
+    wrong = [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if not wrong:
+        return
+    linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    head = linears[-1] if linears else None
+    weight = f"{head}.weight"
+    if head is not None and set(wrong) <= {weight, f"{head}.bias"} and weight in wrong \
+            and state[weight].ndim == 2 and state[weight].shape[1] == own[weight].shape[1]:
+        n = int(state[weight].shape[0])
+        raise ClassCountError(
+            f"checkpoint {path} is for {n} classes ({weight} is {n}x{state[weight].shape[1]}), the model has "
+            f"{own[weight].shape[0]}", n)
+    shown = "; ".join(f"{k} is {tuple(state[k].shape)} there, {tuple(own[k].shape)} here" for k in wrong[:3])
+    raise UsageError(f"checkpoint {path} does not fit this model: {shown}{'; ...' if len(wrong) > 3 else ''}. "
+                     "Check the model name and its width/depth options.")
+
+
+def normalized_options(name: str, options: dict | None) -> dict:
+    """``options`` of the registered model ``name`` without those that only spell out a default (``width=1.0``
+    for ``mobilenet_v2`` builds the model that no width does) and without ``num_classes`` (a classifier of
+    other classes keeps the blocks): the options that make another model. Sequences compare as lists."""
+    entry = _REGISTRY.get(name)  # a user's model not registered in this process: no defaults known
+    defaults = entry.option_defaults() if entry is not None else {}
+    plain = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
+    return {
+        k: v for k, v in (options or {}).items()
+        if k != "num_classes" and not (k in defaults and plain(v) == plain(defaults[k]))
+    }
+
+
+def model_flags(name: str, options: dict | None = None) -> str:
+    """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
+    for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
+    for a user's model."""
+    entry = _REGISTRY.get(name)
+    spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
+    if spec is not None:
+        flags = f"--model-file {spec}"
+    elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
+        flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
+    else:
+        flags = f"--model {name}"
+    for key, value in normalized_options(name, options).items():
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        flags += f" --{key.replace('_', '-')} {shown}"
+    return flags
+
+
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local checkpoint into ``model`` (in place) without running code from the file.
 
     Accepts a plain state dict, or a dict holding one under ``state_dict``, ``model`` or
     ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed.
     """
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"checkpoint {path} does not exist; give the path of a saved state dict")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds here
-        raise BadFileError(
-            f"cannot read checkpoint {path} as plain tensors ({exc.__class__.__name__}: {exc}). "
-            "Save it with torch.save(model.state_dict(), path)."
-        ) from exc
+    obj = load_torch(path, "checkpoint", "save it with torch.save(model.state_dict(), path)")
     if isinstance(obj, dict):
         for key in ("state_dict", "model", "model_state"):
             if isinstance(obj.get(key), dict):
@@ -155,7 +245,8 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
                 break
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
-    state = {k.removeprefix("module."): v for k, v in obj.items()}
+    state = {str(k).removeprefix("module."): v for k, v in obj.items()}
+    _check_shapes(model, state, path)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise UsageError(
@@ -177,3 +268,8 @@ def named_model(
     if name is None:
         raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
     return name, model
+
+
+for _zoo_model in ZOO:
+    _REGISTRY[_zoo_model.name] = ModelEntry(_zoo_model.name, None, _zoo_model.default_resolution, _zoo_model.source,
+                                            _zoo_model.description, _zoo_model.options)

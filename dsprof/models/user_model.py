@@ -49,6 +49,9 @@ def model_file_label(spec: str) -> str:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist; give the path of a .py file that defines the factory")
+    from ..io import read_text
+
+    read_text(path, "Python file", "give the .py file that defines the factory", error=ModelFileError)  # its bytes
     module_name = f"dsprof_user_model_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -139,6 +142,7 @@ def register_model_file(spec: str) -> str:
         return _call(path, name, factory, resolution, num_classes)
 
     build.__name__ = name
+    build.dsprof_model_file = str(spec)  # type: ignore[attr-defined]  # how messages suggest commands for it
     register_model(label, default_resolution=resolution, family="file", description=f"{name} from {resolved}")(build)
     _REGISTERED[label] = resolved
     return label

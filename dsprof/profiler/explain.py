@@ -92,8 +92,10 @@ class BlockExplanation:
 
 def load_explanation(path: str | Path) -> BlockExplanation:
     """Read a file written by `BlockExplanation.save`."""
+    from ..io import read_json
+
+    data = read_json(path, "block explanation", "give a file that `dsprof explain --out` wrote", error=UsageError)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
         return BlockExplanation(**data)
     except (OSError, ValueError, TypeError, KeyError) as exc:

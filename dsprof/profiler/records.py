@@ -9,21 +9,43 @@ measured, so an interrupted run keeps everything it finished.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import warnings
+
+try:
+    import fcntl  # POSIX only
+except ImportError:  # pragma: no cover - Windows: no lock, writes still all or nothing
+    fcntl = None  # type: ignore[assignment]
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext
-from ..errors import InputFileError, MeasurementFileError  # noqa: F401  (MeasurementFileError: defined once, in dsprof.errors)
+from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
+from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter", "read_measurements", "speedups"]
+__all__ = ["CHECKSUM_FIELD", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+           "read_measurement_file", "read_measurements", "record_checksum", "speedups"]
 
 SCHEMA = "dsprof.measurement/1"
+CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
+
+
+def _canonical_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def record_checksum(data: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a record's canonical JSON without its ``sha256`` field: keys sorted, no spaces, non-ASCII
+    escaped, no NaN (``json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)``), UTF-8.
+    It covers every value of the record, not its formatting: a value changed after writing changes it.
+    Raises ValueError for a value JSON cannot hold (NaN, infinity)."""
+    body = {k: v for k, v in data.items() if k != CHECKSUM_FIELD}
+    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()
 
 # Fields that describe the settings of a run: a file being resumed must agree on all of them.
 SETTINGS_FIELDS = ("model", "model_options") + CONTEXT_FIELDS
@@ -115,13 +137,20 @@ class Measurement:
 
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_json(self) -> str:
-        """One line of JSON (no newline)."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        """One line of canonical JSON (no newline) with the record's checksum (`record_checksum`)."""
+        data = asdict(self)
+        return _canonical_json({**data, CHECKSUM_FIELD: record_checksum(data)})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+        """A record from its JSON fields; one with its ``sha256`` checksum is checked against it (a mismatch raises
+        `MeasurementFileError`; `read_measurement_file` decides what to do with changed records)."""
         if data.get("schema") != SCHEMA:
             raise MeasurementFileError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+        if CHECKSUM_FIELD in data:
+            data = dict(data)
+            if data.pop(CHECKSUM_FIELD) != record_checksum(data):
+                raise MeasurementFileError("the record was changed after it was written (its sha256 does not match)")
         names = {f.name for f in fields(cls)}
         missing = names - set(data) - {"time_utc", "error", "schema"}
         if missing:
@@ -144,9 +173,47 @@ def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
     )
 
 
-def _parse_lines(lines: list[str], path: Path, cut_last: bool = False) -> Iterator[Measurement]:
-    """The records of ``lines``; with ``cut_last`` (the text lacks its final newline), a last line that is
-    not JSON is what an interrupted write leaves: skipped with a warning, the lines before it kept."""
+@dataclass
+class MeasurementFile:
+    """What `read_measurement_file` found in one file: the records it uses, and the lines it did not check
+    (no checksum: written before records had one) or found changed after writing (checksum mismatch)."""
+
+    path: Path
+    records: list[Measurement]
+    modified_lines: list[int]  # left out unless accepted
+    unchecked: int  # records without a checksum
+
+
+def _check(data: Any, path: Path, number: int, found: MeasurementFile) -> bool:
+    """Whether the parsed line ``data`` is intact: its checksum agrees (recorded in ``found`` otherwise)."""
+    if not isinstance(data, dict):
+        raise _bad_line(path, number, ValueError(f"a JSON {type(data).__name__}, not an object"))
+    stored = data.pop(CHECKSUM_FIELD, None)
+    if stored is None:
+        found.unchecked += 1
+        return True
+    try:
+        intact = stored == record_checksum(data)
+    except ValueError:  # NaN or infinity: no record dsprof writes holds one
+        intact = False
+    if not intact:
+        found.modified_lines.append(number)
+    return intact
+
+
+def read_measurement_file(path: str | Path, *, accept_modified: bool = False) -> MeasurementFile:
+    """The records of a measurement file, in file order, checked line by line.
+
+    A record whose checksum does not agree with its values (changed after it was written) is left out, with a
+    warning naming the file and its lines, unless ``accept_modified``; records without a checksum (older files)
+    are used, with one warning per file. A last line cut short by an interrupted run (no final newline, not JSON)
+    is skipped with a warning. Any other bad line raises `MeasurementFileError` naming the file and the line."""
+    path = Path(path)
+    text = read_text(path, "measurement file", "give a .jsonl file that `dsprof measure` or `dsprof import` wrote",
+                     kind="measurement", if_missing="run `dsprof measure` first", error=MeasurementFileError)
+    found = MeasurementFile(path, [], [], 0)
+    lines = text.splitlines()
+    cut_last = bool(text) and not text.endswith("\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -155,24 +222,34 @@ def _parse_lines(lines: list[str], path: Path, cut_last: bool = False) -> Iterat
         except ValueError as exc:
             if cut_last and number == len(lines):
                 warnings.warn(f"{path}, line {number}: skipped a last line cut short by an interrupted run "
-                              "(`dsprof measure --resume` repairs the file)", stacklevel=3)
-                return
+                              "(`dsprof measure --resume` repairs the file)", stacklevel=2)
+                break
             raise _bad_line(path, number, exc) from None
+        if not _check(data, path, number, found) and not accept_modified:
+            continue
         try:
-            yield Measurement.from_dict(data)
-        except (ValueError, TypeError) as exc:
+            found.records.append(Measurement.from_dict(data))
+        except (ValueError, TypeError, AttributeError) as exc:
             raise _bad_line(path, number, exc) from None
+    if found.modified_lines:
+        shown = ", ".join(map(str, found.modified_lines[:10])) + (", ..." if len(found.modified_lines) > 10 else "")
+        n = len(found.modified_lines)
+        what = (f"used as they are (accepted)" if accept_modified else
+                "left out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) "
+                "uses them as they are")
+        warnings.warn(f"{path}, line{'s' if n > 1 else ''} {shown}: {n} record{'s' if n > 1 else ''} changed after "
+                      f"{'they were' if n > 1 else 'it was'} written (checksum mismatch), {what}", stacklevel=2)
+    if found.unchecked:
+        warnings.warn(f"{path}: {found.unchecked} record(s) carry no checksum (written by an older dsprof), read "
+                      "unchecked", stacklevel=2)
+    return found
 
 
-def read_measurements(path: str | Path) -> list[Measurement]:
-    """All records of a measurement file, in file order. A bad line raises `MeasurementFileError`, but for a
-    last line cut short by an interrupted run (no final newline, not JSON): that one is skipped with a warning
-    naming the file and the line."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"measurement file {path} does not exist; run `dsprof measure` first")
-    text = path.read_text(encoding="utf-8")
-    return list(_parse_lines(text.splitlines(), path, cut_last=bool(text) and not text.endswith("\n")))
+def read_measurements(path: str | Path, *, accept_modified: bool = False) -> list[Measurement]:
+    """All intact records of a measurement file, in file order (`read_measurement_file`: records changed after
+    writing are left out unless ``accept_modified``; a cut last line is skipped; a bad line raises
+    `MeasurementFileError`)."""
+    return read_measurement_file(path, accept_modified=accept_modified).records
 
 
 def repair_truncated_tail(path: Path) -> bool:
@@ -196,26 +273,88 @@ def repair_truncated_tail(path: Path) -> bool:
 
 
 class MeasurementWriter:
-    """Appends records to a JSON Lines file, flushing and syncing each one to disk as it is written."""
+    """Appends records to a JSON Lines file, synced to disk, under an advisory lock.
+
+    The lock (``fcntl.flock``, exclusive, on the file itself; POSIX only) is held from opening to
+    `close`: a second writer of the same file is refused with an `OutputPathError` rather than
+    interleaving its lines. Each `write` is all or nothing: when the disk is full, a file-size limit is
+    reached or the write is interrupted, the file is cut back to what it held before the call (no half
+    line) and a `WriteError` (or the interrupt) is raised.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        if fcntl is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(self._fd)
+                raise _busy_error(self.path) from None
+
+    def truncate(self) -> None:
+        """Empty the file (``--overwrite``), keeping it, and its lock."""
+        os.ftruncate(self._fd, 0)
 
     def write(self, records: Iterable[Measurement]) -> None:
-        for record in records:
-            self._file.write(record.to_json() + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        data = memoryview("".join(record.to_json() + "\n" for record in records).encode("utf-8"))
+        before = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+            os.fsync(self._fd)
+        except BaseException as exc:  # a full disk, a size limit, Ctrl-C midway: back to the last whole record
+            if data or isinstance(exc, OSError):  # (Ctrl-C once every line is written keeps them)
+                try:
+                    os.ftruncate(self._fd, before)
+                except OSError:
+                    pass
+            if isinstance(exc, OSError):
+                raise WriteError(
+                    f"cannot write {self.path}: {exc.strerror or exc}; the file keeps the {_count_lines(self.path)} "
+                    "records written before. Free space (or raise the file-size limit), then run the same command "
+                    "with --resume"
+                ) from None
+            raise
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)  # releases the lock
+            self._fd = -1
 
     def __enter__(self) -> "MeasurementWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _busy_error(path: Path) -> OutputPathError:
+    return OutputPathError(
+        f"{path} is being written by another dsprof run (it holds the file's lock); wait until that run ends, then "
+        "run again with --resume, or choose another --out"
+    )
+
+
+def check_not_busy(path: str | Path) -> None:
+    """Raise `OutputPathError` when another process holds ``path``'s writer lock (`MeasurementWriter`)."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # no file (or not readable): nothing to wait for
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        raise _busy_error(Path(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
 
 
 def speedups(records: Iterable[Measurement], baseline: str = "original", confidence: float = 0.95) -> dict[tuple[str, str, str], Speedup]:

@@ -30,13 +30,14 @@ import torch
 from torch import nn
 
 from ..device_context import DeviceContext, layout_of
-from ..errors import OutputPathError, UsageError
+from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .fingerprint import device_name, device_state, environment, environment_id
-from .records import Measurement, MeasurementFileError, MeasurementWriter, read_measurements, repair_truncated_tail
+from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
+                      repair_truncated_tail)
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .context import context_workloads
@@ -160,10 +161,13 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
     cannot be written, or is a file that exists without ``resume`` or ``overwrite``; creates nothing.
     `measure` calls it before it builds anything."""
     out = Path(out)
+    if resume and overwrite:
+        raise UsageError("--resume continues the file and --overwrite starts it over: give one of them")
     if _names_a_file(out):
         check_output_path(out, "the measurement file ", _OUT_INSTEAD)
         if out.exists() and not (resume or overwrite):
             raise _exists_error(out)
+        check_not_busy(out)
     else:
         check_output_path(out, "the measurement file in ", _OUT_INSTEAD, folder=True)
 
@@ -193,28 +197,32 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
             )
 
 
-def _open_output(path: Path, resume: bool, overwrite: bool) -> list[Measurement]:
+def _open_output(path: Path, resume: bool, overwrite: bool) -> tuple[MeasurementWriter, list[Measurement]]:
+    """The file's writer, holding its lock (a second run on the file is refused), and the records it holds."""
     try:
         make_parent_folders(path, "the measurement file ", _OUT_INSTEAD)
         exists = path.exists()
         if exists and not (resume or overwrite):  # a file named after the settings, in a folder
             raise _exists_error(path)
-        if exists and overwrite and not resume:
-            path.unlink()
-            exists = False
-        with path.open("a", encoding="utf-8"):
-            pass
+        writer = MeasurementWriter(path)
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
         raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
     except OSError as exc:
         if isinstance(exc, OutputPathError):
             raise
         raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
-    if not exists:
-        return []
-    if repair_truncated_tail(path):
-        warnings.warn(f"{path}: dropped a last line cut short by an interrupted run", stacklevel=3)
-    return read_measurements(path)
+    try:
+        if exists and overwrite:
+            writer.truncate()
+            exists = False
+        if not exists:
+            return writer, []
+        if repair_truncated_tail(path):  # under the lock: no other run is midway through a line
+            warnings.warn(f"{path}: dropped a last line cut short by an interrupted run", stacklevel=3)
+        return writer, read_measurements(path)
+    except BaseException:
+        writer.close()
+        raise
 
 
 def _select_blocks(groups: list[list[Workload]], pattern: str | Sequence[str] | None) -> list[list[Workload]]:
@@ -364,30 +372,52 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
                                  request.extra_models, input_size, request.context, request.spans)
     finally:
         torch.set_num_threads(timed_threads)
-    existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
+    writer, existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
+    with writer:
+        env = environment()
+        if settings.backend == "torch" and not settings.is_cuda:
+            env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
+        threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
+        context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
+                                layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
+        run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
+        _check_resume(existing, run_settings, path)
+        done = {r.workload_key for r in existing if r.ok}
+        todo = [[w for w in g if _workload_key(w) not in done] for g in groups]
+        todo = [g for g in todo if g]
+        total = sum(len(g) for g in groups)
+        skipped = total - sum(len(g) for g in todo)
 
-    env = environment()
-    if settings.backend == "torch" and not settings.is_cuda:
-        env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
-    threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
-    context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
-                            layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
-    run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
-    _check_resume(existing, run_settings, path)
-    done = {r.workload_key for r in existing if r.ok}
-    todo = [[w for w in g if (w.scope, w.name, w.variant, w.spec.to_str() if w.spec else None) not in done] for g in groups]
-    todo = [g for g in todo if g]
-    skipped = sum(len(g) for g in groups) - sum(len(g) for g in todo)
-
-    common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
-    desc = f"measure {label} ({settings.backend}, {settings.device})"
-    new_records = _time_groups(todo, backend_impl, settings, batch, request.timing, clock, path, common, desc, progress, log)
+        common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
+        desc = f"measure {label} ({settings.backend}, {settings.device})"
+        new_records: list[Measurement] = []
+        try:
+            _time_groups(todo, backend_impl, settings, batch, request.timing, clock, writer, common, desc, progress, log,
+                         new_records)
+        except KeyboardInterrupt:
+            saved = _saved(path, groups, len(existing) + len(new_records))
+            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}; --resume continues") from None
     contention = contention_message(new_records, threads)
     if log and contention:
         log(contention)
     measurements = existing + new_records
     return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), threads,
                          contention=contention)
+
+
+def _workload_key(w: Workload) -> tuple[str, str, str, str | None]:
+    """The key its record will have (`Measurement.workload_key`)."""
+    return (w.scope, w.name, w.variant, w.spec.to_str() if w.spec else None)
+
+
+def _saved(path: Path, groups: list[list[Workload]], fallback: int) -> int:
+    """How many of ``groups``' workloads ``path`` holds measured (what ``--resume`` skips); read back from the
+    file, which an interrupt can leave one group ahead of the records this run counted."""
+    try:
+        done = {r.workload_key for r in read_measurements(path) if r.ok}
+    except Exception:  # noqa: BLE001 - a count for the message only; the file itself is checked on --resume
+        return fallback
+    return sum(_workload_key(w) in done for g in groups for w in g)
 
 
 def _time_groups(
@@ -397,19 +427,20 @@ def _time_groups(
     batch: int,
     timing: TimingConfig,
     clock: Clock,
-    path: Path,
+    writer: MeasurementWriter,
     common: dict[str, Any],
     desc: str,
     progress: bool,
     log: Callable[[str], None] | None,
-) -> list[Measurement]:
-    """Time the groups one after the other, appending each group's records to ``path`` as it ends."""
+    new_records: list[Measurement],
+) -> None:
+    """Time the groups one after the other, appending each group's records to ``writer``'s file as it ends
+    and to ``new_records`` once written (what an interrupted run has saved)."""
     from tqdm.auto import tqdm
 
     run_id = uuid.uuid4().hex[:8]
-    new_records: list[Measurement] = []
     with tqdm(total=len(todo), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
-            MeasurementWriter(path) as writer, tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
             _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
         for group_index, group in enumerate(todo):
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
@@ -426,7 +457,6 @@ def _time_groups(
                 if log and r.error:
                     log(f"{r.name} {r.variant}: {r.error}")
             bar.update(1)
-    return new_records
 
 
 def workload_groups(

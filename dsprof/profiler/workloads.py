@@ -271,9 +271,32 @@ def dense_counterpart_model(
             break
         lo, hi = (mid, hi) if m < target else (lo, mid)
     dense = build(best)
+    outside_layer = _channel_break(dense, torch.zeros(1, in_ch, *input_size))
+    if outside_layer is not None:
+        raise UsageError(
+            f"a FLOPs-matched whole model scales the channels from block to block, but {outside_layer}, which sits "
+            "between two blocks and is no block itself (a part refused as a block, e.g. a squeeze-excitation, or "
+            "convolutions no module owns), takes the original channels"
+        )
     _check_macs("whole model", count_macs(dense, input_size, in_ch), target)  # counted, not trusted
     dense.dsprof_dense_scale = best
     return dense
+
+
+def _channel_break(model: nn.Module, x: torch.Tensor) -> str | None:
+    """The name of the layer where a forward pass of ``model`` on ``x`` fails (a shape mismatch), or None."""
+    entered: list[str] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, _i, name=name: entered.append(name))
+             for name, m in model.named_modules() if name and not any(True for _ in m.children())]
+    try:
+        with torch.no_grad():
+            model(x)
+    except RuntimeError:
+        return entered[-1] if entered else "a layer"
+    finally:
+        for h in hooks:
+            h.remove()
+    return None
 
 
 def model_workload(

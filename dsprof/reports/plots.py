@@ -2,10 +2,14 @@
 
 * `block_latency_figure` (paper Fig. 1 and Fig. 5): latency of each original block (solid) and of
   its merged dense replacement (dashed), one line pair per model and device, with a marker on
-  every block whose activations a plan keeps.
+  every block whose activations a plan keeps; the blocks named on the axis.
 * `memory_figure` (Fig. 6): per block, weights and peak activation before and after merging.
-* `accuracy_fps_figure` (Fig. 7): accuracy against FPS.
+* `accuracy_fps_figure` (Fig. 7): accuracy against FPS, one series per device.
 * `prediction_figure`: predicted against measured latency with the +-10 % band.
+* `front_figure`: the planner's front (predicted latency against k), presets and measured plans.
+
+Every data point carries a hover text (`dsprof.reports.svg.tip`), which the SVG written by
+`dsprof.reports.svg.figure_svg` shows as a tooltip.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import UsageError
+from .svg import tip
 
-__all__ = ["accuracy_fps_figure", "block_latency_figure", "memory_figure", "prediction_figure"]
+__all__ = ["accuracy_fps_figure", "block_latency_figure", "front_figure", "memory_figure", "prediction_figure"]
 
 _PLAN_MARKERS = "o^sDvP*X"
 
@@ -27,106 +32,193 @@ _PLAN_MARKERS = "o^sDvP*X"
 # and no global figure state is touched (a notebook keeps its backend; `fig.savefig` works headless).
 
 
+def _colors() -> list[str]:
+    return matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def _points(ax, xs: Sequence[float], ys: Sequence[float], texts: Sequence[str], size: float = 9) -> None:
+    """Hover targets: over each drawn point an invisible marker of its own with its text (a line's
+    markers would share one text). Transparent, not absent: an SVG shape with a fill takes the hover."""
+    for x, y, text in zip(xs, ys, texts):
+        (point,) = ax.plot([x], [y], linestyle="none", marker="o", markersize=size, alpha=0, label="_hover")
+        tip(point, text)
+
+
+def _block_axis(ax, blocks: pd.DataFrame) -> None:
+    """Block names on the x axis at their indices (as in the tables), where every model agrees on them."""
+    names = blocks.groupby("index")["block"].agg(lambda s: sorted(set(s))) if "block" in blocks else None
+    if names is not None and all(len(n) == 1 for n in names):
+        ax.set_xticks(list(names.index), [n[0] for n in names], rotation=45, ha="right", fontsize=7)
+        ax.set_xlabel("block")
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("block index")
+
+
 def block_latency_figure(
     blocks: pd.DataFrame,
     plans: Mapping[str, Sequence[int]] | None = None,
     counterpart: str = "merged",
-    annotations: Mapping[str, str] | None = None,
+    annotations: Mapping[tuple[str, str, str], str] | None = None,
 ) -> Figure:
     """Block-wise latency from a `block_table`: per (device, model) a solid line of the original
-    blocks and a dashed line of their replacements (ms, against the block's position): ``merged``
-    (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
+    blocks and a dashed line of their replacements (ms, against the block, named on the axis):
+    ``merged`` (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
     ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line;
-    ``annotations`` maps a block name (``features.2``) to a short note drawn at that block's
-    original latency (e.g. what `dsprof explain` found)."""
+    ``annotations`` maps (device, model, block) -- as in the table's columns -- to a short note drawn
+    at that block's original latency on that curve only (e.g. what `dsprof explain` found)."""
     if counterpart not in ("merged", "flops_matched"):
         raise UsageError(f"counterpart is 'merged' or 'flops_matched', got {counterpart!r}")
     dense = "merged" if counterpart == "merged" else "FLOPs-matched"
-    fig = Figure(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
     ax = fig.subplots()
-    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = _colors()
+    models = sorted(set(blocks["model"]))
     for i, ((device, model), rows) in enumerate(blocks.groupby(["device", "model"], sort=True)):
         rows = rows.sort_values("index")
-        x = rows["index"].to_numpy() + 1
+        x = rows["index"].to_numpy()
         color = colors[i % len(colors)]
-        ax.plot(x, rows["original_ms"], "-", color=color, label=f"{model} original ({device})")
-        ax.plot(x, rows[f"{counterpart}_ms"], "--", color=color, label=f"{model} {dense} ({device})")
+        for column, style, what in (("original_ms", "-", "original"), (f"{counterpart}_ms", "--", dense)):
+            name = f"{model} {what}" if len(models) > 1 else what  # one model: named in the title instead
+            ax.plot(x, rows[column], style, marker=".", color=color, label=f"{name} ({device})")
+            _points(ax, x, rows[column], [f"{b}, {what} ({device}): {v:.4g} ms" for b, v in zip(rows["block"], rows[column])])
         for j, (plan_name, keep) in enumerate((plans or {}).items()):
             kept = [k for k, flag in zip(range(len(keep)), keep) if flag and k < len(rows)]
             if kept:
-                ax.plot(x[kept], rows["original_ms"].to_numpy()[kept], _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
-                        linestyle="none", color=color, markerfacecolor="none", label=f"{plan_name}: activations kept")
-        for block_name, note in (annotations or {}).items():
-            hit = rows[rows["block"] == block_name] if "block" in rows else rows.iloc[0:0]
-            if len(hit):
-                xy = (int(hit["index"].iloc[0]) + 1, float(hit["original_ms"].iloc[0]))
+                y = rows["original_ms"].to_numpy()[kept]
+                ax.plot(x[kept], y, _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
+                        linestyle="none", color=color, markerfacecolor="none", markersize=9,
+                        label=f"{plan_name}: activations kept" if i == 0 else "_same plan, another curve")
+                _points(ax, x[kept], y, [f"{plan_name} keeps the activations of {b}" for b in rows["block"].to_numpy()[kept]], 11)
+        for (note_device, note_model, block_name), note in (annotations or {}).items():
+            hit = rows[rows["block"] == block_name]
+            if note_device == device and note_model == model and len(hit):
+                xy = (int(hit["index"].iloc[0]), float(hit["original_ms"].iloc[0]))
                 ax.annotate(note, xy, xytext=(12, 8), textcoords="offset points", fontsize=7, color=color,
                             arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.8})
-    ax.set_xlabel("block")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _block_axis(ax, blocks)
     ax.set_ylabel("latency (ms)")
-    ax.set_title(f"Block-wise latency: original (solid) vs {dense} dense conv (dashed)")
+    model_note = f"{models[0]}: " if len(models) == 1 else ""
+    ax.set_title(f"{model_note}block-wise latency, original (solid) vs {dense} dense conv (dashed)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="outside lower center", ncol=2)
     return fig
 
 
 def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprint (16 bits)") -> Figure:
     """Per block, weights and peak activation (KiB) before and after merging, from a frame with
-    columns index, weight_bytes_before, weight_bytes_after, peak_activation_bytes_before,
+    columns index, block, weight_bytes_before, weight_bytes_after, peak_activation_bytes_before,
     peak_activation_bytes_after (see `dsprof.reports.memory_table`)."""
-    fig = Figure(figsize=(8, 5.5))
+    fig = Figure(figsize=(8, 6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True)
-    x = memory["index"].to_numpy() + 1
+    x = memory["index"].to_numpy()
     width = 0.4
     for ax, what in ((top, "weight"), (bottom, "peak_activation")):
-        ax.bar(x - width / 2, memory[f"{what}_bytes_before"] / 1024, width, label="before merging")
-        ax.bar(x + width / 2, memory[f"{what}_bytes_after"] / 1024, width, label="after merging")
+        for shift, when in ((-width / 2, "before"), (width / 2, "after")):
+            kib = memory[f"{what}_bytes_{when}"] / 1024
+            bars = ax.bar(x + shift, kib, width, label=f"{when} merging")
+            for bar, block, value in zip(bars, memory["block"], kib):
+                tip(bar, f"{block}, {what.replace('_', ' ')} {when} merging: {value:.1f} KiB")
         ax.set_ylabel(f"{what.replace('_', ' ')} (KiB)")
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=7)
-    bottom.set_xlabel("block")
-    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7, loc="upper left")
+    _block_axis(bottom, memory)
     top.set_title(title)
-    fig.tight_layout()
     return fig
 
 
-def accuracy_fps_figure(variants: pd.DataFrame, fps_column: str) -> Figure:
-    """Accuracy (%) against FPS of the rows of a `variant_table` that have an accuracy."""
-    rows = variants.dropna(subset=["accuracy", fps_column])
-    fig = Figure(figsize=(6, 4.5))
+def accuracy_scale(values: Iterable[float]) -> str:
+    """'fraction' where every accuracy given is at most 1 (0.72), else 'percent' (72.0)."""
+    finite = [v for v in values if pd.notna(v)]
+    return "fraction" if finite and max(finite) <= 1.0 else "percent"
+
+
+def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str] | None = None) -> Figure:
+    """Accuracy against FPS of the rows of a `variant_table` that have an accuracy: one series per
+    device (``fps_columns``, default every ``DEVICE: FPS`` column). The accuracy axis says its scale
+    (fraction or %), detected from the values."""
+    if fps_columns is None:
+        fps_columns = [c for c in variants.columns if str(c).endswith(": FPS")]
+    elif isinstance(fps_columns, str):
+        fps_columns = [fps_columns]
+    scale = accuracy_scale(variants["accuracy"])
+    fig = Figure(figsize=(6.5, 4.8), layout="constrained")
     ax = fig.subplots()
-    ax.plot(rows[fps_column], rows["accuracy"], "o", label=fps_column.split(":")[0])
-    for _, row in rows.iterrows():
-        ax.annotate(str(row["model"]), (row[fps_column], row["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("FPS")
-    ax.set_ylabel("accuracy (%)")
+    for j, column in enumerate(fps_columns):
+        rows = variants.dropna(subset=["accuracy", column])
+        device = str(column)[: -len(": FPS")] if str(column).endswith(": FPS") else str(column)
+        ax.plot(rows[column], rows["accuracy"], _PLAN_MARKERS[j % len(_PLAN_MARKERS)], label=device)
+        _points(ax, rows[column], rows["accuracy"],
+                [f"{m} ({device}): {f:.1f} FPS, accuracy {a:.4g}" for m, f, a in zip(rows["model"], rows[column], rows["accuracy"])])
+        for _, row in rows.iterrows():
+            ax.annotate(str(row["model"]), (row[column], row["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("FPS (images per second)")
+    ax.set_ylabel("accuracy (fraction)" if scale == "fraction" else "accuracy (%)")
     ax.set_title("Accuracy vs throughput")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="outside lower center")
     return fig
 
 
 def prediction_figure(validation: pd.DataFrame) -> Figure:
     """Predicted against measured latency (ms) from a `lut_validation_table`, with y = x and +-10 %."""
-    fig = Figure(figsize=(5, 5))
+    fig = Figure(figsize=(5.5, 5.5), layout="constrained")
     ax = fig.subplots()
     lo = 0.9 * min(validation["measured_ms"].min(), validation["predicted_ms"].min())
     hi = 1.1 * max(validation["measured_ms"].max(), validation["predicted_ms"].max())
     ax.fill_between([lo, hi], [0.9 * lo, 0.9 * hi], [1.1 * lo, 1.1 * hi], alpha=0.2, label="+-10 %")
     ax.plot([lo, hi], [lo, hi], "k-", linewidth=0.8, label="predicted = measured")
     ax.plot(validation["measured_ms"], validation["predicted_ms"], "o", label="models")
+    _points(ax, validation["measured_ms"], validation["predicted_ms"],
+            [f"{m}: measured {me:.4g} ms, predicted {p:.4g} ms ({p / me - 1:+.1%})"
+             for m, me, p in zip(validation["model"], validation["measured_ms"], validation["predicted_ms"])])
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured latency (ms)")
     ax.set_ylabel("predicted latency (ms)")
     ax.set_title("LUT prediction vs measurement")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame, original_ms: float | None = None,
+                 title: str = "Planner's front") -> Figure:
+    """The planner's front: predicted latency (ms, with its interval) of the best plan for each k
+    (blocks that keep their activations); the paper's presets at their predicted latency; and every
+    measured plan at its measured latency. ``front``: columns k, latency_ms, low_ms, high_ms, speedup,
+    keep, spans; ``presets``: name, k, latency_ms, gap; ``measured``: name, k, measured_ms, device."""
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    ax = fig.subplots()
+    front = front.sort_values("k")
+    ax.fill_between(front["k"], front["low_ms"], front["high_ms"], alpha=0.2, label="front: 95 % interval")
+    ax.plot(front["k"], front["latency_ms"], "-o", markersize=4, label="front: predicted latency")
+    _points(ax, front["k"], front["latency_ms"],
+            [f"k={k}: predicted {v:.4g} ms [{lo:.4g}, {hi:.4g}], speed-up {s:.2f}x; keep {keep}; spans {spans}"
+             for k, v, lo, hi, s, keep, spans in zip(front["k"], front["latency_ms"], front["low_ms"], front["high_ms"],
+                                                     front["speedup"], front["keep"], front["spans"])])
+    if original_ms:
+        ax.axhline(original_ms, color="grey", linestyle=":", linewidth=1, label=f"original (predicted {original_ms:.4g} ms)")
+    if len(presets):
+        ax.plot(presets["k"], presets["latency_ms"], "s", markerfacecolor="none", color=_colors()[1], label="presets (predicted)")
+        _points(ax, presets["k"], presets["latency_ms"],
+                [f"{n} (k={k}): predicted {v:.4g} ms, {g:+.1%} from the front" for n, k, v, g in
+                 zip(presets["name"], presets["k"], presets["latency_ms"], presets["gap"])])
+        for _, row in presets.iterrows():
+            ax.annotate(str(row["name"]), (row["k"], row["latency_ms"]), fontsize=7, xytext=(4, -10), textcoords="offset points")
+    for j, (device, rows) in enumerate(measured.groupby("device", sort=True) if len(measured) else []):
+        color = _colors()[(j + 2) % len(_colors())]
+        ax.plot(rows["k"], rows["measured_ms"], "D", color=color, label=f"measured ({device})")
+        _points(ax, rows["k"], rows["measured_ms"],
+                [f"{n} (k={k}), measured on {device}: {v:.4g} ms" for n, k, v in zip(rows["name"], rows["k"], rows["measured_ms"])])
+        for _, row in rows.iterrows():
+            ax.annotate(str(row["name"]), (row["k"], row["measured_ms"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("k (blocks that keep their activations)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.legend(fontsize=7, loc="outside lower center", ncol=2)
     return fig
 
 

@@ -1,5 +1,6 @@
-"""`write_report`: every table and plot from measurement files (and optionally a LUT and plans),
-plus an ``index.md`` that shows them with the device fingerprints and measurement settings.
+"""`write_report`: every table and plot from measurement files (and optionally a LUT, plans and a
+planner's front), plus ``index.md`` and ``report.html`` that show them with the device fingerprints
+and measurement settings (the same sections, `dsprof.reports.page`).
 
 It works from the files alone (no model is re-run; the memory plot only builds the plan's model to
 count its weights and maps). A missing piece is skipped with a message.
@@ -7,6 +8,7 @@ count its weights and maps). A missing piece is skipped with a message.
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,26 +16,31 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import MeasurementFileError
-from ..io import atomic_write_text
-from ..lut import LUT, measurement_files, predict_latency
+from ..errors import BadFileError, DsprofError, MeasurementFileError, PlanError
+from ..io import atomic_write_text, check_output_path, read_csv
+from ..lut import LUT, predict_latency
+from ..lut.build import read_measurement_files
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
 from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
-from ..profiler.records import Measurement, read_measurements
+from ..profiler.records import Measurement
 from . import plots
-from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, profiling_table, render, variant_table
+from .front import front_section, load_front
+from .page import Plot, Section, Table, html_page, markdown_page
+from .svg import figure_svg
+from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, model_title, profiling_table, render, variant_table
 
-__all__ = ["Report", "memory_table", "validation_rows", "write_report"]
+__all__ = ["Report", "fingerprint_table", "memory_table", "read_accuracies", "validation_rows", "write_report"]
 
 _FORMATS = {"txt": "text", "md": "markdown", "csv": "csv", "tex": "latex"}
 
 
 @dataclass
 class Report:
-    """What `write_report` wrote: the index page, every file, and the pieces it skipped (and why)."""
+    """What `write_report` wrote: the index page, the HTML page, every file, and the pieces it skipped (and why)."""
 
     index: Path
+    html: Path
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
@@ -62,32 +69,41 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
-def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str, Any]) -> pd.DataFrame:
-    """Predicted against measured latency for every whole model measured that a LUT context covers:
-    models timed under a plan's name (``custom``) are predicted with that plan; a model's
-    ``merged`` variant (every block merged) with the all-merged plan."""
+def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str, Any],
+                    skipped: list[str] | None = None) -> pd.DataFrame:
+    """Predicted against measured latency for every whole model measured in a context the LUT
+    covers: models timed under a plan's name (``custom``: plans, searched plans) are predicted with
+    that plan; a model's ``merged`` variant (every block merged) with the all-merged plan. Each model
+    that cannot be predicted is named in ``skipped`` with the reason and what to pass."""
     from ..merge.plan import Plan
 
     names, predicted, measured = [], [], []
     contexts = set(lut.devices())
     latest = latest_records(records)
     label = device_labels(latest)
+    why = skipped if skipped is not None else []
     for r in latest:
         key = r.context
-        if r.scope != "model" or key not in contexts:
+        if r.scope != "model" or r.variant not in ("custom", "merged"):
             continue
-        options = r.build_options
-        if r.variant == "custom" and r.name in plans:
-            plan = Plan.coerce(plans[r.name])
-        elif r.variant == "merged":
-            n = len(find_blocks(get_model(r.model, resolution=r.model_options.get("resolution"), **options)))
-            plan = Plan(r.model, (0,) * n, options, merge=(True,) * n, name=f"{r.model}-all-merged")
-        else:
+        what = f"{r.name} [{r.variant}] on {label[key]}"
+        if key not in contexts:
+            why.append(f"LUT validation of {what}: the LUT has no entries in that context")
             continue
+        resolution = r.model_options.get("resolution")
         try:
-            pred = predict_latency(r.model, lut, plan, device=key, options=options,
-                                   resolution=r.model_options.get("resolution"), strict=True)
-        except (KeyError, ValueError):
+            if r.variant == "custom":
+                if r.name not in plans:
+                    why.append(f"LUT validation of {what}: no plan named {r.name!r}; pass its plan file with --plans")
+                    continue
+                plan = Plan.coerce(plans[r.name])
+            else:
+                n = len(find_blocks(get_model(r.model, resolution=resolution, **r.build_options)))
+                plan = Plan(r.model, (0,) * n, r.build_options, merge=(True,) * n, name=f"{r.model}-all-merged")
+            pred = predict_latency(r.model, lut, plan, device=key, options=r.build_options,
+                                   resolution=resolution, strict=True)
+        except (DsprofError, KeyError, ValueError) as exc:
+            why.append(f"LUT validation of {what}: {' '.join(str(exc).split())}")
             continue
         names.append(f"{r.name} [{r.variant}] {label[key]}")
         predicted.append(pred.total_s)
@@ -104,23 +120,40 @@ def _explanations(paths: Iterable[str | Path]) -> list:
     return found
 
 
-def _write_table(table: pd.DataFrame, out: Path, name: str, files: list[Path]) -> None:
-    for ext, fmt in _FORMATS.items():
-        files.append(atomic_write_text(out / "tables" / f"{name}.{ext}", render(table, fmt) + ("\n" if fmt != "csv" else "")))
+def _fronts(paths: Iterable[str | Path]) -> list[Path]:
+    """The planner's fronts (``front.json``, ``*.front.json``) in the measurement folders given."""
+    found = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(f for f in p.rglob("*.json") if f.name == "front.json" or f.name.endswith(".front.json"))
+    return found
 
 
-def _write_figure(fig, out: Path, name: str, files: list[Path]) -> str:
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "svg"):
-        path = out / "plots" / f"{name}.{ext}"
-        fig.savefig(path, dpi=150)
-        files.append(path)
-    plots.close([fig])
-    return f"plots/{name}.png"
+class _Writer:
+    """Writes a report's table and figure files into ``out`` and returns them as page parts."""
+
+    def __init__(self, out: Path, report: "Report"):
+        self.out, self.report = out, report
+
+    def table(self, name: str, table: pd.DataFrame, digits: int = 2) -> Table:
+        for ext, fmt in _FORMATS.items():
+            text = render(table, fmt, digits) + ("\n" if fmt != "csv" else "")
+            self.report.files.append(atomic_write_text(self.out / "tables" / f"{name}.{ext}", text))
+        return Table(name, table, digits)
+
+    def figure(self, fig, name: str, alt: str) -> Plot:
+        (self.out / "plots").mkdir(parents=True, exist_ok=True)
+        png = self.out / "plots" / f"{name}.png"
+        fig.savefig(png, dpi=150)
+        svg = figure_svg(fig)
+        self.report.files += [png, atomic_write_text(self.out / "plots" / f"{name}.svg", svg)]
+        plots.close([fig])
+        return Plot(name, alt, f"plots/{name}.png", svg)
 
 
-def _fingerprints(records: Sequence[Measurement]) -> str:
-    lines = []
+def fingerprint_table(records: Sequence[Measurement]) -> pd.DataFrame:
+    """One row per device context: its column label, then what the records say about the machine."""
+    rows = []
     label = device_labels(records)
     seen = set()
     for r in records:
@@ -128,15 +161,15 @@ def _fingerprints(records: Sequence[Measurement]) -> str:
             continue
         seen.add(r.context)
         env = r.environment
-        gpus = ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none"
-        versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
-        lines.append(
-            f"- **{label[r.context]}** (environment `{r.env_id}`, device `{r.device}`, layout {r.layout}, "
-            f"threads {r.threads or 'default'}): CPU {env.get('cpu', {}).get('model', '?')} "
-            f"({env.get('cpu', {}).get('logical_cores', '?')} logical cores), GPU {gpus}; {versions}; host {env.get('host', '?')}"
-            + (f"; allocator: {env['allocator']}" if env.get("allocator") else "")
-        )
-    return "\n".join(lines)
+        cpu = env.get("cpu", {})
+        rows.append({
+            "device": label[r.context], "environment": r.env_id, "torch device": r.device, "layout": r.layout,
+            "threads": r.threads or "default", "CPU": cpu.get("model", "?"), "logical cores": cpu.get("logical_cores", "?"),
+            "GPU": ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none",
+            "versions": ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())),
+            "host": env.get("host", "?"), "allocator": env.get("allocator") or "",
+        })
+    return pd.DataFrame(rows).astype({"threads": str, "logical cores": str})
 
 
 def _settings(records: Sequence[Measurement]) -> str:
@@ -152,6 +185,19 @@ def _settings(records: Sequence[Measurement]) -> str:
     )
 
 
+def read_accuracies(path: str | Path) -> dict[str, float]:
+    """Top-1 accuracies (%) by model name from a CSV with the columns ``model,accuracy`` (others ignored)."""
+    hint = "give a CSV with the columns model,accuracy (%), one row per model or plan name"
+    frame = read_csv(path, "accuracies file", ("model", "accuracy"), hint)
+    accuracies = {}
+    for line, (model, value) in enumerate(zip(frame["model"], frame["accuracy"]), 2):
+        try:
+            accuracies[model] = float(value)
+        except ValueError:
+            raise BadFileError(f"{path}, line {line}: accuracy {value!r} of {model!r} is not a number; {hint}") from None
+    return accuracies
+
+
 def write_report(
     paths: Iterable[str | Path],
     out: str | Path,
@@ -160,111 +206,156 @@ def write_report(
     plans: Sequence[str | Path] | Mapping[str, Any] = (),
     accuracies: Mapping[str, float] | str | Path | None = None,
     explanations: Sequence[str | Path] | None = None,
+    fronts: Sequence[str | Path] | None = None,
+    accept_modified: bool = False,
 ) -> Report:
-    """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG) and ``index.md`` into ``out``.
+    """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
     ``paths``: measurement files or folders. ``lut``: a LUT (or its file) for the prediction check;
-    ``plans``: plan files or preset names, marked in the block plot, drawn in the memory plot and
-    used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
-    columns ``model,accuracy`` (%) for the accuracy-vs-FPS plot; ``explanations``: files written by
-    `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement folders), shown as
-    tables and as notes on the block plot.
+    ``plans``: plan files, preset names or merged model files (``.pt``, `dsprof merge --out`), marked in
+    the block plot, drawn in the memory plot and used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
+    columns ``model,accuracy`` (fractions or %) for the accuracy-vs-FPS plot; ``explanations``: files
+    written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
+    folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
+    `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
+    folders), drawn with the presets and the measured plans; records changed after they were written are
+    left out (with a warning naming file and lines) unless ``accept_modified``. Every input is read before ``out``
+    is written.
     """
     from ..merge.plan import Plan
 
     out = Path(out)
     paths = list(paths)
-    records = [r for p in measurement_files(paths) for r in read_measurements(p)]
+    records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
     latest = latest_records(records)
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
     plan_objs = {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
-        plan = Plan.coerce(p)
+        if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
+            from ..merge.artifact import merged_plan
+
+            plan_objs[Path(str(p)).stem] = _measured_plan(merged_plan(p), latest)
+            continue
+        plan = _measured_plan(Plan.coerce(p), latest)
         plan_objs[plan.name or Path(str(p)).stem] = plan
     if isinstance(accuracies, (str, Path)):
-        frame = pd.read_csv(accuracies)
-        accuracies = dict(zip(frame["model"], frame["accuracy"]))
-    report = Report(out / "index.md")
-    page = ["# dsprof report", "", "## Devices", "", _fingerprints(latest), "", "## Settings", "", _settings(latest), ""]
-    page += _table_sections(latest, accuracies, out, report)
+        accuracies = read_accuracies(accuracies)
+    lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
-    sections, notes = _explain_sections(found, out, report)
-    page += sections
-    page += _figure_sections(latest, plan_objs, accuracies, notes, out, report)
-    page += _validation_section(latest, lut, plan_objs, out, report)
-    page += _probe_section(records, lut)
+    front_files = [load_front(path) for path in (_fronts(paths) if fronts is None else fronts)]
+    check_output_path(out, "the report in ", "choose another -o folder", folder=True)
+    report = Report(out / "index.md", out / "report.html")
+    write = _Writer(out, report)
+    sections = [Section("Devices", [write.table("devices", fingerprint_table(latest))]),
+                Section("Settings", [_settings(latest)])]
+    sections += _table_sections(latest, accuracies, write)
+    explained, notes = _explain_sections(found, latest, write)
+    sections += explained
+    sections += _figure_sections(latest, plan_objs, accuracies, notes, write)
+    for front in front_files:
+        sections.append(front_section(front, latest, plan_objs, write))
+    sections += _validation_section(latest, lut, plan_objs, write)
+    sections += _probe_section(records, lut)
     label = device_labels(latest)
     noisy = sorted({f"{r.name} [{r.variant}] on {label[r.context]}" for r in latest if r.stats.noisy})
-    page += ["## Noisy entries (IQR/median > 10 %)", "", *(f"- {n}" for n in noisy or ["none"]), ""]
+    sections.append(Section("Noisy entries (IQR/median > 10 %)", ["\n".join(f"- {n}" for n in noisy or ["none"])]))
     if report.skipped:
-        page += ["## Skipped", "", *(f"- {s}" for s in report.skipped), ""]
-    report.files.append(atomic_write_text(report.index, "\n".join(page)))
+        sections.append(Section("Skipped", ["\n".join(f"- {s}" for s in report.skipped)]))
+    report.files.append(atomic_write_text(report.index, markdown_page("dsprof report", sections)))
+    report.files.append(atomic_write_text(report.html, html_page("dsprof report", sections)))
     return report
 
 
-def _table_sections(latest: list[Measurement], accuracies, out: Path, report: Report) -> list[str]:
-    """The paper's tables (Tab. 1, Tab. 2/3, the blocks), written as files and as Markdown sections."""
-    page = []
+def _measured_plan(plan, latest: list[Measurement]):
+    """``plan``, checked (`check_plan`) against the models the records measured: refused when it fits none."""
+    from ..merge.plan import check_plan
+
+    measured = {(r.model, json.dumps({k: v for k, v in r.model_options.items() if not k.startswith("resolution")},
+                                     sort_keys=True)) for r in latest if r.scope != "context"}
+    errors = []
+    if not measured:
+        return plan
+    for model, options in sorted(measured):
+        try:
+            return check_plan(plan, model, json.loads(options))
+        except PlanError as exc:
+            errors.append(str(exc))
+    raise PlanError(f"{errors[0]} (the measurement files hold {', '.join(sorted({m for m, _ in measured}))})")
+
+
+def _table_sections(latest: list[Measurement], accuracies, write: _Writer) -> list[Section]:
+    """The paper's tables (Tab. 1, Tab. 2/3, the blocks), written as files and as sections."""
+    sections = []
     for title, name, table in (
         ("Profiling: original vs FLOPs-matched dense counterpart (paper Tab. 1)", "profiling", profiling_table(latest)),
         ("Models and variants (paper Tab. 2/3)", "variants", variant_table(latest, accuracies)),
         ("Blocks: original / merged / FLOPs-matched latency", "blocks", block_table(latest)),
     ):
         if table.empty:
-            report.skipped.append(f"{name} table: no records of that kind")
+            write.report.skipped.append(f"{name} table: no records of that kind")
             continue
-        _write_table(table, out, name, report.files)
-        page += [f"## {title}", "", render(table, "markdown"), "",
-                 f"(also as [CSV](tables/{name}.csv), [LaTeX](tables/{name}.tex))", ""]
-    return page
+        sections.append(Section(title, [write.table(name, table)]))
+    return sections
 
 
-def _explain_sections(found: list, out: Path, report: Report) -> tuple[list[str], dict[str, str]]:
-    """One section per block explanation, and the note each puts on the block plot."""
-    page, notes = [], {}
+def _explain_sections(found: list, latest: list[Measurement], write: _Writer) -> tuple[list[Section], dict]:
+    """One section per block explanation, and the note each puts on the block plot: on the curve of
+    the context it explains (same model, backend, threads and batch) only."""
+    sections, notes = [], {}
+    label = device_labels(latest)
     for e in found:
-        table_name = f"explain_{e.block}_{e.backend}_t{e.threads}".replace(".", "-")
-        _write_table(explain_table(e), out, table_name, report.files)
-        page += [f"## Why is {e.block} slow? ({e.model}, {e.backend}, {e.threads} thread(s), batch {e.batch})", "",
-                 f"`{e.spec}`", "", render(explain_table(e), "markdown", 3), "", f"**Finding:** {e.finding}", ""]
+        table = write.table(f"explain_{e.block}_{e.backend}_t{e.threads}".replace(".", "-"), explain_table(e), 3)
+        sections.append(Section(
+            f"Why is {e.block} slow? ({e.model}, {e.backend}, {e.threads} thread(s), batch {e.batch})",
+            [f"`{e.spec}`", table, f"**Finding:** {e.finding}"]))
         parts = e.alone_sum_s if e.alone_sum_s is not None else e.profiled_sum_s
-        notes[e.block] = f"{e.block}: {e.block_s * 1e3:.1f} ms as a unit, parts {parts * 1e3:.1f} ms ({e.backend})"
-    return page, notes
+        note = f"{e.block}: {e.block_s * 1e3:.1f} ms as a unit, parts {parts * 1e3:.1f} ms ({e.backend})"
+        for r in latest:
+            if (r.scope == "block" and r.model == e.model and r.name == e.block and r.backend == e.backend
+                    and (r.threads or 0) == e.threads and r.batch == e.batch):
+                notes[(label[r.context], model_title(r), e.block)] = note
+    return sections, notes
 
 
-def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict[str, str],
-                     out: Path, report: Report) -> list[str]:
+def _resolution_of(model: str, latest: list[Measurement]) -> int | None:
+    """The resolution ``model`` was measured at in these records (None: not measured; its default)."""
+    return next((r.model_options.get("resolution") for r in latest if r.model == model), None)
+
+
+def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
+                     write: _Writer) -> list[Section]:
     """The paper's figures: block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS (Fig. 7)."""
-    page, skipped = [], report.skipped
+    sections, skipped = [], write.report.skipped
     blocks = block_table(latest)
     if not blocks.empty:
         figure = plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}, annotations=notes)
-        image = _write_figure(figure, out, "block_latency", report.files)
-        page += ["## Block-wise latency (paper Fig. 1 / Fig. 5)", "", f"![block latency]({image})", ""]
+        sections.append(Section("Block-wise latency (paper Fig. 1 / Fig. 5)", [write.figure(figure, "block_latency", "block latency")]))
     else:
         skipped.append("block latency plot: no block records")
 
     for plan_name, plan in plan_objs.items():
-        mem = memory_table(get_model(plan.model, **plan.options), plan)
-        _write_table(mem, out, f"memory_{plan_name}", report.files)
+        resolution = _resolution_of(plan.model, latest)
+        model = get_model(plan.model, resolution=resolution, **plan.options)
+        mem = memory_table(model, plan, (resolution, resolution) if resolution else None)
+        table = write.table(f"memory_{plan_name}", mem)
         figure = plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)")
-        image = _write_figure(figure, out, f"memory_{plan_name}", report.files)
-        page += [f"## Memory footprint before and after merging: {plan_name} (paper Fig. 6)", "", f"![memory]({image})", ""]
+        sections.append(Section(f"Memory footprint before and after merging: {plan_name} (paper Fig. 6)",
+                                [write.figure(figure, f"memory_{plan_name}", "memory"), table]))
     if not plan_objs:
         skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
 
     variants = variant_table(latest, accuracies)
     fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
     if accuracies and fps_cols and variants["accuracy"].notna().any():
-        image = _write_figure(plots.accuracy_fps_figure(variants, fps_cols[0]), out, "accuracy_fps", report.files)
-        page += ["## Accuracy vs FPS (paper Fig. 7)", "", f"![accuracy vs FPS]({image})", ""]
+        figure = plots.accuracy_fps_figure(variants, fps_cols)
+        sections.append(Section("Accuracy vs FPS (paper Fig. 7)", [write.figure(figure, "accuracy_fps", "accuracy vs FPS")]))
     else:
         skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
-    return page
+    return sections
 
 
-def _probe_section(records: list[Measurement], lut) -> list[str]:
+def _probe_section(records: list[Measurement], lut) -> list[Section]:
     """The drift probe of every context: its median and how far its group medians moved; with a LUT that has the
     probe in that context, how much slower (> 1) these records ran it than the LUT's runs."""
     from ..lut.drift import probe_ratio_of
@@ -272,9 +363,8 @@ def _probe_section(records: list[Measurement], lut) -> list[str]:
     probes = [r for r in records if r.scope == "probe" and r.ok]
     if not probes:
         return []
-    lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut)
     label = device_labels(probes)
-    lines = ["## Drift probe", "", "The reference every run times after each group (docs/predictions.md).", ""]
+    lines = ["The reference every run times after each group (docs/predictions.md).", ""]
     for key in dict.fromkeys(r.context for r in probes):
         mine = [r for r in probes if r.context == key]
         samples = [s for r in mine for s in r.samples_s]
@@ -287,19 +377,18 @@ def _probe_section(records: list[Measurement], lut) -> list[str]:
             ratio = probe_ratio_of(samples, entry)
             line += f"; {ratio:.3f}x its time in the LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})"
         lines.append(line)
-    return lines + [""]
+    return [Section("Drift probe", ["\n".join(lines)])]
 
 
-def _validation_section(latest: list[Measurement], lut, plan_objs: dict, out: Path, report: Report) -> list[str]:
+def _validation_section(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:
     """Predicted against measured latency for the models a LUT covers."""
     if lut is None:
-        report.skipped.append("LUT validation: give a LUT (--lut)")
+        write.report.skipped.append("LUT validation: give a LUT (--lut)")
         return []
-    lut = lut if isinstance(lut, LUT) else LUT.load(lut)
-    validation = validation_rows(latest, lut, plan_objs)
+    validation = validation_rows(latest, lut, plan_objs, write.report.skipped)
     if not len(validation):
-        report.skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
+        write.report.skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
         return []
-    _write_table(validation, out, "lut_validation", report.files)
-    image = _write_figure(plots.prediction_figure(validation), out, "lut_validation", report.files)
-    return ["## LUT prediction vs measurement", "", render(validation, "markdown", 3), "", f"![prediction]({image})", ""]
+    table = write.table("lut_validation", validation, 3)
+    figure = write.figure(plots.prediction_figure(validation), "lut_validation", "prediction vs measurement")
+    return [Section("LUT prediction vs measurement", [table, figure])]

@@ -9,6 +9,10 @@ numbers, and `render` turns one into text, Markdown, CSV or LaTeX (booktabs).
   in ms, the saving and the merged speed-up.
 * `lut_validation_table`: predicted against measured latency, with the error.
 
+Tables hold latencies in ms (columns ``*_ms``, full precision in CSV); `display_units` shows a
+table's latencies in µs where its typical latency is under 1 ms (two decimals of ms would round
+small blocks to zero), the same unit for the whole table.
+
 Devices appear side by side as column groups named by `device_labels`: distinct device contexts
 (`dsprof.device_context`) always get distinct columns.
 """
@@ -27,6 +31,7 @@ from ..profiler.records import Measurement
 __all__ = [
     "block_table",
     "device_labels",
+    "display_units",
     "explain_table",
     "latest_records",
     "lut_validation_table",
@@ -76,7 +81,7 @@ def profiling_table(records: Iterable[Measurement]) -> pd.DataFrame:
             row["GMACs"] = r.macs / 1e9
         key = "original FPS" if r.variant == "original" else "dense FPS"
         row[(label[r.context], key)] = _fps(r)
-        row["noisy"] = row.get("noisy", False) or r.stats.noisy
+        row[(label[r.context], "noisy")] = row.get((label[r.context], "noisy"), False) or r.stats.noisy
     table = pd.DataFrame(list(rows.values()))
     if table.empty:
         return table
@@ -84,7 +89,7 @@ def profiling_table(records: Iterable[Measurement]) -> pd.DataFrame:
     for d in devices:
         if (d, "original FPS") in table and (d, "dense FPS") in table:
             table[(d, "ratio")] = table[(d, "dense FPS")] / table[(d, "original FPS")]
-    ordered = ["model", "GMACs"] + [(d, k) for d in devices for k in ("original FPS", "dense FPS", "ratio")] + ["noisy"]
+    ordered = ["model", "GMACs"] + [(d, k) for d in devices for k in ("original FPS", "dense FPS", "ratio", "noisy")]
     return _flatten(table[[c for c in ordered if c in table]])
 
 
@@ -107,7 +112,7 @@ def variant_table(records: Iterable[Measurement], accuracies: Mapping[str, float
         row[(label[r.context], "FPS")] = _fps(r)
         base = originals.get((model_title(r), label[r.context]))
         row[(label[r.context], "speed-up")] = _fps(r) / base if base else math.nan
-        row["noisy"] = row.get("noisy", False) or r.stats.noisy
+        row[(label[r.context], "noisy")] = row.get((label[r.context], "noisy"), False) or r.stats.noisy
     table = pd.DataFrame(list(rows.values()))
     return _flatten(table) if not table.empty else table
 
@@ -171,20 +176,52 @@ def _flatten(table: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def display_units(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """``table`` as shown: its latency columns (``*_ms``) in µs (renamed ``*_µs``) where the table's
+    typical latency (the median of its nonzero values) is under 1 ms -- where ``digits`` decimals of
+    ms would show small blocks and their savings as 0.00 -- else unchanged. One unit for the whole
+    table, so that its columns compare at a glance."""
+    latency = [c for c in table.columns if isinstance(c, str) and c.endswith("_ms")]
+    values = pd.concat([pd.to_numeric(table[c], errors="coerce") for c in latency]) if latency else pd.Series(dtype=float)
+    values = values[(values != 0) & values.notna()].abs()
+    if values.empty or values.median() >= 1.0:
+        return table
+    shown = table.copy()
+    for c in latency:
+        shown[c] = pd.to_numeric(shown[c], errors="coerce") * 1e3
+    return shown.rename(columns={c: c[: -len("_ms")] + "_µs" for c in latency})
+
+
 def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
-    """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision) or ``latex`` (booktabs)."""
+    """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision, latencies in ms) or
+    ``latex`` (booktabs; 'device: metric' columns grouped under one spanning device header). Text,
+    Markdown and LaTeX show latencies in the unit `display_units` chooses."""
     if fmt == "csv":
         return table.to_csv(index=False)
     floatfmt = f".{digits}f"
+    if fmt not in ("text", "markdown", "latex"):
+        raise UsageError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
+    table = display_units(table, digits)
     if fmt == "text":
         return table.to_string(index=False, float_format=lambda v: format(v, floatfmt), na_rep="")
     if fmt == "markdown":
         return table.astype(object).where(table.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="")
-    if fmt == "latex":
-        escaped = table.rename(columns=_latex_escape).map(lambda v: _latex_escape(v) if isinstance(v, str) else v)
-        return escaped.to_latex(index=False, float_format=lambda v: format(v, floatfmt), na_rep="--")
-    raise UsageError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
+    escaped = table.map(lambda v: _latex_escape(v) if isinstance(v, str) else v)
+    headers = [_latex_header(c) for c in table.columns]
+    if any(group for group, _ in headers):
+        escaped.columns = pd.MultiIndex.from_tuples(headers)
+    else:
+        escaped.columns = [metric for _, metric in headers]
+    return escaped.to_latex(index=False, float_format=lambda v: format(v, floatfmt), na_rep="--",
+                            multicolumn=True, multicolumn_format="c")
+
+
+def _latex_header(column: object) -> tuple[str, str]:
+    """A column's two header rows: ('device', 'metric') for 'device: metric' columns, ('', name) else."""
+    text = str(column)
+    group, sep, metric = text.rpartition(": ")
+    return (_latex_escape(group), _latex_escape(metric)) if sep else ("", _latex_escape(text))
 
 
 def _latex_escape(text: object) -> str:
-    return "".join("\\" + ch if ch in "_%&#$" else ch for ch in str(text))
+    return "".join("\\" + ch if ch in "_%&#$" else ch for ch in str(text)).replace("µ", r"\textmu{}")

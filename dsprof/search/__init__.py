@@ -1,8 +1,12 @@
-"""Differentiable activation search, fine-tuning, baselines and DepthShrinker+ (issue #6).
+"""Activation search, fine-tuning, baselines and DepthShrinker+ (issues #6, #13, #20).
 
-Modules: `gates` (top-k activation gates with straight-through scores), `objective` (the latency-
-weighted decay), `data` (ImageFolder, digits), `training` (processes, loaders, epochs, checkpoints),
-`run` (`search`, `finetune`), `baselines` (random plans, layer pruning), `expand` (DepthShrinker+).
+Choosing a plan: `registry` (`search(method=...)` and `METHODS`, name -> method), one module per method
+(`differentiable`: paper Sec. 4.2 with `gates` and the latency-weighted decay of `objective`;
+`importance`: measured single-block importance; `random_plan`: the random-search baseline), and
+`method` (what a method receives and returns). Training: `run` (the epoch loop they share, checkpoints,
+resume), `finetuning` (`finetune`), `training` (processes, loaders, epochs), `data` (ImageFolder, digits,
+shapes). Baselines and variants: `baselines` (random plans, layer pruning), `expand` (DepthShrinker+),
+`ground_truth` (every plan enumerated, the statistics a search is judged by).
 """
 
 from .baselines import LayerPruneDecision, layer_prune, random_keep
@@ -10,7 +14,10 @@ from .build import build_model, default_training_resolution, replace_classifier
 from .data import DataSplits, digits, image_folder, load_data
 from .gates import ActivationGates, GatedActivation, GatedBlock, GatedModel, gate_model, resolve_k, ungate
 from .objective import BlockWeights, block_weights, latency_penalty, lut_savings, mac_savings
-from .run import FinetuneResult, SearchResult, TrainConfig, finetune, search
+from .finetuning import FinetuneResult, finetune
+from .method import SearchRequest, SearchResult
+from .registry import METHODS, search
+from .run import TrainConfig
 
 __all__ = [
     "ActivationGates",
@@ -21,6 +28,8 @@ __all__ = [
     "GatedBlock",
     "GatedModel",
     "LayerPruneDecision",
+    "METHODS",
+    "SearchRequest",
     "SearchResult",
     "TrainConfig",
     "block_weights",

@@ -22,7 +22,17 @@ from torch import nn
 from ..errors import UsageError
 from ..models import Block, find_blocks, input_size_of, replace_block
 
-__all__ = ["ActivationGates", "GatedActivation", "GatedBlock", "GatedModel", "gate_model", "resolve_k", "ungate"]
+__all__ = [
+    "ActivationGates",
+    "GatedActivation",
+    "GatedBlock",
+    "GatedModel",
+    "annealed_k",
+    "gate_model",
+    "resolve_k",
+    "runaway_spread",
+    "ungate",
+]
 
 
 def resolve_k(keep: int | float, n_blocks: int) -> int:
@@ -38,6 +48,19 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
     if not 0 <= k <= n_blocks:
         raise UsageError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
     return k
+
+
+def annealed_k(step: int, anneal_steps: int, n_blocks: int, k: int) -> int:
+    """The number of kept blocks at ``step``: all ``n_blocks`` at step 0, falling linearly to ``k`` at
+    ``anneal_steps`` (and ``k`` from then on, or throughout when ``anneal_steps`` is 0)."""
+    if anneal_steps <= 0 or step >= anneal_steps:
+        return k
+    return int(round(n_blocks - (n_blocks - k) * step / anneal_steps))
+
+
+def runaway_spread(score_init: float) -> float:
+    """The score spread (max - min) above which the search warns that the scores ran away."""
+    return 10.0 * max(1.0, abs(score_init))
 
 
 class ActivationGates(nn.Module):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -154,7 +154,8 @@ def enumerate_plans(
     with ``lut``, the predicted latency (seconds per batch of the LUT's context)."""
     from ..merge import Plan
     from ..models import find_blocks, get_model
-    from .run import TrainConfig, finetune
+    from .finetuning import finetune
+    from .run import TrainConfig, quietly
 
     config = config or TrainConfig(epochs=2, lr=0.02)
     n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
@@ -164,9 +165,9 @@ def enumerate_plans(
         plan = Plan(model, keep, options)
         accs = []
         for seed in seeds:
-            cfg = _with_seed(config, seed)
-            r = _quiet(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
-                                        check_merge=False, device=device))
+            cfg = replace(config, seed=seed)
+            r = quietly(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
+                                         check_merge=False, device=device))
             accs.append(r.accuracy)
         latency = None
         if lut is not None:
@@ -178,18 +179,3 @@ def enumerate_plans(
         log(f"plan {i + 1}/{len(keeps)} {outcome.keep_str}: accuracy {outcome.accuracy:.4f} "
             f"({', '.join(f'{a:.4f}' for a in accs)}) MMACs {outcome.macs / 1e6:.3f}")
     return outcomes
-
-
-def _with_seed(config, seed: int):
-    from dataclasses import replace
-
-    return replace(config, seed=seed)
-
-
-def _quiet(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` with its per-epoch lines swallowed (the enumeration prints one line per plan)."""
-    import contextlib
-    import io
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn()

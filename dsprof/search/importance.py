@@ -1,15 +1,14 @@
-"""Measured-importance search: linearise each block alone, measure the accuracy it costs, keep the top k.
+"""Measured-importance search: linearise each block alone, measure the accuracy it costs, plan with it.
 
 The differentiable search (paper Sec. 4.2) estimates each activation's importance from straight-through
 gradients while the weights move. This search measures it instead: for every block b, the model with only
 b linearised is fine-tuned briefly (``config``; 0 epochs: evaluated as it is) from the same weights, and
-b's importance is the accuracy the original keeps over it. The plan keeps the k blocks of highest
+b's importance is the accuracy the original keeps over it. Costs n + 1 short fine-tunes per seed.
 
-    importance_b - lam * w_b
-
-with ``w_b`` the block's decay weight (`objective.BlockWeights.weights`: its latency or MAC saving,
-mean 1): ``lam = 0`` ranks by importance alone; a larger ``lam`` gives up accuracy for speed, as the
-decay term of the differentiable objective does. Costs n + 1 short fine-tunes per seed.
+`search_importance` (`search(method="importance")`) hands the importances to the planner (`planned`,
+`dsprof.plan`): with a LUT, the plan of least summed importance for k blocks with activations (the
+fastest among equals, its merges and spans chosen by the LUT), or for a latency budget the least loss
+within it; without a LUT, the k blocks of highest importance (`importance_keep`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
+from ..merge import Plan
+from ..models import find_blocks, get_model
+from .build import build_model
+from .finetuning import finetune
+from .method import SearchRequest, SearchResult, write_plan
+from .planned import choose_point, planned, planner_front
+from .run import TrainConfig, quietly, seed_all
+from .training import setup_runtime, teardown_runtime
 
-__all__ = ["BlockImportance", "importance_keep", "measure_importance"]
+__all__ = ["BlockImportance", "importance_keep", "measure_importance", "search_importance"]
 
 
 @dataclass(frozen=True)
@@ -72,22 +79,57 @@ def measure_importance(
     """Each block's measured importance: ``model`` (from ``weights``) with that block alone linearised,
     fine-tuned with ``config`` (default 1 epoch, lr 0.02) per seed, against the original fine-tuned
     alike (so that the fine-tuning itself is not counted as the block's importance)."""
-    from ..merge import Plan
-    from ..models import find_blocks, get_model
-    from .ground_truth import _quiet
-    from .run import TrainConfig, finetune
-
     config = config or TrainConfig(epochs=1, lr=0.02)
     n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
     common = dict(weights=weights, data=data, resolution=resolution, check_merge=False, device=device)
     base, per_block = [], [[] for _ in range(n)]
     for seed in seeds:
         cfg = replace(config, seed=seed)
-        base.append(_quiet(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
+        base.append(quietly(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
         for b in range(n):
             plan = Plan(model, tuple(int(i != b) for i in range(n)), options)
-            per_block[b].append(_quiet(lambda: finetune(plan, config=cfg, **common)).accuracy)
+            per_block[b].append(quietly(lambda: finetune(plan, config=cfg, **common)).accuracy)
         log(f"importance seed {seed}: original {base[-1]:.4f}, block drops "
             + " ".join(f"{base[-1] - a[-1]:+.3f}" for a in per_block))
     return BlockImportance(statistics.fmean(base), tuple(statistics.fmean(a) for a in per_block),
                            tuple(tuple(a) for a in per_block))
+
+
+def search_importance(req: SearchRequest) -> SearchResult:
+    """Measure each block's importance (fine-tunes of ``req.config``, seed ``config.seed``) and choose the
+    plan through the planner: with ``req.lut`` the front plan of least summed importance for ``keep`` (or
+    within ``budget_ms`` / ``speedup``), its merges and spans the LUT's; without a LUT the k blocks of
+    highest importance keep their activations (what the planner keeps at k whatever the latencies, ties
+    aside), merging left to `dsprof merge`."""
+    config = req.config
+    rt = setup_runtime(req.device)
+    try:
+        seed_all(config.seed)
+        base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
+        n = len(find_blocks(base, (req.resolution, req.resolution)))
+        # what could fail after the n + 1 fine-tunes fails before them: k, or the LUT, its entries and the budget
+        if req.lut is None and req.keep is not None:
+            req.k(n)
+        else:
+            choose_point(planner_front(req), req)
+        imp = measure_importance(req.model, options=req.options, weights=req.weights, data=req.data,
+                                 resolution=req.resolution, config=config, seeds=(config.seed,), device=str(rt.device),
+                                 log=rt.log)
+        drops = list(imp.drops)
+        ranking = sorted(range(n), key=lambda i: (-drops[i], i))
+        info = {"scores": [round(v, 6) for v in drops], "ranking": ranking, "importance": imp.to_dict(),
+                "finetune_epochs": config.epochs, "seed": config.seed}
+        if req.lut is not None:
+            front = planner_front(req, drops)
+            plan = planned(req, front, choose_point(front, req), info)
+        else:
+            k = req.k(n)
+            plan = Plan(req.model, importance_keep(drops, k), req.options, name=req.name or f"importance-k{k}",
+                        source="dsprof search --method importance (no LUT: top k)",
+                        search={"method": "importance", "k": k, **info})
+        rt.log(f"importance search: keep {''.join(map(str, plan.keep))} ranking {' '.join(map(str, ranking))}")
+        if rt.is_main:
+            write_plan(plan, req.out)
+        return SearchResult(plan, drops, ranking, [], Path(req.out) if req.out is not None else None)
+    finally:
+        teardown_runtime(rt)

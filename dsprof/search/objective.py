@@ -1,7 +1,7 @@
 """The search objective: task loss + lambda * sum_b w_b * |m_b| (paper Sec. 4.2, latency-aware decay).
 
-``w_b`` is what linearising and merging block b saves: its latency saving (original - merged, seconds)
-from a LUT for one device context, or, without a LUT, its MAC saving. The decay pulls the scores of
+``w_b`` is what linearising block b saves: its latency saving (original minus the block as deployed, merged
+where that pays, seconds; `lut_savings`) from a LUT for one device context, or, without a LUT, its MAC saving. The decay pulls the scores of
 the blocks that save most towards zero fastest, so that they drop out of the top-k first: costly
 blocks lose their activations first. Savings are normalised to mean 1 over the blocks that save
 anything, so that lambda does not depend on the unit; a block whose merge saves nothing (or costs)
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import LUTMissError
-from ..models import count_macs, find_blocks, input_size_of
+from ..models import count_macs, find_blocks, input_size_of, model_flags, model_identity
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
 
@@ -77,30 +77,31 @@ def lut_savings(
     input_size: tuple[int, int] | None = None,
     **filters: object,
 ) -> BlockWeights:
-    """Per-block latency saving (original - merged, seconds) from ``lut`` (a `LUT` or its path) for the
-    context ``device_key`` (or the one ``filters`` leave). ``input_size`` is the resolution the LUT was
-    measured at (it fixes the blocks' specs), which may differ from the training resolution. A block the
-    LUT lacks raises, naming it and what to measure."""
+    """Per-block latency saving of linearising each block (seconds: its original entry minus the block as
+    deployed then -- merged where that pays, `dsprof.lut.cost.merge_pays`), priced by `dsprof.lut.cost.PlanCosts`
+    as `predict_latency` prices it, from ``lut`` (a `LUT` or its path) for the context ``device_key`` (or the one
+    ``filters`` leave). ``input_size`` is the resolution the LUT was measured at (it fixes the blocks' specs),
+    which may differ from the training resolution. A block the LUT lacks raises, naming it and what to measure."""
     from ..lut import LUT
+    from ..lut.cost import PlanCosts
 
     if not isinstance(lut, LUT):
         lut = LUT.load(lut)
     key = lut.resolve(device_key, **filters)
-    view = lut.savings(key)
-    table = dict(zip(view.workload, view.saving_s))
     blocks = find_blocks(model, input_size or input_size_of(model))
+    costs = PlanCosts.read(lut, key, "", blocks, method="isolated")  # block entries only: no model label needed
+    savings = [costs.linearized(i).saving_s for i in range(len(blocks))]
     specs = [b.spec.to_str() for b in blocks]
-    missing = [f"{b.name}: {s}" for b, s in zip(blocks, specs) if s not in table]
+    missing = [f"{b.name}: {s}" for b, s, v in zip(blocks, specs, savings) if v != v]
     if missing:
         raise LUTMissError(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
-            + "\nMeasure the model at this resolution on that device (`dsprof measure`, variants original,merged), "
+            + f"\nMeasure the model at this resolution on that device (`dsprof measure {_flags(model, input_size)}`, "
+            "variants original,merged), "
             "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)"
         )
-    return BlockWeights(
-        tuple(b.name for b in blocks), tuple(specs), tuple(float(table[s]) for s in specs), "s", f"{lut.source} {key}"
-    )
+    return BlockWeights(tuple(b.name for b in blocks), tuple(specs), tuple(savings), "s", f"{lut.source} {key}")
 
 
 def block_weights(
@@ -120,3 +121,10 @@ def block_weights(
 def latency_penalty(scores: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """sum_b w_b * |m_b|: the latency-weighted L1 decay of the gate scores."""
     return (weights.to(scores.device, scores.dtype) * scores.abs()).sum()
+
+
+def _flags(model: nn.Module, input_size: tuple[int, int] | None) -> str:
+    """The `dsprof measure` options that build ``model`` (built by `get_model`) at its resolution."""
+    identity = model_identity(model)
+    flags = model_flags(*identity) if identity is not None else "--model-file PATH.py:FACTORY"
+    return f"{flags} --resolution {(input_size or input_size_of(model))[0]}"

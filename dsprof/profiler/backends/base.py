@@ -10,11 +10,12 @@ from typing import Callable, Protocol
 from torch import nn
 
 from ...errors import DeviceError
+from ...runtimes import BACKENDS as BACKEND_REGISTRY, load_backend_class
 from ..timing import Timer
 
 __all__ = ["BACKENDS", "DTYPES", "Backend", "BackendSettings", "Prepared", "get_backend", "validate_settings"]
 
-BACKENDS = ("torch", "onnxruntime", "tflite")
+BACKENDS = tuple(BACKEND_REGISTRY)
 DTYPES = ("fp32", "fp16", "bf16")
 
 
@@ -124,14 +125,4 @@ def validate_settings(settings: BackendSettings) -> None:
 def get_backend(settings: BackendSettings) -> Backend:
     """The backend named by ``settings.backend``, after `validate_settings`."""
     validate_settings(settings)
-    if settings.backend == "torch":
-        from .torch_eager import TorchBackend
-
-        return TorchBackend(settings)
-    if settings.backend == "onnxruntime":
-        from .onnx_runtime import OnnxRuntimeBackend
-
-        return OnnxRuntimeBackend(settings)
-    from .tflite import TFLiteBackend
-
-    return TFLiteBackend(settings)
+    return load_backend_class(settings.backend)(settings)

@@ -1,0 +1,371 @@
+"""One cost of a plan: what a LUT says each way of deploying a model's blocks takes, under each method.
+
+A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
+entry); a linearised block alone, merged into one convolution where merging pays (`merge_pays`: its
+``merged`` entry below its unmerged one -- ``linear`` where measured, else ``original``) or as the plan's
+``merge`` list says; or a span of linearised blocks merged into one convolution (the span's ``merged``
+entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and
+under every method the predicted latency is affine in the pieces' savings:
+
+- ``isolated``: rest + the pieces' latencies = (rest + the blocks' originals) - sum of savings;
+- ``context-scaled``: the whole model's reference - factor * sum of isolated savings;
+- ``context``: the whole model's reference - sum of savings measured inside the model (blocks only: a
+  span has no in-context entry).
+
+`predict_latency`, the planner, `merge` (where a block merges), `measure_planned` and the search's decay
+weights all price with `PlanCosts` (or `merge_pays`, its rule for one block), so they agree.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..device_context import DeviceContext
+from ..errors import UsageError
+from ..models import Block
+from .schema import context_workload
+from .table import LUT, LUTEntry
+
+__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "linearized_choice", "median_error_s", "merge_pays",
+           "merge_savings", "span_key"]
+
+_IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
+
+
+def median_error_s(entry: LUTEntry) -> float:
+    """Standard error of an entry's median (seconds): 1.2533 sigma / sqrt(n), sigma from the IQR."""
+    return 1.2533 * entry.iqr_s * _IQR_TO_SD / math.sqrt(entry.n_samples)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Lookups in one device context of a LUT, indexed once, that miss quietly (None): a prediction
+    gathers its misses and reports them once."""
+
+    lut: LUT
+    key: DeviceContext
+    index: dict[tuple[str, str, str], LUTEntry] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def of(cls, lut: LUT, key: DeviceContext) -> "Lookup":
+        index: dict[tuple[str, str, str], LUTEntry] = {}
+        for r in lut.entries(key).itertuples(index=False):
+            entry = LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
+            index.setdefault((r.scope, r.workload, r.variant), entry)  # the first row, as LUT.find
+        return cls(lut, key, index)
+
+    def __call__(self, workload: Any, variant: str, scope: str = "block") -> LUTEntry | None:
+        workload = workload if isinstance(workload, str) else workload.to_str()
+        return self.index.get((scope, workload, variant))
+
+
+@dataclass(frozen=True)
+class ModelEntries:
+    """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
+    the whole model, its stem and head, and the whole model in each block's context group (by block name)."""
+
+    label: str
+    originals: list[LUTEntry | None]
+    whole: LUTEntry | None
+    stem: LUTEntry | None
+    head: LUTEntry | None
+    in_model: dict[str, LUTEntry | None]
+
+    @classmethod
+    def read(cls, lookup: Lookup, label: str, blocks: list[Block]) -> "ModelEntries":
+        return cls(
+            label,
+            [lookup(b.spec.to_str(), "original") for b in blocks],
+            lookup(label, "original", "model"),
+            lookup(label, "original", "stem"),
+            lookup(label, "original", "head"),
+            {b.name: lookup(context_workload(label, b.name), "original", "context") for b in blocks},
+        )
+
+    @property
+    def references(self) -> list[LUTEntry]:
+        """The whole model's medians the context methods start from: its own entry and every in-context group's."""
+        return [e for e in [self.whole, *self.in_model.values()] if e is not None]
+
+
+def merge_pays(merged: LUTEntry | None, unmerged: LUTEntry | None) -> bool:
+    """The one rule for a linearised block that no plan decided: merge where its merged entry is below its
+    unmerged one (``linear``, else ``original``). Where one is missing, merging is assumed (and the merged
+    entry, when it is the missing one, reported as a miss)."""
+    return True if merged is None or unmerged is None else merged.median_s < unmerged.median_s
+
+
+def linearized_choice(lookup: Lookup, spec: str, merge: bool | None) -> tuple[str, LUTEntry | None]:
+    """(variant, entry) of a linearised block outside a span: merged where ``merge`` says so, or where it
+    is None and `merge_pays`; else the activation-free block (``linear``) when the LUT has it, else the
+    original (what removing activations alone changes is seldom measurable)."""
+    merged, linear = lookup(spec, "merged"), lookup(spec, "linear")
+    unmerged = ("linear", linear) if linear is not None else ("original", lookup(spec, "original"))
+    if merge is None:
+        merge = merge_pays(merged, unmerged[1])
+    return ("merged", merged) if merge else unmerged
+
+
+def merge_savings(lut: LUT, key: DeviceContext | str | None = None) -> dict[str, float]:
+    """{block spec: seconds that merging saves over leaving the linearised block unmerged} for every block
+    the LUT has both for: what `merge_model(savings=...)` takes, so that it merges where `merge_pays`."""
+    lookup = Lookup.of(lut, lut.resolve(key))
+    out = {}
+    for scope, spec, variant in lookup.index:
+        if scope == "block" and variant == "merged":
+            unmerged = lookup(spec, "linear") or lookup(spec, "original")
+            if unmerged is not None:
+                out[spec] = unmerged.median_s - lookup(spec, "merged").median_s
+    return out
+
+
+def span_key(blocks: list[Block], start: int, stop: int) -> str:
+    """The LUT workload of the one convolution that blocks start..stop-1 merge into (its ``conv`` spec)."""
+    from ..merge.spans import span_spec  # local: the merge package imports this one's LUT types
+
+    return span_spec([b.spec for b in blocks[start:stop]]).to_str()
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One block, or one span of blocks, as a plan deploys it, priced. ``latency_s`` is its LUT entry,
+    ``saving_s`` how much it lowers the model's predicted latency under the method (0 for a kept block;
+    NaN when an entry is missing, named by ``missing``), ``errors_s`` the median errors it adds to the
+    interval."""
+
+    start: int
+    stop: int
+    variant: str  # original, merged, linear, span (or the variant asked for every block)
+    latency_s: float
+    saving_s: float
+    errors_s: tuple[float, ...] = ()
+    missing: str | None = None
+    noisy: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.missing is None
+
+
+@dataclass(frozen=True)
+class PlanCosts:
+    """Prices any plan of one model in one LUT context under one method (see the module docstring): a
+    plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``."""
+
+    label: str
+    key: DeviceContext
+    blocks: list[Block]
+    lookup: Lookup
+    entries: ModelEntries
+    method: str  # what is used: isolated, context or context-scaled
+    used: str  # as shown: isolated, context, context-scaled (xF)
+    rest_method: str
+    rest_s: float  # isolated: the part outside the blocks (stem+head, or whole model minus blocks)
+    reference_s: float  # context methods: the whole model's median (0 under isolated)
+    factor: float  # context-scaled: in-context over isolated savings (1 otherwise)
+    context_factor: float | None  # that factor where the LUT has it, whatever the method
+    base_errors: tuple[float, ...]
+    missing: tuple[str, ...]  # what the model (not a piece) lacks
+    identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
+    measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
+
+    @classmethod
+    def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
+             rest: str = "auto", variant: str | None = None, auto: bool = False) -> "PlanCosts":
+        """The costs of ``label``'s plans; ``method`` is isolated, context or context-scaled (resolved), ``rest``
+        auto, stem+head or model-minus-blocks. Where ``context-scaled`` cannot apply (``auto``: chosen by
+        ``auto``, whose factor must also lie in `CONTEXT_FACTOR_RANGE`), isolated is used and ``used`` says why,
+        with a `MethodFallbackWarning`: a method's fallback, not a LUT miss."""
+        lookup = Lookup.of(lut, key)
+        entries = ModelEntries.read(lookup, label, blocks)
+        missing: list[str] = []
+        factor = _context_factor(blocks, entries, lookup) if variant is None else None
+        common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, context_factor=factor)
+        if method == "context":
+            if variant is not None:
+                raise UsageError("the context method predicts plans; give a plan, not a variant for every block")
+            references = entries.references
+            if not references:
+                missing.append(f"a whole-model or in-context entry of {label}")
+                return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
+                           reference_s=0.0, factor=1.0, base_errors=(), missing=tuple(missing))
+            # the median of several entries: about one entry's error over the square root of their count
+            error = median_error_s(references[0]) / math.sqrt(len(references))
+            return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
+                       reference_s=statistics.median(e.median_s for e in references), factor=1.0,
+                       base_errors=(error,), missing=tuple(missing))
+        rest_s, rest_method, base_errors = _rest(entries, rest, missing)
+        used = "isolated"
+        # auto on a LUT without the model's --context run: plain isolated (nothing was there to fall back from)
+        if method == "context-scaled" and (not auto or any(entries.in_model.values())):
+            why_not = _why_not_scaled(factor, rest_method, label, auto)
+            if why_not is None:
+                reference = statistics.median(e.median_s for e in entries.references)
+                return cls(**common, method="context-scaled", used=f"context-scaled (x{factor:.3f})",
+                           rest_method=rest_method, rest_s=rest_s, reference_s=reference, factor=factor,
+                           base_errors=tuple(base_errors), missing=tuple(missing))
+            used = f"isolated (context-scaled fell back: {why_not})"
+            warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=4)
+        return cls(**common, method="isolated", used=used, rest_method=rest_method, rest_s=rest_s,
+                   reference_s=0.0, factor=1.0, base_errors=tuple(base_errors), missing=tuple(missing))
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def kept(self, i: int) -> Piece:
+        """Block ``i`` with its activations."""
+        original = self.entries.originals[i]
+        return self._piece(i, i + 1, "original", original, f"block {self.blocks[i].spec.to_str()} [original]")
+
+    def linearized(self, i: int, merge: bool | None = None) -> Piece:
+        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) where it pays."""
+        spec = self.blocks[i].spec.to_str()
+        variant, entry = linearized_choice(self.lookup, spec, merge)
+        return self._piece(i, i + 1, variant, entry, f"block {spec} [{variant}]")
+
+    def span(self, start: int, stop: int) -> Piece:
+        """Blocks start..stop-1 merged into one convolution."""
+        workload = span_key(self.blocks, start, stop)
+        return self._piece(start, stop, "span", self.lookup(workload, "merged"),
+                           f"span of blocks {start}-{stop - 1} {workload} [merged]")
+
+    def as_variant(self, i: int, variant: str) -> Piece:
+        """Block ``i`` as ``variant`` (every block one variant, e.g. the paper's Tab. 1 ``flops_matched``)."""
+        spec = self.blocks[i].spec.to_str()
+        return self._piece(i, i + 1, variant, self.lookup(spec, variant), f"block {spec} [{variant}]")
+
+    def pieces(self, plan: Any) -> list[Piece]:
+        """The pieces a plan (a `dsprof.merge.Plan`, or None for the original model) deploys, in block order."""
+        if plan is None:
+            return [self.kept(i) for i in range(len(self.blocks))]
+        spans = {start: stop for start, stop in plan.spans or ()}
+        out, i = [], 0
+        while i < len(self.blocks):
+            if i in spans:
+                out.append(self.span(i, spans[i]))
+                i = spans[i]
+                continue
+            out.append(self.kept(i) if plan.keep[i] else self.linearized(i, None if plan.merge is None else plan.merge[i]))
+            i += 1
+        return out
+
+    def _piece(self, start: int, stop: int, variant: str, entry: LUTEntry | None, name: str) -> Piece:
+        if entry is None:
+            return Piece(start, stop, variant, math.nan, math.nan, missing=name)
+        originals = self.entries.originals[start:stop]
+        if variant == "original" and stop - start == 1:  # kept: saves nothing
+            errors = (median_error_s(entry),) if self.rest_method == "stem+head" else ()
+            return Piece(start, stop, variant, entry.median_s, 0.0, errors, None, entry.noisy)
+        if self.method == "context":
+            saving, errors, missing = self._in_context(start, stop, variant, name)
+            return Piece(start, stop, variant, entry.median_s, saving, errors, missing, entry.noisy)
+        found = all(o is not None for o in originals)
+        saving = self.factor * (sum(o.median_s for o in originals) - entry.median_s) if found else math.nan
+        if self.rest_method == "stem+head":
+            errors = (median_error_s(entry),)
+        elif self.rest_method == "model-minus-blocks":
+            errors = tuple(median_error_s(o) for o in originals) + (median_error_s(entry),)
+        else:
+            errors = ()
+        return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy)
+
+    def _in_context(self, start: int, stop: int, variant: str, name: str) -> tuple[float, tuple[float, ...], str | None]:
+        """(saving, errors, miss) of block ``start`` as ``variant`` measured inside the running model, relative to
+        the model timed in the same rounds and scaled to the reference: a group that ran in a slow moment of the
+        machine inflates neither."""
+        if stop - start > 1:
+            return math.nan, (), f"{name}: in-context entries cover blocks, not spans (plan spans with another method)"
+        block = self.blocks[start].name
+        base = self.entries.in_model.get(block)
+        swap = self.lookup(context_workload(self.label, block), variant, "context")
+        if base is None or swap is None:
+            return math.nan, (), f"context {context_workload(self.label, block)} [original/{variant}]"
+        scale = self.reference_s / base.median_s
+        errors = (median_error_s(base) * scale, median_error_s(swap) * scale)
+        return self.reference_s * (1 - swap.median_s / base.median_s), errors, None
+
+    # -- totals ------------------------------------------------------------------------------------
+    def total_s(self, pieces: list[Piece]) -> float:
+        """A plan's predicted latency (seconds per batch); a missing piece is left out (isolated) or counted as
+        the original blocks (context methods)."""
+        if self.method == "isolated":
+            return self.rest_s + sum(p.latency_s for p in pieces if p.latency_s == p.latency_s)
+        return self.reference_s - sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
+
+    def shown_rest_s(self, pieces: list[Piece]) -> float:
+        """The part outside the blocks as the prediction shows it: the isolated rest, else the total minus
+        the pieces' latencies."""
+        if self.method == "isolated":
+            return self.rest_s
+        return self.total_s(pieces) - sum(p.latency_s for p in pieces if p.latency_s == p.latency_s)
+
+    def errors_s(self, pieces: list[Piece]) -> list[float]:
+        """Every median error a plan's total carries, for the interval."""
+        return list(self.base_errors) + [e for p in pieces for e in p.errors_s]
+
+
+def _rest(entries: ModelEntries, rest: str, missing: list[str]) -> tuple[float, str, list[float]]:
+    """(rest, how it was found, its entries' errors): the part outside the blocks. ``auto`` takes the measured
+    whole model minus its blocks first: it carries what a sum of parts timed alone misses (on a CPU the parts
+    timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md), then the stem and head timed
+    alone. Misses go to ``missing``."""
+    whole, originals = entries.whole, entries.originals
+    if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
+        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", [median_error_s(whole)]
+    stem, head = entries.stem, entries.head
+    if stem is not None and head is not None and rest != "model-minus-blocks":
+        return stem.median_s + head.median_s, "stem+head", [median_error_s(stem), median_error_s(head)]
+    wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
+              "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
+    missing.append(f"{wanted} of {entries.label}")
+    return 0.0, "missing", []
+
+
+def _context_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) -> float | None:
+    """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
+    without in-context entries or when the two sums disagree in sign (the in-context differences are
+    not comparable: TFLite on a CPU, isolated -0.04 ms against +23 % in context, gave -34). Each in-context saving is
+    relative to the model timed in its group."""
+    in_context, alone = 0.0, 0.0
+    for block, original in zip(blocks, entries.originals):
+        base = entries.in_model.get(block.name)
+        swap = lookup(context_workload(entries.label, block.name), "merged", "context")
+        merged = lookup(block.spec.to_str(), "merged")
+        if base is None or swap is None or merged is None or original is None:
+            continue
+        in_context += 1 - swap.median_s / base.median_s
+        alone += (original.median_s - merged.median_s)
+    if alone == 0.0 or in_context == 0.0:
+        return None
+    whole_ref = statistics.median(e.median_s for e in entries.in_model.values() if e is not None)
+    factor = in_context * whole_ref / alone
+    return factor if factor > 0 else None
+
+
+#: The context factors (a model's in-context over isolated savings) that ``auto`` trusts; outside them ``auto``
+#: predicts ``isolated`` and says so. From the quiet-machine runs of issue #14 (MobileNetV2: 1.10-1.55) with a
+#: margin; the loaded runs of issue #21 (0.51 MobileNetV2, 0.33 and 3.31 MnasNet-0.5, 4.25 a CSP model) fall
+#: outside (benchmarks/RESULTS.md, issue #21).
+CONTEXT_FACTOR_RANGE = (0.8, 2.0)
+
+
+class MethodFallbackWarning(UserWarning):
+    """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
+
+
+def _why_not_scaled(factor: float | None, rest_method: str, label: str, auto: bool) -> str | None:
+    """Why ``context-scaled`` cannot predict here (None: it can). Its factor needs the model's in-context
+    entries and its whole-model entry with every block; under ``auto`` it must also lie in
+    `CONTEXT_FACTOR_RANGE` (an explicit ``context-scaled`` uses any positive factor)."""
+    if rest_method != "model-minus-blocks":
+        return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
+    if factor is None:
+        return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
+                "the isolated ones (`dsprof measure --context merged`)")
+    low, high = CONTEXT_FACTOR_RANGE
+    if auto and not low <= factor <= high:
+        return (f"its context factor {factor:.2f} is outside {low:.2f}-{high:.2f}, the range seen across "
+                "architectures (benchmarks/RESULTS.md, issue #21)")
+    return None

@@ -1,0 +1,118 @@
+"""Exact plans by dynamic programming over the block sequence (the planner's solver; pure arithmetic).
+
+A plan deploys blocks 0..n-1 as consecutive pieces (`Option`): a block that keeps its activations, a
+linearised block alone, or a span [a, b) of linearised blocks merged into one convolution. Under every
+prediction method a plan's latency is ``base - sum of its pieces' savings`` (dsprof/lut/cost.py), so the
+fastest plan is the one whose pieces save most, and the choice splits at piece borders.
+
+Fastest plan for each k (blocks that keep their activations), over the pieces p = [a, j) ending at j:
+
+    best[0][0] = 0,    best[j][k] = max_p  best[a][k - kept(p)] + saving(p)
+
+with kept(p) = 1 for a kept block and 0 otherwise; O(n * n * max_span) steps, the plan read back through
+the pointers. The same recurrence, scored lexicographically by (-loss, saving), gives the plan of least
+summed loss at each k (the fastest among equals).
+
+With a loss per piece (the accuracy the blocks it linearises lose, summed), the accuracy-latency front:
+front[j] holds the plans of blocks 0..j-1 that no other one beats in both summed loss and summed saving,
+
+    front[0] = {(0, 0)},    front[j] = nondominated( union over p = [a, j) of front[a] + (loss(p), saving(p)) )
+
+Exact because both objectives add over pieces and a piece's terms depend on its own blocks only: a plan
+of blocks 0..a-1 that another one dominates stays dominated whatever follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+__all__ = ["Option", "Solution", "best_per_k", "pareto_front"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to deploy blocks start..stop-1 as a piece: kept (one block), or linearised (alone or a span)."""
+
+    start: int
+    stop: int
+    kept: bool
+    saving: float
+    loss: float = 0.0  # a `fractions.Fraction` keeps sums exact, so that equal losses tie
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A plan as its pieces, with their summed saving and loss."""
+
+    saving: float
+    loss: float
+    pieces: tuple[Option, ...]
+
+    @property
+    def k(self) -> int:
+        """Blocks that keep their activations."""
+        return sum(p.kept for p in self.pieces)
+
+
+def _by_end(n: int, options: Sequence[Option]) -> list[list[Option]]:
+    ending: list[list[Option]] = [[] for _ in range(n + 1)]
+    for o in options:
+        ending[o.stop].append(o)
+    return ending
+
+
+def best_per_k(n: int, options: Sequence[Option],
+               score: Callable[[Option], tuple[float, ...]] = lambda o: (o.saving,)) -> dict[int, Solution]:
+    """{k: the plan of blocks 0..n-1 with k kept blocks whose summed ``score`` is largest (lexicographically)},
+    for every k some plan reaches. The default score is the saving: the fastest plan at each k."""
+    ending = _by_end(n, options)
+    zero = tuple(0 * v for v in score(options[0])) if options else (0.0,)
+    best: list[dict[int, tuple[tuple[float, ...], Option | None]]] = [{0: (zero, None)}] + [{} for _ in range(n)]
+    for j in range(1, n + 1):
+        row = best[j]
+        for o in ending[j]:
+            s = score(o)
+            for k, (total, _) in best[o.start].items():
+                k2 = k + o.kept
+                cand = tuple(a + b for a, b in zip(total, s))
+                if k2 not in row or cand > row[k2][0]:
+                    row[k2] = (cand, o)
+    return {k: _read_back(best, n, k) for k in sorted(best[n])}
+
+
+def _read_back(best, n: int, k: int) -> Solution:
+    pieces, j = [], n
+    while j > 0:
+        o = best[j][k][1]
+        pieces.append(o)
+        j, k = o.start, k - o.kept
+    pieces.reverse()
+    return Solution(sum(p.saving for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
+
+
+def pareto_front(n: int, options: Sequence[Option]) -> list[Solution]:
+    """The plans of blocks 0..n-1 that no other plan beats in both summed loss (lower) and summed saving
+    (higher), ordered by loss (so by saving too); one plan for each point."""
+    ending = _by_end(n, options)
+    # a partial plan: (loss, saving, its last piece, the partial plan before it)
+    front: list[list[tuple[float, float, Option | None, tuple | None]]] = [[(0 * options[0].loss, 0.0, None, None)]]
+    for j in range(1, n + 1):
+        candidates = [(loss + o.loss, saving + o.saving, o, prev)
+                      for o in ending[j] for prev in front[o.start] for loss, saving in [prev[:2]]]
+        candidates.sort(key=lambda c: (c[0], -c[1]))
+        kept, top = [], float("-inf")
+        for c in candidates:
+            if c[1] > top:
+                kept.append(c)
+                top = c[1]
+        front.append(kept)
+    out = []
+    for loss, saving, last, prev in front[n]:
+        pieces, node = [last], prev
+        while node is not None and node[2] is not None:
+            pieces.append(node[2])
+            node = node[3]
+        pieces.reverse()
+        out.append(Solution(saving, loss, tuple(pieces)))
+    return out

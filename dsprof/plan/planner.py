@@ -1,0 +1,214 @@
+"""The planner: from a model and a LUT, the exact plan of lowest predicted latency for every budget.
+
+For each k (blocks that keep their activations, 0..n) the plan -- which blocks keep their activations,
+which linearised blocks merge, which consecutive ones merge as one span -- that `predict_latency` prices
+lowest; with per-block importance (the accuracy a block loses without its activations), the
+accuracy-latency front. The search is `dp` (dynamic programming, exact); every plan it returns is priced
+by `predict_plan`, the function `dsprof predict` uses, so the two show the same number.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from torch import nn
+
+from ..errors import LUTMissError, UsageError
+from ..lut import LUT
+from ..lut.cost import Piece, PlanCosts
+from ..lut.predict import plan_costs, predict_plan
+from ..merge.plan import PRESETS, Plan, same_family
+from ..merge.spans import span_runs
+from .dp import Option, Solution, best_per_k, pareto_front
+from .front import Front, FrontPoint, PresetPoint
+
+__all__ = ["best_plan", "plan_front", "measure_command"]
+
+
+def plan_front(
+    model: str | nn.Module,
+    lut: LUT | str | Path,
+    *,
+    importance: Mapping[int, float] | Sequence[float] | None = None,
+    max_span: int = 4,
+    device: Any = None,
+    method: str = "auto",
+    rest: str = "auto",
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    costs: PlanCosts | None = None,
+) -> Front:
+    """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
+    ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
+    of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
+    ``costs``: the model's `plan_costs` when already read (they fix the LUT context, method and rest).
+    A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run."""
+    if max_span < 1:
+        raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
+    options = dict(options or {})
+    if costs is None:
+        costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+                           method=method)
+    registered = name or str(model)
+    loss = _importance(importance, len(costs.blocks))
+    choices = _options(costs, max_span, loss)
+    _check_found(costs, choices, registered, options, max_span)
+    ctx = _Context(costs, registered, options, loss is not None)
+    pieces, n = [o for o, _ in choices], len(costs.blocks)
+    points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
+    least_loss, pareto = None, None
+    if loss is not None:
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving))
+        least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
+        pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
+    original = predict_plan(costs, None).total_s
+    return Front(
+        model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
+        original_s=original, points=points, least_loss=least_loss, pareto=pareto,
+        presets=tuple(_presets(ctx, points, loss)),
+    )
+
+
+def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = 4,
+              costs: PlanCosts | None = None, **pricing: Any) -> Plan:
+    """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
+    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `plan_costs`'s keywords (device, method, rest,
+    name, options, resolution), or ``costs`` already read."""
+    options = dict(pricing.pop("options", None) or {})
+    name = pricing.get("name") or str(model)
+    costs = costs or plan_costs(model, lut, options=options, **pricing)
+    keep = tuple(int(k) for k in keep)
+    if len(keep) != len(costs.blocks):
+        raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
+    choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
+    _check_found(costs, choices, name, options, max_span)
+    (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
+    return _Context(costs, name, options).plan(solution, "best-spans")
+
+
+class _Context:
+    """What turns a DP solution into a priced plan of this model."""
+
+    def __init__(self, costs: PlanCosts, name: str, options: dict[str, Any], with_loss: bool = False) -> None:
+        self.costs, self.name, self.options, self.with_loss = costs, name, options, with_loss
+
+    def plan(self, solution: Solution, label: str) -> Plan:
+        n = len(self.costs.blocks)
+        keep, merge, spans = [1] * n, [False] * n, []
+        for o in solution.pieces:
+            if o.kept:
+                continue
+            if o.stop - o.start > 1:
+                spans.append((o.start, o.stop))
+            for i in range(o.start, o.stop):
+                keep[i] = 0
+                merge[i] = o.stop - o.start > 1 or self.costs.linearized(i).variant == "merged"
+        return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
+                    source=f"dsprof plan ({self.costs.key})")
+
+    def point(self, solution: Solution, label: str) -> FrontPoint:
+        plan = self.plan(solution, label)
+        pred = predict_plan(self.costs, plan, strict=True, name=self.name)
+        return FrontPoint(solution.k, plan, pred.total_s, pred.low_s, pred.high_s,
+                          float(solution.loss) if self.with_loss else None)
+
+
+def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
+    if importance is None:
+        return None
+    if isinstance(importance, Mapping):
+        values = {int(k): float(v) for k, v in importance.items()}
+        missing = [i for i in range(n) if i not in values]
+        extra = sorted(set(values) - set(range(n)))
+        if missing or extra:
+            raise UsageError(f"importance needs one value per block 0..{n - 1}; "
+                             + (f"missing {missing}" if missing else f"unknown blocks {extra}"))
+        return [values[i] for i in range(n)]
+    values = [float(v) for v in importance]
+    if len(values) != n:
+        raise UsageError(f"importance needs one value per block ({n}), got {len(values)}")
+    return values
+
+
+def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
+    """Every piece a plan can use, priced: each block kept or linearised alone, each span of 2..max_span
+    blocks inside a run of spannable blocks (`span_runs`)."""
+    n = len(costs.blocks)
+    # exact sums of the losses: a span's loss and its blocks' losses added one by one must tie exactly
+    loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
+    out = []
+    for i in range(n):
+        out.append((Option(i, i + 1, True, 0.0, Fraction(0)), costs.kept(i)))
+        piece = costs.linearized(i)
+        out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
+    for run in span_runs(costs.blocks, (0,) * n):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_span) + 1):
+                start, stop = run[a], run[b - 1] + 1
+                piece = costs.span(start, stop)
+                out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
+    return out
+
+
+def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, options: dict[str, Any],
+                 max_span: int) -> None:
+    """One line naming what the LUT lacks and the `dsprof measure` that times it."""
+    missing = list(costs.missing) + [p.missing for _, p in choices if p.missing]
+    if not missing:
+        return
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    raise LUTMissError(
+        f"the LUT {costs.lookup.lut.source} lacks {missing[0]}{more} for {costs.label} on {costs.key}: run "
+        f"`{measure_command(name, options, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
+    )
+
+
+def measure_command(name: str, options: Mapping[str, Any], costs: PlanCosts, max_span: int) -> str:
+    """The `dsprof measure` command that times what the planner reads for this model in the LUT's context."""
+    from ..models.user_model import _REGISTERED
+
+    key = costs.key
+    label_options = costs.label[len(name):]
+    resolution = json.loads(label_options).get("resolution") if label_options.startswith("{") else None
+    model = f"--model-file {_REGISTERED[name]}:{name.rsplit(':', 1)[-1]}" if name in _REGISTERED else f"--model {name}"
+    parts = ["dsprof measure", model]
+    if "width" in options:
+        parts.append(f"--width {options['width']}")
+    if "depths" in options:
+        parts.append("--depths " + ",".join(str(d) for d in options["depths"]))
+    if resolution is not None:
+        parts.append(f"--resolution {resolution}")
+    parts += [f"--device {key.device}", f"--backend {key.backend}", f"--dtype {key.dtype}", f"--batch {key.batch}"]
+    if key.threads:
+        parts.append(f"--threads {key.threads}")
+    if key.layout == "channels_last":
+        parts.append("--channels-last")
+    if key.compile:
+        parts.append("--compile")
+    parts.append("--variants original,merged,linear")
+    if max_span > 1:
+        parts.append(f"--spans {max_span}")
+    if costs.method != "isolated" or costs.context_factor is not None:
+        parts.append("--context merged,linear")
+    return " ".join(parts)
+
+
+def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | None) -> list[PresetPoint]:
+    """The paper's plans for this model and options, priced and set against the front plan of their k."""
+    by_k = {p.k: p for p in points}
+    out = []
+    for preset_name, preset in sorted(PRESETS.items()):
+        if not same_family(preset.model, ctx.name) or dict(preset.options) != ctx.options \
+                or len(preset.keep) != len(ctx.costs.blocks):
+            continue
+        pred = predict_plan(ctx.costs, preset, strict=True, name=ctx.name)
+        k = sum(preset.keep)
+        front = by_k[k].latency_s
+        importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
+        out.append(PresetPoint(preset_name, k, pred.total_s, pred.low_s, pred.high_s, front, importance))
+    return out
+

@@ -1,0 +1,77 @@
+"""`dsprof plan` as a Python function: the front, the chosen plan, the files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import InputFileError
+from ..io import atomic_write_text, check_output_path
+from .front import Front, FrontPoint
+from .planner import plan_front
+
+__all__ = ["PlanOutcome", "load_importance", "plan_to_file"]
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """What `plan_to_file` produced: the front, the chosen point (None without a budget) and the files."""
+
+    front: Front
+    chosen: FrontPoint | None
+    paths: tuple[Path, ...]
+
+
+def load_importance(path: str | Path) -> dict[int, float]:
+    """Per-block importance from a JSON file: an object {block index: loss} or a list, one loss per block."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(f"importance file {path}: {exc}; give a JSON object {{block index: loss}} or a list") from None
+    try:
+        if isinstance(data, list):
+            return {i: float(v) for i, v in enumerate(data)}
+        if isinstance(data, dict):
+            return {int(k): float(v) for k, v in data.items()}
+    except (TypeError, ValueError):
+        pass
+    raise InputFileError(f"importance file {path}: give a JSON object {{block index: loss}} or a list of numbers")
+
+
+def plan_to_file(
+    model: str,
+    lut: Any,
+    *,
+    out: str | Path | None = None,
+    importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
+    keep: int | None = None,
+    budget_ms: float | None = None,
+    speedup: float | None = None,
+    max_span: int = 4,
+    device: Any = None,
+    method: str = "auto",
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    plan_out: str | Path | None = None,
+) -> PlanOutcome:
+    """`plan_front`, then the plan for one budget (``keep`` blocks with activations, ``budget_ms`` or
+    ``speedup``; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
+    ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
+    if isinstance(importance, (str, Path)):
+        importance = load_importance(importance)
+    chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
+    for path in (out, chosen_path):
+        if path is not None:
+            check_output_path(path)
+    front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
+                       options=options, resolution=resolution)
+    chosen = None
+    if keep is not None or budget_ms is not None or speedup is not None:
+        chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
+    paths: tuple[Path, ...] = front.write(out) if out is not None else ()
+    if chosen is not None and chosen_path is not None:
+        paths += (atomic_write_text(chosen_path, chosen.plan.to_json()),)
+    return PlanOutcome(front, chosen, paths)

@@ -1,0 +1,63 @@
+"""The backends in one registry: each profiler backend, the runtime that runs its model files on another
+device (`dsprof export`, `measure --remote`), and the file formats of bundles, as plain data.
+
+The command line, `dsprof.edge.export`, `dsprof.edge.importer` and `dsprof.edge.remote` read these tables;
+`Backend.load` imports a backend's implementation only when it is used. The bundle runner
+(`dsprof.edge.runner`) runs without dsprof on the device and keeps its own copy of `RUNTIMES`' format and
+layout (tests/test_runtimes.py checks that the two agree).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "Backend", "Runtime", "load_backend_class", "runtime_of_format"]
+
+
+class Backend(NamedTuple):
+    """A profiler backend (``dsprof measure --backend``): its implementation (``module:Class`` under
+    `dsprof.profiler.backends`) and the runtime that times its models on a remote device."""
+
+    name: str
+    implementation: str
+    remote_runtime: str
+
+
+class Runtime(NamedTuple):
+    """What runs a bundle's model files (the runner's ``--runtime``): the file format it reads, the input's
+    memory layout as run, and the backend named in the measurement records imported from it."""
+
+    name: str
+    format: str
+    layout: str
+    records_backend: str
+
+
+#: Bundle model file format -> file suffix.
+FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
+
+BACKENDS = {b.name: b for b in (
+    Backend("torch", "torch_eager:TorchBackend", "torchscript"),
+    Backend("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
+    Backend("tflite", "tflite:TFLiteBackend", "tflite"),
+)}
+
+# TorchScript records keep their own backend name: a traced module is timed apart from PyTorch eager.
+RUNTIMES = {r.name: r for r in (
+    Runtime("onnxruntime", "onnx", "nchw", "onnxruntime"),
+    Runtime("tflite", "tflite", "nhwc", "tflite"),
+    Runtime("torchscript", "torchscript", "nchw", "torchscript"),
+    Runtime("benchmark_model", "tflite", "nhwc", "tflite"),  # TensorFlow Lite's benchmark binary
+)}
+
+
+def load_backend_class(name: str) -> type:
+    """Import backend ``name``'s implementation (PyTorch, ONNX Runtime or LiteRT load here, not before)."""
+    module, cls = BACKENDS[name].implementation.split(":")
+    return getattr(importlib.import_module(f"dsprof.profiler.backends.{module}"), cls)
+
+
+def runtime_of_format(fmt: str) -> str:
+    """The runner runtime that reads bundle files of format ``fmt`` (the first listed: onnxruntime for onnx)."""
+    return next(r.name for r in RUNTIMES.values() if r.format == fmt)

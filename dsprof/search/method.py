@@ -1,0 +1,104 @@
+"""What a search method receives and returns: the contract behind `search(method=...)`.
+
+A method is a function ``SearchRequest -> SearchResult`` in a module of its own, named in
+`registry.METHODS`. The request carries every option of `dsprof search`; each method reads the ones it
+uses (the differentiable search its score options, the importance search ``lam`` and the fine-tune
+``config``, the random search ``config.seed``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from torch import nn
+
+from ..errors import UsageError
+from ..io import atomic_write_text
+from ..merge import Plan
+from .gates import resolve_k
+from .objective import BlockWeights, block_weights
+from .run import TrainConfig
+
+__all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "write_plan"]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The options of one search (`search`'s arguments; ``resolution`` already resolved)."""
+
+    model: str
+    keep: int | float | None  # blocks that keep their activations; None: a budget chooses (the planner)
+    data: str | Path
+    options: dict[str, Any]
+    resolution: int
+    weights: bool | str | Path | None = None
+    lut: str | Path | None = None
+    device_key: str | None = None
+    lut_resolution: int | None = None
+    lam: float = 1e-3
+    score_lr: float = 0.01
+    score_init: float = 1.0
+    score_normalize: bool = False
+    score_bound: float | None = None
+    anneal_epochs: float = 0.0
+    config: TrainConfig = TrainConfig()
+    out: str | Path | None = None
+    checkpoint: str | Path | None = None
+    resume: bool = False
+    device: str = "auto"
+    name: str | None = None
+    weights_out: str | Path | None = None
+    stop_after_epochs: int | None = None
+    budget_ms: float | None = None  # predicted latency per batch (the LUT's), instead of keep
+    speedup: float | None = None  # predicted speed-up over the original, instead of keep
+    max_span: int = 4  # the planner's spans: consecutive linear blocks merged as one (1: none)
+    method: str = "importance"
+
+    def required_keep(self) -> int | float:
+        """``keep``, for a method that needs it given."""
+        if self.keep is None or self.budget_ms is not None or self.speedup is not None:
+            raise UsageError(f"--method {self.method} takes --keep; a latency budget (--budget-ms, --speedup) is "
+                             "chosen through the planner: --method importance or planner, with --lut")
+        return self.keep
+
+    def k(self, n_blocks: int) -> int:
+        """The number of blocks that keep their activations (``keep`` resolved for ``n_blocks``), refused where
+        nothing is left to choose (none or all of them)."""
+        keep = self.required_keep()
+        k = resolve_k(keep, n_blocks)
+        if k in (0, n_blocks):
+            every = "no block keeps" if k == 0 else "every block keeps"
+            raise UsageError(f"--keep {keep} of {n_blocks} blocks: {every} its activations, so there is nothing to "
+                             f"choose; give --keep 1..{n_blocks - 1}")
+        return k
+
+
+@dataclass
+class SearchResult:
+    """The plan a search wrote and what led to it."""
+
+    plan: Plan
+    scores: list[float]
+    ranking: list[int]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    out: Path | None = None
+
+
+SearchMethod = Callable[[SearchRequest], SearchResult]
+
+
+def write_plan(plan: Plan, out: str | Path | None) -> Path | None:
+    """Write ``plan`` to ``out`` (atomically; nothing when None); the path written."""
+    if out is None:
+        return None
+    atomic_write_text(out, plan.to_json())
+    return Path(out)
+
+
+def decay_weights(base: nn.Module, request: SearchRequest) -> BlockWeights:
+    """The blocks' decay weights for ``request``: LUT latency savings (``request.lut``, its entries at
+    ``lut_resolution``) or MAC savings at the training resolution."""
+    size = request.lut_resolution or request.resolution
+    return block_weights(base, lut=request.lut, device_key=request.device_key, input_size=(size, size))

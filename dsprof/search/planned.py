@@ -1,0 +1,74 @@
+"""The planner's search entry: a plan chosen by `dsprof.plan` from a LUT (issue #20).
+
+`search(method="planner")` trains nothing: the plan (keep list, merges, spans) that the LUT predicts fastest
+with k blocks keeping their activations, or the one that keeps most activations within a latency budget or
+speed-up. The importance search chooses through the same entry (`planner_front` with the importance it
+measured, `choose_point`), so that a searched plan is the planner's front plan and `merge` deploys it as
+priced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+from ..errors import LUTMissError, UsageError
+from ..merge import Plan
+from ..plan import Front, FrontPoint, plan_front
+from .gates import resolve_k
+from .method import SearchRequest, SearchResult, write_plan
+
+__all__ = ["choose_point", "planned", "planner_front", "search_planner"]
+
+
+def planner_front(req: SearchRequest, importance: Sequence[float] | None = None) -> Front:
+    """The planner's front for ``req``'s model on its LUT (``device_key``, ``lut_resolution``, spans up to
+    ``max_span`` blocks), with per-block ``importance`` (accuracy lost without its activations) when given.
+    A missing LUT, or an entry the LUT lacks, is one line that says what to measure."""
+    if req.lut is None:
+        raise UsageError(f"--method {req.method} chooses with a LUT's latencies: give --lut (from dsprof measure "
+                         "and dsprof build-lut)")
+    try:
+        return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
+                          options=req.options, resolution=req.lut_resolution or req.resolution)
+    except LUTMissError as e:
+        if req.max_span > 1:  # the span entries are what a LUT most often lacks
+            raise LUTMissError(f"{e.args[0]}; or choose without spans: --max-span 1") from None
+        raise
+
+
+def choose_point(front: Front, req: SearchRequest) -> FrontPoint:
+    """The front plan for ``req``'s budget: ``keep`` blocks with activations, ``budget_ms`` or ``speedup``."""
+    given = [v is not None for v in (req.keep, req.budget_ms, req.speedup)]
+    if sum(given) != 1:
+        raise UsageError("choose the plan by one of --keep, --budget-ms or --speedup")
+    if req.keep is not None:
+        return front.choose(keep=resolve_k(req.keep, len(front.points[0].plan.keep)))
+    budget_s = req.budget_ms / 1e3 if req.budget_ms is not None else None
+    return front.choose(budget_s=budget_s, speedup=req.speedup)
+
+
+def planned(req: SearchRequest, front: Front, point: FrontPoint, info: dict[str, Any]) -> Plan:
+    """``point``'s plan named and annotated as ``req``'s search result: ``info`` plus what the planner
+    predicted (latency, speed-up) and the front it chose from."""
+    pareto = front.pareto if front.pareto is not None else front.points
+    search = {
+        "method": req.method, "k": point.k, **info,
+        "budget_ms": req.budget_ms, "speedup_target": req.speedup,
+        "planner": {
+            "device": str(front.device), "lut_method": front.method, "max_span": front.max_span,
+            "latency_s": point.latency_s, "low_s": point.low_s, "high_s": point.high_s,
+            "original_s": front.original_s, "speedup": front.original_s / point.latency_s, "loss": point.importance,
+            "front": [p.to_dict(front.original_s) for p in pareto],
+        },
+    }
+    return replace(point.plan, name=req.name or f"{req.method}-k{point.k}",
+                   source=f"dsprof search --method {req.method} (planner, {front.device})", search=search)
+
+
+def search_planner(req: SearchRequest) -> SearchResult:
+    """The LUT's fastest plan with ``keep`` blocks keeping activations, or the one keeping most within
+    ``budget_ms`` / ``speedup`` (no training, no importance)."""
+    front = planner_front(req)
+    plan = planned(req, front, choose_point(front, req), {})
+    return SearchResult(plan, [], [], [], write_plan(plan, req.out))

@@ -1,0 +1,24 @@
+"""The random-search baseline: `search(method="random")` draws k blocks with ``config.seed``."""
+
+from __future__ import annotations
+
+from ..merge import Plan
+from ..models import find_blocks
+from .baselines import random_keep
+from .build import build_model
+from .method import SearchRequest, SearchResult, write_plan
+
+__all__ = ["search_random"]
+
+
+def search_random(req: SearchRequest) -> SearchResult:
+    """A plan that keeps k blocks drawn with seed ``req.config.seed`` (no training)."""
+    seed = req.config.seed
+    base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
+    n = len(find_blocks(base, (req.resolution, req.resolution)))
+    k = req.k(n)
+    plan = Plan(
+        req.model, random_keep(n, k, seed), req.options, name=req.name or f"random-k{k}-s{seed}",
+        source=f"dsprof search --method random (seed {seed})", search={"method": "random", "seed": seed, "k": k},
+    )
+    return SearchResult(plan, [], [], [], write_plan(plan, req.out))

@@ -1,0 +1,104 @@
+"""The ways of choosing a plan, by name, and `search(method=...)` that runs one.
+
+Each method is a function ``SearchRequest -> SearchResult`` (`method`) in a module of its own; a new
+method is one new module and one line in `METHODS`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .build import default_training_resolution
+from .differentiable import search_differentiable
+from .importance import search_importance
+from .method import SearchMethod, SearchRequest, SearchResult
+from .planned import search_planner
+from .random_plan import search_random
+from .run import TrainConfig
+
+__all__ = ["DEFAULT_METHOD", "METHODS", "search", "search_method"]
+
+# The default first: what the ground truth supports (docs/search.md, benchmarks/RESULTS.md).
+METHODS: dict[str, SearchMethod] = {
+    "importance": search_importance,
+    "differentiable": search_differentiable,
+    "planner": search_planner,
+    "random": search_random,
+}
+DEFAULT_METHOD = "importance"
+
+
+def search_method(name: str) -> SearchMethod:
+    """The search method called ``name``; an unknown name lists the methods there are."""
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise UsageError(f"unknown search method {name!r}; choose one of: {', '.join(METHODS)}") from None
+
+
+def search(
+    model: str = "mobilenet_v2",
+    *,
+    keep: int | float | None = None,
+    data: str | Path = "digits",
+    options: dict[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path | None = None,
+    method: str = DEFAULT_METHOD,
+    lut: str | Path | None = None,
+    device_key: str | None = None,
+    lut_resolution: int | None = None,
+    lam: float = 1e-3,
+    score_lr: float = 0.01,
+    score_init: float = 1.0,
+    score_normalize: bool = False,
+    score_bound: float | None = None,
+    anneal_epochs: float = 0.0,
+    config: TrainConfig = TrainConfig(),
+    out: str | Path | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+    device: str = "auto",
+    name: str | None = None,
+    weights_out: str | Path | None = None,
+    stop_after_epochs: int | None = None,
+    budget_ms: float | None = None,
+    speedup: float | None = None,
+    max_span: int = 4,
+) -> SearchResult:
+    """Search which blocks keep their activations (``keep``: count or fraction) and write the plan to ``out``.
+
+    ``method="importance"`` (the default: the one the ground truth supports, docs/search.md) measures each
+    block's importance (the accuracy lost when it alone is linearised and fine-tuned ``config.epochs``)
+    and chooses through the planner: with ``lut`` the plan of least summed importance for ``keep`` (or
+    the least loss within ``budget_ms`` per batch or ``speedup`` over the original, as the LUT predicts
+    them), its merges and spans (up to ``max_span`` blocks) the LUT's; without a LUT the k most important
+    blocks keep their activations. ``method="differentiable"`` (paper Sec. 4.2) trains weights and gate
+    scores on ``data`` for ``config.epochs`` with task loss + ``lam`` * sum_b w_b |m_b| (w_b: LUT latency
+    saving for ``device_key``, measured at ``lut_resolution``, or MAC saving); ``score_normalize``
+    divides the scores' straight-through gradient by its largest entry, ``score_bound`` keeps the scores
+    in [-bound, bound], ``anneal_epochs`` lowers the number of kept blocks from all to k over that many
+    epochs. ``method="planner"``: the LUT's fastest plan for ``keep`` (or the most activations within
+    the budget), no training. ``method="random"`` draws k blocks with seed ``config.seed``. `METHODS`
+    lists them all.
+    ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
+    The differentiable search rewrites the plan after every epoch, with a checkpoint (``checkpoint``,
+    default ``OUT.ckpt.pt``) that ``resume`` continues from; ``stop_after_epochs``: leave after that many
+    epochs of this call. ``weights_out``: also save the searched weights (original architecture).
+    """
+    chosen = search_method(method)
+    if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
+        raise UsageError(f"--resume continues a differentiable search from its checkpoint; --method {method} keeps "
+                         "none: run it again without --resume, or resume with --method differentiable")
+    if resolution is None:
+        resolution = default_training_resolution(model, data)
+    return chosen(SearchRequest(
+        model=model, keep=keep, data=data, options=dict(options or {}), resolution=resolution, weights=weights,
+        lut=lut, device_key=device_key, lut_resolution=lut_resolution, lam=lam, score_lr=score_lr,
+        score_init=score_init, score_normalize=score_normalize, score_bound=score_bound, anneal_epochs=anneal_epochs,
+        config=config, out=out, checkpoint=checkpoint, resume=resume, device=device, name=name,
+        weights_out=weights_out, stop_after_epochs=stop_after_epochs, budget_ms=budget_ms, speedup=speedup,
+        max_span=max_span, method=method,
+    ))

@@ -1,0 +1,154 @@
+"""`dsprof measure` as real processes meet them: a second run on the same file, a full disk, Ctrl-C.
+
+Each test runs the console script in subprocesses (mobilenet_v2 at 32 px, a few blocks, tiny timing
+budgets), then `--resume` in this process, and checks from the file that every workload was measured
+exactly once and that what was written before the trouble is still there, line for line.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dsprof.cli import main
+from dsprof.profiler import read_measurements
+
+DSPROF = str(Path(sys.executable).parent / "dsprof")
+DIE_AFTER = str(Path(__file__).parent / "die_after.py")
+FAST = ["--resolution", "32", "--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+        "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
+FOUR_BLOCKS = ["--blocks", "features.1,features.2,features.3,features.4", "--model-variants", "none"]
+VARIANTS = ("original", "merged", "flops_matched")
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def expected_keys(n_blocks: int) -> list[tuple[str, str]]:
+    return [(f"features.{i}", v) for i in range(1, n_blocks + 1) for v in VARIANTS]
+
+
+def measured_once(out: Path) -> list[tuple[str, str]]:
+    """The (block, variant) of every record, after checking that none is repeated and all succeeded."""
+    records = read_measurements(out)
+    keys = [r.workload_key for r in records]
+    assert len(keys) == len(set(keys)), "a workload was measured twice"
+    assert all(r.ok for r in records)
+    return [(r.name, r.variant) for r in records if r.scope == "block"]
+
+
+def wait_for_lines(out: Path, proc: subprocess.Popen, n: int = 1, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out.exists() and out.read_bytes().count(b"\n") >= n:
+            return
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.02)
+    raise AssertionError(f"{out} got no record in {timeout_s} s")
+
+
+@pytest.mark.slow
+def test_a_second_run_on_a_file_being_written_is_refused_and_resume_works_after(tmp_path):
+    out, go = tmp_path / "run.jsonl", tmp_path / "go"
+    # The first run holds after its first group of records is on disk (and its lock taken) until `go` exists.
+    first = subprocess.Popen([sys.executable, DIE_AFTER, "--pause", str(go), "dsprof.profiler.records:MeasurementWriter.write",
+                              "1", "measure", "--out", str(out), *FAST, *FOUR_BLOCKS],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_lines(out, first, 3)
+        held = out.read_bytes()
+        # the user who thinks the first run died, either way (both at once)
+        seconds = [subprocess.Popen([DSPROF, "measure", "--out", str(out), flag, *FAST, *FOUR_BLOCKS],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                   for flag in ("--resume", "--overwrite")]
+        for second in seconds:
+            _, err = second.communicate(timeout=300)
+            assert second.returncode == 2, err[-2000:]
+            assert "is being written by another dsprof run" in err and "--resume" in err
+            assert "Traceback" not in err
+        assert out.read_bytes() == held  # nothing interleaved, nothing truncated
+    finally:
+        go.touch()
+        _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err[-2000:]
+    assert main(["measure", "--out", str(out), "--resume", *FAST, *FOUR_BLOCKS]) == 0  # a complete file: nothing to do
+    assert out.read_bytes().startswith(held)
+    assert measured_once(out) == expected_keys(4)
+
+
+def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
+    out, probe = tmp_path / "run.jsonl", tmp_path / "probe.jsonl"
+    assert main(["measure", "--out", str(probe), *FAST, "--blocks", "features.1", "--model-variants", "none"]) == 0
+    limit = int(2.5 * probe.stat().st_size)  # bytes: two groups of three records fit, the third does not
+
+    def small_disk() -> None:  # in the child: writes past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    full = subprocess.run([DSPROF, "measure", "--out", str(out), *FAST, *FOUR_BLOCKS], capture_output=True,
+                          text=True, timeout=300, preexec_fn=small_disk)
+    assert full.returncode == 2, full.stderr[-2000:]
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith("dsprof measure: error: cannot write") and "File too large" in last, full.stderr[-2000:]
+    assert "keeps the 6 records written before" in last and "--resume" in last
+    assert "Traceback" not in full.stderr
+    data = out.read_bytes()
+    assert data.endswith(b"\n") and len(data) <= limit  # cut back to the last whole record
+    assert measured_once(out) == expected_keys(2)
+    assert main(["measure", "--out", str(out), "--resume", *FAST, *FOUR_BLOCKS]) == 0
+    assert out.read_bytes().startswith(data)
+    assert measured_once(out) == expected_keys(4)
+
+
+def test_ctrl_c_says_what_is_saved_exits_130_and_resume_measures_the_rest_once(tmp_path):
+    out = tmp_path / "run.jsonl"
+    args = ["measure", "--out", str(out), *FAST, "--model-variants", "none"]  # all 17 blocks: 51 workloads
+    run = subprocess.Popen([DSPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_lines(out, run, 3)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=300)
+    assert run.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    saved = out.read_bytes()
+    n = saved.count(b"\n")
+    assert saved.endswith(b"\n") and 3 <= n < 51
+    assert lines[-1] == f"dsprof measure: interrupted: {n} of 51 workloads saved in {out}; --resume continues"
+    assert main([*args, "--resume"]) == 0
+    assert out.read_bytes().startswith(saved)  # nothing written before the interrupt lost or rewritten
+    assert measured_once(out) == expected_keys(17)
+
+
+def test_resume_and_overwrite_together_are_refused(capsys, tmp_path):
+    out = tmp_path / "run.jsonl"
+    assert main(["measure", "--out", str(out), "--resume", "--overwrite", *FAST, *FOUR_BLOCKS]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_finetune_names_the_checkpoint_and_resume_finishes(tmp_path):
+    from dsprof.search.training import load_training_checkpoint
+
+    ckpt = tmp_path / "ft.pt"
+    mynet = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
+    args = ["finetune", "--model-file", mynet, "--epochs", "3", "--max-batches", "10", "--max-eval-batches", "1",
+            "--batch-size", "16", "--device", "cpu", "--no-merge-check", "--out", str(ckpt)]
+    run = subprocess.Popen([DSPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not ckpt.exists():  # the first epoch's checkpoint (written atomically: it exists whole or not at all)
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=300)
+    assert run.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"dsprof finetune: interrupted: {ckpt} holds the epochs finished; "
+                                            "the same command with --resume continues")
+    done = int(load_training_checkpoint(ckpt)["epoch"])
+    assert 1 <= done < 3
+    assert main([*args, "--resume"]) == 0
+    assert int(load_training_checkpoint(ckpt)["epoch"]) == 3

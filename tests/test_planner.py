@@ -1,0 +1,223 @@
+"""The planner (issue #20): its front against brute force, its plans through merge and predict, the one cost.
+
+Real LUTs: two tiny models timed here (few samples, 32 x 32). The expected values come from brute force
+(every keep-vector x every span partition, each priced by the prediction function) or from the LUT's raw
+rows, never from the planner itself. No timing asserts.
+"""
+
+import itertools
+import json
+from fractions import Fraction
+
+import pandas as pd
+import pytest
+import torch
+
+from dsprof.cli import build_parser, main
+from dsprof.errors import LUTMissError
+from dsprof.lut import LUT, build_lut, model_label, predict_latency
+from dsprof.lut.predict import plan_costs, predict_plan
+from dsprof.merge import Plan, linearize_model, merge_model, merge_report
+from dsprof.merge.run import merge_to_file
+from dsprof.merge.spans import span_runs, span_spec
+from dsprof.models import find_blocks, get_model
+from dsprof.plan import best_plan, plan_front
+from dsprof.profiler import TimingConfig, measure
+
+from conftest import randomise_bn
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+MODELS = {
+    "mbv2": ("mobilenet_v2", {"depths": [1] * 7}),  # 7 blocks, one run of 7 spannable blocks
+    "resnet": ("resnet18", {"width": 0.25}),  # 8 basic blocks: a ReLU after each addition, no spans
+}
+MAX_SPAN = 3
+IMPORTANCE = [0.1, 0.3, 0.05, 0.2, 0.02, 0.4, 0.15, 0.25]
+
+
+def _measure(tmp, name, options, spans):
+    out = tmp / f"{name}-{spans}.jsonl"
+    result = measure(name, model_options=options, resolution=32, variants=("original", "merged", "linear"),
+                     model_variants=("original",), spans=spans, timing=FAST, out=out, progress=False)
+    return build_lut([result.path])
+
+
+@pytest.fixture(scope="module")
+def luts(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("planner")
+    return {key: _measure(tmp, name, options, MAX_SPAN) for key, (name, options) in MODELS.items()}
+
+
+def _partitions(run, max_span):
+    """Every split of a run of block indices into consecutive pieces of 1..max_span blocks, as spans (2+ blocks)."""
+    if not run:
+        yield ()
+        return
+    for size in range(1, min(max_span, len(run)) + 1):
+        head = (run[0], run[size - 1] + 1) if size > 1 else None
+        for rest in _partitions(run[size:], max_span):
+            yield ((head,) if head else ()) + rest
+
+
+def _every_plan(name, options, blocks, max_span):
+    for keep in itertools.product((0, 1), repeat=len(blocks)):
+        runs = span_runs(blocks, keep)
+        for choice in itertools.product(*[list(_partitions(r, max_span)) for r in runs]):
+            spans = tuple(sorted(s for part in choice for s in part))
+            yield Plan(name, keep, options, spans=spans or None)
+
+
+@pytest.mark.parametrize("key", MODELS)
+def test_front_equals_brute_force(luts, key):
+    name, options = MODELS[key]
+    lut = luts[key]
+    costs = plan_costs(name, lut, options=options, resolution=32)
+    n = len(costs.blocks)
+    importance = IMPORTANCE[:n]
+    front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN, importance=importance)
+    scored = []  # (k, exact loss, latency) of every plan, priced by the prediction function
+    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN):
+        latency = predict_plan(costs, plan, strict=True).total_s
+        scored.append((sum(plan.keep), sum((Fraction(importance[i]) for i in plan.linearized), Fraction(0)), latency))
+    if key == "mbv2":
+        assert sum(1 for _ in _every_plan(name, options, costs.blocks, 1)) == 2 ** n < len(scored)  # spans enumerated
+    assert [p.k for p in front.points] == list(range(n + 1))
+    for point in front.points:
+        best = min(lat for k, _, lat in scored if k == point.k)
+        assert point.latency_s == pytest.approx(best, rel=1e-12, abs=0)
+    for point in front.least_loss:
+        loss = min(l for k, l, _ in scored if k == point.k)
+        assert Fraction(point.importance) == pytest.approx(loss, rel=1e-12)
+        assert point.latency_s == pytest.approx(min(lat for k, l, lat in scored if k == point.k and l == loss), rel=1e-12)
+    # the accuracy-latency front: each brute-force non-dominated (loss, latency) pair, and nothing else
+    pareto = sorted({(l, lat) for _, l, lat in scored}, key=lambda t: (t[0], t[1]))
+    expected, best_latency = [], float("inf")
+    for loss, lat in pareto:
+        if lat < best_latency * (1 - 1e-12):
+            expected.append((loss, lat))
+            best_latency = lat
+    assert len(front.pareto) == len(expected)
+    for point, (loss, lat) in zip(front.pareto, expected):
+        assert float(point.importance) == pytest.approx(float(loss), rel=1e-12)
+        assert point.latency_s == pytest.approx(lat, rel=1e-12)
+
+
+def test_span_plan_counts_the_span_entry_not_its_blocks(luts):
+    name, options = MODELS["mbv2"]
+    lut = luts["mbv2"]
+    blocks = find_blocks(get_model(name, resolution=32, **options))
+    keep = (1, 1, 1, 0, 0, 0, 1)
+    frame = lut.to_dataframe()
+    label = model_label(name, {**options, "resolution": 32})
+
+    def median(scope, workload, variant):
+        row = frame[(frame.scope == scope) & (frame.workload == workload) & (frame.variant == variant)]
+        return float(row.median_s.iloc[0])
+
+    whole = median("model", label, "original")
+    span = median("block", span_spec([b.spec for b in blocks[3:6]]).to_str(), "merged")
+    originals = [median("block", b.spec.to_str(), "original") for b in blocks]
+    pred = predict_latency(name, lut, Plan(name, keep, options, spans=((3, 6),)), options=options, resolution=32,
+                           strict=True, method="isolated")
+    # the whole model minus what blocks 3..5 took, plus the one convolution they became
+    assert pred.total_s == pytest.approx(whole - sum(originals[3:6]) + span, rel=1e-12)
+    assert list(pred.blocks.variant) == ["original"] * 3 + ["span"] * 3 + ["original"]
+    per_block = predict_latency(name, lut, Plan(name, keep, options), options=options, resolution=32, strict=True,
+                                method="isolated")
+    assert per_block.total_s != pred.total_s
+
+
+def test_front_plan_round_trips_through_merge_and_predict(luts, tmp_path):
+    name, options = MODELS["mbv2"]
+    frame = luts["mbv2"].to_dataframe()
+    spans = frame.workload.str.startswith("conv(")  # span entries (a conv spec): a tenth, so that spans pay here
+    frame.loc[spans, "median_s"] /= 10
+    lut = LUT(frame)
+    front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN)
+    point = next(p for p in front.points if p.plan.spans)  # a plan with a span
+    path = tmp_path / "plan.json"
+    path.write_text(point.plan.to_json())
+    # predict reads the plan file and gives the planner's number
+    assert predict_latency(name, lut, str(path), options=options, resolution=32, strict=True).total_s == point.latency_s
+    lut_path = lut.save(tmp_path / "lut.csv")
+    assert main(["predict", "--lut", str(lut_path), "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
+                 "--plan", str(path)]) == 0
+    # merge replays the plan's merge and spans as written, exactly (float64, randomised BatchNorm)
+    model = randomise_bn(get_model(name, resolution=32, **options)).double().eval()
+    plan = Plan.coerce(str(path))
+    linear = linearize_model(model, plan).eval()
+    merged = merge_model(linear, plan, savings=lambda *_: -1.0)  # savings that would say "never merge": ignored
+    assert merge_report(merged).plan.merge == plan.merge and merge_report(merged).plan.spans == plan.spans
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want, got = linear(x), merged(x)
+    assert (got - want).abs().max() <= 1e-9 * want.abs().max()
+
+
+def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
+    name, options = MODELS["mbv2"]
+    frame = luts["mbv2"].to_dataframe()
+    blocks = find_blocks(get_model(name, resolution=32, **options))
+    # block 1 (expansion 6, stride 2): merging lowers its MACs; make the LUT say merging it does not pay
+    spec = blocks[1].spec.to_str()
+    rows = (frame.scope == "block") & (frame.workload == spec)
+    linear_s = float(frame[rows & (frame.variant == "linear")].median_s.iloc[0])
+    frame.loc[rows & (frame.variant == "merged"), "median_s"] = linear_s * 2
+    lut_path = LUT(frame).save(tmp_path / "lut.csv")
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(Plan(name, (1, 0, 0, 1, 1, 1, 1), options).to_json())
+    by_macs = merge_to_file(name, str(plan_path), options=options, resolution=32)
+    assert by_macs.report.decisions[1].merged  # MACs say merge
+    by_lut = merge_to_file(name, str(plan_path), options=options, resolution=32, lut=lut_path)
+    decisions = by_lut.report.decisions
+    assert not decisions[1].merged and "latency table" in decisions[1].reason
+    # the LUT's own verdict for block 2, independently: merged below linear
+    spec2 = blocks[2].spec.to_str()
+    rows2 = (frame.scope == "block") & (frame.workload == spec2)
+    pays = float(frame[rows2 & (frame.variant == "merged")].median_s.iloc[0]) < \
+        float(frame[rows2 & (frame.variant == "linear")].median_s.iloc[0])
+    assert decisions[2].merged == pays
+    # and the CLI passes the LUT on
+    assert main(["merge", "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--plan", str(plan_path),
+                 "--lut", str(lut_path)]) == 0
+    # --spans auto with the LUT: the planner's partition for this keep
+    auto = merge_to_file(name, str(plan_path), options=options, resolution=32, lut=lut_path, spans="auto", max_span=2)
+    assert auto.report.plan.spans == best_plan(name, LUT(frame), (1, 0, 0, 1, 1, 1, 1), options=options,
+                                               resolution=32, max_span=2).spans
+
+
+def test_a_missing_entry_is_one_clear_line(tmp_path):
+    name, options = MODELS["mbv2"]
+    lut = _measure(tmp_path, name, options, 0)  # no span entries
+    with pytest.raises(LUTMissError) as err:
+        plan_front(name, lut, options=options, resolution=32, max_span=2)
+    message = str(err.value)
+    assert "\n" not in message and "span of blocks" in message
+    command = message.split("`")[1]
+    assert command.startswith("dsprof measure --model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32")
+    assert "--spans 2" in command
+    build_parser().parse_args(command.split()[1:])  # a command that runs as written
+    assert plan_front(name, lut, options=options, resolution=32, max_span=1).points  # no spans: nothing missing
+
+
+def test_cli_plan_writes_front_and_an_ordinary_plan(luts, tmp_path, capsys):
+    name, options = MODELS["mbv2"]
+    lut_path = luts["mbv2"].save(tmp_path / "lut.csv")
+    importance = tmp_path / "importance.json"
+    importance.write_text(json.dumps({str(i): v for i, v in enumerate(IMPORTANCE[:7])}))
+    out = tmp_path / "front.json"
+    assert main(["plan", "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--lut", str(lut_path),
+                 "--importance", str(importance), "--keep", "3", "--max-span", "3", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "fastest plan for each k" in shown
+    data = json.loads(out.read_text())
+    assert data["format"] == "dsprof.front" and len(data["points"]) == 8
+    assert {"k", "keep", "merge", "spans", "latency_s", "low_s", "high_s", "speedup", "importance"} <= set(data["points"][0])
+    assert len(pd.read_csv(out.with_suffix(".csv"))) >= 8
+    plan = Plan.coerce(str(out.with_suffix(".plan.json")))
+    assert sum(plan.keep) == 3 and plan.merge is not None
+    pred = predict_latency(name, str(lut_path), plan, options=options, resolution=32, strict=True)
+    least = next(p for p in data["least_loss"] if p["k"] == 3)
+    assert pred.total_s == pytest.approx(least["latency_s"], rel=1e-12)

@@ -1,0 +1,31 @@
+"""The backend registry (dsprof.runtimes): one table that the command line, export, import and --remote
+read, and that the standalone bundle runner must agree with."""
+
+from dsprof.edge import runner
+from dsprof.profiler.backends import BACKENDS, get_backend
+from dsprof.profiler.backends.base import BackendSettings
+from dsprof.runtimes import BACKENDS as REGISTRY
+from dsprof.runtimes import FORMATS, RUNTIMES, runtime_of_format
+
+
+def test_the_runner_knows_the_same_runtimes_formats_and_layouts():
+    # the runner ships to devices without dsprof, so it keeps its own copy of (format, layout) per runtime
+    assert runner.RUNTIMES == {r.name: (r.format, r.layout) for r in RUNTIMES.values()}
+
+
+def test_backend_to_runtime_to_file_format():
+    chain = {b.name: (b.remote_runtime, FORMATS[RUNTIMES[b.remote_runtime].format]) for b in REGISTRY.values()}
+    assert chain == {"torch": ("torchscript", ".pt"), "onnxruntime": ("onnxruntime", ".onnx"),
+                     "tflite": ("tflite", ".tflite")}
+    assert BACKENDS == ("torch", "onnxruntime", "tflite")
+    assert {fmt: runtime_of_format(fmt) for fmt in FORMATS} == {
+        "onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}
+    # what imported records are named: benchmark_model times TFLite files; TorchScript stays apart from eager
+    assert RUNTIMES["benchmark_model"].records_backend == "tflite"
+    assert RUNTIMES["torchscript"].records_backend == "torchscript"
+
+
+def test_get_backend_loads_the_registered_implementation():
+    backend = get_backend(BackendSettings("onnxruntime", threads=1))
+    assert type(backend).__name__ == "OnnxRuntimeBackend" and backend.name == "onnxruntime"
+    assert type(get_backend(BackendSettings("torch"))).__name__ == "TorchBackend"

@@ -1,0 +1,89 @@
+"""The searches that choose through the planner (issue #20, item 5): importance -> planner front plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsprof.errors import LUTMissError, UsageError
+from dsprof.lut import build_lut, predict_latency
+from dsprof.merge import Plan
+from dsprof.plan import plan_front
+from dsprof.profiler import TimingConfig, measure
+from dsprof.search import TrainConfig, search
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TINY = {"width": 0.35, "depths": [1] * 7}  # 7 blocks, one run of spannable blocks
+RES = 32
+MAX_SPAN = 2
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+ONE_STEP = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=2, seed=3)
+
+
+def _lut(tmp, spans: int):
+    """A real LUT of the tiny model on this CPU (short timing): block variants and spans up to ``spans``."""
+    result = measure("mobilenet_v2", model_options=TINY, resolution=RES, variants=("original", "merged", "linear"),
+                     model_variants=("original",), spans=spans, timing=FAST, out=tmp / f"tiny-{spans}.jsonl",
+                     progress=False)
+    lut = build_lut([result.path])
+    path = tmp / f"tiny-{spans}.csv"
+    lut.save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lut(tmp_path_factory):
+    return _lut(tmp_path_factory.mktemp("search-planner"), MAX_SPAN)
+
+
+def _front(lut, importance=None):
+    return plan_front("mobilenet_v2", lut, importance=importance, max_span=MAX_SPAN, options=TINY, resolution=RES)
+
+
+def _same_plan(a: Plan, b: Plan) -> None:
+    assert (a.keep, a.merge, a.spans) == (b.keep, b.merge, b.spans)
+
+
+def test_importance_search_returns_the_planners_front_plan_for_its_importance(lut, tmp_path):
+    out = tmp_path / "plan.json"
+    found = search("mobilenet_v2", keep=3, options=TINY, data="digits", resolution=RES, device="cpu", lut=lut,
+                   max_span=MAX_SPAN, config=ONE_STEP, out=out)  # the default method: importance
+    drops = found.scores
+    assert len(drops) == 7 and found.plan.search["method"] == "importance"
+    # the planner's plan of least summed importance with 3 blocks keeping activations, for the measured importance
+    expected = _front(lut, drops).choose(keep=3)
+    _same_plan(found.plan, expected.plan)
+    _same_plan(Plan.from_json(out.read_text()), expected.plan)
+    # independently of the planner: the kept blocks are a top 3 of the importance (ties in any order)
+    kept = [d for d, k in zip(drops, found.plan.keep) if k]
+    linearised = [d for d, k in zip(drops, found.plan.keep) if not k]
+    assert len(kept) == 3 and min(kept) >= max(linearised), (drops, found.plan.keep)
+    # the latency it reports is `dsprof predict`'s for that plan
+    planner = found.plan.search["planner"]
+    assert planner["latency_s"] == pytest.approx(
+        predict_latency("mobilenet_v2", lut, found.plan, options=TINY, resolution=RES).total_s, rel=1e-12)
+    assert planner["max_span"] == MAX_SPAN and planner["front"]
+
+
+def test_planner_method_takes_k_or_a_budget_without_training(lut):
+    front = _front(lut)
+    by_k = search("mobilenet_v2", keep=2, options=TINY, resolution=RES, lut=lut, max_span=MAX_SPAN, method="planner")
+    _same_plan(by_k.plan, front.at_k(2).plan)
+    # a budget between the fastest plans of k = 3 and k = 4: the plan of k = 3 is the most activations within it
+    budget_s = (front.at_k(3).latency_s + front.at_k(4).latency_s) / 2
+    assert front.at_k(3).latency_s < front.at_k(4).latency_s
+    by_budget = search("mobilenet_v2", options=TINY, resolution=RES, lut=lut, max_span=MAX_SPAN, method="planner",
+                       budget_ms=budget_s * 1e3)
+    _same_plan(by_budget.plan, front.choose(budget_s=budget_s).plan)
+    assert by_budget.plan.search["planner"]["latency_s"] <= budget_s
+
+
+def test_a_lut_without_spans_or_a_budget_without_a_lut_fails_before_any_fine_tune(tmp_path):
+    no_spans = _lut(tmp_path, 0)
+    with pytest.raises(LUTMissError, match="--max-span 1"):
+        search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=no_spans, max_span=MAX_SPAN,
+               data="no-such-data-dir", config=ONE_STEP, device="cpu")  # data would fail later, if it got there
+    with pytest.raises(UsageError, match="give --lut"):
+        search("mobilenet_v2", budget_ms=1.0, options=TINY, resolution=RES, data="no-such-data-dir", device="cpu")
+    with pytest.raises(UsageError, match="--method differentiable takes --keep"):
+        search("mobilenet_v2", keep=3, budget_ms=1.0, options=TINY, resolution=RES, method="differentiable")
