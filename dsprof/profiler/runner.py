@@ -401,7 +401,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     if log and contention:
         log(contention)
     measurements = existing + new_records
-    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), threads,
+    new = sum(r.scope != "probe" for r in new_records)  # workloads; the drift probe is not one
+    return MeasureResult(path, measurements, new, skipped, summary_table(measurements), threads,
                          contention=contention)
 
 
