@@ -248,7 +248,7 @@ def test_cli_predict_prints_the_interval_the_probe_and_the_ratio_in_a_check(run,
 
 # -- a real slowdown ----------------------------------------------------------------------------------------
 
-SPINNERS = 3
+SPINNERS = 1
 _BUSY = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.time() + float(sys.argv[2])\n" \
         "while time.time() < end:\n    pass\n"
 
@@ -265,18 +265,18 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
     os.sched_setaffinity(0, {core})
     busy = None
     try:
-        lut_run = measure("mobilenet_v2", model_options=OPTIONS, resolution=64, variants=("original",), model_variants=("original",),
+        lut_run = measure("mobilenet_v2", model_options=OPTIONS, resolution=96, variants=("original",), model_variants=("original",),
                           timing=timing, out=tmp_path / "lut.jsonl", progress=False)
         lut = build_lut([lut_run.path])
         key = lut.devices()[0]
-        pred = predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=64, method="isolated")
+        pred = predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=96, method="isolated")
         # the probe just after the LUT run: on a machine loaded by others the LUT's own probe (a median over the
         # whole run) and its one whole-model group come from different moments; the ratio is taken in the test
         quiet = probe_now(key, 1.0)
         # several spinners: on a shared machine one more process on the core takes little from the timed one
         busy = [subprocess.Popen([sys.executable, "-c", _BUSY, str(core), "60"]) for _ in range(SPINNERS)]
         before = probe_now(key, 1.0)
-        measured_s = measure_planned(get_model("mobilenet_v2", resolution=64, **OPTIONS), key, name="mobilenet_v2",
+        measured_s = measure_planned(get_model("mobilenet_v2", resolution=96, **OPTIONS), key, name="mobilenet_v2",
                                      out=tmp_path / "check", progress=False).median_s
         after = probe_now(key, 1.0)  # the probe on both sides of the check: what --probe gives, at its moment
         ratio = statistics.median(before + after) / statistics.median(quiet)

@@ -346,24 +346,15 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: s
     warnings.warn(message, LUTMissWarning, stacklevel=4)
 
 
-def measure_planned(
-    model: str | nn.Module,
-    context: DeviceContext,
-    plan: Any = None,
-    *,
-    lut: LUT | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    out: str | Path = "results/predict-check",
-    progress: bool = True,
-):
+def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any):
     """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
     ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
     `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
     linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
-    Returns the `dsprof.profiler.Measurement` (its ``median_s`` in seconds per batch);
-    `measure_planned_run` returns the whole run (its drift probe records too)."""
-    result = measure_planned_run(model, context, plan, lut=lut, name=name, options=options, out=out, progress=progress)
+    Keywords (``lut``, ``name``, ``options``, ``out``, ``progress``) as `measure_planned_run`, which returns
+    the whole run (its drift probe records too). Returns the `dsprof.profiler.Measurement` (its ``median_s``
+    in seconds per batch)."""
+    result = measure_planned_run(model, context, plan, **kwargs)
     return next(r for r in result.measurements if r.scope == "model" and r.ok)
 
 
@@ -378,7 +369,8 @@ def measure_planned_run(
     out: str | Path = "results/predict-check",
     progress: bool = True,
 ):
-    """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run."""
+    """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run (the merged model's record
+    and the drift probe's)."""
     from ..merge import merge_model
     from ..profiler import measure
 

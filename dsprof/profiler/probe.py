@@ -28,7 +28,7 @@ from ..models import count_macs, count_params
 from .timing import TimingConfig, time_interleaved
 from .workloads import Workload
 
-__all__ = ["PROBE_GROUPS_VARIANT", "PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
+__all__ = ["PROBE_GROUPS_VARIANT", "PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
 
 PROBE_SCOPE = "probe"
 #: The LUT's second probe row: one sample per group, the group's median (how far the machine moved between
@@ -38,11 +38,16 @@ PROBE_GROUPS_VARIANT = "group-medians"
 PROBE_NAME = "probe-ir32x56"
 #: Seconds each timing of the probe lasts in a run (after each group) at most: short next to the groups.
 PROBE_BUDGET_S = 0.25
+#: Seconds one probe sample lasts at least: several scheduler time slices, so that a machine shared with other
+#: processes slows the median by the share of the core it leaves (a 2 ms sample is either untouched or preempted).
+PROBE_SAMPLE_S = 0.02
 
 
 def probe_timing(timing: TimingConfig) -> TimingConfig:
-    """The timing of the probe within a run with ``timing``: its budget and warm-up capped (`PROBE_BUDGET_S`)."""
-    return replace(timing, budget_s=min(timing.budget_s, PROBE_BUDGET_S), warmup_s=min(timing.warmup_s, 0.05))
+    """The timing of the probe within a run with ``timing``: its budget and warm-up capped (`PROBE_BUDGET_S`), its
+    samples at least `PROBE_SAMPLE_S` long (unless the run asks for no minimum, as the tests' fast runs do)."""
+    return replace(timing, budget_s=min(timing.budget_s, PROBE_BUDGET_S), warmup_s=min(timing.warmup_s, 0.05),
+                   min_sample_s=max(timing.min_sample_s, PROBE_SAMPLE_S) if timing.min_sample_s > 0 else 0.0)
 
 
 def _seeded(module: nn.Module) -> nn.Module:
@@ -91,7 +96,7 @@ def time_probe(prepare: Callable[[nn.Module, tuple[int, int, int, int], Path], A
     prepared = prepare(w.module, (batch, *w.input_shape), workdir)
     try:
         timing = TimingConfig(budget_s=seconds, warmup_s=min(0.2, seconds / 4), min_samples=5, max_samples=10_000,
-                              target_precision=1e-6)  # run to the budget
+                              target_precision=1e-6, min_sample_s=PROBE_SAMPLE_S)  # run to the budget
         with torch.inference_mode():
             result = time_interleaved({"probe": prepared.run}, timing, prepared.timer)["probe"]
         return list(result.samples_s)
