@@ -9,6 +9,13 @@ both timed by `dsprof measure` in one interleaved group (paired), one thread. Th
 
 Random weights (nothing downloaded); latency does not depend on them. Prints a Markdown table and writes
 `any_cnn.json` next to the measurement files.
+
+Issue #24 (chains no module owns, merged by rewriting the traced graph): ``--section graph`` times the CSP
+model (tests/models/csp.py) and a network written flat (tests/models/flat.py) three ways in one interleaved
+group -- the original, the module-only merge (what dsprof merged before: blocks a module owns), and every
+chain merged (graph rewrite) -- and writes `any_cnn_graph.json`.
+
+    python benchmarks/any_cnn.py --section graph --threads 1 --budget 1 --out results/any_cnn
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ MODELS = [
     "fbnetc_100", "efficientnet_b0", "efficientnet_lite0", "resnet18", "resnet50", "vgg11_bn",
 ]
 CSP = str(Path(__file__).resolve().parent.parent / "tests" / "models" / "csp.py") + ":factory"
+FLAT = str(Path(__file__).resolve().parent.parent / "tests" / "models" / "flat.py") + ":factory"
 
 
 def _merged_all(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module | None, int]:
@@ -61,6 +69,39 @@ def _time(models: dict[str, torch.nn.Module], label: str, args, out: Path) -> di
     return medians
 
 
+def graph_section(args) -> list[dict]:
+    """Original vs module-only merge vs every chain merged (graph rewrite), for the CSP and flat models."""
+    rows = []
+    for spec in (CSP, FLAT):
+        label = register_model_file(spec)
+        model = get_model(label, resolution=args.resolution).eval()
+        blocks = discover_blocks(model).blocks
+        owned = tuple(0 if ".." not in b.name else 1 for b in blocks)  # the chains no module owns keep theirs
+        models = {"original": model}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if 0 in owned:
+                models["module_only"] = merge_model(model, Plan(label, owned))
+            models["graph"] = merge_model(model, Plan(label, (0,) * len(blocks)))
+        merged = {k: sum(d.merged for d in merge_report(m).decisions) for k, m in models.items() if k != "original"}
+        t = _time(models, f"anycnn_graph_{label.split(':')[1]}", args, args.out)
+        rows.append({"model": label, "blocks": len(blocks), "chains_no_module_owns": owned.count(1),
+                     "merged_blocks": merged, "macs": {k: count_macs(m) for k, m in models.items()},
+                     "ms": {k: v * 1e3 for k, v in t.items()}})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    (args.out / "any_cnn_graph.json").write_text(json.dumps({"models": rows, "threads": args.threads,
+                                                             "resolution": args.resolution}, indent=1))
+    print(f"| model | blocks (no module owns) | merged: module-only / graph | MMACs orig / module-only / graph "
+          f"| ORT ms orig / module-only / graph ({args.threads} thread) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        m, ms, n = r["macs"], r["ms"], r["merged_blocks"]
+        cell = lambda d, f: " / ".join(f(d[k]) if k in d else "-" for k in ("original", "module_only", "graph"))  # noqa: E731
+        print(f"| {r['model']} | {r['blocks']} ({r['chains_no_module_owns']}) | {n.get('module_only', 0)} / {n['graph']} "
+              f"| {cell(m, lambda v: f'{v / 1e6:.1f}')} | {cell(ms, lambda v: f'{v:.3f}')} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--resolution", type=int, default=224)
@@ -68,9 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per model")
     ap.add_argument("--models", default=",".join(MODELS + ["csp"]))
     ap.add_argument("--out", type=Path, default=Path("results/any_cnn"))
+    ap.add_argument("--section", choices=("all", "graph"), default="all",
+                    help="'graph': only the chains-no-module-owns comparison (issue #24)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
+    if args.section == "graph":
+        graph_section(args)
+        return 0
     rows = []
     for name in args.models.split(","):
         label = register_model_file(CSP) if name == "csp" else name

@@ -2,13 +2,14 @@
 
     python benchmarks/cli_startup.py [--repeat 5] [CHECKOUT ...]
 
-Each CHECKOUT (default: this one) is put first on PYTHONPATH and the console script's module is run
+Each CHECKOUT (default: this one) is the working folder and PYTHONPATH, and the console script's module is run
 with this interpreter (`python -c "from dsprof.cli import main; ..."`, what `.venv/bin/dsprof` does),
 ``--repeat`` times per command, interleaved across checkouts so that load changes hit them alike. Prints
 the median and fastest wall time per command and checkout, and the load average before and after:
 on a shared machine the figures are inflated by the load, the ratio between checkouts is the one to read.
-To compare with the code before the lazy imports: ``python benchmarks/cli_startup.py /work/main .``
-while /work/main has not merged them. tests/test_cli_startup.py checks the cause (no heavy imports).
+To compare with the code before the lazy imports, unpack it beside this checkout:
+``mkdir /tmp/before && git archive bfe3c06 dsprof | tar -x -C /tmp/before``, then
+``python benchmarks/cli_startup.py /tmp/before .``. tests/test_cli_startup.py checks the cause (no heavy imports).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def wall_time(checkout: Path, argv: list[str]) -> float:
     """Seconds from starting the interpreter to its exit, for ``dsprof ARGV`` from ``checkout``."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", ENTRY, *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+    # cwd: `python -c` puts the working folder first on sys.path, ahead of PYTHONPATH
+    subprocess.run([sys.executable, "-c", ENTRY, *argv], env=env, cwd=checkout, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 

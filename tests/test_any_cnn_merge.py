@@ -22,6 +22,7 @@ from conftest import randomise_bn
 from dsprof.merge import Plan, export_onnx, linearize_model, merge_model, merge_report
 from dsprof.models import discover_blocks, get_model, list_models, register_model
 from models.csp import CSPClassifier
+from models.flat import FlatNet
 
 SIZES = (48, 41)  # even, odd: the odd size gives odd maps after every stride-2 layer
 BATCH = 2
@@ -44,7 +45,8 @@ class VGGSmallHead(nn.Module):
 # Models outside the zoo are registered here (plans name a registered model), under a prefix that no
 # pattern of the other tests matches.
 OUTSIDE_ZOO = {
-    "csp": lambda n: CSPClassifier(num_classes=n),
+    "csp": lambda n: CSPClassifier(num_classes=n),  # its chains across C3 -> Conv are merged by graph surgery
+    "flat": lambda n: FlatNet(num_classes=n),  # no block modules at all: every chain by graph surgery
     "vgg11_bn_small_head": lambda n: VGGSmallHead("A", True, n),
 }
 PREFIX = "test_any_cnn."

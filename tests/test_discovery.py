@@ -6,9 +6,9 @@ input is added back. The rules applied in the reading (docs/any-cnn.md): a *unit
 its BatchNorm and removable activation; a *chain* is a run of units whose intermediate tensors each
 have one consumer, optionally closed by the residual addition of its input; a chain of >= 2
 convolutions owned by one module (plain Sequentials skipped), or by a run of whole children of an
-nn.Sequential, is a block, split at module boundaries; squeeze-excitation refuses the whole block; a
-chain of >= 2 convolutions that no module owns, and a module with >= 2 convolutions and no block in
-it, are refused too. Random weights, nothing downloaded, 64x64 inputs.
+nn.Sequential, is a block, split at module boundaries; a chain of >= 2 convolutions that no module owns
+is a block named ``first..last`` after its convolutions; squeeze-excitation refuses the whole block, and
+a module with >= 2 convolutions and no block in it is refused too. Random weights, nothing downloaded, 64x64 inputs.
 """
 
 from __future__ import annotations
@@ -187,26 +187,29 @@ def efficientnet_b0() -> Expected:
 def csp(sppf: bool = True) -> Expected:
     # tests/models/csp.py (its docstring walks through every part): backbone[0:2] is the stem Conv and the
     # first downsampling Conv (a chain of 2 whole Sequential children); each residual Bottleneck of the C3s
-    # (repeats 1, 2, 3, 1) is 1x1 -> 3x3 plus its input. Refused: each C3's cv3 with the Conv (or SPPF's cv1)
-    # it alone feeds, a 2-conv chain split between two children of `backbone` (reported on `backbone`, their
-    # common owner); SPPF, 2 convs and no block (its cv1 feeds the pool and the cat).
+    # (repeats 1, 2, 3, 1) is 1x1 -> 3x3 plus its input. Each C3's cv3 with the Conv (or SPPF's cv1) it alone
+    # feeds is a 2-conv chain split between two children of `backbone` that no module owns: a block named
+    # after its first and last convolutions, gathered by graph surgery. SPPF, 2 convs and no block of its own
+    # (its cv1 feeds the pool and the cat), is refused.
     blocks = [("backbone[0:2]", CHAIN, False)]
-    blocks += [(f"backbone.{c3}.m.{i}", CHAIN, True) for c3, n in zip((2, 4, 6, 8), (1, 2, 3, 1)) for i in range(n)]
-    across = [("backbone", None)] * (4 if sppf else 3)  # cv3 of backbone.2/4/6 -> Conv 3/5/7; backbone.8 -> SPPF
-    return Expected(blocks, across + ([("backbone.9", None)] if sppf else []))
+    for c3, n in zip((2, 4, 6, 8), (1, 2, 3, 1)):
+        blocks += [(f"backbone.{c3}.m.{i}", CHAIN, True) for i in range(n)]
+        if c3 < 8:
+            blocks.append((f"backbone.{c3}.cv3.conv..backbone.{c3 + 1}.conv", CHAIN, False))
+    if sppf:
+        blocks.append(("backbone.8.cv3.conv..backbone.9.cv1.conv", CHAIN, False))
+    return Expected(blocks, [("backbone.9", None)] if sppf else [])
 
 
 def densenet121() -> Expected:
     # torchvision/models/densenet.py: features.denseblock1..4 (block_config 6, 12, 24, 16) hold _DenseLayers whose
     # bn_function runs torch.cat(inputs) -> norm1 -> relu1 -> conv1 (1x1), then forward norm2 -> relu2 -> conv2 (3x3):
-    # the chain conv1 -> conv2 is a pre-activation layer's tail, its module also holds the cat and norm1 + relu1, so
-    # each layer is refused for that; the transitions (BN, ReLU, one conv, pool) and conv0 are single convolutions,
-    # the dense blocks (nn.ModuleDict) and `features` (nn.Sequential) containers.
+    # the chain conv1 -> conv2 (1x1 -> 3x3, no skip) is a pre-activation layer's tail that the layer does not own
+    # exactly (it also holds the cat and norm1 + relu1), so it is a chain no module owns, named conv1..conv2; the
+    # transitions (BN, ReLU, one conv, pool) and conv0 are single convolutions, the dense blocks (nn.ModuleDict)
+    # and `features` (nn.Sequential) containers. Nothing is refused.
     layers = [f"features.denseblock{b + 1}.denselayer{i + 1}" for b, n in enumerate([6, 12, 24, 16]) for i in range(n)]
-    return Expected([], [(layer, ("its module also concatenates its inputs (cat",
-                                  f"applies BatchNorm2d+ReLU before {layer}.conv1 (pre-activation, as in DenseNet)",
-                                  f"move {layer}.conv1 .. {layer}.conv2 into a module of their own"))
-                         for layer in layers])
+    return Expected([(f"{layer}.conv1..{layer}.conv2", CHAIN, False) for layer in layers], [])
 
 
 OTHER_MODELS = {
@@ -253,7 +256,11 @@ def check(model: torch.nn.Module, expected: Expected) -> None:
             assert any(all(p in reason for p in parts) for reason in reasons), f"{name}: {reasons}"
     # Each block's module is the named submodule (or, for a run of Sequential children, holds their convs).
     for block in found.blocks:
-        if "[" not in block.name:
+        if ".." in block.name:  # a chain no module owns: its module runs the model's own convolutions
+            first, last = block.name.split("..")
+            convs = [m for m in block.module.modules() if isinstance(m, torch.nn.Conv2d)]
+            assert convs[0] is model.get_submodule(first) and convs[-1] is model.get_submodule(last)
+        elif "[" not in block.name:
             assert block.module is model.get_submodule(block.name)
 
 

@@ -1,8 +1,8 @@
 """``--model-file PATH.py:FACTORY``: a user's own model through every command, without editing dsprof.
 
 The model is tests/models/csp.py (a YOLOv5-style CSP backbone written as a user would); its expected
-blocks come from the reading in that file's docstring: backbone[0:2] and 7 residual Bottlenecks,
-SPPF refused. The commands run through the console script, as a user runs them.
+blocks come from the reading in that file's docstring: backbone[0:2], 7 residual Bottlenecks and the 4
+chains from a C3's cv3 into the next Conv that no module owns, SPPF refused. The commands run through the console script, as a user runs them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from dsprof.models.user_model import ModelFileError, load_model_file, model_file
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 CSP = str(Path(__file__).parent / "models" / "csp.py")
 LABEL = "file:csp:factory"
-CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.4.m.0", "backbone.4.m.1",
-              "backbone.6.m.0", "backbone.6.m.1", "backbone.6.m.2", "backbone.8.m.0"]
+CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.2.cv3.conv..backbone.3.conv", "backbone.4.m.0", "backbone.4.m.1",
+              "backbone.4.cv3.conv..backbone.5.conv", "backbone.6.m.0", "backbone.6.m.1", "backbone.6.m.2",
+              "backbone.6.cv3.conv..backbone.7.conv", "backbone.8.m.0", "backbone.8.cv3.conv..backbone.9.cv1.conv"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -53,7 +54,7 @@ def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
     out = tmp_path / "m.jsonl"
     result = run(
         "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--batch", "1",
-        "--variants", "original,merged", "--model-variants", "original", "--blocks", "backbone.2.m.0",
+        "--variants", "original,merged", "--model-variants", "original", "--blocks", f"backbone.2.m.0,{CSP_BLOCKS[2]}",
         "--budget", "0.02", "--warmup", "0.001", "--min-samples", "2", "--max-samples", "5",
         "--min-sample-time", "0.0005", "--no-progress", "--out", str(out),
     )
@@ -62,6 +63,7 @@ def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
     assert records and {r["model"] for r in records} == {LABEL}
     timed = {(r["scope"], r["name"], r["variant"]) for r in records}
     assert {("block", "backbone.2.m.0", "original"), ("block", "backbone.2.m.0", "merged")} <= timed
+    assert {("block", CSP_BLOCKS[2], "original"), ("block", CSP_BLOCKS[2], "merged")} <= timed  # no module owns it
     assert any(r["scope"] == "model" for r in records)
 
 
@@ -183,14 +185,14 @@ def test_an_unregistered_file_model_name_says_how_to_register_it():
         model_entry("file:never_registered:build")
 
 
-@pytest.mark.slow  # measures 8 blocks and 3 models, then a report: about 30 s of CPU
+@pytest.mark.slow  # measures 12 blocks and 3 models, then a report: about 30 s of CPU
 def test_report_of_a_model_file_with_plans(tmp_path):
     """`report --model-file`: a plan's markers on the block plot, its memory plot, and the LUT validation of each
     plan's model measured in the LUT's own context (one plan keeps half the blocks, one merges them all, and a
     merged model file of the first, timed with --merged-model)."""
-    keep = [1, 0, 1, 0, 0, 1, 0, 1]  # blocks 0, 2, 5 and 7 keep their activations
+    keep = [1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0]  # blocks 0, 2, 5, 7 and 10 keep theirs (2 and 5: chains no module owns)
     plans = []
-    for name, plan_keep in (("csp-half", keep), ("csp-linear", [0] * 8)):
+    for name, plan_keep in (("csp-half", keep), ("csp-linear", [0] * len(CSP_BLOCKS))):
         plans.append(tmp_path / f"{name}.json")
         plans[-1].write_text(json.dumps({"model": LABEL, "keep": plan_keep, "name": name}))
     merged = tmp_path / "csp-merged.pt"  # a merged model file: its plan is inside

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MergeError  # noqa: F401  (defined once, in dsprof.errors)
+from ..models.padding import TF_SAME, Padding, as_pair, conv_padding, static_tf_same
 from .fold import fold_bn_into_conv
 
 __all__ = [
@@ -45,11 +45,6 @@ __all__ = [
     "output_size",
     "conv_macs",
 ]
-
-TF_SAME = "tf_same"
-# (top, bottom, left, right) zero padding of the input, or "tf_same" (dynamic, TensorFlow 'SAME').
-Padding = Union[tuple[int, int, int, int], str]
-
 
 @dataclass(frozen=True, eq=False)
 class LinearConv:
@@ -86,21 +81,6 @@ class LinearConv:
         return replace(self, weight=self.weight.to(dtype), bias=self.bias.to(dtype))
 
 
-def _pair(v: int | tuple[int, ...]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
-
-
-def _static_tf_same(kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Padding:
-    """'SAME' padding is input-independent (and symmetric) at stride 1 with an odd effective kernel."""
-    pads = []
-    for k, s, d in zip(kernel, stride, dilation):
-        total = (k - 1) * d
-        if s != 1 or total % 2:
-            return TF_SAME
-        pads += [total // 2, total // 2]
-    return (pads[0], pads[1], pads[2], pads[3])
-
-
 def conv_from_module(conv: nn.Conv2d) -> LinearConv:
     """The `LinearConv` of an ``nn.Conv2d`` (also timm's ``Conv2dSame``), in float64.
 
@@ -116,18 +96,8 @@ def conv_from_module(conv: nn.Conv2d) -> LinearConv:
         )
     weight = conv.weight.detach().double()
     bias = conv.bias.detach().double() if conv.bias is not None else torch.zeros(weight.shape[0], dtype=torch.float64)
-    kernel, stride, dilation = tuple(weight.shape[2:]), _pair(conv.stride), _pair(conv.dilation)
-    padding: Padding
-    if "Same" in type(conv).__name__:  # timm Conv2dSame / Conv2dSameExport: dynamic TF 'SAME'
-        padding = _static_tf_same(kernel, stride, dilation)
-    elif conv.padding == "same":  # PyTorch 'same' (stride 1): the odd pixel goes to the bottom/right
-        th, tw = [(k - 1) * d for k, d in zip(kernel, dilation)]
-        padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-    elif conv.padding == "valid":
-        padding = (0, 0, 0, 0)
-    else:
-        ph, pw = _pair(conv.padding)
-        padding = (ph, ph, pw, pw)
+    stride, dilation = as_pair(conv.stride), as_pair(conv.dilation)
+    padding = conv_padding(conv)  # the one padding rule (dsprof.models.padding)
     return LinearConv(weight, bias, stride, padding, dilation, conv.groups)
 
 
@@ -223,7 +193,7 @@ def compose_convs(first: LinearConv, second: LinearConv) -> LinearConv:
     bias = second.bias.double() + torch.bmm(taps_sum, first.bias.double().reshape(g2, -1, 1)).reshape(-1)
     stride = (s1[0] * s2[0], s1[1] * s2[1])
     if padding == TF_SAME:
-        padding = _static_tf_same(size, stride, step)
+        padding = static_tf_same(size, stride, step)
     return LinearConv(weight, bias, stride, padding, step, groups)
 
 

@@ -6,10 +6,13 @@ The file is ``torch.save`` of a dict of plain values and tensors, readable with
     {"format": "dsprof.merged", "version": 1,
      "model": "mobilenet_v2", "options": {"width": 1.4}, "num_classes": 1000, "resolution": [224, 224],
      "plan": "<plan JSON, with the per-block merge decisions>", "dtype": "float32",
-     "state_dict": {...}}
+     "graph": null, "state_dict": {...}}
 
 `load_merged` rebuilds the architecture by replaying the plan on a fresh model of that name and
-options (no weights are downloaded), then loads the state dict strictly.
+options (no weights are downloaded), then loads the state dict strictly. A model whose chains no module
+owns were merged by rewriting its graph (a `dsprof.models.ChainGraph`) also stores that graph, as one
+``"op target"`` line per node (``"graph"``); the graph rebuilt from the model file and the plan must be
+the same, node for node, so that the weights go where they were: no code from the merged file runs.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from torch import nn
 
 from ..errors import DsprofError, MergeError
 from ..io import atomic_torch_save, load_torch_payload
-from ..models import get_model, input_size_of
+from ..models import ChainGraph, get_model, input_size_of
 from .model import merge_model, merge_report
 from .plan import Plan
 
@@ -38,6 +41,27 @@ def _num_classes(model: nn.Module) -> int:
     return linears[-1].out_features
 
 
+def graph_lines(model: nn.Module) -> list[str] | None:
+    """The rewritten graph of a `ChainGraph` as ``"op target"`` lines, in order; None for any other model."""
+    if not isinstance(model, ChainGraph):
+        return None
+    return [f"{n.op} {getattr(n.target, '__name__', n.target)}" for n in model.graph.nodes]
+
+
+def _check_graph(path: str | Path, saved: list[str] | None, model: nn.Module) -> None:
+    rebuilt = graph_lines(model)
+    if saved == rebuilt:
+        return
+    if saved is None or rebuilt is None:
+        what = "a rewritten graph" if rebuilt is not None else "no rewritten graph"
+        raise MergeError(f"{path}: the model file and plan now give {what}, unlike the saved model; merge it again")
+    at = next((i for i, (a, b) in enumerate(zip(saved, rebuilt)) if a != b), min(len(saved), len(rebuilt)))
+    got = rebuilt[at] if at < len(rebuilt) else "the end"
+    want = saved[at] if at < len(saved) else "the end"
+    raise MergeError(f"{path}: the graph rebuilt from the model file and the plan differs from the saved one at node "
+                     f"{at} ({got!r}, saved {want!r}); the model file changed since: merge it again")
+
+
 def save_merged(model: nn.Module, path: str | Path) -> Path:
     """Write a model returned by `merge_model` to ``path`` (atomically); returns the path."""
     plan = merge_report(model).plan
@@ -50,6 +74,7 @@ def save_merged(model: nn.Module, path: str | Path) -> Path:
         "resolution": list(input_size_of(model)),
         "plan": plan.to_json(),
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "graph": graph_lines(model),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
     return atomic_torch_save(path, payload)
@@ -75,6 +100,7 @@ def load_merged(path: str | Path) -> nn.Module:
         fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
         fresh = fresh.to(getattr(torch, payload.get("dtype", "float32")))
         model = merge_model(fresh, plan)
+        _check_graph(path, payload.get("graph"), model)
         model.load_state_dict(payload["state_dict"], strict=True)
     except DsprofError:
         raise

@@ -20,7 +20,7 @@ from .algebra import (
     fold_bn,
     output_size,
 )
-from .layers import BorderBias, MergedConv, conv_module
+from .layers import BorderBias, MergedConv, ZeroPad, conv_module
 from .linearize import Linearized
 from .spans import SpanLinearized
 
@@ -199,18 +199,20 @@ def unmerged_form(block: Linearized) -> Linearized | None:
     In the padding-in-front form every pixel of the ring around the first padded convolution's input
     carries the constant bias of the 1x1 convolutions before it; moving that bias past the padded
     convolution (``+ sum(W) b``) makes the ordinary zero padding exact. Applies when only 1x1
-    stride-1 convolutions precede the padded one (inverted residual, bottleneck); returns None
-    otherwise (the block stays as it is) and for blocks already in place.
+    stride-1 convolutions precede the padded one (inverted residual, bottleneck). Otherwise (VGG's
+    3x3 -> 3x3) the padding in front is done by the block's first convolution where it is the same on
+    opposite sides (same numbers, and no Pad operator, whose output size an exported ONNX graph loses);
+    else, and for blocks already in place, None (the block stays as it is).
     """
     if block.border != "in_front":
         return None
     convs, shortcut = folded_chain(block)
     padded = [i for i, p in enumerate(block.inner_padding) if p == TF_SAME or any(p)]
     if len(padded) != 1:
-        return None
+        return _front_pad_in_first_conv(block)
     last = padded[0]
     if any(c.kernel_size != (1, 1) or c.stride != (1, 1) or c.dilation != (1, 1) for c in convs[:last]):
-        return None
+        return _front_pad_in_first_conv(block)
     for i in range(last):
         convs[i], convs[i + 1] = _shift_bias(convs[i], convs[i + 1])
     convs = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
@@ -226,3 +228,22 @@ def unmerged_form(block: Linearized) -> Linearized | None:
         inner_padding=block.inner_padding, input_size=block.input_size,
     )
     return form.to(param.device).eval()
+
+
+def _front_pad_in_first_conv(block: Linearized) -> Linearized | None:
+    """``block`` (padding in front) with that padding done by its first convolution, when the padding is
+    static and the same on opposite sides; else None."""
+    pad = block.pad.padding if isinstance(block.pad, ZeroPad) else (0, 0, 0, 0)
+    first = block.body[0]
+    if pad == TF_SAME or not any(pad) or pad[0] != pad[1] or pad[2] != pad[3]:
+        return None
+    if type(first) is not nn.Conv2d or any(first.padding) or first.padding_mode != "zeros":  # type: ignore[arg-type]
+        return None
+    body = copy.deepcopy(block.body)
+    body[0].padding = (pad[0], pad[2])
+    shortcut = copy.deepcopy(block.shortcut) if block.has_skip else None
+    act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
+    return Linearized(
+        body, pad=None, shortcut=shortcut, act=act, border="in_place", index=block.index, spec=block.spec,
+        inner_padding=block.inner_padding, input_size=block.input_size,
+    ).eval()

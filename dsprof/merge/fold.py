@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import MergeError
+from ..models.surgery import set_submodule
 from ..models.tracing import eval_forward
 
 __all__ = ["fold_bn_into_conv", "fold_batchnorm", "conv_bn_pairs", "set_submodule"]
@@ -70,13 +71,6 @@ def conv_bn_pairs(model: nn.Module, example: torch.Tensor) -> list[tuple[str, st
             handles.append(m.register_forward_pre_hook(before_bn))
     eval_forward(model, example, handles)
     return list(dict.fromkeys(pairs))
-
-
-def set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
-    """Replace the submodule at dotted path ``name`` with ``module``."""
-    parent_name, _, child = name.rpartition(".")
-    parent = root.get_submodule(parent_name) if parent_name else root
-    setattr(parent, child, module)
 
 
 def _after_bn(bn: nn.BatchNorm2d) -> nn.Module:

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .algebra import TF_SAME, LinearConv, Padding, pad_input, tf_same_padding
+from .algebra import TF_SAME, LinearConv, Padding, compose_all, conv_from_module, pad_input, tf_same_padding
 
-__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "MergedConv", "conv_module"]
+__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "MergedConv", "conv_module", "front_pad"]
 
 
 class ZeroPad(nn.Module):
@@ -33,6 +33,8 @@ class ZeroPad(nn.Module):
         return self.padding  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.padding != TF_SAME:  # static: reading the input size would make an exported graph's shapes dynamic
+            return pad_input(x, self.padding)  # type: ignore[arg-type]
         return pad_input(x, self.resolve((int(x.shape[-2]), int(x.shape[-1]))))
 
     def extra_repr(self) -> str:
@@ -94,3 +96,18 @@ def conv_module(conv: LinearConv, dtype: torch.dtype = torch.float32) -> nn.Conv
         module.weight.copy_(conv.weight.to(dtype))
         module.bias.copy_(conv.bias.to(dtype))
     return module
+
+
+def front_pad(convs: list[nn.Conv2d], paddings: list[Padding] | None = None) -> ZeroPad:
+    """The zero padding that, put in front of ``convs`` (run in order, unpadded), gives their composite's:
+    the geometry of the chain only (1-channel zero weights). ``paddings`` overrides each convolution's own
+    (an unpadded copy's original one)."""
+    shapes = []
+    for i, conv in enumerate(convs):
+        c = conv_from_module(conv)
+        shapes.append(
+            LinearConv(torch.zeros(1, 1, *c.kernel_size, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
+                       c.stride, paddings[i] if paddings is not None else c.padding, c.dilation, 1)
+        )
+    chain = compose_all(shapes)
+    return ZeroPad(chain.padding, chain.kernel_size, chain.stride, chain.dilation)

@@ -34,15 +34,15 @@ import torch
 from torch import nn
 
 from ..errors import PlanError
-from ..models import Block, discover_blocks, find_blocks, input_size_of, replace_block
-from .algebra import LinearConv, MergeError, Padding, compose_all, conv_from_module
-from .layers import ZeroPad
+from ..models import Block, discover_blocks, find_blocks, input_size_of, own_chains, replace_block
+from .algebra import MergeError, Padding, conv_from_module
+from .layers import ZeroPad, front_pad
+from .plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from .spans import build_span, span_runs
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]
 
-BORDER_MODES = ("in_front", "in_place")
-FREE_ACTIVATIONS = {"relu6": nn.ReLU6, "relu": nn.ReLU, "none": None}
+_ACTIVATIONS = {"relu6": nn.ReLU6, "relu": nn.ReLU, "none": None}
 
 
 def make_activation(name: str | None) -> nn.Module | None:
@@ -50,7 +50,7 @@ def make_activation(name: str | None) -> nn.Module | None:
     key = "none" if name is None else name.lower()
     if key not in FREE_ACTIVATIONS:
         raise PlanError(f"unknown free activation {name!r}; choose one of {', '.join(FREE_ACTIVATIONS)}")
-    cls = FREE_ACTIVATIONS[key]
+    cls = _ACTIVATIONS[key]
     return cls() if cls is not None else None
 
 
@@ -116,19 +116,6 @@ def _linear_bn(bn: nn.Module) -> nn.Module:
     return bn
 
 
-def _padding_chain(convs: list[nn.Conv2d], paddings: list[Padding] | None = None) -> LinearConv:
-    """Composite of the convolutions' geometry only (1-channel zero weights): its padding, kernel, stride.
-    ``paddings`` overrides each convolution's own padding (an unpadded copy's original one)."""
-    shapes = []
-    for i, conv in enumerate(convs):
-        c = conv_from_module(conv)
-        shapes.append(
-            LinearConv(torch.zeros(1, 1, *c.kernel_size, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
-                       c.stride, paddings[i] if paddings is not None else c.padding, c.dilation, 1)
-        )
-    return compose_all(shapes)
-
-
 def linearize_block(
     block: Block | nn.Module,
     *,
@@ -163,8 +150,7 @@ def linearize_block(
             modules.append(_linear_bn(unit.norm))
     pad = None
     if border == "in_front":
-        chain = _padding_chain(convs)
-        pad = ZeroPad(chain.padding, chain.kernel_size, chain.stride, chain.dilation)
+        pad = front_pad(convs)
     shortcut: nn.Module | None = None
     if block.shortcut is not None:
         shortcut = nn.Sequential(*copy.deepcopy(list(block.shortcut))) if block.shortcut else nn.Identity()
@@ -190,10 +176,10 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
 
     ``plan`` is a `Plan` (or anything `Plan.coerce` accepts: a preset name, JSON text, a keep list).
     The model's input is untouched. The plan is stored on the copy (``dsprof_plan``, JSON) so that
-    `merge_model` can check it later.
+    `merge_model` can check it later, with the blocks' names (``dsprof_block_names``). A model with chains
+    that no module owns comes back as a `dsprof.models.ChainGraph` (a torch.fx GraphModule) in which each
+    such chain is one module (`dsprof.models.own_chains`).
     """
-    from .plan import Plan  # local: plan imports the model registry, which is light, but avoid a cycle
-
     plan = Plan.coerce(plan)
     plan.check_model(model)
     if any(isinstance(m, Linearized) for m in model.modules()):
@@ -202,6 +188,7 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)
     plan.check_blocks(len(blocks))
+    target = own_chains(target, blocks)  # chains no module owns become modules of a rewritten graph
     linear: dict[int, Linearized] = {}
     for i, (block, keep) in enumerate(zip(blocks, plan.keep)):
         if keep:
@@ -223,5 +210,6 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     for i, lin in linear.items():
         replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
     target.dsprof_plan = plan.to_json()
+    target.dsprof_block_names = [b.name for b in blocks]  # a rewritten graph does not show every name again
     return target
 

@@ -104,19 +104,18 @@ def merge_model(
     size = input_size or input_size_of(model)
     target = _linearized_copy(model, plan, size)
     linear, interior = _linearized_blocks(target, plan)
-    kept_names = iter(b.name for b in discover_blocks(target, size).blocks)
+    names = _block_names(target, plan, size)
     decisions: list[BlockDecision] = []
     for index, keep in enumerate(plan.keep):
         if keep:
-            name = next(kept_names, f"block {index}")
-            decisions.append(BlockDecision(index, name, "", True, False, "activations kept"))
+            decisions.append(BlockDecision(index, names[index], "", True, False, "activations kept"))
         elif index in interior:
             start = interior[index]
-            decisions.append(BlockDecision(index, linear[start][0], "", False, True, f"merged into the span starting at block {start}"))
+            decisions.append(BlockDecision(index, names[start], "", False, True, f"merged into the span starting at block {start}"))
         else:
-            name, block = linear[index]
+            path, block = linear[index]
             replay = None if plan.merge is None else plan.merge[index]
-            decisions.append(_merge_block(target, index, name, block, replay, savings))
+            decisions.append(_merge_block(target, index, path, block, replay, savings, names[index]))
     if fold:
         param = next(target.parameters())
         first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
@@ -141,6 +140,17 @@ def _linearized_copy(model: nn.Module, plan: Plan, size: tuple[int, int]) -> nn.
     return target.eval()
 
 
+def _block_names(target: nn.Module, plan: Plan, size: tuple[int, int]) -> list[str]:
+    """The blocks' names, in plan order: those `linearize_model` stored, else the kept blocks' found again
+    and the linearised blocks' module paths."""
+    stored = getattr(target, "dsprof_block_names", None)
+    if stored is not None and len(stored) == len(plan.keep):
+        return list(stored)
+    kept = iter(b.name for b in discover_blocks(target, size).blocks)
+    paths = {m.index: name for name, m in target.named_modules() if isinstance(m, (Linearized, SpanLinearized))}
+    return [next(kept, f"block {i}") if keep else paths.get(i, f"block {i}") for i, keep in enumerate(plan.keep)]
+
+
 def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[str, nn.Module]], dict[int, int]]:
     """The linearised blocks of ``target`` as {block index: (module name, module)}, a span under its first
     index; and {index of a block inside a span, after its first: the span's first index}. Raises
@@ -154,8 +164,8 @@ def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[s
     return linear, interior
 
 
-def _merge_block(target: nn.Module, index: int, name: str, block: nn.Module, replay: bool | None,
-                 savings: Savings | None) -> BlockDecision:
+def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, replay: bool | None,
+                 savings: Savings | None, name: str) -> BlockDecision:
     """Put block ``index`` of ``target`` (in place) merged into one convolution where `_merge_choice` says so,
     else in its unmerged deployed form; the decision says which and why. Called from `merge_model` only:
     its warning points at that function's caller."""
@@ -165,7 +175,7 @@ def _merge_block(target: nn.Module, index: int, name: str, block: nn.Module, rep
         raise MergeError(f"block {index} ({name}): {exc}") from None
     do, reason, saving = _merge_choice(name, block, info, replay, savings)
     if do:
-        set_submodule(target, name, module)
+        set_submodule(target, path, module)
         if not info.exact:
             reason += f"; NOT exact at the borders (fine-tuned with padding in place): rel. error {info.border_error:.2e}"
             warnings.warn(
@@ -175,7 +185,7 @@ def _merge_block(target: nn.Module, index: int, name: str, block: nn.Module, rep
                 stacklevel=3,
             )
     elif (deployed := unmerged_form(block)) is not None:
-        set_submodule(target, name, deployed)  # same function, without convolving the padding ring
+        set_submodule(target, path, deployed)  # same function, without convolving the padding ring
     return _decision(index, name, block.spec, do, reason, info, saving)
 
 

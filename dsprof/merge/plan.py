@@ -15,12 +15,16 @@ from typing import Any, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..models import model_entry, model_flags, model_identity, normalized_options
-from .linearize import BORDER_MODES, FREE_ACTIVATIONS
 
-__all__ = ["Plan", "PlanError", "PRESETS", "check_plan", "list_presets", "load_preset", "load_plan", "same_family"]
+__all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PRESETS", "check_plan", "list_presets", "load_preset",
+           "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
 PLAN_VERSION = 1
+#: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`).
+BORDER_MODES = ("in_front", "in_place")
+#: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3).
+FREE_ACTIVATIONS = ("relu6", "relu", "none")
 
 
 def same_family(a: str, b: str) -> bool:

@@ -27,7 +27,8 @@ from torch import nn
 
 from ..models import Block, BlockSpec, find_blocks, input_size_of
 from .algebra import MergeError
-from .layers import ZeroPad
+from .layers import ZeroPad, front_pad
+from .plan import Plan
 
 __all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
 
@@ -143,7 +144,6 @@ def plan_spans(
     the way `predict_latency` does (what `merge_to_file(spans="auto", lut=...)` uses).
     """
     from ..plan.dp import Option, best_per_k  # local: dsprof.plan imports this package
-    from .plan import Plan
 
     plan = Plan.coerce(plan)
     blocks = find_blocks(model, input_size or input_size_of(model))
@@ -179,14 +179,11 @@ def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinear
 
     No activation runs inside the span; after it, the last block's (its tail, or the plan's free activation).
     """
-    from .linearize import _padding_chain  # local: linearize imports this module
-
     for b in linearized:
         if getattr(b, "border", None) != "in_front":
             raise MergeError("a span is built from linearised blocks in the padding-in-front form (border 'in_front')")
     convs = [m for b in linearized for m in b.body if isinstance(m, nn.Conv2d)]
-    chain = _padding_chain(convs, paddings=[p for b in linearized for p in b.inner_padding])
-    pad = ZeroPad(chain.padding, chain.kernel_size, chain.stride, chain.dilation)
+    pad = front_pad(convs, paddings=[p for b in linearized for p in b.inner_padding])
     last_act = linearized[-1].act
     act = None if isinstance(last_act, nn.Identity) else copy.deepcopy(last_act)
     return SpanLinearized([copy.deepcopy(b) for b in linearized], pad, act, start, stop)

@@ -9,8 +9,8 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(("Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"), ".blocks"),
     **dict.fromkeys(
-        ("Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks", "register_leaf_module",
-         "replace_block", "run_of"),
+        ("Chain", "ChainGraph", "Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks",
+         "own_chains", "register_leaf_module", "replace_block", "run_of"),
         ".graph",
     ),
     **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),

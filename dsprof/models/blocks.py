@@ -1,6 +1,6 @@
 """`find_blocks`: the blocks of any model, from its traced graph (`dsprof.models.graph`).
 
-A block that cannot be described (squeeze-excitation, a concatenation, a chain no module owns) is
+A block that cannot be described (squeeze-excitation, a concatenation, a tensor read twice) is
 reported: a warning, or an error with ``strict=True``; it is never skipped silently.
 """
 

@@ -121,7 +121,8 @@ def summarize_blocks(
     rows = []
     for block in blocks:
         spec = block.spec
-        if "[" in block.name:  # a run of a Sequential's children is no module of the model: count it alone
+        if "[" in block.name or ".." in block.name:  # a run of a Sequential's children or a chain no module
+            # owns is no module of the model: count it alone
             macs = count_macs(block.module, (spec.in_h, spec.in_w), spec.in_channels)
         else:
             macs = sum(per_module.get(f"{prefix}.{block.name}", {}).values()) // 2

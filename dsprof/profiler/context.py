@@ -25,7 +25,10 @@ from torch import nn
 
 from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
-from ..models import Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, run_of
+from ..models import (
+    Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
+)
+from ..models.surgery import chain_attr, is_chain_name
 from .workloads import Workload, dense_conv, linearize
 
 __all__ = ["CONTEXT_VARIANTS", "context_workloads", "swapped"]
@@ -36,7 +39,9 @@ CONTEXT_VARIANTS = ("merged", "linear")
 
 def swapped(model: nn.Module, path: str, module: nn.Module) -> nn.Module:
     """``model`` with the block at ``path`` replaced by ``module``; everything else shared, not copied.
-    A run of an nn.Sequential's children (``parent[a:b]``): ``module`` at ``a``, identities after it."""
+    A run of an nn.Sequential's children (``parent[a:b]``): ``module`` at ``a``, identities after it. A chain
+    no module owns: ``model`` owns it (`own_chains`)."""
+    path = chain_attr(path) if is_chain_name(path) else path
     run = run_of(path)
     parts = (run[0].split(".") if run[0] else []) if run else path.split(".")[:-1]
     root = copy.copy(model)
@@ -69,7 +74,7 @@ def context_workloads(
     input_size = input_size or input_size_of(model)
     in_ch = first_conv_in_channels(model)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
-    folded = fold_batchnorm(model, torch.zeros(1, in_ch, *input_size)).eval()
+    folded = own_chains(fold_batchnorm(model, torch.zeros(1, in_ch, *input_size)), blocks).eval()
     shape = (in_ch, *input_size)
     whole_macs, whole_params = count_macs(folded, input_size, in_ch), count_params(folded)
     groups = []

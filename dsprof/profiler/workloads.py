@@ -45,6 +45,7 @@ from ..models import (
     find_blocks,
     first_conv_in_channels,
     input_size_of,
+    own_chains,
     split_model,
 )
 
@@ -235,7 +236,7 @@ def dense_counterpart_model(
         return chain
 
     def build(scale: float | None) -> nn.Module:
-        dense = copy.deepcopy(folded)
+        dense = own_chains(copy.deepcopy(folded), blocks)  # chains no module owns become modules
         for block, (cin, cout) in zip(blocks, channels(scale)):
             s = block.spec
             kernel = s.merged_kernel if scale is None else s.kernel

@@ -10,7 +10,7 @@ from torch import nn
 
 
 from ..errors import PlanError
-from ..models import find_blocks, input_size_of, replace_block
+from ..models import find_blocks, input_size_of, own_chains, replace_block
 from .gates import resolve_k
 
 __all__ = ["LayerPruneDecision", "layer_prune", "random_keep"]
@@ -47,6 +47,7 @@ def layer_prune(
     blocks = find_blocks(target, input_size or input_size_of(model))
     if len(keep) != len(blocks):
         raise PlanError(f"keep has {len(keep)} entries but the model has {len(blocks)} blocks")
+    target = own_chains(target, blocks)  # chains no module owns become modules (a rewritten graph)
     decisions = []
     for i, (block, k) in enumerate(zip(blocks, keep)):
         if k:

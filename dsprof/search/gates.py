@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from ..models import Block, find_blocks, input_size_of, replace_block
+from ..models import Block, find_blocks, input_size_of, own_chains, replace_block
 
 __all__ = [
     "ActivationGates",
@@ -298,6 +298,7 @@ def gate_model(
             "from inverted residual, depthwise-separable or ResNet blocks (`dsprof blocks` lists them)"
         )
     gates = ActivationGates([b.name for b in blocks], resolve_k(keep, len(blocks)), init)
+    target = own_chains(target, blocks)  # chains no module owns become modules (a rewritten graph)
     for index, block in enumerate(blocks):
         replace_block(target, block.name, GatedBlock(block, gates, index))
     gated = GatedModel(target, gates)

@@ -1,0 +1,356 @@
+"""Which module owns a chain: blocks from the chains of the traced graph (`discover_blocks` runs this).
+
+A chain of two or more convolutions is a block owned by one module whose forward is exactly the chain
+(the deepest such module that is not a plain container), or by a run of consecutive children of an
+``nn.Sequential`` (``parent[a:b]``); a chain that runs through several modules is split at module
+boundaries first. A chain (or piece) that no module owns is a block all the same, named after its first
+and last convolutions (``conv1..conv3``): graph surgery (`dsprof.models.surgery.own_chains`) gathers it
+into one module when it is replaced. Modules with two or more convolutions left without a block are
+refused with the reason that broke their chains.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch.fx as fx
+from torch import nn
+
+from .blockspec import BlockSpec, ConvShape
+from .leaves import act_module_name
+from .padding import padding_style
+from .patterns import GraphView, UnitNodes, break_reason, find_units, functional_act_module, se_gates
+from .records import Block, ChainSite, Refusal, Unit
+from .surgery import Chain, build_chain, run_of, signature
+
+_CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+class _Discovery:
+    def __init__(self, model: nn.Module, gm: fx.GraphModule) -> None:
+        self.g = GraphView(gm, model)
+        self.model = model
+        self.under: dict[str, set[fx.Node]] = defaultdict(set)
+        self.convs_under: dict[str, int] = defaultdict(int)
+        for node in self.g.nodes:
+            if node.op in ("placeholder", "output", "get_attr"):
+                continue
+            for path in ["", *self.g.stack(node)]:  # "" is the model itself
+                self.under[path].add(node)
+                if self.g.is_conv(node) or isinstance(self.g.module(node), nn.Linear):  # a Linear is a 1x1 conv
+                    self.convs_under[path] += 1
+        self.blocks: list[Block] = []
+        self.refusals: list[Refusal] = []
+        self.breaks: list[tuple[fx.Node, str, str]] = []  # (node, reason, node name)
+        self.refused_paths: set[str] = set()
+
+    # ---- ownership
+    def _type(self, path: str) -> str:
+        return type(self.g.modules[path]).__name__ if path in self.g.modules else "?"
+
+    def _common(self, nodes: list[fx.Node]) -> list[str]:
+        stacks = [["", *self.g.stack(n)] for n in nodes]
+        common = []
+        for level in zip(*stacks):
+            if all(p == level[0] for p in level):
+                common.append(level[0])
+            else:
+                break
+        return common
+
+    def _owner(self, nodes: set[fx.Node]) -> str | None:
+        """The module that owns exactly ``nodes``: deepest non-container among equal owners."""
+        common = self._common(sorted(nodes, key=self.g.order.get))
+        exact = [p for p in common if self.under[p] == nodes]
+        if not exact:
+            return None
+        plain = [p for p in exact if not isinstance(self.g.modules.get(p), _CONTAINERS)]
+        return (plain or exact)[-1]
+
+    def _run(self, nodes: set[fx.Node]) -> tuple[str, int, int] | None:
+        """(parent, a, b) when ``nodes`` are exactly the children a..b-1 of an nn.Sequential."""
+        common = self._common(sorted(nodes, key=self.g.order.get))
+        parent = common[-1]
+        seq = self.g.modules.get(parent) if parent else self.model
+        if not isinstance(seq, nn.Sequential):
+            return None
+        prefix = f"{parent}." if parent else ""
+        index = []
+        for node in nodes:
+            path = next((p for p in self.g.stack(node) if p.startswith(prefix) and "." not in p[len(prefix):]), None)
+            if path is None:
+                return None
+            index.append(int(path[len(prefix):]))
+        a, b = min(index), max(index) + 1
+        covered = set().union(*(self.under[f"{prefix}{i}"] for i in range(a, b)))
+        return (parent, a, b) if covered == nodes else None
+
+    # ---- chains
+    def run(self) -> None:
+        g = self.g
+        units = find_units(g)
+        by_conv = {u.conv: u for u in units}
+        self._taint_se(units)
+        nxt: dict[UnitNodes, UnitNodes] = {}
+        for u in units:
+            if u.bad:
+                self.breaks.append((u.conv, u.bad, u.conv.name))
+                continue
+            user = g.single_user(u.out)
+            v = by_conv.get(user) if user is not None else None
+            if v is not None and not v.bad:
+                nxt[u] = v
+            else:
+                reason, name = break_reason(g, u.out)
+                self.breaks.append((u.out, reason, name))
+        has_prev = set(nxt.values())
+        for u in units:
+            if u.bad or u in has_prev:
+                continue
+            chain = [u]
+            while chain[-1] in nxt:
+                chain.append(nxt[chain[-1]])
+            self._chain(chain)
+        first_conv = {str(n.target): g.order[n] for n in g.nodes if g.is_conv(n)}
+        self.blocks.sort(key=lambda b: first_conv[b.units[0].conv_name])
+        self._refuse_leftovers()
+
+    def _taint_se(self, units: list[UnitNodes]) -> None:
+        g = self.g
+        for mul, x in se_gates(g):
+            common = self._common([mul, x])
+            plain = [p for p in common if not isinstance(g.modules.get(p), _CONTAINERS)]
+            if not plain:
+                continue
+            path = plain[-1]
+            if path in self.refused_paths:
+                continue
+            self.refused_paths.add(path)
+            reason = (
+                f"squeeze-excitation: {mul.name} multiplies the features by a gate computed from them, so the block "
+                "stays non-linear and cannot merge; its activations stay"
+            )
+            self.refusals.append(Refusal(path, self._type(path), reason, mul.name))
+            for u in units:
+                if u.conv in self.under[path] and not u.bad:
+                    u.bad = f"inside the squeeze-excitation block {path}"
+
+    def _residual(self, chain: list[UnitNodes]) -> tuple[fx.Node, list[fx.Node], fx.Node | None, fx.Node] | None:
+        """(add node, shortcut nodes, tail activation node, chain input) when the chain is closed by a skip."""
+        g = self.g
+        x = chain[0].conv.args[0]
+        add = g.single_user(chain[-1].out)
+        if not isinstance(x, fx.Node) or add is None or not g.is_add(add):
+            return None
+        operands = [a for a in add.args if isinstance(a, fx.Node)]
+        # a unit's trailing pass-through nodes are part of it, so the add reads the unit's last node itself
+        if len(operands) != 2 or chain[-1].out not in operands:
+            return None
+        other = operands[1] if operands[0] is chain[-1].out else operands[0]
+        path: list[fx.Node] = []
+        n = other
+        while n is not x:
+            if n.op != "call_module" or len(n.all_input_nodes) != 1 or len(n.users) != 1:
+                return None
+            path.append(n)
+            n = n.all_input_nodes[0]
+        path.reverse()
+        tail = g.single_user(add)
+        tail = tail if tail is not None and g.act_name(tail) is not None else None
+        return add, path, tail, x
+
+    def _chain(self, chain: list[UnitNodes]) -> None:
+        closed = self._residual(chain)
+        if closed is not None:
+            self._candidate(chain, closed)
+            return
+        self._segment(chain)
+
+    def _segment(self, chain: list[UnitNodes]) -> None:
+        if len(chain) < 2:
+            return
+        nodes = self._with_passes(set().union(*(set(u.nodes) for u in chain)))
+        owner = self._owner(nodes)
+        if owner is not None and not isinstance(self.g.modules.get(owner), _CONTAINERS):
+            self._candidate(chain, None)
+            return
+        depths = []
+        for a, b in zip(chain, chain[1:]):
+            depths.append(len(self._common([a.conv, b.conv])))
+        low = min(depths)
+        if low == max(depths):  # no module boundary to split at: a run of a Sequential, or nothing
+            self._candidate(chain, None)
+            return
+        pieces, piece = [], [chain[0]]
+        for u, d in zip(chain[1:], depths):
+            if d == low:
+                pieces.append(piece)
+                piece = []
+            piece.append(u)
+        pieces.append(piece)
+        # consecutive single convolutions (a flat nn.Sequential: conv, bn, relu, conv, ...) form one run
+        grouped: list[list[UnitNodes]] = []
+        for piece, previous in zip(pieces, [None, *pieces[:-1]]):
+            if len(piece) == 1 and previous is not None and len(previous) == 1:
+                grouped[-1] += piece
+            else:
+                grouped.append(list(piece))
+        for piece in grouped:
+            self._segment(piece)
+
+    def _with_passes(self, nodes: set[fx.Node]) -> set[fx.Node]:
+        """``nodes`` plus the pass-through nodes (dropout, identity, a folded BatchNorm) between two of them."""
+        out = set(nodes)
+        for n in nodes:
+            for user in n.users:
+                between = []
+                while self.g.is_pass(user) and len(user.users) == 1:
+                    between.append(user)
+                    user = next(iter(user.users))
+                if between and user in nodes:
+                    out.update(between)
+        return out
+
+    def _candidate(self, chain: list[UnitNodes], closed) -> None:
+        g = self.g
+        if len(chain) < 2:
+            return
+        nodes = set().union(*(set(u.nodes) for u in chain))
+        tail_node = None
+        if closed is not None:
+            add, path, tail_node, _ = closed
+            nodes |= {add, *path}
+            if tail_node is not None:
+                nodes.add(tail_node)
+        nodes = self._with_passes(nodes)
+        owner = self._owner(nodes)
+        if owner is None and closed is not None and tail_node is not None:
+            nodes.discard(tail_node)  # the activation after the addition may live outside the block
+            nodes = self._with_passes(nodes - {n for n in nodes if g.is_pass(n)})
+            tail_node = None
+            owner = self._owner(nodes)
+        run = self._run(nodes) if owner is None and closed is None else None
+        if owner is None and run is None:
+            self._graph_chain(chain, closed)
+            return
+        if owner is not None and owner in self.refused_paths:
+            return
+        if owner is not None:  # a Chain that surgery installed keeps its block's name
+            module = g.modules[owner]
+            name = module.block_name if isinstance(module, Chain) and owner else owner
+        else:
+            parent, a, b = run  # type: ignore[misc]
+            seq = g.modules[parent] if parent else self.model
+            name, module = f"{parent}[{a}:{b}]", nn.Sequential(*list(seq)[a:b])
+            module.dsprof_run = True  # replace_block puts these children back one by one
+        self._record(name, module, chain, closed, tail_node)
+
+    def _graph_chain(self, chain: list[UnitNodes], closed) -> None:
+        """A chain no module owns: a block named after its first and last convolutions, whose module is a
+        `Chain` over the model's own modules (graph surgery installs it) and whose site says where it lies."""
+        g = self.g
+        add, path, tail_node = (closed[0], closed[1], closed[2]) if closed is not None else (None, [], None)
+        out = tail_node or add or chain[-1].out
+        main = [chain[0].conv]
+        while main[-1] is not out:  # every node before the output has one consumer, the next one
+            users = list(main[-1].users)
+            if len(users) != 1:
+                reason, node = break_reason(g, main[-1])
+                self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
+                return
+            main.append(users[0])
+        opened = {""}
+        for node in [*main, *path]:
+            opened.update(p for p in g.stack(node) if not (node.op == "call_module" and p == node.target))
+        name = f"{chain[0].conv.target}..{chain[-1].conv.target}"
+        module = build_chain(self.model, name, main, add, path)
+        site = ChainSite(tuple(sorted(opened)), tuple(map(signature, main)), tuple(map(signature, path)))
+        self._record(name, module, chain, closed, tail_node, site)
+
+    def _record(self, name: str, module: nn.Module, chain: list[UnitNodes], closed, tail_node: fx.Node | None,
+                site: ChainSite | None = None) -> None:
+        g = self.g
+        units, act_names = [], []
+        last_index = len(chain) - 1
+        tail: nn.Module | None = None
+        for i, u in enumerate(chain):
+            act_module = u.act_in_norm
+            act_name = None
+            if u.act is not None:
+                act_name = g.act_name(u.act)
+                act_module = g.module(u.act) if u.act.op == "call_module" else functional_act_module(u.act, act_name)  # type: ignore[arg-type]
+            elif act_module is not None:
+                act_name = act_module_name(act_module)
+            if closed is None and i == last_index:  # an open chain's last activation is its output's: kept
+                tail, act_module, act_name = act_module, None, None
+            units.append(Unit(
+                g.module(u.conv), g.module(u.norm) if u.norm is not None else None,  # type: ignore[arg-type]
+                act_module, u.act_in_norm is not None and act_module is not None, str(u.conv.target), act_name or "none",
+            ))
+            if act_name:
+                act_names.append(act_name)
+        shortcut = None
+        x = chain[0].conv.args[0]
+        out = chain[-1].out
+        if closed is not None:
+            add, path, _, x = closed
+            shortcut = tuple(g.module(n) for n in path)
+            out = add
+            if tail_node is not None:
+                tail = g.module(tail_node) if tail_node.op == "call_module" else functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
+                out = tail_node
+        convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups) for u in units)
+        styles = {padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
+        if len(styles) > 1:
+            self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
+            return
+        projection = bool(shortcut)  # anything on the skip path (a pooling one is refused by the merge)
+        shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
+        h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
+        distinct = sorted(set(act_names))
+        act = distinct[0] if distinct else "none"  # blocks with two kinds: the first name (alphabetical)
+        spec = BlockSpec.from_convs(
+            convs, padding=styles.pop(), residual=shortcut is not None, projection=projection, in_h=h, in_w=w, act=act,
+        )
+        self.blocks.append(Block(name, module, spec, tuple(units), shortcut, tail, x.name, out.name, site))  # type: ignore[union-attr]
+
+    def _refuse_leftovers(self) -> None:
+        """Modules with two or more convolutions (or linear layers) and no block in or around them, outermost
+        first."""
+        block_paths = []
+        in_chains = {u.conv_name for b in self.blocks if b.site is not None for u in b.units}
+        for b in self.blocks:
+            run = run_of(b.name)
+            if b.site is not None:  # a chain no module owns: it covers the modules all of whose convolutions it holds
+                continue
+            if run is None:
+                block_paths.append(b.name)
+            else:  # a run covers its children, not its parent
+                parent, a, z = run
+                block_paths += [f"{parent}.{i}" if parent else str(i) for i in range(a, z)]
+
+        def related(path: str) -> bool:
+            convs = [n for n in self.under[path] if self.g.is_conv(n)]
+            if len(convs) == self.convs_under[path] and all(str(n.target) in in_chains for n in convs):
+                return True
+            for bp in block_paths:
+                if bp == path or bp.startswith(path + ".") or path.startswith(bp + ".") or bp == "" or path == "":
+                    return True
+            return False
+
+        reported: list[str] = list(self.refused_paths)  # refused blocks cover what is inside them
+        chains = {r.name for r in self.refusals}  # a module already refused (mixed padding): said once
+        for path, module in self.g.modules.items():
+            if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
+                continue
+            if path in chains or any(r == "" or path == r or path.startswith(r + ".") for r in reported):
+                continue
+            inside = self.under[path]
+            brk = next(((n, r, nm) for n, r, nm in self.breaks if n in inside), None)
+            reason, node = (brk[1], brk[2]) if brk else ("its convolutions do not form a chain", path)
+            self.refusals.append(Refusal(path, type(module).__name__, f"no mergeable chain: {reason}", node))
+            reported.append(path)
+        if not self.blocks and not self.refusals and self.convs_under[""] >= 2:  # the model as a whole
+            n, reason, node = self.breaks[0] if self.breaks else (None, "its convolutions do not form a chain", "")
+            self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
+
