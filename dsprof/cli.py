@@ -394,7 +394,8 @@ def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from .lut import LUTMissWarning
-    from .lut.predict import measure_planned, predict_latency
+    from .lut.drift import lut_probe, probe_now, probe_ratio_of, with_probe
+    from .lut.predict import measure_planned_run, predict_latency
     from .merge.plan import load_plan
     from .profiler import environment, environment_id
 
@@ -407,7 +408,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once below
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
                                rest=args.rest, method=args.method)
+    here = (args.probe is None and not args.measure) or environment_id(environment()) == key.env_id
+    if args.probe is not None:
+        entry = lut_probe(lut, key)  # before timing: a LUT without the probe says so at once
+        if not here:
+            print(f"warning: the LUT context {key} is another environment than this machine's; the probe compares "
+                  "this machine with that one", file=sys.stderr)
+        pred = with_probe(pred, probe_ratio_of(probe_now(key, args.probe), entry))
     print(pred)
+    if args.probe is None:
+        print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the prediction by this machine's "
+              "speed now against the LUT's runs")
     if pred.missing:
         shown = "; ".join(pred.missing[:3]) + ("; ..." if len(pred.missing) > 3 else "")
         message = (f"the LUT covers {pred.coverage:.0%} of the blocks; it lacks {len(pred.missing)} key(s): {shown}. "
@@ -417,17 +428,35 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"warning: {message}", file=sys.stderr)
     if not args.measure:
         return 0
-    if environment_id(environment()) != key.env_id:
+    if not here:
         print(f"warning: the LUT context {key} is another environment than this machine's; "
               "the measurement is taken here", file=sys.stderr)
-    measured_s = measure_planned(model, key, plan, lut=lut, name=args.model, out=args.measure_out,
-                                 progress=not args.no_progress).median_s
+    run = measure_planned_run(model, key, plan, lut=lut, name=args.model, out=args.measure_out,
+                              progress=not args.no_progress)
+    measured_s = next(r for r in run.measurements if r.scope == "model" and r.ok).median_s
     error = pred.total_s / measured_s - 1
     where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
           f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}; the measurement is {where} the 95 % interval "
           f"{pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
+    print(_probe_line(run.measurements, lut, key))
     return 0
+
+
+def _probe_line(records, lut, key) -> str:
+    """What the drift probe said during a check run, against the LUT's runs."""
+    from .lut import LUTMissError
+    from .lut.drift import lut_probe, probe_ratio_of
+
+    samples = [s for r in records if r.scope == "probe" and r.ok for s in r.samples_s]
+    if not samples:
+        return "drift probe: not timed in this run"
+    try:
+        ratio = probe_ratio_of(samples, lut_probe(lut, key))
+    except LUTMissError:
+        return "drift probe: the LUT has none (its runs predate the probe), so no ratio"
+    return (f"drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time in the "
+            f"LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -697,9 +726,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(context), or alone scaled by the model's in-context/isolated ratio (context-scaled); the "
                         "context methods need `dsprof measure --context`; auto: context-scaled for PyTorch on a CPU "
                         "where the LUT has those entries, else isolated (docs/predictions.md)")
+    p.add_argument("--probe", type=float, default=None, metavar="SECONDS",
+                   help="time the drift probe here for SECONDS (e.g. 2) and scale the prediction by how much slower or "
+                        "faster this machine runs it now than in the LUT's runs (needs a LUT measured with the probe); "
+                        "default: not scaled")
     p.add_argument("--measure", action="store_true",
-                   help="also merge the model per the plan, measure it end-to-end here, print the error and whether "
-                        "the measurement fell inside the prediction's interval")
+                   help="also merge the model per the plan, measure it end-to-end here, print the error, whether "
+                        "the measurement fell inside the prediction's interval and the drift probe's ratio during it")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_accept_modified(p, "a LUT")

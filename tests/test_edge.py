@@ -49,7 +49,7 @@ def assert_no_torch_no_dsprof(python: Path, cwd: Path) -> None:
 
 def lut_keys(lut) -> dict[tuple, float]:
     frame = lut.to_dataframe()
-    return {(r.scope, r.workload, r.variant): r.median_s for r in frame.itertuples()}
+    return {(r.scope, r.workload, r.variant): r.median_s for r in frame.itertuples() if r.scope != "probe"}  # not bundled
 
 
 def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measure(tmp_path):
@@ -67,9 +67,11 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
     direct = measure("mobilenet_v2", resolution=32, backend="onnxruntime", threads=1, timing=TIMING,
                      out=tmp_path / "direct", progress=False)
 
-    # MobileNetV2: 17 blocks x (original, merged, flops_matched), the model x (original, flops_matched), stem, head
-    assert len(imported.measurements) == len(direct.measurements) == 17 * 3 + 2 + 2
-    assert sorted(r.workload_key for r in imported.measurements) == sorted(r.workload_key for r in direct.measurements)
+    # MobileNetV2: 17 blocks x (original, merged, flops_matched), the model x (original, flops_matched), stem, head;
+    # `measure` also times the drift probe after each group, which a bundle does not carry (yet)
+    timed = [r for r in direct.measurements if r.scope != "probe"]
+    assert len(imported.measurements) == len(timed) == 17 * 3 + 2 + 2
+    assert sorted(r.workload_key for r in imported.measurements) == sorted(r.workload_key for r in timed)
     edge, here = lut_keys(build_lut([imported.path])), lut_keys(build_lut([direct.path]))
     assert set(edge) == set(here)  # repeated blocks share a key: fewer entries than records
     # Same order on this CPU. The two runs are seconds apart on a machine that other test suites may share:

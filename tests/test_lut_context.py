@@ -8,6 +8,7 @@ arithmetic done here.
 
 import math
 import statistics
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import pytest
 
 from dsprof.cli import main
 from dsprof.lut import LUT, SCHEMA, build_lut, model_label, predict_latency
-from dsprof.lut.predict import observed_drift
+from dsprof.lut.predict import CONTEXT_FACTOR_RANGE, MethodFallbackWarning, observed_drift
 from dsprof.merge import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
@@ -87,14 +88,22 @@ def test_context_prediction_from_the_raw_samples(context_run):
     scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
                              method="context-scaled")
     assert scaled.method == f"context-scaled (x{factor:.3f})"
-    auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
-    # auto, PyTorch on a CPU with in-context entries: context-scaled (what lut_accuracy.py chose)
-    assert auto.method == scaled.method and auto.total_s == scaled.total_s
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    # auto, PyTorch on a CPU with in-context entries: context-scaled (what lut_accuracy.py chose) where the
+    # factor lies in the range seen across architectures, else isolated, saying so
+    low, high = CONTEXT_FACTOR_RANGE
+    expected = scaled if low <= factor <= high else isolated
+    assert auto.method.startswith(expected.method) and auto.total_s == expected.total_s
     assert scaled.total_s == pytest.approx(reference - factor * saved_alone, rel=1e-9)
 
     # the drift comes from the whole model timed in each block's group
+    # the drift: the largest of what the run observed (the in-context groups, the whole model's samples, the probe)
     drift = observed_drift([med[("context", b.name, "original")] for b in blocks])
-    assert pred.drift == pytest.approx(drift, rel=1e-12) and pred.drift_source == "7 in-context groups"
+    assert pred.drift >= drift - 1e-12
+    if pred.drift_source == "7 in-context groups":
+        assert pred.drift == pytest.approx(drift, rel=1e-12)
     assert pred.low_s < pred.total_s < pred.high_s
 
 
@@ -114,12 +123,12 @@ def _hand_context_lut(label, blocks):
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "noisy": False,
             "sources": "hand"}
     rows = [dict(base, scope="model", workload=label, variant="original", median_s=0.020, iqr_s=0.0027, n_samples=25)]
-    # the whole model in the 7 context groups: 20 ms and some drift; each swap saves 1 ms of 20 (5 %)
+    # the whole model in the 7 context groups: 20 ms and some drift; each swap saves 0.75 ms of 20 (3.75 %)
     in_groups = [0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020]
     for b, m in zip(blocks, in_groups):
         rows.append(dict(base, scope="context", workload=f"{label}@{b.name}", variant="original", median_s=m,
                          iqr_s=0.0027, n_samples=25))
-        rows.append(dict(base, scope="context", workload=f"{label}@{b.name}", variant="merged", median_s=m * 0.95,
+        rows.append(dict(base, scope="context", workload=f"{label}@{b.name}", variant="merged", median_s=m * 0.9625,
                          iqr_s=0.0027, n_samples=25))
         for variant, ms in (("original", 2.0), ("merged", 1.5)):
             rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant=variant, median_s=ms * 1e-3,
@@ -136,10 +145,10 @@ def test_auto_method_follows_the_backend_and_the_entries():
     def auto(rows):
         return predict_latency("mobilenet_v2", LUT(rows), plan, options=OPTIONS, resolution=32, strict=True)
 
-    # PyTorch on a CPU with in-context entries: the isolated savings (0.5 ms a block) times 2, the
-    # in-context over isolated savings: 20 ms - 3 x 1 ms
+    # PyTorch on a CPU with in-context entries: the isolated savings (0.5 ms a block) times 1.5, the
+    # in-context over isolated savings (inside CONTEXT_FACTOR_RANGE): 20 ms - 3 x 0.75 ms
     torch_cpu = auto(frame)
-    assert torch_cpu.method == "context-scaled (x2.000)" and torch_cpu.total_s == pytest.approx(0.017, rel=1e-12)
+    assert torch_cpu.method == "context-scaled (x1.500)" and torch_cpu.total_s == pytest.approx(0.01775, rel=1e-12)
     # the same entries from ONNX Runtime: isolated, 20 ms - 3 x 0.5 ms
     ort = auto(frame.assign(backend="onnxruntime"))
     assert ort.method == "isolated" and ort.total_s == pytest.approx(0.0185, rel=1e-12)
@@ -155,17 +164,20 @@ def test_interval_by_hand():
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
     scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
                              method="context-scaled")
-    # in context each block saves 5 % of 20 ms = 1 ms, alone 0.5 ms: factor 2, three blocks save 3 ms
-    assert scaled.method == "context-scaled (x2.000)" and scaled.total_s == pytest.approx(0.017, rel=1e-12)
+    # in context each block saves 3.75 % of 20 ms = 0.75 ms, alone 0.5 ms: factor 1.5, three blocks save 2.25 ms
+    assert scaled.method == "context-scaled (x1.500)" and scaled.total_s == pytest.approx(0.01775, rel=1e-12)
     pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
-    # reference: median of 20 (whole) and the group medians = 20 ms; three swaps save 5 % each
-    assert pred.total_s == pytest.approx(0.020 * (1 - 3 * 0.05), rel=1e-12)
-    # drift: group medians 18..22 ms, median 20, MAD 1 ms -> 1.96 * 1.4826 * 1 / 20
-    assert pred.drift == pytest.approx(1.959964 * 1.4826 * 0.001 / 0.020, rel=1e-9)
+    # reference: median of 20 (whole) and the group medians = 20 ms; three swaps save 3.75 % each
+    assert pred.total_s == pytest.approx(0.020 * (1 - 3 * 0.0375), rel=1e-12)
+    # drift: the larger of the group medians' spread (18..22 ms, median 20, MAD 1 ms -> 1.96 * 1.4826 * 1 / 20 =
+    # 14.5 %) and the whole model's samples (IQR 2.7 ms of 20 -> 1.96 * 2.7 / 1.349 / 20 = 19.6 %)
+    assert observed_drift(groups := [0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020]) == pytest.approx(
+        1.959964 * 1.4826 * 0.001 / 0.020, rel=1e-9)
+    assert pred.drift == pytest.approx(1.959964 * 0.0027 / 1.349 / 0.020, rel=1e-9)
+    assert pred.drift_source == "the whole model's samples (1 run)"
     # LUT spread: sd = IQR / 1.349 = 2 ms; a median's error 1.2533 * 2 / 5 = 0.50132 ms; the reference
     # counts once (over sqrt of its 8 entries), each swap twice (its pair, scaled by 20 ms / its group's median)
     se = 1.2533 * 0.0027 / 1.349 / 5
-    groups = [0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020]
     terms = [se / math.sqrt(8)] + [se * 0.020 / groups[i] for i, k in enumerate(KEEP) if not k for _ in (0, 1)]
     spread = 1.959964 * math.sqrt(sum(t * t for t in terms)) / pred.total_s
     assert pred.lut_spread == pytest.approx(spread, rel=1e-9)
@@ -185,5 +197,5 @@ def test_cli_predict_measure_says_inside_or_outside(context_run, tmp_path, capsy
             "--measure", "--measure-out", str(tmp_path / "check.jsonl"), "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "method context-scaled" in out  # auto, with the run's in-context entries
+    assert "method context-scaled" in out or "method isolated (context-scaled fell back" in out  # auto, in-context entries
     assert ("is inside the 95 % interval" in out) != ("is OUTSIDE the 95 % interval" in out)

@@ -6,7 +6,8 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
-    **dict.fromkeys(("Prediction", "predict_latency"), ".predict"),
+    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency"), ".predict"),
+    **dict.fromkeys(("probe_now", "with_probe"), ".drift"),
     "DeviceContext": "..device_context",
     **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),
     **dict.fromkeys(("LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"), ".table"),

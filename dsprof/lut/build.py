@@ -9,6 +9,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError
+from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 from ..profiler.records import Measurement, MeasurementFile, read_measurement_file
 from ..profiler.stats import summarize
 from .schema import COLUMNS, SCHEMA, context_workload, model_label
@@ -39,11 +40,13 @@ def read_measurement_files(paths: Iterable[str | Path], *, accept_modified: bool
 
 def workload_of(r: Measurement) -> str:
     """The LUT workload of a record: a block's BlockSpec string; for a block in context the model
-    label and the block's name (`context_workload`); else the model label."""
+    label and the block's name (`context_workload`); for the drift probe its name; else the model label."""
     if r.scope == "block":
         return r.spec
     if r.scope == "context":
         return context_workload(model_label(r.model, r.model_options), r.name)
+    if r.scope == "probe":  # the same reference in every run, whatever model the run measured
+        return r.name
     return model_label(r.name, r.model_options)
 
 
@@ -64,7 +67,9 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
     Repeated measurements of a key are combined by pooling their raw samples (the entry's
     median is the median of all samples); different environments, devices, backends, dtypes,
     layouts, batch sizes and thread counts are different keys and never averaged. Failed records
-    are left out. Noisy entries (IQR/median > 10 %) are kept and marked.
+    are left out. Noisy entries (IQR/median > 10 %) are kept and marked. The drift probe gets two entries:
+    its pooled samples (variant ``original``) and its group medians (variant ``group-medians``, one sample
+    per group of every run), whose spread is the machine's drift that predictions add to their interval.
     """
     samples: dict[tuple, list[float]] = defaultdict(list)
     sources: dict[tuple, list[str]] = defaultdict(list)
@@ -73,11 +78,15 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
         for r in file.records:
             if not r.ok:
                 continue
-            key = _key(r)
-            samples[key] += r.samples_s
-            if file.path.name not in sources[key]:
-                sources[key].append(file.path.name)
-            names.setdefault(key, r.device_name)
+            keys = [_key(r)]
+            samples[keys[0]] += r.samples_s
+            if r.scope == PROBE_SCOPE:  # and one sample per group: the machine's moves between groups and runs
+                keys.append(keys[0][:-1] + (PROBE_GROUPS_VARIANT,))
+                samples[keys[1]].append(r.median_s)
+            for key in keys:
+                if file.path.name not in sources[key]:
+                    sources[key].append(file.path.name)
+                names.setdefault(key, r.device_name)
     rows = []
     for key, values in samples.items():
         env_id, device, backend, dtype, layout, batch, threads, compiled, scope, workload, variant = key

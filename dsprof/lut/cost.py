@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,17 +175,15 @@ class PlanCosts:
 
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
-             rest: str = "auto", variant: str | None = None) -> "PlanCosts":
+             rest: str = "auto", variant: str | None = None, auto: bool = False) -> "PlanCosts":
         """The costs of ``label``'s plans; ``method`` is isolated, context or context-scaled (resolved), ``rest``
-        auto, stem+head or model-minus-blocks. Where ``context-scaled`` lacks what it needs, isolated is used
-        (and the miss recorded)."""
+        auto, stem+head or model-minus-blocks. Where ``context-scaled`` cannot apply (``auto``: chosen by
+        ``auto``, whose factor must also lie in `CONTEXT_FACTOR_RANGE`), isolated is used and ``used`` says why,
+        with a `MethodFallbackWarning`: a method's fallback, not a LUT miss."""
         lookup = Lookup.of(lut, key)
         entries = ModelEntries.read(lookup, label, blocks)
         missing: list[str] = []
         factor = _context_factor(blocks, entries, lookup) if variant is None else None
-        if method == "context-scaled" and (factor is None or entries.whole is None):
-            missing.append(f"in-context entries (merged) of {label}'s blocks whose savings agree in sign with the "
-                           "isolated ones, and its whole-model entry")
         common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, context_factor=factor)
         if method == "context":
             if variant is not None:
@@ -200,13 +199,18 @@ class PlanCosts:
                        reference_s=statistics.median(e.median_s for e in references), factor=1.0,
                        base_errors=(error,), missing=tuple(missing))
         rest_s, rest_method, base_errors = _rest(entries, rest, missing)
-        if method == "context-scaled" and factor is not None and entries.whole is not None \
-                and rest_method == "model-minus-blocks":
-            reference = statistics.median(e.median_s for e in entries.references)
-            return cls(**common, method="context-scaled", used=f"context-scaled (x{factor:.3f})",
-                       rest_method=rest_method, rest_s=rest_s, reference_s=reference, factor=factor,
-                       base_errors=tuple(base_errors), missing=tuple(missing))
-        return cls(**common, method="isolated", used="isolated", rest_method=rest_method, rest_s=rest_s,
+        used = "isolated"
+        # auto on a LUT without the model's --context run: plain isolated (nothing was there to fall back from)
+        if method == "context-scaled" and (not auto or any(entries.in_model.values())):
+            why_not = _why_not_scaled(factor, rest_method, label, auto)
+            if why_not is None:
+                reference = statistics.median(e.median_s for e in entries.references)
+                return cls(**common, method="context-scaled", used=f"context-scaled (x{factor:.3f})",
+                           rest_method=rest_method, rest_s=rest_s, reference_s=reference, factor=factor,
+                           base_errors=tuple(base_errors), missing=tuple(missing))
+            used = f"isolated (context-scaled fell back: {why_not})"
+            warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=4)
+        return cls(**common, method="isolated", used=used, rest_method=rest_method, rest_s=rest_s,
                    reference_s=0.0, factor=1.0, base_errors=tuple(base_errors), missing=tuple(missing))
 
     # -- pieces ------------------------------------------------------------------------------------
@@ -338,3 +342,30 @@ def _context_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) 
     whole_ref = statistics.median(e.median_s for e in entries.in_model.values() if e is not None)
     factor = in_context * whole_ref / alone
     return factor if factor > 0 else None
+
+
+#: The context factors (a model's in-context over isolated savings) that ``auto`` trusts; outside them ``auto``
+#: predicts ``isolated`` and says so. From the quiet-machine runs of issue #14 (MobileNetV2: 1.10-1.55) with a
+#: margin; the loaded runs of issue #21 (0.51 MobileNetV2, 0.33 and 3.31 MnasNet-0.5, 4.25 a CSP model) fall
+#: outside (benchmarks/RESULTS.md, issue #21).
+CONTEXT_FACTOR_RANGE = (0.8, 2.0)
+
+
+class MethodFallbackWarning(UserWarning):
+    """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
+
+
+def _why_not_scaled(factor: float | None, rest_method: str, label: str, auto: bool) -> str | None:
+    """Why ``context-scaled`` cannot predict here (None: it can). Its factor needs the model's in-context
+    entries and its whole-model entry with every block; under ``auto`` it must also lie in
+    `CONTEXT_FACTOR_RANGE` (an explicit ``context-scaled`` uses any positive factor)."""
+    if rest_method != "model-minus-blocks":
+        return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
+    if factor is None:
+        return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
+                "the isolated ones (`dsprof measure --context merged`)")
+    low, high = CONTEXT_FACTOR_RANGE
+    if auto and not low <= factor <= high:
+        return (f"its context factor {factor:.2f} is outside {low:.2f}-{high:.2f}, the range seen across "
+                "architectures (benchmarks/RESULTS.md, issue #21)")
+    return None

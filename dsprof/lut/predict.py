@@ -15,15 +15,20 @@ from torch import nn
 from ..errors import LUTError, UsageError
 from ..models import find_blocks, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
-from .cost import ModelEntries as _ModelEntries, Piece, PlanCosts, median_error_s, merge_savings
+from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
+from .cost import (CONTEXT_FACTOR_RANGE, MethodFallbackWarning, ModelEntries as _ModelEntries, Piece, PlanCosts,
+                   median_error_s, merge_savings)
 from .schema import METHODS, model_label
-from .table import LUT, LUTMissError, LUTMissWarning
+from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
 __all__ = [
+    "CONTEXT_FACTOR_RANGE",
     "METHODS",
+    "MethodFallbackWarning",
     "Prediction",
     "auto_method",
     "measure_planned",
+    "measure_planned_run",
     "median_error_s",
     "observed_drift",
     "plan_costs",
@@ -31,6 +36,7 @@ __all__ = [
     "predict_plan",
     "prediction_interval",
     "profiled_options",
+    "resolve_method",
 ]
 
 
@@ -50,7 +56,8 @@ _RESTS = ("auto", "stem+head", "model-minus-blocks")
 class Prediction:
     """A predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``method`` says how the blocks' changes were counted: ``isolated`` (savings of blocks timed
+    ``method`` (``isolated (context-scaled fell back: WHY)`` where context-scaled could not apply) says how the
+    blocks' changes were counted: ``isolated`` (savings of blocks timed
     alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
     (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
@@ -60,6 +67,8 @@ class Prediction:
     ``low_s``/``high_s``: a 95 % interval from the LUT's own spread (``lut_spread``, relative) and
     the device's observed drift (``drift``, relative; ``drift_source`` says from what).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
+    ``probe_ratio``: how much slower (> 1) the machine ran the drift probe now than in the LUT's runs, by
+    which total and interval are scaled (`dsprof.lut.drift.with_probe`); NaN when not probed.
     """
 
     model: str
@@ -76,6 +85,7 @@ class Prediction:
     lut_spread: float = 0.0
     drift: float = 0.0
     drift_source: str = "none"
+    probe_ratio: float = float("nan")
 
     @property
     def fps(self) -> float:
@@ -91,8 +101,10 @@ class Prediction:
         return (
             f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
             f"({self.fps:.1f} FPS), 95 % interval {self.low_s * 1e3:.3f}-{self.high_s * 1e3:.3f} ms "
-            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source}); "
-            f"method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
+            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source})"
+            + (f"; scaled by the drift probe: the machine runs {self.probe_ratio:.3f}x the LUT's time now"
+               if self.probe_ratio == self.probe_ratio else "")
+            + f"; method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
                "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
@@ -113,11 +125,12 @@ def observed_drift(medians_s: list[float]) -> float:
 
 
 def prediction_interval(total_s: float, entry_errors_s: list[float], drift: float) -> tuple[float, float, float]:
-    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2), with lut_spread the
-    95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``."""
+    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2) (low at least 0), with lut_spread
+    the 95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``; ``drift``
+    is the machine's, relative (`observed_drift`, the drift probe's spread: see `predict_latency`)."""
     lut_spread = _Z95 * math.sqrt(sum(e * e for e in entry_errors_s)) / total_s if total_s > 0 else 0.0
     half = math.hypot(lut_spread, drift)
-    return total_s * (1 - half), total_s * (1 + half), lut_spread
+    return max(total_s * (1 - half), 0.0), total_s * (1 + half), lut_spread  # a latency is never below zero
 
 
 def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -180,7 +193,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     lut, key, label, entries = costs.lookup.lut, costs.key, costs.label, costs.entries
     name = name or label.split("{", 1)[0]
     pieces = _pieces(costs, plan, variant)
-    drift, drift_source = _drift(entries)
+    drift, drift_source = _drift(entries, costs.lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
     table = _block_table(costs, pieces)
     found = table["latency_s"].notna()
@@ -214,16 +227,13 @@ def plan_costs(
     (``auto``: `auto_method`): what `predict_latency` and the planner both read."""
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
+    auto = method == "auto"
+    method = resolve_method(method, key, rest=rest, variant=variant)  # before any lookup
     options = dict(options or {})
     name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
-    costs = PlanCosts.read(lut, key, label, blocks, method="isolated" if method == "auto" else method, rest=rest,
-                           variant=variant)
-    if method == "auto":
-        method = auto_method(key, costs.context_factor is not None and costs.entries.whole is not None)
-        if method != "isolated":
-            costs = PlanCosts.read(lut, key, label, blocks, method=method, rest=rest, variant=variant)
+    costs = PlanCosts.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
     flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
     return replace(costs, identity=model_identity(net), measure_flags=flags)
 
@@ -257,27 +267,61 @@ def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span"])
 
 
-def auto_method(context: DeviceContext, has_context_entries: bool) -> str:
-    """The method ``auto`` uses: ``context-scaled`` for PyTorch eager on a CPU when the LUT has the
-    model's in-context entries, else ``isolated``. In PyTorch eager a block inside the model runs with
-    cold caches and unfused operators, so merging saves more there than alone (1.10-1.55x the isolated
-    savings in five runs on a 2-core CPU); ONNX Runtime and TFLite fuse, and their in-context
-    differences only added noise (benchmarks/RESULTS.md, issue #14)."""
-    scaled = has_context_entries and context.backend == "torch" and context.device == "cpu"
-    return "context-scaled" if scaled else "isolated"
+def auto_method(context: DeviceContext) -> str:
+    """The method ``auto`` asks for in a context: ``context-scaled`` for PyTorch eager on a CPU, else
+    ``isolated``. In PyTorch eager a block inside the model runs with cold caches and unfused operators,
+    so merging saves more there than alone (1.10-1.55x the isolated savings in five runs on a 2-core CPU);
+    ONNX Runtime and TFLite fuse, and their in-context differences only added noise (benchmarks/RESULTS.md,
+    issue #14). Where the LUT lacks the model's in-context entries, or its factor is outside
+    `CONTEXT_FACTOR_RANGE`, the prediction falls back to ``isolated`` and says so."""
+    return "context-scaled" if context.backend == "torch" and context.device == "cpu" else "isolated"
 
 
-def _drift(entries: _ModelEntries) -> tuple[float, str]:
-    """The device's drift (relative 95 % half-width) and what it was observed from: the spread of the
-    whole model's in-context groups, else the whole model's spread within its own run."""
+def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", variant: str | None = None) -> str:
+    """The method a prediction in ``context`` asks for (``auto`` resolved by `auto_method`), checked against
+    ``rest`` and ``variant`` before any lookup; raises `UsageError` on a method that cannot apply. The
+    context methods start from the whole model, so they take ``rest="auto"`` (or ``"model-minus-blocks"``)
+    and a plan, not a variant for every block; ``auto`` with either of those asks for ``isolated``."""
+    if method not in METHODS:
+        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
+    if method == "auto":
+        return "isolated" if rest == "stem+head" or variant is not None else auto_method(context)
+    if method != "isolated" and variant is not None:
+        raise UsageError(f"the {method} method predicts plans; give a plan, not a variant for every block "
+                         "(or method 'isolated')")
+    if method != "isolated" and rest == "stem+head":
+        raise UsageError(f"the {method} method starts from the whole model measured, not from its stem and head: "
+                         "give rest 'auto' (or method 'isolated' with rest 'stem+head')")
+    return method
+
+
+def _spread(entry: LUTEntry) -> float:
+    """Relative 95 % half-width of an entry's pooled samples (normal, sigma from the IQR)."""
+    return _Z95 * entry.iqr_s * _IQR_TO_SD / entry.median_s
+
+
+def _runs(entry: LUTEntry) -> str:
+    count = len(entry.sources.split(";")) if entry.sources else 1
+    return f"{count} runs" if count > 1 else "1 run"
+
+
+def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
+    """The device's drift (relative 95 % half-width) and what it was observed from: the largest of the
+    spread of the whole model's medians across its in-context groups, the whole model's samples (pooled
+    across the runs that measured it) and the drift probe's group medians (``probe``: timed after every
+    group of every run, the machine over minutes). A later measurement is one moment of that machine, so its
+    distance from a prediction pooled over the runs is about one draw of it."""
+    observed: list[tuple[float, str]] = []
     groups = [e for e in entries.in_model.values() if e is not None]
-    drift = observed_drift([e.median_s for e in groups])
-    if drift != 0.0:
-        return drift, f"{len(groups)} in-context groups"
-    whole = entries.whole
-    if whole is not None:  # no groups to compare
-        return _Z95 * whole.iqr_s * _IQR_TO_SD / whole.median_s, "the whole model's spread (no --context groups)"
-    return drift, "nothing (no whole-model entry)"
+    if len(groups) >= 3:
+        observed.append((observed_drift([e.median_s for e in groups]), f"{len(groups)} in-context groups"))
+    if entries.whole is not None:  # within one run, its group's noise; across runs, the machine's moves too
+        observed.append((_spread(entries.whole), f"the whole model's samples ({_runs(entries.whole)})"))
+    if probe is not None and probe.n_samples >= 3:
+        observed.append((_spread(probe), f"the drift probe ({probe.n_samples} groups, {_runs(probe)})"))
+    if not observed:
+        return 0.0, "nothing (no whole-model entry, no drift probe)"
+    return max(observed)
 
 
 def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: str, table: pd.DataFrame, missing: list[str],
@@ -302,7 +346,19 @@ def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: s
     warnings.warn(message, LUTMissWarning, stacklevel=4)
 
 
-def measure_planned(
+def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any):
+    """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
+    ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
+    `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
+    linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
+    Keywords (``lut``, ``name``, ``options``, ``out``, ``progress``) as `measure_planned_run`, which returns
+    the whole run (its drift probe records too). Returns the `dsprof.profiler.Measurement` (its ``median_s``
+    in seconds per batch)."""
+    result = measure_planned_run(model, context, plan, **kwargs)
+    return next(r for r in result.measurements if r.scope == "model" and r.ok)
+
+
+def measure_planned_run(
     model: str | nn.Module,
     context: DeviceContext,
     plan: Any = None,
@@ -313,11 +369,8 @@ def measure_planned(
     out: str | Path = "results/predict-check",
     progress: bool = True,
 ):
-    """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
-    ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
-    `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
-    linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
-    Returns the `dsprof.profiler.Measurement` (its ``median_s`` in seconds per batch)."""
+    """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run (the merged model's record
+    and the drift probe's)."""
     from ..merge import merge_model
     from ..profiler import measure
 
@@ -329,6 +382,5 @@ def measure_planned(
         net = merge_model(net, plan, savings=merge_savings(lut, context) if lut is not None else None)
         name = f"{name}-{plan.name or 'plan'}"
     # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
-    result = measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
-                     out=out, overwrite=True, progress=progress, **context.measure_options())
-    return next(r for r in result.measurements if r.scope == "model" and r.ok)
+    return measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
+                   out=out, overwrite=True, progress=progress, **context.measure_options())

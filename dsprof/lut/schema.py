@@ -16,9 +16,10 @@ batch      images per forward pass
 threads    CPU threads used (0: not set, e.g. torch on a GPU)
 compile    ``True`` when timed through ``torch.compile``
 scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole model with one block
-           swapped, timed against the whole model: `dsprof measure --context`)
+           swapped, timed against the whole model: `dsprof measure --context`) or ``probe`` (the drift
+           probe every run times after each group, `dsprof.profiler.probe`; pooled over all runs)
 workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
-           module name (`context_workload`); for other scopes the model label
+           module name (`context_workload`); for ``probe`` the probe's name; for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
 variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``
 median_s   median latency of one forward pass of one batch, seconds (pooled samples)

@@ -30,7 +30,7 @@ def table_checksum(text: str) -> str:
     """SHA-256 (hex) of a LUT file's text before its end line: the header and every row, as UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
-SCOPES = ("block", "model", "stem", "head", "context")
+SCOPES = ("block", "model", "stem", "head", "context", "probe")
 
 
 class LUTMissWarning(UserWarning):

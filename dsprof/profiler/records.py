@@ -58,7 +58,7 @@ class Measurement:
     # what was timed
     model: str
     model_options: dict[str, Any]
-    scope: str  # "block", "model", or "stem"/"head" (the original model's parts outside its blocks)
+    scope: str  # "block", "model", "stem"/"head" (the original model's parts outside its blocks), "context", "probe"
     name: str  # block module path (features.3) or model name
     index: int  # block index in execution order, -1 otherwise
     spec: str | None  # the original block's BlockSpec string; None otherwise

@@ -41,6 +41,7 @@ from .records import (Measurement, MeasurementFileError, MeasurementWriter, chec
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .context import context_workloads
+from .probe import PROBE_NAME, probe_timing, probe_workload
 from .workloads import (
     BLOCK_VARIANTS,
     MODEL_VARIANTS,
@@ -400,7 +401,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     if log and contention:
         log(contention)
     measurements = existing + new_records
-    return MeasureResult(path, measurements, len(new_records), skipped, summary_table(measurements), threads,
+    new = sum(r.scope != "probe" for r in new_records)  # workloads; the drift probe is not one
+    return MeasureResult(path, measurements, new, skipped, summary_table(measurements), threads,
                          contention=contention)
 
 
@@ -439,7 +441,8 @@ def _time_groups(
 
     run_id = uuid.uuid4().hex[:8]
     with tqdm(total=len(todo), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
-            tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp:
+            tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
+            _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
         for group_index, group in enumerate(todo):
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
             group_timing = timing if group_index else replace(
@@ -448,6 +451,7 @@ def _time_groups(
             )
             records = _measure_group(group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
                                      dict(common, group=f"{run_id}:{group_index}"))
+            records += probe.time(f"{run_id}:probe{group_index}")  # the machine's speed, right after the group
             writer.write(records)
             new_records += records
             for r in records:
@@ -485,6 +489,48 @@ def workload_groups(
     if model_group:
         groups.append(model_group)
     return groups
+
+
+class _Probe:
+    """The drift probe (`dsprof.profiler.probe`), prepared once per run in the run's backend and timed
+    after each group; a probe that cannot be prepared is said once and left out, the run goes on."""
+
+    def __init__(self, backend: Any, settings: BackendSettings, batch: int, timing: TimingConfig, clock: Clock,
+                 workdir: Path, common: dict[str, Any], log: Callable[[str], None] | None) -> None:
+        self.workload = probe_workload()
+        self.timing = probe_timing(timing)
+        self.common, self.batch, self.clock, self.is_cuda = common, batch, clock, settings.is_cuda
+        self.backend, self.workdir, self.log = backend, workdir, log
+        self.prepared: Prepared | None = None
+
+    def __enter__(self) -> "_Probe":
+        try:
+            self.prepared = self.backend.prepare(self.workload.module, (self.batch, *self.workload.input_shape), self.workdir)
+        except RuntimeError as exc:  # recorded nowhere else: say it, time the groups without it
+            if self.log:
+                self.log(f"drift probe {PROBE_NAME}: not timed ({type(exc).__name__}: {str(exc)[:200]})")
+        if self.prepared is not None and isinstance(self.prepared.timer, CpuTimer):
+            self.prepared.timer.clock = self.clock
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.prepared is not None:
+            self.prepared.close()
+
+    def time(self, group: str) -> list[Measurement]:
+        """One probe record (scope ``probe``), or none where the probe could not be prepared."""
+        if self.prepared is None:
+            return []
+        p, w = self.prepared, self.workload
+        with torch.inference_mode():
+            r = time_interleaved({"probe": p.run}, self.timing, p.timer, self.clock)["probe"]
+        return [Measurement(
+            **dict(self.common, group=group), scope=w.scope, name=w.name, index=-1, spec=None, variant=w.variant,
+            input_shape=(self.batch, *w.input_shape), macs=w.macs, params=w.params, channels=None,
+            samples_s=r.samples_s, iterations_per_sample=r.iterations_per_sample, warmup_iterations=r.warmup_iterations,
+            stop_reason=r.stop_reason, target_precision=self.timing.target_precision, budget_s=self.timing.budget_s,
+            state_before={}, state_after={}, time_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        )]
 
 
 def _measure_group(

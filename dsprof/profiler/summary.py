@@ -29,7 +29,7 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
     Milliseconds here because this is for display; the records keep seconds. The last record
     of a workload wins (a resumed file may hold an earlier failed attempt).
     """
-    records = [r for r in records if r.ok]
+    records = [r for r in records if r.ok and r.scope != "probe"]  # the drift probe: `dsprof report`, predict
     latest: dict[tuple[str, str, str], Measurement] = {}
     for r in records:
         latest[(r.scope, r.name, r.variant)] = r

@@ -9,6 +9,7 @@ count its weights and maps). A missing piece is skipped with a message.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from ..lut import LUT, predict_latency
 from ..lut.build import read_measurement_files
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
+from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement
 from . import plots
 from .front import front_section, load_front
@@ -254,6 +256,7 @@ def write_report(
     for front in front_files:
         sections.append(front_section(front, latest, plan_objs, write))
     sections += _validation_section(latest, lut, plan_objs, write)
+    sections += _probe_section(records, lut)
     label = device_labels(latest)
     noisy = sorted({f"{r.name} [{r.variant}] on {label[r.context]}" for r in latest if r.stats.noisy})
     sections.append(Section("Noisy entries (IQR/median > 10 %)", ["\n".join(f"- {n}" for n in noisy or ["none"])]))
@@ -350,6 +353,31 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
     else:
         skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
     return sections
+
+
+def _probe_section(records: list[Measurement], lut) -> list[Section]:
+    """The drift probe of every context: its median and how far its group medians moved; with a LUT that has the
+    probe in that context, how much slower (> 1) these records ran it than the LUT's runs."""
+    from ..lut.drift import probe_ratio_of
+
+    probes = [r for r in records if r.scope == "probe" and r.ok]
+    if not probes:
+        return []
+    label = device_labels(probes)
+    lines = ["The reference every run times after each group (docs/predictions.md).", ""]
+    for key in dict.fromkeys(r.context for r in probes):
+        mine = [r for r in probes if r.context == key]
+        samples = [s for r in mine for s in r.samples_s]
+        medians = [r.median_s for r in mine]
+        center = statistics.median(samples)
+        line = (f"- **{label[key]}**: {center * 1e3:.3f} ms over {len(mine)} groups; group medians "
+                f"{min(medians) / center:.2f}x-{max(medians) / center:.2f}x of it")
+        entry = lut.find(PROBE_NAME, "original", key, scope=PROBE_SCOPE) if lut is not None else None
+        if entry is not None:
+            ratio = probe_ratio_of(samples, entry)
+            line += f"; {ratio:.3f}x its time in the LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})"
+        lines.append(line)
+    return [Section("Drift probe", ["\n".join(lines)])]
 
 
 def _validation_section(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:

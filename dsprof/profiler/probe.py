@@ -1,0 +1,110 @@
+"""The drift probe: a small fixed workload every `measure` run times between its groups (issue #21).
+
+A machine's speed moves (a shared VM drifted 10-37 % over minutes, benchmarks/RESULTS.md): a LUT built in a
+fast moment predicts too fast later. Every measurement run therefore times the same reference workload
+after each of its groups, in the run's own backend and device, and records the samples as ordinary
+measurement records of scope ``probe`` (name `PROBE_NAME`, variant ``original``). `build-lut` pools them
+into one entry per context; `dsprof predict --probe SECONDS` times the reference again now, and
+`probe_ratio` (now over the LUT's median) scales the prediction.
+
+The reference is one MobileNetV2 inverted-residual block (`PROBE_NAME`), chosen from
+``benchmarks/probe_choice.py``: of the candidates below it tracked the whole models' round-to-round
+drift best on a drifting 2-core VM (docs/predictions.md, benchmarks/RESULTS.md "issue #21"). It runs
+in the run's backend (not always PyTorch eager on the CPU) so that it sees what slows that backend's
+models: a GPU's clock on CUDA, ONNX Runtime's thread pool.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..models import count_macs, count_params
+from .timing import TimingConfig, time_interleaved
+from .workloads import Workload
+
+__all__ = ["PROBE_GROUPS_VARIANT", "PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
+
+PROBE_SCOPE = "probe"
+#: The LUT's second probe row: one sample per group, the group's median (how far the machine moved between
+#: groups and runs, without the noise within a group); the first row (``original``) pools every sample.
+PROBE_GROUPS_VARIANT = "group-medians"
+#: The reference the runs time: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56 (about 2 ms on one core).
+PROBE_NAME = "probe-ir32x56"
+#: Seconds each timing of the probe lasts in a run (after each group) at most: short next to the groups.
+PROBE_BUDGET_S = 0.25
+#: Seconds one probe sample lasts at least: several scheduler time slices, so that a machine shared with other
+#: processes slows the median by the share of the core it leaves (a 2 ms sample is either untouched or preempted).
+PROBE_SAMPLE_S = 0.02
+
+
+def probe_timing(timing: TimingConfig) -> TimingConfig:
+    """The timing of the probe within a run with ``timing``: its budget and warm-up capped (`PROBE_BUDGET_S`), its
+    samples at least `PROBE_SAMPLE_S` long (unless the run asks for no minimum, as the tests' fast runs do)."""
+    return replace(timing, budget_s=min(timing.budget_s, PROBE_BUDGET_S), warmup_s=min(timing.warmup_s, 0.05),
+                   min_sample_s=max(timing.min_sample_s, PROBE_SAMPLE_S) if timing.min_sample_s > 0 else 0.0)
+
+
+def _seeded(module: nn.Module) -> nn.Module:
+    """Deterministic weights (the timing does not depend on them, but a probe should be the same everywhere)."""
+    gen = torch.Generator().manual_seed(21)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    return module.eval()
+
+
+class _AddOne(nn.Module):
+    """A memory-bound pass: read and write a 16 MB tensor (more than the caches)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1.0
+
+
+def candidate_probes() -> dict[str, tuple[nn.Module, tuple[int, int, int, int]]]:
+    """The candidates ``benchmarks/probe_choice.py`` compares: name -> (module, input shape with batch 1)."""
+    ir = nn.Sequential(
+        nn.Conv2d(32, 192, 1), nn.ReLU6(),
+        nn.Conv2d(192, 192, 3, padding=1, groups=192), nn.ReLU6(),
+        nn.Conv2d(192, 32, 1),
+    )
+    return {
+        PROBE_NAME: (_seeded(ir), (1, 32, 56, 56)),
+        "probe-conv3x3": (_seeded(nn.Conv2d(64, 64, 3, padding=1)), (1, 64, 56, 56)),
+        "probe-memory": (_AddOne().eval(), (1, 64, 256, 256)),
+    }
+
+
+def probe_workload() -> Workload:
+    """The reference as a workload (scope ``probe``) for any backend; ``input_shape`` without the batch."""
+    module, shape = candidate_probes()[PROBE_NAME]
+    size = shape[2:]
+    return Workload(PROBE_SCOPE, PROBE_NAME, "original", module, shape[1:], count_macs(module, size, shape[1]),
+                    count_params(module))
+
+
+def time_probe(prepare: Callable[[nn.Module, tuple[int, int, int, int], Path], Any], batch: int, workdir: Path,
+               seconds: float) -> list[float]:
+    """Samples (seconds per call) of the probe for about ``seconds``, prepared by a backend's ``prepare``
+    (module, input shape with batch, folder)."""
+    w = probe_workload()
+    prepared = prepare(w.module, (batch, *w.input_shape), workdir)
+    try:
+        timing = TimingConfig(budget_s=seconds, warmup_s=min(0.2, seconds / 4), min_samples=5, max_samples=10_000,
+                              target_precision=1e-6, min_sample_s=PROBE_SAMPLE_S)  # run to the budget
+        with torch.inference_mode():
+            result = time_interleaved({"probe": prepared.run}, timing, prepared.timer)["probe"]
+        return list(result.samples_s)
+    finally:
+        prepared.close()
+
+
+def probe_ratio(now_samples_s: list[float], lut_median_s: float) -> float:
+    """How much slower (> 1) or faster (< 1) the machine is now than when the LUT was measured: the median of
+    the probe timed now over the LUT's median of the probe."""
+    return statistics.median(now_samples_s) / lut_median_s
