@@ -74,14 +74,14 @@ def test_suggested_commands_for_a_users_model_name_its_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("method", ["random", "differentiable"])
-@pytest.mark.parametrize("keep", ["0", "5", "1.0", "0.0"])
+@pytest.mark.parametrize("keep", ["0", "6", "1.0", "0.0"])
 def test_search_refuses_a_keep_that_leaves_nothing_to_choose(tmp_path, capsys, method, keep):
     out = tmp_path / "p.json"
     code = main(["search", "--model-file", MYNET, "--keep", keep, "--method", method, "--epochs", "1",
                  "--max-batches", "1", "--device", "cpu", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert f"--keep {keep} of 5 blocks" in err and "nothing to choose; give --keep 1..4" in err
+    assert f"--keep {keep} of 6 blocks" in err and "nothing to choose; give --keep 1..5" in err
     assert not out.exists()
 
 
