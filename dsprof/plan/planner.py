@@ -9,7 +9,6 @@ by `predict_plan`, the function `dsprof predict` uses, so the two show the same 
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -56,7 +55,7 @@ def plan_front(
     registered = name or str(model)
     loss = _importance(importance, len(costs.blocks))
     choices = _options(costs, max_span, loss)
-    _check_found(costs, choices, registered, options, max_span)
+    _check_found(costs, choices, registered, max_span)
     ctx = _Context(costs, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(costs.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
@@ -85,7 +84,7 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
     if len(keep) != len(costs.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
     choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
-    _check_found(costs, choices, name, options, max_span)
+    _check_found(costs, choices, name, max_span)
     (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
     return _Context(costs, name, options).plan(solution, "best-spans")
 
@@ -154,8 +153,7 @@ def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[
     return out
 
 
-def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, options: dict[str, Any],
-                 max_span: int) -> None:
+def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, max_span: int) -> None:
     """One line naming what the LUT lacks and the `dsprof measure` that times it."""
     missing = list(costs.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
@@ -163,25 +161,15 @@ def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: st
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     raise LUTMissError(
         f"the LUT {costs.lookup.lut.source} lacks {missing[0]}{more} for {costs.label} on {costs.key}: run "
-        f"`{measure_command(name, options, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
+        f"`{measure_command(name, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
     )
 
 
-def measure_command(name: str, options: Mapping[str, Any], costs: PlanCosts, max_span: int) -> str:
+def measure_command(name: str, costs: PlanCosts, max_span: int) -> str:
     """The `dsprof measure` command that times what the planner reads for this model in the LUT's context."""
-    from ..models.user_model import _REGISTERED
-
     key = costs.key
-    label_options = costs.label[len(name):]
-    resolution = json.loads(label_options).get("resolution") if label_options.startswith("{") else None
-    model = f"--model-file {_REGISTERED[name]}:{name.rsplit(':', 1)[-1]}" if name in _REGISTERED else f"--model {name}"
-    parts = ["dsprof measure", model]
-    if "width" in options:
-        parts.append(f"--width {options['width']}")
-    if "depths" in options:
-        parts.append("--depths " + ",".join(str(d) for d in options["depths"]))
-    if resolution is not None:
-        parts.append(f"--resolution {resolution}")
+    # the model's options as every message suggests them (`model_flags`, carried by `plan_costs`)
+    parts = ["dsprof measure", costs.measure_flags or f"--model {name}"]
     parts += [f"--device {key.device}", f"--backend {key.backend}", f"--dtype {key.dtype}", f"--batch {key.batch}"]
     if key.threads:
         parts.append(f"--threads {key.threads}")
