@@ -198,10 +198,21 @@ def _loss_accuracy(model: nn.Module, batches, device) -> tuple[float, float]:
 
 def _recalibrated(inp: ProxyInput, blocks: Sequence[int], measure: Callable[[nn.Module], Any]) -> tuple[Any, list[Any]]:
     """``measure`` of the original and of each block linearised, every model's BatchNorm statistics re-estimated on
-    the same ``batches`` training batches first (so that recalibration itself is not counted)."""
+    the same ``batches`` training batches first (so that recalibration itself is not counted). Nothing trains, so
+    one copy of the model serves all: each block's linearised form is put in, measured and taken out again."""
     calib = inp.train_batches(inp.settings.batches)
-    base = measure(recalibrate_bn(copy.deepcopy(inp.model), calib, inp.device))
-    return base, [measure(recalibrate_bn(inp.linearised(b), calib, inp.device)) for b in blocks]
+    work = copy.deepcopy(inp.model)
+    records = find_blocks(work, inp.size)
+    work = own_chains(work, records)  # chains no module owns become modules (a rewritten graph)
+    base = measure(recalibrate_bn(work, calib, inp.device))
+    out = []
+    for b in blocks:  # the same form as `ProxyInput.linearised` (the plan's defaults), without tracing again
+        replace_block(work, records[b].name, linearize_block(records[b], index=b).to(inp.device))
+        try:
+            out.append(measure(recalibrate_bn(work, calib, inp.device)))
+        finally:
+            replace_block(work, records[b].name, records[b].module)
+    return base, out
 
 
 def _zero_shot(inp: ProxyInput, blocks: Sequence[int]) -> tuple[list[float], dict[str, float]]:
