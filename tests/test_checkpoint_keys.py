@@ -173,7 +173,8 @@ def _image_folder(root: Path, classes: int = 2, per_class: int = 4, size: int = 
 
 def test_importance_from_an_image_folder_and_a_package_layout_checkpoint(tmp_path, capsys):
     """`dsprof importance` on EfficientNet-Lite0 from a checkpoint in the package's layout (1000 classes) and a
-    2-class folder: the label-free proxy runs with the checkpoint's classifier, a labelled one is refused."""
+    2-class folder: a label-free proxy runs with the checkpoint's classifier, one that trains with a classifier made
+    afresh for the folder, and one that reads labels without training is refused."""
     torch.save(package_layout(), tmp_path / "lite0.pth")
     folder = _image_folder(tmp_path / "images")
     out = tmp_path / "importance.json"
@@ -183,7 +184,10 @@ def test_importance_from_an_image_folder_and_a_package_layout_checkpoint(tmp_pat
     record = json.loads(out.read_text())
     assert len(record["importance"]) == 16 and all(math.isfinite(v) and v >= 0 for v in record["importance"])
     assert record["model"]["num_classes"] == 1000 and record["data"]["num_classes"] == 2
+    assert main(args + ["--proxy", "short-finetune", "--steps", "1", "--eval-batches", "1"]) == 0
+    record = json.loads(out.read_text())
+    assert len(record["importance"]) == 16 and record["model"]["num_classes"] == 2
     capsys.readouterr()
     assert main(args + ["--proxy", "zero-shot"]) == 2
     err = capsys.readouterr().err
-    assert "is for 1000 classes" in err and "--proxy output-distance" in err and len(err.strip().splitlines()) == 1
+    assert "is for 1000 classes" in err and "--proxy logit-distance" in err and len(err.strip().splitlines()) == 1

@@ -42,7 +42,7 @@ from ..errors import UsageError, look_up
 from ..merge import Plan, linearize_block, linearize_model
 from ..models import find_blocks, input_size_of, model_identity, own_chains, replace_block
 from ..models.registry import ClassCountError
-from .build import build_model
+from .build import build_model, replace_classifier
 from .data import DataSplits, load_data
 from .gates import gate_model
 from .measured import measure_importance
@@ -417,8 +417,9 @@ def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None
                 config: TrainConfig | None = None, device: str | torch.device = "cpu") -> ProxyInput:
     """What ``proxy`` scores: the registered ``model`` built for ``data``'s classes from ``weights`` (True or
     "pretrained": the library's; a path: a local checkpoint), the data at ``resolution`` pixels. A checkpoint
-    whose classifier has other classes than the data serves the proxies that need no labels as it is, and is
-    refused for the others (their labels would index another classifier). ``settings`` default: the
+    whose classifier has other classes than the data serves the proxies that need no labels as it is, gets a
+    classifier made afresh for those that train, and is refused for the others (zero-shot, taylor: their labels
+    would index another classifier). ``settings`` default: the
     `ProxySettings` defaults with ``config``'s seed and batch size."""
     chosen = get_proxy(proxy)
     config = config or TrainConfig(epochs=1, lr=0.02)
@@ -428,14 +429,16 @@ def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None
     try:
         net = build_model(model, num_classes=splits.num_classes, **build)
     except ClassCountError as exc:
-        if chosen.labels:
+        if chosen.labels and not chosen.trains:
             raise UsageError(f"{exc.fact} (the classes of {data}): the {proxy} proxy reads labels of the data's "
-                             "classes; give data with the checkpoint's classes, or --proxy output-distance (no labels)"
+                             "classes; give data with the checkpoint's classes, or --proxy logit-distance (no labels)"
                              ) from None
         net = build_model(model, num_classes=exc.num_classes, **build)
+        if chosen.labels:  # a proxy that trains: a classifier for the data's classes, made afresh
+            replace_classifier(net, splits.num_classes)
     if chosen.labels and not chosen.trains and weights in (True, "pretrained") and splits.num_classes != 1000:
         raise UsageError(f"the pretrained classifier has 1000 classes, the data {data} {splits.num_classes}: the "
-                         f"{proxy} proxy would score a classifier made afresh; use --proxy output-distance (no labels) "
-                         "or short-finetune, or data with the 1000 ImageNet classes")
+                         f"{proxy} proxy would score a classifier made afresh; use --proxy logit-distance (no labels) "
+                         "or finetune, or data with the 1000 ImageNet classes")
     return ProxyInput(net, splits, resolution, settings, torch.device(device), config,
                       source={"data": str(data), "weights": None if weights in (None, False) else str(weights)})
