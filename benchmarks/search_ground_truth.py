@@ -199,19 +199,13 @@ def main() -> None:
     proxy_rows = (stored or {}).get("proxies") or []
     if args.proxies:
         proxy_rows = judge_proxies(args, options, work / "original.pt", drops, marginal, by_keep, accs, tune_cfg, limit)
-    primary = next(r for r in rows if r["search"] == "measured importance" and not r.get("lut"))
-    pruned_accs = []
-    for seed in seeds:
-        r = finetune(Plan(MODEL, tuple(int(c) for c in primary["keep"]), options), weights=work / "original.pt",
-                     layer_pruning=True, config=replace(tune_cfg, seed=seed), check_merge=False, **common)
-        pruned_accs.append(r.accuracy)
-    pruned_keep = tuple(int(c) for c in primary["keep"])
-    from dsprof.search import layer_prune
-    from dsprof.models import count_macs, get_model
-
     num_classes = load_data(common["data"], args.resolution).num_classes
-    net = get_model(MODEL, resolution=args.resolution, num_classes=num_classes, **options)
-    pruned_macs = count_macs(layer_prune(net, pruned_keep)[0], (args.resolution, args.resolution))
+    primary = next((r for r in rows if r["search"] == "measured importance" and not r.get("lut")), None)
+    if primary is not None and not primary.get("stored"):
+        layer_pruning = judge_layer_pruning(primary["keep"], options, work / "original.pt", seeds, tune_cfg, common,
+                                            args.resolution, num_classes)
+    else:  # the importance search was not rerun: its layer-pruning baseline as stored (none without the search)
+        layer_pruning = (stored or {}).get("layer_pruning")
     front = pareto_front(macs, accs)
     summary = {
         "settings": {**{k: v for k, v in vars(args).items() if k not in ("out", "lut")}, "options": options,
@@ -229,8 +223,7 @@ def main() -> None:
         "searches": rows,
         "latency_aware": latency_aware,
         "proxies": proxy_rows,
-        "layer_pruning": {"keep": primary["keep"], "accuracies": pruned_accs, "accuracy": statistics.fmean(pruned_accs),
-                          "macs": pruned_macs},
+        "layer_pruning": layer_pruning,
         "seconds": {**(stored["seconds"] if stored else {}), **timings},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -239,6 +232,21 @@ def main() -> None:
     plot(summary, outcomes, front, rows).savefig(png, dpi=120, bbox_inches="tight")
     print_report(summary, rows)
     print(f"wrote {args.out} and {png}")
+
+
+def judge_layer_pruning(keep: str, options: dict, weights: Path, seeds, tune_cfg: TrainConfig, common: dict,
+                        resolution: int, num_classes: int) -> dict:
+    """Layer pruning of the searched plan ``keep`` (its linearised blocks dropped where shapes allow), fine-tuned
+    like every plan of the enumeration: accuracy per seed, MACs."""
+    from dsprof.models import count_macs, get_model
+    from dsprof.search import layer_prune
+
+    pruned_keep = tuple(int(c) for c in keep)
+    accs = [finetune(Plan(MODEL, pruned_keep, options), weights=weights, layer_pruning=True,
+                     config=replace(tune_cfg, seed=seed), check_merge=False, **common).accuracy for seed in seeds]
+    net = get_model(MODEL, resolution=resolution, num_classes=num_classes, **options)
+    macs = count_macs(layer_prune(net, pruned_keep)[0], (resolution, resolution))
+    return {"keep": keep, "accuracies": accs, "accuracy": statistics.fmean(accs), "macs": macs}
 
 
 def judge_latency_aware(planner: dict, k: int, by_keep: dict, costs: list, accs: list, seed_spread: float) -> list:
@@ -318,7 +326,7 @@ def plot(summary, outcomes, front, rows):
         ax.scatter([x(by_keep[r["keep"]])], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
                    label=f"{r['search']} ({_weighting(r)})")
     lp = summary["layer_pruning"]
-    if not by_lut:
+    if not by_lut and lp:
         ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
     ax.set_xlabel("predicted latency, ms (LUT)" if by_lut else "MMACs (merged, one image)")
     ax.set_ylabel("val accuracy (mean over seeds)")
@@ -331,7 +339,7 @@ def print_report(summary, rows) -> None:
     print(f"original {summary['original_accuracy']:.4f}; random plans {summary['random_mean_accuracy']:.4f} "
           f"± {summary['random_std_accuracy']:.4f}; best plan {summary['best_plan']['keep']} "
           f"{summary['best_plan']['accuracy']:.4f}; seed spread {summary['seed_spread']:.4f}; layer pruning "
-          f"{summary['layer_pruning']['accuracy']:.4f}")
+          + (f"{summary['layer_pruning']['accuracy']:.4f}" if summary["layer_pruning"] else "not run"))
     print("| search | weighting | plan | accuracy | percentile | τ (single-block importance) | τ (marginal) | gap to front "
           "| score spread |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
