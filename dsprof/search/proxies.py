@@ -1,7 +1,7 @@
 """Per-block importance at a cost users can pay: proxies for what the full measurement measures (issue #30).
 
 A block's importance is the accuracy it costs when its activations go. The full measurement (``finetune``:
-each block linearised alone and fine-tuned, n + 1 fine-tunes, `importance.measure_importance`) is what the
+each block linearised alone and fine-tuned, n + 1 fine-tunes, `measured.measure_importance`) is what the
 ground truth supports, and what stops users at ImageNet scale. The proxies estimate it from the model as it is:
 
 - ``zero-shot``: the block linearised, BatchNorm statistics re-estimated on ``batches`` training batches (the
@@ -74,8 +74,8 @@ class ProxySettings:
 @dataclass
 class ProxyInput:
     """What a proxy scores: the original ``model`` (built by `get_model`, weights loaded, head sized for the
-    data, on ``device``), the data and the settings. ``source``: how to build the model again (its registry
-    name, options, weights file and data set name or folder), which the full measurement needs."""
+    data, on ``device``), the data and the settings. ``source``: the data set's name or folder (``data``) and the
+    weights file (``weights``), which the full measurement and the importance file record."""
 
     model: nn.Module
     data: DataSplits
@@ -165,19 +165,25 @@ class Proxy:
     score: Callable[[ProxyInput, Sequence[int]], tuple[list[float], dict[str, float]]]
 
 
+def _averaging_norms(module: nn.Module) -> list[tuple[nn.Module, Any]]:
+    """Reset every BatchNorm in ``module`` to average the statistics of what it sees next (plain average, not a
+    moving one); (norm, its momentum) to restore afterwards."""
+    norms = [(m, m.momentum) for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m, _ in norms:
+        m.reset_running_stats()
+        m.momentum = None
+    return norms
+
+
 def recalibrate_bn(model: nn.Module, batches: Sequence[tuple[torch.Tensor, Any]], device: torch.device | str = "cpu") -> nn.Module:
     """Re-estimate every BatchNorm's running statistics on ``batches`` (their plain average; no gradient), in
     place; the model is left in eval mode."""
-    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    momenta = [m.momentum for m in norms]
-    for m in norms:
-        m.reset_running_stats()
-        m.momentum = None  # cumulative average over the batches
+    norms = _averaging_norms(model)
     model.train()
     with torch.no_grad():
         for images, _ in batches:
             model(images.to(device))
-    for m, momentum in zip(norms, momenta):
+    for m, momentum in norms:
         m.momentum = momentum
     return model.eval()
 
@@ -309,10 +315,7 @@ def _output_distance(inp: ProxyInput, blocks: Sequence[int]) -> tuple[list[float
 
     tapped, linear = _tapped(inp, blocks, seen)
     for b in blocks:
-        norms = [m for m in linear[b].modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-        for m in norms:
-            m.reset_running_stats()
-            m.momentum = None
+        _averaging_norms(linear[b])
         linear[b].train()
     for images, _ in batches:
         tapped(images.to(inp.device))
