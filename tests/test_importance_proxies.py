@@ -195,3 +195,28 @@ def test_the_command_line_names_the_registered_proxies():
     assert tuple(PROXY_NAMES) == tuple(PROXIES) and CLI_DEFAULT == DEFAULT_PROXY
     importance = next(a for a in build_parser()._actions if a.dest == "command").choices["importance"]
     assert next(a for a in importance._actions if a.dest == "proxy").default == DEFAULT_PROXY
+
+
+def test_block_counts_come_from_the_model_and_the_head_from_the_data(model_name, tmp_path):
+    """Issue #30, item 5: no 10-class model built to count blocks; the ground truth's MACs use the data's head."""
+    from PIL import Image
+
+    from dsprof.search.build import block_count
+    from dsprof.search.ground_truth import enumerate_plans, plan_macs
+
+    assert block_count(model_name, {}, RES) == N_BLOCKS  # tests/models/inert.py: five blocks
+    assert block_count("mobilenet_v2", {"depths": [1, 2, 1, 1, 1, 1, 1]}, RES) == 8
+    g = torch.Generator().manual_seed(0)
+    for split in ("train", "val"):
+        for c in range(3):
+            (tmp_path / split / f"c{c}").mkdir(parents=True)
+            for i in range(2):
+                pixels = (torch.rand(RES, RES, 3, generator=g) * 255).byte().numpy()
+                Image.fromarray(pixels).save(tmp_path / split / f"c{c}" / f"{i}.png")
+    options = {"width": 0.35, "depths": [1] * 7}
+    keep = (1, 0, 1, 1, 1, 1, 1)
+    (outcome,) = enumerate_plans("mobilenet_v2", k=6, options=options, weights=None, data=tmp_path, resolution=RES,
+                                 config=TrainConfig(epochs=1, max_batches=1, batch_size=4), seeds=(0,), keeps=[keep],
+                                 log=lambda _: None)
+    # the classifier is a 1280 -> classes Linear: 3 classes cost 7 x 1280 MACs less than 10
+    assert outcome.macs == plan_macs("mobilenet_v2", options, RES, keep, num_classes=10) - 7 * 1280
