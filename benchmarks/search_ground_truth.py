@@ -15,12 +15,19 @@ digits at 16x16, 1 thread:
    merges from the LUT) and the planner's latency-aware plans of that k (its accuracy-latency front for the
    measured importance), each judged by its gap to the enumeration's accuracy-latency front; the planner
    without importance (the LUT's fastest plan) beside them.
+6. with --proxies (issue #30): every importance proxy (`dsprof.search.proxies`) scores the original's blocks
+   (seed 100); each is judged by the Kendall tau of its scores with the measured importance of 2. and by the
+   percentile of the planner's k plan for its importance (with --lut the planner's front plan, else the k
+   blocks of highest importance: the planner's choice at k whatever the latencies), next to its wall seconds
+   and those of the full measurement (the ``finetune`` proxy, n + 1 fine-tunes) in the same run.
 
     .venv/bin/python benchmarks/search_ground_truth.py                  # ~10-15 min on 1 thread
     .venv/bin/python benchmarks/search_ground_truth.py --reuse           # searches only, on the stored enumeration
     .venv/bin/python benchmarks/search_ground_truth.py --reuse --lut L --methods importance,planner
                                                                          # rerun these; the other rows kept
     .venv/bin/python benchmarks/search_ground_truth.py --quick           # smoke run: 7 blocks, 1 seed, 2 batches
+    .venv/bin/python benchmarks/search_ground_truth.py --reuse --proxies --out benchmarks/search/ground_truth_amd.json
+                                                                         # the proxies only (no search rerun)
 
 Writes --out (JSON) and a PNG beside it (all plans, the front, random, searched, layer pruning).
 CPU repeatability: 1 thread, torch.manual_seed per stage, seeded data order and augmentation, no data
@@ -43,6 +50,7 @@ import torch
 from dsprof.io import atomic_write_text
 from dsprof.merge import Plan
 from dsprof.search import TrainConfig, finetune, search
+from dsprof.search.data import load_data
 from dsprof.search.ground_truth import (
     PlanOutcome,
     accuracy_percentile,
@@ -52,7 +60,7 @@ from dsprof.search.ground_truth import (
     pareto_front,
     plan_macs,
 )
-from dsprof.search.importance import measure_importance
+from dsprof.search.importance import importance_keep, measure_importance
 
 MODEL = "mobilenet_v2"
 
@@ -85,8 +93,11 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1", help="fine-tuning seeds of every plan")
     ap.add_argument("--lam", type=float, default=0.05, help="decay strength of the latency-weighted differentiable searches")
     ap.add_argument("--max-span", type=int, default=1, help="the planner's spans (the LUT needs span entries for > 1)")
-    ap.add_argument("--methods", default="differentiable,importance,planner",
-                    help="the search methods to run; with --reuse the stored rows of the others are kept")
+    ap.add_argument("--methods", default=None,
+                    help="the search methods to run, comma-separated (default differentiable,importance,planner; none "
+                    "with --proxies); with --reuse the stored rows of the others are kept")
+    ap.add_argument("--proxies", nargs="?", const="all", default=None,
+                    help="score the importance proxies (all, or comma-separated names) against the ground truth")
     ap.add_argument("--score-lr", type=float, default=0.05)
     ap.add_argument("--lut", type=Path, default=None, help="a LUT for this model at --resolution: latency of every plan")
     ap.add_argument("--threads", type=int, default=1)
@@ -99,6 +110,8 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     if args.quick:
         args.depths, args.keep, args.seeds = "1,1,1,1,1,1,1", 5, "0"
+    if args.methods is None:
+        args.methods = "" if args.proxies else "differentiable,importance,planner"
     options = {"width": args.width, "depths": [int(d) for d in args.depths.split(",")]}
     seeds = tuple(int(s) for s in args.seeds.split(","))
     limit = 2 if args.quick else None
@@ -183,24 +196,22 @@ def main() -> None:
                 latency_aware = judge_latency_aware(found.plan.search["planner"], args.keep, by_keep, macs, accs,
                                                     seed_spread)
 
-    primary = next(r for r in rows if r["search"] == "measured importance" and not r.get("lut"))
-    pruned_accs = []
-    for seed in seeds:
-        r = finetune(Plan(MODEL, tuple(int(c) for c in primary["keep"]), options), weights=work / "original.pt",
-                     layer_pruning=True, config=replace(tune_cfg, seed=seed), check_merge=False, **common)
-        pruned_accs.append(r.accuracy)
-    pruned_keep = tuple(int(c) for c in primary["keep"])
-    from dsprof.search import layer_prune
-    from dsprof.models import count_macs, get_model
-
-    net = get_model(MODEL, resolution=args.resolution, num_classes=10, **options)
-    pruned_macs = count_macs(layer_prune(net, pruned_keep)[0], (args.resolution, args.resolution))
+    proxy_rows = (stored or {}).get("proxies") or []
+    if args.proxies:
+        proxy_rows = judge_proxies(args, options, work / "original.pt", drops, marginal, by_keep, accs, tune_cfg, limit)
+    num_classes = load_data(common["data"], args.resolution).num_classes
+    primary = next((r for r in rows if r["search"] == "measured importance" and not r.get("lut")), None)
+    if primary is not None and not primary.get("stored"):
+        layer_pruning = judge_layer_pruning(primary["keep"], options, work / "original.pt", seeds, tune_cfg, common,
+                                            args.resolution, num_classes)
+    else:  # the importance search was not rerun: its layer-pruning baseline as stored (none without the search)
+        layer_pruning = (stored or {}).get("layer_pruning")
     front = pareto_front(macs, accs)
     summary = {
         "settings": {**{k: v for k, v in vars(args).items() if k not in ("out", "lut")}, "options": options,
                      "lut": str(args.lut) if args.lut else None, "repeatability": repeatability_note(args.threads)},
         "original_accuracy": original.accuracy,
-        "original_macs": plan_macs(MODEL, options, args.resolution, [1] * n),
+        "original_macs": plan_macs(MODEL, options, args.resolution, [1] * n, num_classes=num_classes),
         "importance": importance,
         "marginal_importance": marginal,
         "plans": [o.to_dict() for o in outcomes],
@@ -211,8 +222,8 @@ def main() -> None:
         "seed_spread": seed_spread,
         "searches": rows,
         "latency_aware": latency_aware,
-        "layer_pruning": {"keep": primary["keep"], "accuracies": pruned_accs, "accuracy": statistics.fmean(pruned_accs),
-                          "macs": pruned_macs},
+        "proxies": proxy_rows,
+        "layer_pruning": layer_pruning,
         "seconds": {**(stored["seconds"] if stored else {}), **timings},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -221,6 +232,21 @@ def main() -> None:
     plot(summary, outcomes, front, rows).savefig(png, dpi=120, bbox_inches="tight")
     print_report(summary, rows)
     print(f"wrote {args.out} and {png}")
+
+
+def judge_layer_pruning(keep: str, options: dict, weights: Path, seeds, tune_cfg: TrainConfig, common: dict,
+                        resolution: int, num_classes: int) -> dict:
+    """Layer pruning of the searched plan ``keep`` (its linearised blocks dropped where shapes allow), fine-tuned
+    like every plan of the enumeration: accuracy per seed, MACs."""
+    from dsprof.models import count_macs, get_model
+    from dsprof.search import layer_prune
+
+    pruned_keep = tuple(int(c) for c in keep)
+    accs = [finetune(Plan(MODEL, pruned_keep, options), weights=weights, layer_pruning=True,
+                     config=replace(tune_cfg, seed=seed), check_merge=False, **common).accuracy for seed in seeds]
+    net = get_model(MODEL, resolution=resolution, num_classes=num_classes, **options)
+    macs = count_macs(layer_prune(net, pruned_keep)[0], (resolution, resolution))
+    return {"keep": keep, "accuracies": accs, "accuracy": statistics.fmean(accs), "macs": macs}
 
 
 def judge_latency_aware(planner: dict, k: int, by_keep: dict, costs: list, accs: list, seed_spread: float) -> list:
@@ -243,6 +269,44 @@ def judge_latency_aware(planner: dict, k: int, by_keep: dict, costs: list, accs:
     return out
 
 
+def judge_proxies(args, options: dict, weights: Path, drops: list, marginal: list, by_keep: dict, accs: list,
+                  tune_cfg: TrainConfig, limit: int | None) -> list[dict]:
+    """Every proxy (or those --proxies names) on the original ``weights``, seed 100 (none of the ground truth's):
+    its Kendall tau with the measured importance ``drops`` (and the marginal importance), the percentile among
+    the enumeration's plans of the planner's k plan for its importance, its wall seconds; the full measurement
+    (``finetune``: the fine-tunes of the ground truth's importance, one seed) first, its seconds beside each."""
+    from dsprof.search.proxies import PROXIES, ProxySettings, proxy_input, score_blocks
+
+    names = list(PROXIES) if args.proxies == "all" else args.proxies.split(",")
+    names = ["finetune"] + [n for n in names if n != "finetune"]  # S0 first: every line shows it
+    config = replace(tune_cfg, seed=100)
+    settings = ProxySettings(seed=100, **({"batches": 2, "eval_batches": 2, "steps": 2} if limit else {}))
+    out, finetune_s = [], None
+    for name in names:
+        inp = proxy_input(MODEL, name, options=options, weights=weights, data="digits", resolution=args.resolution,
+                          settings=settings, config=config)
+        scored = score_blocks(name, inp)
+        scores = list(scored.scores)
+        if args.lut is not None:
+            from dsprof.plan import plan_front
+
+            front = plan_front(MODEL, args.lut, importance=scores, max_span=args.max_span, options=options,
+                               resolution=args.resolution)
+            keep = tuple(front.choose(keep=args.keep).plan.keep)
+        else:
+            keep = importance_keep(scores, args.keep)
+        o = by_keep[keep]
+        finetune_s = scored.seconds if name == "finetune" else finetune_s
+        row = {"proxy": name, "keep": o.keep_str, "accuracy": o.accuracy, "percentile": accuracy_percentile(o.accuracy, accs),
+               "tau_importance": kendall_tau(scores, drops), "tau_marginal": kendall_tau(scores, marginal),
+               "seconds": scored.seconds, "finetune_seconds": finetune_s, "lut": args.lut is not None,
+               "settings": scored.settings, "unit": scored.unit, "scores": scores}
+        out.append(row)
+        print(f"importance proxy {name}: percentile {row['percentile']:.2f} tau {row['tau_importance']:.2f} seconds "
+              f"{row['seconds']:.2f} (fine-tune importance: seconds {finetune_s:.2f})", flush=True)
+    return out
+
+
 def plot(summary, outcomes, front, rows):
     import matplotlib
 
@@ -262,7 +326,7 @@ def plot(summary, outcomes, front, rows):
         ax.scatter([x(by_keep[r["keep"]])], [r["accuracy"]], marker=marks[i % len(marks)], s=50,
                    label=f"{r['search']} ({_weighting(r)})")
     lp = summary["layer_pruning"]
-    if not by_lut:
+    if not by_lut and lp:
         ax.scatter([lp["macs"] / 1e6], [lp["accuracy"]], marker="x", s=60, c="r", label="layer pruning")
     ax.set_xlabel("predicted latency, ms (LUT)" if by_lut else "MMACs (merged, one image)")
     ax.set_ylabel("val accuracy (mean over seeds)")
@@ -275,7 +339,7 @@ def print_report(summary, rows) -> None:
     print(f"original {summary['original_accuracy']:.4f}; random plans {summary['random_mean_accuracy']:.4f} "
           f"± {summary['random_std_accuracy']:.4f}; best plan {summary['best_plan']['keep']} "
           f"{summary['best_plan']['accuracy']:.4f}; seed spread {summary['seed_spread']:.4f}; layer pruning "
-          f"{summary['layer_pruning']['accuracy']:.4f}")
+          + (f"{summary['layer_pruning']['accuracy']:.4f}" if summary["layer_pruning"] else "not run"))
     print("| search | weighting | plan | accuracy | percentile | τ (single-block importance) | τ (marginal) | gap to front "
           "| score spread |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
@@ -283,6 +347,13 @@ def print_report(summary, rows) -> None:
         print(f"| {r['search']}{' (stored)' if r.get('stored') else ''} | {_weighting(r)} | {r['keep']} | "
               f"{r['accuracy']:.4f} | {r['percentile']:.2f} | {r['tau_importance']:.2f} | {r['tau_marginal']:.2f} | "
               f"{r['gap_to_front']:.4f} | {r['score_spread']:.3g} |")
+    if summary.get("proxies"):
+        print("| importance proxy | plan (k from its importance) | accuracy | percentile | τ (measured importance) "
+              "| τ (marginal) | seconds | fine-tune importance, seconds |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r in summary["proxies"]:
+            print(f"| {r['proxy']} | {r['keep']} | {r['accuracy']:.4f} | {r['percentile']:.2f} | {r['tau_importance']:.2f} "
+                  f"| {r['tau_marginal']:.2f} | {r['seconds']:.2f} | {r['finetune_seconds']:.2f} |")
     for p in summary.get("latency_aware") or []:
         print(f"latency-aware (planner front, k fixed): {p['keep']} {p['latency_s'] * 1e3:.3f} ms accuracy "
               f"{p['accuracy']:.4f} percentile {p['percentile']:.2f} gap {p['gap_to_front']:.4f} "

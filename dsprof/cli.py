@@ -501,10 +501,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
             config=_train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
             device=args.device, name=args.name, weights_out=args.weights_out, budget_ms=args.budget_ms,
-            speedup=args.speedup, max_span=args.max_span,
+            speedup=args.speedup, max_span=args.max_span, proxy=args.proxy,
+            proxy_settings=_proxy_settings(args) if args.method == "importance" else None,
         )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
+    proxy = (result.plan.search or {}).get("proxy")
+    if proxy:
+        print(f"importance by {proxy} in {result.plan.search['seconds']:.1f} s")
     if result.ranking:
         print("ranking (most important first): " + " ".join(map(str, result.ranking)))
     planner = (result.plan.search or {}).get("planner")
@@ -513,6 +517,57 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
               f"{planner['speedup']:.2f}x the original; spans {spans}")
     print(f"wrote {result.out}")
+    return 0
+
+
+# The proxies of dsprof.search.proxies.PROXIES and its DEFAULT_PROXY, named here so that --help imports no torch
+# (tests/test_importance_proxies.py checks that they agree).
+PROXY_NAMES = ("zero-shot", "logit-distance", "short-finetune", "output-distance", "taylor", "finetune")
+DEFAULT_PROXY = "zero-shot"
+
+
+def _proxy_settings(args: argparse.Namespace, **more):
+    """The proxy's settings from --batches, --eval-batches, --steps, --batch-size and --seed (and ``more``)."""
+    from .search.proxies import ProxySettings
+
+    return ProxySettings(batches=args.batches, eval_batches=args.eval_batches, steps=args.steps,
+                         batch_size=args.batch_size, seed=args.seed, **more)
+
+
+def _add_proxy_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("--proxy", default=default, choices=PROXY_NAMES,
+                   help=f"how each block's importance is scored (docs/search.md): zero-shot (BatchNorm recalibrated, no "
+                   "training), logit-distance (the same without labels), short-finetune (--steps), output-distance (the "
+                   "block's output, no labels), taylor (gate gradients), finetune "
+                   f"(the full measurement: n + 1 fine-tunes of --epochs); default {DEFAULT_PROXY}, the cheapest that "
+                   "kept the planner's plan in the top decile on both ground truths")
+    p.add_argument("--batches", type=int, default=8,
+                   help="training batches the proxy reads (zero-shot, logit-distance: recalibration; output-distance, "
+                   "taylor: scoring)")
+    p.add_argument("--eval-batches", type=int, default=16,
+                   help="validation batches at most (zero-shot, logit-distance, short-finetune)")
+    p.add_argument("--steps", type=int, default=10, help="short-finetune: SGD steps per block")
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    from .search import TrainConfig
+    from .search.importance import importance_to_file
+
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                         max_batches=args.max_batches)
+    scored, record = importance_to_file(
+        args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
+        resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr), config=config,
+        device=args.device,
+    )
+    blocks = record["model"]["blocks"]
+    width = max(map(len, blocks))
+    print(f"{'block':<{width + 4}}  importance ({scored.unit})")
+    for i, (name, value) in enumerate(zip(blocks, scored.scores)):
+        print(f"{i:>2}  {name:<{width}}  {value:.6g}")
+    print("ranking (most important first): " + " ".join(map(str, scored.ranking)))
+    print(f"{scored.proxy}: {scored.seconds:.2f} s on {record['cost']['device']}")
+    print(f"wrote {args.out} (for dsprof plan --importance)")
     return 0
 
 
@@ -689,7 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
     p.add_argument("--importance", type=Path, default=None,
-                   help="JSON: {block index: accuracy loss without its activations} or a list, one per block")
+                   help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
+                        "{block index: accuracy loss without its activations} or a list, one per block")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
     budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
@@ -755,7 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
-        "search", help="choose which blocks keep their activations (measured importance through the planner); writes a plan",
+        "search", help="choose which blocks keep their activations (block importance through the planner); writes a plan",
         formatter_class=fmt,
     )
     add_model_args(p)
@@ -768,11 +824,12 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--speedup", type=float, default=None,
                         help="instead of --keep: the LUT's predicted speed-up over the original at least (importance, planner)")
     p.add_argument("--method", default="importance", choices=("importance", "differentiable", "planner", "random"),
-                   help="importance: each block linearised alone and fine-tuned --epochs, the plan of least summed "
-                   "importance chosen by the planner (with --lut: its merges and spans too; without: the k most "
+                   help="importance: each block scored by --proxy (finetune: linearised alone and fine-tuned "
+                   "--epochs), the plan of least summed importance chosen by the planner (with --lut: its merges and spans too; without: the k most "
                    "important blocks keep their activations) -- the default, as the ground truth supports "
                    "(docs/search.md); differentiable: the paper's search (Sec. 4.2); planner: the LUT's fastest plan, "
                    "no training; random: the random-search baseline (seeded by --seed)")
+    _add_proxy_args(p, None)
     p.add_argument("--lut", type=Path, default=None, help="LUT file: the planner's latencies (importance, planner); the "
                    "differentiable search's decay weights = each block's latency saving there (default: MAC saving)")
     p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
@@ -792,6 +849,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "importance", formatter_class=fmt,
+        help="each block's importance (what it loses without its activations) by a proxy; the file dsprof plan --importance takes",
+    )
+    add_model_args(p)
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated) "
+                   "or an ImageFolder root with train/ and val/ (ImageNet layout)")
+    _add_proxy_args(p, DEFAULT_PROXY)
+    p.add_argument("--batch-size", type=int, default=64, help="images per batch")
+    p.add_argument("--lr", type=float, default=0.02, help="learning rate of short-finetune and finetune")
+    p.add_argument("--epochs", type=int, default=1, help="finetune: epochs of each of the n + 1 fine-tunes")
+    p.add_argument("--max-batches", type=int, default=None, help="finetune: at most this many batches per epoch")
+    p.add_argument("--seed", type=int, default=0, help="random seed (batch order, augmentation, fine-tuning)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    p.add_argument("--out", type=Path, default=Path("importance.json"), help="the importance file to write (JSON)")
+    p.set_defaults(func=cmd_importance)
 
     p = sub.add_parser(
         "finetune", help="fine-tune the linearised model of a plan (free ReLU6, optional self-distillation)", formatter_class=fmt

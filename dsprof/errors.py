@@ -29,6 +29,7 @@ __all__ = [
     "RegistryError",
     "UsageError",
     "WriteError",
+    "look_up",
 ]
 
 
@@ -41,6 +42,14 @@ class DsprofError(Exception):
 
 class UsageError(DsprofError, ValueError):
     """An option or argument value dsprof cannot use (a count, a list, a range, a setting)."""
+
+
+def look_up(table, name: str, what: str):
+    """``table[name]``; an unknown name raises `UsageError` ("unknown WHAT 'NAME'; choose one of: ...")."""
+    try:
+        return table[name]
+    except KeyError:
+        raise UsageError(f"unknown {what} {name!r}; choose one of: {', '.join(table)}") from None
 
 
 class InputFileError(DsprofError, FileNotFoundError):

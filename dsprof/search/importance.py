@@ -1,9 +1,9 @@
-"""Measured-importance search: linearise each block alone, measure the accuracy it costs, plan with it.
+"""Importance search: score every block's activations with a proxy (or the full measurement), plan with it.
 
 The differentiable search (paper Sec. 4.2) estimates each activation's importance from straight-through
-gradients while the weights move. This search measures it instead: for every block b, the model with only
-b linearised is fine-tuned briefly (``config``; 0 epochs: evaluated as it is) from the same weights, and
-b's importance is the accuracy the original keeps over it. Costs n + 1 short fine-tunes per seed.
+gradients while the weights move. This search scores it instead, with one of `proxies.PROXIES`: by default the
+cheapest proxy that kept the planner's plan in the top decile on both stored ground truths (`DEFAULT_PROXY`,
+docs/search.md), or ``finetune``, the full measurement (`measured.measure_importance`: n + 1 short fine-tunes).
 
 `search_importance` (`search(method="importance")`) hands the importances to the planner (`planned`,
 `dsprof.plan`): with a LUT, the plan of least summed importance for k blocks with activations (the
@@ -13,40 +13,25 @@ within it; without a LUT, the k blocks of highest importance (`importance_keep`)
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass, field, replace
+import hashlib
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
+
+import torch
 
 from ..errors import UsageError
+from ..io import check_output_path
 from ..merge import Plan
-from ..models import find_blocks, get_model
-from .build import build_model
-from .finetuning import finetune
+from .importance_file import write_importance
+from .measured import BlockImportance, measure_importance  # noqa: F401  (importable from here, as before)
 from .method import SearchRequest, SearchResult, write_plan
 from .planned import choose_point, planned, planner_front
-from .run import TrainConfig, quietly, seed_all
+from .proxies import DEFAULT_PROXY, ProxyInput, ProxyScores, ProxySettings, proxy_input, score_blocks
+from .run import TrainConfig, seed_all
 from .training import setup_runtime, teardown_runtime
 
-__all__ = ["BlockImportance", "importance_keep", "measure_importance", "search_importance"]
-
-
-@dataclass(frozen=True)
-class BlockImportance:
-    """Accuracy of the original and of each single-block linearisation (mean over seeds)."""
-
-    base_accuracy: float
-    linearised_accuracy: tuple[float, ...]
-    per_seed: tuple[tuple[float, ...], ...] = field(default=())
-
-    @property
-    def drops(self) -> tuple[float, ...]:
-        """Accuracy lost by linearising each block alone (fraction; negative: it gained)."""
-        return tuple(self.base_accuracy - a for a in self.linearised_accuracy)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"base_accuracy": self.base_accuracy, "linearised_accuracy": list(self.linearised_accuracy),
-                "drops": list(self.drops), "per_seed": [list(s) for s in self.per_seed]}
+__all__ = ["BlockImportance", "importance_info", "importance_keep", "importance_record", "importance_to_file",
+           "measure_importance", "search_importance"]
 
 
 def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float] | None = None,
@@ -64,61 +49,36 @@ def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float
     return tuple(int(i in chosen) for i in range(n))
 
 
-def measure_importance(
-    model: str,
-    *,
-    options: dict[str, Any],
-    weights: str | Path | None,
-    data: str | Path = "digits",
-    resolution: int = 32,
-    config=None,
-    seeds: Sequence[int] = (0,),
-    device: str = "cpu",
-    log: Callable[[str], None] = print,
-) -> BlockImportance:
-    """Each block's measured importance: ``model`` (from ``weights``) with that block alone linearised,
-    fine-tuned with ``config`` (default 1 epoch, lr 0.02) per seed, against the original fine-tuned
-    alike (so that the fine-tuning itself is not counted as the block's importance)."""
-    config = config or TrainConfig(epochs=1, lr=0.02)
-    n = len(find_blocks(get_model(model, resolution=resolution, num_classes=10, **options), (resolution, resolution)))
-    common = dict(weights=weights, data=data, resolution=resolution, check_merge=False, device=device)
-    base, per_block = [], [[] for _ in range(n)]
-    for seed in seeds:
-        cfg = replace(config, seed=seed)
-        base.append(quietly(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
-        for b in range(n):
-            plan = Plan(model, tuple(int(i != b) for i in range(n)), options)
-            per_block[b].append(quietly(lambda: finetune(plan, config=cfg, **common)).accuracy)
-        log(f"importance seed {seed}: original {base[-1]:.4f}, block drops "
-            + " ".join(f"{base[-1] - a[-1]:+.3f}" for a in per_block))
-    return BlockImportance(statistics.fmean(base), tuple(statistics.fmean(a) for a in per_block),
-                           tuple(tuple(a) for a in per_block))
+def importance_info(scored: ProxyScores) -> dict:
+    """What a plan's ``search`` field records of the importance it was chosen by: the scores, the ranking, the
+    proxy with its settings and unit, its cost (wall seconds) and the original's figures."""
+    return {"scores": [round(v, 6) for v in scored.scores], "ranking": scored.ranking, "proxy": scored.proxy,
+            "proxy_settings": scored.settings, "unit": scored.unit, "seconds": scored.seconds, "base": scored.base}
 
 
 def search_importance(req: SearchRequest) -> SearchResult:
-    """Measure each block's importance (fine-tunes of ``req.config``, seed ``config.seed``) and choose the
-    plan through the planner: with ``req.lut`` the front plan of least summed importance for ``keep`` (or
-    within ``budget_ms`` / ``speedup``), its merges and spans the LUT's; without a LUT the k blocks of
-    highest importance keep their activations (what the planner keeps at k whatever the latencies, ties
-    aside), merging left to `dsprof merge`."""
+    """Score each block with ``req.proxy`` (default `DEFAULT_PROXY`; ``finetune``: fine-tunes of ``req.config``,
+    seed ``config.seed``) and choose the plan through the planner: with ``req.lut`` the front plan of least
+    summed importance for ``keep`` (or within ``budget_ms`` / ``speedup``), its merges and spans the LUT's;
+    without a LUT the k blocks of highest importance keep their activations (what the planner keeps at k
+    whatever the latencies, ties aside), merging left to `dsprof merge`."""
     config = req.config
+    proxy = req.proxy or DEFAULT_PROXY
     rt = setup_runtime(req.device)
     try:
-        seed_all(config.seed)
-        base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
-        n = len(find_blocks(base, (req.resolution, req.resolution)))
-        # what could fail after the n + 1 fine-tunes fails before them: k, or the LUT, its entries and the budget
-        if req.lut is None and req.keep is not None:
-            req.k(n)
-        else:
+        # what could fail after the scoring fails before it (before the data is read): the LUT, its entries and the
+        # budget; then k, once the model built for the data shows its blocks
+        if req.lut is not None or req.keep is None:
             choose_point(planner_front(req), req)
-        imp = measure_importance(req.model, options=req.options, weights=req.weights, data=req.data,
-                                 resolution=req.resolution, config=config, seeds=(config.seed,), device=str(rt.device),
-                                 log=rt.log)
-        drops = list(imp.drops)
-        ranking = sorted(range(n), key=lambda i: (-drops[i], i))
-        info = {"scores": [round(v, 6) for v in drops], "ranking": ranking, "importance": imp.to_dict(),
-                "finetune_epochs": config.epochs, "seed": config.seed}
+        seed_all(config.seed)
+        inp = proxy_input(req.model, proxy, options=req.options, weights=req.weights, data=req.data,
+                          resolution=req.resolution, settings=req.proxy_settings, config=config, device=rt.device)
+        n = len(inp.blocks)
+        if req.lut is None:
+            req.k(n)
+        scored = score_blocks(proxy, inp)
+        drops = list(scored.scores)
+        info = importance_info(scored)
         if req.lut is not None:
             front = planner_front(req, drops)
             plan = planned(req, front, choose_point(front, req), info)
@@ -127,9 +87,82 @@ def search_importance(req: SearchRequest) -> SearchResult:
             plan = Plan(req.model, importance_keep(drops, k), req.options, name=req.name or f"importance-k{k}",
                         source="dsprof search --method importance (no LUT: top k)",
                         search={"method": "importance", "k": k, **info})
-        rt.log(f"importance search: keep {''.join(map(str, plan.keep))} ranking {' '.join(map(str, ranking))}")
+        rt.log(f"importance search ({proxy}, {scored.seconds:.1f} s): keep {''.join(map(str, plan.keep))} "
+               f"ranking {' '.join(map(str, scored.ranking))}")
         if rt.is_main:
             write_plan(plan, req.out)
-        return SearchResult(plan, drops, ranking, [], Path(req.out) if req.out is not None else None)
+        return SearchResult(plan, drops, scored.ranking, [], Path(req.out) if req.out is not None else None)
+    finally:
+        teardown_runtime(rt)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def importance_record(scored: ProxyScores, inp: ProxyInput) -> dict[str, Any]:
+    """The importance file's fields (`importance_file`) for ``scored``, measured on ``inp``: the model's
+    identity (name, options, block names, classes, weights file and its SHA-256), the data, the proxy with its
+    settings, its cost and the original's figures."""
+    weights = inp.source.get("weights")
+    model = {"name": inp.name, "options": inp.options, "blocks": inp.blocks, "num_classes": _classes(inp.model),
+             "weights": weights}
+    if weights is not None and Path(weights).is_file():
+        model["weights_sha256"] = _sha256(Path(weights))
+    return {
+        "model": model,
+        "data": {"name": inp.source.get("data"), "resolution": inp.resolution, "num_classes": inp.data.num_classes},
+        "proxy": {"name": scored.proxy, "unit": scored.unit, "settings": scored.settings},
+        "cost": {"seconds": scored.seconds, "device": str(inp.device), "threads": torch.get_num_threads(),
+                 "torch": torch.__version__},
+        "base": scored.base,
+        "importance": list(scored.scores),
+        "ranking": scored.ranking,
+    }
+
+
+def _classes(model) -> int | None:
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return linears[-1].out_features if linears else None
+
+
+def importance_to_file(
+    model: str = "mobilenet_v2",
+    *,
+    proxy: str = DEFAULT_PROXY,
+    data: str | Path = "digits",
+    out: str | Path | None = None,
+    options: dict[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path | None = None,
+    settings: ProxySettings | None = None,
+    config: TrainConfig | None = None,
+    device: str = "auto",
+) -> tuple[ProxyScores, dict[str, Any]]:
+    """`dsprof importance`: every block's importance of ``model`` (from ``weights``) on ``data`` by ``proxy``,
+    written to ``out`` as the file `dsprof plan --importance` takes (none: not written). ``resolution`` None:
+    `default_training_resolution`. ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
+    Returns the scores and the file's record."""
+    from .build import default_training_resolution
+
+    if out is not None:
+        check_output_path(out, "the importance file ")
+    if resolution is None:
+        resolution = default_training_resolution(model, data)
+    rt = setup_runtime(device)
+    try:
+        config = config or TrainConfig(epochs=1, lr=0.02)
+        seed_all(config.seed)
+        inp = proxy_input(model, proxy, options=options, weights=weights, data=data, resolution=resolution,
+                          settings=settings, config=config, device=rt.device)
+        scored = score_blocks(proxy, inp)
+        record = importance_record(scored, inp)
+        if out is not None and rt.is_main:
+            write_importance(out, record)
+        return scored, record
     finally:
         teardown_runtime(rt)

@@ -2,8 +2,8 @@
 
 A method is a function ``SearchRequest -> SearchResult`` in a module of its own, named in
 `registry.METHODS`. The request carries every option of `dsprof search`; each method reads the ones it
-uses (the differentiable search its score options, the importance search ``lam`` and the fine-tune
-``config``, the random search ``config.seed``).
+uses (the differentiable search its score options, the importance search its ``proxy`` with its settings and
+the fine-tune ``config``, the random search ``config.seed``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..io import atomic_write_text
 from ..merge import Plan
 from .gates import resolve_k
 from .objective import BlockWeights, block_weights
+from .proxies import ProxySettings
 from .run import TrainConfig
 
 __all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "write_plan"]
@@ -55,6 +56,8 @@ class SearchRequest:
     speedup: float | None = None  # predicted speed-up over the original, instead of keep
     max_span: int = 4  # the planner's spans: consecutive linear blocks merged as one (1: none)
     method: str = "importance"
+    proxy: str | None = None  # the importance search's proxy (`proxies.PROXIES`); None: `proxies.DEFAULT_PROXY`
+    proxy_settings: ProxySettings | None = None  # None: the defaults with config's seed and batch size
 
     def required_keep(self) -> int | float:
         """``keep``, for a method that needs it given."""

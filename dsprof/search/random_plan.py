@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ..merge import Plan
-from ..models import find_blocks
 from .baselines import random_keep
-from .build import build_model
+from .build import block_count
 from .method import SearchRequest, SearchResult, write_plan
 
 __all__ = ["search_random"]
@@ -14,8 +13,7 @@ __all__ = ["search_random"]
 def search_random(req: SearchRequest) -> SearchResult:
     """A plan that keeps k blocks drawn with seed ``req.config.seed`` (no training)."""
     seed = req.config.seed
-    base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
-    n = len(find_blocks(base, (req.resolution, req.resolution)))
+    n = block_count(req.model, req.options, req.resolution)
     k = req.k(n)
     plan = Plan(
         req.model, random_keep(n, k, seed), req.options, name=req.name or f"random-k{k}-s{seed}",

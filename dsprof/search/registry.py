@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, look_up
 from .build import default_training_resolution
 from .differentiable import search_differentiable
 from .importance import search_importance
 from .method import SearchMethod, SearchRequest, SearchResult
 from .planned import search_planner
+from .proxies import ProxySettings
 from .random_plan import search_random
 from .run import TrainConfig
 
@@ -32,10 +33,7 @@ DEFAULT_METHOD = "importance"
 
 def search_method(name: str) -> SearchMethod:
     """The search method called ``name``; an unknown name lists the methods there are."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise UsageError(f"unknown search method {name!r}; choose one of: {', '.join(METHODS)}") from None
+    return look_up(METHODS, name, "search method")
 
 
 def search(
@@ -67,12 +65,15 @@ def search(
     budget_ms: float | None = None,
     speedup: float | None = None,
     max_span: int = 4,
+    proxy: str | None = None,
+    proxy_settings: ProxySettings | None = None,
 ) -> SearchResult:
     """Search which blocks keep their activations (``keep``: count or fraction) and write the plan to ``out``.
 
-    ``method="importance"`` (the default: the one the ground truth supports, docs/search.md) measures each
-    block's importance (the accuracy lost when it alone is linearised and fine-tuned ``config.epochs``)
-    and chooses through the planner: with ``lut`` the plan of least summed importance for ``keep`` (or
+    ``method="importance"`` (the default: the one the ground truth supports, docs/search.md) scores each
+    block's importance with ``proxy`` (`proxies.PROXIES`, settings ``proxy_settings``; default
+    `proxies.DEFAULT_PROXY`; ``"finetune"``: the accuracy lost when it alone is linearised and fine-tuned
+    ``config.epochs``) and chooses through the planner: with ``lut`` the plan of least summed importance for ``keep`` (or
     the least loss within ``budget_ms`` per batch or ``speedup`` over the original, as the LUT predicts
     them), its merges and spans (up to ``max_span`` blocks) the LUT's; without a LUT the k most important
     blocks keep their activations. ``method="differentiable"`` (paper Sec. 4.2) trains weights and gate
@@ -92,6 +93,8 @@ def search(
     if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
         raise UsageError(f"--resume continues a differentiable search from its checkpoint; --method {method} keeps "
                          "none: run it again without --resume, or resume with --method differentiable")
+    if proxy is not None and method != "importance":
+        raise UsageError(f"--proxy scores blocks for --method importance, not {method}: drop it, or use --method importance")
     if resolution is None:
         resolution = default_training_resolution(model, data)
     return chosen(SearchRequest(
@@ -100,5 +103,5 @@ def search(
         score_init=score_init, score_normalize=score_normalize, score_bound=score_bound, anneal_epochs=anneal_epochs,
         config=config, out=out, checkpoint=checkpoint, resume=resume, device=device, name=name,
         weights_out=weights_out, stop_after_epochs=stop_after_epochs, budget_ms=budget_ms, speedup=speedup,
-        max_span=max_span, method=method,
+        max_span=max_span, method=method, proxy=proxy, proxy_settings=proxy_settings,
     ))

@@ -1,0 +1,87 @@
+"""The importance file: per-block importance with what measured it, for `dsprof plan --importance`.
+
+`dsprof importance` writes it (`write_importance`); `dsprof plan --importance` reads it (`read_importance`) and
+refuses one measured for another model (`check_importance_model`). Plain JSON:
+
+    {"format": "dsprof.importance", "version": 1,
+     "model": {"name": "mobilenet_v2", "options": {"width": 0.35}, "blocks": ["features.1", ...], "num_classes": 10,
+               "weights": "original.pt"},
+     "data": {"name": "digits", "resolution": 32},
+     "proxy": {"name": "zero-shot", "unit": "...", "settings": {"batches": 8, ...}},
+     "cost": {"seconds": 1.9, "device": "cpu", "threads": 1, "torch": "2.x"},
+     "base": {"loss": 0.21, "accuracy": 0.95},
+     "importance": [0.12, 0.03, ...], "ranking": [0, 2, ...]}
+
+``importance`` has one value per block in `find_blocks` order: higher means the block loses more without its
+activations. Nothing here imports PyTorch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadFileError, UsageError
+from ..io import atomic_write_text, read_json
+
+__all__ = ["IMPORTANCE_FORMAT", "check_importance_model", "is_importance_record", "read_importance", "write_importance"]
+
+IMPORTANCE_FORMAT = "dsprof.importance"
+IMPORTANCE_VERSION = 1
+_HINT = "give a file that `dsprof importance` wrote, or a JSON list with one loss per block"
+
+
+def write_importance(path: str | Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` (the fields above, without format and version) to ``path`` as an importance file."""
+    return atomic_write_text(path, json.dumps({"format": IMPORTANCE_FORMAT, "version": IMPORTANCE_VERSION, **record},
+                                              indent=1) + "\n")
+
+
+def is_importance_record(data: Any) -> bool:
+    """True for what `write_importance` writes (as opposed to a bare list or {block: loss} object)."""
+    return isinstance(data, dict) and data.get("format") == IMPORTANCE_FORMAT
+
+
+def read_importance(path: str | Path) -> dict[str, Any]:
+    """The importance file at ``path``, checked: its version, one finite number per block, the model it is for."""
+    path = Path(path)
+    data = read_json(path, "importance file (JSON)", _HINT)
+    if not is_importance_record(data):
+        raise BadFileError(f"{path} is not an importance file (no \"format\": \"{IMPORTANCE_FORMAT}\"); {_HINT}")
+    version = data.get("version")
+    if not isinstance(version, int) or version > IMPORTANCE_VERSION:
+        raise BadFileError(f"{path}: importance file version {version!r} is not one this dsprof reads "
+                           f"(up to {IMPORTANCE_VERSION}); write it again with this dsprof's `dsprof importance`")
+    values, model = data.get("importance"), data.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("name"), str):
+        raise BadFileError(f"{path}: the file does not say which model it is for (\"model\": {{\"name\": ...}}); {_HINT}")
+    if not isinstance(values, list) or not values or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_HINT}")
+    blocks = model.get("blocks")
+    if isinstance(blocks, list) and len(blocks) != len(values):
+        raise BadFileError(f"{path}: {len(values)} importance values for {len(blocks)} blocks; {_HINT}")
+    return data
+
+
+def check_importance_model(record: dict[str, Any], model: str, options: dict[str, Any] | None, path: str | Path) -> None:
+    """Refuse (one line, `UsageError`) an importance ``record`` measured for another model or other build options
+    than ``model`` with ``options`` (a TF-ported twin, ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
+    the same model); the message names the command that measures it for this one."""
+    from ..merge.plan import same_family
+    from ..models import model_flags, normalized_options
+
+    theirs = record["model"]
+    name, their_options = theirs["name"], theirs.get("options") or {}
+    ours = normalized_options(model, options)
+    same = same_family(name, model) and normalized_options(name, their_options) == ours
+    if same:
+        return
+    data = (record.get("data") or {}).get("name") or "DATA"
+    proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
+    raise UsageError(
+        f"importance file {path} is for {model_flags(name, their_options).removeprefix('--model ')}, not "
+        f"{model_flags(model, options).removeprefix('--model ')}: measure it for this model, e.g. `dsprof importance "
+        f"{model_flags(model, options)} --data {data} --proxy {proxy} --out importance.json` with its --weights")
