@@ -207,18 +207,24 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
         _points(ax, presets["k"], presets["speedup"],
                 [f"{n} (k={k}): predicted {s:.2f}x, {g:+.1%} latency against the planner's plan" for n, k, s, g in
                  zip(presets["name"], presets["k"], presets["speedup"], presets["gap"])])
-        for _, row in presets.iterrows():
-            ax.annotate(str(row["name"]), (row["k"], row["speedup"]), fontsize=7, xytext=(4, -10), textcoords="offset points")
+        # names below their marker, one line each where several presets share a k
+        for rank, (_, row) in zip(presets.groupby("k").cumcount(), presets.iterrows()):
+            ax.annotate(str(row["name"]), (row["k"], row["speedup"]), fontsize=7, xytext=(4, -10 - 8 * rank),
+                        textcoords="offset points")
     plans = measured[measured["name"] != "original"].dropna(subset=["speedup"]) if len(measured) else measured
     for j, (device, rows) in enumerate(plans.groupby("device", sort=True) if len(plans) else []):
         color = colors[(j + 2) % len(colors)]
-        ax.errorbar(rows["k"], rows["speedup"], yerr=[rows["speedup"] - rows["speedup_low"], rows["speedup_high"] - rows["speedup"]],
+        # plans measured at one k side by side (0.2 apart), so that their intervals do not hide each other
+        rank, count = rows.groupby("k").cumcount(), rows.groupby("k")["k"].transform("size")
+        x = rows["k"] + 0.2 * (rank - (count - 1) / 2)
+        ax.errorbar(x, rows["speedup"], yerr=[rows["speedup"] - rows["speedup_low"], rows["speedup_high"] - rows["speedup"]],
                     fmt="D", color=color, capsize=3, label=f"measured, paired ({device})")
-        _points(ax, rows["k"], rows["speedup"],
+        _points(ax, x, rows["speedup"],
                 [f"{n} (k={k}), measured on {device}: {s:.2f}x [{lo:.2f}, {hi:.2f}], {v:.4g} ms" for n, k, s, lo, hi, v in
                  zip(rows["name"], rows["k"], rows["speedup"], rows["speedup_low"], rows["speedup_high"], rows["measured_ms"])])
-        for _, row in rows.iterrows():
-            ax.annotate(str(row["name"]), (row["k"], row["speedup"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        for xi, r, (_, row) in zip(x, rank, rows.iterrows()):
+            ax.annotate(str(row["name"]), (xi, row["speedup"]), fontsize=7, xytext=(6, 6 + 8 * r), textcoords="offset points",
+                        color=color)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k (blocks that keep their activations)")
     ax.set_ylabel("speed-up over the original (x)")

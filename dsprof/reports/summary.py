@@ -119,7 +119,7 @@ def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataF
     at_k = {int(p.k): p for p in points.itertuples()}
     preset_names = set(presets["name"])
     runs = {str(m.name): m for m in measured.itertuples() if m.name != "original" and not _missing(m.speedup)}
-    planner_runs = {int(m.k): m for m in runs.values() if m.name not in preset_names
+    planner_runs = {int(m.k): m for m in runs.values() if m.name not in preset_names and int(m.k) in at_k
                     and (m.keep, m.spans) == (at_k[int(m.k)].keep, at_k[int(m.k)].spans)}
     preset_runs = {str(p.name): int(p.k) for p in presets.itertuples() if p.name in runs}
     choices = ([k for k in preset_runs.values() if k in planner_runs] + list(preset_runs.values())
