@@ -23,11 +23,29 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test,tflite]'
 	touch $@
 
+# `make demo`: the whole loop on this machine's CPU, and at the end the answer in three lines (the device; the best
+# predicted speed-up and at which k; at the preset's k the planner's plan against the paper's preset, predicted and
+# measured). BACKEND=onnxruntime times with ONNX Runtime instead of PyTorch eager, writing to results/onnxruntime/.
+#  1. measure what the planner needs: each block as built, linearised and merged, each run of up to 4 blocks merged
+#     as one convolution (--spans 4), and the whole model; one thread (the setting that repeats on a shared machine),
+#     the default --budget (1 s per workload at most; most stop sooner, at 2 %): about a minute on a quiet 2-core VM;
+#  2. the LUT; 3. the planner's plan for every k, the one of k = $(DEMO_K) written as a plan file (its merges and spans);
+#  4. the paper's preset merged with the LUT's rule (as the front prices it), saved as a model file;
+#  5. both merged models timed beside the original in one interleaved group (paired speed-ups; 3 s each at most,
+#     to 1 %); 6. the report, which opens with the answer and prints it last.
+BACKEND ?= torch
+DEMO := $(RESULTS)$(if $(filter-out torch,$(BACKEND)),/$(BACKEND))
+DEMO_PRESET := mbv2-ds-d
+DEMO_K := 7
+DSPROF := $(VENV)/bin/dsprof
+
 demo: venv
-	$(VENV)/bin/dsprof blocks --model mobilenet_v2 --csv $(RESULTS)/mobilenet_v2_blocks.csv
-	$(VENV)/bin/dsprof measure --model mobilenet_v2 --out $(RESULTS)/measurements --overwrite --no-progress
-	$(VENV)/bin/dsprof build-lut $(RESULTS)/measurements -o $(RESULTS)/lut.csv
-	$(VENV)/bin/dsprof report $(RESULTS)/measurements --lut $(RESULTS)/lut.csv --plans mbv2-ds-a -o $(RESULTS)/report
+	$(DSPROF) measure --model mobilenet_v2 --backend $(BACKEND) --threads 1 --variants original,merged,linear --spans 4 --model-variants original --out $(DEMO)/measurements --overwrite --no-progress
+	$(DSPROF) build-lut $(DEMO)/measurements -o $(DEMO)/lut.csv
+	$(DSPROF) plan --model mobilenet_v2 --lut $(DEMO)/lut.csv --keep $(DEMO_K) --out $(DEMO)/plans/front.json
+	$(DSPROF) merge --model mobilenet_v2 --plan $(DEMO_PRESET) --lut $(DEMO)/lut.csv --out $(DEMO)/plans/$(DEMO_PRESET).pt
+	$(DSPROF) measure --model mobilenet_v2 --backend $(BACKEND) --threads 1 --blocks none --model-variants original --plan $(DEMO)/plans/front.plan.json --merged-model $(DEMO)/plans/$(DEMO_PRESET).pt --budget 3 --target-precision 0.01 --out $(DEMO)/checks --overwrite --no-progress
+	$(DSPROF) report $(DEMO)/measurements $(DEMO)/checks --lut $(DEMO)/lut.csv --plans $(DEMO)/plans/front.plan.json $(DEMO)/plans/$(DEMO_PRESET).pt --front $(DEMO)/plans/front.json -o $(DEMO)/report
 
 # NumPy + one runtime each, no torch, no dsprof: where tests/test_edge.py runs the bundle runner
 # (the tests build them too when they are missing).

@@ -467,6 +467,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     for message in report.skipped:
         print(f"skipped: {message}")
     print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
+    print()
+    for line in report.answer:  # last: what `make demo` ends with
+        print(line)
     return 0
 
 

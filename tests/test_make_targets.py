@@ -1,7 +1,8 @@
 """`make demo` needs no TensorFlow: its install is dsprof's core, and its commands run with TFLite's libraries unimportable.
 
-The demo's commands are read from the Makefile itself and run at 32 px with short timing in a fresh
-process where importing tensorflow, onnx2tf or ai_edge_litert fails, as on a core-only install.
+The demo's commands are read from the Makefile itself (`make -n demo`, its variables expanded) and run at 32 px
+with short timing in a fresh process where importing tensorflow, onnx2tf or ai_edge_litert fails, as on a
+core-only install; they end with the answer in three lines (`dsprof report` prints it last).
 """
 
 import json
@@ -17,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = (ROOT / "Makefile").read_text()
 TFLITE_MODULES = ("tensorflow", "onnx2tf", "ai_edge_litert")
 SMALL = {
-    "blocks": ["--resolution", "32"],
     "measure": ["--resolution", "32", "--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
                 "--budget", "0.01", "--min-sample-time", "0"],
     "build-lut": [],
+    "plan": ["--resolution", "32"],
+    "merge": ["--resolution", "32"],
     "report": [],
 }
 
@@ -67,20 +69,41 @@ def test_demo_installs_the_core_only_and_test_installs_the_extras():
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"  # CI runs the README's command
 
 
+def demo_commands(backend: str = "torch") -> list[list[str]]:
+    """`make demo`'s dsprof commands as `make -n` prints them (variables expanded; the install not run)."""
+    dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "demo", f"BACKEND={backend}"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return [shlex.split(line) for line in dry.stdout.splitlines() if line.strip()]
+
+
+def test_demo_backend_is_a_variable():
+    torch, ort = demo_commands(), demo_commands("onnxruntime")
+    assert [c[1] for c in torch] == ["measure", "build-lut", "plan", "merge", "measure", "report"]
+    measures = [c for c in ort if c[1] == "measure"]
+    assert all(c[c.index("--backend") + 1] == "onnxruntime" for c in measures) and len(measures) == 2
+    assert torch[-1][-2:] == ["-o", "results/report"] and ort[-1][-2:] == ["-o", "results/onnxruntime/report"]
+    # the checks: the plans and the original in one run, nothing but whole models
+    check = torch[4]
+    assert check[check.index("--blocks") + 1] == "none" and "--plan" in check and "--merged-model" in check
+
+
 @pytest.mark.slow
 def test_demo_commands_run_without_tensorflow(tmp_path):
     commands = []
-    for line in recipe("demo"):
-        args = shlex.split(line.replace("$(RESULTS)", "results"))
-        assert args[0] == "$(VENV)/bin/dsprof", line
+    for args in demo_commands():
+        assert args[0] == ".venv/bin/dsprof", args
         assert args[1] in SMALL, f"tests/test_make_targets.py does not know how to run `dsprof {args[1]}` small"
         commands.append([*args[1:], *SMALL[args[1]]])
-    assert [c[0] for c in commands] == ["blocks", "measure", "build-lut", "report"]
     run = subprocess.run(
         [sys.executable, "-c", RUNNER, json.dumps(TFLITE_MODULES), json.dumps(commands)],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip().splitlines()[-1] == "imported: []"
+    lines = run.stdout.strip().splitlines()
+    assert lines[-1] == "imported: []"
+    device, best, at_k = lines[-4:-1]  # the demo ends with the answer
+    assert device.startswith("On ") and "mobilenet_v2 32px" in device
+    assert best.startswith("DepthShrinker's plans run up to ")
+    assert at_k.startswith("at k = 7 the planner's plan is ") and "(measured " in at_k and "MBV2-DS-D" in at_k
     assert (tmp_path / "results" / "report" / "index.md").exists()
     assert (tmp_path / "results" / "lut.csv").exists()

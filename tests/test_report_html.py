@@ -2,10 +2,16 @@
 DevTools protocol): no console errors, no request but the file itself, every figure drawn, every table's numbers
 equal to the medians of the records' raw samples (computed here, not read from dsprof's tables), sorting works.
 And the planner's front in the report, from a front file written by hand here (the planner's format, version 1).
+
+The answer first: `make demo`'s loop on a tiny MobileNetV2 through the command line (measure, build-lut, plan,
+merge, measure the plans beside the original, report); the page opens with the summary and the front's figure
+before any table, nothing is wider than a 1280-pixel window, and the summary's numbers are front.json's and the
+paired ratios recomputed here from the raw samples; `dsprof report` prints the same lines last.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -15,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from chromium import Browser, find_chromium
+from dsprof.cli import main
 from dsprof.errors import BadFileError
-from dsprof.lut import build_lut
+from dsprof.lut import LUT, build_lut, predict_latency
+from dsprof.merge.plan import load_plan
 from dsprof.profiler.records import read_measurements
 from dsprof.reports import device_labels, front_tables, load_front, write_report
 
@@ -80,6 +88,12 @@ def test_front_tables_and_section(records, report):
     assert got["tiny-ds"][0] == sum(TINY_KEEP) == 4 and got["tiny-ds"][1] == pytest.approx(median_ms["tiny-ds"], rel=1e-12)
     assert got["original"] == (7, pytest.approx(median_ms["mobilenet_v2"], rel=1e-12))
     assert set(measured["device"]) == {device_labels(records)[context]}
+    # The plan's speed-up is paired: the median of the per-round ratios over the original of its group
+    ratios = sorted(round_ratios(records, context, "tiny-ds"))
+    row = measured.set_index("name").loc["tiny-ds"]
+    assert row["speedup"] == pytest.approx(statistics.median(ratios), rel=1e-12)
+    assert (row["speedup_low"], row["speedup_high"]) == (ratios[0], ratios[-1])  # 3 rounds: the full range
+    assert measured.set_index("name").loc["original", "speedup"] == 1.0
     # A front that names the model by its registered name only finds the same measurements
     bare = {k: v for k, v in front.items() if k not in ("name", "options", "context")} | {"model": "mobilenet_v2"}
     assert front_tables(bare, records, {"tiny-ds": FIXTURES / "tiny-ds.json"})[2].equals(measured)
@@ -87,8 +101,20 @@ def test_front_tables_and_section(records, report):
     index = report.index.read_text()
     assert f"## Planner's front: mobilenet_v2 on {device_labels(records)[context]}" in index and "![planner's front](plots/front_tiny-front.png)" in index
     svg = (report.index.parent / "plots" / "front_tiny-front.svg").read_text()
-    assert "<title>k=4: predicted 6.5 ms [5.85, 7.15], speed-up 1.54x; keep 1111000; spans none</title>" in svg
-    assert f"<title>tiny-ds (k=4), measured on {device_labels(records)[context]}: {median_ms['tiny-ds']:.4g} ms</title>" in svg
+    # k = 4: 10 / 6.5 ms predicted, its interval 10 / (6.5 ms +- 10 %)
+    assert "<title>k=4: predicted 1.54x [1.40, 1.71], 6.5 ms; keep 1111000; spans none</title>" in svg
+    assert (f"<title>tiny-ds (k=4), measured on {device_labels(records)[context]}: {statistics.median(ratios):.2f}x "
+            f"[{ratios[0]:.2f}, {ratios[-1]:.2f}], {median_ms['tiny-ds']:.4g} ms</title>") in svg
+    data = (report.index.parent / "plots" / "front_tiny-front.csv").read_text().splitlines()
+    assert data[0].startswith("set,") and len(data) == 1 + 8 + 1 + 2  # the figure's data: points, preset, measured
+
+
+def round_ratios(records, context, name: str) -> list[float]:
+    """The original's time over plan ``name``'s, round by round, from the raw samples of their one group."""
+    plan = next(r for r in records if r.context == context and r.scope == "model" and r.name == name)
+    original = next(r for r in records if r.group == plan.group and r.scope == "model" and r.variant == "original")
+    assert len(original.samples_s) == len(plan.samples_s)
+    return [o / p for o, p in zip(original.samples_s, plan.samples_s)]
 
 
 def test_a_bad_front_file_is_one_clear_error(tmp_path):
@@ -146,9 +172,9 @@ def test_report_html_in_headless_chromium(records, report):
                                                        "figure-front_tiny-front", "figure-lut_validation"])
     # Hover texts: every point of each curve (2 devices x 7 blocks x 2 curves, and the plan's 4 kept blocks per
     # device); 7 blocks x 2 memory kinds x before/after; 2 models with an accuracy x 2 devices; 8 front points, a
-    # preset and 2 measured models; the 4 models predicted
+    # preset and the measured plan; the 4 models predicted
     hover = {"figure-block_latency": 2 * 7 * 2 + 2 * 4, "figure-memory_tiny-ds": 7 * 2 * 2, "figure-accuracy_fps": 2 * 2,
-             "figure-front_tiny-front": 8 + 1 + 2, "figure-lut_validation": 4}
+             "figure-front_tiny-front": 8 + 1 + 1, "figure-lut_validation": 4}
     assert {f["id"]: f["titles"] for f in figures} == hover
     for f in figures:
         assert f["width"] > 300 and f["height"] > 250, f
@@ -189,3 +215,132 @@ def test_report_html_in_headless_chromium(records, report):
         assert row[column["measured_ms"]] == pytest.approx(measured[row[column["model"]]], rel=1e-9)
     devices = by_id["table-devices"]
     assert sorted(row[0] for row in devices["rows"]) == sorted(set(labels.values()))
+
+
+# -- the answer first -------------------------------------------------------------------------------------------
+TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+QUICK = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+         "--min-sample-time", "0", "--no-progress"]
+CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",
+         "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range
+K = sum(TINY_KEEP)  # tiny-ds stands in for the paper's preset at this k (the paper has none for this model)
+
+
+def cli(*args) -> list[str]:
+    """`dsprof ARGS` in this process; its exit status must be 0; returns its stdout's lines."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([str(a) for a in args])
+    assert code == 0, (args, out.getvalue())
+    return out.getvalue().splitlines()
+
+
+@pytest.fixture(scope="module")
+def answer(tmp_path_factory):
+    """`make demo`'s loop, small: measure what the planner needs, build the LUT, plan every k (writing the plan of
+    k = 4), merge the stand-in preset with the LUT's merges, time both merged models beside the original in one
+    group, report. Returns the folder, the front as written and what `dsprof report` printed."""
+    d = tmp_path_factory.mktemp("answer")
+    cli("measure", *TINY, *QUICK, "--variants", "original,merged,linear", "--spans", "2", "--model-variants",
+        "original", "--out", d / "measurements")
+    cli("build-lut", d / "measurements", "-o", d / "lut.csv")
+    cli("plan", *TINY, "--lut", d / "lut.csv", "--max-span", 2, "--keep", K, "--out", d / "plans" / "front.json")
+    # The front's presets are the paper's, none for this model: tiny-ds is added as the planner adds a preset,
+    # priced by the same LUT (`predict_latency`), set against the front's plan of its k
+    front = json.loads((d / "plans" / "front.json").read_text())
+    preset = predict_latency("mobilenet_v2", LUT.load(d / "lut.csv"), load_plan(FIXTURES / "tiny-ds.json"),
+                             options={"depths": [1] * 7}, resolution=32)
+    at_k = next(p for p in front["points"] if p["k"] == K)
+    front["presets"] = [{"name": "tiny-ds", "k": K, "latency_s": preset.total_s, "low_s": preset.low_s,
+                         "high_s": preset.high_s, "front_latency_s": at_k["latency_s"],
+                         "gap": preset.total_s / at_k["latency_s"] - 1, "importance": None}]
+    (d / "plans" / "front.json").write_text(json.dumps(front))
+    cli("merge", *TINY, "--plan", FIXTURES / "tiny-ds.json", "--lut", d / "lut.csv", "--out", d / "plans" / "tiny-ds.pt")
+    cli("measure", *TINY, *CHECK, "--blocks", "none", "--model-variants", "original", "--plan",
+        d / "plans" / "front.plan.json", "--merged-model", d / "plans" / "tiny-ds.pt", "--out", d / "checks")
+    printed = cli("report", d / "measurements", d / "checks", "--lut", d / "lut.csv", "--plans",
+                  d / "plans" / "front.plan.json", d / "plans" / "tiny-ds.pt", "--front", d / "plans" / "front.json",
+                  "-o", d / "report")
+    return d, front, printed
+
+
+def expected_answer(folder: Path, front: dict) -> dict[str, str]:
+    """The summary's numbers, from front.json and from the raw samples of the check run (recomputed here)."""
+    records = [r for p in sorted((folder / "checks").glob("*.jsonl")) for r in read_measurements(p)]
+    context = records[0].context
+    best = max(front["points"], key=lambda p: p["speedup"])  # the first of equals: the lowest k
+    planner = next(p for p in front["points"] if p["k"] == K)
+    numbers = {"best": f"up to {best['speedup']:.2f}x faster (k = {best['k']},"}
+    for label, name, predicted in (("the planner's plan is", f"front-k{K}", planner["speedup"]),
+                                   ("the paper's preset TINY-DS", "tiny-ds", front["original_s"] / front["presets"][0]["latency_s"])):
+        ratios = sorted(round_ratios(records, context, name))
+        assert len(ratios) == 6
+        numbers[name] = (f"{label} {predicted:.2f}x (measured {statistics.median(ratios):.2f}x, "
+                         f"95 % {ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+    return numbers
+
+
+@pytest.mark.slow  # the fixture runs the whole loop: 20-45 s on a shared 2-core CPU
+def test_report_prints_the_answer_last(answer):
+    folder, front, printed = answer
+    lines = printed[-3:]
+    assert lines[0].startswith("On ") and "mobilenet_v2" in lines[0] and "1 thread" in lines[0]
+    numbers = expected_answer(folder, front)
+    assert numbers["best"] in lines[1]
+    assert lines[2].startswith(f"at k = {K} ") and numbers[f"front-k{K}"] in lines[2] and numbers["tiny-ds"] in lines[2]
+    index = (folder / "report" / "index.md").read_text()
+    assert index.index(" ".join(lines)) < index.index("![planner's front]") < index.index("|")  # before any table
+
+
+# Every element's box inside the window, and no box with content that overflows it sideways (a scrolled table)
+FITS = """(function () {
+    var wide = [];
+    document.querySelectorAll("body *").forEach(function (e) {
+        var r = e.getBoundingClientRect();
+        if (r.right > window.innerWidth + 0.5 || r.left < -0.5 || e.scrollWidth > e.clientWidth + 1)
+            wide.push(e.tagName + (e.id ? "#" + e.id : "") + " " + Math.round(r.left) + "-" + Math.round(r.right)
+                      + " scroll " + e.scrollWidth + "/" + e.clientWidth);
+    });
+    return {page: document.documentElement.scrollWidth, window: window.innerWidth, wide: wide};
+})()"""
+
+# Document order of the summary, the first figure and the first table; where the first two sit
+ORDER = """(function () {
+    var all = Array.from(document.querySelectorAll("body *")), summary = document.getElementById("summary");
+    var figure = document.querySelector("figure.plot"), table = document.querySelector("table");
+    return {summary: all.indexOf(summary), figure: all.indexOf(figure), table: all.indexOf(table), id: figure.id,
+            text: summary.textContent, summaryTop: summary.getBoundingClientRect().top,
+            figureTop: figure.getBoundingClientRect().top, tables: document.querySelectorAll("table").length,
+            blockTitles: Array.from(document.querySelectorAll("#table-blocks td[title]")).map(function (c) {
+                return [c.textContent, c.title]; })};
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here and none could be installed (make test runs "
+                    "`apt-get install -y chromium` where it is root and has apt)")
+def test_the_page_opens_with_the_answer_and_fits_the_window(answer, report, records):
+    folder, front, printed = answer
+    with Browser(CHROMIUM) as browser:
+        browser.open((folder / "report" / "report.html").resolve().as_uri(), 1280, 900)
+        order, fits = browser.evaluate(ORDER), browser.evaluate(FITS)
+        errors = browser.errors()
+    with Browser(CHROMIUM) as browser:  # the other report: two devices, every table and figure
+        browser.open(report.html.resolve().as_uri(), 1280, 900)
+        fits_all, order_all = browser.evaluate(FITS), browser.evaluate(ORDER)
+
+    assert errors == []
+    # The summary, then the front's figure, then the tables; the first two on the first screen
+    assert 0 <= order["summary"] < order["figure"] < order["table"] and order["tables"] >= 5
+    assert order["id"] == "figure-front_front" and order["summaryTop"] < order["figureTop"] < 900
+    assert order["text"] == " ".join(printed[-3:])  # the page's paragraph is what `dsprof report` printed
+    for number in expected_answer(folder, front).values():
+        assert number in order["text"], (number, order["text"])
+    # Nothing wider than the window, on either page
+    for fit in (fits, fits_all):
+        assert fit["wide"] == [] and fit["page"] <= fit["window"] == 1280, fit
+    assert order_all["summary"] < order_all["figure"] < order_all["table"]
+    # A block's short name in the table, its full spec on hover
+    specs = {r.name: r.spec for r in records if r.scope == "block"}
+    assert len(order_all["blockTitles"]) == 2 * 7
+    assert all(specs[name] == spec for name, spec in order_all["blockTitles"])

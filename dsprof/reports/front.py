@@ -1,17 +1,21 @@
 """The planner's front in the report: what `dsprof plan --out front.json` predicts for every k
 (blocks that keep their activations), the paper's presets placed against it, and every plan of
-that model measured in the front's context, at its measured latency (the what-if figure, before
-any training, and how it held up once plans were measured).
+that model measured in the front's context, at its measured speed-up over the original, paired (the
+what-if figure, before any training, and how it held up once plans were measured); and the answer the
+report opens with (`dsprof.reports.summary`).
 
 The front file (``"format": "dsprof.front"``, version 1) holds ``model`` (the LUT's label of the
 model: name and options), ``name`` (its registered name), ``device`` (the LUT context), ``method``,
 ``max_span``, ``original_s``, ``points`` (``k``, ``keep``, ``merge``, ``spans``, ``latency_s``,
-``low_s``, ``high_s``, ``speedup``, ``importance``) and ``presets`` (``name``, ``k``, ``latency_s``,
-``front_latency_s``, ``gap``); seconds inside, ms when shown. The report reads these fields only.
+``low_s``, ``high_s``, ``speedup``, ``importance``; ``speedup_low``, ``speedup_high`` where written, else
+from ``high_s`` and ``low_s``) and ``presets`` (``name``, ``k``, ``latency_s``, ``low_s``, ``high_s``,
+``front_latency_s``, ``gap``; ``speedup`` where written, else ``original_s / latency_s``); seconds inside, ms
+when shown. The report reads these fields only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,10 +26,11 @@ from ..errors import BadFileError, DsprofError
 from ..io import read_json
 from ..profiler.records import Measurement
 from . import plots
-from .page import Section
-from .tables import device_labels
+from .page import Plot, Section
+from .summary import Answer, device_line, front_answer, measured_speedup
+from .tables import device_labels, latest_records, model_title
 
-__all__ = ["front_section", "front_tables", "load_front"]
+__all__ = ["FrontReport", "front_report", "front_tables", "load_front"]
 
 FRONT_FORMAT = "dsprof.front"
 
@@ -57,65 +62,109 @@ def _same_model(record: Measurement, front: Mapping[str, Any]) -> bool:
     return front["model"] in (model_label(record.model, record.model_options), record.model)
 
 
+def _over(original_s: float, latency_s: float) -> float:
+    """The speed-up of a latency bound: infinite for a bound at 0 (an interval that reaches zero latency)."""
+    return original_s / latency_s if latency_s > 0 else float("inf") if latency_s == 0 else float("nan")
+
+
 def _spans(spans: Any) -> str:
     return ", ".join(f"{a}-{b}" for a, b in spans) if spans else "none"
 
 
 def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any]) -> tuple[pd.DataFrame, ...]:
-    """The front's points, its presets, and the plans measured in its context (ms), as tables.
+    """The front's points, its presets, and the plans measured in its context, as tables (ms; speed-ups over the
+    original, > 1 faster, with their 95 % intervals).
 
     A plan counts as measured where a whole-model record of the front's context carries its name
     (`dsprof measure --plan`): a plan given in ``plans`` or one of the front's presets; the original
-    model's record is its k = n point."""
+    model's record is its k = n point. A measured plan's speed-up is paired: over the original timed in its
+    group (`dsprof.reports.summary.measured_speedup`; NaN where its group has none). ``records``: all records
+    read (the last of each workload is shown; pairing needs each one's group)."""
     from ..merge.plan import Plan
 
     original_s = float(front["original_s"])
+    nan = float("nan")
     points = pd.DataFrame([{
         "k": int(p["k"]), "keep": "".join(str(int(v)) for v in p["keep"]), "spans": _spans(p.get("spans")),
+        "speedup": p.get("speedup", original_s / p["latency_s"]),
+        "speedup_low": p.get("speedup_low", _over(original_s, p["high_s"])),
+        "speedup_high": p.get("speedup_high", _over(original_s, p["low_s"])),
         "latency_ms": p["latency_s"] * 1e3, "low_ms": p["low_s"] * 1e3, "high_ms": p["high_s"] * 1e3,
-        "speedup": p.get("speedup", original_s / p["latency_s"]), "importance": p.get("importance"),
+        "importance": p.get("importance"),
     } for p in front["points"]]).sort_values("k").reset_index(drop=True)
-    presets = pd.DataFrame([{"name": p["name"], "k": int(p["k"]), "latency_ms": p["latency_s"] * 1e3,
-                             "front_latency_ms": p.get("front_latency_s", float("nan")) * 1e3, "gap": p.get("gap", float("nan"))}
-                            for p in front.get("presets", [])], columns=["name", "k", "latency_ms", "front_latency_ms", "gap"])
+    presets = pd.DataFrame([{"name": p["name"], "k": int(p["k"]),
+                             "speedup": p.get("speedup", original_s / p["latency_s"]),
+                             "speedup_low": p.get("speedup_low", _over(original_s, p.get("high_s", nan))),
+                             "speedup_high": p.get("speedup_high", _over(original_s, p.get("low_s", nan))),
+                             "latency_ms": p["latency_s"] * 1e3,
+                             "front_latency_ms": p.get("front_latency_s", nan) * 1e3, "gap": p.get("gap", nan)}
+                            for p in front.get("presets", [])],
+                           columns=["name", "k", "speedup", "speedup_low", "speedup_high", "latency_ms",
+                                    "front_latency_ms", "gap"])
     try:
         context = DeviceContext.from_str(str(front["device"]))
     except DsprofError:
         context = None
-    label = device_labels(records)
+    latest = latest_records(records)
+    label = device_labels(latest)
     known = dict(plans)
     for name in presets["name"]:
         known.setdefault(name, name)
     measured = []
     n = len(front["points"][0]["keep"]) if front["points"] else 0
-    for r in records:
+    for r in latest:
         if r.scope != "model" or not _same_model(r, front) or (context is not None and r.context != context):
             continue
         if r.variant == "original":
-            k, name = n, "original"
+            name, keep, spans, up = "original", (1,) * n, None, (1.0, 1.0, 1.0)
         elif r.variant == "custom" and r.name in known:
             try:
-                k, name = sum(Plan.coerce(known[r.name]).keep), r.name
+                plan = Plan.coerce(known[r.name])
             except (DsprofError, KeyError, ValueError):
                 continue
+            name, keep, spans = r.name, plan.keep, plan.spans
+            paired = measured_speedup(r, records)
+            up = (paired.speedup, paired.low, paired.high) if paired is not None else (nan, nan, nan)
         else:
             continue
-        measured.append({"name": name, "k": k, "measured_ms": r.median_s * 1e3, "device": label[r.context]})
-    return points, presets, pd.DataFrame(measured, columns=["name", "k", "measured_ms", "device"])
+        measured.append({"name": name, "k": sum(keep), "keep": "".join(map(str, keep)), "spans": _spans(spans),
+                         "speedup": up[0], "speedup_low": up[1], "speedup_high": up[2],
+                         "measured_ms": r.median_s * 1e3, "device": label[r.context]})
+    columns = ["name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "measured_ms", "device"]
+    return points, presets, pd.DataFrame(measured, columns=columns)
 
 
-def front_section(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any], write) -> Section:
-    """The report's section of one front: the figure, the front and the presets as tables."""
+@dataclass
+class FrontReport:
+    """What the report shows of one front: the answer (`dsprof.reports.summary.Answer`), its figure (first on the
+    page) and the section of its tables (with the tables, further down)."""
+
+    answer: Answer
+    figure: Plot
+    tables: Section
+
+
+def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any], write) -> FrontReport:
+    """One front in the report: the answer, the figure (its data as CSV beside it), the front, the presets and the
+    measured plans as tables. ``records``: all records read (pairing needs each one's group)."""
     points, presets, measured = front_tables(front, records, plans)
     stem = Path(front["path"]).name.removesuffix(".json").replace(".", "-")
-    where = next((label for c, label in device_labels(records).items() if str(c) == str(front["device"])), front["device"])
-    title = f"Planner's front: {front.get('name', front['model'])} on {where}"
-    figure = plots.front_figure(points, presets, measured, front["original_s"] * 1e3, title)
+    context = str(front["device"])
+    mine = [r for r in latest_records(records) if str(r.context) == context]
+    where = device_labels(mine)[mine[0].context] if mine else context
+    name = front.get("name", front["model"])
+    original = next((r for r in mine if r.scope == "model" and r.variant == "original" and _same_model(r, front)), None)
+    answer = front_answer(points, presets, measured, device_line(mine) if mine else context,
+                          model_title(original) if original is not None else name)
+    title = f"Planner's front: {name} on {where}"
+    data = pd.concat([points.assign(set="front"), presets.assign(set="preset"), measured.assign(set="measured")],
+                     ignore_index=True)
+    figure = write.figure(plots.front_figure(points, presets, measured, title), f"front_{stem}", "planner's front",
+                          data[["set"] + [c for c in data.columns if c != "set"]])
     parts = [
-        f"Predicted latency of the best plan for each k (blocks that keep their activations; method "
-        f"{front.get('method', '?')}, spans up to {front.get('max_span', '?')} blocks), from `{front['path']}`; "
-        f"presets at their predicted latency, measured plans at their measured latency.",
-        write.figure(figure, f"front_{stem}", "planner's front"),
+        f"The best plan for each k (blocks that keep their activations; method {front.get('method', '?')}, spans up "
+        f"to {front.get('max_span', '?')} blocks) from `{front['path']}`, predicted; the paper's presets priced "
+        "alike; the plans measured beside the original, paired (speed-up = the original's time over the plan's).",
         write.table(f"front_{stem}", points),
     ]
     if len(presets):
@@ -123,6 +172,6 @@ def front_section(front: Mapping[str, Any], records: list[Measurement], plans: M
     if len(measured):
         parts.append(write.table(f"front_{stem}_measured", measured))
     else:
-        write.report.skipped.append(f"front {front['path']}: no plan of {front.get('name', front['model'])} measured in its context "
+        write.report.skipped.append(f"front {front['path']}: no plan of {name} measured in its context "
                                     f"{front['device']} (`dsprof measure --plan PLAN` there, then report again)")
-    return Section(title, parts)
+    return FrontReport(answer, figure, Section(title, parts))

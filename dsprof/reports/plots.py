@@ -6,7 +6,7 @@
 * `memory_figure` (Fig. 6): per block, weights and peak activation before and after merging.
 * `accuracy_fps_figure` (Fig. 7): accuracy against FPS, one series per device.
 * `prediction_figure`: predicted against measured latency with the +-10 % band.
-* `front_figure`: the planner's front (predicted latency against k), presets and measured plans.
+* `front_figure`: the planner's front (predicted speed-up against k), presets and measured plans.
 
 Every data point carries a hover text (`dsprof.reports.svg.tip`), which the SVG written by
 `dsprof.reports.svg.figure_svg` shows as a tooltip.
@@ -182,43 +182,55 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
     return fig
 
 
-def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame, original_ms: float | None = None,
+def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame,
                  title: str = "Planner's front") -> Figure:
-    """The planner's front: predicted latency (ms, with its interval) of the best plan for each k
-    (blocks that keep their activations); the paper's presets at their predicted latency; and every
-    measured plan at its measured latency. ``front``: columns k, latency_ms, low_ms, high_ms, speedup,
-    keep, spans; ``presets``: name, k, latency_ms, gap; ``measured``: name, k, measured_ms, device."""
-    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
+    """The planner's front: the predicted speed-up over the original (with its 95 % interval) of the best plan for
+    each k (blocks that keep their activations); the paper's presets at their predicted speed-up; every measured
+    plan at its measured, paired speed-up with its interval. ``front``: columns k, speedup, speedup_low,
+    speedup_high, latency_ms, keep, spans; ``presets``: name, k, speedup, gap; ``measured``: name, k, speedup,
+    speedup_low, speedup_high, measured_ms, device (`dsprof.reports.front_tables`)."""
+    fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax = fig.subplots()
+    colors = _colors()
     front = front.sort_values("k")
-    ax.fill_between(front["k"], front["low_ms"], front["high_ms"], alpha=0.2, label="front: 95 % interval")
-    ax.plot(front["k"], front["latency_ms"], "-o", markersize=4, label="front: predicted latency")
-    _points(ax, front["k"], front["latency_ms"],
-            [f"k={k}: predicted {v:.4g} ms [{lo:.4g}, {hi:.4g}], speed-up {s:.2f}x; keep {keep}; spans {spans}"
-             for k, v, lo, hi, s, keep, spans in zip(front["k"], front["latency_ms"], front["low_ms"], front["high_ms"],
-                                                     front["speedup"], front["keep"], front["spans"])])
-    if original_ms:
-        ax.axhline(original_ms, color="grey", linestyle=":", linewidth=1, label=f"original (predicted {original_ms:.4g} ms)")
+    high = front["speedup_high"].where(front["speedup_high"] < float("inf"))  # unbounded (a latency bound at 0): not drawn
+    ax.fill_between(front["k"], front["speedup_low"], high, alpha=0.2, color=colors[0], label="planner: 95 % interval")
+    ax.plot(front["k"], front["speedup"], "-o", markersize=4, color=colors[0], label="planner's plan for each k (predicted)")
+    _points(ax, front["k"], front["speedup"],
+            [f"k={k}: predicted {s:.2f}x [{lo:.2f}, {hi:.2f}], {v:.4g} ms; keep {keep}; spans {spans}"
+             for k, s, lo, hi, v, keep, spans in zip(front["k"], front["speedup"], front["speedup_low"],
+                                                     front["speedup_high"], front["latency_ms"], front["keep"], front["spans"])])
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1, label="the original (1x)")
     if len(presets):
-        ax.plot(presets["k"], presets["latency_ms"], "s", markerfacecolor="none", color=_colors()[1], label="presets (predicted)")
-        _points(ax, presets["k"], presets["latency_ms"],
-                [f"{n} (k={k}): predicted {v:.4g} ms, {g:+.1%} from the front" for n, k, v, g in
-                 zip(presets["name"], presets["k"], presets["latency_ms"], presets["gap"])])
-        for _, row in presets.iterrows():
-            ax.annotate(str(row["name"]), (row["k"], row["latency_ms"]), fontsize=7, xytext=(4, -10), textcoords="offset points")
-    for j, (device, rows) in enumerate(measured.groupby("device", sort=True) if len(measured) else []):
-        color = _colors()[(j + 2) % len(_colors())]
-        ax.plot(rows["k"], rows["measured_ms"], "D", color=color, label=f"measured ({device})")
-        _points(ax, rows["k"], rows["measured_ms"],
-                [f"{n} (k={k}), measured on {device}: {v:.4g} ms" for n, k, v in zip(rows["name"], rows["k"], rows["measured_ms"])])
-        for _, row in rows.iterrows():
-            ax.annotate(str(row["name"]), (row["k"], row["measured_ms"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.plot(presets["k"], presets["speedup"], "s", markerfacecolor="none", color=colors[1],
+                label="paper's presets (predicted)")
+        _points(ax, presets["k"], presets["speedup"],
+                [f"{n} (k={k}): predicted {s:.2f}x, {g:+.1%} latency against the planner's plan" for n, k, s, g in
+                 zip(presets["name"], presets["k"], presets["speedup"], presets["gap"])])
+        # names below their marker, one line each where several presets share a k
+        for rank, (_, row) in zip(presets.groupby("k").cumcount(), presets.iterrows()):
+            ax.annotate(str(row["name"]), (row["k"], row["speedup"]), fontsize=7, xytext=(4, -10 - 8 * rank),
+                        textcoords="offset points")
+    plans = measured[measured["name"] != "original"].dropna(subset=["speedup"]) if len(measured) else measured
+    for j, (device, rows) in enumerate(plans.groupby("device", sort=True) if len(plans) else []):
+        color = colors[(j + 2) % len(colors)]
+        # plans measured at one k side by side (0.2 apart), so that their intervals do not hide each other
+        rank, count = rows.groupby("k").cumcount(), rows.groupby("k")["k"].transform("size")
+        x = rows["k"] + 0.2 * (rank - (count - 1) / 2)
+        ax.errorbar(x, rows["speedup"], yerr=[rows["speedup"] - rows["speedup_low"], rows["speedup_high"] - rows["speedup"]],
+                    fmt="D", color=color, capsize=3, label=f"measured, paired ({device})")
+        _points(ax, x, rows["speedup"],
+                [f"{n} (k={k}), measured on {device}: {s:.2f}x [{lo:.2f}, {hi:.2f}], {v:.4g} ms" for n, k, s, lo, hi, v in
+                 zip(rows["name"], rows["k"], rows["speedup"], rows["speedup_low"], rows["speedup_high"], rows["measured_ms"])])
+        for xi, r, (_, row) in zip(x, rank, rows.iterrows()):
+            ax.annotate(str(row["name"]), (xi, row["speedup"]), fontsize=7, xytext=(6, 6 + 8 * r), textcoords="offset points",
+                        color=color)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k (blocks that keep their activations)")
-    ax.set_ylabel("latency (ms)")
+    ax.set_ylabel("speed-up over the original (x)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    fig.legend(fontsize=7, loc="outside lower center", ncol=2)
+    fig.legend(fontsize=7, loc="outside lower center", ncol=3)
     return fig
 
 

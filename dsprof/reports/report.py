@@ -2,6 +2,9 @@
 planner's front), plus ``index.md`` and ``report.html`` that show them with the device fingerprints
 and measurement settings (the same sections, `dsprof.reports.page`).
 
+The pages open with the answer (`dsprof.reports.summary`: what DepthShrinker's plans are predicted and measured
+to buy on this device) and the front's figure; then the other figures, the devices, the settings, and every table.
+
 It works from the files alone (no model is re-run; the memory plot only builds the plan's model to
 count its weights and maps). A missing piece is skipped with a message.
 """
@@ -25,8 +28,9 @@ from ..profiler.explain import load_explanation
 from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement
 from . import plots
-from .front import front_section, load_front
-from .page import Plot, Section, Table, html_page, markdown_page
+from .front import front_report, load_front
+from .page import Lead, Plot, Section, Table, html_page, markdown_page
+from .summary import measured_answer
 from .svg import figure_svg
 from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, model_title, profiling_table, render, variant_table
 
@@ -37,12 +41,14 @@ _FORMATS = {"txt": "text", "md": "markdown", "csv": "csv", "tex": "latex"}
 
 @dataclass
 class Report:
-    """What `write_report` wrote: the index page, the HTML page, every file, and the pieces it skipped (and why)."""
+    """What `write_report` wrote: the index page, the HTML page, every file, the pieces it skipped (and why) and
+    the answer the pages open with, as lines (what `dsprof report` prints last)."""
 
     index: Path
     html: Path
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    answer: list[str] = field(default_factory=list)  # the lines the page opens with (`dsprof.reports.summary`)
 
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -141,14 +147,16 @@ class _Writer:
             self.report.files.append(atomic_write_text(self.out / "tables" / f"{name}.{ext}", text))
         return Table(name, table, digits)
 
-    def figure(self, fig, name: str, alt: str) -> Plot:
+    def figure(self, fig, name: str, alt: str, data: pd.DataFrame) -> Plot:
+        """``fig`` as PNG and SVG, and ``data`` (what it draws, full precision) as CSV beside them."""
         (self.out / "plots").mkdir(parents=True, exist_ok=True)
         png = self.out / "plots" / f"{name}.png"
         fig.savefig(png, dpi=150)
         svg = figure_svg(fig)
-        self.report.files += [png, atomic_write_text(self.out / "plots" / f"{name}.svg", svg)]
+        self.report.files += [png, atomic_write_text(self.out / "plots" / f"{name}.svg", svg),
+                              atomic_write_text(self.out / "plots" / f"{name}.csv", render(data, "csv"))]
         plots.close([fig])
-        return Plot(name, alt, f"plots/{name}.png", svg)
+        return Plot(name, alt, f"plots/{name}.png", svg, f"plots/{name}.csv")
 
 
 def fingerprint_table(records: Sequence[Measurement]) -> pd.DataFrame:
@@ -247,15 +255,26 @@ def write_report(
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md", out / "report.html")
     write = _Writer(out, report)
-    sections = [Section("Devices", [write.table("devices", fingerprint_table(latest))]),
-                Section("Settings", [_settings(latest)])]
-    sections += _table_sections(latest, accuracies, write)
+    # The answer first (one paragraph and the front's figure per front), then the other figures, then the device
+    # details, the settings and every table.
+    fronts = [front_report(front, records, plan_objs, write) for front in front_files]
+    answer, leads = [], []
+    for f in fronts:
+        leads += [Lead(" ".join(f.answer.lines())), f.figure]
+        answer += f.answer.lines()
+    if not fronts:
+        answer = measured_answer(latest, plan_objs)
+        leads = [Lead(" ".join(answer))]
+    report.answer = answer
+    sections = [Section("What DepthShrinker buys here", leads, id="answer")]
     explained, notes = _explain_sections(found, latest, write)
-    sections += explained
-    sections += _figure_sections(latest, plan_objs, accuracies, notes, write)
-    for front in front_files:
-        sections.append(front_section(front, latest, plan_objs, write))
-    sections += _validation_section(latest, lut, plan_objs, write)
+    figures, memory = _figure_sections(latest, plan_objs, accuracies, notes, write)
+    validation = _validation_sections(latest, lut, plan_objs, write)
+    sections += figures + validation[:1]
+    sections += [Section("Devices", [write.table("devices", fingerprint_table(latest))]),
+                 Section("Settings", [_settings(latest)])]
+    sections += [f.tables for f in fronts] + validation[1:]
+    sections += _table_sections(latest, accuracies, write) + memory + explained
     sections += _probe_section(records, lut)
     label = device_labels(latest)
     noisy = sorted({f"{r.name} [{r.variant}] on {label[r.context]}" for r in latest if r.stats.noisy})
@@ -324,13 +343,15 @@ def _resolution_of(model: str, latest: list[Measurement]) -> int | None:
 
 
 def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
-                     write: _Writer) -> list[Section]:
-    """The paper's figures: block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS (Fig. 7)."""
-    sections, skipped = [], write.report.skipped
+                     write: _Writer) -> tuple[list[Section], list[Section]]:
+    """The paper's figures -- block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS
+    (Fig. 7) -- and, apart, the sections of the memory tables (shown with the other tables)."""
+    sections, tables, skipped = [], [], write.report.skipped
     blocks = block_table(latest)
     if not blocks.empty:
         figure = plots.block_latency_figure(blocks, {k: v.keep for k, v in plan_objs.items()}, annotations=notes)
-        sections.append(Section("Block-wise latency (paper Fig. 1 / Fig. 5)", [write.figure(figure, "block_latency", "block latency")]))
+        sections.append(Section("Block-wise latency (paper Fig. 1 / Fig. 5)",
+                                [write.figure(figure, "block_latency", "block latency", blocks)]))
     else:
         skipped.append("block latency plot: no block records")
 
@@ -338,10 +359,10 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         resolution = _resolution_of(plan.model, latest)
         model = get_model(plan.model, resolution=resolution, **plan.options)
         mem = memory_table(model, plan, (resolution, resolution) if resolution else None)
-        table = write.table(f"memory_{plan_name}", mem)
         figure = plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)")
-        sections.append(Section(f"Memory footprint before and after merging: {plan_name} (paper Fig. 6)",
-                                [write.figure(figure, f"memory_{plan_name}", "memory"), table]))
+        title = f"Memory footprint before and after merging: {plan_name} (paper Fig. 6)"
+        sections.append(Section(title, [write.figure(figure, f"memory_{plan_name}", "memory", mem)]))
+        tables.append(Section(title, [write.table(f"memory_{plan_name}", mem)]))
     if not plan_objs:
         skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
 
@@ -349,10 +370,11 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
     fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
     if accuracies and fps_cols and variants["accuracy"].notna().any():
         figure = plots.accuracy_fps_figure(variants, fps_cols)
-        sections.append(Section("Accuracy vs FPS (paper Fig. 7)", [write.figure(figure, "accuracy_fps", "accuracy vs FPS")]))
+        sections.append(Section("Accuracy vs FPS (paper Fig. 7)",
+                                [write.figure(figure, "accuracy_fps", "accuracy vs FPS", variants)]))
     else:
         skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
-    return sections
+    return sections, tables
 
 
 def _probe_section(records: list[Measurement], lut) -> list[Section]:
@@ -380,8 +402,8 @@ def _probe_section(records: list[Measurement], lut) -> list[Section]:
     return [Section("Drift probe", ["\n".join(lines)])]
 
 
-def _validation_section(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:
-    """Predicted against measured latency for the models a LUT covers."""
+def _validation_sections(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:
+    """Predicted against measured latency for the models a LUT covers: the figure's section, then the table's."""
     if lut is None:
         write.report.skipped.append("LUT validation: give a LUT (--lut)")
         return []
@@ -389,6 +411,6 @@ def _validation_section(latest: list[Measurement], lut, plan_objs: dict, write: 
     if not len(validation):
         write.report.skipped.append("LUT validation: no merged or plan model measured in a context the LUT covers")
         return []
-    table = write.table("lut_validation", validation, 3)
-    figure = write.figure(plots.prediction_figure(validation), "lut_validation", "prediction vs measurement")
-    return [Section("LUT prediction vs measurement", [table, figure])]
+    title = "LUT prediction vs measurement"
+    figure = write.figure(plots.prediction_figure(validation), "lut_validation", "prediction vs measurement", validation)
+    return [Section(title, [figure]), Section(title, [write.table("lut_validation", validation, 3)])]

@@ -1,0 +1,166 @@
+"""The answer a report opens with, and `dsprof report` (and so `make demo`) ends with: what DepthShrinker buys on
+this device. Three sentences, from the planner's front (predicted, `dsprof plan --out`) and the plans measured
+beside the original in one interleaved group (paired, `dsprof measure --plan`):
+
+1. the device and the model;
+2. the best predicted speed-up over the original and at which k (blocks that keep their activations);
+3. at one k (a preset's, measured where possible): the planner's plan against the paper's preset, each
+   predicted and measured.
+
+`Answer.lines` gives them; the report's first paragraph is the same lines joined, so that the terminal, index.md
+and report.html say the same numbers. Speed-ups are the original's time over the plan's (> 1: faster), shown with
+two decimals (the medians' target precision is 2 %).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..profiler.paired import paired_speedup
+from ..profiler.records import Measurement
+from .tables import model_title
+
+__all__ = ["Answer", "PlanAnswer", "front_answer", "measured_answer", "measured_speedup", "device_line"]
+
+_BACKENDS = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "tflite": "TFLite", "torchscript": "TorchScript"}
+
+
+def x(speedup: float) -> str:
+    """A speed-up as shown everywhere in the answer: ``1.53x``."""
+    return f"{speedup:.2f}x"
+
+
+def interval(low: float, high: float) -> str:
+    """A 95 % interval of a speed-up: ``95 % 1.45-1.61x`` (``at least 1.45x`` where it has no upper bound)."""
+    return f"95 % {low:.2f}-{high:.2f}x" if math.isfinite(high) else f"95 % at least {low:.2f}x"
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """One plan at the compared k: its predicted speed-up (from the front) and, where it was timed beside the
+    original, its measured one with the 95 % interval of the paired ratios."""
+
+    name: str
+    predicted: float
+    measured: float | None = None
+    measured_low: float | None = None
+    measured_high: float | None = None
+
+    def text(self) -> str:
+        if self.measured is None:
+            return f"{x(self.predicted)} (not measured)"
+        return f"{x(self.predicted)} (measured {x(self.measured)}, {interval(self.measured_low, self.measured_high)})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What DepthShrinker buys on one device, from one front: ``best`` the highest predicted speed-up (at
+    ``best_k``, with its 95 % interval); at ``k`` the planner's plan and the paper's preset (None where the front
+    has none at that k)."""
+
+    device: str
+    model: str
+    best: float
+    best_low: float
+    best_high: float
+    best_k: int
+    k: int | None = None
+    planner: PlanAnswer | None = None
+    preset: PlanAnswer | None = None
+
+    def lines(self) -> list[str]:
+        """The answer in three lines (sentences that read on as one paragraph)."""
+        lines = [f"On {self.device}, {self.model}:",
+                 f"DepthShrinker's plans run up to {x(self.best)} faster (k = {self.best_k}, predicted; "
+                 f"{interval(self.best_low, self.best_high)});"]
+        if self.k is None:
+            lines.append("no plan of this front was measured beside the original yet (`dsprof measure --plan` times "
+                         "one in the original's group).")
+            return lines
+        at = [f"the planner's plan is {self.planner.text()}"] if self.planner else []
+        if self.preset:
+            at.append(f"the paper's preset {self.preset.name.upper()} {self.preset.text()}")
+        lines.append(f"at k = {self.k} " + ", ".join(at) + ".")
+        return lines
+
+
+def device_line(records: Sequence[Measurement]) -> str:
+    """The device of ``records`` (one context) in words: name, cores (CPU), backend, dtype, batch, threads."""
+    r = records[0]
+    cores = r.environment.get("cpu", {}).get("logical_cores") if r.device == "cpu" else None
+    name = f"{r.device_name} ({cores} logical cores)" if cores else f"{r.device_name} ({r.device})"
+    backend = "PyTorch, torch.compile" if r.compile else _BACKENDS.get(r.backend, r.backend)
+    threads = f", {r.threads} thread{'s' if r.threads != 1 else ''}" if r.threads else ""
+    return f"{name}, {backend}, {r.dtype}, batch {r.batch}{threads}"
+
+
+def measured_speedup(record: Measurement, records: Iterable[Measurement]):
+    """The paired speed-up (`dsprof.profiler.paired.PairedSpeedup`) of ``record`` (a whole model) over the
+    original model timed in its group, None where its group has no original."""
+    for r in records:
+        if (r.ok and r.group == record.group and r.scope == "model" and r.variant == "original"
+                and r.model == record.model and len(r.samples_s) == len(record.samples_s)):
+            return paired_speedup(r, record)
+    return None
+
+
+def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame, device: str,
+                 model: str) -> Answer:
+    """The answer from a front's tables (`dsprof.reports.front_tables`: ``points`` with k, keep, spans, speedup,
+    speedup_low, speedup_high; ``presets`` with name, k, speedup; ``measured`` with name, k, keep, spans, speedup,
+    speedup_low, speedup_high). The compared k: that of a preset measured beside the planner's plan of its k, else
+    of a measured preset, else of a measured planner's plan, else of a preset; the planner's plan is the measured
+    plan with the front's keep and spans at its k."""
+    best = points.loc[points["speedup"].idxmax()]
+    at_k = {int(p.k): p for p in points.itertuples()}
+    preset_names = set(presets["name"])
+    runs = {str(m.name): m for m in measured.itertuples() if m.name != "original" and not _missing(m.speedup)}
+    planner_runs = {int(m.k): m for m in runs.values() if m.name not in preset_names and int(m.k) in at_k
+                    and (m.keep, m.spans) == (at_k[int(m.k)].keep, at_k[int(m.k)].spans)}
+    preset_runs = {str(p.name): int(p.k) for p in presets.itertuples() if p.name in runs}
+    choices = ([k for k in preset_runs.values() if k in planner_runs] + list(preset_runs.values())
+               + sorted(planner_runs) + sorted(int(k) for k in presets["k"]))
+    answer = Answer(device, model, float(best["speedup"]), float(best["speedup_low"]), float(best["speedup_high"]),
+                    int(best["k"]))
+    if not choices:
+        return answer
+    k = choices[0]
+    point = at_k[k]
+    planner = _plan_answer("the planner's plan", point.speedup, planner_runs.get(k))
+    preset = None
+    preset_rows = presets[presets["k"] == k].sort_values("name")
+    if len(preset_rows):
+        name = next((n for n, pk in sorted(preset_runs.items()) if pk == k), preset_rows["name"].iloc[0])
+        row = preset_rows[preset_rows["name"] == name].iloc[0]
+        preset = _plan_answer(str(name), row["speedup"], runs.get(str(name)))
+    return Answer(answer.device, model, answer.best, answer.best_low, answer.best_high, answer.best_k, k, planner, preset)
+
+
+def measured_answer(records: Sequence[Measurement], plans: Mapping[str, Any]) -> list[str]:
+    """Without a front: per device context, each plan measured beside the original, paired (one line each)."""
+    lines = ["No planner's front among the inputs: `dsprof plan --lut LUT --out FRONT.json` writes one, and "
+             "`dsprof report --front FRONT.json` opens with what it predicts."]
+    contexts: dict[Any, list[Measurement]] = {}
+    for r in records:
+        contexts.setdefault(r.context, []).append(r)
+    for mine in contexts.values():
+        found = [(r, measured_speedup(r, mine)) for r in mine if r.scope == "model" and r.variant == "custom"]
+        ups = [f"{r.name} {x(up.speedup)} ({interval(up.low, up.high)})" for r, up in found if up is not None]
+        if ups:
+            lines.append(f"Measured on {device_line(mine)}, {model_title(mine[0])}, paired with the original: "
+                         + ", ".join(ups) + ".")
+    return lines
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _plan_answer(name: str, predicted: float, run: Any) -> PlanAnswer:
+    if run is None:
+        return PlanAnswer(name, float(predicted))
+    return PlanAnswer(name, float(predicted), float(run.speedup), float(run.speedup_low), float(run.speedup_high))
