@@ -102,7 +102,7 @@ def search_importance(req: SearchRequest) -> SearchResult:
     highest importance keep their activations (what the planner keeps at k whatever the latencies, ties
     aside), merging left to `dsprof merge`."""
     config = req.config
-    rt = setup_runtime(req.device)
+    rt = setup_runtime(req.device, req.config.threads)
     try:
         seed_all(config.seed)
         base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=10)
