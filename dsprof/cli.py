@@ -379,13 +379,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _spans_arg(text: str | None):
     """``--spans``: None (the plan's), "auto", "none", or inclusive block ranges like ``1-3,5-8`` (`parse_spans`)."""
+    from .errors import UsageError
     from .models import parse_spans
 
     if text is None or text == "auto":
         return text
     if text == "none":
         return ()
-    return parse_spans(text)
+    try:
+        return parse_spans(text)
+    except UsageError as exc:
+        raise CliError(f"--spans is auto, none or inclusive block ranges like 1-3,5-8: {exc}") from None
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:

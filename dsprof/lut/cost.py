@@ -82,7 +82,7 @@ class Lookup:
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
                     f"add {resolution_flag} {same[0]}")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
-        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}"
+        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 
 
 @dataclass(frozen=True)

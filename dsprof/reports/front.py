@@ -20,6 +20,7 @@ import pandas as pd
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
 from ..io import read_json
+from ..models.spans_text import format_spans
 from ..profiler.records import Measurement
 from . import plots
 from .page import Section
@@ -57,10 +58,6 @@ def _same_model(record: Measurement, front: Mapping[str, Any]) -> bool:
     return front["model"] in (model_label(record.model, record.model_options), record.model)
 
 
-def _spans(spans: Any) -> str:
-    return ", ".join(f"{a}-{b}" for a, b in spans) if spans else "none"
-
-
 def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any]) -> tuple[pd.DataFrame, ...]:
     """The front's points, its presets, and the plans measured in its context (ms), as tables.
 
@@ -71,7 +68,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
 
     original_s = float(front["original_s"])
     points = pd.DataFrame([{
-        "k": int(p["k"]), "keep": "".join(str(int(v)) for v in p["keep"]), "spans": _spans(p.get("spans")),
+        "k": int(p["k"]), "keep": "".join(str(int(v)) for v in p["keep"]), "spans": format_spans(p.get("spans"), "none"),
         "latency_ms": p["latency_s"] * 1e3, "low_ms": p["low_s"] * 1e3, "high_ms": p["high_s"] * 1e3,
         "speedup": p.get("speedup", original_s / p["latency_s"]), "importance": p.get("importance"),
     } for p in front["points"]]).sort_values("k").reset_index(drop=True)
