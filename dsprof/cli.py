@@ -22,6 +22,34 @@ class CliError(DsprofError):
     """An option the command line cannot use; `main` prints it as one line, like every `DsprofError`."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line that names the command (exit 2), like every `DsprofError`:
+    the usage is one `--help` away, not seven lines above the message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown option is refused by the command it was given to, not the top level."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+            owner = commands.get(getattr(parsed, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default shown once: appended where the help does not say it already, and only where there
+    is one to show (not None, not an off switch, not an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     which = parser.add_mutually_exclusive_group()
@@ -328,6 +356,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from .models import format_spans
     from .plan import plan_to_file
 
     outcome = plan_to_file(
@@ -338,24 +367,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(outcome.front.table())
     if outcome.chosen is not None:
         c = outcome.chosen
-        print(f"\nchosen: k = {c.k}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), "
-              f"{outcome.front.original_s / c.latency_s:.2f}x" + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+        print(f"\nchosen: k = {c.k}, {outcome.front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
+              f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
+              + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
     for path in outcome.paths:
         print(f"wrote {path}")
+    if outcome.merge_command is not None:
+        print(f"next: {outcome.merge_command}")
     return 0
 
 
 def _spans_arg(text: str | None):
-    """``--spans``: None (the plan's), "auto", "none", or ranges like ``1-3,5-8`` (inclusive block indices)."""
+    """``--spans``: None (the plan's), "auto", "none", or inclusive block ranges like ``1-3,5-8`` (`parse_spans`)."""
+    from .errors import UsageError
+    from .models import parse_spans
+
     if text is None or text == "auto":
         return text
     if text == "none":
         return ()
     try:
-        ranges = [tuple(int(v) for v in part.split("-")) for part in text.split(",")]
-        return tuple((a, b + 1) for a, b in ranges)
-    except ValueError:
-        raise CliError(f"--spans must be auto, none or ranges of block indices like 1-3,5-8; got {text!r}") from None
+        return parse_spans(text)
+    except UsageError as exc:
+        raise CliError(f"--spans is auto, none or inclusive block ranges like 1-3,5-8: {exc}") from None
 
 
 def cmd_build_lut(args: argparse.Namespace) -> int:
@@ -463,7 +497,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
     report = write_report(args.paths, args.output, lut=_load_lut(args), plans=args.plans, accuracies=args.accuracies,
-                          fronts=args.front, accept_modified=args.accept_modified)
+                          fronts=args.front, accept_modified=args.accept_modified, resolution=args.resolution)
     for message in report.skipped:
         print(f"skipped: {message}")
     print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
@@ -487,6 +521,7 @@ def _train_config(args: argparse.Namespace):
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, momentum=args.momentum,
         weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs, label_smoothing=args.label_smoothing,
         seed=args.seed, max_batches=args.max_batches, max_eval_batches=args.max_eval_batches, workers=args.workers,
+        threads=args.threads,
     )
 
 
@@ -516,7 +551,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("ranking (most important first): " + " ".join(map(str, result.ranking)))
     planner = (result.plan.search or {}).get("planner")
     if planner:
-        spans = " ".join(f"{a}-{b - 1}" for a, b in result.plan.spans or ()) or "none"
+        from .models import format_spans
+
+        spans = format_spans(result.plan.spans, "none")
         print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
               f"{planner['speedup']:.2f}x the original; spans {spans}")
     print(f"wrote {result.out}")
@@ -557,7 +594,7 @@ def cmd_importance(args: argparse.Namespace) -> int:
     from .search.importance import importance_to_file
 
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                         max_batches=args.max_batches)
+                         max_batches=args.max_batches, threads=args.threads)
     scored, record = importance_to_file(
         args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
         resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr), config=config,
@@ -600,6 +637,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_train_threads_arg(p: argparse.ArgumentParser) -> None:
+    """``--threads`` of the commands that train or score with training data (finetune, search, importance)."""
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads PyTorch computes with while training (each process; torch.set_num_threads), "
+                        "as timing's default; give the core count to train faster on an idle machine")
+
+
 def _add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated, dsprof.search.data.shapes) or an ImageFolder root with train/ and val/")
     p.add_argument("--epochs", type=int, default=10, help="training epochs")
@@ -613,6 +657,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batches", type=int, default=None, help="at most this many batches per epoch (smoke runs)")
     p.add_argument("--max-eval-batches", type=int, default=None, help="at most this many validation batches")
     p.add_argument("--workers", type=int, default=0, help="data-loading worker processes")
+    add_train_threads_arg(p)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda; under torchrun each process takes its LOCAL_RANK GPU")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint of an interrupted run")
 
@@ -621,15 +666,15 @@ def build_parser() -> argparse.ArgumentParser:
     from .lut.schema import METHODS
     from .runtimes import BACKENDS, FORMATS
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dsprof",
         description="DepthShrinker on your own hardware: profile blocks, build latency tables, "
         "search which activations to remove, merge blocks into dense convolutions, report.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dsprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _HelpFormatter
 
     p = sub.add_parser("models", help="list the registered models", formatter_class=fmt)
     p.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. 'mobilenet*'")
@@ -723,14 +768,21 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--plan", required=True, help="a preset (e.g. mbv2-1.4-ds-e, see dsprof.merge.list_presets()) or a plan JSON file")
-    p.add_argument("--checkpoint", type=Path, default=None, help="state dict of the fine-tuned linearised model (or of the original)")
+    p.set_defaults(model=None)  # no --model (or --model-file): the plan's model
+    p.add_argument("--plan", default=None,
+                   help="a preset (e.g. mbv2-1.4-ds-e, see dsprof.merge.list_presets()) or a plan JSON file; default: "
+                        "the plan the --checkpoint carries (`dsprof finetune --out` writes it there)")
+    p.add_argument("--checkpoint", type=Path, default=None,
+                   help="state dict of the fine-tuned linearised model (or of the original); `dsprof finetune --out` "
+                        "also carries the plan and the class count")
     p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan; dsprof.merge.load_merged)")
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
-    p.add_argument("--num-classes", type=int, default=None, help="classes of the checkpoint's classifier (default: the model's, 1000)")
+    p.add_argument("--num-classes", type=int, default=None,
+                   help="classes of the checkpoint's classifier (default: the checkpoint's where it says, as "
+                        "`dsprof finetune`'s do, else the model's, 1000)")
     p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
-                        "(--lut, else MACs), or inclusive block-index ranges; default: the plan's")
+                        "(--lut, else MACs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 and 4); default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
     p.add_argument("--lut", type=Path, default=None,
                    help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
@@ -750,7 +802,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
                         "{block index: accuracy loss without its activations} or a list, one per block")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
+    budget.add_argument("--keep", type=_keep_arg, default=None,
+                        help="write the plan in which this many blocks keep their activations: a count (7) or a "
+                             "fraction of the blocks (0.4), as search --keep")
     budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
     budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
@@ -802,6 +856,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, default=Path("report"),
                    help="folder for report.html (self-contained), index.md, tables/ and plots/")
     add_model_file_arg(p)
+    p.add_argument("--resolution", type=int, default=None,
+                   help="report the records measured at this input size in pixels, as measure took it (default: "
+                        "every resolution the files hold)")
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
     p.add_argument("--plans", nargs="*", default=[],
                    help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
@@ -821,7 +878,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_training_args(p)
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--keep", type=_keep_arg, default=None,
-                        help="blocks that keep their activations: a count (7) or a fraction (0.4)")
+                        help="blocks that keep their activations: a count (7) or a fraction of the blocks (0.4), as "
+                             "plan --keep")
     budget.add_argument("--budget-ms", type=float, default=None,
                         help="instead of --keep: the LUT's predicted latency per batch at most (importance, planner)")
     budget.add_argument("--speedup", type=float, default=None,
@@ -867,6 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batches", type=int, default=None, help="finetune: at most this many batches per epoch")
     p.add_argument("--seed", type=int, default=0, help="random seed (batch order, augmentation, fine-tuning)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    add_train_threads_arg(p)
     p.add_argument("--out", type=Path, default=Path("importance.json"), help="the importance file to write (JSON)")
     p.set_defaults(func=cmd_importance)
 
@@ -893,7 +952,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line: `_Parser.error`)
+        return 0 if exc.code is None else int(exc.code) if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

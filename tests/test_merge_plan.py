@@ -89,7 +89,7 @@ def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
         ("{not json", "not valid JSON"),
         ('{"model": "mobilenet_v2", "keep": [0, 1, 0]}', "3 entries but the model has 17 blocks"),
         ('{"model": "nonet", "keep": [0]}', "unknown model"),
-        ('{"model": "resnet18", "keep": [0]}', "use it with the plan's model (--model resnet18)"),
+        ('{"model": "resnet18", "keep": [0]}', "1 entries but the model has 8 blocks"),  # no --model: the plan's
     ],
 )
 def test_cli_merge_bad_plan_files(tmp_path, capsys, plan_text, message):
@@ -100,5 +100,6 @@ def test_cli_merge_bad_plan_files(tmp_path, capsys, plan_text, message):
 
 
 def test_cli_merge_plan_for_another_width(capsys):
-    assert main(["merge", "--resolution", "32", "--plan", "mbv2-1.4-ds-a"]) == 2
+    # a model given (without --model: the plan's model with its options) at another width than the plan's
+    assert main(["merge", "--model", "mobilenet_v2", "--resolution", "32", "--plan", "mbv2-1.4-ds-a"]) == 2
     assert "--width 1.4" in capsys.readouterr().err

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..models import Block
-from .schema import context_workload
+from ..models import Block, format_span
+from .schema import context_workload, split_label
 from .table import LUT, LUTEntry
 
 __all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "linearized_choice", "median_error_s", "merge_pays",
@@ -61,6 +61,28 @@ class Lookup:
     def __call__(self, workload: Any, variant: str, scope: str = "block") -> LUTEntry | None:
         workload = workload if isinstance(workload, str) else workload.to_str()
         return self.index.get((scope, workload, variant))
+
+    def models(self) -> list[str]:
+        """The labels of the whole models this context holds (timed whole, or as stem and head)."""
+        return sorted({w for scope, w, variant in self.index if scope in ("model", "stem", "head") and variant == "original"})
+
+    def other_model_note(self, label: str, resolution_flag: str = "--resolution") -> str | None:
+        """Where this context holds other models but not ``label``: one clause that says what it holds instead
+        and, where only the resolution differs, the option that fixes it (``resolution_flag``, as the caller's
+        command spells it); None where it holds ``label`` (or no whole model at all)."""
+        held = self.models()
+        if not held or label in held:
+            return None
+        name, options = split_label(label)
+        same = sorted({o.get("resolution") for n, o in map(split_label, held) if n == name
+                       and {k: v for k, v in o.items() if k != "resolution"} == {k: v for k, v in options.items() if k != "resolution"}
+                       and o.get("resolution") is not None}, key=str)
+        if same:
+            at = " or ".join(f"{r} px" for r in same)
+            return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
+                    f"add {resolution_flag} {same[0]}")
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 
 
 @dataclass(frozen=True)
@@ -229,7 +251,7 @@ class PlanCosts:
         """Blocks start..stop-1 merged into one convolution."""
         workload = span_key(self.blocks, start, stop)
         return self._piece(start, stop, "span", self.lookup(workload, "merged"),
-                           f"span of blocks {start}-{stop - 1} {workload} [merged]")
+                           f"span of blocks {format_span((start, stop))} {workload} [merged]")
 
     def as_variant(self, i: int, variant: str) -> Piece:
         """Block ``i`` as ``variant`` (every block one variant, e.g. the paper's Tab. 1 ``flops_matched``)."""

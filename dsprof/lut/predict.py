@@ -13,7 +13,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import LUTError, UsageError
-from ..models import find_blocks, input_size_of, model_flags, model_identity, named_model
+from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
 from .cost import (CONTEXT_FACTOR_RANGE, MethodFallbackWarning, ModelEntries as _ModelEntries, Piece, PlanCosts,
@@ -197,7 +197,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
     table = _block_table(costs, pieces)
     found = table["latency_s"].notna()
-    _report_misses(lut, key, name, label, costs.measure_flags or f"--model {name}", table, missing, strict)
+    _report_misses(costs, name, costs.measure_flags or f"--model {name}", table, missing, strict)
     total, rest_s, rest_method = costs.total_s(pieces), costs.shown_rest_s(pieces), costs.rest_method
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
         raise LUTError(
@@ -263,7 +263,7 @@ def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
             rows.append({"index": i, "block": block.name, "spec": block.spec.to_str(), "variant": p.variant,
                          "latency_s": p.latency_s if first else (0.0 if p.found else float("nan")),
                          "saving_s": p.saving_s if first else 0.0, "noisy": p.noisy,
-                         "span": f"{p.start}-{p.stop - 1}" if p.stop - p.start > 1 else ""})
+                         "span": format_span((p.start, p.stop)) if p.stop - p.start > 1 else ""})
     return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span"])
 
 
@@ -324,15 +324,16 @@ def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
     return max(observed)
 
 
-def _report_misses(lut: LUT, key: DeviceContext, name: str, label: str, flags: str, table: pd.DataFrame, missing: list[str],
-                   strict: bool) -> None:
-    """No block in the LUT raises (nothing to add up, whatever ``strict`` says); other misses warn, or
-    raise with ``strict``. Called from `predict_plan` under `predict_latency`: the warning points at its caller."""
+def _report_misses(costs: PlanCosts, name: str, flags: str, table: pd.DataFrame, missing: list[str], strict: bool) -> None:
+    """No block in the LUT raises (nothing to add up, whatever ``strict`` says; saying what the LUT holds
+    instead where it holds other models); other misses warn, or raise with ``strict``. Called from
+    `predict_plan` under `predict_latency`: the warning points at its caller."""
+    lut, key, label = costs.lookup.lut, costs.key, costs.label
     if len(table) and not table["latency_s"].notna().any():
+        held = costs.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: it holds other models, resolutions or variants. Measure {name} there "
-            f"(`dsprof measure {flags}`) and rebuild the LUT."
+            f"{missing[0]}: {held}. Or measure {name} there (`dsprof measure {flags}`) and rebuild the LUT."
         )
     if not missing:
         return

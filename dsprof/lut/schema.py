@@ -39,7 +39,7 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "METHODS", "context_workload", "model_label"]
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "METHODS", "context_workload", "model_label", "split_label"]
 
 SCHEMA = "dsprof.lut/1"
 CONTEXT_COLUMNS = CONTEXT_FIELDS  # a row's device context (`dsprof.device_context`)
@@ -58,6 +58,18 @@ METHODS = ("auto", "isolated", "context", "context-scaled")
 def model_label(name: str, options: Mapping[str, Any]) -> str:
     """Canonical label of a whole model: its name and its options as sorted, compact JSON."""
     return name + json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
+
+
+def split_label(label: str) -> tuple[str, dict[str, Any]]:
+    """(name, options) of a `model_label` (the inverse of it)."""
+    brace = label.find("{")
+    if brace < 0:
+        return label, {}
+    try:
+        options = json.loads(label[brace:])
+    except json.JSONDecodeError:
+        return label, {}
+    return label[:brace], options if isinstance(options, dict) else {}
 
 
 def context_workload(label: str, block: str) -> str:

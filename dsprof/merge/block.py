@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from ..models import format_span
 from .algebra import (
     TF_SAME,
     LinearConv,
@@ -178,7 +179,7 @@ def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype,
     try:
         merged = compose_all(pieces)
     except MergeError as exc:
-        raise MergeError(f"span {span.start}..{span.stop - 1}: {exc}") from None
+        raise MergeError(f"span {format_span((span.start, span.stop))}: {exc}") from None
     info = BlockMergeInfo(merged, True, False, None, linear_macs, conv_macs(merged, size), size)
     act = None if isinstance(span.act, nn.Identity) else copy.deepcopy(span.act)
     return MergedConv(conv_module(merged, dtype), act=act).to(device), info

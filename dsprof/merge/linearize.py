@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ..errors import PlanError
-from ..models import Block, discover_blocks, find_blocks, input_size_of, own_chains, replace_block
+from ..models import Block, discover_blocks, find_blocks, format_span, input_size_of, own_chains, replace_block
 from .algebra import MergeError, Padding, conv_from_module
 from .layers import ZeroPad, front_pad
 from .plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
@@ -202,7 +202,7 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
         runs = span_runs(blocks[start:stop], plan.keep[start:stop])
         if runs != [list(range(stop - start))]:
             raise MergeError(
-                f"blocks {start}..{stop - 1} cannot merge as one span: each must be linearised, follow the previous one, "
+                f"blocks {format_span((start, stop))} cannot merge as one span: each must be linearised, follow the previous one, "
                 "have no activation after its output (but the last), symmetric padding and no skip but the identity"
             )
         linear[start] = build_span([linear[i] for i in range(start, stop)], start, stop)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import LUTMissError
-from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, input_size_of, memory_footprint
+from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, format_span, input_size_of, memory_footprint
 from .algebra import MergeError
 from .block import BlockMergeInfo, merge_linearized, unmerged_form
 from .fold import fold_batchnorm, set_submodule
@@ -111,7 +111,7 @@ def merge_model(
             decisions.append(BlockDecision(index, names[index], "", True, False, "activations kept"))
         elif index in interior:
             start = interior[index]
-            decisions.append(BlockDecision(index, names[start], "", False, True, f"merged into the span starting at block {start}"))
+            decisions.append(BlockDecision(index, names[index], "", False, True, f"merged into the span starting at block {start}"))
         else:
             path, block = linear[index]
             replay = None if plan.merge is None else plan.merge[index]
@@ -195,7 +195,7 @@ def _merge_choice(name: str, block: nn.Module, info: BlockMergeInfo, replay: boo
     always merges (it was planned where it pays); else the plan's ``merge`` entry (``replay``) decides, else
     ``savings`` (> 0 pays), else whether merging lowers the MACs."""
     if isinstance(block, SpanLinearized):
-        return True, f"span of blocks {block.start}..{block.stop - 1}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M", None
+        return True, f"span of blocks {format_span((block.start, block.stop))}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M", None
     if replay is not None:
         return replay, "replayed from the plan", None
     if savings is not None:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..models import model_entry, model_flags, model_identity, normalized_options
 
-__all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PRESETS", "check_plan", "list_presets", "load_preset",
+__all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
            "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
@@ -25,6 +25,15 @@ PLAN_VERSION = 1
 BORDER_MODES = ("in_front", "in_place")
 #: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3).
 FREE_ACTIVATIONS = ("relu6", "relu", "none")
+
+
+class PlanModelError(PlanError):
+    """A plan for a model this process does not know (a user's model whose file was not given); ``model`` is
+    the plan's model, so that a command given another model can name both."""
+
+    def __init__(self, message: str, model: str) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 def same_family(a: str, b: str) -> bool:
@@ -51,7 +60,7 @@ class Plan:
         try:
             model_entry(self.model)
         except KeyError as exc:
-            raise PlanError(f"plan for an unknown model: {exc.args[0]}") from None
+            raise PlanModelError(f"plan for an unknown model: {exc.args[0]}", self.model) from None
         keep = tuple(self.keep)
         if not keep or any(isinstance(k, str) or k not in (0, 1) for k in keep):
             raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {list(self.keep)}")
@@ -165,7 +174,15 @@ def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | 
     options that build the plan's model) when it is for another model or other options; options are compared
     once defaults are dropped (`normalized_options`: ``width=1.0`` is MobileNetV2's default, the same model).
     A plan of the same family (``tf_efficientnet_lite0`` for ``efficientnet_lite0``) comes back re-targeted."""
-    plan = Plan.coerce(plan)
+    try:
+        plan = Plan.coerce(plan)
+    except PlanModelError as exc:  # made for a user's model whose file was not given: name both models
+        if same_family(exc.model, model):
+            raise
+        where = f"{plan} is a plan" if isinstance(plan, (str, Path)) and not str(plan).lstrip().startswith("{") else "the plan is"
+        raise PlanError(f"{where} for {exc.model}, not for {model} (the model given): use a plan made for {model}, "
+                        f"or the model the plan was made for ({model_flags(exc.model)} with the file that defines "
+                        f"{exc.model})") from None
     label = plan.name or "the plan"
     if not same_family(plan.model, model):
         raise PlanError(f"{label} is for model {plan.model!r}, not {model!r}: use it with the plan's model "
@@ -233,6 +250,8 @@ def load_plan(source: str | Path) -> Plan:
     data = read_json(path, "plan (JSON)", "give a plan that `dsprof search` wrote, or a preset", kind="plan", error=PlanError)
     try:
         return Plan.from_dict(data)
+    except PlanModelError as exc:
+        raise PlanModelError(f"{path}: {exc}", exc.model) from None
     except PlanError as exc:
         raise PlanError(f"{path}: {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type, e.g. "keep": [[1]]

@@ -9,17 +9,17 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
-from ..errors import MergeError
-from ..io import check_output_path
+from ..errors import MergeError, UsageError
+from ..io import check_output_path, load_torch
 from ..models import get_model, load_checkpoint
 from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
 from .model import MergeReport, Savings, cost_table, merge_model, merge_report
-from .plan import Plan, check_plan
+from .plan import Plan, PlanError, check_plan
 from .spans import Latency, plan_spans
 
-__all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
+__all__ = ["MergeOutcome", "checkpoint_facts", "merge_to_file", "format_cost_table"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class MergeOutcome:
 
 
 def merge_to_file(
-    model_name: str,
-    plan: Plan | str | Path,
+    model_name: str | None,
+    plan: Plan | str | Path | None,
     *,
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
@@ -54,6 +54,10 @@ def merge_to_file(
     """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
 
+    A checkpoint that `dsprof finetune` wrote carries its class count and its plan (`checkpoint_facts`): then
+    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model_name``
+    None is the plan's model (with its options, unless ``options`` are given).
+
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
     ``lut`` (a `dsprof.lut.LUT` or its file; ``device_key`` picks its context) decides where a linearised block
@@ -65,10 +69,17 @@ def merge_to_file(
     is built or written.
     """
     options = dict(options or {})
+    carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
+    plan = _plan_of(plan, carried, checkpoint)
+    if model_name is None:  # the plan's model, with its options unless others are given
+        plan = Plan.coerce(plan)
+        model_name, options = plan.model, options or dict(plan.options)
     plan = check_plan(plan, model_name, options)
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
             check_output_path(path)
+    if num_classes is None:
+        num_classes = carried.get("num_classes")
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
     if lut is not None:
@@ -108,6 +119,41 @@ def merge_to_file(
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None
     out_path = save_merged(merged, out) if out is not None else None
     return MergeOutcome(merged, merge_report(merged), costs, out_path, onnx_path)
+
+
+def checkpoint_facts(path: str | Path) -> dict[str, Any]:
+    """What a checkpoint says about the model it holds besides its weights: ``num_classes`` (int) and ``plan`` (a
+    `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
+    obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of `dsprof finetune --out`")
+    facts: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        if isinstance(obj.get("num_classes"), int) and not isinstance(obj["num_classes"], bool):
+            facts["num_classes"] = obj["num_classes"]
+        if isinstance(obj.get("plan"), str):
+            try:
+                facts["plan"] = Plan.from_json(obj["plan"])
+            except PlanError as exc:
+                raise MergeError(f"checkpoint {path} carries a plan that cannot be read: {exc}") from None
+    return facts
+
+
+def _plan_of(plan: Plan | str | Path | None, carried: dict[str, Any], checkpoint) -> Plan | str | Path:
+    """The plan to merge by: ``plan``, or the one the checkpoint carries; refused where both are there and
+    keep different activations (the weights were fine-tuned without the carried plan's)."""
+    own = carried.get("plan")
+    if plan is None:
+        if own is None:
+            raise UsageError("give --plan (a preset or a plan file): "
+                             + (f"the checkpoint {checkpoint} carries none" if checkpoint is not None else "nothing to merge by"))
+        return own
+    if own is not None:
+        given = Plan.coerce(plan)
+        if tuple(given.keep) != tuple(own.keep):
+            bits = lambda keep: "".join(map(str, keep))  # noqa: E731
+            raise MergeError(f"the checkpoint {checkpoint} was fine-tuned with activations kept {bits(own.keep)}, the "
+                             f"plan given keeps {bits(given.keep)}: drop --plan to merge by the checkpoint's own plan")
+        return given
+    return plan
 
 
 def format_cost_table(costs: pd.DataFrame) -> str:

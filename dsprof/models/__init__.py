@@ -21,6 +21,7 @@ _EXPORTS = {
         ".registry",
     ),
     **dict.fromkeys(("ModelSplit", "split_model"), ".split"),
+    **dict.fromkeys(("format_span", "format_spans", "parse_spans"), ".spans_text"),
     **dict.fromkeys(("eval_forward", "first_conv_in_channels"), ".tracing"),
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge.plan import Plan
+from ..models import format_spans
 
-__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint"]
+__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "check_budget", "resolve_k"]
 
 FRONT_FORMAT = "dsprof.front"
 FRONT_VERSION = 1
@@ -87,17 +89,20 @@ class Front:
                 return p
         raise UsageError(f"k is 0..{len(self.points) - 1} (blocks that keep their activations), got {k}")
 
-    def choose(self, *, keep: int | None = None, budget_s: float | None = None,
+    def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:
-        """The plan for one budget: ``keep`` blocks with activations (with importance the least loss, else the
-        fastest), or a latency ``budget_s`` / a ``speedup`` over the original (with importance the least loss
-        within it, else the plan keeping most activations within it)."""
+        """The plan for one budget: ``keep`` blocks with activations (a count, or a fraction of the blocks:
+        `resolve_k`; with importance the least loss, else the fastest), or a latency ``budget_s`` / a
+        ``speedup`` over the original (with importance the least loss within it, else the plan keeping most
+        activations within it)."""
         if sum(v is not None for v in (keep, budget_s, speedup)) != 1:
             raise UsageError("choose by one of keep, budget_s or speedup")
+        check_budget(budget_s * 1e3 if budget_s is not None else None, speedup)
         if keep is not None:
-            point = self.at_k(keep)
+            k = resolve_k(keep, len(self.points) - 1)
+            point = self.at_k(k)
             if self.least_loss is not None:
-                point = next(p for p in self.least_loss if p.k == keep)
+                point = next(p for p in self.least_loss if p.k == k)
             return point
         budget = budget_s if budget_s is not None else self.original_s / speedup
         pool = self.pareto if self.pareto is not None else self.points
@@ -131,7 +136,7 @@ class Front:
             for p in points or ():
                 row = p.to_dict(self.original_s)
                 writer.writerow({"set": group, "name": p.plan.name, "k": p.k, "keep": _bits(p.plan.keep),
-                                 "spans": _spans(p.plan), "latency_s": row["latency_s"], "low_s": row["low_s"],
+                                 "spans": format_spans(p.plan.spans), "latency_s": row["latency_s"], "low_s": row["low_s"],
                                  "high_s": row["high_s"], "speedup": row["speedup"], "importance": p.importance})
         for p in self.presets:
             writer.writerow({"set": "preset", "name": p.name, "k": p.k, "latency_s": p.latency_s, "low_s": p.low_s,
@@ -147,7 +152,8 @@ class Front:
         return json_path, csv_path
 
     def table(self) -> str:
-        """The front for the terminal: one line per plan, then the presets against it."""
+        """The front for the terminal: one line per plan, the speed-up over the original first, then the
+        predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
         lines += _point_lines("fastest plan for each k (blocks keeping activations)", self.points, self.original_s)
@@ -156,26 +162,59 @@ class Front:
         if self.pareto is not None:
             lines += _point_lines("accuracy-latency front (least loss for each latency)", self.pareto, self.original_s)
         if self.presets:
-            lines += ["", "paper presets against the front plan of their k:",
-                      f"{'preset':<16} {'k':>3} {'ms':>9} {'front ms':>9} {'gap':>7}"]
-            lines += [f"{p.name:<16} {p.k:>3} {p.latency_s * 1e3:>9.3f} {p.front_latency_s * 1e3:>9.3f} {p.gap:>+7.1%}"
-                      for p in self.presets]
+            lines += ["", "paper presets against the front plan of their k:"]
+            lines += _columns(["preset", "k", "speed-up", "ms", "front ms", "gap"], [
+                [p.name, str(p.k), f"{self.original_s / p.latency_s:.2f}x", f"{p.latency_s * 1e3:.3f}",
+                 f"{p.front_latency_s * 1e3:.3f}", f"{p.gap:+.1%}"] for p in self.presets], left={0})
         return "\n".join(lines)
+
+
+def resolve_k(keep: int | float, n_blocks: int) -> int:
+    """The number of blocks that keep their activations: ``keep`` as a count (int, 0..``n_blocks``) or a
+    fraction of ``n_blocks`` (float in [0, 1], rounded to the nearest count): what ``--keep`` takes in
+    `dsprof plan` and `dsprof search` alike (``7`` a count, ``0.4`` a fraction)."""
+    if isinstance(keep, bool):
+        raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
+    if isinstance(keep, float):
+        if not 0.0 <= keep <= 1.0:
+            raise UsageError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
+        return int(math.floor(keep * n_blocks + 0.5))
+    k = int(keep)
+    if not 0 <= k <= n_blocks:
+        raise UsageError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
+    return k
+
+
+def check_budget(budget_ms: float | None, speedup: float | None) -> None:
+    """Refuse a latency budget or a speed-up that no plan can meet by construction: each must be above 0."""
+    if budget_ms is not None and not budget_ms > 0:
+        raise UsageError(f"--budget-ms is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
+    if speedup is not None and not speedup > 0:
+        raise UsageError(f"--speedup is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
+                         f"got {speedup:g}")
 
 
 def _bits(keep: tuple[int, ...]) -> str:
     return "".join(str(k) for k in keep)
 
 
-def _spans(plan: Plan) -> str:
-    return " ".join(f"{a}-{b - 1}" for a, b in plan.spans or ())
+def _columns(header: list[str], rows: list[list[str]], left: set[int] = frozenset()) -> list[str]:
+    """``header`` and ``rows`` as lines of columns two spaces apart, each as wide as its widest cell (numbers
+    right-aligned, the columns in ``left`` left-aligned); the last column is not padded."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    last = len(header) - 1
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c if i == last and i in left else (c.ljust(w) if i in left else c.rjust(w))
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
 
 
 def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) -> list[str]:
-    lines = ["", f"{title}:", f"{'k':>3}  {'plan (1 = kept)':<20} {'spans':<16} {'ms':>9} {'95 % interval':>19} "
-             f"{'speed-up':>8} {'loss':>8}"]
-    for p in points:
-        loss = f"{p.importance:8.4f}" if p.importance is not None else f"{'':>8}"
-        lines.append(f"{p.k:>3}  {_bits(p.plan.keep):<20} {_spans(p.plan) or '-':<16} {p.latency_s * 1e3:>9.3f} "
-                     f"{p.low_s * 1e3:>9.3f}-{p.high_s * 1e3:<9.3f} {original_s / p.latency_s:>7.2f}x {loss}")
-    return lines
+    loss = any(p.importance is not None for p in points)
+    header = ["k", "speed-up", "ms", "95 % interval ms", *(["loss"] if loss else []), "plan (1 = kept)", "spans"]
+    rows = [[str(p.k), f"{original_s / p.latency_s:.2f}x", f"{p.latency_s * 1e3:.3f}",
+             f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
+             _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
+    return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]

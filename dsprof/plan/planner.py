@@ -40,12 +40,14 @@ def plan_front(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     costs: PlanCosts | None = None,
+    resolution_flag: str = "--resolution",
 ) -> Front:
     """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
     of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
     ``costs``: the model's `plan_costs` when already read (they fix the LUT context, method and rest).
-    A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run."""
+    A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
+    of this model at another resolution: the ``resolution_flag`` to add, as the caller's command spells it)."""
     if max_span < 1:
         raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
     options = dict(options or {})
@@ -55,7 +57,7 @@ def plan_front(
     registered = name or str(model)
     loss = _importance(importance, len(costs.blocks))
     choices = _options(costs, max_span, loss)
-    _check_found(costs, choices, registered, max_span)
+    _check_found(costs, choices, registered, max_span, resolution_flag)
     ctx = _Context(costs, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(costs.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
@@ -153,15 +155,24 @@ def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[
     return out
 
 
-def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, max_span: int) -> None:
-    """One line naming what the LUT lacks and the `dsprof measure` that times it."""
+def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, max_span: int,
+                 resolution_flag: str = "--resolution") -> None:
+    """One line naming what the LUT lacks and the `dsprof measure` that times it: first whether the LUT holds
+    another model (or this one at another resolution), then the first entry missing; where spans lack
+    entries, the way to plan without them too."""
     missing = list(costs.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
+    measure = f"`{measure_command(name, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
+    note = costs.lookup.other_model_note(costs.label, resolution_flag)
+    if note is not None:
+        raise LUTMissError(f"{note}; or measure {costs.label} on {costs.key}: run {measure}")
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
+    without = "; or plan without spans: --max-span 1" if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {costs.lookup.lut.source} lacks {missing[0]}{more} for {costs.label} on {costs.key}: run "
-        f"`{measure_command(name, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
+        f"{measure}{without}"
     )
 
 

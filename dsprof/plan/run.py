@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import InputFileError
 from ..io import atomic_write_text, check_output_path
-from .front import Front, FrontPoint
+from ..models import model_flags
+from .front import Front, FrontPoint, check_budget
 from .planner import plan_front
 
-__all__ = ["PlanOutcome", "load_importance", "plan_to_file"]
+__all__ = ["PlanOutcome", "load_importance", "merge_command", "plan_to_file"]
 
 
 @dataclass(frozen=True)
 class PlanOutcome:
-    """What `plan_to_file` produced: the front, the chosen point (None without a budget) and the files."""
+    """What `plan_to_file` produced: the front, the chosen point (None without a budget), the files, and the
+    `dsprof merge` command that deploys the chosen plan file (None where none was written)."""
 
     front: Front
     chosen: FrontPoint | None
     paths: tuple[Path, ...]
+    merge_command: str | None = None
 
 
 def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None) -> dict[int, float]:
@@ -55,7 +59,7 @@ def plan_to_file(
     *,
     out: str | Path | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
-    keep: int | None = None,
+    keep: int | float | None = None,
     budget_ms: float | None = None,
     speedup: float | None = None,
     max_span: int = 4,
@@ -65,9 +69,10 @@ def plan_to_file(
     resolution: int | None = None,
     plan_out: str | Path | None = None,
 ) -> PlanOutcome:
-    """`plan_front`, then the plan for one budget (``keep`` blocks with activations, ``budget_ms`` or
-    ``speedup``; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
+    """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
+    of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
+    check_budget(budget_ms, speedup)  # before the LUT is read
     if isinstance(importance, (str, Path)):
         importance = load_importance(importance, model if isinstance(model, str) else None, options)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
@@ -80,6 +85,20 @@ def plan_to_file(
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
     paths: tuple[Path, ...] = front.write(out) if out is not None else ()
+    command = None
     if chosen is not None and chosen_path is not None:
         paths += (atomic_write_text(chosen_path, chosen.plan.to_json()),)
-    return PlanOutcome(front, chosen, paths)
+        command = merge_command(front, chosen_path, resolution)
+    return PlanOutcome(front, chosen, paths, command)
+
+
+def merge_command(front: Front, plan_path: str | Path, resolution: int | None = None) -> str:
+    """The `dsprof merge` command that builds the merged model of the plan file ``plan_path`` (written from
+    ``front``, at ``resolution`` pixels or the model's default) and writes it beside the plan as
+    ``NAME.merged.pt``; quoted for a POSIX shell. The plan's merges and spans are replayed as priced."""
+    plan_path = Path(plan_path)
+    out = plan_path.with_name(plan_path.name.removesuffix(".json").removesuffix(".plan") + ".merged.pt")
+    flags = shlex.split(model_flags(front.name, front.options))
+    if resolution is not None:
+        flags += ["--resolution", str(resolution)]
+    return shlex.join(["dsprof", "merge", *flags, "--plan", str(plan_path), "--out", str(out)])

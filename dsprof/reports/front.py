@@ -24,6 +24,7 @@ import pandas as pd
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
 from ..io import read_json
+from ..models.spans_text import format_spans
 from ..profiler.records import Measurement
 from . import plots
 from .page import Plot, Section
@@ -67,10 +68,6 @@ def _over(original_s: float, latency_s: float) -> float:
     return original_s / latency_s if latency_s > 0 else float("inf") if latency_s == 0 else float("nan")
 
 
-def _spans(spans: Any) -> str:
-    return ", ".join(f"{a}-{b}" for a, b in spans) if spans else "none"
-
-
 def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any]) -> tuple[pd.DataFrame, ...]:
     """The front's points, its presets, and the plans measured in its context, as tables (ms; speed-ups over the
     original, > 1 faster, with their 95 % intervals).
@@ -85,7 +82,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     original_s = float(front["original_s"])
     nan = float("nan")
     points = pd.DataFrame([{
-        "k": int(p["k"]), "keep": "".join(str(int(v)) for v in p["keep"]), "spans": _spans(p.get("spans")),
+        "k": int(p["k"]), "keep": "".join(str(int(v)) for v in p["keep"]), "spans": format_spans(p.get("spans"), "none"),
         "speedup": p.get("speedup", original_s / p["latency_s"]),
         "speedup_low": p.get("speedup_low", _over(original_s, p["high_s"])),
         "speedup_high": p.get("speedup_high", _over(original_s, p["low_s"])),
@@ -127,7 +124,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
             up = (paired.speedup, paired.low, paired.high) if paired is not None else (nan, nan, nan)
         else:
             continue
-        measured.append({"name": name, "k": sum(keep), "keep": "".join(map(str, keep)), "spans": _spans(spans),
+        measured.append({"name": name, "k": sum(keep), "keep": "".join(map(str, keep)), "spans": format_spans(spans, "none"),
                          "speedup": up[0], "speedup_low": up[1], "speedup_high": up[2],
                          "measured_ms": r.median_s * 1e3, "device": label[r.context]})
     columns = ["name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "measured_ms", "device"]

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import UsageError
+from ..models.spans_text import parse_spans
 from .svg import tip
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "front_figure", "memory_figure", "prediction_figure"]
@@ -64,7 +65,9 @@ def block_latency_figure(
     """Block-wise latency from a `block_table`: per (device, model) a solid line of the original
     blocks and a dashed line of their replacements (ms, against the block, named on the axis):
     ``merged`` (paper Fig. 5) or ``flops_matched`` (the dense conv of equal MACs, paper Fig. 1);
-    ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line;
+    with ``merged``, each span the table holds as a bar over its blocks at its own latency;
+    ``plans`` maps a plan name to its keep list (1 = activations kept), marked on the solid line at
+    the blocks of those indices;
     ``annotations`` maps (device, model, block) -- as in the table's columns -- to a short note drawn
     at that block's original latency on that curve only (e.g. what `dsprof explain` found)."""
     if counterpart not in ("merged", "flops_matched"):
@@ -74,6 +77,8 @@ def block_latency_figure(
     ax = fig.subplots()
     colors = _colors()
     models = sorted(set(blocks["model"]))
+    is_span = blocks["span"] != "" if "span" in blocks else pd.Series(False, index=blocks.index)
+    spans, blocks = blocks[is_span], blocks[~is_span]
     for i, ((device, model), rows) in enumerate(blocks.groupby(["device", "model"], sort=True)):
         rows = rows.sort_values("index")
         x = rows["index"].to_numpy()
@@ -82,14 +87,16 @@ def block_latency_figure(
             name = f"{model} {what}" if len(models) > 1 else what  # one model: named in the title instead
             ax.plot(x, rows[column], style, marker=".", color=color, label=f"{name} ({device})")
             _points(ax, x, rows[column], [f"{b}, {what} ({device}): {v:.4g} ms" for b, v in zip(rows["block"], rows[column])])
+        if counterpart == "merged":
+            _span_bars(ax, spans[(spans["device"] == device) & (spans["model"] == model)], color, device)
         for j, (plan_name, keep) in enumerate((plans or {}).items()):
-            kept = [k for k, flag in zip(range(len(keep)), keep) if flag and k < len(rows)]
-            if kept:
-                y = rows["original_ms"].to_numpy()[kept]
-                ax.plot(x[kept], y, _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
+            kept = rows[rows["index"].isin([k for k, flag in enumerate(keep) if flag])]  # by block index, not row
+            if len(kept):
+                xk, y = kept["index"].to_numpy(), kept["original_ms"].to_numpy()
+                ax.plot(xk, y, _PLAN_MARKERS[j % len(_PLAN_MARKERS)],
                         linestyle="none", color=color, markerfacecolor="none", markersize=9,
                         label=f"{plan_name}: activations kept" if i == 0 else "_same plan, another curve")
-                _points(ax, x[kept], y, [f"{plan_name} keeps the activations of {b}" for b in rows["block"].to_numpy()[kept]], 11)
+                _points(ax, xk, y, [f"{plan_name} keeps the activations of {b}" for b in kept["block"]], 11)
         for (note_device, note_model, block_name), note in (annotations or {}).items():
             hit = rows[rows["block"] == block_name]
             if note_device == device and note_model == model and len(hit):
@@ -103,6 +110,22 @@ def block_latency_figure(
     ax.grid(alpha=0.3)
     fig.legend(fontsize=7, loc="outside lower center", ncol=2)
     return fig
+
+
+def _span_bars(ax, spans: pd.DataFrame, color: str, device: str) -> None:
+    """Each span of a `block_table` (one device and model) as a bar from its first to its last block at its
+    merged latency, with its hover text; one legend entry for them all."""
+    first = True
+    for row in spans.itertuples():
+        if row.span == "?" or pd.isna(row.merged_ms):
+            continue  # its blocks are not in the table: no position to draw it at
+        ((start, stop),) = parse_spans(row.span)
+        last = stop - 1
+        ax.plot([start, last], [row.merged_ms, row.merged_ms], "-", color=color, linewidth=3, alpha=0.45,
+                solid_capstyle="butt", label=f"span merged as one conv ({device})" if first else "_span")
+        first = False
+        _points(ax, [(start + last) / 2], [row.merged_ms],
+                [f"span {row.span} ({row.block}), merged ({device}): {row.merged_ms:.4g} ms"])
 
 
 def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprint (16 bits)") -> Figure:

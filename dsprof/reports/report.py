@@ -216,6 +216,7 @@ def write_report(
     explanations: Sequence[str | Path] | None = None,
     fronts: Sequence[str | Path] | None = None,
     accept_modified: bool = False,
+    resolution: int | None = None,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
@@ -227,14 +228,16 @@ def write_report(
     folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
     `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
     folders), drawn with the presets and the measured plans; records changed after they were written are
-    left out (with a warning naming file and lines) unless ``accept_modified``. Every input is read before ``out``
-    is written.
+    left out (with a warning naming file and lines) unless ``accept_modified``; ``resolution``: only the records
+    measured at that input size (pixels). Every input is read before ``out`` is written.
     """
     from ..merge.plan import Plan
 
     out = Path(out)
     paths = list(paths)
     records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
+    if resolution is not None:
+        records = _at_resolution(records, resolution)
     latest = latest_records(records)
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
@@ -284,6 +287,18 @@ def write_report(
     report.files.append(atomic_write_text(report.index, markdown_page("dsprof report", sections)))
     report.files.append(atomic_write_text(report.html, html_page("dsprof report", sections)))
     return report
+
+
+def _at_resolution(records: list[Measurement], resolution: int) -> list[Measurement]:
+    """The records measured at ``resolution`` pixels; refused in one line (with the resolutions the files
+    hold) where there are none."""
+    kept = [r for r in records if r.model_options.get("resolution") == resolution]
+    if not kept:
+        held = sorted({r.model_options.get("resolution") for r in records if r.ok}, key=str)
+        raise MeasurementFileError(f"the measurement files hold no record at {resolution} px; they hold "
+                                   f"{', '.join(f'{h} px' for h in held) or 'none'}: give one of those to "
+                                   "--resolution, or leave it out")
+    return kept
 
 
 def _measured_plan(plan, latest: list[Measurement]):

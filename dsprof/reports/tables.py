@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..device_context import DeviceContext, context_labels
+from ..models.spans_text import format_span
 from ..profiler.records import Measurement
 
 __all__ = [
@@ -119,18 +120,31 @@ def variant_table(records: Iterable[Measurement], accuracies: Mapping[str, float
 
 def block_table(records: Iterable[Measurement]) -> pd.DataFrame:
     """Per block of each model and device: spec, original / merged / flops-matched latency (ms),
-    the saving of merging (ms) and the merged speed-up; ``noisy`` when any variant is."""
-    rows: dict[tuple, dict] = {}
-    latest = latest_records(records)
+    the saving of merging (ms) and the merged speed-up; ``noisy`` when any variant is.
+
+    Where the records hold spans (`dsprof measure --spans N`: the one convolution consecutive blocks merge
+    into, named ``first+last``), each span is a row of its own after the blocks, in block order: ``index`` its
+    first block, ``span`` its blocks as an inclusive range (``3-4``, `dsprof.models.format_span`; empty for a
+    block; ``?`` where its blocks are not among the records), ``merged_ms`` its own median, ``original_ms`` the sum of its blocks' (what it replaces), so that its
+    saving reads as a block's does. Without span records there is no ``span`` column."""
+    latest = [r for r in latest_records(records) if r.scope == "block"]
     label = device_labels(latest)
+    where = {(label[r.context], model_title(r), r.name): r.index for r in latest if r.index >= 0}
+    rows: dict[tuple, dict] = {}
     for r in latest:
-        if r.scope != "block":
-            continue
-        key = (label[r.context], model_title(r), r.index)
-        row = rows.setdefault(key, {"device": key[0], "model": key[1], "index": r.index, "block": r.name,
-                                    "spec": r.spec, "noisy": False})
+        device, model = label[r.context], model_title(r)
+        span = _span_range(r, where, device, model)
+        key = (device, model, r.index) if r.index >= 0 else (device, model, r.name)  # a span: by its name
+        text = format_span(span) if span is not None else ("" if r.index >= 0 else "?")
+        row = rows.setdefault(key, {"device": device, "model": model, "index": r.index if span is None else span[0],
+                                    "block": r.name, "span": text,
+                                    "spec": r.spec, "noisy": False, "_stop": -1 if span is None else span[1]})
         row[f"{r.variant}_ms"] = r.median_s * 1e3
         row["noisy"] = row["noisy"] or r.stats.noisy
+    for row in rows.values():  # a span replaces its blocks: its original is theirs, summed
+        if row["span"] and row["_stop"] > row["index"] >= 0:
+            parts = [rows.get((row["device"], row["model"], i), {}).get("original_ms") for i in range(row["index"], row["_stop"])]
+            row["original_ms"] = sum(parts) if all(v is not None for v in parts) else math.nan
     table = pd.DataFrame(list(rows.values()))
     if table.empty:
         return table
@@ -139,9 +153,22 @@ def block_table(records: Iterable[Measurement]) -> pd.DataFrame:
             table[col] = math.nan
     table["saving_ms"] = table["original_ms"] - table["merged_ms"]
     table["merged_speedup"] = table["original_ms"] / table["merged_ms"]
-    cols = ["device", "model", "index", "block", "spec", "original_ms", "merged_ms", "flops_matched_ms",
-            "saving_ms", "merged_speedup", "noisy"]
-    return table.sort_values(["device", "model", "index"])[cols].reset_index(drop=True)
+    spans = (table["span"] != "").any()
+    table["_is_span"] = table["span"] != ""
+    cols = ["device", "model", "index", "block", *(["span"] if spans else []), "spec", "original_ms", "merged_ms",
+            "flops_matched_ms", "saving_ms", "merged_speedup", "noisy"]
+    return table.sort_values(["device", "model", "_is_span", "index", "_stop"])[cols].reset_index(drop=True)
+
+
+def _span_range(record: Measurement, where: Mapping[tuple, int], device: str, model: str) -> tuple[int, int] | None:
+    """(start, stop) of the blocks a span record (``first+last``, no index of its own) merges, found by its end
+    blocks' names among the model's block records; None for a block record (or a span whose blocks are not
+    among them)."""
+    if record.index >= 0 or "+" not in record.name:
+        return None
+    first, last = record.name.split("+", 1)
+    start, end = where.get((device, model, first)), where.get((device, model, last))
+    return None if start is None or end is None or end < start else (start, end + 1)
 
 
 def explain_table(explanation) -> pd.DataFrame:

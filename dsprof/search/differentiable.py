@@ -31,7 +31,7 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
     """Train weights and gate scores on ``req.data`` for ``req.config.epochs``; the plan of the k
     highest scores (``score_normalize``, ``score_bound``, ``anneal_epochs``: see `search`)."""
     config, keep = req.config, req.required_keep()
-    rt = setup_runtime(req.device)
+    rt = setup_runtime(req.device, req.config.threads)
     try:
         seed_all(config.seed)
         splits = load_data(req.data, req.resolution)

@@ -98,7 +98,7 @@ def finetune(
     plan, model_name, options = _what_to_train(plan, model, options)
     if resolution is None:
         resolution = default_training_resolution(model_name, data)
-    rt = setup_runtime(device)
+    rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
         splits = load_data(data, resolution)

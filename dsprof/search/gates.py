@@ -14,13 +14,13 @@ score (both activations of an inverted residual block go or stay together). Only
 from __future__ import annotations
 
 import copy
-import math
 
 import torch
 from torch import nn
 
 from ..errors import UsageError
 from ..models import Block, find_blocks, input_size_of, own_chains, replace_block
+from ..plan.front import resolve_k  # one meaning of --keep for plan and search
 
 __all__ = [
     "ActivationGates",
@@ -33,21 +33,6 @@ __all__ = [
     "runaway_spread",
     "ungate",
 ]
-
-
-def resolve_k(keep: int | float, n_blocks: int) -> int:
-    """The number of blocks that keep their activations: ``keep`` as a count (int) or a fraction
-    of ``n_blocks`` (float in [0, 1], rounded to the nearest count)."""
-    if isinstance(keep, bool):
-        raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
-    if isinstance(keep, float):
-        if not 0.0 <= keep <= 1.0:
-            raise UsageError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
-        return int(math.floor(keep * n_blocks + 0.5))
-    k = int(keep)
-    if not 0 <= k <= n_blocks:
-        raise UsageError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
-    return k
 
 
 def annealed_k(step: int, anneal_steps: int, n_blocks: int, k: int) -> int:

@@ -64,7 +64,7 @@ def search_importance(req: SearchRequest) -> SearchResult:
     whatever the latencies, ties aside), merging left to `dsprof merge`."""
     config = req.config
     proxy = req.proxy or DEFAULT_PROXY
-    rt = setup_runtime(req.device)
+    rt = setup_runtime(req.device, req.config.threads)
     try:
         # what could fail after the scoring fails before it (before the data is read): the LUT, its entries and the
         # budget; then k, once the model built for the data shows its blocks
@@ -153,9 +153,9 @@ def importance_to_file(
         check_output_path(out, "the importance file ")
     if resolution is None:
         resolution = default_training_resolution(model, data)
-    rt = setup_runtime(device)
+    config = config or TrainConfig(epochs=1, lr=0.02)
+    rt = setup_runtime(device, config.threads)
     try:
-        config = config or TrainConfig(epochs=1, lr=0.02)
         seed_all(config.seed)
         inp = proxy_input(model, proxy, options=options, weights=weights, data=data, resolution=resolution,
                           settings=settings, config=config, device=rt.device)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..errors import LUTMissError, UsageError
+from ..errors import UsageError
 from ..merge import Plan
 from ..plan import Front, FrontPoint, plan_front
 from .gates import resolve_k
@@ -24,17 +24,13 @@ __all__ = ["choose_point", "planned", "planner_front", "search_planner"]
 def planner_front(req: SearchRequest, importance: Sequence[float] | None = None) -> Front:
     """The planner's front for ``req``'s model on its LUT (``device_key``, ``lut_resolution``, spans up to
     ``max_span`` blocks), with per-block ``importance`` (accuracy lost without its activations) when given.
-    A missing LUT, or an entry the LUT lacks, is one line that says what to measure."""
+    A missing LUT, or an entry the LUT lacks, is one line that says what to measure (`plan_front`)."""
     if req.lut is None:
         raise UsageError(f"--method {req.method} chooses with a LUT's latencies: give --lut (from dsprof measure "
                          "and dsprof build-lut)")
-    try:
-        return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
-                          options=req.options, resolution=req.lut_resolution or req.resolution)
-    except LUTMissError as e:
-        if req.max_span > 1:  # the span entries are what a LUT most often lacks
-            raise LUTMissError(f"{e.args[0]}; or choose without spans: --max-span 1") from None
-        raise
+    return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
+                      options=req.options, resolution=req.lut_resolution or req.resolution,
+                      resolution_flag="--lut-resolution")
 
 
 def choose_point(front: Front, req: SearchRequest) -> FrontPoint:

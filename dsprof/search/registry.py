@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, look_up
+from ..plan.front import check_budget
 from .build import default_training_resolution
 from .differentiable import search_differentiable
 from .importance import search_importance
@@ -90,6 +91,7 @@ def search(
     epochs of this call. ``weights_out``: also save the searched weights (original architecture).
     """
     chosen = search_method(method)
+    check_budget(budget_ms, speedup)  # before any training
     if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
         raise UsageError(f"--resume continues a differentiable search from its checkpoint; --method {method} keeps "
                          "none: run it again without --resume, or resume with --method differentiable")

@@ -51,6 +51,7 @@ class TrainConfig:
     max_batches: int | None = None  # per epoch, for smoke runs
     max_eval_batches: int | None = None
     workers: int = 0
+    threads: int | None = 1  # CPU threads PyTorch computes with (torch.set_num_threads); None: torch's default
 
 
 def seed_all(seed: int) -> None:

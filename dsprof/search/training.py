@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from ..errors import UsageError
 from ..io import atomic_torch_save, load_torch_payload
 
 __all__ = [
@@ -48,6 +49,7 @@ class Runtime:
     world_size: int
     local_rank: int
     device: torch.device
+    threads_before: int | None = None  # torch's CPU thread count before `setup_runtime` set it, restored after
 
     @property
     def distributed(self) -> bool:
@@ -66,8 +68,12 @@ class Runtime:
             print(message, flush=True)
 
 
-def setup_runtime(device: str = "auto") -> Runtime:
-    """The process group (when started by torchrun) and the device: ``auto`` picks CUDA when present."""
+def setup_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
+    """The process group (when started by torchrun) and the device: ``auto`` picks CUDA when present.
+    ``threads``: the CPU threads PyTorch computes with in this process until `teardown_runtime` (None: as
+    it is); training and search default to 1 (`TrainConfig.threads`), as timing does."""
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads is the number of CPU threads to train with, at least 1; got {threads}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -80,11 +86,17 @@ def setup_runtime(device: str = "auto") -> Runtime:
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return Runtime(rank, world, local_rank, dev)
+    before = None
+    if threads is not None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+    return Runtime(rank, world, local_rank, dev, before)
 
 
 def teardown_runtime(rt: Runtime) -> None:
-    """Leave the process group (after a distributed run)."""
+    """Leave the process group (after a distributed run) and give torch back its thread count."""
+    if rt.threads_before is not None:
+        torch.set_num_threads(rt.threads_before)
     if rt.distributed and dist.is_initialized():
         dist.destroy_process_group()
 
