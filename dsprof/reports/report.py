@@ -46,7 +46,8 @@ class Report:
 
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
-    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model`."""
+    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
+    ``merge`` list: `dsprof.merge.rule.decide_merges`)."""
     from ..merge import merge_model, merge_report
     from ..merge.plan import Plan
 
@@ -208,6 +209,7 @@ def write_report(
     explanations: Sequence[str | Path] | None = None,
     fronts: Sequence[str | Path] | None = None,
     accept_modified: bool = False,
+    merge_by: str | None = None,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
@@ -220,7 +222,9 @@ def write_report(
     `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
     folders), drawn with the presets and the measured plans; records changed after they were written are
     left out (with a warning naming file and lines) unless ``accept_modified``. Every input is read before ``out``
-    is written.
+    is written. A plan without a ``merge`` list is merged as the commands that built the measured models merge it
+    (`dsprof.merge.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory
+    plot, in the LUT's one context), or by MACs with ``merge_by="macs"``.
     """
     from ..merge.plan import Plan
 
@@ -242,6 +246,13 @@ def write_report(
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
+    if merge_by is not None:
+        from ..merge.rule import merge_rule
+
+        for plan in plan_objs.values():
+            merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # --merge-by lut without --lut is refused
+    if merge_by == "macs":  # the lists by MACs, written once: validated and drawn alike
+        plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
     front_files = [load_front(path) for path in (_fronts(paths) if fronts is None else fronts)]
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
@@ -252,7 +263,7 @@ def write_report(
     sections += _table_sections(latest, accuracies, write)
     explained, notes = _explain_sections(found, latest, write)
     sections += explained
-    sections += _figure_sections(latest, plan_objs, accuracies, notes, write)
+    sections += _figure_sections(latest, plan_objs, accuracies, notes, write, lut)
     for front in front_files:
         sections.append(front_section(front, latest, plan_objs, write))
     sections += _validation_section(latest, lut, plan_objs, write)
@@ -323,8 +334,17 @@ def _resolution_of(model: str, latest: list[Measurement]) -> int | None:
     return next((r.model_options.get("resolution") for r in latest if r.model == model), None)
 
 
+def _merges(plan, latest: list[Measurement], lut, merge_by: str | None):
+    """`decide_merges` for ``plan`` on its model at the resolution the records measured it (the LUT's one context)."""
+    from ..merge.rule import decide_merges
+
+    device = lut.devices()[0] if lut is not None and len(lut.devices()) == 1 else None
+    return decide_merges(plan.model, plan, lut=lut, device=device, merge_by=merge_by, options=plan.options,
+                         resolution=_resolution_of(plan.model, latest))
+
+
 def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
-                     write: _Writer) -> list[Section]:
+                     write: _Writer, lut=None) -> list[Section]:
     """The paper's figures: block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS (Fig. 7)."""
     sections, skipped = [], write.report.skipped
     blocks = block_table(latest)
@@ -335,6 +355,16 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         skipped.append("block latency plot: no block records")
 
     for plan_name, plan in plan_objs.items():
+        if plan.merge is None:
+            if lut is None or len(lut.devices()) != 1:
+                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (--lut) or "
+                               "--merge-by macs decides its merges")
+                continue
+            try:
+                plan = _merges(plan, latest, lut, None).plan
+            except DsprofError as exc:
+                skipped.append(f"memory plot of {plan_name}: {' '.join(str(exc).split())}")
+                continue
         resolution = _resolution_of(plan.model, latest)
         model = get_model(plan.model, resolution=resolution, **plan.options)
         mem = memory_table(model, plan, (resolution, resolution) if resolution else None)
