@@ -11,7 +11,7 @@ from torch import nn
 
 from ..errors import MergeError
 from ..io import check_output_path
-from ..models import get_model, load_checkpoint
+from ..models import find_blocks, get_model, load_checkpoint
 from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
@@ -63,8 +63,8 @@ def merge_to_file(
     ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays (with ``lut``
     the planner's partition and merges for the plan's ``keep``, `dsprof.plan.best_plan`; with
     ``merge_by="macs"`` by MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
-    other merges then decided again), or None for the plan's own. Both output paths and the merge rule are
-    checked before anything is built or written.
+    other merges then decided again), or None for the plan's own. Both output paths are checked before anything
+    is built, the plan's length and the merge rule before anything is merged or written.
     """
     options = dict(options or {})
     plan = check_plan(plan, model_name, options)
@@ -78,10 +78,11 @@ def merge_to_file(
     planner = spans == "auto" and lut is not None and merge_by != "macs"
     if spans is not None and not planner:  # spans chosen here: the merges are decided again
         plan = replace(plan, merge=None, spans=None if spans == "auto" else tuple(spans))
-    if not planner:
-        merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # refused before anything is built
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
+    if not planner:
+        merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # refused before anything is merged or read
     if planner:
         from ..lut.predict import plan_costs
         from ..plan import best_plan
