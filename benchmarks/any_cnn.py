@@ -50,7 +50,7 @@ def _merged_all(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module | No
         return None, 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        merged = merge_model(model, Plan(name, (0,) * n))
+        merged = merge_model(model, Plan(name, (0,) * n), merge_by="macs")
     return merged, sum(d.merged for d in merge_report(merged).decisions)
 
 
@@ -81,8 +81,8 @@ def graph_section(args) -> list[dict]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if 0 in owned:
-                models["module_only"] = merge_model(model, Plan(label, owned))
-            models["graph"] = merge_model(model, Plan(label, (0,) * len(blocks)))
+                models["module_only"] = merge_model(model, Plan(label, owned), merge_by="macs")
+            models["graph"] = merge_model(model, Plan(label, (0,) * len(blocks)), merge_by="macs")
         merged = {k: sum(d.merged for d in merge_report(m).decisions) for k, m in models.items() if k != "original"}
         t = _time(models, f"anycnn_graph_{label.split(':')[1]}", args, args.out)
         rows.append({"model": label, "blocks": len(blocks), "chains_no_module_owns": owned.count(1),
@@ -139,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     # MBV2-1.4 DS-F: every block linear; merged one by one, or in spans where MACs drop
     preset = load_preset("mbv2-1.4-ds-f")
     base = get_model("mobilenet_v2", width=1.4, resolution=args.resolution).eval()
-    single = merge_model(base, preset)
+    single = merge_model(base, preset, merge_by="macs")
     spanned_plan = plan_spans(base, preset)
-    spanned = merge_model(base, spanned_plan)
+    spanned = merge_model(base, spanned_plan, merge_by="macs")
     t = _time({"original": base, "single": single, "spans": spanned}, "anycnn_dsf", args, args.out)
     dsf = {
         "spans": [list(s) for s in spanned_plan.spans or ()],

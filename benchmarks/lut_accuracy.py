@@ -3,7 +3,7 @@
 For each backend and MobileNetV2 width: one `measure` run builds the LUT (the blocks in their
 original, merged and linear forms, the whole original model, and every block *in context*: the
 whole model with that block swapped, against the whole model, `measure --context`). Then seeded
-random plans are merged (`merge_model` with the LUT's savings) and each merged model is measured
+random plans are merged (their merge lists written by the LUT's rule, `PlanCosts.with_merges`) and each merged model is measured
 end-to-end in a later, separate run, in a group of its own with the original model.
 
 Candidates, each scored against that later measurement (the headline: raw error, what a user
@@ -43,9 +43,9 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from dsprof.lut import MethodFallbackWarning, build_lut, model_label, predict_latency
-from dsprof.lut.cost import CONTEXT_FACTOR_RANGE, Lookup, ModelEntries, _context_factor, merge_savings
+from dsprof.lut.cost import CONTEXT_FACTOR_RANGE, Lookup, ModelEntries, _context_factor
 from dsprof.lut.drift import lut_probe, probe_ratio_of
-from dsprof.lut.predict import profiled_options
+from dsprof.lut.predict import plan_costs, profiled_options
 from dsprof.merge import Plan, merge_model, merge_report
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
@@ -115,7 +115,8 @@ def run_case(backend: str, model_name: str, options: dict, label: str, args: arg
     lut_wall = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
-    savings = merge_savings(lut, key)  # where merging pays, as predict_latency prices it
+    # which blocks merge: the one rule predict_latency prices (a plan's list, written once, replayed by merge_model)
+    rule = plan_costs(model_name, lut, device=key, options=options, resolution=args.resolution, method="isolated")
     in_lut = next(r.median_s for r in lut_run.measurements if r.scope == "model" and r.ok)
     probe_lut = lut_probe(lut, key)
     model = get_model(model_name, resolution=args.resolution, **options)
@@ -131,7 +132,7 @@ def run_case(backend: str, model_name: str, options: dict, label: str, args: arg
     calibration = random_plans(model_name, n_blocks, args.calibration, args.seed + 10_000, options, prefix="calibration")
     rows = []
     for plan in calibration + plans:
-        net = merge_model(model, plan, savings=savings)
+        net = merge_model(model, rule.with_merges(plan))
         replay = merge_report(net).plan
         # the original and the merged model as two whole models (no stem/head split, exported once each)
         check = measure(model, name=model_name, model_options=options, variants=(), model_variants=(),

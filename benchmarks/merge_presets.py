@@ -51,7 +51,7 @@ def _models(name: str, resolution: int) -> dict[str, torch.nn.Module]:
     plan = load_preset(name)
     model = get_model(plan.model, resolution=resolution, **plan.options)
     example = torch.zeros(1, 3, resolution, resolution)
-    merged = merge_model(model, plan)
+    merged = merge_model(model, plan, merge_by="macs")
     all_flags = [not k for k in plan.keep]
     merged_all = merge_model(model, plan.with_merge(all_flags))
     return {"original": fold_batchnorm(model, example), "merged": merged, "merge_all": merged_all}

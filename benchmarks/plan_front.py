@@ -82,7 +82,6 @@ def _chosen_ks(front, every: int) -> list[int]:
 
 def stage_check(args) -> None:
     from dsprof.lut import LUT
-    from dsprof.lut.cost import merge_savings
     from dsprof.lut.predict import plan_costs, predict_plan
     from dsprof.merge import merge_model
     from dsprof.merge.plan import load_preset
@@ -106,8 +105,7 @@ def stage_check(args) -> None:
         # every merged model (merged as `dsprof merge --lut` deploys it, BatchNorm folded) in one group with the
         # original, interleaved round by round: the machine's load moves them all alike
         model = get_model(MODEL, resolution=args.resolution)
-        savings = merge_savings(lut, key)
-        merged = {name: merge_model(model, p.plan, savings=savings) for name, (p, _) in checked.items()}
+        merged = {name: merge_model(model, costs.with_merges(p.plan)) for name, (p, _) in checked.items()}
         print(f"\n{backend}: {len(merged)} merged models and the original, interleaved ({_load()})", flush=True)
         t = time.perf_counter()
         result = measure(model, name=MODEL, variants=(), model_variants=("original",), blocks=None, extra_models=merged,

@@ -43,7 +43,7 @@ import torch
 
 from dsprof.io import atomic_write_text
 from dsprof.lut import DeviceContext, build_lut, predict_latency
-from dsprof.merge import load_preset, merge_model
+from dsprof.merge import Plan, decide_merges, load_preset, merge_model
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.records import Measurement, read_measurements
@@ -150,11 +150,19 @@ def measured_records(net: Net, s: Settings, backend: str, device: str) -> list[M
             == (net.model, net.options, backend, device.split(":")[0], s.resolution)]
 
 
+@functools.cache
+def preset_plan(name: str, resolution: int) -> Plan:
+    """Preset ``name`` with the merge list MACs write (`--merge-by macs`): the presets are timed before there is a
+    LUT, so MACs decide which of their linearised blocks merge, and the LUT then prices that same list."""
+    plan = load_preset(name)
+    return decide_merges(plan.model, plan, merge_by="macs", options=plan.options, resolution=resolution).plan
+
+
 def merged_presets(net: Net, resolution: int) -> dict[str, torch.nn.Module]:
     """The net's presets merged for real (random weights; latency and MACs do not depend on them)."""
     out = {}
     for name in net.presets:
-        plan = load_preset(name)
+        plan = preset_plan(name, resolution)
         out[name] = merge_model(get_model(plan.model, resolution=resolution, **plan.options), plan)
     return out
 
@@ -283,7 +291,8 @@ def lut_table(lut, key: DeviceContext, runs: dict[str, list[Measurement]], nets:
             row = {"model": name, "measured FPS": measured}
             for rest, column in (("stem+head", "stem+head"), ("model-minus-blocks", "model-blocks")):
                 try:
-                    pred = predict_latency(module, lut, load_preset(plan) if plan else None, device=key, name=net.model,
+                    pred = predict_latency(module, lut, preset_plan(plan, resolution) if plan else None, device=key,
+                                           name=net.model,
                                            options=net.options, variant=every, strict=True, rest=rest)
                 except (KeyError, ValueError):
                     row[f"{column} FPS"] = row[f"{column} error"] = math.nan
@@ -392,7 +401,8 @@ def main(argv=None) -> int:
         plans = {p: load_preset(p).keep for p in FIG5_PLANS if p in mbv2_14.presets}
         figs["fig5_block_latency_merged"] = block_latency_figure(blocks[blocks["model"] == title], plans)
         if FIG6_PLAN in mbv2_14.presets:
-            memory = memory_table(get_model("mobilenet_v2", resolution=resolution, width=1.4), load_preset(FIG6_PLAN))
+            memory = memory_table(get_model("mobilenet_v2", resolution=resolution, width=1.4),
+                                  preset_plan(FIG6_PLAN, resolution))
             atomic_write_text(args.out / "tables" / "fig6_memory.csv", render(memory, "csv"))
             figs["fig6_memory"] = memory_figure(memory, f"MobileNetV2-1.4 memory before/after {FIG6_PLAN} (16 bits)")
     for name, fig in figs.items():

@@ -53,7 +53,7 @@ def macs(options: dict, resolution: int, keep=None, pruned: bool = False) -> int
     if keep is not None and pruned:
         model = layer_prune(model, tuple(keep))[0]
     elif keep is not None:
-        model = merge_model(model, Plan("mobilenet_v2", tuple(keep), options))
+        model = merge_model(model, Plan("mobilenet_v2", tuple(keep), options), merge_by="macs")
     return count_macs(model, (resolution, resolution))
 
 

@@ -182,20 +182,46 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
     p.add_argument("--plan", action="append", default=None, metavar="PLAN",
                    help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="a LUT whose rule merges the linearised blocks of a --plan without a merge list (as predict prices)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_merge_by_arg(p)
+    add_accept_modified(p, "a LUT")
     p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
                    help="also time a merged model saved by `dsprof merge --out` as a whole model; repeatable")
 
 
-def extra_models_from_args(args: argparse.Namespace, model) -> dict[str, object]:
-    """The whole models that --plan and --merged-model add (named after the plan or the file)."""
+def add_merge_by_arg(p: argparse.ArgumentParser) -> None:
+    """``--merge-by``: how a plan without a ``merge`` list has it written (`dsprof.merge.rule`), on every command
+    that builds a merged model."""
+    from .lut.schema import MERGE_BY
+
+    p.add_argument("--merge-by", choices=MERGE_BY, default=None,
+                   help="how the linearised blocks of a plan without a merge list merge: lut (where the --lut LUT says "
+                        "merging pays, the rule predict prices; the default with --lut) or macs (where merging lowers "
+                        "the MACs); a plan's own merge list is replayed as written")
+
+
+def extra_models_from_args(args: argparse.Namespace, model, **context: object) -> dict[str, object]:
+    """The whole models that --plan and --merged-model add (named after the plan or the file). A plan's merges
+    are its own list, else --lut's rule in the LUT context ``context`` picks (--device-key first), else MACs
+    with --merge-by macs (`dsprof.merge.rule`); each is printed."""
     extra: dict[str, object] = {}
     if args.plan or args.merged_model:
-        from .merge import load_merged, merge_model
+        from .merge import load_merged
         from .merge.plan import load_plan
+        from .merge.rule import merge_by_rule, merge_rule
 
-        for source in args.plan or []:
-            plan = load_plan(source)
-            extra[plan.name or Path(source).stem] = merge_model(model, plan)
+        plans = [(source, load_plan(source)) for source in args.plan or []]
+        lut = _load_lut(args)
+        for _, plan in plans:  # refused before any model is merged
+            merge_rule(plan, lut=lut is not None, merge_by=args.merge_by)
+        key = lut.resolve(args.device_key, **context) if lut is not None else None
+        for source, plan in plans:
+            extra[plan.name or Path(source).stem], merges = merge_by_rule(
+                model, plan, lut=lut, device=key, merge_by=args.merge_by, name=args.model,
+                options=model_options_from_args(args))
+            print(merges.describe())
         for path in args.merged_model or []:
             extra[Path(path).stem] = load_merged(path)
     return extra
@@ -235,8 +261,9 @@ def measure_request_from_args(args: argparse.Namespace, model):
     """The `MeasureRequest` that `dsprof measure`'s options describe."""
     from .profiler import BackendSettings, MeasureRequest
 
+    extra = extra_models_from_args(args, model, backend=args.backend, dtype=args.dtype, batch=args.batch)
     return MeasureRequest(
-        model, args.model, model_options_from_args(args), args.resolution, extra_models_from_args(args, model),
+        model, args.model, model_options_from_args(args), args.resolution, extra,
         BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, args.compile),
         args.batch, _csv_list(args.variants), _csv_list(args.model_variants), blocks_from_args(args),
         _csv_list(args.context), args.spans, timing_from_args(args), args.out, args.resume, args.overwrite,
@@ -288,7 +315,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .runtimes import runtime_of_format
 
     model = model_from_args(args)
-    extra = extra_models_from_args(args, model)
+    extra = extra_models_from_args(args, model, batch=args.batch)
     with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
         result = export_bundle(
             model, name=args.model, model_options=model_options_from_args(args), resolution=args.resolution,
@@ -343,8 +370,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     outcome = merge_to_file(
         args.model, args.plan, options=options, resolution=args.resolution, weights=weights,
         checkpoint=args.checkpoint, out=args.out, onnx=args.onnx, num_classes=args.num_classes,
-        spans=spans, max_span=args.max_span, lut=_load_lut(args), device_key=args.device_key,
+        spans=spans, max_span=args.max_span, lut=_load_lut(args), device_key=args.device_key, merge_by=args.merge_by,
     )
+    print(outcome.merges.describe())
     print(outcome.report)
     print()
     print(format_cost_table(outcome.costs))
@@ -431,13 +459,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .lut.drift import lut_probe, probe_now, probe_ratio_of, with_probe
     from .lut.predict import measure_planned_run, predict_latency
     from .merge.plan import load_plan
+    from .merge.rule import decide_merges
     from .profiler import environment, environment_id
 
     lut = _load_lut(args)  # before the model is built: a bad file is said at once
     model = model_from_args(args)
     options = model_options_from_args(args)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
-    plan = load_plan(args.plan) if args.plan else None
+    merges = None
+    if args.plan:  # its merge list, written once (the LUT's rule, or --merge-by macs): priced and measured alike
+        merges = decide_merges(model, load_plan(args.plan), lut=lut, device=key, merge_by=args.merge_by,
+                               name=args.model, options=options, strict=args.strict)
+    plan = merges.plan if merges is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once below
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
@@ -450,6 +483,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                   "this machine with that one", file=sys.stderr)
         pred = with_probe(pred, probe_ratio_of(probe_now(key, args.probe), entry))
     print(pred)
+    if merges is not None:
+        print(merges.describe())
     if args.probe is None:
         print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the prediction by this machine's "
               "speed now against the LUT's runs")
@@ -497,7 +532,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .reports import write_report
 
     report = write_report(args.paths, args.output, lut=_load_lut(args), plans=args.plans, accuracies=args.accuracies,
-                          fronts=args.front, accept_modified=args.accept_modified, resolution=args.resolution)
+                          fronts=args.front, accept_modified=args.accept_modified, resolution=args.resolution,
+                          merge_by=args.merge_by)
     for message in report.skipped:
         print(f"skipped: {message}")
     print(f"wrote {len(report.files)} files; open {report.html} (one file, opens offline) or {report.index}")
@@ -623,8 +659,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
             resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
             distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
             out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs, lut=_load_lut(args),
+            device_key=args.device_key, lut_resolution=args.lut_resolution, merge_by=args.merge_by,
         )
+    if result.merges is not None:
+        print(result.merges.describe())
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
@@ -782,12 +821,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "`dsprof finetune`'s do, else the model's, 1000)")
     p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
-                        "(--lut, else MACs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 and 4); default: the plan's")
+                        "(--lut, or MACs with --merge-by macs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 "
+                        "and 4); default: the plan's")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
     p.add_argument("--lut", type=Path, default=None,
-                   help="latency table that decides which linearised blocks merge and, with --spans auto, the spans "
-                        "(the planner's; span entries: dsprof measure --spans N); without it MACs decide")
+                   help="latency table that decides which linearised blocks of a plan without a merge list merge (the "
+                        "rule predict prices) and, with --spans auto, the spans (the planner's; span entries: dsprof "
+                        "measure --spans N)")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_merge_by_arg(p)
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_merge)
 
@@ -847,6 +889,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also merge the model per the plan, measure it end-to-end here, print the error, whether "
                         "the measurement fell inside the prediction's interval and the drift probe's ratio during it")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
+    add_merge_by_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=cmd_predict)
@@ -867,6 +910,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
     p.add_argument("--front", type=Path, nargs="*", default=None,
                    help="front files of `dsprof plan --out` (default: front.json and *.front.json in the measurement folders)")
+    add_merge_by_arg(p)
     add_accept_modified(p, "records and a LUT")
     p.set_defaults(func=cmd_report)
 
@@ -943,6 +987,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("finetune.pt"), help="checkpoint, every epoch; `dsprof merge --checkpoint` takes it")
     p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (dsprof.merge.load_merged)")
     p.add_argument("--no-merge-check", action="store_true", help="skip merging and comparing the merged model's outputs")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="a LUT whose rule merges the linearised blocks of a plan without a merge list (as predict prices)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
+    add_merge_by_arg(p)
+    add_accept_modified(p, "a LUT")
     p.add_argument("--ds-plus", action="store_true", help="DepthShrinker+: train the model expanded (VGG, MobileNetV2 rules), shrink it back; --merged-out gets the original-architecture weights")
     p.add_argument("--linear-epochs", type=int, default=None, help="DepthShrinker+: last epochs with the expanded blocks' activations removed (default: a quarter)")
     p.set_defaults(func=cmd_finetune)

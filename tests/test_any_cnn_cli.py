@@ -34,7 +34,7 @@ def test_search_then_merge_with_spans_on_mobilenet_v3(tmp_path: Path):
     assert len(keep) == 7 and sum(keep) == 3  # the 7 blocks without squeeze-excitation; 3 keep their activations
     merged = tmp_path / "merged.pt"
     out = run("merge", "--model", "mobilenet_v3_large", "--resolution", "32", "--num-classes", "10", "--plan", str(plan),
-              "--spans", "auto", "--out", str(merged))
+              "--spans", "auto", "--merge-by", "macs", "--out", str(merged))
     assert out.returncode == 0, out.stderr
     model = load_merged(merged).eval()
     decisions = merge_report(model).decisions

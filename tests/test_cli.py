@@ -68,7 +68,7 @@ def _weights_commands(weights: str, tmp_path) -> dict[str, list[str]]:
     return {
         "blocks": ["blocks", *TINY_ARGS, "--resolution", "32", "--weights", weights],
         "merge": ["merge", *TINY_ARGS, "--resolution", "32", "--num-classes", "10", "--plan", TINY_PLAN,
-                  "--weights", weights, "--out", str(tmp_path / "merged.pt")],
+                  "--merge-by", "macs", "--weights", weights, "--out", str(tmp_path / "merged.pt")],
         "finetune": ["finetune", *TINY_ARGS, "--weights", weights, "--epochs", "1", "--lr", "0", "--batch-size", "16",
                      "--max-batches", "1", "--max-eval-batches", "1", "--no-merge-check", "--device", "cpu",
                      "--out", str(tmp_path / "ft.pt")],

@@ -257,11 +257,11 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     out = tmp_path / "plan"
     torch.manual_seed(1)
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "none", "--model-variants",
-                 "none", "--plan", "mbv2-ds-a", "--out", str(out), "--quiet"]) == 0
+                 "none", "--plan", "mbv2-ds-a", "--merge-by", "macs", "--out", str(out), "--quiet"]) == 0
     (entry,) = read_manifest(out)["workloads"]
     assert (entry["scope"], entry["name"], entry["variant"]) == ("model", "mbv2-ds-a", "custom")
     torch.manual_seed(1)
-    merged = merge_model(get_model("mobilenet_v2", resolution=32).eval(), load_plan("mbv2-ds-a")).eval()
+    merged = merge_model(get_model("mobilenet_v2", resolution=32).eval(), load_plan("mbv2-ds-a"), merge_by="macs").eval()
     x = torch.randn(entry["input_shape"], generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = merged(x).numpy()

@@ -94,7 +94,7 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     shutil.copy(FIXTURES / "accuracies.csv", files["accuracies"])
     torch.manual_seed(0)
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7, num_classes=10)
-    files["merged"] = save_merged(merge_model(model, PLAN), root / "merged.pt")
+    files["merged"] = save_merged(merge_model(model, PLAN, merge_by="macs"), root / "merged.pt")
     files["checkpoint"] = root / "ft.pt"
     torch.save(model.state_dict(), files["checkpoint"])
     files["front"] = root / "tiny.front.json"  # the fields `dsprof report --front` reads (dsprof.reports.front)
@@ -229,11 +229,11 @@ def test_accuracies_with_other_columns_say_which_columns(seeds, tmp_path):
 
 def test_a_checkpoint_of_10_classes_says_num_classes_and_that_suggestion_runs(seeds, tmp_path):
     checkpoint = seeds["checkpoint"]  # the tiny model with a 10-class classifier: classifier.1.weight is 10x1280
-    status, _, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY)
+    status, _, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs")
     line = assert_clean("merge", status, err)
     assert line == (f"dsprof merge: error: checkpoint {checkpoint} is for 10 classes (classifier.1.weight is 10x1280), "
                     "the model has 1000; pass --num-classes 10 (Python: num_classes=)")
-    status, out, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY,
+    status, out, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs",
                                "--num-classes", "10", "--out", tmp_path / "m.pt")
     assert status == 0, err
     assert (tmp_path / "m.pt").is_file()

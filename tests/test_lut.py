@@ -286,12 +286,18 @@ def test_prediction_misses_are_loud():
         predict_latency("mobilenet_v2", lut, options={"depths": [1] * 7}, resolution=32, strict=True)
 
 
-def test_savings_view():
+def test_each_blocks_saving_is_priced_by_the_one_rule():
+    """What linearising each block saves (the search's latency weights read it): its original entry minus its
+    merged one, where merging pays (merged below the unmerged block: here original, no linear entry)."""
+    from dsprof.lut.cost import PlanCosts
+
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))
-    view = _hand_lut(blocks, "x").savings()
-    assert list(view.columns) == ["workload", "original_s", "merged_s", "saving_s"]
-    expected = {b.spec.to_str(): (i + 1) * 0.75e-3 for i, b in enumerate(blocks)}
-    assert dict(zip(view.workload, view.saving_s)) == pytest.approx(expected, rel=1e-12)
+    lut = _hand_lut(blocks, "x")
+    costs = PlanCosts.read(lut, lut.resolve(), "x", blocks, method="isolated")
+    assert [costs.merges(i) for i in range(7)] == [True] * 7
+    pieces = [costs.linearized(i) for i in range(7)]
+    assert [p.variant for p in pieces] == ["merged"] * 7
+    assert [p.saving_s for p in pieces] == pytest.approx([(i + 1) * 0.75e-3 for i in range(7)], rel=1e-12)
 
 
 def test_cli_build_lut_and_predict(measured, tmp_path, capsys):

@@ -61,7 +61,7 @@ def test_float32_whole_model_and_odd_input():
     model = _model("mobilenet_v2", dtype=torch.float32)
     plan = load_preset("mbv2-ds-d")
     linear = linearize_model(model, plan).eval()
-    merged = merge_model(linear, plan)
+    merged = merge_model(linear, plan, merge_by="macs")
     x = torch.randn(2, 3, 31, 31)
     with torch.no_grad():
         _relclose(merged(x), linear(x), 1e-4)
@@ -69,23 +69,26 @@ def test_float32_whole_model_and_odd_input():
 
 def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are_reported():
     model = _model("mobilenet_v2", dtype=torch.float32)
-    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17))
+    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17), merge_by="macs")
     report = merge_report(merged)
     first = report.decisions[0]
     assert not first.merged and first.merged_macs > first.linear_macs and "does not pay" in first.reason
+    assert "--merge-by macs" in first.reason
     assert all(d.merged == (d.merged_macs < d.linear_macs) for d in report.decisions)
     assert report.plan.merge == tuple(d.merged for d in report.decisions)
-    # a latency table that says merging block 0 pays overrides MACs
-    saving = {"features.1": 1e-4}
-    saving.update({f"features.{i}": -1e-4 for i in range(2, 18)})
-    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17), savings=saving)
+    # a merge list (as a LUT's rule writes it) that says merging block 0 pays overrides MACs: replayed as written
+    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17, merge=(True,) + (False,) * 16))
     assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
+    # without a list, MACs decide only when asked: one line that says what to pass
+    with pytest.raises(PlanError, match="no merge list: pass --lut LUT .* or --merge-by macs"):
+        merge_model(model, Plan("mobilenet_v2", (0,) * 17))
+    assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
 
 
 def test_merge_model_leaves_its_input_untouched_and_replays_on_a_fresh_model(tmp_path):
     model = _model("mobilenet_v2", dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    merged = merge_model(model, "mbv2-ds-c")
+    merged = merge_model(model, "mbv2-ds-c", merge_by="macs")
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     replay_plan = Plan.from_json(merge_report(merged).plan.to_json())
@@ -104,7 +107,7 @@ def test_wrong_plan_length_is_a_clear_error():
 def test_saved_file_loads_with_weights_only_and_onnx_runtime_agrees(tmp_path, border):
     model = _model("tf_efficientnet_lite0", dtype=torch.float32)
     plan = Plan("tf_efficientnet_lite0", load_preset("efflite0-ds-b").keep, border=border)
-    merged = merge_model(model, plan)
+    merged = merge_model(model, plan, merge_by="macs")
     path = save_merged(merged, tmp_path / "merged.pt")
     payload = torch.load(path, weights_only=True)
     assert payload["model"] == "tf_efficientnet_lite0" and Plan.from_json(payload["plan"]).border == border

@@ -61,10 +61,11 @@ def test_presets_from_the_paper_table():
 def test_cli_merge_writes_a_loadable_model(tmp_path, capsys):
     out = tmp_path / "merged.pt"
     code = main(["merge", "--model", "mobilenet_v2", "--width", "1.4", "--resolution", "32", "--plan", "mbv2-1.4-ds-e",
-                 "--out", str(out)])
+                 "--merge-by", "macs", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "features.2" in printed and "merged" in printed and "total" in printed
+    assert "mbv2-1.4-ds-e: merged blocks " in printed and "decided by MACs (--merge-by macs" in printed
     model = load_merged(out)
     assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 1000)
 
@@ -77,10 +78,11 @@ def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
     ckpt = tmp_path / "ft.pt"
     torch.save(linear.state_dict(), ckpt)
     out = tmp_path / "merged.pt"
-    assert main(["merge", "--resolution", "32", "--plan", "mbv2-ds-b", "--checkpoint", str(ckpt), "--out", str(out)]) == 0
+    assert main(["merge", "--resolution", "32", "--plan", "mbv2-ds-b", "--checkpoint", str(ckpt), "--out", str(out),
+                 "--merge-by", "macs"]) == 0
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
-        torch.testing.assert_close(load_merged(out)(x), merge_model(linear, "mbv2-ds-b")(x), rtol=0, atol=0)
+        torch.testing.assert_close(load_merged(out)(x), merge_model(linear, "mbv2-ds-b", merge_by="macs")(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

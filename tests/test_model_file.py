@@ -72,7 +72,7 @@ def test_merge_a_model_file_writes_a_model_that_onnx_runtime_runs(tmp_path):
     plan.write_text(json.dumps({"model": LABEL, "keep": [0] * len(CSP_BLOCKS), "name": "all-linear"}))
     out, onnx = tmp_path / "csp-merged.pt", tmp_path / "csp-merged.onnx"
     result = run("merge", "--model-file", f"{CSP}:factory", "--plan", str(plan), "--resolution", "32",
-                 "--out", str(out), "--onnx", str(onnx))
+                 "--merge-by", "macs", "--out", str(out), "--onnx", str(onnx))
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stdout and f"wrote {onnx}" in result.stdout
     payload = torch.load(out, weights_only=True)
@@ -196,13 +196,14 @@ def test_report_of_a_model_file_with_plans(tmp_path):
         plans.append(tmp_path / f"{name}.json")
         plans[-1].write_text(json.dumps({"model": LABEL, "keep": plan_keep, "name": name}))
     merged = tmp_path / "csp-merged.pt"  # a merged model file: its plan is inside
-    result = run("merge", "--model-file", f"{CSP}:factory", "--plan", str(plans[0]), "--resolution", "32", "--out", str(merged))
+    result = run("merge", "--model-file", f"{CSP}:factory", "--plan", str(plans[0]), "--resolution", "32", "--merge-by", "macs",
+                 "--out", str(merged))
     assert result.returncode == 0, result.stderr
     records = tmp_path / "m.jsonl"
     # (the whole-model "merged" variant is left out: its dense stand-in is not built right for this model yet)
     result = run(
         "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--variants", "original,merged",
-        "--model-variants", "original", "--plan", str(plans[0]), "--plan", str(plans[1]), "--merged-model", str(merged),
+        "--model-variants", "original", "--plan", str(plans[0]), "--plan", str(plans[1]), "--merge-by", "macs", "--merged-model", str(merged),
         "--budget", "0.02",
         "--warmup", "0.001", "--min-samples", "2", "--max-samples", "4", "--min-sample-time", "0.0005", "--no-progress",
         "--out", str(records),
@@ -211,7 +212,7 @@ def test_report_of_a_model_file_with_plans(tmp_path):
     assert main(["build-lut", str(records), "-o", str(tmp_path / "lut.csv")]) == 0
     out = tmp_path / "report"
     result = run("report", str(records), "--model-file", f"{CSP}:factory", "--lut", str(tmp_path / "lut.csv"),
-                 "--plans", *map(str, plans), str(merged), "-o", str(out))
+                 "--plans", *map(str, plans), str(merged), "--merge-by", "macs", "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert "LUT validation" not in result.stdout, result.stdout  # nothing about it skipped
 

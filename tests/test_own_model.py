@@ -61,12 +61,12 @@ def test_own_model_through_every_command_with_the_defaults(tmp_path, capsys, mon
     assert plan.model == LABEL and len(plan.keep) == len(found) and sum(plan.keep) == 2
 
     out, _ = run(capsys, "finetune", "--model-file", MYNET, "--plan", "p.json", *TRAIN, "--out", "ft.pt",
-                 "--merged-out", "merged.pt")
+                 "--merged-out", "merged.pt", "--merge-by", "macs")
     diff = float(out.split("max |logit difference| to the fine-tuned model ")[1].split()[0])
     assert diff < 1e-4
 
     run(capsys, "merge", "--model-file", MYNET, "--plan", "p.json", "--checkpoint", "ft.pt", "--num-classes", "10",
-        "--resolution", "32", "--out", "merged2.pt")
+        "--resolution", "32", "--merge-by", "macs", "--out", "merged2.pt")
     a, b = load_merged("merged.pt"), load_merged("merged2.pt")
     x = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(a(x), b(x), rtol=1e-5, atol=1e-5)  # the same fine-tuned weights, merged twice

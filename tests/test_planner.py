@@ -61,12 +61,33 @@ def _partitions(run, max_span):
             yield ((head,) if head else ()) + rest
 
 
-def _every_plan(name, options, blocks, max_span):
+def _every_plan(name, options, blocks, max_span, held_back=()):
+    """Every keep-vector x span partition, but those that leave a held-back block linear and alone."""
     for keep in itertools.product((0, 1), repeat=len(blocks)):
         runs = span_runs(blocks, keep)
         for choice in itertools.product(*[list(_partitions(r, max_span)) for r in runs]):
             spans = tuple(sorted(s for part in choice for s in part))
+            inside = {i for a, b in spans for i in range(a, b)}
+            if any(not keep[i] and i not in inside for i in held_back):
+                continue
             yield Plan(name, keep, options, spans=spans or None)
+
+
+def _held_back(lut, blocks):
+    """From the LUT's raw rows: the blocks whose merged entry is not below their linear one and whose linear
+    entry is above their original one (linearised alone they neither merge nor run faster)."""
+    frame = lut.to_dataframe()
+
+    def median(spec, variant):
+        return float(frame[(frame.scope == "block") & (frame.workload == spec) & (frame.variant == variant)]
+                     .median_s.iloc[0])
+
+    out = []
+    for i, b in enumerate(blocks):
+        spec = b.spec.to_str()
+        if not median(spec, "merged") < median(spec, "linear") and median(spec, "linear") > median(spec, "original"):
+            out.append(i)
+    return tuple(out)
 
 
 @pytest.mark.parametrize("key", MODELS)
@@ -77,13 +98,17 @@ def test_front_equals_brute_force(luts, key):
     n = len(costs.blocks)
     importance = IMPORTANCE[:n]
     front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN, importance=importance)
-    scored = []  # (k, exact loss, latency) of every plan, priced by the prediction function
-    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN):
+    held_back = _held_back(lut, costs.blocks)
+    assert front.held_back == held_back
+    scored, with_spans = [], 0  # (k, exact loss, latency) of every plan, priced by the prediction function
+    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN, held_back):
         latency = predict_plan(costs, plan, strict=True).total_s
         scored.append((sum(plan.keep), sum((Fraction(importance[i]) for i in plan.linearized), Fraction(0)), latency))
+        with_spans += plan.spans is not None
     if key == "mbv2":
-        assert sum(1 for _ in _every_plan(name, options, costs.blocks, 1)) == 2 ** n < len(scored)  # spans enumerated
-    assert [p.k for p in front.points] == list(range(n + 1))
+        assert sum(1 for _ in _every_plan(name, options, costs.blocks, 1)) == 2 ** n and with_spans  # spans enumerated
+    # a held-back block keeps its activations unless a span takes it: the k below that have no plan
+    assert [p.k for p in front.points] == sorted({k for k, _, _ in scored})
     for point in front.points:
         best = min(lat for k, _, lat in scored if k == point.k)
         assert point.latency_s == pytest.approx(best, rel=1e-12, abs=0)
@@ -148,7 +173,7 @@ def test_front_plan_round_trips_through_merge_and_predict(luts, tmp_path):
     model = randomise_bn(get_model(name, resolution=32, **options)).double().eval()
     plan = Plan.coerce(str(path))
     linear = linearize_model(model, plan).eval()
-    merged = merge_model(linear, plan, savings=lambda *_: -1.0)  # savings that would say "never merge": ignored
+    merged = merge_model(linear, plan, merge_by="macs")  # MACs asked for: ignored, the plan's list is replayed
     assert merge_report(merged).plan.merge == plan.merge and merge_report(merged).plan.spans == plan.spans
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -168,11 +193,11 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     lut_path = LUT(frame).save(tmp_path / "lut.csv")
     plan_path = tmp_path / "plan.json"
     plan_path.write_text(Plan(name, (1, 0, 0, 1, 1, 1, 1), options).to_json())
-    by_macs = merge_to_file(name, str(plan_path), options=options, resolution=32)
-    assert by_macs.report.decisions[1].merged  # MACs say merge
+    by_macs = merge_to_file(name, str(plan_path), options=options, resolution=32, merge_by="macs")
+    assert by_macs.report.decisions[1].merged and by_macs.merges.by == "macs"  # MACs say merge
     by_lut = merge_to_file(name, str(plan_path), options=options, resolution=32, lut=lut_path)
     decisions = by_lut.report.decisions
-    assert not decisions[1].merged and "latency table" in decisions[1].reason
+    assert not decisions[1].merged and by_lut.merges.by == "lut" and "merge list" in decisions[1].reason
     # the LUT's own verdict for block 2, independently: merged below linear
     spec2 = blocks[2].spec.to_str()
     rows2 = (frame.scope == "block") & (frame.workload == spec2)

@@ -240,10 +240,10 @@ def test_cli_prints_the_summary(capsys, tmp_path):
 def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
     from dsprof.merge import merge_model, save_merged
 
-    saved = save_merged(merge_model(get_model("mobilenet_v2", resolution=32), "mbv2-ds-b"), tmp_path / "ds-b.pt")
+    saved = save_merged(merge_model(get_model("mobilenet_v2", resolution=32), "mbv2-ds-b", merge_by="macs"), tmp_path / "ds-b.pt")
     out = tmp_path / "m.jsonl"
     code = main(["measure", "--resolution", "32", "--out", str(out), "--blocks", "none", "--model-variants", "original",
-                 "--plan", "mbv2-ds-a", "--merged-model", str(saved), *FAST_ARGS])
+                 "--plan", "mbv2-ds-a", "--merge-by", "macs", "--merged-model", str(saved), *FAST_ARGS])
     assert code == 0, capsys.readouterr().err
     records = [r for r in read_measurements(out) if r.scope != "probe"]
     assert [(r.scope, r.name, r.variant) for r in records] == [

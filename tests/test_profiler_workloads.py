@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from dsprof.models import BlockSpec, count_macs, find_blocks, get_model
-from dsprof.profiler import block_workloads, dense_conv, dense_counterpart_model, flops_matched_channels, linearize, model_workload
+from dsprof.profiler import block_workloads, dense_conv, dense_counterpart_model, flops_matched_channels, deployed_linear, model_workload
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small convolutions; see conftest.py
 
@@ -66,12 +66,14 @@ def test_tf_same_dense_conv_output_size(size, kernel):
     assert tuple(conv(torch.zeros(1, 8, size, size)).shape) == (1, 4, -(-size // 2), -(-size // 2))
 
 
-def test_linearize_removes_activations_only():
-    block = find_blocks(get_model("mobilenet_v2", resolution=32))[2].module
-    linear = linearize(block)
-    assert any(isinstance(m, nn.ReLU6) for m in block.modules())
-    assert not any(isinstance(m, (nn.ReLU, nn.ReLU6)) for m in linear.modules())
+def test_deployed_linear_removes_the_activations_inside_only():
+    block = find_blocks(get_model("mobilenet_v2", resolution=32))[2]
+    linear = deployed_linear(block)
+    assert sum(isinstance(m, nn.ReLU6) for m in block.module.modules()) == 2  # expansion and depthwise
+    # none inside; after it the plan's free ReLU6, as merge_model deploys the block (its merged variant has it too)
+    assert [type(m) for m in linear.modules() if isinstance(m, (nn.ReLU, nn.ReLU6))] == [nn.ReLU6]
     assert sum(isinstance(m, nn.Conv2d) for m in linear.modules()) == 3
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in linear.modules())  # folded, as every timed module
 
 
 @pytest.mark.parametrize("width", [1.0, 1.4])

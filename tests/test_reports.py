@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dsprof.lut import build_lut
-from dsprof.merge import Plan
+from dsprof.merge import Plan, decide_merges
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler.records import read_measurements
 from dsprof.reports import (
@@ -182,6 +182,7 @@ def test_block_latency_figure_series(records):
 def test_memory_table_and_figure():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
     plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7})
+    plan = decide_merges(model, plan, merge_by="macs", name="mobilenet_v2").plan  # its merge list, by MACs
     mem = memory_table(model, plan)
     blocks = find_blocks(model)
     # Block 1 (16->96->24, stride 2 at 16x16) merges into one 3x3 conv: 16*24*9 weights + 24 biases;
@@ -223,8 +224,9 @@ def test_prediction_and_accuracy_figures():
 def test_write_report_and_cli(tmp_path, records, capsys):
     lut = build_lut([FIXTURES])
     lut_path = lut.save(tmp_path / "lut.csv")
+    # the fixtures' tiny-ds model was merged by MACs (tests/fixtures/make_report_fixtures.py): priced and drawn so
     report = write_report([FIXTURES], tmp_path / "report", lut=lut, plans=[FIXTURES / "tiny-ds.json"],
-                          accuracies=FIXTURES / "accuracies.csv")
+                          accuracies=FIXTURES / "accuracies.csv", merge_by="macs")
     index = report.index.read_text()
     for heading in ("## Devices", "Paper Tab. 1".lower(), "Block-wise latency", "Memory footprint", "Accuracy vs FPS",
                     "LUT prediction vs measurement", "## Noisy entries"):
@@ -236,6 +238,10 @@ def test_write_report_and_cli(tmp_path, records, capsys):
     validation = pd.read_csv(tmp_path / "report" / "tables" / "lut_validation.csv")
     assert len(validation) == 4  # tiny-ds and all-merged, on two devices
     assert report.skipped == []
+    # without --merge-by: a LUT of two contexts cannot say which merges to draw; said, not guessed
+    plain = write_report([FIXTURES], tmp_path / "plain", lut=lut, plans=[FIXTURES / "tiny-ds.json"])
+    assert [s for s in plain.skipped if s.startswith("memory plot")] == [
+        "memory plot of tiny-ds: it has no merge list, so a LUT of one context (--lut) or --merge-by macs decides its merges"]
 
     from dsprof.cli import main
 

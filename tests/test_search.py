@@ -221,7 +221,7 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
     result = finetune(
         plan, data="digits", resolution=RES, weights=weights, distill=True,
         config=TrainConfig(epochs=1, batch_size=64, max_batches=4), out=tmp_path / "ft.pt",
-        merged_out=tmp_path / "merged.pt", device="cpu",
+        merged_out=tmp_path / "merged.pt", device="cpu", merge_by="macs",
     )
     assert result.merged_accuracy == result.accuracy
     assert result.merged_max_abs_diff < 1e-4
@@ -229,7 +229,7 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
     out = tmp_path / "cli_merged.pt"
     cli = subprocess.run(
         DSPROF + ["merge", "--model", "mobilenet_v2", *TINY_ARGS, "--resolution", str(RES), "--num-classes", "10",
-                  "--plan", plan.to_json(), "--checkpoint",
+                  "--plan", plan.to_json(), "--merge-by", "macs", "--checkpoint",
                   str(tmp_path / "ft.pt"), "--out", str(out)],
         capture_output=True, text=True, env=ENV, timeout=300,
     )

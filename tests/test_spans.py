@@ -26,7 +26,7 @@ def test_span_merge_is_exact_at_odd_and_even_sizes_with_strides_1_and_2(spans, s
     plan = Plan("mobilenet_v2", (1,) + (0,) * 16, {"width": 0.5}, free_activation=None, spans=spans)
     linear = linearize_model(model, plan).eval()
     assert sum(isinstance(m, SpanLinearized) for m in linear.modules()) == len(spans)
-    merged = merge_model(linear, plan).eval()
+    merged = merge_model(linear, plan, merge_by="macs").eval()  # spans merge; the other blocks by MACs
     x = torch.randn(2, 3, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want, got = linear(x), merged(x)
@@ -69,10 +69,32 @@ def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
         single = sum(s.merged_kernel**2 * s.in_channels * s.out_channels * s.out_h * s.out_w for s in specs)
         span = span_spec(specs)
         assert span.kernel**2 * span.in_channels * span.out_channels * span.out_h * span.out_w < single
-    # with a latency table that says every span costs nothing, the longest spans allowed are taken
-    free = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16), max_len=4,
-                      latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)  # a span is keyed by a conv spec  # a span is keyed by a conv spec
-    assert free.spans == ((1, 5), (5, 9), (9, 13), (13, 17))
+    assert plan.merge is None  # the lone blocks are left to --merge-by macs (or a LUT's rule)
+
+
+def test_spans_from_a_lut_are_the_planners_and_take_the_longest_where_spans_cost_nothing():
+    """A LUT in which every span's convolution costs (almost) nothing: the planner's partition for the keep list
+    (what `merge --spans auto --lut` deploys) takes the fewest, so the longest, spans allowed."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label
+    from dsprof.lut.schema import SCHEMA
+    from dsprof.plan import best_plan
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=64))
+    base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
+            "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "iqr_s": 0.0,
+            "n_samples": 10, "noisy": False, "sources": "hand"}
+    rows = [dict(base, scope="block", workload=w, variant=v, median_s=t)  # blocks alike share their entries
+            for w in sorted({b.spec.to_str() for b in blocks}) for v, t in (("original", 1e-3), ("linear", 1e-3),
+                                                                            ("merged", 0.5e-3))]
+    spans = {span_spec([b.spec for b in blocks[a:z]]).to_str() for a in range(1, 17) for z in range(a + 2, min(a + 4, 17) + 1)}
+    rows += [dict(base, scope="block", workload=w, variant="merged", median_s=1e-9) for w in sorted(spans)]
+    label = model_label("mobilenet_v2", {"resolution": 64})
+    rows += [dict(base, scope=scope, workload=label, variant="original", median_s=1e-4) for scope in ("stem", "head")]
+    plan = best_plan("mobilenet_v2", LUT(pd.DataFrame(rows)), (1,) + (0,) * 16, max_span=4, resolution=64,
+                     method="isolated")
+    assert plan.spans == ((1, 5), (5, 9), (9, 13), (13, 17)) and plan.merge == (False,) + (True,) * 16
 
 
 GATE_MODELS = [

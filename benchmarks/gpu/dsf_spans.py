@@ -3,7 +3,7 @@
 Rows (batch 128, 224 px, fp32 and fp16 channels-last, CUDA events, models interleaved round by round):
 * original, BatchNorm folded        -- dsprof's fair baseline (DESIGN: fair timing)
 * original, BatchNorm unfolded      -- what the paper's published throughput code timed as the original
-* DS-F merged block by block        -- `merge_model(model, "mbv2-1.4-ds-f")` (BatchNorm folded, biases kept)
+* DS-F merged block by block        -- `merge_model(model, "mbv2-1.4-ds-f", merge_by="macs")` (BatchNorm folded, biases kept)
 * DS-F span-merged                  -- `plan_spans` (MACs) then `merge_model`
 * DS-F span-merged, every run       -- longest spans allowed (up to 4 blocks), whatever MACs say
 * DS-F merged, bias-free convs      -- the paper's merged model: the same convolutions without bias
@@ -18,14 +18,27 @@ import copy
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from dsprof.merge import fold_batchnorm, load_preset, merge_model
-from dsprof.merge.spans import plan_spans
-from dsprof.models import count_macs, get_model
+from dsprof.merge.spans import plan_spans, span_runs
+from dsprof.models import count_macs, find_blocks, get_model
+
+
+def _every_run(model: nn.Module, plan, max_len: int = 4) -> tuple[tuple[int, int], ...]:
+    """Each run of consecutive linear blocks cut into the fewest spans of up to ``max_len`` blocks (a lone
+    block left over stays a block)."""
+    spans = []
+    for run in span_runs(find_blocks(model), plan.keep):
+        for a in range(0, len(run), max_len):
+            piece = run[a:a + max_len]
+            if len(piece) > 1:
+                spans.append((piece[0], piece[-1] + 1))
+    return tuple(spans)
 
 
 def _bias_free(model: nn.Module) -> nn.Module:
@@ -72,13 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     preset = load_preset("mbv2-1.4-ds-f")
     x = torch.zeros(1, 3, 224, 224)
     spans_macs = plan_spans(base, preset)
-    spans_all = plan_spans(base, preset, latency=lambda spec, variant: 0.0 if spec.kind == "conv" else 1.0)
+    spans_all = replace(preset, spans=_every_run(base, preset))
     models = {
         "original (BN folded)": fold_batchnorm(base, x),
         "original (BN unfolded, paper)": copy.deepcopy(base),
-        "DS-F merged per block": merge_model(base, preset),
-        "DS-F span-merged (MACs)": merge_model(base, spans_macs),
-        "DS-F span-merged (every run)": merge_model(base, spans_all),
+        "DS-F merged per block": merge_model(base, preset, merge_by="macs"),
+        "DS-F span-merged (MACs)": merge_model(base, spans_macs, merge_by="macs"),
+        "DS-F span-merged (every run)": merge_model(base, spans_all, merge_by="macs"),
     }
     models["DS-F merged, bias-free (paper)"] = _bias_free(models["DS-F merged per block"])
     macs = {k: count_macs(m, (224, 224)) for k, m in models.items()}

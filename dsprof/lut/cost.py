@@ -1,19 +1,20 @@
 """One cost of a plan: what a LUT says each way of deploying a model's blocks takes, under each method.
 
 A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
-entry); a linearised block alone, merged into one convolution where merging pays (`merge_pays`: its
-``merged`` entry below its unmerged one -- ``linear`` where measured, else ``original``) or as the plan's
-``merge`` list says; or a span of linearised blocks merged into one convolution (the span's ``merged``
-entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and
-under every method the predicted latency is affine in the pieces' savings:
+entry); a linearised block alone, merged into one convolution or left unmerged as its plan's ``merge`` list
+says (`PlanCosts.with_merges` writes that list from the one rule, `merge_pays`: its ``merged`` entry below the
+block left unmerged -- its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else
+``original``); or a span of linearised blocks merged into one convolution (the span's ``merged`` entry, from
+`dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
+the predicted latency is affine in the pieces' savings:
 
 - ``isolated``: rest + the pieces' latencies = (rest + the blocks' originals) - sum of savings;
 - ``context-scaled``: the whole model's reference - factor * sum of isolated savings;
 - ``context``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-context entry).
 
-`predict_latency`, the planner, `merge` (where a block merges), `measure_planned` and the search's decay
-weights all price with `PlanCosts` (or `merge_pays`, its rule for one block), so they agree.
+`predict_latency`, the planner, every command that builds a merged model (through `with_merges`) and the
+search's decay weights all price with `PlanCosts`, so they agree.
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..device_context import DeviceContext
-from ..errors import UsageError
+from ..errors import LUTMissError, UsageError
 from ..models import Block, format_span
 from .schema import context_workload, split_label
 from .table import LUT, LUTEntry
 
-__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "linearized_choice", "median_error_s", "merge_pays",
-           "merge_savings", "span_key"]
+__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "median_error_s", "merge_pays", "span_key"]
 
 _IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
 
@@ -114,35 +114,19 @@ class ModelEntries:
         return [e for e in [self.whole, *self.in_model.values()] if e is not None]
 
 
-def merge_pays(merged: LUTEntry | None, unmerged: LUTEntry | None) -> bool:
-    """The one rule for a linearised block that no plan decided: merge where its merged entry is below its
-    unmerged one (``linear``, else ``original``). Where one is missing, merging is assumed (and the merged
-    entry, when it is the missing one, reported as a miss)."""
-    return True if merged is None or unmerged is None else merged.median_s < unmerged.median_s
+def merge_pays(merged: LUTEntry | None, unmerged: LUTEntry | None) -> bool | None:
+    """The one merge rule for a lone linearised block: True where its merged entry is below its unmerged one
+    (the block left unmerged as deployed: ``linear``, else ``original``), False where not, None where the LUT lacks
+    either -- a miss, which `PlanCosts.with_merges` names (or, in a partial prediction, counts as merged)."""
+    if merged is None or unmerged is None:
+        return None
+    return merged.median_s < unmerged.median_s
 
 
-def linearized_choice(lookup: Lookup, spec: str, merge: bool | None) -> tuple[str, LUTEntry | None]:
-    """(variant, entry) of a linearised block outside a span: merged where ``merge`` says so, or where it
-    is None and `merge_pays`; else the activation-free block (``linear``) when the LUT has it, else the
-    original (what removing activations alone changes is seldom measurable)."""
-    merged, linear = lookup(spec, "merged"), lookup(spec, "linear")
-    unmerged = ("linear", linear) if linear is not None else ("original", lookup(spec, "original"))
-    if merge is None:
-        merge = merge_pays(merged, unmerged[1])
-    return ("merged", merged) if merge else unmerged
+def _deploys_alike(block: Block) -> bool:
+    from ..merge.block import deploys_alike  # local: dsprof.lut stays importable without the merge package
 
-
-def merge_savings(lut: LUT, key: DeviceContext | str | None = None) -> dict[str, float]:
-    """{block spec: seconds that merging saves over leaving the linearised block unmerged} for every block
-    the LUT has both for: what `merge_model(savings=...)` takes, so that it merges where `merge_pays`."""
-    lookup = Lookup.of(lut, lut.resolve(key))
-    out = {}
-    for scope, spec, variant in lookup.index:
-        if scope == "block" and variant == "merged":
-            unmerged = lookup(spec, "linear") or lookup(spec, "original")
-            if unmerged is not None:
-                out[spec] = unmerged.median_s - lookup(spec, "merged").median_s
-    return out
+    return deploys_alike(block)
 
 
 def span_key(blocks: list[Block], start: int, stop: int) -> str:
@@ -241,11 +225,88 @@ class PlanCosts:
         original = self.entries.originals[i]
         return self._piece(i, i + 1, "original", original, f"block {self.blocks[i].spec.to_str()} [original]")
 
-    def linearized(self, i: int, merge: bool | None = None) -> Piece:
-        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) where it pays."""
+    def unmerged(self, i: int, border: str = "in_front") -> tuple[str, LUTEntry | None]:
+        """(variant, entry) of block ``i`` linearised and left unmerged, as a plan with this ``border`` deploys it:
+        its ``linear`` entry where the LUT has one and it was timed in that form (the profiler times the
+        padding-in-front form, `dsprof.profiler.workloads.deployed_linear`; under ``in_place`` it covers the
+        blocks that run alike either way, `dsprof.merge.block.deploys_alike`), else its ``original`` (what removing
+        activations alone changes is seldom measurable)."""
+        linear = self.lookup(self.blocks[i].spec.to_str(), "linear")
+        if linear is not None and (border == "in_front" or _deploys_alike(self.blocks[i])):
+            return "linear", linear
+        return "original", self.entries.originals[i]
+
+    def merges(self, i: int, border: str = "in_front") -> bool | None:
+        """Whether block ``i``, linearised alone, merges by the one rule (`merge_pays`); None where the LUT lacks
+        its ``merged`` or unmerged entry."""
+        return merge_pays(self.lookup(self.blocks[i].spec.to_str(), "merged"), self.unmerged(i, border)[1])
+
+    def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
+        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as `merges` decides
+        (where the LUT cannot decide, counted as merged: the miss is named by the piece or by `with_merges`)."""
         spec = self.blocks[i].spec.to_str()
-        variant, entry = linearized_choice(self.lookup, spec, merge)
+        if merge is None:
+            merge = self.merges(i, border) is not False
+        variant, entry = ("merged", self.lookup(spec, "merged")) if merge else self.unmerged(i, border)
         return self._piece(i, i + 1, variant, entry, f"block {spec} [{variant}]")
+
+    def with_merges(self, plan: Any, *, strict: bool = True) -> Any:
+        """``plan`` (a `dsprof.merge.Plan`, preset name or plan file) with its ``merge`` list: the one place that
+        decides, from this LUT, which linearised blocks merge (`merges`: merged entry below unmerged; a span
+        merges). A plan that has a list is returned as it is, once checked against the model (`check_plan`,
+        one entry per block, a span's blocks marked merged). A block the LUT cannot decide raises
+        `LUTMissError` naming the entry and the `dsprof measure` that times it; with ``strict=False`` it counts
+        as merged (a partial prediction, which names the miss)."""
+        from ..errors import PlanError
+        from ..merge.plan import Plan, check_plan  # local: dsprof.lut stays importable without the merge package
+
+        plan = Plan.coerce(plan)
+        if self.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
+            plan = check_plan(plan, *self.identity)
+        plan.check_blocks(len(self.blocks))
+        in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
+        if plan.merge is not None:
+            unmarked = sorted(i for i in in_span if not plan.merge[i])
+            if unmarked:
+                raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
+                                "lie in its spans, which merge: mark them true (or drop the spans)")
+            return plan
+        merge, undecided = [], []
+        for i, keep in enumerate(plan.keep):
+            pays = True if i in in_span else (False if keep else self.merges(i, plan.border))
+            if pays is None:
+                undecided.append(i)
+            merge.append(pays is not False)
+        if undecided and strict:
+            spec = self.blocks[undecided[0]].spec.to_str()
+            more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
+            raise LUTMissError(
+                f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
+                f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
+                f"merges: run `{self.measure_command(1)}` and rebuild the LUT with `dsprof build-lut` (or decide by "
+                "MACs: --merge-by macs)"
+            )
+        return plan.with_merge(merge)
+
+    def measure_command(self, max_span: int = 1) -> str:
+        """The `dsprof measure` command that times what the planner and `with_merges` read for this model in
+        the LUT's context (spans of up to ``max_span`` blocks)."""
+        key = self.key
+        # the model's options as every message suggests them (`model_flags`, carried by `plan_costs`)
+        parts = ["dsprof measure", self.measure_flags or f"--model {self.label.split('{', 1)[0]}"]
+        parts += [f"--device {key.device}", f"--backend {key.backend}", f"--dtype {key.dtype}", f"--batch {key.batch}"]
+        if key.threads:
+            parts.append(f"--threads {key.threads}")
+        if key.layout == "channels_last":
+            parts.append("--channels-last")
+        if key.compile:
+            parts.append("--compile")
+        parts.append("--variants original,merged,linear")
+        if max_span > 1:
+            parts.append(f"--spans {max_span}")
+        if self.method != "isolated" or self.context_factor is not None:
+            parts.append("--context merged,linear")
+        return " ".join(parts)
 
     def span(self, start: int, stop: int) -> Piece:
         """Blocks start..stop-1 merged into one convolution."""
@@ -269,7 +330,8 @@ class PlanCosts:
                 out.append(self.span(i, spans[i]))
                 i = spans[i]
                 continue
-            out.append(self.kept(i) if plan.keep[i] else self.linearized(i, None if plan.merge is None else plan.merge[i]))
+            merge = None if plan.merge is None else plan.merge[i]
+            out.append(self.kept(i) if plan.keep[i] else self.linearized(i, merge, plan.border))
             i += 1
         return out
 

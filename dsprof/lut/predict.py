@@ -17,7 +17,7 @@ from ..models import find_blocks, format_span, input_size_of, model_flags, model
 from ..device_context import DeviceContext
 from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
 from .cost import (CONTEXT_FACTOR_RANGE, MethodFallbackWarning, ModelEntries as _ModelEntries, Piece, PlanCosts,
-                   median_error_s, merge_savings)
+                   median_error_s)
 from .schema import METHODS, model_label
 from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
 
@@ -161,8 +161,8 @@ def predict_latency(
 
     ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (`dsprof.lut.cost.merge_pays`, what `merge` decides given the same LUT), and as
-    ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
+    says merging saves time (`PlanCosts.with_merges`, the list every command that builds the merged model
+    replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
     (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.cost.PlanCosts` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
@@ -192,7 +192,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
     lut, key, label, entries = costs.lookup.lut, costs.key, costs.label, costs.entries
     name = name or label.split("{", 1)[0]
-    pieces = _pieces(costs, plan, variant)
+    pieces = _pieces(costs, plan, variant, strict)
     drift, drift_source = _drift(entries, costs.lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
     table = _block_table(costs, pieces)
@@ -238,18 +238,12 @@ def plan_costs(
     return replace(costs, identity=model_identity(net), measure_flags=flags)
 
 
-def _pieces(costs: PlanCosts, plan: Any, variant: str | None) -> list[Piece]:
-    """The pieces a plan deploys, or every block as ``variant``."""
+def _pieces(costs: PlanCosts, plan: Any, variant: str | None, strict: bool) -> list[Piece]:
+    """The pieces a plan deploys (its merge list, or the one `with_merges` writes: what a merged model built from
+    it replays), or every block as ``variant``."""
     if variant is not None:
         return [costs.as_variant(i, variant) for i in range(len(costs.blocks))]
-    if plan is not None:
-        from ..merge.plan import Plan, check_plan  # the merge package imports models only; keep lut importable alone
-
-        plan = Plan.coerce(plan)
-        if costs.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
-            plan = check_plan(plan, *costs.identity)
-        plan.check_blocks(len(costs.blocks))
-    return costs.pieces(plan)
+    return costs.pieces(costs.with_merges(plan, strict=strict) if plan is not None else None)
 
 
 def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
@@ -350,8 +344,8 @@ def _report_misses(costs: PlanCosts, name: str, flags: str, table: pd.DataFrame,
 def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any):
     """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
     ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
-    `dsprof predict --measure` sets beside a prediction. Where the plan leaves the merge of a
-    linearised block open, ``lut``'s savings in that context decide, as `predict_latency` assumes.
+    `dsprof predict --measure` sets beside a prediction. A plan without a ``merge`` list has it written by
+    ``lut``'s rule in that context (`dsprof.merge.rule.decide_merges`), as `predict_latency` prices it.
     Keywords (``lut``, ``name``, ``options``, ``out``, ``progress``) as `measure_planned_run`, which returns
     the whole run (its drift probe records too). Returns the `dsprof.profiler.Measurement` (its ``median_s``
     in seconds per batch)."""
@@ -372,16 +366,13 @@ def measure_planned_run(
 ):
     """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run (the merged model's record
     and the drift probe's)."""
-    from ..merge import merge_model
+    from ..merge.rule import merge_by_rule
     from ..profiler import measure
 
     name, net = named_model(model, name, None, dict(options or {}))
     if plan is not None:
-        from ..merge.plan import Plan
-
-        plan = Plan.coerce(plan)
-        net = merge_model(net, plan, savings=merge_savings(lut, context) if lut is not None else None)
-        name = f"{name}-{plan.name or 'plan'}"
+        net, merges = merge_by_rule(net, plan, lut=lut, device=context, name=name, options=options)
+        name = f"{name}-{merges.plan.name or 'plan'}"
     # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
     return measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
                    out=out, overwrite=True, progress=progress, **context.measure_options())

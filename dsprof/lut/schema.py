@@ -21,7 +21,9 @@ scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole mo
 workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
            module name (`context_workload`); for ``probe`` the probe's name; for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
-variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``
+variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``; ``linear`` is the block without
+           its activations, unmerged, in the form `merge_model` deploys it with a plan's default border
+           (padding in front, `dsprof.profiler.workloads.deployed_linear`): the border is part of what it times
 median_s   median latency of one forward pass of one batch, seconds (pooled samples)
 iqr_s      interquartile range of the pooled samples, seconds
 n_samples  number of pooled samples
@@ -39,7 +41,8 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "METHODS", "context_workload", "model_label", "split_label"]
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS", "context_workload",
+           "model_label", "split_label"]
 
 SCHEMA = "dsprof.lut/1"
 CONTEXT_COLUMNS = CONTEXT_FIELDS  # a row's device context (`dsprof.device_context`)
@@ -53,6 +56,10 @@ COLUMNS = (
 #: How `dsprof.lut.predict_latency` counts merged blocks (its docstring says what each means); here, with
 #: the table's columns, so that the command line offers them without importing pandas.
 METHODS = ("auto", "isolated", "context", "context-scaled")
+#: How a plan without a ``merge`` list has it written (`dsprof.merge.rule`): ``lut`` (`PlanCosts.with_merges`, the
+#: rule `predict` prices) or ``macs`` (`merge_model`: where merging lowers the MACs); here, beside `METHODS`, so
+#: that the command line offers them without importing PyTorch.
+MERGE_BY = ("lut", "macs")
 
 
 def model_label(name: str, options: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The `LUT` class: a validated latency table, its file, lookups with loud misses, savings."""
+"""The `LUT` class: a validated latency table, its file, lookups with loud misses."""
 
 from __future__ import annotations
 
@@ -190,31 +190,6 @@ class LUT:
             return None
         r = hit.iloc[0]
         return LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
-
-    def latency(self, device: DeviceContext | str | None = None):
-        """A ``(spec, variant) -> seconds or None`` lookup in one context, quiet on a miss: what
-        `dsprof.merge.plan_spans` and `merge_to_file(spans="auto", latency=...)` take to weigh spans."""
-        key = self.resolve(device)
-
-        def latency(spec: BlockSpec | str, variant: str) -> float | None:
-            entry = self.find(spec, variant, key)
-            return entry.median_s if entry is not None else None
-
-        return latency
-
-    def savings(self, device: DeviceContext | str | None = None, variant: str = "merged") -> pd.DataFrame:
-        """Per-block latency saving of ``variant`` over the original, seconds: one row per BlockSpec
-        that has both, columns workload, original_s, merged_s (the variant), saving_s."""
-        rows = self.entries(self.resolve(device))
-        blocks = rows[rows["scope"] == "block"].pivot(index="workload", columns="variant", values="median_s")
-        if "original" not in blocks or variant not in blocks:
-            return pd.DataFrame(columns=["workload", "original_s", f"{variant}_s", "saving_s"])
-        both = blocks[["original", variant]].dropna()
-        out = pd.DataFrame(
-            {"workload": both.index, "original_s": both["original"].values, f"{variant}_s": both[variant].values}
-        )
-        out["saving_s"] = out["original_s"] - out[f"{variant}_s"]
-        return out.reset_index(drop=True)
 
 
 def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:

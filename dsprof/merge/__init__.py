@@ -3,7 +3,8 @@
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
 `plan` (which blocks, JSON, the paper's presets), `model` (whole-model merge with reported
-decisions), `artifact` (the merged-model file, ONNX export), `run` (`dsprof merge` as a function).
+decisions), `rule` (which linearised blocks merge: one rule, written into the plan's merge list), `artifact`
+(the merged-model file, ONNX export), `run` (`dsprof merge` as a function).
 """
 
 from .algebra import LinearConv, MergeError, add_residual, apply_conv, compose_all, compose_convs, conv_from_module, fold_bn
@@ -14,6 +15,7 @@ from .layers import BorderBias, MergedConv, PaddedConv2d, ZeroPad
 from .linearize import Linearized, linearize_block, linearize_model
 from .model import BlockDecision, MergeReport, cost_table, merge_model, merge_report
 from .plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
+from .rule import Merges, decide_merges
 
 __all__ = [
     "PRESETS",
@@ -25,6 +27,7 @@ __all__ = [
     "MergeError",
     "MergeReport",
     "MergedConv",
+    "Merges",
     "PaddedConv2d",
     "Plan",
     "PlanError",
@@ -36,6 +39,7 @@ __all__ = [
     "conv_bn_pairs",
     "conv_from_module",
     "cost_table",
+    "decide_merges",
     "export_onnx",
     "fold_batchnorm",
     "fold_bn",

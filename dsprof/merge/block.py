@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -13,6 +14,7 @@ from .algebra import (
     TF_SAME,
     LinearConv,
     MergeError,
+    Padding,
     add_residual,
     apply_conv,
     compose_all,
@@ -21,11 +23,14 @@ from .algebra import (
     fold_bn,
     output_size,
 )
+from ..models import Block
+from ..models.padding import as_pair, conv_padding
 from .layers import BorderBias, MergedConv, ZeroPad, conv_module
 from .linearize import Linearized
 from .spans import SpanLinearized
 
-__all__ = ["BlockMergeInfo", "folded_chain", "merge_linearized", "linear_reference", "unmerged_form"]
+__all__ = ["BlockMergeInfo", "deployed_unmerged", "deploys_alike", "folded_chain", "merge_linearized", "linear_reference",
+           "pads_back_in_place", "unmerged_form"]
 
 
 @dataclass(frozen=True)
@@ -208,12 +213,11 @@ def unmerged_form(block: Linearized) -> Linearized | None:
     if block.border != "in_front":
         return None
     convs, shortcut = folded_chain(block)
-    padded = [i for i, p in enumerate(block.inner_padding) if p == TF_SAME or any(p)]
-    if len(padded) != 1:
+    padded = _padded(block.inner_padding)
+    if len(padded) != 1 or not pads_back_in_place([(c.kernel_size, c.stride, c.dilation) for c in convs],
+                                                  block.inner_padding):
         return _front_pad_in_first_conv(block)
     last = padded[0]
-    if any(c.kernel_size != (1, 1) or c.stride != (1, 1) or c.dilation != (1, 1) for c in convs[:last]):
-        return _front_pad_in_first_conv(block)
     for i in range(last):
         convs[i], convs[i + 1] = _shift_bias(convs[i], convs[i + 1])
     convs = [replace(c, padding=p) for c, p in zip(convs, block.inner_padding)]
@@ -229,6 +233,40 @@ def unmerged_form(block: Linearized) -> Linearized | None:
         inner_padding=block.inner_padding, input_size=block.input_size,
     )
     return form.to(param.device).eval()
+
+
+def _padded(paddings: Sequence[Padding]) -> list[int]:
+    return [i for i, p in enumerate(paddings) if p == TF_SAME or any(p)]
+
+
+def pads_back_in_place(geometry: Sequence[tuple[tuple[int, int], tuple[int, int], tuple[int, int]]],
+                       paddings: Sequence[Padding]) -> bool:
+    """Whether a linearised block whose convolutions have this ``geometry`` ((kernel, stride, dilation) each)
+    and original ``paddings`` is deployed unmerged in the same form whatever its border: True when at most
+    one convolution is padded and only 1x1 stride-1 convolutions precede it (`unmerged_form` then puts the
+    padding back in place, exactly); False when a padding-in-front block keeps a larger first map (ResNet's
+    basic block, VGG's 3x3 pairs)."""
+    padded = _padded(paddings)
+    if len(padded) > 1:
+        return False
+    return not padded or all(g == ((1, 1), (1, 1), (1, 1)) for g in geometry[:padded[0]])
+
+
+def deploys_alike(block: Block) -> bool:
+    """`pads_back_in_place` for a discovered block (its convolutions as built): whether it runs unmerged in the
+    same form with its border in front or in place (what a LUT's ``linear`` entry, timed in front, then covers)."""
+    convs = [u.conv for u in block.units]
+    return pads_back_in_place([(as_pair(c.kernel_size), as_pair(c.stride), as_pair(c.dilation)) for c in convs],
+                              [conv_padding(c) for c in convs])
+
+
+def deployed_unmerged(block: Linearized) -> nn.Module:
+    """``block`` as `merge_model` deploys it where it does not merge: `unmerged_form` where that applies, else
+    the block itself (BatchNorms, if any, are folded with the rest of the model). The profiler times its
+    ``linear`` variant on this module (`dsprof.profiler.workloads.deployed_linear`), so that what a LUT
+    prices for a block left unmerged is what runs."""
+    form = unmerged_form(block)
+    return form if form is not None else block
 
 
 def _front_pad_in_first_conv(block: Linearized) -> Linearized | None:

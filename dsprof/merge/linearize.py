@@ -119,8 +119,8 @@ def _linear_bn(bn: nn.Module) -> nn.Module:
 def linearize_block(
     block: Block | nn.Module,
     *,
-    border: str = "in_front",
-    free_activation: str | None = "relu6",
+    border: str = BORDER_MODES[0],
+    free_activation: str | None = FREE_ACTIVATIONS[0],
     index: int = 0,
     input_size: tuple[int, int] | None = None,
 ) -> Linearized:

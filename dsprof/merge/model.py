@@ -5,26 +5,21 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Callable, Mapping, Union
-
 import pandas as pd
 import torch
 from torch import nn
 
-from ..errors import LUTMissError
+from ..errors import PlanError, UsageError
 from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, format_span, input_size_of, memory_footprint
 from .algebra import MergeError
-from .block import BlockMergeInfo, merge_linearized, unmerged_form
+from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
 from .spans import SpanLinearized
-from .plan import Plan, PlanError
+from .plan import Plan
 
-__all__ = ["BlockDecision", "MergeReport", "Savings", "merge_model", "merge_report", "cost_table"]
+__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_report", "cost_table"]
 
-# Latency saved by merging one block, in seconds (linearised block minus merged convolution), given
-# as a callable (block name, BlockSpec string) -> seconds, or a mapping from block name or spec string.
-Savings = Union[Callable[[str, str], float], Mapping[str, float]]
 REPORT_ATTR = "dsprof_merge_report"
 
 
@@ -40,7 +35,6 @@ class BlockDecision:
     reason: str
     linear_macs: int | None = None
     merged_macs: int | None = None
-    saving_s: float | None = None
     exact: bool | None = None
     border_corrected: bool | None = None
     border_error: float | None = None
@@ -72,38 +66,36 @@ def merge_report(model: nn.Module) -> MergeReport:
     return report
 
 
-def _saving(savings: Savings, name: str, spec: str) -> float:
-    if callable(savings):
-        return float(savings(name, spec))
-    for key in (name, spec):
-        if key in savings:
-            return float(savings[key])
-    raise LUTMissError(f"no latency saving given for block {name} ({spec}); give one per linearised block")
-
-
 def merge_model(
     model: nn.Module,
     plan: Plan | str,
     *,
-    savings: Savings | None = None,
+    merge_by: str | None = None,
     input_size: tuple[int, int] | None = None,
     fold: bool = True,
 ) -> nn.Module:
-    """A new model in which every block that the plan linearises, and where merging pays, is one convolution.
+    """A new model in which every block that the plan linearises, and whose ``merge`` entry says so, is one
+    convolution; the others are deployed unmerged (`dsprof.merge.block.deployed_unmerged`).
 
     ``model`` is the original model (it is linearised by the plan first, padding in front unless the
     plan says otherwise) or a model from `linearize_model` after fine-tuning. It is not modified.
-    A block merges when the plan's ``merge`` list says so (replay), else when ``savings`` (from a
-    latency table: seconds saved, > 0 pays) says so, else when it lowers MACs. Remaining BatchNorms
-    are folded (``fold=True``). The decisions are in `merge_report` of the result.
-
-    From a LUT: ``savings=dsprof.lut.cost.merge_savings(lut, key)`` (keyed by `BlockSpec` string: merged against
-    the block left unmerged, the rule `predict_latency` prices with).
+    The plan's ``merge`` list is replayed; a plan without one is merged where that lowers the MACs when
+    ``merge_by="macs"``, and refused otherwise (`PlanError`): fill its list from a LUT first with
+    `dsprof.merge.rule.decide_merges` (or `PlanCosts.with_merges`), the rule `predict` prices. A span always
+    merges. Remaining BatchNorms are folded (``fold=True``). The decisions, and the plan with its list, are
+    in `merge_report` of the result.
     """
+    if merge_by not in (None, "macs"):
+        raise UsageError(f"merge_model decides by 'macs' only (a LUT's rule writes the plan's merge list first: "
+                         f"dsprof.merge.rule.decide_merges); got merge_by={merge_by!r}")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
     target = _linearized_copy(model, plan, size)
     linear, interior = _linearized_blocks(target, plan)
+    if plan.merge is None and merge_by is None and not all(isinstance(m, SpanLinearized) for _, m in linear.values()):
+        from .rule import no_rule_message  # one message for every command
+
+        raise PlanError(no_rule_message(plan))
     names = _block_names(target, plan, size)
     decisions: list[BlockDecision] = []
     for index, keep in enumerate(plan.keep):
@@ -115,7 +107,7 @@ def merge_model(
         else:
             path, block = linear[index]
             replay = None if plan.merge is None else plan.merge[index]
-            decisions.append(_merge_block(target, index, path, block, replay, savings, names[index]))
+            decisions.append(_merge_block(target, index, path, block, replay, names[index]))
     if fold:
         param = next(target.parameters())
         first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
@@ -165,7 +157,7 @@ def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[s
 
 
 def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, replay: bool | None,
-                 savings: Savings | None, name: str) -> BlockDecision:
+                 name: str) -> BlockDecision:
     """Put block ``index`` of ``target`` (in place) merged into one convolution where `_merge_choice` says so,
     else in its unmerged deployed form; the decision says which and why. Called from `merge_model` only:
     its warning points at that function's caller."""
@@ -173,7 +165,7 @@ def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, rep
         module, info = merge_linearized(block)
     except MergeError as exc:
         raise MergeError(f"block {index} ({name}): {exc}") from None
-    do, reason, saving = _merge_choice(name, block, info, replay, savings)
+    do, reason = _merge_choice(block, info, replay)
     if do:
         set_submodule(target, path, module)
         if not info.exact:
@@ -184,32 +176,26 @@ def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, rep
                 "fine-tune with border='in_front' for an exact merge",
                 stacklevel=3,
             )
-    elif (deployed := unmerged_form(block)) is not None:
-        set_submodule(target, path, deployed)  # same function, without convolving the padding ring
-    return _decision(index, name, block.spec, do, reason, info, saving)
+    else:
+        set_submodule(target, path, deployed_unmerged(block))  # same function, the form the LUT's linear entry timed
+    return _decision(index, name, block.spec, do, reason, info)
 
 
-def _merge_choice(name: str, block: nn.Module, info: BlockMergeInfo, replay: bool | None,
-                  savings: Savings | None) -> tuple[bool, str, float | None]:
-    """(merge, why, the latency saving that decided it in seconds or None) for one linearised block: a span
-    always merges (it was planned where it pays); else the plan's ``merge`` entry (``replay``) decides, else
-    ``savings`` (> 0 pays), else whether merging lowers the MACs."""
+def _merge_choice(block: nn.Module, info: BlockMergeInfo, replay: bool | None) -> tuple[bool, str]:
+    """(merge, why) for one linearised block: a span always merges (it was planned where it pays); else the
+    plan's ``merge`` entry (``replay``) decides, else (``merge_by="macs"``) whether merging lowers the MACs."""
+    macs = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged"
     if isinstance(block, SpanLinearized):
-        return True, f"span of blocks {format_span((block.start, block.stop))}: MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M", None
+        return True, f"span of blocks {format_span((block.start, block.stop))}: {macs}"
     if replay is not None:
-        return replay, "replayed from the plan", None
-    if savings is not None:
-        saving = _saving(savings, name, block.spec)
-        do = saving > 0
-        return do, f"latency table: merging {'saves' if do else 'costs'} {abs(saving) * 1e3:.4f} ms", saving
+        return replay, f"the plan's merge list; {macs}"
     do = info.merged_macs < info.linear_macs
-    verdict = "pays" if do else "does not pay"
-    return do, f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged: {verdict}", None
+    return do, f"--merge-by macs: {macs} {'pays' if do else 'does not pay'}"
 
 
-def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo, saving) -> BlockDecision:
+def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo) -> BlockDecision:
     return BlockDecision(
-        index, name, spec, False, merged, reason, info.linear_macs, info.merged_macs, saving,
+        index, name, spec, False, merged, reason, info.linear_macs, info.merged_macs,
         info.exact, info.border_corrected, info.border_error,
     )
 

@@ -21,9 +21,10 @@ __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelEr
 
 PLAN_FORMAT = "dsprof.plan"
 PLAN_VERSION = 1
-#: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`).
+#: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`); the first is a plan's default.
 BORDER_MODES = ("in_front", "in_place")
-#: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3).
+#: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3); the first is
+#: a plan's default.
 FREE_ACTIVATIONS = ("relu6", "relu", "none")
 
 
@@ -48,8 +49,8 @@ class Plan:
     model: str
     keep: tuple[int, ...]
     options: dict[str, Any] = field(default_factory=dict)
-    free_activation: str | None = "relu6"
-    border: str = "in_front"
+    free_activation: str | None = FREE_ACTIVATIONS[0]
+    border: str = BORDER_MODES[0]
     merge: tuple[bool, ...] | None = None
     name: str | None = None
     source: str | None = None

@@ -11,26 +11,28 @@ from torch import nn
 
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
-from ..models import get_model, load_checkpoint
+from ..models import find_blocks, get_model, load_checkpoint
 from ..models.registry import ClassCountError
 from .artifact import export_onnx, save_merged
 from .linearize import linearize_model
-from .model import MergeReport, Savings, cost_table, merge_model, merge_report
+from .model import MergeReport, cost_table, merge_model, merge_report
 from .plan import Plan, PlanError, check_plan
-from .spans import Latency, plan_spans
+from .rule import Merges, decide_merges, merge_rule
+from .spans import plan_spans
 
 __all__ = ["MergeOutcome", "checkpoint_facts", "merge_to_file", "format_cost_table"]
 
 
 @dataclass(frozen=True)
 class MergeOutcome:
-    """What `merge_to_file` produced."""
+    """What `merge_to_file` produced; ``merges`` says which blocks merged and what decided it."""
 
     model: nn.Module
     report: MergeReport
     costs: pd.DataFrame
     out: Path | None
     onnx: Path | None
+    merges: Merges | None = None
 
 
 def merge_to_file(
@@ -43,13 +45,12 @@ def merge_to_file(
     checkpoint: str | Path | None = None,
     out: str | Path | None = None,
     onnx: str | Path | None = None,
-    savings: Savings | None = None,
     num_classes: int | None = None,
     spans: str | tuple[tuple[int, int], ...] | None = None,
     max_span: int = 4,
-    latency: Latency | None = None,
     lut: Any = None,
     device_key: Any = None,
+    merge_by: str | None = None,
 ) -> MergeOutcome:
     """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
@@ -60,13 +61,14 @@ def merge_to_file(
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
-    ``lut`` (a `dsprof.lut.LUT` or its file; ``device_key`` picks its context) decides where a linearised block
-    merges (`dsprof.lut.cost.merge_pays`, as `predict` prices it; ``savings`` given by hand instead, else MACs);
-    a plan's own ``merge`` list is replayed as written. ``spans``: ``"auto"`` merges runs of consecutive linear
-    blocks into one convolution each where that pays (with ``lut`` the planner's partition for the plan's
-    ``keep``, `dsprof.plan.best_plan`; else ``latency`` seconds or MACs; up to ``max_span`` blocks), explicit
-    ``((start, stop), ...)`` ranges, or None for the plan's own. Both output paths are checked before anything
-    is built or written.
+    Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else ``lut``'s rule
+    (a `dsprof.lut.LUT` or its file, ``device_key`` its context: `dsprof.merge.rule.decide_merges`, as `predict`
+    prices it); else MACs, when ``merge_by="macs"``; else the plan is refused in one line. ``spans``:
+    ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays (with ``lut``
+    the planner's partition and merges for the plan's ``keep``, `dsprof.plan.best_plan`; with
+    ``merge_by="macs"`` by MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
+    other merges then decided again), or None for the plan's own. Both output paths are checked before anything
+    is built, the plan's length and the merge rule before anything is merged or written.
     """
     options = dict(options or {})
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
@@ -80,24 +82,32 @@ def merge_to_file(
             check_output_path(path)
     if num_classes is None:
         num_classes = carried.get("num_classes")
-    extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
-    model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
     if lut is not None:
         from ..lut import LUT
-        from ..lut.cost import merge_savings
 
         lut = lut if isinstance(lut, LUT) else LUT.load(lut)
-        savings = merge_savings(lut, device_key) if savings is None else savings
-    if spans == "auto" and lut is not None:
+    planner = spans == "auto" and lut is not None and merge_by != "macs"
+    if spans is not None and not planner:  # spans chosen here: the merges are decided again
+        plan = replace(plan, merge=None, spans=None if spans == "auto" else tuple(spans))
+    extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
+    model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
+    if not planner:
+        merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # refused before anything is merged or read
+    if planner:
+        from ..lut.predict import plan_costs
         from ..plan import best_plan
 
-        best = best_plan(model_name, lut, plan.keep, max_span=max_span, device=device_key, options=options,
-                         resolution=resolution)
+        costs = plan_costs(model_name, lut, device=device_key, options=options, resolution=resolution)
+        best = best_plan(model_name, lut, plan.keep, max_span=max_span, costs=costs, options=options)
         plan = replace(plan, merge=best.merge, spans=best.spans)
-    elif spans == "auto":
-        plan = plan_spans(model, plan, max_len=max_span, latency=latency)
-    elif spans is not None:
-        plan = replace(plan, spans=tuple(spans), merge=None)
+        merges = Merges(plan, "planner", str(costs.key))
+    else:
+        if spans == "auto":
+            plan = plan_spans(model, plan, max_len=max_span)
+        merges = None if merge_rule(plan, lut=lut is not None, merge_by=merge_by) == "macs" else \
+            decide_merges(model_name, plan, lut=lut, device=device_key, options=options, resolution=resolution)
+        plan = merges.plan if merges is not None else plan
     source: nn.Module = model
     if checkpoint is not None:
         linear = linearize_model(model, plan)
@@ -113,12 +123,13 @@ def merge_to_file(
                 raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
                 ) from None
-    merged = merge_model(source, plan, savings=savings)
+    merged = merge_model(source, plan, merge_by=None if merges is not None else "macs")
+    merges = merges or Merges(merge_report(merged).plan, "macs")
     costs = cost_table(model, merged)
     # the export first: it is the step that can still fail (an operator ONNX lacks), and then no file is written
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None
     out_path = save_merged(merged, out) if out is not None else None
-    return MergeOutcome(merged, merge_report(merged), costs, out_path, onnx_path)
+    return MergeOutcome(merged, merge_report(merged), costs, out_path, onnx_path, merges)
 
 
 def checkpoint_facts(path: str | Path) -> dict[str, Any]:

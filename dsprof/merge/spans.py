@@ -11,16 +11,15 @@ The fine-tuned form is *padding in front of the span* (`SpanLinearized`): the in
 span's composite padding and every block runs unpadded, its skip connection reading the centre crop of
 its input. The merged convolution computes exactly that, for every input size.
 
-A span is planned (`plan_spans`) where it pays: by a latency callable (from a LUT that timed span
-workloads, `dsprof measure --spans N`) or else by MACs, choosing the cheapest partition of each run of
-consecutive linear blocks (dynamic programming over the run).
+Spans are planned from a LUT by the planner (`dsprof.plan.best_plan`, from the span workloads `dsprof measure
+--spans N` times, priced as `predict` prices them), or by MACs (`plan_spans`, asked for with ``--merge-by macs``):
+the cheapest partition of each run of consecutive linear blocks (the planner's solver over the run).
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import Callable
 
 import torch
 from torch import nn
@@ -31,10 +30,6 @@ from .layers import ZeroPad, front_pad
 from .plan import Plan
 
 __all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
-
-#: (spec, variant) -> seconds, or None when not measured. A span is keyed by its ``span_spec`` and variant "merged".
-Latency = Callable[[BlockSpec, str], "float | None"]
-
 
 class SpanLinearized(nn.Module):
     """Linearised blocks ``start..stop-1`` run as one: ``act(B_n(...B_1(pad(x))))`` with every block unpadded.
@@ -127,21 +122,14 @@ def _chain_macs(spec: BlockSpec) -> int:
     return macs
 
 
-def plan_spans(
-    model: nn.Module,
-    plan,
-    *,
-    max_len: int = 4,
-    latency: Latency | None = None,
-    input_size: tuple[int, int] | None = None,
-):
-    """The plan with ``spans`` chosen where merging a span pays (no activation runs inside a span).
+def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[int, int] | None = None):
+    """The plan with ``spans`` chosen where merging a span lowers the MACs (no activation runs inside a span),
+    and no ``merge`` list (its lone blocks are then merged by MACs too: ``merge_model(..., merge_by="macs")``).
 
     Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
-    blocks so that the total cost is lowest: seconds from ``latency`` when it knows the piece (the
-    span's dense convolution under variant "merged"; a block alone merged where that pays, as
-    `dsprof.lut.cost.merge_pays` decides), else MACs. With a LUT, `dsprof.plan.best_plan` prices spans
-    the way `predict_latency` does (what `merge_to_file(spans="auto", lut=...)` uses).
+    blocks so that the MACs are lowest: a span's merged convolution, a lone block merged or not, whichever
+    costs fewer. With a LUT, `dsprof.plan.best_plan` chooses the spans the way `predict_latency` prices them
+    (what `merge_to_file(spans="auto", lut=...)` uses).
     """
     from ..plan.dp import Option, best_per_k  # local: dsprof.plan imports this package
 
@@ -152,26 +140,16 @@ def plan_spans(
     spans: list[tuple[int, int]] = []
     for run in runs:
         specs = [blocks[i].spec for i in run]
-        pieces = [Option(a, b, False, -_piece_cost(specs[a:b], latency))
+        pieces = [Option(a, b, False, -float(_piece_macs(specs[a:b])))
                   for b in range(1, len(run) + 1) for a in range(max(0, b - max_len), b)]
         (best,) = best_per_k(len(run), pieces).values()  # the planner's solver, on this run alone
         spans += [(run[p.start], run[p.stop - 1] + 1) for p in best.pieces if p.stop - p.start > 1]
     return replace(plan, spans=tuple(sorted(spans)), merge=None)
 
 
-def _piece_cost(piece: list[BlockSpec], latency: Latency | None) -> float:
-    """A span's merged convolution, or one block as `merge_model` deploys it (merged where that pays): seconds
-    from ``latency`` where it knows them, else MACs."""
-    if latency is not None:
-        if len(piece) > 1:
-            got = latency(span_spec(piece), "merged")
-        else:
-            merged, linear = latency(piece[0], "merged"), latency(piece[0], "linear")
-            unmerged = linear if linear is not None else latency(piece[0], "original")
-            got = None if merged is None or unmerged is None else min(merged, unmerged)
-        if got is not None:
-            return float(got)
-    return float(span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0])))
+def _piece_macs(piece: list[BlockSpec]) -> int:
+    """MACs of a span's merged convolution, or of one block merged or not, whichever is fewer."""
+    return span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0]))
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

@@ -5,8 +5,8 @@
 """
 
 from .front import Front, FrontPoint, PresetPoint
-from .planner import best_plan, measure_command, plan_front
+from .planner import best_plan, plan_front
 from .run import PlanOutcome, load_importance, plan_to_file
 
-__all__ = ["Front", "FrontPoint", "PlanOutcome", "PresetPoint", "best_plan", "load_importance", "measure_command",
+__all__ = ["Front", "FrontPoint", "PlanOutcome", "PresetPoint", "best_plan", "load_importance",
            "plan_front", "plan_to_file"]

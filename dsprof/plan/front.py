@@ -68,7 +68,9 @@ class PresetPoint:
 class Front:
     """The planner's plans for one model on one LUT context: ``points`` the fastest plan for each k;
     with importance, ``least_loss`` (least summed loss for each k, the fastest among equals) and ``pareto``
-    (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front."""
+    (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front. ``held_back``: the
+    blocks not offered linearised alone, because the LUT says that neither merges nor runs faster than keeping
+    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan."""
 
     model: str  # the model's label in the LUT (name + options + resolution)
     name: str  # its registered name, as plans carry it
@@ -81,13 +83,18 @@ class Front:
     least_loss: tuple[FrontPoint, ...] | None = None
     pareto: tuple[FrontPoint, ...] | None = None
     presets: tuple[PresetPoint, ...] = ()
+    held_back: tuple[int, ...] = ()
 
     def at_k(self, k: int) -> FrontPoint:
         """The fastest plan with ``k`` blocks keeping their activations."""
         for p in self.points:
             if p.k == k:
                 return p
-        raise UsageError(f"k is 0..{len(self.points) - 1} (blocks that keep their activations), got {k}")
+        ks = [p.k for p in self.points]
+        if self.held_back and 0 <= k < min(ks):
+            raise UsageError(f"no plan keeps only {k} blocks' activations: at least {min(ks)} do, since blocks "
+                             f"{_indices(self.held_back)} are held back ({_HELD_BACK}); keep at least {min(ks)}")
+        raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:
@@ -123,7 +130,7 @@ class Front:
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
-                "presets": [p.to_dict() for p in self.presets]}
+                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back)}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -156,6 +163,9 @@ class Front:
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
+        if self.held_back:
+            lines.append(f"held back: blocks {_indices(self.held_back)} keep their activations unless in a span "
+                         f"({_HELD_BACK})")
         lines += _point_lines("fastest plan for each k (blocks keeping activations)", self.points, self.original_s)
         if self.least_loss is not None:
             lines += _point_lines("least importance loss for each k", self.least_loss, self.original_s)
@@ -192,6 +202,12 @@ def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     if speedup is not None and not speedup > 0:
         raise UsageError(f"--speedup is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
                          f"got {speedup:g}")
+_HELD_BACK = ("the LUT says that, linearised alone, they neither merge nor run faster than with their activations, "
+              "so removing those would cost accuracy for nothing")
+
+
+def _indices(values: tuple[int, ...]) -> str:
+    return " ".join(map(str, values))
 
 
 def _bits(keep: tuple[int, ...]) -> str:

@@ -24,7 +24,7 @@ from ..merge.spans import span_runs
 from .dp import Option, Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "plan_front", "measure_command"]
+__all__ = ["best_plan", "plan_front"]
 
 
 def plan_front(
@@ -56,8 +56,8 @@ def plan_front(
                            method=method)
     registered = name or str(model)
     loss = _importance(importance, len(costs.blocks))
-    choices = _options(costs, max_span, loss)
-    _check_found(costs, choices, registered, max_span, resolution_flag)
+    choices, held_back = _options(costs, max_span, loss)
+    _check_found(costs, choices, max_span, resolution_flag)
     ctx = _Context(costs, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(costs.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
@@ -70,7 +70,7 @@ def plan_front(
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)),
+        presets=tuple(_presets(ctx, points, loss)), held_back=held_back,
     )
 
 
@@ -85,8 +85,10 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(costs.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
-    choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
-    _check_found(costs, choices, name, max_span)
+    # the keep list is given: a block it linearises is deployed even where that is slower than keeping it
+    choices = [(o, p) for o, p in _options(costs, max_span, None, hold_back=False)[0]
+               if all(keep[i] == o.kept for i in range(o.start, o.stop))]
+    _check_found(costs, choices, max_span)
     (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
     return _Context(costs, name, options).plan(solution, "best-spans")
 
@@ -135,16 +137,22 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
     return values
 
 
-def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
-    """Every piece a plan can use, priced: each block kept or linearised alone, each span of 2..max_span
-    blocks inside a run of spannable blocks (`span_runs`)."""
+def _options(costs: PlanCosts, max_span: int, loss: list[float] | None,
+             hold_back: bool = True) -> tuple[list[tuple[Option, Piece]], tuple[int, ...]]:
+    """(every piece a plan can use, priced; the blocks held back): each block kept or linearised alone, each span
+    of 2..max_span blocks inside a run of spannable blocks (`span_runs`). A block that the LUT says neither merges
+    nor runs faster without its activations (its unmerged piece saves less than nothing) is not offered
+    linearised alone with ``hold_back``: it would cost accuracy for nothing (it may still end in a span)."""
     n = len(costs.blocks)
     # exact sums of the losses: a span's loss and its blocks' losses added one by one must tie exactly
     loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
-    out = []
+    out, held = [], []
     for i in range(n):
         out.append((Option(i, i + 1, True, 0.0, Fraction(0)), costs.kept(i)))
         piece = costs.linearized(i)
+        if hold_back and piece.variant != "merged" and piece.saving_s < 0:  # a missing entry (NaN) is named later
+            held.append(i)
+            continue
         out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
     for run in span_runs(costs.blocks, (0,) * n):
         for a in range(len(run)):
@@ -152,10 +160,10 @@ def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[
                 start, stop = run[a], run[b - 1] + 1
                 piece = costs.span(start, stop)
                 out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
-    return out
+    return out, tuple(held)
 
 
-def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: str, max_span: int,
+def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], max_span: int,
                  resolution_flag: str = "--resolution") -> None:
     """One line naming what the LUT lacks and the `dsprof measure` that times it: first whether the LUT holds
     another model (or this one at another resolution), then the first entry missing; where spans lack
@@ -163,7 +171,7 @@ def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: st
     missing = list(costs.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
-    measure = f"`{measure_command(name, costs, max_span)}` and rebuild the LUT with `dsprof build-lut`"
+    measure = f"`{costs.measure_command(max_span)}` and rebuild the LUT with `dsprof build-lut`"
     note = costs.lookup.other_model_note(costs.label, resolution_flag)
     if note is not None:
         raise LUTMissError(f"{note}; or measure {costs.label} on {costs.key}: run {measure}")
@@ -174,26 +182,6 @@ def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], name: st
         f"the LUT {costs.lookup.lut.source} lacks {missing[0]}{more} for {costs.label} on {costs.key}: run "
         f"{measure}{without}"
     )
-
-
-def measure_command(name: str, costs: PlanCosts, max_span: int) -> str:
-    """The `dsprof measure` command that times what the planner reads for this model in the LUT's context."""
-    key = costs.key
-    # the model's options as every message suggests them (`model_flags`, carried by `plan_costs`)
-    parts = ["dsprof measure", costs.measure_flags or f"--model {name}"]
-    parts += [f"--device {key.device}", f"--backend {key.backend}", f"--dtype {key.dtype}", f"--batch {key.batch}"]
-    if key.threads:
-        parts.append(f"--threads {key.threads}")
-    if key.layout == "channels_last":
-        parts.append("--channels-last")
-    if key.compile:
-        parts.append("--compile")
-    parts.append("--variants original,merged,linear")
-    if max_span > 1:
-        parts.append(f"--spans {max_span}")
-    if costs.method != "isolated" or costs.context_factor is not None:
-        parts.append("--context merged,linear")
-    return " ".join(parts)
 
 
 def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | None) -> list[PresetPoint]:

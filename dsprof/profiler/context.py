@@ -29,7 +29,7 @@ from ..models import (
     Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
 )
 from ..models.surgery import chain_attr, is_chain_name
-from .workloads import Workload, dense_conv, linearize
+from .workloads import Workload, dense_conv, deployed_linear
 
 __all__ = ["CONTEXT_VARIANTS", "context_workloads", "swapped"]
 
@@ -88,8 +88,9 @@ def context_workloads(
                 part = dense_conv(spec.in_channels, spec.out_channels, spec.merged_kernel, spec.stride, spec.padding,
                                   (spec.in_h, spec.in_w)).eval()
                 part_macs = count_macs(part, (spec.in_h, spec.in_w), spec.in_channels)
-            else:
-                part, part_macs = linearize(original).eval(), block_macs
+            else:  # the block left unmerged as merge_model deploys it (the linear variant's module)
+                part = deployed_linear(block, index)
+                part_macs = count_macs(part, (spec.in_h, spec.in_w), spec.in_channels)
             net = swapped(folded, block.name, part).eval()
             macs = whole_macs - block_macs + part_macs
             params = whole_params - count_params(original) + count_params(part)

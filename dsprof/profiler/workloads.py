@@ -11,7 +11,11 @@ Variants of a block (DESIGN, "Workload"):
   factor ``a = sqrt(MACs_block / (k^2 * cin * cout * Ho * Wo))``; the input channels are
   ``round(a * cin)``, then the output channels are chosen to the nearest integer that matches the
   block's MACs given those input channels, so the in/out ratio of the block is kept.
-* ``linear``: the block with its activation functions replaced by identities (not merged).
+* ``linear``: the block without its activations, not merged, as `merge_model` deploys it when it does not
+  merge under a plan's default border and free activation (`deployed_linear`): its tail activation (ResNet's
+  ReLU after the addition) or ReLU6 after it, and its padding back in place where that is exact (inverted
+  residual, bottleneck), else done by its first convolution over a larger map (ResNet's basic block, VGG's
+  3x3 pairs: the padding-in-front form, see docs/merging.md).
 
 Whole models: ``original`` (BatchNorm folded), ``merged`` (every block replaced by its merged
 dense convolution) and ``flops_matched`` (every block replaced by a dense convolution, paper
@@ -33,8 +37,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..errors import UsageError
-from ..merge.fold import fold_batchnorm, set_submodule
+from ..errors import MergeError, UsageError
+from ..merge.block import deployed_unmerged
+from ..merge.fold import fold_batchnorm
+from ..merge.linearize import linearize_block
 from ..models import (
     Block,
     BlockSpec,
@@ -59,7 +65,7 @@ __all__ = [
     "dense_conv",
     "dense_counterpart_model",
     "flops_matched_channels",
-    "linearize",
+    "deployed_linear",
     "model_workload",
     "model_workloads",
     "span_workloads",
@@ -140,16 +146,17 @@ def flops_matched_channels(spec: BlockSpec, block_macs: int) -> tuple[int, int]:
     return cin, cout
 
 
-def linearize(module: nn.Module) -> nn.Module:
-    """A copy of ``module`` with every activation function (ReLU, ReLU6, SiLU, ...) replaced by Identity."""
-    target = copy.deepcopy(module)
-    activations = tuple(
-        getattr(nn, n) for n in ("ReLU", "ReLU6", "SiLU", "Hardswish", "Hardsigmoid", "GELU", "LeakyReLU", "ELU", "Mish", "Sigmoid", "Tanh", "PReLU")
-    )
-    for name, sub in list(target.named_modules()):
-        if name and isinstance(sub, activations):
-            set_submodule(target, name, nn.Identity())
-    return target
+def deployed_linear(block: Block, index: int = 0) -> nn.Module:
+    """``block`` (a block of the model as built) linearised and left unmerged in the form `merge_model` deploys
+    it under a plan's default border (padding in front) and free activation (`dsprof.merge.deployed_unmerged`:
+    the padding back in place where that is exact, else done by the first convolution over a larger map),
+    BatchNorm folded, in eval mode: what the ``linear`` variant times. Raises `MergeError` for a block that
+    cannot be linearised (a padding mode other than zeros)."""
+    param = next(block.module.parameters())
+    deployed = deployed_unmerged(linearize_block(block, index=index).to(param.device).eval())
+    spec = block.spec
+    example = torch.zeros(1, spec.in_channels, spec.in_h, spec.in_w, dtype=param.dtype, device=param.device)
+    return fold_batchnorm(deployed, example).eval()
 
 
 def _check_macs(what: str, got: int, want: int) -> None:
@@ -185,7 +192,11 @@ def block_workloads(
             if variant == "original":
                 module, shape = original, in_shape
             elif variant == "linear":
-                module, shape = linearize(original), in_shape
+                try:
+                    module, shape = deployed_linear(block, index), in_shape
+                except MergeError as exc:  # it cannot be linearised, so it never runs unmerged either: say so
+                    warnings.warn(f"block {block.name}: {exc}; its linear workload is skipped", UserWarning, stacklevel=2)
+                    continue
             else:
                 if variant == "merged":  # what the merge produces: the chain's composite kernel
                     cin, cout, kernel = spec.in_channels, spec.out_channels, spec.merged_kernel

@@ -52,7 +52,8 @@ class Report:
 
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
-    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model`."""
+    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
+    ``merge`` list: `dsprof.merge.rule.decide_merges`)."""
     from ..merge import merge_model, merge_report
     from ..merge.plan import Plan
 
@@ -217,6 +218,7 @@ def write_report(
     fronts: Sequence[str | Path] | None = None,
     accept_modified: bool = False,
     resolution: int | None = None,
+    merge_by: str | None = None,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
@@ -229,7 +231,10 @@ def write_report(
     `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
     folders), drawn with the presets and the measured plans; records changed after they were written are
     left out (with a warning naming file and lines) unless ``accept_modified``; ``resolution``: only the records
-    measured at that input size (pixels). Every input is read before ``out`` is written.
+    measured at that input size (pixels). Every input is read before ``out`` is written. A plan without a ``merge``
+    list is merged as the commands that built the measured models merge it (`dsprof.merge.rule`): by the LUT's
+    rule (in each record's context for the LUT validation; for the memory plot, in the LUT's one context), or by
+    MACs with ``merge_by="macs"``.
     """
     from ..merge.plan import Plan
 
@@ -253,6 +258,13 @@ def write_report(
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
+    if merge_by is not None:
+        from ..merge.rule import merge_rule
+
+        for plan in plan_objs.values():
+            merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # --merge-by lut without --lut is refused
+    if merge_by == "macs":  # the lists by MACs, written once: validated and drawn alike
+        plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
     front_files = [load_front(path) for path in (_fronts(paths) if fronts is None else fronts)]
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
@@ -271,7 +283,7 @@ def write_report(
     report.answer = answer
     sections = [Section("What DepthShrinker buys here", leads, id="answer")]
     explained, notes = _explain_sections(found, latest, write)
-    figures, memory = _figure_sections(latest, plan_objs, accuracies, notes, write)
+    figures, memory = _figure_sections(latest, plan_objs, accuracies, notes, write, lut)
     validation = _validation_sections(latest, lut, plan_objs, write)
     sections += figures + validation[:1]
     sections += [Section("Devices", [write.table("devices", fingerprint_table(latest))]),
@@ -357,8 +369,17 @@ def _resolution_of(model: str, latest: list[Measurement]) -> int | None:
     return next((r.model_options.get("resolution") for r in latest if r.model == model), None)
 
 
+def _merges(plan, latest: list[Measurement], lut, merge_by: str | None):
+    """`decide_merges` for ``plan`` on its model at the resolution the records measured it (the LUT's one context)."""
+    from ..merge.rule import decide_merges
+
+    device = lut.devices()[0] if lut is not None and len(lut.devices()) == 1 else None
+    return decide_merges(plan.model, plan, lut=lut, device=device, merge_by=merge_by, options=plan.options,
+                         resolution=_resolution_of(plan.model, latest))
+
+
 def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
-                     write: _Writer) -> tuple[list[Section], list[Section]]:
+                     write: _Writer, lut=None) -> tuple[list[Section], list[Section]]:
     """The paper's figures -- block latency (Fig. 1/5), memory before and after merging (Fig. 6), accuracy vs FPS
     (Fig. 7) -- and, apart, the sections of the memory tables (shown with the other tables)."""
     sections, tables, skipped = [], [], write.report.skipped
@@ -371,6 +392,16 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         skipped.append("block latency plot: no block records")
 
     for plan_name, plan in plan_objs.items():
+        if plan.merge is None:
+            if lut is None or len(lut.devices()) != 1:
+                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (--lut) or "
+                               "--merge-by macs decides its merges")
+                continue
+            try:
+                plan = _merges(plan, latest, lut, None).plan
+            except DsprofError as exc:
+                skipped.append(f"memory plot of {plan_name}: {' '.join(str(exc).split())}")
+                continue
         resolution = _resolution_of(plan.model, latest)
         model = get_model(plan.model, resolution=resolution, **plan.options)
         mem = memory_table(model, plan, (resolution, resolution) if resolution else None)

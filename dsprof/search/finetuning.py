@@ -22,6 +22,7 @@ from torch import nn
 from ..errors import UsageError
 from ..merge import Plan, linearize_model, merge_model, save_merged
 from ..merge.plan import check_plan
+from ..merge.rule import Merges, decide_merges
 from .baselines import layer_prune
 from .build import build_model, default_training_resolution
 from .data import load_data
@@ -52,6 +53,7 @@ class FinetuneResult:
     merged_max_abs_diff: float | None = None
     merged_out: Path | None = None
     notes: list[str] = field(default_factory=list)
+    merges: Merges | None = None  # the plan's merge list the check merged by, and what decided it
 
 
 def _distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -80,6 +82,10 @@ def finetune(
     stop_after_epochs: int | None = None,
     ds_plus: bool = False,
     linear_epochs: int | None = None,
+    lut: Any = None,
+    device_key: Any = None,
+    lut_resolution: int | None = None,
+    merge_by: str | None = None,
 ) -> FinetuneResult:
     """Fine-tune the linearised model of ``plan`` (or train the original ``model`` when no plan) on ``data``.
 
@@ -94,10 +100,18 @@ def finetune(
     last ``linear_epochs`` (default a quarter), then shrink it back to the original architecture
     (``merged_out``: its state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
     ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
+    The check merges as every command does (`dsprof.merge.rule.decide_merges`, decided before training): the
+    plan's ``merge`` list, else ``lut``'s rule (context ``device_key``, read at ``lut_resolution``, default
+    ``resolution``), else MACs with ``merge_by="macs"``; a plan without a list and neither is refused at once.
     """
     plan, model_name, options = _what_to_train(plan, model, options)
     if resolution is None:
         resolution = default_training_resolution(model_name, data)
+    merges = None
+    if plan is not None and check_merge and not (ds_plus or layer_pruning or all(plan.keep)):
+        merges = decide_merges(model_name, plan, lut=lut, device=device_key, merge_by=merge_by, options=options,
+                               resolution=lut_resolution or resolution)
+        plan = merges.plan
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
@@ -124,7 +138,7 @@ def finetune(
             if ds_plus:
                 set_linear(student, True)
             acc = evaluate(loop.net, loop.val_loader, rt, max_batches=config.max_eval_batches)
-        result = FinetuneResult(acc, loop.history, ckpt, student, notes=notes)
+        result = FinetuneResult(acc, loop.history, ckpt, student, notes=notes, merges=merges)
         finished = rt.is_main and loop.stop == config.epochs
         if finished and (ds_plus or check_merge and kind == "finetune"):  # DepthShrinker+ shrinks (no plan)
             _check_merge(result, student, None if ds_plus else plan, splits.val, config, rt, merged_out)

@@ -124,14 +124,15 @@ def gap_to_front(cost: float, accuracy: float, costs: Sequence[float], accuracie
 
 
 def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequence[int], *, num_classes: int) -> int:
-    """MACs (one image) of ``model`` with a ``num_classes``-way classifier (the data's), merged by the plan
-    ``keep`` (all ones: the original)."""
+    """MACs (one image) of ``model`` with a ``num_classes``-way classifier (the data's), merged by the plan ``keep``
+    (all ones: the original), its blocks merged where that lowers their MACs (``merge_by="macs"``: no LUT is at
+    hand here)."""
     from ..merge import Plan, merge_model
     from ..models import count_macs, get_model
 
     net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
     if not all(keep):
-        net = merge_model(net, Plan(model, tuple(keep), options))
+        net = merge_model(net, Plan(model, tuple(keep), options), merge_by="macs")
     return count_macs(net, (resolution, resolution))
 
 

@@ -78,7 +78,7 @@ def lut_savings(
     **filters: object,
 ) -> BlockWeights:
     """Per-block latency saving of linearising each block (seconds: its original entry minus the block as
-    deployed then -- merged where that pays, `dsprof.lut.cost.merge_pays`), priced by `dsprof.lut.cost.PlanCosts`
+    deployed then -- merged where that pays, `dsprof.lut.cost.PlanCosts.merges`), priced by `dsprof.lut.cost.PlanCosts`
     as `predict_latency` prices it, from ``lut`` (a `LUT` or its path) for the context ``device_key`` (or the one
     ``filters`` leave). ``input_size`` is the resolution the LUT was measured at (it fixes the blocks' specs),
     which may differ from the training resolution. A block the LUT lacks raises, naming it and what to measure."""
