@@ -328,14 +328,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from .lut import LUT
     from .plan import plan_to_file
 
+    lut = LUT.concat([LUT.load(path) for path in args.lut])
+    if args.device_key is None and len(lut.devices()) > 1:
+        return _plan_contexts(args, lut)
+    if args.joint is not None:
+        raise CliError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
     outcome = plan_to_file(
-        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        args.model, lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
         speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
         options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
     )
     print(outcome.front.table())
+    _predicted_note(lut, outcome.front.device, str(outcome.front.device))
     if outcome.chosen is not None:
         c = outcome.chosen
         print(f"\nchosen: k = {c.k}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), "
@@ -343,6 +350,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for path in outcome.paths:
         print(f"wrote {path}")
     return 0
+
+
+def _plan_contexts(args: argparse.Namespace, lut) -> int:
+    """`dsprof plan` over the several contexts of the LUTs: the fronts side by side, the cross table, --for."""
+    from .plan import plan_contexts_to_file
+
+    if args.budget_ms is not None or args.speedup is not None:
+        raise CliError("several contexts: --budget-ms and --speedup choose within one; give --device-key KEY (or "
+                       "--keep K with --for)")
+    outcome = plan_contexts_to_file(
+        args.model, lut, out=args.out, importance=args.importance, keep=args.keep, max_span=args.max_span,
+        method=args.method, options=model_options_from_args(args), resolution=args.resolution, joint=args.joint,
+        objective=args.objective, plan_out=args.plan_out,
+    )
+    print(outcome.fronts.table())
+    for front in outcome.fronts.fronts:
+        _predicted_note(lut, front.device, outcome.fronts.labels[front.device])
+    if outcome.chosen is not None:
+        c = outcome.chosen
+        print(f"\nchosen: k = {c.k}, worst loss {c.worst:+.1%}, mean {c.mean:+.1%}")
+    for path in outcome.paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _predicted_note(lut, key, label: str) -> None:
+    predicted = lut.predicted_count(key)
+    if predicted:
+        print(f"note: {predicted} entries of {label} are predicted from another context's (`dsprof measure --few`), "
+              "not measured")
 
 
 def _spans_arg(text: str | None):
@@ -687,9 +724,17 @@ def build_parser() -> argparse.ArgumentParser:
              "and with --importance the accuracy-latency front, from a LUT",
     )
     add_model_args(p)
-    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
+    p.add_argument("--lut", type=Path, required=True, action="append",
+                   help="LUT file from `dsprof build-lut` (span entries: measure --spans N); repeatable. Without "
+                        "--device-key, a LUT (or LUTs) holding several contexts plans each, and prints what each "
+                        "context's plans lose on the others")
     p.add_argument("--importance", type=Path, default=None,
                    help="JSON: {block index: accuracy loss without its activations} or a list, one per block")
+    p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
+                   help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
+                        "least --objective loss against each one's own plan; --keep K writes it")
+    p.add_argument("--objective", default="worst", choices=("worst", "mean"),
+                   help="--for: minimise the worst or the mean relative latency over the contexts")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--keep", type=int, default=None, help="write the plan in which this many blocks keep their activations")
     budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
