@@ -9,7 +9,9 @@ from the planner. No timing asserts.
 
 import itertools
 import json
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dsprof.cli import main
@@ -201,3 +203,42 @@ def test_a_single_context_still_writes_one_front(luts, tmp_path, capsys):
     assert main(["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION),
                  "--lut", str(luts["onnxruntime"]), "--for", "torch,onnxruntime", "--out", str(out)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
+    from dsprof.plan import plan_contexts_to_file, plan_to_file
+    from dsprof.reports import write_report
+
+    records = [Path(luts[b]).parent / f"{b}.jsonl" for b in BACKENDS]
+    several = tmp_path / "several" / "front.json"
+    several.parent.mkdir()
+    outcome = plan_contexts_to_file(NAME, [luts[b] for b in BACKENDS], out=several, options=OPTIONS,
+                                    resolution=RESOLUTION, max_span=MAX_SPAN)
+    report = write_report(records, tmp_path / "report", fronts=[several])
+    plots = tmp_path / "report" / "plots"
+    cross = pd.read_csv(plots / "devices_front_cross.csv")
+    expected = {(c.chosen_for.backend, c.runs_on.backend, c.k): c.loss for c in outcome.fronts.cross
+                if c.chosen_for != c.runs_on}
+    assert len(cross) == len(expected) == 2 * 8
+    for row in cross.itertuples(index=False):
+        key = (row[0].split("/")[0], row[1].split("/")[0], row.k)
+        assert row.loss == pytest.approx(expected[key], rel=1e-12)
+    # one hover text per heat-map cell and per point of the overlaid fronts
+    assert (plots / "devices_front_cross.svg").read_text().count("<title>") == 16
+    assert (plots / "devices_front_fronts.svg").read_text().count("<title>") == 16
+    fronts = pd.read_csv(plots / "devices_front_fronts.csv")
+    for front in outcome.fronts.fronts:
+        mine = fronts[fronts.context == outcome.fronts.labels[front.device]].sort_values("k")
+        assert list(mine.speedup) == pytest.approx([front.original_s / p.latency_s for p in front.points], rel=1e-12)
+    page = report.index.read_text()
+    assert "## Device-aware plans: mobilenet_v2 on 2 contexts" in page and page.count("## Planner's front") == 2
+
+    # the same fronts as two files of one context each: overlaid too (no cross table without a file over both)
+    singles = []
+    for b in BACKENDS:
+        singles.append(plan_to_file(NAME, luts[b], out=tmp_path / f"{b}.front.json", options=OPTIONS,
+                                    resolution=RESOLUTION, max_span=MAX_SPAN).paths[0])
+    write_report(records, tmp_path / "report2", fronts=singles)
+    svgs = sorted((tmp_path / "report2" / "plots").glob("devices_*"))
+    assert [p.suffix for p in svgs] == [".csv", ".png", ".svg"]
+    assert svgs[2].read_text().count("<title>") == 16

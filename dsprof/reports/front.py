@@ -25,7 +25,7 @@ from . import plots
 from .page import Section
 from .tables import device_labels
 
-__all__ = ["front_section", "front_tables", "load_front"]
+__all__ = ["check_front", "front_section", "front_tables", "load_front"]
 
 FRONT_FORMAT = "dsprof.front"
 
@@ -34,6 +34,11 @@ def load_front(path: str | Path) -> dict[str, Any]:
     """A front file written by `dsprof plan --out`, checked for its format and the fields the report reads."""
     path = Path(path)
     front = read_json(path, "planner's front (JSON)", "write one with `dsprof plan --out FRONT.json`", kind="front")
+    return check_front(front, path)
+
+
+def check_front(front: Any, path: Path) -> dict[str, Any]:
+    """A front read from ``path`` (alone, or one of a file over several contexts), checked as `load_front` says."""
     if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
         raise BadFileError(f"{path} is not a planner's front (no \"format\": \"{FRONT_FORMAT}\"); "
                            "write one with `dsprof plan --out FRONT.json`")
@@ -107,7 +112,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
 def front_section(front: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any], write) -> Section:
     """The report's section of one front: the figure, the front and the presets as tables."""
     points, presets, measured = front_tables(front, records, plans)
-    stem = Path(front["path"]).name.removesuffix(".json").replace(".", "-")
+    stem = front.get("stem") or Path(front["path"]).name.removesuffix(".json").replace(".", "-")  # several in one file: its own
     where = next((label for c, label in device_labels(records).items() if str(c) == str(front["device"])), front["device"])
     title = f"Planner's front: {front.get('name', front['model'])} on {where}"
     figure = plots.front_figure(points, presets, measured, front["original_s"] * 1e3, title)

@@ -25,7 +25,8 @@ from ..profiler.explain import load_explanation
 from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement
 from . import plots
-from .front import front_section, load_front
+from .devices import devices_sections, load_front_file
+from .front import front_section
 from .page import Plot, Section, Table, html_page, markdown_page
 from .svg import figure_svg
 from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, model_title, profiling_table, render, variant_table
@@ -218,7 +219,8 @@ def write_report(
     written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
     folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
     `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
-    folders), drawn with the presets and the measured plans; records changed after they were written are
+    folders), drawn with the presets and the measured plans; a file of `dsprof plan` over several contexts gives each
+    context's front, the fronts overlaid and its cross table as a heat map (`dsprof.reports.devices`); records changed after they were written are
     left out (with a warning naming file and lines) unless ``accept_modified``. Every input is read before ``out``
     is written.
     """
@@ -243,7 +245,11 @@ def write_report(
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
-    front_files = [load_front(path) for path in (_fronts(paths) if fronts is None else fronts)]
+    front_files, several = [], []  # every context's front; the files of `dsprof plan` over several contexts
+    for path in (_fronts(paths) if fronts is None else fronts):
+        each, whole = load_front_file(path)
+        front_files += each
+        several += [whole] if whole is not None else []
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md", out / "report.html")
     write = _Writer(out, report)
@@ -255,6 +261,7 @@ def write_report(
     sections += _figure_sections(latest, plan_objs, accuracies, notes, write)
     for front in front_files:
         sections.append(front_section(front, latest, plan_objs, write))
+    sections += devices_sections(front_files, several, write)
     sections += _validation_section(latest, lut, plan_objs, write)
     sections += _probe_section(records, lut)
     label = device_labels(latest)
