@@ -219,6 +219,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import format_summary, measure_request
     from .profiler.runner import check_measurement_out, threads_note
 
+    if (args.few is None) != (args.like is None):
+        raise CliError("--few N and --like LUT go together: N entries timed here, the rest predicted from the LUT")
+    if args.few is not None:
+        return _measure_few(args)
     if not args.remote:
         check_measurement_out(args.out, args.resume, args.overwrite)  # before the model (and --plan's merged models) is built
     request = measure_request_from_args(args, model_from_args(args))
@@ -229,6 +233,45 @@ def cmd_measure(args: argparse.Namespace) -> int:
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
+
+
+def _measure_few(args: argparse.Namespace) -> int:
+    """`dsprof measure --few N --like LUT`: N entries timed here, the rest predicted, the new context planned."""
+    from .plan import plan_front
+    from .profiler.few import measure_few
+    from .profiler.runner import check_measurement_out, threads_note
+
+    if args.remote:
+        raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
+    check_measurement_out(args.out, args.resume, args.overwrite)
+    options = model_options_from_args(args)
+    result = measure_few(
+        model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
+        resolution=args.resolution, max_span=args.spans if args.spans > 1 else 4, lut_out=args.few_lut_out,
+        timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
+        progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
+        channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
+    )
+    print(threads_note(result.run.threads, result.run.threads_given))
+    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
+          + ", ".join(f"{scope} {variant}" + (f" {workload}" if scope == "block" else "")
+                      for scope, workload, variant in result.chosen))
+    print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
+          f"{result.fit.loo_error:.1%}); records: {result.run.path}")
+    print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
+    front = plan_front(args.model, result.lut, max_span=result.max_span, options=options, resolution=args.resolution)
+    print(front.table())
+    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {args.like}: both contexts "
+          "side by side)")
+    return 0
+
+
+def _model_flags_of(args: argparse.Namespace) -> str:
+    """The model options of ``args`` as `dsprof` flags (what a suggested command repeats)."""
+    from .models import model_flags
+
+    flags = model_flags(args.model, model_options_from_args(args))
+    return flags + (f" --resolution {args.resolution}" if args.resolution else "")
 
 
 def _measure_remote(args: argparse.Namespace, request) -> int:
@@ -651,6 +694,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
     p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
     p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
+    p.add_argument("--few", type=int, default=None, metavar="N",
+                   help="a new context from N measurements: time only the N entries (of those --like holds for the "
+                        "model) that tell most, predict the rest from --like, write this context's LUT (predicted "
+                        "entries marked) and plan it; spans up to --spans blocks (default 4)")
+    p.add_argument("--like", type=Path, default=None, metavar="LUT",
+                   help="--few: a full LUT of the model in another context (`dsprof build-lut`)")
+    p.add_argument("--like-key", default=None, help="--few: the --like LUT's context, when it holds several")
+    p.add_argument("--few-lut-out", type=Path, default=None,
+                   help="--few: the new context's LUT (default: the measurement file with .lut.csv)")
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser(
