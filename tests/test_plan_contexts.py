@@ -90,6 +90,7 @@ def _best(plans, latency, k):
     return low, [i for i in mine if latency[i] <= low * (1 + 1e-12)]
 
 
+@pytest.mark.slow  # brute force: every plan priced in two contexts by predict_plan (~9000 predictions)
 def test_cross_equals_brute_force(luts, brute):
     plans, _, latency = brute
     assert len(plans) > 4000  # keep lists x span partitions x merge choices were enumerated
@@ -117,6 +118,7 @@ def test_cross_equals_brute_force(luts, brute):
     assert any(p.loss > 1e-6 for p in result.cross)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["worst", "mean"])
 def test_joint_plan_equals_brute_force(luts, brute, objective):
     plans, costs, latency = brute
@@ -140,6 +142,7 @@ def test_joint_plan_equals_brute_force(luts, brute, objective):
         assert any(p.worst > 1e-6 for p in joint.points)
 
 
+@pytest.mark.slow
 def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute, tmp_path):
     """Where merging a block alone pays in one context and not in the other, the plan for both chooses each merge:
     ONNX Runtime's merged entries of blocks 1, 3 and 5 set above their linear ones (the rest as measured)."""
