@@ -16,7 +16,9 @@ the latency of c's own front plan with k kept blocks.
   so in the worst one too. The DP keeps, per (j, k), the partial plans that no other one dominates (a Pareto set of
   savings vectors, extended piece by piece as the planner's accuracy-latency front is), and at the end takes the
   minimax over the complete plans it kept. Exact; its cost is the sizes of those sets, which `JointFront.states`
-  reports (the largest set): O(n x max_span x K x F^2 x m) for F the largest set, K = n + 1.
+  reports (the largest set): O(n x max_span x K x F^2 x m) for F the largest set, K = n + 1. A partial plan that
+  cannot beat a plan already known even if its remaining blocks saved, in each context, the most they can there, is
+  dropped too (`_promising`): exact, and it keeps F small.
 
 Ties (e.g. at k where every plan is one context's own) go to the lower mean. Every plan returned is priced by
 `predict_plan` in each context, so its numbers are the ones `dsprof predict` shows.
@@ -43,6 +45,7 @@ from .ratio import plan_ratio
 __all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
 
 OBJECTIVES = ("worst", "mean")
+_CHUNK = 256  # rows of a set checked for dominance at once
 
 
 @dataclass(frozen=True)
@@ -145,55 +148,130 @@ def _plan(pieces: Sequence[_Piece], n: int, name: str, options: dict, k: int, ob
 
 
 def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.ndarray]) -> tuple[dict[int, list[_Piece]], int]:
-    """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept."""
+    """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
+
+    Two exact shortcuts: a partial plan whose best conceivable completion -- in each context the most its remaining
+    blocks can save there (`_reach`), each context on its own -- is still worse than a plan already known
+    (`_incumbents`) for every k it can end at is dropped (it cannot be optimal); and the sets are filtered with
+    NumPy."""
     m = len(base)
-    ending: list[list[_Piece]] = [[] for _ in range(n + 1)]
-    for p in pieces:
-        ending[p.stop].append(p)
-    # per position j: {k: (savings vectors F x m, back-pointers [(piece, index in the set at piece.start)])}
-    sets: list[dict[int, tuple[np.ndarray, list]]] = [{0: (np.zeros((1, m)), [(None, -1)])}]
+    savings = np.array([p.savings for p in pieces], dtype=float).reshape(len(pieces), m)
+    upper = _incumbents(n, pieces, savings, base, own)
+    reach = _reach(n, pieces, savings)
+    ending: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, p in enumerate(pieces):
+        ending[p.stop].append(i)
+    # per position j: {k: (savings vectors F x m, the last piece of each, its row in the set where that piece starts)}
+    sets: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = [{} for _ in range(n + 1)]
+    sets[0][0] = (np.zeros((1, m)), np.array([-1]), np.array([-1]))
     largest = 1
     for j in range(1, n + 1):
-        grouped: dict[int, tuple[list[np.ndarray], list]] = {}
-        for p in ending[j]:
-            saving = np.asarray(p.savings)
-            for k, (vectors, _) in sets[p.start].items():
-                vs, ptrs = grouped.setdefault(k + p.kept, ([], []))
-                vs.append(vectors + saving)
-                ptrs += [(p, i) for i in range(len(vectors))]
-        row = {}
-        for k, (vs, ptrs) in grouped.items():
-            keep = _nondominated(np.vstack(vs))
-            row[k] = (np.vstack(vs)[keep], [ptrs[i] for i in keep])
-            largest = max(largest, len(keep))
-        sets.append(row)
+        grouped: dict[int, list] = {}
+        for i in ending[j]:
+            p = pieces[i]
+            for k, (vectors, _, _) in sets[p.start].items():
+                grouped.setdefault(k + p.kept, []).append(
+                    (vectors + savings[i], np.full(len(vectors), i), np.arange(len(vectors))))
+        for k, parts in grouped.items():
+            vectors = np.vstack([v for v, _, _ in parts])
+            last = np.concatenate([a for _, a, _ in parts])
+            parent = np.concatenate([b for _, _, b in parts])
+            alive = _promising(vectors, j, k, n, base, own, upper, reach)
+            vectors, last, parent = vectors[alive], last[alive], parent[alive]
+            keep = _nondominated(vectors)
+            if len(keep):
+                sets[j][k] = (vectors[keep], last[keep], parent[keep])
+                largest = max(largest, len(keep))
     best = {}
-    for k, (vectors, _) in sets[n].items():
+    for k, (vectors, _, _) in sets[n].items():
         relative = (base - vectors) / own[k]  # F x m
         order = np.lexsort((relative.mean(axis=1), relative.max(axis=1)))  # worst first, then the mean
-        best[k] = _read_back(sets, n, k, int(order[0]))
+        best[k] = _read_back(sets, pieces, n, k, int(order[0]))
     return best, largest
 
 
-def _nondominated(vectors: np.ndarray) -> list[int]:
-    """Indices of the rows that no other row matches or beats in every column (of equal rows, the first)."""
-    order = np.lexsort(tuple(-vectors[:, c] for c in reversed(range(vectors.shape[1]))))  # by column 0 desc, then 1...
-    kept: list[int] = []
-    for i in order:
-        v = vectors[i]
-        if kept and np.any(np.all(vectors[kept] >= v, axis=1)):
+def _nondominated(vectors: np.ndarray) -> np.ndarray:
+    """Indices of the rows that no other row matches or beats in every column (of equal rows, one)."""
+    m = vectors.shape[1]
+    order = np.lexsort(tuple(-vectors[:, c] for c in reversed(range(m))))  # by column 0 desc, then 1...
+    ranked = vectors[order]
+    if m == 2:  # a row survives where its second column beats every row before it (which all match its first)
+        before = np.maximum.accumulate(np.concatenate(([-np.inf], ranked[:-1, 1])))
+        return order[ranked[:, 1] > before]
+    # Only a row ranked before another can dominate it, and a row dominated by a dropped row is dominated by what
+    # dropped it: so each chunk of rows is checked against the rows kept so far and the rows before it in the chunk.
+    kept, chosen = np.empty((0, m)), []
+    for start in range(0, len(ranked), _CHUNK):
+        chunk = ranked[start:start + _CHUNK]
+        beaten = np.all(kept[None, :, :] >= chunk[:, None, :], axis=2).any(axis=1)
+        earlier = np.tril(np.ones((len(chunk), len(chunk)), dtype=bool), -1)  # [i, j]: j before i
+        beaten |= (np.all(chunk[None, :, :] >= chunk[:, None, :], axis=2) & earlier).any(axis=1)
+        kept = np.vstack([kept, chunk[~beaten]])
+        chosen.append(order[start:start + _CHUNK][~beaten])
+    return np.concatenate(chosen) if chosen else np.empty(0, dtype=int)
+
+
+def _reach(n: int, pieces: list[_Piece], savings: np.ndarray) -> np.ndarray:
+    """reach[j, r, c]: the most that blocks j..n-1 with r kept blocks can save in context c (each context on its own;
+    -inf where no plan has r kept blocks there)."""
+    m = savings.shape[1]
+    reach = np.full((n + 1, n + 1, m), -np.inf)
+    reach[n, 0] = 0.0
+    starting: list[list[int]] = [[] for _ in range(n)]
+    for i, p in enumerate(pieces):
+        starting[p.start].append(i)
+    for j in range(n - 1, -1, -1):
+        for i in starting[j]:
+            p = pieces[i]
+            if p.kept:
+                reach[j, 1:] = np.maximum(reach[j, 1:], savings[i] + reach[p.stop, :-1])
+            else:
+                reach[j] = np.maximum(reach[j], savings[i] + reach[p.stop])
+    return reach
+
+
+def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, own: dict[int, np.ndarray],
+               upper: dict[int, float], reach: np.ndarray) -> np.ndarray:
+    """Which partial plans of blocks 0..j-1 with k kept blocks could still end in a plan no worse than the best known,
+    at some k they can reach (a tolerance keeps every tie)."""
+    alive = np.zeros(len(vectors), dtype=bool)
+    for r in range(n - j + 1):
+        if k + r not in upper or not np.all(np.isfinite(reach[j, r])):
             continue
-        kept.append(int(i))
-    return kept
+        bound = ((base - vectors - reach[j, r]) / own[k + r]).max(axis=1)
+        alive |= bound <= upper[k + r] * (1 + 1e-9) + 1e-12
+    return alive
 
 
-def _read_back(sets, n: int, k: int, index: int) -> list[_Piece]:
-    pieces, j = [], n
+def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray) -> dict[int, list[_Piece]]:
+    """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP."""
+    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings, weights))) for p in pieces]
+    piece_of = {id(o): p for o, p in zip(options, pieces)}
+    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options).items()}
+
+
+def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndarray,
+                own: dict[int, np.ndarray]) -> dict[int, float]:
+    """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean."""
+    m = savings.shape[1]
+    upper = {k: np.inf for k in own}
+    plans = [_weighted(n, pieces, np.eye(m)[c]) for c in range(m)] + [_mean(n, pieces, own)]
+    for by_k in plans:
+        for k, chosen in by_k.items():
+            if k in own:
+                vector = np.sum([p.savings for p in chosen], axis=0)
+                upper[k] = min(upper[k], float(((base - vector) / own[k]).max()))
+    return upper
+
+
+def _read_back(sets, pieces: list[_Piece], n: int, k: int, index: int) -> list[_Piece]:
+    out, j = [], n
     while j > 0:
-        piece, parent = sets[j][k][1][index]
-        pieces.append(piece)
-        j, k, index = piece.start, k - piece.kept, parent
-    return pieces[::-1]
+        _, last, parent = sets[j][k]
+        piece = pieces[int(last[index])]
+        out.append(piece)
+        j, k, index = piece.start, k - piece.kept, int(parent[index])
+    return out[::-1]
 
 
 def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray]) -> dict[int, list[_Piece]]:
@@ -201,11 +279,9 @@ def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray]) -> dict[int,
     1 / R_c(k), once per k."""
     best = {}
     for k, reference in own.items():
-        options = [Option(p.start, p.stop, p.kept, float(np.sum(np.asarray(p.savings) / reference))) for p in pieces]
-        piece_of = {id(o): p for o, p in zip(options, pieces)}
-        solution = best_per_k(n, options).get(k)
-        if solution is not None:
-            best[k] = [piece_of[id(o)] for o in solution.pieces]
+        chosen = _weighted(n, pieces, 1.0 / reference).get(k)
+        if chosen is not None:
+            best[k] = chosen
     return best
 
 
