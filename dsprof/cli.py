@@ -274,6 +274,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from .profiler import format_summary, measure_request
     from .profiler.runner import check_measurement_out, threads_note
 
+    if (args.few is None) != (args.like is None):
+        raise CliError("--few N and --like LUT go together: N entries timed here, the rest predicted from the LUT")
+    if args.few is not None:
+        return _measure_few(args)
     if not args.remote:
         check_measurement_out(args.out, args.resume, args.overwrite)  # before the model (and --plan's merged models) is built
     request = measure_request_from_args(args, model_from_args(args))
@@ -284,6 +288,45 @@ def cmd_measure(args: argparse.Namespace) -> int:
     print(format_summary(result.summary))
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
+
+
+def _measure_few(args: argparse.Namespace) -> int:
+    """`dsprof measure --few N --like LUT`: N entries timed here, the rest predicted, the new context planned."""
+    from .plan import plan_front
+    from .profiler.few import measure_few
+    from .profiler.runner import check_measurement_out, threads_note
+
+    if args.remote:
+        raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
+    check_measurement_out(args.out, args.resume, args.overwrite)
+    options = model_options_from_args(args)
+    result = measure_few(
+        model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
+        resolution=args.resolution, max_span=args.spans if args.spans > 1 else 4, lut_out=args.few_lut_out,
+        timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
+        progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
+        channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
+    )
+    print(threads_note(result.run.threads, result.run.threads_given))
+    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
+          + ", ".join(f"{scope} {variant}" + (f" {workload}" if scope == "block" else "")
+                      for scope, workload, variant in result.chosen))
+    print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
+          f"{result.fit.loo_error:.1%}); records: {result.run.path}")
+    print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
+    front = plan_front(args.model, result.lut, max_span=result.max_span, options=options, resolution=args.resolution)
+    print(front.table())
+    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {args.like}: both contexts "
+          "side by side)")
+    return 0
+
+
+def _model_flags_of(args: argparse.Namespace) -> str:
+    """The model options of ``args`` as `dsprof` flags (what a suggested command repeats)."""
+    from .models import model_flags
+
+    flags = model_flags(args.model, model_options_from_args(args))
+    return flags + (f" --resolution {args.resolution}" if args.resolution else "")
 
 
 def _measure_remote(args: argparse.Namespace, request) -> int:
@@ -384,15 +427,22 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from .lut import LUT
     from .models import format_spans
     from .plan import plan_to_file
 
+    lut = LUT.concat([LUT.load(path) for path in args.lut])
+    if args.device_key is None and len(lut.devices()) > 1:
+        return _plan_contexts(args, lut)
+    if args.joint is not None:
+        raise CliError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
     outcome = plan_to_file(
-        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        args.model, lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
         speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
         options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
     )
     print(outcome.front.table())
+    _predicted_note(lut, outcome.front.device, str(outcome.front.device))
     if outcome.chosen is not None:
         c = outcome.chosen
         print(f"\nchosen: k = {c.k}, {outcome.front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
@@ -403,6 +453,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if outcome.merge_command is not None:
         print(f"next: {outcome.merge_command}")
     return 0
+
+
+def _plan_contexts(args: argparse.Namespace, lut) -> int:
+    """`dsprof plan` over the several contexts of the LUTs: the fronts side by side, the cross table, --for."""
+    from .plan import plan_contexts_to_file
+
+    if args.budget_ms is not None or args.speedup is not None:
+        raise CliError("several contexts: --budget-ms and --speedup choose within one; give --device-key KEY (or "
+                       "--keep K with --for)")
+    outcome = plan_contexts_to_file(
+        args.model, lut, out=args.out, importance=args.importance, keep=args.keep, max_span=args.max_span,
+        method=args.method, options=model_options_from_args(args), resolution=args.resolution, joint=args.joint,
+        objective=args.objective, plan_out=args.plan_out,
+    )
+    print(outcome.fronts.table())
+    for front in outcome.fronts.fronts:
+        _predicted_note(lut, front.device, outcome.fronts.labels[front.device])
+    if outcome.chosen is not None:
+        c = outcome.chosen
+        print(f"\nchosen: k = {c.k}, worst loss {c.worst:+.1%}, mean {c.mean:+.1%}")
+    for path in outcome.paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _predicted_note(lut, key, label: str) -> None:
+    predicted = lut.predicted_count(key)
+    if predicted:
+        print(f"note: {predicted} entries of {label} are predicted from another context's (`dsprof measure --few`), "
+              "not measured")
 
 
 def _spans_arg(text: str | None):
@@ -756,6 +836,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
     p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
     p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
+    p.add_argument("--few", type=int, default=None, metavar="N",
+                   help="a new context from N measurements: time only the N entries (of those --like holds for the "
+                        "model) that tell most, predict the rest from --like, write this context's LUT (predicted "
+                        "entries marked) and plan it; spans up to --spans blocks (default 4)")
+    p.add_argument("--like", type=Path, default=None, metavar="LUT",
+                   help="--few: a full LUT of the model in another context (`dsprof build-lut`)")
+    p.add_argument("--like-key", default=None, help="--few: the --like LUT's context, when it holds several")
+    p.add_argument("--few-lut-out", type=Path, default=None,
+                   help="--few: the new context's LUT (default: the measurement file with .lut.csv)")
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser(
@@ -839,10 +928,18 @@ def build_parser() -> argparse.ArgumentParser:
              "and with --importance the accuracy-latency front, from a LUT",
     )
     add_model_args(p)
-    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut` (span entries: measure --spans N)")
+    p.add_argument("--lut", type=Path, required=True, action="append",
+                   help="LUT file from `dsprof build-lut` (span entries: measure --spans N); repeatable. Without "
+                        "--device-key, a LUT (or LUTs) holding several contexts plans each, and prints what each "
+                        "context's plans lose on the others")
     p.add_argument("--importance", type=Path, default=None,
                    help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
                         "{block index: accuracy loss without its activations} or a list, one per block")
+    p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
+                   help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
+                        "least --objective loss against each one's own plan; --keep K writes it")
+    p.add_argument("--objective", default="worst", choices=("worst", "mean"),
+                   help="--for: minimise the worst or the mean relative latency over the contexts")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--keep", type=_keep_arg, default=None,
                         help="write the plan in which this many blocks keep their activations: a count (7) or a "

@@ -12,11 +12,11 @@ predict --device` and the report's column groups (`context_labels`), so two runs
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import LUTError
 
-__all__ = ["CONTEXT_FIELDS", "DeviceContext", "context_labels", "layout_of"]
+__all__ = ["CONTEXT_FIELDS", "DeviceContext", "context_labels", "layout_of", "short_labels"]
 
 
 def layout_of(backend: str, channels_last: bool) -> str:
@@ -101,6 +101,26 @@ def _part(context: DeviceContext, name: str) -> str:
 _ALWAYS = ("backend", "dtype", "batch")
 
 
+def _distinct(contexts: list[DeviceContext], always: tuple[str, ...],
+              render: Callable[[DeviceContext, list[str]], str]) -> dict[DeviceContext, str]:
+    """``render(context, fields shown)`` for each context, the fields being ``always`` plus each other one (in the
+    record's order; the environment id last, the least readable) that tells apart two contexts whose texts would
+    otherwise be the same. Distinct contexts differ in at least one field, which is then added: the texts are
+    distinct by construction."""
+    shown = set(always)
+
+    def order() -> list[str]:
+        return [n for n in CONTEXT_FIELDS if n in shown and n != "env_id"] + (["env_id"] if "env_id" in shown else [])
+
+    for extra in [n for n in CONTEXT_FIELDS if n not in always and n != "env_id"] + ["env_id"]:
+        clashes: dict[str, set] = {}
+        for c in contexts:
+            clashes.setdefault(render(c, order()), set()).add(getattr(c, extra))
+        if any(len(values) > 1 for values in clashes.values()):
+            shown.add(extra)
+    return {c: render(c, order()) for c in contexts}
+
+
 def context_labels(contexts: Iterable[tuple[DeviceContext, str]]) -> dict[DeviceContext, str]:
     """Short, distinct column labels for the (context, device name) pairs of one report:
     ``device name / backend / dtype / bBATCH``, plus each other field (layout, threads, compile,
@@ -109,17 +129,18 @@ def context_labels(contexts: Iterable[tuple[DeviceContext, str]]) -> dict[Device
     distinct by construction, and an environment hash appears only where nothing else separates two
     contexts."""
     named = dict(contexts)
-    shown = set(_ALWAYS)
+    return _distinct(list(named), _ALWAYS, lambda c, shown: " / ".join([named[c]] + [_part(c, n) for n in shown]))
 
-    def labels() -> dict[DeviceContext, str]:
-        # Device name first, then the fields in the record's order (env_id last: it is the least readable).
-        order = [n for n in CONTEXT_FIELDS if n in shown and n != "env_id"] + (["env_id"] if "env_id" in shown else [])
-        return {c: " / ".join([name] + [_part(c, n) for n in order]) for c, name in named.items()}
 
-    for extra in [n for n in CONTEXT_FIELDS if n not in _ALWAYS and n != "env_id"] + ["env_id"]:
-        clashes: dict[str, set] = {}
-        for c, text in labels().items():
-            clashes.setdefault(text, set()).add(getattr(c, extra))
-        if any(len(values) > 1 for values in clashes.values()):
-            shown.add(extra)
-    return labels()
+def short_labels(contexts: Iterable[DeviceContext]) -> dict[DeviceContext, str]:
+    """The label of each context in tables that set contexts side by side (`dsprof plan` over several):
+    ``BACKEND/DEVICE tTHREADS`` (``onnxruntime/cpu t1``; no thread count where none applies), plus each other
+    field (dtype, layout, batch, compile; the environment id last) that tells two of them apart, e.g.
+    ``torch/cuda:0 fp16 b128``. Distinct by construction."""
+
+    def render(c: DeviceContext, shown: list[str]) -> str:
+        extra = [_part(c, n) for n in shown if n not in ("backend", "device", "threads")]
+        head = f"{c.backend}/{c.device}" + (f" t{c.threads}" if c.threads else "")
+        return " ".join([head] + extra)
+
+    return _distinct(list(dict.fromkeys(contexts)), ("backend", "device", "threads"), render)

@@ -28,7 +28,9 @@ median_s   median latency of one forward pass of one batch, seconds (pooled samp
 iqr_s      interquartile range of the pooled samples, seconds
 n_samples  number of pooled samples
 noisy      ``True`` when iqr_s / median_s > 10 % (kept, marked)
-sources    the measurement files, ``;``-separated
+sources    the measurement files, ``;``-separated; an entry predicted from another context's, not measured
+           (`dsprof measure --few`), starts with ``predicted:`` and says from what (its ``iqr_s`` and
+           ``n_samples`` 1 carry the fit's error, so that intervals widen: `dsprof.lut.few`)
 ========== ==============================================================================
 
 The key of a row is every column from env_id to variant except device_name.
@@ -41,7 +43,7 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS", "context_workload",
+__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS", "PREDICTED", "context_workload",
            "model_label", "split_label"]
 
 SCHEMA = "dsprof.lut/1"
@@ -52,6 +54,9 @@ COLUMNS = (
     + CONTEXT_COLUMNS[1:]
     + ("scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources")
 )
+
+#: How the ``sources`` of a predicted entry start (`dsprof measure --few`): never mistaken for a measured one.
+PREDICTED = "predicted:"
 
 #: How `dsprof.lut.predict_latency` counts merged blocks (its docstring says what each means); here, with
 #: the table's columns, so that the command line offers them without importing pandas.

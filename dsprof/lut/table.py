@@ -18,7 +18,7 @@ from ..errors import LUTError, LUTMissError  # (LUTError: defined once, in dspro
 from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext
-from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, SCHEMA
+from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
@@ -47,6 +47,11 @@ class LUTEntry:
     noisy: bool
     sources: str
 
+    @property
+    def predicted(self) -> bool:
+        """Whether the entry was predicted from another context's (`dsprof measure --few`), not measured."""
+        return self.sources.startswith(PREDICTED)
+
 
 class LUT:
     """A latency lookup table: one row per (device context, scope, workload, variant).
@@ -57,6 +62,29 @@ class LUT:
     def __init__(self, frame: pd.DataFrame, source: str = "<table>") -> None:
         self._frame = _validate(frame.reset_index(drop=True), source)
         self.source = source
+
+    @classmethod
+    def concat(cls, luts: "list[LUT]") -> "LUT":
+        """One table of several (`dsprof plan --lut A --lut B`); a key that two of them hold raises `LUTError`
+        naming both files."""
+        luts = list(luts)
+        if len(luts) == 1:
+            return luts[0]
+        seen: dict[tuple, str] = {}
+        for lut in luts:
+            for key in lut._frame[list(KEY_COLUMNS)].itertuples(index=False, name=None):
+                if key in seen:
+                    context = DeviceContext(*key[:len(CONTEXT_COLUMNS)])
+                    raise LUTError(f"{seen[key]} and {lut.source} both hold {key[-3]} {key[-2]} [{key[-1]}] in {context}: "
+                                   "give each context once, or build one LUT from all the measurement files with "
+                                   "`dsprof build-lut`")
+                seen[key] = lut.source
+        frame = pd.concat([lut._frame for lut in luts], ignore_index=True)
+        return cls(frame, " + ".join(lut.source for lut in luts))
+
+    def predicted_count(self, key: DeviceContext) -> int:
+        """How many entries of context ``key`` were predicted (`dsprof measure --few`), not measured."""
+        return int(self.entries(key)["sources"].str.startswith(PREDICTED).sum())
 
     # -- files -----------------------------------------------------------------------------------
     @classmethod

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import InputFileError
+from ..errors import InputFileError, UsageError
 from ..io import atomic_write_text, check_output_path
 from ..models import model_flags
 from .front import Front, FrontPoint, check_budget
 from .planner import plan_front
 
-__all__ = ["PlanOutcome", "load_importance", "merge_command", "plan_to_file"]
+__all__ = ["ContextsOutcome", "PlanOutcome", "load_importance", "merge_command", "plan_contexts_to_file", "plan_to_file"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,16 @@ class PlanOutcome:
     chosen: FrontPoint | None
     paths: tuple[Path, ...]
     merge_command: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextsOutcome:
+    """What `plan_contexts_to_file` produced: the fronts over several contexts, the plan for several contexts at
+    ``keep`` (None without one) and the files."""
+
+    fronts: Any  # dsprof.plan.contexts.ContextFronts
+    chosen: Any  # dsprof.plan.minimax.JointPoint | None
+    paths: tuple[Path, ...]
 
 
 def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None) -> dict[int, float]:
@@ -73,23 +83,36 @@ def plan_to_file(
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
     check_budget(budget_ms, speedup)  # before the LUT is read
+    importance, chosen_path = _inputs(importance, model, options, out, plan_out)
+    front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
+                       options=options, resolution=resolution)
+    chosen = None
+    if keep is not None or budget_ms is not None or speedup is not None:
+        chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
+    paths = _write(front, out, chosen, chosen_path)
+    command = merge_command(front, chosen_path, resolution) if chosen is not None and chosen_path is not None else None
+    return PlanOutcome(front, chosen, paths, command)
+
+
+def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
+            plan_out: str | Path | None) -> tuple[Any, Path | None]:
+    """The importance (read where a file is given, checked against ``model``) and where the chosen plan goes, both
+    output paths checked."""
     if isinstance(importance, (str, Path)):
         importance = load_importance(importance, model if isinstance(model, str) else None, options)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:
             check_output_path(path)
-    front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                       options=options, resolution=resolution)
-    chosen = None
-    if keep is not None or budget_ms is not None or speedup is not None:
-        chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
-    paths: tuple[Path, ...] = front.write(out) if out is not None else ()
-    command = None
+    return importance, chosen_path
+
+
+def _write(result: Any, out: str | Path | None, chosen: Any, chosen_path: Path | None) -> tuple[Path, ...]:
+    """``result.write(out)`` and the chosen point's plan at ``chosen_path``; the paths written."""
+    paths: tuple[Path, ...] = tuple(result.write(out)) if out is not None else ()
     if chosen is not None and chosen_path is not None:
         paths += (atomic_write_text(chosen_path, chosen.plan.to_json()),)
-        command = merge_command(front, chosen_path, resolution)
-    return PlanOutcome(front, chosen, paths, command)
+    return paths
 
 
 def merge_command(front: Front, plan_path: str | Path, resolution: int | None = None) -> str:
@@ -102,3 +125,34 @@ def merge_command(front: Front, plan_path: str | Path, resolution: int | None = 
     if resolution is not None:
         flags += ["--resolution", str(resolution)]
     return shlex.join(["dsprof", "merge", *flags, "--plan", str(plan_path), "--out", str(out)])
+
+
+def plan_contexts_to_file(
+    model: str,
+    luts: Any,
+    *,
+    out: str | Path | None = None,
+    importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
+    keep: int | None = None,
+    max_span: int = 4,
+    method: str = "auto",
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    joint: str | Sequence[str] | None = None,
+    objective: str = "worst",
+    plan_out: str | Path | None = None,
+) -> ContextsOutcome:
+    """`dsprof plan` over every context of ``luts`` (a LUT, a file, or several): `plan_contexts`. Writes its JSON to
+    ``out`` (the fronts, the cross table and the plan for several contexts as CSV beside it:
+    `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
+    ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
+    from .contexts import plan_contexts
+
+    if keep is not None and joint is None:
+        raise UsageError("several contexts: choose one with --device-key KEY to write its plan, or give --for "
+                         "CONTEXT,CONTEXT for one plan for several")
+    importance, chosen_path = _inputs(importance, model, options, out, plan_out)
+    fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
+                           resolution=resolution, joint=joint, objective=objective)
+    chosen = fronts.joint.at_k(keep) if keep is not None and fronts.joint is not None else None
+    return ContextsOutcome(fronts, chosen, _write(fronts, out, chosen, chosen_path))

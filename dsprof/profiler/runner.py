@@ -257,6 +257,7 @@ class MeasureRequest:
     out: str | Path = "results"
     resume: bool = False
     overwrite: bool = False
+    select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
 
 
 def measure(
@@ -285,6 +286,7 @@ def measure(
     progress: bool = True,
     clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
+    select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None,
 ) -> MeasureResult:
     """Measure a model's blocks (in ``variants``) and the whole model (in ``model_variants``).
 
@@ -300,12 +302,14 @@ def measure(
     to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
     one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
-    settings is written), appended as they are measured. `measure_request` takes the same as a `MeasureRequest`.
+    settings is written), appended as they are measured. ``select`` takes the interleaved groups of workloads and
+    returns those to time (`dsprof measure --few` times a few chosen entries). `measure_request` takes the same as a
+    `MeasureRequest`.
     """
     request = MeasureRequest(
         model, name, dict(model_options or {}), resolution, dict(extra_models or {}),
         BackendSettings(backend, device, dtype, channels_last, threads, compile), batch, tuple(variants),
-        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite,
+        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite, select,
     )
     return measure_request(request, progress=progress, clock=clock, log=log)
 
@@ -370,6 +374,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     try:
         groups = workload_groups(net, label, request.variants, request.model_variants, request.blocks,
                                  request.extra_models, input_size, request.context, request.spans)
+        if request.select is not None:
+            groups = [g for g in request.select(groups) if g]
     finally:
         torch.set_num_threads(timed_threads)
     writer, existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind

@@ -31,7 +31,7 @@ from .page import Plot, Section
 from .summary import Answer, device_line, front_answer, measured_speedup
 from .tables import device_labels, latest_records, model_title
 
-__all__ = ["FrontReport", "front_report", "front_tables", "load_front"]
+__all__ = ["FrontReport", "check_front", "front_report", "front_tables", "load_front"]
 
 FRONT_FORMAT = "dsprof.front"
 
@@ -40,6 +40,11 @@ def load_front(path: str | Path) -> dict[str, Any]:
     """A front file written by `dsprof plan --out`, checked for its format and the fields the report reads."""
     path = Path(path)
     front = read_json(path, "planner's front (JSON)", "write one with `dsprof plan --out FRONT.json`", kind="front")
+    return check_front(front, path)
+
+
+def check_front(front: Any, path: Path) -> dict[str, Any]:
+    """A front read from ``path`` (alone, or one of a file over several contexts), checked as `load_front` says."""
     if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
         raise BadFileError(f"{path} is not a planner's front (no \"format\": \"{FRONT_FORMAT}\"); "
                            "write one with `dsprof plan --out FRONT.json`")
@@ -145,7 +150,7 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     """One front in the report: the answer, the figure (its data as CSV beside it), the front, the presets and the
     measured plans as tables. ``records``: all records read (pairing needs each one's group)."""
     points, presets, measured = front_tables(front, records, plans)
-    stem = Path(front["path"]).name.removesuffix(".json").replace(".", "-")
+    stem = front.get("stem") or Path(front["path"]).name.removesuffix(".json").replace(".", "-")  # several in one file: its own
     context = str(front["device"])
     mine = [r for r in latest_records(records) if str(r.context) == context]
     where = device_labels(mine)[mine[0].context] if mine else context

@@ -28,7 +28,8 @@ from ..profiler.explain import load_explanation
 from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement
 from . import plots
-from .front import front_report, load_front
+from .devices import devices_sections, load_front_file
+from .front import front_report
 from .page import Lead, Plot, Section, Table, html_page, markdown_page
 from .summary import measured_answer
 from .svg import figure_svg
@@ -229,12 +230,13 @@ def write_report(
     written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
     folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
     `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
-    folders), drawn with the presets and the measured plans; records changed after they were written are
-    left out (with a warning naming file and lines) unless ``accept_modified``; ``resolution``: only the records
-    measured at that input size (pixels). Every input is read before ``out`` is written. A plan without a ``merge``
-    list is merged as the commands that built the measured models merge it (`dsprof.merge.rule`): by the LUT's
-    rule (in each record's context for the LUT validation; for the memory plot, in the LUT's one context), or by
-    MACs with ``merge_by="macs"``.
+    folders), drawn with the presets and the measured plans; a file of `dsprof plan` over several contexts gives each
+    context's front, the fronts overlaid and its cross table as a heat map (`dsprof.reports.devices`); records
+    changed after they were written are left out (with a warning naming file and lines) unless ``accept_modified``;
+    ``resolution``: only the records measured at that input size (pixels). Every input is read before ``out`` is
+    written. A plan without a ``merge`` list is merged as the commands that built the measured models merge it
+    (`dsprof.merge.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
+    in the LUT's one context), or by MACs with ``merge_by="macs"``.
     """
     from ..merge.plan import Plan
 
@@ -266,7 +268,11 @@ def write_report(
     if merge_by == "macs":  # the lists by MACs, written once: validated and drawn alike
         plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
-    front_files = [load_front(path) for path in (_fronts(paths) if fronts is None else fronts)]
+    front_files, several = [], []  # every context's front; the files of `dsprof plan` over several contexts
+    for path in (_fronts(paths) if fronts is None else fronts):
+        each, whole = load_front_file(path)
+        front_files += each
+        several += [whole] if whole is not None else []
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md", out / "report.html")
     write = _Writer(out, report)
@@ -285,6 +291,7 @@ def write_report(
     explained, notes = _explain_sections(found, latest, write)
     figures, memory = _figure_sections(latest, plan_objs, accuracies, notes, write, lut)
     validation = _validation_sections(latest, lut, plan_objs, write)
+    sections += devices_sections(front_files, several, write)  # several contexts: fronts overlaid, the cross heat map
     sections += figures + validation[:1]
     sections += [Section("Devices", [write.table("devices", fingerprint_table(latest))]),
                  Section("Settings", [_settings(latest)])]

@@ -1,0 +1,271 @@
+"""`dsprof plan` over several device contexts: one front per context, what each context's plans lose on the others
+(`dsprof.plan.cross`), and with ``--for`` one plan for several of them (`dsprof.plan.minimax`).
+
+Contexts are `DeviceContext` keys of the LUT (or of several LUTs, `LUT.concat`); tables name them by
+`short_labels`. A context whose entries the planner lacks is not planned; `ContextFronts.unplanned` keeps the
+planner's one line for it, which names the missing entry and the `dsprof measure` command that adds it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..device_context import DeviceContext, short_labels
+from ..errors import LUTMissError, UsageError
+from ..io import atomic_write_text
+from ..lut import LUT
+from ..lut.cost import PlanCosts
+from ..lut.predict import plan_costs
+from .cross import CrossPoint, cross_points
+from .front import Front
+from .minimax import JointFront, joint_front
+
+__all__ = ["FRONTS_FORMAT", "ContextFronts", "Unplanned", "pick_contexts", "plan_contexts"]
+
+FRONTS_FORMAT = "dsprof.fronts"
+FRONTS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Unplanned:
+    """A context of the LUT the planner could not plan, and its one line (what is missing, the command that adds it)."""
+
+    context: DeviceContext
+    reason: str
+
+
+@dataclass(frozen=True)
+class ContextFronts:
+    """The planner's answer over several contexts of one model: ``fronts`` (one per planned context), ``cross``
+    (every ordered pair of planned contexts, the diagonal included, and every k), ``unplanned`` and, with ``--for``,
+    ``joint``. ``labels``: `short_labels` of every context named. ``costs``: each planned context's `PlanCosts`."""
+
+    model: str
+    name: str
+    options: dict[str, Any]
+    max_span: int
+    labels: dict[DeviceContext, str]
+    fronts: tuple[Front, ...]
+    cross: tuple[CrossPoint, ...]
+    unplanned: tuple[Unplanned, ...] = ()
+    joint: JointFront | None = None
+    costs: dict[DeviceContext, PlanCosts] = field(default_factory=dict, repr=False, compare=False)
+
+    def front(self, context: DeviceContext) -> Front:
+        """The front of one planned context."""
+        return next(f for f in self.fronts if f.device == context)
+
+    def pair(self, chosen_for: DeviceContext, runs_on: DeviceContext) -> list[CrossPoint]:
+        """The cross points of one ordered pair, in k order."""
+        return [c for c in self.cross if c.chosen_for == chosen_for and c.runs_on == runs_on]
+
+    # -- output ------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FRONTS_FORMAT, "version": FRONTS_VERSION, "model": self.model, "name": self.name,
+                "options": self.options, "max_span": self.max_span,
+                "contexts": [{"key": str(c), "label": label, "context": c.as_dict()} for c, label in self.labels.items()],
+                "fronts": [dict(f.to_dict(), label=self.labels[f.device]) for f in self.fronts],
+                "cross": [c.to_dict(self.labels) for c in self.cross],
+                "unplanned": [{"key": str(u.context), "label": self.labels[u.context], "reason": u.reason}
+                              for u in self.unplanned],
+                "joint": self.joint.to_dict(self.labels) if self.joint is not None else None}
+
+    def fronts_csv(self) -> str:
+        """Every front's CSV (`Front.to_csv`), one after the other, each row led by its context and label."""
+        out = io.StringIO()
+        writer = None
+        for f in self.fronts:
+            for row in csv.DictReader(io.StringIO(f.to_csv())):
+                if writer is None:
+                    writer = csv.DictWriter(out, ["context", "label", *row], lineterminator="\n")
+                    writer.writeheader()
+                writer.writerow({"context": str(f.device), "label": self.labels[f.device], **row})
+        return out.getvalue()
+
+    def cross_csv(self) -> str:
+        """One row per cross point (`CrossPoint.to_dict`; keep, merge and spans as text)."""
+        return _rows_csv([_flat(c.to_dict(self.labels)) for c in self.cross])
+
+    def joint_csv(self) -> str:
+        """One row per k of the plan for several contexts, one column group per context."""
+        if self.joint is None:
+            return ""
+        rows = []
+        labels = [self.labels[c] for c in self.joint.contexts]
+        for p in self.joint.points:
+            row = {"k": p.k, "keep": _bits(p.plan.keep), "spans": _spans(p.plan.spans), "worst": p.worst, "mean": p.mean}
+            for i, label in enumerate(labels):
+                row.update({f"{label}: latency_s": p.latency_s[i], f"{label}: own_latency_s": p.own_latency_s[i],
+                            f"{label}: loss": p.loss[i], f"{label}: loss_low": p.loss_low[i],
+                            f"{label}: loss_high": p.loss_high[i]})
+            rows.append(row)
+        return _rows_csv(rows)
+
+    def write(self, path: str | Path) -> tuple[Path, ...]:
+        """The JSON at ``path``; beside it the fronts (``.csv``), the cross table (``.cross.csv``) and, with a plan
+        for several contexts, that (``.joint.csv``). Returns the paths written."""
+        path = Path(path)
+        paths = [atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n"),
+                 atomic_write_text(path.with_suffix(".csv"), self.fronts_csv()),
+                 atomic_write_text(path.with_suffix(".cross.csv"), self.cross_csv())]
+        if self.joint is not None:
+            paths.append(atomic_write_text(path.with_suffix(".joint.csv"), self.joint_csv()))
+        return tuple(paths)
+
+    def table(self) -> str:
+        """The fronts side by side (speed-up per context for each k), the cross table (worst and median loss per
+        ordered pair), the plan for several contexts, and the contexts not planned."""
+        lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
+        lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
+                  for f in self.fronts]
+        if self.fronts:
+            names = [self.labels[f.device] for f in self.fronts]
+            width = max(10, *(len(n) for n in names))
+            by_k = [{p.k: f.original_s / p.latency_s for p in f.points} for f in self.fronts]
+            lines += ["", "predicted speed-up of each context's fastest plan over its original, for each k "
+                      "(blocks keeping activations):", f"{'k':>3}  " + "  ".join(f"{n:>{width}}" for n in names)]
+            for k in sorted(set().union(*by_k)):
+                lines.append(f"{k:>3}  " + "  ".join(f"{(f'{s[k]:.2f}x' if k in s else '-'):>{width}}" for s in by_k))
+        pairs = [(a.device, b.device) for a in self.fronts for b in self.fronts if a.device != b.device]
+        if pairs:
+            lines += ["", "what a plan chosen for one context loses on another: its predicted latency there over that "
+                      "context's own plan of the same k, minus 1 (worst k with its 95 % interval; median over k):",
+                      f"{'chosen for':<24} {'runs on':<24} {'worst loss':>10} {'at k':>5} {'95 % interval':>19} "
+                      f"{'median':>8}"]
+            for a, b in pairs:
+                points = self.pair(a, b)
+                worst = max(points, key=lambda c: c.loss)
+                lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} {worst.loss:>+10.1%} {worst.k:>5} "
+                             f"{f'{worst.loss_low:+.1%} to {worst.loss_high:+.1%}':>19} "
+                             f"{statistics.median(c.loss for c in points):>+8.1%}")
+        if self.joint is not None:
+            lines += ["", _joint_title(self.joint, self.labels)]
+            labels = [self.labels[c] for c in self.joint.contexts]
+            lines.append(f"{'k':>3}  {'plan (1 = kept)':<20} {'spans':<16} "
+                         + " ".join(f"{'loss ' + n:>{max(12, len(n) + 5)}}" for n in labels) + f" {'worst':>8} {'mean':>8}")
+            for p in self.joint.points:
+                lines.append(f"{p.k:>3}  {_bits(p.plan.keep):<20} {_spans(p.plan.spans) or '-':<16} "
+                             + " ".join(f"{v:>+{max(12, len(n) + 5)}.1%}" for v, n in zip(p.loss, labels))
+                             + f" {p.worst:>+8.1%} {p.mean:>+8.1%}")
+        for u in self.unplanned:
+            lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {u.reason}"]
+        return "\n".join(lines)
+
+
+def _joint_title(joint: JointFront, labels: Mapping[DeviceContext, str]) -> str:
+    what = "the least worst loss" if joint.objective == "worst" else "the least mean loss"
+    return (f"one plan for {', '.join(labels[c] for c in joint.contexts)}: at each k the plan of {what} against each "
+            "context's own plan of that k:")
+
+
+def _bits(keep: Sequence[int]) -> str:
+    return "".join(str(int(k)) for k in keep)
+
+
+def _spans(spans: Any) -> str:
+    return " ".join(f"{a}-{b - 1}" for a, b in spans or ())
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    return dict(row, keep=_bits(row["keep"]), merge="".join("1" if m else "0" for m in row["merge"]),
+                spans=_spans(row["spans"]))
+
+
+def _rows_csv(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def pick_contexts(names: str | Sequence[str], labels: Mapping[DeviceContext, str]) -> list[DeviceContext]:
+    """The contexts that ``names`` (comma-separated, or a list) name: each a context's key, its label (`short_labels`)
+    or a backend that only one of them has. Raises `UsageError` listing the labels otherwise."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    listing = "; ".join(f"{label} ({c})" for c, label in labels.items())
+    out = []
+    for text in names:
+        found = [c for c, label in labels.items() if text in (str(c), label)]
+        found = found or [c for c in labels if c.backend == text]
+        if len(found) != 1:
+            what = "names no context" if not found else "names several contexts"
+            raise UsageError(f"--for {text!r} {what}; give labels, keys or backends of: {listing}")
+        if found[0] in out:
+            raise UsageError(f"--for names {labels[found[0]]} twice")
+        out.append(found[0])
+    if len(out) < 2:
+        raise UsageError(f"--for needs at least two contexts, comma-separated, of: {listing}")
+    return out
+
+
+def plan_contexts(
+    model: Any,
+    lut: LUT | str | Path | Sequence[LUT | str | Path],
+    *,
+    importance: Mapping[int, float] | Sequence[float] | None = None,
+    max_span: int = 4,
+    method: str = "auto",
+    rest: str = "auto",
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    contexts: Sequence[DeviceContext] | None = None,
+    joint: str | Sequence[str] | None = None,
+    objective: str = "worst",
+) -> ContextFronts:
+    """`plan_front` in every context of ``lut`` (one LUT, its file, or several: `LUT.concat`), or in ``contexts``;
+    the cross table of every ordered pair of the planned ones; and with ``joint`` (contexts as `pick_contexts` takes
+    them) the plan for those contexts of least ``objective`` (``worst`` or ``mean``) loss at each k. Keywords as
+    `plan_front`'s. A context whose entries the planner lacks goes to ``unplanned`` with the planner's line."""
+    from .planner import plan_front  # the planner imports torch; so does this, through plan_costs
+
+    luts = [lut] if isinstance(lut, (LUT, str, Path)) else list(lut)
+    lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x) for x in luts])
+    options = dict(options or {})
+    registered = name or str(model)
+    every = list(contexts) if contexts is not None else lut.devices()
+    labels = short_labels(every)
+    fronts, costs, unplanned = [], {}, []
+    for context in every:
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                c = plan_costs(model, lut, device=context, name=name, options=options, resolution=resolution, rest=rest,
+                               method=method)
+                front = plan_front(model, lut, importance=importance, max_span=max_span, name=registered,
+                                   options=options, costs=c)
+        except LUTMissError as exc:
+            unplanned.append(Unplanned(context, str(exc)))
+            continue
+        for w in caught:  # a planned context's warnings (a method's fallback) are the user's; a skipped one's are not
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        fronts.append(front)
+        costs[context] = c
+    if not fronts:
+        raise LUTMissError("no context of the LUT has what the planner needs for this model:\n  "
+                           + "\n  ".join(f"{labels[u.context]}: {u.reason}" for u in unplanned))
+    cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, costs[b.device], b))
+    together = None
+    if joint is not None:
+        planned = {f.device: labels[f.device] for f in fronts}
+        try:
+            chosen = pick_contexts(joint, planned)
+        except UsageError as exc:
+            if unplanned:
+                raise UsageError(f"{exc} (not planned: {', '.join(labels[u.context] for u in unplanned)})") from None
+            raise
+        together = joint_front([costs[c] for c in chosen], [next(f for f in fronts if f.device == c) for c in chosen],
+                               objective=objective, max_span=max_span)
+    return ContextFronts(fronts[0].model, registered, options, max_span, labels, tuple(fronts), cross,
+                         tuple(unplanned), together, costs)

@@ -1,0 +1,322 @@
+"""One plan for several device contexts (`dsprof plan --for A,B`): at each k, the plan whose predicted latency relative
+to each context's own front plan of that k is lowest in the worst case (``worst``) or on average (``mean``). Exact.
+
+The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged *or* not (the contexts
+may disagree on whether merging pays, so both are offered and the plan's ``merge`` list says which it chose); a span
+of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
+its pieces' savings there (`dsprof.lut.cost`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
+the latency of c's own front plan with k kept blocks.
+
+- ``mean``: minimising the mean of the relative latencies is maximising ``sum_c S_c / R_c(k)``, a sum over the
+  pieces of ``sum_c saving_c(piece) / R_c(k)``: one run of the planner's DP (`best_per_k`) per k with that weighted
+  saving. O(n^2 x max_span x contexts) per k.
+- ``worst``: the maximum over contexts does not add over pieces, but each context's relative latency falls as its
+  S_c rises. So a partial plan of blocks 0..j-1 whose vector (S_1..S_m) another partial plan with the same k matches
+  or beats in every context can be dropped: whatever follows, the other one is at least as good in every context,
+  so in the worst one too. The DP keeps, per (j, k), the partial plans that no other one dominates (a Pareto set of
+  savings vectors, extended piece by piece as the planner's accuracy-latency front is), and at the end takes the
+  minimax over the complete plans it kept. Exact; its cost is the sizes of those sets, which `JointFront.states`
+  reports (the largest set): O(n x max_span x K x F^2 x m) for F the largest set, K = n + 1. A partial plan that
+  cannot beat a plan already known even if its remaining blocks saved, in each context, the most they can there, is
+  dropped too (`_promising`): exact, and it keeps F small.
+
+Ties (e.g. at k where every plan is one context's own) go to the lower mean. Every plan returned is priced by
+`predict_plan` in each context, so its numbers are the ones `dsprof predict` shows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..device_context import DeviceContext
+from ..errors import LUTMissError, UsageError
+from ..lut.cost import PlanCosts
+from ..lut.predict import predict_plan
+from ..merge.plan import Plan
+from ..merge.spans import span_runs
+from .dp import Option, best_per_k
+from .front import Front
+from .ratio import plan_ratio
+
+__all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
+
+OBJECTIVES = ("worst", "mean")
+_CHUNK = 256  # rows of a set checked for dominance at once
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A piece and its saving (seconds) in each context."""
+
+    start: int
+    stop: int
+    kept: bool
+    merge: bool
+    savings: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class JointPoint:
+    """The plan for several contexts with ``k`` kept blocks: per context (in `JointFront.contexts` order) its
+    predicted latency (seconds per batch), that context's own front latency at k, and its loss against it
+    (relative: 0.05 = 5 % slower) with the 95 % interval (`dsprof.plan.ratio`)."""
+
+    k: int
+    plan: Plan
+    latency_s: tuple[float, ...]
+    own_latency_s: tuple[float, ...]
+    loss: tuple[float, ...]
+    loss_low: tuple[float, ...]
+    loss_high: tuple[float, ...]
+
+    @property
+    def worst(self) -> float:
+        """The largest loss over the contexts."""
+        return max(self.loss)
+
+    @property
+    def mean(self) -> float:
+        """The mean loss over the contexts."""
+        return statistics.fmean(self.loss)
+
+
+@dataclass(frozen=True)
+class JointFront:
+    """`joint_front`'s answer: for each k the plan of least ``objective`` (worst or mean loss) over ``contexts``;
+    ``states``: the largest set of partial plans the DP kept (worst case; 1 for the mean)."""
+
+    contexts: tuple[DeviceContext, ...]
+    objective: str
+    points: tuple[JointPoint, ...]
+    states: int
+
+    def at_k(self, k: int) -> JointPoint:
+        for p in self.points:
+            if p.k == k:
+                return p
+        raise UsageError(f"k is 0..{len(self.points) - 1} (blocks that keep their activations), got {k}")
+
+    def to_dict(self, labels: dict[DeviceContext, str]) -> dict[str, Any]:
+        return {"contexts": [str(c) for c in self.contexts], "labels": [labels[c] for c in self.contexts],
+                "objective": self.objective, "states": self.states,
+                "points": [{"k": p.k, "keep": list(p.plan.keep), "merge": list(p.plan.merge or ()),
+                            "spans": [list(s) for s in p.plan.spans or ()], "latency_s": list(p.latency_s),
+                            "own_latency_s": list(p.own_latency_s), "loss": list(p.loss), "loss_low": list(p.loss_low),
+                            "loss_high": list(p.loss_high), "worst": p.worst, "mean": p.mean} for p in self.points]}
+
+
+def _pieces(costs: Sequence[PlanCosts], max_span: int) -> list[_Piece]:
+    """Every piece a plan can use, with its saving in each context; one that a context cannot price is left out (a
+    block merged alone where a LUT lacks its merged entry)."""
+    n = len(costs[0].blocks)
+    out = []
+
+    def add(start: int, stop: int, kept: bool, merge: bool, priced) -> None:
+        pieces = [priced(c) for c in costs]
+        if all(p.found for p in pieces):
+            out.append(_Piece(start, stop, kept, merge, tuple(p.saving_s for p in pieces)))
+
+    for i in range(n):
+        add(i, i + 1, True, False, lambda c: c.kept(i))
+        add(i, i + 1, False, True, lambda c: c.linearized(i, True))
+        add(i, i + 1, False, False, lambda c: c.linearized(i, False))
+    for run in span_runs(costs[0].blocks, (0,) * n):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_span) + 1):
+                start, stop = run[a], run[b - 1] + 1
+                add(start, stop, False, True, lambda c: c.span(start, stop))
+    return out
+
+
+def _plan(pieces: Sequence[_Piece], n: int, name: str, options: dict, k: int, objective: str,
+          contexts: Sequence[DeviceContext]) -> Plan:
+    keep, merge, spans = [1] * n, [False] * n, []
+    for p in pieces:
+        if p.kept:
+            continue
+        if p.stop - p.start > 1:
+            spans.append((p.start, p.stop))
+        for i in range(p.start, p.stop):
+            keep[i], merge[i] = 0, p.merge
+    return Plan(name, tuple(keep), options, merge=tuple(merge), spans=tuple(spans) or None,
+                name=f"joint-{objective}-k{k}",
+                source=f"dsprof plan --for ({objective} loss over {', '.join(str(c) for c in contexts)})")
+
+
+def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.ndarray]) -> tuple[dict[int, list[_Piece]], int]:
+    """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
+
+    Two exact shortcuts: a partial plan whose best conceivable completion -- in each context the most its remaining
+    blocks can save there (`_reach`), each context on its own -- is still worse than a plan already known
+    (`_incumbents`) for every k it can end at is dropped (it cannot be optimal); and the sets are filtered with
+    NumPy."""
+    m = len(base)
+    savings = np.array([p.savings for p in pieces], dtype=float).reshape(len(pieces), m)
+    upper = _incumbents(n, pieces, savings, base, own)
+    reach = _reach(n, pieces, savings)
+    ending: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, p in enumerate(pieces):
+        ending[p.stop].append(i)
+    # per position j: {k: (savings vectors F x m, the last piece of each, its row in the set where that piece starts)}
+    sets: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = [{} for _ in range(n + 1)]
+    sets[0][0] = (np.zeros((1, m)), np.array([-1]), np.array([-1]))
+    largest = 1
+    for j in range(1, n + 1):
+        grouped: dict[int, list] = {}
+        for i in ending[j]:
+            p = pieces[i]
+            for k, (vectors, _, _) in sets[p.start].items():
+                grouped.setdefault(k + p.kept, []).append(
+                    (vectors + savings[i], np.full(len(vectors), i), np.arange(len(vectors))))
+        for k, parts in grouped.items():
+            vectors = np.vstack([v for v, _, _ in parts])
+            last = np.concatenate([a for _, a, _ in parts])
+            parent = np.concatenate([b for _, _, b in parts])
+            alive = _promising(vectors, j, k, n, base, own, upper, reach)
+            vectors, last, parent = vectors[alive], last[alive], parent[alive]
+            keep = _nondominated(vectors)
+            if len(keep):
+                sets[j][k] = (vectors[keep], last[keep], parent[keep])
+                largest = max(largest, len(keep))
+    best = {}
+    for k, (vectors, _, _) in sets[n].items():
+        relative = (base - vectors) / own[k]  # F x m
+        order = np.lexsort((relative.mean(axis=1), relative.max(axis=1)))  # worst first, then the mean
+        best[k] = _read_back(sets, pieces, n, k, int(order[0]))
+    return best, largest
+
+
+def _nondominated(vectors: np.ndarray) -> np.ndarray:
+    """Indices of the rows that no other row matches or beats in every column (of equal rows, one)."""
+    m = vectors.shape[1]
+    order = np.lexsort(tuple(-vectors[:, c] for c in reversed(range(m))))  # by column 0 desc, then 1...
+    ranked = vectors[order]
+    if m == 2:  # a row survives where its second column beats every row before it (which all match its first)
+        before = np.maximum.accumulate(np.concatenate(([-np.inf], ranked[:-1, 1])))
+        return order[ranked[:, 1] > before]
+    # Only a row ranked before another can dominate it, and a row dominated by a dropped row is dominated by what
+    # dropped it: so each chunk of rows is checked against the rows kept so far and the rows before it in the chunk.
+    kept, chosen = np.empty((0, m)), []
+    for start in range(0, len(ranked), _CHUNK):
+        chunk = ranked[start:start + _CHUNK]
+        beaten = np.all(kept[None, :, :] >= chunk[:, None, :], axis=2).any(axis=1)
+        earlier = np.tril(np.ones((len(chunk), len(chunk)), dtype=bool), -1)  # [i, j]: j before i
+        beaten |= (np.all(chunk[None, :, :] >= chunk[:, None, :], axis=2) & earlier).any(axis=1)
+        kept = np.vstack([kept, chunk[~beaten]])
+        chosen.append(order[start:start + _CHUNK][~beaten])
+    return np.concatenate(chosen) if chosen else np.empty(0, dtype=int)
+
+
+def _reach(n: int, pieces: list[_Piece], savings: np.ndarray) -> np.ndarray:
+    """reach[j, r, c]: the most that blocks j..n-1 with r kept blocks can save in context c (each context on its own;
+    -inf where no plan has r kept blocks there)."""
+    m = savings.shape[1]
+    reach = np.full((n + 1, n + 1, m), -np.inf)
+    reach[n, 0] = 0.0
+    starting: list[list[int]] = [[] for _ in range(n)]
+    for i, p in enumerate(pieces):
+        starting[p.start].append(i)
+    for j in range(n - 1, -1, -1):
+        for i in starting[j]:
+            p = pieces[i]
+            if p.kept:
+                reach[j, 1:] = np.maximum(reach[j, 1:], savings[i] + reach[p.stop, :-1])
+            else:
+                reach[j] = np.maximum(reach[j], savings[i] + reach[p.stop])
+    return reach
+
+
+def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, own: dict[int, np.ndarray],
+               upper: dict[int, float], reach: np.ndarray) -> np.ndarray:
+    """Which partial plans of blocks 0..j-1 with k kept blocks could still end in a plan no worse than the best known,
+    at some k they can reach (a tolerance keeps every tie)."""
+    alive = np.zeros(len(vectors), dtype=bool)
+    for r in range(n - j + 1):
+        if k + r not in upper or not np.all(np.isfinite(reach[j, r])):
+            continue
+        bound = ((base - vectors - reach[j, r]) / own[k + r]).max(axis=1)
+        alive |= bound <= upper[k + r] * (1 + 1e-9) + 1e-12
+    return alive
+
+
+def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray) -> dict[int, list[_Piece]]:
+    """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP."""
+    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings, weights))) for p in pieces]
+    piece_of = {id(o): p for o, p in zip(options, pieces)}
+    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options).items()}
+
+
+def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndarray,
+                own: dict[int, np.ndarray]) -> dict[int, float]:
+    """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean."""
+    m = savings.shape[1]
+    upper = {k: np.inf for k in own}
+    plans = [_weighted(n, pieces, np.eye(m)[c]) for c in range(m)] + [_mean(n, pieces, own)]
+    for by_k in plans:
+        for k, chosen in by_k.items():
+            if k in own:
+                vector = np.sum([p.savings for p in chosen], axis=0)
+                upper[k] = min(upper[k], float(((base - vector) / own[k]).max()))
+    return upper
+
+
+def _read_back(sets, pieces: list[_Piece], n: int, k: int, index: int) -> list[_Piece]:
+    out, j = [], n
+    while j > 0:
+        _, last, parent = sets[j][k]
+        piece = pieces[int(last[index])]
+        out.append(piece)
+        j, k, index = piece.start, k - piece.kept, int(parent[index])
+    return out[::-1]
+
+
+def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray]) -> dict[int, list[_Piece]]:
+    """The plan of least mean relative latency for each k: the planner's DP with each piece's savings weighted by
+    1 / R_c(k), once per k."""
+    best = {}
+    for k, reference in own.items():
+        chosen = _weighted(n, pieces, 1.0 / reference).get(k)
+        if chosen is not None:
+            best[k] = chosen
+    return best
+
+
+def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objective: str = "worst",
+                max_span: int = 4) -> JointFront:
+    """For each k, the plan of least worst (or mean) loss over the contexts of ``costs`` (one `PlanCosts` per
+    context, of one model), each against its own front (``fronts``, in the same order); spans of up to
+    ``max_span`` blocks. See the module docstring for why it is exact and what it costs."""
+    if objective not in OBJECTIVES:
+        raise UsageError(f"objective is one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if len(costs) != len(fronts) or len(costs) < 2:
+        raise UsageError("a plan for several contexts needs at least two contexts, each with its front")
+    n = len(costs[0].blocks)
+    if any(len(c.blocks) != n for c in costs) or len({c.label for c in costs}) != 1:
+        raise UsageError(f"the contexts hold different models ({', '.join(sorted({c.label for c in costs}))}); "
+                         "plan one model at a time")
+    name, options = fronts[0].name, fronts[0].options
+    pieces = _pieces(costs, max_span)
+    base = np.array([predict_plan(c, None, strict=True).total_s for c in costs])
+    ks = sorted(set.intersection(*[{p.k for p in f.points} for f in fronts]))
+    if not ks:
+        raise LUTMissError("the contexts' fronts share no k; measure the same blocks in every context")
+    own = {k: np.array([f.at_k(k).latency_s for f in fronts]) for k in ks}
+    if objective == "worst":
+        chosen, states = _worst(n, pieces, base, own)
+    else:
+        chosen, states = _mean(n, pieces, own), 1
+    contexts = tuple(c.key for c in costs)
+    points = []
+    for k in ks:
+        if k not in chosen:
+            continue
+        plan = _plan(chosen[k], n, name, options, k, objective, contexts)
+        ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(costs, fronts)]
+        points.append(JointPoint(
+            k, plan, tuple(predict_plan(c, plan, strict=True).total_s for c in costs), tuple(own[k]),
+            tuple(r.value - 1 for r in ratios), tuple(r.low - 1 for r in ratios), tuple(r.high - 1 for r in ratios)))
+    return JointFront(contexts, objective, tuple(points), states)

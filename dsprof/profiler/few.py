@@ -1,0 +1,132 @@
+"""`dsprof measure --few N --like LUT`: a new device context from N measurements. Chooses the N most informative
+entries of the model (`dsprof.lut.few.choose`), times them here (one ordinary measurement file, its drift probe
+included), predicts every other entry from the full LUT of another context and writes the new context's LUT, the
+predicted entries marked as such (`dsprof.lut.few.few_lut`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..errors import LUTError
+from ..io import check_output_path
+from ..models import find_blocks, named_model
+from .runner import MeasureResult, measure
+from .timing import TimingConfig
+from .workloads import Workload
+
+__all__ = ["FewResult", "measure_few", "workload_macs"]
+
+
+@dataclass(frozen=True)
+class FewResult:
+    """What `measure_few` did: the run (its measurement file), the entries chosen and timed (LUT keys), the new
+    context's LUT and where it was written, and the fit (its leave-one-out error)."""
+
+    run: MeasureResult
+    chosen: tuple[tuple[str, str, str], ...]
+    lut: Any  # dsprof.lut.LUT
+    lut_path: Path | None
+    fit: Any  # dsprof.lut.few.FewFit
+    candidates: int
+    max_span: int
+
+
+def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, int] | None = None
+                  ) -> dict[tuple[str, str, str], int]:
+    """{LUT key: MACs for one image} of every block (original, merged, linear), span of up to ``max_span`` blocks, the
+    whole model, its stem and head: what `measure` would time (`workload_groups`), counted, not timed."""
+    import torch
+
+    from ..models import input_size_of
+    from .runner import workload_groups
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small convolutions, as the runner builds them
+    try:
+        groups = workload_groups(net, label, ("original", "merged", "linear"), ("original",), "*", None,
+                                 input_size or input_size_of(net), (), max_span)
+    finally:
+        torch.set_num_threads(threads)
+    return {_key(w, label): w.macs for g in groups for w in g}
+
+
+def _key(w: Workload, label: str) -> tuple[str, str, str]:
+    """The LUT key a workload's record gets (scope, workload, variant), ``label`` the model's label."""
+    return (w.scope, w.spec.to_str() if w.scope == "block" else label, w.variant)
+
+
+def _selector(chosen: set[tuple[str, str, str]], label: str) -> Callable[[list[list[Workload]]], list[list[Workload]]]:
+    """Keep, in each group, the workloads whose LUT key is chosen (the first workload of each key only)."""
+
+    def select(groups: list[list[Workload]]) -> list[list[Workload]]:
+        taken: set[tuple[str, str, str]] = set()
+        out = []
+        for group in groups:
+            mine = []
+            for w in group:
+                key = _key(w, label)
+                if key in chosen and key not in taken:
+                    taken.add(key)
+                    mine.append(w)
+            out.append(mine)
+        return out
+
+    return select
+
+
+def measure_few(
+    model: Any,
+    like: Any,
+    n: int = 10,
+    *,
+    like_key: Any = None,
+    name: str | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    max_span: int = 4,
+    lut_out: str | Path | None = None,
+    timing: TimingConfig = TimingConfig(),
+    out: str | Path = "results",
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    **context: Any,
+) -> FewResult:
+    """Time the ``n`` most informative entries of ``model`` in the context ``context`` gives (`measure`'s backend,
+    device, dtype, channels_last, batch, threads, compile), predict the rest from ``like`` (a LUT or its file; its
+    context ``like_key`` where it holds several) and write the new context's LUT to ``lut_out`` (default: the
+    measurement file with ``.lut.csv``). Spans of up to ``max_span`` blocks that ``like`` holds are candidates."""
+    from ..lut import LUT, build_lut
+    from ..lut.few import candidates, choose, few_lut
+    from ..lut.predict import profiled_options
+    from ..lut.schema import model_label
+
+    like = like if isinstance(like, LUT) else LUT.load(like)
+    options = dict(model_options or {})
+    registered, net = named_model(model, name, resolution, options)
+    label = model_label(registered, profiled_options(net, options))
+    blocks = find_blocks(net)
+    cands = candidates(like, like.resolve(like_key), label, blocks, max_span, workload_macs(net, label, max_span))
+    chosen = choose(cands, n)
+    keys = {c.key for c in chosen}
+    spans = max(c.span for c in chosen)
+    if lut_out is not None:
+        check_output_path(lut_out)
+    run = measure(net, name=registered, model_options=options, resolution=resolution,
+                  variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
+                  model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
+                  spans=spans, timing=timing, out=out, resume=resume, overwrite=overwrite, progress=progress,
+                  select=_selector(keys, label), **context)
+    measured = build_lut([run.path])
+    for context_key in measured.devices():
+        missing = [k for k in keys if measured.find(k[1], k[2], context_key, scope=k[0]) is None]
+        if missing:
+            raise LUTError(f"{run.path}: the run did not time {len(missing)} chosen entries (e.g. {missing[0]}); "
+                           "see its records' errors")
+    lut, model_fit = few_lut(like, cands, measured)
+    path = Path(lut_out) if lut_out is not None else run.path.with_suffix(".lut.csv")
+    lut.save(path)
+    return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), max([1] + [c.span for c in cands]))
+

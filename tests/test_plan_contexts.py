@@ -1,0 +1,296 @@
+"""`dsprof plan` over several device contexts (issue #29): the cross table and the plan for several contexts (`--for`)
+against brute force.
+
+Two real LUTs of different contexts: a tiny MobileNetV2 (one block per stage, 7 blocks, 32 x 32) timed here through
+PyTorch eager and ONNX Runtime (few samples). Expected values come from brute force: every plan -- keep list, span
+partition and, for each block linearised alone, merged or not -- priced in each context by `predict_plan`; never
+from the planner. No timing asserts.
+"""
+
+import itertools
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dsprof.cli import main
+from dsprof.lut import LUT, build_lut
+from dsprof.lut.predict import plan_costs, predict_plan
+from dsprof.merge import Plan
+from dsprof.merge.spans import span_runs
+from dsprof.plan import plan_contexts, plan_front
+from dsprof.plan.minimax import joint_front
+from dsprof.profiler import TimingConfig, measure
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+NAME, OPTIONS, RESOLUTION, MAX_SPAN = "mobilenet_v2", {"depths": [1] * 7}, 32, 3
+BACKENDS = ("torch", "onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def luts(tmp_path_factory):
+    """{backend: the LUT file of that context}: blocks original, merged, linear, spans of 2..3, the whole model."""
+    tmp = tmp_path_factory.mktemp("contexts")
+    out = {}
+    for backend in BACKENDS:
+        result = measure(NAME, model_options=OPTIONS, resolution=RESOLUTION, backend=backend, threads=1,
+                         variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+                         timing=FAST, out=tmp / f"{backend}.jsonl", progress=False)
+        out[backend] = build_lut([result.path]).save(tmp / f"lut_{backend}.csv")
+    return out
+
+
+def _partitions(run, max_span):
+    """Every split of a run of block indices into consecutive pieces of 1..max_span blocks, as [start, stop)."""
+    if not run:
+        yield ()
+        return
+    for size in range(1, min(max_span, len(run)) + 1):
+        for rest in _partitions(run[size:], max_span):
+            yield ((run[0], run[size - 1] + 1),) + rest
+
+
+def _every_plan(blocks, max_span):
+    """Every plan: keep list x span partition of each run of linearised blocks x merged or not for each block
+    linearised alone (its ``merge`` entry), as a plan with its ``merge`` list spelled out."""
+    n = len(blocks)
+    for keep in itertools.product((0, 1), repeat=n):
+        runs = span_runs(blocks, keep)
+        in_runs = {i for run in runs for i in run}
+        alone = [i for i in range(n) if not keep[i] and i not in in_runs]
+        for choice in itertools.product(*[list(_partitions(run, max_span)) for run in runs]):
+            pieces = [p for part in choice for p in part]
+            spans = tuple(sorted(p for p in pieces if p[1] - p[0] > 1))
+            singles = sorted(alone + [a for a, b in pieces if b - a == 1])
+            for bits in itertools.product((False, True), repeat=len(singles)):
+                merge = [False] * n
+                for a, b in spans:
+                    merge[a:b] = [True] * (b - a)
+                for i, bit in zip(singles, bits):
+                    merge[i] = bit
+                yield Plan(NAME, keep, OPTIONS, merge=tuple(merge), spans=spans or None)
+
+
+@pytest.fixture(scope="module")
+def brute(luts):
+    """(plans, {backend: PlanCosts}, {backend: [predicted latency of each plan]}): every plan priced in each context."""
+    costs = {b: plan_costs(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION) for b in BACKENDS}
+    plans = list(_every_plan(costs["torch"].blocks, MAX_SPAN))
+    latency = {b: [predict_plan(costs[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
+    return plans, costs, latency
+
+
+def _best(plans, latency, k):
+    """min latency over the plans with k kept blocks, and the indices of the plans that reach it."""
+    mine = [i for i, p in enumerate(plans) if sum(p.keep) == k]
+    low = min(latency[i] for i in mine)
+    return low, [i for i in mine if latency[i] <= low * (1 + 1e-12)]
+
+
+@pytest.mark.slow  # brute force: every plan priced in two contexts by predict_plan (~9000 predictions)
+def test_cross_equals_brute_force(luts, brute):
+    plans, _, latency = brute
+    assert len(plans) > 4000  # keep lists x span partitions x merge choices were enumerated
+    result = plan_contexts(NAME, [luts[b] for b in BACKENDS], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN)
+    assert not result.unplanned and len(result.fronts) == 2
+    backend_of = {f.device: f.device.backend for f in result.fronts}
+    n = len(plans[0].keep)
+    original = next(i for i, p in enumerate(plans) if p.keep == (1,) * n)
+    assert len(result.cross) == 4 * (n + 1)  # every ordered pair, the diagonal too, every k
+    for point in result.cross:
+        a, b = backend_of[point.chosen_for], backend_of[point.runs_on]
+        # the plan brute force finds fastest for A (ties: any of them), priced on B, against B's fastest of that k
+        _, chosen = _best(plans, latency[a], point.k)
+        own, _ = _best(plans, latency[b], point.k)
+        on_b = [latency[b][i] for i in chosen]
+        assert any(point.latency_s == pytest.approx(v, rel=1e-12, abs=0) for v in on_b), (a, b, point.k)
+        assert point.own_latency_s == pytest.approx(own, rel=1e-12, abs=0)
+        assert any(point.loss == pytest.approx(v / own - 1, rel=1e-9, abs=1e-12) for v in on_b)
+        assert point.loss >= -1e-12  # B's own plan is the fastest there
+        assert point.loss_low <= point.loss <= point.loss_high
+        assert point.speedup == pytest.approx(latency[b][original] / point.latency_s, rel=1e-12)
+        if a == b:  # a plan's loss on its own context is 0, exactly, and so is its interval's width
+            assert point.loss == 0.0 and point.loss_low == 0.0 and point.loss_high == 0.0
+    # the two contexts disagree somewhere (else this test would not tell a cross table from a copy of the diagonal)
+    assert any(p.loss > 1e-6 for p in result.cross)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["worst", "mean"])
+def test_joint_plan_equals_brute_force(luts, brute, objective):
+    plans, costs, latency = brute
+    fronts = [plan_front(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN, costs=costs[b])
+              for b in BACKENDS]
+    joint = joint_front([costs[b] for b in BACKENDS], fronts, objective=objective, max_span=MAX_SPAN)
+    n = len(plans[0].keep)
+    assert [p.k for p in joint.points] == list(range(n + 1))
+    for point in joint.points:
+        own = {b: _best(plans, latency[b], point.k)[0] for b in BACKENDS}
+        relative = [[latency[b][i] / own[b] for b in BACKENDS] for i, p in enumerate(plans) if sum(p.keep) == point.k]
+        score = max if objective == "worst" else (lambda r: sum(r) / len(r))
+        expected = min(score(r) for r in relative)
+        got = point.worst if objective == "worst" else point.mean
+        assert got + 1 == pytest.approx(expected, rel=1e-9), (objective, point.k)
+        # and the plan returned is priced by predict_plan in each context as its losses say
+        for i, b in enumerate(BACKENDS):
+            assert point.latency_s[i] == pytest.approx(predict_plan(costs[b], point.plan, strict=True).total_s, rel=1e-12)
+            assert point.loss[i] == pytest.approx(point.latency_s[i] / own[b] - 1, rel=1e-9, abs=1e-12)
+    if objective == "worst":  # somewhere one plan for both costs something in one of them
+        assert any(p.worst > 1e-6 for p in joint.points)
+
+
+@pytest.mark.slow
+def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
+    """Where merging a block alone pays in one context and not in the other, the plan for both chooses each merge:
+    the merged entries of blocks 1, 3 and 5 set to half their linear ones in the PyTorch LUT and to 1.5 times in the
+    ONNX Runtime one (every other entry as measured)."""
+    plans, costs, _ = brute
+    blocks = costs["torch"].blocks
+    changed = {}
+    for backend, scale in (("torch", 0.5), ("onnxruntime", 1.5)):
+        frame = LUT.load(luts[backend]).to_dataframe()
+        for i in (1, 3, 5):
+            rows = (frame.scope == "block") & (frame.workload == blocks[i].spec.to_str())
+            linear = float(frame.loc[rows & (frame.variant == "linear"), "median_s"].iloc[0])
+            frame.loc[rows & (frame.variant == "merged"), "median_s"] = scale * linear
+        changed[backend] = plan_costs(NAME, LUT(frame, f"{backend}, merges changed"), options=OPTIONS,
+                                      resolution=RESOLUTION)
+    for i in (1, 3, 5):  # the two contexts disagree on whether merging the block alone pays
+        assert changed["torch"].linearized(i).variant == "merged" and changed["onnxruntime"].linearized(i).variant == "linear"
+    latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
+    fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, costs=changed[b]) for b in BACKENDS]
+    joint = joint_front([changed[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
+    for point in joint.points:
+        own = {b: _best(plans, latency[b], point.k)[0] for b in BACKENDS}
+        expected = min(max(latency[b][i] / own[b] for b in BACKENDS) for i, p in enumerate(plans)
+                       if sum(p.keep) == point.k)
+        assert point.worst + 1 == pytest.approx(expected, rel=1e-9), point.k
+
+
+def _tilings(n, pieces, start=0):
+    """Every sequence of pieces that covers blocks start..n-1."""
+    if start == n:
+        yield ()
+        return
+    for p in pieces:
+        if p.start == start:
+            for rest in _tilings(n, pieces, p.stop):
+                yield (p,) + rest
+
+
+@pytest.mark.parametrize("contexts", [2, 3])
+@pytest.mark.parametrize("seed", range(4))
+def test_minimax_solver_equals_brute_force_on_random_savings(contexts, seed, monkeypatch):
+    """The solver alone (pure arithmetic) on random per-context savings that disagree a lot -- harder than real
+    contexts, and with three contexts -- against every tiling of 8 blocks by its pieces. Sets are filtered a few rows
+    at a time here, so that both of the filter's checks (against the rows kept, within a chunk) run."""
+    import numpy as np
+
+    from dsprof.plan import minimax
+    from dsprof.plan.minimax import _Piece, _mean, _worst
+
+    monkeypatch.setattr(minimax, "_CHUNK", 3)
+
+    rng = np.random.default_rng(seed)
+    n, pieces = 8, []
+    for i in range(n):
+        pieces.append(_Piece(i, i + 1, True, False, (0.0,) * contexts))
+        pieces.append(_Piece(i, i + 1, False, True, tuple(rng.uniform(-0.5, 2, contexts))))
+        pieces.append(_Piece(i, i + 1, False, False, tuple(rng.uniform(0, 1, contexts))))
+        for size in (2, 3):
+            if i + size <= n:
+                pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts))))
+    every = [(sum(p.kept for p in t), np.sum([p.savings for p in t], axis=0)) for t in _tilings(n, pieces)]
+    base = np.full(contexts, 40.0)
+    own = {k: base - np.max([v for kk, v in every if kk == k], axis=0) for k in range(n + 1)}
+    worst, _ = _worst(n, pieces, base, own)
+    mean = _mean(n, pieces, own)
+    for k in range(n + 1):
+        relative = [(base - v) / own[k] for kk, v in every if kk == k]
+        got = (base - np.sum([p.savings for p in worst[k]], axis=0)) / own[k]
+        assert got.max() == pytest.approx(min(r.max() for r in relative), rel=1e-12), (k, "worst")
+        got = (base - np.sum([p.savings for p in mean[k]], axis=0)) / own[k]
+        assert got.mean() == pytest.approx(min(r.mean() for r in relative), rel=1e-12), (k, "mean")
+
+
+def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys):
+    # a third context holding the same model without its spans: the planner needs them, and says how to measure them
+    frame = LUT.load(luts["torch"]).to_dataframe()
+    frame = frame[~frame.workload.str.startswith("conv(")]
+    frame["env_id"] = "feedbeef0000"
+    LUT(frame).save(tmp_path / "lut_nospans.csv")
+    out = tmp_path / "front.json"
+    argv = ["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION),
+            "--max-span", str(MAX_SPAN), "--out", str(out), "--for", "torch,onnxruntime", "--keep", "2"]
+    for path in (luts["torch"], luts["onnxruntime"], tmp_path / "lut_nospans.csv"):
+        argv += ["--lut", str(path)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["format"] == "dsprof.fronts" and len(data["fronts"]) == 2
+    assert len(data["cross"]) == 4 * 8 and {r["k"] for r in data["cross"]} == set(range(8))
+    (missing,) = data["unplanned"]
+    assert missing["key"].startswith("feedbeef0000/")
+    assert "dsprof measure --model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32" in missing["reason"]
+    assert "--spans 3" in missing["reason"] and "not planned: torch/cpu t1 env feedbeef0000" in text
+    assert "torch/cpu t1" in text and "onnxruntime/cpu t1" in text and "worst loss" in text
+    plan = json.loads((tmp_path / "front.plan.json").read_text())
+    assert sum(plan["keep"]) == 2 and plan["model"] == NAME
+    joint = data["joint"]
+    assert joint["objective"] == "worst" and [p["k"] for p in joint["points"]] == list(range(8))
+    for suffix in (".csv", ".cross.csv", ".joint.csv"):
+        assert out.with_suffix(suffix).read_text().count("\n") > 8
+
+
+def test_a_single_context_still_writes_one_front(luts, tmp_path, capsys):
+    out = tmp_path / "front.json"
+    assert main(["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION),
+                 "--lut", str(luts["onnxruntime"]), "--max-span", str(MAX_SPAN), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["format"] == "dsprof.front"
+    capsys.readouterr()
+    # --for needs several contexts: one line, exit 2
+    assert main(["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION),
+                 "--lut", str(luts["onnxruntime"]), "--for", "torch,onnxruntime", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
+    from dsprof.plan import plan_contexts_to_file, plan_to_file
+    from dsprof.reports import write_report
+
+    records = [Path(luts[b]).parent / f"{b}.jsonl" for b in BACKENDS]
+    several = tmp_path / "several" / "front.json"
+    several.parent.mkdir()
+    outcome = plan_contexts_to_file(NAME, [luts[b] for b in BACKENDS], out=several, options=OPTIONS,
+                                    resolution=RESOLUTION, max_span=MAX_SPAN)
+    report = write_report(records, tmp_path / "report", fronts=[several])
+    plots = tmp_path / "report" / "plots"
+    cross = pd.read_csv(plots / "devices_front_cross.csv")
+    expected = {(c.chosen_for.backend, c.runs_on.backend, c.k): c.loss for c in outcome.fronts.cross
+                if c.chosen_for != c.runs_on}
+    assert len(cross) == len(expected) == 2 * 8
+    for row in cross.itertuples(index=False):
+        key = (row[0].split("/")[0], row[1].split("/")[0], row.k)
+        assert row.loss == pytest.approx(expected[key], rel=1e-12)
+    # one hover text per heat-map cell and per point of the overlaid fronts
+    assert (plots / "devices_front_cross.svg").read_text().count("<title>") == 16
+    assert (plots / "devices_front_fronts.svg").read_text().count("<title>") == 16
+    fronts = pd.read_csv(plots / "devices_front_fronts.csv")
+    for front in outcome.fronts.fronts:
+        mine = fronts[fronts.context == outcome.fronts.labels[front.device]].sort_values("k")
+        assert list(mine.speedup) == pytest.approx([front.original_s / p.latency_s for p in front.points], rel=1e-12)
+    page = report.index.read_text()
+    assert "## Device-aware plans: mobilenet_v2 on 2 contexts" in page and page.count("## Planner's front") == 2
+
+    # the same fronts as two files of one context each: overlaid too (no cross table without a file over both)
+    singles = []
+    for b in BACKENDS:
+        singles.append(plan_to_file(NAME, luts[b], out=tmp_path / f"{b}.front.json", options=OPTIONS,
+                                    resolution=RESOLUTION, max_span=MAX_SPAN).paths[0])
+    write_report(records, tmp_path / "report2", fronts=singles)
+    svgs = sorted((tmp_path / "report2" / "plots").glob("devices_*"))
+    assert [p.suffix for p in svgs] == [".csv", ".png", ".svg"]
+    assert svgs[2].read_text().count("<title>") == 16
