@@ -106,7 +106,7 @@ class Front:
             raise UsageError("choose by one of keep, budget_s or speedup")
         check_budget(budget_s * 1e3 if budget_s is not None else None, speedup)
         if keep is not None:
-            k = resolve_k(keep, len(self.points) - 1)
+            k = resolve_k(keep, max(p.k for p in self.points))  # the original keeps every block
             point = self.at_k(k)
             if self.least_loss is not None:
                 point = next(p for p in self.least_loss if p.k == k)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import InputFileError, UsageError
 from ..io import atomic_write_text, check_output_path
 from ..models import model_flags
-from .front import Front, FrontPoint, check_budget
+from .front import Front, FrontPoint, check_budget, resolve_k
 from .planner import plan_front
 
 __all__ = ["ContextsOutcome", "PlanOutcome", "load_importance", "merge_command", "plan_contexts_to_file", "plan_to_file"]
@@ -133,7 +133,7 @@ def plan_contexts_to_file(
     *,
     out: str | Path | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
-    keep: int | None = None,
+    keep: int | float | None = None,
     max_span: int = 4,
     method: str = "auto",
     options: Mapping[str, Any] | None = None,
@@ -154,5 +154,7 @@ def plan_contexts_to_file(
     importance, chosen_path = _inputs(importance, model, options, out, plan_out)
     fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
                            resolution=resolution, joint=joint, objective=objective)
-    chosen = fronts.joint.at_k(keep) if keep is not None and fronts.joint is not None else None
+    chosen = None
+    if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
+        chosen = fronts.joint.at_k(resolve_k(keep, max(p.k for p in fronts.joint.points)))
     return ContextsOutcome(fronts, chosen, _write(fronts, out, chosen, chosen_path))
