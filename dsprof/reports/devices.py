@@ -25,7 +25,6 @@ from matplotlib.ticker import MaxNLocator
 
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
-from ..io import atomic_write_text, read_json
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points
@@ -162,9 +161,7 @@ def _color_scale(low: float, high: float):
 
 def _figure_part(write, table: pd.DataFrame, figure: Figure, name: str, alt: str) -> list:
     """The figure, its data as CSV beside it (``plots/NAME.csv``) and as a table of the report."""
-    part = write.figure(figure, name, alt)
-    write.report.files.append(atomic_write_text(write.out / "plots" / f"{name}.csv", table.to_csv(index=False)))
-    return [part, write.table(name, table, 3)]
+    return [write.figure(figure, name, alt, table), write.table(name, table, 3)]
 
 
 def _labels_of(fronts: list[Mapping[str, Any]]) -> dict[str, str]:
