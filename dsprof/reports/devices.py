@@ -25,6 +25,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
+from ..io import read_json
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points
