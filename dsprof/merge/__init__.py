@@ -3,7 +3,8 @@
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
 `plan` (which blocks, JSON, the paper's presets), `model` (whole-model merge with reported
-decisions), `artifact` (the merged-model file, ONNX export), `run` (`dsprof merge` as a function).
+decisions), `artifact` (the merged-model file, ONNX export). `dsprof merge` as a function, which applies the
+planner's choices, is `dsprof.plan.apply.merge_to_file`: this package never imports the planner.
 """
 
 from .algebra import LinearConv, MergeError, add_residual, apply_conv, compose_all, compose_convs, conv_from_module, fold_bn

@@ -1,4 +1,6 @@
-"""`dsprof merge` as a Python function: build, load a checkpoint, merge, save, export, tabulate."""
+"""`dsprof merge` as a Python function: build, load a checkpoint, apply the plan (its spans chosen by the
+planner with a LUT), merge, save, export, tabulate. It sits with the planner, above `dsprof.merge` (which
+merges what it is told and never reaches up here)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from ..errors import MergeError
 from ..io import check_output_path
 from ..models import get_model, load_checkpoint
 from ..models.registry import ClassCountError
-from .artifact import export_onnx, save_merged
-from .linearize import linearize_model
-from .model import MergeReport, Savings, cost_table, merge_model, merge_report
-from .plan import Plan, check_plan
-from .spans import Latency, plan_spans
+from ..merge.artifact import export_onnx, save_merged
+from ..merge.linearize import linearize_model
+from ..merge.model import MergeReport, Savings, cost_table, merge_model, merge_report
+from ..merge.plan import Plan, check_plan
+from ..merge.spans import Latency, plan_spans
+from .planner import best_plan
 
 __all__ = ["MergeOutcome", "merge_to_file", "format_cost_table"]
 
@@ -78,8 +81,6 @@ def merge_to_file(
         lut = lut if isinstance(lut, LUT) else LUT.load(lut)
         savings = merge_savings(lut, device_key) if savings is None else savings
     if spans == "auto" and lut is not None:
-        from ..plan import best_plan
-
         best = best_plan(model_name, lut, plan.keep, max_span=max_span, device=device_key, options=options,
                          resolution=resolution)
         plan = replace(plan, merge=best.merge, spans=best.spans)
