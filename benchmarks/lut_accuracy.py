@@ -340,7 +340,8 @@ def main() -> None:
     for case in cases:
         case["rows"] = score_case(case, out)
         print_case(case)
-    (out / "scores.json").write_text(json.dumps(cases, indent=1, default=str))
+    if args.reuse is None:  # a stored run is read, never written
+        (out / "scores.json").write_text(json.dumps(cases, indent=1, default=str))
     print_table(cases, seed)
     print(f"wall time {time.perf_counter() - start:.0f} s; load average {load()}")
 
