@@ -187,8 +187,9 @@ def test_interval_by_hand():
     medians = [0.020, 0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020]
     q1, q3 = np.percentile(medians, [25, 75])
     drift = (q3 - q1) / 1.349 / 0.020
-    # the reference's error: the whole model's median (IQR 2.7 ms, 25 samples): 1.2533 * 2.7 / 1.349 / 5 ms
-    reference = 1.2533 * 0.0027 / 1.349 / 5
+    # the reference's error: the whole model's median (IQR 2.7 ms, 25 samples): 1.2533 * 2.7 / 1.349 / 5 ms; and
+    # the drift its median over 8 groups keeps: 1.2533 * drift / sqrt(8) of it
+    reference = math.hypot(1.2533 * 0.0027 / 1.349 / 5, R * 1.2533 * drift / math.sqrt(8))
     # each saving (0.75 ms with the factor; the block entries have no spread) moves with the drift
     entries = math.sqrt(3 * (0.00075 * drift) ** 2 + (u * reference) ** 2) / R
     # systematic: phi = 20 / 14 (no stem and head), the truth uniform on [1, phi], the method counts 1.5

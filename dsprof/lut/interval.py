@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..profiler.records import PROBE_NAME, PROBE_SCOPE
+from ..profiler.stats import summarize
 from .table import LUT, LUTEntry, LUTMissError
 
 if TYPE_CHECKING:  # the cost module imports this one
@@ -86,8 +87,6 @@ def relative_spread(values: Sequence[float]) -> float:
     """Relative standard deviation of ``values`` (medians), sigma from their IQR; 0 for fewer than `MIN_GROUPS`."""
     if len(values) < MIN_GROUPS:
         return 0.0
-    from ..profiler.stats import summarize
-
     stats = summarize(values)
     return stats.iqr * IQR_TO_SD / stats.median
 
@@ -105,7 +104,6 @@ class Terms:
     check_source: str
     factor: float
     factor_source: str
-    in_model_factor: float | None  # phi, where the LUT has the whole model, its stem and head and every block
     reference_groups: int = 1  # how many groups the original's predicted latency is a median of
 
 
@@ -119,14 +117,14 @@ def terms_of(costs: "PlanCosts") -> Terms:
     phi = costs.in_model_factor
     if phi is None:
         return Terms(drift, drift_source, check, check_source, 0.0,
-                     "not estimated (the LUT lacks the whole model or one of its blocks)", None, max(groups, 1))
+                     "not estimated (the LUT lacks the whole model or one of its blocks)", max(groups, 1))
     low, high = sorted((1.0, phi))
     used = costs.factor
     factor = math.sqrt((high - low) ** 2 / 12 + (used - (low + high) / 2) ** 2) / used
     parts = "" if costs.entries.stem and costs.entries.head else " (no stem and head entries: counted as 0)"
     source = (f"in-model factor {phi:.3f}{parts}: savings inside the model between x{low:.3f} and x{high:.3f} of "
               "alone")
-    return Terms(drift, drift_source, check, check_source, factor, source, phi, max(groups, 1))
+    return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
 
 
 def _drift(costs: "PlanCosts") -> tuple[float, str]:
@@ -156,8 +154,6 @@ def _check(costs: "PlanCosts") -> tuple[float, str]:
     whole model's median has in one of the LUT's groups."""
     residuals = _in_context_residuals(costs)
     if len(residuals) >= ENOUGH_GROUPS:
-        from ..profiler.stats import summarize
-
         return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-context groups"
     references = costs.entries.references
     if not references:

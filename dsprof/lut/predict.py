@@ -49,9 +49,9 @@ class Prediction:
     the number to trust on a machine that moves (docs/predictions.md). ``speedup_low``/``speedup_high`` and
     ``low_s``/``high_s``: 95 % intervals (`dsprof.lut.interval`), whose parts are relative half-widths:
     ``lut_spread`` (the LUT medians the savings add up), ``systematic`` (blocks timed alone against the whole
-    model, ``systematic_source``), ``check`` (the noise of a paired check, speed-up only) and ``drift`` (the
-    machine between groups and runs, latency only; ``drift_source`` says from what). ``measured_utc``: when
-    the LUT context's last group was timed, the moment its milliseconds belong to.
+    model, ``systematic_source``), ``check`` (the noise of a paired check, speed-up only; ``check_source``) and
+    ``drift`` (the machine between groups and runs, latency only; ``drift_source`` says from what).
+    ``measured_utc``: when the LUT context's last group was timed, the moment its milliseconds belong to.
 
     ``method`` (``isolated (in-model fell back: WHY)`` where a method could not apply) says how the
     blocks' changes were counted: ``isolated`` (savings of blocks timed alone), ``in-model (xF)``,
@@ -87,6 +87,7 @@ class Prediction:
     systematic: float = 0.0
     systematic_source: str = "none"
     check: float = 0.0
+    check_source: str = "none"
     measured_utc: str = ""
 
     @property
@@ -131,7 +132,8 @@ class Prediction:
                 "measured_utc": self.measured_utc, "probe_ratio": None if self.probe_ratio != self.probe_ratio
                 else self.probe_ratio, "interval": {"lut_spread": self.lut_spread, "systematic": self.systematic,
                                                     "systematic_source": self.systematic_source,
-                                                    "check": self.check, "drift": self.drift,
+                                                    "check": self.check, "check_source": self.check_source,
+                                                    "drift": self.drift,
                                                     "drift_source": self.drift_source},
                 "method": self.method, "rest_s": self.rest_s, "rest_method": self.rest_method,
                 "coverage": self.coverage, "missing": list(self.missing),
@@ -141,7 +143,7 @@ class Prediction:
         merged = int(self.blocks["variant"].isin(("merged", "span")).sum())
         return (
             f"{self.model} on {self.device}:\n  {self.speedup_line()}\n  {self.latency_line()}\n"
-            f"  systematic: {self.systematic_source}\n"
+            f"  systematic: {self.systematic_source}; a check's noise from {self.check_source}\n"
             f"  method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
@@ -236,7 +238,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
-                      measured_utc=lut.measured_utc(key))
+                      check_source=terms.check_source, measured_utc=lut.measured_utc(key))
 
 
 def plan_costs(
