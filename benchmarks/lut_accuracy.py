@@ -1,28 +1,26 @@
-"""How well does a LUT predict the latency of merged models? (issues #5, #14)
+"""How well does a LUT predict merged models: their speed-up over the original, and their latency? (issues #5, #14, #27)
 
-For each backend and MobileNetV2 width: one `measure` run builds the LUT (the blocks in their
-original, merged and linear forms, the whole original model, and every block *in context*: the
-whole model with that block swapped, against the whole model, `measure --context`). Then seeded
-random plans are merged (their merge lists written by the LUT's rule, `PlanCosts.with_merges`) and each merged model is measured
-end-to-end in a later, separate run, in a group of its own with the original model.
+For each backend and model, one `measure` run builds the LUT (the blocks in their original, merged and linear
+forms; the whole original model with its stem and head; every block in context, `measure --context`). Then plans
+across the whole range of k -- the planner's front plans and seeded random plans whose number of linearised
+blocks runs evenly over 0..n -- are merged (the LUT's rule) and each merged model is timed in a later, separate
+run *interleaved with the original in one group* (`dsprof.profiler.check`, what `dsprof predict --measure` runs):
+the measured speed-up is the median of their per-round ratios (paired), the measured latency the merged model's
+median.
 
-Candidates, each scored against that later measurement (the headline: raw error, what a user
-predicting a model they have not measured gets):
+Each method (`dsprof.lut.METHODS`) predicts every plan from the LUT alone; per backend and method the table sets
+the speed-up's and the latency's agreement side by side: share within +-10 %, median |error|, Kendall tau over
+k = 0..n (per model, median over models), the share of measurements inside the prediction's 95 % interval and
+its median half-width. ``auto+probe`` is auto's latency scaled by the drift probe timed in the check run (the
+speed-up needs no scaling). Every measurement file, every plan measured and results.json stay under --out;
+``--reuse DIR`` scores a stored run again with today's code, without measuring (intervals can be developed
+offline). Timings are figures only on a quiet machine: run it under ../shared/tools/quiet-run, which gives the
+load; the table shows the load average of each case.
 
-* ``isolated``: the whole original model minus the savings of the blocks timed alone (issue #5);
-* ``context``: minus the savings measured inside the running model (`predict_latency(method="context")`);
-* ``context-scaled``: the isolated savings times one factor, all blocks' in-context savings over their
-  isolated savings (`method="context-scaled"`; noise averages over the 17 groups);
-* ``calibrated``: the isolated savings scaled by one factor fitted on ``--calibration`` extra plans
-  measured end-to-end (LitePred-style adaptation from a small sample; those plans are not scored).
-
-Diagnostic columns: ``drift-corrected`` (the prediction scaled by how much slower or faster the
-original model ran in the check's rounds than in the LUT run: it divides out the machine, which a
-user cannot do) and the share of measurements inside the prediction's 95 % interval.
-
-    .venv/bin/python benchmarks/lut_accuracy.py --seed 1                    # CPU: 2 backends x 2 widths x 20 plans
-    .venv/bin/python benchmarks/lut_accuracy.py --plans 3 --resolution 96 --backends torch   # quick look
-    python3 benchmarks/lut_accuracy.py --device cuda --batch 128 --backends torch --plans 40 --budget 0.2
+    .venv/bin/python benchmarks/lut_accuracy.py --out results/acc --seed 11                 # 5 architectures x 2 backends
+    .venv/bin/python benchmarks/lut_accuracy.py --reuse results/acc                         # re-score, no measuring
+    .venv/bin/python benchmarks/lut_accuracy.py --out /tmp/acc --models mobilenet_v2 --backends torch --resolution 32 \\
+        --range-plans 2 --front-plans 2 --budget 0.05                                        # a quick look
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ import math
 import os
 import random
 import statistics
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -42,313 +39,311 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from dsprof.lut import MethodFallbackWarning, build_lut, model_label, predict_latency
-from dsprof.lut.cost import CONTEXT_FACTOR_RANGE, Lookup, ModelEntries, _context_factor
-from dsprof.lut.drift import lut_probe, probe_ratio_of
-from dsprof.lut.predict import plan_costs, profiled_options
-from dsprof.merge import Plan, merge_model, merge_report
+from dsprof.lut import METHODS as LUT_METHODS, MethodFallbackWarning, build_lut
+from dsprof.lut.predict import plan_costs, predict_plan
+from dsprof.lut.interval import lut_probe, probe_ratio
+from dsprof.merge import Plan, load_plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler.check import measure_planned_run, paired_check
+from dsprof.profiler.records import read_measurements
+from dsprof.plan import plan_front
 
-METHODS = ("isolated", "context", "context-scaled", "auto", "auto+probe", "calibrated")
+METHODS = tuple(m for m in LUT_METHODS if m != "auto") + ("auto", "auto+probe")
+#: The five architectures of issue #27 (the model file's name is added with --model-file).
+MODELS = "mobilenet_v2,efficientnet_lite0,resnet18,mnasnet1_0"
 
 
 def load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def random_plans(model: str, n_blocks: int, count: int, seed: int, options: dict, prefix: str = "random",
-                 spread_k: bool = False) -> list[Plan]:
-    """Seeded plans: n // 2 of the n blocks linearised, chosen at random (plans of one k); with ``spread_k`` the
-    number of linearised blocks k runs evenly over 0..n instead, for a rank over the whole range."""
-    rng = random.Random(seed)
-    plans = []
-    for i in range(count):
-        if spread_k:
-            k = round(i * n_blocks / max(count - 1, 1))
-            merged = set(rng.sample(range(n_blocks), k))
-            keep = tuple(0 if b in merged else 1 for b in range(n_blocks))
-        else:
-            merged = set(rng.sample(range(n_blocks), n_blocks // 2))
-            keep = tuple(0 if b in merged else 1 for b in range(n_blocks))
-        plans.append(Plan(model, keep, options, name=f"{prefix}-{seed}-{i}"))
-    return plans
+def slug(label: str) -> str:
+    return label.replace(":", "_").replace("/", "_")
 
 
-def model_cases(args: argparse.Namespace) -> list[tuple[str, dict, str]]:
-    """(model name, build options, label) of every model the run covers: MobileNetV2 at each width, the other
-    registered models, and the ``--model-file`` model."""
-    cases = [("mobilenet_v2", {"width": w}, f"MobileNetV2-{w}") for w in map(float, filter(None, args.widths.split(",")))]
-    cases += [(m, {}, m) for m in args.models.split(",") if m]
-    if args.model_file:
+def model_cases(models: str, model_file: str | None) -> list[tuple[str, dict]]:
+    """(registered name, build options) of every model the run covers; a --model-file model is registered."""
+    cases = [(m, {}) for m in models.split(",") if m]
+    if model_file:
         from dsprof.models.user_model import register_model_file
 
-        name = register_model_file(args.model_file)
-        cases.append((name, {}, name))
+        cases.append((register_model_file(model_file), {}))
     return cases
 
 
-def _prediction(model: str, lut, replay, key, options: dict, args, method: str) -> tuple[float, float, float, str]:
-    """(total, low, high, method used) of one method; NaN where the entries contradict each other."""
+def range_plans(model: str, n: int, count: int, seed: int, options: dict) -> list[Plan]:
+    """Seeded random plans whose number of linearised blocks k runs evenly over 0..n."""
+    rng = random.Random(seed)
+    plans = []
+    for i in range(count):
+        k = round(i * n / max(count - 1, 1))
+        linear = set(rng.sample(range(n), k))
+        plans.append(Plan(model, tuple(0 if b in linear else 1 for b in range(n)), options, name=f"range-{seed}-{i}"))
+    return plans
+
+
+def front_plans(model: str, lut, key, options: dict, resolution: int, count: int, max_span: int) -> list[Plan]:
+    """``count`` of the planner's front plans (the fastest for k blocks keeping their activations), k evenly spread."""
+    if count <= 0:
+        return []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MethodFallbackWarning)  # said in the method column
-        try:
-            pred = predict_latency(model, lut, replay, device=key, options=options, resolution=args.resolution,
-                                   strict=True, method=method)
-        except ValueError as exc:  # entries that contradict each other (a non-positive total): a failed prediction
-            print(f"  {replay.name} {method}: no prediction ({str(exc)[:120]})", flush=True)
-            return float("nan"), float("nan"), float("nan"), "failed"
-    return pred.total_s, pred.low_s, pred.high_s, pred.method
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        front = plan_front(model, lut, device=key, options=options, resolution=resolution, max_span=max_span)
+    points = front.points
+    chosen = sorted({round(i * (len(points) - 1) / max(count - 1, 1)) for i in range(count)})
+    return [Plan(model, points[i].plan.keep, options, merge=points[i].plan.merge, spans=points[i].plan.spans,
+                 name=f"front-k{points[i].k}") for i in chosen]
 
 
-def run_case(backend: str, model_name: str, options: dict, label: str, args: argparse.Namespace, work: Path) -> dict:
+# -- measuring -------------------------------------------------------------------------------------------------
+
+
+def measure_case(backend: str, model_name: str, options: dict, args: argparse.Namespace, out: Path) -> dict:
+    """The LUT run and one paired check per plan, every file under ``out``; returns the case's manifest."""
     timing = TimingConfig(budget_s=args.budget, first_warmup_s=args.first_warmup)
-    common = dict(backend=backend, device=args.device, resolution=args.resolution, batch=args.batch,
-                  threads=args.threads, timing=timing, progress=False)
-    load_before = load()
-    slug = label.replace(":", "_").replace("/", "_")
-    # 1. The LUT run.
+    context = dict(backend=backend, device=args.device, batch=args.batch, threads=args.threads)
+    case = {"backend": backend, "model": model_name, "options": options, "resolution": args.resolution,
+            "load_before": load(), "slug": f"{backend}-{slug(model_name)}", "seed": args.seed,
+            "model_file": args.model_file if model_name.startswith("file:") else None}
     t0 = time.perf_counter()
-    lut_run = measure(model_name, model_options=options, variants=("original", "merged", "linear"),
-                      model_variants=("original",), context=tuple(filter(None, args.context.split(","))),
-                      out=work / f"lut-{backend}-{slug}", **common)
-    lut_wall = time.perf_counter() - t0
+    lut_run = measure(model_name, model_options=options, resolution=args.resolution, variants=("original", "merged", "linear"),
+                      model_variants=("original",), context=tuple(filter(None, args.context.split(","))), spans=args.spans,
+                      timing=timing, out=out / f"lut-{case['slug']}", progress=False, **context)
+    case["lut_wall_s"] = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
-    # which blocks merge: the one rule predict_latency prices (a plan's list, written once, replayed by merge_model)
-    rule = plan_costs(model_name, lut, device=key, options=options, resolution=args.resolution, method="isolated")
-    in_lut = next(r.median_s for r in lut_run.measurements if r.scope == "model" and r.ok)
-    probe_lut = lut_probe(lut, key)
     model = get_model(model_name, resolution=args.resolution, **options)
-    blocks = find_blocks(model)
-    lookup = Lookup.of(lut, key)
-    factor_ctx = _context_factor(blocks, ModelEntries.read(lookup, model_label(model_name, profiled_options(model, options)),
-                                                            blocks), lookup)
+    n = len(find_blocks(model))
+    plans = (front_plans(model_name, lut, key, options, args.resolution, args.front_plans, max(args.spans, 1))
+             + range_plans(model_name, n, args.range_plans, args.seed, options))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        costs = plan_costs(model_name, lut, device=key, options=options, resolution=args.resolution)
+    plan_dir = out / "plans" / case["slug"]
+    plan_dir.mkdir(parents=True, exist_ok=True)
+    case["plans"] = []
+    for plan in plans:
+        deployed = costs.with_merges(plan)  # its merge list: the LUT's rule, as predict prices it and merge replays it
+        (plan_dir / f"{plan.name}.json").write_text(deployed.to_json())
+        measure_planned_run(model, key, deployed, name=model_name, options=options, timing=timing,
+                            out=out / f"check-{case['slug']}-{plan.name}", progress=False)
+        case["plans"].append(plan.name)
+    case["load_after"] = load()
+    return case
 
-    # 2. Later, separate runs: each merged model end-to-end in a group of its own with the original.
-    n_blocks = len(blocks)
-    plans = (random_plans(model_name, n_blocks, args.plans, args.seed, options)
-             + random_plans(model_name, n_blocks, args.range_plans, args.seed + 20_000, options, "range", spread_k=True))
-    calibration = random_plans(model_name, n_blocks, args.calibration, args.seed + 10_000, options, prefix="calibration")
+
+# -- scoring ---------------------------------------------------------------------------------------------------
+
+
+def _pair(records, model_name: str, plan_name: str) -> tuple[float, float, float, float] | None:
+    """(measured speed-up, its low, its high, merged median s) of one check run; the original is variant ``original``
+    (or, in files of the benchmark before issue #27, ``custom`` under the model's name)."""
+    check = paired_check(records, plan_name)
+    if check is None:
+        by_name = {r.name: r for r in records if r.scope == "model" and r.ok}
+        base, merged = by_name.get(model_name), by_name.get(plan_name)
+        if base is None or merged is None or base.group != merged.group:
+            return None
+        from dsprof.profiler.stats import paired_speedup
+
+        s = paired_speedup(base.samples_s, merged.samples_s)
+        return s.ratio, s.low, s.high, merged.median_s
+    return check.speedup.ratio, check.speedup.low, check.speedup.high, check.merged_s
+
+
+def _plans_of(case: dict, out: Path) -> list[Plan]:
+    """The plans of a case as measured: stored plan files, or (older runs) the keep lists of results.json."""
+    plan_dir = out / "plans" / case["slug"]
+    if plan_dir.is_dir():
+        return [load_plan(plan_dir / f"{name}.json") for name in case["plans"]]
+    return [Plan(case["model"], tuple(int(c) for c in row["keep"]), case["options"], name=row["plan"])
+            for row in case["rows"]]
+
+
+def score_case(case: dict, out: Path) -> list[dict]:
+    """One row per plan: k, the measured speed-up and latency, and every method's predictions with intervals."""
+    lut = build_lut([out / f"lut-{case['slug']}"])
+    key = lut.devices()[0]
+    probe = lut_probe(lut, key)
+    costs = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MethodFallbackWarning)  # said in the method column
+        for method in METHODS[:-1]:  # each method's prices, read once
+            costs[method] = plan_costs(case["model"], lut, device=key, options=case["options"],
+                                       resolution=case["resolution"], method=method)
     rows = []
-    for plan in calibration + plans:
-        net = merge_model(model, rule.with_merges(plan))
-        replay = merge_report(net).plan
-        # the original and the merged model as two whole models (no stem/head split, exported once each)
-        check = measure(model, name=model_name, model_options=options, variants=(), model_variants=(),
-                        blocks=None, extra_models={model_name: model, plan.name: net},
-                        out=work / f"check-{backend}-{slug}-{plan.name}", **common)
-        medians = {r.name: r.median_s for r in check.measurements if r.scope == "model" and r.ok}
-        probe_samples = [s for r in check.measurements if r.scope == "probe" and r.ok for s in r.samples_s]
-        row = {"plan": plan.name, "keep": "".join(map(str, plan.keep)), "k": plan.keep.count(0),
-               "measured_s": medians[plan.name], "drift": medians[model_name] / in_lut, "calibration": plan in calibration,
-               "range": plan.name.startswith("range"),
-               "probe_ratio": probe_ratio_of(probe_samples, probe_lut) if probe_samples else float("nan")}
-        for method in ("isolated", "context", "context-scaled", "auto"):
-            total, low, high, used = _prediction(model_name, lut, replay, key, options, args, method)
-            assert method == "auto" or used.startswith(method) or used.startswith("isolated") or used == "failed", used
-            row[f"{method}_s"], row[f"{method}_low_s"], row[f"{method}_high_s"], row[f"{method}_method"] = total, low, high, used
-        # auto scaled by the drift probe timed during the check (what `predict --probe` just before it gives)
-        r_ = row["probe_ratio"]
-        row["auto+probe_s"], row["auto+probe_low_s"], row["auto+probe_high_s"] = (row["auto_s"] * r_, row["auto_low_s"] * r_,
-                                                                                 row["auto_high_s"] * r_)
+    for plan in _plans_of(case, out):
+        folder = out / f"check-{case['slug']}-{plan.name}"
+        records = [r for f in sorted(folder.glob("*.jsonl")) for r in read_measurements(f)]
+        pair = _pair(records, case["model"], plan.name)
+        if pair is None:
+            print(f"  {case['slug']} {plan.name}: no paired check in {folder}; left out", flush=True)
+            continue
+        samples = [s for r in records if r.scope == "probe" and r.ok for s in r.samples_s]
+        row = {"plan": plan.name, "k": plan.keep.count(0), "speedup": pair[0], "speedup_low": pair[1],
+               "speedup_high": pair[2], "latency_s": pair[3],
+               "probe_ratio": probe_ratio(samples, probe) if samples else float("nan")}
+        for method, priced in costs.items():
+            try:
+                pred = predict_plan(priced, plan, strict=True, name=case["model"])
+            except ValueError as exc:  # entries that contradict each other: a failed prediction
+                print(f"  {plan.name} {method}: no prediction ({str(exc)[:100]})", flush=True)
+                pred = None
+            row[method] = _values(pred)
+        ratio = row["probe_ratio"]
+        row["auto+probe"] = dict(row["auto"], **{k: row["auto"][k] * ratio for k in ("latency_s", "low_s", "high_s")})
         rows.append(row)
+    return rows
 
-    # 3. The calibrated candidate: one factor on the isolated savings, fitted on the calibration plans.
-    whole_s = in_lut
-    fit = [r for r in rows if r["calibration"]]
-    predicted_saving = sum(whole_s - r["isolated_s"] for r in fit)
-    factor = sum(whole_s - r["measured_s"] for r in fit) / predicted_saving if fit and predicted_saving else 1.0
-    for r in rows:
-        r["calibrated_s"] = whole_s - factor * (whole_s - r["isolated_s"])
-        if not r["calibrated_s"] > 0:
-            r["calibrated_s"] = float("nan")
-    scored = [r for r in rows if not r["calibration"]]
-    drifts = sorted(r["drift"] for r in scored)
-    return {"backend": backend, "model": label, "rows": scored, "factor": factor, "context_factor": factor_ctx,
-            "auto_method": scored[0]["auto_method"] if scored else "", "lut_wall_s": lut_wall,
-            "load_before": load_before, "load_after": load(), "drift_range": (drifts[0], drifts[len(drifts) // 2], drifts[-1]),
-            "probe_spread": 1.959964 * probe_lut.iqr_s / 1.349 / probe_lut.median_s,
-            "threads": key.threads, "device_name": lut.device_name(key)}
+
+def _values(pred) -> dict:
+    nan = float("nan")
+    if pred is None:
+        return dict(speedup=nan, speedup_low=nan, speedup_high=nan, latency_s=nan, low_s=nan, high_s=nan, method="failed")
+    return dict(speedup=pred.speedup, speedup_low=pred.speedup_low, speedup_high=pred.speedup_high,
+                latency_s=pred.total_s, low_s=pred.low_s, high_s=pred.high_s, method=pred.method)
 
 
 @dataclass(frozen=True)
 class Score:
-    """Agreement of predictions with measurements; a failed prediction counts as outside every band."""
+    """Agreement of one quantity's predictions with its measurements (a failed prediction is outside every band)."""
 
     count: int
-    failed: int
     within_10pct: float
-    within_5pct: float
     median_abs_error: float
-    kendall_tau: float
+    tau: float  # Kendall tau over k = 0..n, per model, median over models
+    coverage: float  # share of measurements inside the 95 % interval
+    half_width: float  # median relative half-width of the interval
+    worst: float  # the signed error of largest size
 
-    def __str__(self) -> str:
-        failed = f", {self.failed} failed" if self.failed else ""
-        return (f"{self.count} models: {self.within_10pct:.0%} within +-10 %, {self.within_5pct:.0%} within +-5 %, "
-                f"median |error| {self.median_abs_error:.1%}, Kendall tau {self.kendall_tau:.3f}{failed}")
+    def cells(self) -> str:
+        return (f"{self.within_10pct:.0%} | {self.median_abs_error:.1%} | {self.tau:.2f} | {self.coverage:.0%} | "
+                f"±{self.half_width:.1%}")
 
 
-def tau(predicted: list[float], measured: list[float]) -> float:
-    p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
+def score(rows: list[dict], method: str, quantity: str, by_case: list[list[dict]]) -> Score:
+    """``quantity``: "speedup" (measured: the paired median ratio) or "latency_s" (the merged model's median)."""
+    low, high = ("speedup_low", "speedup_high") if quantity == "speedup" else ("low_s", "high_s")
+    p = np.array([r[method][quantity] for r in rows], dtype=float)
+    m = np.array([r[quantity] for r in rows], dtype=float)
     ok = np.isfinite(p)
-    return float(kendalltau(p[ok], m[ok]).statistic) if ok.sum() > 1 else float("nan")
+    err = np.where(ok, p / m - 1, np.inf)
+    inside = [r[method][low] <= r[quantity] <= r[method][high] for r in rows]
+    halves = [(r[method][high] - r[method][low]) / 2 / r[method][quantity] for r in rows if math.isfinite(r[method][quantity])]
+    taus = []
+    for case_rows in by_case:
+        pc = np.array([r[method][quantity] for r in case_rows], dtype=float)
+        mc = np.array([r[quantity] for r in case_rows], dtype=float)
+        good = np.isfinite(pc)
+        if good.sum() > 2:
+            taus.append(float(kendalltau(pc[good], mc[good]).statistic))
+    worst = float(err[ok][np.argmax(np.abs(err[ok]))]) if ok.any() else float("nan")
+    return Score(len(rows), float((np.abs(err) <= 0.10).mean()), float(np.median(np.abs(err))),
+                 statistics.median(taus) if taus else float("nan"), float(np.mean(inside)),
+                 statistics.median(halves) if halves else float("nan"), worst)
 
 
-def score(predicted: list[float], measured: list[float]) -> Score:
-    p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
-    ok = np.isfinite(p)
-    err = np.where(ok, np.abs(p / m - 1), np.inf)
-    return Score(len(p), int((~ok).sum()), float((err <= 0.10).mean()), float((err <= 0.05).mean()),
-                 float(np.median(err)), tau(predicted, measured))
-
-
-def summary_line(rows: list[dict], method: str) -> dict:
-    """Raw score over every plan; tau over the plans whose k spans 0..n and over the plans of one k; the share
-    inside the 95 % interval and its median relative half-width; the drift-corrected diagnostic."""
-    measured = [r["measured_s"] for r in rows]
-    raw = score([r[f"{method}_s"] for r in rows], measured)
-    corrected = score([r[f"{method}_s"] * r["drift"] for r in rows], measured)
-    full = [r for r in rows if r.get("range")]
-    one_k = [r for r in rows if not r.get("range")]
-    inside = half = None
-    if method != "calibrated":
-        inside = sum(r[f"{method}_low_s"] <= r["measured_s"] <= r[f"{method}_high_s"] for r in rows) / len(rows)
-        halves = [(r[f"{method}_high_s"] - r[f"{method}_low_s"]) / 2 / r[f"{method}_s"] for r in rows
-                  if math.isfinite(r[f"{method}_s"])]
-        half = statistics.median(halves) if halves else float("nan")
-    signed = [r[f"{method}_s"] / r["measured_s"] - 1 for r in rows if math.isfinite(r[f"{method}_s"])]
-    bias = statistics.median(signed) if signed else float("nan")
-    return {"raw": raw, "corrected": corrected, "inside": inside, "half": half, "median_signed_error": bias,
-            "tau_full": tau([r[f"{method}_s"] for r in full], [r["measured_s"] for r in full]),
-            "tau_one_k": tau([r[f"{method}_s"] for r in one_k], [r["measured_s"] for r in one_k])}
-
-
-def fmt(acc: Score) -> str:
-    failed = f" ({acc.failed} failed)" if acc.failed else ""
-    return f"{acc.within_10pct:.0%} / {acc.within_5pct:.0%}, {acc.median_abs_error:.1%}{failed}"
-
-
-def _cells(s: dict) -> str:
-    inside = f"{s['inside']:.0%}, ±{s['half']:.1%}" if s["inside"] is not None else "—"
-    return (f"{fmt(s['raw'])} | {s['tau_full']:.3f} / {s['tau_one_k']:.3f} | {s['median_signed_error']:+.1%} | {inside} | "
-            f"{fmt(s['corrected'])}")
-
-
-def print_tables(cases: list[dict], seed: int, backends: list[str]) -> None:
-    """The Markdown tables: per case and method, then per backend over all its plans; the context factors."""
-    print("\n| backend, model | method | raw: within ±10 % / ±5 %, median error | τ: k over 0..n / one k | "
-          "median signed error | inside 95 % interval, median half-width | drift-corrected (diagnostic) | "
-          "load avg before → after | seed |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for case in cases:
-        for m in METHODS:
-            print(f"| {case['backend']}, {case['model']} | {m} | {_cells(summary_line(case['rows'], m))} | "
-                  f"{case['load_before']} → {case['load_after']} | {seed} |")
-    for m in METHODS:
-        for backend in backends:
-            rows = [r for c in cases if c["backend"] == backend for r in c["rows"]]
-            if rows:
-                print(f"| **{backend}, all {len(rows)} plans** | {m} | {_cells(summary_line(rows, m))} | | {seed} |")
-    print("\n| backend, model | context factor (in-context / isolated savings) | auto used | probe spread in the LUT run "
-          "(95 %) | probe ratio in the checks (min-median-max) | original model in the checks / LUT run |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for case in cases:
-        ratios = sorted(r["probe_ratio"] for r in case["rows"] if math.isfinite(r["probe_ratio"]))
-        shown = f"{ratios[0]:.2f}-{ratios[len(ratios) // 2]:.2f}-{ratios[-1]:.2f}" if ratios else "—"
-        lo, mid, hi = case["drift_range"]
-        factor = case["context_factor"]
-        print(f"| {case['backend']}, {case['model']} | {factor if factor is None else f'{factor:.3f}'} | "
-              f"{case['auto_method'][:60]} | ±{case['probe_spread']:.1%} | {shown} | {lo:.2f}-{mid:.2f}-{hi:.2f} |")
-
-
-def rescore_auto(case: dict) -> None:
-    """Re-derive the ``auto`` and ``auto+probe`` columns of a saved case under today's `CONTEXT_FACTOR_RANGE`:
-    context-scaled where PyTorch's context factor lies in it, else isolated (what `predict_latency` does)."""
-    low, high = CONTEXT_FACTOR_RANGE
-    factor = case["context_factor"]
-    scaled = case["backend"] == "torch" and factor is not None and low <= float(factor) <= high
-    source = "context-scaled" if scaled else "isolated"
-    case["auto_method"] = f"{source} (re-scored, range {low}-{high})"
+def print_case(case: dict) -> None:
+    print(f"\n== {case['backend']}, {case['model']}, {case['resolution']} px; load average {case['load_before']} -> "
+          f"{case['load_after']}; auto: {case['rows'][0]['auto']['method'] if case['rows'] else '-'}", flush=True)
     for r in case["rows"]:
-        for part in ("", "_low", "_high"):
-            r[f"auto{part}_s"] = r[f"{source}{part}_s"]
-            r[f"auto+probe{part}_s"] = r[f"{source}{part}_s"] * r["probe_ratio"]
+        a = r["auto"]
+        inside = "in " if a["speedup_low"] <= r["speedup"] <= a["speedup_high"] else "OUT"
+        print(f"  {r['plan']:<14} k={r['k']:<3} speed-up measured {r['speedup']:.3f} [{r['speedup_low']:.3f}, "
+              f"{r['speedup_high']:.3f}] auto {a['speedup']:.3f} [{a['speedup_low']:.3f}, {a['speedup_high']:.3f}] {inside} "
+              f"{a['speedup'] / r['speedup'] - 1:+.1%} | latency {r['latency_s'] * 1e3:.3f} ms auto "
+              f"{a['latency_s'] / r['latency_s'] - 1:+.1%}" + "".join(
+                  f" {m} {r[m]['speedup'] / r['speedup'] - 1:+.1%}" for m in METHODS if m not in ("auto", "auto+probe")),
+              flush=True)
+
+
+def print_table(cases: list[dict], seed) -> None:
+    """The summary to paste: per backend and method, speed-up and latency side by side, with the loads."""
+    print(f"\n| backend | method | plans | speed-up: within ±10 % | median error | τ (k = 0..n) | inside 95 % | median "
+          f"half-width | latency: within ±10 % | median error | τ | inside 95 % | median half-width | load avg |")
+    print("| --- | --- | --- |" + " --- |" * 11)
+    for backend in dict.fromkeys(c["backend"] for c in cases):
+        mine = [c for c in cases if c["backend"] == backend]
+        rows = [r for c in mine for r in c["rows"]]
+        loads = ", ".join(f"{c['load_before']}→{c['load_after']}" for c in mine)
+        by_case = [c["rows"] for c in mine]
+        for method in METHODS:
+            s, lat = score(rows, method, "speedup", by_case), score(rows, method, "latency_s", by_case)
+            print(f"| {backend} | {method} | {s.count} | {s.cells()} | {lat.cells()} | {loads if method == 'auto' else ''} |")
+    print(f"\nseed {seed}; per model (auto): speed-up within ±10 %, median error, worst, inside 95 %, median half-width")
+    for c in cases:
+        s = score(c["rows"], "auto", "speedup", [c["rows"]])
+        print(f"  {c['backend']:<12} {c['model']:<22} {s.within_10pct:>4.0%} {s.median_abs_error:>6.1%} {s.worst:>+7.1%} "
+              f"{s.coverage:>5.0%} ±{s.half_width:.1%}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="onnxruntime,torch")
-    parser.add_argument("--widths", default="1.0,1.4", help="MobileNetV2 widths ('' for none)")
-    parser.add_argument("--models", default="", help="more registered models, e.g. mnasnet0_5,efficientnet_lite0,resnet18")
-    parser.add_argument("--model-file", default=None, help="a model outside the zoo, PATH.py:FACTORY (as `dsprof --model-file`)")
-    parser.add_argument("--plans", type=int, default=20, help="random plans per model with n/2 blocks linearised (one k), scored")
+    parser.add_argument("--models", default=MODELS, help="registered models, comma-separated")
+    parser.add_argument("--model-file", default="tests/models/mynet.py:build",
+                        help="a model outside the zoo, PATH.py:FACTORY (as `dsprof --model-file`); '' for none")
     parser.add_argument("--range-plans", type=int, default=10,
-                        help="random plans per model whose number of linearised blocks k runs evenly over 0..n, scored")
-    parser.add_argument("--calibration", type=int, default=3, help="extra plans per model to fit the calibrated candidate")
-    parser.add_argument("--resolution", type=int, default=224)
+                        help="seeded random plans per model, their number of linearised blocks k evenly over 0..n")
+    parser.add_argument("--front-plans", type=int, default=5, help="the planner's front plans per model, k evenly spread")
+    parser.add_argument("--spans", type=int, default=0, help="the LUT run's --spans (and the front's spans up to it)")
+    parser.add_argument("--resolution", type=int, default=128)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: measure's, 1)")
-    parser.add_argument("--budget", type=float, default=TimingConfig.budget_s,
-                        help="seconds of timing per workload at most (default: measure's)")
-    parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s,
-                        help="seconds of warm-up of each run's first group (thread pools, allocator, cuDNN autotuning)")
+    parser.add_argument("--budget", type=float, default=TimingConfig.budget_s, help="seconds of timing per workload at most")
+    parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s)
+    parser.add_argument("--context", default="merged,linear", help="the LUT run's --context variants ('' for none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--system-allocator", action="store_true",
                         help="leave glibc malloc as it is (DSPROF_ALLOCATOR=system): the context effect of issue #14 back")
-    parser.add_argument("--out", type=Path, default=None, help="keep the measurement files and results.json here")
-    parser.add_argument("--tables-from", type=Path, nargs="+", default=None,
-                        help="print the tables of results.json files (e.g. cases run in parallel) and stop")
-    parser.add_argument("--context", default="merged,linear",
-                        help="the LUT run's --context variants ('' for none: the context methods then fail, auto is isolated)")
-    parser.add_argument("--rescore-auto", action="store_true",
-                        help="with --tables-from: re-derive auto's columns under today's context factor range")
+    parser.add_argument("--out", type=Path, default=None, help="keep every measurement file, plan and results.json here")
+    parser.add_argument("--reuse", type=Path, default=None, help="score the files a run stored here again, measuring nothing")
     args = parser.parse_args()
-    if args.tables_from:
-        saved = [json.loads(p.read_text()) for p in args.tables_from]
-        cases = [c for s in saved for c in s["cases"]]
-        if args.rescore_auto:
-            for case in cases:
-                rescore_auto(case)
-        seeds = {s["args"]["seed"] for s in saved}
-        print_tables(cases, int(seeds.pop()) if len(seeds) == 1 else -1, list(dict.fromkeys(c["backend"] for c in cases)))
-        return
-
-    if args.system_allocator:
-        os.environ["DSPROF_ALLOCATOR"] = "system"  # read when the first PyTorch CPU backend starts
     start = time.perf_counter()
-    print(f"lut_accuracy --seed {args.seed} --plans {args.plans} --calibration {args.calibration} --budget {args.budget} "
-          f"--device {args.device} --batch {args.batch} --resolution {args.resolution}"
-          f"{' --system-allocator' if args.system_allocator else ''}; load average {load()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = args.out or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
+    if args.reuse is not None:
+        out = args.reuse
+        saved = json.loads((out / "results.json").read_text())
+        cases = saved["cases"]
+        for case in cases:  # files of the benchmark before issue #27: their names and options
+            case.setdefault("slug", f"{case['backend']}-{slug(case['model'])}")
+            case.setdefault("options", {"width": 1.0} if case["model"].startswith("MobileNetV2") else {})
+            case.setdefault("resolution", int(saved["args"].get("resolution", 128)))
+            if case["model"].startswith("MobileNetV2"):
+                case["model"] = "mobilenet_v2"
+            model_file = case.get("model_file") or saved["args"].get("model_file")
+            if case["model"].startswith("file:") and model_file not in (None, "None", ""):
+                from dsprof.models.user_model import register_model_file
+
+                register_model_file(model_file)
+        seed = ",".join(sorted({str(c.get("seed", saved["args"].get("seed"))) for c in cases}))
+    else:
+        if args.out is None:
+            parser.error("give --out DIR (every measurement file is kept there) or --reuse DIR")
+        out = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        if args.system_allocator:
+            os.environ["DSPROF_ALLOCATOR"] = "system"  # read when the first PyTorch CPU backend starts
+        print(f"lut_accuracy --seed {args.seed} --resolution {args.resolution} --budget {args.budget}; load average {load()}",
+              flush=True)
+        # cases another run stored here stay (a run split by backend, or cut short, adds to them)
+        stored = json.loads((out / "results.json").read_text())["cases"] if (out / "results.json").exists() else []
         cases = []
         for backend in args.backends.split(","):
-            for model_name, options, label in model_cases(args):
-                case = run_case(backend, model_name, options, label, args, work)
-                cases.append(case)
-                if args.out:  # after every case: a run cut short keeps what it measured
-                    (args.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                                       "cases": cases}, indent=1, default=str))
-                lo, mid, hi = case["drift_range"]
-                print(f"\n== {backend}, {label}, {args.resolution}px, batch {args.batch}, {case['threads']} thread(s), "
-                      f"{case['device_name']}; load average {case['load_before']} -> {case['load_after']}; LUT run "
-                      f"{case['lut_wall_s']:.0f} s; original model in the checks {lo:.2f}x-{hi:.2f}x (median {mid:.2f}x) its "
-                      f"LUT-run latency; calibration factor {case['factor']:.3f}; context factor {case['context_factor']}; "
-                      f"auto: {case['auto_method']}", flush=True)
-                for r in case["rows"]:
-                    print(f"  {r['plan']:<14} k={r['k']:<3} probe {r['probe_ratio']:.2f}x  measured {r['measured_s'] * 1e3:8.3f} ms  "
-                          + "  ".join(f"{m} {r[f'{m}_s'] / r['measured_s'] - 1:+.1%}" for m in METHODS), flush=True)
-                for m in METHODS:
-                    s = summary_line(case["rows"], m)
-                    inside = (f", inside 95 % interval {s['inside']:.0%} (median half-width {s['half']:.1%})"
-                              if s["inside"] is not None else "")
-                    inside += f"; tau over k=0..n {s['tau_full']:.3f}, one k {s['tau_one_k']:.3f}"
-                    print(f"  {m:<10} raw: {s['raw']}; median signed error {s['median_signed_error']:+.1%}{inside}", flush=True)
-                    print(f"  {'':<10} drift-corrected (diagnostic): {s['corrected']}", flush=True)
-        print_tables(cases, args.seed, args.backends.split(","))
+            for model_name, options in model_cases(args.models, args.model_file or None):
+                cases.append(measure_case(backend, model_name, options, args, out))
+                kept = [c for c in stored if c["slug"] not in {m["slug"] for m in cases}]
+                (out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                              "cases": kept + cases}, indent=1))
+        cases = kept + cases
+        seed = args.seed
+    for case in cases:
+        case["rows"] = score_case(case, out)
+        print_case(case)
+    if args.reuse is None:  # a stored run is read, never written
+        (out / "scores.json").write_text(json.dumps(cases, indent=1, default=str))
+    print_table(cases, seed)
     print(f"wall time {time.perf_counter() - start:.0f} s; load average {load()}")
 
 

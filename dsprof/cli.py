@@ -286,6 +286,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
     result = measure_request(request, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr))
     print(threads_note(result.threads, result.threads_given))
     print(format_summary(result.summary))
+    for name in request.extra_models:  # --plan, --merged-model: the speed-up first, paired with the original
+        from .profiler.check import check_line, paired_check
+
+        check = paired_check(result.measurements, name)
+        print(f"{name}: {check_line(check)}" if check is not None else
+              f"{name}: not paired with the original model (time it in one group with --model-variants original)")
     print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
     return 0
 
@@ -405,7 +411,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .merge.run import format_cost_table, merge_to_file
+    from .plan.apply import format_cost_table, merge_to_file
 
     options = model_options_from_args(args)
     weights = weights_from_args(args)
@@ -535,14 +541,18 @@ def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    import json
+
+    from .io import atomic_write_text, check_output_path
     from .lut import LUTMissWarning
-    from .lut.drift import lut_probe, probe_now, probe_ratio_of, with_probe
-    from .lut.predict import measure_planned_run, predict_latency
+    from .lut.interval import lut_probe, probe_ratio, with_probe
+    from .lut.predict import predict_latency
     from .merge.plan import load_plan
     from .merge.rule import decide_merges
-    from .profiler import environment, environment_id
 
     lut = _load_lut(args)  # before the model is built: a bad file is said at once
+    if args.json is not None:
+        check_output_path(args.json)
     model = model_from_args(args)
     options = model_options_from_args(args)
     key = lut.resolve(args.device_key, backend=args.backend, batch=args.batch)
@@ -555,19 +565,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once below
         pred = predict_latency(model, lut, plan, device=key, name=args.model, options=options, strict=args.strict,
                                rest=args.rest, method=args.method)
-    here = (args.probe is None and not args.measure) or environment_id(environment()) == key.env_id
     if args.probe is not None:
+        from .profiler.check import probe_now
+
         entry = lut_probe(lut, key)  # before timing: a LUT without the probe says so at once
-        if not here:
-            print(f"warning: the LUT context {key} is another environment than this machine's; the probe compares "
-                  "this machine with that one", file=sys.stderr)
-        pred = with_probe(pred, probe_ratio_of(probe_now(key, args.probe), entry))
+        pred = with_probe(pred, probe_ratio(probe_now(key, args.probe), entry))  # another environment is refused
     print(pred)
     if merges is not None:
         print(merges.describe())
     if args.probe is None:
-        print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the prediction by this machine's "
-              "speed now against the LUT's runs")
+        print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the milliseconds by this machine's "
+              "speed now against the LUT's runs (the speed-up needs no scaling)")
+    result = {"prediction": pred.to_dict()}
     if pred.missing:
         shown = "; ".join(pred.missing[:3]) + ("; ..." if len(pred.missing) > 3 else "")
         message = (f"the LUT covers {pred.coverage:.0%} of the blocks; it lacks {len(pred.missing)} key(s): {shown}. "
@@ -575,37 +584,53 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if not args.allow_partial:
             raise CliError(message + ", or pass --allow-partial to accept a partial prediction")
         print(f"warning: {message}", file=sys.stderr)
-    if not args.measure:
-        return 0
-    if not here:
-        print(f"warning: the LUT context {key} is another environment than this machine's; "
-              "the measurement is taken here", file=sys.stderr)
-    run = measure_planned_run(model, key, plan, lut=lut, name=args.model, out=args.measure_out,
-                              progress=not args.no_progress)
-    measured_s = next(r for r in run.measurements if r.scope == "model" and r.ok).median_s
-    error = pred.total_s / measured_s - 1
-    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
-    print(f"measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS); "
-          f"predicted {pred.total_s * 1e3:.3f} ms: error {error:+.1%}; the measurement is {where} the 95 % interval "
-          f"{pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
-    print(_probe_line(run.measurements, lut, key))
+    if args.measure:
+        result["check"] = _check(args, lut, key, model, options, plan, pred)
+    if args.json is not None:
+        atomic_write_text(args.json, json.dumps(result, indent=1, default=str) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 
-def _probe_line(records, lut, key) -> str:
-    """What the drift probe said during a check run, against the LUT's runs."""
+def _check(args: argparse.Namespace, lut, key, model, options, plan, pred) -> dict:
+    """`predict --measure`: the merged model and the original timed interleaved in one group here; prints the
+    paired line (speed-up first), then the milliseconds and the drift probe; returns them for --json."""
     from .lut import LUTMissError
-    from .lut.drift import lut_probe, probe_ratio_of
+    from .lut.interval import lut_probe, probe_ratio
+    from .profiler import environment, environment_id
+    from .profiler.check import check_line, measure_planned_run, paired_check, planned_name
 
-    samples = [s for r in records if r.scope == "probe" and r.ok for s in r.samples_s]
-    if not samples:
-        return "drift probe: not timed in this run"
+    if environment_id(environment()) != key.env_id:
+        print(f"warning: the LUT context {key} is another environment than this machine's; "
+              "the measurement is taken here", file=sys.stderr)
+    # the plan's merge list, as predict priced it (`decide_merges` wrote it in cmd_predict)
+    run = measure_planned_run(model, key, plan, name=args.model, options=options, out=args.measure_out,
+                              progress=not args.no_progress)
+    out: dict = {"file": str(run.path)}
+    check = paired_check(run.measurements, planned_name(plan)) if plan is not None else None
+    if check is not None:
+        print(f"check: {check_line(check, pred)}")
+        measured_s = check.merged_s
+        out.update(speedup=check.speedup.ratio, speedup_low=check.speedup.low, speedup_high=check.speedup.high,
+                   pairs=check.speedup.pairs, inside=pred.contains_speedup(check.speedup.ratio),
+                   original_s=check.original_s)
+    else:
+        print("check: no plan, so nothing to pair: the original model timed alone")
+        measured_s = next(r for r in run.measurements if r.scope == "model" and r.ok).median_s
+    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
+    print(f"  measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS) now; predicted "
+          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {pred.total_s / measured_s - 1:+.1%}, {where} the 95 % "
+          f"interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
+    samples = [s for r in run.measurements if r.scope == "probe" and r.ok for s in r.samples_s]
     try:
-        ratio = probe_ratio_of(samples, lut_probe(lut, key))
+        ratio = probe_ratio(samples, lut_probe(lut, key)) if samples else None
     except LUTMissError:
-        return "drift probe: the LUT has none (its runs predate the probe), so no ratio"
-    return (f"drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time in the "
-            f"LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")
+        ratio = None
+    if ratio is not None:
+        print(f"  drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time in the "
+              f"LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")
+    out.update(latency_s=measured_s, latency_inside=pred.contains(measured_s), probe_ratio=ratio)
+    return out
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -979,12 +1004,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "context methods need `dsprof measure --context`; auto: context-scaled for PyTorch on a CPU "
                         "where the LUT has those entries, else isolated (docs/predictions.md)")
     p.add_argument("--probe", type=float, default=None, metavar="SECONDS",
-                   help="time the drift probe here for SECONDS (e.g. 2) and scale the prediction by how much slower or "
-                        "faster this machine runs it now than in the LUT's runs (needs a LUT measured with the probe); "
-                        "default: not scaled")
+                   help="time the drift probe here for SECONDS (e.g. 2) and scale the milliseconds by how much slower or "
+                        "faster this machine runs it now than in the LUT's runs (needs a LUT of this environment, "
+                        "measured with the probe); default: not scaled")
     p.add_argument("--measure", action="store_true",
-                   help="also merge the model per the plan, measure it end-to-end here, print the error, whether "
-                        "the measurement fell inside the prediction's interval and the drift probe's ratio during it")
+                   help="also merge the model per the plan and time it here interleaved with the original in one group: "
+                        "the measured speed-up (paired) against the predicted one and its interval, then the milliseconds "
+                        "and the drift probe's ratio during it")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE",
+                   help="also write the prediction (speed-up first, then milliseconds) and the check as JSON")
     p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
     add_merge_by_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

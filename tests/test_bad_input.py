@@ -208,7 +208,7 @@ def _hand_lut_csv(path: Path, whole_ms: float) -> None:
     from dsprof.models import find_blocks
 
     label = 'mobilenet_v2{"depths":[1,1,1,1,1,1,1],"resolution":32}'
-    context = ["dsprof.lut/1", "hand", "Hand CPU", "cpu", "torch", "fp32", "nchw", 1, 1, False]
+    context = ["dsprof.lut/2", "hand", "Hand CPU", "cpu", "torch", "fp32", "nchw", 1, 1, False]
     specs = [b.spec.to_str() for b in find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))]
     rows = [[*context, "block", spec, "original", (i + 1) * 1e-3] for i, spec in enumerate(specs)]
     rows += [[*context, "block", specs[1], "merged", 0.5e-3], [*context, "model", label, "original", whole_ms * 1e-3]]
@@ -217,21 +217,21 @@ def _hand_lut_csv(path: Path, whole_ms: float) -> None:
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(COLUMNS)
-    writer.writerows(row + [0.0, 10, False, "hand"] for row in rows)
+    writer.writerows(row + [0.0, 10, False, "hand", 1, 0.0, "", "", ""] for row in rows)
     path.write_text(f"{text.getvalue()}# end rows={len(rows)} sha256={table_checksum(text.getvalue())}\n")
 
 
 def test_11_predict_says_what_a_negative_rest_means(work):
     (work / "plan.json").write_text(Plan("mobilenet_v2", (1, 0, 1, 1, 1, 1, 1), {"depths": [1] * 7}).to_json())
     _hand_lut_csv(work / "fast.csv", whole_ms=27.6)  # the whole model 0.4 ms faster than its blocks' 28 ms
-    result = dsprof("predict", "--lut", "fast.csv", *TINY, "--plan", "plan.json", cwd=work)
+    result = dsprof("predict", "--lut", "fast.csv", *TINY, "--plan", "plan.json", "--method", "isolated", cwd=work)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     # the whole model minus block 1's saving (2 - 0.5 ms); the rest 27.6 - 28 ms
     assert "26.100 ms per batch" in result.stdout, result.stdout
     assert ("rest (model-minus-blocks) -0.400 ms: below zero: the whole model measured faster than the sum of its "
             "blocks timed alone") in result.stdout, result.stdout
     _hand_lut_csv(work / "slow.csv", whole_ms=28.4)
-    result = dsprof("predict", "--lut", "slow.csv", *TINY, "--plan", "plan.json", cwd=work)
+    result = dsprof("predict", "--lut", "slow.csv", *TINY, "--plan", "plan.json", "--method", "isolated", cwd=work)
     assert result.returncode == 0 and "26.900 ms per batch" in result.stdout, result.stderr
     assert "rest (model-minus-blocks) 0.400 ms" in result.stdout and "below zero" not in result.stdout
 

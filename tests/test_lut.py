@@ -1,10 +1,13 @@
 import dataclasses
+import math
 import statistics
 import threading
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceContext, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
 from dsprof.lut.predict import predict_latency
 from dsprof.merge.plan import Plan
@@ -38,8 +41,8 @@ def _rewrite(src, dst, **changes):
 def test_one_entry_per_key_with_the_median_of_the_samples(measured):
     records = [r for r in read_measurements(measured) if r.ok and r.scope != "probe"]
     lut = build_lut([measured])
-    # the drift probe after every group pools into two entries (its samples, its group medians: tests/test_drift.py)
-    assert len(lut) == len(records) + 2
+    # the drift probe after every group pools into one entry (tests/test_drift.py)
+    assert len(lut) == len(records) + 1
     frame = lut.to_dataframe()
     for r in records:
         workload = r.spec if r.scope == "block" else model_label(r.name, r.model_options)
@@ -47,6 +50,17 @@ def test_one_entry_per_key_with_the_median_of_the_samples(measured):
         assert len(row) == 1
         assert row.median_s.iloc[0] == pytest.approx(statistics.median(r.samples_s), rel=1e-12)
         assert row.n_samples.iloc[0] == len(r.samples_s)
+        assert row.groups.iloc[0] == 1 and row.group_iqr_s.iloc[0] == 0.0 and row.time_utc.iloc[0] == r.time_utc
+        # the paired ratio over the group's original: the median of the per-round ratios, its standard error
+        # 1.2533 sigma / sqrt(n) with sigma = IQR / 1.349 (numpy's percentiles)
+        base = next(b for b in records if b.group == r.group and b.scope == r.scope and b.variant == "original")
+        if r.variant == "original":
+            assert math.isnan(row.ratio.iloc[0]) and math.isnan(row.ratio_se.iloc[0])
+            continue
+        ratios = np.array(r.samples_s) / np.array(base.samples_s)
+        q1, q3 = np.percentile(ratios, [25, 75])
+        assert row.ratio.iloc[0] == pytest.approx(float(np.median(ratios)), rel=1e-12)
+        assert row.ratio_se.iloc[0] == pytest.approx(1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(ratios)), rel=1e-9)
 
 
 def test_two_devices_kept_apart_and_repeats_pooled(measured, tmp_path):
@@ -63,6 +77,8 @@ def test_two_devices_kept_apart_and_repeats_pooled(measured, tmp_path):
     assert pooled.median_s == pytest.approx(statistics.median(r.samples_s + tuple(s + 1e-3 for s in r.samples_s)), rel=1e-12)
     assert pooled.n_samples == 2 * len(r.samples_s)
     assert pooled.sources == f"{measured.name};repeat.jsonl"
+    # two groups (one per run): numpy's IQR of two medians is half their distance, here 1 ms
+    assert pooled.groups == 2 and pooled.group_iqr_s == pytest.approx(0.5e-3, rel=1e-9)
     far = lut.lookup(r.spec, "original", lut.resolve(env_id="feedfacecafe"), strict=True)
     assert far.median_s == pytest.approx(2 * statistics.median(r.samples_s), rel=1e-12)
     assert far.sources == "other.jsonl"
@@ -75,9 +91,25 @@ def test_other_thread_count_is_another_context_and_noise_is_marked(measured, tmp
     key = lut.resolve(threads=3)
     assert len(lut.devices()) == 2
     frame = lut.to_dataframe()
-    assert frame[(frame.threads == 3) & (frame.variant != "group-medians")].noisy.all()  # probe medians: one per group
+    assert frame[frame.threads == 3].noisy.all()
     r = next(r for r in read_measurements(one) if r.scope == "block")
     assert lut.lookup(r.spec, r.variant, key, strict=True).median_s == 1.5
+
+
+def test_a_table_of_the_previous_schema_loads_with_one_warning(measured, tmp_path):
+    frame = build_lut([measured]).to_dataframe()
+    old = frame.drop(columns=list(GROUP_COLUMNS)).assign(schema="dsprof.lut/1")
+    path = tmp_path / "old.csv"
+    text = old.to_csv(index=False, lineterminator="\n")
+    from dsprof.lut.table import table_checksum
+
+    path.write_text(f"{text}# end rows={len(old)} sha256={table_checksum(text)}\n")
+    with pytest.warns(UserWarning, match="dsprof.lut/1 table, from before the group columns") as caught:
+        lut = LUT.load(path)
+    assert len([w for w in caught if "group columns" in str(w.message)]) == 1
+    loaded = lut.to_dataframe()
+    assert (loaded.schema == SCHEMA).all() and (loaded.groups == 1).all() and (loaded.group_iqr_s == 0).all()
+    assert loaded.ratio.isna().all() and list(loaded.median_s) == list(frame.median_s)
 
 
 def test_save_load_round_trip_and_pandas(measured, tmp_path):
@@ -204,7 +236,7 @@ def test_device_key_round_trip_and_resolve_errors(measured):
 def _hand_lut(blocks, label, *, stem_head=True, whole=None):
     base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False,
-            "iqr_s": 0.0, "n_samples": 10, "noisy": False, "sources": "hand"}
+            "iqr_s": 0.0, "n_samples": 10, "noisy": False, "sources": "hand", **GROUP_COLUMNS}
     rows = []
     for i, b in enumerate(blocks):
         rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant="original", median_s=(i + 1) * 1e-3))
@@ -231,13 +263,27 @@ def test_prediction_equals_the_hand_sum():
     assert list(pred.blocks.variant) == ["original" if k else "merged" for k in keep]
     assert pred.fps == pytest.approx(1 / expected)
 
-    # Without stem/head entries: the whole model minus its blocks, both measured.
+    # Without stem/head entries: the whole model minus its blocks, both measured (isolated: the savings as timed).
     whole = 40e-3
     lut = _hand_lut(blocks, label, stem_head=False, whole=whole)
-    pred = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", keep, options), options=options, resolution=32)
+    plan = Plan("mobilenet_v2", keep, options)
+    pred = predict_latency("mobilenet_v2", lut, plan, options=options, resolution=32, method="isolated")
     saved = sum((i + 1) * 0.75e-3 for i, k in enumerate(keep) if not k)
     assert pred.total_s == pytest.approx(whole - saved, rel=1e-12)
     assert pred.rest_method == "model-minus-blocks"
+    assert pred.speedup == pytest.approx(whole / (whole - saved), rel=1e-12)  # over the original: the whole model
+
+    # in-model (auto): the savings times the middle of 1 and the blocks' in-model factor, here 40 ms over the 28 ms
+    # the blocks take alone (no stem and head: counted as 0)
+    phi = whole / sum((i + 1) * 1e-3 for i in range(7))
+    pred = predict_latency("mobilenet_v2", lut, plan, options=options, resolution=32)
+    assert pred.method == f"in-model (x{(1 + phi) / 2:.3f})"
+    assert pred.total_s == pytest.approx(whole - (1 + phi) / 2 * saved, rel=1e-12)
+    assert pred.speedup == pytest.approx(whole / pred.total_s, rel=1e-12)
+    # with stem and head (0.5 ms): phi = (40 - 0.5) / 28
+    phi = (whole - 0.5e-3) / sum((i + 1) * 1e-3 for i in range(7))
+    pred = predict_latency("mobilenet_v2", _hand_lut(blocks, label, whole=whole), plan, options=options, resolution=32)
+    assert pred.total_s == pytest.approx(whole - (1 + phi) / 2 * saved, rel=1e-12)
 
 
 def test_prediction_rest_can_be_chosen():
@@ -251,6 +297,7 @@ def test_prediction_rest_can_be_chosen():
     assert parts.rest_method == "stem+head" and parts.total_s == pytest.approx(0.5e-3 + blocks_s, rel=1e-12)
     auto = predict_latency("mobilenet_v2", both, **kw)  # the measured whole model first
     assert auto.rest_method == "model-minus-blocks" and auto.total_s == pytest.approx(40e-3, rel=1e-12)
+    assert auto.speedup == 1.0 and auto.original_s == auto.total_s
     assert predict_latency("mobilenet_v2", _hand_lut(blocks, label), **kw).rest_method == "stem+head"
     with pytest.raises(LUTMissError, match="stem/head entries"):
         predict_latency("mobilenet_v2", _hand_lut(blocks, label, stem_head=False, whole=40e-3), rest="stem+head", **kw)

@@ -14,7 +14,7 @@ import pytest
 
 from dsprof.cli import main
 from dsprof.merge.plan import PlanError, check_plan, load_plan
-from dsprof.merge.run import merge_to_file
+from dsprof.plan.apply import merge_to_file
 from dsprof.models import model_flags, normalized_options
 from dsprof.search import finetune
 

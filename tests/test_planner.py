@@ -18,7 +18,7 @@ from dsprof.errors import LUTMissError
 from dsprof.lut import LUT, build_lut, model_label, predict_latency
 from dsprof.lut.predict import plan_costs, predict_plan
 from dsprof.merge import Plan, linearize_model, merge_model, merge_report
-from dsprof.merge.run import merge_to_file
+from dsprof.plan.apply import merge_to_file
 from dsprof.merge.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model
 from dsprof.plan import best_plan, plan_front

@@ -2,6 +2,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -237,6 +238,18 @@ def test_write_report_and_cli(tmp_path, records, capsys):
         assert (tmp_path / "report" / "tables" / f"profiling.{ext}").exists()
     validation = pd.read_csv(tmp_path / "report" / "tables" / "lut_validation.csv")
     assert len(validation) == 4  # tiny-ds and all-merged, on two devices
+    # the speed-up first: measured against the original timed in the same group (the median per-round ratio)
+    assert list(validation.columns[:5]) == ["model", "measured_speedup", "measured_low", "measured_high",
+                                            "predicted_speedup"]
+    for row in validation.itertuples():
+        name, variant = row.model.split(" ")[0], row.model.split(" ")[1].strip("[]")
+        timed = [r for r in records if r.scope == "model" and r.name == name and r.variant == variant]
+        expected = []
+        for r in timed:
+            base = next(b for b in records if b.group == r.group and b.scope == "model" and b.variant == "original")
+            expected.append(float(np.median(np.array(base.samples_s) / np.array(r.samples_s))))
+        assert any(row.measured_speedup == pytest.approx(e, rel=1e-12) for e in expected)
+        assert row.predicted_low < row.predicted_speedup < row.predicted_high
     assert report.skipped == []
     # without --merge-by: a LUT of two contexts cannot say which merges to draw; said, not guessed
     plain = write_report([FIXTURES], tmp_path / "plain", lut=lut, plans=[FIXTURES / "tiny-ds.json"])

@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import randomise_bn
 
+from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA
 from dsprof.merge import Plan, load_merged, merge_model
 from dsprof.models import find_blocks, get_model
@@ -150,7 +151,7 @@ def _hand_made_lut(path: Path, model, costly: int) -> LUT:
                 "schema": SCHEMA, "env_id": "handmade0001", "device_name": "test device", "device": "cpu",
                 "backend": "torch", "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False,
                 "scope": "block", "workload": b.spec.to_str(), "variant": variant, "median_s": median,
-                "iqr_s": 0.0, "n_samples": 10, "noisy": False, "sources": "hand-made",
+                "iqr_s": 0.0, "n_samples": 10, "noisy": False, "sources": "hand-made", **GROUP_COLUMNS,
             })
     lut = LUT(pd.DataFrame(rows), "hand-made")
     lut.save(path)

@@ -7,9 +7,9 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
     **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency"), ".predict"),
-    **dict.fromkeys(("probe_now", "with_probe"), ".drift"),
+    **dict.fromkeys(("lut_probe", "probe_ratio", "with_probe"), ".interval"),
     "DeviceContext": "..device_context",
-    **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),
+    **dict.fromkeys(("COLUMNS", "METHODS", "SCHEMA", "model_label"), ".schema"),
     **dict.fromkeys(("LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"), ".table"),
     **dict.fromkeys(("PredictionAccuracy", "accuracy_table", "prediction_accuracy"), ".validate"),
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
@@ -9,9 +11,9 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError
-from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 from ..profiler.records import Measurement, MeasurementFile, read_measurement_file
 from ..profiler.stats import summarize
+from .interval import IQR_TO_SD, median_error
 from .schema import COLUMNS, SCHEMA, context_workload, model_label
 from .table import LUT
 
@@ -67,40 +69,60 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
     Repeated measurements of a key are combined by pooling their raw samples (the entry's
     median is the median of all samples); different environments, devices, backends, dtypes,
     layouts, batch sizes and thread counts are different keys and never averaged. Failed records
-    are left out. Noisy entries (IQR/median > 10 %) are kept and marked. The drift probe gets two entries:
-    its pooled samples (variant ``original``) and its group medians (variant ``group-medians``, one sample
-    per group of every run), whose spread is the machine's drift that predictions add to their interval.
+    are left out. Noisy entries (IQR/median > 10 %) are kept and marked. Each record is also one *group*
+    (the interleaved group it was timed in, of one run): the entry keeps how many there were and the spread of
+    their medians (``groups``, ``group_iqr_s``), and, for a variant timed beside its group's ``original``, the
+    paired ratio of the two from their per-round ratios (``ratio``, ``ratio_se``; `paired_ratio`).
     """
     samples: dict[tuple, list[float]] = defaultdict(list)
+    medians: dict[tuple, list[float]] = defaultdict(list)
+    ratios: dict[tuple, list[list[float]]] = defaultdict(list)
     sources: dict[tuple, list[str]] = defaultdict(list)
     names: dict[tuple, str] = {}
+    times: dict[tuple, str] = {}
     for file in files:
-        for r in file.records:
-            if not r.ok:
-                continue
-            keys = [_key(r)]
-            samples[keys[0]] += r.samples_s
-            if r.scope == PROBE_SCOPE:  # and one sample per group: the machine's moves between groups and runs
-                keys.append(keys[0][:-1] + (PROBE_GROUPS_VARIANT,))
-                samples[keys[1]].append(r.median_s)
-            for key in keys:
-                if file.path.name not in sources[key]:
-                    sources[key].append(file.path.name)
-                names.setdefault(key, r.device_name)
+        ok = [r for r in file.records if r.ok]
+        bases = {(r.group, r.scope): r for r in ok if r.variant == "original"}
+        for r in ok:
+            key = _key(r)
+            samples[key] += r.samples_s
+            medians[key].append(r.median_s)
+            base = bases.get((r.group, r.scope)) if r.variant != "original" else None
+            if base is not None and len(base.samples_s) == len(r.samples_s):  # sample i of both from round i
+                ratios[key].append([v / b for v, b in zip(r.samples_s, base.samples_s)])
+            if file.path.name not in sources[key]:
+                sources[key].append(file.path.name)
+            names.setdefault(key, r.device_name)
+            times[key] = max(times.get(key, ""), r.time_utc)
     rows = []
     for key, values in samples.items():
         env_id, device, backend, dtype, layout, batch, threads, compiled, scope, workload, variant = key
         stats = summarize(values)
+        ratio, ratio_se = paired_ratio(ratios[key]) if ratios.get(key) else (float("nan"), float("nan"))
         rows.append(
             {
                 "schema": SCHEMA, "env_id": env_id, "device_name": names[key], "device": device,
                 "backend": backend, "dtype": dtype, "layout": layout, "batch": batch, "threads": threads,
                 "compile": compiled, "scope": scope, "workload": workload, "variant": variant,
                 "median_s": stats.median, "iqr_s": stats.iqr, "n_samples": stats.count,
-                "noisy": stats.noisy, "sources": ";".join(sources[key]),
+                "noisy": stats.noisy, "sources": ";".join(sources[key]), "groups": len(medians[key]),
+                "group_iqr_s": summarize(medians[key]).iqr, "ratio": ratio, "ratio_se": ratio_se,
+                "time_utc": times[key],
             }
         )
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if len(frame):
         frame = frame.sort_values(["env_id", "device", "backend", "batch", "scope", "workload", "variant"])
     return LUT(frame, source="<built>")
+
+
+def paired_ratio(groups: list[list[float]]) -> tuple[float, float]:
+    """(ratio, standard error) of a variant over its group's original from each group's per-round ratios: the
+    median over the groups of each group's median ratio; its error within each group is the standard error of
+    that median (`median_error`), across groups the spread of the group medians (sigma from their IQR) over
+    the square root of their count, whichever is larger."""
+    per_group = [summarize(g) for g in groups]
+    ratio = statistics.median(s.median for s in per_group)
+    within = math.sqrt(sum(median_error(s.iqr, s.count) ** 2 for s in per_group)) / len(per_group)
+    between = summarize([s.median for s in per_group]).iqr * IQR_TO_SD / math.sqrt(len(per_group))
+    return ratio, max(within, between)

@@ -9,12 +9,14 @@ block left unmerged -- its ``linear`` entry, timed in the form `merge_model` dep
 the predicted latency is affine in the pieces' savings:
 
 - ``isolated``: rest + the pieces' latencies = (rest + the blocks' originals) - sum of savings;
-- ``context-scaled``: the whole model's reference - factor * sum of isolated savings;
+- ``context-scaled``: the whole model's reference - factor * sum of isolated savings, the factor the model's
+  in-context over its isolated savings;
+- ``in-model``: the same with the factor the middle of 1 and the model's in-model factor (`in_model_factor`);
 - ``context``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-context entry).
 
-`predict_latency`, the planner, every command that builds a merged model (through `with_merges`) and the
-search's decay weights all price with `PlanCosts`, so they agree.
+`predict_latency`, the planner, every command that builds a merged model (through `with_merges`), `predict
+--measure` and the search's decay weights all price with `PlanCosts`, so they agree.
 """
 
 from __future__ import annotations
@@ -28,17 +30,11 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..models import Block, format_span
+from .interval import entry_error_s, saving_error_s
 from .schema import context_workload, split_label
 from .table import LUT, LUTEntry
 
-__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "median_error_s", "merge_pays", "span_key"]
-
-_IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
-
-
-def median_error_s(entry: LUTEntry) -> float:
-    """Standard error of an entry's median (seconds): 1.2533 sigma / sqrt(n), sigma from the IQR."""
-    return 1.2533 * entry.iqr_s * _IQR_TO_SD / math.sqrt(entry.n_samples)
+__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "in_model_factor", "merge_pays", "span_key"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +50,7 @@ class Lookup:
     def of(cls, lut: LUT, key: DeviceContext) -> "Lookup":
         index: dict[tuple[str, str, str], LUTEntry] = {}
         for r in lut.entries(key).itertuples(index=False):
-            entry = LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
+            entry = LUTEntry.of(r)
             index.setdefault((r.scope, r.workload, r.variant), entry)  # the first row, as LUT.find
         return cls(lut, key, index)
 
@@ -114,6 +110,19 @@ class ModelEntries:
         return [e for e in [self.whole, *self.in_model.values()] if e is not None]
 
 
+def in_model_factor(entries: ModelEntries) -> float | None:
+    """How much longer the model's blocks take inside the whole model than timed alone: the whole model minus its
+    stem and head, over the sum of its blocks' originals (a model without a stem and head entry -- one dsprof
+    cannot split -- counts them as 0: an upper bound); None where the LUT lacks the whole model or a block (or it
+    is not positive). The intervals' systematic term (`dsprof.lut.interval`) and the ``in-model`` method read it."""
+    if entries.whole is None or any(o is None for o in entries.originals):
+        return None
+    blocks = sum(o.median_s for o in entries.originals)
+    outside = entries.stem.median_s + entries.head.median_s if entries.stem and entries.head else 0.0
+    inside = entries.whole.median_s - outside
+    return inside / blocks if blocks > 0 and inside > 0 else None
+
+
 def merge_pays(merged: LUTEntry | None, unmerged: LUTEntry | None) -> bool | None:
     """The one merge rule for a lone linearised block: True where its merged entry is below its unmerged one
     (the block left unmerged as deployed: ``linear``, else ``original``), False where not, None where the LUT lacks
@@ -167,12 +176,12 @@ class PlanCosts:
     blocks: list[Block]
     lookup: Lookup
     entries: ModelEntries
-    method: str  # what is used: isolated, context or context-scaled
-    used: str  # as shown: isolated, context, context-scaled (xF)
+    method: str  # what is used: isolated, context, context-scaled or in-model
+    used: str  # as shown: isolated, context, context-scaled (xF), in-model (xF)
     rest_method: str
     rest_s: float  # isolated: the part outside the blocks (stem+head, or whole model minus blocks)
     reference_s: float  # context methods: the whole model's median (0 under isolated)
-    factor: float  # context-scaled: in-context over isolated savings (1 otherwise)
+    factor: float  # what the isolated savings count with: context-scaled's or in-model's factor (1 otherwise)
     context_factor: float | None  # that factor where the LUT has it, whatever the method
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
@@ -182,10 +191,10 @@ class PlanCosts:
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
              rest: str = "auto", variant: str | None = None, auto: bool = False) -> "PlanCosts":
-        """The costs of ``label``'s plans; ``method`` is isolated, context or context-scaled (resolved), ``rest``
-        auto, stem+head or model-minus-blocks. Where ``context-scaled`` cannot apply (``auto``: chosen by
-        ``auto``, whose factor must also lie in `CONTEXT_FACTOR_RANGE`), isolated is used and ``used`` says why,
-        with a `MethodFallbackWarning`: a method's fallback, not a LUT miss."""
+        """The costs of ``label``'s plans; ``method`` is isolated, context, context-scaled or in-model (resolved),
+        ``rest`` auto, stem+head or model-minus-blocks. Where a scaled method cannot apply, isolated is used:
+        asked for by name, ``used`` says why, with a `MethodFallbackWarning` (a method's fallback, not a LUT
+        miss); chosen by ``auto``, silently (the LUT lacks what the method reads)."""
         lookup = Lookup.of(lut, key)
         entries = ModelEntries.read(lookup, label, blocks)
         missing: list[str] = []
@@ -200,24 +209,31 @@ class PlanCosts:
                 return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
                            reference_s=0.0, factor=1.0, base_errors=(), missing=tuple(missing))
             # the median of several entries: about one entry's error over the square root of their count
-            error = median_error_s(references[0]) / math.sqrt(len(references))
+            error = entry_error_s(references[0]) / math.sqrt(len(references))
             return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
                        reference_s=statistics.median(e.median_s for e in references), factor=1.0,
                        base_errors=(error,), missing=tuple(missing))
         rest_s, rest_method, base_errors = _rest(entries, rest, missing)
         used = "isolated"
-        # auto on a LUT without the model's --context run: plain isolated (nothing was there to fall back from)
-        if method == "context-scaled" and (not auto or any(entries.in_model.values())):
-            why_not = _why_not_scaled(factor, rest_method, label, auto)
+        if method in ("context-scaled", "in-model"):
+            phi = in_model_factor(entries)
+            scale = factor if method == "context-scaled" else (None if phi is None else (1 + phi) / 2)
+            why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
                 reference = statistics.median(e.median_s for e in entries.references)
-                return cls(**common, method="context-scaled", used=f"context-scaled (x{factor:.3f})",
-                           rest_method=rest_method, rest_s=rest_s, reference_s=reference, factor=factor,
-                           base_errors=tuple(base_errors), missing=tuple(missing))
-            used = f"isolated (context-scaled fell back: {why_not})"
-            warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=4)
+                return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
+                           rest_s=rest_s, reference_s=reference, factor=scale, base_errors=tuple(base_errors),
+                           missing=tuple(missing))
+            if not auto:  # auto on a LUT without what its method reads: plain isolated (nothing fell back)
+                used = f"isolated ({method} fell back: {why_not})"
+                warnings.warn(f"{label}: {used}", MethodFallbackWarning, stacklevel=4)
         return cls(**common, method="isolated", used=used, rest_method=rest_method, rest_s=rest_s,
                    reference_s=0.0, factor=1.0, base_errors=tuple(base_errors), missing=tuple(missing))
+
+    @property
+    def in_model_factor(self) -> float | None:
+        """`in_model_factor` of this model's entries (None where the LUT lacks one of them)."""
+        return in_model_factor(self.entries)
 
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:
@@ -304,7 +320,7 @@ class PlanCosts:
         parts.append("--variants original,merged,linear")
         if max_span > 1:
             parts.append(f"--spans {max_span}")
-        if self.method != "isolated" or self.context_factor is not None:
+        if self.method in ("context", "context-scaled") or self.context_factor is not None:  # in-model needs none
             parts.append("--context merged,linear")
         return " ".join(parts)
 
@@ -340,7 +356,7 @@ class PlanCosts:
             return Piece(start, stop, variant, math.nan, math.nan, missing=name)
         originals = self.entries.originals[start:stop]
         if variant == "original" and stop - start == 1:  # kept: saves nothing
-            errors = (median_error_s(entry),) if self.rest_method == "stem+head" else ()
+            errors = (entry_error_s(entry),) if self.rest_method == "stem+head" else ()
             return Piece(start, stop, variant, entry.median_s, 0.0, errors, None, entry.noisy)
         if self.method == "context":
             saving, errors, missing = self._in_context(start, stop, variant, name)
@@ -348,9 +364,10 @@ class PlanCosts:
         found = all(o is not None for o in originals)
         saving = self.factor * (sum(o.median_s for o in originals) - entry.median_s) if found else math.nan
         if self.rest_method == "stem+head":
-            errors = (median_error_s(entry),)
+            errors = (entry_error_s(entry),)
         elif self.rest_method == "model-minus-blocks":
-            errors = tuple(median_error_s(o) for o in originals) + (median_error_s(entry),)
+            errors = ((saving_error_s(originals[0], entry),) if stop - start == 1
+                      else tuple(entry_error_s(o) for o in originals) + (entry_error_s(entry),))
         else:
             errors = ()
         return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy)
@@ -367,7 +384,7 @@ class PlanCosts:
         if base is None or swap is None:
             return math.nan, (), f"context {context_workload(self.label, block)} [original/{variant}]"
         scale = self.reference_s / base.median_s
-        errors = (median_error_s(base) * scale, median_error_s(swap) * scale)
+        errors = (saving_error_s(base, swap) * scale,)
         return self.reference_s * (1 - swap.median_s / base.median_s), errors, None
 
     # -- totals ------------------------------------------------------------------------------------
@@ -397,10 +414,10 @@ def _rest(entries: ModelEntries, rest: str, missing: list[str]) -> tuple[float, 
     alone. Misses go to ``missing``."""
     whole, originals = entries.whole, entries.originals
     if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
-        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", [median_error_s(whole)]
+        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", [entry_error_s(whole)]
     stem, head = entries.stem, entries.head
     if stem is not None and head is not None and rest != "model-minus-blocks":
-        return stem.median_s + head.median_s, "stem+head", [median_error_s(stem), median_error_s(head)]
+        return stem.median_s + head.median_s, "stem+head", [entry_error_s(stem), entry_error_s(head)]
     wanted = {"auto": "stem/head entries or a whole-model entry with all its blocks",
               "stem+head": "stem/head entries", "model-minus-blocks": "a whole-model entry with all its blocks"}[rest]
     missing.append(f"{wanted} of {entries.label}")
@@ -428,28 +445,18 @@ def _context_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) 
     return factor if factor > 0 else None
 
 
-#: The context factors (a model's in-context over isolated savings) that ``auto`` trusts; outside them ``auto``
-#: predicts ``isolated`` and says so. From the quiet-machine runs of issue #14 (MobileNetV2: 1.10-1.55) with a
-#: margin; the loaded runs of issue #21 (0.51 MobileNetV2, 0.33 and 3.31 MnasNet-0.5, 4.25 a CSP model) fall
-#: outside (benchmarks/RESULTS.md, issue #21).
-CONTEXT_FACTOR_RANGE = (0.8, 2.0)
-
-
 class MethodFallbackWarning(UserWarning):
     """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
 
 
-def _why_not_scaled(factor: float | None, rest_method: str, label: str, auto: bool) -> str | None:
-    """Why ``context-scaled`` cannot predict here (None: it can). Its factor needs the model's in-context
-    entries and its whole-model entry with every block; under ``auto`` it must also lie in
-    `CONTEXT_FACTOR_RANGE` (an explicit ``context-scaled`` uses any positive factor)."""
+def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: str) -> str | None:
+    """Why a scaled method (``context-scaled``, ``in-model``) cannot predict here (None: it can): both start from
+    the whole model with every block, and need their factor."""
     if rest_method != "model-minus-blocks":
         return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
-    if factor is None:
-        return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
-                "the isolated ones (`dsprof measure --context merged`)")
-    low, high = CONTEXT_FACTOR_RANGE
-    if auto and not low <= factor <= high:
-        return (f"its context factor {factor:.2f} is outside {low:.2f}-{high:.2f}, the range seen across "
-                "architectures (benchmarks/RESULTS.md, issue #21)")
-    return None
+    if factor is not None:
+        return None
+    if method == "in-model":
+        return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
+    return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
+            "the isolated ones (`dsprof measure --context merged`)")

@@ -35,6 +35,7 @@ from ..device_context import DeviceContext
 from ..errors import LUTError, UsageError
 from ..models import Block
 from .cost import Lookup, span_key
+from .interval import IQR_TO_SD, MEDIAN_SE
 from .schema import COLUMNS, PREDICTED, SCHEMA
 from .table import LUT, LUTEntry
 
@@ -188,9 +189,10 @@ def few_lut(like: LUT, cands: Sequence[Candidate], measured: LUT) -> tuple[LUT, 
                f"(leave-one-out error {model.loo_error:.1%}; dsprof.lut.few)")
     rows = []
     for c, median in zip(rest, model.predict_s(rest)):
-        iqr = model.loo_error * median * 1.349 / 1.2533  # so that median_error_s of the entry is that relative error
+        iqr = model.loo_error * median / (MEDIAN_SE * IQR_TO_SD)  # so that the entry's median error is that error
         rows.append({"schema": SCHEMA, **key.as_dict(), "device_name": device_name, "scope": c.scope,
                      "workload": c.workload, "variant": c.variant, "median_s": float(median), "iqr_s": float(iqr),
-                     "n_samples": 1, "noisy": bool(iqr / median > 0.10), "sources": sources})
+                     "n_samples": 1, "noisy": bool(iqr / median > 0.10), "sources": sources,
+                     "groups": 1, "group_iqr_s": 0.0, "ratio": float("nan"), "ratio_se": float("nan"), "time_utc": ""})
     predicted = pd.DataFrame(rows, columns=list(COLUMNS))
     return LUT(pd.concat([frame, predicted], ignore_index=True), f"{measured.source} + predicted"), model

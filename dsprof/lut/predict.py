@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,60 +13,56 @@ from torch import nn
 from ..errors import LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
-from ..profiler.probe import PROBE_GROUPS_VARIANT, PROBE_NAME, PROBE_SCOPE
-from .cost import (CONTEXT_FACTOR_RANGE, MethodFallbackWarning, ModelEntries as _ModelEntries, Piece, PlanCosts,
-                   median_error_s)
+from .cost import MethodFallbackWarning, Piece, PlanCosts
+from .interval import plan_bounds, terms_of
 from .schema import METHODS, model_label
-from .table import LUT, LUTEntry, LUTMissError, LUTMissWarning
+from .table import LUT, LUTMissError, LUTMissWarning
 
 __all__ = [
-    "CONTEXT_FACTOR_RANGE",
     "METHODS",
     "MethodFallbackWarning",
     "Prediction",
     "auto_method",
-    "measure_planned",
-    "measure_planned_run",
-    "median_error_s",
-    "observed_drift",
     "plan_costs",
     "predict_latency",
     "predict_plan",
-    "prediction_interval",
     "profiled_options",
     "resolve_method",
 ]
 
 
 #: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
-#: ``context`` (minus the savings measured inside the running model, `dsprof measure --context`),
-#: ``context-scaled``: the isolated savings times one factor, the in-context savings of all the
-#: model's blocks over their isolated savings (noise averages over every group). Both context methods
-#: start from the median of the whole model's medians: its own entry and every in-context group.
-#: ``auto``: `auto_method`, what predicted later runs best in benchmarks/lut_accuracy.py.
-_Z95 = 1.959964  # two-sided 95 % normal quantile
-_IQR_TO_SD = 1 / 1.349  # IQR of a normal distribution = 1.349 standard deviations
-_MAD_TO_SD = 1.4826
+#: ``in-model`` (those savings times the middle of 1 and the model's in-model factor: its blocks take that much
+#: longer inside the whole model than alone), ``context`` (minus the savings measured inside the running model,
+#: `dsprof measure --context`), ``context-scaled`` (the isolated savings times one factor, the in-context savings
+#: of all the model's blocks over their isolated savings). The scaled and context methods start from the median of
+#: the whole model's medians: its own entry and every in-context group. ``auto``: `auto_method`.
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """A predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
+    """A plan's predicted speed-up over the original model in the same LUT context, with its 95 % interval, then
+    its predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``method`` (``isolated (context-scaled fell back: WHY)`` where context-scaled could not apply) says how the
-    blocks' changes were counted: ``isolated`` (savings of blocks timed
-    alone), ``context`` (savings measured inside the running model) or ``context-scaled (xF)``
-    (the isolated savings times F, the model's in-context over isolated savings). ``rest_s`` is everything
+    ``speedup`` is the original's predicted latency (``original_s``) over the plan's (``total_s``):
+    the number to trust on a machine that moves (docs/predictions.md). ``speedup_low``/``speedup_high`` and
+    ``low_s``/``high_s``: 95 % intervals (`dsprof.lut.interval`), whose parts are relative half-widths:
+    ``lut_spread`` (the LUT medians the savings add up), ``systematic`` (blocks timed alone against the whole
+    model, ``systematic_source``), ``check`` (the noise of a paired check, speed-up only; ``check_source``) and
+    ``drift`` (the machine between groups and runs, latency only; ``drift_source`` says from what).
+    ``measured_utc``: when the LUT context's last group was timed, the moment its milliseconds belong to.
+
+    ``method`` (``isolated (in-model fell back: WHY)`` where a method could not apply) says how the
+    blocks' changes were counted: ``isolated`` (savings of blocks timed alone), ``in-model (xF)``,
+    ``context`` (savings measured inside the running model) or ``context-scaled (xF)``. ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
     under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
     zero where the whole model measured faster than the sum of its blocks timed alone (``str`` says so).
-    ``low_s``/``high_s``: a 95 % interval from the LUT's own spread (``lut_spread``, relative) and
-    the device's observed drift (``drift``, relative; ``drift_source`` says from what).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
     ``probe_ratio``: how much slower (> 1) the machine ran the drift probe now than in the LUT's runs, by
-    which total and interval are scaled (`dsprof.lut.drift.with_probe`); NaN when not probed.
+    which the milliseconds are scaled (`dsprof.lut.interval.with_probe`); NaN when not probed.
     """
 
     model: str
@@ -86,6 +80,15 @@ class Prediction:
     drift: float = 0.0
     drift_source: str = "none"
     probe_ratio: float = float("nan")
+    speedup: float = float("nan")
+    speedup_low: float = float("nan")
+    speedup_high: float = float("nan")
+    original_s: float = float("nan")
+    systematic: float = 0.0
+    systematic_source: str = "none"
+    check: float = 0.0
+    check_source: str = "none"
+    measured_utc: str = ""
 
     @property
     def fps(self) -> float:
@@ -96,15 +99,52 @@ class Prediction:
         """Whether a measured latency (seconds) falls inside the prediction's interval."""
         return self.low_s <= measured_s <= self.high_s
 
+    def contains_speedup(self, measured: float) -> bool:
+        """Whether a measured speed-up (original over merged, paired) falls inside the prediction's interval."""
+        return self.speedup_low <= measured <= self.speedup_high
+
+    @property
+    def when(self) -> str:
+        """When the milliseconds hold: the LUT's measurement time, or now (scaled by the drift probe)."""
+        measured = f"as measured {_short_time(self.measured_utc)}" if self.measured_utc else "as measured"
+        if self.probe_ratio == self.probe_ratio:
+            return f"scaled to now by the drift probe ({self.probe_ratio:.3f}x the LUT's time; LUT {measured[3:]})"
+        return f"{measured} (the LUT's runs)"
+
+    def speedup_line(self) -> str:
+        """The speed-up over the original with its interval and parts, one line."""
+        return (f"speed-up {self.speedup:.3f}x over the original (95 % interval {self.speedup_low:.3f}-"
+                f"{self.speedup_high:.3f}x: LUT entries +-{self.lut_spread:.1%}, systematic +-{self.systematic:.1%}, "
+                f"a paired check's noise +-{self.check:.1%})")
+
+    def latency_line(self) -> str:
+        """The latency with its interval and when it holds, one line."""
+        return (f"latency {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} ({self.fps:.1f} FPS; the "
+                f"original {self.original_s * 1e3:.3f} ms) {self.when}, 95 % interval {self.low_s * 1e3:.3f}-"
+                f"{self.high_s * 1e3:.3f} ms (drift +-{self.drift:.1%} from {self.drift_source})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The prediction as JSON-ready values: the speed-up first, then the milliseconds (in seconds) and when
+        they were measured, the parts of the intervals, the method and the blocks."""
+        return {"model": self.model, "device": str(self.device), "speedup": self.speedup,
+                "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "latency_s": self.total_s,
+                "low_s": self.low_s, "high_s": self.high_s, "original_s": self.original_s,
+                "measured_utc": self.measured_utc, "probe_ratio": None if self.probe_ratio != self.probe_ratio
+                else self.probe_ratio, "interval": {"lut_spread": self.lut_spread, "systematic": self.systematic,
+                                                    "systematic_source": self.systematic_source,
+                                                    "check": self.check, "check_source": self.check_source,
+                                                    "drift": self.drift,
+                                                    "drift_source": self.drift_source},
+                "method": self.method, "rest_s": self.rest_s, "rest_method": self.rest_method,
+                "coverage": self.coverage, "missing": list(self.missing),
+                "blocks": self.blocks.to_dict(orient="records")}
+
     def __str__(self) -> str:
         merged = int(self.blocks["variant"].isin(("merged", "span")).sum())
         return (
-            f"{self.model} on {self.device}: {self.total_s * 1e3:.3f} ms per batch of {self.device.batch} "
-            f"({self.fps:.1f} FPS), 95 % interval {self.low_s * 1e3:.3f}-{self.high_s * 1e3:.3f} ms "
-            f"(LUT spread +-{self.lut_spread:.1%}, drift +-{self.drift:.1%} from {self.drift_source})"
-            + (f"; scaled by the drift probe: the machine runs {self.probe_ratio:.3f}x the LUT's time now"
-               if self.probe_ratio == self.probe_ratio else "")
-            + f"; method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
+            f"{self.model} on {self.device}:\n  {self.speedup_line()}\n  {self.latency_line()}\n"
+            f"  systematic: {self.systematic_source}; a check's noise from {self.check_source}\n"
+            f"  method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
                "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
@@ -114,23 +154,9 @@ class Prediction:
         )
 
 
-def observed_drift(medians_s: list[float]) -> float:
-    """Relative 95 % half-width of the spread of one model's medians from separate groups (robust:
-    1.4826 MAD); 0 for fewer than 3."""
-    if len(medians_s) < 3:
-        return 0.0
-    center = statistics.median(medians_s)
-    mad = statistics.median(abs(m - center) for m in medians_s)
-    return _Z95 * _MAD_TO_SD * mad / center
-
-
-def prediction_interval(total_s: float, entry_errors_s: list[float], drift: float) -> tuple[float, float, float]:
-    """(low, high, lut_spread): total +- total * sqrt(lut_spread^2 + drift^2) (low at least 0), with lut_spread
-    the 95 % half-width of the used entries' median errors, summed in quadrature, relative to ``total_s``; ``drift``
-    is the machine's, relative (`observed_drift`, the drift probe's spread: see `predict_latency`)."""
-    lut_spread = _Z95 * math.sqrt(sum(e * e for e in entry_errors_s)) / total_s if total_s > 0 else 0.0
-    half = math.hypot(lut_spread, drift)
-    return max(total_s * (1 - half), 0.0), total_s * (1 + half), lut_spread  # a latency is never below zero
+def _short_time(iso: str) -> str:
+    """``2026-11-27T02:29:24+00:00`` as ``2026-11-27 02:29 UTC``."""
+    return f"{iso[:10]} {iso[11:16]} UTC" if len(iso) >= 16 else iso
 
 
 def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -170,10 +196,10 @@ def predict_latency(
     part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
     original model minus its measured blocks) or ``"auto"``: the latter where the LUT has the whole
     model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
-    (``isolated``), inside the running model (``context``, from `dsprof measure --context`
-    entries), or alone but scaled by the model's in-context / isolated savings (``context-scaled``);
-    ``auto`` is `auto_method`'s choice, from what predicted later runs best in ``benchmarks/lut_accuracy.py``. The prediction
-    says which it used, and carries a 95 % interval (LUT spread and observed drift).
+    (``isolated``), alone times the middle of 1 and the model's in-model factor (``in-model``), inside the running
+    model (``context``, from `dsprof measure --context` entries), or alone but scaled by the model's in-context /
+    isolated savings (``context-scaled``); ``auto`` is `auto_method`'s choice. The prediction says which it used,
+    and carries the speed-up over the original and the latency, each with its 95 % interval (`dsprof.lut.interval`).
     """
     if method not in METHODS:
         raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
@@ -190,10 +216,9 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
                  name: str | None = None) -> Prediction:
     """`predict_latency` of a plan (or of every block as ``variant``) from the model's `plan_costs`: the one
     function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
-    lut, key, label, entries = costs.lookup.lut, costs.key, costs.label, costs.entries
+    lut, key, label = costs.lookup.lut, costs.key, costs.label
     name = name or label.split("{", 1)[0]
     pieces = _pieces(costs, plan, variant, strict)
-    drift, drift_source = _drift(entries, costs.lookup(PROBE_NAME, PROBE_GROUPS_VARIANT, PROBE_SCOPE))
     missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
     table = _block_table(costs, pieces)
     found = table["latency_s"].notna()
@@ -206,9 +231,14 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
             "quiet machine (see the noisy column) and rebuild the LUT."
         )
     coverage = float(found.mean()) if len(table) else 1.0
-    low, high, spread = prediction_interval(total, costs.errors_s(pieces), drift)
+    original = costs.total_s(costs.pieces(None))
+    terms = terms_of(costs)
+    b = plan_bounds(costs, pieces, total, original, terms)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
-                      low, high, spread, drift, drift_source)
+                      b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
+                      speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
+                      systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
+                      check_source=terms.check_source, measured_utc=lut.measured_utc(key))
 
 
 def plan_costs(
@@ -262,20 +292,21 @@ def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
 
 
 def auto_method(context: DeviceContext) -> str:
-    """The method ``auto`` asks for in a context: ``context-scaled`` for PyTorch eager on a CPU, else
-    ``isolated``. In PyTorch eager a block inside the model runs with cold caches and unfused operators,
-    so merging saves more there than alone (1.10-1.55x the isolated savings in five runs on a 2-core CPU);
-    ONNX Runtime and TFLite fuse, and their in-context differences only added noise (benchmarks/RESULTS.md,
-    issue #14). Where the LUT lacks the model's in-context entries, or its factor is outside
-    `CONTEXT_FACTOR_RANGE`, the prediction falls back to ``isolated`` and says so."""
-    return "context-scaled" if context.backend == "torch" and context.device == "cpu" else "isolated"
+    """The method ``auto`` asks for: ``in-model`` in every context. The blocks of a whole model take longer
+    inside it than timed alone (PyTorch eager on a 2-core CPU: 26-41 % of the model's time beyond its stem, head
+    and blocks, ONNX Runtime 6-17 %), and a plan that merges many blocks saves part of that too: the merged
+    models of issue #27's early data ran up to 14 % faster than the isolated savings predicted (PyTorch), always
+    between the isolated savings and the in-model factor times them. Where the LUT lacks the model's stem, head
+    or whole-model entry, the prediction is ``isolated``."""
+    return "in-model"
 
 
 def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", variant: str | None = None) -> str:
     """The method a prediction in ``context`` asks for (``auto`` resolved by `auto_method`), checked against
     ``rest`` and ``variant`` before any lookup; raises `UsageError` on a method that cannot apply. The
-    context methods start from the whole model, so they take ``rest="auto"`` (or ``"model-minus-blocks"``)
-    and a plan, not a variant for every block; ``auto`` with either of those asks for ``isolated``."""
+    scaled and context methods start from the whole model, so they take ``rest="auto"`` (or
+    ``"model-minus-blocks"``) and a plan, not a variant for every block; ``auto`` with either of those asks for
+    ``isolated``."""
     if method not in METHODS:
         raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
     if method == "auto":
@@ -287,35 +318,6 @@ def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", v
         raise UsageError(f"the {method} method starts from the whole model measured, not from its stem and head: "
                          "give rest 'auto' (or method 'isolated' with rest 'stem+head')")
     return method
-
-
-def _spread(entry: LUTEntry) -> float:
-    """Relative 95 % half-width of an entry's pooled samples (normal, sigma from the IQR)."""
-    return _Z95 * entry.iqr_s * _IQR_TO_SD / entry.median_s
-
-
-def _runs(entry: LUTEntry) -> str:
-    count = len(entry.sources.split(";")) if entry.sources else 1
-    return f"{count} runs" if count > 1 else "1 run"
-
-
-def _drift(entries: _ModelEntries, probe: LUTEntry | None) -> tuple[float, str]:
-    """The device's drift (relative 95 % half-width) and what it was observed from: the largest of the
-    spread of the whole model's medians across its in-context groups, the whole model's samples (pooled
-    across the runs that measured it) and the drift probe's group medians (``probe``: timed after every
-    group of every run, the machine over minutes). A later measurement is one moment of that machine, so its
-    distance from a prediction pooled over the runs is about one draw of it."""
-    observed: list[tuple[float, str]] = []
-    groups = [e for e in entries.in_model.values() if e is not None]
-    if len(groups) >= 3:
-        observed.append((observed_drift([e.median_s for e in groups]), f"{len(groups)} in-context groups"))
-    if entries.whole is not None:  # within one run, its group's noise; across runs, the machine's moves too
-        observed.append((_spread(entries.whole), f"the whole model's samples ({_runs(entries.whole)})"))
-    if probe is not None and probe.n_samples >= 3:
-        observed.append((_spread(probe), f"the drift probe ({probe.n_samples} groups, {_runs(probe)})"))
-    if not observed:
-        return 0.0, "nothing (no whole-model entry, no drift probe)"
-    return max(observed)
 
 
 def _report_misses(costs: PlanCosts, name: str, flags: str, table: pd.DataFrame, missing: list[str], strict: bool) -> None:
@@ -339,40 +341,3 @@ def _report_misses(costs: PlanCosts, name: str, flags: str, table: pd.DataFrame,
     if strict:
         raise LUTMissError(message)
     warnings.warn(message, LUTMissWarning, stacklevel=4)
-
-
-def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any):
-    """Measure ``model``, merged per ``plan`` when given, as one whole model on this machine in
-    ``context`` (its backend, dtype, layout, batch, threads): the independent measurement that
-    `dsprof predict --measure` sets beside a prediction. A plan without a ``merge`` list has it written by
-    ``lut``'s rule in that context (`dsprof.merge.rule.decide_merges`), as `predict_latency` prices it.
-    Keywords (``lut``, ``name``, ``options``, ``out``, ``progress``) as `measure_planned_run`, which returns
-    the whole run (its drift probe records too). Returns the `dsprof.profiler.Measurement` (its ``median_s``
-    in seconds per batch)."""
-    result = measure_planned_run(model, context, plan, **kwargs)
-    return next(r for r in result.measurements if r.scope == "model" and r.ok)
-
-
-def measure_planned_run(
-    model: str | nn.Module,
-    context: DeviceContext,
-    plan: Any = None,
-    *,
-    lut: LUT | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    out: str | Path = "results/predict-check",
-    progress: bool = True,
-):
-    """`measure_planned`, returning the `dsprof.profiler.MeasureResult` of its run (the merged model's record
-    and the drift probe's)."""
-    from ..merge.rule import merge_by_rule
-    from ..profiler import measure
-
-    name, net = named_model(model, name, None, dict(options or {}))
-    if plan is not None:
-        net, merges = merge_by_rule(net, plan, lut=lut, device=context, name=name, options=options)
-        name = f"{name}-{merges.plan.name or 'plan'}"
-    # the merged model as a model of its own: its blocks are not the original's (no stem/head split)
-    return measure(net, name=name, variants=(), model_variants=(), extra_models={name: net}, blocks=None,
-                   out=out, overwrite=True, progress=progress, **context.measure_options())

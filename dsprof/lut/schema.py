@@ -5,7 +5,8 @@ line ``# end rows=N sha256=HEX`` that tells a complete file from a truncated one
 checksum of the text before it (`dsprof.lut.table.table_checksum`). Columns:
 
 ========== ==============================================================================
-schema     ``dsprof.lut/1`` on every row (the file format version)
+schema     ``dsprof.lut/2`` on every row (the file format version; ``dsprof.lut/1`` tables, without the
+           group columns below, still load, with one warning)
 env_id     the measuring environment's id (hash of hardware, drivers, library versions)
 device_name human-readable device (CPU model or GPU name)
 device     ``cpu`` or ``cuda:N``
@@ -31,6 +32,15 @@ noisy      ``True`` when iqr_s / median_s > 10 % (kept, marked)
 sources    the measurement files, ``;``-separated; an entry predicted from another context's, not measured
            (`dsprof measure --few`), starts with ``predicted:`` and says from what (its ``iqr_s`` and
            ``n_samples`` 1 carry the fit's error, so that intervals widen: `dsprof.lut.few`)
+groups     how many interleaved groups (one per run and group that timed the key) the samples come from
+group_iqr_s  interquartile range of those groups' medians, seconds (0 for one group): how far the key moved
+           between groups and runs, what a later measurement's distance from the median is drawn from
+ratio      paired time ratio of the key over its group's ``original`` (same group, same scope): the median over
+           the groups of each group's median per-round ratio (sample i of both comes from round i); empty for an
+           ``original`` and where the group has none
+ratio_se   standard error of ``ratio``: within each group from its per-round ratios, across groups from their
+           spread, whichever is larger (empty with ``ratio``)
+time_utc   when the key's last group was timed (ISO 8601, UTC): the time the LUT's milliseconds belong to
 ========== ==============================================================================
 
 The key of a row is every column from env_id to variant except device_name.
@@ -43,24 +53,29 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS", "PREDICTED", "context_workload",
-           "model_label", "split_label"]
+__all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS",
+           "PREDICTED", "context_workload", "model_label", "split_label"]
 
-SCHEMA = "dsprof.lut/1"
+SCHEMA = "dsprof.lut/2"
+#: The version before the group columns: loads with one warning, its group columns filled as unknown.
+OLD_SCHEMAS = ("dsprof.lut/1",)
 CONTEXT_COLUMNS = CONTEXT_FIELDS  # a row's device context (`dsprof.device_context`)
 KEY_COLUMNS = CONTEXT_COLUMNS + ("scope", "workload", "variant")
 COLUMNS = (
     ("schema", "env_id", "device_name")
     + CONTEXT_COLUMNS[1:]
     + ("scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources")
+    + ("groups", "group_iqr_s", "ratio", "ratio_se", "time_utc")
 )
+#: The columns a ``dsprof.lut/1`` table lacks, with the values it loads with (one group, no paired ratio).
+GROUP_COLUMNS = {"groups": "1", "group_iqr_s": "0", "ratio": "", "ratio_se": "", "time_utc": ""}
 
 #: How the ``sources`` of a predicted entry start (`dsprof measure --few`): never mistaken for a measured one.
 PREDICTED = "predicted:"
 
 #: How `dsprof.lut.predict_latency` counts merged blocks (its docstring says what each means); here, with
 #: the table's columns, so that the command line offers them without importing pandas.
-METHODS = ("auto", "isolated", "context", "context-scaled")
+METHODS = ("auto", "isolated", "in-model", "context", "context-scaled")
 #: How a plan without a ``merge`` list has it written (`dsprof.merge.rule`): ``lut`` (`PlanCosts.with_merges`, the
 #: rule `predict` prices) or ``macs`` (`merge_model`: where merging lowers the MACs); here, beside `METHODS`, so
 #: that the command line offers them without importing PyTorch.

@@ -18,7 +18,7 @@ from ..errors import LUTError, LUTMissError  # (LUTError: defined once, in dspro
 from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext
-from .schema import COLUMNS, CONTEXT_COLUMNS, KEY_COLUMNS, PREDICTED, SCHEMA
+from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
@@ -39,13 +39,27 @@ class LUTMissWarning(UserWarning):
 
 @dataclass(frozen=True)
 class LUTEntry:
-    """One row of a LUT: latency statistics of one workload in one context (seconds)."""
+    """One row of a LUT: latency statistics of one workload in one context (seconds). ``groups`` and
+    ``group_iqr_s``: how many interleaved groups it was timed in and the IQR of their medians; ``ratio`` and
+    ``ratio_se``: its paired time ratio over its group's original and that ratio's standard error (NaN for an
+    original); ``time_utc``: when its last group was timed (docs/lut.md)."""
 
     median_s: float
     iqr_s: float
     n_samples: int
     noisy: bool
     sources: str
+    groups: int = 1
+    group_iqr_s: float = 0.0
+    ratio: float = math.nan
+    ratio_se: float = math.nan
+    time_utc: str = ""
+
+    @classmethod
+    def of(cls, row: Any) -> "LUTEntry":
+        """The entry of one table row (a pandas row or named tuple)."""
+        return cls(float(row.median_s), float(row.iqr_s), int(row.n_samples), bool(row.noisy), str(row.sources),
+                   int(row.groups), float(row.group_iqr_s), float(row.ratio), float(row.ratio_se), str(row.time_utc))
 
     @property
     def predicted(self) -> bool:
@@ -164,6 +178,11 @@ class LUT:
     def _name_of(self, key: DeviceContext) -> str:
         return str(self.entries(key)["device_name"].iloc[0])
 
+    def measured_utc(self, key: DeviceContext | str | None = None) -> str:
+        """When the last group of a context was timed (ISO 8601, UTC; "" for a table from before dsprof.lut/2):
+        the moment the context's milliseconds belong to."""
+        return str(self.entries(self.resolve(key))["time_utc"].max())
+
     def entries(self, key: DeviceContext) -> pd.DataFrame:
         """The rows of one device context (every scope, workload and variant)."""
         f = self._frame
@@ -216,12 +235,23 @@ class LUT:
         hit = rows[(rows["scope"] == scope) & (rows["workload"] == workload) & (rows["variant"] == variant)]
         if not len(hit):
             return None
-        r = hit.iloc[0]
-        return LUTEntry(float(r.median_s), float(r.iqr_s), int(r.n_samples), bool(r.noisy), str(r.sources))
+        return LUTEntry.of(hit.iloc[0])
+
+
+def _optional_float(value: Any) -> float:
+    """A float cell that may be empty (NaN)."""
+    return math.nan if value is None or (isinstance(value, str) and not value.strip()) else float(value)
 
 
 def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Check and type a table; every problem names ``source`` and the CSV line of the row."""
+    """Check and type a table; every problem names ``source`` and the CSV line of the row. A table of an older
+    schema (`OLD_SCHEMAS`) gets the columns it lacks (`GROUP_COLUMNS`), with one warning."""
+    old = len(frame) and "schema" in frame.columns and set(frame["schema"].astype(str)) <= set(OLD_SCHEMAS)
+    if old and not set(GROUP_COLUMNS) & set(frame.columns):
+        warnings.warn(f"{source}: a {frame['schema'].iloc[0]} table, from before the group columns: its intervals "
+                      "know one group per entry and no paired ratios; rebuild it from its measurement files with "
+                      "`dsprof build-lut` for intervals from the spread of group medians", stacklevel=4)
+        frame = frame.assign(**GROUP_COLUMNS, schema=SCHEMA)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise LUTError(f"{source}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
@@ -242,6 +272,11 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                 "n_samples": int(r["n_samples"]),
                 "median_s": float(r["median_s"]),
                 "iqr_s": float(r["iqr_s"]),
+                "groups": int(r["groups"]),
+                "group_iqr_s": float(r["group_iqr_s"]),
+                "ratio": _optional_float(r["ratio"]),
+                "ratio_se": _optional_float(r["ratio_se"]),
+                "time_utc": str(r["time_utc"]),
                 "compile": _BOOL[str(r["compile"])] if not isinstance(r["compile"], bool) else r["compile"],
                 "noisy": _BOOL[str(r["noisy"])] if not isinstance(r["noisy"], bool) else r["noisy"],
             }
@@ -251,8 +286,11 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {r['median_s']!r}")
         if not math.isfinite(typed["iqr_s"]) or typed["iqr_s"] < 0:
             raise LUTError(f"{where(i)}: iqr_s must be a non-negative number of seconds, got {r['iqr_s']!r}")
-        if typed["n_samples"] < 1 or typed["batch"] < 1 or typed["threads"] < 0:
-            raise LUTError(f"{where(i)}: n_samples and batch must be >= 1 and threads >= 0")
+        if typed["n_samples"] < 1 or typed["batch"] < 1 or typed["threads"] < 0 or typed["groups"] < 1:
+            raise LUTError(f"{where(i)}: n_samples, groups and batch must be >= 1 and threads >= 0")
+        if not typed["group_iqr_s"] >= 0 or not (math.isnan(typed["ratio"]) or typed["ratio"] > 0) \
+                or not (math.isnan(typed["ratio_se"]) or typed["ratio_se"] >= 0):
+            raise LUTError(f"{where(i)}: group_iqr_s and ratio_se must be >= 0 and ratio > 0 (or empty)")
         if r["scope"] not in SCOPES:
             raise LUTError(f"{where(i)}: unknown scope {r['scope']!r}; known: {', '.join(SCOPES)}")
         if r["scope"] == "block":

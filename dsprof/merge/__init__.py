@@ -4,7 +4,8 @@ Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, re
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
 `plan` (which blocks, JSON, the paper's presets), `model` (whole-model merge with reported
 decisions), `rule` (which linearised blocks merge: one rule, written into the plan's merge list), `artifact`
-(the merged-model file, ONNX export), `run` (`dsprof merge` as a function).
+(the merged-model file, ONNX export). `dsprof merge` as a function, which applies the planner's choices, is
+`dsprof.plan.apply.merge_to_file`: this package never imports the planner.
 """
 
 from .algebra import LinearConv, MergeError, add_residual, apply_conv, compose_all, compose_convs, conv_from_module, fold_bn

@@ -131,8 +131,6 @@ def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[in
     costs fewer. With a LUT, `dsprof.plan.best_plan` chooses the spans the way `predict_latency` prices them
     (what `merge_to_file(spans="auto", lut=...)` uses).
     """
-    from ..plan.dp import Option, best_per_k  # local: dsprof.plan imports this package
-
     plan = Plan.coerce(plan)
     blocks = find_blocks(model, input_size or input_size_of(model))
     plan.check_blocks(len(blocks))
@@ -140,10 +138,17 @@ def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[in
     spans: list[tuple[int, int]] = []
     for run in runs:
         specs = [blocks[i].spec for i in run]
-        pieces = [Option(a, b, False, -float(_piece_macs(specs[a:b])))
-                  for b in range(1, len(run) + 1) for a in range(max(0, b - max_len), b)]
-        (best,) = best_per_k(len(run), pieces).values()  # the planner's solver, on this run alone
-        spans += [(run[p.start], run[p.stop - 1] + 1) for p in best.pieces if p.stop - p.start > 1]
+        # least MACs over the partitions of the run: best[b] = (MACs of pieces 0..b-1, start of the last)
+        best: list[tuple[float, int]] = [(0.0, 0)]
+        for b in range(1, len(run) + 1):
+            best.append(min(((best[a][0] + _piece_macs(specs[a:b]), a) for a in range(max(0, b - max_len), b)),
+                            key=lambda t: t[0]))
+        b = len(run)
+        while b > 0:
+            a = best[b][1]
+            if b - a > 1:
+                spans.append((run[a], run[b - 1] + 1))
+            b = a
     return replace(plan, spans=tuple(sorted(spans)), merge=None)
 
 

@@ -22,6 +22,7 @@ from ..errors import LUTMissError, UsageError
 from ..io import atomic_write_text
 from ..lut import LUT
 from ..lut.cost import PlanCosts
+from ..models.spans_text import format_spans
 from ..lut.predict import plan_costs
 from .cross import CrossPoint, cross_points
 from .front import Front
@@ -100,7 +101,7 @@ class ContextFronts:
         rows = []
         labels = [self.labels[c] for c in self.joint.contexts]
         for p in self.joint.points:
-            row = {"k": p.k, "keep": _bits(p.plan.keep), "spans": _spans(p.plan.spans), "worst": p.worst, "mean": p.mean}
+            row = {"k": p.k, "keep": _bits(p.plan.keep), "spans": format_spans(p.plan.spans), "worst": p.worst, "mean": p.mean}
             for i, label in enumerate(labels):
                 row.update({f"{label}: latency_s": p.latency_s[i], f"{label}: own_latency_s": p.own_latency_s[i],
                             f"{label}: loss": p.loss[i], f"{label}: loss_low": p.loss_low[i],
@@ -151,7 +152,7 @@ class ContextFronts:
             lines.append(f"{'k':>3}  {'plan (1 = kept)':<20} {'spans':<16} "
                          + " ".join(f"{'loss ' + n:>{max(12, len(n) + 5)}}" for n in labels) + f" {'worst':>8} {'mean':>8}")
             for p in self.joint.points:
-                lines.append(f"{p.k:>3}  {_bits(p.plan.keep):<20} {_spans(p.plan.spans) or '-':<16} "
+                lines.append(f"{p.k:>3}  {_bits(p.plan.keep):<20} {format_spans(p.plan.spans) or '-':<16} "
                              + " ".join(f"{v:>+{max(12, len(n) + 5)}.1%}" for v, n in zip(p.loss, labels))
                              + f" {p.worst:>+8.1%} {p.mean:>+8.1%}")
         for u in self.unplanned:
@@ -169,13 +170,10 @@ def _bits(keep: Sequence[int]) -> str:
     return "".join(str(int(k)) for k in keep)
 
 
-def _spans(spans: Any) -> str:
-    return " ".join(f"{a}-{b - 1}" for a, b in spans or ())
-
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return dict(row, keep=_bits(row["keep"]), merge="".join("1" if m else "0" for m in row["merge"]),
-                spans=_spans(row["spans"]))
+                spans=format_spans(row["spans"]))
 
 
 def _rows_csv(rows: list[dict[str, Any]]) -> str:

@@ -25,8 +25,9 @@ FRONT_VERSION = 1
 
 @dataclass(frozen=True)
 class FrontPoint:
-    """One plan of the front: k blocks keep their activations; predicted latency (seconds per batch) and its
-    95 % interval; ``importance``: the summed loss of the blocks it linearises (None without importance)."""
+    """One plan of the front: k blocks keep their activations; its predicted speed-up over the original with its
+    95 % interval, then its predicted latency (seconds per batch) and interval (`dsprof.lut.Prediction`);
+    ``importance``: the summed loss of the blocks it linearises (None without importance)."""
 
     k: int
     plan: Plan
@@ -34,16 +35,21 @@ class FrontPoint:
     low_s: float
     high_s: float
     importance: float | None = None
+    speedup: float = float("nan")
+    speedup_low: float = float("nan")
+    speedup_high: float = float("nan")
 
-    def to_dict(self, original_s: float) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "keep": list(self.plan.keep), "merge": list(self.plan.merge or ()),
-                "spans": [list(s) for s in self.plan.spans or ()], "latency_s": self.latency_s, "low_s": self.low_s,
-                "high_s": self.high_s, "speedup": original_s / self.latency_s, "importance": self.importance}
+                "spans": [list(s) for s in self.plan.spans or ()], "speedup": self.speedup,
+                "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "latency_s": self.latency_s,
+                "low_s": self.low_s, "high_s": self.high_s, "importance": self.importance}
 
 
 @dataclass(frozen=True)
 class PresetPoint:
-    """A paper preset priced by the same function, against the front plan of its k."""
+    """A paper preset priced by the same function, against the front plan of its k: its predicted speed-up over
+    the original with its 95 % interval, then its latency (seconds per batch)."""
 
     name: str
     k: int
@@ -52,6 +58,9 @@ class PresetPoint:
     high_s: float
     front_latency_s: float
     importance: float | None = None
+    speedup: float = float("nan")
+    speedup_low: float = float("nan")
+    speedup_high: float = float("nan")
 
     @property
     def gap(self) -> float:
@@ -59,7 +68,8 @@ class PresetPoint:
         return self.latency_s / self.front_latency_s - 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "k": self.k, "latency_s": self.latency_s, "low_s": self.low_s, "high_s": self.high_s,
+        return {"name": self.name, "k": self.k, "speedup": self.speedup, "speedup_low": self.speedup_low,
+                "speedup_high": self.speedup_high, "latency_s": self.latency_s, "low_s": self.low_s, "high_s": self.high_s,
                 "front_latency_s": self.front_latency_s, "gap": self.gap,
                 "gap_s": self.latency_s - self.front_latency_s, "importance": self.importance}
 
@@ -125,7 +135,7 @@ class Front:
 
     # -- output ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        points = lambda ps: [p.to_dict(self.original_s) for p in ps] if ps is not None else None  # noqa: E731
+        points = lambda ps: [p.to_dict() for p in ps] if ps is not None else None  # noqa: E731
         return {"format": FRONT_FORMAT, "version": FRONT_VERSION, "model": self.model, "name": self.name,
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
@@ -135,20 +145,17 @@ class Front:
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
         out = io.StringIO()
-        columns = ["set", "name", "k", "keep", "spans", "latency_s", "low_s", "high_s", "speedup", "importance",
-                   "front_latency_s", "gap"]
+        columns = ["set", "name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "latency_s", "low_s",
+                   "high_s", "importance", "front_latency_s", "gap"]
         writer = csv.DictWriter(out, columns, lineterminator="\n")
         writer.writeheader()
         for group, points in (("front", self.points), ("least_loss", self.least_loss), ("pareto", self.pareto)):
             for p in points or ():
-                row = p.to_dict(self.original_s)
-                writer.writerow({"set": group, "name": p.plan.name, "k": p.k, "keep": _bits(p.plan.keep),
-                                 "spans": format_spans(p.plan.spans), "latency_s": row["latency_s"], "low_s": row["low_s"],
-                                 "high_s": row["high_s"], "speedup": row["speedup"], "importance": p.importance})
+                row = {c: v for c, v in p.to_dict().items() if c in columns}
+                writer.writerow({**row, "set": group, "name": p.plan.name, "keep": _bits(p.plan.keep),
+                                 "spans": format_spans(p.plan.spans)})
         for p in self.presets:
-            writer.writerow({"set": "preset", "name": p.name, "k": p.k, "latency_s": p.latency_s, "low_s": p.low_s,
-                             "high_s": p.high_s, "speedup": self.original_s / p.latency_s, "importance": p.importance,
-                             "front_latency_s": p.front_latency_s, "gap": p.gap})
+            writer.writerow({c: v for c, v in {**p.to_dict(), "set": "preset"}.items() if c in columns})
         return out.getvalue()
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
@@ -229,8 +236,9 @@ def _columns(header: list[str], rows: list[list[str]], left: set[int] = frozense
 
 def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) -> list[str]:
     loss = any(p.importance is not None for p in points)
-    header = ["k", "speed-up", "ms", "95 % interval ms", *(["loss"] if loss else []), "plan (1 = kept)", "spans"]
-    rows = [[str(p.k), f"{original_s / p.latency_s:.2f}x", f"{p.latency_s * 1e3:.3f}",
+    header = ["k", "speed-up", "95 % interval", "ms", "95 % interval ms", *(["loss"] if loss else []),
+              "plan (1 = kept)", "spans"]
+    rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x", f"{p.latency_s * 1e3:.3f}",
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
              _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
     return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]

@@ -4,91 +4,34 @@
 `backends` (how it runs), `timing` (warm-up, interleaved rounds, adaptive stopping), `stats`
 (statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
 JSON Lines measurement file), `summary` (the closing table), `context` (blocks timed inside the
-whole model, issue #14) and `explain` (one block against its operators, issue #14).
+whole model, issue #14), `explain` (one block against its operators, issue #14), `probe` (the drift
+probe) and `check` (a plan's merged model timed against the original, paired; the probe timed now).
+
+The names below are imported on first use: `records` and `stats` import no PyTorch, so the LUT reads
+measurement files without loading the timing code.
 """
 
-from .backends import BACKENDS, DTYPES, BackendSettings
-from .context import CONTEXT_VARIANTS, context_workloads
-from .explain import BlockExplanation, explain_block, format_explanation, load_explanation
-from .fingerprint import device_state, environment, environment_id
-from .records import SCHEMA, Measurement, MeasurementFileError, MeasurementWriter, read_measurements, speedups
-from .runner import (
-    DEFAULT_CPU_THREADS,
-    MeasureRequest,
-    MeasureResult,
-    contention_message,
-    default_batch,
-    measure,
-    measure_request,
-    measurement_path,
-)
-from .stats import NOISE_THRESHOLD, SampleStats, Speedup, median_ci, median_relative_halfwidth, paired_speedup, summarize
-from .summary import format_summary, summary_table
-from .timing import CpuTimer, CudaEventTimer, TimingConfig, TimingResult, time_interleaved
-from .workloads import (
-    BLOCK_VARIANTS,
-    MODEL_VARIANTS,
-    Workload,
-    block_workloads,
-    dense_conv,
-    dense_counterpart_model,
-    deployed_linear,
-    flops_matched_channels,
-    model_workload,
-    model_workloads,
-    stem_head_workloads,
-)
+from .._lazy import lazy_exports
 
-__all__ = [
-    "BACKENDS",
-    "BLOCK_VARIANTS",
-    "CONTEXT_VARIANTS",
-    "DTYPES",
-    "MODEL_VARIANTS",
-    "MeasureRequest",
-    "NOISE_THRESHOLD",
-    "SCHEMA",
-    "BackendSettings",
-    "BlockExplanation",
-    "CpuTimer",
-    "DEFAULT_CPU_THREADS",
-    "CudaEventTimer",
-    "MeasureResult",
-    "Measurement",
-    "MeasurementFileError",
-    "MeasurementWriter",
-    "SampleStats",
-    "Speedup",
-    "TimingConfig",
-    "TimingResult",
-    "Workload",
-    "block_workloads",
-    "context_workloads",
-    "contention_message",
-    "default_batch",
-    "dense_conv",
-    "dense_counterpart_model",
-    "deployed_linear",
-    "device_state",
-    "environment",
-    "environment_id",
-    "explain_block",
-    "flops_matched_channels",
-    "format_explanation",
-    "format_summary",
-    "load_explanation",
-    "measure",
-    "measure_request",
-    "measurement_path",
-    "median_ci",
-    "median_relative_halfwidth",
-    "model_workload",
-    "model_workloads",
-    "stem_head_workloads",
-    "paired_speedup",
-    "read_measurements",
-    "speedups",
-    "summarize",
-    "summary_table",
-    "time_interleaved",
-]
+_EXPORTS = {
+    **dict.fromkeys(("BACKENDS", "DTYPES", "BackendSettings"), ".backends"),
+    **dict.fromkeys(("CONTEXT_VARIANTS", "context_workloads"), ".context"),
+    **dict.fromkeys(("BlockExplanation", "explain_block", "format_explanation", "load_explanation"), ".explain"),
+    **dict.fromkeys(("device_state", "environment", "environment_id"), ".fingerprint"),
+    **dict.fromkeys(("SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter", "read_measurements",
+                     "speedups"), ".records"),
+    **dict.fromkeys(("DEFAULT_CPU_THREADS", "MeasureRequest", "MeasureResult", "contention_message", "default_batch",
+                     "measure", "measure_request", "measurement_path"), ".runner"),
+    **dict.fromkeys(("NOISE_THRESHOLD", "SampleStats", "Speedup", "median_ci", "median_relative_halfwidth",
+                     "paired_speedup", "summarize"), ".stats"),
+    **dict.fromkeys(("format_summary", "summary_table"), ".summary"),
+    **dict.fromkeys(("CpuTimer", "CudaEventTimer", "TimingConfig", "TimingResult", "time_interleaved"), ".timing"),
+    **dict.fromkeys(("BLOCK_VARIANTS", "MODEL_VARIANTS", "Workload", "block_workloads", "dense_conv",
+                     "dense_counterpart_model", "deployed_linear", "flops_matched_channels", "model_workload",
+                     "model_workloads", "stem_head_workloads"), ".workloads"),
+    **dict.fromkeys(("PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name",
+                     "probe_now"), ".check"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

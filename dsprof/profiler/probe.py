@@ -16,7 +16,6 @@ models: a GPU's clock on CUDA, ONNX Runtime's thread pool.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -25,17 +24,12 @@ import torch
 from torch import nn
 
 from ..models import count_macs, count_params
+from .records import PROBE_NAME, PROBE_SCOPE
 from .timing import TimingConfig, time_interleaved
 from .workloads import Workload
 
-__all__ = ["PROBE_GROUPS_VARIANT", "PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_ratio", "probe_timing", "probe_workload", "time_probe"]
-
-PROBE_SCOPE = "probe"
-#: The LUT's second probe row: one sample per group, the group's median (how far the machine moved between
-#: groups and runs, without the noise within a group); the first row (``original``) pools every sample.
-PROBE_GROUPS_VARIANT = "group-medians"
-#: The reference the runs time: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56 (about 2 ms on one core).
-PROBE_NAME = "probe-ir32x56"
+__all__ = ["PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_timing",
+           "probe_workload", "time_probe"]
 #: Seconds each timing of the probe lasts in a run (after each group) at most: short next to the groups.
 PROBE_BUDGET_S = 0.25
 #: Seconds one probe sample lasts at least: several scheduler time slices, so that a machine shared with other
@@ -102,9 +96,3 @@ def time_probe(prepare: Callable[[nn.Module, tuple[int, int, int, int], Path], A
         return list(result.samples_s)
     finally:
         prepared.close()
-
-
-def probe_ratio(now_samples_s: list[float], lut_median_s: float) -> float:
-    """How much slower (> 1) or faster (< 1) the machine is now than when the LUT was measured: the median of
-    the probe timed now over the LUT's median of the probe."""
-    return statistics.median(now_samples_s) / lut_median_s

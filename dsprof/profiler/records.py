@@ -28,10 +28,14 @@ from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["CHECKSUM_FIELD", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+__all__ = ["CHECKSUM_FIELD", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
            "read_measurement_file", "read_measurements", "record_checksum", "speedups"]
 
 SCHEMA = "dsprof.measurement/1"
+#: The drift probe's records (`dsprof.profiler.probe`): this scope, this name (the reference the runs time:
+#: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56, about 2 ms on one core).
+PROBE_SCOPE = "probe"
+PROBE_NAME = "probe-ir32x56"
 CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
 
 

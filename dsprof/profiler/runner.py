@@ -478,7 +478,8 @@ def workload_groups(
     spans: int = 0,
 ) -> list[list[Workload]]:
     """The workloads `measure` times (and `dsprof export` bundles), in the groups that are timed interleaved:
-    each block's variants, each block in context, each span, then the whole-model variants with stem and head."""
+    each block's variants, each block in context, each span, then the whole-model variants (with stem and head where
+    blocks are timed) and ``extra_models``."""
     groups: list[list[Workload]] = []
     found = find_blocks(net, input_size) if (variants or context) and blocks is not None else []
     if variants and blocks is not None:
@@ -488,8 +489,8 @@ def workload_groups(
     if spans > 1:
         groups += [[w] for w in span_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
-    if "original" in model_variants:  # stem and head: a LUT then predicts the model without its measurement
-        model_group += stem_head_workloads(net, label, input_size)
+    if "original" in model_variants and blocks is not None:  # stem and head: with the blocks, a LUT then predicts
+        model_group += stem_head_workloads(net, label, input_size)  # the model without its measurement
     for extra_name, extra in (extra_models or {}).items():
         model_group.append(model_workload(extra, extra_name, "custom", input_size))
     if model_group:

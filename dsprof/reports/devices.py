@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
 from ..io import read_json
+from ..models.spans_text import format_spans
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points
@@ -63,9 +64,6 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     return checked, data
 
 
-def _spans(spans: Any) -> str:
-    return " ".join(f"{a}-{b - 1}" for a, b in spans) if spans else "none"
-
 
 def _bits(keep: Any) -> str:
     return "".join(str(int(v)) for v in keep)
@@ -80,7 +78,7 @@ def fronts_table(fronts: list[Mapping[str, Any]], labels: Mapping[str, str]) -> 
         for p in front["points"]:
             rows.append({"context": labels[str(front["device"])], "k": int(p["k"]),
                          "speedup": p.get("speedup", original_s / p["latency_s"]), "latency_ms": p["latency_s"] * 1e3,
-                         "keep": _bits(p["keep"]), "spans": _spans(p.get("spans"))})
+                         "keep": _bits(p["keep"]), "spans": format_spans(p.get("spans"), "none")})
     return pd.DataFrame(rows, columns=["context", "k", "speedup", "latency_ms", "keep", "spans"])
 
 
@@ -88,7 +86,7 @@ def cross_table(data: Mapping[str, Any]) -> pd.DataFrame:
     """The cross table of a file over several contexts, one row per ordered pair of distinct contexts and k."""
     rows = [{"chosen for": r["chosen_for_label"], "runs on": r["runs_on_label"], "k": int(r["k"]), "loss": r["loss"],
              "loss_low": r.get("loss_low"), "loss_high": r.get("loss_high"), "speedup": r.get("speedup"),
-             "own_speedup": r.get("own_speedup"), "keep": _bits(r.get("keep", ())), "spans": _spans(r.get("spans"))}
+             "own_speedup": r.get("own_speedup"), "keep": _bits(r.get("keep", ())), "spans": format_spans(r.get("spans"), "none")}
             for r in data.get("cross", []) if r["chosen_for_label"] != r["runs_on_label"]]
     return pd.DataFrame(rows, columns=["chosen for", "runs on", "k", "loss", "loss_low", "loss_high", "speedup",
                                        "own_speedup", "keep", "spans"])
@@ -207,7 +205,7 @@ def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str,
         if joint:
             rows = []
             for p in joint["points"]:
-                row = {"k": p["k"], "keep": _bits(p["keep"]), "spans": _spans(p.get("spans")), "worst": p["worst"],
+                row = {"k": p["k"], "keep": _bits(p["keep"]), "spans": format_spans(p.get("spans"), "none"), "worst": p["worst"],
                        "mean": p["mean"]}
                 row.update({f"{label}: loss": v for label, v in zip(joint["labels"], p["loss"])})
                 rows.append(row)

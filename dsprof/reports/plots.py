@@ -5,7 +5,7 @@
   every block whose activations a plan keeps; the blocks named on the axis.
 * `memory_figure` (Fig. 6): per block, weights and peak activation before and after merging.
 * `accuracy_fps_figure` (Fig. 7): accuracy against FPS, one series per device.
-* `prediction_figure`: predicted against measured latency with the +-10 % band.
+* `prediction_figure`: predicted against measured speed-up (or latency) with the +-10 % band.
 * `front_figure`: the planner's front (predicted speed-up against k), presets and measured plans.
 
 Every data point carries a hover text (`dsprof.reports.svg.tip`), which the SVG written by
@@ -184,21 +184,29 @@ def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str]
 
 
 def prediction_figure(validation: pd.DataFrame) -> Figure:
-    """Predicted against measured latency (ms) from a `lut_validation_table`, with y = x and +-10 %."""
+    """Predicted against measured, from a `lut_validation_table`, with y = x and +-10 %: the speed-up over the
+    original (with both intervals) where every model was timed beside the original, else the latency (ms)."""
+    speedup = "measured_speedup" in validation and validation["measured_speedup"].notna().all() and len(validation)
+    x_col, y_col, unit = ("measured_speedup", "predicted_speedup", "x") if speedup else ("measured_ms", "predicted_ms", " ms")
     fig = Figure(figsize=(5.5, 5.5), layout="constrained")
     ax = fig.subplots()
-    lo = 0.9 * min(validation["measured_ms"].min(), validation["predicted_ms"].min())
-    hi = 1.1 * max(validation["measured_ms"].max(), validation["predicted_ms"].max())
+    lo = 0.9 * min(validation[x_col].min(), validation[y_col].min())
+    hi = 1.1 * max(validation[x_col].max(), validation[y_col].max())
     ax.fill_between([lo, hi], [0.9 * lo, 0.9 * hi], [1.1 * lo, 1.1 * hi], alpha=0.2, label="+-10 %")
     ax.plot([lo, hi], [lo, hi], "k-", linewidth=0.8, label="predicted = measured")
-    ax.plot(validation["measured_ms"], validation["predicted_ms"], "o", label="models")
-    _points(ax, validation["measured_ms"], validation["predicted_ms"],
-            [f"{m}: measured {me:.4g} ms, predicted {p:.4g} ms ({p / me - 1:+.1%})"
-             for m, me, p in zip(validation["model"], validation["measured_ms"], validation["predicted_ms"])])
+    if speedup:  # both 95 % intervals
+        ax.errorbar(validation[x_col], validation[y_col], linestyle="none", color="grey", linewidth=0.8,
+                    xerr=[validation[x_col] - validation["measured_low"], validation["measured_high"] - validation[x_col]],
+                    yerr=[validation[y_col] - validation["predicted_low"], validation["predicted_high"] - validation[y_col]])
+    ax.plot(validation[x_col], validation[y_col], "o", label="models")
+    _points(ax, validation[x_col], validation[y_col],
+            [f"{m}: measured {me:.4g}{unit}, predicted {p:.4g}{unit} ({p / me - 1:+.1%})"
+             for m, me, p in zip(validation["model"], validation[x_col], validation[y_col])])
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured latency (ms)")
-    ax.set_ylabel("predicted latency (ms)")
+    what = "speed-up over the original (paired)" if speedup else "latency (ms)"
+    ax.set_xlabel(f"measured {what}")
+    ax.set_ylabel(f"predicted {what.replace(' (paired)', '')}")
     ax.set_title("LUT prediction vs measurement")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")

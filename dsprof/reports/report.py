@@ -25,7 +25,7 @@ from ..lut import LUT, predict_latency
 from ..lut.build import read_measurement_files
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
-from ..profiler.probe import PROBE_NAME, PROBE_SCOPE
+from ..profiler.records import PROBE_NAME, PROBE_SCOPE
 from ..profiler.records import Measurement
 from . import plots
 from .devices import devices_sections, load_front_file
@@ -79,13 +79,15 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
 
 def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str, Any],
                     skipped: list[str] | None = None) -> pd.DataFrame:
-    """Predicted against measured latency for every whole model measured in a context the LUT
+    """Predicted against measured speed-up and latency for every whole model measured in a context the LUT
     covers: models timed under a plan's name (``custom``: plans, searched plans) are predicted with
-    that plan; a model's ``merged`` variant (every block merged) with the all-merged plan. Each model
+    that plan; a model's ``merged`` variant (every block merged) with the all-merged plan. The measured speed-up
+    is paired: the model against the original timed in its group (`dsprof measure --plan`). Each model
     that cannot be predicted is named in ``skipped`` with the reason and what to pass."""
     from ..merge.plan import Plan
+    from ..profiler.stats import paired_speedup
 
-    names, predicted, measured = [], [], []
+    names, predicted, measured, speedups = [], [], [], []
     contexts = set(lut.devices())
     latest = latest_records(records)
     label = device_labels(latest)
@@ -113,10 +115,16 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
         except (DsprofError, KeyError, ValueError) as exc:
             why.append(f"LUT validation of {what}: {' '.join(str(exc).split())}")
             continue
+        base = next((b for b in latest if b.group == r.group and b.scope == "model" and b.variant == "original"
+                     and len(b.samples_s) == len(r.samples_s)), None)
+        paired = paired_speedup(base.samples_s, r.samples_s) if base is not None else None
+        nan = float("nan")
+        speedups.append((paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan))
+        speedups[-1] += (pred.speedup, pred.speedup_low, pred.speedup_high)
         names.append(f"{r.name} [{r.variant}] {label[key]}")
         predicted.append(pred.total_s)
         measured.append(r.median_s)
-    return lut_validation_table(names, predicted, measured)
+    return lut_validation_table(names, predicted, measured, speedups)
 
 
 def _explanations(paths: Iterable[str | Path]) -> list:
@@ -433,7 +441,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
 def _probe_section(records: list[Measurement], lut) -> list[Section]:
     """The drift probe of every context: its median and how far its group medians moved; with a LUT that has the
     probe in that context, how much slower (> 1) these records ran it than the LUT's runs."""
-    from ..lut.drift import probe_ratio_of
+    from ..lut.interval import probe_ratio
 
     probes = [r for r in records if r.scope == "probe" and r.ok]
     if not probes:
@@ -449,7 +457,7 @@ def _probe_section(records: list[Measurement], lut) -> list[Section]:
                 f"{min(medians) / center:.2f}x-{max(medians) / center:.2f}x of it")
         entry = lut.find(PROBE_NAME, "original", key, scope=PROBE_SCOPE) if lut is not None else None
         if entry is not None:
-            ratio = probe_ratio_of(samples, entry)
+            ratio = probe_ratio(samples, entry)
             line += f"; {ratio:.3f}x its time in the LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})"
         lines.append(line)
     return [Section("Drift probe", ["\n".join(lines)])]

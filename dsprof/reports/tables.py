@@ -189,10 +189,22 @@ def explain_table(explanation) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["operator", "input_shape", "calls", "profiled_ms", "alone_ms"])
 
 
-def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], measured_s: Sequence[float]) -> pd.DataFrame:
-    """Predicted and measured latency (ms) per model and the relative error (predicted / measured - 1)."""
-    table = pd.DataFrame({"model": list(names), "predicted_ms": [p * 1e3 for p in predicted_s],
-                          "measured_ms": [m * 1e3 for m in measured_s]})
+def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], measured_s: Sequence[float],
+                         speedups: Sequence[tuple[float, ...]] | None = None) -> pd.DataFrame:
+    """Per model: the speed-up first -- measured (paired with the original in its group: median of the per-round
+    ratios, 95 % interval), predicted with its interval, the error and whether the measurement is inside -- then
+    predicted and measured latency (ms) and the relative error (predicted / measured - 1). ``speedups``: per model
+    (measured, low, high, predicted, low, high), NaN where the model was not timed beside the original."""
+    nan = float("nan")
+    rows = list(speedups) if speedups is not None else [(nan,) * 6] * len(names)
+    table = pd.DataFrame(rows, columns=["measured_speedup", "measured_low", "measured_high", "predicted_speedup",
+                                       "predicted_low", "predicted_high"])
+    table.insert(0, "model", list(names))
+    table["speedup_error"] = table["predicted_speedup"] / table["measured_speedup"] - 1
+    table["inside"] = (table["predicted_low"] <= table["measured_speedup"]) & (
+        table["measured_speedup"] <= table["predicted_high"])
+    table["predicted_ms"] = [p * 1e3 for p in predicted_s]
+    table["measured_ms"] = [m * 1e3 for m in measured_s]
     table["error"] = table["predicted_ms"] / table["measured_ms"] - 1
     return table
 

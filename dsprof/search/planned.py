@@ -55,7 +55,7 @@ def planned(req: SearchRequest, front: Front, point: FrontPoint, info: dict[str,
             "device": str(front.device), "lut_method": front.method, "max_span": front.max_span,
             "latency_s": point.latency_s, "low_s": point.low_s, "high_s": point.high_s,
             "original_s": front.original_s, "speedup": front.original_s / point.latency_s, "loss": point.importance,
-            "front": [p.to_dict(front.original_s) for p in pareto],
+            "front": [p.to_dict() for p in pareto],
         },
     }
     return replace(point.plan, name=req.name or f"{req.method}-k{point.k}",

@@ -1,4 +1,6 @@
-"""`dsprof merge` as a Python function: build, load a checkpoint, merge, save, export, tabulate."""
+"""`dsprof merge` as a Python function: build, load a checkpoint, apply the plan (its spans chosen by the
+planner with a LUT), merge, save, export, tabulate. It sits with the planner, above `dsprof.merge` (which
+merges what it is told and never reaches up here)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
 from ..models import find_blocks, get_model, load_checkpoint
 from ..models.registry import ClassCountError
-from .artifact import export_onnx, save_merged
-from .linearize import linearize_model
-from .model import MergeReport, cost_table, merge_model, merge_report
-from .plan import Plan, PlanError, check_plan
-from .rule import Merges, decide_merges, merge_rule
-from .spans import plan_spans
+from ..merge.artifact import export_onnx, save_merged
+from ..merge.linearize import linearize_model
+from ..merge.model import MergeReport, cost_table, merge_model, merge_report
+from ..merge.plan import Plan, PlanError, check_plan
+from ..merge.rule import Merges, decide_merges, merge_rule
+from ..merge.spans import plan_spans
+from .planner import best_plan
 
 __all__ = ["MergeOutcome", "checkpoint_facts", "merge_to_file", "format_cost_table"]
 
@@ -96,7 +99,6 @@ def merge_to_file(
         merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # refused before anything is merged or read
     if planner:
         from ..lut.predict import plan_costs
-        from ..plan import best_plan
 
         costs = plan_costs(model_name, lut, device=device_key, options=options, resolution=resolution)
         best = best_plan(model_name, lut, plan.keep, max_span=max_span, costs=costs, options=options)

@@ -1,0 +1,259 @@
+"""Every part of a prediction's 95 % interval, in one place (issue #27).
+
+A prediction prices a plan as T = R (1 - u): R is the original model's predicted latency and u the share of it
+that the plan's pieces save (their savings times the method's factor, over R). Its speed-up over the original
+is S = R / T = 1 / (1 - u), so an error du in u moves ln S by S du, and ln T by -S du. Both intervals are
+log-symmetric, 95 %, built from these parts (each a relative standard deviation):
+
+* **u's error**: the standard error of each saving the plan adds up, from its paired ratio (`saving_error_s`:
+  the merged block over the original in one group, per group and run) or the medians' errors (`median_error`),
+  the machine's drift between the groups the savings and R were timed in (`Terms.drift` times each saving),
+  and the **systematic** error of the factor (`Terms.factor`): blocks timed alone add up to less (or more) than
+  the whole model measured, by the *in-model factor* phi = (whole model - stem - head) / sum of the blocks
+  alone. A block's saving inside the model lies between its saving alone (what the model spends beyond its
+  blocks does not depend on them) and phi times it (it grows with their time): the truth is taken as uniform
+  on [1, phi], so a method that counts the savings with factor F is off by sqrt((phi - 1)^2 / 12 +
+  (F - (1 + phi) / 2)^2) / F of u (the ``in-model`` method takes the middle). Estimated from the LUT alone,
+  never from a check.
+* **the check's noise** (speed-up; `Terms.check`): a later check is a group of two whole models timed round by
+  round, in two sessions. The LUT's in-context groups are such checks, of one block swapped each: the spread of
+  their paired savings around the isolated ones says how far one check lands from what the LUT adds up (the
+  rounds' noise, a session's offset, a block's surroundings). Without them, sqrt(2) times the error the whole
+  model's median has in one of the LUT's groups (a median's standard error: sigma over the square root of n).
+* **the machine's drift** (latency; `Terms.drift`): a later measurement is one moment of a machine whose
+  medians spread across groups and runs: sigma from the IQR of the whole model's medians (its own groups and
+  every in-context group, over every run), else of the drift probe's group medians. Never the spread of raw
+  samples: the samples of one group share its moment. The original's latency, a median over G groups, carries
+  1.2533 sigma / sqrt(G) of it too (a median's standard error).
+
+The drift probe's scaling (`probe_ratio`, `with_probe`) is here too: it moves the milliseconds, never the
+speed-up (a ratio of two latencies of one moment). `IQR_TO_SD` is the one conversion of a robust spread to a
+standard deviation.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Sequence
+
+from ..device_context import DeviceContext
+from ..errors import UsageError
+from ..profiler.records import PROBE_NAME, PROBE_SCOPE
+from ..profiler.stats import summarize
+from .table import LUT, LUTEntry, LUTMissError
+
+if TYPE_CHECKING:  # the cost module imports this one
+    from .cost import Piece, PlanCosts
+    from .predict import Prediction
+
+__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Terms", "entry_error_s", "lut_probe", "median_error", "plan_bounds",
+           "probe_ratio", "relative_spread", "saving_error_s", "terms_of", "with_probe"]
+
+Z95 = 1.959964  # two-sided 95 % normal quantile
+#: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
+#: 1.349 sigma): every spread here is an IQR.
+IQR_TO_SD = 1 / 1.349
+#: sqrt(pi / 2): the standard error of the median of n normal values is this many sigmas over sqrt(n).
+MEDIAN_SE = 1.2533
+#: Spreads of fewer medians than this are not estimated (an IQR of two values says little) ...
+MIN_GROUPS = 3
+#: ... and the whole model's own medians are preferred to the drift probe's from this many groups on.
+ENOUGH_GROUPS = 5
+
+
+def median_error(iqr: float, n: int) -> float:
+    """Standard error of the median of ``n`` values with interquartile range ``iqr`` (same unit):
+    1.2533 sigma / sqrt(n), sigma from the IQR."""
+    return MEDIAN_SE * iqr * IQR_TO_SD / math.sqrt(n)
+
+
+def entry_error_s(entry: LUTEntry) -> float:
+    """Standard error (seconds) of a LUT entry's median, from its pooled samples."""
+    return median_error(entry.iqr_s, entry.n_samples)
+
+
+def saving_error_s(original: LUTEntry, variant: LUTEntry) -> float:
+    """Standard error (seconds) of a saving ``original - variant`` timed in one group: from their paired ratio
+    (`LUTEntry.ratio_se`: per-round ratios within each group, the spread across groups and runs) where the LUT
+    has it, which the moves they share do not reach; else from both medians' errors."""
+    if variant.ratio_se == variant.ratio_se:
+        return original.median_s * variant.ratio_se
+    return math.hypot(entry_error_s(original), entry_error_s(variant))
+
+
+def relative_spread(values: Sequence[float]) -> float:
+    """Relative standard deviation of ``values`` (medians), sigma from their IQR; 0 for fewer than `MIN_GROUPS`."""
+    if len(values) < MIN_GROUPS:
+        return 0.0
+    stats = summarize(values)
+    return stats.iqr * IQR_TO_SD / stats.median
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The parts of an interval that belong to the model in one LUT context, not to one plan (relative
+    standard deviations): ``drift`` of the machine between groups and runs, ``check`` the noise of a paired
+    check of two whole models, ``factor`` the systematic error of the method's factor relative to it (see the
+    module docstring), each with what it was estimated from."""
+
+    drift: float
+    drift_source: str
+    check: float
+    check_source: str
+    factor: float
+    factor_source: str
+    reference_groups: int = 1  # how many groups the original's predicted latency is a median of
+
+
+def terms_of(costs: "PlanCosts") -> Terms:
+    """The model-level `Terms` of ``costs`` (one model, one LUT context, one method)."""
+    drift, drift_source = _drift(costs)
+    check, check_source = _check(costs)
+    whole = costs.entries.whole
+    groups = (sum(e.groups for e in costs.entries.references) if costs.method != "isolated"
+              else whole.groups if whole is not None and costs.rest_method == "model-minus-blocks" else 1)
+    phi = costs.in_model_factor
+    if phi is None:
+        return Terms(drift, drift_source, check, check_source, 0.0,
+                     "not estimated (the LUT lacks the whole model or one of its blocks)", max(groups, 1))
+    low, high = sorted((1.0, phi))
+    used = costs.factor
+    factor = math.sqrt((high - low) ** 2 / 12 + (used - (low + high) / 2) ** 2) / used
+    parts = "" if costs.entries.stem and costs.entries.head else " (no stem and head entries: counted as 0)"
+    source = (f"in-model factor {phi:.3f}{parts}: savings inside the model between x{low:.3f} and x{high:.3f} of "
+              "alone")
+    return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
+
+
+def _drift(costs: "PlanCosts") -> tuple[float, str]:
+    """The machine's drift between groups and runs (relative sigma) and its source: the whole model's medians (its
+    own entry and every in-context group's: their spread, with each one's spread over its runs) where they come
+    from at least `ENOUGH_GROUPS` groups, else the drift probe's group medians (one per group of every run), else
+    whatever the model has."""
+    references = costs.entries.references
+    groups = sum(e.groups for e in references)
+    runs = [e.group_iqr_s * IQR_TO_SD / e.median_s for e in references if e.groups >= MIN_GROUPS]
+    model = math.hypot(relative_spread([e.median_s for e in references]), statistics.median(runs) if runs else 0.0)
+    if groups >= ENOUGH_GROUPS and (len(references) >= MIN_GROUPS or runs):
+        return model, f"the whole model's medians ({groups} groups)"
+    probe = costs.lookup(PROBE_NAME, "original", PROBE_SCOPE)
+    if probe is not None and probe.groups >= MIN_GROUPS:
+        return probe.group_iqr_s * IQR_TO_SD / probe.median_s, f"the drift probe's medians ({probe.groups} groups)"
+    if len(references) >= MIN_GROUPS or runs:
+        return model, f"the whole model's medians ({groups} groups)"
+    return 0.0, "nothing (fewer than 3 group medians of the model or the drift probe)"
+
+
+def _check(costs: "PlanCosts") -> tuple[float, str]:
+    """The noise (relative sigma) of a paired check: one group of two whole models, in two sessions. Where the LUT
+    timed the model's blocks in context, that is what each in-context group is: the spread (IQR) of their
+    savings (the swapped model over the whole one, paired per round) around the isolated savings the method
+    counts -- the rounds' noise, what a session or a block's surroundings add. Else sqrt(2) times the error the
+    whole model's median has in one of the LUT's groups."""
+    residuals = _in_context_residuals(costs)
+    if len(residuals) >= ENOUGH_GROUPS:
+        return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-context groups"
+    references = costs.entries.references
+    if not references:
+        return 0.0, "nothing (no whole-model entry)"
+    one = statistics.median(median_error(e.iqr_s, max(1, e.n_samples // e.groups)) / e.median_s for e in references)
+    return math.sqrt(2) * one, f"the whole model's medians in {len(references)} groups"
+
+
+def _in_context_residuals(costs: "PlanCosts") -> list[float]:
+    """Each in-context saving (relative to the whole model in its group, from the paired ratio where the LUT has
+    it) minus the isolated saving of the same block and variant as the method counts it (relative)."""
+    from .schema import context_workload
+
+    reference = costs.reference_s or (costs.entries.whole.median_s if costs.entries.whole else 0.0)
+    out = []
+    for block, original in zip(costs.blocks, costs.entries.originals):
+        base = costs.entries.in_model.get(block.name)
+        if base is None or original is None or not reference > 0:
+            continue
+        for variant in ("merged", "linear"):
+            swap = costs.lookup(context_workload(costs.label, block.name), variant, "context")
+            alone = costs.lookup(block.spec.to_str(), variant)
+            if swap is not None and alone is not None:
+                ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
+                out.append((1 - ratio) - costs.factor * (original.median_s - alone.median_s) / reference)
+    return out
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A plan's two intervals (95 %): the speed-up over the original (``speedup``, ``speedup_low``, ``speedup_high``)
+    and the latency (seconds per batch); and their parts as relative 95 % half-widths: ``entries`` (the LUT
+    medians), ``systematic`` (the factor), ``check`` and ``drift``."""
+
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    low_s: float
+    high_s: float
+    entries: float
+    systematic: float
+    check: float
+    drift: float
+
+
+def plan_bounds(costs: "PlanCosts", pieces: list["Piece"], total_s: float, original_s: float, terms: Terms) -> Bounds:
+    """The intervals of a plan deployed as ``pieces`` (predicted ``total_s``; the original ``original_s``) from its
+    LUT entries' errors and the model's ``terms`` (see the module docstring)."""
+    if not (total_s > 0 and original_s > 0):
+        nan = math.nan
+        return Bounds(nan, nan, nan, nan, nan, nan, nan, nan, nan)
+    speedup = original_s / total_s
+    u = 1 - total_s / original_s
+    saving_var, reference_var = 0.0, 0.0
+    for p in pieces:
+        errors = sum(e * e for e in p.errors_s)
+        if p.saving_s == 0.0:  # a kept block: its errors are the original's
+            reference_var += errors
+        elif p.saving_s == p.saving_s:
+            saving_var += errors + (p.saving_s * terms.drift) ** 2
+    # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
+    # standard error of a median of G: `median_error` with sigma the drift)
+    drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
+    reference_var += sum(e * e for e in costs.base_errors) + (original_s * drift_of_median) ** 2
+    entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
+    systematic = abs(u) * terms.factor
+    sigma_u = math.hypot(entries, systematic)
+    ln_s = math.hypot(speedup * sigma_u, terms.check)
+    ln_t = math.sqrt((speedup * sigma_u) ** 2 + reference_var / original_s ** 2 + terms.drift ** 2)
+    return Bounds(speedup, speedup * math.exp(-Z95 * ln_s), speedup * math.exp(Z95 * ln_s),
+                  total_s * math.exp(-Z95 * ln_t), total_s * math.exp(Z95 * ln_t),
+                  Z95 * speedup * entries, Z95 * speedup * systematic, Z95 * terms.check, Z95 * terms.drift)
+
+
+# -- the drift probe: this machine now against the LUT's runs ----------------------------------------------
+
+
+def lut_probe(lut: LUT, context: DeviceContext) -> LUTEntry:
+    """The LUT's drift probe entry in ``context``; raises `LUTMissError` (saying what to do) without one."""
+    entry = lut.find(PROBE_NAME, "original", context, scope=PROBE_SCOPE)
+    if entry is None:
+        raise LUTMissError(
+            f"the LUT {lut.source} has no drift probe ({PROBE_NAME}) in {context}: its measurement files "
+            "predate the probe. Measure again (`dsprof measure`, any model, the same settings) and rebuild the LUT "
+            "with the new file, or predict without --probe"
+        )
+    return entry
+
+
+def probe_ratio(samples_s: Sequence[float], entry: LUTEntry) -> float:
+    """Now over then: the median of ``samples_s`` (the probe timed now, `dsprof.profiler.probe_now`) over the
+    LUT's probe median (> 1: the machine is slower now)."""
+    return statistics.median(samples_s) / entry.median_s
+
+
+def with_probe(pred: "Prediction", ratio: float) -> "Prediction":
+    """``pred``'s milliseconds scaled by the probe's ``ratio`` (> 1: the machine is slower now than in the LUT's
+    runs): its total, the original's and the latency interval (whose relative width stays: the machine can move
+    again before a later measurement). The speed-up stays: both latencies scale alike."""
+    if not ratio > 0:
+        raise UsageError(f"a probe ratio is > 0, got {ratio}")
+    return replace(pred, total_s=pred.total_s * ratio, original_s=pred.original_s * ratio, low_s=pred.low_s * ratio,
+                   high_s=pred.high_s * ratio, probe_ratio=ratio)

@@ -1,0 +1,147 @@
+"""Checks that time (issue #27): a plan's merged model against the original, interleaved in one group, and the
+drift probe timed now.
+
+A speed-up measured with the merged model and the original in the same interleaved rounds divides the machine
+out: sample i of both comes from round i, so a machine that slows down slows both, and the per-round ratios keep
+what merging changed. `measure_planned_run` times the two that way (what `dsprof predict --measure` runs);
+`paired_check` reads the pair from any run's records (`dsprof measure --plan` times the plan's model in the
+whole-model group beside the original). `probe_now` times the drift probe here and now, for
+`dsprof predict --probe`. The LUT reads and prices; everything that times lives here.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from torch import nn
+
+from ..device_context import DeviceContext
+from ..errors import DeviceError, UsageError
+from ..models import named_model
+from .records import Measurement
+from .stats import Speedup, paired_speedup
+
+__all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name", "probe_now"]
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """A merged model (``name``) and the original timed interleaved in one group: their medians (seconds per
+    batch), the paired speed-up of the merged model over the original (`paired_speedup`: the median of the
+    per-round ratios, with its 95 % distribution-free interval) and when the group was timed (ISO 8601, UTC)."""
+
+    name: str
+    original_s: float
+    merged_s: float
+    speedup: Speedup
+    time_utc: str
+
+
+def paired_check(records: Sequence[Measurement], name: str) -> PairedCheck | None:
+    """The paired check of the whole model ``name`` (variant ``custom``: a plan's model) against the original
+    model timed in its group, from a run's records; None where the run has no such pair (the workload failed)."""
+    for r in records:
+        if r.ok and r.scope == "model" and r.variant == "custom" and r.name == name:
+            base = next((b for b in records if b.ok and b.group == r.group and b.scope == "model"
+                         and b.variant == "original"), None)
+            if base is not None and len(base.samples_s) == len(r.samples_s):
+                return PairedCheck(name, base.median_s, r.median_s, paired_speedup(base.samples_s, r.samples_s),
+                                   r.time_utc)
+    return None
+
+
+def measure_planned_run(
+    model: str | nn.Module,
+    context: DeviceContext,
+    plan: Any = None,
+    *,
+    lut: Any = None,
+    merge_by: str | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    out: str | Path = "results/predict-check",
+    progress: bool = True,
+    timing: Any = None,
+):
+    """Time ``model`` and, with a ``plan``, the model merged by it (its ``merge`` list replayed, or written by
+    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.merge.rule.merge_by_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
+    threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
+    (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
+    `MeasureResult` (the drift probe's records too)."""
+    from ..merge.plan import Plan
+    from ..merge.rule import merge_by_rule
+    from .runner import measure
+
+    options = dict(options or {})
+    name, net = named_model(model, name, None, options)
+    extra = {}
+    if plan is not None:
+        plan = Plan.coerce(plan)
+        extra[planned_name(plan)], _ = merge_by_rule(net, plan, lut=lut, device=context, merge_by=merge_by, name=name,
+                                                     options=options)
+    more = {"timing": timing} if timing is not None else {}
+    return measure(net, name=name, model_options=options, variants=(), model_variants=("original",),
+                   extra_models=extra, blocks=None, out=out, overwrite=True, progress=progress,
+                   **context.measure_options(), **more)
+
+
+def planned_name(plan: Any) -> str:
+    """The name a plan's merged model is timed under (its records' ``name``): the plan's name, or ``plan``."""
+    return plan.name or "plan"
+
+
+def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any) -> Measurement:
+    """`measure_planned_run`, returning the record of the model it checks: the merged model's with a plan, else
+    the original's (its ``median_s`` in seconds per batch)."""
+    result = measure_planned_run(model, context, plan, **kwargs)
+    wanted = ("custom", planned_name(plan)) if plan is not None else ("original", None)
+    return next(r for r in result.measurements if r.scope == "model" and r.ok and r.variant == wanted[0]
+                and (wanted[1] is None or r.name == wanted[1]))
+
+
+def probe_now(context: DeviceContext, seconds: float = 2.0) -> list[float]:
+    """Samples (seconds per call) of the drift probe timed here for about ``seconds``, in ``context``'s
+    backend, device, dtype, layout, batch and threads (the process's torch thread count is restored). A context
+    of another environment (another machine, driver or library version) is refused: the probe compares this
+    machine now with itself when the LUT was measured."""
+    import torch
+
+    from .backends import BackendSettings, get_backend
+    from .fingerprint import environment, environment_id
+    from .probe import time_probe
+
+    if not seconds > 0:
+        raise UsageError(f"the probe needs a time in seconds > 0, got {seconds}")
+    here = environment_id(environment())
+    if context.env_id != here:
+        raise DeviceError(
+            f"the LUT context {context} was measured in environment {context.env_id}, this machine is {here}: the "
+            "drift probe compares this machine now with itself then. Predict without --probe, or measure here "
+            "(`dsprof measure`) and build a LUT of this environment"
+        )
+    settings = BackendSettings(context.backend, context.device, context.dtype, context.layout == "channels_last",
+                               context.threads or None, context.compile)
+    saved = torch.get_num_threads()
+    try:
+        backend = get_backend(settings)
+        with tempfile.TemporaryDirectory(prefix="dsprof-probe-") as tmp:
+            return time_probe(backend.prepare, context.batch, Path(tmp), seconds)
+    finally:
+        torch.set_num_threads(saved)
+
+
+def check_line(check: PairedCheck, prediction: Any = None) -> str:
+    """One line: the measured speed-up with its interval, then the predicted one with its interval (``prediction``:
+    anything with ``speedup``, ``speedup_low`` and ``speedup_high``, e.g. a `dsprof.lut.Prediction`) and whether
+    the measurement falls inside it."""
+    s = check.speedup
+    line = (f"measured speed-up {s.ratio:.3f}x over the original (95 % interval {s.low:.3f}-{s.high:.3f}x, "
+            f"{s.pairs} paired rounds)")
+    if prediction is None:
+        return line
+    inside = prediction.speedup_low <= s.ratio <= prediction.speedup_high
+    return (f"{line}; predicted {prediction.speedup:.3f}x ({prediction.speedup_low:.3f}-{prediction.speedup_high:.3f}x,"
+            f" error {prediction.speedup / s.ratio - 1:+.1%}): {'inside' if inside else 'OUTSIDE'} the predicted interval")
