@@ -354,7 +354,7 @@ def test_measure_plan_prints_the_paired_speedup(tmp_path, capsys):
     plan = tmp_path / "plan.json"
     plan.write_text(Plan("mobilenet_v2", KEEP, OPTIONS, name="tiny-plan").to_json())
     assert main(["measure", "--resolution", "32", "--depths", "1,1,1,1,1,1,1", "--blocks", "none", "--plan", str(plan),
-                 "--model-variants", "original", "--budget", "0.02", "--min-samples", "3", "--out",
+                 "--model-variants", "original", "--merge-by", "macs", "--budget", "0.02", "--min-samples", "3", "--out",
                  str(tmp_path / "m"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "tiny-plan: measured speed-up" in out and "paired rounds" in out

@@ -78,11 +78,11 @@ def test_spans_from_a_lut_are_the_planners_and_take_the_longest_where_spans_cost
     import pandas as pd
 
     from dsprof.lut import LUT, model_label
-    from dsprof.lut.schema import SCHEMA
+    from dsprof.lut.schema import GROUP_COLUMNS, SCHEMA
     from dsprof.plan import best_plan
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=64))
-    base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
+    base = {**GROUP_COLUMNS, "schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "iqr_s": 0.0,
             "n_samples": 10, "noisy": False, "sources": "hand"}
     rows = [dict(base, scope="block", workload=w, variant=v, median_s=t)  # blocks alike share their entries

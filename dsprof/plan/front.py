@@ -236,9 +236,10 @@ def _columns(header: list[str], rows: list[list[str]], left: set[int] = frozense
 
 def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) -> list[str]:
     loss = any(p.importance is not None for p in points)
-    header = ["k", "speed-up", "95 % interval", "ms", "95 % interval ms", *(["loss"] if loss else []),
-              "plan (1 = kept)", "spans"]
-    rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x", f"{p.latency_s * 1e3:.3f}",
+    # the speed-up first, then the milliseconds, then their 95 % intervals
+    header = ["k", "speed-up", "ms", "interval x", "interval ms", *(["loss"] if loss else []), "plan (1 = kept)",
+              "spans"]
+    rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.latency_s * 1e3:.3f}", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x",
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
              _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
     return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]

@@ -194,7 +194,7 @@ def html_table(table: Table) -> str:
     if specs is not None:
         frame = frame.drop(columns="spec")
     columns = [str(c) for c in frame.columns]
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in columns)  # long names may wrap at _
     rows = []
     for i, values in enumerate(frame.astype(object).itertuples(index=False)):
         cells = [_cell(v.item() if hasattr(v, "item") else v, c,
