@@ -21,7 +21,7 @@ from torch import nn
 from ..device_context import DeviceContext
 from ..errors import DeviceError, UsageError
 from ..models import named_model
-from .records import Measurement
+from .records import Measurement, original_in_group
 from .stats import Speedup, paired_speedup
 
 __all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name", "probe_now"]
@@ -43,11 +43,11 @@ class PairedCheck:
 def paired_check(records: Sequence[Measurement], name: str) -> PairedCheck | None:
     """The paired check of the whole model ``name`` (variant ``custom``: a plan's model) against the original
     model timed in its group, from a run's records; None where the run has no such pair (the workload failed)."""
+    records = list(records)
     for r in records:
         if r.ok and r.scope == "model" and r.variant == "custom" and r.name == name:
-            base = next((b for b in records if b.ok and b.group == r.group and b.scope == "model"
-                         and b.variant == "original"), None)
-            if base is not None and len(base.samples_s) == len(r.samples_s):
+            base = original_in_group(r, records)
+            if base is not None:
                 return PairedCheck(name, base.median_s, r.median_s, paired_speedup(base.samples_s, r.samples_s),
                                    r.time_utc)
     return None

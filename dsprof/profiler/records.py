@@ -29,7 +29,8 @@ from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
 __all__ = ["CHECKSUM_FIELD", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
-           "read_measurement_file", "read_measurements", "record_checksum", "speedups"]
+           "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
+           "speedups"]
 
 SCHEMA = "dsprof.measurement/1"
 #: The drift probe's records (`dsprof.profiler.probe`): this scope, this name (the reference the runs time:
@@ -379,3 +380,18 @@ def speedups(records: Iterable[Measurement], baseline: str = "original", confide
             if r is not base and len(r.samples_s) == len(base.samples_s):
                 out[(r.scope, r.name, r.variant)] = paired_speedup(base.samples_s, r.samples_s, confidence)
     return out
+
+
+def original_in_group(record: Measurement, records: Iterable[Measurement]) -> Measurement | None:
+    """The ``original`` timed in ``record``'s interleaved group (same scope, as many rounds), or None: the pair that
+    `paired_with_original` divides."""
+    return next((b for b in records if b.ok and b is not record and b.group == record.group and b.scope == record.scope
+                 and b.variant == "original" and len(b.samples_s) == len(record.samples_s)), None)
+
+
+def paired_with_original(record: Measurement, records: Iterable[Measurement], confidence: float = 0.95) -> Speedup | None:
+    """The speed-up of ``record`` (e.g. a plan's merged model) over the original timed in its group: the median of
+    the per-round ratios and its distribution-free interval (`paired_speedup`: sample i of both comes from round i,
+    so what the machine did in a round divides out); None where its group has no original."""
+    base = original_in_group(record, records)
+    return paired_speedup(base.samples_s, record.samples_s, confidence) if base is not None else None

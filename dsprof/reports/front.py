@@ -25,10 +25,10 @@ from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
 from ..io import read_json
 from ..models.spans_text import format_spans
-from ..profiler.records import Measurement
+from ..profiler.records import Measurement, paired_with_original
 from . import plots
 from .page import Plot, Section
-from .summary import Answer, device_line, front_answer, measured_speedup
+from .summary import Answer, device_line, front_answer
 from .tables import device_labels, latest_records, model_title
 
 __all__ = ["FrontReport", "check_front", "front_report", "front_tables", "load_front"]
@@ -80,7 +80,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     A plan counts as measured where a whole-model record of the front's context carries its name
     (`dsprof measure --plan`): a plan given in ``plans`` or one of the front's presets; the original
     model's record is its k = n point. A measured plan's speed-up is paired: over the original timed in its
-    group (`dsprof.reports.summary.measured_speedup`; NaN where its group has none). ``records``: all records
+    group (`dsprof.profiler.records.paired_with_original`; NaN where its group has none). ``records``: all records
     read (the last of each workload is shown; pairing needs each one's group)."""
     from ..merge.plan import Plan
 
@@ -125,8 +125,8 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
             except (DsprofError, KeyError, ValueError):
                 continue
             name, keep, spans = r.name, plan.keep, plan.spans
-            paired = measured_speedup(r, records)
-            up = (paired.speedup, paired.low, paired.high) if paired is not None else (nan, nan, nan)
+            paired = paired_with_original(r, records)
+            up = (paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan)
         else:
             continue
         measured.append({"name": name, "k": sum(keep), "keep": "".join(map(str, keep)), "spans": format_spans(spans, "none"),

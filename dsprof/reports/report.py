@@ -25,8 +25,7 @@ from ..lut import LUT, predict_latency
 from ..lut.build import read_measurement_files
 from ..models import block_module, find_blocks, get_model, memory_footprint
 from ..profiler.explain import load_explanation
-from ..profiler.records import PROBE_NAME, PROBE_SCOPE
-from ..profiler.records import Measurement
+from ..profiler.records import PROBE_NAME, PROBE_SCOPE, Measurement, paired_with_original
 from . import plots
 from .devices import devices_sections, load_front_file
 from .front import front_report
@@ -85,7 +84,6 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
     is paired: the model against the original timed in its group (`dsprof measure --plan`). Each model
     that cannot be predicted is named in ``skipped`` with the reason and what to pass."""
     from ..merge.plan import Plan
-    from ..profiler.stats import paired_speedup
 
     names, predicted, measured, speedups = [], [], [], []
     contexts = set(lut.devices())
@@ -115,9 +113,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
         except (DsprofError, KeyError, ValueError) as exc:
             why.append(f"LUT validation of {what}: {' '.join(str(exc).split())}")
             continue
-        base = next((b for b in latest if b.group == r.group and b.scope == "model" and b.variant == "original"
-                     and len(b.samples_s) == len(r.samples_s)), None)
-        paired = paired_speedup(base.samples_s, r.samples_s) if base is not None else None
+        paired = paired_with_original(r, latest)
         nan = float("nan")
         speedups.append((paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan))
         speedups[-1] += (pred.speedup, pred.speedup_low, pred.speedup_high)

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from ..profiler.paired import paired_speedup
+from ..profiler.records import paired_with_original
 from ..profiler.records import Measurement
 from .tables import model_title
 
-__all__ = ["Answer", "PlanAnswer", "front_answer", "measured_answer", "measured_speedup", "device_line"]
+__all__ = ["Answer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]
 
 _BACKENDS = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "tflite": "TFLite", "torchscript": "TorchScript"}
 
@@ -98,16 +98,6 @@ def device_line(records: Sequence[Measurement]) -> str:
     return f"{name}, {backend}, {r.dtype}, batch {r.batch}{threads}"
 
 
-def measured_speedup(record: Measurement, records: Iterable[Measurement]):
-    """The paired speed-up (`dsprof.profiler.paired.PairedSpeedup`) of ``record`` (a whole model) over the
-    original model timed in its group, None where its group has no original."""
-    for r in records:
-        if (r.ok and r.group == record.group and r.scope == "model" and r.variant == "original"
-                and r.model == record.model and len(r.samples_s) == len(record.samples_s)):
-            return paired_speedup(r, record)
-    return None
-
-
 def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame, device: str,
                  model: str) -> Answer:
     """The answer from a front's tables (`dsprof.reports.front_tables`: ``points`` with k, keep, spans, speedup,
@@ -148,8 +138,8 @@ def measured_answer(records: Sequence[Measurement], plans: Mapping[str, Any]) ->
     for r in records:
         contexts.setdefault(r.context, []).append(r)
     for mine in contexts.values():
-        found = [(r, measured_speedup(r, mine)) for r in mine if r.scope == "model" and r.variant == "custom"]
-        ups = [f"{r.name} {x(up.speedup)} ({interval(up.low, up.high)})" for r, up in found if up is not None]
+        found = [(r, paired_with_original(r, mine)) for r in mine if r.scope == "model" and r.variant == "custom"]
+        ups = [f"{r.name} {x(up.ratio)} ({interval(up.low, up.high)})" for r, up in found if up is not None]
         if ups:
             lines.append(f"Measured on {device_line(mine)}, {model_title(mine[0])}, paired with the original: "
                          + ", ".join(ups) + ".")
