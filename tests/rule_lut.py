@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
 from dsprof.lut.schema import KEY_COLUMNS
 from dsprof.profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 
-__all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_median_s"]
+__all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_lut_after", "rule_median_s"]
 
 OVERHEAD_S = 200e-6  # seconds per call of a workload (one block, span, stem, head; a model pays one per block + 1)
 S_PER_MAC = 1e-10  # seconds per multiply-accumulate (10 GMAC/s)
@@ -80,3 +80,12 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path]) -
     fixed = LUT(frame, str(lut_path))
     fixed.save(lut_path)
     return fixed
+
+
+def rule_lut_after(args: Sequence[str]) -> LUT | None:
+    """For tests that run a documented list of commands: after ``dsprof build-lut FILES... -o LUT`` (``args``
+    without the program's name), `rule_lut` of that LUT from those FILES; None after any other command."""
+    if not args or args[0] != "build-lut":
+        return None
+    out = args[list(args).index("-o") + 1]
+    return rule_lut(out, [a for a in args[1:] if not a.startswith("-") and a != out])

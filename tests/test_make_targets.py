@@ -49,9 +49,8 @@ for args in json.loads(sys.argv[2]):
     code = main(args)
     if code != 0:
         sys.exit(f"{args} exited {code}")
-    if args[0] == "build-lut":  # the fixed rule's medians: whether the planner accepts the LUT is no clock's to say
-        from rule_lut import rule_lut
-        rule_lut(args[args.index("-o") + 1], args[1])
+    from rule_lut import rule_lut_after
+    rule_lut_after(args)  # the fixed rule's medians: whether the planner accepts the LUT is no clock's to say
 print("imported:", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """
 
