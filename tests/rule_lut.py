@@ -15,10 +15,11 @@ The rule (`rule_median_s`): a workload timed alone costs a fixed overhead per ca
 with MACs those of the timed module for its whole batch (the records' ``macs`` times the batch) and n the
 number of the model's blocks in the records. The whole model is thus its blocks' originals plus one more call
 for what runs outside them (the rest, ``OVERHEAD_S`` plus the stem's and head's MACs: positive); a span of two
-blocks saves one overhead less the MACs its larger kernel adds (OVERHEAD_S = 200 us outweighs any 32-64 px span
-in tests/: spans are clearly cheaper than their blocks); a lone block merges where merging lowers its MACs (its
-``linear`` variant has the original's MACs, hence its median). Each entry's IQR is `IQR_FRACTION` of its median
-(not noisy), the same on every machine.
+blocks saves one call less the MACs its larger kernel adds (at the small sizes the tests use, less than a call:
+tests/models/flatnet.py's costliest span at 32 px adds 1.13 M MACs, 113 us, so spans are clearly cheaper than their
+blocks); a lone block merges where merging lowers its MACs (its ``linear`` variant has the original's MACs where
+the padding goes back in place, hence its median). Each entry's IQR is `IQR_FRACTION` of its median (not noisy),
+the same on every machine.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Iterable, Sequence
 
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
-from dsprof.lut.schema import KEY_COLUMNS
+from dsprof.lut.schema import KEY_COLUMNS, model_label
 from dsprof.profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 
 __all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_lut_after", "rule_median_s"]
@@ -53,15 +54,15 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path]) -
     cannot price raises. Returns the rewritten table."""
     files = read_measurement_files([records] if isinstance(records, (str, Path)) else records)
     ok = [r for f in files for r in f.records if r.ok]
-    blocks: dict[tuple, set[int]] = defaultdict(set)  # (context, model, options) -> its block indices
+    blocks: dict[tuple, set[int]] = defaultdict(set)  # (context, model label) -> its block indices
     for r in ok:
         if r.scope == "block" and r.index >= 0:
-            blocks[(r.context, r.model, repr(r.model_options))].add(r.index)
+            blocks[(r.context, model_label(r.model, r.model_options))].add(r.index)
     medians: dict[tuple, float] = {}
     for r in ok:
         n = 0
         if r.scope in _WHOLE:
-            n = len(blocks[(r.context, r.model, repr(r.model_options))])
+            n = len(blocks[(r.context, model_label(r.model, r.model_options))])
             if n == 0:
                 raise ValueError(f"rule_lut: {r.name} [{r.scope}] needs its model's blocks measured in the same files")
         key = r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
