@@ -32,6 +32,7 @@ from dsprof.models import ChainGraph, discover_blocks, get_model, list_models, o
 from dsprof.models.user_model import register_model_file
 from models.csp import CSPClassifier
 from models.flat import FlatNet
+from rule_lut import rule_lut
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 MODELS = Path(__file__).parent / "models"
@@ -173,11 +174,11 @@ TINY = ["--threads", "1", "--batch", "1", "--budget", "0.02", "--warmup", "0.001
 
 @pytest.mark.slow
 def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
-    """The flat network through the console script (the CSP model's chains: tests/test_model_file.py). At 96
-    pixels, where the blocks' compute outweighs the cost of calling each one alone (at 32 the blocks timed
-    alone add up to more than the whole model, and predict rightly refuses the LUT)."""
+    """The flat network through the console script (the CSP model's chains: tests/test_model_file.py). The
+    LUT that predict reads has the medians of tests/rule_lut.py's rule: on a busy machine the blocks timed alone
+    can add up to more than the whole model, and predict rightly refuses such a LUT; its subject here is names."""
     spec, label, chain, n = FLAT, "file:flat:factory", FLAT_BLOCKS[0][0], len(FLAT_BLOCKS)
-    common = ["--model-file", spec, "--resolution", "96"]
+    common = ["--model-file", spec, "--resolution", str(RES[0])]
     assert f"{chain} " in run("blocks", *common, cwd=tmp_path).stdout
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"model": label, "keep": [0] * n, "merge": [True] * n, "name": "all-merged"}))
@@ -190,13 +191,14 @@ def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
     assert {("block", chain, "original"), ("block", chain, "merged")} <= timed
     assert any(r["scope"] == "model" and r["name"] == "merged" for r in records)  # the merged-model file, timed
     run("build-lut", "m.jsonl", "-o", "lut.csv", cwd=tmp_path)
+    rule_lut(tmp_path / "lut.csv", tmp_path / "m.jsonl")
     key = next(r["spec"] for r in records if r["name"] == chain)  # a LUT is keyed by the block's spec
     assert key.startswith("chain(") or key.startswith("depthwise_separable(")
     assert key in (tmp_path / "lut.csv").read_text()
     predict = run("predict", *common, "--lut", "lut.csv", "--plan", str(plan), cwd=tmp_path)  # refuses misses
     assert "PARTIAL" not in predict.stdout + predict.stderr
     register_model_file(spec)
-    rows = predict_latency(label, tmp_path / "lut.csv", plan, resolution=96).blocks
+    rows = predict_latency(label, tmp_path / "lut.csv", plan, resolution=RES[0]).blocks
     assert rows.loc[rows.block == chain, "variant"].tolist() == ["merged"]  # as the plan's merge list says
     run("report", "m.jsonl", "-o", "report", cwd=tmp_path)
     assert any(chain in p.read_text() for p in (tmp_path / "report").rglob("*.md"))

@@ -30,6 +30,7 @@ from dsprof.search.data import digits
 from dsprof.search.importance import importance_record, importance_to_file
 from dsprof.search.importance_file import write_importance
 from dsprof.search.proxies import DEFAULT_PROXY, PROXIES, ProxySettings, proxy_input, score_blocks
+from rule_lut import rule_lut
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SPEC = str(Path(__file__).parent / "models" / "inert.py") + ":build"
@@ -117,12 +118,14 @@ def test_the_label_free_proxies_read_no_labels_and_taylor_changes_no_weight(mode
 
 @pytest.fixture(scope="module")
 def lut(model_name, tmp_path_factory):
-    """A real LUT of the inert network at 16 px on this CPU (short timing; no span entries)."""
+    """A real LUT of the inert network at 16 px on this CPU (short timing; no span entries), with the medians of
+    tests/rule_lut.py's rule: whether the planner accepts it, and which blocks it holds back, must not hang on a
+    busy machine's clock."""
     tmp = tmp_path_factory.mktemp("importance-lut")
     result = measure(model_name, resolution=RES, variants=("original", "merged", "linear"),
                      model_variants=("original",), timing=FAST, out=tmp / "tiny.jsonl", progress=False)
-    path = tmp / "tiny.csv"
-    build_lut([result.path]).save(path)
+    path = build_lut([result.path]).save(tmp / "tiny.csv")
+    rule_lut(path, result.path)
     return path
 
 

@@ -26,7 +26,9 @@ SMALL = {
     "report": [],
 }
 
-# Runs dsprof commands in this process with the TFLite libraries made unimportable.
+# Runs dsprof commands in this process with the TFLite libraries made unimportable; the LUT that build-lut writes
+# gets tests/rule_lut.py's medians (a busy machine's blocks timed alone can add up to more than the whole model, and
+# the planner then refuses the table: timing is not what this test is about).
 RUNNER = """
 import importlib.util, json, sys
 BLOCKED = set(json.loads(sys.argv[1]))
@@ -42,10 +44,13 @@ sys.meta_path.insert(0, Block())
 find_spec = importlib.util.find_spec  # ... and looking it up finds nothing
 importlib.util.find_spec = lambda name, package=None: None if blocked(name) else find_spec(name, package)
 from dsprof.cli import main
+sys.path.insert(0, sys.argv[3])  # tests/, for rule_lut
 for args in json.loads(sys.argv[2]):
     code = main(args)
     if code != 0:
         sys.exit(f"{args} exited {code}")
+    from rule_lut import rule_lut_after
+    rule_lut_after(args)  # the fixed rule's medians: whether the planner accepts the LUT is no clock's to say
 print("imported:", sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
 """
 
@@ -95,7 +100,7 @@ def test_demo_commands_run_without_tensorflow(tmp_path):
         assert args[1] in SMALL, f"tests/test_make_targets.py does not know how to run `dsprof {args[1]}` small"
         commands.append([*args[1:], *SMALL[args[1]]])
     run = subprocess.run(
-        [sys.executable, "-c", RUNNER, json.dumps(TFLITE_MODULES), json.dumps(commands)],
+        [sys.executable, "-c", RUNNER, json.dumps(TFLITE_MODULES), json.dumps(commands), str(Path(__file__).parent)],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -23,6 +23,7 @@ from dsprof.models import block_module, count_macs, find_blocks, get_model
 from dsprof.profiler import block_workloads, read_measurements
 
 from conftest import randomise_bn
+from rule_lut import rule_lut
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
@@ -36,14 +37,15 @@ KEEP = (0, 0, 1, 0, 1, 0, 1)  # blocks 0, 1, 3, 5 linearised, as a preset would;
 
 @pytest.fixture(scope="module")
 def tiny_lut(tmp_path_factory):
-    """A real LUT of the tiny MobileNetV2 (timed here), with two entries moved so that the LUT's rule and MACs
-    disagree in both directions: block 0 (depthwise-separable: merging raises its MACs) made to pay, block 1
-    (merging lowers its MACs) made not to."""
+    """A real LUT of the tiny MobileNetV2 (timed here) with the medians of tests/rule_lut.py's rule (`predict`
+    refuses a LUT whose plan comes out at or below 0, as a busy machine's medians can make it), with two entries
+    moved so that the LUT's rule and MACs disagree in both directions: block 0 (depthwise-separable: merging raises
+    its MACs) made to pay, block 1 (merging lowers its MACs) made not to."""
     tmp = tmp_path_factory.mktemp("rule")
     assert main(["measure", *TINY, *FAST, "--variants", "original,merged,linear", "--model-variants", "original",
                  "--out", str(tmp / "m.jsonl")]) == 0
     assert main(["build-lut", str(tmp / "m.jsonl"), "-o", str(tmp / "raw.csv")]) == 0
-    frame = LUT.load(tmp / "raw.csv").to_dataframe()
+    frame = rule_lut(tmp / "raw.csv", tmp / "m.jsonl").to_dataframe()
     specs = [b.spec.to_str() for b in find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))]
 
     def rows(i, variant):

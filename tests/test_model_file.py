@@ -22,6 +22,7 @@ import torch
 
 from dsprof.cli import main
 from dsprof.models.user_model import ModelFileError, load_model_file, model_file_label, register_model_file
+from rule_lut import rule_lut
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 CSP = str(Path(__file__).parent / "models" / "csp.py")
@@ -210,6 +211,7 @@ def test_report_of_a_model_file_with_plans(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert main(["build-lut", str(records), "-o", str(tmp_path / "lut.csv")]) == 0
+    rule_lut(tmp_path / "lut.csv", records)  # the fixed rule's medians: a plan a busy clock priced at <= 0 is skipped
     out = tmp_path / "report"
     result = run("report", str(records), "--model-file", f"{CSP}:factory", "--lut", str(tmp_path / "lut.csv"),
                  "--plans", *map(str, plans), str(merged), "--merge-by", "macs", "-o", str(out))

@@ -18,6 +18,7 @@ from dsprof.cli import main
 from dsprof.merge import load_merged
 from dsprof.merge.plan import Plan
 from dsprof.profiler import read_measurements
+from rule_lut import rule_lut
 
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
 LABEL = "file:mynet:build"
@@ -78,6 +79,7 @@ def test_own_model_through_every_command_with_the_defaults(tmp_path, capsys, mon
     assert sum("no whole-model flops_matched variant" in line for line in err.splitlines()) == 1
 
     run(capsys, "build-lut", "m.jsonl", "-o", "lut.csv")
+    rule_lut("lut.csv", "m.jsonl")  # the fixed rule's medians: predict refuses a plan a busy clock priced at <= 0
     out, _ = run(capsys, "predict", "--model-file", MYNET, "--resolution", "32", "--lut", "lut.csv", "--plan", "p.json")
     _, err = run(capsys, "predict", "--model-file", MYNET, "--resolution", "32", "--lut", "lut.csv", "--plan",
                  "mbv2-ds-a", code=2)
