@@ -31,7 +31,6 @@ from typing import Iterable, Sequence
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
 from dsprof.lut.schema import KEY_COLUMNS, model_label
-from dsprof.profiler.probe import PROBE_GROUPS_VARIANT, PROBE_SCOPE
 
 __all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_lut_after", "rule_median_s"]
 
@@ -67,8 +66,6 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path]) -
                 raise ValueError(f"rule_lut: {r.name} [{r.scope}] needs its model's blocks measured in the same files")
         key = r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
         medians[key] = rule_median_s(r.macs * r.batch, n)
-        if r.scope == PROBE_SCOPE:  # build_lut's second probe entry: one sample per group
-            medians[key[:-1] + (PROBE_GROUPS_VARIANT,)] = medians[key]
     lut = LUT.load(lut_path)
     frame = lut.to_dataframe()
     keys = [tuple(row) for row in frame[list(KEY_COLUMNS)].itertuples(index=False)]

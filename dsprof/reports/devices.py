@@ -21,7 +21,6 @@ from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import MaxNLocator
 
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
@@ -29,7 +28,7 @@ from ..io import read_json
 from ..models.spans_text import format_spans
 from .front import FRONT_FORMAT, check_front
 from .page import Section
-from .plots import _colors, _points
+from .plots import _colors, _points, k_axes
 from .svg import tip
 
 __all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "load_front_file"]
@@ -106,13 +105,7 @@ def fronts_figure(table: pd.DataFrame, title: str) -> Figure:
                  for k, s, ms, keep, spans in zip(rows["k"], rows["speedup"], rows["latency_ms"], rows["keep"],
                                                   rows["spans"])])
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("k (blocks that keep their activations)")
-    ax.set_ylabel("predicted speed-up over the original (x)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.legend(fontsize=7, loc="outside lower center", ncol=3)
-    return fig
+    return k_axes(fig, ax, title, "predicted speed-up over the original (x)")
 
 
 def cross_figure(table: pd.DataFrame, title: str) -> Figure:

@@ -256,9 +256,15 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
         for xi, r, (_, row) in zip(x, rank, rows.iterrows()):
             ax.annotate(str(row["name"]), (xi, row["speedup"]), fontsize=7, xytext=(6, 6 + 8 * r), textcoords="offset points",
                         color=color)
+    return k_axes(fig, ax, title, "speed-up over the original (x)")
+
+
+def k_axes(fig: Figure, ax, title: str, ylabel: str) -> Figure:
+    """The axes of a figure against k (blocks that keep their activations): integer ticks, the labels, the title,
+    a light grid, the legend below; returns ``fig``."""
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k (blocks that keep their activations)")
-    ax.set_ylabel("speed-up over the original (x)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     fig.legend(fontsize=7, loc="outside lower center", ncol=3)
