@@ -117,13 +117,13 @@ def _same(a, b) -> bool:
 # -- 2. measured: one context's plan on another, paired with that context's own ---------------------
 def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
     from dsprof.merge import merge_model
-    from dsprof.models import get_model
+    from dsprof.models import format_spans, get_model
     from dsprof.profiler import measure
     from dsprof.profiler.records import read_measurements
     from dsprof.profiler.stats import paired_speedup
 
     rows = []
-    n = len(fronts.fronts[0].points) - 1
+    n = max(p.k for p in fronts.fronts[0].points)  # the number of blocks (held-back blocks: the front starts above 0)
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     for runs_on in fronts.fronts:
         b = runs_on.device
@@ -149,8 +149,7 @@ def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) 
                     continue
                 point = next(c for c in fronts.pair(chosen.device, b) if c.k == k)
                 row = {"model": key, "chosen_for": fronts.labels[chosen.device], "runs_on": label_b, "k": k,
-                       "spans": " ".join(f"{s}-{e - 1}" for s, e in point.plan.spans or ()) or "-",
-                       "own_spans": " ".join(f"{s}-{e - 1}" for s, e in own.spans or ()) or "-",
+                       "spans": format_spans(point.plan.spans, "-"), "own_spans": format_spans(own.spans, "-"),
                        "predicted": 1 + point.loss, "predicted_low": 1 + point.loss_low,
                        "predicted_high": 1 + point.loss_high}
                 if _same(point.plan, own):
