@@ -999,10 +999,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
                         "original model minus its blocks; auto: the latter where the LUT has the whole model")
     p.add_argument("--method", choices=METHODS, default="auto",
-                   help="count merged blocks by their savings timed alone (isolated), inside the running model "
-                        "(context), or alone scaled by the model's in-context/isolated ratio (context-scaled); the "
-                        "context methods need `dsprof measure --context`; auto: context-scaled for PyTorch on a CPU "
-                        "where the LUT has those entries, else isolated (docs/predictions.md)")
+                   help="count merged blocks by their savings timed alone (isolated), timed alone and bounded by "
+                        "how much longer the blocks take inside the whole model (in-model), inside the running model "
+                        "(context), or alone scaled by the in-context/isolated ratio (context-scaled); the context "
+                        "methods need `dsprof measure --context`; auto: in-model where the LUT has the whole model, "
+                        "its stem and head, else isolated (docs/predictions.md)")
     p.add_argument("--probe", type=float, default=None, metavar="SECONDS",
                    help="time the drift probe here for SECONDS (e.g. 2) and scale the milliseconds by how much slower or "
                         "faster this machine runs it now than in the LUT's runs (needs a LUT of this environment, "
