@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} ({os.cpu_count()} CPUs)")
-    print(f"| command | checkout | median (s) | fastest (s) |\n| --- | --- | --- | --- |")
+    print("| command | checkout | median (s) | fastest (s) |\n| --- | --- | --- | --- |")
     for (command, checkout), samples in times.items():
         print(f"| `dsprof {command}` | {checkout} | {statistics.median(samples):.2f} | {min(samples):.2f} |")
     return 0

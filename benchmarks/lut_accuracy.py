@@ -260,8 +260,8 @@ def print_case(case: dict) -> None:
 
 def print_table(cases: list[dict], seed) -> None:
     """The summary to paste: per backend and method, speed-up and latency side by side, with the loads."""
-    print(f"\n| backend | method | plans | speed-up: within ±10 % | median error | τ (k = 0..n) | inside 95 % | median "
-          f"half-width | latency: within ±10 % | median error | τ | inside 95 % | median half-width | load avg |")
+    print("\n| backend | method | plans | speed-up: within ±10 % | median error | τ (k = 0..n) | inside 95 % | median "
+          "half-width | latency: within ±10 % | median error | τ | inside 95 % | median half-width | load avg |")
     print("| --- | --- | --- |" + " --- |" * 11)
     for backend in dict.fromkeys(c["backend"] for c in cases):
         mine = [c for c in cases if c["backend"] == backend]

@@ -14,7 +14,7 @@ from conftest import randomise_bn
 
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA
-from dsprof.merge import Plan, load_merged, merge_model
+from dsprof.merge import Plan, load_merged
 from dsprof.models import find_blocks, get_model
 from dsprof.search import (
     TrainConfig,

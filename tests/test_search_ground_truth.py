@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
-from dsprof.search import TrainConfig, gate_model, search
+from dsprof.search import TrainConfig, search
 from dsprof.search.gates import ActivationGates
 from dsprof.search.ground_truth import (
     accuracy_percentile,

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Windows: no lock, writes still all or 
     fcntl = None  # type: ignore[assignment]
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
@@ -239,7 +239,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
     if found.modified_lines:
         shown = ", ".join(map(str, found.modified_lines[:10])) + (", ..." if len(found.modified_lines) > 10 else "")
         n = len(found.modified_lines)
-        what = (f"used as they are (accepted)" if accept_modified else
+        what = ("used as they are (accepted)" if accept_modified else
                 "left out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) "
                 "uses them as they are")
         warnings.warn(f"{path}, line{'s' if n > 1 else ''} {shown}: {n} record{'s' if n > 1 else ''} changed after "

@@ -18,7 +18,7 @@ from typing import Union
 
 import pandas as pd
 
-from .tables import display_units, render
+from .tables import display_units
 
 __all__ = ["Lead", "Plot", "Section", "Table", "html_page", "markdown_page", "shown"]
 
