@@ -42,6 +42,17 @@ def measured_once(out: Path) -> list[tuple[str, str]]:
     return [(r.name, r.variant) for r in records if r.scope == "block"]
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interruptible(argv: list[str]) -> subprocess.Popen:
+    """Start ``argv`` as a terminal would, Ctrl-C delivered: a job started in the background (``cmd &``, nohup, some CI
+    runners) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler in the child."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
+
+
 def wait_for_lines(out: Path, proc: subprocess.Popen, n: int = 1, timeout_s: float = 240) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -109,7 +120,7 @@ def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
 def test_ctrl_c_says_what_is_saved_exits_130_and_resume_measures_the_rest_once(tmp_path):
     out = tmp_path / "run.jsonl"
     args = ["measure", "--out", str(out), *FAST, "--model-variants", "none"]  # all 17 blocks: 51 workloads
-    run = subprocess.Popen([DSPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = interruptible([DSPROF, *args])
     wait_for_lines(out, run, 3)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=300)
@@ -140,7 +151,7 @@ def test_ctrl_c_in_finetune_names_the_checkpoint_and_resume_finishes(tmp_path):
     mynet = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
     args = ["finetune", "--model-file", mynet, "--epochs", "3", "--max-batches", "10", "--max-eval-batches", "1",
             "--batch-size", "16", "--device", "cpu", "--no-merge-check", "--out", str(ckpt)]
-    run = subprocess.Popen([DSPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = interruptible([DSPROF, *args])
     deadline = time.monotonic() + 240
     while not ckpt.exists():  # the first epoch's checkpoint (written atomically: it exists whole or not at all)
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
