@@ -213,6 +213,27 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
                                                resolution=32, max_span=2).spans
 
 
+def test_a_preset_below_the_least_k_meets_the_front_plan_that_keeps_the_held_back_block(tmp_path):
+    # efflite0-ds-d linearises all 16 blocks (k = 0); a LUT in which block 0 linearised alone is slower than kept
+    # (both its merged and linear entries 10x its original) holds it back, so no front plan has k = 0. The preset is
+    # set against the front plan of the least k (the fastest plan: keeping block 0 costs less than either of its other
+    # forms); before the fix plan_front raised KeyError: 0 (lut_accuracy.py, PyTorch eager, 128 px)
+    name = "efficientnet_lite0"
+    lut = _measure(tmp_path, name, {}, 0)
+    frame = lut.to_dataframe()
+    spec = find_blocks(get_model(name, resolution=32))[0].spec.to_str()
+    rows = (frame.scope == "block") & (frame.workload == spec)
+    original_s = float(frame[rows & (frame.variant == "original")].median_s.iloc[0])
+    frame.loc[rows & frame.variant.isin(["merged", "linear"]), "median_s"] = original_s * 10
+    front = plan_front(name, LUT(frame), resolution=32, max_span=1)
+    assert front.held_back == (0,) and min(p.k for p in front.points) == 1
+    preset = {p.name: p for p in front.presets}["efflite0-ds-d"]
+    assert preset.k == 0
+    assert preset.front_latency_s == min(p.latency_s for p in front.points)
+    assert preset.front_latency_s == {p.k: p for p in front.points}[1].latency_s
+    assert preset.latency_s > preset.front_latency_s  # block 0 linearised alone: 9x its original's time more
+
+
 def test_a_missing_entry_is_one_clear_line(tmp_path):
     name, options = MODELS["mbv2"]
     lut = _measure(tmp_path, name, options, 0)  # no span entries

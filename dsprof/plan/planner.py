@@ -186,8 +186,11 @@ def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], max_span
 
 
 def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | None) -> list[PresetPoint]:
-    """The paper's plans for this model and options, priced and set against the front plan of their k."""
+    """The paper's plans for this model and options, priced and set against the front plan of their k. A preset that
+    keeps fewer blocks than any front plan (the LUT holds some back: linearised alone they are slower than kept) is
+    set against the front plan of the least k, which keeps them and is faster than any plan that does not."""
     by_k = {p.k: p for p in points}
+    least = min(by_k)
     out = []
     for preset_name, preset in sorted(PRESETS.items()):
         if not same_family(preset.model, ctx.name) or dict(preset.options) != ctx.options \
@@ -195,7 +198,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
             continue
         pred = predict_plan(ctx.costs, preset, strict=True, name=ctx.name)
         k = sum(preset.keep)
-        front = by_k[k].latency_s
+        front = by_k[max(k, least)].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
         out.append(PresetPoint(preset_name, k, pred.total_s, pred.low_s, pred.high_s, front, importance, pred.speedup,
                                pred.speedup_low, pred.speedup_high))
