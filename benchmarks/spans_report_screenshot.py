@@ -59,7 +59,7 @@ def main() -> None:
     chromium = find_chromium()
     if chromium is None:
         raise SystemExit("no Chromium here: apt-get install -y chromium")
-    with Browser(chromium) as browser:
+    with Browser(chromium, timeout=300) as browser:  # a 2600 px wide capture of a long section takes a while
         browser.open((work / "report" / "report.html").resolve().as_uri(), width=2600, height=900)
         clip = browser.evaluate(CLIP)
         png = browser.screenshot(0, clip["y"], clip["width"], clip["height"])
