@@ -2,9 +2,9 @@
 
 Measures a model with what the planner needs (originals, merged, linear and the spans of 2 blocks), builds the LUT,
 plans the fastest plan keeping ``--keep`` activations, writes the report with that plan marked, and takes a headless
-Chromium screenshot (tests/chromium.py) from the block table's heading to the bottom of the block-latency figure,
-in a window wide enough for the whole table (the page's width cap lifted): every span its own row and bar, the
-kept-activation markers on the plan's blocks.
+Chromium screenshot (tests/chromium.py) of the block table's section and the block-latency figure, one above the
+other in the order the page shows them, in a window wide enough for the whole table (the page's width cap
+lifted): every span its own row and bar, the kept-activation markers on the plan's blocks.
 
     .venv/bin/python benchmarks/spans_report_screenshot.py --out docs/demo/report_spans.png      # MobileNetV2, 224 px
     .venv/bin/python benchmarks/spans_report_screenshot.py --quick --out /tmp/spans.png            # a smoke run (64 px)
@@ -15,6 +15,7 @@ Its latencies are one run on the machine at hand: take the docs' copy on a quiet
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -27,12 +28,30 @@ from dsprof.cli import main as dsprof  # noqa: E402
 
 CLIP = """(function () {
     document.body.style.maxWidth = "none";  // the page's width cap lifted: the whole block table, every column
-    var section = document.getElementById("table-blocks").closest("section");
-    var figure = document.getElementById("figure-block_latency");
-    var top = section.getBoundingClientRect().top + window.scrollY;
-    var bottom = figure.getBoundingClientRect().bottom + window.scrollY;
+    function region(el, content) {  // from the page's left edge to the right of its content (an image, a table)
+        var r = el.getBoundingClientRect();
+        var c = content.getBoundingClientRect();
+        var right = content.naturalWidth ? c.left + Math.min(c.width, content.naturalWidth) : c.right;
+        return {y: r.top + window.scrollY, height: r.height, width: right + 16}; }
     var table = document.getElementById("table-blocks");
-    return {y: top, height: bottom - top, width: Math.max(table.scrollWidth, figure.scrollWidth) + 32}; })()"""
+    var figure = document.getElementById("figure-block_latency");
+    var regions = [region(table.closest("section"), table), region(figure, figure.querySelector("svg, img") || figure)];
+    return regions.sort(function (a, b) { return a.y - b.y; }); })()"""
+
+
+def stack(pngs: list[bytes]) -> bytes:
+    """The regions one above the other, in page order, on white."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(png)).convert("RGB") for png in pngs]
+    out = Image.new("RGB", (max(i.width for i in images), sum(i.height for i in images)), "white")
+    y = 0
+    for image in images:
+        out.paste(image, (0, y))
+        y += image.height
+    buffer = io.BytesIO()
+    out.save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def run(*argv: str) -> None:
@@ -61,8 +80,8 @@ def main() -> None:
         raise SystemExit("no Chromium here: apt-get install -y chromium")
     with Browser(chromium, timeout=300) as browser:  # a 2600 px wide capture of a long section takes a while
         browser.open((work / "report" / "report.html").resolve().as_uri(), width=2600, height=900)
-        clip = browser.evaluate(CLIP)
-        png = browser.screenshot(0, clip["y"], clip["width"], clip["height"])
+        regions = browser.evaluate(CLIP)  # the block table's section and the block-latency figure, in page order
+        png = stack([browser.screenshot(0, r["y"], r["width"], r["height"]) for r in regions])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(png)
     print(f"wrote {args.out} ({len(png) // 1024} KiB)")
