@@ -27,7 +27,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 # predicted speed-up and at which k; at the preset's k the planner's plan against the paper's preset, predicted and
 # measured). BACKEND=onnxruntime times with ONNX Runtime instead of PyTorch eager, writing to results/onnxruntime/.
 #  1. measure what the planner needs: each block as built, linearised and merged, each run of up to 4 blocks merged
-#     as one convolution (--spans 4), and the whole model; one thread (the setting that repeats on a shared machine),
+#     as one convolution (--spans 4), and the whole model, ending with the calibration group (--calibrate: every block
+#     linearised and merged by the LUT's rule, paired with the original; the intervals read it); one thread (the setting that repeats on a shared machine),
 #     the default --budget (1 s per workload at most; most stop sooner, at 2 %): about a minute on a quiet 2-core VM;
 #  2. the LUT; 3. the planner's plan for every k, the one of k = $(DEMO_K) written as a plan file (its merges and spans);
 #  4. the paper's preset merged with the LUT's rule (as the front prices it), saved as a model file;
@@ -40,7 +41,7 @@ DEMO_K := 7
 DSPROF := $(VENV)/bin/dsprof
 
 demo: venv
-	$(DSPROF) measure --model mobilenet_v2 --backend $(BACKEND) --threads 1 --variants original,merged,linear --spans 4 --model-variants original --out $(DEMO)/measurements --overwrite --no-progress
+	$(DSPROF) measure --model mobilenet_v2 --backend $(BACKEND) --threads 1 --variants original,merged,linear --spans 4 --model-variants original --calibrate --out $(DEMO)/measurements --overwrite --no-progress
 	$(DSPROF) build-lut $(DEMO)/measurements -o $(DEMO)/lut.csv
 	$(DSPROF) plan --model mobilenet_v2 --lut $(DEMO)/lut.csv --keep $(DEMO_K) --out $(DEMO)/plans/front.json
 	$(DSPROF) merge --model mobilenet_v2 --plan $(DEMO_PRESET) --lut $(DEMO)/lut.csv --out $(DEMO)/plans/$(DEMO_PRESET).pt

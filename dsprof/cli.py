@@ -267,6 +267,7 @@ def measure_request_from_args(args: argparse.Namespace, model):
         BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, args.compile),
         args.batch, _csv_list(args.variants), _csv_list(args.model_variants), blocks_from_args(args),
         _csv_list(args.context), args.spans, timing_from_args(args), args.out, args.resume, args.overwrite,
+        calibrate=getattr(args, "calibrate", False),
     )
 
 
@@ -276,8 +277,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     if (args.few is None) != (args.like is None):
         raise CliError("--few N and --like LUT go together: N entries timed here, the rest predicted from the LUT")
+    if args.few is not None and args.calibrate:
+        raise CliError("--few times a few chosen entries, not the calibration group: measure the model in full with "
+                       "--calibrate, or drop it")
     if args.few is not None:
         return _measure_few(args)
+    if args.calibrate and args.remote:
+        raise CliError("--calibrate times a plan built from the run's own entries, here: measure on the device "
+                       "without it, or run dsprof there")
     if not args.remote:
         check_measurement_out(args.out, args.resume, args.overwrite)  # before the model (and --plan's merged models) is built
     request = measure_request_from_args(args, model_from_args(args))
@@ -850,6 +857,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", default="none",
                    help="also time each block inside the whole model: the model with the block swapped for these "
                         "variants (merged, linear; comma-separated) against the model, interleaved; 'none' to skip")
+    p.add_argument("--calibrate", action="store_true",
+                   help="end with the calibration group: the whole model with every block linearised, merged where this "
+                        "run's entries say it pays, against the original, paired (its saving widens the intervals of "
+                        "predictions to what the runtime realises; docs/predictions.md)")
     add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
     p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")

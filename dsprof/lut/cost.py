@@ -109,17 +109,26 @@ class ModelEntries:
         """The whole model's medians the context methods start from: its own entry and every in-context group's."""
         return [e for e in [self.whole, *self.in_model.values()] if e is not None]
 
+    @property
+    def whole_s(self) -> float:
+        """The whole model's latency: the median of its `references`' medians (NaN without one). One slow group of
+        the whole model's own entry moved the in-model factor from 1.7 to 2.3 in issue #27's seed-303 run, while
+        its in-context groups agreed with the later checks."""
+        references = self.references
+        return statistics.median(e.median_s for e in references) if references else math.nan
+
 
 def in_model_factor(entries: ModelEntries) -> float | None:
     """How much longer the model's blocks take inside the whole model than timed alone: the whole model minus its
     stem and head, over the sum of its blocks' originals (a model without a stem and head entry -- one dsprof
     cannot split -- counts them as 0: an upper bound); None where the LUT lacks the whole model or a block (or it
-    is not positive). The intervals' systematic term (`dsprof.lut.interval`) and the ``in-model`` method read it."""
+    is not positive). The whole model is `ModelEntries.whole_s`, the reference the scaled methods start from. The
+    intervals' systematic term (`dsprof.lut.interval`) and the ``in-model`` method read it."""
     if entries.whole is None or any(o is None for o in entries.originals):
         return None
     blocks = sum(o.median_s for o in entries.originals)
     outside = entries.stem.median_s + entries.head.median_s if entries.stem and entries.head else 0.0
-    inside = entries.whole.median_s - outside
+    inside = entries.whole_s - outside
     return inside / blocks if blocks > 0 and inside > 0 else None
 
 
@@ -211,7 +220,7 @@ class PlanCosts:
             # the median of several entries: about one entry's error over the square root of their count
             error = entry_error_s(references[0]) / math.sqrt(len(references))
             return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
-                       reference_s=statistics.median(e.median_s for e in references), factor=1.0,
+                       reference_s=entries.whole_s, factor=1.0,
                        base_errors=(error,), missing=tuple(missing))
         rest_s, rest_method, base_errors = _rest(entries, rest, missing)
         used = "isolated"
@@ -220,7 +229,7 @@ class PlanCosts:
             scale = factor if method == "context-scaled" else (None if phi is None else (1 + phi) / 2)
             why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
-                reference = statistics.median(e.median_s for e in entries.references)
+                reference = entries.whole_s
                 return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
                            rest_s=rest_s, reference_s=reference, factor=scale, base_errors=tuple(base_errors),
                            missing=tuple(missing))
@@ -409,12 +418,12 @@ class PlanCosts:
 
 def _rest(entries: ModelEntries, rest: str, missing: list[str]) -> tuple[float, str, list[float]]:
     """(rest, how it was found, its entries' errors): the part outside the blocks. ``auto`` takes the measured
-    whole model minus its blocks first: it carries what a sum of parts timed alone misses (on a CPU the parts
+    whole model (`ModelEntries.whole_s`) minus its blocks first: it carries what a sum of parts timed alone misses (on a CPU the parts
     timed alone add up to less, likely warm caches: see benchmarks/RESULTS.md), then the stem and head timed
     alone. Misses go to ``missing``."""
     whole, originals = entries.whole, entries.originals
     if whole is not None and all(o is not None for o in originals) and rest != "stem+head":
-        return whole.median_s - sum(o.median_s for o in originals), "model-minus-blocks", [entry_error_s(whole)]
+        return entries.whole_s - sum(o.median_s for o in originals), "model-minus-blocks", [entry_error_s(whole)]
     stem, head = entries.stem, entries.head
     if stem is not None and head is not None and rest != "model-minus-blocks":
         return stem.median_s + head.median_s, "stem+head", [entry_error_s(stem), entry_error_s(head)]

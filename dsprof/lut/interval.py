@@ -13,13 +13,20 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   alone. A block's saving inside the model lies between its saving alone (what the model spends beyond its
   blocks does not depend on them) and phi times it (it grows with their time): the truth is taken as uniform
   on [1, phi], so a method that counts the savings with factor F is off by sqrt((phi - 1)^2 / 12 +
-  (F - (1 + phi) / 2)^2) / F of u (the ``in-model`` method takes the middle). Estimated from the LUT alone,
-  never from a check.
+  (F - (1 + phi) / 2)^2) / F of u (the ``in-model`` method takes the middle). Some runtimes break that range:
+  merged blocks saved 0.3-1.0 of their savings alone inside an ONNX Runtime session (benchmarks/RESULTS.md, issue
+  #27). Where the LUT holds the **calibration group** (`dsprof measure --calibrate`, `dsprof.profiler.calibration`:
+  the whole model with every block linearised and merged by the LUT's rule, timed paired against the original),
+  its measured saving over the one the method predicts for that plan, rho, is a third point: the truth is taken
+  as uniform on the range of 1, phi and rho F (in savings alone). Estimated from the LUT's runs, never from a
+  later check.
 * **the check's noise** (speed-up; `Terms.check`): a later check is a group of two whole models timed round by
   round, in two sessions. The LUT's in-context groups are such checks, of one block swapped each: the spread of
   their paired savings around the isolated ones says how far one check lands from what the LUT adds up (the
   rounds' noise, a session's offset, a block's surroundings). Without them, sqrt(2) times the error the whole
   model's median has in one of the LUT's groups (a median's standard error: sigma over the square root of n).
+  The calibration group is a check of two whole models too: its paired ratio's standard error (the rounds'
+  noise one later check carries) adds to it.
 * **the machine's drift** (latency; `Terms.drift`): a later measurement is one moment of a machine whose
   medians spread across groups and runs: sigma from the IQR of the whole model's medians (its own groups and
   every in-context group, over every run), else of the drift probe's group medians. Never the spread of raw
@@ -40,7 +47,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..profiler.records import PROBE_NAME, PROBE_SCOPE
+from ..profiler.records import CALIBRATION, PROBE_NAME, PROBE_SCOPE
 from ..profiler.stats import summarize
 from .table import LUT, LUTEntry, LUTMissError
 
@@ -48,7 +55,7 @@ if TYPE_CHECKING:  # the cost module imports this one
     from .cost import Piece, PlanCosts
     from .predict import Prediction
 
-__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Terms", "entry_error_s", "lut_probe", "median_error", "plan_bounds",
+__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "Terms", "calibration_of", "entry_error_s", "lut_probe", "median_error", "plan_bounds",
            "probe_ratio", "relative_spread", "saving_error_s", "terms_of", "with_probe"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
@@ -61,6 +68,8 @@ MEDIAN_SE = 1.2533
 MIN_GROUPS = 3
 #: ... and the whole model's own medians are preferred to the drift probe's from this many groups on.
 ENOUGH_GROUPS = 5
+#: A calibration plan predicted to save less than this share of the model says nothing of how savings add up.
+MIN_CALIBRATION_SAVING = 0.02
 
 
 def median_error(iqr: float, n: int) -> float:
@@ -115,16 +124,52 @@ def terms_of(costs: "PlanCosts") -> Terms:
     groups = (sum(e.groups for e in costs.entries.references) if costs.method != "isolated"
               else whole.groups if whole is not None and costs.rest_method == "model-minus-blocks" else 1)
     phi = costs.in_model_factor
-    if phi is None:
-        return Terms(drift, drift_source, check, check_source, 0.0,
-                     "not estimated (the LUT lacks the whole model or one of its blocks)", max(groups, 1))
-    low, high = sorted((1.0, phi))
     used = costs.factor
+    calibration = calibration_of(costs)
+    if calibration.se == calibration.se:
+        check = math.hypot(check, calibration.se)
+        check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
+    points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
+    if len(points) < 2:
+        return Terms(drift, drift_source, check, check_source, 0.0,
+                     "not estimated (the LUT lacks the whole model or one of its blocks, and a calibration group)",
+                     max(groups, 1))
+    low, high = min(points), max(points)
     factor = math.sqrt((high - low) ** 2 / 12 + (used - (low + high) / 2) ** 2) / used
     parts = "" if costs.entries.stem and costs.entries.head else " (no stem and head entries: counted as 0)"
-    source = (f"in-model factor {phi:.3f}{parts}: savings inside the model between x{low:.3f} and x{high:.3f} of "
-              "alone")
+    source = "; ".join(filter(None, [f"in-model factor {phi:.3f}{parts}" if phi is not None else "",
+                                     calibration.source]))
+    source += f": savings inside the model between x{low:.3f} and x{high:.3f} of alone"
     return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the LUT's calibration group says (`dsprof.profiler.calibration`): ``rho``, the saving it measured over
+    the saving the method predicts for its plan (NaN where it says nothing), ``se`` the relative standard error of
+    its paired ratio (NaN without one), and ``source``: where rho came from, or why there is none."""
+
+    rho: float
+    se: float
+    source: str
+
+
+def calibration_of(costs: "PlanCosts") -> Calibration:
+    """The `Calibration` of ``costs``' model in its LUT context."""
+    nan = math.nan
+    entry = costs.lookup(costs.label, CALIBRATION, "model")
+    if entry is None or not entry.ratio == entry.ratio:
+        return Calibration(nan, nan, "")
+    se = entry.ratio_se / entry.ratio
+    pieces = [costs.linearized(i) for i in range(len(costs.blocks))]  # its plan: every block, the LUT's merges
+    original = costs.total_s(costs.pieces(None))
+    if not all(p.found for p in pieces) or not original > 0:
+        return Calibration(nan, se, "calibration not used (the LUT lacks an entry of its plan)")
+    predicted, measured = 1 - costs.total_s(pieces) / original, 1 - entry.ratio
+    if abs(predicted) < MIN_CALIBRATION_SAVING:
+        return Calibration(nan, se, f"calibration not used (its plan is predicted to save {predicted:.1%})")
+    rho = measured / predicted
+    return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})")
 
 
 def _drift(costs: "PlanCosts") -> tuple[float, str]:

@@ -28,7 +28,7 @@ from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["CHECKSUM_FIELD", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+__all__ = ["CALIBRATION", "CHECKSUM_FIELD", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
            "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
            "speedups"]
 
@@ -37,6 +37,11 @@ SCHEMA = "dsprof.measurement/1"
 #: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56, about 2 ms on one core).
 PROBE_SCOPE = "probe"
 PROBE_NAME = "probe-ir32x56"
+#: The variant of the calibration group's model (`dsprof.profiler.calibration`): the whole model, scope ``model``,
+#: with every block linearised and merged where the run's entries say it pays.
+CALIBRATION = "calibration"
+#: How a whole model's variant is shown where models are rows (a custom model under its own name).
+MODEL_ROW_SUFFIX = {"merged": " (all blocks merged)", CALIBRATION: " (calibration: every block linearised)"}
 CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
 
 

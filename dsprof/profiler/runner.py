@@ -36,10 +36,11 @@ from ..models import find_blocks, input_size_of, named_model
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .fingerprint import device_name, device_state, environment, environment_id
-from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
+from .records import (CALIBRATION, Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
                       repair_truncated_tail)
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
+from .calibration import calibration_workloads, check_calibration_request
 from .context import context_workloads
 from .probe import PROBE_NAME, probe_timing, probe_workload
 from .workloads import (
@@ -258,6 +259,7 @@ class MeasureRequest:
     resume: bool = False
     overwrite: bool = False
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
+    calibrate: bool = False
 
 
 def measure(
@@ -287,6 +289,7 @@ def measure(
     clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None,
+    calibrate: bool = False,
 ) -> MeasureResult:
     """Measure a model's blocks (in ``variants``) and the whole model (in ``model_variants``).
 
@@ -303,13 +306,15 @@ def measure(
     one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured. ``select`` takes the interleaved groups of workloads and
-    returns those to time (`dsprof measure --few` times a few chosen entries). `measure_request` takes the same as a
-    `MeasureRequest`.
+    returns those to time (`dsprof measure --few` times a few chosen entries). ``calibrate`` ends the run with the
+    calibration group (`dsprof.profiler.calibration`): the whole model with every block linearised and merged where
+    this run's entries say it pays, against the original, paired; the intervals of predictions read it.
+    `measure_request` takes the same as a `MeasureRequest`.
     """
     request = MeasureRequest(
         model, name, dict(model_options or {}), resolution, dict(extra_models or {}),
         BackendSettings(backend, device, dtype, channels_last, threads, compile), batch, tuple(variants),
-        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite, select,
+        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite, select, calibrate,
     )
     return measure_request(request, progress=progress, clock=clock, log=log)
 
@@ -350,6 +355,8 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     bad = [v for v in request.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
+    if request.calibrate:
+        check_calibration_request(request.model, request.variants, request.model_variants, request.blocks)
     return replace(request, settings=settings, batch=batch), backend_impl
 
 
@@ -397,9 +404,13 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
         common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
         desc = f"measure {label} ({settings.backend}, {settings.device})"
         new_records: list[Measurement] = []
+        calibrate = request.calibrate and not any(r.ok and r.variant == CALIBRATION for r in existing)
+        last = None
+        if calibrate:  # built once the blocks are timed: their entries decide the merges
+            last = lambda: calibration_workloads(net, label, input_size, existing + new_records, context)  # noqa: E731
         try:
             _time_groups(todo, backend_impl, settings, batch, request.timing, clock, writer, common, desc, progress, log,
-                         new_records)
+                         new_records, last)
         except KeyboardInterrupt:
             saved = _saved(path, groups, len(existing) + len(new_records))
             raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}; --resume continues") from None
@@ -440,16 +451,18 @@ def _time_groups(
     progress: bool,
     log: Callable[[str], None] | None,
     new_records: list[Measurement],
+    last: Callable[[], list[Workload]] | None = None,
 ) -> None:
     """Time the groups one after the other, appending each group's records to ``writer``'s file as it ends
-    and to ``new_records`` once written (what an interrupted run has saved)."""
+    and to ``new_records`` once written (what an interrupted run has saved); then the group ``last`` builds,
+    from what the others measured."""
     from tqdm.auto import tqdm
 
     run_id = uuid.uuid4().hex[:8]
-    with tqdm(total=len(todo), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
+    with tqdm(total=len(todo) + (last is not None), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
             tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
             _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
-        for group_index, group in enumerate(todo):
+        for group_index, group in enumerate(_then(todo, last)):
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
             group_timing = timing if group_index else replace(
                 timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
@@ -464,6 +477,13 @@ def _time_groups(
                 if log and r.error:
                     log(f"{r.name} {r.variant}: {r.error}")
             bar.update(1)
+
+
+def _then(todo: list[list[Workload]], last: Callable[[], list[Workload]] | None):
+    """The groups of ``todo``, then the one ``last`` builds once they are timed."""
+    yield from todo
+    if last is not None:
+        yield last()
 
 
 def workload_groups(

@@ -7,7 +7,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from .records import Measurement, speedups
+from .records import CALIBRATION, MODEL_ROW_SUFFIX, Measurement, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
 
@@ -36,7 +36,8 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
     ups = speedups(latest.values())
     rows: dict[tuple[str, str], dict] = {}
     for (scope, name, variant), r in latest.items():
-        row = rows.setdefault((scope, name), {"scope": scope, "name": name, "_index": r.index, "noisy": False})
+        shown = name + MODEL_ROW_SUFFIX[variant] if variant == CALIBRATION else name  # its own row
+        row = rows.setdefault((scope, shown), {"scope": scope, "name": shown, "_index": r.index, "noisy": False})
         stats = r.stats
         key = variant if variant in ("original", "merged", "flops_matched", "linear") else None
         if key:

@@ -27,7 +27,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..device_context import DeviceContext, context_labels
 from ..models.spans_text import format_span
-from ..profiler.records import Measurement
+from ..profiler.records import MODEL_ROW_SUFFIX, Measurement
 
 __all__ = [
     "block_table",
@@ -107,7 +107,7 @@ def variant_table(records: Iterable[Measurement], accuracies: Mapping[str, float
         if r.variant == "original":
             originals[(model_title(r), label[r.context])] = _fps(r)
     for r in recs:
-        name = r.name if r.variant == "custom" else (f"{r.name} (all blocks merged)" if r.variant == "merged" else r.name)
+        name = r.name + MODEL_ROW_SUFFIX.get(r.variant, "")
         row = rows.setdefault(name, {"model": name, "base": model_title(r), "MMACs": r.macs / 1e6,
                                      "accuracy": accuracies.get(name, math.nan)})
         row[(label[r.context], "FPS")] = _fps(r)

@@ -1,0 +1,156 @@
+"""The calibration group (issue #27): `measure --calibrate` ends a run with the whole model, every block linearised
+and merged where the run's own entries say merging pays, timed against the original in one group; the intervals
+of predictions take its measured saving as a third point of the range a saving inside the model lies in.
+
+The runs are real (a tiny MobileNetV2, PyTorch eager, 32 px); the interval test rewrites the calibration group's
+samples to a known per-round ratio and computes the expected half-width by hand from the docstring's rule.
+"""
+
+import dataclasses
+import math
+
+import pytest
+
+from dsprof.cli import main
+from dsprof.errors import UsageError
+from dsprof.lut import build_lut, model_label, predict_latency
+from dsprof.merge import Plan
+from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler.records import CALIBRATION, MeasurementWriter, read_measurements
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+OPTIONS = {"depths": [1] * 7}
+LABEL = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+N_BLOCKS = 7  # one block per stage (depths 1 x 7)
+Z = 1.959964
+
+
+def _measure(out, **kw):
+    return measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
+                   model_variants=("original",), timing=FAST, out=out, progress=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _measure(tmp_path_factory.mktemp("calibration") / "m.jsonl", calibrate=True)
+
+
+def test_the_run_ends_with_the_calibration_group(run):
+    timed = [r for r in run.measurements if r.scope != "probe"]
+    last = [r for r in timed if r.group == timed[-1].group]
+    assert [(r.scope, r.name, r.variant) for r in last] == [("model", "mobilenet_v2", "original"),
+                                                             ("model", "mobilenet_v2", CALIBRATION)]
+    assert all(r.ok and len(r.samples_s) == len(last[0].samples_s) for r in last)  # paired round by round
+    # the LUT keeps its paired ratio, under the model's label
+    entry = build_lut([run.path]).lookup(LABEL, CALIBRATION, scope="model", strict=True)
+    assert 0 < entry.ratio < 1.5 and entry.ratio_se == entry.ratio_se
+
+
+def test_the_calibration_model_is_every_block_linearised_merged_where_the_run_says(run):
+    """Its MACs are the stem's and head's plus, per block, those of the variant the rule picks from the same
+    run: merged where its median is below the linear one's (the records' own MACs, counted per workload)."""
+    records = {(r.scope, r.name, r.variant): r for r in run.measurements if r.ok and r.scope != "probe"}
+    stem, head = records[("stem", "mobilenet_v2", "original")], records[("head", "mobilenet_v2", "original")]
+    blocks = sorted({name for scope, name, _ in records if scope == "block"})
+    assert len(blocks) == N_BLOCKS
+    whole = records[("model", "mobilenet_v2", "original")]
+    assert whole.macs == stem.macs + head.macs + sum(records[("block", b, "original")].macs for b in blocks)
+    chosen = []
+    for b in blocks:
+        merged, linear = records[("block", b, "merged")], records[("block", b, "linear")]
+        chosen.append(merged if merged.median_s < linear.median_s else linear)
+    calibration = records[("model", "mobilenet_v2", CALIBRATION)]
+    assert calibration.macs == stem.macs + head.macs + sum(r.macs for r in chosen)
+    assert calibration.macs != whole.macs  # every block changed form
+
+
+def test_resume_times_only_what_is_missing(run, tmp_path):
+    again = _measure(run.path, calibrate=True, resume=True)
+    assert again.new == 0  # the calibration group is in the file: nothing to time
+    plain = tmp_path / "plain.jsonl"
+    with MeasurementWriter(plain) as writer:  # the same run without its calibration group
+        writer.write([r for r in run.measurements if r.group != [x for x in run.measurements if x.variant == CALIBRATION][0].group])
+    resumed = _measure(plain, calibrate=True, resume=True)
+    new = [r for r in read_measurements(plain) if r.scope != "probe"][-2:]
+    assert resumed.new == 2 and [r.variant for r in new] == ["original", CALIBRATION]
+
+
+def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
+    with pytest.raises(UsageError, match="needs --variants with original and merged"):
+        measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original",),
+                model_variants=("original",), timing=FAST, out=tmp_path / "a.jsonl", progress=False, calibrate=True)
+    assert main(["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--calibrate", "--remote", "me@host",
+                 "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--calibrate" in err[0]
+    assert not (tmp_path / "b").exists()
+
+
+def _with_calibration_ratio(run, tmp_path, ratio):
+    """``run``'s records with the calibration group rewritten: its original's samples those of the run's whole
+    model (so the whole-model entry, and phi, stay as they were) and the calibration model's each ``ratio`` times
+    its round's (per-round ratio exactly ``ratio``); ``ratio`` None drops the group."""
+    group = next(r.group for r in run.measurements if r.variant == CALIBRATION)
+    whole = next(r for r in run.measurements if r.scope == "model" and r.variant == "original" and r.group != group)
+    out = []
+    for r in run.measurements:
+        if r.group != group:
+            out.append(r)
+        elif ratio is not None:
+            scale = 1.0 if r.variant == "original" else ratio
+            out.append(dataclasses.replace(r, samples_s=tuple(scale * s for s in whole.samples_s)))
+    path = tmp_path / f"ratio-{ratio}.jsonl"
+    with MeasurementWriter(path) as writer:
+        writer.write(out)
+    return build_lut([path])
+
+
+def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tmp_path):
+    kw = dict(options=OPTIONS, resolution=32, method="in-model", strict=True)
+    plan = Plan("mobilenet_v2", (1, 0, 1, 0, 1, 1, 0), OPTIONS)
+    every = Plan("mobilenet_v2", (0,) * N_BLOCKS, OPTIONS)
+    without = _with_calibration_ratio(run, tmp_path, None)
+    # phi by hand from the entries: (whole - stem - head) / sum of the blocks' originals; the method counts (1 + phi) / 2
+    frame = without.to_dataframe()
+    median = lambda scope, variant="original": frame.query("scope == @scope and variant == @variant").median_s  # noqa: E731
+    phi = (float(median("model").iloc[0]) - float(median("stem").iloc[0]) - float(median("head").iloc[0])) / float(
+        median("block").sum())
+    F = (1 + phi) / 2
+    base = predict_latency("mobilenet_v2", without, plan, **kw)
+    assert base.method == f"in-model (x{F:.3f})"
+    u = 1 - 1 / base.speedup
+    assert base.systematic == pytest.approx(Z * base.speedup * abs(u) * math.sqrt((phi - 1) ** 2 / 12 + (F - (1 + phi) / 2) ** 2) / F, rel=1e-9)
+    # the calibration saved half of what the method predicts for its plan: rho = 0.5, a third point at 0.5 F
+    u_every = 1 - 1 / predict_latency("mobilenet_v2", without, every, **kw).speedup
+    half = _with_calibration_ratio(run, tmp_path, 1 - 0.5 * u_every)
+    pred = predict_latency("mobilenet_v2", half, plan, **kw)
+    assert pred.speedup == pytest.approx(base.speedup, rel=1e-12)  # the prediction stays; its interval widens
+    low, high = min(1, phi, 0.5 * F), max(1, phi, 0.5 * F)
+    factor = math.sqrt((high - low) ** 2 / 12 + (F - (low + high) / 2) ** 2) / F
+    assert pred.systematic == pytest.approx(Z * pred.speedup * abs(u) * factor, rel=1e-6)
+    assert pred.systematic > base.systematic
+    assert "calibration saved" in pred.systematic_source and "(x0.500)" in pred.systematic_source
+    assert pred.speedup_high - pred.speedup_low > base.speedup_high - base.speedup_low
+    # a calibration that saved what the method predicts (rho = 1, inside [1, phi] / F) leaves the range as it was
+    same = predict_latency("mobilenet_v2", _with_calibration_ratio(run, tmp_path, 1 - u_every), plan, **kw)
+    assert same.systematic == pytest.approx(base.systematic, rel=1e-6)
+
+
+def test_cli_measure_calibrate_shows_its_row_and_predict_names_it(tmp_path, capsys):
+    out = tmp_path / "m.jsonl"
+    args = ["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--variants", "original,merged,linear",
+            "--model-variants", "original", "--calibrate", "--budget", "0.02", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if "calibration: every block linearised" in line)
+    assert "x [" in row  # its paired speed-up over the original beside it
+    assert main(["build-lut", str(out), "-o", str(tmp_path / "lut.csv")]) == 0
+    capsys.readouterr()
+    plan = tmp_path / "plan.json"
+    plan.write_text(Plan("mobilenet_v2", (1, 0, 1, 0, 1, 1, 0), OPTIONS, name="p").to_json())
+    assert main(["predict", "--lut", str(tmp_path / "lut.csv"), "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
+                 "--plan", str(plan)]) == 0
+    shown = capsys.readouterr().out
+    assert "systematic: in-model factor" in shown and "calibration" in shown, shown
