@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -96,8 +97,9 @@ class Browser:
     def __init__(self, binary: str, timeout: float = 60.0):
         self.timeout = timeout
         self.profile = tempfile.TemporaryDirectory(prefix="dsprof-chromium-")
+        # its own process group: Chromium's helpers (renderer, GPU, crashpad) are stopped with it (`close`)
         self.process = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         port_file = Path(self.profile.name) / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
@@ -173,13 +175,26 @@ class Browser:
     def close(self) -> None:
         if getattr(self, "ws", None):
             self.ws.sock.close()
-        self.process.terminate()
+        self._signal_group(signal.SIGTERM)
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._signal_group(signal.SIGKILL)
             self.process.wait()
-        self.profile.cleanup()
+        self._signal_group(signal.SIGKILL)  # a helper that outlived the browser still writes into the profile
+        for _ in range(20):  # a fresh-clone CI saw rmtree fail on "Directory not empty" (a late write)
+            try:
+                self.profile.cleanup()
+                return
+            except OSError:
+                time.sleep(0.1)
+        shutil.rmtree(self.profile.name, ignore_errors=True)
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def __enter__(self) -> "Browser":
         return self
