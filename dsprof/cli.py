@@ -267,7 +267,7 @@ def measure_request_from_args(args: argparse.Namespace, model):
         BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, args.compile),
         args.batch, _csv_list(args.variants), _csv_list(args.model_variants), blocks_from_args(args),
         _csv_list(args.context), args.spans, timing_from_args(args), args.out, args.resume, args.overwrite,
-        calibrate=getattr(args, "calibrate", False),
+        calibrate=args.calibrate,
     )
 
 

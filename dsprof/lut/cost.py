@@ -25,12 +25,13 @@ import math
 import statistics
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..models import Block, format_span
-from .interval import entry_error_s, saving_error_s
+from .interval import Terms, entry_error_s, saving_error_s, terms_of
 from .schema import context_workload, split_label
 from .table import LUT, LUTEntry
 
@@ -243,6 +244,12 @@ class PlanCosts:
     def in_model_factor(self) -> float | None:
         """`in_model_factor` of this model's entries (None where the LUT lacks one of them)."""
         return in_model_factor(self.entries)
+
+    @cached_property
+    def terms(self) -> Terms:
+        """The parts of every plan's interval that belong to the model, not to a plan (`dsprof.lut.interval.terms_of`):
+        worked out once per costs, not for each plan the planner prices (they price the calibration plan too)."""
+        return terms_of(self)
 
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:

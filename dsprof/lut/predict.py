@@ -14,7 +14,7 @@ from ..errors import LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from .cost import MethodFallbackWarning, Piece, PlanCosts
-from .interval import plan_bounds, terms_of
+from .interval import plan_bounds
 from .schema import METHODS, model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
@@ -232,7 +232,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
         )
     coverage = float(found.mean()) if len(table) else 1.0
     original = costs.total_s(costs.pieces(None))
-    terms = terms_of(costs)
+    terms = costs.terms
     b = plan_bounds(costs, pieces, total, original, terms)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
