@@ -23,6 +23,8 @@ from dsprof.plan import plan_contexts, plan_front
 from dsprof.plan.minimax import joint_front
 from dsprof.profiler import TimingConfig, measure
 
+from held_back import held_back, offers
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
@@ -83,31 +85,10 @@ def brute(luts):
     return plans, costs, latency
 
 
-def _held_back(costs):
-    """From the LUT's raw rows: the blocks whose merged entry is not below their linear one and whose linear entry
-    is above their original one -- linearised alone they neither merge nor run faster, so a context's front does
-    not offer them linear and alone (issue #27); timing decides whether a tiny model has any."""
-    frame = costs.lookup.lut.to_dataframe()
-
-    def median(spec, variant):
-        return float(frame[(frame.scope == "block") & (frame.workload == spec) & (frame.variant == variant)]
-                     .median_s.iloc[0])
-
-    return tuple(i for i, b in enumerate(costs.blocks)
-                 if not median(b.spec.to_str(), "merged") < median(b.spec.to_str(), "linear")
-                 and median(b.spec.to_str(), "linear") > median(b.spec.to_str(), "original"))
-
-
-def _allowed(plan, held):
-    """Whether ``plan`` leaves none of the ``held`` blocks linear and alone (outside a span)."""
-    inside = {i for a, b in plan.spans or () for i in range(a, b)}
-    return not any(not plan.keep[i] and i not in inside for i in held)
-
-
 def _best(plans, latency, k, held=()):
     """min latency over the plans with k kept blocks that a front with these ``held`` back blocks offers, and the
     indices of the plans that reach it."""
-    mine = [i for i, p in enumerate(plans) if sum(p.keep) == k and _allowed(p, held)]
+    mine = [i for i, p in enumerate(plans) if sum(p.keep) == k and offers(p.keep, p.spans, held)]
     low = min(latency[i] for i in mine)
     return low, [i for i in mine if latency[i] <= low * (1 + 1e-12)]
 
@@ -115,7 +96,7 @@ def _best(plans, latency, k, held=()):
 @pytest.mark.slow  # brute force: every plan priced in two contexts by predict_plan (~9000 predictions)
 def test_cross_equals_brute_force(luts, brute):
     plans, costs, latency = brute
-    held = {b: _held_back(costs[b]) for b in BACKENDS}
+    held = {b: held_back(costs[b].lookup.lut, costs[b].blocks) for b in BACKENDS}
     assert len(plans) > 4000  # keep lists x span partitions x merge choices were enumerated
     result = plan_contexts(NAME, [luts[b] for b in BACKENDS], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN)
     assert not result.unplanned and len(result.fronts) == 2
@@ -149,8 +130,8 @@ def test_joint_plan_equals_brute_force(luts, brute, objective):
               for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective=objective, max_span=MAX_SPAN)
     n = len(plans[0].keep)
-    held = {b: _held_back(costs[b]) for b in BACKENDS}
-    ks = [k for k in range(n + 1) if all(any(sum(p.keep) == k and _allowed(p, held[b]) for p in plans) for b in BACKENDS)]
+    held = {b: held_back(costs[b].lookup.lut, costs[b].blocks) for b in BACKENDS}
+    ks = [k for k in range(n + 1) if all(any(sum(p.keep) == k and offers(p.keep, p.spans, held[b]) for p in plans) for b in BACKENDS)]
     assert [p.k for p in joint.points] == ks
     for point in joint.points:  # each context's own front offers no held-back block linear and alone; the joint plan may
         own = {b: _best(plans, latency[b], point.k, held[b])[0] for b in BACKENDS}
@@ -193,7 +174,7 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
     fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, costs=changed[b]) for b in BACKENDS]
     joint = joint_front([changed[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
-    held = {b: _held_back(changed[b]) for b in BACKENDS}
+    held = {b: held_back(changed[b].lookup.lut, changed[b].blocks) for b in BACKENDS}
     assert 3 in held["onnxruntime"] and 3 not in held["torch"]
     for point in joint.points:
         own = {b: _best(plans, latency[b], point.k, held[b])[0] for b in BACKENDS}

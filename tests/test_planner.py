@@ -27,6 +27,7 @@ from dsprof.plan import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
 
 from conftest import randomise_bn
+from held_back import held_back, offers
 from rule_lut import rule_lut
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,33 +65,15 @@ def _partitions(run, max_span):
             yield ((head,) if head else ()) + rest
 
 
-def _every_plan(name, options, blocks, max_span, held_back=()):
+def _every_plan(name, options, blocks, max_span, held=()):
     """Every keep-vector x span partition, but those that leave a held-back block linear and alone."""
     for keep in itertools.product((0, 1), repeat=len(blocks)):
         runs = span_runs(blocks, keep)
         for choice in itertools.product(*[list(_partitions(r, max_span)) for r in runs]):
             spans = tuple(sorted(s for part in choice for s in part))
-            inside = {i for a, b in spans for i in range(a, b)}
-            if any(not keep[i] and i not in inside for i in held_back):
+            if not offers(keep, spans, held):
                 continue
             yield Plan(name, keep, options, spans=spans or None)
-
-
-def _held_back(lut, blocks):
-    """From the LUT's raw rows: the blocks whose merged entry is not below their linear one and whose linear
-    entry is above their original one (linearised alone they neither merge nor run faster)."""
-    frame = lut.to_dataframe()
-
-    def median(spec, variant):
-        return float(frame[(frame.scope == "block") & (frame.workload == spec) & (frame.variant == variant)]
-                     .median_s.iloc[0])
-
-    out = []
-    for i, b in enumerate(blocks):
-        spec = b.spec.to_str()
-        if not median(spec, "merged") < median(spec, "linear") and median(spec, "linear") > median(spec, "original"):
-            out.append(i)
-    return tuple(out)
 
 
 @pytest.mark.parametrize("key", MODELS)
@@ -101,10 +84,10 @@ def test_front_equals_brute_force(luts, key):
     n = len(costs.blocks)
     importance = IMPORTANCE[:n]
     front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN, importance=importance)
-    held_back = _held_back(lut, costs.blocks)
-    assert front.held_back == held_back
+    held = held_back(lut, costs.blocks)
+    assert front.held_back == held
     scored, with_spans = [], 0  # (k, exact loss, latency) of every plan, priced by the prediction function
-    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN, held_back):
+    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN, held):
         latency = predict_plan(costs, plan, strict=True).total_s
         scored.append((sum(plan.keep), sum((Fraction(importance[i]) for i in plan.linearized), Fraction(0)), latency))
         with_spans += plan.spans is not None
