@@ -123,7 +123,7 @@ def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) 
     from dsprof.profiler.stats import paired_speedup
 
     rows = []
-    n = max(p.k for p in fronts.fronts[0].points)  # the number of blocks (held-back blocks: the front starts above 0)
+    n = max(p.k for p in fronts.fronts[0].points)  # the number of blocks
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     for runs_on in fronts.fronts:
         b = runs_on.device

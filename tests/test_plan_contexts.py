@@ -23,7 +23,6 @@ from dsprof.plan import plan_contexts, plan_front
 from dsprof.plan.minimax import joint_front
 from dsprof.profiler import TimingConfig, measure
 
-from held_back import held_back, offers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
@@ -85,10 +84,10 @@ def brute(luts):
     return plans, costs, latency
 
 
-def _best(plans, latency, k, held=()):
-    """min latency over the plans with k kept blocks that a front with these ``held`` back blocks offers, and the
-    indices of the plans that reach it."""
-    mine = [i for i, p in enumerate(plans) if sum(p.keep) == k and offers(p.keep, p.spans, held)]
+def _best(plans, latency, k):
+    """min latency over every plan with k kept blocks (nothing held back: issue #36), and the indices of the plans
+    that reach it."""
+    mine = [i for i, p in enumerate(plans) if sum(p.keep) == k]
     low = min(latency[i] for i in mine)
     return low, [i for i in mine if latency[i] <= low * (1 + 1e-12)]
 
@@ -96,7 +95,6 @@ def _best(plans, latency, k, held=()):
 @pytest.mark.slow  # brute force: every plan priced in two contexts by predict_plan (~9000 predictions)
 def test_cross_equals_brute_force(luts, brute):
     plans, costs, latency = brute
-    held = {b: held_back(costs[b].lookup.lut, costs[b].blocks) for b in BACKENDS}
     assert len(plans) > 4000  # keep lists x span partitions x merge choices were enumerated
     result = plan_contexts(NAME, [luts[b] for b in BACKENDS], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN)
     assert not result.unplanned and len(result.fronts) == 2
@@ -107,8 +105,8 @@ def test_cross_equals_brute_force(luts, brute):
     for point in result.cross:
         a, b = backend_of[point.chosen_for], backend_of[point.runs_on]
         # the plan brute force finds fastest for A (ties: any of them), priced on B, against B's fastest of that k
-        _, chosen = _best(plans, latency[a], point.k, held[a])
-        own, _ = _best(plans, latency[b], point.k, held[b])
+        _, chosen = _best(plans, latency[a], point.k)
+        own, _ = _best(plans, latency[b], point.k)
         on_b = [latency[b][i] for i in chosen]
         assert any(point.latency_s == pytest.approx(v, rel=1e-12, abs=0) for v in on_b), (a, b, point.k)
         assert point.own_latency_s == pytest.approx(own, rel=1e-12, abs=0)
@@ -130,11 +128,9 @@ def test_joint_plan_equals_brute_force(luts, brute, objective):
               for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective=objective, max_span=MAX_SPAN)
     n = len(plans[0].keep)
-    held = {b: held_back(costs[b].lookup.lut, costs[b].blocks) for b in BACKENDS}
-    ks = [k for k in range(n + 1) if all(any(sum(p.keep) == k and offers(p.keep, p.spans, held[b]) for p in plans) for b in BACKENDS)]
-    assert [p.k for p in joint.points] == ks
-    for point in joint.points:  # each context's own front offers no held-back block linear and alone; the joint plan may
-        own = {b: _best(plans, latency[b], point.k, held[b])[0] for b in BACKENDS}
+    assert [p.k for p in joint.points] == list(range(n + 1))
+    for point in joint.points:
+        own = {b: _best(plans, latency[b], point.k)[0] for b in BACKENDS}
         relative = [[latency[b][i] / own[b] for b in BACKENDS] for i, p in enumerate(plans) if sum(p.keep) == point.k]
         score = max if objective == "worst" else (lambda r: sum(r) / len(r))
         expected = min(score(r) for r in relative)
@@ -174,10 +170,10 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
     fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, costs=changed[b]) for b in BACKENDS]
     joint = joint_front([changed[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
-    held = {b: held_back(changed[b].lookup.lut, changed[b].blocks) for b in BACKENDS}
-    assert 3 in held["onnxruntime"] and 3 not in held["torch"]
+    fronts_by = dict(zip(BACKENDS, fronts))
+    assert 3 in fronts_by["onnxruntime"].no_gain and 3 not in fronts_by["torch"].no_gain
     for point in joint.points:
-        own = {b: _best(plans, latency[b], point.k, held[b])[0] for b in BACKENDS}
+        own = {b: _best(plans, latency[b], point.k)[0] for b in BACKENDS}
         expected = min(max(latency[b][i] / own[b] for b in BACKENDS) for i, p in enumerate(plans)
                        if sum(p.keep) == point.k)
         assert point.worst + 1 == pytest.approx(expected, rel=1e-9), point.k

@@ -27,7 +27,6 @@ from dsprof.plan import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
 
 from conftest import randomise_bn
-from held_back import held_back, offers
 from rule_lut import rule_lut
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,14 +64,12 @@ def _partitions(run, max_span):
             yield ((head,) if head else ()) + rest
 
 
-def _every_plan(name, options, blocks, max_span, held=()):
-    """Every keep-vector x span partition, but those that leave a held-back block linear and alone."""
+def _every_plan(name, options, blocks, max_span):
+    """Every keep-vector x span partition (nothing held back: issue #36)."""
     for keep in itertools.product((0, 1), repeat=len(blocks)):
         runs = span_runs(blocks, keep)
         for choice in itertools.product(*[list(_partitions(r, max_span)) for r in runs]):
             spans = tuple(sorted(s for part in choice for s in part))
-            if not offers(keep, spans, held):
-                continue
             yield Plan(name, keep, options, spans=spans or None)
 
 
@@ -84,17 +81,14 @@ def test_front_equals_brute_force(luts, key):
     n = len(costs.blocks)
     importance = IMPORTANCE[:n]
     front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN, importance=importance)
-    held = held_back(lut, costs.blocks)
-    assert front.held_back == held
     scored, with_spans = [], 0  # (k, exact loss, latency) of every plan, priced by the prediction function
-    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN, held):
+    for plan in _every_plan(name, options, costs.blocks, MAX_SPAN):
         latency = predict_plan(costs, plan, strict=True).total_s
         scored.append((sum(plan.keep), sum((Fraction(importance[i]) for i in plan.linearized), Fraction(0)), latency))
         with_spans += plan.spans is not None
     if key == "mbv2":
         assert sum(1 for _ in _every_plan(name, options, costs.blocks, 1)) == 2 ** n and with_spans  # spans enumerated
-    # a held-back block keeps its activations unless a span takes it: the k below that have no plan
-    assert [p.k for p in front.points] == sorted({k for k, _, _ in scored})
+    assert [p.k for p in front.points] == list(range(n + 1))  # every k has a plan: nothing is held back
     for point in front.points:
         best = min(lat for k, _, lat in scored if k == point.k)
         assert point.latency_s == pytest.approx(best, rel=1e-12, abs=0)
@@ -196,11 +190,10 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
                                                resolution=32, max_span=2).spans
 
 
-def test_a_preset_below_the_least_k_meets_the_front_plan_that_keeps_the_held_back_block(tmp_path):
+def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
     # efflite0-ds-d linearises all 16 blocks (k = 0); a LUT in which block 0 linearised alone is slower than kept
-    # (both its merged and linear entries 10x its original) holds it back, so no front plan has k = 0. The preset is
-    # set against the front plan of the least k (the fastest plan: keeping block 0 costs less than either of its other
-    # forms); before the fix plan_front raised KeyError: 0 (lut_accuracy.py, PyTorch eager, 128 px)
+    # (both its merged and linear entries 10x its original) names it as buying nothing alone, but still offers it
+    # (issue #36: the held-back rule left k = 0 without a plan, and the preset against the front plan of k = 1)
     name = "efficientnet_lite0"
     lut = _measure(tmp_path, name, {}, 0)
     frame = lut.to_dataframe()
@@ -208,13 +201,24 @@ def test_a_preset_below_the_least_k_meets_the_front_plan_that_keeps_the_held_bac
     rows = (frame.scope == "block") & (frame.workload == spec)
     original_s = float(frame[rows & (frame.variant == "original")].median_s.iloc[0])
     frame.loc[rows & frame.variant.isin(["merged", "linear"]), "median_s"] = original_s * 10
-    front = plan_front(name, LUT(frame), resolution=32, max_span=1)
-    assert front.held_back == (0,) and min(p.k for p in front.points) == 1
+    front = plan_front(name, LUT(frame), resolution=32, max_span=1, method="isolated")  # savings as timed alone
+    blocks = find_blocks(get_model(name, resolution=32))
+
+    def median(i, variant):
+        return float(frame[(frame.scope == "block") & (frame.workload == blocks[i].spec.to_str())
+                           & (frame.variant == variant)].median_s.iloc[0])
+
+    # buying nothing alone, read off the rows: neither the merged nor the linear entry below the original
+    expected = tuple(i for i in range(16) if min(median(i, "merged"), median(i, "linear")) >= median(i, "original"))
+    assert 0 in expected and front.no_gain == expected and [p.k for p in front.points] == list(range(17))
+    by_k = {p.k: p for p in front.points}
+    # at k = 0 block 0 is linearised too, 9 originals slower than the k = 1 plan that keeps it (the same other blocks)
+    assert by_k[0].latency_s == pytest.approx(by_k[1].latency_s + 9 * original_s, rel=1e-9)
+    assert front.fastest_k >= 1 and "fastest at k = " in front.table() and "no gain alone: blocks 0 " in front.table()
+    assert front.to_dict()["no_gain"] == list(expected) and front.to_dict()["fastest_k"] == front.fastest_k
     preset = {p.name: p for p in front.presets}["efflite0-ds-d"]
-    assert preset.k == 0
-    assert preset.front_latency_s == min(p.latency_s for p in front.points)
-    assert preset.front_latency_s == {p.k: p for p in front.points}[1].latency_s
-    assert preset.latency_s > preset.front_latency_s  # block 0 linearised alone: 9x its original's time more
+    assert preset.k == 0 and preset.front_latency_s == by_k[0].latency_s
+    assert preset.latency_s == pytest.approx(by_k[0].latency_s, rel=1e-12)  # every block linear: the same plan
 
 
 def test_a_missing_entry_is_one_clear_line(tmp_path):

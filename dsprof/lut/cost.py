@@ -197,6 +197,8 @@ class PlanCosts:
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
     measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
+    # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
+    _pieces: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
@@ -246,6 +248,11 @@ class PlanCosts:
         return in_model_factor(self.entries)
 
     @cached_property
+    def measured_utc(self) -> str:
+        """When the LUT context's last group was timed (`LUT.measured_utc`), read once."""
+        return self.lookup.lut.measured_utc(self.key)
+
+    @cached_property
     def terms(self) -> Terms:
         """The parts of every plan's interval that belong to the model, not to a plan (`dsprof.lut.interval.terms_of`):
         worked out once per costs, not for each plan the planner prices (they price the calibration plan too)."""
@@ -254,8 +261,12 @@ class PlanCosts:
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:
         """Block ``i`` with its activations."""
-        original = self.entries.originals[i]
-        return self._piece(i, i + 1, "original", original, f"block {self.blocks[i].spec.to_str()} [original]")
+        key = ("kept", i)
+        if key not in self._pieces:
+            original = self.entries.originals[i]
+            self._pieces[key] = self._piece(i, i + 1, "original", original,
+                                            f"block {self.blocks[i].spec.to_str()} [original]")
+        return self._pieces[key]
 
     def unmerged(self, i: int, border: str = "in_front") -> tuple[str, LUTEntry | None]:
         """(variant, entry) of block ``i`` linearised and left unmerged, as a plan with this ``border`` deploys it:
@@ -271,16 +282,23 @@ class PlanCosts:
     def merges(self, i: int, border: str = "in_front") -> bool | None:
         """Whether block ``i``, linearised alone, merges by the one rule (`merge_pays`); None where the LUT lacks
         its ``merged`` or unmerged entry."""
-        return merge_pays(self.lookup(self.blocks[i].spec.to_str(), "merged"), self.unmerged(i, border)[1])
+        key = ("merges", i, border)
+        if key not in self._pieces:
+            self._pieces[key] = merge_pays(self.lookup(self.blocks[i].spec.to_str(), "merged"),
+                                           self.unmerged(i, border)[1])
+        return self._pieces[key]
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
         """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as `merges` decides
         (where the LUT cannot decide, counted as merged: the miss is named by the piece or by `with_merges`)."""
-        spec = self.blocks[i].spec.to_str()
         if merge is None:
             merge = self.merges(i, border) is not False
-        variant, entry = ("merged", self.lookup(spec, "merged")) if merge else self.unmerged(i, border)
-        return self._piece(i, i + 1, variant, entry, f"block {spec} [{variant}]")
+        key = ("linear", i, bool(merge), border)
+        if key not in self._pieces:
+            spec = self.blocks[i].spec.to_str()
+            variant, entry = ("merged", self.lookup(spec, "merged")) if merge else self.unmerged(i, border)
+            self._pieces[key] = self._piece(i, i + 1, variant, entry, f"block {spec} [{variant}]")
+        return self._pieces[key]
 
     def with_merges(self, plan: Any, *, strict: bool = True) -> Any:
         """``plan`` (a `dsprof.merge.Plan`, preset name or plan file) with its ``merge`` list: the one place that
@@ -342,9 +360,12 @@ class PlanCosts:
 
     def span(self, start: int, stop: int) -> Piece:
         """Blocks start..stop-1 merged into one convolution."""
-        workload = span_key(self.blocks, start, stop)
-        return self._piece(start, stop, "span", self.lookup(workload, "merged"),
-                           f"span of blocks {format_span((start, stop))} {workload} [merged]")
+        key = ("span", start, stop)
+        if key not in self._pieces:
+            workload = span_key(self.blocks, start, stop)
+            self._pieces[key] = self._piece(start, stop, "span", self.lookup(workload, "merged"),
+                                            f"span of blocks {format_span((start, stop))} {workload} [merged]")
+        return self._pieces[key]
 
     def as_variant(self, i: int, variant: str) -> Piece:
         """Block ``i`` as ``variant`` (every block one variant, e.g. the paper's Tab. 1 ``flops_matched``)."""

@@ -238,7 +238,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
-                      check_source=terms.check_source, measured_utc=lut.measured_utc(key))
+                      check_source=terms.check_source, measured_utc=costs.measured_utc)
 
 
 def plan_costs(

@@ -78,9 +78,10 @@ class PresetPoint:
 class Front:
     """The planner's plans for one model on one LUT context: ``points`` the fastest plan for each k;
     with importance, ``least_loss`` (least summed loss for each k, the fastest among equals) and ``pareto``
-    (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front. ``held_back``: the
-    blocks not offered linearised alone, because the LUT says that neither merges nor runs faster than keeping
-    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan."""
+    (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front. ``no_gain``: the blocks
+    that buy nothing linearised alone (as the LUT's rule deploys them, no faster than with their activations);
+    information only, every plan of every k is a candidate (`fastest_k` says from which k down the front stops
+    getting faster)."""
 
     model: str  # the model's label in the LUT (name + options + resolution)
     name: str  # its registered name, as plans carry it
@@ -93,7 +94,14 @@ class Front:
     least_loss: tuple[FrontPoint, ...] | None = None
     pareto: tuple[FrontPoint, ...] | None = None
     presets: tuple[PresetPoint, ...] = ()
-    held_back: tuple[int, ...] = ()
+    no_gain: tuple[int, ...] = ()
+
+    @property
+    def fastest_k(self) -> int:
+        """The k of the fastest plan of the front (the largest such k on a tie): from there down, linearising more
+        blocks makes the front no faster, only less accurate."""
+        best = max(p.speedup for p in self.points)
+        return max(p.k for p in self.points if p.speedup == best)
 
     def at_k(self, k: int) -> FrontPoint:
         """The fastest plan with ``k`` blocks keeping their activations."""
@@ -101,9 +109,6 @@ class Front:
             if p.k == k:
                 return p
         ks = [p.k for p in self.points]
-        if self.held_back and 0 <= k < min(ks):
-            raise UsageError(f"no plan keeps only {k} blocks' activations: at least {min(ks)} do, since blocks "
-                             f"{_indices(self.held_back)} are held back ({_HELD_BACK}); keep at least {min(ks)}")
         raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
@@ -140,7 +145,8 @@ class Front:
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
-                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back)}
+                "presets": [p.to_dict() for p in self.presets], "no_gain": list(self.no_gain),
+                "fastest_k": self.fastest_k}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -165,14 +171,24 @@ class Front:
         csv_path = atomic_write_text(path.with_suffix(".csv"), self.to_csv())
         return json_path, csv_path
 
+    def notes(self) -> list[str]:
+        """What the front says beyond its rows: where it stops getting faster, and which blocks buy nothing alone."""
+        fastest = self.at_k(self.fastest_k)
+        lines = []
+        if self.fastest_k > min(p.k for p in self.points):
+            lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
+                         "activations makes the front no faster")
+        if self.no_gain:
+            lines.append(f"no gain alone: blocks {_indices(self.no_gain)} are predicted no faster linearised alone "
+                         "than with their activations (a plan still takes them where its k needs them, or in a span)")
+        return lines
+
     def table(self) -> str:
         """The front for the terminal: one line per plan, the speed-up over the original first, then the
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
-        if self.held_back:
-            lines.append(f"held back: blocks {_indices(self.held_back)} keep their activations unless in a span "
-                         f"({_HELD_BACK})")
+        lines += self.notes()
         lines += _point_lines("fastest plan for each k (blocks keeping activations)", self.points, self.original_s)
         if self.least_loss is not None:
             lines += _point_lines("least importance loss for each k", self.least_loss, self.original_s)
@@ -209,8 +225,6 @@ def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     if speedup is not None and not speedup > 0:
         raise UsageError(f"--speedup is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
                          f"got {speedup:g}")
-_HELD_BACK = ("the LUT says that, linearised alone, they neither merge nor run faster than with their activations, "
-              "so removing those would cost accuracy for nothing")
 
 
 def _indices(values: tuple[int, ...]) -> str:

@@ -56,7 +56,7 @@ def plan_front(
                            method=method)
     registered = name or str(model)
     loss = _importance(importance, len(costs.blocks))
-    choices, held_back = _options(costs, max_span, loss)
+    choices = _options(costs, max_span, loss)
     _check_found(costs, choices, max_span, resolution_flag)
     ctx = _Context(costs, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(costs.blocks)
@@ -70,7 +70,7 @@ def plan_front(
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), held_back=held_back,
+        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(costs),
     )
 
 
@@ -85,9 +85,7 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(costs.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
-    # the keep list is given: a block it linearises is deployed even where that is slower than keeping it
-    choices = [(o, p) for o, p in _options(costs, max_span, None, hold_back=False)[0]
-               if all(keep[i] == o.kept for i in range(o.start, o.stop))]
+    choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
     _check_found(costs, choices, max_span)
     (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
     return _Context(costs, name, options).plan(solution, "best-spans")
@@ -138,22 +136,19 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
     return values
 
 
-def _options(costs: PlanCosts, max_span: int, loss: list[float] | None,
-             hold_back: bool = True) -> tuple[list[tuple[Option, Piece]], tuple[int, ...]]:
-    """(every piece a plan can use, priced; the blocks held back): each block kept or linearised alone, each span
-    of 2..max_span blocks inside a run of spannable blocks (`span_runs`). A block that the LUT says neither merges
-    nor runs faster without its activations (its unmerged piece saves less than nothing) is not offered
-    linearised alone with ``hold_back``: it would cost accuracy for nothing (it may still end in a span)."""
+def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
+    """Every piece a plan can use, priced: each block kept or linearised alone (merged or not as the LUT's rule
+    decides, the way `predict` prices a plan without a merge list), each span of 2..max_span blocks inside a run of
+    spannable blocks (`span_runs`). Nothing is held back: a block that buys nothing linearised alone is still
+    offered, so the front is the fastest plan of every k under the prices `predict` shows (issue #36); `_no_gain`
+    names such blocks."""
     n = len(costs.blocks)
     # exact sums of the losses: a span's loss and its blocks' losses added one by one must tie exactly
     loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
-    out, held = [], []
+    out = []
     for i in range(n):
         out.append((Option(i, i + 1, True, 0.0, Fraction(0)), costs.kept(i)))
         piece = costs.linearized(i)
-        if hold_back and piece.variant != "merged" and piece.saving_s < 0:  # a missing entry (NaN) is named later
-            held.append(i)
-            continue
         out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
     for run in span_runs(costs.blocks, (0,) * n):
         for a in range(len(run)):
@@ -161,7 +156,15 @@ def _options(costs: PlanCosts, max_span: int, loss: list[float] | None,
                 start, stop = run[a], run[b - 1] + 1
                 piece = costs.span(start, stop)
                 out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
-    return out, tuple(held)
+    return out
+
+
+def _no_gain(costs: PlanCosts) -> tuple[int, ...]:
+    """The blocks that buy nothing linearised alone: as the LUT's rule deploys them (merged where that pays), they
+    are predicted no faster than with their activations. Information, not a constraint: the front may still
+    linearise one where a k needs it, or take it into a span."""
+    return tuple(i for i in range(len(costs.blocks)) if not costs.linearized(i).saving_s > 0
+                 and costs.linearized(i).found)
 
 
 def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], max_span: int,
@@ -186,11 +189,8 @@ def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], max_span
 
 
 def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | None) -> list[PresetPoint]:
-    """The paper's plans for this model and options, priced and set against the front plan of their k. A preset that
-    keeps fewer blocks than any front plan (the LUT holds some back: linearised alone they are slower than kept) is
-    set against the front plan of the least k, which keeps them and is faster than any plan that does not."""
+    """The paper's plans for this model and options, priced and set against the front plan of their k."""
     by_k = {p.k: p for p in points}
-    least = min(by_k)
     out = []
     for preset_name, preset in sorted(PRESETS.items()):
         if not same_family(preset.model, ctx.name) or dict(preset.options) != ctx.options \
@@ -198,7 +198,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
             continue
         pred = predict_plan(ctx.costs, preset, strict=True, name=ctx.name)
         k = sum(preset.keep)
-        front = by_k[max(k, least)].latency_s
+        front = by_k[k].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
         out.append(PresetPoint(preset_name, k, pred.total_s, pred.low_s, pred.high_s, front, importance, pred.speedup,
                                pred.speedup_low, pred.speedup_high))
