@@ -75,8 +75,14 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
     with MeasurementWriter(plain) as writer:  # the same run without its calibration group
         writer.write([r for r in run.measurements if r.group != [x for x in run.measurements if x.variant == CALIBRATION][0].group])
     resumed = _measure(plain, calibrate=True, resume=True)
-    new = [r for r in read_measurements(plain) if r.scope != "probe"][-2:]
-    assert resumed.new == 2 and [r.variant for r in new] == ["original", CALIBRATION]
+    timed = [r for r in read_measurements(plain) if r.scope != "probe"]
+    new = timed[len(timed) - resumed.new:]
+    # the calibration group last; before it only pieces of the front that the file did not time inside the model yet
+    # (the front planned from the file's records may take some: issue #36), none timed twice
+    assert [r.variant for r in new[-2:]] == ["original", CALIBRATION]
+    assert all(r.scope == "context" for r in new[:-2])
+    keys = [(r.name, r.variant) for r in timed if r.scope == "context"]
+    assert len(keys) == len(set(keys))
 
 
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
@@ -98,6 +104,8 @@ def _with_calibration_ratio(run, tmp_path, ratio):
     whole = next(r for r in run.measurements if r.scope == "model" and r.variant == "original" and r.group != group)
     out = []
     for r in run.measurements:
+        if r.scope == "context":
+            continue
         if r.group != group:
             out.append(r)
         elif ratio is not None:
@@ -132,9 +140,10 @@ def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tm
     low, high = min(1, phi, 0.5 * F), max(1, phi, 0.5 * F)
     factor = math.sqrt((high - low) ** 2 / 12 + (F - (low + high) / 2) ** 2) / F
     assert pred.systematic == pytest.approx(Z * pred.speedup * abs(u) * factor, rel=1e-6)
-    assert pred.systematic > base.systematic
+    if 0.5 * F < 1:  # the third point lies below the range [1, phi]: it widens (else, inside it, it changes nothing)
+        assert pred.systematic > base.systematic
+        assert pred.speedup_high - pred.speedup_low > base.speedup_high - base.speedup_low
     assert "calibration saved" in pred.systematic_source and "(x0.500)" in pred.systematic_source
-    assert pred.speedup_high - pred.speedup_low > base.speedup_high - base.speedup_low
     # a calibration that saved what the method predicts (rho = 1, inside [1, phi] / F) leaves the range as it was
     same = predict_latency("mobilenet_v2", _with_calibration_ratio(run, tmp_path, 1 - u_every), plan, **kw)
     assert same.systematic == pytest.approx(base.systematic, rel=1e-6)
@@ -155,4 +164,7 @@ def test_cli_measure_calibrate_shows_its_row_and_predict_names_it(tmp_path, caps
     assert main(["predict", "--lut", str(tmp_path / "lut.csv"), "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
                  "--plan", str(plan)]) == 0
     shown = capsys.readouterr().out
-    assert "systematic: in-model factor" in shown and "calibration" in shown, shown
+    # the systematic term names what it reads: the pieces the run timed inside the model, or (where the run's own
+    # entries could not be planned, e.g. a tiny model that a loaded machine timed faster than its blocks) the factor
+    assert ("systematic: in-model factor" in shown or "pieces timed in the model save" in shown), shown
+    assert "calibration" in shown, shown

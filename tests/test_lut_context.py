@@ -97,19 +97,34 @@ def test_context_prediction_from_the_raw_samples(context_run):
     else:  # the timing made the in-context and isolated savings disagree: isolated, saying so
         assert scaled.method.startswith("isolated (context-scaled fell back") and scaled.total_s == isolated.total_s
 
-    # auto: in-model, the isolated savings times the middle of 1 and the in-model factor (the whole model minus
-    # stem and head over the blocks alone), from the reference
+    # auto: in-model. The LUT timed 14 pieces inside the model (each block merged and linear, --context): their
+    # scale c is what they saved there (the paired ratio: the median per-round ratio of the group) over what they
+    # saved alone, and each linearised block's price is c times its saving alone moved toward what it saved in the
+    # model by w = tau^2 / (tau^2 + sigma^2) (dsprof.lut.inmodel; sigma from the LUT's paired-ratio error)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MethodFallbackWarning)
         auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
-    phi = ((reference - med[("stem", "mobilenet_v2", "original")]
-            - med[("head", "mobilenet_v2", "original")]) / sum(med[("block", b.name, "original")] for b in blocks))
-    if phi > 0:
-        assert auto.method == f"in-model (x{(1 + phi) / 2:.3f})"
-        assert auto.total_s == pytest.approx(reference - (1 + phi) / 2 * saved_alone, rel=1e-9)
-        assert auto.speedup == pytest.approx(reference / auto.total_s, rel=1e-9)
-    else:  # a loaded machine timed the whole model shorter than its stem and head: isolated
-        assert auto.method == "isolated" and auto.total_s == isolated.total_s
+    samples = {(r.scope, r.name, r.variant): np.array(r.samples_s) for r in context_run.measurements}
+    measured, alone_of = {}, {}
+    for b in blocks:
+        for v in ("merged", "linear"):
+            ratio = float(np.median(samples[("context", b.name, v)] / samples[("context", b.name, "original")]))
+            measured[(b.name, v)] = reference * (1 - ratio)
+            alone_of[(b.name, v)] = med[("block", b.name, "original")] - med[("block", b.name, v)]
+    c = sum(measured.values()) / sum(alone_of.values())
+    if c > 0 and sum(alone_of.values()) > 0:
+        assert auto.method == f"in-model (x{c:.3f}, 14 pieces timed in the model)"
+        table = auto.blocks.set_index("block")
+        for b, k in zip(blocks, KEEP):
+            if k:
+                continue
+            prior, m = c * alone_of[(b.name, "merged")], measured[(b.name, "merged")]
+            low, high = min(prior, m), max(prior, m)  # the price lies between the two, whatever w is
+            assert low - 1e-12 <= table.loc[b.name, "saving_s"] <= high + 1e-12
+    else:  # a loaded machine gave the pieces no positive scale: the in-model factor, as without them
+        phi = ((reference - med[("stem", "mobilenet_v2", "original")]
+                - med[("head", "mobilenet_v2", "original")]) / sum(med[("block", b.name, "original")] for b in blocks))
+        assert auto.method in (f"in-model (x{(1 + phi) / 2:.3f})", "isolated")
 
     # the drift: the spread of the whole model's medians, its own group and the seven in-context groups
     medians = [med[("model", "mobilenet_v2", "original")]] + [med[("context", b.name, "original")] for b in blocks]
@@ -159,13 +174,18 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
             warnings.simplefilter("error", MethodFallbackWarning)  # auto never falls back loudly
             return predict_latency("mobilenet_v2", LUT(rows), plan, options=OPTIONS, resolution=32, strict=True)
 
-    # the whole model 20 ms, its 7 blocks 2 ms each alone, no stem and head: phi = 20 / 14; the three merged blocks
-    # save 0.5 ms each alone, times (1 + phi) / 2; from the reference, the median of the model's medians (20 ms)
-    factor = (1 + 20 / 14) / 2
-    for rows in (frame, frame.assign(backend="onnxruntime"), frame[frame.scope != "context"]):
+    # with the 7 blocks timed inside the model (merged): each saved 3.75 % of the 20 ms reference there, 0.75 ms,
+    # against 0.5 ms alone: the scale is 1.5, every piece lies on it (spread 0), the three merged blocks save 2.25 ms
+    for rows in (frame, frame.assign(backend="onnxruntime")):
         pred = auto(rows)
-        assert pred.method == f"in-model (x{factor:.3f})"
-        assert pred.total_s == pytest.approx(0.020 - factor * 3 * 0.0005, rel=1e-12)
+        assert pred.method == "in-model (x1.500, 7 pieces timed in the model)"
+        assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-12)
+    # without them: the whole model 20 ms, its 7 blocks 2 ms each alone, no stem and head: phi = 20 / 14; the three
+    # merged blocks save 0.5 ms each alone, times (1 + phi) / 2; from the reference, the median of the model's medians
+    factor = (1 + 20 / 14) / 2
+    pred = auto(frame[frame.scope != "context"])
+    assert pred.method == f"in-model (x{factor:.3f})"
+    assert pred.total_s == pytest.approx(0.020 - factor * 3 * 0.0005, rel=1e-12)
     # without the whole model: isolated, nothing fell back (the blocks alone, no rest: a miss said as such)
     alone = frame[frame.scope == "block"]
     with pytest.warns(UserWarning, match="stem/head entries or a whole-model entry"):

@@ -31,11 +31,12 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..models import Block, format_span
+from .inmodel import InModel, timed_pieces
 from .interval import Terms, entry_error_s, saving_error_s, terms_of
-from .schema import context_workload, split_label
+from .schema import context_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 
-__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "in_model_factor", "merge_pays", "span_key"]
+__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "in_model_factor", "merge_pays", "piece_name", "span_key"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,14 @@ def _deploys_alike(block: Block) -> bool:
     return deploys_alike(block)
 
 
+def piece_name(blocks: list[Block], start: int, stop: int) -> str:
+    """The name blocks start..stop-1 go by inside the model (their in-model workload, `context_workload`): a block's
+    module name, or a span's (`span_piece`)."""
+    if stop - start == 1:
+        return blocks[start].name
+    return span_piece(blocks[start].name, blocks[stop - 1].name)
+
+
 def span_key(blocks: list[Block], start: int, stop: int) -> str:
     """The LUT workload of the one convolution that blocks start..stop-1 merge into (its ``conv`` spec)."""
     from ..merge.spans import span_spec  # local: the merge package imports this one's LUT types
@@ -170,6 +179,7 @@ class Piece:
     errors_s: tuple[float, ...] = ()
     missing: str | None = None
     noisy: bool = False
+    in_model: bool = False  # its saving was measured inside the running model (`PlanCosts.in_model_saving`)
 
     @property
     def found(self) -> bool:
@@ -197,6 +207,9 @@ class PlanCosts:
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
     measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
+    # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
+    in_model: InModel | None = None
+    pieces_in_model: bool = True  # False: price every piece from its saving alone (diagnostics)
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
     _pieces: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -230,9 +243,19 @@ class PlanCosts:
         if method in ("context-scaled", "in-model"):
             phi = in_model_factor(entries)
             scale = factor if method == "context-scaled" else (None if phi is None else (1 + phi) / 2)
+            reference = entries.whole_s
+            in_model = None
+            if method == "in-model" and reference > 0:
+                in_model = InModel.estimate(timed_pieces(
+                    lookup, label, blocks, entries.originals, reference, lambda a, b: span_key(blocks, a, b),
+                    lambda a, b: piece_name(blocks, a, b)), reference)
+            if in_model is not None:
+                return cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} pieces "
+                           "timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
+                           factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
+                           in_model=in_model)
             why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
-                reference = entries.whole_s
                 return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
                            rest_s=rest_s, reference_s=reference, factor=scale, base_errors=tuple(base_errors),
                            missing=tuple(missing))
@@ -399,7 +422,16 @@ class PlanCosts:
             saving, errors, missing = self._in_context(start, stop, variant, name)
             return Piece(start, stop, variant, entry.median_s, saving, errors, missing, entry.noisy)
         found = all(o is not None for o in originals)
-        saving = self.factor * (sum(o.median_s for o in originals) - entry.median_s) if found else math.nan
+        alone = sum(o.median_s for o in originals) - entry.median_s if found else math.nan
+        if self.in_model is not None and found:
+            kind = "span" if stop - start > 1 else variant
+            if self.pieces_in_model:
+                saving, se, timed = self.in_model.price(start, stop, kind, alone)
+            else:
+                saving, se, timed = self.factor * alone, self.in_model.spread * abs(self.factor * alone), False
+            errors = (se,) if timed else (se, *(self.factor * e for e in self._alone_errors(originals, entry)))
+            return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
+        saving = self.factor * alone
         if self.rest_method == "stem+head":
             errors = (entry_error_s(entry),)
         elif self.rest_method == "model-minus-blocks":
@@ -408,6 +440,16 @@ class PlanCosts:
         else:
             errors = ()
         return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy)
+
+    def piece_name(self, start: int, stop: int) -> str:
+        """The name blocks start..stop-1 go by inside the model (`piece_name`)."""
+        return piece_name(self.blocks, start, stop)
+
+    def _alone_errors(self, originals: list[LUTEntry], entry: LUTEntry) -> tuple[float, ...]:
+        """The standard errors of a saving alone: of the paired ratio (a block), or of every median (a span)."""
+        if len(originals) == 1:
+            return (saving_error_s(originals[0], entry),)
+        return tuple(entry_error_s(o) for o in originals) + (entry_error_s(entry),)
 
     def _in_context(self, start: int, stop: int, variant: str, name: str) -> tuple[float, tuple[float, ...], str | None]:
         """(saving, errors, miss) of block ``start`` as ``variant`` measured inside the running model, relative to

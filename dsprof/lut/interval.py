@@ -129,6 +129,14 @@ def terms_of(costs: "PlanCosts") -> Terms:
     if calibration.se == calibration.se:
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
+    if costs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): only how the pieces add up is left
+        points = [1.0] + ([calibration.rho] if calibration.rho == calibration.rho else [])
+        low, high = min(points), max(points)
+        spread = math.sqrt((high - low) ** 2 / 12 + (1 - (low + high) / 2) ** 2)
+        factor = math.hypot(spread, costs.in_model.scale_se)
+        source = "; ".join(filter(None, [costs.in_model.describe(), calibration.source]))
+        source += f": the pieces' savings add up to between x{low:.3f} and x{high:.3f} of their sum"
+        return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
     points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
     if len(points) < 2:
         return Terms(drift, drift_source, check, check_source, 0.0,

@@ -20,7 +20,7 @@ scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole mo
            swapped, timed against the whole model: `dsprof measure --context`) or ``probe`` (the drift
            probe every run times after each group, `dsprof.profiler.probe`; pooled over all runs)
 workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
-           module name (`context_workload`); for ``probe`` the probe's name; for other scopes the model label
+           module name (`context_workload`; a span's first and last block names joined by ``..``, `span_piece`); for ``probe`` the probe's name; for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
 variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``; ``linear`` is the block without
            its activations, unmerged, in the form `merge_model` deploys it with a plan's default border
@@ -54,7 +54,7 @@ from typing import Any, Mapping
 from ..device_context import CONTEXT_FIELDS
 
 __all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS",
-           "PREDICTED", "context_workload", "model_label", "split_label"]
+           "PREDICTED", "context_workload", "model_label", "span_piece", "split_label"]
 
 SCHEMA = "dsprof.lut/2"
 #: The version before the group columns: loads with one warning, its group columns filled as unknown.
@@ -100,5 +100,12 @@ def split_label(label: str) -> tuple[str, dict[str, Any]]:
 
 
 def context_workload(label: str, block: str) -> str:
-    """The workload of a block timed in context: ``LABEL@BLOCK`` (a model label, a module path)."""
+    """The workload of a block (or a span: `span_piece`) timed inside the model: ``LABEL@BLOCK`` (a model label, a
+    module path)."""
     return f"{label}@{block}"
+
+
+def span_piece(first: str, last: str) -> str:
+    """The name a span of blocks goes by inside the model (its in-model workload, `context_workload`): its first and
+    last blocks' module names joined by ``..`` (module paths hold single dots only)."""
+    return f"{first}..{last}"

@@ -18,7 +18,7 @@ import uuid
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 try:
     import resource  # POSIX only
@@ -40,7 +40,7 @@ from .records import (CALIBRATION, Measurement, MeasurementFileError, Measuremen
                       repair_truncated_tail)
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
-from .calibration import calibration_workloads, check_calibration_request
+from .calibration import calibration_groups, check_calibration_request
 from .context import context_workloads
 from .probe import PROBE_NAME, probe_timing, probe_workload
 from .workloads import (
@@ -404,10 +404,11 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
         common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
         desc = f"measure {label} ({settings.backend}, {settings.device})"
         new_records: list[Measurement] = []
-        calibrate = request.calibrate and not any(r.ok and r.variant == CALIBRATION for r in existing)
         last = None
-        if calibrate:  # built once the blocks are timed: their entries decide the merges
-            last = lambda: calibration_workloads(net, label, input_size, existing + new_records, context)  # noqa: E731
+        if request.calibrate:  # built once the blocks are timed: their entries decide the pieces and the merges
+            calibrate = not any(r.ok and r.variant == CALIBRATION for r in existing)
+            last = lambda: calibration_groups(net, label, input_size, lambda: existing + new_records,  # noqa: E731
+                                              context, request.spans, calibrate)
         try:
             _time_groups(todo, backend_impl, settings, batch, request.timing, clock, writer, common, desc, progress, log,
                          new_records, last)
@@ -451,11 +452,11 @@ def _time_groups(
     progress: bool,
     log: Callable[[str], None] | None,
     new_records: list[Measurement],
-    last: Callable[[], list[Workload]] | None = None,
+    last: Callable[[], Iterable[list[Workload]]] | None = None,
 ) -> None:
     """Time the groups one after the other, appending each group's records to ``writer``'s file as it ends
-    and to ``new_records`` once written (what an interrupted run has saved); then the group ``last`` builds,
-    from what the others measured."""
+    and to ``new_records`` once written (what an interrupted run has saved); then the groups ``last`` yields, each
+    built from what was measured before it."""
     from tqdm.auto import tqdm
 
     run_id = uuid.uuid4().hex[:8]
@@ -463,6 +464,9 @@ def _time_groups(
             tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
             _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
         for group_index, group in enumerate(_then(todo, last)):
+            if group_index >= bar.total:  # the groups ``last`` yields are known one at a time
+                bar.total = group_index + 1
+                bar.refresh()
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
             group_timing = timing if group_index else replace(
                 timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
@@ -479,11 +483,11 @@ def _time_groups(
             bar.update(1)
 
 
-def _then(todo: list[list[Workload]], last: Callable[[], list[Workload]] | None):
-    """The groups of ``todo``, then the one ``last`` builds once they are timed."""
+def _then(todo: list[list[Workload]], last: Callable[[], Iterable[list[Workload]]] | None):
+    """The groups of ``todo``, then those ``last`` yields once they are timed."""
     yield from todo
     if last is not None:
-        yield last()
+        yield from last()
 
 
 def workload_groups(

@@ -1,0 +1,55 @@
+"""Held-out architectures for `benchmarks/planner_vs_random.py` (issue #36): timm models, random weights.
+
+Not a test, not used by any test or other benchmark: models the planner, its prices and its intervals were never
+tuned on, loaded the way a user loads their own (``--model-file benchmarks/heldout_models.py:NAME``). Each factory
+builds the timm model with random weights (nothing downloads). Blocks dsprof finds at 224 px (`dsprof blocks`):
+
+==================================  ======  =========================================================
+factory                             blocks  what they are
+==================================  ======  =========================================================
+spnasnet_100                          21    inverted residuals, kernels 3 and 5 (Single-Path NAS)
+efficientnet_es                       18    EdgeTPU-S: full-conv "edge residual" chains, then inverted residuals
+mnasnet_050                           17    MnasNet-B1 at width 0.5, kernels 3 and 5
+tf_mobilenetv3_large_minimal_100      15    MobileNetV3-Large "minimal" (no SE, ReLU), TF 'SAME' padding
+mobilenetv4_conv_small                14    MobileNetV4 conv-small: full-conv chains and inverted residuals
+resnet18d                              9    ResNet-18-D: basic blocks (and its deep stem's chain)
+==================================  ======  =========================================================
+"""
+
+from __future__ import annotations
+
+import timm
+from torch import nn
+
+__all__ = ["MODELS"]
+
+MODELS = ("spnasnet_100", "efficientnet_es", "mnasnet_050", "tf_mobilenetv3_large_minimal_100",
+          "mobilenetv4_conv_small", "resnet18d")
+
+
+def _timm(name: str, num_classes: int) -> nn.Module:
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+def spnasnet_100(num_classes: int = 1000) -> nn.Module:
+    return _timm("spnasnet_100", num_classes)
+
+
+def efficientnet_es(num_classes: int = 1000) -> nn.Module:
+    return _timm("efficientnet_es", num_classes)
+
+
+def mnasnet_050(num_classes: int = 1000) -> nn.Module:
+    return _timm("mnasnet_050", num_classes)
+
+
+def tf_mobilenetv3_large_minimal_100(num_classes: int = 1000) -> nn.Module:
+    return _timm("tf_mobilenetv3_large_minimal_100", num_classes)
+
+
+def mobilenetv4_conv_small(num_classes: int = 1000) -> nn.Module:
+    return _timm("mobilenetv4_conv_small", num_classes)
+
+
+def resnet18d(num_classes: int = 1000) -> nn.Module:
+    return _timm("resnet18d", num_classes)

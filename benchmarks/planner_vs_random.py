@@ -1,0 +1,340 @@
+"""Does the planner's front beat random plans on architectures nobody tuned for? (issue #36)
+
+For each runtime and held-out model (`benchmarks/heldout_models.py`: timm models with random weights, loaded as a user
+loads their own with ``--model-file``; none is used by a test or by another benchmark), at 224 px, batch 1, one thread:
+
+1. the LUT: `dsprof.profiler.measure` with every block as built, linearised and merged, every span of up to 4 blocks,
+   the whole model and `--calibrate` (the front's pieces timed inside the model, then the calibration group);
+2. at k = round(n/4), round(n/2), round(3n/4) (blocks that keep their activations): the planner's front plan and
+   ``--random`` random plans of the same k (kept blocks drawn uniformly, no spans), each merged by the one rule
+   (its `merge` list written by the LUT, `PlanCosts.with_merges`, as `dsprof merge --lut` does);
+3. later, each k's plans and the original timed together, interleaved round by round in one group, by a plain loop of
+   the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward under `inference_mode`, each
+   timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's timer): a plan's measured
+   speed-up is the median over the rounds of the original's time over the plan's;
+4. the scores: the front's measured speed-up, the best and the median random plan and the front's rank, and every
+   plan's predicted speed-up (`dsprof.lut.Pricer`, the prices `dsprof predict` shows) with its 95 % interval against
+   its measurement.
+
+Every file stays under ``--out``: the LUT run, the plans, the checks' samples (``checks.json``) and ``results.json``.
+``--reuse`` takes what is there (a LUT, plans, checks) and measures only what is missing; ``--recheck`` times the
+checks again with the LUTs and plans there (a check taken at another time than the LUT). Scores are computed
+afresh from the stored files each time, with today's code. Timings are figures only on a quiet machine: run it
+under ../shared/tools/quiet-run; every case prints the load average before and after.
+
+    .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvr                  # 6 models x 2 runtimes
+    .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvr --reuse          # re-score, measure what is missing
+    .venv/bin/python benchmarks/planner_vs_random.py --out /tmp/pvr --models mnasnet_050 --backends onnxruntime \\
+        --resolution 64 --random 3 --budget 0.1 --check-seconds 2                           # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dsprof.lut import LUT, build_lut
+from dsprof.lut.predict import MethodFallbackWarning, plan_costs
+from dsprof.lut.pricer import Pricer
+from dsprof.merge import Plan, load_plan, merge_model
+from dsprof.merge.fold import fold_batchnorm
+from dsprof.models import find_blocks, first_conv_in_channels, get_model
+from dsprof.models.user_model import register_model_file
+from dsprof.plan import plan_front
+from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler.allocator import steady_allocator
+from dsprof.profiler.backends.onnx_export import export_onnx
+from dsprof.profiler.stats import paired_speedup
+
+HERE = Path(__file__).resolve().parent
+MODEL_FILE = HERE / "heldout_models.py"
+DEFAULT_MODELS = ("spnasnet_100,efficientnet_es,mnasnet_050,tf_mobilenetv3_large_minimal_100,mobilenetv4_conv_small,"
+                  "resnet18d")
+MAX_SPAN = 4
+#: Targets of issue #36 (item 6).
+NEAR_BEST = 0.02  # the front within 2 % of the best random plan, or above it
+WITHIN = 0.10  # predicted speed-up within +-10 % of measured
+HALF_WIDTH = 0.08  # median half-width of the 95 % interval
+
+
+def load() -> str:
+    return "/".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def model_name(name: str) -> str:
+    """A held-out factory of heldout_models.py registered as a user's model, or a dsprof zoo name (``zoo:NAME``)."""
+    if name.startswith("zoo:"):
+        return name[4:]
+    return register_model_file(f"{MODEL_FILE}:{name}")
+
+
+# -- the LUT ---------------------------------------------------------------------------------------------------
+
+
+def lut_of(name: str, backend: str, args: argparse.Namespace, case_dir: Path, log: dict) -> LUT:
+    path = case_dir / "lut.csv"
+    if args.reuse and path.is_file():
+        return LUT.load(path)
+    log["lut_load_before"] = load()
+    t0 = time.perf_counter()
+    result = measure(name, resolution=args.resolution, backend=backend, threads=1,
+                     variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+                     calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut", overwrite=True,
+                     progress=False)
+    log["lut_wall_s"] = time.perf_counter() - t0
+    log["lut_load_after"] = load()
+    log["lut_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return build_lut([result.path]).save(path)
+
+
+# -- the plans -------------------------------------------------------------------------------------------------
+
+
+def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> tuple[dict[int, list[Plan]], object]:
+    """{k: [front plan, random plans...]} (merge lists written by the LUT's rule), stored in plans/; and the costs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        costs = plan_costs(name, lut, resolution=args.resolution)
+    n = len(costs.blocks)
+    ks = sorted({round(n / 4), round(n / 2), round(3 * n / 4)})
+    folder = case_dir / "plans"
+    stored = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if args.reuse and stored:
+        out: dict[int, list[Plan]] = {}
+        for f in stored:
+            plan = load_plan(f)
+            out.setdefault(sum(plan.keep), []).append(plan)
+        return {k: sorted(v, key=lambda p: (not p.name.startswith("front"), p.name)) for k, v in out.items()}, costs
+    front = plan_front(name, lut, costs=costs, max_span=MAX_SPAN)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for k in ks:
+        rng = random.Random(f"{args.seed}:{name}:{k}")
+        point = front.at_k(k).plan
+        plans = [replace(point, name=f"front-k{k}")]
+        for i in range(args.random):
+            kept = set(rng.sample(range(n), k))
+            keep = tuple(int(b in kept) for b in range(n))
+            plans.append(costs.with_merges(Plan(name, keep, {}, name=f"random-k{k}-{i}")))
+        for p in plans:
+            (folder / f"{p.name}.json").write_text(p.to_json())
+        out[k] = plans
+    return out, costs
+
+
+# -- the checks: a plain loop of the runtime -------------------------------------------------------------------
+
+
+def runner(module: torch.nn.Module, backend: str, shape: tuple[int, ...], workdir: Path):
+    """A function that runs ``module`` once on a fixed input in ``backend`` (BatchNorm folded, as deployed)."""
+    module = fold_batchnorm(module, torch.zeros(1, *shape[1:])).eval()
+    if backend == "onnxruntime":
+        import onnxruntime as ort
+
+        path = export_onnx(module, shape, workdir / f"{len(list(workdir.iterdir()))}.onnx")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feed = {"input": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+        return lambda: session.run(None, feed)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+
+    def run():
+        with torch.inference_mode():
+            return module(x)
+
+    return run
+
+
+def time_group(runs: list, seconds: float, min_rounds: int, seed: int) -> list[list[float]]:
+    """Samples (seconds) of each run, one per round, the order shuffled every round; after a short warm-up, rounds
+    until ``seconds`` are spent (at least ``min_rounds``)."""
+    for run in runs:  # warm-up: a few calls each
+        for _ in range(5):
+            run()
+    rng = random.Random(seed)
+    samples: list[list[float]] = [[] for _ in runs]
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < min_rounds or time.perf_counter() - start < seconds:
+        order = list(range(len(runs)))
+        rng.shuffle(order)
+        for i in order:
+            t0 = time.perf_counter_ns()
+            runs[i]()
+            samples[i].append((time.perf_counter_ns() - t0) * 1e-9)
+        rounds += 1
+    return samples
+
+
+def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argparse.Namespace, case_dir: Path,
+              log: dict) -> dict:
+    path = case_dir / "checks.json"
+    if path.is_file() and not args.recheck and (args.reuse or args.rescore):
+        return json.loads(path.read_text())
+    torch.set_num_threads(1)
+    if backend == "torch":
+        steady_allocator()  # the heap setting dsprof times PyTorch with (dsprof.profiler.allocator), not its timer
+    net = get_model(name, resolution=args.resolution).eval()
+    shape = (1, first_conv_in_channels(net), args.resolution, args.resolution)
+    out = {"load_before": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "groups": {}}
+    for k, group in plans.items():
+        with tempfile.TemporaryDirectory(prefix="pvr-") as tmp:
+            runs = [runner(net, backend, shape, Path(tmp))] + [runner(merge_model(net, p), backend, shape, Path(tmp))
+                                                              for p in group]
+            samples = time_group(runs, args.check_seconds, args.min_rounds, seed=k)
+        out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0], "samples": samples[1:]}
+    out["load_after"] = load()
+    path.write_text(json.dumps(out))
+    log["checks"] = {key: out[key] for key in ("load_before", "load_after", "utc")}
+    return out
+
+
+# -- scores ----------------------------------------------------------------------------------------------------
+
+
+def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict) -> list[dict]:
+    """One row per case (model, runtime, k): the front against the random plans, and every plan's prediction."""
+    pricer = Pricer(costs)
+    alone = Pricer(replace(costs, pieces_in_model=False))  # diagnostic: every piece priced as timed alone
+    rows = []
+    for k, group in plans.items():
+        timed = checks["groups"][str(k)]
+        assert timed["plans"] == [p.name for p in group], "checks.json does not match the plans: --recheck"
+        plans_rows = []
+        for plan, samples in zip(group, timed["samples"]):
+            s = paired_speedup(timed["original"], samples)
+            price, price_alone = pricer.price(plan), alone.price(plan)
+            plans_rows.append({"plan": plan.name, "spans": [list(x) for x in plan.spans or ()],
+                               "measured": s.ratio, "measured_low": s.low, "measured_high": s.high,
+                               "predicted": price.speedup, "low": price.speedup_low, "high": price.speedup_high,
+                               "predicted_alone": price_alone.speedup})
+        front, randoms = plans_rows[0], plans_rows[1:]
+        measured = sorted((r["measured"] for r in plans_rows), reverse=True)
+        rows.append({"model": label, "backend": backend, "k": k, "n": len(costs.blocks), "front": front,
+                     "random": randoms, "best_random": max(r["measured"] for r in randoms),
+                     "median_random": statistics.median(r["measured"] for r in randoms),
+                     "rank": measured.index(front["measured"]) + 1, "of": len(plans_rows)})
+    return rows
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def summary(rows: list[dict]) -> str:
+    lines = ["| model | runtime | k/n | front measured | best random | median random | rank | front predicted (95 %) | "
+             "inside | error |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        f = r["front"]
+        inside = f["low"] <= f["measured"] <= f["high"]
+        lines.append(f"| {r['model']} | {r['backend']} | {r['k']}/{r['n']} | {f['measured']:.3f}x | "
+                     f"{r['best_random']:.3f}x | {r['median_random']:.3f}x | {r['rank']} of {r['of']} | "
+                     f"{f['predicted']:.3f}x ({f['low']:.3f}-{f['high']:.3f}) | {'yes' if inside else 'NO'} | "
+                     f"{f['predicted'] / f['measured'] - 1:+.1%} |")
+    near = [r["front"]["measured"] >= r["best_random"] * (1 - NEAR_BEST) for r in rows]
+    below_median = [r["front"]["measured"] < r["median_random"] for r in rows]
+    every = [p for r in rows for p in [r["front"], *r["random"]]]
+    fronts = [r["front"] for r in rows]
+
+    def accuracy(plans: list[dict], key: str = "predicted") -> tuple[float, float]:
+        within = [abs(p[key] / p["measured"] - 1) <= WITHIN for p in plans]
+        errors = [abs(p[key] / p["measured"] - 1) for p in plans]
+        return sum(within) / len(within), statistics.median(errors)
+
+    def coverage(plans: list[dict]) -> tuple[float, float]:
+        inside = [p["low"] <= p["measured"] <= p["high"] for p in plans]
+        half = [(p["high"] - p["low"]) / 2 / p["predicted"] for p in plans]
+        return sum(inside) / len(inside), statistics.median(half)
+
+    a_all, e_all = accuracy(every)
+    a_front, e_front = accuracy(fronts)
+    c_all, h_all = coverage(every)
+    c_front, h_front = coverage(fronts)
+    a_alone, e_alone = accuracy(every, "predicted_alone")
+    af_alone, ef_alone = accuracy(fronts, "predicted_alone")
+    lines += [
+        "",
+        f"cases: {len(rows)} (models x runtimes x k); plans checked: {len(every)}",
+        f"front within {NEAR_BEST:.0%} of the best random plan or above it: {sum(near)} of {len(rows)} "
+        f"({_pct(sum(near) / len(rows))}; target >= 90 %); below the random median: {sum(below_median)} (target 0)",
+        f"predicted speed-up within +-{WITHIN:.0%} of measured: all plans {_pct(a_all)} (median error {e_all:.1%}), "
+        f"front plans {_pct(a_front)} ({e_front:.1%}); target >= 95 %",
+        f"95 % interval coverage: all plans {_pct(c_all)} at a median half-width +-{h_all:.1%}, front plans "
+        f"{_pct(c_front)} at +-{h_front:.1%}; target >= 90 % at <= +-{HALF_WIDTH:.0%}",
+        f"(diagnostic) every piece priced as timed alone: within +-{WITHIN:.0%} all plans {_pct(a_alone)} "
+        f"(median {e_alone:.1%}), front plans {_pct(af_alone)} ({ef_alone:.1%})",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--models", default=DEFAULT_MODELS,
+                        help="factories of benchmarks/heldout_models.py, comma-separated (zoo:NAME for a dsprof zoo model)")
+    parser.add_argument("--backends", default="onnxruntime,torch")
+    parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--random", type=int, default=10, help="random plans per k")
+    parser.add_argument("--seed", default="36")
+    parser.add_argument("--budget", type=float, default=1.0, help="LUT run: seconds of timing per workload at most")
+    parser.add_argument("--check-seconds", type=float, default=20.0, help="seconds of timed rounds per check group")
+    parser.add_argument("--min-rounds", type=int, default=30)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--reuse", action="store_true", help="take the LUTs, plans and checks under --out; measure what is missing")
+    parser.add_argument("--recheck", action="store_true", help="time the checks again (LUTs and plans reused)")
+    parser.add_argument("--rescore", action="store_true", help="measure nothing: score what is under --out")
+    args = parser.parse_args(argv)
+    if args.recheck or args.rescore:
+        args.reuse = True
+    torch.set_num_threads(1)
+    results_path = args.out / "results.json"
+    logs = json.loads(results_path.read_text())["logs"] if results_path.is_file() else {}
+    rows = []
+    for backend in args.backends.split(","):
+        for factory in args.models.split(","):
+            name = model_name(factory)
+            case_dir = args.out / backend / factory.replace(":", "_")
+            case_dir.mkdir(parents=True, exist_ok=True)
+            log = logs.setdefault(f"{backend}/{factory}", {})
+            if args.rescore and not (case_dir / "checks.json").is_file():
+                continue
+            t0 = time.perf_counter()
+            print(f"{backend} {factory}: load {load()}", flush=True)
+            lut = lut_of(name, backend, args, case_dir, log)
+            plans, costs = plans_of(name, lut, args, case_dir)
+            checks = checks_of(name, backend, plans, args, case_dir, log)
+            case_rows = score(name, factory, backend, plans, costs, checks)
+            rows += case_rows
+            print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "
+                  f"{log.get('lut_load_before', '?')} -> {log.get('lut_load_after', '?')}), checks "
+                  f"{checks.get('utc', '?')} (load {checks.get('load_before', '?')} -> {checks.get('load_after', '?')})",
+                  flush=True)
+            for r in case_rows:
+                f = r["front"]
+                print(f"  k={r['k']:2d}/{r['n']}: front {f['measured']:.3f}x (rank {r['rank']} of {r['of']}), best random "
+                      f"{r['best_random']:.3f}x, median {r['median_random']:.3f}x; predicted {f['predicted']:.3f}x "
+                      f"({f['low']:.3f}-{f['high']:.3f}), spans {f['spans']}", flush=True)
+            results_path.write_text(json.dumps({"rows": rows, "logs": logs}, indent=1))
+    if rows:
+        print()
+        print(summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
