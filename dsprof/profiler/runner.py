@@ -464,10 +464,7 @@ def _time_groups(
             _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
         for group_index, group in enumerate(_then(todo, last)):
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
-            group_timing = timing if group_index else replace(
-                timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
-                warmup_max_s=max(timing.warmup_max_s, timing.first_warmup_s),
-            )
+            group_timing = timing.first_group() if group_index == 0 else timing
             records = _measure_group(group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
                                      dict(common, group=f"{run_id}:{group_index}"))
             records += probe.time(f"{run_id}:probe{group_index}")  # the machine's speed, right after the group
