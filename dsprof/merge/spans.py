@@ -24,6 +24,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..models import Block, BlockSpec, find_blocks, input_size_of, spec_macs
 from .algebra import MergeError
 from .layers import ZeroPad, front_pad
@@ -112,7 +113,7 @@ def span_macs(specs: list[BlockSpec]) -> int:
     return spec_macs(span_spec(specs))
 
 
-def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[int, int] | None = None):
+def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input_size: tuple[int, int] | None = None):
     """The plan with ``spans`` chosen where merging a span lowers the MACs (no activation runs inside a span),
     and no ``merge`` list (its lone blocks are then merged by MACs too: ``merge_model(..., merge_by="macs")``).
 
