@@ -129,6 +129,14 @@ def test_bundle_carries_the_timing_loop_verbatim(tmp_path):
     assert (tmp_path / "timing_loop.py").read_bytes() == TIMING_LOOP.read_bytes()
 
 
+def test_a_runner_copied_without_its_timing_loop_says_so_in_one_line(tmp_path):
+    shutil.copyfile(RUNNER, tmp_path / "run_bundle.py")
+    done = subprocess.run([sys.executable, "-S", "-E", str(tmp_path / "run_bundle.py"), "--runtime", "onnxruntime"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("run_bundle: error: no timing_loop.py beside") and len(done.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize("path", [RUNNER, TIMING_LOOP], ids=lambda p: p.name)
 def test_runner_and_timing_loop_need_python_3_6_at_most(path):
     """vermin computes the lowest Python that runs the file (it reads the syntax and the stdlib calls)."""

@@ -41,7 +41,12 @@ else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's timing
     _HERE = os.path.dirname(os.path.abspath(__file__))
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
-    import timing_loop
+    try:
+        import timing_loop
+    except ImportError:  # one line and exit status 2, as every other error of the runner
+        sys.stderr.write("run_bundle: error: no timing_loop.py beside %s; copy the whole bundle folder that "
+                         "`dsprof export` wrote\n" % os.path.abspath(__file__))
+        sys.exit(2)
 
 CpuTimer = timing_loop.CpuTimer
 #: The timing settings and their defaults (the profiler's `TimingConfig`); a bundle's manifest overrides them.
