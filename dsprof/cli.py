@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from . import __version__
+from .constants import DEFAULT_FINETUNE, DEFAULT_MAX_SPAN, IMAGENET_CLASSES
 from .errors import DsprofError, Interrupted
 
 __all__ = ["main", "build_parser"]
@@ -315,7 +316,7 @@ def _measure_few(args: argparse.Namespace) -> int:
     options = model_options_from_args(args)
     result = measure_few(
         model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
-        resolution=args.resolution, max_span=args.spans if args.spans > 1 else 4, lut_out=args.few_lut_out,
+        resolution=args.resolution, max_span=args.spans if args.spans > 1 else DEFAULT_MAX_SPAN, lut_out=args.few_lut_out,
         timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
         progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
         channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
@@ -943,12 +944,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
     p.add_argument("--num-classes", type=int, default=None,
                    help="classes of the checkpoint's classifier (default: the checkpoint's where it says, as "
-                        "`dsprof finetune`'s do, else the model's, 1000)")
+                        f"`dsprof finetune`'s do, else the model's, {IMAGENET_CLASSES})")
     p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, or MACs with --merge-by macs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 "
                         "and 4); default: the plan's")
-    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (--spans auto)")
+    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (--spans auto)")
     p.add_argument("--lut", type=Path, default=None,
                    help="latency table that decides which linearised blocks of a plan without a merge list merge (the "
                         "rule predict prices) and, with --spans auto, the spans (the planner's; span entries: dsprof "
@@ -982,7 +983,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "fraction of the blocks (0.4), as search --keep")
     budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
     budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
-    p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
+    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (1: no spans)")
     p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
     p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
     p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
@@ -1076,7 +1077,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "differentiable search's decay weights = each block's latency saving there (default: MAC saving)")
     p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
-    p.add_argument("--max-span", type=int, default=4,
+    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN,
                    help="the planner's spans: consecutive linear blocks merged as one, at most this many (1: none; span "
                    "entries: dsprof measure --spans N)")
     p.add_argument("--lam", type=float, default=1e-3,
@@ -1101,8 +1102,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or an ImageFolder root with train/ and val/ (ImageNet layout)")
     _add_proxy_args(p, DEFAULT_PROXY)
     p.add_argument("--batch-size", type=int, default=64, help="images per batch")
-    p.add_argument("--lr", type=float, default=0.02, help="learning rate of short-finetune and finetune")
-    p.add_argument("--epochs", type=int, default=1, help="finetune: epochs of each of the n + 1 fine-tunes")
+    p.add_argument("--lr", type=float, default=DEFAULT_FINETUNE["lr"], help="learning rate of short-finetune and finetune")
+    p.add_argument("--epochs", type=int, default=DEFAULT_FINETUNE["epochs"], help="finetune: epochs of each of the n + 1 fine-tunes")
     p.add_argument("--max-batches", type=int, default=None, help="finetune: at most this many batches per epoch")
     p.add_argument("--seed", type=int, default=0, help="random seed (batch order, augmentation, fine-tuning)")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")

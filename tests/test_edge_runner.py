@@ -1,60 +1,111 @@
-"""The bundle runner alone (dsprof/edge/runner.py): timing loop, statistics, Python 3.6 floor, imports,
+"""The bundle runner alone (dsprof/edge/runner.py): its timing loop (the profiler's), Python 3.6 floor, imports,
 TFLite benchmark_model flags and output parser. No model is exported here."""
 
 from __future__ import annotations
 
 import ast
-import math
-import random
+import glob
+import json
+import os
+import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from dsprof.edge import runner
-from dsprof.profiler import TimingConfig, median_relative_halfwidth, time_interleaved
+from dsprof.edge.export import copy_runner
+from dsprof.profiler import TimingConfig, time_interleaved, timing_loop
+from fake_machine import FakeMachine, sample_order
 
 RUNNER = Path(runner.__file__)
+TIMING_LOOP = Path(timing_loop.__file__)
 FIXTURE = Path(__file__).parent / "fixtures" / "benchmark_model_output.txt"
+FAKE_MACHINE = Path(__file__).with_name("fake_machine.py")
+
+#: Four workloads of different costs (ns per call); a group of n takes the first n.
+COSTS = [("a", 400_000), ("b", 150_000), ("c", 2_500_000), ("d", 900_000)]
+#: The sample order of the first rounds, written out by hand: one workload alone; two keep one order (issue #27:
+#: "ab ba" times each right after itself every other round); three and four rotate by one place a round.
+ROUNDS = {
+    1: ["a", "a", "a", "a"],
+    2: ["a", "b", "a", "b", "a", "b", "a", "b"],
+    3: ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"],
+    4: ["a", "b", "c", "d", "b", "c", "d", "a", "c", "d", "a", "b", "d", "a", "b", "c"],
+}
+#: Settings that end the loop for each reason: no noise meets any precision at min_samples; a precision no noisy
+#: sample can meet runs into a small budget, or, with a budget too large to reach, into max_samples.
+STOPS = {
+    "precision": (TimingConfig(warmup_s=0.01, min_samples=6, max_samples=300, budget_s=0.2, min_sample_s=2e-3), 0.0),
+    "budget": (TimingConfig(warmup_s=0.01, min_samples=6, max_samples=10_000, budget_s=0.05, min_sample_s=2e-3,
+                            target_precision=1e-6), 0.5),
+    "max_samples": (TimingConfig(warmup_s=0.01, min_samples=6, max_samples=13, budget_s=1e6, min_sample_s=2e-3,
+                                 target_precision=1e-6), 0.5),
+}
 
 
-class FakeMachine:
-    """A fake nanosecond clock; each workload call advances it by a seeded, noisy duration."""
-
-    def __init__(self, costs_ns: dict[str, int], noise: float, seed: int) -> None:
-        self.now, self.costs, self.noise, self.rng = 0, costs_ns, noise, random.Random(seed)
-
-    def clock(self) -> int:
-        return self.now
-
-    def fn(self, name: str):
-        def call() -> None:
-            self.now += int(self.costs[name] * (1 + self.noise * self.rng.random()))
-
-        return call
+def _python36() -> str | None:
+    """A Python 3.6 that runs, where this machine has one (under pyenv, or on PATH), else None."""
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    for exe in [*sorted(glob.glob(os.path.join(root, "versions", "3.6*", "bin", "python3.6"))), shutil.which("python3.6")]:
+        if exe and subprocess.run([exe, "-c", "import sys; assert sys.version_info[:2] == (3, 6)"],
+                                  capture_output=True).returncode == 0:
+            return exe
+    return None
 
 
-@pytest.mark.parametrize("noise,seed", [(0.0, 0), (0.3, 1), (2.0, 2)])
-def test_runner_timing_loop_gives_the_profilers_samples(noise, seed):
-    """Same clock, same calls: the runner's loop and the profiler's take the same samples and stop alike."""
-    config = TimingConfig(warmup_s=0.01, min_samples=5, max_samples=300, budget_s=0.2, min_sample_s=2e-3)
-    costs = {"original": 400_000, "merged": 150_000, "flops_matched": 2_500_000}
-    a = FakeMachine(costs, noise, seed)
-    theirs = time_interleaved({n: a.fn(n) for n in costs}, config, clock=a.clock)
-    b = FakeMachine(costs, noise, seed)
-    ours = runner.time_interleaved([(n, b.fn(n)) for n in costs], dict(vars(config)), clock=b.clock)
-    for name in costs:
-        assert ours[name]["samples_s"] == pytest.approx(list(theirs[name].samples_s), rel=1e-12)
-        assert ours[name]["iterations_per_sample"] == theirs[name].iterations_per_sample
-        assert ours[name]["warmup_iterations"] == theirs[name].warmup_iterations
-        assert ours[name]["stop_reason"] == theirs[name].stop_reason
+def _bundle_loop(python: str, folder: Path, costs: list, config: TimingConfig, noise: float, seed: int) -> dict:
+    """The loop of a bundle's runner, run as on a device: the runner and timing_loop.py copied as `dsprof export`
+    copies them, driven by tests/fake_machine.py in ``python -S -E`` (the standard library only: no dsprof)."""
+    copy_runner(folder)
+    shutil.copyfile(FAKE_MACHINE, folder / FAKE_MACHINE.name)
+    done = subprocess.run([python, "-S", "-E", str(folder / FAKE_MACHINE.name), str(folder), json.dumps(costs),
+                           json.dumps(asdict(config)), repr(noise), str(seed)], capture_output=True, text=True,
+                          timeout=300, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("python", ["this", "3.6"])
+@pytest.mark.parametrize("stop", sorted(STOPS))
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_profiler_and_bundle_runner_time_in_the_same_order_and_stop_alike(tmp_path, n, stop, python):
+    """One loop: `dsprof.profiler.time_interleaved` here and the loop of a bundle's runner (a Python with the
+    standard library only) make the same calls on the same fake machine, in the round order written out in
+    `ROUNDS`, and stop after the same round for the expected reason."""
+    exe = sys.executable if python == "this" else _python36()
+    if exe is None:
+        pytest.skip("no Python 3.6 on this machine (PATH or pyenv); vermin checks the floor instead")
+    config, noise = STOPS[stop]
+    costs, names = COSTS[:n], [name for name, _ in COSTS[:n]]
+    ours = FakeMachine(costs, noise, seed=n)
+    profiler = time_interleaved({name: ours.fn(name) for name in names}, config, clock=ours.clock)
+    device = _bundle_loop(exe, tmp_path, costs, config, noise, seed=n)
+
+    assert not any(m == "dsprof" or m.startswith("dsprof.") for m in device["modules"])
+    assert device["calls"] == ours.calls  # every call, warm-up included, in the same order
+    for name in names:
+        theirs, mine = device["results"][name], profiler[name]
+        assert theirs["samples_s"] == pytest.approx(list(mine.samples_s), rel=1e-12)
+        assert (theirs["stop_reason"], theirs["iterations_per_sample"], theirs["warmup_iterations"]) == (
+            mine.stop_reason, mine.iterations_per_sample, mine.warmup_iterations)
+        assert mine.stop_reason == stop
+    order = sample_order(ours.calls, names, {k: asdict(v) for k, v in profiler.items()})
+    rounds = len(profiler["a"].samples_s)
+    cycle = ROUNDS[n][: n * (n if n > 2 else 1)]  # the rounds before the order repeats
+    assert order == (cycle * rounds)[: rounds * n]
+    if stop == "precision":
+        assert rounds == config.min_samples  # no noise: every median is exact as soon as the loop may stop
+    elif stop == "max_samples":
+        assert rounds == config.max_samples
 
 
 def test_runner_timing_loop_on_exact_costs():
     """1 ms and 3 ms per call, no noise: samples are exactly those, 5 and 2 calls fill a 5 ms sample,
     and the precision rule stops at min_samples."""
-    m = FakeMachine({"a": 1_000_000, "b": 3_000_000}, 0.0, 0)
+    m = FakeMachine([("a", 1_000_000), ("b", 3_000_000)], 0.0, 0)
     config = dict(runner.TIMING_DEFAULTS, min_samples=7)
     out = runner.time_interleaved([("a", m.fn("a")), ("b", m.fn("b"))], config, clock=m.clock)
     assert out["a"]["samples_s"] == pytest.approx([1e-3] * 7, rel=1e-12)
@@ -63,48 +114,65 @@ def test_runner_timing_loop_on_exact_costs():
     assert out["a"]["stop_reason"] == "precision"
 
 
-def test_runner_timing_defaults_are_the_profilers():
-    from dataclasses import asdict
-
-    assert runner.TIMING_DEFAULTS == asdict(TimingConfig())
-
-
-def test_runner_median_interval_is_the_profilers():
-    rng = random.Random(3)
-    for n in (2, 5, 6, 7, 10, 31, 100, 1000):
-        samples = [rng.lognormvariate(0, 0.3) for _ in range(n)]
-        for confidence in (0.9, 0.95, 0.99):
-            assert runner.median_relative_halfwidth(samples, confidence) == pytest.approx(
-                median_relative_halfwidth(samples, confidence), rel=1e-12)
-    assert runner._z(0.95) == pytest.approx(1.959963984540054, abs=1e-12)  # the normal 97.5 % quantile
-    assert math.isinf(runner.median_relative_halfwidth([1.0]))
+def test_the_runner_and_the_profiler_share_one_timing_loop():
+    """The runner inside dsprof runs the profiler's loop; a bundle carries the very file; `TimingConfig` has the
+    loop's settings, with its defaults."""
+    assert runner.time_interleaved is timing_loop.time_interleaved
+    assert runner.TIMING_DEFAULTS is timing_loop.DEFAULTS
+    assert asdict(TimingConfig()) == timing_loop.DEFAULTS
 
 
-def test_runner_needs_python_3_6_at_most():
+def test_bundle_carries_the_timing_loop_verbatim(tmp_path):
+    copied = copy_runner(tmp_path)
+    assert copied == tmp_path / "run_bundle.py" and os.access(copied, os.X_OK)
+    assert copied.read_bytes() == RUNNER.read_bytes()
+    assert (tmp_path / "timing_loop.py").read_bytes() == TIMING_LOOP.read_bytes()
+
+
+def test_a_runner_copied_without_its_timing_loop_says_so_in_one_line(tmp_path):
+    shutil.copyfile(RUNNER, tmp_path / "run_bundle.py")
+    done = subprocess.run([sys.executable, "-S", "-E", str(tmp_path / "run_bundle.py"), "--runtime", "onnxruntime"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("run_bundle: error: no timing_loop.py beside") and len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("path", [RUNNER, TIMING_LOOP], ids=lambda p: p.name)
+def test_runner_and_timing_loop_need_python_3_6_at_most(path):
     """vermin computes the lowest Python that runs the file (it reads the syntax and the stdlib calls)."""
     vermin = str(Path(sys.executable).with_name("vermin"))  # installed by the test extra
-    done = subprocess.run([vermin, "--no-tips", "--violations", "-t=3.6-", str(RUNNER)], capture_output=True, text=True)
+    done = subprocess.run([vermin, "--no-tips", "--violations", "-t=3.6-", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    shown = subprocess.run([vermin, "--no-tips", str(RUNNER)], capture_output=True, text=True)
+    shown = subprocess.run([vermin, "--no-tips", str(path)], capture_output=True, text=True)
     minimum = next((line for line in shown.stdout.splitlines() if line.startswith("Minimum required versions:")), None)
     assert minimum is not None, shown.stdout  # "Minimum required versions: 3.5"
     major, minor = (int(v) for v in minimum.split(":")[1].strip().split(",")[-1].strip().split("."))
     assert (major, minor) <= (3, 6), minimum
 
 
-def test_runner_imports_only_the_standard_library_numpy_and_runtimes():
-    allowed = set(sys.stdlib_module_names) | {"numpy", "onnxruntime", "ai_edge_litert", "tflite_runtime", "torch",
-                                              "pkg_resources"}
-    tree = ast.parse(RUNNER.read_text())
-    imported = set()
-    for node in ast.walk(tree):
+def _imports(path: Path) -> tuple[set[str], list[str]]:
+    """Top-level packages ``path`` imports absolutely, and the modules it imports relatively (with their dots)."""
+    absolute, relative = set(), []
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
+            absolute |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "the runner is copied alone: no relative imports"
-            imported.add(node.module.split(".")[0])
-    assert imported - allowed == set()
-    assert "dsprof" not in imported
+            if node.level:
+                relative += ["." * node.level + (node.module or "") + ":" + a.name for a in node.names]
+            else:
+                absolute.add(node.module.split(".")[0])
+    return absolute, relative
+
+
+def test_runner_imports_only_the_standard_library_numpy_runtimes_and_the_timing_loop():
+    allowed = set(sys.stdlib_module_names) | {"numpy", "onnxruntime", "ai_edge_litert", "tflite_runtime", "torch",
+                                              "pkg_resources", "timing_loop"}
+    absolute, relative = _imports(RUNNER)
+    assert absolute - allowed == set()
+    assert "dsprof" not in absolute
+    assert relative == ["..profiler:timing_loop"]  # inside dsprof only; a bundle imports the copy beside it
+    absolute, relative = _imports(TIMING_LOOP)
+    assert absolute - set(sys.stdlib_module_names) == set() and relative == []  # copied alone: the standard library
 
 
 # -- benchmark_model ---------------------------------------------------------------------------------------

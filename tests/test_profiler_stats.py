@@ -2,6 +2,7 @@
 
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from dsprof.profiler import (
     paired_speedup,
     summarize,
     time_interleaved,
+    timing_loop,
 )
 
 
@@ -71,6 +73,32 @@ def test_median_ci_covers_the_true_median_about_95_percent_of_the_time():
         lo, hi = median_ci(xs)
         hits += lo <= math.log(2) <= hi
     assert 0.90 <= hits / trials <= 0.995
+
+
+def test_median_ci_ranks_from_the_standard_library_quantile_are_normaldists():
+    """The loop's z (bisection on math.erf, for Python 3.6) against statistics.NormalDist (Python >= 3.8): the
+    same order statistics for every sample count a run can take, at the usual confidences."""
+    for confidence in (0.8, 0.9, 0.95, 0.99):
+        ours, exact = timing_loop.normal_quantile(confidence), statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        assert ours == pytest.approx(exact, abs=1e-13)
+        for n in range(6, 20_001):
+            a, b = ours * math.sqrt(n) / 2, exact * math.sqrt(n) / 2
+            assert (math.floor(n / 2 - a), math.ceil(n / 2 + a)) == (math.floor(n / 2 - b), math.ceil(n / 2 + b)), n
+    assert timing_loop.normal_quantile(0.95) == pytest.approx(1.959963984540054, abs=1e-12)  # the 97.5 % quantile
+    samples = [1.0, 2.0, 3.0, 4.0, 100.0]
+    assert median_ci(samples) == (1.0, 100.0)  # below 6 samples: the full range
+    assert median_relative_halfwidth(samples) == pytest.approx((100.0 - 1.0) / 2 / 3.0)
+    assert math.isinf(median_relative_halfwidth([1.0]))
+    with pytest.raises(ValueError, match="confidence"):
+        median_ci(samples, 1.0)
+
+
+def test_first_group_warms_up_longer():
+    config = TimingConfig(warmup_s=0.05, warmup_max_s=2.0, first_warmup_s=0.5)
+    first = config.first_group()
+    assert (first.warmup_s, first.warmup_max_s) == (0.5, 2.0)
+    assert first == TimingConfig(warmup_s=0.5, warmup_max_s=2.0, first_warmup_s=0.5)
+    assert TimingConfig(warmup_s=0.0, warmup_max_s=0.1, first_warmup_s=0.3).first_group().warmup_max_s == 0.3
 
 
 def test_fake_clock_samples_are_the_drawn_times():

@@ -14,8 +14,8 @@ from conftest import randomise_bn
 
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA
-from dsprof.merge import Plan, load_merged
-from dsprof.models import find_blocks, get_model
+from dsprof.merge import Plan, linearize_block, load_merged, merge_linearized
+from dsprof.models import count_macs, find_blocks, get_model
 from dsprof.search import (
     TrainConfig,
     block_weights,
@@ -179,6 +179,11 @@ def test_mac_weights_are_mac_savings():
     assert bw.savings[0] < 0  # the first (depthwise-separable) block gains MACs when merged ...
     assert float(bw.weights[0]) == 0.0  # ... so the decay leaves it alone
     assert all(s > 0 for s in bw.savings[1:])
+    for i, block in enumerate(find_blocks(model, (RES, RES))):  # FlopCounterMode: the block, and it merged
+        spec = block.spec
+        merged, _ = merge_linearized(linearize_block(block, index=i))
+        size = (spec.in_h, spec.in_w)
+        assert bw.savings[i] == count_macs(block.module, size, spec.in_channels) - count_macs(merged, size, spec.in_channels)
 
 
 @pytest.mark.slow

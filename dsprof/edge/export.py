@@ -3,6 +3,7 @@
     BUNDLE/
       manifest.json      what is in it (`dsprof.edge.manifest`)
       run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
+      timing_loop.py     the profiler's timing loop, this very file (`dsprof.profiler.timing_loop`): the runner imports it
       models/w0.onnx     one file per workload and format (onnx, tflite, torchscript)
       results/           where the runner writes its JSON Lines (created by the runner)
 
@@ -32,16 +33,19 @@ from ..io import make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
+from ..profiler import timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, write_manifest
 from .runner import RESULTS_FORMAT
 
-__all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "export_bundle"]
+__all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundle"]
 
 #: ONNX operator set of bundle files: ONNX Runtime 1.10 (the last for Python 3.6, JetPack 4.6) reads up to 15.
 EDGE_OPSET = 13
 RUNNER_NAME = "run_bundle.py"
+#: The timing loop's file in a bundle: the runner imports it by this name.
+TIMING_LOOP_NAME = "timing_loop.py"
 
 
 @dataclass
@@ -185,7 +189,16 @@ def _write_bundle(
         "workloads": entries,
     }
     write_manifest(folder, manifest)
-    shutil.copyfile(Path(__file__).with_name("runner.py"), folder / RUNNER_NAME)
-    (folder / RUNNER_NAME).chmod(0o755)
+    copy_runner(folder)
     return manifest
+
+
+def copy_runner(folder: Path) -> Path:
+    """Copy the runner (as ``run_bundle.py``, executable) and the profiler's timing loop (``timing_loop.py``,
+    verbatim) into ``folder``; return the runner's path."""
+    shutil.copyfile(Path(timing_loop.__file__), folder / TIMING_LOOP_NAME)
+    runner = folder / RUNNER_NAME
+    shutil.copyfile(Path(__file__).with_name("runner.py"), runner)
+    runner.chmod(0o755)
+    return runner
 

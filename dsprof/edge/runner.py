@@ -3,10 +3,11 @@
 
 One file, no dependency but the standard library, NumPy and the runtime it times; runs on Python 3.6
 and later (a Jetson TX2 on JetPack 4.6, a Raspberry Pi, a workstation driving a phone over adb).
-The timing protocol is dsprof's profiler's (``dsprof/profiler/timing.py``): every workload of a group is
-warmed up until its call time settles, then timed in interleaved rounds whose order rotates, each
-sample lasting at least ``min_sample_s``; the loop stops once every median is known to the target
-precision, or when the budget or the sample cap is spent. Raw samples (seconds per forward pass) are
+The timing loop is dsprof's profiler's own file, ``timing_loop.py`` (``dsprof/profiler/timing_loop.py``,
+standard library only), which the bundle carries beside this one: every workload of a group is warmed up
+until its call time settles, then timed in interleaved rounds (the order rotates; two workloads keep one
+order), each sample lasting at least ``min_sample_s``; the loop stops once every median is known to the
+target precision, or when the budget or the sample cap is spent. Raw samples (seconds per forward pass) are
 written as JSON Lines, one line per workload, a group at a time, flushed to disk; a run started again
 on the same results file skips what it holds (resume), after checking it was written with the same
 settings. ``dsprof import`` turns the file into dsprof measurement records.
@@ -23,7 +24,6 @@ or run locally; its output is parsed, and the flags it was given are checked aga
 import argparse
 import hashlib
 import json
-import math
 import os
 import platform
 import random
@@ -34,6 +34,24 @@ import statistics
 import subprocess
 import sys
 import time
+
+if __package__:  # dsprof.edge.runner, inside dsprof
+    from ..profiler import timing_loop
+else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's timing_loop.py beside it
+    _HERE = os.path.dirname(os.path.abspath(__file__))
+    if _HERE not in sys.path:
+        sys.path.insert(0, _HERE)
+    try:
+        import timing_loop
+    except ImportError:  # one line and exit status 2, as every other error of the runner
+        sys.stderr.write("run_bundle: error: no timing_loop.py beside %s; copy the whole bundle folder that "
+                         "`dsprof export` wrote\n" % os.path.abspath(__file__))
+        sys.exit(2)
+
+CpuTimer = timing_loop.CpuTimer
+#: The timing settings and their defaults (the profiler's `TimingConfig`); a bundle's manifest overrides them.
+TIMING_DEFAULTS = timing_loop.DEFAULTS
+time_interleaved = timing_loop.time_interleaved
 
 __all__ = [
     "BENCHMARK_MODEL_FLAGS",
@@ -46,7 +64,6 @@ __all__ = [
     "device_state",
     "environment",
     "main",
-    "median_relative_halfwidth",
     "parse_benchmark_model_output",
     "read_results",
     "time_interleaved",
@@ -66,130 +83,6 @@ RUNTIMES = {
 
 class RunnerError(Exception):
     """Bad input to the runner: printed as one line, exit status 2."""
-
-
-def _clock_ns():
-    return int(time.perf_counter() * 1e9)
-
-
-#: Nanosecond clock (``time.perf_counter_ns`` from Python 3.7 on).
-CLOCK = getattr(time, "perf_counter_ns", _clock_ns)
-
-
-# -- statistics (the profiler's `stats.median_ci` / `median_relative_halfwidth`) ------------------------------
-
-
-def _z(confidence):
-    """The normal quantile at 0.5 + confidence / 2, by bisection on math.erf (no NormalDist before 3.8)."""
-    if not 0 < confidence < 1:
-        raise ValueError("confidence must be within (0, 1), got %r" % confidence)
-    target, lo, hi = 0.5 + confidence / 2, 0.0, 40.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def median_relative_halfwidth(samples, confidence=0.95):
-    """Half-width of the distribution-free interval of the median (order statistics at ranks
-    n/2 -+ z*sqrt(n)/2; the full range below 6 samples), divided by the median."""
-    n = len(samples)
-    if n < 2:
-        return math.inf
-    s = sorted(samples)
-    half = _z(confidence) * math.sqrt(n) / 2
-    lo = max(0, int(math.floor(n / 2 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2 + half)) - 1)
-    if n < 6:
-        lo, hi = 0, n - 1
-    med = statistics.median(samples)
-    return (s[hi] - s[lo]) / 2 / med if med > 0 else math.inf
-
-
-# -- the timed loop (the profiler's `timing.time_interleaved`) -------------------------------------------------
-
-TIMING_DEFAULTS = {
-    "warmup_s": 0.05, "warmup_min_iters": 3, "warmup_max_s": 2.0, "first_warmup_s": 0.5, "min_samples": 10,
-    "max_samples": 2000, "target_precision": 0.02, "confidence": 0.95, "budget_s": 1.0, "min_sample_s": 5e-3,
-    "max_iterations_per_sample": 1000,
-}
-
-
-def cpu_timer(clock=CLOCK, sync=None):
-    """Times ``number`` back-to-back calls of ``fn`` with ``clock`` (after ``sync()`` when given); seconds per call."""
-
-    def timer(fn, number):
-        if sync is not None:
-            sync()
-        start = clock()
-        for _ in range(number):
-            fn()
-        if sync is not None:
-            sync()
-        return (clock() - start) * 1e-9 / number
-
-    return timer
-
-
-def _settled(times, tolerance=0.2):
-    if len(times) < 6:
-        return False
-    last, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
-    return abs(last - before) <= tolerance * before
-
-
-def _warm_up(fn, timer, clock, config):
-    times = []
-    start = clock()
-    while True:
-        times.append(timer(fn, 1))
-        elapsed = (clock() - start) * 1e-9
-        if len(times) >= 10000 or elapsed >= config["warmup_max_s"]:
-            break
-        if len(times) >= config["warmup_min_iters"] and elapsed >= config["warmup_s"] and _settled(times):
-            break
-    per_call = statistics.median(times[-3:])
-    number = config["max_iterations_per_sample"] if per_call <= 0 else int(math.ceil(config["min_sample_s"] / per_call))
-    return len(times), max(1, min(config["max_iterations_per_sample"], number))
-
-
-def time_interleaved(fns, config, timer=None, clock=CLOCK):
-    """Warm up and time every callable of ``fns`` (an ordered list of (name, fn)) in interleaved rounds.
-
-    ``config`` holds the `TIMING_DEFAULTS` keys. Returns {name: {"samples_s", "iterations_per_sample",
-    "warmup_iterations", "stop_reason"}}, all with as many samples (sample i of every name from round i).
-    """
-    if not fns:
-        raise ValueError("nothing to time")
-    timer = timer or cpu_timer(clock)
-    names = [name for name, _ in fns]
-    table = dict(fns)
-    warm = dict((name, _warm_up(table[name], timer, clock, config)) for name in names)
-    samples = dict((name, []) for name in names)
-    budget_ns = config["budget_s"] * len(names) * 1e9
-    start = clock()
-    reason = "max_samples"
-    for round_index in range(config["max_samples"]):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(timer(table[name], warm[name][1]))
-        n = round_index + 1
-        if n >= config["min_samples"] and all(
-            median_relative_halfwidth(samples[name], config["confidence"]) <= config["target_precision"] for name in names
-        ):
-            reason = "precision"
-            break
-        if clock() - start >= budget_ns and n >= 2:
-            reason = "budget"
-            break
-    return dict(
-        (name, {"samples_s": samples[name], "iterations_per_sample": warm[name][1],
-                "warmup_iterations": warm[name][0], "stop_reason": reason})
-        for name in names
-    )
 
 
 # -- fingerprint (the profiler's `fingerprint.environment` keys: cpu, gpu, jetson, versions) ------------------
@@ -379,10 +272,10 @@ def _prepare_onnxruntime(path, device, threads):
         binding = session.io_binding()
         binding.bind_ortvalue_input(session.get_inputs()[0].name, ort.OrtValue.ortvalue_from_numpy(x, "cuda", device_id))
         binding.bind_output(session.get_outputs()[0].name, "cuda", device_id)
-        return (lambda: session.run_with_iobinding(binding)), cpu_timer(sync=binding.synchronize_outputs)
+        return (lambda: session.run_with_iobinding(binding)), CpuTimer(sync=binding.synchronize_outputs)
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: _random_input(session.get_inputs()[0].shape)}
-    return (lambda: session.run(None, feed)), cpu_timer()
+    return (lambda: session.run(None, feed)), CpuTimer()
 
 
 def _prepare_tflite(path, device, threads):
@@ -399,7 +292,7 @@ def _prepare_tflite(path, device, threads):
     interpreter.allocate_tensors()
     detail = interpreter.get_input_details()[0]
     interpreter.set_tensor(detail["index"], _random_input(detail["shape"]))
-    return interpreter.invoke, cpu_timer()
+    return interpreter.invoke, CpuTimer()
 
 
 def _prepare_torchscript(path, device, threads, shape):
@@ -413,7 +306,7 @@ def _prepare_torchscript(path, device, threads, shape):
             return module(x)
 
     if not device.startswith("cuda"):
-        return run, cpu_timer()
+        return run, CpuTimer()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def timer(fn, number):  # CUDA events around the calls, as the profiler's CudaEventTimer
@@ -741,10 +634,7 @@ def run(args):
     skipped = sum(len(g) for g in manifest["groups"]) - sum(len(g) for g in todo)
     todo = [g for g in todo if g]
     for index, group in enumerate(todo):
-        group_timing = dict(timing)
-        if index == 0:  # the first group also pays for thread pools and allocator growth
-            group_timing["warmup_s"] = max(timing["warmup_s"], timing["first_warmup_s"])
-            group_timing["warmup_max_s"] = max(timing["warmup_max_s"], timing["first_warmup_s"])
+        group_timing = timing_loop.first_group(timing) if index == 0 else timing
         state_before = state()
         fns, errors, timers = [], {}, {}
         for wid in group:

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MergeError  # noqa: F401  (defined once, in dsprof.errors)
+from ..models.counting import conv_macs as count_conv_macs
 from ..models.padding import TF_SAME, Padding, as_pair, conv_padding, static_tf_same
 from .fold import fold_bn_into_conv
 
@@ -288,7 +289,5 @@ def output_size(conv: LinearConv, size: tuple[int, int]) -> tuple[int, int]:
 
 
 def conv_macs(conv: LinearConv, size: tuple[int, int]) -> int:
-    """Multiply-accumulates of ``conv`` on one image of ``size`` (bias and padding count zero)."""
-    h, w = output_size(conv, size)
-    kh, kw = conv.kernel_size
-    return conv.out_channels * (conv.in_channels // conv.groups) * kh * kw * h * w
+    """Multiply-accumulates of ``conv`` on one image of ``size`` (`dsprof.models.conv_macs` of its shape)."""
+    return count_conv_macs(conv.in_channels, conv.out_channels, conv.kernel_size, output_size(conv, size), conv.groups)

@@ -24,7 +24,8 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from ..models import Block, BlockSpec, find_blocks, input_size_of
+from ..constants import DEFAULT_MAX_SPAN
+from ..models import Block, BlockSpec, find_blocks, input_size_of, spec_macs
 from .algebra import MergeError
 from .layers import ZeroPad, front_pad
 from .plan import Plan
@@ -109,20 +110,10 @@ def span_spec(specs: list[BlockSpec]) -> BlockSpec:
 
 def span_macs(specs: list[BlockSpec]) -> int:
     """MACs of the merged span convolution for one image."""
-    s = span_spec(specs)
-    return s.kernel * s.kernel * s.in_channels * s.out_channels * s.out_h * s.out_w
+    return spec_macs(span_spec(specs))
 
 
-def _chain_macs(spec: BlockSpec) -> int:
-    """MACs of the block's own convolutions (what it costs left unmerged), for one image."""
-    macs, h, w = 0, spec.in_h, spec.in_w
-    for c in spec.convs:
-        h, w = -(-h // c.stride), -(-w // c.stride)
-        macs += c.kernel * c.kernel * (c.cin // c.groups) * c.cout * h * w
-    return macs
-
-
-def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[int, int] | None = None):
+def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input_size: tuple[int, int] | None = None):
     """The plan with ``spans`` chosen where merging a span lowers the MACs (no activation runs inside a span),
     and no ``merge`` list (its lone blocks are then merged by MACs too: ``merge_model(..., merge_by="macs")``).
 
@@ -154,7 +145,7 @@ def plan_spans(model: nn.Module, plan, *, max_len: int = 4, input_size: tuple[in
 
 def _piece_macs(piece: list[BlockSpec]) -> int:
     """MACs of a span's merged convolution, or of one block merged or not, whichever is fewer."""
-    return span_macs(piece) if len(piece) > 1 else min(span_macs(piece), _chain_macs(piece[0]))
+    return span_macs(piece) if len(piece) > 1 else min(span_macs(piece), spec_macs(piece[0]))
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

@@ -14,7 +14,8 @@ _EXPORTS = {
         ".graph",
     ),
     **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),
-    **dict.fromkeys(("MemoryFootprint", "count_macs", "count_params", "memory_footprint", "summarize_blocks"), ".counting"),
+    **dict.fromkeys(("MemoryFootprint", "conv_macs", "count_macs", "count_params", "memory_footprint", "spec_macs",
+                     "summarize_blocks"), ".counting"),
     **dict.fromkeys(
         ("ModelEntry", "get_model", "input_size_of", "model_flags", "model_identity", "list_models", "load_checkpoint",
          "model_entry", "named_model", "normalized_options", "register_model"),

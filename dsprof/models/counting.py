@@ -6,6 +6,11 @@ Conventions (the README repeats them):
   ``torch.utils.flop_counter.FlopCounterMode`` (which reports 2 FLOPs per MAC) for one image.
   BatchNorm, activations, additions and pooling count zero. This is the convention of
   torchvision's published ``_ops`` figures (MobileNetV2: 0.301 G, ResNet-50: 4.089 G).
+  `count_macs` counts a module so. Where there is no module to run, or thousands of shapes to price,
+  the same count comes from shapes alone, here and nowhere else: `conv_macs` (one convolution) and
+  `spec_macs` (a block from its `BlockSpec`, as built or merged into one convolution); merge, spans,
+  the profiler's workloads and the search objective all use these, and tests/test_counting.py checks
+  them against ``FlopCounterMode`` on every block kind and on spans, at stride 1 and 2, odd and even sizes.
 * **params** are the model's trainable parameters as PyTorch stores them (BatchNorm weight and
   bias included), as in torchvision's ``num_params``.
 * **Memory footprint** (paper Fig. 6), at 16 bits per value by default:
@@ -25,10 +30,12 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from .blocks import Block, find_blocks
+from .blockspec import BlockSpec
 from .registry import input_size_of
 from .tracing import eval_forward, first_conv_in_channels
 
-__all__ = ["count_macs", "count_params", "MemoryFootprint", "memory_footprint", "summarize_blocks"]
+__all__ = ["conv_macs", "count_macs", "count_params", "MemoryFootprint", "memory_footprint", "spec_macs",
+           "summarize_blocks"]
 
 
 def _dummy_input(module: nn.Module, input_size: tuple[int, int] | None, in_channels: int | None) -> torch.Tensor:
@@ -53,6 +60,34 @@ def count_macs(
     Works on a whole model or on one block (give the block's input size and channels).
     """
     return _flop_counts(module, _dummy_input(module, input_size, in_channels)).get_total_flops() // 2
+
+
+def conv_macs(
+    in_channels: int, out_channels: int, kernel: int | tuple[int, int], out_size: tuple[int, int], groups: int = 1
+) -> int:
+    """Multiply-accumulates of one convolution for one image, from its shape and its output (height, width):
+    each output value takes ``in_channels / groups * kh * kw`` of them (bias and padding count zero)."""
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    return out_channels * (in_channels // groups) * kh * kw * out_size[0] * out_size[1]
+
+
+def spec_macs(spec: BlockSpec, merged: bool = False) -> int:
+    """Multiply-accumulates of the block ``spec`` describes, for one image: as built (its convolutions, and the
+    1x1 projection on its skip where it has one), or, with ``merged``, of the one convolution it merges into
+    (kernel `BlockSpec.merged_kernel`, the block's stride; grouped only where every convolution has the same
+    groups, e.g. a chain of depthwise ones). Block convolutions keep the map at ceil(size / stride) (odd kernels
+    padded by half, or TensorFlow 'SAME': what block discovery accepts)."""
+    if merged:
+        groups = {c.groups for c in spec.convs}
+        shared = groups.pop() if len(groups) == 1 and not spec.projection else 1
+        return conv_macs(spec.in_channels, spec.out_channels, spec.merged_kernel, (spec.out_h, spec.out_w), shared)
+    macs, h, w = 0, spec.in_h, spec.in_w
+    for c in spec.convs:
+        h, w = -(-h // c.stride), -(-w // c.stride)
+        macs += conv_macs(c.cin, c.cout, c.kernel, (h, w), c.groups)
+    if spec.projection:
+        macs += conv_macs(spec.in_channels, spec.out_channels, 1, (spec.out_h, spec.out_w))
+    return macs
 
 
 def count_params(module: nn.Module) -> int:

@@ -16,6 +16,7 @@ import torchvision.models as tvm
 from torch import nn
 from torchvision.models.mobilenetv2 import MobileNetV2
 
+from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
 from .catalog import ZOO
 
@@ -29,7 +30,7 @@ MBV2_DEFAULT_DEPTHS = tuple(n for _, _, n, _ in _MBV2_STAGES)
 def mobilenet_v2(
     width: float = 1.0,
     depths: Sequence[int] = MBV2_DEFAULT_DEPTHS,
-    num_classes: int = 1000,
+    num_classes: int = IMAGENET_CLASSES,
     pretrained: bool = False,
 ) -> nn.Module:
     """torchvision's MobileNetV2; ``depths`` sets the number of blocks of each of the 7 stages."""
@@ -42,7 +43,7 @@ def mobilenet_v2(
     if width <= 0:
         raise UsageError(f"width must be positive, got {width}")
     if pretrained:
-        if (width, depths, num_classes) != (1.0, MBV2_DEFAULT_DEPTHS, 1000):
+        if (width, depths, num_classes) != (1.0, MBV2_DEFAULT_DEPTHS, IMAGENET_CLASSES):
             raise UsageError(
                 "torchvision publishes MobileNetV2 weights for width 1.0 with the default depths only; "
                 "use model 'mobilenetv2_140' (timm weights) for width 1.4, or pass a local checkpoint"
@@ -52,16 +53,17 @@ def mobilenet_v2(
     return MobileNetV2(num_classes=num_classes, width_mult=width, inverted_residual_setting=setting)
 
 
-def _torchvision(name: str, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
+def _torchvision(name: str, num_classes: int = IMAGENET_CLASSES, pretrained: bool = False) -> nn.Module:
     builder = getattr(tvm, name)
     if pretrained:
-        if num_classes != 1000:
-            raise UsageError("pretrained weights have 1000 classes; pass num_classes=1000 or a local checkpoint")
+        if num_classes != IMAGENET_CLASSES:
+            raise UsageError(f"pretrained weights have {IMAGENET_CLASSES} classes; pass num_classes={IMAGENET_CLASSES} "
+                             "or a local checkpoint")
         return builder(weights="DEFAULT")
     return builder(num_classes=num_classes)
 
 
-def _timm(name: str, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
+def _timm(name: str, num_classes: int = IMAGENET_CLASSES, pretrained: bool = False) -> nn.Module:
     import timm  # 1-2 s to import: only for timm's models
 
     return timm.create_model(name, pretrained=pretrained, num_classes=num_classes)
@@ -72,14 +74,14 @@ def _scaled(channels: int, width: float) -> int:
     return max(8, int(channels * width / 8 + 0.5) * 8)
 
 
-def _resnet(name: str, width: float = 1.0, num_classes: int = 1000, pretrained: bool = False) -> nn.Module:
+def _resnet(name: str, width: float = 1.0, num_classes: int = IMAGENET_CLASSES, pretrained: bool = False) -> nn.Module:
     """torchvision's ResNet ``name`` (resnet18 ...) with every stage's channels scaled by ``width``."""
     builder = getattr(tvm, name)
     if width <= 0:
         raise UsageError(f"width must be positive, got {width}")
     if pretrained:
-        if (width, num_classes) != (1.0, 1000):
-            raise UsageError("pretrained ResNet weights are for width 1.0 and 1000 classes; pass a local checkpoint")
+        if (width, num_classes) != (1.0, IMAGENET_CLASSES):
+            raise UsageError(f"pretrained ResNet weights are for width 1.0 and {IMAGENET_CLASSES} classes; pass a local checkpoint")
         return builder(weights="DEFAULT")
     model = builder(num_classes=num_classes)
     if width == 1.0:

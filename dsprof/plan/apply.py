@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
 from ..models import find_blocks, get_model, load_checkpoint
@@ -50,7 +51,7 @@ def merge_to_file(
     onnx: str | Path | None = None,
     num_classes: int | None = None,
     spans: str | tuple[tuple[int, int], ...] | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     lut: Any = None,
     device_key: Any = None,
     merge_by: str | None = None,

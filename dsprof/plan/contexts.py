@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, UsageError
 from ..io import atomic_write_text
@@ -212,7 +213,7 @@ def plan_contexts(
     lut: LUT | str | Path | Sequence[LUT | str | Path],
     *,
     importance: Mapping[int, float] | Sequence[float] | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     method: str = "auto",
     rest: str = "auto",
     name: str | None = None,

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..lut.cost import PlanCosts
@@ -286,7 +287,7 @@ def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray]) -> dict[int,
 
 
 def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objective: str = "worst",
-                max_span: int = 4) -> JointFront:
+                max_span: int = DEFAULT_MAX_SPAN) -> JointFront:
     """For each k, the plan of least worst (or mean) loss over the contexts of ``costs`` (one `PlanCosts` per
     context, of one model), each against its own front (``fronts``, in the same order); spans of up to
     ``max_span`` blocks. See the module docstring for why it is exact and what it costs."""

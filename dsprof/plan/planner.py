@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from torch import nn
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import LUTMissError, UsageError
 from ..lut import LUT
 from ..lut.cost import Piece, PlanCosts
@@ -32,7 +33,7 @@ def plan_front(
     lut: LUT | str | Path,
     *,
     importance: Mapping[int, float] | Sequence[float] | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     device: Any = None,
     method: str = "auto",
     rest: str = "auto",
@@ -74,7 +75,7 @@ def plan_front(
     )
 
 
-def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = 4,
+def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
               costs: PlanCosts | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
     what `dsprof merge --spans auto --lut` deploys. ``pricing``: `plan_costs`'s keywords (device, method, rest,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import InputFileError, UsageError
 from ..io import atomic_write_text, check_output_path
 from ..models import model_flags
@@ -72,7 +73,7 @@ def plan_to_file(
     keep: int | float | None = None,
     budget_ms: float | None = None,
     speedup: float | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     device: Any = None,
     method: str = "auto",
     options: Mapping[str, Any] | None = None,
@@ -134,7 +135,7 @@ def plan_contexts_to_file(
     out: str | Path | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
     keep: int | float | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     method: str = "auto",
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,

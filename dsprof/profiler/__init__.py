@@ -1,7 +1,8 @@
 """Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3).
 
 ``measure(...)`` is what ``dsprof measure`` runs. The parts: `workloads` (what is timed),
-`backends` (how it runs), `timing` (warm-up, interleaved rounds, adaptive stopping), `stats`
+`backends` (how it runs), `timing` (its settings and timers over `timing_loop`: warm-up, interleaved rounds,
+adaptive stopping, in one standard-library file that export bundles carry), `stats`
 (statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
 JSON Lines measurement file), `summary` (the closing table), `context` (blocks timed inside the
 whole model, issue #14), `explain` (one block against its operators, issue #14), `probe` (the drift

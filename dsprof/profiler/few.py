@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import LUTError
 from ..io import check_output_path
 from ..models import find_blocks, named_model
@@ -85,7 +86,7 @@ def measure_few(
     name: str | None = None,
     model_options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     lut_out: str | Path | None = None,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",

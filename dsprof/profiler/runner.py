@@ -468,10 +468,7 @@ def _time_groups(
                 bar.total = group_index + 1
                 bar.refresh()
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
-            group_timing = timing if group_index else replace(
-                timing, warmup_s=max(timing.warmup_s, timing.first_warmup_s),
-                warmup_max_s=max(timing.warmup_max_s, timing.first_warmup_s),
-            )
+            group_timing = timing.first_group() if group_index == 0 else timing
             records = _measure_group(group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
                                      dict(common, group=f"{run_id}:{group_index}"))
             records += probe.time(f"{run_id}:probe{group_index}")  # the machine's speed, right after the group

@@ -3,9 +3,10 @@
 * `summarize` derives median, mean, IQR, p90, p99 and the coefficient of variation from raw
   samples, and flags a measurement as noisy when IQR / median exceeds 10 % (the threshold
   ``torch.utils.benchmark`` warns at).
-* `median_relative_halfwidth` is the half-width of a distribution-free confidence interval of the
-  median (order statistics of the binomial distribution), relative to the median: the adaptive
-  stopping rule stops once it is at or below the target precision.
+* `median_ci` is a distribution-free confidence interval of the median (order statistics of the binomial
+  distribution) and `median_relative_halfwidth` its half-width relative to the median: the adaptive
+  stopping rule stops once it is at or below the target precision. Both live in the timing loop's
+  standard-library file (`dsprof.profiler.timing_loop`, which edge bundles carry) and are re-exported here.
 * `paired_speedup` is the speed-up of a dense variant over the original from *paired* samples
   (taken in the same interleaved round): the median of the per-round ratios, with the same
   distribution-free interval, so a user sees whether a difference exceeds the noise.
@@ -17,6 +18,8 @@ import math
 import statistics
 from dataclasses import dataclass
 from typing import Sequence
+
+from .timing_loop import median_ci, median_relative_halfwidth
 
 __all__ = [
     "NOISE_THRESHOLD",
@@ -90,37 +93,6 @@ def summarize(samples: Sequence[float]) -> SampleStats:
         max=s[-1],
         cov=std / mean if mean > 0 else math.inf,
     )
-
-
-def _z(confidence: float) -> float:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
-    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-
-
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median: the order statistics at ranks
-    n/2 -+ z*sqrt(n)/2 (normal approximation of the binomial). With fewer than 6 samples the
-    interval is the full range."""
-    s = sorted(samples)
-    n = len(s)
-    if n == 0:
-        raise ValueError("no samples")
-    half = _z(confidence) * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half))
-    hi = min(n - 1, math.ceil(n / 2 + half) - 1)
-    if n < 6:
-        lo, hi = 0, n - 1
-    return s[lo], s[hi]
-
-
-def median_relative_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> float:
-    """Half-width of `median_ci` divided by the median: 0.02 means the median is known to +-2 %."""
-    if len(samples) < 2:
-        return math.inf
-    lo, hi = median_ci(samples, confidence)
-    med = statistics.median(samples)
-    return (hi - lo) / 2 / med if med > 0 else math.inf
 
 
 @dataclass(frozen=True)

@@ -1,39 +1,24 @@
-"""The timing core: warm-up, interleaved timed rounds, adaptive stopping.
+"""The profiler's timing: `TimingConfig`, `TimingResult`, the timers, and `time_interleaved` over the one loop.
 
-Every variant of a workload group (e.g. a block's ``original``, ``merged`` and ``flops_matched``
-forms) is warmed up (at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call
-time has settled: the median of the last 3 calls within 20 % of the 3 before, at most
-``warmup_max_s``; the runner gives the first group of a run ``first_warmup_s``, since the first
-calls in a process also pay for thread pools and allocator growth), then timed in *rounds*: each round takes one sample of every variant, in an
-order that rotates from round to round (two variants keep one order: rotating them would time each
-right after itself every other round), so that drift (clock boosts, thermal throttling, other
-load) hits all variants alike and samples of the same round can be paired.
+The loop itself -- warm-up, the order of the interleaved rounds, the stopping rule and the statistics it stops
+on -- lives in `dsprof.profiler.timing_loop`, a standard-library file that export bundles carry verbatim, so
+that a device without dsprof times as ``dsprof measure`` does. See that module for the protocol.
 
-A sample is the time of ``iterations_per_sample`` back-to-back calls divided by that number: the
-count is calibrated during warm-up so that one sample lasts at least ``min_sample_s`` (clock
-overhead stays negligible for microsecond-sized blocks, as in ``torch.utils.benchmark``).
-
-Stopping: after ``min_samples`` rounds, as soon as the median of every variant is known to the
-target precision (`median_relative_halfwidth` <= ``target_precision``), or when the time budget
-(``budget_s`` per variant) or ``max_samples`` is spent. The reason is recorded.
-
-Clocks: on the CPU, `CpuTimer` reads an injectable nanosecond clock (default
-``time.perf_counter_ns``) around the calls, after an optional ``sync`` (e.g. a device
-synchronisation). On CUDA, `CudaEventTimer` records CUDA events around the calls and synchronises
-on the end event. The budget is kept with the same injectable clock, so the whole loop, and the
-statistics, can be tested with a fake clock and no hardware.
+Clocks: on the CPU, `CpuTimer` reads an injectable nanosecond clock (default ``time.perf_counter_ns``) around
+the calls, after an optional ``sync`` (e.g. a device synchronisation). On CUDA, `CudaEventTimer` records CUDA
+events around the calls and synchronises on the end event. The budget is kept with the same injectable clock,
+so the whole loop, and the statistics, can be tested with a fake clock and no hardware.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Mapping, Protocol
 
 from ..errors import UsageError
-from .stats import median_relative_halfwidth
+from . import timing_loop
+from .timing_loop import DEFAULTS, STOP_REASONS, CpuTimer
 
 __all__ = [
     "Clock",
@@ -49,33 +34,11 @@ __all__ = [
 #: A clock returns an integer number of nanoseconds from an arbitrary origin (``time.perf_counter_ns``).
 Clock = Callable[[], int]
 
-#: Why a timed loop stopped.
-STOP_REASONS = ("precision", "budget", "max_samples")
-
 
 class Timer(Protocol):
     """Times ``number`` back-to-back calls of ``fn`` and returns seconds per call."""
 
     def __call__(self, fn: Callable[[], object], number: int) -> float: ...
-
-
-class CpuTimer:
-    """Host-clock timer: ``clock()`` before and after the calls (after ``sync()`` when given)."""
-
-    def __init__(self, clock: Clock = time.perf_counter_ns, sync: Callable[[], None] | None = None) -> None:
-        self.clock = clock
-        self.sync = sync
-
-    def __call__(self, fn: Callable[[], object], number: int) -> float:
-        sync, clock = self.sync, self.clock
-        if sync is not None:
-            sync()
-        start = clock()
-        for _ in range(number):
-            fn()
-        if sync is not None:
-            sync()
-        return (clock() - start) * 1e-9 / number
 
 
 class CudaEventTimer:
@@ -105,19 +68,20 @@ class CudaEventTimer:
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """Settings of the timed loop. Times in seconds; ``target_precision`` is relative (0.02 = 2 %)."""
+    """Settings of the timed loop (`timing_loop.DEFAULTS`). Times in seconds; ``target_precision`` is relative
+    (0.02 = 2 %)."""
 
-    warmup_s: float = 0.05
-    warmup_min_iters: int = 3
-    warmup_max_s: float = 2.0
-    first_warmup_s: float = 0.5
-    min_samples: int = 10
-    max_samples: int = 2000
-    target_precision: float = 0.02
-    confidence: float = 0.95
-    budget_s: float = 1.0
-    min_sample_s: float = 5e-3
-    max_iterations_per_sample: int = 1000
+    warmup_s: float = DEFAULTS["warmup_s"]
+    warmup_min_iters: int = DEFAULTS["warmup_min_iters"]
+    warmup_max_s: float = DEFAULTS["warmup_max_s"]
+    first_warmup_s: float = DEFAULTS["first_warmup_s"]
+    min_samples: int = DEFAULTS["min_samples"]
+    max_samples: int = DEFAULTS["max_samples"]
+    target_precision: float = DEFAULTS["target_precision"]
+    confidence: float = DEFAULTS["confidence"]
+    budget_s: float = DEFAULTS["budget_s"]
+    min_sample_s: float = DEFAULTS["min_sample_s"]
+    max_iterations_per_sample: int = DEFAULTS["max_iterations_per_sample"]
 
     def __post_init__(self) -> None:
         if self.first_warmup_s < 0 or self.warmup_s < 0 or self.warmup_min_iters < 0 or self.warmup_max_s < self.warmup_s:
@@ -131,6 +95,10 @@ class TimingConfig:
         if self.min_sample_s < 0 or self.max_iterations_per_sample < 1:
             raise UsageError("min_sample_s must be >= 0 and max_iterations_per_sample >= 1")
 
+    def first_group(self) -> "TimingConfig":
+        """These settings for the first group of a run (a longer warm-up: `timing_loop.first_group`)."""
+        return replace(self, **timing_loop.first_group(asdict(self)))
+
 
 @dataclass(frozen=True)
 class TimingResult:
@@ -142,42 +110,13 @@ class TimingResult:
     stop_reason: str
 
 
-def _settled(times: list[float], tolerance: float = 0.2) -> bool:
-    """True when the median of the last 3 warm-up calls is within ``tolerance`` of the 3 before."""
-    if len(times) < 6:
-        return False
-    last, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
-    return abs(last - before) <= tolerance * before
-
-
-def _warm_up(fn: Callable[[], object], timer: Timer, clock: Clock, config: TimingConfig) -> tuple[int, int]:
-    """Run ``fn`` for at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call time
-    has settled (or ``warmup_max_s`` is spent); return (calls made, iterations per sample)."""
-    times: list[float] = []
-    start = clock()
-    while True:
-        times.append(timer(fn, 1))
-        elapsed = (clock() - start) * 1e-9
-        if len(times) >= 10_000 or elapsed >= config.warmup_max_s:
-            break
-        if len(times) >= config.warmup_min_iters and elapsed >= config.warmup_s and _settled(times):
-            break
-    # The last calls estimate one call's time (the first ones pay for caches, allocation, autotuning).
-    per_call = statistics.median(times[-3:])
-    if per_call <= 0:
-        number = config.max_iterations_per_sample
-    else:
-        number = math.ceil(config.min_sample_s / per_call)
-    return len(times), max(1, min(config.max_iterations_per_sample, number))
-
-
 def time_interleaved(
     fns: Mapping[str, Callable[[], object]],
     config: TimingConfig = TimingConfig(),
     timer: Timer | None = None,
     clock: Clock = time.perf_counter_ns,
 ) -> dict[str, TimingResult]:
-    """Warm up and time every callable of ``fns`` in interleaved rounds; see the module docstring.
+    """Warm up and time every callable of ``fns`` in interleaved rounds (`timing_loop.time_interleaved`).
 
     ``timer`` defaults to a `CpuTimer` on ``clock``; the budget is always kept with ``clock``.
     Returns one `TimingResult` per name, all with the same number of samples (sample ``i`` of
@@ -185,30 +124,8 @@ def time_interleaved(
     """
     if not fns:
         raise UsageError("nothing to time")
-    timer = timer or CpuTimer(clock)
-    names = list(fns)
-    warm: dict[str, tuple[int, int]] = {name: _warm_up(fns[name], timer, clock, config) for name in names}
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    budget_ns = config.budget_s * len(names) * 1e9
-    start = clock()
-    reason = "max_samples"
-    for round_index in range(config.max_samples):
-        # Rotating the order moves each variant's place in the round without ever timing one twice in a row
-        # (round i ends with the variant before round i + 1's first) -- except with two: "ab ba" would time each
-        # right after itself every other round, warm, and split the per-round ratios into two modes (a check of a
-        # merged model against the original on ONNX Runtime: 1.33 and 1.72 alternating). Two keep one order.
-        shift = round_index % len(names) if len(names) > 2 else 0
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(timer(fns[name], warm[name][1]))
-        n = round_index + 1
-        if n >= config.min_samples and all(
-            median_relative_halfwidth(samples[name], config.confidence) <= config.target_precision for name in names
-        ):
-            reason = "precision"
-            break
-        if clock() - start >= budget_ns and n >= 2:
-            reason = "budget"
-            break
+    timed = timing_loop.time_interleaved(fns, asdict(config), timer or CpuTimer(clock), clock)
     return {
-        name: TimingResult(tuple(samples[name]), warm[name][1], warm[name][0], reason) for name in names
+        name: TimingResult(tuple(r["samples_s"]), r["iterations_per_sample"], r["warmup_iterations"], r["stop_reason"])
+        for name, r in timed.items()
     }

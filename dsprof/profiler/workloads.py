@@ -46,6 +46,7 @@ from ..models import (
     BlockSpec,
     block_module,
     replace_block,
+    conv_macs,
     count_macs,
     count_params,
     find_blocks,
@@ -61,7 +62,6 @@ __all__ = [
     "MACS_TOLERANCE",
     "Workload",
     "block_workloads",
-    "conv_macs",
     "dense_conv",
     "dense_counterpart_model",
     "flops_matched_channels",
@@ -101,11 +101,6 @@ class Workload:
     channels: tuple[int, int] | None = None
 
 
-def conv_macs(cin: int, cout: int, kernel: int, out_h: int, out_w: int) -> int:
-    """MACs of one dense k x k convolution for one image."""
-    return kernel * kernel * cin * cout * out_h * out_w
-
-
 def _tf_same_pads(size: int, kernel: int, stride: int) -> tuple[int, int]:
     out = -(-size // stride)
     total = max((out - 1) * stride + kernel - size, 0)
@@ -138,11 +133,10 @@ def dense_conv(
 
 def flops_matched_channels(spec: BlockSpec, block_macs: int) -> tuple[int, int]:
     """(in, out) channels of the dense k x k convolution whose MACs match ``block_macs``; see the module docstring."""
-    out_hw = spec.out_h * spec.out_w
-    k2 = spec.kernel * spec.kernel
-    scale = math.sqrt(block_macs / conv_macs(spec.in_channels, spec.out_channels, spec.kernel, spec.out_h, spec.out_w))
+    out = (spec.out_h, spec.out_w)
+    scale = math.sqrt(block_macs / conv_macs(spec.in_channels, spec.out_channels, spec.kernel, out))
     cin = max(1, round(scale * spec.in_channels))
-    cout = max(1, round(block_macs / (k2 * cin * out_hw)))
+    cout = max(1, round(block_macs / conv_macs(cin, 1, spec.kernel, out)))  # MACs per output channel
     return cin, cout
 
 
@@ -267,7 +261,7 @@ def dense_counterpart_model(
 
     def macs(scale: float) -> int:
         return outside + sum(
-            conv_macs(cin, cout, b.spec.kernel, b.spec.out_h, b.spec.out_w) for b, (cin, cout) in zip(blocks, channels(scale))
+            conv_macs(cin, cout, b.spec.kernel, (b.spec.out_h, b.spec.out_w)) for b, (cin, cout) in zip(blocks, channels(scale))
         )
 
     lo, hi = 0.01, 1.0

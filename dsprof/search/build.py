@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
 from ..models import find_blocks, get_model, load_checkpoint, model_entry
 from .data import DIGITS, SHAPES
@@ -45,16 +46,16 @@ def build_model(
     *,
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
-    num_classes: int = 1000,
+    num_classes: int = IMAGENET_CLASSES,
     weights: bool | str | Path | None = None,
 ) -> nn.Module:
     """``get_model(name)`` with ``num_classes`` outputs and starting ``weights``: None/False (random),
     True or ``"pretrained"`` (torchvision/timm weights; the classifier is re-initialised when
-    ``num_classes`` is not 1000), or the path of a local state dict or dsprof training checkpoint."""
+    ``num_classes`` is not ImageNet's `IMAGENET_CLASSES`), or the path of a local state dict or dsprof training checkpoint."""
     options = dict(options or {})
     if weights is True or weights == "pretrained":
         model = get_model(name, resolution=resolution, pretrained=True, **options)
-        if num_classes != 1000:
+        if num_classes != IMAGENET_CLASSES:
             replace_classifier(model, num_classes)
         return model.eval()
     model = get_model(name, resolution=resolution, num_classes=num_classes, **options)

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..constants import DEFAULT_FINETUNE
 from ..errors import UsageError
 from ..io import check_output_path
 from ..merge import Plan
@@ -153,7 +154,7 @@ def importance_to_file(
         check_output_path(out, "the importance file ")
     if resolution is None:
         resolution = default_training_resolution(model, data)
-    config = config or TrainConfig(epochs=1, lr=0.02)
+    config = config or TrainConfig(**DEFAULT_FINETUNE)
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..constants import DEFAULT_FINETUNE
 from ..merge import Plan
 from .build import block_count
 from .finetuning import finetune
@@ -54,7 +55,7 @@ def measure_importance(
     """Each block's measured importance: ``model`` (from ``weights``) with that block alone linearised,
     fine-tuned with ``config`` (default 1 epoch, lr 0.02) per seed, against the original fine-tuned
     alike (so that the fine-tuning itself is not counted as the block's importance)."""
-    config = config or TrainConfig(epochs=1, lr=0.02)
+    config = config or TrainConfig(**DEFAULT_FINETUNE)
     n = block_count(model, options, resolution)
     common = dict(weights=weights, data=data, resolution=resolution, check_merge=False, device=device)
     base, per_block = [], [[] for _ in range(n)]

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from torch import nn
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge import Plan
@@ -54,7 +55,7 @@ class SearchRequest:
     stop_after_epochs: int | None = None
     budget_ms: float | None = None  # predicted latency per batch (the LUT's), instead of keep
     speedup: float | None = None  # predicted speed-up over the original, instead of keep
-    max_span: int = 4  # the planner's spans: consecutive linear blocks merged as one (1: none)
+    max_span: int = DEFAULT_MAX_SPAN  # the planner's spans: consecutive linear blocks merged as one (1: none)
     method: str = "importance"
     proxy: str | None = None  # the importance search's proxy (`proxies.PROXIES`); None: `proxies.DEFAULT_PROXY`
     proxy_settings: ProxySettings | None = None  # None: the defaults with config's seed and batch size

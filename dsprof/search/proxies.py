@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..constants import DEFAULT_FINETUNE, IMAGENET_CLASSES
 from ..errors import UsageError, look_up
 from ..merge import Plan, linearize_block, linearize_model
 from ..models import find_blocks, input_size_of, model_identity, own_chains, replace_block
@@ -62,7 +63,7 @@ class ProxySettings:
     eval_batches: int = 16  # validation batches at most (zero-shot, logit-distance, short-finetune)
     steps: int = 10  # short-finetune: SGD steps, cosine schedule from lr
     batch_size: int = 64
-    lr: float = 0.02  # short-finetune
+    lr: float = DEFAULT_FINETUNE["lr"]  # short-finetune: the fine-tune's (importance --lr sets both)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -82,7 +83,7 @@ class ProxyInput:
     resolution: int
     settings: ProxySettings = field(default_factory=ProxySettings)
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    config: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=1, lr=0.02))  # the full measurement's
+    config: TrainConfig = field(default_factory=lambda: TrainConfig(**DEFAULT_FINETUNE))  # the full measurement's
     source: dict[str, Any] = field(default_factory=dict)
     _train: list = field(default_factory=list, repr=False)
     _val: list | None = field(default=None, repr=False)
@@ -425,7 +426,7 @@ def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None
     would index another classifier). ``settings`` default: the
     `ProxySettings` defaults with ``config``'s seed and batch size."""
     chosen = get_proxy(proxy)
-    config = config or TrainConfig(epochs=1, lr=0.02)
+    config = config or TrainConfig(**DEFAULT_FINETUNE)
     settings = settings or ProxySettings(seed=config.seed, batch_size=config.batch_size)
     splits = load_data(data, resolution)
     build = dict(options=options, resolution=resolution, weights=weights)
@@ -439,9 +440,9 @@ def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None
         net = build_model(model, num_classes=exc.num_classes, **build)
         if chosen.labels:  # a proxy that trains: a classifier for the data's classes, made afresh
             replace_classifier(net, splits.num_classes)
-    if chosen.labels and not chosen.trains and weights in (True, "pretrained") and splits.num_classes != 1000:
-        raise UsageError(f"the pretrained classifier has 1000 classes, the data {data} {splits.num_classes}: the "
+    if chosen.labels and not chosen.trains and weights in (True, "pretrained") and splits.num_classes != IMAGENET_CLASSES:
+        raise UsageError(f"the pretrained classifier has {IMAGENET_CLASSES} classes, the data {data} {splits.num_classes}: the "
                          f"{proxy} proxy would score a classifier made afresh; use --proxy logit-distance (no labels) "
-                         "or finetune, or data with the 1000 ImageNet classes")
+                         f"or finetune, or data with the {IMAGENET_CLASSES} ImageNet classes")
     return ProxyInput(net, splits, resolution, settings, torch.device(device), config,
                       source={"data": str(data), "weights": None if weights in (None, False) else str(weights)})

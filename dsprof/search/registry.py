@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError, look_up
 from ..plan.front import check_budget
 from .build import default_training_resolution
@@ -65,7 +66,7 @@ def search(
     stop_after_epochs: int | None = None,
     budget_ms: float | None = None,
     speedup: float | None = None,
-    max_span: int = 4,
+    max_span: int = DEFAULT_MAX_SPAN,
     proxy: str | None = None,
     proxy_settings: ProxySettings | None = None,
 ) -> SearchResult:

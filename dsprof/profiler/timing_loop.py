@@ -1,0 +1,232 @@
+"""The timing loop, written once: warm-up, the order of the interleaved rounds, the stopping rule and the
+statistics it stops on.
+
+Standard library only, and Python 3.6 or later (``tests/test_edge_runner.py`` checks both): dsprof's profiler
+runs it (`dsprof.profiler.timing` wraps it with `TimingConfig` and `TimingResult`), and every export bundle
+carries this very file beside its runner (``run_bundle.py``, `dsprof.edge.runner`), which imports it. A device
+without dsprof thus times a bundle exactly as ``dsprof measure`` times the same workloads.
+
+* **Warm-up** (`warm_up`): at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call time has
+  settled (the median of the last 3 calls within 20 % of the 3 before), at most ``warmup_max_s``; the first
+  group of a run warms up for at least ``first_warmup_s`` (`first_group`). The last calls set how many calls
+  make one sample: enough to last ``min_sample_s``, at most ``max_iterations_per_sample``.
+* **Rounds** (`round_order`): each round takes one sample of every workload of the group, in an order that
+  rotates from round to round, so that drift hits all alike and sample ``i`` of each comes from round ``i``;
+  two workloads keep one order (see `round_order`).
+* **Stopping** (`time_interleaved`): after ``min_samples`` rounds, as soon as the median of every workload is
+  known to ``target_precision`` (`median_relative_halfwidth`); or once the budget (``budget_s`` per workload)
+  is spent, after at least 2 rounds; or at ``max_samples``. The reason is one of `STOP_REASONS`.
+
+The clock is injectable (integer nanoseconds), so the whole loop can be tested with a fake clock.
+"""
+
+import math
+import statistics
+import time
+
+__all__ = [
+    "CLOCK",
+    "DEFAULTS",
+    "STOP_REASONS",
+    "CpuTimer",
+    "first_group",
+    "median_ci",
+    "median_relative_halfwidth",
+    "normal_quantile",
+    "round_order",
+    "time_interleaved",
+    "warm_up",
+]
+
+#: The timing settings and their defaults (seconds; ``target_precision`` and ``confidence`` are fractions).
+#: `dsprof.profiler.TimingConfig` has these fields with these defaults; a bundle's manifest stores them.
+DEFAULTS = {
+    "warmup_s": 0.05,
+    "warmup_min_iters": 3,
+    "warmup_max_s": 2.0,
+    "first_warmup_s": 0.5,
+    "min_samples": 10,
+    "max_samples": 2000,
+    "target_precision": 0.02,
+    "confidence": 0.95,
+    "budget_s": 1.0,
+    "min_sample_s": 5e-3,
+    "max_iterations_per_sample": 1000,
+}
+
+#: Why a timed loop stopped.
+STOP_REASONS = ("precision", "budget", "max_samples")
+
+#: Warm-up calls at most, whatever the settings say (a call of a few nanoseconds would otherwise run for seconds).
+_MAX_WARMUP_CALLS = 10000
+
+
+def _perf_counter_ns():
+    return int(time.perf_counter() * 1e9)
+
+
+#: The default clock: integer nanoseconds from an arbitrary origin (``time.perf_counter_ns`` from Python 3.7 on).
+CLOCK = getattr(time, "perf_counter_ns", _perf_counter_ns)
+
+
+class CpuTimer(object):
+    """Host-clock timer: ``clock()`` before and after ``number`` back-to-back calls of ``fn`` (after ``sync()``
+    when given, e.g. a device synchronisation); returns seconds per call."""
+
+    def __init__(self, clock=CLOCK, sync=None):
+        self.clock = clock
+        self.sync = sync
+
+    def __call__(self, fn, number):
+        sync, clock = self.sync, self.clock
+        if sync is not None:
+            sync()
+        start = clock()
+        for _ in range(number):
+            fn()
+        if sync is not None:
+            sync()
+        return (clock() - start) * 1e-9 / number
+
+
+# -- statistics ------------------------------------------------------------------------------------------------
+
+_QUANTILES = {}
+
+
+def normal_quantile(confidence):
+    """The two-sided normal quantile z of ``confidence`` (1.96 at 0.95): bisection on ``math.erf``, since
+    ``statistics.NormalDist`` needs Python 3.8 (for every n up to 200,000 it gives the same ranks in `median_ci`)."""
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be within (0, 1), got %r" % (confidence,))
+    if confidence not in _QUANTILES:
+        target, lo, hi = 0.5 + confidence / 2, 0.0, 40.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
+                lo = mid
+            else:
+                hi = mid
+        _QUANTILES[confidence] = (lo + hi) / 2
+    return _QUANTILES[confidence]
+
+
+def median_ci(samples, confidence=0.95):
+    """Distribution-free confidence interval (low, high) of the median: the order statistics at ranks
+    n/2 -+ z*sqrt(n)/2 (normal approximation of the binomial). With fewer than 6 samples, the full range."""
+    s = sorted(samples)
+    n = len(s)
+    if n == 0:
+        raise ValueError("no samples")
+    half = normal_quantile(confidence) * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)) - 1)
+    if n < 6:
+        lo, hi = 0, n - 1
+    return s[lo], s[hi]
+
+
+def median_relative_halfwidth(samples, confidence=0.95):
+    """Half-width of `median_ci` divided by the median: 0.02 means the median is known to +-2 % (inf below 2
+    samples or at a median of 0)."""
+    if len(samples) < 2:
+        return math.inf
+    lo, hi = median_ci(samples, confidence)
+    med = statistics.median(samples)
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+# -- the loop --------------------------------------------------------------------------------------------------
+
+
+def _settled(times, tolerance=0.2):
+    """True when the median of the last 3 warm-up calls is within ``tolerance`` of the 3 before."""
+    if len(times) < 6:
+        return False
+    last, before = statistics.median(times[-3:]), statistics.median(times[-6:-3])
+    return abs(last - before) <= tolerance * before
+
+
+def warm_up(fn, timer, clock, config):
+    """Run ``fn`` for at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call time has
+    settled (or ``warmup_max_s`` is spent); return (calls made, calls per sample)."""
+    times = []
+    start = clock()
+    while True:
+        times.append(timer(fn, 1))
+        elapsed = (clock() - start) * 1e-9
+        if len(times) >= _MAX_WARMUP_CALLS or elapsed >= config["warmup_max_s"]:
+            break
+        if len(times) >= config["warmup_min_iters"] and elapsed >= config["warmup_s"] and _settled(times):
+            break
+    # The last calls estimate one call's time (the first ones pay for caches, allocation, autotuning).
+    per_call = statistics.median(times[-3:])
+    if per_call <= 0:
+        number = config["max_iterations_per_sample"]
+    else:
+        number = int(math.ceil(config["min_sample_s"] / per_call))
+    return len(times), max(1, min(config["max_iterations_per_sample"], number))
+
+
+def first_group(config):
+    """``config`` (a mapping) for the first group of a run, which also pays for thread pools and allocator
+    growth: warm-up and its cap raised to ``first_warmup_s`` at least."""
+    out = dict(config)
+    out["warmup_s"] = max(config["warmup_s"], config["first_warmup_s"])
+    out["warmup_max_s"] = max(config["warmup_max_s"], config["first_warmup_s"])
+    return out
+
+
+def round_order(names, round_index):
+    """The order in which round ``round_index`` (from 0) times ``names``.
+
+    Rotating moves each workload's place in the round without ever timing one twice in a row (round i ends with
+    the workload before round i + 1's first) -- except with two: "ab ba" would time each right after itself every
+    other round, warm, and split the per-round ratios into two modes (a check of a merged model against the
+    original on ONNX Runtime: 1.33 and 1.72 alternating). Two keep one order.
+    """
+    names = list(names)
+    shift = round_index % len(names) if len(names) > 2 else 0
+    return names[shift:] + names[:shift]
+
+
+def time_interleaved(fns, config=None, timer=None, clock=CLOCK):
+    """Warm up and time the callables ``fns`` (a mapping or a list of (name, fn) pairs, in order) in interleaved
+    rounds; see the module docstring.
+
+    ``config`` holds `DEFAULTS` keys (missing ones take the default). ``timer(fn, number)`` returns seconds per
+    call (default: a `CpuTimer` on ``clock``); the budget is always kept with ``clock``. Returns
+    {name: {"samples_s", "iterations_per_sample", "warmup_iterations", "stop_reason"}}, all with as many samples
+    (sample i of every name from round i).
+    """
+    pairs = list(fns.items()) if hasattr(fns, "items") else list(fns)
+    if not pairs:
+        raise ValueError("nothing to time")
+    settings = dict(DEFAULTS)
+    settings.update(config or {})
+    timer = timer or CpuTimer(clock)
+    names = [name for name, _ in pairs]
+    table = dict(pairs)
+    warm = dict((name, warm_up(table[name], timer, clock, settings)) for name in names)
+    samples = dict((name, []) for name in names)
+    budget_ns = settings["budget_s"] * len(names) * 1e9
+    start = clock()
+    reason = "max_samples"
+    for round_index in range(settings["max_samples"]):
+        for name in round_order(names, round_index):
+            samples[name].append(timer(table[name], warm[name][1]))
+        n = round_index + 1
+        if n >= settings["min_samples"] and all(
+            median_relative_halfwidth(samples[name], settings["confidence"]) <= settings["target_precision"]
+            for name in names
+        ):
+            reason = "precision"
+            break
+        if clock() - start >= budget_ns and n >= 2:
+            reason = "budget"
+            break
+    return dict(
+        (name, {"samples_s": samples[name], "iterations_per_sample": warm[name][1],
+                "warmup_iterations": warm[name][0], "stop_reason": reason})
+        for name in names
+    )
