@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dsprof.constants import DEFAULT_MAX_SPAN
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, plan_costs
 from dsprof.lut.pricer import Pricer
@@ -62,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 MODEL_FILE = HERE / "heldout_models.py"
 DEFAULT_MODELS = ("spnasnet_100,efficientnet_es,mnasnet_050,tf_mobilenetv3_large_minimal_100,mobilenetv4_conv_small,"
                   "resnet18d")
-MAX_SPAN = 4
+MAX_SPAN = DEFAULT_MAX_SPAN
 #: Targets of issue #36 (item 6).
 NEAR_BEST = 0.02  # the front within 2 % of the best random plan, or above it
 WITHIN = 0.10  # predicted speed-up within +-10 % of measured
@@ -207,6 +208,36 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
 # -- scores ----------------------------------------------------------------------------------------------------
 
 
+def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
+    """(seconds to build the pricer, plans priced per second after it): ``count`` random plans, each keep list drawn
+    at random and every run of linearised blocks cut at random into spans, priced by `dsprof.lut.Pricer`."""
+    from dsprof.merge.spans import span_runs
+
+    rng = random.Random(seed)
+    n = len(costs.blocks)
+    plans = []
+    for _ in range(count):
+        keep = tuple(rng.randint(0, 1) for _ in range(n))
+        spans = []
+        for run in span_runs(costs.blocks, keep):
+            i = 0
+            while i < len(run):
+                size = rng.randint(1, min(MAX_SPAN, len(run) - i))
+                if size > 1:
+                    spans.append((run[i], run[i + size - 1] + 1))
+                i += size
+        plans.append((keep, tuple(spans)))
+    fresh = replace(costs)  # no piece read yet
+    t0 = time.perf_counter()
+    pricer = Pricer(fresh)
+    pricer.price(keep=(0,) * n)
+    built = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for keep, spans in plans:
+        pricer.price(keep=keep, spans=spans)
+    return built, count / (time.perf_counter() - t0)
+
+
 def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict) -> list[dict]:
     """One row per case (model, runtime, k): the front against the random plans, and every plan's prediction."""
     pricer = Pricer(costs)
@@ -317,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{backend} {factory}: load {load()}", flush=True)
             lut = lut_of(name, backend, args, case_dir, log)
             plans, costs = plans_of(name, lut, args, case_dir)
+            built, rate = pricing_rate(costs, args.seed)
+            print(f"  pricer ({len(costs.blocks)} blocks): built in {built * 1e3:.0f} ms, then {rate:.0f} random plans "
+                  f"a second (load {load()})", flush=True)
+            log["pricer_plans_per_s"] = rate
             checks = checks_of(name, backend, plans, args, case_dir, log)
             case_rows = score(name, factory, backend, plans, costs, checks)
             rows += case_rows

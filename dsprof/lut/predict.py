@@ -278,7 +278,7 @@ def _pieces(costs: PlanCosts, plan: Any, variant: str | None, strict: bool) -> l
 
 def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
     """One row per block: its variant, latency and saving; a span's on its first block (``span`` names its
-    blocks; the others show 0 s)."""
+    blocks; the others show 0 s); ``in_model``: its piece's saving was timed inside the model (`dsprof.lut.inmodel`)."""
     rows = []
     for p in pieces:
         for i in range(p.start, p.stop):
@@ -287,8 +287,10 @@ def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
             rows.append({"index": i, "block": block.name, "spec": block.spec.to_str(), "variant": p.variant,
                          "latency_s": p.latency_s if first else (0.0 if p.found else float("nan")),
                          "saving_s": p.saving_s if first else 0.0, "noisy": p.noisy,
-                         "span": format_span((p.start, p.stop)) if p.stop - p.start > 1 else ""})
-    return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span"])
+                         "span": format_span((p.start, p.stop)) if p.stop - p.start > 1 else "",
+                         "in_model": p.in_model})
+    return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span",
+                                       "in_model"])
 
 
 def auto_method(context: DeviceContext) -> str:
