@@ -17,7 +17,7 @@ from ..io import atomic_write_text
 from ..merge.plan import Plan
 from ..models import format_spans
 
-__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "check_budget", "resolve_k"]
+__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "blocks_legend", "check_budget", "resolve_k"]
 
 FRONT_FORMAT = "dsprof.front"
 FRONT_VERSION = 1
@@ -80,7 +80,8 @@ class Front:
     with importance, ``least_loss`` (least summed loss for each k, the fastest among equals) and ``pareto``
     (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front. ``held_back``: the
     blocks not offered linearised alone, because the LUT says that neither merges nor runs faster than keeping
-    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan."""
+    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan. ``blocks``: the
+    blocks' names in plan order (digit i of a plan's keep list is block i; a part refused as a block has no digit)."""
 
     model: str  # the model's label in the LUT (name + options + resolution)
     name: str  # its registered name, as plans carry it
@@ -94,6 +95,8 @@ class Front:
     pareto: tuple[FrontPoint, ...] | None = None
     presets: tuple[PresetPoint, ...] = ()
     held_back: tuple[int, ...] = ()
+    blocks: tuple[str, ...] = ()
+    spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
 
     def at_k(self, k: int) -> FrontPoint:
         """The fastest plan with ``k`` blocks keeping their activations."""
@@ -105,6 +108,20 @@ class Front:
             raise UsageError(f"no plan keeps only {k} blocks' activations: at least {min(ks)} do, since blocks "
                              f"{_indices(self.held_back)} are held back ({_HELD_BACK}); keep at least {min(ks)}")
         raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
+
+    def spans_note(self) -> str:
+        """Where the spans this front could use are priced by predicted entries (a LUT of `dsprof measure --few`): one
+        line that says how many, and whether any plan of the front uses a span; "" where none is predicted."""
+        predicted, read = self.spans_predicted
+        if not predicted:
+            return ""
+        used = sorted(p.k for p in self.points if p.plan.spans)
+        how = (f"the plans at k = {', '.join(map(str, used))} use spans" if used else
+               "no plan of this front uses a span: it plans without spans")
+        what = "all" if predicted == read else f"{predicted} of the"
+        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof measure --few`), not "
+                f"measured; {how} (measure the model in full, `dsprof measure --spans N`, to plan spans on measured "
+                "entries)")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:
@@ -140,7 +157,8 @@ class Front:
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
-                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back)}
+                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back),
+                "blocks": list(self.blocks), "spans_predicted": list(self.spans_predicted)}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -170,6 +188,10 @@ class Front:
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
+        lines += blocks_legend(self.blocks)
+        note = self.spans_note()
+        if note:
+            lines.append(note)
         if self.held_back:
             lines.append(f"held back: blocks {_indices(self.held_back)} keep their activations unless in a span "
                          f"({_HELD_BACK})")
@@ -213,6 +235,20 @@ _HELD_BACK = ("the LUT says that, linearised alone, they neither merge nor run f
               "so removing those would cost accuracy for nothing")
 
 
+def blocks_legend(names: tuple[str, ...] | list[str], width: int = 118) -> list[str]:
+    """The blocks by index, as the plan tables number them (digit i of a plan is block i), in lines of at most
+    ``width`` characters: where a part of the model is refused as a block, index and module name part ways."""
+    lines, line = [], "blocks (digit i of a plan is block i):"
+    for i, name in enumerate(names):
+        item = f"{i} {name}"
+        if len(line) + 2 + len(item) > width:
+            lines.append(line)
+            line = "  " + item
+        else:
+            line += ("  " if lines or i else " ") + item
+    return lines + [line] if names else []
+
+
 def _indices(values: tuple[int, ...]) -> str:
     return " ".join(map(str, values))
 
@@ -237,8 +273,8 @@ def _columns(header: list[str], rows: list[list[str]], left: set[int] = frozense
 def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) -> list[str]:
     loss = any(p.importance is not None for p in points)
     # the speed-up first, then the milliseconds, then their 95 % intervals
-    header = ["k", "speed-up", "ms", "interval x", "interval ms", *(["loss"] if loss else []), "plan (1 = kept)",
-              "spans"]
+    header = ["k", "speed-up", "ms", "interval x", "interval ms", *(["importance"] if loss else []),
+              "plan (1 = kept)", "spans"]
     rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.latency_s * 1e3:.3f}", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x",
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
              _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..errors import LUTMissError, UsageError
 from ..lut import LUT
-from ..lut.cost import Piece, PlanCosts
+from ..lut.cost import Piece, PlanCosts, span_key
 from ..lut.predict import plan_costs, predict_plan
 from ..merge.plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
@@ -55,7 +55,7 @@ def plan_front(
         costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                            method=method)
     registered = name or str(model)
-    loss = _importance(importance, len(costs.blocks))
+    loss = importance_values(importance, len(costs.blocks))
     choices, held_back = _options(costs, max_span, loss)
     _check_found(costs, choices, max_span, resolution_flag)
     ctx = _Context(costs, registered, options, loss is not None)
@@ -70,8 +70,17 @@ def plan_front(
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), held_back=held_back,
+        presets=tuple(_presets(ctx, points, loss)), held_back=held_back, blocks=tuple(b.name for b in costs.blocks),
+        spans_predicted=_spans_predicted(costs, choices),
     )
+
+
+def _spans_predicted(costs: PlanCosts, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+    """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
+    how many it read): each distinct convolution once."""
+    keys = {span_key(costs.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    entries = [costs.lookup(k, "merged") for k in keys]
+    return sum(e is not None and e.predicted for e in entries), len(keys)
 
 
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = 4,
@@ -121,7 +130,8 @@ class _Context:
                           pred.speedup_high)
 
 
-def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
+def importance_values(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
+    """``importance`` ({block index: loss} or one value per block) as one value per block of ``n``; None stays None."""
     if importance is None:
         return None
     if isinstance(importance, Mapping):
