@@ -312,9 +312,12 @@ def _measure_few(args: argparse.Namespace) -> int:
     if args.remote:
         raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
     check_measurement_out(args.out, args.resume, args.overwrite)
+    from .lut import LUT
+
+    like = LUT.load(args.like, accept_modified=args.accept_modified)  # before the model is built: a bad file at once
     options = model_options_from_args(args)
     result = measure_few(
-        model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
+        model_from_args(args), like, args.few, like_key=args.like_key, name=args.model, model_options=options,
         resolution=args.resolution, max_span=args.spans if args.spans > 1 else 4, lut_out=args.few_lut_out,
         timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
         progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
@@ -322,8 +325,7 @@ def _measure_few(args: argparse.Namespace) -> int:
     )
     print(threads_note(result.run.threads, result.run.threads_given))
     print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
-          + ", ".join(f"{scope} {variant}" + (f" {workload}" if scope == "block" else "")
-                      for scope, workload, variant in result.chosen))
+          + "; ".join(result.names))
     print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
           f"{result.fit.loo_error:.1%}); records: {result.run.path}")
     print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
@@ -444,14 +446,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .models import format_spans
     from .plan import plan_to_file
 
-    lut = LUT.concat([LUT.load(path) for path in args.lut])
-    if args.device_key is None and len(lut.devices()) > 1:
+    lut = LUT.concat([LUT.load(path, accept_modified=args.accept_modified) for path in args.lut])
+    picked = args.device_key is not None or args.backend is not None or args.batch is not None
+    if args.joint is not None and picked:
+        raise CliError("--for plans for several contexts; --device-key, --backend and --batch pick one: give one or "
+                       "the other")
+    if not picked and len(lut.devices()) > 1:
         return _plan_contexts(args, lut)
     if args.joint is not None:
         raise CliError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
+    device = lut.resolve(args.device_key, backend=args.backend, batch=args.batch) if picked else None
     outcome = plan_to_file(
         args.model, lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
-        speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
+        speedup=args.speedup, max_span=args.max_span, device=device, method=args.method,
         options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
     )
     print(outcome.front.table())
@@ -484,11 +491,24 @@ def _plan_contexts(args: argparse.Namespace, lut) -> int:
     for front in outcome.fronts.fronts:
         _predicted_note(lut, front.device, outcome.fronts.labels[front.device])
     if outcome.chosen is not None:
-        c = outcome.chosen
-        print(f"\nchosen: k = {c.k}, worst loss {c.worst:+.1%}, mean {c.mean:+.1%}")
+        print("\n" + joint_chosen_line(outcome.chosen, [outcome.fronts.labels[c] for c in outcome.fronts.joint.contexts]))
     for path in outcome.paths:
         print(f"wrote {path}")
+    if outcome.merge_command is not None:
+        print(f"next: {outcome.merge_command}")
     return 0
+
+
+def joint_chosen_line(point, labels: Sequence[str]) -> str:
+    """The chosen plan for several contexts in one line: on each context its predicted speed-up over that context's
+    original with the 95 % interval and its loss against that context's own plan (per cent, signed); its importance."""
+    from .units import percent
+
+    on = "; ".join(f"{label} {x:.2f}x (95 % {lo:.2f}-{hi:.2f}x), {percent(loss)} against its own plan"
+                   for label, x, lo, hi, loss in zip(labels, point.speedup, point.speedup_low, point.speedup_high,
+                                                     point.loss))
+    importance = f"; importance loss {point.importance:.4f}" if point.importance is not None else ""
+    return f"chosen: k = {point.k}, one plan for all: {on}; worst {percent(point.worst)}{importance}"
 
 
 def _predicted_note(lut, key, label: str) -> None:
@@ -679,7 +699,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
     kept = (lambda: _checkpoint_note(checkpoint)) if args.method == "differentiable" else (
         lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
-    with on_interrupt(kept):
+    with on_interrupt(kept), ThreadUse(args.threads) as use:
         result = search(
             args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
             resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
@@ -704,6 +724,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         spans = format_spans(result.plan.spans, "none")
         print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
               f"{planner['speedup']:.2f}x the original; spans {spans}")
+    if args.method in ("importance", "differentiable"):  # the methods that train or score with training data
+        print(use.line())
     print(f"wrote {result.out}")
     return 0
 
@@ -743,11 +765,12 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                          max_batches=args.max_batches, threads=args.threads)
-    scored, record = importance_to_file(
-        args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr), config=config,
-        device=args.device,
-    )
+    with ThreadUse(args.threads) as use:
+        scored, record = importance_to_file(
+            args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
+            resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr),
+            config=config, device=args.device,
+        )
     blocks = record["model"]["blocks"]
     width = max(map(len, blocks))
     print(f"{'block':<{width + 4}}  importance ({scored.unit})")
@@ -755,6 +778,7 @@ def cmd_importance(args: argparse.Namespace) -> int:
         print(f"{i:>2}  {name:<{width}}  {value:.6g}")
     print("ranking (most important first): " + " ".join(map(str, scored.ranking)))
     print(f"{scored.proxy}: {scored.seconds:.2f} s on {record['cost']['device']}")
+    print(use.line())
     print(f"wrote {args.out} (for dsprof plan --importance)")
     return 0
 
@@ -765,7 +789,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.plan) if args.plan else None
     model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
-    with on_interrupt(lambda: _checkpoint_note(args.out)):
+    with on_interrupt(lambda: _checkpoint_note(args.out)), ThreadUse(args.threads) as use:
         result = finetune(
             plan, model=model, options=model_options_from_args(args), data=args.data,
             resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
@@ -779,6 +803,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
+    print(use.line())
     if result.merged_accuracy is not None:
         print(f"{'shrunk' if args.ds_plus else 'merged'} model: accuracy {result.merged_accuracy:.4f}, max |logit difference| to the fine-tuned model "
               f"{result.merged_max_abs_diff:.2e}")
@@ -786,6 +811,35 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"wrote {path}")
     return 0
+
+
+class ThreadUse:
+    """What the threads of a training command did: CPU time of the whole process (every thread) over the wall time
+    of the command's work, measured around it (`with ThreadUse(threads) as use: ...; print(use.line())`)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads, self.cpu_s, self.wall_s = threads, 0.0, 0.0
+
+    def __enter__(self) -> "ThreadUse":
+        import time
+
+        self._start = (time.process_time(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import time
+
+        self.cpu_s, self.wall_s = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
+
+    def line(self) -> str:
+        """How many threads were asked for and how many were busy on average, with the machine's load."""
+        import os
+
+        busy = self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        return (f"CPU threads: {self.threads} (--threads, torch.set_num_threads while it ran): {self.cpu_s:.1f} s of "
+                f"CPU time in {self.wall_s:.1f} s, {busy:.2f} threads busy on average (loading data and building the "
+                f"model run on one); load average {load:.1f} on {os.cpu_count()} logical cores")
 
 
 def add_train_threads_arg(p: argparse.ArgumentParser) -> None:
@@ -984,7 +1038,11 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
     p.add_argument("--max-span", type=int, default=4, help="blocks per span at most (1: no spans)")
     p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
-    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--device-key", default=None,
+                   help="the LUT context to plan (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    p.add_argument("--backend", default=None, help="pick the LUT context to plan by backend, as predict --backend")
+    p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
+    add_accept_modified(p, "a LUT")
     p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
     p.add_argument("--plan-out", type=Path, default=None,
                    help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")

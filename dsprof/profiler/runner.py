@@ -405,6 +405,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
         desc = f"measure {label} ({settings.backend}, {settings.device})"
         new_records: list[Measurement] = []
         calibrate = request.calibrate and not any(r.ok and r.variant == CALIBRATION for r in existing)
+        # what the run times in all: the groups, then the calibration group (the model and the model calibrated)
+        total += _CALIBRATION_WORKLOADS if calibrate else 0
         last = None
         if calibrate:  # built once the blocks are timed: their entries decide the merges
             last = lambda: calibration_workloads(net, label, input_size, existing + new_records, context)  # noqa: E731
@@ -421,6 +423,9 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     new = sum(r.scope != "probe" for r in new_records)  # workloads; the drift probe is not one
     return MeasureResult(path, measurements, new, skipped, summary_table(measurements), threads,
                          contention=contention)
+
+
+_CALIBRATION_WORKLOADS = 2  # `calibration_workloads`: the original model and the model with every block linearised
 
 
 def _workload_key(w: Workload) -> tuple[str, str, str, str | None]:
