@@ -299,7 +299,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         check = paired_check(result.measurements, name)
         print(f"{name}: {check_line(check)}" if check is not None else
               f"{name}: not paired with the original model (time it in one group with --model-variants original)")
-    print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
+    then = f" ({result.calibrated} of them in the groups --calibrate planned from the others)" if result.calibrated else ""
+    print(f"{result.new} workloads measured{then}, {result.skipped} already in the file; records: {result.path}")
     return 0
 
 

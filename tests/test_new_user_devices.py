@@ -209,6 +209,58 @@ def test_37_1_importance_with_for_plans_the_least_loss_and_shows_it(setup, plann
     assert joint_point(data, K)["worst"] + 1 == pytest.approx(min(worst), rel=1e-9)
 
 
+def _tilings(n, pieces, start=0):
+    """Every sequence of pieces that covers blocks start..n-1."""
+    if start == n:
+        yield ()
+        return
+    for p in pieces:
+        if p.start == start:
+            for rest in _tilings(n, pieces, p.stop):
+                yield (p,) + rest
+
+
+@pytest.mark.parametrize("contexts", [2, 3])
+@pytest.mark.parametrize("seed", range(4))
+def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed, monkeypatch):
+    """The solver alone (pure arithmetic) on random per-context savings that disagree a lot and losses with many ties
+    (each block's importance one of 0, 0.01, 0.02): for each k, among every tiling of 8 blocks by its pieces, the
+    least summed loss, then the least worst (or mean) relative latency; sets filtered a few rows at a time."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from dsprof.plan import minimax
+    from dsprof.plan.minimax import _Piece, _mean, _worst
+
+    monkeypatch.setattr(minimax, "_CHUNK", 3)
+    rng = np.random.default_rng(100 + seed)
+    n = 8
+    loss = [Fraction(int(v), 100) for v in rng.integers(0, 3, n)]
+    pieces = []
+    for i in range(n):
+        pieces.append(_Piece(i, i + 1, True, False, (0.0,) * contexts))
+        pieces.append(_Piece(i, i + 1, False, True, tuple(rng.uniform(-0.5, 2, contexts)), loss[i]))
+        pieces.append(_Piece(i, i + 1, False, False, tuple(rng.uniform(0, 1, contexts)), loss[i]))
+        for size in (2, 3):
+            if i + size <= n:
+                pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts)),
+                                     sum(loss[i:i + size], Fraction(0))))
+    every = [(sum(p.kept for p in t), sum((p.loss for p in t), Fraction(0)), np.sum([p.savings for p in t], axis=0))
+             for t in _tilings(n, pieces)]
+    base = np.full(contexts, 40.0)
+    own = {k: base - np.max([v for kk, _, v in every if kk == k], axis=0) for k in range(n + 1)}
+    worst, _ = _worst(n, pieces, base, own, least_loss=True)
+    mean = _mean(n, pieces, own, least_loss=True)
+    for k in range(n + 1):
+        least = min(l for kk, l, _ in every if kk == k)
+        relative = [(base - v) / own[k] for kk, l, v in every if kk == k and l == least]
+        for chosen, score in ((worst[k], np.max), (mean[k], np.mean)):
+            assert sum((p.loss for p in chosen), Fraction(0)) == least, (k, score.__name__)
+            got = (base - np.sum([p.savings for p in chosen], axis=0)) / own[k]
+            assert score(got) == pytest.approx(min(score(r) for r in relative), rel=1e-12), (k, score.__name__)
+
+
 # -- 2. --for gives answers -------------------------------------------------------------------------------------------
 
 def test_37_2_for_prints_each_contexts_speedup_and_a_merge_that_runs(setup, planned, tmp_path):
@@ -526,18 +578,20 @@ def test_37_5_ctrl_c_counts_every_workload_of_the_run_the_calibration_group_too(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
-    said = re.fullmatch(r"dsprof measure: interrupted: (\d+) of (\d+) workloads saved in .*; --resume continues",
-                        err.strip().splitlines()[-1])
-    assert said, err
+    said = re.fullmatch(r"dsprof measure: interrupted: (\d+) of (\d+) workloads saved in (.*) \(then the groups "
+                        r"--calibrate plans from them\); --resume continues", err.strip().splitlines()[-1])
+    assert said and Path(said[3]) == out, err
     resumed = ok(*args, "--resume")
     workloads = [r for r in read_measurements(out) if r.scope != "probe"]
     assert all(r.ok for r in workloads)
-    # what the whole run timed: each block's three variants and the whole model (no stem and head: blocks.3 sits
-    # between blocks 2 and 4, so the blocks do not run one after the other and the model has no split), then the
-    # calibration group (the model and the model calibrated): the count the interrupt named
-    assert int(said[2]) == len(workloads) == 6 * 3 + 1 + 2
-    assert [r.variant for r in workloads].count("calibration") == 1
-    assert f"{len(workloads) - int(said[1])} workloads measured" in resumed
+    # what the run plans ahead: each block's three variants and the whole model (no stem and head: blocks.3 sits
+    # between blocks 2 and 4, so the blocks do not run one after the other and the model has no split) -- the
+    # count the interrupt named --; then the groups --calibrate plans from them, which the closing line counts apart
+    assert int(said[2]) == 6 * 3 + 1
+    calibrated = len(workloads) - int(said[2])
+    assert calibrated >= 2 and [r.variant for r in workloads].count("calibration") == 1
+    assert (f"{len(workloads) - int(said[1])} workloads measured ({calibrated} of them in the groups --calibrate "
+            f"planned from the others), {int(said[1])} already in the file") in resumed
 
 
 def test_37_5_measure_names_blocks_by_index_and_spans_by_range(setup):
