@@ -315,25 +315,27 @@ def _measure_few(args: argparse.Namespace) -> int:
     check_measurement_out(args.out, args.resume, args.overwrite)
     from .lut import LUT
 
-    like = LUT.load(args.like, accept_modified=args.accept_modified)  # before the model is built: a bad file at once
+    # the --like LUT read once, before the model is built (a bad file is said at once), as --accept-modified says
+    like_path, args.like = args.like, LUT.load(args.like, accept_modified=args.accept_modified)
     options = model_options_from_args(args)
     result = measure_few(
-        model_from_args(args), like, args.few, like_key=args.like_key, name=args.model, model_options=options,
+        model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
         resolution=args.resolution, max_span=args.spans if args.spans > 1 else 4, lut_out=args.few_lut_out,
         timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
         progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
         channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
     )
     print(threads_note(result.run.threads, result.run.threads_given))
-    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
+    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {like_path}: "
           + "; ".join(result.names))
     print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
           f"{result.fit.loo_error:.1%}); records: {result.run.path}")
     print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
     front = plan_front(args.model, result.lut, max_span=result.max_span, options=options, resolution=args.resolution)
     print(front.table())
-    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {args.like}: both contexts "
-          "side by side)")
+    accept = " --accept-modified" if args.accept_modified else ""
+    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {like_path}{accept}: both "
+          "contexts side by side)")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -129,9 +130,13 @@ class Prediction:
         """How the blocks' changes were counted, with what each factor shown multiplies."""
         phi = self.in_model_factor
         if self.method.startswith("in-model") and phi is not None:
-            return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the middle of x1 "
-                    f"and the in-model factor {phi:.3f} (the blocks' time inside the whole model over their time "
-                    "alone, the systematic range above)")
+            if math.isclose(self.factor, (1 + phi) / 2):
+                return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the middle of "
+                        f"x1 and the in-model factor {phi:.3f} (the blocks' time inside the whole model over their time "
+                        "alone, the systematic range above)")
+            return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the scale its "
+                    f"pieces timed inside the model give (the in-model factor {phi:.3f}, the blocks' time inside the "
+                    "whole model over their time alone, bounds the systematic range above)")
         if self.method.startswith("context-scaled"):
             return (f"method context-scaled: each saving of a block timed alone counts x{self.factor:.3f} (the "
                     "blocks' savings measured inside the model over their savings timed alone)")
@@ -250,10 +255,10 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     b = plan_bounds(costs, pieces, total, original, terms)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
+                      factor=costs.factor, in_model_factor=costs.in_model_factor,
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
-                      check_source=terms.check_source, measured_utc=lut.measured_utc(key), factor=costs.factor,
-                      in_model_factor=costs.in_model_factor)
+                      check_source=terms.check_source, measured_utc=lut.measured_utc(key))
 
 
 def plan_costs(

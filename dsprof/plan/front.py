@@ -16,6 +16,7 @@ from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge.plan import Plan
 from ..models import format_spans
+from ..units import percent
 
 __all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "blocks_legend", "check_budget", "resolve_k"]
 
@@ -80,8 +81,7 @@ class Front:
     with importance, ``least_loss`` (least summed loss for each k, the fastest among equals) and ``pareto``
     (the accuracy-latency front, by loss); ``presets`` the paper's plans against the front. ``held_back``: the
     blocks not offered linearised alone, because the LUT says that neither merges nor runs faster than keeping
-    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan. ``blocks``: the
-    blocks' names in plan order (digit i of a plan's keep list is block i; a part refused as a block has no digit)."""
+    their activations (it would cost accuracy for nothing); a k that needs one of them has no plan."""
 
     model: str  # the model's label in the LUT (name + options + resolution)
     name: str  # its registered name, as plans carry it
@@ -93,10 +93,11 @@ class Front:
     points: tuple[FrontPoint, ...]
     least_loss: tuple[FrontPoint, ...] | None = None
     pareto: tuple[FrontPoint, ...] | None = None
-    presets: tuple[PresetPoint, ...] = ()
-    held_back: tuple[int, ...] = ()
+    #: the blocks' names in plan order (digit i of a plan's keep list is block i; a part refused as a block has none)
     blocks: tuple[str, ...] = ()
     spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
+    presets: tuple[PresetPoint, ...] = ()
+    held_back: tuple[int, ...] = ()
 
     def at_k(self, k: int) -> FrontPoint:
         """The fastest plan with ``k`` blocks keeping their activations."""
@@ -155,10 +156,10 @@ class Front:
         points = lambda ps: [p.to_dict() for p in ps] if ps is not None else None  # noqa: E731
         return {"format": FRONT_FORMAT, "version": FRONT_VERSION, "model": self.model, "name": self.name,
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
+                "blocks": list(self.blocks), "spans_predicted": list(self.spans_predicted),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
-                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back),
-                "blocks": list(self.blocks), "spans_predicted": list(self.spans_predicted)}
+                "presets": [p.to_dict() for p in self.presets], "held_back": list(self.held_back)}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -188,10 +189,6 @@ class Front:
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
-        lines += blocks_legend(self.blocks)
-        note = self.spans_note()
-        if note:
-            lines.append(note)
         if self.held_back:
             lines.append(f"held back: blocks {_indices(self.held_back)} keep their activations unless in a span "
                          f"({_HELD_BACK})")
@@ -204,7 +201,9 @@ class Front:
             lines += ["", "paper presets against the front plan of their k:"]
             lines += _columns(["preset", "k", "speed-up", "ms", "front ms", "gap"], [
                 [p.name, str(p.k), f"{self.original_s / p.latency_s:.2f}x", f"{p.latency_s * 1e3:.3f}",
-                 f"{p.front_latency_s * 1e3:.3f}", f"{p.gap:+.1%}"] for p in self.presets], left={0})
+                 f"{p.front_latency_s * 1e3:.3f}", percent(p.gap)] for p in self.presets], left={0})
+        # under the first line: which block each digit of a plan is, and where the spans' prices come from
+        lines[1:1] = [*blocks_legend(self.blocks), *filter(None, [self.spans_note()])]
         return "\n".join(lines)
 
 
@@ -233,20 +232,6 @@ def check_budget(budget_ms: float | None, speedup: float | None) -> None:
                          f"got {speedup:g}")
 _HELD_BACK = ("the LUT says that, linearised alone, they neither merge nor run faster than with their activations, "
               "so removing those would cost accuracy for nothing")
-
-
-def blocks_legend(names: tuple[str, ...] | list[str], width: int = 118) -> list[str]:
-    """The blocks by index, as the plan tables number them (digit i of a plan is block i), in lines of at most
-    ``width`` characters: where a part of the model is refused as a block, index and module name part ways."""
-    lines, line = [], "blocks (digit i of a plan is block i):"
-    for i, name in enumerate(names):
-        item = f"{i} {name}"
-        if len(line) + 2 + len(item) > width:
-            lines.append(line)
-            line = "  " + item
-        else:
-            line += ("  " if lines or i else " ") + item
-    return lines + [line] if names else []
 
 
 def _indices(values: tuple[int, ...]) -> str:
@@ -279,3 +264,17 @@ def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) 
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
              _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
     return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]
+
+
+def blocks_legend(names: tuple[str, ...] | list[str], width: int = 118) -> list[str]:
+    """The blocks by index, as the plan tables number them (digit i of a plan is block i), in lines of at most
+    ``width`` characters: where a part of the model is refused as a block, index and module name part ways."""
+    lines, line = [], "blocks (digit i of a plan is block i):"
+    for i, name in enumerate(names):
+        item = f"{i} {name}"
+        if len(line) + 2 + len(item) > width:
+            lines.append(line)
+            line = "  " + item
+        else:
+            line += ("  " if lines or i else " ") + item
+    return lines + [line] if names else []

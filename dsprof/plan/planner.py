@@ -55,7 +55,7 @@ def plan_front(
         costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                            method=method)
     registered = name or str(model)
-    loss = importance_values(importance, len(costs.blocks))
+    loss = _importance(importance, len(costs.blocks))
     choices, held_back = _options(costs, max_span, loss)
     _check_found(costs, choices, max_span, resolution_flag)
     ctx = _Context(costs, registered, options, loss is not None)
@@ -69,18 +69,10 @@ def plan_front(
     original = predict_plan(costs, None).total_s
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
+        blocks=tuple(b.name for b in costs.blocks), spans_predicted=_spans_predicted(costs, choices),
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), held_back=held_back, blocks=tuple(b.name for b in costs.blocks),
-        spans_predicted=_spans_predicted(costs, choices),
+        presets=tuple(_presets(ctx, points, loss)), held_back=held_back,
     )
-
-
-def _spans_predicted(costs: PlanCosts, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
-    """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
-    how many it read): each distinct convolution once."""
-    keys = {span_key(costs.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
-    entries = [costs.lookup(k, "merged") for k in keys]
-    return sum(e is not None and e.predicted for e in entries), len(keys)
 
 
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = 4,
@@ -130,8 +122,7 @@ class _Context:
                           pred.speedup_high)
 
 
-def importance_values(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
-    """``importance`` ({block index: loss} or one value per block) as one value per block of ``n``; None stays None."""
+def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
     if importance is None:
         return None
     if isinstance(importance, Mapping):
@@ -214,3 +205,15 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
                                pred.speedup_low, pred.speedup_high))
     return out
 
+
+def _spans_predicted(costs: PlanCosts, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+    """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
+    how many it read): each distinct convolution once."""
+    keys = {span_key(costs.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    entries = [costs.lookup(k, "merged") for k in keys]
+    return sum(e is not None and e.predicted for e in entries), len(keys)
+
+
+#: The planner's reading of per-block importance ({block index: loss} or one value per block, as one value per block),
+#: which the plan for several contexts (`dsprof.plan.minimax`) reads too.
+importance_values = _importance
