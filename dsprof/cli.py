@@ -629,6 +629,7 @@ def _check(args: argparse.Namespace, lut, key, model, options, plan, pred) -> di
     from .lut.interval import lut_probe, probe_ratio
     from .profiler import environment, environment_id
     from .profiler.check import check_line, measure_planned_run, paired_check, planned_name
+    from .units import percent
 
     if environment_id(environment()) != key.env_id:
         print(f"warning: the LUT context {key} is another environment than this machine's; "
@@ -649,7 +650,7 @@ def _check(args: argparse.Namespace, lut, key, model, options, plan, pred) -> di
         measured_s = next(r for r in run.measurements if r.scope == "model" and r.ok).median_s
     where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"  measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS) now; predicted "
-          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {pred.total_s / measured_s - 1:+.1%}, {where} the 95 % "
+          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {percent(pred.total_s / measured_s - 1)}, {where} the 95 % "
           f"interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
     samples = [s for r in run.measurements if r.scope == "probe" and r.ok for s in r.samples_s]
     try:

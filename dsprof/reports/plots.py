@@ -23,6 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..errors import UsageError
 from ..models.spans_text import parse_spans
+from ..units import percent
 from .svg import tip
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "front_figure", "memory_figure", "prediction_figure"]
@@ -234,7 +235,7 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
         ax.plot(rows[x_col], rows[y_col], _PLAN_MARKERS[j % len(_PLAN_MARKERS)], color=colors[(j + 1) % len(colors)],
                 label=str(device))
         _points(ax, rows[x_col], rows[y_col],
-                [f"{m}: measured {me:.4g}{unit}, predicted {p:.4g}{unit} ({p / me - 1:+.1%})"
+                [f"{m}: measured {me:.4g}{unit}, predicted {p:.4g}{unit} ({percent(p / me - 1)})"
                  for m, me, p in zip(rows["model"], rows[x_col], rows[y_col])])
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
@@ -281,7 +282,7 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
         ax.plot(presets["k"], presets["speedup"], "s", markerfacecolor="none", color=colors[1],
                 label="paper's presets (predicted)")
         _points(ax, presets["k"], presets["speedup"],
-                [f"{n} (k={k}): predicted {s:.2f}x, {g:+.1%} latency against the planner's plan" for n, k, s, g in
+                [f"{n} (k={k}): predicted {s:.2f}x, {percent(g)} latency against the planner's plan" for n, k, s, g in
                  zip(presets["name"], presets["k"], presets["speedup"], presets["gap"])])
         # names below their marker, one line each where several presets share a k
         for rank, (_, row) in zip(presets.groupby("k").cumcount(), presets.iterrows()):
