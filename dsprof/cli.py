@@ -1024,14 +1024,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--lut", type=Path, required=True, action="append",
                    help="LUT file from `dsprof build-lut` (span entries: measure --spans N); repeatable. Without "
-                        "--device-key, a LUT (or LUTs) holding several contexts plans each, and prints what each "
-                        "context's plans lose on the others")
+                        "--device-key or --backend, a LUT (or LUTs) holding several contexts plans each, and prints "
+                        "what each context's plans lose on the others")
     p.add_argument("--importance", type=Path, default=None,
                    help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
                         "{block index: accuracy loss without its activations} or a list, one per block")
     p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
                    help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
-                        "least --objective loss against each one's own plan; --keep K writes it")
+                        "least --objective loss against each one's own plan (with --importance also the least "
+                        "importance loss, which --keep writes); --keep K writes it")
     p.add_argument("--objective", default="worst", choices=("worst", "mean"),
                    help="--for: minimise the worst or the mean relative latency over the contexts")
     budget = p.add_mutually_exclusive_group()
