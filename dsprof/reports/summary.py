@@ -153,7 +153,8 @@ def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataF
     speedup_low, speedup_high; ``presets`` with name, k, speedup; ``measured`` with name, k, keep, spans, speedup,
     speedup_low, speedup_high). The compared k: that of a preset measured beside the planner's plan of its k, else
     of a measured preset, else of a measured planner's plan, else of a preset; the planner's plan is the measured
-    plan with the front's keep and spans at its k."""
+    plan with the front's keep and spans at its k. Every other measured run (paired) goes to ``others``, each at its
+    k, with its predicted speed-up where ``measured`` has one (its ``predicted`` column)."""
     best = points.loc[points["speedup"].idxmax()]
     at_k = {int(p.k): p for p in points.itertuples()}
     preset_names = set(presets["name"])
