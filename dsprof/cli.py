@@ -300,7 +300,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         check = paired_check(result.measurements, name)
         print(f"{name}: {check_line(check)}" if check is not None else
               f"{name}: not paired with the original model (time it in one group with --model-variants original)")
-    print(f"{result.new} workloads measured, {result.skipped} already in the file; records: {result.path}")
+    then = f" ({result.calibrated} of them in the groups --calibrate planned from the others)" if result.calibrated else ""
+    print(f"{result.new} workloads measured{then}, {result.skipped} already in the file; records: {result.path}")
     return 0
 
 
@@ -313,6 +314,10 @@ def _measure_few(args: argparse.Namespace) -> int:
     if args.remote:
         raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
     check_measurement_out(args.out, args.resume, args.overwrite)
+    from .lut import LUT
+
+    # the --like LUT read once, before the model is built (a bad file is said at once), as --accept-modified says
+    like_path, args.like = args.like, LUT.load(args.like, accept_modified=args.accept_modified)
     options = model_options_from_args(args)
     result = measure_few(
         model_from_args(args), args.like, args.few, like_key=args.like_key, name=args.model, model_options=options,
@@ -322,16 +327,16 @@ def _measure_few(args: argparse.Namespace) -> int:
         channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
     )
     print(threads_note(result.run.threads, result.run.threads_given))
-    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
-          + ", ".join(f"{scope} {variant}" + (f" {workload}" if scope == "block" else "")
-                      for scope, workload, variant in result.chosen))
+    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {like_path}: "
+          + "; ".join(result.names))
     print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
           f"{result.fit.loo_error:.1%}); records: {result.run.path}")
     print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
     front = plan_front(args.model, result.lut, max_span=result.max_span, options=options, resolution=args.resolution)
     print(front.table())
-    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {args.like}: both contexts "
-          "side by side)")
+    accept = " --accept-modified" if args.accept_modified else ""
+    print(f"\nnext: dsprof plan --lut {result.lut_path} {_model_flags_of(args)} (with --lut {like_path}{accept}: both "
+          "contexts side by side)")
     return 0
 
 
@@ -445,14 +450,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .models import format_spans
     from .plan import plan_to_file
 
-    lut = LUT.concat([LUT.load(path) for path in args.lut])
-    if args.device_key is None and len(lut.devices()) > 1:
+    lut = LUT.concat([LUT.load(path, accept_modified=args.accept_modified) for path in args.lut])
+    picked = args.device_key is not None or args.backend is not None or args.batch is not None
+    if args.joint is not None and picked:
+        raise CliError("--for plans for several contexts; --device-key, --backend and --batch pick one: give one or "
+                       "the other")
+    if not picked and len(lut.devices()) > 1:
         return _plan_contexts(args, lut)
     if args.joint is not None:
         raise CliError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
+    device = lut.resolve(args.device_key, backend=args.backend, batch=args.batch) if picked else None
     outcome = plan_to_file(
         args.model, lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
-        speedup=args.speedup, max_span=args.max_span, device=args.device_key, method=args.method,
+        speedup=args.speedup, max_span=args.max_span, device=device, method=args.method,
         options=model_options_from_args(args), resolution=args.resolution, plan_out=args.plan_out,
     )
     print(outcome.front.table())
@@ -485,11 +495,24 @@ def _plan_contexts(args: argparse.Namespace, lut) -> int:
     for front in outcome.fronts.fronts:
         _predicted_note(lut, front.device, outcome.fronts.labels[front.device])
     if outcome.chosen is not None:
-        c = outcome.chosen
-        print(f"\nchosen: k = {c.k}, worst loss {c.worst:+.1%}, mean {c.mean:+.1%}")
+        print("\n" + joint_chosen_line(outcome.chosen, [outcome.fronts.labels[c] for c in outcome.fronts.joint.contexts]))
     for path in outcome.paths:
         print(f"wrote {path}")
+    if outcome.merge_command is not None:
+        print(f"next: {outcome.merge_command}")
     return 0
+
+
+def joint_chosen_line(point, labels: Sequence[str]) -> str:
+    """The chosen plan for several contexts in one line: on each context its predicted speed-up over that context's
+    original with the 95 % interval and its loss against that context's own plan (per cent, signed); its importance."""
+    from .units import percent
+
+    on = "; ".join(f"{label} {x:.2f}x (95 % {lo:.2f}-{hi:.2f}x), {percent(loss)} against its own plan"
+                   for label, x, lo, hi, loss in zip(labels, point.speedup, point.speedup_low, point.speedup_high,
+                                                     point.loss))
+    importance = f"; importance loss {point.importance:.4f}" if point.importance is not None else ""
+    return f"chosen: k = {point.k}, one plan for all: {on}; worst {percent(point.worst)}{importance}"
 
 
 def _predicted_note(lut, key, label: str) -> None:
@@ -607,6 +630,7 @@ def _check(args: argparse.Namespace, lut, key, model, options, plan, pred) -> di
     from .lut.interval import lut_probe, probe_ratio
     from .profiler import environment, environment_id
     from .profiler.check import check_line, measure_planned_run, paired_check, planned_name
+    from .units import percent
 
     if environment_id(environment()) != key.env_id:
         print(f"warning: the LUT context {key} is another environment than this machine's; "
@@ -627,7 +651,7 @@ def _check(args: argparse.Namespace, lut, key, model, options, plan, pred) -> di
         measured_s = next(r for r in run.measurements if r.scope == "model" and r.ok).median_s
     where = "inside" if pred.contains(measured_s) else "OUTSIDE"
     print(f"  measured {measured_s * 1e3:.3f} ms per batch ({key.batch / measured_s:.1f} FPS) now; predicted "
-          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {pred.total_s / measured_s - 1:+.1%}, {where} the 95 % "
+          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {percent(pred.total_s / measured_s - 1)}, {where} the 95 % "
           f"interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
     samples = [s for r in run.measurements if r.scope == "probe" and r.ok for s in r.samples_s]
     try:
@@ -680,7 +704,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
     kept = (lambda: _checkpoint_note(checkpoint)) if args.method == "differentiable" else (
         lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
-    with on_interrupt(kept):
+    with on_interrupt(kept), ThreadUse(args.threads) as use:
         result = search(
             args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
             resolution=args.resolution, weights=weights_from_args(args), method=args.method, lut=_load_lut(args),
@@ -705,6 +729,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         spans = format_spans(result.plan.spans, "none")
         print(f"planner ({planner['device']}): predicted {planner['latency_s'] * 1e3:.3f} ms, "
               f"{planner['speedup']:.2f}x the original; spans {spans}")
+    if args.method in ("importance", "differentiable"):  # the methods that train or score with training data
+        print(use.line())
     print(f"wrote {result.out}")
     return 0
 
@@ -744,11 +770,12 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                          max_batches=args.max_batches, threads=args.threads)
-    scored, record = importance_to_file(
-        args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
-        resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr), config=config,
-        device=args.device,
-    )
+    with ThreadUse(args.threads) as use:
+        scored, record = importance_to_file(
+            args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
+            resolution=args.resolution, weights=weights_from_args(args), settings=_proxy_settings(args, lr=args.lr),
+            config=config, device=args.device,
+        )
     blocks = record["model"]["blocks"]
     width = max(map(len, blocks))
     print(f"{'block':<{width + 4}}  importance ({scored.unit})")
@@ -756,6 +783,7 @@ def cmd_importance(args: argparse.Namespace) -> int:
         print(f"{i:>2}  {name:<{width}}  {value:.6g}")
     print("ranking (most important first): " + " ".join(map(str, scored.ranking)))
     print(f"{scored.proxy}: {scored.seconds:.2f} s on {record['cost']['device']}")
+    print(use.line())
     print(f"wrote {args.out} (for dsprof plan --importance)")
     return 0
 
@@ -766,7 +794,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.plan) if args.plan else None
     model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
-    with on_interrupt(lambda: _checkpoint_note(args.out)):
+    with on_interrupt(lambda: _checkpoint_note(args.out)), ThreadUse(args.threads) as use:
         result = finetune(
             plan, model=model, options=model_options_from_args(args), data=args.data,
             resolution=args.resolution, weights=weights_from_args(args), config=_train_config(args), distill=args.distill,
@@ -780,6 +808,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")
+    print(use.line())
     if result.merged_accuracy is not None:
         print(f"{'shrunk' if args.ds_plus else 'merged'} model: accuracy {result.merged_accuracy:.4f}, max |logit difference| to the fine-tuned model "
               f"{result.merged_max_abs_diff:.2e}")
@@ -787,6 +816,35 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"wrote {path}")
     return 0
+
+
+class ThreadUse:
+    """What the threads of a training command did: CPU time of the whole process (every thread) over the wall time
+    of the command's work, measured around it (`with ThreadUse(threads) as use: ...; print(use.line())`)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads, self.cpu_s, self.wall_s = threads, 0.0, 0.0
+
+    def __enter__(self) -> "ThreadUse":
+        import time
+
+        self._start = (time.process_time(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import time
+
+        self.cpu_s, self.wall_s = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
+
+    def line(self) -> str:
+        """How many threads were asked for and how many were busy on average, with the machine's load."""
+        import os
+
+        busy = self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        return (f"CPU threads: {self.threads} (--threads, torch.set_num_threads while it ran): {self.cpu_s:.1f} s of "
+                f"CPU time in {self.wall_s:.1f} s, {busy:.2f} threads busy on average (loading data and building the "
+                f"model run on one); load average {load:.1f} on {os.cpu_count()} logical cores")
 
 
 def add_train_threads_arg(p: argparse.ArgumentParser) -> None:
@@ -967,14 +1025,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--lut", type=Path, required=True, action="append",
                    help="LUT file from `dsprof build-lut` (span entries: measure --spans N); repeatable. Without "
-                        "--device-key, a LUT (or LUTs) holding several contexts plans each, and prints what each "
-                        "context's plans lose on the others")
+                        "--device-key or --backend, a LUT (or LUTs) holding several contexts plans each, and prints "
+                        "what each context's plans lose on the others")
     p.add_argument("--importance", type=Path, default=None,
                    help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
                         "{block index: accuracy loss without its activations} or a list, one per block")
     p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
                    help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
-                        "least --objective loss against each one's own plan; --keep K writes it")
+                        "least --objective loss against each one's own plan (with --importance also the least "
+                        "importance loss, which --keep writes); --keep K writes it")
     p.add_argument("--objective", default="worst", choices=("worst", "mean"),
                    help="--for: minimise the worst or the mean relative latency over the contexts")
     budget = p.add_mutually_exclusive_group()
@@ -985,7 +1044,11 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
     p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (1: no spans)")
     p.add_argument("--method", default="auto", choices=METHODS, help="how block changes are counted (see dsprof predict)")
-    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    p.add_argument("--device-key", default=None,
+                   help="the LUT context to plan (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    p.add_argument("--backend", default=None, help="pick the LUT context to plan by backend, as predict --backend")
+    p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
+    add_accept_modified(p, "a LUT")
     p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
     p.add_argument("--plan-out", type=Path, default=None,
                    help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")

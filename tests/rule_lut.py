@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
@@ -40,17 +40,20 @@ IQR_FRACTION = 0.02  # each entry's IQR, as a fraction of its median
 _WHOLE = ("model", "context")  # scopes that time a whole model (alone, or with one block swapped)
 
 
-def rule_median_s(macs: int, blocks: int = 0) -> float:
+def rule_median_s(macs: int, blocks: int = 0, overhead_s: float = OVERHEAD_S, s_per_mac: float = S_PER_MAC) -> float:
     """The rule's median (seconds) of a workload of ``macs`` MACs (its whole batch); ``blocks``: for a whole
-    model, its number of blocks (one call each, plus one for the rest)."""
-    return (1 + blocks) * OVERHEAD_S + S_PER_MAC * macs
+    model, its number of blocks (one call each, plus one for the rest); ``overhead_s`` per call, ``s_per_mac``."""
+    return (1 + blocks) * overhead_s + s_per_mac * macs
 
 
-def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path]) -> LUT:
+def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path],
+             rules: Mapping[str, tuple[float, float]] | None = None) -> LUT:
     """Rewrite the LUT file ``lut_path`` -- built from the measurement files (or folders) ``records`` by
     `build_lut` or `dsprof build-lut` -- with every median from `rule_median_s` (and IQR from `IQR_FRACTION`),
     saved in place with its checksum. Every entry must come from a record of ``records``: a LUT row the rule
-    cannot price raises. Returns the rewritten table."""
+    cannot price raises. ``rules``: (overhead per call, seconds per MAC) of each backend whose contexts run by
+    another rule than (`OVERHEAD_S`, `S_PER_MAC`), e.g. {"onnxruntime": (20e-6, 3e-10)}: two contexts that disagree
+    on what a span is worth (the one call it saves against the MACs it adds). Returns the rewritten table."""
     files = read_measurement_files([records] if isinstance(records, (str, Path)) else records)
     ok = [r for f in files for r in f.records if r.ok]
     blocks: dict[tuple, set[int]] = defaultdict(set)  # (context, model label) -> its block indices
@@ -65,7 +68,7 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path]) -
             if n == 0:
                 raise ValueError(f"rule_lut: {r.name} [{r.scope}] needs its model's blocks measured in the same files")
         key = r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
-        medians[key] = rule_median_s(r.macs * r.batch, n)
+        medians[key] = rule_median_s(r.macs * r.batch, n, *(rules or {}).get(r.backend, (OVERHEAD_S, S_PER_MAC)))
     lut = LUT.load(lut_path)
     frame = lut.to_dataframe()
     keys = [tuple(row) for row in frame[list(KEY_COLUMNS)].itertuples(index=False)]

@@ -160,7 +160,7 @@ def test_block_latency_figure_series(records):
         assert list(solid.get_ydata()) == pytest.approx(list(rows.sort_values("index").original_ms))
         assert list(dashed.get_ydata()) == pytest.approx(list(rows.sort_values("index").merged_ms))
     # The axis names the blocks (MobileNetV2's blocks are features.1..7), not 1..n
-    assert [t.get_text() for t in ax.get_xticklabels()] == [f"features.{i}" for i in range(1, 8)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"{i - 1} features.{i}" for i in range(1, 8)]
     assert list(ax.get_xticks()) == list(range(7))
     assert "mobilenet_v2 (depths=[1, 1, 1, 1, 1, 1, 1]) 32px" in ax.get_title()
     markers = [l for l in lines if l.get_marker() == "o" and l.get_linestyle() == "None"]
@@ -198,7 +198,7 @@ def test_memory_table_and_figure():
     top, bottom = fig.axes
     assert [p.get_height() for p in top.patches[:7]] == pytest.approx(list(mem.weight_bytes_before / 1024))
     assert [p.get_height() for p in bottom.patches[7:]] == pytest.approx(list(mem.peak_activation_bytes_after / 1024))
-    assert [t.get_text() for t in bottom.get_xticklabels()] == [b.name for b in blocks]
+    assert [t.get_text() for t in bottom.get_xticklabels()] == [f"{i} {b.name}" for i, b in enumerate(blocks)]
     close([fig])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,6 +90,8 @@ class Prediction:
     check: float = 0.0
     check_source: str = "none"
     measured_utc: str = ""
+    factor: float = 1.0  # what each block's saving timed alone counts with under ``method`` (`PlanCosts.factor`)
+    in_model_factor: float | None = None  # the blocks' time inside the whole model over their time alone
 
     @property
     def fps(self) -> float:
@@ -123,6 +126,22 @@ class Prediction:
                 f"original {self.original_s * 1e3:.3f} ms) {self.when}, 95 % interval {self.low_s * 1e3:.3f}-"
                 f"{self.high_s * 1e3:.3f} ms (drift +-{self.drift:.1%} from {self.drift_source})")
 
+    def method_line(self) -> str:
+        """How the blocks' changes were counted, with what each factor shown multiplies."""
+        phi = self.in_model_factor
+        if self.method.startswith("in-model") and phi is not None:
+            if math.isclose(self.factor, (1 + phi) / 2):
+                return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the middle of "
+                        f"x1 and the in-model factor {phi:.3f} (the blocks' time inside the whole model over their time "
+                        "alone, the systematic range above)")
+            return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the scale its "
+                    f"pieces timed inside the model give (the in-model factor {phi:.3f}, the blocks' time inside the "
+                    "whole model over their time alone, bounds the systematic range above)")
+        if self.method.startswith("context-scaled"):
+            return (f"method context-scaled: each saving of a block timed alone counts x{self.factor:.3f} (the "
+                    "blocks' savings measured inside the model over their savings timed alone)")
+        return f"method {self.method}"
+
     def to_dict(self) -> dict[str, Any]:
         """The prediction as JSON-ready values: the speed-up first, then the milliseconds (in seconds) and when
         they were measured, the parts of the intervals, the method and the blocks."""
@@ -144,7 +163,7 @@ class Prediction:
         return (
             f"{self.model} on {self.device}:\n  {self.speedup_line()}\n  {self.latency_line()}\n"
             f"  systematic: {self.systematic_source}; a check's noise from {self.check_source}\n"
-            f"  method {self.method}; {merged} of {len(self.blocks)} blocks merged; "
+            f"  {self.method_line()}; {merged} of {len(self.blocks)} blocks merged; "
             f"coverage {self.coverage:.0%}; rest ({self.rest_method}) {self.rest_s * 1e3:.3f} ms"
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
                "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
@@ -236,6 +255,7 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
     b = plan_bounds(costs, pieces, total, original, terms)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
+                      factor=costs.factor, in_model_factor=costs.in_model_factor,
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
                       check_source=terms.check_source, measured_utc=costs.measured_utc)

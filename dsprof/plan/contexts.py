@@ -24,9 +24,10 @@ from ..io import atomic_write_text
 from ..lut import LUT
 from ..lut.cost import PlanCosts
 from ..models.spans_text import format_spans
+from ..units import percent
 from ..lut.predict import plan_costs
 from .cross import CrossPoint, cross_points
-from .front import Front
+from .front import Front, _columns, blocks_legend
 from .minimax import JointFront, joint_front
 
 __all__ = ["FRONTS_FORMAT", "ContextFronts", "Unplanned", "pick_contexts", "plan_contexts"]
@@ -96,18 +97,23 @@ class ContextFronts:
         return _rows_csv([_flat(c.to_dict(self.labels)) for c in self.cross])
 
     def joint_csv(self) -> str:
-        """One row per k of the plan for several contexts, one column group per context."""
+        """One row per k of the plan for several contexts (``set``: ``joint``, and with importance ``least_loss``),
+        one column group per context: its predicted speed-up over that context's original with the 95 % interval,
+        latency, own front latency and loss (relative) with the interval."""
         if self.joint is None:
             return ""
         rows = []
         labels = [self.labels[c] for c in self.joint.contexts]
-        for p in self.joint.points:
-            row = {"k": p.k, "keep": _bits(p.plan.keep), "spans": format_spans(p.plan.spans), "worst": p.worst, "mean": p.mean}
-            for i, label in enumerate(labels):
-                row.update({f"{label}: latency_s": p.latency_s[i], f"{label}: own_latency_s": p.own_latency_s[i],
-                            f"{label}: loss": p.loss[i], f"{label}: loss_low": p.loss_low[i],
-                            f"{label}: loss_high": p.loss_high[i]})
-            rows.append(row)
+        for group, points in (("joint", self.joint.points), ("least_loss", self.joint.least_loss)):
+            for p in points or ():
+                row = {"set": group, "k": p.k, "keep": _bits(p.plan.keep), "merge": _bits(p.plan.merge or ()),
+                       "spans": format_spans(p.plan.spans), "worst": p.worst, "mean": p.mean, "importance": p.importance}
+                for i, label in enumerate(labels):
+                    row.update({f"{label}: speedup": p.speedup[i], f"{label}: speedup_low": p.speedup_low[i],
+                                f"{label}: speedup_high": p.speedup_high[i], f"{label}: latency_s": p.latency_s[i],
+                                f"{label}: own_latency_s": p.own_latency_s[i], f"{label}: loss": p.loss[i],
+                                f"{label}: loss_low": p.loss_low[i], f"{label}: loss_high": p.loss_high[i]})
+                rows.append(row)
         return _rows_csv(rows)
 
     def write(self, path: str | Path) -> tuple[Path, ...]:
@@ -127,6 +133,9 @@ class ContextFronts:
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
+        lines += [f"  {self.labels[f.device]}: {f.spans_note()}" for f in self.fronts if f.spans_note()]
+        if self.fronts and self.fronts[0].blocks:
+            lines += blocks_legend(self.fronts[0].blocks)
         if self.fronts:
             names = [self.labels[f.device] for f in self.fronts]
             width = max(10, *(len(n) for n in names))
@@ -139,23 +148,21 @@ class ContextFronts:
         if pairs:
             lines += ["", "what a plan chosen for one context loses on another: its predicted latency there over that "
                       "context's own plan of the same k, minus 1 (worst k with its 95 % interval; median over k):",
-                      f"{'chosen for':<24} {'runs on':<24} {'worst loss':>10} {'at k':>5} {'95 % interval':>19} "
-                      f"{'median':>8}"]
+                      f"{'chosen for':<24} {'runs on':<24} {'worst loss':>10} {'at k':>5} {'95 % interval':>21} "
+                      f"{'median':>9}"]
             for a, b in pairs:
                 points = self.pair(a, b)
                 worst = max(points, key=lambda c: c.loss)
-                lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} {worst.loss:>+10.1%} {worst.k:>5} "
-                             f"{f'{worst.loss_low:+.1%} to {worst.loss_high:+.1%}':>19} "
-                             f"{statistics.median(c.loss for c in points):>+8.1%}")
+                lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} {percent(worst.loss):>10} {worst.k:>5} "
+                             f"{f'{percent(worst.loss_low)} to {percent(worst.loss_high)}':>21} "
+                             f"{percent(statistics.median(c.loss for c in points)):>9}")
         if self.joint is not None:
             lines += ["", _joint_title(self.joint, self.labels)]
-            labels = [self.labels[c] for c in self.joint.contexts]
-            lines.append(f"{'k':>3}  {'plan (1 = kept)':<20} {'spans':<16} "
-                         + " ".join(f"{'loss ' + n:>{max(12, len(n) + 5)}}" for n in labels) + f" {'worst':>8} {'mean':>8}")
-            for p in self.joint.points:
-                lines.append(f"{p.k:>3}  {_bits(p.plan.keep):<20} {format_spans(p.plan.spans) or '-':<16} "
-                             + " ".join(f"{v:>+{max(12, len(n) + 5)}.1%}" for v, n in zip(p.loss, labels))
-                             + f" {p.worst:>+8.1%} {p.mean:>+8.1%}")
+            lines += _joint_lines(self.joint.points, [self.labels[c] for c in self.joint.contexts])
+            if self.joint.least_loss is not None:
+                lines += ["", f"the same, least importance loss for each k (then the least {self.joint.objective} "
+                          "loss against each context's own plan):"]
+                lines += _joint_lines(self.joint.least_loss, [self.labels[c] for c in self.joint.contexts])
         for u in self.unplanned:
             lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {u.reason}"]
         return "\n".join(lines)
@@ -164,7 +171,19 @@ class ContextFronts:
 def _joint_title(joint: JointFront, labels: Mapping[DeviceContext, str]) -> str:
     what = "the least worst loss" if joint.objective == "worst" else "the least mean loss"
     return (f"one plan for {', '.join(labels[c] for c in joint.contexts)}: at each k the plan of {what} against each "
-            "context's own plan of that k:")
+            "context's own plan of that k; its predicted speed-up over each context's original, and that loss:")
+
+
+def _joint_lines(points: Sequence[Any], labels: Sequence[str]) -> list[str]:
+    """The plans for several contexts as aligned columns: k, per context the speed-up and the loss (per cent, signed),
+    the worst and mean loss, the importance (with it), the plan and its spans last."""
+    importance = any(p.importance is not None for p in points)
+    header = ["k", *(h for n in labels for h in (f"{n} speed-up", "loss")), "worst", "mean",
+              *(["importance"] if importance else []), "plan (1 = kept)", "spans"]
+    rows = [[str(p.k), *(c for x, v in zip(p.speedup, p.loss) for c in (f"{x:.2f}x", percent(v))),
+             percent(p.worst), percent(p.mean), *([f"{p.importance:.4f}"] if importance else []), _bits(p.plan.keep),
+             format_spans(p.plan.spans, "-")] for p in points]
+    return _columns(header, rows, left={len(header) - 2, len(header) - 1})
 
 
 def _bits(keep: Sequence[int]) -> str:
@@ -265,6 +284,6 @@ def plan_contexts(
                 raise UsageError(f"{exc} (not planned: {', '.join(labels[u.context] for u in unplanned)})") from None
             raise
         together = joint_front([costs[c] for c in chosen], [next(f for f in fronts if f.device == c) for c in chosen],
-                               objective=objective, max_span=max_span)
+                               objective=objective, max_span=max_span, importance=importance)
     return ContextFronts(fronts[0].model, registered, options, max_span, labels, tuple(fronts), cross,
                          tuple(unplanned), together, costs)

@@ -16,8 +16,9 @@ from ..errors import UsageError
 from ..io import atomic_write_text
 from ..merge.plan import Plan
 from ..models import format_spans
+from ..units import percent
 
-__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "check_budget", "resolve_k"]
+__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "blocks_legend", "check_budget", "resolve_k"]
 
 FRONT_FORMAT = "dsprof.front"
 FRONT_VERSION = 1
@@ -93,6 +94,9 @@ class Front:
     points: tuple[FrontPoint, ...]
     least_loss: tuple[FrontPoint, ...] | None = None
     pareto: tuple[FrontPoint, ...] | None = None
+    #: the blocks' names in plan order (digit i of a plan's keep list is block i; a part refused as a block has none)
+    blocks: tuple[str, ...] = ()
+    spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
     presets: tuple[PresetPoint, ...] = ()
     no_gain: tuple[int, ...] = ()
 
@@ -110,6 +114,20 @@ class Front:
                 return p
         ks = [p.k for p in self.points]
         raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
+
+    def spans_note(self) -> str:
+        """Where the spans this front could use are priced by predicted entries (a LUT of `dsprof measure --few`): one
+        line that says how many, and whether any plan of the front uses a span; "" where none is predicted."""
+        predicted, read = self.spans_predicted
+        if not predicted:
+            return ""
+        used = sorted(p.k for p in self.points if p.plan.spans)
+        how = (f"the plans at k = {', '.join(map(str, used))} use spans" if used else
+               "no plan of this front uses a span: it plans without spans")
+        what = "all" if predicted == read else f"{predicted} of the"
+        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof measure --few`), not "
+                f"measured; {how} (measure the model in full, `dsprof measure --spans N`, to plan spans on measured "
+                "entries)")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:
@@ -143,6 +161,7 @@ class Front:
         points = lambda ps: [p.to_dict() for p in ps] if ps is not None else None  # noqa: E731
         return {"format": FRONT_FORMAT, "version": FRONT_VERSION, "model": self.model, "name": self.name,
                 "options": self.options, "device": str(self.device), "context": self.device.as_dict(),
+                "blocks": list(self.blocks), "spans_predicted": list(self.spans_predicted),
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
                 "presets": [p.to_dict() for p in self.presets], "no_gain": list(self.no_gain),
@@ -198,7 +217,9 @@ class Front:
             lines += ["", "paper presets against the front plan of their k:"]
             lines += _columns(["preset", "k", "speed-up", "ms", "front ms", "gap"], [
                 [p.name, str(p.k), f"{self.original_s / p.latency_s:.2f}x", f"{p.latency_s * 1e3:.3f}",
-                 f"{p.front_latency_s * 1e3:.3f}", f"{p.gap:+.1%}"] for p in self.presets], left={0})
+                 f"{p.front_latency_s * 1e3:.3f}", percent(p.gap)] for p in self.presets], left={0})
+        # under the first line: which block each digit of a plan is, and where the spans' prices come from
+        lines[1:1] = [*blocks_legend(self.blocks), *filter(None, [self.spans_note()])]
         return "\n".join(lines)
 
 
@@ -251,9 +272,23 @@ def _columns(header: list[str], rows: list[list[str]], left: set[int] = frozense
 def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) -> list[str]:
     loss = any(p.importance is not None for p in points)
     # the speed-up first, then the milliseconds, then their 95 % intervals
-    header = ["k", "speed-up", "ms", "interval x", "interval ms", *(["loss"] if loss else []), "plan (1 = kept)",
-              "spans"]
+    header = ["k", "speed-up", "ms", "interval x", "interval ms", *(["importance"] if loss else []),
+              "plan (1 = kept)", "spans"]
     rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.latency_s * 1e3:.3f}", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x",
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
              _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
     return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]
+
+
+def blocks_legend(names: tuple[str, ...] | list[str], width: int = 118) -> list[str]:
+    """The blocks by index, as the plan tables number them (digit i of a plan is block i), in lines of at most
+    ``width`` characters: where a part of the model is refused as a block, index and module name part ways."""
+    lines, line = [], "blocks (digit i of a plan is block i):"
+    for i, name in enumerate(names):
+        item = f"{i} {name}"
+        if len(line) + 2 + len(item) > width:
+            lines.append(line)
+            line = "  " + item
+        else:
+            line += ("  " if lines or i else " ") + item
+    return lines + [line] if names else []

@@ -22,13 +22,21 @@ the latency of c's own front plan with k kept blocks.
 
 Ties (e.g. at k where every plan is one context's own) go to the lower mean. Every plan returned is priced by
 `predict_plan` in each context, so its numbers are the ones `dsprof predict` shows.
+
+With per-block importance (the accuracy a block loses without its activations), ``least_loss`` holds, for each k,
+the plan of least summed importance and, among the plans of that loss, the least worst (or mean) relative latency:
+what ``--keep K`` writes, as for one context. The loss is one more objective that adds over the pieces: for
+``worst`` it is one more column of the Pareto sets (a partial plan another one matches in every saving *and* in
+loss is dropped), and a partial plan is kept only while it can still end at the least loss of some k (`_loss_reach`);
+for ``mean`` the DP's score is (-loss, weighted saving), lexicographically.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, Sequence
+from fractions import Fraction
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -41,6 +49,7 @@ from ..merge.plan import Plan
 from ..merge.spans import span_runs
 from .dp import Option, best_per_k
 from .front import Front
+from .planner import importance_values
 from .ratio import plan_ratio
 
 __all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
@@ -58,13 +67,16 @@ class _Piece:
     kept: bool
     merge: bool
     savings: tuple[float, ...]
+    loss: Fraction = Fraction(0)  # the importance of the blocks it linearises, summed (exact, so that equal losses tie)
 
 
 @dataclass(frozen=True)
 class JointPoint:
     """The plan for several contexts with ``k`` kept blocks: per context (in `JointFront.contexts` order) its
     predicted latency (seconds per batch), that context's own front latency at k, and its loss against it
-    (relative: 0.05 = 5 % slower) with the 95 % interval (`dsprof.plan.ratio`)."""
+    (relative: 0.05 = 5 % slower) with the 95 % interval (`dsprof.plan.ratio`); its predicted speed-up over each
+    context's original with the 95 % interval (`predict_plan`, as `dsprof predict` shows it); ``importance``: the
+    summed importance of the blocks it linearises (None without importance)."""
 
     k: int
     plan: Plan
@@ -73,6 +85,10 @@ class JointPoint:
     loss: tuple[float, ...]
     loss_low: tuple[float, ...]
     loss_high: tuple[float, ...]
+    speedup: tuple[float, ...] = ()
+    speedup_low: tuple[float, ...] = ()
+    speedup_high: tuple[float, ...] = ()
+    importance: float | None = None
 
     @property
     def worst(self) -> float:
@@ -88,38 +104,60 @@ class JointPoint:
 @dataclass(frozen=True)
 class JointFront:
     """`joint_front`'s answer: for each k the plan of least ``objective`` (worst or mean loss) over ``contexts``;
-    ``states``: the largest set of partial plans the DP kept (worst case; 1 for the mean)."""
+    with importance, ``least_loss``: for each k the plan of least summed importance, the least ``objective`` among
+    equals (None without importance); ``states``: the largest set of partial plans the DP kept (worst case; 1 for
+    the mean)."""
 
     contexts: tuple[DeviceContext, ...]
     objective: str
     points: tuple[JointPoint, ...]
     states: int
+    least_loss: tuple[JointPoint, ...] | None = None
 
     def at_k(self, k: int) -> JointPoint:
-        for p in self.points:
-            if p.k == k:
-                return p
-        raise UsageError(f"k is 0..{len(self.points) - 1} (blocks that keep their activations), got {k}")
+        """The plan of least ``objective`` with ``k`` kept blocks."""
+        return _at_k(self.points, k)
+
+    def choose(self, k: int) -> JointPoint:
+        """The plan ``--keep K`` writes: with importance the least loss at ``k`` (least ``objective`` among equals),
+        else `at_k`."""
+        return _at_k(self.least_loss, k) if self.least_loss is not None else self.at_k(k)
 
     def to_dict(self, labels: dict[DeviceContext, str]) -> dict[str, Any]:
         return {"contexts": [str(c) for c in self.contexts], "labels": [labels[c] for c in self.contexts],
-                "objective": self.objective, "states": self.states,
-                "points": [{"k": p.k, "keep": list(p.plan.keep), "merge": list(p.plan.merge or ()),
-                            "spans": [list(s) for s in p.plan.spans or ()], "latency_s": list(p.latency_s),
-                            "own_latency_s": list(p.own_latency_s), "loss": list(p.loss), "loss_low": list(p.loss_low),
-                            "loss_high": list(p.loss_high), "worst": p.worst, "mean": p.mean} for p in self.points]}
+                "objective": self.objective, "states": self.states, "points": [_point_dict(p) for p in self.points],
+                "least_loss": [_point_dict(p) for p in self.least_loss] if self.least_loss is not None else None}
 
 
-def _pieces(costs: Sequence[PlanCosts], max_span: int) -> list[_Piece]:
-    """Every piece a plan can use, with its saving in each context; one that a context cannot price is left out (a
-    block merged alone where a LUT lacks its merged entry)."""
+def _at_k(points: Sequence[JointPoint], k: int) -> JointPoint:
+    for p in points:
+        if p.k == k:
+            return p
+    ks = [p.k for p in points]
+    raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
+
+
+def _point_dict(p: JointPoint) -> dict[str, Any]:
+    return {"k": p.k, "keep": list(p.plan.keep), "merge": list(p.plan.merge or ()),
+            "spans": [list(s) for s in p.plan.spans or ()], "latency_s": list(p.latency_s),
+            "own_latency_s": list(p.own_latency_s), "loss": list(p.loss), "loss_low": list(p.loss_low),
+            "loss_high": list(p.loss_high), "worst": p.worst, "mean": p.mean, "speedup": list(p.speedup),
+            "speedup_low": list(p.speedup_low), "speedup_high": list(p.speedup_high), "importance": p.importance}
+
+
+def _pieces(costs: Sequence[PlanCosts], max_span: int, loss: Sequence[Fraction] | None = None) -> list[_Piece]:
+    """Every piece a plan can use, with its saving in each context (and the summed ``loss`` of the blocks it
+    linearises); one that a context cannot price is left out (a block merged alone where a LUT lacks its merged
+    entry)."""
     n = len(costs[0].blocks)
+    loss = list(loss) if loss is not None else [Fraction(0)] * n
     out = []
 
     def add(start: int, stop: int, kept: bool, merge: bool, priced) -> None:
         pieces = [priced(c) for c in costs]
         if all(p.found for p in pieces):
-            out.append(_Piece(start, stop, kept, merge, tuple(p.saving_s for p in pieces)))
+            lost = Fraction(0) if kept else sum(loss[start:stop], Fraction(0))
+            out.append(_Piece(start, stop, kept, merge, tuple(p.saving_s for p in pieces), lost))
 
     for i in range(n):
         add(i, i + 1, True, False, lambda c: c.kept(i))
@@ -143,28 +181,37 @@ def _plan(pieces: Sequence[_Piece], n: int, name: str, options: dict, k: int, ob
             spans.append((p.start, p.stop))
         for i in range(p.start, p.stop):
             keep[i], merge[i] = 0, p.merge
+    what = objective.replace("least-loss-", "least importance loss, then ")
     return Plan(name, tuple(keep), options, merge=tuple(merge), spans=tuple(spans) or None,
                 name=f"joint-{objective}-k{k}",
-                source=f"dsprof plan --for ({objective} loss over {', '.join(str(c) for c in contexts)})")
+                source=f"dsprof plan --for ({what} loss over {', '.join(str(c) for c in contexts)})")
 
 
-def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.ndarray]) -> tuple[dict[int, list[_Piece]], int]:
+def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.ndarray],
+           least_loss: bool = False) -> tuple[dict[int, list[_Piece]], int]:
     """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
+    With ``least_loss``: for each k the plan of least summed ``loss`` of its pieces, the minimax among equals.
 
     Two exact shortcuts: a partial plan whose best conceivable completion -- in each context the most its remaining
     blocks can save there (`_reach`), each context on its own -- is still worse than a plan already known
     (`_incumbents`) for every k it can end at is dropped (it cannot be optimal); and the sets are filtered with
-    NumPy."""
+    NumPy. With ``least_loss`` the known plans are least-loss ones, and a k counts only while the partial plan can
+    still reach that k's least loss."""
     m = len(base)
     savings = np.array([p.savings for p in pieces], dtype=float).reshape(len(pieces), m)
-    upper = _incumbents(n, pieces, savings, base, own)
+    upper = _incumbents(n, pieces, savings, base, own, least_loss)
     reach = _reach(n, pieces, savings)
+    losses = None
+    if least_loss:  # one more column, to maximise: minus the loss
+        lost = np.array([float(p.loss) for p in pieces])
+        losses = (_least_losses(n, pieces), _loss_reach(n, pieces, lost), 1e-9 * max(1.0, float(np.abs(lost).sum())))
+        savings = np.hstack([savings, -lost[:, None]])
     ending: list[list[int]] = [[] for _ in range(n + 1)]
     for i, p in enumerate(pieces):
         ending[p.stop].append(i)
     # per position j: {k: (savings vectors F x m, the last piece of each, its row in the set where that piece starts)}
     sets: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = [{} for _ in range(n + 1)]
-    sets[0][0] = (np.zeros((1, m)), np.array([-1]), np.array([-1]))
+    sets[0][0] = (np.zeros((1, savings.shape[1])), np.array([-1]), np.array([-1]))
     largest = 1
     for j in range(1, n + 1):
         grouped: dict[int, list] = {}
@@ -177,7 +224,8 @@ def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.nda
             vectors = np.vstack([v for v, _, _ in parts])
             last = np.concatenate([a for _, a, _ in parts])
             parent = np.concatenate([b for _, _, b in parts])
-            alive = _promising(vectors, j, k, n, base, own, upper, reach)
+            alive = _promising(vectors[:, :m], j, k, n, base, own, upper, reach,
+                               None if losses is None else (-vectors[:, m],) + losses)
             vectors, last, parent = vectors[alive], last[alive], parent[alive]
             keep = _nondominated(vectors)
             if len(keep):
@@ -185,9 +233,15 @@ def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.nda
                 largest = max(largest, len(keep))
     best = {}
     for k, (vectors, _, _) in sets[n].items():
-        relative = (base - vectors) / own[k]  # F x m
-        order = np.lexsort((relative.mean(axis=1), relative.max(axis=1)))  # worst first, then the mean
-        best[k] = _read_back(sets, pieces, n, k, int(order[0]))
+        if k not in own:
+            continue
+        relative = (base - vectors[:, :m]) / own[k]  # F x m
+        rows = np.arange(len(vectors))
+        if losses is not None:  # the least loss first (within rounding: equal sums added in another order)
+            least, _, tol = losses
+            rows = rows[-vectors[:, m] <= float(least[k]) + tol]
+        order = np.lexsort((relative[rows].mean(axis=1), relative[rows].max(axis=1)))  # worst first, then the mean
+        best[k] = _read_back(sets, pieces, n, k, int(rows[order[0]]))
     return best, largest
 
 
@@ -232,31 +286,62 @@ def _reach(n: int, pieces: list[_Piece], savings: np.ndarray) -> np.ndarray:
 
 
 def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, own: dict[int, np.ndarray],
-               upper: dict[int, float], reach: np.ndarray) -> np.ndarray:
+               upper: dict[int, float], reach: np.ndarray, losses: tuple | None = None) -> np.ndarray:
     """Which partial plans of blocks 0..j-1 with k kept blocks could still end in a plan no worse than the best known,
-    at some k they can reach (a tolerance keeps every tie)."""
+    at some k they can reach (a tolerance keeps every tie). ``losses``: (the partial plans' losses, the least loss of
+    each k, `_loss_reach`, a tolerance): a k counts only where the plan can still end at its least loss."""
     alive = np.zeros(len(vectors), dtype=bool)
     for r in range(n - j + 1):
         if k + r not in upper or not np.all(np.isfinite(reach[j, r])):
             continue
         bound = ((base - vectors - reach[j, r]) / own[k + r]).max(axis=1)
-        alive |= bound <= upper[k + r] * (1 + 1e-9) + 1e-12
+        ok = bound <= upper[k + r] * (1 + 1e-9) + 1e-12
+        if losses is not None:
+            lost, least, loss_reach, tol = losses
+            ok &= lost + loss_reach[j, r] <= float(least[k + r]) + tol
+        alive |= ok
     return alive
 
 
-def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray) -> dict[int, list[_Piece]]:
-    """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP."""
-    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings, weights))) for p in pieces]
+def _least_losses(n: int, pieces: list[_Piece]) -> dict[int, Fraction]:
+    """The least summed loss of a complete plan with k kept blocks, for every k (exact)."""
+    options = [Option(p.start, p.stop, p.kept, 0.0, p.loss) for p in pieces]
+    return {k: s.loss for k, s in best_per_k(n, options, score=lambda o: (-o.loss,)).items()}
+
+
+def _loss_reach(n: int, pieces: list[_Piece], lost: np.ndarray) -> np.ndarray:
+    """reach[j, r]: the least loss blocks j..n-1 can add with r kept blocks (inf where none has r)."""
+    reach = np.full((n + 1, n + 1), np.inf)
+    reach[n, 0] = 0.0
+    starting: list[list[int]] = [[] for _ in range(n)]
+    for i, p in enumerate(pieces):
+        starting[p.start].append(i)
+    for j in range(n - 1, -1, -1):
+        for i in starting[j]:
+            p = pieces[i]
+            if p.kept:
+                reach[j, 1:] = np.minimum(reach[j, 1:], lost[i] + reach[p.stop, :-1])
+            else:
+                reach[j] = np.minimum(reach[j], lost[i] + reach[p.stop])
+    return reach
+
+
+def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[_Piece]]:
+    """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP
+    (with ``least_loss``: of least summed loss first, then that)."""
+    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings, weights)), p.loss) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
-    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options).items()}
+    score = (lambda o: (-o.loss, o.saving)) if least_loss else (lambda o: (o.saving,))
+    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score).items()}
 
 
 def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndarray,
-                own: dict[int, np.ndarray]) -> dict[int, float]:
-    """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean."""
+                own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, float]:
+    """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean
+    (with ``least_loss``: each of them among the plans of least loss)."""
     m = savings.shape[1]
     upper = {k: np.inf for k in own}
-    plans = [_weighted(n, pieces, np.eye(m)[c]) for c in range(m)] + [_mean(n, pieces, own)]
+    plans = [_weighted(n, pieces, np.eye(m)[c], least_loss) for c in range(m)] + [_mean(n, pieces, own, least_loss)]
     for by_k in plans:
         for k, chosen in by_k.items():
             if k in own:
@@ -275,22 +360,25 @@ def _read_back(sets, pieces: list[_Piece], n: int, k: int, index: int) -> list[_
     return out[::-1]
 
 
-def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray]) -> dict[int, list[_Piece]]:
+def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, list[_Piece]]:
     """The plan of least mean relative latency for each k: the planner's DP with each piece's savings weighted by
-    1 / R_c(k), once per k."""
+    1 / R_c(k), once per k (with ``least_loss``: among the plans of least loss at k)."""
     best = {}
     for k, reference in own.items():
-        chosen = _weighted(n, pieces, 1.0 / reference).get(k)
+        chosen = _weighted(n, pieces, 1.0 / reference, least_loss).get(k)
         if chosen is not None:
             best[k] = chosen
     return best
 
 
 def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objective: str = "worst",
-                max_span: int = DEFAULT_MAX_SPAN) -> JointFront:
+                max_span: int = DEFAULT_MAX_SPAN,
+                importance: Mapping[int, float] | Sequence[float] | None = None) -> JointFront:
     """For each k, the plan of least worst (or mean) loss over the contexts of ``costs`` (one `PlanCosts` per
     context, of one model), each against its own front (``fronts``, in the same order); spans of up to
-    ``max_span`` blocks. See the module docstring for why it is exact and what it costs."""
+    ``max_span`` blocks. With ``importance`` ({block index: accuracy loss without its activations}, or one value per
+    block, as `plan_front` takes it), also the plan of least summed importance for each k (``least_loss``). See the
+    module docstring for why it is exact and what it costs."""
     if objective not in OBJECTIVES:
         raise UsageError(f"objective is one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if len(costs) != len(fronts) or len(costs) < 2:
@@ -300,24 +388,48 @@ def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objectiv
         raise UsageError(f"the contexts hold different models ({', '.join(sorted({c.label for c in costs}))}); "
                          "plan one model at a time")
     name, options = fronts[0].name, fronts[0].options
-    pieces = _pieces(costs, max_span)
+    loss = None
+    if importance is not None:
+        loss = [Fraction(v) for v in importance_values(importance, n)]
+    pieces = _pieces(costs, max_span, loss)
     base = np.array([predict_plan(c, None, strict=True).total_s for c in costs])
     ks = sorted(set.intersection(*[{p.k for p in f.points} for f in fronts]))
     if not ks:
         raise LUTMissError("the contexts' fronts share no k; measure the same blocks in every context")
     own = {k: np.array([f.at_k(k).latency_s for f in fronts]) for k in ks}
+    contexts = tuple(c.key for c in costs)
+
+    def points(chosen: dict[int, list[_Piece]], label: str) -> tuple[JointPoint, ...]:
+        out = []
+        for k in ks:
+            if k in chosen:
+                plan = _plan(chosen[k], n, name, options, k, label, contexts)
+                out.append(_joint_point(k, plan, costs, fronts, own[k], chosen[k] if loss is not None else None))
+        return tuple(out)
+
     if objective == "worst":
         chosen, states = _worst(n, pieces, base, own)
     else:
         chosen, states = _mean(n, pieces, own), 1
-    contexts = tuple(c.key for c in costs)
-    points = []
-    for k in ks:
-        if k not in chosen:
-            continue
-        plan = _plan(chosen[k], n, name, options, k, objective, contexts)
-        ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(costs, fronts)]
-        points.append(JointPoint(
-            k, plan, tuple(predict_plan(c, plan, strict=True).total_s for c in costs), tuple(own[k]),
-            tuple(r.value - 1 for r in ratios), tuple(r.low - 1 for r in ratios), tuple(r.high - 1 for r in ratios)))
-    return JointFront(contexts, objective, tuple(points), states)
+    least_loss = None
+    if loss is not None:
+        if objective == "worst":
+            by_loss, more = _worst(n, pieces, base, own, least_loss=True)
+            states = max(states, more)
+        else:
+            by_loss = _mean(n, pieces, own, least_loss=True)
+        least_loss = points(by_loss, f"least-loss-{objective}")
+    return JointFront(contexts, objective, points(chosen, objective), states, least_loss)
+
+
+def _joint_point(k: int, plan: Plan, costs: Sequence[PlanCosts], fronts: Sequence[Front], own: np.ndarray,
+                 pieces: list[_Piece] | None) -> JointPoint:
+    """``plan`` priced in every context (`predict_plan`) against each one's own front plan of ``k``; ``pieces``: its
+    pieces, for its summed importance (None: no importance)."""
+    ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(costs, fronts)]
+    preds = [predict_plan(c, plan, strict=True) for c in costs]
+    importance = float(sum((p.loss for p in pieces), Fraction(0))) if pieces is not None else None
+    return JointPoint(k, plan, tuple(p.total_s for p in preds), tuple(own), tuple(r.value - 1 for r in ratios),
+                      tuple(r.low - 1 for r in ratios), tuple(r.high - 1 for r in ratios),
+                      tuple(p.speedup for p in preds), tuple(p.speedup_low for p in preds),
+                      tuple(p.speedup_high for p in preds), importance)

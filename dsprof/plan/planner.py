@@ -18,7 +18,7 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import LUTMissError, UsageError
 from ..lut import LUT
-from ..lut.cost import Piece, PlanCosts
+from ..lut.cost import Piece, PlanCosts, span_key
 from ..lut.predict import plan_costs, predict_plan
 from ..merge.plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
@@ -70,6 +70,7 @@ def plan_front(
     original = predict_plan(costs, None).total_s
     return Front(
         model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
+        blocks=tuple(b.name for b in costs.blocks), spans_predicted=_spans_predicted(costs, choices),
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
         presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(costs),
     )
@@ -205,3 +206,15 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
                                pred.speedup_low, pred.speedup_high))
     return out
 
+
+def _spans_predicted(costs: PlanCosts, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+    """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
+    how many it read): each distinct convolution once."""
+    keys = {span_key(costs.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    entries = [costs.lookup(k, "merged") for k in keys]
+    return sum(e is not None and e.predicted for e in entries), len(keys)
+
+
+#: The planner's reading of per-block importance ({block index: loss} or one value per block, as one value per block),
+#: which the plan for several contexts (`dsprof.plan.minimax`) reads too.
+importance_values = _importance

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,17 +33,23 @@ class PlanOutcome:
 @dataclass(frozen=True)
 class ContextsOutcome:
     """What `plan_contexts_to_file` produced: the fronts over several contexts, the plan for several contexts at
-    ``keep`` (None without one) and the files."""
+    ``keep`` (None without one; with importance the least loss at that k), the files, and the `dsprof merge` command
+    that deploys the plan file written (None where none was)."""
 
     fronts: Any  # dsprof.plan.contexts.ContextFronts
     chosen: Any  # dsprof.plan.minimax.JointPoint | None
     paths: tuple[Path, ...]
+    merge_command: str | None = None
 
 
-def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None) -> dict[int, float]:
+def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None,
+                    resolution: int | None = None) -> dict[int, float]:
     """Per-block importance from a JSON file: what `dsprof importance` writes (refused when measured for another
-    model than ``model`` with ``options``, where given), an object {block index: loss} or a list, one loss per block."""
-    from ..search.importance_file import check_importance_model, is_importance_record, read_importance
+    model than ``model`` with ``options``, where given; scored at another input size than ``resolution`` -- None:
+    the model's default --, an `ImportanceResolutionWarning` that says what differs), an object {block index: loss}
+    or a list, one loss per block."""
+    from ..search.importance_file import (ImportanceResolutionWarning, check_importance_model,
+                                          importance_resolution_note, is_importance_record, read_importance)
 
     path = Path(path)
     try:
@@ -53,6 +60,12 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
         record = read_importance(path)
         if model is not None:
             check_importance_model(record, model, dict(options or {}), path)
+            from ..models.registry import model_entry
+
+            size = resolution if resolution is not None else model_entry(model).default_resolution
+            note = importance_resolution_note(record, model, dict(options or {}), size, path)
+            if note is not None:
+                warnings.warn(note, ImportanceResolutionWarning, stacklevel=2)
         return {i: float(v) for i, v in enumerate(record["importance"])}
     try:
         if isinstance(data, list):
@@ -84,7 +97,7 @@ def plan_to_file(
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
     check_budget(budget_ms, speedup)  # before the LUT is read
-    importance, chosen_path = _inputs(importance, model, options, out, plan_out)
+    importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
     front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
                        options=options, resolution=resolution)
     chosen = None
@@ -96,11 +109,11 @@ def plan_to_file(
 
 
 def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
-            plan_out: str | Path | None) -> tuple[Any, Path | None]:
-    """The importance (read where a file is given, checked against ``model``) and where the chosen plan goes, both
-    output paths checked."""
+            plan_out: str | Path | None, resolution: int | None = None) -> tuple[Any, Path | None]:
+    """The importance (read where a file is given, checked against ``model`` at ``resolution``) and where the chosen
+    plan goes, both output paths checked."""
     if isinstance(importance, (str, Path)):
-        importance = load_importance(importance, model if isinstance(model, str) else None, options)
+        importance = load_importance(importance, model if isinstance(model, str) else None, options, resolution)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:
@@ -152,10 +165,13 @@ def plan_contexts_to_file(
     if keep is not None and joint is None:
         raise UsageError("several contexts: choose one with --device-key KEY to write its plan, or give --for "
                          "CONTEXT,CONTEXT for one plan for several")
-    importance, chosen_path = _inputs(importance, model, options, out, plan_out)
+    importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
     fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
                            resolution=resolution, joint=joint, objective=objective)
     chosen = None
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
-        chosen = fronts.joint.at_k(resolve_k(keep, max(p.k for p in fronts.joint.points)))
-    return ContextsOutcome(fronts, chosen, _write(fronts, out, chosen, chosen_path))
+        chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))
+    paths = _write(fronts, out, chosen, chosen_path)
+    command = (merge_command(fronts.fronts[0], chosen_path, resolution) if chosen is not None and chosen_path is not None
+               else None)
+    return ContextsOutcome(fronts, chosen, paths, command)

@@ -21,6 +21,7 @@ from torch import nn
 from ..device_context import DeviceContext
 from ..errors import DeviceError, UsageError
 from ..models import named_model
+from ..units import percent
 from .records import Measurement, original_in_group
 from .stats import Speedup, paired_speedup
 
@@ -144,4 +145,4 @@ def check_line(check: PairedCheck, prediction: Any = None) -> str:
         return line
     inside = prediction.speedup_low <= s.ratio <= prediction.speedup_high
     return (f"{line}; predicted {prediction.speedup:.3f}x ({prediction.speedup_low:.3f}-{prediction.speedup_high:.3f}x,"
-            f" error {prediction.speedup / s.ratio - 1:+.1%}): {'inside' if inside else 'OUTSIDE'} the predicted interval")
+            f" error {percent(prediction.speedup / s.ratio - 1)}): {'inside' if inside else 'OUTSIDE'} the predicted interval")

@@ -17,7 +17,7 @@ from .runner import MeasureResult, measure
 from .timing import TimingConfig
 from .workloads import Workload
 
-__all__ = ["FewResult", "measure_few", "workload_macs"]
+__all__ = ["FewResult", "entry_names", "measure_few", "workload_macs"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class FewResult:
     fit: Any  # dsprof.lut.few.FewFit
     candidates: int
     max_span: int
+    names: tuple[str, ...] = ()  # the chosen entries as people read them (`entry_names`), in ``chosen`` order
 
 
 def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, int] | None = None
@@ -51,6 +52,37 @@ def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, in
     finally:
         torch.set_num_threads(threads)
     return {_key(w, label): w.macs for g in groups for w in g}
+
+
+def entry_names(blocks: list, label: str, max_span: int) -> dict[tuple[str, str, str], str]:
+    """{LUT key: what it is, as plans and tables write it} for a model's entries (``label`` its model label):
+    ``block 3 (blocks.4) merged``, ``span 0-1 merged`` (the blocks of every span the entry prices, as inclusive
+    ranges: ``span 2-3 and 3-4 merged`` where two spans merge into the same convolution), ``the whole model``,
+    ``stem``, ``head``. A block entry that several blocks share names them all."""
+    from ..lut.cost import span_key
+    from ..merge.spans import span_runs
+    from ..models import format_span
+
+    owners: dict[tuple[str, str], list[str]] = {}
+    for i, b in enumerate(blocks):
+        owners.setdefault(("block", b.spec.to_str()), []).append(f"{i} ({b.name})")
+    for run in span_runs(blocks, (0,) * len(blocks)):
+        for a in range(len(run)):
+            for stop in range(a + 2, min(len(run), a + max_span) + 1):
+                start, end = run[a], run[stop - 1] + 1
+                owners.setdefault(("span", span_key(blocks, start, end)), []).append(format_span((start, end)))
+    names: dict[tuple[str, str, str], str] = {}
+    for variant in ("original", "merged", "linear"):
+        for (kind, workload), where in owners.items():
+            if kind == "block":
+                names[("block", workload, variant)] = f"block{'s' if len(where) > 1 else ''} {', '.join(where)} {variant}"
+    for (kind, workload), where in owners.items():  # a span's convolution may also be a block's key: spans win
+        if kind == "span":
+            names[("block", workload, "merged")] = f"span {' and '.join(where)} merged"
+    names[("model", label, "original")] = "the whole model"
+    names[("stem", label, "original")] = "stem"
+    names[("head", label, "original")] = "head"
+    return names
 
 
 def _key(w: Workload, label: str) -> tuple[str, str, str]:
@@ -129,5 +161,7 @@ def measure_few(
     lut, model_fit = few_lut(like, cands, measured)
     path = Path(lut_out) if lut_out is not None else run.path.with_suffix(".lut.csv")
     lut.save(path)
-    return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), max([1] + [c.span for c in cands]))
+    names = entry_names(blocks, label, max_span)
+    return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), max([1] + [c.span for c in cands]),
+                     tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen))
 

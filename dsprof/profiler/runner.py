@@ -129,6 +129,7 @@ class MeasureResult:
     threads: int | None = None
     threads_given: bool = False
     contention: str | None = None
+    calibrated: int = 0  # of the ``new``, the workloads of the groups `--calibrate` planned from the others
 
 
 def default_batch(device: str) -> int:
@@ -414,14 +415,17 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
                          new_records, last)
         except KeyboardInterrupt:
             saved = _saved(path, groups, len(existing) + len(new_records))
-            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}; --resume continues") from None
+            then = " (then the groups --calibrate plans from them)" if request.calibrate else ""
+            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; --resume continues") from None
     contention = contention_message(new_records, threads)
     if log and contention:
         log(contention)
     measurements = existing + new_records
     new = sum(r.scope != "probe" for r in new_records)  # workloads; the drift probe is not one
+    # the groups planned from the others (--calibrate) come last: what the planned groups did not time
+    calibrated = new - sum(len(g) for g in todo)
     return MeasureResult(path, measurements, new, skipped, summary_table(measurements), threads,
-                         contention=contention)
+                         contention=contention, calibrated=calibrated)
 
 
 def _workload_key(w: Workload) -> tuple[str, str, str, str | None]:

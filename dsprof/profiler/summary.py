@@ -7,12 +7,13 @@ from typing import Iterable
 
 import pandas as pd
 
+from ..models.spans_text import format_span
 from .records import CALIBRATION, MODEL_ROW_SUFFIX, Measurement, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
 
 SUMMARY_COLUMNS = [
-    "scope", "name", "original_ms", "merged_ms", "flops_matched_ms", "linear_ms",
+    "scope", "name", "index", "span", "original_ms", "merged_ms", "flops_matched_ms", "linear_ms",
     "merged_speedup", "merged_speedup_low", "merged_speedup_high",
     "flops_matched_speedup", "flops_matched_speedup_low", "flops_matched_speedup_high",
     "noisy", "fps",
@@ -25,6 +26,10 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
     (images per second: batch / median) of every variant (``fps`` is the original's). A ``custom``
     model (e.g. merged by a plan) gets its own row, its time in ``original_ms`` and its paired
     speed-up over the original model timed with it in the ``merged_speedup`` columns.
+
+    A block's ``index`` is its place in the model's blocks (the digit plans give it); a span (`measure --spans N`,
+    named ``first+last``) is written as its blocks' inclusive range in ``span`` (``0-1``, as plans write it) with
+    ``index`` its first block, after the blocks.
 
     Milliseconds here because this is for display; the records keep seconds. The last record
     of a workload wins (a resumed file may hold an earlier failed attempt).
@@ -52,8 +57,16 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
         column = key or "merged"  # a custom model (a merged one, usually) vs the original model of its group
         if up is not None:
             row[f"{column}_speedup"], row[f"{column}_speedup_low"], row[f"{column}_speedup_high"] = up.ratio, up.low, up.high
+    where = {row["name"]: row["_index"] for row in rows.values() if row["scope"] == "block" and row["_index"] >= 0}
+    for row in rows.values():
+        row["index"], row["span"] = row["_index"], ""
+        if row["scope"] == "block" and row["_index"] < 0 and "+" in row["name"]:  # a span: first+last
+            first, last = (where.get(n) for n in row["name"].split("+", 1))
+            if first is not None and last is not None and last > first:
+                row["index"], row["span"] = first, format_span((first, last + 1))
     place = {"stem": 0, "block": 1, "head": 2, "context": 3}  # then whole models, in the order measured
-    ordered = sorted(rows.values(), key=lambda row: (place.get(row["scope"], 4), row["_index"] if row["scope"] in ("block", "context") else 0))
+    ordered = sorted(rows.values(), key=lambda row: (place.get(row["scope"], 4), row["span"] != "",
+                                                     row["index"] if row["scope"] in ("block", "context") else 0))
     table = pd.DataFrame(ordered)
     for col in SUMMARY_COLUMNS:
         if col not in table.columns:
@@ -75,6 +88,14 @@ def _up(row: pd.Series, key: str) -> str:
     return f"{v:.2f}x [{row[f'{key}_speedup_low']:.2f}, {row[f'{key}_speedup_high']:.2f}]"
 
 
+def _name(row: pd.Series) -> str:
+    """A block as the plans number it (``3 blocks.4``), a span as its range (``span 0-1``)."""
+    if row.get("span"):
+        return f"span {row['span']}"
+    index = row.get("index")
+    return f"{int(index)} {row['name']}" if index is not None and index == index and index >= 0 else row["name"]
+
+
 def format_summary(table: pd.DataFrame) -> str:
     """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS."""
     if table.empty:
@@ -92,7 +113,7 @@ def format_summary(table: pd.DataFrame) -> str:
                     parts.append(f"{v:.1f}")
             fps = " / ".join(parts)
         body.append([
-            row["name"] if row["scope"] == "block" else (
+            _name(row) if row["scope"] == "block" else (
                 f"model with {row['name']} swapped" if row["scope"] == "context" else f"{row['scope']}: {row['name']}"),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
             _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",

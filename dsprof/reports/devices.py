@@ -7,8 +7,10 @@ The file of `dsprof plan` over several contexts (``"format": "dsprof.fronts"``, 
 ``name``, ``max_span``, ``contexts`` (``key``, ``label``), ``fronts`` (each one a front as `dsprof.reports.front`
 reads it, with its ``label``), ``cross`` (``chosen_for_label``, ``runs_on_label``, ``k``, ``keep``, ``spans``,
 ``loss``, ``loss_low``, ``loss_high``, ``speedup``, ``own_speedup``), ``unplanned`` (``label``, ``reason``) and
-``joint`` (null, or ``labels``, ``objective``, ``points``: ``k``, ``keep``, ``spans``, ``loss``, ``worst``,
-``mean``). The report reads these fields only. Each figure's data is written beside it as CSV.
+``joint`` (null, or ``contexts``, ``labels``, ``objective``, ``points`` and, with importance, ``least_loss``:
+``k``, ``keep``, ``spans``, ``loss``, ``worst``, ``mean``, ``speedup``, ``speedup_low``, ``speedup_high``). The report
+reads these fields only. Each figure's data is written beside it as CSV. A loss is relative in the files (0.12 = 12 %
+slower) and shown, as `dsprof plan` prints it, in per cent with a sign (``+12.0 %``).
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
 from ..io import read_json
 from ..models.spans_text import format_spans
+from ..units import percent
+from ..profiler.records import Measurement, paired_with_original
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points, k_axes
+from .summary import JointAnswer, PlanAnswer
 from .svg import tip
+from .tables import latest_records
 
-__all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "load_front_file"]
+__all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "joint_answer", "load_front_file"]
 
 FRONTS_FORMAT = "dsprof.fronts"
 
@@ -54,6 +60,9 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
             raise BadFileError(f"{path}: front {i} is not a planner's front; write it again with `dsprof plan --out`")
         front = check_front(front, path)
         front["stem"] = f"{path.name.removesuffix('.json').replace('.', '-')}-{i}"
+        joint = _joint_of(data.get("joint"), front)
+        if joint is not None:
+            front["joint"] = joint
         checked.append(front)
     missing = sorted({k for row in data.get("cross", []) for k in ("chosen_for_label", "runs_on_label", "k", "loss")
                       if k not in row})
@@ -62,6 +71,93 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     data["path"] = str(path)
     return checked, data
 
+
+
+def _joint_set(joint: Mapping[str, Any]) -> tuple[str, list]:
+    """The plans of a file's ``joint`` that ``--keep K`` writes: the least-loss ones where importance was given, else
+    the least worst (or mean) loss ones; with the objective they were chosen by."""
+    if joint.get("least_loss"):
+        return f"least-loss-{joint.get('objective', 'worst')}", joint["least_loss"]
+    return str(joint.get("objective", "worst")), joint.get("points") or []
+
+
+def _joint_of(joint: Mapping[str, Any] | None, front: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The plan for several contexts in ``front``'s context (its k, predicted speed-up with the interval, plan), from
+    the file's ``joint``; None where the file has none or it does not cover that context. A file that predates the
+    speed-ups gives the original's latency over the plan's, without an interval."""
+    if not joint or str(front["device"]) not in (joint.get("contexts") or []):
+        return None
+    c = list(joint["contexts"]).index(str(front["device"]))
+    objective, points = _joint_set(joint)
+    nan = float("nan")
+    rows = []
+    for p in points:
+        def at(field: str, default: float = nan) -> float:
+            values = p.get(field) or []
+            return float(values[c]) if len(values) > c and values[c] is not None else default
+
+        rows.append({"k": int(p["k"]), "speedup": at("speedup", float(front["original_s"]) / at("latency_s")),
+                     "speedup_low": at("speedup_low"), "speedup_high": at("speedup_high"), "keep": _bits(p["keep"]),
+                     "spans": format_spans(p.get("spans"), "none"), "name": f"joint-{objective}-k{int(p['k'])}"})
+    return {"objective": objective, "labels": list(joint.get("labels") or []), "points": rows}
+
+
+def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Mapping[str, Any],
+                 near: int | None = None) -> JointAnswer | None:
+    """The answer for the plan for several contexts of a file of `dsprof plan --for` (None without one): at the k of
+    a plan measured beside the original (paired) in most of its contexts -- a plan of ``plans`` whose keep list and
+    spans are the joint plan's of its k --, else at ``near`` (e.g. the k the contexts' answers compare), else the middle
+    k; predicted (the file's speed-ups) and measured on each context."""
+    from ..merge.plan import Plan
+
+    joint = data.get("joint")
+    if not joint:
+        return None
+    objective, points = _joint_set(joint)
+    if not points:
+        return None
+    by_k = {int(p["k"]): p for p in points}
+    keys = list(joint.get("contexts") or [])
+    labels = list(joint.get("labels") or keys)
+    latest = latest_records(records)
+    found: dict[int, dict[str, tuple[str, Any]]] = {}  # k -> context -> (run name, paired ratio)
+    for r in latest:
+        if r.scope != "model" or r.variant != "custom" or str(r.context) not in keys or r.name not in plans:
+            continue
+        try:
+            plan = Plan.coerce(plans[r.name])
+        except (DsprofError, KeyError, ValueError):
+            continue
+        point = by_k.get(sum(plan.keep))
+        if point is None or (_bits(plan.keep), format_spans(plan.spans, "none")) != (
+                _bits(point["keep"]), format_spans(point.get("spans"), "none")):
+            continue
+        paired = paired_with_original(r, records)
+        if paired is not None:
+            found.setdefault(sum(plan.keep), {})[str(r.context)] = (r.name, paired)
+    if found:
+        k = max(found, key=lambda kk: (len(found[kk]), -kk))
+    elif near is not None and near in by_k:
+        k = near
+    else:
+        k = sorted(by_k)[len(by_k) // 2]
+    point, runs = by_k[k], found.get(k, {})
+    nan = float("nan")
+
+    def column(field: str) -> tuple[float, ...]:
+        values = point.get(field) or [nan] * len(keys)
+        return tuple(float(v) if v is not None else nan for v in values)
+
+    predicted = column("speedup")
+    measured = tuple(_plan_answer(runs[key]) if key in runs else None for key in keys)
+    name = next((runs[key][0] for key in keys if key in runs), None)
+    return JointAnswer(tuple(labels), objective, k, predicted, column("speedup_low"), column("speedup_high"), measured,
+                       name)
+
+
+def _plan_answer(run: tuple[str, Any]) -> PlanAnswer:
+    name, paired = run
+    return PlanAnswer(name, None, paired.ratio, paired.low, paired.high)
 
 
 def _bits(keep: Any) -> str:
@@ -129,7 +225,7 @@ def cross_figure(table: pd.DataFrame, title: str) -> Figure:
                         if pd.notna(r["loss_low"]) else "")
             tip(cell, f"plan chosen for {a}, run on {b}, k={int(r['k'])}: {value:+.1f} % against {b}'s own plan"
                       f"{interval}; keep {r['keep']}, spans {r['spans']}")
-            ax.text(column, row, f"{value:.0f}", ha="center", va="center", fontsize=7,
+            ax.text(column, row, percent(value / 100), ha="center", va="center", fontsize=6.5,
                     color="white" if 0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2] < 0.5 else "black")
     ax.set_xlim(-0.5, len(ks) - 0.5)
     ax.set_ylim(len(pairs) - 0.5, -0.5)
@@ -196,14 +292,23 @@ def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str,
                                   f"devices_{stem}_cross", "cross table heat map")
         joint = data.get("joint")
         if joint:
+            objective, points = _joint_set(joint)
             rows = []
-            for p in joint["points"]:
-                row = {"k": p["k"], "keep": _bits(p["keep"]), "spans": format_spans(p.get("spans"), "none"), "worst": p["worst"],
-                       "mean": p["mean"]}
-                row.update({f"{label}: loss": v for label, v in zip(joint["labels"], p["loss"])})
+            for p in points:
+                row = {"k": p["k"], "keep": _bits(p["keep"]), "spans": format_spans(p.get("spans"), "none"),
+                       "worst loss": p["worst"], "mean loss": p["mean"]}
+                if p.get("importance") is not None:
+                    row["importance"] = p["importance"]
+                for i, label in enumerate(joint["labels"]):
+                    if p.get("speedup"):
+                        row[f"{label}: speedup"] = p["speedup"][i]
+                    row[f"{label}: loss"] = p["loss"][i]
                 rows.append(row)
-            parts += [f"One plan for {', '.join(joint['labels'])}: at each k the least {joint['objective']} loss "
-                      "against each context's own plan.", write.table(f"devices_{stem}_joint", pd.DataFrame(rows), 3)]
+            what = (f"the least importance loss, then the least {joint['objective']} loss"
+                    if objective.startswith("least-loss") else f"the least {joint['objective']} loss")
+            parts += [f"One plan for {', '.join(joint['labels'])} (`--for`): at each k {what} against each context's "
+                      "own plan; its predicted speed-up over each context's original and that loss.",
+                      write.table(f"devices_{stem}_joint", pd.DataFrame(rows), 3)]
         unplanned = data.get("unplanned") or []
         if unplanned:
             parts.append("\n".join(f"- not planned: {u['label']}: {u['reason']}" for u in unplanned))

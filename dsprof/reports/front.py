@@ -31,7 +31,7 @@ from .page import Plot, Section
 from .summary import Answer, device_line, front_answer
 from .tables import device_labels, latest_records, model_title
 
-__all__ = ["FrontReport", "check_front", "front_report", "front_tables", "load_front"]
+__all__ = ["FrontReport", "check_front", "front_report", "front_tables", "joint_table", "load_front"]
 
 FRONT_FORMAT = "dsprof.front"
 
@@ -80,8 +80,10 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     A plan counts as measured where a whole-model record of the front's context carries its name
     (`dsprof measure --plan`): a plan given in ``plans`` or one of the front's presets; the original
     model's record is its k = n point. A measured plan's speed-up is paired: over the original timed in its
-    group (`dsprof.profiler.records.paired_with_original`; NaN where its group has none). ``records``: all records
-    read (the last of each workload is shown; pairing needs each one's group)."""
+    group (`dsprof.profiler.records.paired_with_original`; NaN where its group has none); ``predicted``: its
+    predicted speed-up where the front prices it (the front's plan of its k, a preset, or the front's plan for
+    several contexts, `joint_table`), else NaN. ``records``: all records read (the last of each workload is shown;
+    pairing needs each one's group)."""
     from ..merge.plan import Plan
 
     original_s = float(front["original_s"])
@@ -114,6 +116,8 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         known.setdefault(name, name)
     measured = []
     n = len(front["points"][0]["keep"]) if front["points"] else 0
+    priced = {(p.keep, p.spans): p.speedup for p in joint_table(front).itertuples()}  # the plan for several contexts
+    priced.update({(p.keep, p.spans): p.speedup for p in points.itertuples()})  # the front's own plans
     for r in latest:
         if r.scope != "model" or not _same_model(r, front) or (context is not None and r.context != context):
             continue
@@ -129,11 +133,25 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
             up = (paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan)
         else:
             continue
-        measured.append({"name": name, "k": sum(keep), "keep": "".join(map(str, keep)), "spans": format_spans(spans, "none"),
-                         "speedup": up[0], "speedup_low": up[1], "speedup_high": up[2],
+        bits, text = "".join(map(str, keep)), format_spans(spans, "none")
+        predicted = (presets.loc[presets["name"] == name, "speedup"].iloc[0] if name in set(presets["name"])
+                     else priced.get((bits, text), nan))
+        measured.append({"name": name, "k": sum(keep), "keep": bits, "spans": text,
+                         "speedup": up[0], "speedup_low": up[1], "speedup_high": up[2], "predicted": predicted,
                          "measured_ms": r.median_s * 1e3, "device": label[r.context]})
-    columns = ["name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "measured_ms", "device"]
+    columns = ["name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "predicted", "measured_ms",
+               "device"]
     return points, presets, pd.DataFrame(measured, columns=columns)
+
+
+def joint_table(front: Mapping[str, Any]) -> pd.DataFrame:
+    """The plan for several contexts (`dsprof plan --for`) in this front's context, where the front comes from a file
+    over several contexts that holds one (`dsprof.reports.devices.load_front_file` puts it in ``front["joint"]``):
+    for each k its predicted speed-up over this context's original with the 95 % interval, its plan and name.
+    Empty (with the columns) otherwise."""
+    columns = ["k", "speedup", "speedup_low", "speedup_high", "keep", "spans", "name"]
+    joint = front.get("joint") or {}
+    return pd.DataFrame(joint.get("points", []), columns=columns)
 
 
 @dataclass
@@ -161,8 +179,11 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     title = f"Planner's front: {name} on {where}"
     data = pd.concat([points.assign(set="front"), presets.assign(set="preset"), measured.assign(set="measured")],
                      ignore_index=True)
-    figure = write.figure(plots.front_figure(points, presets, measured, title), f"front_{stem}", "planner's front",
-                          data[["set"] + [c for c in data.columns if c != "set"]])
+    joint = joint_table(front)
+    if len(joint):
+        data = pd.concat([data, joint.assign(set="joint")], ignore_index=True)
+    figure = write.figure(plots.front_figure(points, presets, measured, title, joint if len(joint) else None),
+                          f"front_{stem}", "planner's front", data[["set"] + [c for c in data.columns if c != "set"]])
     parts = [
         f"The best plan for each k (blocks that keep their activations; method {front.get('method', '?')}, spans up "
         f"to {front.get('max_span', '?')} blocks) from `{front['path']}`, predicted; the paper's presets priced "

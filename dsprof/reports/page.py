@@ -18,7 +18,8 @@ from typing import Union
 
 import pandas as pd
 
-from .tables import display_units
+from ..units import percent
+from .tables import display_units, is_relative
 
 __all__ = ["Lead", "Plot", "Section", "Table", "html_page", "markdown_page", "shown"]
 
@@ -47,7 +48,8 @@ class Plot:
 
 @dataclass
 class Lead:
-    """The paragraph a page opens with (the answer, `dsprof.reports.summary`): shown larger, ``id="summary"``."""
+    """A paragraph the page opens with (the answer, `dsprof.reports.summary`): shown larger; the first has
+    ``id="summary"``, the others ``summary-2``, ``summary-3``..."""
 
     text: str
 
@@ -59,14 +61,13 @@ class Section:
     id: str | None = None
 
 
-#: Columns shown as speed-ups (two decimals: the medians are timed to about 2 %) and as relative changes (%).
+#: Columns shown as speed-ups (two decimals: the medians are timed to about 2 %); relative changes: `is_relative`.
 _RATIO = re.compile(r"(speedup|speed-up|ratio)(_low|_high)?$")
-_RELATIVE = ("error", "gap")
 
 
 def shown(value: object, column: str = "") -> str:
-    """A table value as the page shows it: integers whole; speed-ups and ratios with two decimals; relative errors
-    and gaps as signed percent with one decimal; other numbers (ms, µs, FPS, KiB) to three significant digits, which
+    """A table value as the page shows it: integers whole; speed-ups and ratios with two decimals; relative errors,
+    gaps and losses as signed percent with one decimal (`percent`); other numbers (ms, µs, FPS, KiB) to three significant digits, which
     is as far as a median timed to about 2 % goes; text as it is; missing values empty."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return ""
@@ -78,8 +79,8 @@ def shown(value: object, column: str = "") -> str:
     name = str(column).rsplit(": ", 1)[-1]
     if _RATIO.search(name):
         return f"{number:.2f}"
-    if name in _RELATIVE:
-        return f"{number:+.1%}".replace("%", " %")
+    if is_relative(column):
+        return percent(number)
     if number == 0 or math.isinf(number):
         return f"{number:g}"
     decimals = max(0, 2 - math.floor(math.log10(abs(number))))
@@ -217,6 +218,7 @@ def _figure(plot: Plot) -> str:
 def html_page(title: str, sections: list[Section]) -> str:
     """The report as one HTML file that needs nothing else to open."""
     body = [f"<h1>{escape(title)}</h1>"]
+    leads = 0
     for section in sections:
         anchor = f' id="{escape(section.id)}"' if section.id else ""
         body.append(f"<section{anchor}><h2>{_inline(section.title)}</h2>")
@@ -225,8 +227,9 @@ def html_page(title: str, sections: list[Section]) -> str:
                 body.append(html_table(part))
             elif isinstance(part, Plot):
                 body.append(_figure(part))
-            elif isinstance(part, Lead):
-                body.append(f'<p class="lead" id="summary">{_inline(part.text)}</p>')
+            elif isinstance(part, Lead):  # the first is the summary; one id per element
+                leads += 1
+                body.append(f'<p class="lead" id="summary{"" if leads == 1 else f"-{leads}"}">{_inline(part.text)}</p>')
             else:
                 body.append(_text(part))
         body.append("</section>")

@@ -23,6 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..errors import UsageError
 from ..models.spans_text import parse_spans
+from ..units import percent
 from .svg import tip
 
 __all__ = ["accuracy_fps_figure", "block_latency_figure", "front_figure", "memory_figure", "prediction_figure"]
@@ -49,7 +50,9 @@ def _block_axis(ax, blocks: pd.DataFrame) -> None:
     """Block names on the x axis at their indices (as in the tables), where every model agrees on them."""
     names = blocks.groupby("index")["block"].agg(lambda s: sorted(set(s))) if "block" in blocks else None
     if names is not None and all(len(n) == 1 for n in names):
-        ax.set_xticks(list(names.index), [n[0] for n in names], rotation=45, ha="right", fontsize=7)
+        # the index first: plans and their bit strings number the blocks, and a part refused as a block makes
+        # index and module name part ways
+        ax.set_xticks(list(names.index), [f"{i} {n[0]}" for i, n in names.items()], rotation=45, ha="right", fontsize=7)
         ax.set_xlabel("block")
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -104,12 +107,27 @@ def block_latency_figure(
                 ax.annotate(note, xy, xytext=(12, 8), textcoords="offset points", fontsize=7, color=color,
                             arrowprops={"arrowstyle": "->", "color": color, "linewidth": 0.8})
     _block_axis(ax, blocks)
-    ax.set_ylabel("latency (ms)")
+    scale = _latency_scale(blocks, spans, counterpart)
+    ax.set_yscale(scale)
+    ax.set_ylabel("latency (ms, log scale: the spans run far above the blocks)" if scale == "log" else "latency (ms)")
     model_note = f"{models[0]}: " if len(models) == 1 else ""
     ax.set_title(f"{model_note}block-wise latency, original (solid) vs {dense} dense conv (dashed)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.legend(fontsize=7, loc="outside lower center", ncol=2)
     return fig
+
+
+#: Spans above this many times the blocks' highest latency would squash the blocks' lines (linear axis): log axis.
+SPAN_SQUASH = 2.0
+
+
+def _latency_scale(blocks: pd.DataFrame, spans: pd.DataFrame, counterpart: str) -> str:
+    """``log`` where a span's latency exceeds `SPAN_SQUASH` times the highest of the blocks' lines (a linear axis
+    would press the per-block lines into the bottom of the plot), else ``linear``."""
+    if counterpart != "merged" or spans.empty or blocks.empty:
+        return "linear"
+    top = pd.concat([blocks["original_ms"], blocks[f"{counterpart}_ms"]]).max()
+    return "log" if pd.notna(top) and top > 0 and spans["merged_ms"].max() > SPAN_SQUASH * top else "linear"
 
 
 def _span_bars(ax, spans: pd.DataFrame, color: str, device: str) -> None:
@@ -131,17 +149,29 @@ def _span_bars(ax, spans: pd.DataFrame, color: str, device: str) -> None:
 def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprint (16 bits)") -> Figure:
     """Per block, weights and peak activation (KiB) before and after merging, from a frame with
     columns index, block, weight_bytes_before, weight_bytes_after, peak_activation_bytes_before,
-    peak_activation_bytes_after (see `dsprof.reports.memory_table`)."""
+    peak_activation_bytes_after and optionally span (see `dsprof.reports.memory_table`). A span's one convolution is
+    drawn at its first block ("after" holds the whole span); the span's other blocks have no "after" bar of their
+    own and say so ("in span 0-1") where the bar would be."""
     fig = Figure(figsize=(8, 6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True)
     x = memory["index"].to_numpy()
     width = 0.4
+    spans = list(memory["span"]) if "span" in memory else [""] * len(memory)
+    first = [bool(sp) and int(sp.split("-")[0]) == i for sp, i in zip(spans, x)]
     for ax, what in ((top, "weight"), (bottom, "peak_activation")):
         for shift, when in ((-width / 2, "before"), (width / 2, "after")):
             kib = memory[f"{what}_bytes_{when}"] / 1024
             bars = ax.bar(x + shift, kib, width, label=f"{when} merging")
-            for bar, block, value in zip(bars, memory["block"], kib):
-                tip(bar, f"{block}, {what.replace('_', ' ')} {when} merging: {value:.1f} KiB")
+            for bar, block, value, span, lead in zip(bars, memory["block"], kib, spans, first):
+                text = f"{block}, {what.replace('_', ' ')} {when} merging: {value:.1f} KiB"
+                if span and when == "after":
+                    text += (f" (span {span} merged as one convolution, counted here)" if lead else
+                             f" (in span {span}: its convolution is counted at block {span.split('-')[0]})")
+                tip(bar, text)
+        for xi, span, lead in zip(x, spans, first):
+            if span and not lead:
+                ax.annotate(f"in span {span}", (xi + width / 2, 0), xytext=(0, 3), textcoords="offset points",
+                            rotation=90, ha="center", va="bottom", fontsize=6, color="grey")
         ax.set_ylabel(f"{what.replace('_', ' ')} (KiB)")
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7, loc="upper left")
@@ -185,7 +215,8 @@ def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str]
 
 def prediction_figure(validation: pd.DataFrame) -> Figure:
     """Predicted against measured, from a `lut_validation_table`, with y = x and +-10 %: the speed-up over the
-    original (with both intervals) where every model was timed beside the original, else the latency (ms)."""
+    original (with both intervals) where every model was timed beside the original, else the latency (ms); one colour
+    and marker per device context (its ``device`` column), named in the legend."""
     speedup = "measured_speedup" in validation and validation["measured_speedup"].notna().all() and len(validation)
     x_col, y_col, unit = ("measured_speedup", "predicted_speedup", "x") if speedup else ("measured_ms", "predicted_ms", " ms")
     fig = Figure(figsize=(5.5, 5.5), layout="constrained")
@@ -198,10 +229,14 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
         ax.errorbar(validation[x_col], validation[y_col], linestyle="none", color="grey", linewidth=0.8,
                     xerr=[validation[x_col] - validation["measured_low"], validation["measured_high"] - validation[x_col]],
                     yerr=[validation[y_col] - validation["predicted_low"], validation["predicted_high"] - validation[y_col]])
-    ax.plot(validation[x_col], validation[y_col], "o", label="models")
-    _points(ax, validation[x_col], validation[y_col],
-            [f"{m}: measured {me:.4g}{unit}, predicted {p:.4g}{unit} ({p / me - 1:+.1%})"
-             for m, me, p in zip(validation["model"], validation[x_col], validation[y_col])])
+    colors = _colors()
+    groups = validation.groupby("device", sort=True) if "device" in validation else [("models", validation)]
+    for j, (device, rows) in enumerate(groups):
+        ax.plot(rows[x_col], rows[y_col], _PLAN_MARKERS[j % len(_PLAN_MARKERS)], color=colors[(j + 1) % len(colors)],
+                label=str(device))
+        _points(ax, rows[x_col], rows[y_col],
+                [f"{m}: measured {me:.4g}{unit}, predicted {p:.4g}{unit} ({percent(p / me - 1)})"
+                 for m, me, p in zip(rows["model"], rows[x_col], rows[y_col])])
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     what = "speed-up over the original (paired)" if speedup else "latency (ms)"
@@ -214,12 +249,14 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
 
 
 def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame,
-                 title: str = "Planner's front") -> Figure:
+                 title: str = "Planner's front", joint: pd.DataFrame | None = None) -> Figure:
     """The planner's front: the predicted speed-up over the original (with its 95 % interval) of the best plan for
     each k (blocks that keep their activations); the paper's presets at their predicted speed-up; every measured
     plan at its measured, paired speed-up with its interval. ``front``: columns k, speedup, speedup_low,
     speedup_high, latency_ms, keep, spans; ``presets``: name, k, speedup, gap; ``measured``: name, k, speedup,
-    speedup_low, speedup_high, measured_ms, device (`dsprof.reports.front_tables`)."""
+    speedup_low, speedup_high, measured_ms, device (`dsprof.reports.front_tables`); ``joint``: the plan for several
+    contexts (`dsprof plan --for`) in this context, k, speedup, speedup_low, speedup_high, keep, spans
+    (`dsprof.reports.front.joint_table`), drawn at its predicted speed-up for each k."""
     fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax = fig.subplots()
     colors = _colors()
@@ -232,11 +269,20 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
              for k, s, lo, hi, v, keep, spans in zip(front["k"], front["speedup"], front["speedup_low"],
                                                      front["speedup_high"], front["latency_ms"], front["keep"], front["spans"])])
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1, label="the original (1x)")
+    if joint is not None and len(joint):
+        joint = joint.sort_values("k")
+        ax.plot(joint["k"], joint["speedup"], "--x", markersize=6, color=colors[4 % len(colors)],
+                label="one plan for all contexts (--for), predicted here")
+        _points(ax, joint["k"], joint["speedup"],
+                [f"one plan for all contexts, k={k}: predicted {s:.2f}x here [{lo:.2f}, {hi:.2f}]; keep {keep}; "
+                 f"spans {spans}" for k, s, lo, hi, keep, spans in zip(joint["k"], joint["speedup"],
+                                                                       joint["speedup_low"], joint["speedup_high"],
+                                                                       joint["keep"], joint["spans"])])
     if len(presets):
         ax.plot(presets["k"], presets["speedup"], "s", markerfacecolor="none", color=colors[1],
                 label="paper's presets (predicted)")
         _points(ax, presets["k"], presets["speedup"],
-                [f"{n} (k={k}): predicted {s:.2f}x, {g:+.1%} latency against the planner's plan" for n, k, s, g in
+                [f"{n} (k={k}): predicted {s:.2f}x, {percent(g)} latency against the planner's plan" for n, k, s, g in
                  zip(presets["name"], presets["k"], presets["speedup"], presets["gap"])])
         # names below their marker, one line each where several presets share a k
         for rank, (_, row) in zip(presets.groupby("k").cumcount(), presets.iterrows()):

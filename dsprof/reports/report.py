@@ -23,11 +23,11 @@ from ..errors import BadFileError, DsprofError, MeasurementFileError, PlanError
 from ..io import atomic_write_text, check_output_path, read_csv
 from ..lut import LUT, predict_latency
 from ..lut.build import read_measurement_files
-from ..models import block_module, find_blocks, get_model, memory_footprint
+from ..models import block_module, find_blocks, format_span, format_spans, get_model, memory_footprint
 from ..profiler.explain import load_explanation
 from ..profiler.records import PROBE_NAME, PROBE_SCOPE, Measurement, paired_with_original
 from . import plots
-from .devices import devices_sections, load_front_file
+from .devices import devices_sections, joint_answer, load_front_file
 from .front import front_report
 from .page import Lead, Plot, Section, Table, html_page, markdown_page
 from .summary import measured_answer
@@ -53,7 +53,9 @@ class Report:
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
     """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
-    ``merge`` list: `dsprof.merge.rule.decide_merges`)."""
+    ``merge`` list: `dsprof.merge.rule.decide_merges`). ``span``: the span a block is merged in, as an inclusive range
+    (``0-1``; empty for a block outside spans): a span's one convolution is counted at its first block, so the span's
+    other blocks have nothing of their own after merging."""
     from ..merge import merge_model, merge_report
     from ..merge.plan import Plan
 
@@ -61,6 +63,7 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
     blocks = find_blocks(model, input_size)
     merged = merge_model(model, plan, input_size=input_size)
     decisions = {d.index: d for d in merge_report(merged).decisions}
+    span_of = {i: format_span((a, b)) for a, b in plan.spans or () for i in range(a, b)}
     rows = []
     for i, block in enumerate(blocks):
         spec = block.spec
@@ -69,7 +72,7 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
         now_merged = decisions[i].merged
         module = block_module(merged, block.name)
         after = memory_footprint(module, shape, residual=spec.residual and not now_merged)
-        rows.append({"index": i, "block": block.name, "merged": now_merged,
+        rows.append({"index": i, "block": block.name, "merged": now_merged, "span": span_of.get(i, ""),
                      "weight_bytes_before": before.weight_bytes, "weight_bytes_after": after.weight_bytes,
                      "peak_activation_bytes_before": before.peak_activation_bytes,
                      "peak_activation_bytes_after": after.peak_activation_bytes})
@@ -85,7 +88,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
     that cannot be predicted is named in ``skipped`` with the reason and what to pass."""
     from ..merge.plan import Plan
 
-    names, predicted, measured, speedups = [], [], [], []
+    names, predicted, measured, speedups, devices = [], [], [], [], []
     contexts = set(lut.devices())
     latest = latest_records(records)
     label = device_labels(latest)
@@ -118,9 +121,10 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
         speedups.append((paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan))
         speedups[-1] += (pred.speedup, pred.speedup_low, pred.speedup_high)
         names.append(f"{r.name} [{r.variant}] {label[key]}")
+        devices.append(label[key])
         predicted.append(pred.total_s)
         measured.append(r.median_s)
-    return lut_validation_table(names, predicted, measured, speedups)
+    return lut_validation_table(names, predicted, measured, speedups, devices)
 
 
 def _explanations(paths: Iterable[str | Path]) -> list:
@@ -280,13 +284,21 @@ def write_report(
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md", out / "report.html")
     write = _Writer(out, report)
-    # The answer first (one paragraph and the front's figure per front), then the other figures, then the device
+    # The answer first (one paragraph per front, then one per plan for several contexts, so that the first screen
+    # states each context's answer and the joint plan), the fronts' figures, then the other figures, then the device
     # details, the settings and every table.
     fronts = [front_report(front, records, plan_objs, write) for front in front_files]
     answer, leads = [], []
     for f in fronts:
-        leads += [Lead(" ".join(f.answer.lines())), f.figure]
+        leads.append(Lead(" ".join(f.answer.lines())))
         answer += f.answer.lines()
+    near = next((f.answer.k for f in fronts if f.answer.k is not None), None)
+    for data in several:
+        joint = joint_answer(data, records, plan_objs, near)
+        if joint is not None:
+            leads.append(Lead(" ".join(joint.lines())))
+            answer += joint.lines()
+    leads += [f.figure for f in fronts]
     if not fronts:
         answer = measured_answer(latest, plan_objs)
         leads = [Lead(" ".join(answer))]
@@ -418,7 +430,11 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         mem = memory_table(model, plan, (resolution, resolution) if resolution else None)
         figure = plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)")
         title = f"Memory footprint before and after merging: {plan_name} (paper Fig. 6)"
-        sections.append(Section(title, [write.figure(figure, f"memory_{plan_name}", "memory", mem)]))
+        parts = [write.figure(figure, f"memory_{plan_name}", "memory", mem)]
+        if plan.spans:
+            parts.append(f"Each span ({format_spans(plan.spans)}) is merged into one convolution, counted at its first "
+                         "block: its other blocks have no weights or maps of their own after merging (\"in span\").")
+        sections.append(Section(title, parts))
         tables.append(Section(title, [write.table(f"memory_{plan_name}", mem)]))
     if not plan_objs:
         skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
@@ -470,4 +486,5 @@ def _validation_sections(latest: list[Measurement], lut, plan_objs: dict, write:
         return []
     title = "LUT prediction vs measurement"
     figure = write.figure(plots.prediction_figure(validation), "lut_validation", "prediction vs measurement", validation)
-    return [Section(title, [figure]), Section(title, [write.table("lut_validation", validation, 3)])]
+    shown = validation.drop(columns="device", errors="ignore")  # the model column names it; the figure's colour
+    return [Section(title, [figure]), Section(title, [write.table("lut_validation", shown, 3)])]

@@ -5,7 +5,10 @@ beside the original in one interleaved group (paired, `dsprof measure --plan`):
 1. the device and the model;
 2. the best predicted speed-up over the original and at which k (blocks that keep their activations);
 3. at one k (a preset's, measured where possible): the planner's plan against the paper's preset, each
-   predicted and measured.
+   predicted and measured; then every other plan measured beside the original (paired), each at its k.
+
+With a front of several contexts (`dsprof plan --for`), one more paragraph: the plan for all of them, predicted and
+measured on each (`JointAnswer`).
 
 `Answer.lines` gives them; the report's first paragraph is the same lines joined, so that the terminal, index.md
 and report.html say the same numbers. Speed-ups are the original's time over the plan's (> 1: faster), shown with
@@ -24,7 +27,7 @@ from ..profiler.records import paired_with_original
 from ..profiler.records import Measurement
 from .tables import model_title
 
-__all__ = ["Answer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]
+__all__ = ["Answer", "JointAnswer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]
 
 _BACKENDS = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "tflite": "TFLite", "torchscript": "TorchScript"}
 
@@ -45,15 +48,19 @@ class PlanAnswer:
     original, its measured one with the 95 % interval of the paired ratios."""
 
     name: str
-    predicted: float
+    predicted: float | None
     measured: float | None = None
     measured_low: float | None = None
     measured_high: float | None = None
+    k: int | None = None
 
     def text(self) -> str:
         if self.measured is None:
             return f"{x(self.predicted)} (not measured)"
-        return f"{x(self.predicted)} (measured {x(self.measured)}, {interval(self.measured_low, self.measured_high)})"
+        measured = f"measured {x(self.measured)}, {interval(self.measured_low, self.measured_high)}"
+        if self.predicted is None:  # a plan the front does not price: measured only
+            return measured
+        return f"{x(self.predicted)} ({measured})"
 
 
 @dataclass(frozen=True)
@@ -71,20 +78,62 @@ class Answer:
     k: int | None = None
     planner: PlanAnswer | None = None
     preset: PlanAnswer | None = None
+    others: tuple[PlanAnswer, ...] = ()  # the other plans measured beside the original, each at its k
 
     def lines(self) -> list[str]:
-        """The answer in three lines (sentences that read on as one paragraph)."""
+        """The answer in three lines (sentences that read on as one paragraph), and a fourth where other plans were
+        measured beside the original."""
         lines = [f"On {self.device}, {self.model}:",
                  f"DepthShrinker's plans run up to {x(self.best)} faster (k = {self.best_k}, predicted; "
                  f"{interval(self.best_low, self.best_high)});"]
+        others = ", ".join(
+            f"{p.name} (k = {p.k}) {x(p.measured)} ({interval(p.measured_low, p.measured_high)})"
+            + (f", predicted {x(p.predicted)}" if p.predicted is not None else "") for p in self.others)
         if self.k is None:
-            lines.append("no plan of this front was measured beside the original yet (`dsprof measure --plan` times "
+            lines.append(f"measured beside the original: {others}." if others else
+                         "no plan of this front was measured beside the original yet (`dsprof measure --plan` times "
                          "one in the original's group).")
             return lines
         at = [f"the planner's plan is {self.planner.text()}"] if self.planner else []
         if self.preset:
             at.append(f"the paper's preset {self.preset.name.upper()} {self.preset.text()}")
-        lines.append(f"at k = {self.k} " + ", ".join(at) + ".")
+        lines.append(f"at k = {self.k} " + ", ".join(at) + ("." if not others else ";"))
+        if others:
+            lines.append(f"also measured beside the original: {others}.")
+        return lines
+
+
+@dataclass(frozen=True)
+class JointAnswer:
+    """The plan for several contexts (`dsprof plan --for`) at ``k``: on each context (``labels``) its predicted
+    speed-up over that context's original with the 95 % interval and, where it was timed beside the original there,
+    its measured one (paired); ``name`` the measured plan's name (None: not measured anywhere)."""
+
+    labels: tuple[str, ...]
+    objective: str
+    k: int
+    predicted: tuple[float, ...]
+    predicted_low: tuple[float, ...]
+    predicted_high: tuple[float, ...]
+    measured: tuple[PlanAnswer | None, ...]
+    name: str | None = None
+
+    def lines(self) -> list[str]:
+        """The answer for the plan for all contexts, in lines that read on as one paragraph."""
+        what = (f"least importance loss, then least {self.objective.removeprefix('least-loss-')} loss"
+                if self.objective.startswith("least-loss") else f"least {self.objective} loss")
+        named = f", {self.name}" if self.name else ""
+        lines = [f"One plan for {' and '.join(self.labels)} (`dsprof plan --for`, {what}; k = {self.k}{named}):"]
+        parts = []
+        for label, up, low, high, run in zip(self.labels, self.predicted, self.predicted_low, self.predicted_high,
+                                             self.measured):
+            measured = (f", measured {x(run.measured)} ({interval(run.measured_low, run.measured_high)})"
+                        if run is not None else ", not measured there")
+            parts.append(f"on {label} {x(up)} predicted ({interval(low, high)}){measured}")
+        lines.append("; ".join(parts) + ".")
+        if all(run is None for run in self.measured):
+            lines.append(f"(`dsprof plan --for ... --keep {self.k}` writes it, `dsprof measure --plan FILE` times it "
+                         "beside the original.)")
         return lines
 
 
@@ -104,7 +153,8 @@ def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataF
     speedup_low, speedup_high; ``presets`` with name, k, speedup; ``measured`` with name, k, keep, spans, speedup,
     speedup_low, speedup_high). The compared k: that of a preset measured beside the planner's plan of its k, else
     of a measured preset, else of a measured planner's plan, else of a preset; the planner's plan is the measured
-    plan with the front's keep and spans at its k."""
+    plan with the front's keep and spans at its k. Every other measured run (paired) goes to ``others``, each at its
+    k, with its predicted speed-up where ``measured`` has one (its ``predicted`` column)."""
     best = points.loc[points["speedup"].idxmax()]
     at_k = {int(p.k): p for p in points.itertuples()}
     preset_names = set(presets["name"])
@@ -117,7 +167,7 @@ def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataF
     answer = Answer(device, model, float(best["speedup"]), float(best["speedup_low"]), float(best["speedup_high"]),
                     int(best["k"]))
     if not choices:
-        return answer
+        return Answer(*_fields(answer), others=_others(runs, set()))
     k = choices[0]
     point = at_k[k]
     planner = _plan_answer("the planner's plan", point.speedup, planner_runs.get(k))
@@ -127,7 +177,27 @@ def front_answer(points: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataF
         name = next((n for n, pk in sorted(preset_runs.items()) if pk == k), preset_rows["name"].iloc[0])
         row = preset_rows[preset_rows["name"] == name].iloc[0]
         preset = _plan_answer(str(name), row["speedup"], runs.get(str(name)))
-    return Answer(answer.device, model, answer.best, answer.best_low, answer.best_high, answer.best_k, k, planner, preset)
+    shown = {preset.name} if preset is not None and preset.measured is not None else set()
+    shown |= {str(planner_runs[k].name)} if k in planner_runs else set()
+    return Answer(answer.device, model, answer.best, answer.best_low, answer.best_high, answer.best_k, k, planner, preset,
+                  _others(runs, shown))
+
+
+def _fields(answer: Answer) -> tuple:
+    return (answer.device, answer.model, answer.best, answer.best_low, answer.best_high, answer.best_k)
+
+
+def _others(runs: Mapping[str, Any], shown: set[str]) -> tuple[PlanAnswer, ...]:
+    """Every measured run (paired) the sentence above does not name, in k order; ``predicted`` where the run carries
+    one (the plan for several contexts)."""
+    out = []
+    for name, run in sorted(runs.items(), key=lambda kv: (int(kv[1].k), kv[0])):
+        if name in shown:
+            continue
+        predicted = getattr(run, "predicted", None)
+        out.append(PlanAnswer(name, None if _missing(predicted) else float(predicted), float(run.speedup),
+                              float(run.speedup_low), float(run.speedup_high), int(run.k)))
+    return tuple(out)
 
 
 def measured_answer(records: Sequence[Measurement], plans: Mapping[str, Any]) -> list[str]:

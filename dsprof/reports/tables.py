@@ -20,6 +20,7 @@ Devices appear side by side as column groups named by `device_labels`: distinct 
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -27,6 +28,7 @@ import pandas as pd
 from ..errors import UsageError
 from ..device_context import DeviceContext, context_labels
 from ..models.spans_text import format_span
+from ..units import percent
 from ..profiler.records import MODEL_ROW_SUFFIX, Measurement
 
 __all__ = [
@@ -190,10 +192,12 @@ def explain_table(explanation) -> pd.DataFrame:
 
 
 def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], measured_s: Sequence[float],
-                         speedups: Sequence[tuple[float, ...]] | None = None) -> pd.DataFrame:
+                         speedups: Sequence[tuple[float, ...]] | None = None,
+                         devices: Sequence[str] | None = None) -> pd.DataFrame:
     """Per model: the speed-up first -- measured (paired with the original in its group: median of the per-round
     ratios, 95 % interval), predicted with its interval, the error and whether the measurement is inside -- then
-    predicted and measured latency (ms) and the relative error (predicted / measured - 1). ``speedups``: per model
+    predicted and measured latency (ms) and the relative error (predicted / measured - 1), and the device context
+    it was measured in (``devices``, its column label; the figure's colour). ``speedups``: per model
     (measured, low, high, predicted, low, high), NaN where the model was not timed beside the original."""
     nan = float("nan")
     rows = list(speedups) if speedups is not None else [(nan,) * 6] * len(names)
@@ -206,6 +210,8 @@ def lut_validation_table(names: Sequence[str], predicted_s: Sequence[float], mea
     table["predicted_ms"] = [p * 1e3 for p in predicted_s]
     table["measured_ms"] = [m * 1e3 for m in measured_s]
     table["error"] = table["predicted_ms"] / table["measured_ms"] - 1
+    if devices is not None:
+        table["device"] = list(devices)
     return table
 
 
@@ -231,16 +237,32 @@ def display_units(table: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     return shown.rename(columns={c: c[: -len("_ms")] + "_µs" for c in latency})
 
 
+_RELATIVE = re.compile(r"(^|[ _])(error|gap|loss)(_low|_high)?$")
+
+
+def is_relative(column: object) -> bool:
+    """Whether a table's column holds relative changes (0.12 = 12 % more): errors, gaps and losses (``loss``,
+    ``loss_low``, ``worst loss``, ``device: loss``). The files keep them as fractions; every shown table (text,
+    Markdown, LaTeX, the HTML page) writes them as `percent`."""
+    return bool(_RELATIVE.search(str(column).rsplit(": ", 1)[-1]))
+
+
 def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
     """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision, latencies in ms) or
     ``latex`` (booktabs; 'device: metric' columns grouped under one spanning device header). Text,
-    Markdown and LaTeX show latencies in the unit `display_units` chooses."""
+    Markdown and LaTeX show latencies in the unit `display_units` chooses and relative changes (`is_relative`)
+    as per cent with a sign."""
     if fmt == "csv":
         return table.to_csv(index=False)
     floatfmt = f".{digits}f"
     if fmt not in ("text", "markdown", "latex"):
         raise UsageError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
     table = display_units(table, digits)
+    relative = [c for c in table.columns if is_relative(c) and pd.api.types.is_numeric_dtype(table[c])]
+    if relative:
+        table = table.copy()
+        for c in relative:
+            table[c] = [percent(v) if pd.notna(v) else None for v in table[c]]
     if fmt == "text":
         return table.to_string(index=False, float_format=lambda v: format(v, floatfmt), na_rep="")
     if fmt == "markdown":

@@ -20,17 +20,24 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadFileError, UsageError
 from ..io import atomic_write_text, read_json
 
-__all__ = ["IMPORTANCE_FORMAT", "check_importance_model", "is_importance_record", "read_importance", "write_importance"]
+__all__ = ["IMPORTANCE_FORMAT", "ImportanceResolutionWarning", "check_importance_model", "importance_resolution_note",
+           "is_importance_record", "read_importance", "write_importance"]
 
 IMPORTANCE_FORMAT = "dsprof.importance"
 IMPORTANCE_VERSION = 1
 _HINT = "give a file that `dsprof importance` wrote, or a JSON list with one loss per block"
+
+
+class ImportanceResolutionWarning(UserWarning):
+    """An importance file scored at another input size than the plan it is used for prices (`dsprof plan` says so:
+    one line, `importance_resolution_note`)."""
 
 
 def write_importance(path: str | Path, record: dict[str, Any]) -> Path:
@@ -85,3 +92,26 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
         f"importance file {path} is for {model_flags(name, their_options).removeprefix('--model ')}, not "
         f"{model_flags(model, options).removeprefix('--model ')}: measure it for this model, e.g. `dsprof importance "
         f"{model_flags(model, options)} --data {data} --proxy {proxy} --out importance.json` with its --weights")
+
+
+def importance_resolution_note(record: dict[str, Any], model: str, options: dict[str, Any] | None, resolution: int,
+                               path: str | Path) -> str | None:
+    """None where ``record`` was scored at ``resolution`` pixels (or does not say at which); else one line that says
+    what differs, why the plan may still use it, and the `dsprof importance` command that scores it at
+    ``resolution``."""
+    from ..models import model_flags
+
+    data = record.get("data") or {}
+    scored = data.get("resolution")
+    if not isinstance(scored, int) or scored == resolution:
+        return None
+    proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
+    weights = (record.get("model") or {}).get("weights")
+    weights = (" --weights pretrained" if weights is True else f" --weights {shlex.quote(weights)}"
+               if isinstance(weights, str) else "")
+    where = data.get("name") or "the data"
+    return (f"importance file {path} was scored at {scored} px, the LUT prices this plan at {resolution} px: used as "
+            f"given, it ranks the blocks by the accuracy they lose at {scored} px on {where}, where it was scored (a "
+            f"ranking that holds at {resolution} px as far as the model behaves alike at both sizes); to score them "
+            f"at {resolution} px: `dsprof importance {model_flags(model, options)} --resolution {resolution} --data "
+            f"{shlex.quote(str(data.get('name') or 'DATA'))} --proxy {proxy}{weights} --out importance.json`")
