@@ -30,7 +30,8 @@ from dsprof.profiler.backends import BackendSettings, WorkloadUnsupported, get_b
 from dsprof.profiler.backends.onnx_export import export_onnx
 from dsprof.profiler.records import record_checksum
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.openvino]
+pytestmark = pytest.mark.usefixtures("one_thread")
+BACKENDS = ["torch-compile", pytest.param("openvino", marks=pytest.mark.openvino)]
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=3, max_samples=4, budget_s=0.02, min_sample_s=0.0)
 TINY = {"depths": [1] * 7}  # MobileNetV2 with one block per stage
@@ -57,7 +58,7 @@ def _reference(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("kind", ["stride2", "residual", "dense"])
-@pytest.mark.parametrize("backend", ["torch-compile", "openvino"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_compiled_block_computes_what_eager_computes(backend, kind, tmp_path):
     module, shape = _block(kind)
     x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
@@ -79,6 +80,34 @@ def test_a_compiled_block_computes_what_eager_computes(backend, kind, tmp_path):
     ref = _reference(module, x)
     assert got.shape == ref.shape
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, channels_last, tolerance", [("fp32", False, 1e-3), ("fp16", True, 2e-2)])
+def test_torch_compile_on_cuda_computes_what_eager_computes_and_is_timed_with_events(dtype, channels_last, tolerance,
+                                                                                      tmp_path):
+    from dsprof.profiler.timing import CudaEventTimer
+
+    module, shape = _block("stride2")
+    shape = (8, *shape[1:])
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    folded = fold_batchnorm(module, x[:1])
+    settings = BackendSettings("torch-compile", device="cuda", dtype=dtype, channels_last=channels_last)
+    impl = get_backend(settings)
+    torch_dtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    on_gpu = folded.cuda().to(dtype=torch_dtype, memory_format=fmt)
+    xg = x.cuda().to(dtype=torch_dtype, memory_format=fmt)
+    call, info = impl.ready(on_gpu, xg)
+    with torch.inference_mode():
+        got = call(xg).float().cpu()
+    assert info["graph_breaks"] == 0 and info["compile_s"] > 0
+    torch.testing.assert_close(got, _reference(module, x), rtol=tolerance, atol=tolerance)
+    prepared = impl.prepare(folded, shape, tmp_path)
+    assert isinstance(prepared.timer, CudaEventTimer) and prepared.threads is None
+    with torch.inference_mode():
+        assert prepared.timer(prepared.run, 3) > 0
+    prepared.close()
 
 
 class _Branchy(nn.Module):
@@ -134,6 +163,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.openvino  # the fixture measures through both
 @pytest.mark.parametrize("backend", ["torch-compile", "openvino"])
 def test_a_workload_the_runtime_refuses_is_one_line_and_the_run_goes_on(runs, backend):
     result, lines = runs[backend]
@@ -156,6 +186,7 @@ def test_a_workload_the_runtime_refuses_is_one_line_and_the_run_goes_on(runs, ba
     assert read_measurements(result.path) == result.measurements  # all of it in the file
 
 
+@pytest.mark.openvino
 def test_torch_compile_records_carry_versions_mode_and_compile_seconds(runs):
     result, _ = runs["torch-compile"]
     ok = [r for r in result.measurements if r.ok]
@@ -163,7 +194,7 @@ def test_torch_compile_records_carry_versions_mode_and_compile_seconds(runs):
         assert (r.backend, r.compile, r.layout, r.threads) == ("torch-compile", "default", "nchw", 1)
         assert str(r.context).endswith("/cpu/torch-compile/fp32/nchw/b1/t1/default")
         # compilation and its first calls are outside the samples, and kept: seconds per workload
-        assert r.runtime["compile_s"] > 0 and r.runtime["graph_breaks"] == 0 and r.runtime["mode"] == "default"
+        assert r.runtime_info["compile_s"] > 0 and r.runtime_info["graph_breaks"] == 0 and r.runtime_info["mode"] == "default"
         facts = r.environment["runtime"]
         assert facts["torch"] == torch.__version__ and facts["inductor"] == f"torch {torch.__version__}"
         assert facts["mode"] == "default" and facts["fullgraph"] is True and facts["mode_options"] == {}
@@ -171,6 +202,7 @@ def test_torch_compile_records_carry_versions_mode_and_compile_seconds(runs):
         assert r.environment["versions"]["torch"] == metadata.version("torch")
 
 
+@pytest.mark.openvino
 def test_openvino_records_carry_version_plugin_device_and_settings(runs):
     import openvino as ov
 
@@ -185,11 +217,12 @@ def test_openvino_records_carry_version_plugin_device_and_settings(runs):
         assert (facts["performance_hint"], facts["inference_precision"], facts["inference_num_threads"]) == \
             ("LATENCY", "f32", 1)
         # and each compiled model's own reading of them
-        assert r.runtime["performance_hint"] == "LATENCY" and r.runtime["inference_precision"] == "f32"
-        assert r.runtime["inference_num_threads"] == 1 and r.runtime["num_streams"] == 1
-        assert r.runtime["cpu_pinning"] is False and r.runtime["compile_s"] > 0
+        assert r.runtime_info["performance_hint"] == "LATENCY" and r.runtime_info["inference_precision"] == "f32"
+        assert r.runtime_info["inference_num_threads"] == 1 and r.runtime_info["num_streams"] == 1
+        assert r.runtime_info["cpu_pinning"] is False and r.runtime_info["compile_s"] > 0
 
 
+@pytest.mark.openvino
 def test_the_lut_keys_both_contexts_apart(runs, tmp_path):
     lut = build_lut([runs[b][0].path for b in ("torch-compile", "openvino")])
     keys = {str(k).split("/", 1)[1] for k in lut.devices()}
@@ -202,6 +235,7 @@ def test_the_lut_keys_both_contexts_apart(runs, tmp_path):
 
 # -- one concept, one place: torch.compile is the torch-compile backend and its mode ---------------------------------
 
+@pytest.mark.openvino
 def test_older_spellings_of_torch_compile_read_as_the_torch_compile_backend(runs, tmp_path):
     key = DeviceContext.from_str("abc/cuda:0/torch/fp16/channels_last/b128/t0/compiled")  # an older dsprof's key
     assert (key.backend, key.compile) == ("torch-compile", "default")
@@ -220,13 +254,13 @@ def test_older_spellings_of_torch_compile_read_as_the_torch_compile_backend(runs
     # a record of an older dsprof: backend torch, compile true, no runtime field, its checksum over those values
     data = json.loads(runs["torch-compile"][0].measurements[0].to_json())
     data.pop("sha256")
-    data.pop("runtime")
+    data.pop("runtime_info")
     data.update(backend="torch", compile=True)
     data["sha256"] = record_checksum(data)
     old = tmp_path / "old.jsonl"
     old.write_text(json.dumps(data) + "\n")
     (record,) = read_measurements(old)  # intact: its checksum is over what it holds
-    assert (record.backend, record.compile, record.runtime) == ("torch-compile", "default", {})
+    assert (record.backend, record.compile, record.runtime_info) == ("torch-compile", "default", {})
     # a LUT of an older dsprof: compile True beside backend torch
     frame = build_lut([old]).to_dataframe()
     frame["backend"], frame["compile"] = "torch", "True"

@@ -89,7 +89,7 @@ def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | P
             target_precision=line["target_precision"], budget_s=line["budget_s"], group=line["group"],
             env_id=environment_id(line["environment"]), environment=line["environment"],
             state_before=line["state_before"], state_after=line["state_after"], time_utc=line["time_utc"],
-            error=line["error"], runtime=dict(line.get("runtime") or {}),
+            error=line["error"], runtime_info=dict(line.get("runtime_info") or {}),
         ))
         records[-1].to_json()  # a value JSON cannot hold (NaN) raises here, before anything is written
     label = manifest["model"] + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")

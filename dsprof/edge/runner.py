@@ -827,7 +827,7 @@ def run(args):
                 warmup_iterations=r.get("warmup_iterations", 0), stop_reason=r.get("stop_reason"),
                 target_precision=timing["target_precision"], budget_s=timing["budget_s"], environment=env,
                 state_before=state_before, state_after=state_after, time_utc=now, error=errors.get(wid),
-                runtime=getattr(dict(fns).get(wid), "info", {}),
+                runtime_info=getattr(dict(fns).get(wid), "info", {}),
             ))
         _append(args.out, records)
         new += len(records)

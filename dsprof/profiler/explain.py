@@ -158,9 +158,9 @@ EXPLAIN_BACKENDS = ("torch", "torch-compile", "onnxruntime", "openvino")
 FUSED = "fused, not run"
 
 
-def _operator_rows(events: Any, calls: int, keep: Any) -> pd.DataFrame:
+def _operator_rows(events: Any, calls: int, keep: Any, always: Any = lambda key: False) -> pd.DataFrame:
     """Per-operator rows of a ``torch.profiler`` ``key_averages`` (``keep(key)`` picks the events), the small
-    ones (below `_SMALL_SHARE` of the sum) as one row."""
+    ones (below `_SMALL_SHARE` of the sum) as one row, except those ``always(key)`` keeps on their own."""
     rows = []
     for e in events:
         if e.self_cpu_time_total <= 0 or not keep(e.key):
@@ -169,7 +169,7 @@ def _operator_rows(events: Any, calls: int, keep: Any) -> pd.DataFrame:
         rows.append({"operator": e.key, "shape": shape, "calls": e.count / calls,
                      "profiled_s": e.self_cpu_time_total * 1e-6 / calls, "alone_s": None})
     frame = pd.DataFrame(rows, columns=list(OPERATOR_COLUMNS))
-    small = frame.profiled_s < _SMALL_SHARE * frame.profiled_s.sum()
+    small = (frame.profiled_s < _SMALL_SHARE * frame.profiled_s.sum()) & ~frame.operator.map(always).astype(bool)
     if small.sum() > 1:
         rest = {"operator": f"(other {int(small.sum())} operators)", "shape": "", "calls": float(frame.calls[small].sum()),
                 "profiled_s": float(frame.profiled_s[small].sum()), "alone_s": None}
@@ -195,8 +195,9 @@ def _compiled_profile(block: nn.Module, x: torch.Tensor, calls: int, mode: str) 
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for _ in range(calls):
                 compiled(x)
-    kernel = lambda key: "fused" in key or key.startswith(("aten::", "mkldnn::", "triton_"))  # noqa: E731
-    return _operator_rows(prof.key_averages(group_by_input_shape=True), calls, kernel)
+    generated = lambda key: "_fused_" in key or key.startswith("triton_")  # noqa: E731  (Inductor's own kernels)
+    kernel = lambda key: generated(key) or key.startswith(("aten::", "mkldnn::"))  # noqa: E731
+    return _operator_rows(prof.key_averages(group_by_input_shape=True), calls, kernel, always=generated)
 
 
 def _openvino_profile(block: nn.Module, shape: tuple[int, ...], threads: int, calls: int, workdir: Path) -> pd.DataFrame:
@@ -240,8 +241,8 @@ def _fusion_note(e: "BlockExplanation") -> str | None:
         return (f"OpenVINO ran {len(ran)} kernels and fused {len(fused)} layers into them (not run on their own: "
                 f"{', '.join(fused)})")
     if e.backend == "torch-compile":
-        kernels = [o for o in ops if "fused" in o]
-        library = sorted({o for o in ops if "conv" in o and "fused" not in o})
+        kernels = [o for o in ops if "_fused_" in o or o.startswith("triton_")]
+        library = sorted({o for o in ops if "conv" in o and o not in kernels})
         if not kernels:
             return None
         return (f"Inductor generated {len(kernels)} kernel(s), named after the operators each fuses: "

@@ -104,7 +104,7 @@ class Measurement:
     schema: str = SCHEMA
     # what the runtime reported while preparing the workload: compile_s (seconds compiling and running it once,
     # outside the samples), the settings a compiled model runs with; {} where the backend says nothing
-    runtime: dict[str, Any] = field(default_factory=dict, repr=False)
+    runtime_info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.spec is not None:
@@ -168,7 +168,7 @@ class Measurement:
             if data.pop(CHECKSUM_FIELD) != record_checksum(data):
                 raise MeasurementFileError("the record was changed after it was written (its sha256 does not match)")
         names = {f.name for f in fields(cls)}
-        missing = names - set(data) - {"time_utc", "error", "schema", "runtime"}
+        missing = names - set(data) - {"time_utc", "error", "schema", "runtime_info"}
         if missing:
             raise MeasurementFileError(f"record lacks field(s) {sorted(missing)}")
         unknown = set(data) - names

@@ -561,7 +561,7 @@ class _Probe:
             samples_s=r.samples_s, iterations_per_sample=r.iterations_per_sample, warmup_iterations=r.warmup_iterations,
             stop_reason=r.stop_reason, target_precision=self.timing.target_precision, budget_s=self.timing.budget_s,
             state_before={}, state_after={}, time_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            runtime=dict(p.info),
+            runtime_info=dict(p.info),
         )]
 
 
@@ -630,7 +630,8 @@ def _measure_group(
                 samples_s=r.samples_s if r else (), iterations_per_sample=r.iterations_per_sample if r else 0,
                 warmup_iterations=r.warmup_iterations if r else 0, stop_reason=r.stop_reason if r else None,
                 target_precision=timing.target_precision, budget_s=timing.budget_s, state_before=state_before,
-                state_after=state_after, time_utc=now, error=errors.get(i), runtime=dict(p.info) if p else {},
+                state_after=state_after, time_utc=now, error=errors.get(i),
+                runtime_info=dict(p.info) if p else {},
             )
         )
     return records

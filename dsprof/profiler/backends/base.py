@@ -61,7 +61,7 @@ class Prepared:
     the number of threads the backend uses (None where it does not say). The input's memory layout
     is the settings' (`dsprof.device_context.layout_of`). ``info``: what the runtime reported while preparing
     it (e.g. ``compile_s``, the seconds spent compiling and running it once, left out of the samples; the
-    settings a compiled model runs with), kept in the workload's record (``runtime``)."""
+    settings a compiled model runs with), kept in the workload's record (``runtime_info``)."""
 
     run: Callable[[], object]
     timer: Timer

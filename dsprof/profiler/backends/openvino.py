@@ -11,7 +11,7 @@ its settings given explicitly, never left to the plugin's defaults:
 * ``ENABLE_CPU_PINNING`` off, as the other runtimes leave their threads to the scheduler (a pinned thread keeps
   its core even while another process runs there).
 
-The compiled model's own reading of these properties is kept in each record (``runtime``), with the seconds spent
+The compiled model's own reading of these properties is kept in each record (``runtime_info``), with the seconds spent
 reading, compiling and running it once (``compile_s``, outside the samples). A workload OpenVINO cannot read or
 compile (an operator it lacks) is refused in one line, recorded as that workload's error; the run goes on.
 """
