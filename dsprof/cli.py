@@ -861,8 +861,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU threads for inference (default: 1, the setting whose timings repeat on a shared machine; "
                         "give the core count to time multi-threaded)")
     p.add_argument("--compile-mode", default=None, metavar="MODE",
-                   help="the torch.compile mode of --backend torch-compile: " + ", ".join(COMPILE_MODES)
-                        + " (default: default); recorded, part of the context")
+                   help="the torch.compile mode of --backend torch-compile, one of " + ", ".join(COMPILE_MODES)
+                        + " (the first when not given); recorded, part of the context")
     p.add_argument("--compile", action="store_true", help="the same as --backend torch-compile (its older spelling)")
     add_workload_args(p)
     p.add_argument("--context", default="none",

@@ -82,6 +82,26 @@ def test_a_compiled_block_computes_what_eager_computes(backend, kind, tmp_path):
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.openvino
+def test_openvino_bf16_runs_in_bf16_where_the_cpu_has_it(tmp_path):
+    import openvino as ov
+
+    module, shape = _block("dense")
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    if "BF16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        with pytest.raises(DeviceError, match="no bf16 support"):
+            get_backend(BackendSettings("openvino", dtype="bf16", threads=1))
+        return
+    impl = get_backend(BackendSettings("openvino", dtype="bf16", threads=1))
+    compiled = impl.compile(export_onnx(module, shape, tmp_path / "dense.onnx"))
+    assert compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name() == "bf16"
+    got = torch.from_numpy(np.asarray(compiled(x.numpy())[0]))
+    ref = _reference(module, x)
+    # bf16 keeps 8 bits of mantissa: within a few per cent of the float64 result, and not equal to fp32's to 1e-4
+    torch.testing.assert_close(got, ref, rtol=5e-2, atol=5e-2)
+    assert (got - ref).abs().max() > 1e-4
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype, channels_last, tolerance", [("fp32", False, 1e-3), ("fp16", True, 2e-2)])
 def test_torch_compile_on_cuda_computes_what_eager_computes_and_is_timed_with_events(dtype, channels_last, tolerance,
@@ -243,6 +263,13 @@ def test_older_spellings_of_torch_compile_read_as_the_torch_compile_backend(runs
     mode = DeviceContext.from_str("abc/cpu/torch-compile/fp32/nchw/b1/t1/max-autotune-no-cudagraphs")
     assert mode.compile == "max-autotune-no-cudagraphs" and DeviceContext.from_str(str(mode)) == mode
     assert str(DeviceContext("abc", "cpu", "openvino", "fp32", "nchw", 1, 1)) == "abc/cpu/openvino/fp32/nchw/b1/t1"
+    # and two files: a run in another mode is not a resume of the default's
+    from dsprof.profiler.runner import measurement_path
+
+    names = {measurement_path("out", "m", BackendSettings("torch-compile", compile=m), 1, 32).name
+             for m in ("default", "max-autotune-no-cudagraphs")}
+    assert names == {"m_32px_torch-compile_cpu_fp32_b1.jsonl",
+                     "m_32px_torch-compile-max-autotune-no-cudagraphs_cpu_fp32_b1.jsonl"}
     assert BackendSettings("torch", compile=True) == BackendSettings("torch-compile", compile="default")
     assert BackendSettings("torch-compile").compile == "default"
     # two modes are two contexts, and their labels say which is which

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..device_context import DeviceContext, layout_of
+from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
@@ -147,7 +147,9 @@ def measurement_path(out: str | Path, label: str, settings: BackendSettings, bat
     if _names_a_file(out):
         return out
     layout = "-cl" if settings.channels_last else ""
-    name = f"{_slug(label)}_{resolution}px_{settings.backend}_{_slug(settings.device)}_{settings.dtype}{layout}_b{batch}.jsonl"
+    mode = f"-{settings.compile}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
+    name = (f"{_slug(label)}_{resolution}px_{settings.backend}{mode}_{_slug(settings.device)}_{settings.dtype}{layout}"
+            f"_b{batch}.jsonl")
     return out / name
 
 
