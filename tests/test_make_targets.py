@@ -64,7 +64,11 @@ def recipe(target: str) -> list[str]:
 
 def test_demo_installs_the_core_only_and_test_installs_the_extras():
     demo_prerequisites = re.search(r"^demo:(.*)$", MAKEFILE, flags=re.M).group(1).split()
-    assert demo_prerequisites == ["venv"]
+    assert demo_prerequisites == ["venv", "$(DEMO_EXTRA)"]  # the openvino extra with BACKEND=openvino, else nothing
+    for backend, installs in (("torch", []), ("onnxruntime", []), ("openvino", ["'.[openvino]'"])):
+        dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "demo", f"BACKEND={backend}"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert [line.split()[-1] for line in dry.splitlines() if "pip install" in line] == installs, backend
     assert re.search(r"^venv: \$\(VENV\)/\.installed$", MAKEFILE, flags=re.M)
     core = [line for line in recipe("$(VENV)/.installed") if "install" in line and "-e" in line]
     assert core == ["$(PY) -m pip install --quiet -e ."]
@@ -77,8 +81,8 @@ def test_demo_installs_the_core_only_and_test_installs_the_extras():
 
 def demo_commands(backend: str = "torch") -> list[list[str]]:
     """`make demo`'s dsprof commands as `make -n` prints them (variables expanded; the install not run)."""
-    dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "demo", f"BACKEND={backend}"],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+    dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "-o", ".venv/.installed-openvino",
+                          "demo", f"BACKEND={backend}"], cwd=ROOT, capture_output=True, text=True, check=True)
     return [shlex.split(line) for line in dry.stdout.splitlines() if line.strip()]
 
 
