@@ -153,6 +153,13 @@ def _same(a, b) -> bool:
     return a.keep == b.keep and (a.merge or ()) == (b.merge or ()) and (a.spans or ()) == (b.spans or ())
 
 
+def _at(front, k: int):
+    """The front's plan at ``k``, or at the nearest k it has (a front whose LUT holds blocks back starts above 0:
+    the plan's own k is shown beside its figure)."""
+    ks = [p.k for p in front.points]
+    return front.at_k(min(ks, key=lambda x: (abs(x - k), -x))).plan
+
+
 def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: int) -> dict:
     """The plans of one runtime's group, each with its merge list by that runtime's LUT."""
     from dsprof.merge import Plan
@@ -162,10 +169,10 @@ def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: 
     plans = {}
     if preset_name:
         plans["preset"] = costs.with_merges(preset_name)
-    plans["planner"] = front.at_k(k).plan
+    plans["planner"] = _at(front, k)
     eager = _front_of(fronts, EAGER)
-    if eager is not None and eager.device != front.device and not _same(eager.at_k(k).plan, plans["planner"]):
-        plans["eager's plan"] = eager.at_k(k).plan
+    if eager is not None and eager.device != front.device and not _same(_at(eager, k), plans["planner"]):
+        plans["eager's plan"] = _at(eager, k)
     ks = {p.k for p in front.points}
     plans["all merged"] = front.at_k(0).plan if 0 in ks else costs.with_merges(Plan(name, (0,) * n, options))
     return plans
@@ -213,6 +220,7 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
             record = next((r for r in records if r.name == label), None)
             predicted = predict_plan(costs, plan)
             cell = {"predicted": predicted.speedup, "spans": format_spans(plan.spans, "-"), "k": sum(plan.keep)}
+            cell["shown_k"] = cell["k"] != (0 if label == "all merged" else k)  # not the column's k: say which
             if record is None or not record.ok or original is None:
                 cell["error"] = record.error if record is not None else "not timed"
             else:
@@ -286,7 +294,8 @@ def _cell(c: dict | None) -> str:
         return "—"
     if "measured" not in c:
         return f"not run ({c.get('error', '')[:60]})"
-    return f"{c['measured']:.2f}x ({c['low']:.2f}-{c['high']:.2f}) [pred. {c['predicted']:.2f}x]"
+    return (f"{c['measured']:.2f}x ({c['low']:.2f}-{c['high']:.2f}) [pred. {c['predicted']:.2f}x]"
+            + (f" at k={c['k']}" if c.get("shown_k") else ""))
 
 
 def print_table(rows: list[dict]) -> None:
@@ -316,11 +325,12 @@ def print_cross(args, fronts_by_model: dict, rows: list[dict]) -> None:
                     continue
                 points = fronts.pair(a.device, b.device)
                 worst = max(points, key=lambda c: c.loss)
-                at = next((c.loss for c in points if c.k == k), float("nan"))
+                near = min(points, key=lambda c: (abs(c.k - k), -c.k))  # a front may start above the table's k
+                at = f"{near.loss:+.1%}" + (f" (k={near.k})" if near.k != k else "")
                 m = (measured.get((key, b.device.backend)) or {}) if a.device.backend == EAGER else {}
                 shown = (f"{m['loss']:+.1%} ({m['loss_low']:+.1%} to {m['loss_high']:+.1%})" if "loss" in m else
                          "the same plan" if m.get("same") else "—")
-                print(f"| {key} | {SHOWN[a.device.backend]} | {SHOWN[b.device.backend]} | {at:+.1%} | "
+                print(f"| {key} | {SHOWN[a.device.backend]} | {SHOWN[b.device.backend]} | {at} | "
                       f"{worst.loss:+.1%} (k={worst.k}) | {statistics.median(c.loss for c in points):+.1%} | {shown} |")
 
 
@@ -392,7 +402,8 @@ def main() -> None:
     torch.set_num_threads(1)
     where = ("one thread" if args.device == "cpu" else
              f"{args.device}, {args.dtype}{', channels-last' if args.channels_last else ''}")
-    print(f"runtimes: {args.models} at {args.resolution} px, batch {args.batch or 'default'}, {where}, through "
+    batch = args.batch or (128 if args.device.startswith("cuda") else 1)  # `measure`'s default
+    print(f"runtimes: {args.models} at {args.resolution} px, batch {batch}, {where}, through "
           f"{', '.join(SHOWN[r] for r in args.runtimes)} ({_load()})", flush=True)
     rows, explained, fronts_by_model = [], [], {}
     for key in args.models.split(","):
