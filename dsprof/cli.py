@@ -228,6 +228,12 @@ def extra_models_from_args(args: argparse.Namespace, model, **context: object) -
     return extra
 
 
+def compile_from_args(args: argparse.Namespace) -> str | bool:
+    """The torch.compile setting of ``--compile-mode`` (a mode) or ``--compile`` (True: `BackendSettings` reads it
+    as --backend torch-compile in mode default); "" for neither."""
+    return args.compile_mode or (True if args.compile else "")
+
+
 def blocks_from_args(args: argparse.Namespace) -> list[str] | None:
     """The --blocks patterns, None for 'none'."""
     return None if args.blocks.lower() == "none" else args.blocks.split(",")
@@ -265,7 +271,7 @@ def measure_request_from_args(args: argparse.Namespace, model):
     extra = extra_models_from_args(args, model, backend=args.backend, dtype=args.dtype, batch=args.batch)
     return MeasureRequest(
         model, args.model, model_options_from_args(args), args.resolution, extra,
-        BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, args.compile),
+        BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads, compile_from_args(args)),
         args.batch, _csv_list(args.variants), _csv_list(args.model_variants), blocks_from_args(args),
         _csv_list(args.context), args.spans, timing_from_args(args), args.out, args.resume, args.overwrite,
         calibrate=args.calibrate,
@@ -324,7 +330,7 @@ def _measure_few(args: argparse.Namespace) -> int:
         resolution=args.resolution, max_span=args.spans if args.spans > 1 else DEFAULT_MAX_SPAN, lut_out=args.few_lut_out,
         timing=timing_from_args(args), out=args.out, resume=args.resume, overwrite=args.overwrite,
         progress=not args.no_progress, backend=args.backend, device=args.device, dtype=args.dtype,
-        channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=args.compile,
+        channels_last=args.channels_last, batch=args.batch, threads=args.threads, compile=compile_from_args(args),
     )
     print(threads_note(result.run.threads, result.run.threads_given))
     print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {like_path}: "
@@ -356,8 +362,8 @@ def _measure_remote(args: argparse.Namespace, request) -> int:
     from .profiler import default_batch
 
     settings = request.settings
-    if settings.dtype != "fp32" or settings.channels_last or settings.compile:
-        raise CliError("--remote times fp32 bundles: drop --dtype, --channels-last and --compile")
+    if settings.dtype != "fp32" or settings.channels_last:
+        raise CliError("--remote times fp32 bundles: drop --dtype and --channels-last")
     result = measure_remote(
         args.remote, request.model, backend=settings.backend, device=settings.device, threads=settings.threads,
         ssh=shlex.split(args.ssh), python=args.remote_python, remote_dir=args.remote_dir, out=request.out,
@@ -873,6 +879,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .device_context import COMPILE_MODES
     from .lut.schema import METHODS
     from .runtimes import BACKENDS, FORMATS
 
@@ -899,7 +906,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "measure",
-        help="per-block, dense-replacement and whole-model latency (torch CPU/CUDA, ONNX Runtime, TFLite)",
+        help="per-block, dense-replacement and whole-model latency (PyTorch eager or torch.compile on CPU/CUDA, ONNX "
+             "Runtime, OpenVINO, TFLite)",
         formatter_class=fmt,
     )
     add_model_args(p)
@@ -911,7 +919,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for inference (default: 1, the setting whose timings repeat on a shared machine; "
                         "give the core count to time multi-threaded)")
-    p.add_argument("--compile", action="store_true", help="time torch.compile'd modules (torch)")
+    p.add_argument("--compile-mode", default=None, metavar="MODE",
+                   help="the torch.compile mode of --backend torch-compile, one of " + ", ".join(COMPILE_MODES)
+                        + " (the first when not given); recorded, part of the context")
+    p.add_argument("--compile", action="store_true", help="the same as --backend torch-compile (its older spelling)")
     add_workload_args(p)
     p.add_argument("--context", default="none",
                    help="also time each block inside the whole model: the model with the block swapped for these "
@@ -927,7 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--remote", default=None, metavar="USER@HOST",
                    help="time on this machine over ssh (export a bundle, run its runner there, import); backends "
-                        "onnxruntime, tflite, torch (TorchScript); see docs/devices/")
+                        "onnxruntime, openvino, tflite, torch (TorchScript); see docs/devices/")
     p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
     p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
     p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
@@ -972,12 +983,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "explain",
-        help="why a block is slow: its latency as a unit beside its operators (torch.profiler, ONNX Runtime profiling)",
+        help="why a block is slow: its latency as a unit beside its operators (torch.profiler, Inductor's kernels, "
+             "ONNX Runtime profiling, OpenVINO's per-layer counters: what a compiler fused)",
         formatter_class=fmt,
     )
     add_model_args(p)
     p.add_argument("--block", required=True, help="the block's module name, e.g. features.2 (see `dsprof blocks`)")
-    p.add_argument("--backend", default="torch", help="torch or onnxruntime (CPU)")
+    p.add_argument("--backend", default="torch", help="torch, torch-compile, onnxruntime or openvino (CPU)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1); with more, the block is also timed on 1")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--budget", type=float, default=0.5, help="seconds of timed runs per timed module at most")

@@ -1,7 +1,8 @@
 """The device context: what a latency was timed on and how, defined once.
 
 A `DeviceContext` is the environment id (a hash of hardware, drivers and library versions), the
-device, the backend, dtype, memory layout, batch, CPU threads and whether ``torch.compile`` was used.
+device, the backend, dtype, memory layout, batch, CPU threads and the ``torch.compile`` mode (the
+``torch-compile`` backend's Inductor mode; empty for every other backend).
 Two latencies are comparable only when their contexts are equal (`torch.utils.benchmark`'s
 ``TaskSpec`` plays the same part there). Every place that groups or labels by device uses this
 record: the measurement files (their settings), the LUT (its key columns and device keys), `dsprof
@@ -16,19 +17,50 @@ from typing import Any, Callable, Iterable
 
 from .errors import LUTError
 
-__all__ = ["CONTEXT_FIELDS", "DeviceContext", "context_labels", "layout_of", "short_labels"]
+__all__ = ["COMPILE_BACKEND", "COMPILE_MODES", "CONTEXT_FIELDS", "DeviceContext", "compile_setting", "context_labels",
+           "layout_of", "short_labels"]
+
+#: The backend that times modules through ``torch.compile`` (Inductor): the one place a compile mode applies.
+COMPILE_BACKEND = "torch-compile"
+#: The ``torch.compile`` modes a context may carry (``--compile-mode``); the first is the default. CUDA graphs are
+#: left out: a graph replayed by the timing loop would time the replay, not the kernels a deployment launches.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 
 
 def layout_of(backend: str, channels_last: bool) -> str:
-    """The memory layout a backend runs in: TFLite is always NHWC; PyTorch NCHW or channels-last."""
+    """The memory layout a backend runs in: TFLite is always NHWC; PyTorch (eager or compiled) NCHW or channels-last;
+    ONNX Runtime and OpenVINO NCHW."""
     return "nhwc" if backend == "tflite" else ("channels_last" if channels_last else "nchw")
+
+
+def compile_setting(backend: str, compile: Any) -> tuple[str, str]:
+    """``(backend, compile mode)`` in the one form every record, key and setting uses: the ``torch-compile`` backend
+    carries its Inductor mode (``default`` when none is given), every other backend an empty mode.
+
+    Files and calls from before the ``torch-compile`` backend wrote ``backend torch`` with ``compile True`` (also
+    ``"True"`` in a LUT's CSV) for the same thing: they read as ``torch-compile`` in mode ``default``. ``False``,
+    ``None`` and ``""`` mean no compile. A mode on a backend that compiles nothing is kept, for `validate_settings`
+    to refuse with the options that would work."""
+    if compile is None or compile is False or (isinstance(compile, float) and compile != compile):  # NaN: empty cell
+        mode = ""
+    elif compile is True:
+        mode = COMPILE_MODES[0]
+    else:
+        mode = str(compile).strip()
+        mode = {"false": "", "true": COMPILE_MODES[0], "compiled": COMPILE_MODES[0]}.get(mode.lower(), mode)
+    if backend == "torch" and mode:
+        backend = COMPILE_BACKEND
+    if backend == COMPILE_BACKEND and not mode:
+        mode = COMPILE_MODES[0]
+    return backend, mode
 
 
 @dataclass(frozen=True)
 class DeviceContext:
-    """One measuring context. String form ``env_id/device/backend/dtype/layout/bBATCH/tTHREADS[/compiled]``,
-    e.g. ``3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t1``; `from_str` parses it back exactly.
-    ``threads`` is 0 where no CPU thread count applies (PyTorch on a GPU)."""
+    """One measuring context. String form ``env_id/device/backend/dtype/layout/bBATCH/tTHREADS[/MODE]``,
+    e.g. ``3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t1`` or ``3f9a1c2b7d4e/cpu/torch-compile/fp32/nchw/b1/t1/default``;
+    `from_str` parses it back exactly. ``threads`` is 0 where no CPU thread count applies (PyTorch on a GPU);
+    ``compile`` is the ``torch-compile`` backend's mode, "" for the others (`compile_setting` reads older forms)."""
 
     env_id: str
     device: str
@@ -37,10 +69,15 @@ class DeviceContext:
     layout: str
     batch: int
     threads: int
-    compile: bool = False
+    compile: str = ""
+
+    def __post_init__(self) -> None:
+        backend, mode = compile_setting(self.backend, self.compile)
+        object.__setattr__(self, "backend", backend)
+        object.__setattr__(self, "compile", mode)
 
     def to_str(self) -> str:
-        tail = "/compiled" if self.compile else ""
+        tail = f"/{self.compile}" if self.compile else ""
         return f"{self.env_id}/{self.device}/{self.backend}/{self.dtype}/{self.layout}/b{self.batch}/t{self.threads}{tail}"
 
     __str__ = to_str
@@ -48,19 +85,17 @@ class DeviceContext:
     @classmethod
     def from_str(cls, text: str) -> "DeviceContext":
         parts = text.strip().split("/")
-        compiled = parts[-1] == "compiled"
-        if compiled:
-            parts = parts[:-1]
+        mode = parts.pop() if len(parts) == 8 else ""  # the compile mode ("compiled" in keys of older dsprof)
         if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
             raise LUTError(
-                f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS, "
-                "as `dsprof build-lut` and LUT.devices() print them"
+                f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS"
+                "[/MODE], as `dsprof build-lut` and LUT.devices() print them"
             )
         try:
             batch, threads = int(parts[5][1:]), int(parts[6][1:])
         except ValueError:
             raise LUTError(f"not a device key: {text!r}; batch and threads must be integers") from None
-        return cls(*parts[:5], batch, threads, compiled)
+        return cls(*parts[:5], batch, threads, mode)
 
     @classmethod
     def of(cls, record: Any) -> "DeviceContext":
@@ -91,7 +126,7 @@ def _part(context: DeviceContext, name: str) -> str:
     if name == "batch":
         return f"b{value}"
     if name == "compile":
-        return "compiled" if value else "eager"
+        return f"mode {value}" if value else "no compile"
     if name == "env_id":
         return f"env {value}"
     return str(value)

@@ -17,11 +17,13 @@ __all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "Backend", "Runtime", "load_backen
 
 class Backend(NamedTuple):
     """A profiler backend (``dsprof measure --backend``): its implementation (``module:Class`` under
-    `dsprof.profiler.backends`) and the runtime that times its models on a remote device."""
+    `dsprof.profiler.backends`) and the runtime that times its models on a remote device (None: none can;
+    ``no_remote`` says why in one line)."""
 
     name: str
     implementation: str
-    remote_runtime: str
+    remote_runtime: str | None
+    no_remote: str = ""
 
 
 class Runtime(NamedTuple):
@@ -39,13 +41,18 @@ FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
 
 BACKENDS = {b.name: b for b in (
     Backend("torch", "torch_eager:TorchBackend", "torchscript"),
+    Backend("torch-compile", "torch_compile:TorchCompileBackend", None,
+            "torch.compile builds its kernels with PyTorch and a C++ compiler (or Triton) on the machine that runs "
+            "them, which a bundle's runner does not carry: run `dsprof measure --backend torch-compile` on the device"),
     Backend("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
+    Backend("openvino", "openvino:OpenVINOBackend", "openvino"),
     Backend("tflite", "tflite:TFLiteBackend", "tflite"),
 )}
 
 # TorchScript records keep their own backend name: a traced module is timed apart from PyTorch eager.
 RUNTIMES = {r.name: r for r in (
     Runtime("onnxruntime", "onnx", "nchw", "onnxruntime"),
+    Runtime("openvino", "onnx", "nchw", "openvino"),  # OpenVINO reads the bundle's ONNX files (docs/devices/)
     Runtime("tflite", "tflite", "nhwc", "tflite"),
     Runtime("torchscript", "torchscript", "nchw", "torchscript"),
     Runtime("benchmark_model", "tflite", "nhwc", "tflite"),  # TensorFlow Lite's benchmark binary
@@ -53,7 +60,7 @@ RUNTIMES = {r.name: r for r in (
 
 
 def load_backend_class(name: str) -> type:
-    """Import backend ``name``'s implementation (PyTorch, ONNX Runtime or LiteRT load here, not before)."""
+    """Import backend ``name``'s implementation (PyTorch, ONNX Runtime, OpenVINO or LiteRT load here, not before)."""
     module, cls = BACKENDS[name].implementation.split(":")
     return getattr(importlib.import_module(f"dsprof.profiler.backends.{module}"), cls)
 

@@ -1,5 +1,7 @@
 import importlib.util
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,19 +14,34 @@ _NEEDS = {
         lambda: all(importlib.util.find_spec(m) is not None for m in ("onnx2tf", "ai_edge_litert", "tensorflow")),
         "needs the tflite extra: pip install -e '.[tflite]' (make test installs it)",
     ),
+    "openvino": (
+        lambda: importlib.util.find_spec("openvino") is not None,
+        "needs the openvino extra: pip install -e '.[openvino]' (make test installs it)",
+    ),
 }
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (`make test` runs a worker per core) each worker computes on one thread, and so do
-    the processes it starts: two workers with a thread per core each would oversubscribe the CPU."""
+    the processes it starts: two workers with a thread per core each would oversubscribe the CPU.
+
+    One Inductor compile cache for the whole session (torch.compile tests, `--backend torch-compile`): set here, in
+    the process that starts the workers, before any of them compiles, so that both workers and the processes they
+    start share it (Inductor writes its cache entries atomically and builds each kernel under a file lock), and so
+    that a kernel one test compiled is not compiled again by the next. It lies under pytest's cache folder
+    (``.pytest_cache/d/inductor``), never in the user's ``/tmp/torchinductor_USER``; a TORCHINDUCTOR_CACHE_DIR the
+    caller set is kept."""
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        cache = getattr(config, "cache", None)
+        folder = cache.mkdir("inductor") if cache is not None else Path(tempfile.mkdtemp(prefix="dsprof-inductor-"))
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
         os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked `cuda` or `tflite` where its hardware or extra is missing, saying which."""
+    """Skip a test marked `cuda`, `tflite` or `openvino` where its hardware or extra is missing, saying which."""
     for marker, (available, reason) in _NEEDS.items():
         if item.get_closest_marker(marker) is not None and not available():
             pytest.skip(reason)

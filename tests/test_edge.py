@@ -291,3 +291,35 @@ def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     assert {r["environment"]["versions"].get("torch") for r in records} == {None}  # timed by the venv's runner
     assert len(list(board.glob("*/manifest.json"))) == 2  # the failed try's bundle stays on the board ...
     assert len(list(board.glob("*/results.jsonl"))) == 1  # ... without results
+
+
+@pytest.mark.openvino
+def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_records(tmp_path):
+    """OpenVINO reads the bundle's ONNX files (no IR in bundles: docs/devices/): the runner's ``--runtime openvino``
+    with the profiler's settings, its records named ``openvino`` with the compiled models' own reading of them."""
+    from importlib import metadata
+
+    import openvino as ov
+
+    options = {"depths": [1] * 7}
+    bundle = export_bundle("mobilenet_v2", model_options=options, resolution=32, blocks="features.2",
+                           variants=("original", "merged"), model_variants=("original",), timing=TIMING,
+                           out=tmp_path / "bundle").path
+    done = run_on_device(Path(sys.executable), str(bundle / "run_bundle.py"), "--runtime", "openvino", "--threads",
+                         "1", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    imported = import_results(bundle, bundle / "results" / "openvino_cpu_t1.jsonl", out=tmp_path / "imported")
+    records = imported.measurements
+    assert {(r.backend, r.layout, r.compile, r.device, r.threads) for r in records} == {("openvino", "nchw", "", "cpu", 1)}
+    assert all(r.ok for r in records)
+    assert {r.environment["versions"]["openvino"] for r in records} == {metadata.version("openvino")}
+    for r in records:
+        assert (r.runtime_info["performance_hint"], r.runtime_info["inference_num_threads"], r.runtime_info["inference_precision"],
+                r.runtime_info["cpu_pinning"]) == ("LATENCY", 1, "f32", False)
+        assert r.runtime_info["device_name"] == ov.Core().get_property("CPU", "FULL_DEVICE_NAME")
+    direct = measure("mobilenet_v2", model_options=options, resolution=32, backend="openvino", threads=1,
+                     blocks="features.2", variants=("original", "merged"), model_variants=("original",),
+                     timing=TIMING, out=tmp_path / "direct", progress=False)
+    timed = [r for r in direct.measurements if r.scope != "probe"]
+    assert sorted(r.workload_key for r in records) == sorted(r.workload_key for r in timed)
+    assert set(lut_keys(build_lut([imported.path]))) == set(lut_keys(build_lut([direct.path])))

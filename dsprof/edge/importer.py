@@ -83,13 +83,13 @@ def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | P
             spec=w["spec"], variant=w["variant"], input_shape=tuple(w["input_shape"]), macs=w["macs"],
             params=w["params"], channels=tuple(w["channels"]) if w["channels"] else None, backend=backend,
             device=device, device_name=_device_name(line["environment"], device), dtype=manifest["dtype"],
-            layout=layout, batch=manifest["batch"], threads=line["threads"], compile=False,
+            layout=layout, batch=manifest["batch"], threads=line["threads"], compile="",
             samples_s=tuple(float(v) for v in line["samples_s"]), iterations_per_sample=line["iterations_per_sample"],
             warmup_iterations=line["warmup_iterations"], stop_reason=line["stop_reason"],
             target_precision=line["target_precision"], budget_s=line["budget_s"], group=line["group"],
             env_id=environment_id(line["environment"]), environment=line["environment"],
             state_before=line["state_before"], state_after=line["state_after"], time_utc=line["time_utc"],
-            error=line["error"],
+            error=line["error"], runtime_info=dict(line.get("runtime_info") or {}),
         ))
         records[-1].to_json()  # a value JSON cannot hold (NaN) raises here, before anything is written
     label = manifest["model"] + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")

@@ -51,15 +51,18 @@ def measure_remote(
 ) -> ImportResult:
     """Time ``model``'s workloads on ``host`` (reached with the ``ssh`` command prefix) and import them.
 
-    ``backend`` picks the runner's runtime: onnxruntime, tflite, or torch (TorchScript); ``device`` cpu or
+    ``backend`` picks the runner's runtime: onnxruntime, openvino, tflite, or torch (TorchScript); ``device`` cpu or
     cuda; ``threads`` the runtime's CPU threads (default: the remote cores). ``export_options`` go to
     `export_bundle` (name, model_options, resolution, batch, variants, blocks, timing, extra_models...).
     The results land in ``out`` as by `import_results`. Raises `EdgeError` when a remote step fails; the
     local bundle is then kept and its path given.
     """
+    remote = [b.name for b in BACKENDS.values() if b.remote_runtime]
     if backend not in BACKENDS:
-        raise DeviceError(f"--remote times backends {', '.join(BACKENDS)}; got {backend!r}")
+        raise DeviceError(f"--remote times backends {', '.join(remote)}; got {backend!r}")
     runtime = BACKENDS[backend].remote_runtime
+    if runtime is None:
+        raise DeviceError(f"--remote cannot time --backend {backend}: {BACKENDS[backend].no_remote}")
     fmt = RUNTIMES[runtime].format
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))

@@ -12,9 +12,10 @@ written as JSON Lines, one line per workload, a group at a time, flushed to disk
 on the same results file skips what it holds (resume), after checking it was written with the same
 settings. ``dsprof import`` turns the file into dsprof measurement records.
 
-Runtimes: ``onnxruntime`` (CPU, or ``--device cuda`` with its CUDA provider), ``tflite`` (the LiteRT
-interpreter ``ai_edge_litert`` or ``tflite_runtime``), ``torchscript`` (PyTorch >= 1.8, CPU or CUDA
-timed with CUDA events) and ``benchmark_model`` (TFLite's benchmark binary, on a phone over ``adb``
+Runtimes: ``onnxruntime`` (CPU, or ``--device cuda`` with its CUDA provider), ``openvino`` (the bundle's ONNX
+files on OpenVINO's CPU plugin, with the profiler's settings: latency hint, the threads given, f32, no pinning),
+``tflite`` (the LiteRT interpreter ``ai_edge_litert`` or ``tflite_runtime``), ``torchscript`` (PyTorch >= 1.8, CPU
+or CUDA timed with CUDA events) and ``benchmark_model`` (TFLite's benchmark binary, on a phone over ``adb``
 or run locally; its output is parsed, and the flags it was given are checked against what it echoes).
 
     python3 run_bundle.py --runtime onnxruntime --threads 1
@@ -75,6 +76,7 @@ BUNDLE_FORMAT = "dsprof.bundle/1"
 #: Runtime -> (model file format in the bundle, memory layout of the input as run).
 RUNTIMES = {
     "onnxruntime": ("onnx", "nchw"),
+    "openvino": ("onnx", "nchw"),
     "tflite": ("tflite", "nhwc"),
     "torchscript": ("torchscript", "nchw"),
     "benchmark_model": ("tflite", "nhwc"),
@@ -202,6 +204,7 @@ def _version(distribution, module=None):
 def _versions(runtime):
     versions = {"python": sys.version.split()[0], "dsprof-runner": RUNNER_VERSION}
     names = {"onnxruntime": [("onnxruntime", "onnxruntime"), ("onnxruntime-gpu", None)],
+             "openvino": [("openvino", "openvino")],
              "tflite": [("ai-edge-litert", None), ("tflite-runtime", None), ("tensorflow", None)],
              "torchscript": [("torch", "torch")], "benchmark_model": []}[runtime]
     for distribution, module in [("numpy", "numpy")] + names:
@@ -276,6 +279,40 @@ def _prepare_onnxruntime(path, device, threads):
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: _random_input(session.get_inputs()[0].shape)}
     return (lambda: session.run(None, feed)), CpuTimer()
+
+
+def _prepare_openvino(path, device, threads):
+    """OpenVINO's CPU plugin with the profiler's settings (dsprof/profiler/backends/openvino.py): latency hint,
+    ``threads`` threads, f32, threads not pinned; the compiled model's reading of them is kept (``fn.info``)."""
+    if device != "cpu":
+        raise RunnerError("the openvino runtime runs on the CPU here; use --device cpu")
+    try:
+        import openvino as ov
+        import openvino.properties as props
+        import openvino.properties.hint as hints
+    except ImportError:
+        raise RunnerError("no OpenVINO: pip install openvino")
+    core = ov.Core()
+    config = {hints.performance_mode: hints.PerformanceMode.LATENCY, props.inference_num_threads: int(threads),
+              hints.inference_precision: ov.Type.f32, hints.enable_cpu_pinning: False}
+    compiled = core.compile_model(core.read_model(path), "CPU", config)
+    request = compiled.create_infer_request()
+    request.set_input_tensor(ov.Tensor(_random_input(compiled.input(0).get_shape())))
+
+    def run():
+        return request.infer()
+
+    run.info = {"openvino": ov.get_version(), "device_name": str(core.get_property("CPU", "FULL_DEVICE_NAME"))}
+    for prop, key in (("PERFORMANCE_HINT", "performance_hint"), ("INFERENCE_NUM_THREADS", "inference_num_threads"),
+                      ("INFERENCE_PRECISION_HINT", "inference_precision"), ("ENABLE_CPU_PINNING", "cpu_pinning")):
+        try:
+            value = compiled.get_property(prop)
+        except Exception:  # noqa: BLE001 - a property this version does not report
+            continue
+        if not isinstance(value, (bool, int, float, str)):  # an element type (f32) or an enum, by name
+            value = value.get_type_name() if hasattr(value, "get_type_name") else getattr(value, "name", str(value))
+        run.info[key] = value
+    return run, cpu_timer()
 
 
 def _prepare_tflite(path, device, threads):
@@ -646,6 +683,8 @@ def run(args):
                     timer = lambda fn, number: bench.run(fn(), number, max(1, timing["warmup_min_iters"]))  # noqa: E731
                 elif args.runtime == "onnxruntime":
                     fn, timer = _prepare_onnxruntime(path, device, args.threads)
+                elif args.runtime == "openvino":
+                    fn, timer = _prepare_openvino(path, device, args.threads)
                 elif args.runtime == "tflite":
                     fn, timer = _prepare_tflite(path, device, args.threads)
                 else:
@@ -678,6 +717,7 @@ def run(args):
                 warmup_iterations=r.get("warmup_iterations", 0), stop_reason=r.get("stop_reason"),
                 target_precision=timing["target_precision"], budget_s=timing["budget_s"], environment=env,
                 state_before=state_before, state_after=state_after, time_utc=now, error=errors.get(wid),
+                runtime_info=getattr(dict(fns).get(wid), "info", {}),
             ))
         _append(args.out, records)
         new += len(records)

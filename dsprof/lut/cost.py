@@ -372,8 +372,8 @@ class PlanCosts:
             parts.append(f"--threads {key.threads}")
         if key.layout == "channels_last":
             parts.append("--channels-last")
-        if key.compile:
-            parts.append("--compile")
+        if key.compile and key.compile != "default":  # the torch-compile backend's mode, when not its default
+            parts.append(f"--compile-mode {key.compile}")
         parts.append("--variants original,merged,linear")
         if max_span > 1:
             parts.append(f"--spans {max_span}")

@@ -10,12 +10,14 @@ schema     ``dsprof.lut/2`` on every row (the file format version; ``dsprof.lut/
 env_id     the measuring environment's id (hash of hardware, drivers, library versions)
 device_name human-readable device (CPU model or GPU name)
 device     ``cpu`` or ``cuda:N``
-backend    ``torch``, ``onnxruntime`` or ``tflite``
+backend    ``torch``, ``torch-compile``, ``onnxruntime``, ``openvino`` or ``tflite`` (or ``torchscript``, imported)
 dtype      ``fp32``, ``fp16``, ``bf16``
 layout     ``nchw``, ``channels_last`` or ``nhwc``
 batch      images per forward pass
 threads    CPU threads used (0: not set, e.g. torch on a GPU)
-compile    ``True`` when timed through ``torch.compile``
+compile    the ``torch.compile`` mode of a ``torch-compile`` row (``default``, ``max-autotune-no-cudagraphs``);
+           empty for every other backend (tables of older dsprof: ``True`` with backend ``torch``, read as
+           ``torch-compile`` in mode ``default``)
 scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole model with one block
            swapped, timed against the whole model: `dsprof measure --context`) or ``probe`` (the drift
            probe every run times after each group, `dsprof.profiler.probe`; pooled over all runs)

@@ -17,7 +17,7 @@ import pandas as pd
 from ..errors import LUTError, LUTMissError  # (LUTError: defined once, in dsprof.errors)
 from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
-from ..device_context import DeviceContext
+from ..device_context import DeviceContext, compile_setting
 from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
@@ -277,11 +277,12 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                 "ratio": _optional_float(r["ratio"]),
                 "ratio_se": _optional_float(r["ratio_se"]),
                 "time_utc": str(r["time_utc"]),
-                "compile": _BOOL[str(r["compile"])] if not isinstance(r["compile"], bool) else r["compile"],
                 "noisy": _BOOL[str(r["noisy"])] if not isinstance(r["noisy"], bool) else r["noisy"],
             }
         except (ValueError, KeyError, TypeError) as exc:
             raise LUTError(f"{where(i)}: a value is not of its column's type ({exc})") from None
+        # the compile mode (older tables: True/False, with backend torch for torch-compile): `compile_setting`
+        typed["backend"], typed["compile"] = compile_setting(str(r["backend"]), r["compile"])
         if not math.isfinite(typed["median_s"]) or typed["median_s"] <= 0:
             raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {r['median_s']!r}")
         if not math.isfinite(typed["iqr_s"]) or typed["iqr_s"] < 0:

@@ -1,15 +1,19 @@
 """Why is a block slow? One block's latency broken into its operators (issue #14).
 
 `explain_block` times the block as a unit (the timing core, as `measure` does), profiles the same
-calls per operator (``torch.profiler`` for PyTorch eager, ONNX Runtime's own profiler for that
-backend), and times each operator alone (its module with the input it gets inside the block). The
-three sums side by side say where the time goes:
+calls per operator (``torch.profiler`` for PyTorch eager; for ``torch.compile`` the same profiler over the
+kernels Inductor generated, each named after the operators it fused; ONNX Runtime's own profiler; OpenVINO's
+per-layer performance counters, where a layer fused into another is listed as not run), and, for PyTorch eager,
+times each operator alone (its module with the input it gets inside the block). The three sums side by side say
+where the time goes:
 
 * the profiler's per-operator sum matches the block: the operators are slow; the table says which;
 * the block takes far longer than its operators timed alone: the time is lost *between* or *inside*
   parallel regions, e.g. OpenMP threads that wait for a thread another process has preempted
   (with the recorded CPU share far below 1), or a cold cache; the block is also timed on one
-  thread to tell the two apart.
+  thread to tell the two apart;
+* for a compiler (torch.compile, OpenVINO), which operators it already fused: an activation fused into its
+  convolution costs little, and removing it (what DepthShrinker does) saves little more than the merge itself.
 
 Times in seconds; ``table`` and `format_explanation` show milliseconds.
 """
@@ -31,10 +35,12 @@ try:
 except ImportError:  # pragma: no cover - Windows
     resource = None  # type: ignore[assignment]
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
+from ..device_context import COMPILE_MODES
 from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, named_model
@@ -42,7 +48,8 @@ from .backends import BackendSettings, get_backend
 from .runner import DEFAULT_CPU_THREADS
 from .timing import TimingConfig, time_interleaved
 
-__all__ = ["OPERATOR_COLUMNS", "BlockExplanation", "explain_block", "format_explanation", "load_explanation"]
+__all__ = ["EXPLAIN_BACKENDS", "OPERATOR_COLUMNS", "BlockExplanation", "explain_block", "format_explanation",
+           "load_explanation"]
 
 #: Columns of `BlockExplanation.operators`: the operator, its input shape, calls per block call,
 #: profiled self time per block call, and the operator timed alone (None where it has no module).
@@ -141,16 +148,28 @@ def _torch_profile(block: nn.Module, x: torch.Tensor, calls: int) -> pd.DataFram
     with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(calls):
             block(x)
+    # The operators that take the time; the dispatch layers and bookkeeping go into one row.
+    return _operator_rows(prof.key_averages(group_by_input_shape=True), calls, lambda key: key.startswith("aten::"))
+
+
+#: The backends `explain_block` profiles (on the CPU).
+EXPLAIN_BACKENDS = ("torch", "torch-compile", "onnxruntime", "openvino")
+#: How OpenVINO's counters mark a layer that ran inside another one (fused), in `BlockExplanation.operators`.
+FUSED = "fused, not run"
+
+
+def _operator_rows(events: Any, calls: int, keep: Any, always: Any = lambda key: False) -> pd.DataFrame:
+    """Per-operator rows of a ``torch.profiler`` ``key_averages`` (``keep(key)`` picks the events), the small
+    ones (below `_SMALL_SHARE` of the sum) as one row, except those ``always(key)`` keeps on their own."""
     rows = []
-    for e in prof.key_averages(group_by_input_shape=True):
-        if e.self_cpu_time_total <= 0 or not e.key.startswith("aten::"):
+    for e in events:
+        if e.self_cpu_time_total <= 0 or not keep(e.key):
             continue
         shape = "x".join(str(d) for d in e.input_shapes[0]) if e.input_shapes and e.input_shapes[0] else ""
         rows.append({"operator": e.key, "shape": shape, "calls": e.count / calls,
                      "profiled_s": e.self_cpu_time_total * 1e-6 / calls, "alone_s": None})
     frame = pd.DataFrame(rows, columns=list(OPERATOR_COLUMNS))
-    # The operators that take the time; the dispatch layers and bookkeeping go into one row.
-    small = frame.profiled_s < _SMALL_SHARE * frame.profiled_s.sum()
+    small = (frame.profiled_s < _SMALL_SHARE * frame.profiled_s.sum()) & ~frame.operator.map(always).astype(bool)
     if small.sum() > 1:
         rest = {"operator": f"(other {int(small.sum())} operators)", "shape": "", "calls": float(frame.calls[small].sum()),
                 "profiled_s": float(frame.profiled_s[small].sum()), "alone_s": None}
@@ -158,9 +177,81 @@ def _torch_profile(block: nn.Module, x: torch.Tensor, calls: int) -> pd.DataFram
     return frame
 
 
+def _compiled_profile(block: nn.Module, x: torch.Tensor, calls: int, mode: str) -> pd.DataFrame:
+    """The kernels ``torch.compile`` (``mode``) runs for ``block``: compiled apart from the timed module, with
+    Inductor's kernel profiling on, and profiled over ``calls`` calls. Inductor names each generated kernel after the
+    operators it fused (``cpp_fused_convolution_hardtanh_0``; ``triton_`` on CUDA); convolutions it leaves to a
+    library show as their aten or mkldnn call."""
+    from torch._inductor import config as inductor_config
+    from torch.profiler import ProfilerActivity, profile
+
+    from .backends.torch_compile import own_frame
+
+    compiled = torch.compile(own_frame(block), mode=mode, fullgraph=True)
+    with inductor_config.patch({"cpp.enable_kernel_profile": True}), torch.inference_mode():
+        compiled(x)  # compiles here, with the kernels' profiling records in
+        for _ in range(3):
+            compiled(x)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            for _ in range(calls):
+                compiled(x)
+    generated = lambda key: "_fused_" in key or key.startswith("triton_")  # noqa: E731  (Inductor's own kernels)
+    kernel = lambda key: generated(key) or key.startswith(("aten::", "mkldnn::"))  # noqa: E731
+    return _operator_rows(prof.key_averages(group_by_input_shape=True), calls, kernel, always=generated)
+
+
+def _openvino_profile(block: nn.Module, shape: tuple[int, ...], threads: int, calls: int, workdir: Path) -> pd.DataFrame:
+    """OpenVINO's per-layer performance counters over ``calls`` calls: one row per layer of the compiled model,
+    ``TYPE NAME [KERNEL]`` with its time, or ``TYPE NAME (fused, not run)`` for a layer the plugin ran inside
+    another (an activation in its convolution)."""
+    import openvino as ov
+
+    from .backends import BackendSettings
+    from .backends.onnx_export import export_onnx
+    from .backends.openvino import OpenVINOBackend
+
+    backend = OpenVINOBackend(BackendSettings("openvino", threads=threads))
+    compiled = backend.compile(export_onnx(block, shape, workdir / "block.onnx"), profiling=True)
+    request = compiled.create_infer_request()
+    request.set_input_tensor(ov.Tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32)))
+    for _ in range(3):
+        request.infer()
+    times: dict[tuple[str, str, str, bool], float] = defaultdict(float)
+    for _ in range(calls):
+        request.infer()
+        for layer in request.profiling_info:
+            if layer.node_type in ("Parameter", "Result"):
+                continue
+            ran = str(layer.status).endswith("EXECUTED")
+            times[(layer.node_type, layer.node_name, layer.exec_type, ran)] += layer.real_time.total_seconds()
+    rows = [{"operator": f"{kind} {name} [{kernel}]" if ran else f"{kind} {name} ({FUSED})", "shape": "",
+             "calls": 1.0 if ran else 0.0, "profiled_s": total / calls, "alone_s": None}
+            for (kind, name, kernel, ran), total in times.items()]
+    return pd.DataFrame(rows, columns=list(OPERATOR_COLUMNS))
+
+
+def _fusion_note(e: "BlockExplanation") -> str | None:
+    """What a compiler fused, in words (OpenVINO's layers run inside others, Inductor's fused kernels), or None."""
+    ops = [str(o) for o in e.operators["operator"]]
+    if e.backend == "openvino":
+        fused = [o.split(" (")[0] for o in ops if o.endswith(f"({FUSED})")]
+        ran = [o for o in ops if not o.endswith(f"({FUSED})")]
+        if not fused:
+            return f"OpenVINO ran every one of its {len(ran)} layers as a kernel of its own (nothing fused)"
+        return (f"OpenVINO ran {len(ran)} kernels and fused {len(fused)} layers into them (not run on their own: "
+                f"{', '.join(fused)})")
+    if e.backend == "torch-compile":
+        kernels = [o for o in ops if "_fused_" in o or o.startswith("triton_")]
+        library = sorted({o for o in ops if "conv" in o and o not in kernels})
+        if not kernels:
+            return None
+        return (f"Inductor generated {len(kernels)} kernel(s), named after the operators each fuses: "
+                f"{', '.join(kernels)}" + (f"; convolutions through {', '.join(library)}" if library else ""))
+    return None
+
+
 def _onnxruntime_profile(block: nn.Module, shape: tuple[int, ...], threads: int, calls: int, workdir: Path) -> pd.DataFrame:
     import onnxruntime as ort
-    import numpy as np
 
     from .backends.onnx_export import export_onnx
 
@@ -215,6 +306,9 @@ def _finding(e: BlockExplanation) -> str:
     elif ratio >= 1.5:
         notes.append("the operators timed alone find their input in the cache; in the block each reads what the "
                      "previous one wrote")
+    fusion = _fusion_note(e)
+    if fusion:
+        notes.append(fusion)
     ops = e.operators[e.operators["profiled_s"].notna()].sort_values("profiled_s", ascending=False)
     if len(ops):
         top = ops.iloc[0]
@@ -242,10 +336,11 @@ def explain_block(
 ) -> BlockExplanation:
     """Explain one block's latency on the CPU: the block timed as a unit, its per-operator profile
     and its operators timed alone (see the module docstring). ``block`` is the block's module name
-    (`dsprof blocks` lists them); ``backend`` is ``torch`` or ``onnxruntime``; ``threads`` defaults
-    to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed module."""
-    if backend not in ("torch", "onnxruntime"):
-        raise UsageError(f"explain supports --backend torch or onnxruntime on the CPU, not {backend!r}")
+    (`dsprof blocks` lists them); ``backend`` is one of `EXPLAIN_BACKENDS` (``torch-compile`` in its
+    ``default`` mode); ``threads`` defaults to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed
+    module."""
+    if backend not in EXPLAIN_BACKENDS:
+        raise UsageError(f"explain supports --backend {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
     options = dict(model_options or {})
     label, net = named_model(model, name, resolution, options)
@@ -278,7 +373,12 @@ def explain_block(
                 ], columns=list(OPERATOR_COLUMNS))
                 alone_sum = float(sum(alone.values()))
             else:
-                ops = _onnxruntime_profile(module, shape, threads, profile_calls, Path(tmp))
+                if backend == "onnxruntime":
+                    ops = _onnxruntime_profile(module, shape, threads, profile_calls, Path(tmp))
+                elif backend == "openvino":
+                    ops = _openvino_profile(module, shape, threads, profile_calls, Path(tmp))
+                else:
+                    ops = _compiled_profile(module, x, profile_calls, COMPILE_MODES[0])
                 alone_rows, alone_sum = pd.DataFrame(columns=list(OPERATOR_COLUMNS)), None
             single = None
             if threads > 1:

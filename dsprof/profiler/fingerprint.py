@@ -28,7 +28,8 @@ __all__ = ["device_name", "device_state", "environment", "environment_id", "ENV_
 #: Host name and time are recorded but not hashed, so identical machines share an id.
 ENV_ID_FIELDS = ("cpu", "gpu", "jetson", "versions")
 
-_LIBRARIES = ("dsprof", "torch", "onnxruntime", "onnxruntime-gpu", "tensorflow", "onnx2tf", "ai-edge-litert", "numpy")
+_LIBRARIES = ("dsprof", "torch", "onnxruntime", "onnxruntime-gpu", "openvino", "tensorflow", "onnx2tf", "ai-edge-litert",
+              "numpy")
 
 
 def _read(path: str) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..device_context import CONTEXT_FIELDS, DeviceContext
+from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
 from ..io import read_text
 from ..models import BlockSpec
@@ -85,7 +85,7 @@ class Measurement:
     layout: str  # nchw | channels_last | nhwc
     batch: int
     threads: int | None
-    compile: bool
+    compile: str  # the torch-compile backend's mode, "" for the others (older files: a bool, read by `compile_setting`)
     # timing
     samples_s: tuple[float, ...]  # seconds per forward pass of one batch, in round order
     iterations_per_sample: int
@@ -102,10 +102,16 @@ class Measurement:
     time_utc: str = ""
     error: str | None = None
     schema: str = SCHEMA
+    # what the runtime reported while preparing the workload: compile_s (seconds compiling and running it once,
+    # outside the samples), the settings a compiled model runs with; {} where the backend says nothing
+    runtime_info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.spec is not None:
             BlockSpec.from_str(self.spec)  # raises on a malformed key
+        backend, mode = compile_setting(self.backend, self.compile)  # older files: backend torch, compile true
+        object.__setattr__(self, "backend", backend)
+        object.__setattr__(self, "compile", mode)
 
     # -- derived ---------------------------------------------------------------------------------
     @property
@@ -162,7 +168,7 @@ class Measurement:
             if data.pop(CHECKSUM_FIELD) != record_checksum(data):
                 raise MeasurementFileError("the record was changed after it was written (its sha256 does not match)")
         names = {f.name for f in fields(cls)}
-        missing = names - set(data) - {"time_utc", "error", "schema"}
+        missing = names - set(data) - {"time_utc", "error", "schema", "runtime_info"}
         if missing:
             raise MeasurementFileError(f"record lacks field(s) {sorted(missing)}")
         unknown = set(data) - names

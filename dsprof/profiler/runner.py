@@ -29,12 +29,13 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..device_context import DeviceContext, layout_of
+from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
+from .backends.base import TORCH_BACKENDS
 from .fingerprint import device_name, device_state, environment, environment_id
 from .records import (CALIBRATION, Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
                       repair_truncated_tail)
@@ -147,7 +148,9 @@ def measurement_path(out: str | Path, label: str, settings: BackendSettings, bat
     if _names_a_file(out):
         return out
     layout = "-cl" if settings.channels_last else ""
-    name = f"{_slug(label)}_{resolution}px_{settings.backend}_{_slug(settings.device)}_{settings.dtype}{layout}_b{batch}.jsonl"
+    mode = f"-{settings.compile}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
+    name = (f"{_slug(label)}_{resolution}px_{settings.backend}{mode}_{_slug(settings.device)}_{settings.dtype}{layout}"
+            f"_b{batch}.jsonl")
     return out / name
 
 
@@ -276,7 +279,7 @@ def measure(
     channels_last: bool = False,
     batch: int | None = None,
     threads: int | None = None,
-    compile: bool = False,
+    compile: str = "",
     variants: Sequence[str] = ("original", "merged", "flops_matched"),
     model_variants: Sequence[str] = ("original", "flops_matched"),
     blocks: str | Sequence[str] | None = "*",
@@ -304,7 +307,8 @@ def measure(
     names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
     many consecutive blocks merges into (`dsprof.merge.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
     to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
-    one, the setting that repeats on a shared machine. Times are seconds everywhere. Returns a `MeasureResult`;
+    one, the setting that repeats on a shared machine. ``backend`` is one of `dsprof.runtimes.BACKENDS`; ``compile``
+    the ``torch-compile`` backend's mode (`dsprof.device_context.COMPILE_MODES`; ``default`` when not given). Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured. ``select`` takes the interleaved groups of workloads and
     returns those to time (`dsprof measure --few` times a few chosen entries). ``calibrate`` ends the run with the
@@ -389,8 +393,10 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     writer, existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
     with writer:
         env = environment()
-        if settings.backend == "torch" and not settings.is_cuda:
+        if settings.backend in TORCH_BACKENDS and not settings.is_cuda:
             env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
+        if hasattr(backend_impl, "describe"):  # the runtime's versions, device and settings; not hashed either (the
+            env["runtime"] = backend_impl.describe()  # versions are, in `versions`; the settings are the context's)
         threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
         context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
                                 layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
@@ -562,6 +568,7 @@ class _Probe:
             samples_s=r.samples_s, iterations_per_sample=r.iterations_per_sample, warmup_iterations=r.warmup_iterations,
             stop_reason=r.stop_reason, target_precision=self.timing.target_precision, budget_s=self.timing.budget_s,
             state_before={}, state_after={}, time_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            runtime_info=dict(p.info),
         )]
 
 
@@ -631,6 +638,7 @@ def _measure_group(
                 warmup_iterations=r.warmup_iterations if r else 0, stop_reason=r.stop_reason if r else None,
                 target_precision=timing.target_precision, budget_s=timing.budget_s, state_before=state_before,
                 state_after=state_after, time_utc=now, error=errors.get(i),
+                runtime_info=dict(p.info) if p else {},
             )
         )
     return records

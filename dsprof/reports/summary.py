@@ -29,7 +29,8 @@ from .tables import model_title
 
 __all__ = ["Answer", "JointAnswer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]
 
-_BACKENDS = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "tflite": "TFLite", "torchscript": "TorchScript"}
+_BACKENDS = {"torch": "PyTorch eager", "torch-compile": "PyTorch, torch.compile", "onnxruntime": "ONNX Runtime",
+             "openvino": "OpenVINO", "tflite": "TFLite", "torchscript": "TorchScript"}
 
 
 def x(speedup: float) -> str:
@@ -142,7 +143,7 @@ def device_line(records: Sequence[Measurement]) -> str:
     r = records[0]
     cores = r.environment.get("cpu", {}).get("logical_cores") if r.device == "cpu" else None
     name = f"{r.device_name} ({cores} logical cores)" if cores else f"{r.device_name} ({r.device})"
-    backend = "PyTorch, torch.compile" if r.compile else _BACKENDS.get(r.backend, r.backend)
+    backend = _BACKENDS.get(r.backend, r.backend) + (f" (mode {r.compile})" if r.compile else "")
     threads = f", {r.threads} thread{'s' if r.threads != 1 else ''}" if r.threads else ""
     return f"{name}, {backend}, {r.dtype}, batch {r.batch}{threads}"
 

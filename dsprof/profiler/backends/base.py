@@ -3,34 +3,46 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from torch import nn
 
+from ...device_context import COMPILE_BACKEND, COMPILE_MODES, compile_setting
 from ...errors import DeviceError
 from ...runtimes import BACKENDS as BACKEND_REGISTRY, load_backend_class
 from ..timing import Timer
 
-__all__ = ["BACKENDS", "DTYPES", "Backend", "BackendSettings", "Prepared", "get_backend", "validate_settings"]
+__all__ = ["BACKENDS", "DTYPES", "Backend", "BackendSettings", "Prepared", "WorkloadUnsupported", "get_backend",
+           "one_line", "validate_settings"]
 
 BACKENDS = tuple(BACKEND_REGISTRY)
 DTYPES = ("fp32", "fp16", "bf16")
+#: The backends that run PyTorch modules in this process (eager, or compiled by ``torch.compile``).
+TORCH_BACKENDS = ("torch", COMPILE_BACKEND)
 
 
 @dataclass(frozen=True)
 class BackendSettings:
     """Where and how to run: ``device`` ``cpu`` or ``cuda``/``cuda:N``; ``dtype`` fp32/fp16/bf16;
-    ``channels_last`` (torch); ``threads`` for CPU inference (None: the library's default);
-    ``compile`` wraps torch modules in ``torch.compile``."""
+    ``channels_last`` (torch, torch-compile); ``threads`` for CPU inference (None: the library's default);
+    ``compile`` the ``torch.compile`` mode of the ``torch-compile`` backend (`dsprof.device_context.COMPILE_MODES`;
+    "" for the other backends; ``True`` with backend ``torch``, the older spelling, is ``torch-compile`` in mode
+    ``default``: `dsprof.device_context.compile_setting`)."""
 
     backend: str = "torch"
     device: str = "cpu"
     dtype: str = "fp32"
     channels_last: bool = False
     threads: int | None = None
-    compile: bool = False
+    compile: str = ""
+
+    def __post_init__(self) -> None:
+        backend, mode = compile_setting(self.backend, self.compile)
+        object.__setattr__(self, "backend", backend)
+        object.__setattr__(self, "compile", mode)
 
     @property
     def is_cuda(self) -> bool:
@@ -38,29 +50,53 @@ class BackendSettings:
 
     @property
     def uses_cpu_threads(self) -> bool:
-        """Whether a CPU thread count applies: everything but PyTorch on a GPU (ONNX Runtime and TFLite
-        are given one on every device)."""
-        return not (self.backend == "torch" and self.is_cuda)
+        """Whether a CPU thread count applies: everything but PyTorch (eager or compiled) on a GPU (ONNX Runtime
+        and TFLite are given one on every device)."""
+        return not (self.backend in TORCH_BACKENDS and self.is_cuda)
 
 
 @dataclass
 class Prepared:
     """A ready-to-time workload: ``run()`` does one forward pass; ``timer`` times it; ``threads``
     the number of threads the backend uses (None where it does not say). The input's memory layout
-    is the settings' (`dsprof.device_context.layout_of`)."""
+    is the settings' (`dsprof.device_context.layout_of`). ``info``: what the runtime reported while preparing
+    it (e.g. ``compile_s``, the seconds spent compiling and running it once, left out of the samples; the
+    settings a compiled model runs with), kept in the workload's record (``runtime_info``)."""
 
     run: Callable[[], object]
     timer: Timer
     threads: int | None
     close: Callable[[], None] = lambda: None
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class Backend(Protocol):
-    """A backend prepares a module for timing at a given input shape (N, C, H, W)."""
+    """A backend prepares a module for timing at a given input shape (N, C, H, W). It may also have
+    ``describe() -> dict``: what the run's records say of the runtime (versions, the plugin's device, settings),
+    recorded as the fingerprint's ``runtime`` entry."""
 
     name: str
 
     def prepare(self, module: nn.Module, input_shape: tuple[int, int, int, int], workdir: Path) -> Prepared: ...
+
+
+class WorkloadUnsupported(RuntimeError):
+    """A runtime cannot run one workload (a graph break torch.compile refuses, an operator OpenVINO lacks): the
+    message is one line; `dsprof.profiler.measure` records it as that workload's error and goes on with the rest."""
+
+
+#: Lines of a runtime's message that say where in its sources it failed, not what failed (OpenVINO's
+#: ``Exception from src/...:84:``, ``Check 'false' failed at src/...``), and headings without content.
+_WHERE = re.compile(r"^(Exception from |Check '.*' failed at |Summary:?$|Traceback )")
+
+
+def one_line(exc: BaseException, limit: int = 240) -> str:
+    """An exception's message as one line (compilers and runtimes write pages): its lines that say what failed,
+    joined with "; ", cut to ``limit`` characters."""
+    lines = [line.strip().lstrip("-").strip().rstrip(" :.") for line in str(exc).splitlines()]
+    said = [line for line in lines if line and not _WHERE.match(line)] or [type(exc).__name__]
+    text = "; ".join(said)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _cuda_available() -> bool:
@@ -81,14 +117,15 @@ def validate_settings(settings: BackendSettings) -> None:
     if settings.threads is not None and settings.threads < 1:
         raise DeviceError(f"threads must be >= 1, got {settings.threads}")
     if settings.is_cuda:
-        if settings.backend == "tflite":
-            raise DeviceError("the tflite backend runs on the CPU only; use --device cpu (or --backend torch/onnxruntime for CUDA)")
-        if settings.backend == "torch" and not _cuda_available():
+        if settings.backend in ("tflite", "openvino"):
+            raise DeviceError(f"the {settings.backend} backend runs on the CPU only here; use --device cpu (or --backend "
+                              "torch, torch-compile or onnxruntime for CUDA)")
+        if settings.backend in TORCH_BACKENDS and not _cuda_available():
             raise DeviceError(
                 "--device cuda was requested but PyTorch sees no CUDA GPU here "
                 "(torch.cuda.is_available() is False); use --device cpu, or run on a machine with an NVIDIA GPU"
             )
-        if settings.backend == "torch" and ":" in device:
+        if settings.backend in TORCH_BACKENDS and ":" in device:
             import torch
 
             if int(device[5:]) >= torch.cuda.device_count():
@@ -112,10 +149,18 @@ def validate_settings(settings: BackendSettings) -> None:
             f"--backend {settings.backend} supports fp32 (and onnxruntime fp16 on CUDA); got {settings.dtype}; "
             "use --backend torch for other dtypes"
         )
-    if settings.channels_last and settings.backend != "torch":
-        raise DeviceError("--channels-last applies to --backend torch only (TFLite is always NHWC)")
-    if settings.compile and settings.backend != "torch":
-        raise DeviceError("--compile applies to --backend torch only")
+    if settings.backend == "openvino" and settings.dtype not in ("fp32", "bf16"):
+        raise DeviceError(f"--backend openvino times fp32 or bf16 (its inference precision); got {settings.dtype}")
+    if settings.channels_last and settings.backend not in TORCH_BACKENDS:
+        raise DeviceError("--channels-last applies to --backend torch and torch-compile only (TFLite is always NHWC)")
+    if settings.compile and settings.backend != COMPILE_BACKEND:
+        raise DeviceError(f"a torch.compile mode applies to --backend {COMPILE_BACKEND} only; got --backend "
+                          f"{settings.backend} with mode {settings.compile!r}")
+    if settings.backend == COMPILE_BACKEND and settings.compile not in COMPILE_MODES:
+        raise DeviceError(f"unknown torch.compile mode {settings.compile!r}; --compile-mode takes "
+                          f"{', '.join(COMPILE_MODES)}")
+    if settings.backend == "openvino" and importlib.util.find_spec("openvino") is None:
+        raise DeviceError("the openvino backend needs the 'openvino' extra: pip install 'dsprof[openvino]'")
     if settings.backend == "tflite" and (
         importlib.util.find_spec("onnx2tf") is None or importlib.util.find_spec("ai_edge_litert") is None
     ):

@@ -1,9 +1,10 @@
-"""PyTorch eager on CPU or CUDA: dtype, channels-last, cudnn.benchmark, optional torch.compile."""
+"""PyTorch eager on CPU or CUDA: dtype, channels-last, cudnn.benchmark (``torch.compile``: `torch_compile`)."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -40,11 +41,10 @@ class TorchBackend:
         # made on the device itself: a large CUDA batch never passes through host memory
         x = torch.randn(input_shape, generator=torch.Generator(device).manual_seed(0), device=device)
         x = x.to(dtype=dtype, memory_format=memory_format)
-        if s.compile:
-            module = torch.compile(module)
+        call, info = self.ready(module, x)
 
         def run() -> torch.Tensor:  # the runner times inside torch.inference_mode()
-            return module(x)
+            return call(x)
 
         if s.is_cuda:
             timer = CudaEventTimer(device)
@@ -54,9 +54,13 @@ class TorchBackend:
             threads = torch.get_num_threads()
 
         def close() -> None:
-            nonlocal module, x
-            del module, x
+            nonlocal module, x, call
+            del module, x, call
             if s.is_cuda:
                 torch.cuda.empty_cache()
 
-        return Prepared(run, timer, threads, close)
+        return Prepared(run, timer, threads, close, info)
+
+    def ready(self, module: nn.Module, x: torch.Tensor) -> tuple[Callable[[torch.Tensor], Any], dict[str, Any]]:
+        """What ``run`` calls on ``x`` (here the module itself), and what to record of preparing it."""
+        return module, {}

@@ -1,0 +1,141 @@
+"""OpenVINO on the CPU: the exported ONNX read by OpenVINO's ONNX frontend, compiled for its CPU plugin.
+
+Each workload goes through the same ONNX export as ONNX Runtime and TFLite (`onnx_export`, BatchNorm already
+folded), is read with ``Core.read_model`` (no model conversion tool, nothing that reports usage) and compiled with
+its settings given explicitly, never left to the plugin's defaults:
+
+* ``PERFORMANCE_HINT`` ``LATENCY`` (one stream, one request at a time: what batch-1 timing means);
+* ``INFERENCE_NUM_THREADS`` the run's threads (one by default, as every backend);
+* ``INFERENCE_PRECISION_HINT`` the dtype's (``f32`` for fp32: on CPUs with bf16 or AMX units the plugin would
+  otherwise run bf16 by default; ``bf16`` for bf16, refused where the CPU lacks it);
+* ``ENABLE_CPU_PINNING`` off, as the other runtimes leave their threads to the scheduler (a pinned thread keeps
+  its core even while another process runs there).
+
+The compiled model's own reading of these properties is kept in each record (``runtime_info``), with the seconds spent
+reading, compiling and running it once (``compile_s``, outside the samples). A workload OpenVINO cannot read or
+compile (an operator it lacks) is refused in one line, recorded as that workload's error; the run goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...errors import DeviceError
+from ..timing import CpuTimer
+from .base import BackendSettings, Prepared, WorkloadUnsupported, one_line
+from .onnx_export import export_onnx
+
+__all__ = ["OpenVINOBackend", "PRECISIONS", "openvino_config"]
+
+#: dsprof dtype -> OpenVINO inference precision.
+PRECISIONS = {"fp32": "f32", "bf16": "bf16"}
+#: The properties read back from each compiled model, under the names the records use.
+_READ_BACK = {"PERFORMANCE_HINT": "performance_hint", "INFERENCE_PRECISION_HINT": "inference_precision",
+              "INFERENCE_NUM_THREADS": "inference_num_threads", "NUM_STREAMS": "num_streams",
+              "ENABLE_CPU_PINNING": "cpu_pinning", "EXECUTION_MODE_HINT": "execution_mode"}
+
+
+def openvino_config(threads: int, dtype: str = "fp32", profiling: bool = False) -> dict[str, Any]:
+    """The properties every model is compiled with (see the module docstring); ``profiling`` adds the per-layer
+    performance counters (`dsprof explain`, never while timing)."""
+    import openvino as ov
+    import openvino.properties as props
+    import openvino.properties.hint as hints
+
+    config = {
+        hints.performance_mode: hints.PerformanceMode.LATENCY,
+        props.inference_num_threads: int(threads),
+        hints.inference_precision: ov.Type.f32 if dtype == "fp32" else ov.Type.bf16,
+        hints.enable_cpu_pinning: False,
+    }
+    if profiling:
+        config[props.enable_profiling] = True
+    return config
+
+
+def _text(value: Any) -> Any:
+    """A property as JSON holds it: enums and types by name, numbers and flags as they are."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "get_type_name"):  # an element type: f32, bf16
+        return value.get_type_name()
+    return getattr(value, "name", str(value))
+
+
+class OpenVINOBackend:
+    """Exports to ONNX, compiles it for OpenVINO's CPU plugin (see the module docstring), times ``infer``."""
+
+    name = "openvino"
+    device = "CPU"
+
+    def __init__(self, settings: BackendSettings) -> None:
+        import openvino as ov
+
+        self.settings = settings
+        self.core = ov.Core()
+        self.threads = settings.threads or torch.get_num_threads()  # explicit, so the recorded count is the one used
+        if settings.dtype == "bf16" and "BF16" not in self.core.get_property(self.device, "OPTIMIZATION_CAPABILITIES"):
+            raise DeviceError(f"--backend openvino --dtype bf16: this CPU ({self.device_name()}) has no bf16 support "
+                              "in OpenVINO's CPU plugin; use --dtype fp32")
+
+    def device_name(self) -> str:
+        """The CPU plugin's name for this CPU (``FULL_DEVICE_NAME``)."""
+        return str(self.core.get_property(self.device, "FULL_DEVICE_NAME"))
+
+    def describe(self) -> dict[str, Any]:
+        """The fingerprint's ``runtime`` entry: OpenVINO's version, the plugin's device and its name, the settings."""
+        import openvino as ov
+
+        return {"runtime": "openvino", "openvino": ov.get_version(), "device": self.device,
+                "device_name": self.device_name(), "performance_hint": "LATENCY",
+                "inference_precision": PRECISIONS[self.settings.dtype], "inference_num_threads": self.threads,
+                "cpu_pinning": False}
+
+    def compile(self, onnx_path: Path, profiling: bool = False) -> Any:
+        """The compiled model of an ONNX file with `openvino_config`; an unreadable or uncompilable model raises
+        `WorkloadUnsupported` in one line."""
+        try:
+            model = self.core.read_model(str(onnx_path))
+            return self.core.compile_model(model, self.device,
+                                           openvino_config(self.threads, self.settings.dtype, profiling))
+        except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError or its own types, pages long
+            raise WorkloadUnsupported(f"OpenVINO cannot run it: {one_line(exc)}") from None
+
+    def prepare(self, module: nn.Module, input_shape: tuple[int, int, int, int], workdir: Path) -> Prepared:
+        import openvino as ov
+
+        start = time.perf_counter()
+        try:
+            path = export_onnx(copy.deepcopy(module), input_shape, Path(workdir) / "model.onnx")
+        except Exception as exc:  # noqa: BLE001 - an operator the ONNX exporter lacks
+            raise WorkloadUnsupported(f"cannot export it to ONNX for OpenVINO: {one_line(exc)}") from None
+        compiled = self.compile(path)
+        request = compiled.create_infer_request()
+        x = np.random.default_rng(0).standard_normal(input_shape).astype(np.float32)
+        request.set_input_tensor(ov.Tensor(x))  # a copy: the request owns its input
+        try:
+            request.infer()
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadUnsupported(f"OpenVINO cannot run it: {one_line(exc)}") from None
+        info: dict[str, Any] = {"compile_s": round(time.perf_counter() - start, 6)}
+        for prop, key in _READ_BACK.items():
+            try:
+                info[key] = _text(compiled.get_property(prop))
+            except Exception:  # noqa: BLE001 - a property this plugin version does not report
+                continue
+
+        def run() -> object:
+            return request.infer()
+
+        def close() -> None:
+            nonlocal request, compiled
+            del request, compiled
+
+        return Prepared(run, CpuTimer(), self.threads, close, info)
