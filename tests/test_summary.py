@@ -27,7 +27,9 @@ def test_the_preset_measured_beside_the_planners_plan_decides_k():
     assert lines == ["On CPU X, PyTorch eager, net 32px:",
                      "DepthShrinker's plans run up to 1.80x faster (k = 0, predicted; 95 % 1.60-2.00x);",
                      "at k = 1 the planner's plan is 1.50x (measured 1.45x, 95 % 1.40-1.52x), the paper's preset P-A "
-                     "1.25x (measured 1.21x, 95 % 1.18-1.24x)."]
+                     "1.25x (measured 1.21x, 95 % 1.18-1.24x);",
+                     # every paired run is read (issue #37): the preset of another k too
+                     "also measured beside the original: p-b (k = 2) 1.05x (95 % 1.00-1.10x)."]
 
 
 def test_a_plan_with_other_spans_is_not_the_planners_and_unmeasured_plans_say_so():
@@ -35,8 +37,9 @@ def test_a_plan_with_other_spans_is_not_the_planners_and_unmeasured_plans_say_so
     runs = measured(("mine", 1, "100", "none", 1.3, 1.2, 1.4), ("p-b", 2, "010", "none", 1.05, 1.0, 1.1))
     answer = front_answer(POINTS, PRESETS, runs, "D", "M")
     assert answer.k == 2 and answer.planner.measured is None and answer.preset.name == "p-b"
-    assert answer.lines()[2] == ("at k = 2 the planner's plan is 1.20x (not measured), the paper's preset P-B 1.10x "
-                                 "(measured 1.05x, 95 % 1.00-1.10x).")
+    assert answer.lines()[2:] == ["at k = 2 the planner's plan is 1.20x (not measured), the paper's preset P-B 1.10x "
+                                  "(measured 1.05x, 95 % 1.00-1.10x);",
+                                  "also measured beside the original: mine (k = 1) 1.30x (95 % 1.20-1.40x)."]
     # nothing measured, no presets: no k to compare
     bare = front_answer(POINTS, PRESETS.iloc[0:0], measured(), "D", "M")
     assert bare.k is None and "no plan of this front was measured" in bare.lines()[2]

@@ -312,7 +312,7 @@ def _prepare_openvino(path, device, threads):
         if not isinstance(value, (bool, int, float, str)):  # an element type (f32) or an enum, by name
             value = value.get_type_name() if hasattr(value, "get_type_name") else getattr(value, "name", str(value))
         run.info[key] = value
-    return run, cpu_timer()
+    return run, CpuTimer()
 
 
 def _prepare_tflite(path, device, threads):
