@@ -29,8 +29,9 @@ from pathlib import Path
 
 import torch
 
-from dsprof.merge import Plan, merge_model, merge_report
-from dsprof.merge.plan import load_preset
+from dsprof.merge import merge_model, merge_report
+from dsprof.plan import Plan
+from dsprof.plan.plan import load_preset
 from dsprof.merge.spans import plan_spans
 from dsprof.models import count_macs, discover_blocks, get_model
 from dsprof.models.user_model import register_model_file

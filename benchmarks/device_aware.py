@@ -97,7 +97,7 @@ def stage_lut(args, key: str, folder: Path):
     print(f"\n{key}:\n{fronts.table()}\n", flush=True)
     if len(fronts.fronts) > 1:  # one plan for all of them: the exact minimax's cost here
         t = time.perf_counter()
-        joint = joint_front([fronts.costs[f.device] for f in fronts.fronts], list(fronts.fronts), max_span=args.max_span)
+        joint = joint_front([fronts.prices[f.device] for f in fronts.fronts], list(fronts.fronts), max_span=args.max_span)
         print(f"one plan for all {len(fronts.fronts)} contexts (least worst loss): {time.perf_counter() - t:.2f} s, "
               f"largest set of partial plans kept {joint.states}; worst loss by k: "
               + ", ".join(f"{p.k}: {p.worst:+.1%}" for p in joint.points), flush=True)
@@ -172,7 +172,7 @@ def stage_few(args, key: str, name: str, options: dict, lut, fronts) -> list[dic
     from dsprof.models import find_blocks, get_model
     from dsprof.plan import plan_front
     from dsprof.plan.cross import cross_points
-    from dsprof.profiler.few import workload_macs
+    from dsprof.workflows.few import workload_macs
 
     net = get_model(name, resolution=args.resolution, **options)
     label = model_label(name, profiled_options(net, options))
@@ -184,7 +184,7 @@ def stage_few(args, key: str, name: str, options: dict, lut, fronts) -> list[dic
         for target in fronts.fronts:  # B: the new one
             if target.device == full.device:
                 continue
-            costs = fronts.costs[target.device]
+            costs = fronts.prices[target.device]
             mine = lut.entries(target.device)
             baseline = [c.loss for c in fronts.pair(full.device, target.device)]
             for n in FEW:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from dsprof.search.importance import importance_to_file
+import dsprof
 from dsprof.search.proxies import ProxySettings
 
 
@@ -69,9 +69,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dsprof-real-") as tmp:
         folder = draw_folder(Path(tmp) / "images", 1000, args.per_class, 64)
         t0 = time.perf_counter()
-        scored, record = importance_to_file("tf_efficientnet_lite0", proxy=args.proxy, data=folder,
-                                            out=Path(tmp) / "importance.json", resolution=args.resolution,
-                                            weights=weights, settings=settings, device="cpu")
+        found = dsprof.importance("tf_efficientnet_lite0", proxy=args.proxy, data=folder,
+                                  out=Path(tmp) / "importance.json", resolution=args.resolution,
+                                  weights=weights, settings=settings, device="cpu")
+        scored, record = found.scores, found.record
         total = time.perf_counter() - t0
     print(f"tf_efficientnet_lite0, ImageNet weights from {Path(weights).name}; {args.resolution} px, "
           f"{record['proxy']['settings']}, {args.threads} thread(s), torch {torch.__version__}")

@@ -1,14 +1,14 @@
 """How well does a LUT predict merged models: their speed-up over the original, and their latency? (issues #5, #14, #27)
 
 For each backend and model, one `measure` run builds the LUT (the blocks in their original, merged and linear
-forms; the whole original model with its stem and head; every block in context, `measure --context`). Then plans
+forms; the whole original model with its stem and head; every block in situ, `measure --in-situ`). Then plans
 across the whole range of k -- the planner's front plans and seeded random plans whose number of linearised
 blocks runs evenly over 0..n -- are merged (the LUT's rule) and each merged model is timed in a later, separate
-run *interleaved with the original in one group* (`dsprof.profiler.check`, what `dsprof predict --measure` runs):
+run *interleaved with the original in one group* (`dsprof.workflows.check`, what `dsprof predict --measure` runs):
 the measured speed-up is the median of their per-round ratios (paired), the measured latency the merged model's
 median.
 
-Each method (`dsprof.lut.METHODS`) predicts every plan from the LUT alone; per backend and method the table sets
+Each method (`dsprof.names.PREDICT_METHODS`) predicts every plan from the LUT alone; per backend and method the table sets
 the speed-up's and the latency's agreement side by side: share within +-10 %, median |error|, Kendall tau over
 k = 0..n (per model, median over models), the share of measurements inside the prediction's 95 % interval and
 its median half-width. ``auto+probe`` is auto's latency scaled by the drift probe timed in the check run (the
@@ -39,13 +39,15 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from dsprof.lut import METHODS as LUT_METHODS, MethodFallbackWarning, build_lut
-from dsprof.lut.predict import plan_costs, predict_plan
+from dsprof.lut import MethodFallbackWarning, build_lut
+from dsprof.names import PREDICT_METHODS as LUT_METHODS
+from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.interval import lut_probe, probe_ratio
-from dsprof.merge import Plan, load_plan
+from dsprof.plan import Plan, load_plan
 from dsprof.models import find_blocks, get_model
-from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.check import measure_planned_run, paired_check
+import dsprof
+from dsprof.profiler import TimingConfig
+from dsprof.workflows.check import measure_planned_run, paired_check
 from dsprof.profiler.records import read_measurements
 from dsprof.plan import plan_front
 
@@ -107,9 +109,10 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
             "load_before": load(), "slug": f"{backend}-{slug(model_name)}", "seed": args.seed,
             "model_file": args.model_file if model_name.startswith("file:") else None}
     t0 = time.perf_counter()
-    lut_run = measure(model_name, model_options=options, resolution=args.resolution, variants=("original", "merged", "linear"),
-                      model_variants=("original",), context=tuple(filter(None, args.context.split(","))), spans=args.spans,
-                      timing=timing, out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate, **context)
+    lut_run = dsprof.measure(model_name, options=options, resolution=args.resolution,
+                             variants=("original", "merged", "linear"), model_variants=("original",),
+                             in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans, timing=timing,
+                             out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate, **context).run
     case["lut_wall_s"] = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]
@@ -119,12 +122,12 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
              + range_plans(model_name, n, args.range_plans, args.seed, options))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        costs = plan_costs(model_name, lut, device=key, options=options, resolution=args.resolution)
+        costs = prices_of(model_name, lut, device=key, options=options, resolution=args.resolution)
     plan_dir = out / "plans" / case["slug"]
     plan_dir.mkdir(parents=True, exist_ok=True)
     case["plans"] = []
     for plan in plans:
-        deployed = costs.with_merges(plan)  # its merge list: the LUT's rule, as predict prices it and merge replays it
+        deployed = costs.rule.decide(plan).plan  # its merge list: the LUT's rule, as predict prices it and merge replays it
         (plan_dir / f"{plan.name}.json").write_text(deployed.to_json())
         measure_planned_run(model, key, deployed, name=model_name, options=options, timing=timing,
                             out=out / f"check-{case['slug']}-{plan.name}", progress=False)
@@ -170,7 +173,7 @@ def score_case(case: dict, out: Path) -> list[dict]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)  # said in the method column
         for method in METHODS[:-1]:  # each method's prices, read once
-            costs[method] = plan_costs(case["model"], lut, device=key, options=case["options"],
+            costs[method] = prices_of(case["model"], lut, device=key, options=case["options"],
                                        resolution=case["resolution"], method=method)
     rows = []
     for plan in _plans_of(case, out):
@@ -303,7 +306,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: measure's, 1)")
     parser.add_argument("--budget", type=float, default=TimingConfig.budget_s, help="seconds of timing per workload at most")
     parser.add_argument("--first-warmup", type=float, default=TimingConfig.first_warmup_s)
-    parser.add_argument("--context", default="merged,linear", help="the LUT run's --context variants ('' for none)")
+    parser.add_argument("--in-situ", default="merged,linear", help="the LUT run's --in-situ variants ('' for none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                         help="a LUT run without the calibration group (`measure --calibrate`): intervals as before it")

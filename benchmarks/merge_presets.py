@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.merge import fold_batchnorm, load_preset, merge_model, merge_report
+from dsprof.merge import fold_batchnorm, merge_model, merge_report
+from dsprof.plan import load_preset
 from dsprof.models import count_macs, get_model
 from dsprof.profiler import BackendSettings, TimingConfig, paired_speedup, summarize, time_interleaved
 from dsprof.profiler.backends import get_backend

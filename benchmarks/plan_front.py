@@ -82,9 +82,9 @@ def _chosen_ks(front, every: int) -> list[int]:
 
 def stage_check(args) -> None:
     from dsprof.lut import LUT
-    from dsprof.lut.predict import plan_costs, predict_plan
+    from dsprof.lut.predict import prices_of, predict_plan
     from dsprof.merge import merge_model
-    from dsprof.merge.plan import load_preset
+    from dsprof.plan.plan import load_preset
     from dsprof.models import get_model
     from dsprof.plan import plan_front
     from dsprof.profiler import measure
@@ -95,7 +95,7 @@ def stage_check(args) -> None:
     for backend in args.backends:
         key = _key(lut, backend)
         front = plan_front(MODEL, lut, device=key, max_span=args.max_span, resolution=args.resolution)
-        costs = plan_costs(MODEL, lut, device=key, resolution=args.resolution)
+        costs = prices_of(MODEL, lut, device=key, resolution=args.resolution)
         checked = {f"front-k{k}": (front.at_k(k), True) for k in _chosen_ks(front, args.every)}
         for name in PRESETS:
             preset = load_preset(name)
@@ -105,7 +105,7 @@ def stage_check(args) -> None:
         # every merged model (merged as `dsprof merge --lut` deploys it, BatchNorm folded) in one group with the
         # original, interleaved round by round: the machine's load moves them all alike
         model = get_model(MODEL, resolution=args.resolution)
-        merged = {name: merge_model(model, costs.with_merges(p.plan)) for name, (p, _) in checked.items()}
+        merged = {name: merge_model(model, costs.rule.decide(p.plan).plan) for name, (p, _) in checked.items()}
         print(f"\n{backend}: {len(merged)} merged models and the original, interleaved ({_load()})", flush=True)
         t = time.perf_counter()
         result = measure(model, name=MODEL, variants=(), model_variants=("original",), blocks=None, extra_models=merged,
@@ -175,17 +175,17 @@ def stage_timing(args) -> None:
         import torch
 
         from dsprof.lut import LUT
-        from dsprof.lut.predict import plan_costs
+        from dsprof.lut.predict import prices_of
         from dsprof.plan import plan_front
 
         torch.set_num_threads(1)
         lut = LUT.load(lut_path)
         for backend in args.backends:
             t = time.perf_counter()
-            costs = plan_costs(MODEL, lut, device=_key(lut, backend), resolution=args.resolution)
+            costs = prices_of(MODEL, lut, device=_key(lut, backend), resolution=args.resolution)
             read = time.perf_counter() - t
             t = time.perf_counter()
-            front = plan_front(MODEL, lut, max_span=args.max_span, costs=costs)
+            front = plan_front(MODEL, lut, max_span=args.max_span, prices=costs)
             print(f"{MODEL} (17 blocks, spans up to {args.max_span}) on {backend}: model built and traced, LUT read "
                   f"{read:.2f} s; plan_front (every piece priced, the search, {len(front.points)} front plans and "
                   f"{len(front.presets)} presets priced by predict_plan) {time.perf_counter() - t:.2f} s ({_load()})")

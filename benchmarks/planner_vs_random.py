@@ -3,11 +3,11 @@
 For each runtime and held-out model (`benchmarks/heldout_models.py`: timm models with random weights, loaded as a user
 loads their own with ``--model-file``; none is used by a test or by another benchmark), at 224 px, batch 1, one thread:
 
-1. the LUT: `dsprof.profiler.measure` with every block as built, linearised and merged, every span of up to 4 blocks,
+1. the LUT: `dsprof.measure` with every block as built, linearised and merged, every span of up to 4 blocks,
    the whole model and `--calibrate` (the front's pieces timed inside the model, then the calibration group);
 2. at k = round(n/4), round(n/2), round(3n/4) (blocks that keep their activations): the planner's front plan and
    ``--random`` random plans of the same k (kept blocks drawn uniformly, no spans), each merged by the one rule
-   (its `merge` list written by the LUT, `PlanCosts.with_merges`, as `dsprof merge --lut` does);
+   (its `merge` list written by the LUT, `Prices.rule`, as `dsprof merge --lut` does);
 3. later, each k's plans and the original timed together, interleaved round by round in one group, by a plain loop of
    the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward under `inference_mode`, each
    timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's timer): a plan's measured
@@ -47,16 +47,18 @@ import torch
 
 from dsprof.constants import DEFAULT_MAX_SPAN
 from dsprof.lut import LUT, build_lut
-from dsprof.lut.predict import MethodFallbackWarning, plan_costs
+from dsprof.lut.predict import MethodFallbackWarning, prices_of
 from dsprof.lut.pricer import Pricer
-from dsprof.merge import Plan, load_plan, merge_model
+from dsprof.merge import merge_model
+from dsprof.plan import Plan, load_plan
 from dsprof.merge.fold import fold_batchnorm
 from dsprof.models import find_blocks, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.plan import plan_front
-from dsprof.profiler import TimingConfig, measure
+import dsprof
+from dsprof.profiler import TimingConfig
 from dsprof.profiler.allocator import steady_allocator
-from dsprof.profiler.backends.onnx_export import export_onnx
+from dsprof.models.onnx_export import export_onnx
 from dsprof.profiler.stats import paired_speedup
 
 HERE = Path(__file__).resolve().parent
@@ -90,10 +92,10 @@ def lut_of(name: str, backend: str, args: argparse.Namespace, case_dir: Path, lo
         return LUT.load(path)
     log["lut_load_before"] = load()
     t0 = time.perf_counter()
-    result = measure(name, resolution=args.resolution, backend=backend, threads=1,
-                     variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
-                     calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut", overwrite=True,
-                     progress=False)
+    result = dsprof.measure(name, resolution=args.resolution, backend=backend, threads=1,
+                            variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+                            calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut",
+                            overwrite=True, progress=False).run
     log["lut_wall_s"] = time.perf_counter() - t0
     log["lut_load_after"] = load()
     log["lut_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -107,7 +109,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
     """{k: [front plan, random plans...]} (merge lists written by the LUT's rule), stored in plans/; and the costs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        costs = plan_costs(name, lut, resolution=args.resolution)
+        costs = prices_of(name, lut, resolution=args.resolution)
     n = len(costs.blocks)
     ks = sorted({round(n / 4), round(n / 2), round(3 * n / 4)})
     folder = case_dir / "plans"
@@ -118,7 +120,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
             plan = load_plan(f)
             out.setdefault(sum(plan.keep), []).append(plan)
         return {k: sorted(v, key=lambda p: (not p.name.startswith("front"), p.name)) for k, v in out.items()}, costs
-    front = plan_front(name, lut, costs=costs, max_span=MAX_SPAN)
+    front = plan_front(name, lut, prices=costs, max_span=MAX_SPAN)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for k in ks:
@@ -128,7 +130,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
         for i in range(args.random):
             kept = set(rng.sample(range(n), k))
             keep = tuple(int(b in kept) for b in range(n))
-            plans.append(costs.with_merges(Plan(name, keep, {}, name=f"random-k{k}-{i}")))
+            plans.append(costs.rule.decide(Plan(name, keep, {}, name=f"random-k{k}-{i}")).plan)
         for p in plans:
             (folder / f"{p.name}.json").write_text(p.to_json())
         out[k] = plans

@@ -43,7 +43,9 @@ import torch
 
 from dsprof.io import atomic_write_text
 from dsprof.lut import DeviceContext, build_lut, predict_latency
-from dsprof.merge import Plan, decide_merges, load_preset, merge_model
+from dsprof.lut.rule import merge_rule
+from dsprof.merge import merge_model
+from dsprof.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.records import Measurement, read_measurements
@@ -155,7 +157,7 @@ def preset_plan(name: str, resolution: int) -> Plan:
     """Preset ``name`` with the merge list MACs write (`--merge-by macs`): the presets are timed before there is a
     LUT, so MACs decide which of their linearised blocks merge, and the LUT then prices that same list."""
     plan = load_preset(name)
-    return decide_merges(plan.model, plan, merge_by="macs", options=plan.options, resolution=resolution).plan
+    return merge_rule(plan.model, merge_by="macs", options=plan.options, resolution=resolution).decide(plan).plan
 
 
 def merged_presets(net: Net, resolution: int) -> dict[str, torch.nn.Module]:

@@ -162,19 +162,19 @@ def _at(front, k: int):
 
 def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: int) -> dict:
     """The plans of one runtime's group, each with its merge list by that runtime's LUT."""
-    from dsprof.merge import Plan
+    from dsprof.plan import Plan
 
-    costs = fronts.costs[front.device]
+    costs = fronts.prices[front.device]
     n = len(costs.blocks)
     plans = {}
     if preset_name:
-        plans["preset"] = costs.with_merges(preset_name)
+        plans["preset"] = costs.rule.decide(preset_name).plan
     plans["planner"] = _at(front, k)
     eager = _front_of(fronts, EAGER)
     if eager is not None and eager.device != front.device and not _same(_at(eager, k), plans["planner"]):
         plans["eager's plan"] = _at(eager, k)
     ks = {p.k for p in front.points}
-    plans["all merged"] = front.at_k(0).plan if 0 in ks else costs.with_merges(Plan(name, (0,) * n, options))
+    plans["all merged"] = front.at_k(0).plan if 0 in ks else costs.rule.decide(Plan(name, (0,) * n, options)).plan
     return plans
 
 
@@ -182,14 +182,14 @@ def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: 
 def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
     from dsprof.lut.predict import predict_plan
     from dsprof.merge import merge_model
-    from dsprof.merge.plan import load_plan
+    from dsprof.plan.plan import load_plan
     from dsprof.models import format_spans, get_model
     from dsprof.profiler import measure
     from dsprof.profiler.records import paired_with_original, read_measurements
     from dsprof.profiler.stats import paired_speedup
 
     _, _, preset_name = _model(args, key)
-    n = len(next(iter(fronts.costs.values())).blocks)
+    n = len(next(iter(fronts.prices.values())).blocks)
     k = _table_k(load_plan(preset_name) if preset_name else None, n)
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     rows = []
@@ -211,7 +211,7 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
             print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
         records = [r for r in read_measurements(path) if r.scope == "model"]
         original = next((r for r in records if r.variant == "original" and r.ok), None)
-        costs = fronts.costs[front.device]
+        costs = fronts.prices[front.device]
         row = {"model": key, "runtime": runtime, "k": k, "n": n, "original_ms": None, "load": None}
         if original is not None:
             row["original_ms"] = original.median_s * 1e3
@@ -256,7 +256,7 @@ def stage_explain(args, key: str, folder: Path, name: str, options: dict, fronts
     eager = _front_of(fronts, EAGER)
     if eager is None:
         return []
-    costs_e = fronts.costs[eager.device]
+    costs_e = fronts.prices[eager.device]
     rows = []
     out = folder / "explain"
     out.mkdir(exist_ok=True)
@@ -264,7 +264,7 @@ def stage_explain(args, key: str, folder: Path, name: str, options: dict, fronts
         front = _front_of(fronts, runtime)
         if front is None:
             continue
-        costs = fronts.costs[front.device]
+        costs = fronts.prices[front.device]
         differ = sorted(range(len(costs.blocks)), key=lambda i: -abs(_saving(costs, i) - _saving(costs_e, i)))
         for i in differ[: args.explain_blocks]:
             block = costs.blocks[i].name
@@ -414,7 +414,7 @@ def main() -> None:
         if "table" in stages:
             mine = stage_table(args, key, folder, name, options, fronts)
             rows += mine
-        k = mine[0]["k"] if mine else len(next(iter(fronts.costs.values())).blocks) // 2
+        k = mine[0]["k"] if mine else len(next(iter(fronts.prices.values())).blocks) // 2
         fronts_by_model[key] = (fronts, k)
         if "explain" in stages:
             explained += stage_explain(args, key, folder, name, options, fronts)

@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.merge import Plan, merge_model
+from dsprof.merge import merge_model
+from dsprof.plan import Plan
 from dsprof.models import count_macs, get_model
 from dsprof.search import TrainConfig, finetune, layer_prune, random_keep, search
 

@@ -48,7 +48,7 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 from dsprof.search import TrainConfig, finetune, search
 from dsprof.search.data import load_data
 from dsprof.search.ground_truth import (

@@ -25,6 +25,7 @@ __all__ = [
     "ModelFileError",
     "ModelOptionError",
     "OutputPathError",
+    "PartialPredictionError",
     "PlanError",
     "RegistryError",
     "UsageError",
@@ -90,6 +91,10 @@ class LUTError(DsprofError, ValueError):
 
 class LUTMissError(LUTError, KeyError):
     """A strict lookup of a key the LUT does not have."""
+
+
+class PartialPredictionError(LUTError):
+    """A prediction that lacks some of the LUT's keys, refused (`dsprof predict` without ``--allow-partial``)."""
 
 
 class MeasurementFileError(DsprofError, ValueError):

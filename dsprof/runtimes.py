@@ -2,7 +2,7 @@
 device (`dsprof export`, `measure --remote`), and the file formats of bundles, as plain data.
 
 The command line, `dsprof.edge.export`, `dsprof.edge.importer` and `dsprof.edge.remote` read these tables;
-`Backend.load` imports a backend's implementation only when it is used. The bundle runner
+`load_backend_class` imports a backend's implementation only when it is used. The bundle runner
 (`dsprof.edge.runner`) runs without dsprof on the device and keeps its own copy of `RUNTIMES`' format and
 layout (tests/test_runtimes.py checks that the two agree).
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "Backend", "Runtime", "load_backend_class", "runtime_of_format"]
+__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "load_backend_class", "runtime_of_format"]
 
 
-class Backend(NamedTuple):
+class BackendEntry(NamedTuple):
     """A profiler backend (``dsprof measure --backend``): its implementation (``module:Class`` under
     `dsprof.profiler.backends`) and the runtime that times its models on a remote device (None: none can;
     ``no_remote`` says why in one line)."""
@@ -40,13 +40,13 @@ class Runtime(NamedTuple):
 FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
 
 BACKENDS = {b.name: b for b in (
-    Backend("torch", "torch_eager:TorchBackend", "torchscript"),
-    Backend("torch-compile", "torch_compile:TorchCompileBackend", None,
+    BackendEntry("torch", "torch_eager:TorchBackend", "torchscript"),
+    BackendEntry("torch-compile", "torch_compile:TorchCompileBackend", None,
             "torch.compile builds its kernels with PyTorch and a C++ compiler (or Triton) on the machine that runs "
             "them, which a bundle's runner does not carry: run `dsprof measure --backend torch-compile` on the device"),
-    Backend("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
-    Backend("openvino", "openvino:OpenVINOBackend", "openvino"),
-    Backend("tflite", "tflite:TFLiteBackend", "tflite"),
+    BackendEntry("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
+    BackendEntry("openvino", "openvino:OpenVINOBackend", "openvino"),
+    BackendEntry("tflite", "tflite:TFLiteBackend", "tflite"),
 )}
 
 # TorchScript records keep their own backend name: a traced module is timed apart from PyTorch eager.

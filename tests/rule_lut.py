@@ -31,13 +31,14 @@ from typing import Iterable, Mapping, Sequence
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
 from dsprof.lut.schema import KEY_COLUMNS, model_label
+from dsprof.profiler.records import IN_SITU_SCOPE
 
 __all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_lut_after", "rule_median_s"]
 
 OVERHEAD_S = 200e-6  # seconds per call of a workload (one block, span, stem, head; a model pays one per block + 1)
 S_PER_MAC = 1e-10  # seconds per multiply-accumulate (10 GMAC/s)
 IQR_FRACTION = 0.02  # each entry's IQR, as a fraction of its median
-_WHOLE = ("model", "context")  # scopes that time a whole model (alone, or with one block swapped)
+_WHOLE = ("model", IN_SITU_SCOPE)  # scopes that time a whole model (alone, or with one block swapped)
 
 
 def rule_median_s(macs: int, blocks: int = 0, overhead_s: float = OVERHEAD_S, s_per_mac: float = S_PER_MAC) -> float:

@@ -9,10 +9,10 @@ import textwrap
 import pandas as pd
 import pytest
 
+import dsprof
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.fingerprint import ENV_ID_FIELDS
-from dsprof.reports import write_report
 
 # Two 40 MB tensors made and freed per step, as a forward pass on a batch makes and frees activations.
 # glibc maps requests above its mmap threshold (which it raises after frees, but never above 32 MiB)
@@ -68,5 +68,5 @@ def test_measure_records_the_allocator(tmp_path):
     record = result.measurements[0]
     assert record.environment["allocator"] == "glibc malloc: no mmap, trim threshold 1024 MiB"
     assert "allocator" not in ENV_ID_FIELDS  # records before and after the change stay in one LUT context
-    devices = pd.read_csv(write_report([result.path], tmp_path / "report").index.parent / "tables" / "devices.csv")
+    devices = pd.read_csv(dsprof.report([result.path], tmp_path / "report").index.parent / "tables" / "devices.csv")
     assert list(devices["allocator"]) == ["glibc malloc: no mmap, trim threshold 1024 MiB"]  # the report's device table says so

@@ -14,7 +14,8 @@ import torch
 
 from dsprof.errors import BadFileError, DsprofError, OutputPathError, PlanError
 from dsprof.lut import LUT, build_lut
-from dsprof.merge import Plan, load_merged, load_preset, merge_model, save_merged
+from dsprof.merge import load_merged, merge_model, save_merged
+from dsprof.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import measure
 

@@ -12,12 +12,13 @@ import statistics
 
 import pytest
 
+import dsprof
 from dsprof.cli import main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
-from dsprof.merge import Plan
-from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.records import CALIBRATION, MeasurementWriter, read_measurements
+from dsprof.plan import Plan
+from dsprof.profiler import TimingConfig
+from dsprof.profiler.records import CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, read_measurements
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
@@ -29,8 +30,8 @@ Z = 1.959964
 
 
 def _measure(out, **kw):
-    return measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
-                   model_variants=("original",), timing=FAST, out=out, progress=False, **kw)
+    return dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
+                          model_variants=("original",), timing=FAST, out=out, progress=False, **kw).run
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +81,16 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
     # the calibration group last; before it only pieces of the front that the file did not time inside the model yet
     # (the front planned from the file's records may take some: issue #36), none timed twice
     assert [r.variant for r in new[-2:]] == ["original", CALIBRATION]
-    assert all(r.scope == "context" for r in new[:-2])
-    keys = [(r.name, r.variant) for r in timed if r.scope == "context"]
+    assert all(r.scope == IN_SITU_SCOPE for r in new[:-2])
+    keys = [(r.name, r.variant) for r in timed if r.scope == IN_SITU_SCOPE]
     assert len(keys) == len(set(keys))
 
 
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
     with pytest.raises(UsageError, match="needs --variants with original and merged"):
-        measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original",),
-                model_variants=("original",), timing=FAST, out=tmp_path / "a.jsonl", progress=False, calibrate=True)
+        dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, variants=("original",),
+                       model_variants=("original",), timing=FAST, out=tmp_path / "a.jsonl", progress=False,
+                       calibrate=True)
     assert main(["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--calibrate", "--remote", "me@host",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -104,7 +106,7 @@ def _with_calibration_ratio(run, tmp_path, ratio):
     whole = next(r for r in run.measurements if r.scope == "model" and r.variant == "original" and r.group != group)
     out = []
     for r in run.measurements:
-        if r.scope == "context":
+        if r.scope == IN_SITU_SCOPE:
             continue
         if r.group != group:
             out.append(r)

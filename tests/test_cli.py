@@ -7,7 +7,7 @@ import torch
 
 from dsprof import __version__
 from dsprof.cli import main
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 SUBCOMMANDS = ["measure", "build-lut", "predict", "search", "finetune", "merge", "report"]
@@ -75,7 +75,8 @@ def _weights_commands(weights: str, tmp_path) -> dict[str, list[str]]:
 
 
 def test_weights_option_is_parsed_the_same_by_every_command(tmp_path):
-    from dsprof.cli import build_parser, weights_from_args
+    from dsprof.cli import build_parser
+    from dsprof.cli.options import weights_from_args
 
     parser = build_parser()
     commands = _weights_commands("pretrained", tmp_path)

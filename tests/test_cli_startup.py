@@ -85,19 +85,22 @@ def test_import_dsprof_is_light_and_its_api_still_resolves():
 
     for name in dsprof.__all__:
         assert getattr(dsprof, name) is not None
-    assert dsprof.get_model is dsprof.models.registry.get_model
+    assert dsprof.get_model is dsprof.models.build.get_model
     with pytest.raises(AttributeError, match="no attribute 'nothing_like_this'"):
         dsprof.nothing_like_this  # noqa: B018
 
 
 @pytest.mark.parametrize("entry", ZOO, ids=lambda z: z.name)
 def test_the_zoo_catalog_states_each_builders_options(entry):
-    """The catalog is plain data; this reads each builder (importing torchvision and timm) to check it."""
+    """The catalog is plain data; this reads each builder (importing torchvision and timm) to check its options and
+    their defaults."""
     from dsprof.models.zoo import builder
 
     parameters = inspect.signature(builder(entry.name)).parameters
     assert tuple(p for p in parameters if p != "pretrained") == entry.options
     assert "pretrained" in parameters and "resolution" not in parameters
+    defaults = {k: p.default for k, p in parameters.items() if k in entry.options and p.default is not p.empty}
+    assert dict(entry.defaults) == defaults  # what normalized_options drops without importing the builder
 
 
 def test_a_torchvision_model_does_not_import_timm():

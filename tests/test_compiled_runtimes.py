@@ -27,7 +27,7 @@ from dsprof.lut import LUT, build_lut
 from dsprof.merge.fold import fold_batchnorm
 from dsprof.profiler import TimingConfig, measure, read_measurements
 from dsprof.profiler.backends import BackendSettings, WorkloadUnsupported, get_backend
-from dsprof.profiler.backends.onnx_export import export_onnx
+from dsprof.models.onnx_export import export_onnx
 from dsprof.profiler.records import record_checksum
 
 pytestmark = pytest.mark.usefixtures("one_thread")

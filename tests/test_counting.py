@@ -5,7 +5,8 @@ from torch import nn
 from torchvision.models.mobilenetv2 import InvertedResidual
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
-from dsprof.merge import Plan, linearize_block, linearize_model, merge_linearized, merge_model
+from dsprof.merge import linearize_block, linearize_model, merge_linearized, merge_model
+from dsprof.plan import Plan
 from dsprof.merge.spans import span_macs, span_spec
 from dsprof.models import (
     BlockSpec,

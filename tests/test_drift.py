@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import dsprof
 from dsprof.cli import main
 from dsprof.errors import DeviceError, UsageError
 from dsprof.lut.schema import GROUP_COLUMNS
@@ -28,11 +29,12 @@ from dsprof.lut import LUT, SCHEMA, MethodFallbackWarning, build_lut, model_labe
 from dsprof.lut.interval import lut_probe, probe_ratio
 from dsprof.lut.predict import resolve_method
 from dsprof.models import find_blocks, get_model
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.check import measure_planned, probe_now
+from dsprof.profiler.probe import probe_now
+from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
-from dsprof.profiler.records import MeasurementWriter, read_measurements
+from dsprof.profiler.records import IN_SITU_SCOPE, MeasurementWriter, read_measurements
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
@@ -220,9 +222,9 @@ def test_the_interval_covers_a_drifting_machine_with_the_probe(run, tmp_path):
 # -- the method: resolved before any lookup, its fallback said ----------------------------------------------
 
 
-def _hand_lut(factor_in_context=2.0, backend="torch", context=True):
-    """A hand LUT of the tiny MobileNetV2: whole model 20 ms; every block 2 ms, merged 1.5 ms; in context each
-    swap saves ``factor_in_context`` x 0.5 ms of the 20 ms; a probe of 2 ms."""
+def _hand_lut(factor_in_situ=2.0, backend="torch", in_situ=True):
+    """A hand LUT of the tiny MobileNetV2: whole model 20 ms; every block 2 ms, merged 1.5 ms; in situ each
+    swap saves ``factor_in_situ`` x 0.5 ms of the 20 ms; a probe of 2 ms."""
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": backend,
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "noisy": False,
@@ -230,11 +232,11 @@ def _hand_lut(factor_in_context=2.0, backend="torch", context=True):
     rows = [dict(base, scope="model", workload=LABEL, variant="original", median_s=0.020, iqr_s=0.0, n_samples=25),
             dict(base, scope="probe", workload=PROBE_NAME, variant="original", median_s=0.002, iqr_s=0.0001, n_samples=100)]
     for b in blocks:
-        if context:
-            rows.append(dict(base, scope="context", workload=f"{LABEL}@{b.name}", variant="original", median_s=0.020,
+        if in_situ:
+            rows.append(dict(base, scope=IN_SITU_SCOPE, workload=f"{LABEL}@{b.name}", variant="original", median_s=0.020,
                              iqr_s=0.0, n_samples=25))
-            rows.append(dict(base, scope="context", workload=f"{LABEL}@{b.name}", variant="merged",
-                             median_s=0.020 - factor_in_context * 0.0005, iqr_s=0.0, n_samples=25))
+            rows.append(dict(base, scope=IN_SITU_SCOPE, workload=f"{LABEL}@{b.name}", variant="merged",
+                             median_s=0.020 - factor_in_situ * 0.0005, iqr_s=0.0, n_samples=25))
         for variant, ms in (("original", 2.0), ("merged", 1.5)):
             rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant=variant, median_s=ms * 1e-3,
                              iqr_s=0.0, n_samples=25))
@@ -248,21 +250,21 @@ def _predict(lut, **kwargs):
     return predict_latency("mobilenet_v2", lut, PLAN, options=OPTIONS, resolution=32, strict=True, **kwargs)
 
 
-def test_explicit_context_scaled_without_its_entries_says_it_fell_back_and_strict_does_not_raise():
-    with pytest.warns(MethodFallbackWarning, match="context-scaled fell back: the LUT lacks in-context"):
-        pred = _predict(_hand_lut(context=False), method="context-scaled")
-    assert pred.method.startswith("isolated (context-scaled fell back: the LUT lacks in-context entries")
+def test_explicit_in_situ_scaled_without_its_entries_says_it_fell_back_and_strict_does_not_raise():
+    with pytest.warns(MethodFallbackWarning, match="in-situ-scaled fell back: the LUT lacks in-situ"):
+        pred = _predict(_hand_lut(in_situ=False), method="in-situ-scaled")
+    assert pred.method.startswith("isolated (in-situ-scaled fell back: the LUT lacks in-situ entries")
     assert pred.missing == () and pred.coverage == 1.0  # a method's fallback is no LUT miss
     assert pred.total_s == pytest.approx(0.020 - 3 * 0.0005, rel=1e-12)  # isolated: three blocks save 0.5 ms
 
 
-def test_auto_is_in_model_and_context_scaled_uses_any_positive_factor():
+def test_auto_is_in_model_and_in_situ_scaled_uses_any_positive_factor():
     # without blocks timed inside the model: the whole model 20 ms, seven blocks of 2 ms alone, no stem and head:
     # phi = 20 / 14, and each of the three merged blocks saves 0.5 ms alone times (1 + phi) / 2
     factor = (1 + 20 / 14) / 2
     with warnings.catch_warnings():
         warnings.simplefilter("error", MethodFallbackWarning)
-        pred = _predict(_hand_lut(context=False))
+        pred = _predict(_hand_lut(in_situ=False))
         assert pred.method == f"in-model (x{factor:.3f})"
         assert pred.total_s == pytest.approx(0.020 - factor * 3 * 0.0005, rel=1e-12)
         # with the seven blocks timed inside the model, each saving 1.5 x 0.5 ms there: those savings (scale 1.5,
@@ -271,8 +273,11 @@ def test_auto_is_in_model_and_context_scaled_uses_any_positive_factor():
             pred = _predict(lut)
             assert pred.method == "in-model (x1.500, 7 pieces timed in the model)"
             assert pred.total_s == pytest.approx(0.020 - 1.5 * 3 * 0.0005, rel=1e-12)
-    for asked in (0.4, 4.0):  # asked for by name, context-scaled uses its factor whatever it is
-        assert _predict(_hand_lut(asked), method="context-scaled").method == f"context-scaled (x{asked:.3f})"
+    for asked in (0.4, 4.0):  # asked for by name, in-situ-scaled uses its factor whatever it is
+        assert _predict(_hand_lut(asked), method="in-situ-scaled").method == f"in-situ-scaled (x{asked:.3f})"
+    # its older name, read for one release: the same prediction, and a warning that names the new one
+    with pytest.warns(FutureWarning, match="'context-scaled' is now called 'in-situ-scaled'"):
+        assert _predict(_hand_lut(4.0), method="context-scaled").method == "in-situ-scaled (x4.000)"
 
 
 def test_the_method_is_resolved_and_checked_before_any_lookup(monkeypatch):
@@ -289,26 +294,26 @@ def test_the_method_is_resolved_and_checked_before_any_lookup(monkeypatch):
     monkeypatch.setattr(LUT, "find", no_lookup)
     for kwargs, message in [({"method": "fast"}, "method is one of"),
                             ({"method": "in-model", "rest": "stem+head"}, "starts from the whole model"),
-                            ({"method": "context-scaled", "rest": "stem+head"}, "starts from the whole model"),
-                            ({"method": "context", "rest": "stem+head"}, "starts from the whole model")]:
+                            ({"method": "in-situ-scaled", "rest": "stem+head"}, "starts from the whole model"),
+                            ({"method": "in-situ", "rest": "stem+head"}, "starts from the whole model")]:
         with pytest.raises(UsageError, match=message):
             _predict(lut, **kwargs)
     with pytest.raises(UsageError, match="predicts plans"):
-        predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=32, variant="merged", method="context")
+        predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=32, variant="merged", method="in-situ")
 
 
 # -- scaling by the probe -----------------------------------------------------------------------------------
 
 
 def test_with_probe_scales_the_milliseconds_not_the_speedup():
-    pred = _predict(_hand_lut(context=False), method="isolated")
+    pred = _predict(_hand_lut(in_situ=False), method="isolated")
     scaled = with_probe(pred, 1.25)
     assert scaled.total_s == pytest.approx(pred.total_s * 1.25, rel=1e-12)
     assert scaled.original_s == pytest.approx(pred.original_s * 1.25, rel=1e-12)
     assert (scaled.low_s, scaled.high_s) == (pytest.approx(pred.low_s * 1.25), pytest.approx(pred.high_s * 1.25))
     assert (scaled.speedup, scaled.speedup_low, scaled.speedup_high) == (pred.speedup, pred.speedup_low, pred.speedup_high)
     assert "scaled to now by the drift probe (1.250x the LUT's time" in str(scaled)
-    lut = _hand_lut(context=False)
+    lut = _hand_lut(in_situ=False)
     assert probe_ratio([0.0024, 0.0025, 0.0026], lut_probe(lut, lut.devices()[0])) == pytest.approx(1.25)
     with pytest.raises(UsageError):
         with_probe(pred, 0.0)
@@ -417,9 +422,8 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
 
 
 def test_report_shows_the_probe_against_the_lut(run, tmp_path):
-    from dsprof.reports import write_report
 
-    report = write_report([run.path], tmp_path / "report", lut=build_lut([run.path]))
+    report = dsprof.report([run.path], tmp_path / "report", lut=build_lut([run.path]))
     page = report.index.read_text()
     assert "## Drift probe" in page and "over 8 groups" in page
     # the records are the LUT's own: the same samples, a ratio of exactly 1

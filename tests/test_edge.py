@@ -229,7 +229,8 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     import onnxruntime as ort
     import torch
 
-    from dsprof.merge import load_plan, merge_model
+    from dsprof.merge import merge_model
+    from dsprof.plan import load_plan
     from dsprof.models import get_model
     from dsprof.profiler import block_workloads
 

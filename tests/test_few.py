@@ -18,7 +18,7 @@ from dsprof.lut.predict import profiled_options
 from dsprof.models import find_blocks, get_model
 from dsprof.plan import plan_front
 from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.few import workload_macs
+from dsprof.workflows.few import workload_macs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,

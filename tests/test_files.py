@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from dsprof.cli import main
 from dsprof.lut import LUT, build_lut
-from dsprof.merge import Plan, merge_model, save_merged
+from dsprof.merge import merge_model, save_merged
+from dsprof.plan import Plan
 from dsprof.models import get_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"

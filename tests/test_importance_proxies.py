@@ -17,17 +17,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dsprof.cli import DEFAULT_PROXY as CLI_DEFAULT, PROXY_NAMES, build_parser, main
+import dsprof
+from dsprof.cli import build_parser, main
+from dsprof.names import DEFAULT_PROXY as NAMED_DEFAULT, PROXY_NAMES
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.plan import load_importance, plan_to_file
+from dsprof.workflows.plan import load_importance, plan_to_file
 from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search
 from dsprof.search.data import digits
-from dsprof.search.importance import importance_record, importance_to_file
+from dsprof.search.importance import importance_record
 from dsprof.search.importance_file import write_importance
 from dsprof.search.proxies import DEFAULT_PROXY, PROXIES, ProxySettings, proxy_input, score_blocks
 from rule_lut import rule_lut
@@ -183,8 +185,8 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
     assert record["format"] == "dsprof.importance" and record["proxy"]["settings"]["batches"] == 2
     assert record["importance"][0] == 0.0 and record["ranking"][-1] == 0 and record["data"]["resolution"] == RES
     # the same through the Python function, and the importance search with that proxy
-    scored_fn, _ = importance_to_file(model_name, proxy="taylor", resolution=RES, weights=inert_model,
-                                      settings=ProxySettings(batches=2), device="cpu")
+    scored_fn = dsprof.importance(model_name, proxy="taylor", resolution=RES, weights=inert_model,
+                                  settings=ProxySettings(batches=2), device="cpu").scores
     assert list(scored_fn.scores) == pytest.approx(record["importance"], rel=1e-9)
     found = search(model_name, keep=3, resolution=RES, weights=inert_model, device="cpu", proxy="taylor",
                    proxy_settings=ProxySettings(batches=2))
@@ -195,7 +197,7 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
 
 
 def test_the_command_line_names_the_registered_proxies():
-    assert tuple(PROXY_NAMES) == tuple(PROXIES) and CLI_DEFAULT == DEFAULT_PROXY
+    assert tuple(PROXY_NAMES) == tuple(PROXIES) and NAMED_DEFAULT == DEFAULT_PROXY
     importance = next(a for a in build_parser()._actions if a.dest == "command").choices["importance"]
     assert next(a for a in importance._actions if a.dest == "proxy").default == DEFAULT_PROXY
 

@@ -48,7 +48,7 @@ def test_an_onnx_export_that_fails_midway_leaves_the_old_file(tmp_path):
     import torch
     from torch import nn
 
-    from dsprof.profiler.backends.onnx_export import export_onnx
+    from dsprof.models.onnx_export import export_onnx
 
     target = tmp_path / "model.onnx"
     export_onnx(nn.Conv2d(3, 4, 3), (1, 3, 8, 8), target)

@@ -10,7 +10,7 @@ import pytest
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceContext, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
 from dsprof.lut.predict import predict_latency
-from dsprof.merge.plan import Plan
+from dsprof.plan.plan import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler.records import MeasurementWriter, read_measurements
 from dsprof.profiler.runner import measure
@@ -336,12 +336,12 @@ def test_prediction_misses_are_loud():
 def test_each_blocks_saving_is_priced_by_the_one_rule():
     """What linearising each block saves (the search's latency weights read it): its original entry minus its
     merged one, where merging pays (merged below the unmerged block: here original, no linear entry)."""
-    from dsprof.lut.cost import PlanCosts
+    from dsprof.lut.prices import Prices
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7))
     lut = _hand_lut(blocks, "x")
-    costs = PlanCosts.read(lut, lut.resolve(), "x", blocks, method="isolated")
-    assert [costs.merges(i) for i in range(7)] == [True] * 7
+    costs = Prices.read(lut, lut.resolve(), "x", blocks, method="isolated")
+    assert [costs.rule.merges(i) for i in range(7)] == [True] * 7
     pieces = [costs.linearized(i) for i in range(7)]
     assert [p.variant for p in pieces] == ["merged"] * 7
     assert [p.saving_s for p in pieces] == pytest.approx([(i + 1) * 0.75e-3 for i in range(7)], rel=1e-12)

@@ -12,7 +12,8 @@ from torchvision.models.mobilenetv2 import InvertedResidual
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from conftest import randomise_bn
-from dsprof.merge import MergeError, Plan, linearize_block, linearize_model, merge_linearized
+from dsprof.merge import MergeError, linearize_block, linearize_model, merge_linearized
+from dsprof.plan import Plan
 from dsprof.merge.layers import BorderBias
 from dsprof.models import get_model
 

@@ -10,16 +10,14 @@ from conftest import randomise_bn
 from dsprof.merge import (
     Linearized,
     MergedConv,
-    Plan,
-    PlanError,
     export_onnx,
     linearize_model,
     load_merged,
-    load_preset,
     merge_model,
     merge_report,
     save_merged,
 )
+from dsprof.plan import Plan, PlanError, load_preset
 from dsprof.models import get_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.merge import PRESETS, Plan, PlanError, list_presets, load_merged, load_plan, load_preset
+from dsprof.merge import load_merged
+from dsprof.plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
 from dsprof.models import find_blocks, get_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,9 +16,10 @@ from torch import nn
 from dsprof.cli import main
 from dsprof.errors import LUTMissError, PlanError
 from dsprof.lut import LUT, predict_latency
-from dsprof.lut.predict import plan_costs
-from dsprof.merge import Plan, ZeroPad, merge_model, merge_report
-from dsprof.merge.rule import decide_merges
+from dsprof.lut.predict import prices_of
+from dsprof.merge import ZeroPad, merge_model, merge_report
+from dsprof.plan import Plan
+from dsprof.lut.rule import merge_rule
 from dsprof.models import block_module, count_macs, find_blocks, get_model
 from dsprof.profiler import block_workloads, read_measurements
 
@@ -113,7 +114,7 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
     lut_path, _, _ = tiny_lut
     plan_path = tmp_path / "tiny-ds.json"
     plan_path.write_text(Plan("mobilenet_v2", KEEP, OPTIONS, name="tiny-ds").to_json())
-    priced = decide_merges("mobilenet_v2", str(plan_path), lut=str(lut_path), options=OPTIONS, resolution=32)
+    priced = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32).decide(str(plan_path))
     assert priced.by == "lut"
     capsys.readouterr()
     out = tmp_path / "merged.pt"
@@ -129,27 +130,27 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
     assert "--merge-by macs" in capsys.readouterr().err
 
 
-def test_with_merges_fills_a_plan_and_replays_one(tiny_lut):
+def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     lut_path, frame, specs = tiny_lut
-    costs = plan_costs("mobilenet_v2", str(lut_path), options=OPTIONS, resolution=32)
+    costs = prices_of("mobilenet_v2", str(lut_path), options=OPTIONS, resolution=32)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
-    filled = costs.with_merges(plan)
+    filled = costs.rule.decide(plan).plan
     assert filled.keep == plan.keep and filled.merge is not None
     assert not any(m for m, k in zip(filled.merge, KEEP) if k)  # kept blocks never merge
     given = plan.with_merge([False] * 7)
-    assert costs.with_merges(given) is given  # a list is replayed as written
+    assert costs.rule.decide(given).plan is given  # a list is replayed as written
     # a span merges whatever the LUT says of its blocks alone; a list that says otherwise is refused
     spanned = Plan("mobilenet_v2", (1, 1, 1, 0, 0, 1, 1), OPTIONS, spans=((3, 5),))
-    assert costs.with_merges(spanned).merge[3:5] == (True, True)
+    assert costs.rule.decide(spanned).plan.merge[3:5] == (True, True)
     with pytest.raises(PlanError, match="spans"):
-        costs.with_merges(spanned.with_merge([False] * 7))
+        costs.rule.decide(spanned.with_merge([False] * 7))
     # an entry the LUT lacks: one rule -- named, with the command that times it (strict), or counted as merged
     missing = LUT(frame[~((frame.workload == specs[3]) & (frame.variant == "merged"))])
-    gap = plan_costs("mobilenet_v2", missing, options=OPTIONS, resolution=32)
+    gap = prices_of("mobilenet_v2", missing, options=OPTIONS, resolution=32)
     with pytest.raises(LUTMissError) as err:
-        gap.with_merges(plan)
+        gap.rule.decide(plan)
     assert "block 3" in str(err.value) and "dsprof measure --model mobilenet_v2 --depths 1,1,1,1,1,1,1" in str(err.value)
-    assert gap.with_merges(plan, strict=False).merge[3] is True
+    assert gap.rule.decide(plan, strict=False).plan.merge[3] is True
 
 
 # -- the linear variant is the module merge_model deploys --------------------------------------------------------

@@ -34,9 +34,10 @@ import pytest
 from chromium import Browser, find_chromium
 from dsprof.cli import build_parser, main
 from dsprof.lut import LUT, build_lut
-from dsprof.lut.predict import plan_costs, predict_plan
+from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.schema import PREDICTED
-from dsprof.merge import Plan, load_merged, merge_report
+from dsprof.merge import load_merged, merge_report
+from dsprof.plan import Plan
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.profiler import TimingConfig, format_summary, measure, read_measurements, summary_table
@@ -196,7 +197,7 @@ def test_37_1_importance_with_for_plans_the_least_loss_and_shows_it(setup, plann
     # among the plans of least loss, the least worst loss: brute force over what deploys keep 101001 (block 1 alone,
     # merged or not; blocks 3 and 4 as the span 3-4, or each alone, merged or not), priced in both contexts
     lut = LUT.load(setup["lut"])
-    costs = {b: plan_costs(LABEL, lut, device=setup["contexts"][b], resolution=32) for b in BACKENDS}
+    costs = {b: prices_of(LABEL, lut, device=setup["contexts"][b], resolution=32) for b in BACKENDS}
     own = {f["device"]: next(p["latency_s"] for p in f["points"] if p["k"] == K) for f in data["fronts"]}
     keep = tuple(int(c) for c in LEAST_LOSS[K][0])
     worst = []
@@ -246,7 +247,7 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
             if i + size <= n:
                 pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts)),
                                      sum(loss[i:i + size], Fraction(0))))
-    every = [(sum(p.kept for p in t), sum((p.loss for p in t), Fraction(0)), np.sum([p.savings for p in t], axis=0))
+    every = [(sum(p.kept for p in t), sum((p.loss for p in t), Fraction(0)), np.sum([p.savings_s for p in t], axis=0))
              for t in _tilings(n, pieces)]
     base = np.full(contexts, 40.0)
     own = {k: base - np.max([v for kk, _, v in every if kk == k], axis=0) for k in range(n + 1)}
@@ -257,7 +258,7 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
         relative = [(base - v) / own[k] for kk, l, v in every if kk == k and l == least]
         for chosen, score in ((worst[k], np.max), (mean[k], np.mean)):
             assert sum((p.loss for p in chosen), Fraction(0)) == least, (k, score.__name__)
-            got = (base - np.sum([p.savings for p in chosen], axis=0)) / own[k]
+            got = (base - np.sum([p.savings_s for p in chosen], axis=0)) / own[k]
             assert score(got) == pytest.approx(min(score(r) for r in relative), rel=1e-12), (k, score.__name__)
 
 

@@ -16,7 +16,7 @@ import torch
 
 from dsprof.cli import main
 from dsprof.merge import load_merged
-from dsprof.merge.plan import Plan
+from dsprof.plan.plan import Plan
 from dsprof.profiler import read_measurements
 from rule_lut import rule_lut
 

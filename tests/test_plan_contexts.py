@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import dsprof
 from dsprof.cli import main
 from dsprof.lut import LUT, build_lut
-from dsprof.lut.predict import plan_costs, predict_plan
-from dsprof.merge import Plan
+from dsprof.lut.predict import prices_of, predict_plan
+from dsprof.plan import Plan
 from dsprof.merge.spans import span_runs
 from dsprof.plan import plan_contexts, plan_front
 from dsprof.plan.minimax import joint_front
@@ -77,8 +78,8 @@ def _every_plan(blocks, max_span):
 
 @pytest.fixture(scope="module")
 def brute(luts):
-    """(plans, {backend: PlanCosts}, {backend: [predicted latency of each plan]}): every plan priced in each context."""
-    costs = {b: plan_costs(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION) for b in BACKENDS}
+    """(plans, {backend: Prices}, {backend: [predicted latency of each plan]}): every plan priced in each context."""
+    costs = {b: prices_of(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION) for b in BACKENDS}
     plans = list(_every_plan(costs["torch"].blocks, MAX_SPAN))
     latency = {b: [predict_plan(costs[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
     return plans, costs, latency
@@ -124,7 +125,7 @@ def test_cross_equals_brute_force(luts, brute):
 @pytest.mark.parametrize("objective", ["worst", "mean"])
 def test_joint_plan_equals_brute_force(luts, brute, objective):
     plans, costs, latency = brute
-    fronts = [plan_front(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN, costs=costs[b])
+    fronts = [plan_front(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN, prices=costs[b])
               for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective=objective, max_span=MAX_SPAN)
     n = len(plans[0].keep)
@@ -163,12 +164,12 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
                 frame.loc[rows & (frame.variant == "linear"), "median_s"] = 1.2 * original
             linear = float(frame.loc[rows & (frame.variant == "linear"), "median_s"].iloc[0])
             frame.loc[rows & (frame.variant == "merged"), "median_s"] = scale * linear
-        changed[backend] = plan_costs(NAME, LUT(frame, f"{backend}, merges changed"), options=OPTIONS,
+        changed[backend] = prices_of(NAME, LUT(frame, f"{backend}, merges changed"), options=OPTIONS,
                                       resolution=RESOLUTION)
     for i in (1, 3, 5):  # the two contexts disagree on whether merging the block alone pays
         assert changed["torch"].linearized(i).variant == "merged" and changed["onnxruntime"].linearized(i).variant == "linear"
     latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
-    fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, costs=changed[b]) for b in BACKENDS]
+    fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, prices=changed[b]) for b in BACKENDS]
     joint = joint_front([changed[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
     fronts_by = dict(zip(BACKENDS, fronts))
     assert 3 in fronts_by["onnxruntime"].no_gain and 3 not in fronts_by["torch"].no_gain
@@ -212,16 +213,16 @@ def test_minimax_solver_equals_brute_force_on_random_savings(contexts, seed, mon
         for size in (2, 3):
             if i + size <= n:
                 pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts))))
-    every = [(sum(p.kept for p in t), np.sum([p.savings for p in t], axis=0)) for t in _tilings(n, pieces)]
+    every = [(sum(p.kept for p in t), np.sum([p.savings_s for p in t], axis=0)) for t in _tilings(n, pieces)]
     base = np.full(contexts, 40.0)
     own = {k: base - np.max([v for kk, v in every if kk == k], axis=0) for k in range(n + 1)}
     worst, _ = _worst(n, pieces, base, own)
     mean = _mean(n, pieces, own)
     for k in range(n + 1):
         relative = [(base - v) / own[k] for kk, v in every if kk == k]
-        got = (base - np.sum([p.savings for p in worst[k]], axis=0)) / own[k]
+        got = (base - np.sum([p.savings_s for p in worst[k]], axis=0)) / own[k]
         assert got.max() == pytest.approx(min(r.max() for r in relative), rel=1e-12), (k, "worst")
-        got = (base - np.sum([p.savings for p in mean[k]], axis=0)) / own[k]
+        got = (base - np.sum([p.savings_s for p in mean[k]], axis=0)) / own[k]
         assert got.mean() == pytest.approx(min(r.mean() for r in relative), rel=1e-12), (k, "mean")
 
 
@@ -267,15 +268,14 @@ def test_a_single_context_still_writes_one_front(luts, tmp_path, capsys):
 
 
 def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
-    from dsprof.plan import plan_contexts_to_file, plan_to_file
-    from dsprof.reports import write_report
+    from dsprof.workflows.plan import plan_contexts_to_file, plan_to_file
 
     records = [Path(luts[b]).parent / f"{b}.jsonl" for b in BACKENDS]
     several = tmp_path / "several" / "front.json"
     several.parent.mkdir()
     outcome = plan_contexts_to_file(NAME, [luts[b] for b in BACKENDS], out=several, options=OPTIONS,
                                     resolution=RESOLUTION, max_span=MAX_SPAN)
-    report = write_report(records, tmp_path / "report", fronts=[several])
+    report = dsprof.report(records, tmp_path / "report", fronts=[several])
     plots = tmp_path / "report" / "plots"
     cross = pd.read_csv(plots / "devices_front_cross.csv")
     expected = {(c.chosen_for.backend, c.runs_on.backend, c.k): c.loss for c in outcome.fronts.cross
@@ -299,7 +299,7 @@ def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
     for b in BACKENDS:
         singles.append(plan_to_file(NAME, luts[b], out=tmp_path / f"{b}.front.json", options=OPTIONS,
                                     resolution=RESOLUTION, max_span=MAX_SPAN).paths[0])
-    write_report(records, tmp_path / "report2", fronts=singles)
+    dsprof.report(records, tmp_path / "report2", fronts=singles)
     svgs = sorted((tmp_path / "report2" / "plots").glob("devices_*"))
     assert [p.suffix for p in svgs] == [".csv", ".png", ".svg"]
     assert svgs[2].read_text().count("<title>") == 16

@@ -16,8 +16,8 @@ import pytest
 
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.pricer import Pricer
-from dsprof.lut.predict import plan_costs, predict_plan
-from dsprof.merge import Plan
+from dsprof.lut.predict import prices_of, predict_plan
+from dsprof.plan import Plan
 from dsprof.merge.spans import span_runs
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
@@ -75,11 +75,11 @@ def test_no_plan_is_priced_faster_than_the_front(case):
     assert len(lut.devices()) == 2
     contexts_with_no_gain = 0
     for context in lut.devices():
-        costs = plan_costs(name, lut, device=context, options=options, resolution=RESOLUTION)
+        costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
         pricer = Pricer(costs)
         blocks, n = costs.blocks, len(costs.blocks)
         front = plan_front(name, lut, device=context, options=options, resolution=RESOLUTION, max_span=MAX_SPAN,
-                           costs=costs)
+                           prices=costs)
         assert [p.k for p in front.points] == list(range(n + 1))  # every k has a plan: nothing is held back
         contexts_with_no_gain += bool(front.no_gain)
         best = {p.k: p.latency_s for p in front.points}
@@ -109,7 +109,7 @@ def test_the_pricer_prices_as_predict_does(case):
     name, options, lut = case
     rng = random.Random(7)
     for context in lut.devices():
-        costs = plan_costs(name, lut, device=context, options=options, resolution=RESOLUTION)
+        costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
         pricer, n = Pricer(costs), len(costs.blocks)
         for _ in range(30):
             keep, spans = random_plan(costs.blocks, rng.randint(0, n), MAX_SPAN, rng)
@@ -124,7 +124,7 @@ def test_the_pricer_prices_as_predict_does(case):
 def test_best_plan_for_a_keep_list_is_the_least_of_its_span_partitions(case):
     name, options, lut = case
     context = lut.devices()[0]
-    costs = plan_costs(name, lut, device=context, options=options, resolution=RESOLUTION)
+    costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
     pricer, blocks = Pricer(costs), costs.blocks
     rng = random.Random(11)
     for _ in range(5):

@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from chromium import Browser, find_chromium
+import dsprof
 from dsprof.cli import main
 from dsprof.errors import BadFileError
 from dsprof.lut import LUT, build_lut, predict_latency
-from dsprof.merge.plan import load_plan
+from dsprof.plan.plan import load_plan
 from dsprof.profiler.records import read_measurements
-from dsprof.reports import device_labels, front_tables, load_front, write_report
+from dsprof.reports import device_labels, front_tables, load_front
 from rule_lut import rule_lut
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # real profiler runs of MobileNetV2 (depths 1 x 7) at 32 px
@@ -70,7 +71,7 @@ def report(records, tmp_path_factory):
         (measurements / f.name).write_bytes(f.read_bytes())
     (measurements / "tiny.front.json").write_text(json.dumps(front_json(records)))  # found in the inputs
     # the fixtures' tiny-ds model was merged by MACs (tests/fixtures/make_report_fixtures.py): priced and drawn so
-    return write_report([measurements], folder / "report", lut=build_lut([FIXTURES]), plans=[FIXTURES / "tiny-ds.json"],
+    return dsprof.report([measurements], folder / "report", lut=build_lut([FIXTURES]), plans=[FIXTURES / "tiny-ds.json"],
                         accuracies=FIXTURES / "accuracies.csv", merge_by="macs")
 
 

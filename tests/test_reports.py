@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import dsprof
 from dsprof.lut import build_lut
-from dsprof.merge import Plan, decide_merges
+from dsprof.lut.rule import merge_rule
+from dsprof.plan import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler.records import read_measurements
 from dsprof.reports import (
@@ -21,7 +23,6 @@ from dsprof.reports import (
     profiling_table,
     render,
     variant_table,
-    write_report,
 )
 from dsprof.reports.plots import close
 
@@ -183,7 +184,7 @@ def test_block_latency_figure_series(records):
 def test_memory_table_and_figure():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
     plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7})
-    plan = decide_merges(model, plan, merge_by="macs", name="mobilenet_v2").plan  # its merge list, by MACs
+    plan = merge_rule(model, merge_by="macs", name="mobilenet_v2").decide(plan).plan  # its merge list, by MACs
     mem = memory_table(model, plan)
     blocks = find_blocks(model)
     # Block 1 (16->96->24, stride 2 at 16x16) merges into one 3x3 conv: 16*24*9 weights + 24 biases;
@@ -226,7 +227,7 @@ def test_write_report_and_cli(tmp_path, records, capsys):
     lut = build_lut([FIXTURES])
     lut_path = lut.save(tmp_path / "lut.csv")
     # the fixtures' tiny-ds model was merged by MACs (tests/fixtures/make_report_fixtures.py): priced and drawn so
-    report = write_report([FIXTURES], tmp_path / "report", lut=lut, plans=[FIXTURES / "tiny-ds.json"],
+    report = dsprof.report([FIXTURES], tmp_path / "report", lut=lut, plans=[FIXTURES / "tiny-ds.json"],
                           accuracies=FIXTURES / "accuracies.csv", merge_by="macs")
     index = report.index.read_text()
     for heading in ("## Devices", "Paper Tab. 1".lower(), "Block-wise latency", "Memory footprint", "Accuracy vs FPS",
@@ -252,7 +253,7 @@ def test_write_report_and_cli(tmp_path, records, capsys):
         assert row.predicted_low < row.predicted_speedup < row.predicted_high
     assert report.skipped == []
     # without --merge-by: a LUT of two contexts cannot say which merges to draw; said, not guessed
-    plain = write_report([FIXTURES], tmp_path / "plain", lut=lut, plans=[FIXTURES / "tiny-ds.json"])
+    plain = dsprof.report([FIXTURES], tmp_path / "plain", lut=lut, plans=[FIXTURES / "tiny-ds.json"])
     assert [s for s in plain.skipped if s.startswith("memory plot")] == [
         "memory plot of tiny-ds: it has no merge list, so a LUT of one context (--lut) or --merge-by macs decides its merges"]
 
@@ -305,7 +306,7 @@ def test_explain_table_and_annotation(records, tmp_path):
     for f in FIXTURES.glob("*.jsonl"):
         (folder / f.name).write_bytes(f.read_bytes())
     _explanation().save(folder / "f2.explain.json")
-    report = write_report([folder], tmp_path / "report")
+    report = dsprof.report([folder], tmp_path / "report")
     page = report.index.read_text()
     assert "## Why is features.2 slow? (mobilenet_v2, torch, 2 thread(s), batch 1)" in page
     assert "**Finding:** threads wait for each other" in page

@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dsprof.merge import load_preset, merge_model
+from dsprof.merge import merge_model
+from dsprof.plan import load_preset
 from dsprof.models import count_macs, get_model
 from dsprof.profiler import read_measurements
 

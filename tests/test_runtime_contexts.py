@@ -24,8 +24,8 @@ import pytest
 import rule_lut as rule
 from dsprof.cli import main
 from dsprof.lut import LUT
-from dsprof.lut.predict import plan_costs, predict_plan
-from dsprof.merge import Plan
+from dsprof.lut.predict import prices_of, predict_plan
+from dsprof.plan import Plan
 from dsprof.merge.spans import span_runs
 from dsprof.plan import plan_contexts, plan_front
 from dsprof.plan.minimax import joint_front
@@ -170,7 +170,7 @@ def _every_plan(blocks, max_span):
 
 def test_plans_over_both_contexts_equal_brute_force(contexts):
     luts = {"openvino": contexts["openvino"][1], "torch-compile": contexts["compiler"][1]}
-    costs = {b: plan_costs(LABEL, luts[b], resolution=32) for b in BACKENDS}
+    costs = {b: prices_of(LABEL, luts[b], resolution=32) for b in BACKENDS}
     for b in BACKENDS:  # the rules price a block's linear form as its original (flatnet pads in place): none is
         frame = LUT.load(luts[b]).to_dataframe()  # held back, every plan below is one the planner offers
         blocks = frame[frame.scope == "block"].set_index(["workload", "variant"]).median_s
@@ -198,7 +198,7 @@ def test_plans_over_both_contexts_equal_brute_force(contexts):
         if a == b:
             assert point.loss == 0.0
     assert any(p.loss > 1e-6 for p in result.cross)  # the two contexts disagree somewhere
-    fronts = [plan_front(LABEL, luts[b], resolution=32, max_span=MAX_SPAN, costs=costs[b]) for b in BACKENDS]
+    fronts = [plan_front(LABEL, luts[b], resolution=32, max_span=MAX_SPAN, prices=costs[b]) for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
     assert [p.k for p in joint.points] == list(range(n + 1))
     for point in joint.points:

@@ -2,7 +2,7 @@
 read, and that the standalone bundle runner must agree with."""
 
 from dsprof.edge import runner
-from dsprof.profiler.backends import BACKENDS, get_backend
+from dsprof.profiler.backends import get_backend
 from dsprof.profiler.backends.base import BackendSettings
 from dsprof.runtimes import BACKENDS as REGISTRY
 from dsprof.runtimes import FORMATS, RUNTIMES, runtime_of_format
@@ -18,7 +18,7 @@ def test_backend_to_runtime_to_file_format():
              if b.remote_runtime}
     assert chain == {"torch": ("torchscript", ".pt"), "onnxruntime": ("onnxruntime", ".onnx"),
                      "openvino": ("openvino", ".onnx"), "tflite": ("tflite", ".tflite")}
-    assert BACKENDS == ("torch", "torch-compile", "onnxruntime", "openvino", "tflite")
+    assert tuple(REGISTRY) == ("torch", "torch-compile", "onnxruntime", "openvino", "tflite")
     # torch.compile builds its kernels where they run: no bundle runtime, and a line that says so
     assert REGISTRY["torch-compile"].remote_runtime is None and "on the device" in REGISTRY["torch-compile"].no_remote
     assert {fmt: runtime_of_format(fmt) for fmt in FORMATS} == {

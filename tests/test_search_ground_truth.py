@@ -17,7 +17,7 @@ from dsprof.search.ground_truth import (
     pareto_front,
 )
 from dsprof.search.importance import importance_keep
-from dsprof.search.run import annealed_k, runaway_spread
+from dsprof.search.gates import annealed_k, runaway_spread
 
 # -- statistics against independent references -----------------------------------------------------
 

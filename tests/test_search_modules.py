@@ -12,6 +12,7 @@ import pytest
 
 import dsprof.search as search_pkg
 from dsprof.errors import UsageError
+from dsprof.names import SEARCH_METHODS
 
 PACKAGE = Path(search_pkg.__file__).parent
 MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
@@ -73,9 +74,10 @@ def test_every_search_module_imports_first():
 
 
 def test_one_module_per_method_and_unknown_names_list_them():
-    from dsprof.search.registry import METHODS, search_method
+    from dsprof.search.registry import SEARCHES, search_method
 
-    assert {fn.__module__ for fn in METHODS.values()} == {f"dsprof.search.{m}" for m in
+    assert tuple(SEARCHES) == SEARCH_METHODS
+    assert {fn.__module__ for fn in SEARCHES.values()} == {f"dsprof.search.{m}" for m in
                                                          ("differentiable", "importance", "planned", "random_plan")}
     with pytest.raises(UsageError, match="choose one of: importance, differentiable, planner, random"):
         search_method("evolutionary")
@@ -89,4 +91,4 @@ def test_the_cli_offers_exactly_the_registered_methods():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     method = next(a for a in sub.choices["search"]._actions if a.dest == "method")
-    assert set(method.choices) == set(search_pkg.METHODS)
+    assert tuple(method.choices) == SEARCH_METHODS == tuple(search_pkg.SEARCHES)

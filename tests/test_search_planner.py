@@ -6,7 +6,7 @@ import pytest
 
 from dsprof.errors import LUTMissError, UsageError
 from dsprof.lut import build_lut, predict_latency
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 from dsprof.plan import plan_front
 from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from dsprof.merge import Plan, PlanError, linearize_model, merge_model, merge_report
+from dsprof.merge import linearize_model, merge_model, merge_report
+from dsprof.plan import Plan, PlanError
 from dsprof.merge.spans import SpanLinearized, plan_spans, span_runs, span_spec
 from dsprof.models import find_blocks, get_model
 

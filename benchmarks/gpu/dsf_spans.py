@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dsprof.merge import fold_batchnorm, load_preset, merge_model
+from dsprof.merge import fold_batchnorm, merge_model
+from dsprof.plan import load_preset
 from dsprof.merge.spans import plan_spans, span_runs
 from dsprof.models import count_macs, find_blocks, get_model
 

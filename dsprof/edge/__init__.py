@@ -6,33 +6,14 @@ Python >= 3.6; it also drives TFLite's ``benchmark_model`` on a phone over adb a
 `import_results` turns the runner's JSON Lines into ordinary measurement records.
 """
 
-from .export import EDGE_OPSET, FORMATS, ExportResult, export_bundle
-from .importer import ImportResult, import_results
-from .manifest import BUNDLE_FORMAT, EdgeError, read_manifest
-from .runner import (
-    BENCHMARK_MODEL_FLAGS,
-    RESULTS_FORMAT,
-    BenchmarkModelError,
-    benchmark_model_args,
-    check_benchmark_model_output,
-    parse_benchmark_model_output,
-)
+from .._lazy import lazy_exports
 
-__all__ = [
-    "BENCHMARK_MODEL_FLAGS",
-    "BUNDLE_FORMAT",
-    "EDGE_OPSET",
-    "FORMATS",
-    "RESULTS_FORMAT",
-    "RUNTIMES",
-    "BenchmarkModelError",
-    "EdgeError",
-    "ExportResult",
-    "ImportResult",
-    "benchmark_model_args",
-    "check_benchmark_model_output",
-    "export_bundle",
-    "import_results",
-    "parse_benchmark_model_output",
-    "read_manifest",
-]
+_EXPORTS = {
+    **dict.fromkeys(('EDGE_OPSET', 'ExportResult', 'FORMATS', 'export_bundle'), ".export"),
+    **dict.fromkeys(('ImportResult', 'import_results'), ".importer"),
+    **dict.fromkeys(('BUNDLE_FORMAT', 'EdgeError', 'read_manifest'), ".manifest"),
+    **dict.fromkeys(('BENCHMARK_MODEL_FLAGS', 'BenchmarkModelError', 'RESULTS_FORMAT', 'benchmark_model_args', 'check_benchmark_model_output', 'parse_benchmark_model_output'), ".runner"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

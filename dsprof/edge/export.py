@@ -38,6 +38,9 @@ from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, write_manifest
 from .runner import RESULTS_FORMAT
+from ..models.onnx_export import export_onnx
+from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
+from ..profiler.backends.tflite import convert_onnx_to_tflite
 
 __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundle"]
 
@@ -65,8 +68,6 @@ def _sha256(path: Path) -> str:
 
 
 def _write_model(w: Workload, fmt: str, batch: int, path: Path, opset: int) -> None:
-    from ..profiler.backends.onnx_export import export_onnx
-
     shape = (batch, *w.input_shape)
     if fmt == "onnx":
         export_onnx(copy.deepcopy(w.module), shape, path, opset=opset)
@@ -76,8 +77,6 @@ def _write_model(w: Workload, fmt: str, batch: int, path: Path, opset: int) -> N
             traced = torch.jit.trace(copy.deepcopy(w.module).eval(), torch.zeros(shape), check_trace=False)
             torch.jit.save(traced, str(path))
     else:
-        from ..profiler.backends.tflite import convert_onnx_to_tflite
-
         with tempfile.TemporaryDirectory(prefix="dsprof-export-") as tmp:
             onnx = export_onnx(copy.deepcopy(w.module), shape, Path(tmp) / "model.onnx", opset=opset)
             shutil.copyfile(convert_onnx_to_tflite(onnx, Path(tmp)), path)
@@ -106,8 +105,8 @@ def export_bundle(
     extra_models: Mapping[str, nn.Module] | None = None,
     formats: Sequence[str] = ("onnx",),
     batch: int = 1,
-    variants: Sequence[str] = ("original", "merged", "flops_matched"),
-    model_variants: Sequence[str] = ("original", "flops_matched"),
+    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
+    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
     blocks: str | Sequence[str] | None = "*",
     spans: int = 0,
     timing: TimingConfig = TimingConfig(),

@@ -9,7 +9,7 @@ _EXPORTS = {
     **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency"), ".predict"),
     **dict.fromkeys(("lut_probe", "probe_ratio", "with_probe"), ".interval"),
     "DeviceContext": "..device_context",
-    **dict.fromkeys(("COLUMNS", "METHODS", "SCHEMA", "model_label"), ".schema"),
+    **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),
     **dict.fromkeys(("LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"), ".table"),
     **dict.fromkeys(("PredictionAccuracy", "accuracy_table", "prediction_accuracy"), ".validate"),
 }

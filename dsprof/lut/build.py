@@ -10,11 +10,11 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..errors import InputFileError
-from ..profiler.records import Measurement, MeasurementFile, read_measurement_file
+from ..errors import InputFileError, LUTError
+from ..profiler.records import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
 from ..profiler.stats import summarize
 from .interval import IQR_TO_SD, median_error
-from .schema import COLUMNS, SCHEMA, context_workload, model_label
+from .schema import COLUMNS, SCHEMA, in_situ_workload, model_label
 from .table import LUT
 
 __all__ = ["build_lut", "lut_from_files", "measurement_files", "read_measurement_files", "workload_of"]
@@ -41,12 +41,12 @@ def read_measurement_files(paths: Iterable[str | Path], *, accept_modified: bool
 
 
 def workload_of(r: Measurement) -> str:
-    """The LUT workload of a record: a block's BlockSpec string; for a block in context the model
-    label and the block's name (`context_workload`); for the drift probe its name; else the model label."""
+    """The LUT workload of a record: a block's BlockSpec string; for a block timed in situ the model
+    label and the block's name (`in_situ_workload`); for the drift probe its name; else the model label."""
     if r.scope == "block":
         return r.spec
-    if r.scope == "context":
-        return context_workload(model_label(r.model, r.model_options), r.name)
+    if r.scope == IN_SITU_SCOPE:
+        return in_situ_workload(model_label(r.model, r.model_options), r.name)
     if r.scope == "probe":  # the same reference in every run, whatever model the run measured
         return r.name
     return model_label(r.name, r.model_options)
@@ -56,11 +56,19 @@ def _key(r: Measurement) -> tuple:
     return r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
 
 
-def build_lut(paths: Iterable[str | Path], *, accept_modified: bool = False) -> LUT:
+def build_lut(paths: Iterable[str | Path], out: str | Path | None = None, *, accept_modified: bool = False) -> LUT:
     """One LUT entry per key from all records of ``paths`` (files or folders), as `lut_from_files` pools
-    them. Records changed after they were written are left out (with a warning naming file and lines) unless
-    ``accept_modified``."""
-    return lut_from_files(read_measurement_files(paths, accept_modified=accept_modified))
+    them (`dsprof build-lut`). Records changed after they were written are left out (with a warning naming file and
+    lines) unless ``accept_modified``; the LUT's ``modified`` counts them. With ``out`` the LUT is written there
+    (CSV, whole, at the end); one without an entry is refused then."""
+    files = read_measurement_files(paths, accept_modified=accept_modified)
+    lut = lut_from_files(files)
+    lut.modified = sum(len(f.modified_lines) for f in files)
+    if out is not None:
+        if not len(lut):
+            raise LUTError("the measurement files hold no successful record; nothing to tabulate")
+        lut.save(out)
+    return lut
 
 
 def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:

@@ -19,7 +19,7 @@ lowers the fit's average prediction variance over all candidates (I-optimal desi
 groups and the range of latencies. The fit's leave-one-out error on the measured entries becomes each predicted
 entry's spread (``iqr_s``, with ``n_samples`` 1: its median error is that relative error), so that predictions from
 such a LUT carry wider intervals. Predicted entries' ``sources`` start with ``predicted:`` (`dsprof.lut.schema`).
-Pure arithmetic on LUT entries (NumPy); `dsprof.profiler.few` measures.
+Pure arithmetic on LUT entries (NumPy); `dsprof.workflows.few` measures.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import pandas as pd
 from ..device_context import DeviceContext
 from ..errors import LUTError, UsageError
 from ..models import Block
-from .cost import Lookup, span_key
+from .prices import Lookup, span_key
 from .interval import IQR_TO_SD, MEDIAN_SE
 from .schema import COLUMNS, PREDICTED, SCHEMA
 from .table import LUT, LUTEntry
+from ..merge.spans import span_runs
 
 __all__ = ["GROUPS", "Candidate", "FewFit", "candidates", "choose", "few_lut", "fit"]
 
@@ -68,9 +69,7 @@ def candidates(like: LUT, key: DeviceContext, label: str, blocks: list[Block], m
                macs: Mapping[tuple[str, str, str], int] | None = None) -> list[Candidate]:
     """The entries of ``label`` (a model label, `model_label`) that a plan with spans of up to ``max_span`` blocks
     reads and that context ``key`` of ``like`` holds, in block order, each once; ``macs``: each key's MACs for one
-    image (`dsprof.profiler.few.workload_macs`), a feature of the fit."""
-    from ..merge.spans import span_runs
-
+    image (`dsprof.workflows.few.workload_macs`), a feature of the fit."""
     lookup = Lookup.of(like, key)
     found: dict[tuple[str, str, str], Candidate] = {}
 

@@ -4,7 +4,7 @@ A piece -- a block linearised alone, merged or not, or a span merged as one conv
 ``alone`` (its blocks' originals minus its own entry). Inside the model it saves something else: on this CPU the
 first stride-2 block of MobileNetV2 (112 px) saved 8 % of the model where its saving alone promised 14 %, and spans
 that take it over-promised the same; ONNX Runtime's blocks timed alone each pay a session call the model does not.
-`dsprof measure --calibrate` times the front's pieces inside the model (`dsprof.profiler.calibration`): the whole
+`dsprof measure --calibrate` times the front's pieces inside the model (`dsprof.workflows.calibrate`): the whole
 model and the model with only that piece deployed, paired round by round, so the machine's moves divide out; the
 piece's measured saving is ``m = R (1 - ratio)`` (R the whole model's median) with standard error ``sigma``.
 
@@ -32,6 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+from ..profiler.records import IN_SITU_SCOPE
+from .interval import saving_error_s
+from .schema import in_situ_workload
 
 __all__ = ["MIN_PIECES", "MIN_SHARE", "InModel", "Timed"]
 
@@ -104,18 +108,15 @@ def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequ
                  span_key: Any, in_model_name: Any) -> list[Timed]:
     """Every piece of ``label`` the LUT context (``lookup``) timed inside the model, with its saving alone:
     ``in_model_name(start, stop)`` names a piece there, ``span_key(start, stop)`` is a span's block workload."""
-    from .interval import saving_error_s
-    from .schema import context_workload
-
     out = []
     n = len(blocks)
     candidates = [(i, i + 1, v) for i in range(n) for v in ("merged", "linear")]
     candidates += [(a, b, "span") for a in range(n) for b in range(a + 2, n + 1)
-                   if lookup(context_workload(label, in_model_name(a, b)), "original", "context") is not None]
+                   if lookup(in_situ_workload(label, in_model_name(a, b)), "original", IN_SITU_SCOPE) is not None]
     for start, stop, variant in candidates:
-        workload = context_workload(label, in_model_name(start, stop))
-        base = lookup(workload, "original", "context")
-        swap = lookup(workload, "merged" if variant == "span" else variant, "context")
+        workload = in_situ_workload(label, in_model_name(start, stop))
+        base = lookup(workload, "original", IN_SITU_SCOPE)
+        swap = lookup(workload, "merged" if variant == "span" else variant, IN_SITU_SCOPE)
         alone_entry = (lookup(span_key(start, stop), "merged") if variant == "span"
                        else lookup(blocks[start].spec.to_str(), variant))
         group = originals[start:stop]

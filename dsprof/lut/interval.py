@@ -15,13 +15,13 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   on [1, phi], so a method that counts the savings with factor F is off by sqrt((phi - 1)^2 / 12 +
   (F - (1 + phi) / 2)^2) / F of u (the ``in-model`` method takes the middle). Some runtimes break that range:
   merged blocks saved 0.3-1.0 of their savings alone inside an ONNX Runtime session (benchmarks/RESULTS.md, issue
-  #27). Where the LUT holds the **calibration group** (`dsprof measure --calibrate`, `dsprof.profiler.calibration`:
+  #27). Where the LUT holds the **calibration group** (`dsprof measure --calibrate`, `dsprof.workflows.calibrate`:
   the whole model with every block linearised and merged by the LUT's rule, timed paired against the original),
   its measured saving over the one the method predicts for that plan, rho, is a third point: the truth is taken
   as uniform on the range of 1, phi and rho F (in savings alone). Estimated from the LUT's runs, never from a
   later check.
 * **the check's noise** (speed-up; `Terms.check`): a later check is a group of two whole models timed round by
-  round, in two sessions. The LUT's in-context groups are such checks, of one block swapped each: the spread of
+  round, in two sessions. The LUT's in-situ groups are such checks, of one block swapped each: the spread of
   their paired savings around the isolated ones says how far one check lands from what the LUT adds up (the
   rounds' noise, a session's offset, a block's surroundings). Without them, sqrt(2) times the error the whole
   model's median has in one of the LUT's groups (a median's standard error: sigma over the square root of n).
@@ -29,7 +29,7 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   noise one later check carries) adds to it.
 * **the machine's drift** (latency; `Terms.drift`): a later measurement is one moment of a machine whose
   medians spread across groups and runs: sigma from the IQR of the whole model's medians (its own groups and
-  every in-context group, over every run), else of the drift probe's group medians. Never the spread of raw
+  every in-situ group, over every run), else of the drift probe's group medians. Never the spread of raw
   samples: the samples of one group share its moment. The original's latency, a median over G groups, carries
   1.2533 sigma / sqrt(G) of it too (a median's standard error).
 
@@ -47,16 +47,18 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..profiler.records import CALIBRATION, PROBE_NAME, PROBE_SCOPE
+from ..profiler.records import PROBE_NAME, PROBE_SCOPE
 from ..profiler.stats import summarize
 from .table import LUT, LUTEntry, LUTMissError
 
-if TYPE_CHECKING:  # the cost module imports this one
-    from .cost import Piece, PlanCosts
+if TYPE_CHECKING:  # read, never built, here: the modules that build them import this one
+    from .inmodel import InModel
     from .predict import Prediction
+    from .prices import Piece
 
-__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "Terms", "calibration_of", "entry_error_s", "lut_probe", "median_error", "plan_bounds",
-           "probe_ratio", "relative_spread", "saving_error_s", "terms_of", "with_probe"]
+__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "IntervalInputs", "Terms", "calibration_of",
+           "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio", "relative_spread",
+           "saving_error_s", "terms_of", "with_probe"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
 #: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
@@ -101,6 +103,36 @@ def relative_spread(values: Sequence[float]) -> float:
 
 
 @dataclass(frozen=True)
+class IntervalInputs:
+    """What the intervals of one model's plans are estimated from, in one LUT context under one method: LUT entries
+    and numbers, gathered once by `dsprof.lut.prices.Prices.interval_inputs`.
+
+    ``references``: the whole model's medians the drift and the check read (its own entry and every in-situ
+    group's); ``whole``: its own entry; ``stem_and_head``: whether the LUT has both; ``method``, ``rest_method``,
+    ``factor`` (what the isolated savings count with), ``in_model_factor`` and ``in_model`` (the pieces timed in the
+    model) as the prices use them; ``base_errors``: the errors (seconds) of the entries the original's prediction
+    starts from; ``probe``: the drift probe's entry; ``calibration``: the calibration group's entry and
+    ``calibration_share`` the share of the model the method predicts its plan saves (NaN where an entry of that plan
+    is missing); ``in_situ``: each block's in-situ group and swapped entry with the saving timed alone of the
+    same variant (seconds), and ``reference_s`` the whole model they are relative to."""
+
+    references: tuple[LUTEntry, ...]
+    whole: LUTEntry | None
+    stem_and_head: bool
+    method: str
+    rest_method: str
+    factor: float
+    in_model_factor: float | None
+    in_model: "InModel | None"
+    base_errors: tuple[float, ...]
+    probe: LUTEntry | None
+    calibration: LUTEntry | None
+    calibration_share: float
+    in_situ: tuple[tuple[LUTEntry, LUTEntry, float], ...]
+    reference_s: float
+
+
+@dataclass(frozen=True)
 class Terms:
     """The parts of an interval that belong to the model in one LUT context, not to one plan (relative
     standard deviations): ``drift`` of the machine between groups and runs, ``check`` the noise of a paired
@@ -114,46 +146,47 @@ class Terms:
     factor: float
     factor_source: str
     reference_groups: int = 1  # how many groups the original's predicted latency is a median of
+    base_errors: tuple[float, ...] = ()  # the errors (seconds) of the entries the original's prediction starts from
 
 
-def terms_of(costs: "PlanCosts") -> Terms:
-    """The model-level `Terms` of ``costs`` (one model, one LUT context, one method)."""
-    drift, drift_source = _drift(costs)
-    check, check_source = _check(costs)
-    whole = costs.entries.whole
-    groups = (sum(e.groups for e in costs.entries.references) if costs.method != "isolated"
-              else whole.groups if whole is not None and costs.rest_method == "model-minus-blocks" else 1)
-    phi = costs.in_model_factor
-    used = costs.factor
-    calibration = calibration_of(costs)
+def terms_of(inputs: IntervalInputs) -> Terms:
+    """The model-level `Terms` of one model in one LUT context under one method."""
+    drift, drift_source = _drift(inputs)
+    check, check_source = _check(inputs)
+    whole = inputs.whole
+    groups = (sum(e.groups for e in inputs.references) if inputs.method != "isolated"
+              else whole.groups if whole is not None and inputs.rest_method == "model-minus-blocks" else 1)
+    phi = inputs.in_model_factor
+    used = inputs.factor
+    calibration = calibration_of(inputs)
     if calibration.se == calibration.se:
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
-    if costs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): only how the pieces add up is left
+    if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): only how the pieces add up is left
         points = [1.0] + ([calibration.rho] if calibration.rho == calibration.rho else [])
         low, high = min(points), max(points)
         spread = math.sqrt((high - low) ** 2 / 12 + (1 - (low + high) / 2) ** 2)
-        factor = math.hypot(spread, costs.in_model.scale_se)
-        source = "; ".join(filter(None, [costs.in_model.describe(), calibration.source]))
+        factor = math.hypot(spread, inputs.in_model.scale_se)
+        source = "; ".join(filter(None, [inputs.in_model.describe(), calibration.source]))
         source += f": the pieces' savings add up to between x{low:.3f} and x{high:.3f} of their sum"
-        return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
+        return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1), inputs.base_errors)
     points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
     if len(points) < 2:
         return Terms(drift, drift_source, check, check_source, 0.0,
                      "not estimated (the LUT lacks the whole model or one of its blocks, and a calibration group)",
-                     max(groups, 1))
+                     max(groups, 1), inputs.base_errors)
     low, high = min(points), max(points)
     factor = math.sqrt((high - low) ** 2 / 12 + (used - (low + high) / 2) ** 2) / used
-    parts = "" if costs.entries.stem and costs.entries.head else " (no stem and head entries: counted as 0)"
+    parts = "" if inputs.stem_and_head else " (no stem and head entries: counted as 0)"
     source = "; ".join(filter(None, [f"in-model factor {phi:.3f}{parts}" if phi is not None else "",
                                      calibration.source]))
     source += f": savings inside the model between x{low:.3f} and x{high:.3f} of alone"
-    return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
+    return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1), inputs.base_errors)
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """What the LUT's calibration group says (`dsprof.profiler.calibration`): ``rho``, the saving it measured over
+    """What the LUT's calibration group says (`dsprof.workflows.calibrate`): ``rho``, the saving it measured over
     the saving the method predicts for its plan (NaN where it says nothing), ``se`` the relative standard error of
     its paired ratio (NaN without one), and ``source``: where rho came from, or why there is none."""
 
@@ -162,36 +195,34 @@ class Calibration:
     source: str
 
 
-def calibration_of(costs: "PlanCosts") -> Calibration:
-    """The `Calibration` of ``costs``' model in its LUT context."""
+def calibration_of(inputs: IntervalInputs) -> Calibration:
+    """The `Calibration` of one model in one LUT context."""
     nan = math.nan
-    entry = costs.lookup(costs.label, CALIBRATION, "model")
+    entry = inputs.calibration
     if entry is None or not entry.ratio == entry.ratio:
         return Calibration(nan, nan, "")
     se = entry.ratio_se / entry.ratio
-    pieces = [costs.linearized(i) for i in range(len(costs.blocks))]  # its plan: every block, the LUT's merges
-    original = costs.total_s(costs.pieces(None))
-    if not all(p.found for p in pieces) or not original > 0:
+    if not inputs.calibration_share == inputs.calibration_share:
         return Calibration(nan, se, "calibration not used (the LUT lacks an entry of its plan)")
-    predicted, measured = 1 - costs.total_s(pieces) / original, 1 - entry.ratio
+    predicted, measured = inputs.calibration_share, 1 - entry.ratio
     if abs(predicted) < MIN_CALIBRATION_SAVING:
         return Calibration(nan, se, f"calibration not used (its plan is predicted to save {predicted:.1%})")
     rho = measured / predicted
     return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})")
 
 
-def _drift(costs: "PlanCosts") -> tuple[float, str]:
+def _drift(inputs: IntervalInputs) -> tuple[float, str]:
     """The machine's drift between groups and runs (relative sigma) and its source: the whole model's medians (its
-    own entry and every in-context group's: their spread, with each one's spread over its runs) where they come
+    own entry and every in-situ group's: their spread, with each one's spread over its runs) where they come
     from at least `ENOUGH_GROUPS` groups, else the drift probe's group medians (one per group of every run), else
     whatever the model has."""
-    references = costs.entries.references
+    references = inputs.references
     groups = sum(e.groups for e in references)
     runs = [e.group_iqr_s * IQR_TO_SD / e.median_s for e in references if e.groups >= MIN_GROUPS]
     model = math.hypot(relative_spread([e.median_s for e in references]), statistics.median(runs) if runs else 0.0)
     if groups >= ENOUGH_GROUPS and (len(references) >= MIN_GROUPS or runs):
         return model, f"the whole model's medians ({groups} groups)"
-    probe = costs.lookup(PROBE_NAME, "original", PROBE_SCOPE)
+    probe = inputs.probe
     if probe is not None and probe.groups >= MIN_GROUPS:
         return probe.group_iqr_s * IQR_TO_SD / probe.median_s, f"the drift probe's medians ({probe.groups} groups)"
     if len(references) >= MIN_GROUPS or runs:
@@ -199,39 +230,32 @@ def _drift(costs: "PlanCosts") -> tuple[float, str]:
     return 0.0, "nothing (fewer than 3 group medians of the model or the drift probe)"
 
 
-def _check(costs: "PlanCosts") -> tuple[float, str]:
+def _check(inputs: IntervalInputs) -> tuple[float, str]:
     """The noise (relative sigma) of a paired check: one group of two whole models, in two sessions. Where the LUT
-    timed the model's blocks in context, that is what each in-context group is: the spread (IQR) of their
+    timed the model's blocks in situ, that is what each in-situ group is: the spread (IQR) of their
     savings (the swapped model over the whole one, paired per round) around the isolated savings the method
     counts -- the rounds' noise, what a session or a block's surroundings add. Else sqrt(2) times the error the
     whole model's median has in one of the LUT's groups."""
-    residuals = _in_context_residuals(costs)
+    residuals = _in_situ_residuals(inputs)
     if len(residuals) >= ENOUGH_GROUPS:
-        return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-context groups"
-    references = costs.entries.references
+        return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-situ groups"
+    references = inputs.references
     if not references:
         return 0.0, "nothing (no whole-model entry)"
     one = statistics.median(median_error(e.iqr_s, max(1, e.n_samples // e.groups)) / e.median_s for e in references)
     return math.sqrt(2) * one, f"the whole model's medians in {len(references)} groups"
 
 
-def _in_context_residuals(costs: "PlanCosts") -> list[float]:
-    """Each in-context saving (relative to the whole model in its group, from the paired ratio where the LUT has
+def _in_situ_residuals(inputs: IntervalInputs) -> list[float]:
+    """Each in-situ saving (relative to the whole model in its group, from the paired ratio where the LUT has
     it) minus the isolated saving of the same block and variant as the method counts it (relative)."""
-    from .schema import context_workload
-
-    reference = costs.reference_s or (costs.entries.whole.median_s if costs.entries.whole else 0.0)
+    reference = inputs.reference_s or (inputs.whole.median_s if inputs.whole else 0.0)
+    if not reference > 0:
+        return []
     out = []
-    for block, original in zip(costs.blocks, costs.entries.originals):
-        base = costs.entries.in_model.get(block.name)
-        if base is None or original is None or not reference > 0:
-            continue
-        for variant in ("merged", "linear"):
-            swap = costs.lookup(context_workload(costs.label, block.name), variant, "context")
-            alone = costs.lookup(block.spec.to_str(), variant)
-            if swap is not None and alone is not None:
-                ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
-                out.append((1 - ratio) - costs.factor * (original.median_s - alone.median_s) / reference)
+    for base, swap, alone_s in inputs.in_situ:
+        ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
+        out.append((1 - ratio) - inputs.factor * alone_s / reference)
     return out
 
 
@@ -252,7 +276,7 @@ class Bounds:
     drift: float
 
 
-def plan_bounds(costs: "PlanCosts", pieces: list["Piece"], total_s: float, original_s: float, terms: Terms) -> Bounds:
+def plan_bounds(pieces: list["Piece"], total_s: float, original_s: float, terms: Terms) -> Bounds:
     """The intervals of a plan deployed as ``pieces`` (predicted ``total_s``; the original ``original_s``) from its
     LUT entries' errors and the model's ``terms`` (see the module docstring)."""
     if not (total_s > 0 and original_s > 0):
@@ -270,7 +294,7 @@ def plan_bounds(costs: "PlanCosts", pieces: list["Piece"], total_s: float, origi
     # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
     # standard error of a median of G: `median_error` with sigma the drift)
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
-    reference_var += sum(e * e for e in costs.base_errors) + (original_s * drift_of_median) ** 2
+    reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
     systematic = abs(u) * terms.factor
     sigma_u = math.hypot(entries, systematic)

@@ -14,17 +14,18 @@ from torch import nn
 from ..errors import LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
-from .cost import MethodFallbackWarning, Piece, PlanCosts
+from .prices import MethodFallbackWarning, Piece, Prices
 from .interval import plan_bounds
-from .schema import METHODS, model_label
+from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from .schema import model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
 __all__ = [
-    "METHODS",
     "MethodFallbackWarning",
     "Prediction",
     "auto_method",
-    "plan_costs",
+    "method_name",
+    "prices_of",
     "predict_latency",
     "predict_plan",
     "profiled_options",
@@ -32,12 +33,14 @@ __all__ = [
 ]
 
 
-#: Ways to predict: ``isolated`` (the whole model minus the savings of blocks timed alone),
-#: ``in-model`` (those savings times the middle of 1 and the model's in-model factor: its blocks take that much
-#: longer inside the whole model than alone), ``context`` (minus the savings measured inside the running model,
-#: `dsprof measure --context`), ``context-scaled`` (the isolated savings times one factor, the in-context savings
-#: of all the model's blocks over their isolated savings). The scaled and context methods start from the median of
-#: the whole model's medians: its own entry and every in-context group. ``auto``: `auto_method`.
+# The ways to predict (`dsprof.names.PREDICT_METHODS`): ``isolated`` (the whole model minus the savings of blocks timed alone),
+# ``in-model`` (those savings times the middle of 1 and the model's in-model factor: its blocks take that much
+# longer inside the whole model than alone), ``in-situ`` (minus the savings measured inside the running model,
+# `dsprof measure --in-situ`), ``in-situ-scaled`` (the isolated savings times one factor, the in-situ savings
+# of all the model's blocks over their isolated savings). The scaled and in-situ methods start from the median of
+# the whole model's medians: its own entry and every in-situ group. ``auto``: `auto_method`. The older names
+# ``context`` and ``context-scaled`` are read for one release (`dsprof.names.OLD_METHOD_NAMES`).
+#: What stands for the part of the model outside its blocks (`predict_latency`'s ``rest``).
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
 
 
@@ -56,10 +59,10 @@ class Prediction:
 
     ``method`` (``isolated (in-model fell back: WHY)`` where a method could not apply) says how the
     blocks' changes were counted: ``isolated`` (savings of blocks timed alone), ``in-model (xF)``,
-    ``context`` (savings measured inside the running model) or ``context-scaled (xF)``. ``rest_s`` is everything
+    ``in-situ`` (savings measured inside the running model) or ``in-situ-scaled (xF)``. ``rest_s`` is everything
     outside the blocks: the whole original model minus its blocks, both measured on the device
     (``"model-minus-blocks"``), or the stem and head timed alone (``rest_method="stem+head"``);
-    under ``context`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
+    under ``in-situ`` the whole model is the reference and ``rest_method`` is ``"whole-model"``. It is below
     zero where the whole model measured faster than the sum of its blocks timed alone (``str`` says so).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
     ``probe_ratio``: how much slower (> 1) the machine ran the drift probe now than in the LUT's runs, by
@@ -90,7 +93,7 @@ class Prediction:
     check: float = 0.0
     check_source: str = "none"
     measured_utc: str = ""
-    factor: float = 1.0  # what each block's saving timed alone counts with under ``method`` (`PlanCosts.factor`)
+    factor: float = 1.0  # what each block's saving timed alone counts with under ``method`` (`Prices.factor`)
     in_model_factor: float | None = None  # the blocks' time inside the whole model over their time alone
 
     @property
@@ -137,8 +140,8 @@ class Prediction:
             return (f"method in-model: each saving of a block timed alone counts x{self.factor:.3f}, the scale its "
                     f"pieces timed inside the model give (the in-model factor {phi:.3f}, the blocks' time inside the "
                     "whole model over their time alone, bounds the systematic range above)")
-        if self.method.startswith("context-scaled"):
-            return (f"method context-scaled: each saving of a block timed alone counts x{self.factor:.3f} (the "
+        if self.method.startswith("in-situ-scaled"):
+            return (f"method in-situ-scaled: each saving of a block timed alone counts x{self.factor:.3f} (the "
                     "blocks' savings measured inside the model over their savings timed alone)")
         return f"method {self.method}"
 
@@ -204,45 +207,44 @@ def predict_latency(
 ) -> Prediction:
     """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
 
-    ``plan`` (a `dsprof.merge.Plan`, preset name or plan file) says which blocks are merged: a
+    ``plan`` (a `dsprof.plan.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (`PlanCosts.with_merges`, the list every command that builds the merged model
+    says merging saves time (`Prices.rule`, the list every command that builds the merged model
     replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
-    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.cost.PlanCosts` prices the pieces. ``options`` are the
+    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.prices.Prices` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the
     part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
     original model minus its measured blocks) or ``"auto"``: the latter where the LUT has the whole
-    model, else the former. ``method`` (`METHODS`): count the blocks' changes as measured alone
+    model, else the former. ``method`` (`dsprof.names.PREDICT_METHODS`): count the blocks' changes as measured alone
     (``isolated``), alone times the middle of 1 and the model's in-model factor (``in-model``), inside the running
-    model (``context``, from `dsprof measure --context` entries), or alone but scaled by the model's in-context /
-    isolated savings (``context-scaled``); ``auto`` is `auto_method`'s choice. The prediction says which it used,
+    model (``in-situ``, from `dsprof measure --in-situ` entries), or alone but scaled by the model's in-situ /
+    isolated savings (``in-situ-scaled``); ``auto`` is `auto_method`'s choice. The prediction says which it used,
     and carries the speed-up over the original and the latency, each with its 95 % interval (`dsprof.lut.interval`).
     """
-    if method not in METHODS:
-        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
+    method = method_name(method)
     if rest not in _RESTS:
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise LUTError("give a plan or a variant for every block, not both")
-    costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+    prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                        method=method, variant=variant)
-    return predict_plan(costs, plan, variant=variant, strict=strict, name=name or str(model))
+    return predict_plan(prices, plan, variant=variant, strict=strict, name=name or str(model))
 
 
-def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = None, strict: bool = False,
+def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None, strict: bool = False,
                  name: str | None = None) -> Prediction:
-    """`predict_latency` of a plan (or of every block as ``variant``) from the model's `plan_costs`: the one
+    """`predict_latency` of a plan (or of every block as ``variant``) from the model's `prices_of`: the one
     function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
-    lut, key, label = costs.lookup.lut, costs.key, costs.label
+    lut, key, label = prices.lookup.lut, prices.key, prices.label
     name = name or label.split("{", 1)[0]
-    pieces = _pieces(costs, plan, variant, strict)
-    missing = [p.missing for p in pieces if p.missing] + list(costs.missing)
-    table = _block_table(costs, pieces)
+    pieces = _pieces(prices, plan, variant, strict)
+    missing = [p.missing for p in pieces if p.missing] + list(prices.missing)
+    table = _block_table(prices, pieces)
     found = table["latency_s"].notna()
-    _report_misses(costs, name, costs.measure_flags or f"--model {name}", table, missing, strict)
-    total, rest_s, rest_method = costs.total_s(pieces), costs.shown_rest_s(pieces), costs.rest_method
+    _report_misses(prices, name, prices.model_flags or f"--model {name}", table, missing, strict)
+    total, rest_s, rest_method = prices.total_s(pieces), prices.shown_rest_s(pieces), prices.rest_method
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
         raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
@@ -250,18 +252,18 @@ def predict_plan(costs: PlanCosts, plan: Any = None, *, variant: str | None = No
             "quiet machine (see the noisy column) and rebuild the LUT."
         )
     coverage = float(found.mean()) if len(table) else 1.0
-    original = costs.total_s(costs.pieces(None))
-    terms = costs.terms
-    b = plan_bounds(costs, pieces, total, original, terms)
-    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), costs.used,
+    original = prices.total_s(prices.pieces(None))
+    terms = prices.terms
+    b = plan_bounds(pieces, total, original, terms)
+    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
-                      factor=costs.factor, in_model_factor=costs.in_model_factor,
+                      factor=prices.factor, in_model_factor=prices.in_model_factor,
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
-                      check_source=terms.check_source, measured_utc=costs.measured_utc)
+                      check_source=terms.check_source, measured_utc=prices.measured_utc)
 
 
-def plan_costs(
+def prices_of(
     model: str | nn.Module,
     lut: LUT | str | Path,
     *,
@@ -272,8 +274,8 @@ def plan_costs(
     rest: str = "auto",
     method: str = "auto",
     variant: str | None = None,
-) -> PlanCosts:
-    """The `PlanCosts` that price every plan of ``model`` on one LUT context, with the method resolved
+) -> Prices:
+    """The `Prices` that price every plan of ``model`` on one LUT context, with the method resolved
     (``auto``: `auto_method`): what `predict_latency` and the planner both read."""
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
@@ -283,27 +285,27 @@ def plan_costs(
     name, net = named_model(model, name, resolution, options)
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
-    costs = PlanCosts.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
+    prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
     flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
-    return replace(costs, identity=model_identity(net), measure_flags=flags)
+    return replace(prices, identity=model_identity(net), model_flags=flags)
 
 
-def _pieces(costs: PlanCosts, plan: Any, variant: str | None, strict: bool) -> list[Piece]:
-    """The pieces a plan deploys (its merge list, or the one `with_merges` writes: what a merged model built from
+def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:
+    """The pieces a plan deploys (its merge list, or the one the LUT's rule writes: what a merged model built from
     it replays), or every block as ``variant``."""
     if variant is not None:
-        return [costs.as_variant(i, variant) for i in range(len(costs.blocks))]
-    return costs.pieces(costs.with_merges(plan, strict=strict) if plan is not None else None)
+        return [prices.as_variant(i, variant) for i in range(len(prices.blocks))]
+    return prices.pieces(prices.rule.decide(plan, strict=strict).plan if plan is not None else None)
 
 
-def _block_table(costs: PlanCosts, pieces: list[Piece]) -> pd.DataFrame:
+def _block_table(prices: Prices, pieces: list[Piece]) -> pd.DataFrame:
     """One row per block: its variant, latency and saving; a span's on its first block (``span`` names its
     blocks; the others show 0 s); ``in_model``: its piece's saving was timed inside the model (`dsprof.lut.inmodel`)."""
     rows = []
     for p in pieces:
         for i in range(p.start, p.stop):
             first = i == p.start
-            block = costs.blocks[i]
+            block = prices.blocks[i]
             rows.append({"index": i, "block": block.name, "spec": block.spec.to_str(), "variant": p.variant,
                          "latency_s": p.latency_s if first else (0.0 if p.found else float("nan")),
                          "saving_s": p.saving_s if first else 0.0, "noisy": p.noisy,
@@ -326,11 +328,10 @@ def auto_method(context: DeviceContext) -> str:
 def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", variant: str | None = None) -> str:
     """The method a prediction in ``context`` asks for (``auto`` resolved by `auto_method`), checked against
     ``rest`` and ``variant`` before any lookup; raises `UsageError` on a method that cannot apply. The
-    scaled and context methods start from the whole model, so they take ``rest="auto"`` (or
+    scaled and in-situ methods start from the whole model, so they take ``rest="auto"`` (or
     ``"model-minus-blocks"``) and a plan, not a variant for every block; ``auto`` with either of those asks for
     ``isolated``."""
-    if method not in METHODS:
-        raise UsageError(f"method is one of {', '.join(METHODS)}, got {method!r}")
+    method = method_name(method)
     if method == "auto":
         return "isolated" if rest == "stem+head" or variant is not None else auto_method(context)
     if method != "isolated" and variant is not None:
@@ -342,13 +343,25 @@ def resolve_method(method: str, context: DeviceContext, *, rest: str = "auto", v
     return method
 
 
-def _report_misses(costs: PlanCosts, name: str, flags: str, table: pd.DataFrame, missing: list[str], strict: bool) -> None:
+def method_name(method: str) -> str:
+    """``method`` as `dsprof.names.PREDICT_METHODS` spells it: an older name (``context``, ``context-scaled``) is
+    read as its new one, with a `FutureWarning` (for one release); an unknown one raises `UsageError`."""
+    if method in OLD_METHOD_NAMES:
+        warnings.warn(f"method {method!r} is now called {OLD_METHOD_NAMES[method]!r} (\"context\" names the device "
+                      "context only); the old name is read until the next release", FutureWarning, stacklevel=3)
+        return OLD_METHOD_NAMES[method]
+    if method not in PREDICT_METHODS:
+        raise UsageError(f"method is one of {', '.join(PREDICT_METHODS)}, got {method!r}")
+    return method
+
+
+def _report_misses(prices: Prices, name: str, flags: str, table: pd.DataFrame, missing: list[str], strict: bool) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says; saying what the LUT holds
     instead where it holds other models); other misses warn, or raise with ``strict``. Called from
     `predict_plan` under `predict_latency`: the warning points at its caller."""
-    lut, key, label = costs.lookup.lut, costs.key, costs.label
+    lut, key, label = prices.lookup.lut, prices.key, prices.label
     if len(table) and not table["latency_s"].notna().any():
-        held = costs.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
+        held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
             f"{missing[0]}: {held}. Or measure {name} there (`dsprof measure {flags}`) and rebuild the LUT."

@@ -1,7 +1,7 @@
 """Pricing many plans of one model fast (issue #36): the pieces read once, each plan a sum.
 
-`Pricer` is built once per (model, LUT, context) from the model's `PlanCosts` and prices a plan with the same
-pieces, the same merge rule (`PlanCosts.with_merges`) and the same interval (`dsprof.lut.interval.plan_bounds`)
+`Pricer` is built once per (model, LUT, context) from the model's `Prices` and prices a plan with the same
+pieces, the same merge rule (`Prices.rule`) and the same interval (`dsprof.lut.interval.plan_bounds`)
 as `dsprof.lut.predict_plan`, without the per-block table a `Prediction` carries: what the planner's exactness
 tests, `benchmarks/planner_vs_random.py` and anyone who ranks thousands of plans call.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import LUTMissError
-from .cost import Piece, PlanCosts
+from .prices import Piece, Prices
 from .interval import plan_bounds
 
 __all__ = ["Price", "Pricer"]
@@ -32,37 +32,37 @@ class Price:
 
 
 class Pricer:
-    """Prices plans of one model in one LUT context (``costs``: `dsprof.lut.predict.plan_costs`)."""
+    """Prices plans of one model in one LUT context (``prices``: `dsprof.lut.predict.prices_of`)."""
 
-    def __init__(self, costs: PlanCosts) -> None:
-        self.costs = costs
-        self.n = len(costs.blocks)
-        self.original_s = costs.total_s(costs.pieces(None))
+    def __init__(self, prices: Prices) -> None:
+        self.prices = prices
+        self.n = len(prices.blocks)
+        self.original_s = prices.total_s(prices.pieces(None))
 
     def pieces(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
                merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:
         """The pieces of the plan ``keep`` (1 = the block keeps its activations) with ``spans`` ([start, stop) of
         linearised blocks merged as one convolution) and its ``merge`` list (None: the LUT's rule decides each lone
-        block, as `PlanCosts.with_merges` writes it)."""
-        costs, starts = self.costs, dict(spans)
+        block, as `Prices.rule` decides it)."""
+        prices, starts = self.prices, dict(spans)
         out, i = [], 0
         while i < self.n:
             stop = starts.get(i)
             if stop is not None:
-                out.append(costs.span(i, stop))
+                out.append(prices.span(i, stop))
                 i = stop
                 continue
             if keep[i]:
-                out.append(costs.kept(i))
+                out.append(prices.kept(i))
             else:
                 m = None if merge is None else bool(merge[i])
-                out.append(costs.linearized(i, m, border))
+                out.append(prices.linearized(i, m, border))
             i += 1
         return out
 
     def price(self, plan: Any = None, *, keep: Sequence[int] | None = None,
               spans: Sequence[tuple[int, int]] = ()) -> Price:
-        """The `Price` of ``plan`` (a `dsprof.merge.Plan`: its keep, spans, merge list and border), or of ``keep``
+        """The `Price` of ``plan`` (a `dsprof.plan.Plan`: its keep, spans, merge list and border), or of ``keep``
         and ``spans`` with the LUT's merges. A piece the LUT lacks raises `LUTMissError` naming it."""
         if plan is not None:
             pieces = self.pieces(plan.keep, plan.spans or (), plan.merge, plan.border)
@@ -70,8 +70,8 @@ class Pricer:
             pieces = self.pieces(keep, spans)
         missing = next((p.missing for p in pieces if p.missing), None)
         if missing is not None:
-            raise LUTMissError(f"the LUT {self.costs.lookup.lut.source} lacks {missing} for {self.costs.label} "
-                               f"on {self.costs.key}")
-        total = self.costs.total_s(pieces)
-        b = plan_bounds(self.costs, pieces, total, self.original_s, self.costs.terms)
+            raise LUTMissError(f"the LUT {self.prices.lookup.lut.source} lacks {missing} for {self.prices.label} "
+                               f"on {self.prices.key}")
+        total = self.prices.total_s(pieces)
+        b = plan_bounds(pieces, total, self.original_s, self.prices.terms)
         return Price(b.speedup, b.speedup_low, b.speedup_high, total, b.low_s, b.high_s)

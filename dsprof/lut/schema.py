@@ -18,11 +18,12 @@ threads    CPU threads used (0: not set, e.g. torch on a GPU)
 compile    the ``torch.compile`` mode of a ``torch-compile`` row (``default``, ``max-autotune-no-cudagraphs``);
            empty for every other backend (tables of older dsprof: ``True`` with backend ``torch``, read as
            ``torch-compile`` in mode ``default``)
-scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (the whole model with one block
-           swapped, timed against the whole model: `dsprof measure --context`) or ``probe`` (the drift
+scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (a block timed in situ: the whole model with
+           one block swapped, timed against the whole model, `dsprof measure --in-situ`; the files keep this word) or
+           ``probe`` (the drift
            probe every run times after each group, `dsprof.profiler.probe`; pooled over all runs)
 workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
-           module name (`context_workload`; a span's first and last block names joined by ``..``, `span_piece`); for ``probe`` the probe's name; for other scopes the model label
+           module name (`in_situ_workload`; a span's first and last block names joined by ``..``, `span_piece`); for ``probe`` the probe's name; for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
 variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``; ``linear`` is the block without
            its activations, unmerged, in the form `merge_model` deploys it with a plan's default border
@@ -55,8 +56,8 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "MERGE_BY", "METHODS",
-           "PREDICTED", "context_workload", "model_label", "span_piece", "split_label"]
+__all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "PREDICTED",
+           "in_situ_workload", "model_label", "span_piece", "split_label"]
 
 SCHEMA = "dsprof.lut/2"
 #: The version before the group columns: loads with one warning, its group columns filled as unknown.
@@ -74,14 +75,6 @@ GROUP_COLUMNS = {"groups": "1", "group_iqr_s": "0", "ratio": "", "ratio_se": "",
 
 #: How the ``sources`` of a predicted entry start (`dsprof measure --few`): never mistaken for a measured one.
 PREDICTED = "predicted:"
-
-#: How `dsprof.lut.predict_latency` counts merged blocks (its docstring says what each means); here, with
-#: the table's columns, so that the command line offers them without importing pandas.
-METHODS = ("auto", "isolated", "in-model", "context", "context-scaled")
-#: How a plan without a ``merge`` list has it written (`dsprof.merge.rule`): ``lut`` (`PlanCosts.with_merges`, the
-#: rule `predict` prices) or ``macs`` (`merge_model`: where merging lowers the MACs); here, beside `METHODS`, so
-#: that the command line offers them without importing PyTorch.
-MERGE_BY = ("lut", "macs")
 
 
 def model_label(name: str, options: Mapping[str, Any]) -> str:
@@ -101,13 +94,13 @@ def split_label(label: str) -> tuple[str, dict[str, Any]]:
     return label[:brace], options if isinstance(options, dict) else {}
 
 
-def context_workload(label: str, block: str) -> str:
+def in_situ_workload(label: str, block: str) -> str:
     """The workload of a block (or a span: `span_piece`) timed inside the model: ``LABEL@BLOCK`` (a model label, a
     module path)."""
     return f"{label}@{block}"
 
 
 def span_piece(first: str, last: str) -> str:
-    """The name a span of blocks goes by inside the model (its in-model workload, `context_workload`): its first and
+    """The name a span of blocks goes by inside the model (its in-situ workload, `in_situ_workload`): its first and
     last blocks' module names joined by ``..`` (module paths hold single dots only)."""
     return f"{first}..{last}"

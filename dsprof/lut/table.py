@@ -18,6 +18,7 @@ from ..errors import LUTError, LUTMissError  # (LUTError: defined once, in dspro
 from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
+from ..profiler.records import IN_SITU_SCOPE
 from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
@@ -30,7 +31,7 @@ def table_checksum(text: str) -> str:
     """SHA-256 (hex) of a LUT file's text before its end line: the header and every row, as UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
-SCOPES = ("block", "model", "stem", "head", "context", "probe")
+SCOPES = ("block", "model", "stem", "head", IN_SITU_SCOPE, "probe")
 
 
 class LUTMissWarning(UserWarning):
@@ -76,6 +77,7 @@ class LUT:
     def __init__(self, frame: pd.DataFrame, source: str = "<table>") -> None:
         self._frame = _validate(frame.reset_index(drop=True), source)
         self.source = source
+        self.modified = 0  # records changed after they were written, among those it was built from (`build_lut`)
 
     @classmethod
     def concat(cls, luts: "list[LUT]") -> "LUT":

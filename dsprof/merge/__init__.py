@@ -2,58 +2,27 @@
 
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
-`plan` (which blocks, JSON, the paper's presets), `model` (whole-model merge with reported
-decisions), `rule` (which linearised blocks merge: one rule, written into the plan's merge list), `artifact`
-(the merged-model file, ONNX export). `dsprof merge` as a function, which applies the planner's choices, is
-`dsprof.plan.apply.merge_to_file`: this package never imports the planner.
+`spans` (runs of blocks as one conv), `rule` (which linearised blocks merge: one rule, written into the plan's
+merge list), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
+A plan (which blocks, JSON, the paper's presets) is `dsprof.plan.Plan`. This package merges what it is told and
+never imports the LUT or the planner.
+
+The names below are imported on first use. Calling the package calls `dsprof.workflows.merge.merge`.
 """
 
-from .algebra import LinearConv, MergeError, add_residual, apply_conv, compose_all, compose_convs, conv_from_module, fold_bn
-from .artifact import export_onnx, load_merged, save_merged
-from .block import BlockMergeInfo, merge_linearized
-from .fold import conv_bn_pairs, fold_batchnorm, fold_bn_into_conv, set_submodule
-from .layers import BorderBias, MergedConv, PaddedConv2d, ZeroPad
-from .linearize import Linearized, linearize_block, linearize_model
-from .model import BlockDecision, MergeReport, cost_table, merge_model, merge_report
-from .plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
-from .rule import Merges, decide_merges
+from .._lazy import calls, lazy_exports
 
-__all__ = [
-    "PRESETS",
-    "BlockDecision",
-    "BlockMergeInfo",
-    "BorderBias",
-    "LinearConv",
-    "Linearized",
-    "MergeError",
-    "MergeReport",
-    "MergedConv",
-    "Merges",
-    "PaddedConv2d",
-    "Plan",
-    "PlanError",
-    "ZeroPad",
-    "add_residual",
-    "apply_conv",
-    "compose_all",
-    "compose_convs",
-    "conv_bn_pairs",
-    "conv_from_module",
-    "cost_table",
-    "decide_merges",
-    "export_onnx",
-    "fold_batchnorm",
-    "fold_bn",
-    "fold_bn_into_conv",
-    "linearize_block",
-    "linearize_model",
-    "list_presets",
-    "load_merged",
-    "load_plan",
-    "load_preset",
-    "merge_linearized",
-    "merge_model",
-    "merge_report",
-    "save_merged",
-    "set_submodule",
-]
+_EXPORTS = {
+    **dict.fromkeys(('LinearConv', 'MergeError', 'add_residual', 'apply_conv', 'compose_all', 'compose_convs', 'conv_from_module', 'fold_bn'), ".algebra"),
+    **dict.fromkeys(('export_onnx', 'load_merged', 'save_merged'), ".artifact"),
+    **dict.fromkeys(('BlockMergeInfo', 'merge_linearized'), ".block"),
+    **dict.fromkeys(('conv_bn_pairs', 'fold_batchnorm', 'fold_bn_into_conv', 'set_submodule'), ".fold"),
+    **dict.fromkeys(('BorderBias', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
+    **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
+    **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_report'), ".model"),
+    **dict.fromkeys(('MergeRule', 'Merges', 'macs_rule'), ".rule"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+calls(__name__, "dsprof.workflows.merge:merge")  # `dsprof.merge(...)`: the API function (docs/api.md)

@@ -26,7 +26,8 @@ from ..errors import DsprofError, MergeError
 from ..io import atomic_torch_save, load_torch_payload
 from ..models import ChainGraph, get_model, input_size_of
 from .model import merge_model, merge_report
-from .plan import Plan
+from ..plan.plan import Plan
+from ..models.onnx_export import export_onnx as export_at_shape
 
 __all__ = ["MERGED_FORMAT", "save_merged", "load_merged", "export_onnx"]
 
@@ -113,8 +114,6 @@ def load_merged(path: str | Path) -> nn.Module:
 def export_onnx(model: nn.Module, path: str | Path, *, batch: int = 1, opset: int = 17) -> Path:
     """Export ``model`` to ONNX for an input of ``batch`` images at the model's resolution (the
     profiler's exporter: static shapes, written atomically)."""
-    from ..profiler.backends.onnx_export import export_onnx as export_at_shape  # lazy: the profiler imports merge
-
     h, w = input_size_of(model)
     first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
     dtype = next(model.parameters()).dtype

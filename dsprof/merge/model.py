@@ -15,8 +15,9 @@ from .algebra import MergeError
 from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
+from .rule import MergeRule
 from .spans import SpanLinearized
-from .plan import Plan
+from ..plan.plan import Plan
 
 __all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_report", "cost_table"]
 
@@ -70,6 +71,7 @@ def merge_model(
     model: nn.Module,
     plan: Plan | str,
     *,
+    rule: MergeRule | None = None,
     merge_by: str | None = None,
     input_size: tuple[int, int] | None = None,
     fold: bool = True,
@@ -79,24 +81,28 @@ def merge_model(
 
     ``model`` is the original model (it is linearised by the plan first, padding in front unless the
     plan says otherwise) or a model from `linearize_model` after fine-tuning. It is not modified.
-    The plan's ``merge`` list is replayed; a plan without one is merged where that lowers the MACs when
-    ``merge_by="macs"``, and refused otherwise (`PlanError`): fill its list from a LUT first with
-    `dsprof.merge.rule.decide_merges` (or `PlanCosts.with_merges`), the rule `predict` prices. A span always
-    merges. Remaining BatchNorms are folded (``fold=True``). The decisions, and the plan with its list, are
-    in `merge_report` of the result.
+    The plan's ``merge`` list is replayed. A plan without one has it written by ``rule`` (a `MergeRule`, e.g. the
+    LUT's that `predict` prices: `dsprof.lut.rule.merge_rule`) or, with ``merge_by="macs"``, by the MACs of each
+    block as it merges here; without either it is refused (`PlanError`). A span always merges. Remaining
+    BatchNorms are folded (``fold=True``). The decisions, and the plan with its list, are in `merge_report` of the
+    result.
     """
     if merge_by not in (None, "macs"):
-        raise UsageError(f"merge_model decides by 'macs' only (a LUT's rule writes the plan's merge list first: "
-                         f"dsprof.merge.rule.decide_merges); got merge_by={merge_by!r}")
+        raise UsageError(f"merge_model decides by 'macs' only (a LUT's rule is passed as rule=: "
+                         f"dsprof.lut.rule.merge_rule); got merge_by={merge_by!r}")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
     target = _linearized_copy(model, plan, size)
     linear, interior = _linearized_blocks(target, plan)
-    if plan.merge is None and merge_by is None and not all(isinstance(m, SpanLinearized) for _, m in linear.values()):
-        from .rule import no_rule_message  # one message for every command
-
-        raise PlanError(no_rule_message(plan))
+    by = "plan"
+    if plan.merge is None and merge_by is None:  # refused before anything merges where nothing decides
+        merges = (rule or MergeRule("plan")).decide(plan)
+        plan, by = merges.plan, merges.by
     names = _block_names(target, plan, size)
+    merged = {index: _merged(index, block, names[index]) for index, (_, block) in sorted(linear.items())}
+    if plan.merge is None:  # by MACs: those of each block as it merges here (the model may be fine-tuned)
+        merges = MergeRule("macs", lambda i, border: (merged[i][1].merged_macs, merged[i][1].linear_macs)).decide(plan)
+        plan, by = merges.plan, merges.by
     decisions: list[BlockDecision] = []
     for index, keep in enumerate(plan.keep):
         if keep:
@@ -106,8 +112,8 @@ def merge_model(
             decisions.append(BlockDecision(index, names[index], "", False, True, f"merged into the span starting at block {start}"))
         else:
             path, block = linear[index]
-            replay = None if plan.merge is None else plan.merge[index]
-            decisions.append(_merge_block(target, index, path, block, replay, names[index]))
+            decisions.append(_merge_block(target, index, path, block, merged[index], plan.merge[index], by,
+                                          names[index]))
     if fold:
         param = next(target.parameters())
         first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
@@ -117,6 +123,14 @@ def merge_model(
     setattr(target, REPORT_ATTR, report)
     target.dsprof_plan = report.plan.to_json()
     return target
+
+
+def _merged(index: int, block: nn.Module, name: str) -> tuple[nn.Module, BlockMergeInfo]:
+    """Linearised block ``index`` merged into one convolution (`merge_linearized`), its failure naming the block."""
+    try:
+        return merge_linearized(block)
+    except MergeError as exc:
+        raise MergeError(f"block {index} ({name}): {exc}") from None
 
 
 def _linearized_copy(model: nn.Module, plan: Plan, size: tuple[int, int]) -> nn.Module:
@@ -156,16 +170,13 @@ def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[s
     return linear, interior
 
 
-def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, replay: bool | None,
-                 name: str) -> BlockDecision:
-    """Put block ``index`` of ``target`` (in place) merged into one convolution where `_merge_choice` says so,
-    else in its unmerged deployed form; the decision says which and why. Called from `merge_model` only:
-    its warning points at that function's caller."""
-    try:
-        module, info = merge_linearized(block)
-    except MergeError as exc:
-        raise MergeError(f"block {index} ({name}): {exc}") from None
-    do, reason = _merge_choice(block, info, replay)
+def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, merged: tuple[nn.Module, BlockMergeInfo],
+                 do: bool, by: str, name: str) -> BlockDecision:
+    """Put block ``index`` of ``target`` (in place) as its ``merged`` form where the plan's list says so (``do``),
+    else in its unmerged deployed form; the decision says which and why (``by``: what wrote the list). Called from
+    `merge_model` only: its warning points at that function's caller."""
+    module, info = merged
+    do, reason = _merge_reason(block, info, do, by)
     if do:
         set_submodule(target, path, module)
         if not info.exact:
@@ -181,16 +192,17 @@ def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, rep
     return _decision(index, name, block.spec, do, reason, info)
 
 
-def _merge_choice(block: nn.Module, info: BlockMergeInfo, replay: bool | None) -> tuple[bool, str]:
-    """(merge, why) for one linearised block: a span always merges (it was planned where it pays); else the
-    plan's ``merge`` entry (``replay``) decides, else (``merge_by="macs"``) whether merging lowers the MACs."""
+def _merge_reason(block: nn.Module, info: BlockMergeInfo, do: bool, by: str) -> tuple[bool, str]:
+    """(merge, why) for one linearised block: a span always merges (it was planned where it pays); else the plan's
+    list (``do``), written by ``by``: replayed (``plan``), by MACs or by a LUT's rule."""
     macs = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged"
     if isinstance(block, SpanLinearized):
         return True, f"span of blocks {format_span((block.start, block.stop))}: {macs}"
-    if replay is not None:
-        return replay, f"the plan's merge list; {macs}"
-    do = info.merged_macs < info.linear_macs
-    return do, f"--merge-by macs: {macs} {'pays' if do else 'does not pay'}"
+    if by == "macs":
+        return do, f"--merge-by macs: {macs} {'pays' if do else 'does not pay'}"
+    if by == "lut":
+        return do, f"the LUT's rule ({'pays' if do else 'does not pay'}); {macs}"
+    return do, f"the plan's merge list; {macs}"
 
 
 def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo) -> BlockDecision:

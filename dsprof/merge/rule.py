@@ -1,31 +1,45 @@
-"""One merge rule: which linearised blocks of a plan merge, decided once and written into its ``merge`` list.
+"""One merge rule: which linearised blocks of a plan merge, decided in one place and written into its ``merge`` list.
 
-A plan's own list (what `dsprof plan` writes and `merge_model` records) is replayed as written. A plan without
-one (the paper's presets, a plan from `dsprof search` without a LUT) has it filled by
+A `MergeRule` decides each block that a plan linearises alone: it merges where what it costs merged is below what
+it costs left unmerged as deployed (`pays`, the one comparison of the package). One class, built three ways:
 
-- a LUT (``lut``): `dsprof.lut.cost.PlanCosts.with_merges`, the rule `dsprof predict` prices: a lone linearised
-  block merges where its ``merged`` entry is below the block left unmerged as deployed (its ``linear`` entry,
-  else ``original``); a span merges;
-- MACs (``macs``, asked for by name: ``--merge-by macs``): `merge_model`'s rule, where merging lowers the MACs.
+- ``plan``: the plan's own list, replayed as written (what `dsprof plan` writes and `merge_model` records); a plan
+  without one is refused in one line (`no_rule_message`);
+- ``lut``: the LUT's medians in one context, the block's ``merged`` entry against the block left unmerged as
+  deployed (its ``linear`` entry, else ``original``): the rule `dsprof predict` prices
+  (`dsprof.lut.prices.Prices.rule`);
+- ``macs``: the MACs of the one convolution it merges into against the block as built (`macs_rule`, or
+  `merge_model(..., merge_by="macs")`).
 
-Every command that builds a merged model (``merge``, ``measure --plan``, ``export --plan``, ``predict --measure``,
-``report``, ``finetune``) goes through `decide_merges`, so the model it builds has the merges `predict` priced;
-without a list, a LUT or ``--merge-by macs`` it refuses the plan in one line (`no_rule_message`).
+A plan's own list is replayed whatever rule is given; a span always merges (a plan's spans were chosen where they
+pay). Callers build one rule for a model (`dsprof.lut.rule.merge_rule`) and pass it: every command that builds a
+merged model writes the list through it (``merge``, ``measure --plan``, ``export --plan``, ``predict --measure``,
+``report``, ``finetune``), the planner prices a lone block as it deploys it, and `merge_model` replays the list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Sequence
 
-from torch import nn
+from ..errors import DsprofError, PlanError, UsageError
+from ..models import BlockSpec, spec_macs
+from ..names import MERGE_BY
+from ..plan.plan import Plan, check_plan
 
-from ..errors import PlanError, UsageError
-from ..lut.schema import MERGE_BY
-from .model import merge_model, merge_report
-from .plan import Plan
+__all__ = ["MERGE_BY", "MergeRule", "Merges", "macs_rule", "no_rule_message", "pays", "rule_kind"]
 
-__all__ = ["MERGE_BY", "Merges", "decide_merges", "merge_by_rule", "merge_rule", "no_rule_message"]
+#: (merged, unmerged) cost of block ``i`` linearised alone under a plan's ``border``, in the rule's unit; None
+#: where the rule cannot know one.
+Costs = Callable[[int, str], "tuple[float | None, float | None]"]
+
+
+def pays(merged: float | None, unmerged: float | None) -> bool | None:
+    """The one comparison: merging pays where ``merged`` is below ``unmerged`` (two costs in one unit: seconds,
+    MACs); None where either is unknown."""
+    if merged is None or unmerged is None:
+        return None
+    return merged < unmerged
 
 
 @dataclass(frozen=True)
@@ -64,67 +78,102 @@ def _indices(values: list[int]) -> str:
 def no_rule_message(plan: Plan) -> str:
     """The one line that refuses a plan without a ``merge`` list when neither a LUT nor MACs may decide it."""
     return (f"{plan.name or 'the plan'} has no merge list: pass --lut LUT to merge where that LUT says merging pays "
-            "(the rule `dsprof predict` prices; Python: decide_merges(..., lut=LUT)), or --merge-by macs to merge where "
+            "(the rule `dsprof predict` prices; Python: merge_rule(..., lut=LUT)), or --merge-by macs to merge where "
             "MACs drop (Python: merge_by='macs')")
 
 
-def merge_rule(plan: Plan, *, lut: bool, merge_by: str | None) -> str:
-    """How ``plan``'s merges are decided: ``plan`` (its own list, replayed whatever else is given), ``lut`` (with
-    a LUT, unless ``merge_by="macs"``) or ``macs``. Raises `PlanError` (`no_rule_message`) when the plan has no
-    list and neither is given, `UsageError` for ``merge_by="lut"`` without a LUT."""
+def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:
+    """Which rule decides ``plan``'s merges: ``plan`` (its own list, replayed whatever else is given), ``lut`` (with a
+    LUT, unless ``merge_by="macs"``) or ``macs``; without a plan, the rule the options ask for (``plan`` for
+    neither). Raises `PlanError` (`no_rule_message`) for a plan without a list when neither is given, `UsageError`
+    for an unknown ``merge_by`` or ``merge_by="lut"`` without a LUT: what every command refuses before it builds
+    anything."""
     if merge_by not in (None, *MERGE_BY):
         raise UsageError(f"--merge-by is one of {', '.join(MERGE_BY)}, got {merge_by!r}")
     if merge_by == "lut" and not lut:
         raise UsageError("--merge-by lut decides the merges from a LUT: pass --lut LUT (or --merge-by macs)")
-    if plan.merge is not None:
+    if plan is not None and plan.merge is not None:
         return "plan"
     if merge_by == "macs":
         return "macs"
     if lut:
         return "lut"
-    raise PlanError(no_rule_message(plan))
+    if plan is not None:
+        raise PlanError(no_rule_message(plan))
+    return "plan"
 
 
-def decide_merges(
-    model: str | nn.Module,
-    plan: Any,
-    *,
-    lut: Any = None,
-    device: Any = None,
-    merge_by: str | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    strict: bool = True,
-) -> Merges:
-    """``plan`` (a `Plan`, preset name or plan file) with its ``merge`` list, for ``model`` (a registered name
-    built with ``options`` at ``resolution``, or a module with its ``name``): its own list, else the LUT's rule
-    in the context ``device`` of ``lut`` (a `dsprof.lut.LUT` or its file; `PlanCosts.with_merges`: a block the
-    LUT cannot decide raises `LUTMissError` naming it, or with ``strict=False`` counts as merged, as a partial
-    prediction does), else MACs (``merge_by="macs"``). See `merge_rule` for what is refused."""
-    plan = Plan.coerce(plan)
-    by = merge_rule(plan, lut=lut is not None, merge_by=merge_by)
-    if by == "plan":
-        return Merges(plan, by)
-    if by == "lut":
-        from ..lut.predict import plan_costs  # local: the LUT package prices plans of this one
+@dataclass(frozen=True)
+class MergeRule:
+    """Decides which linearised blocks of one model's plans merge (see the module docstring).
 
-        costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution,
-                           method="isolated")  # the rule reads block entries only, whatever the method
-        return Merges(costs.with_merges(plan, strict=strict), by, str(costs.key))
-    if isinstance(model, str):
-        from ..models import get_model
+    ``costs(i, border)`` is the (merged, unmerged) cost of block ``i`` linearised alone (None for ``plan``, which
+    decides nothing); ``context`` names the LUT context of a ``lut`` rule; ``blocks`` and ``identity`` (registered
+    name, options), where known, are what a plan is checked against; ``miss(plan, undecided)`` is the error for
+    blocks the rule cannot decide (a LUT that lacks an entry)."""
 
-        model = get_model(model, resolution=resolution, **dict(options or {}))
-    return Merges(merge_report(merge_model(model, plan, merge_by="macs", fold=False)).plan, by)
+    by: str
+    costs: Costs | None = None
+    context: str = ""
+    blocks: int | None = None
+    identity: tuple[str, dict] | None = None
+    miss: Callable[[Plan, list[int]], DsprofError] | None = None
+
+    def merges(self, i: int, border: str = "in_front") -> bool | None:
+        """Whether block ``i``, linearised alone under a plan's ``border``, merges (`pays`); None where the rule
+        cannot decide (a ``plan`` rule, or a cost it lacks)."""
+        if self.costs is None:
+            return None
+        return pays(*self.costs(i, border))
+
+    def deployed(self, i: int, border: str = "in_front") -> float | None:
+        """What block ``i`` linearised alone costs as the rule deploys it: merged where that pays, else unmerged."""
+        merged, unmerged = self.costs(i, border) if self.costs is not None else (None, None)
+        return merged if pays(merged, unmerged) else unmerged
+
+    def check(self, plan: Any) -> Plan:
+        """``plan`` (anything `Plan.coerce` reads) checked against the rule's model: its model and options
+        (`check_plan`, where the rule knows them), one entry per block, its spans' blocks marked merged."""
+        plan = Plan.coerce(plan)
+        if self.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
+            plan = check_plan(plan, *self.identity)
+        if self.blocks is not None:
+            plan.check_blocks(self.blocks)
+        if plan.merge is not None:
+            in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
+            unmarked = sorted(i for i in in_span if not plan.merge[i])
+            if unmarked:
+                raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
+                                "lie in its spans, which merge: mark them true (or drop the spans)")
+        return plan
+
+    def decide(self, plan: Any, *, strict: bool = True) -> Merges:
+        """``plan`` with its ``merge`` list, and what decided it: its own list where it has one (checked, `check`),
+        else this rule's decision for every block it linearises alone (a span merges). A block the rule cannot
+        decide raises the rule's miss (a LUT's names the entry and the `dsprof measure` that times it); with
+        ``strict=False`` it counts as merged (a partial prediction, which names the miss). A ``plan`` rule refuses a
+        plan without a list that linearises a block outside its spans (`no_rule_message`)."""
+        plan = self.check(plan)
+        if plan.merge is not None:
+            return Merges(plan, "plan")
+        in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
+        if self.by == "plan" and any(not keep and i not in in_span for i, keep in enumerate(plan.keep)):
+            raise PlanError(no_rule_message(plan))
+        merge, undecided = [], []
+        for i, keep in enumerate(plan.keep):
+            decided = True if i in in_span else (False if keep else self.merges(i, plan.border))
+            if decided is None:
+                undecided.append(i)
+            merge.append(decided is not False)
+        if undecided and strict:
+            raise self.miss(plan, undecided) if self.miss is not None else PlanError(
+                f"the {self.by} rule cannot decide blocks {undecided} of {plan.name or 'the plan'}")
+        return Merges(plan.with_merge(merge), self.by, self.context)
 
 
-def merge_by_rule(model: nn.Module, plan: Any, **rule: Any) -> tuple[nn.Module, Merges]:
-    """``model`` merged by ``plan`` with its merges decided as `decide_merges` decides them (``rule``: its
-    keywords), and what decided them; MACs decide inside the one merge (``merge_by="macs"``)."""
-    plan = Plan.coerce(plan)
-    if merge_rule(plan, lut=rule.get("lut") is not None, merge_by=rule.get("merge_by")) == "macs":
-        merged = merge_model(model, plan, merge_by="macs")
-        return merged, Merges(merge_report(merged).plan, "macs")
-    merges = decide_merges(model, plan, **rule)
-    return merge_model(model, merges.plan), merges
+def macs_rule(specs: Sequence[BlockSpec], identity: tuple[str, dict] | None = None) -> MergeRule:
+    """The MACs rule for a model whose blocks are ``specs`` (`find_blocks` order): a block merges where the one
+    convolution it merges into (`spec_macs(..., merged=True)`) has fewer MACs than the block as built
+    (`dsprof.models.counting`, the one MAC count)."""
+    costs = [(spec_macs(s, merged=True), spec_macs(s)) for s in specs]
+    return MergeRule("macs", lambda i, border: costs[i], blocks=len(specs), identity=identity)

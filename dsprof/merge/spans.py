@@ -13,7 +13,7 @@ its input. The merged convolution computes exactly that, for every input size.
 
 Spans are planned from a LUT by the planner (`dsprof.plan.best_plan`, from the span workloads `dsprof measure
 --spans N` times, priced as `predict` prices them), or by MACs (`plan_spans`, asked for with ``--merge-by macs``):
-the cheapest partition of each run of consecutive linear blocks (the planner's solver over the run).
+the cheapest partition of each run of consecutive linear blocks, a lone block priced as the MACs rule deploys it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..models import Block, BlockSpec, find_blocks, input_size_of, spec_macs
 from .algebra import MergeError
 from .layers import ZeroPad, front_pad
-from .plan import Plan
+from .rule import MergeRule, macs_rule
+from ..plan.plan import Plan
 
 __all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
 
@@ -113,26 +114,32 @@ def span_macs(specs: list[BlockSpec]) -> int:
     return spec_macs(span_spec(specs))
 
 
-def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input_size: tuple[int, int] | None = None):
+def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input_size: tuple[int, int] | None = None,
+               rule: MergeRule | None = None):
     """The plan with ``spans`` chosen where merging a span lowers the MACs (no activation runs inside a span),
-    and no ``merge`` list (its lone blocks are then merged by MACs too: ``merge_model(..., merge_by="macs")``).
+    and no ``merge`` list (its lone blocks are then merged by MACs too: the MACs rule, `macs_rule`).
 
     Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
-    blocks so that the MACs are lowest: a span's merged convolution, a lone block merged or not, whichever
-    costs fewer. With a LUT, `dsprof.plan.best_plan` chooses the spans the way `predict_latency` prices them
-    (what `merge_to_file(spans="auto", lut=...)` uses).
+    blocks so that the MACs are lowest: a span's merged convolution, a lone block as ``rule`` (in MACs; default
+    `macs_rule` of the model) deploys it. With a LUT, `dsprof.plan.best_plan` chooses the spans the way
+    `predict_latency` prices them (what `merge(spans="auto", lut=...)` uses).
     """
     plan = Plan.coerce(plan)
     blocks = find_blocks(model, input_size or input_size_of(model))
     plan.check_blocks(len(blocks))
+    rule = rule or macs_rule([b.spec for b in blocks])
     runs = span_runs(blocks, plan.keep)
     spans: list[tuple[int, int]] = []
     for run in runs:
         specs = [blocks[i].spec for i in run]
+
+        def macs(a: int, b: int) -> float:  # pieces a..b-1 of the run: a span's one convolution, or a lone block
+            return span_macs(specs[a:b]) if b - a > 1 else rule.deployed(run[a], plan.border)
+
         # least MACs over the partitions of the run: best[b] = (MACs of pieces 0..b-1, start of the last)
         best: list[tuple[float, int]] = [(0.0, 0)]
         for b in range(1, len(run) + 1):
-            best.append(min(((best[a][0] + _piece_macs(specs[a:b]), a) for a in range(max(0, b - max_len), b)),
+            best.append(min(((best[a][0] + macs(a, b), a) for a in range(max(0, b - max_len), b)),
                             key=lambda t: t[0]))
         b = len(run)
         while b > 0:
@@ -141,11 +148,6 @@ def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input
                 spans.append((run[a], run[b - 1] + 1))
             b = a
     return replace(plan, spans=tuple(sorted(spans)), merge=None)
-
-
-def _piece_macs(piece: list[BlockSpec]) -> int:
-    """MACs of a span's merged convolution, or of one block merged or not, whichever is fewer."""
-    return span_macs(piece) if len(piece) > 1 else min(span_macs(piece), spec_macs(piece[0]))
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

@@ -1,4 +1,4 @@
-"""The model zoo as plain data: names, sources, default resolutions, options and descriptions.
+"""The model zoo as plain data: names, sources, default resolutions, options with their defaults, and descriptions.
 
 `dsprof.models.registry` registers these entries without importing PyTorch, torchvision or timm (so that
 `dsprof models` answers at once); `dsprof.models.zoo` holds their builders, imported when a model is built.
@@ -6,30 +6,40 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
-__all__ = ["ZOO", "ZooModel"]
+from ..constants import IMAGENET_CLASSES
+
+__all__ = ["MBV2_DEFAULT_DEPTHS", "ZOO", "ZooModel"]
+
+#: Blocks per stage of MobileNetV2 (Sandler et al., Tab. 2): the ``depths`` option's default.
+MBV2_DEFAULT_DEPTHS = (1, 2, 3, 4, 3, 3, 1)
 
 
 class ZooModel(NamedTuple):
     """One zoo model: ``source`` is the library that defines it (torchvision or timm); ``options`` are the
-    keyword options its builder takes besides ``pretrained`` (tests check them against the builder)."""
+    keyword options its builder takes besides ``pretrained``, ``defaults`` their defaults (tests check both against
+    the builder)."""
 
     name: str
     source: str
     default_resolution: int
     options: tuple[str, ...]
     description: str
+    defaults: Mapping[str, Any] = {"num_classes": IMAGENET_CLASSES}
 
 
 _PLAIN = ("num_classes",)
 _WIDTH = ("width", "num_classes")
+_WIDTH_DEFAULTS = {"width": 1.0, "num_classes": IMAGENET_CLASSES}
 
 ZOO: tuple[ZooModel, ...] = (
     ZooModel("mobilenet_v2", "torchvision", 224, ("width", "depths", "num_classes"),
-             "MobileNetV2, any width (1.0, 1.4, ...) and blocks per stage (depths, 7 ints)"),
+             "MobileNetV2, any width (1.0, 1.4, ...) and blocks per stage (depths, 7 ints)",
+             {"width": 1.0, "depths": MBV2_DEFAULT_DEPTHS, "num_classes": IMAGENET_CLASSES}),
     *(ZooModel(f"resnet{d}", "torchvision", 224, _WIDTH,
-               f"ResNet-{d}, any width (all channels scaled, rounded to multiples of 8)") for d in (18, 34, 50, 101, 152)),
+               f"ResNet-{d}, any width (all channels scaled, rounded to multiples of 8)", _WIDTH_DEFAULTS)
+      for d in (18, 34, 50, 101, 152)),
     *(ZooModel(f"vgg{d}{bn}", "torchvision", 224, _PLAIN, f"VGG-{d} {'with' if bn else 'without'} BatchNorm")
       for d in (11, 13) for bn in ("", "_bn")),
     # EfficientNet-Lite resolutions from the reference implementation: 224, 240, 260, 280, 300.

@@ -22,6 +22,7 @@ from torch import nn
 
 from ..errors import ModelFileError  # noqa: F401  (defined once, in dsprof.errors)
 from .registry import list_models, register_model
+from ..io import read_text
 
 __all__ = ["ModelFileError", "load_model_file", "model_file_label", "register_model_file"]
 
@@ -49,7 +50,6 @@ def model_file_label(spec: str) -> str:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist; give the path of a .py file that defines the factory")
-    from ..io import read_text
 
     read_text(path, "Python file", "give the .py file that defines the factory", error=ModelFileError)  # its bytes
     module_name = f"dsprof_user_model_{path.stem}_{abs(hash(str(path.resolve())))}"

@@ -18,13 +18,12 @@ from torchvision.models.mobilenetv2 import MobileNetV2
 
 from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
-from .catalog import ZOO
+from .catalog import MBV2_DEFAULT_DEPTHS, ZOO
 
 __all__ = ["MBV2_DEFAULT_DEPTHS", "builder", "mobilenet_v2"]
 
 # (expansion t, channels c, blocks n, stride s) per stage of MobileNetV2 (Sandler et al., Tab. 2).
 _MBV2_STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
-MBV2_DEFAULT_DEPTHS = tuple(n for _, _, n, _ in _MBV2_STAGES)
 
 
 def mobilenet_v2(

@@ -1,17 +1,26 @@
 """Planning before training: the exact plan of lowest predicted latency for every budget (issue #20).
 
 `plan_front` (CLI `dsprof plan`) searches every plan and span partition of a model by dynamic programming
-(`dsprof.plan.dp`) over the LUT's prices (`dsprof.lut.cost`); `best_plan` does it for one fixed ``keep``.
+(`dsprof.plan.dp`) over the LUT's prices (`dsprof.lut.prices`); `best_plan` does it for one fixed ``keep``.
 Over several device contexts, `plan_contexts` plans each, prices each one's plans on the others (`dsprof.plan.cross`)
-and finds one plan for several (`joint_front`, `dsprof.plan.minimax`).
+and finds one plan for several (`joint_front`, `dsprof.plan.minimax`). A plan itself (`Plan`: which blocks keep their
+activations, which merge, which spans; plain JSON; the paper's presets) is `dsprof.plan.plan`, which imports no
+PyTorch.
+
+The names below are imported on first use. Calling the package calls `dsprof.workflows.plan.plan`.
 """
 
-from .front import Front, FrontPoint, PresetPoint
-from .planner import best_plan, plan_front
-from .contexts import ContextFronts, plan_contexts
-from .minimax import JointFront, joint_front
-from .run import ContextsOutcome, PlanOutcome, load_importance, plan_contexts_to_file, plan_to_file
+from .._lazy import calls, lazy_exports
 
-__all__ = ["ContextFronts", "ContextsOutcome", "Front", "FrontPoint", "JointFront", "PlanOutcome", "PresetPoint",
-           "best_plan", "joint_front", "load_importance", "plan_contexts", "plan_contexts_to_file",
-           "plan_front", "plan_to_file"]
+_EXPORTS = {
+    **dict.fromkeys(('BORDER_MODES', 'FREE_ACTIVATIONS', 'PRESETS', 'Plan', 'PlanError', 'PlanModelError', 'check_plan',
+                     'list_presets', 'load_plan', 'load_preset', 'same_family'), ".plan"),
+    **dict.fromkeys(('Front', 'FrontPoint', 'PresetPoint'), ".front"),
+    **dict.fromkeys(('best_plan', 'plan_front'), ".planner"),
+    **dict.fromkeys(('ContextFronts', 'plan_contexts'), ".contexts"),
+    **dict.fromkeys(('JointFront', 'joint_front'), ".minimax"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+calls(__name__, "dsprof.workflows.plan:plan")  # `dsprof.plan(...)`: the API function (docs/api.md)

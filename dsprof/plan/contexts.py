@@ -22,13 +22,14 @@ from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, UsageError
 from ..io import atomic_write_text
 from ..lut import LUT
-from ..lut.cost import PlanCosts
+from ..lut.prices import Prices
 from ..models.spans_text import format_spans
 from ..units import percent
-from ..lut.predict import plan_costs
+from ..lut.predict import prices_of
 from .cross import CrossPoint, cross_points
 from .front import Front, _columns, blocks_legend
 from .minimax import JointFront, joint_front
+from .planner import plan_front
 
 __all__ = ["FRONTS_FORMAT", "ContextFronts", "Unplanned", "pick_contexts", "plan_contexts"]
 
@@ -48,7 +49,7 @@ class Unplanned:
 class ContextFronts:
     """The planner's answer over several contexts of one model: ``fronts`` (one per planned context), ``cross``
     (every ordered pair of planned contexts, the diagonal included, and every k), ``unplanned`` and, with ``--for``,
-    ``joint``. ``labels``: `short_labels` of every context named. ``costs``: each planned context's `PlanCosts`."""
+    ``joint``. ``labels``: `short_labels` of every context named. ``prices``: each planned context's `Prices`."""
 
     model: str
     name: str
@@ -59,7 +60,7 @@ class ContextFronts:
     cross: tuple[CrossPoint, ...]
     unplanned: tuple[Unplanned, ...] = ()
     joint: JointFront | None = None
-    costs: dict[DeviceContext, PlanCosts] = field(default_factory=dict, repr=False, compare=False)
+    prices: dict[DeviceContext, Prices] = field(default_factory=dict, repr=False, compare=False)
 
     def front(self, context: DeviceContext) -> Front:
         """The front of one planned context."""
@@ -246,34 +247,32 @@ def plan_contexts(
     the cross table of every ordered pair of the planned ones; and with ``joint`` (contexts as `pick_contexts` takes
     them) the plan for those contexts of least ``objective`` (``worst`` or ``mean``) loss at each k. Keywords as
     `plan_front`'s. A context whose entries the planner lacks goes to ``unplanned`` with the planner's line."""
-    from .planner import plan_front  # the planner imports torch; so does this, through plan_costs
-
     luts = [lut] if isinstance(lut, (LUT, str, Path)) else list(lut)
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x) for x in luts])
     options = dict(options or {})
     registered = name or str(model)
     every = list(contexts) if contexts is not None else lut.devices()
     labels = short_labels(every)
-    fronts, costs, unplanned = [], {}, []
+    fronts, prices, unplanned = [], {}, []
     for context in every:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                c = plan_costs(model, lut, device=context, name=name, options=options, resolution=resolution, rest=rest,
+                c = prices_of(model, lut, device=context, name=name, options=options, resolution=resolution, rest=rest,
                                method=method)
                 front = plan_front(model, lut, importance=importance, max_span=max_span, name=registered,
-                                   options=options, costs=c)
+                                   options=options, prices=c)
         except LUTMissError as exc:
             unplanned.append(Unplanned(context, str(exc)))
             continue
         for w in caught:  # a planned context's warnings (a method's fallback) are the user's; a skipped one's are not
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         fronts.append(front)
-        costs[context] = c
+        prices[context] = c
     if not fronts:
         raise LUTMissError("no context of the LUT has what the planner needs for this model:\n  "
                            + "\n  ".join(f"{labels[u.context]}: {u.reason}" for u in unplanned))
-    cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, costs[b.device], b))
+    cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, prices[b.device], b))
     together = None
     if joint is not None:
         planned = {f.device: labels[f.device] for f in fronts}
@@ -283,7 +282,7 @@ def plan_contexts(
             if unplanned:
                 raise UsageError(f"{exc} (not planned: {', '.join(labels[u.context] for u in unplanned)})") from None
             raise
-        together = joint_front([costs[c] for c in chosen], [next(f for f in fronts if f.device == c) for c in chosen],
+        together = joint_front([prices[c] for c in chosen], [next(f for f in fronts if f.device == c) for c in chosen],
                                objective=objective, max_span=max_span, importance=importance)
     return ContextFronts(fronts[0].model, registered, options, max_span, labels, tuple(fronts), cross,
-                         tuple(unplanned), together, costs)
+                         tuple(unplanned), together, prices)

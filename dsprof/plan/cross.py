@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..device_context import DeviceContext
-from ..lut.cost import PlanCosts
+from ..lut.prices import Prices
 from ..lut.predict import predict_plan
-from ..merge.plan import Plan
+from .plan import Plan
 from .front import Front
 from .ratio import plan_ratio
 
@@ -56,19 +56,19 @@ class CrossPoint:
                 "own_speedup_low": self.own_speedup_low, "own_speedup_high": self.own_speedup_high}
 
 
-def cross_points(chosen: Front, costs: PlanCosts, own: Front) -> list[CrossPoint]:
-    """For every k of both fronts, ``chosen``'s plan priced on ``costs`` (another context's, or the same) against
-    ``own`` (the front of ``costs``' context): `CrossPoint` s in k order."""
+def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
+    """For every k of both fronts, ``chosen``'s plan priced on ``prices`` (another context's, or the same) against
+    ``own`` (the front of ``prices``' context): `CrossPoint` s in k order."""
     out = []
     own_by_k = {p.k: p for p in own.points}
     for point in chosen.points:
         if point.k not in own_by_k:
             continue
         reference = own_by_k[point.k].plan
-        pred = predict_plan(costs, point.plan, strict=True)
-        loss = plan_ratio(costs, point.plan, reference)
-        speedup = plan_ratio(costs, None, point.plan)
-        own_speedup = plan_ratio(costs, None, reference)
+        pred = predict_plan(prices, point.plan, strict=True)
+        loss = plan_ratio(prices, point.plan, reference)
+        speedup = plan_ratio(prices, None, point.plan)
+        own_speedup = plan_ratio(prices, None, reference)
         out.append(CrossPoint(chosen.device, own.device, point.k, point.plan, pred.total_s, pred.low_s, pred.high_s,
                               own_by_k[point.k].latency_s, loss.value - 1, loss.low - 1, loss.high - 1, speedup.value,
                               speedup.low, speedup.high, own_speedup.value, own_speedup.low, own_speedup.high))

@@ -2,7 +2,7 @@
 
 A plan deploys blocks 0..n-1 as consecutive pieces (`Option`): a block that keeps its activations, a
 linearised block alone, or a span [a, b) of linearised blocks merged into one convolution. Under every
-prediction method a plan's latency is ``base - sum of its pieces' savings`` (dsprof/lut/cost.py), so the
+prediction method a plan's latency is ``base - sum of its pieces' savings`` (dsprof/lut/prices.py), so the
 fastest plan is the one whose pieces save most, and the choice splits at piece borders.
 
 Fastest plan for each k (blocks that keep their activations), over the pieces p = [a, j) ending at j:

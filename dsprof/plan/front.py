@@ -14,7 +14,7 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..io import atomic_write_text
-from ..merge.plan import Plan
+from .plan import Plan
 from ..models import format_spans
 from ..units import percent
 

@@ -4,7 +4,7 @@ to each context's own front plan of that k is lowest in the worst case (``worst`
 The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged *or* not (the contexts
 may disagree on whether merging pays, so both are offered and the plan's ``merge`` list says which it chose); a span
 of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
-its pieces' savings there (`dsprof.lut.cost`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
+its pieces' savings there (`dsprof.lut.prices`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
 the latency of c's own front plan with k kept blocks.
 
 - ``mean``: minimising the mean of the relative latencies is maximising ``sum_c S_c / R_c(k)``, a sum over the
@@ -43,9 +43,9 @@ import numpy as np
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
-from ..lut.cost import PlanCosts
+from ..lut.prices import Prices
 from ..lut.predict import predict_plan
-from ..merge.plan import Plan
+from .plan import Plan
 from ..merge.spans import span_runs
 from .dp import Option, best_per_k
 from .front import Front
@@ -60,13 +60,13 @@ _CHUNK = 256  # rows of a set checked for dominance at once
 
 @dataclass(frozen=True)
 class _Piece:
-    """A piece and its saving (seconds) in each context."""
+    """A piece and its saving in each context (``savings_s``, seconds)."""
 
     start: int
     stop: int
     kept: bool
     merge: bool
-    savings: tuple[float, ...]
+    savings_s: tuple[float, ...]
     loss: Fraction = Fraction(0)  # the importance of the blocks it linearises, summed (exact, so that equal losses tie)
 
 
@@ -145,16 +145,16 @@ def _point_dict(p: JointPoint) -> dict[str, Any]:
             "speedup_low": list(p.speedup_low), "speedup_high": list(p.speedup_high), "importance": p.importance}
 
 
-def _pieces(costs: Sequence[PlanCosts], max_span: int, loss: Sequence[Fraction] | None = None) -> list[_Piece]:
+def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | None = None) -> list[_Piece]:
     """Every piece a plan can use, with its saving in each context (and the summed ``loss`` of the blocks it
     linearises); one that a context cannot price is left out (a block merged alone where a LUT lacks its merged
     entry)."""
-    n = len(costs[0].blocks)
+    n = len(prices[0].blocks)
     loss = list(loss) if loss is not None else [Fraction(0)] * n
     out = []
 
     def add(start: int, stop: int, kept: bool, merge: bool, priced) -> None:
-        pieces = [priced(c) for c in costs]
+        pieces = [priced(c) for c in prices]
         if all(p.found for p in pieces):
             lost = Fraction(0) if kept else sum(loss[start:stop], Fraction(0))
             out.append(_Piece(start, stop, kept, merge, tuple(p.saving_s for p in pieces), lost))
@@ -163,7 +163,7 @@ def _pieces(costs: Sequence[PlanCosts], max_span: int, loss: Sequence[Fraction] 
         add(i, i + 1, True, False, lambda c: c.kept(i))
         add(i, i + 1, False, True, lambda c: c.linearized(i, True))
         add(i, i + 1, False, False, lambda c: c.linearized(i, False))
-    for run in span_runs(costs[0].blocks, (0,) * n):
+    for run in span_runs(prices[0].blocks, (0,) * n):
         for a in range(len(run)):
             for b in range(a + 2, min(len(run), a + max_span) + 1):
                 start, stop = run[a], run[b - 1] + 1
@@ -198,7 +198,7 @@ def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.nda
     NumPy. With ``least_loss`` the known plans are least-loss ones, and a k counts only while the partial plan can
     still reach that k's least loss."""
     m = len(base)
-    savings = np.array([p.savings for p in pieces], dtype=float).reshape(len(pieces), m)
+    savings = np.array([p.savings_s for p in pieces], dtype=float).reshape(len(pieces), m)
     upper = _incumbents(n, pieces, savings, base, own, least_loss)
     reach = _reach(n, pieces, savings)
     losses = None
@@ -329,7 +329,7 @@ def _loss_reach(n: int, pieces: list[_Piece], lost: np.ndarray) -> np.ndarray:
 def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[_Piece]]:
     """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP
     (with ``least_loss``: of least summed loss first, then that)."""
-    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings, weights)), p.loss) for p in pieces]
+    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings_s, weights)), p.loss) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
     score = (lambda o: (-o.loss, o.saving)) if least_loss else (lambda o: (o.saving,))
     return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score).items()}
@@ -345,7 +345,7 @@ def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndar
     for by_k in plans:
         for k, chosen in by_k.items():
             if k in own:
-                vector = np.sum([p.savings for p in chosen], axis=0)
+                vector = np.sum([p.savings_s for p in chosen], axis=0)
                 upper[k] = min(upper[k], float(((base - vector) / own[k]).max()))
     return upper
 
@@ -371,40 +371,40 @@ def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray], least_loss: 
     return best
 
 
-def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objective: str = "worst",
+def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective: str = "worst",
                 max_span: int = DEFAULT_MAX_SPAN,
                 importance: Mapping[int, float] | Sequence[float] | None = None) -> JointFront:
-    """For each k, the plan of least worst (or mean) loss over the contexts of ``costs`` (one `PlanCosts` per
+    """For each k, the plan of least worst (or mean) loss over the contexts of ``prices`` (one `Prices` per
     context, of one model), each against its own front (``fronts``, in the same order); spans of up to
     ``max_span`` blocks. With ``importance`` ({block index: accuracy loss without its activations}, or one value per
     block, as `plan_front` takes it), also the plan of least summed importance for each k (``least_loss``). See the
-    module docstring for why it is exact and what it costs."""
+    module docstring for why it is exact and what it prices."""
     if objective not in OBJECTIVES:
         raise UsageError(f"objective is one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if len(costs) != len(fronts) or len(costs) < 2:
+    if len(prices) != len(fronts) or len(prices) < 2:
         raise UsageError("a plan for several contexts needs at least two contexts, each with its front")
-    n = len(costs[0].blocks)
-    if any(len(c.blocks) != n for c in costs) or len({c.label for c in costs}) != 1:
-        raise UsageError(f"the contexts hold different models ({', '.join(sorted({c.label for c in costs}))}); "
+    n = len(prices[0].blocks)
+    if any(len(c.blocks) != n for c in prices) or len({c.label for c in prices}) != 1:
+        raise UsageError(f"the contexts hold different models ({', '.join(sorted({c.label for c in prices}))}); "
                          "plan one model at a time")
     name, options = fronts[0].name, fronts[0].options
     loss = None
     if importance is not None:
         loss = [Fraction(v) for v in importance_values(importance, n)]
-    pieces = _pieces(costs, max_span, loss)
-    base = np.array([predict_plan(c, None, strict=True).total_s for c in costs])
+    pieces = _pieces(prices, max_span, loss)
+    base = np.array([predict_plan(c, None, strict=True).total_s for c in prices])
     ks = sorted(set.intersection(*[{p.k for p in f.points} for f in fronts]))
     if not ks:
         raise LUTMissError("the contexts' fronts share no k; measure the same blocks in every context")
     own = {k: np.array([f.at_k(k).latency_s for f in fronts]) for k in ks}
-    contexts = tuple(c.key for c in costs)
+    contexts = tuple(c.key for c in prices)
 
     def points(chosen: dict[int, list[_Piece]], label: str) -> tuple[JointPoint, ...]:
         out = []
         for k in ks:
             if k in chosen:
                 plan = _plan(chosen[k], n, name, options, k, label, contexts)
-                out.append(_joint_point(k, plan, costs, fronts, own[k], chosen[k] if loss is not None else None))
+                out.append(_joint_point(k, plan, prices, fronts, own[k], chosen[k] if loss is not None else None))
         return tuple(out)
 
     if objective == "worst":
@@ -422,12 +422,12 @@ def joint_front(costs: Sequence[PlanCosts], fronts: Sequence[Front], *, objectiv
     return JointFront(contexts, objective, points(chosen, objective), states, least_loss)
 
 
-def _joint_point(k: int, plan: Plan, costs: Sequence[PlanCosts], fronts: Sequence[Front], own: np.ndarray,
+def _joint_point(k: int, plan: Plan, prices: Sequence[Prices], fronts: Sequence[Front], own: np.ndarray,
                  pieces: list[_Piece] | None) -> JointPoint:
     """``plan`` priced in every context (`predict_plan`) against each one's own front plan of ``k``; ``pieces``: its
     pieces, for its summed importance (None: no importance)."""
-    ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(costs, fronts)]
-    preds = [predict_plan(c, plan, strict=True) for c in costs]
+    ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(prices, fronts)]
+    preds = [predict_plan(c, plan, strict=True) for c in prices]
     importance = float(sum((p.loss for p in pieces), Fraction(0))) if pieces is not None else None
     return JointPoint(k, plan, tuple(p.total_s for p in preds), tuple(own), tuple(r.value - 1 for r in ratios),
                       tuple(r.low - 1 for r in ratios), tuple(r.high - 1 for r in ratios),

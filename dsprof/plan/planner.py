@@ -15,12 +15,13 @@ from typing import Any, Mapping, Sequence
 
 from torch import nn
 
+from ..commands import measure_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import LUTMissError, UsageError
 from ..lut import LUT
-from ..lut.cost import Piece, PlanCosts, span_key
-from ..lut.predict import plan_costs, predict_plan
-from ..merge.plan import PRESETS, Plan, same_family
+from ..lut.prices import Piece, Prices, span_key
+from ..lut.predict import prices_of, predict_plan
+from .plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
 from .dp import Option, Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
@@ -40,67 +41,67 @@ def plan_front(
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
-    costs: PlanCosts | None = None,
+    prices: Prices | None = None,
     resolution_flag: str = "--resolution",
 ) -> Front:
     """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
     of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
-    ``costs``: the model's `plan_costs` when already read (they fix the LUT context, method and rest).
+    ``prices``: the model's `prices_of` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
     of this model at another resolution: the ``resolution_flag`` to add, as the caller's command spells it)."""
     if max_span < 1:
         raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
     options = dict(options or {})
-    if costs is None:
-        costs = plan_costs(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+    if prices is None:
+        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                            method=method)
     registered = name or str(model)
-    loss = _importance(importance, len(costs.blocks))
-    choices = _options(costs, max_span, loss)
-    _check_found(costs, choices, max_span, resolution_flag)
-    ctx = _Context(costs, registered, options, loss is not None)
-    pieces, n = [o for o, _ in choices], len(costs.blocks)
+    loss = _importance(importance, len(prices.blocks))
+    choices = _options(prices, max_span, loss)
+    _check_found(prices, choices, max_span, resolution_flag)
+    ctx = _Context(prices, registered, options, loss is not None)
+    pieces, n = [o for o, _ in choices], len(prices.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
         by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
-    original = predict_plan(costs, None).total_s
+    original = predict_plan(prices, None).total_s
     return Front(
-        model=costs.label, name=registered, options=options, device=costs.key, method=costs.used, max_span=max_span,
-        blocks=tuple(b.name for b in costs.blocks), spans_predicted=_spans_predicted(costs, choices),
+        model=prices.label, name=registered, options=options, device=prices.key, method=prices.used, max_span=max_span,
+        blocks=tuple(b.name for b in prices.blocks), spans_predicted=_spans_predicted(prices, choices),
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(costs),
+        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
     )
 
 
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
-              costs: PlanCosts | None = None, **pricing: Any) -> Plan:
+              prices: Prices | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
-    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `plan_costs`'s keywords (device, method, rest,
-    name, options, resolution), or ``costs`` already read."""
+    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `prices_of`'s keywords (device, method, rest,
+    name, options, resolution), or ``prices`` already read."""
     options = dict(pricing.pop("options", None) or {})
     name = pricing.get("name") or str(model)
-    costs = costs or plan_costs(model, lut, options=options, **pricing)
+    prices = prices or prices_of(model, lut, options=options, **pricing)
     keep = tuple(int(k) for k in keep)
-    if len(keep) != len(costs.blocks):
-        raise UsageError(f"keep has {len(keep)} entries but {costs.label} has {len(costs.blocks)} blocks")
-    choices = [(o, p) for o, p in _options(costs, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
-    _check_found(costs, choices, max_span)
+    if len(keep) != len(prices.blocks):
+        raise UsageError(f"keep has {len(keep)} entries but {prices.label} has {len(prices.blocks)} blocks")
+    choices = [(o, p) for o, p in _options(prices, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
+    _check_found(prices, choices, max_span)
     (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
-    return _Context(costs, name, options).plan(solution, "best-spans")
+    return _Context(prices, name, options).plan(solution, "best-spans")
 
 
 class _Context:
     """What turns a DP solution into a priced plan of this model."""
 
-    def __init__(self, costs: PlanCosts, name: str, options: dict[str, Any], with_loss: bool = False) -> None:
-        self.costs, self.name, self.options, self.with_loss = costs, name, options, with_loss
+    def __init__(self, prices: Prices, name: str, options: dict[str, Any], with_loss: bool = False) -> None:
+        self.prices, self.name, self.options, self.with_loss = prices, name, options, with_loss
 
     def plan(self, solution: Solution, label: str) -> Plan:
-        n = len(self.costs.blocks)
+        n = len(self.prices.blocks)
         keep, merge, spans = [1] * n, [False] * n, []
         for o in solution.pieces:
             if o.kept:
@@ -109,13 +110,13 @@ class _Context:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
                 keep[i] = 0
-                merge[i] = o.stop - o.start > 1 or self.costs.linearized(i).variant == "merged"
+                merge[i] = o.stop - o.start > 1 or self.prices.linearized(i).variant == "merged"
         return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
-                    source=f"dsprof plan ({self.costs.key})")
+                    source=f"dsprof plan ({self.prices.key})")
 
     def point(self, solution: Solution, label: str) -> FrontPoint:
         plan = self.plan(solution, label)
-        pred = predict_plan(self.costs, plan, strict=True, name=self.name)
+        pred = predict_plan(self.prices, plan, strict=True, name=self.name)
         return FrontPoint(solution.k, plan, pred.total_s, pred.low_s, pred.high_s,
                           float(solution.loss) if self.with_loss else None, pred.speedup, pred.speedup_low,
                           pred.speedup_high)
@@ -138,54 +139,55 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
     return values
 
 
-def _options(costs: PlanCosts, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
+def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
     """Every piece a plan can use, priced: each block kept or linearised alone (merged or not as the LUT's rule
     decides, the way `predict` prices a plan without a merge list), each span of 2..max_span blocks inside a run of
     spannable blocks (`span_runs`). Nothing is held back: a block that buys nothing linearised alone is still
     offered, so the front is the fastest plan of every k under the prices `predict` shows (issue #36); `_no_gain`
     names such blocks."""
-    n = len(costs.blocks)
+    n = len(prices.blocks)
     # exact sums of the losses: a span's loss and its blocks' losses added one by one must tie exactly
     loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
     out = []
     for i in range(n):
-        out.append((Option(i, i + 1, True, 0.0, Fraction(0)), costs.kept(i)))
-        piece = costs.linearized(i)
+        out.append((Option(i, i + 1, True, 0.0, Fraction(0)), prices.kept(i)))
+        piece = prices.linearized(i)
         out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
-    for run in span_runs(costs.blocks, (0,) * n):
+    for run in span_runs(prices.blocks, (0,) * n):
         for a in range(len(run)):
             for b in range(a + 2, min(len(run), a + max_span) + 1):
                 start, stop = run[a], run[b - 1] + 1
-                piece = costs.span(start, stop)
+                piece = prices.span(start, stop)
                 out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
     return out
 
 
-def _no_gain(costs: PlanCosts) -> tuple[int, ...]:
+def _no_gain(prices: Prices) -> tuple[int, ...]:
     """The blocks that buy nothing linearised alone: as the LUT's rule deploys them (merged where that pays), they
     are predicted no faster than with their activations. Information, not a constraint: the front may still
     linearise one where a k needs it, or take it into a span."""
-    return tuple(i for i in range(len(costs.blocks)) if not costs.linearized(i).saving_s > 0
-                 and costs.linearized(i).found)
+    return tuple(i for i in range(len(prices.blocks)) if not prices.linearized(i).saving_s > 0
+                 and prices.linearized(i).found)
 
 
-def _check_found(costs: PlanCosts, choices: list[tuple[Option, Piece]], max_span: int,
+def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
                  resolution_flag: str = "--resolution") -> None:
     """One line naming what the LUT lacks and the `dsprof measure` that times it: first whether the LUT holds
     another model (or this one at another resolution), then the first entry missing; where spans lack
     entries, the way to plan without them too."""
-    missing = list(costs.missing) + [p.missing for _, p in choices if p.missing]
+    missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
-    measure = f"`{costs.measure_command(max_span)}` and rebuild the LUT with `dsprof build-lut`"
-    note = costs.lookup.other_model_note(costs.label, resolution_flag)
+    command = measure_command(prices.key, prices.measure_flags, max_span=max_span, in_situ=prices.reads_in_situ)
+    measure = f"`{command}` and rebuild the LUT with `dsprof build-lut`"
+    note = prices.lookup.other_model_note(prices.label, resolution_flag)
     if note is not None:
-        raise LUTMissError(f"{note}; or measure {costs.label} on {costs.key}: run {measure}")
+        raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}")
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
     without = "; or plan without spans: --max-span 1" if spans and max_span > 1 else ""
     raise LUTMissError(
-        f"the LUT {costs.lookup.lut.source} lacks {missing[0]}{more} for {costs.label} on {costs.key}: run "
+        f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
         f"{measure}{without}"
     )
 
@@ -196,9 +198,9 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
     out = []
     for preset_name, preset in sorted(PRESETS.items()):
         if not same_family(preset.model, ctx.name) or dict(preset.options) != ctx.options \
-                or len(preset.keep) != len(ctx.costs.blocks):
+                or len(preset.keep) != len(ctx.prices.blocks):
             continue
-        pred = predict_plan(ctx.costs, preset, strict=True, name=ctx.name)
+        pred = predict_plan(ctx.prices, preset, strict=True, name=ctx.name)
         k = sum(preset.keep)
         front = by_k[k].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
@@ -207,11 +209,11 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
     return out
 
 
-def _spans_predicted(costs: PlanCosts, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+def _spans_predicted(prices: Prices, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
     """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
     how many it read): each distinct convolution once."""
-    keys = {span_key(costs.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
-    entries = [costs.lookup(k, "merged") for k in keys]
+    keys = {span_key(prices.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    entries = [prices.lookup(k, "merged") for k in keys]
     return sum(e is not None and e.predicted for e in entries), len(keys)
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..lut.cost import PlanCosts
+from ..lut.prices import Prices
 from ..lut.predict import predict_plan
 
 __all__ = ["Ratio", "plan_ratio"]
@@ -36,16 +36,16 @@ class Ratio:
     high: float
 
 
-def _piece_errors(costs: PlanCosts, plan: Any) -> Counter:
-    return Counter((p.start, p.stop, p.variant, p.errors_s) for p in costs.pieces(plan))
+def _piece_errors(prices: Prices, plan: Any) -> Counter:
+    return Counter((p.start, p.stop, p.variant, p.errors_s) for p in prices.pieces(plan))
 
 
-def plan_ratio(costs: PlanCosts, plan: Any, reference: Any) -> Ratio:
-    """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.merge.Plan`, or None for the original
-    model) in ``costs``' context, both priced by `predict_plan`, with the 95 % interval of the module docstring."""
-    a = predict_plan(costs, plan, strict=True).total_s
-    b = predict_plan(costs, reference, strict=True).total_s
-    mine, theirs = _piece_errors(costs, plan), _piece_errors(costs, reference)
+def plan_ratio(prices: Prices, plan: Any, reference: Any) -> Ratio:
+    """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.plan.Plan`, or None for the original
+    model) in ``prices``' context, both priced by `predict_plan`, with the 95 % interval of the module docstring."""
+    a = predict_plan(prices, plan, strict=True).total_s
+    b = predict_plan(prices, reference, strict=True).total_s
+    mine, theirs = _piece_errors(prices, plan), _piece_errors(prices, reference)
     only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
     variance = sum(count * e * e for (_, _, _, errors), count in only.items() for e in errors)
     half = _Z95 * math.sqrt(variance) / b

@@ -1,12 +1,12 @@
 """Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3).
 
-``measure(...)`` is what ``dsprof measure`` runs. The parts: `workloads` (what is timed),
+``measure(...)`` times (`dsprof.measure` runs it, with the models plans merge and the calibration). The parts: `workloads` (what is timed),
 `backends` (how it runs), `timing` (its settings and timers over `timing_loop`: warm-up, interleaved rounds,
 adaptive stopping, in one standard-library file that export bundles carry), `stats`
 (statistics of raw samples, paired speed-ups), `fingerprint` (the environment), `records` (the
-JSON Lines measurement file), `summary` (the closing table), `context` (blocks timed inside the
-whole model, issue #14), `explain` (one block against its operators, issue #14), `probe` (the drift
-probe) and `check` (a plan's merged model timed against the original, paired; the probe timed now).
+JSON Lines measurement file), `summary` (the closing table), `insitu` (blocks timed in situ: inside the
+whole model, issue #14), `explain` (one block against its operators, issue #14) and `probe` (the drift
+probe, and timing it now). What combines them with LUTs, plans and merges is `dsprof.workflows`.
 
 The names below are imported on first use: `records` and `stats` import no PyTorch, so the LUT reads
 measurement files without loading the timing code.
@@ -15,8 +15,8 @@ measurement files without loading the timing code.
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(("BACKENDS", "DTYPES", "BackendSettings"), ".backends"),
-    **dict.fromkeys(("CONTEXT_VARIANTS", "context_workloads"), ".context"),
+    **dict.fromkeys(("DTYPES", "BackendSettings"), ".backends"),
+    "in_situ_workloads": ".insitu",
     **dict.fromkeys(("BlockExplanation", "explain_block", "format_explanation", "load_explanation"), ".explain"),
     **dict.fromkeys(("device_state", "environment", "environment_id"), ".fingerprint"),
     **dict.fromkeys(("SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter", "read_measurements",
@@ -30,8 +30,7 @@ _EXPORTS = {
     **dict.fromkeys(("BLOCK_VARIANTS", "MODEL_VARIANTS", "Workload", "block_workloads", "dense_conv",
                      "dense_counterpart_model", "deployed_linear", "flops_matched_channels", "model_workload",
                      "model_workloads", "stem_head_workloads"), ".workloads"),
-    **dict.fromkeys(("PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name",
-                     "probe_now"), ".check"),
+    "probe_now": ".probe",
 }
 
 __all__ = sorted(_EXPORTS)

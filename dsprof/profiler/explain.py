@@ -47,6 +47,10 @@ from ..models import block_module, find_blocks, first_conv_in_channels, input_si
 from .backends import BackendSettings, get_backend
 from .runner import DEFAULT_CPU_THREADS
 from .timing import TimingConfig, time_interleaved
+from ..io import atomic_write_text, read_json
+from .backends.torch_compile import own_frame
+from ..models.onnx_export import export_onnx
+from .backends.openvino import OpenVINOBackend
 
 __all__ = ["EXPLAIN_BACKENDS", "OPERATOR_COLUMNS", "BlockExplanation", "explain_block", "format_explanation",
            "load_explanation"]
@@ -92,15 +96,11 @@ class BlockExplanation:
 
     def save(self, path: str | Path) -> Path:
         """Write `to_json` to ``path`` (``.explain.json`` by convention: `dsprof report` finds it there)."""
-        from ..io import atomic_write_text
-
         return atomic_write_text(path, self.to_json() + "\n")
 
 
 def load_explanation(path: str | Path) -> BlockExplanation:
     """Read a file written by `BlockExplanation.save`."""
-    from ..io import read_json
-
     data = read_json(path, "block explanation", "give a file that `dsprof explain --out` wrote", error=UsageError)
     try:
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
@@ -185,7 +185,6 @@ def _compiled_profile(block: nn.Module, x: torch.Tensor, calls: int, mode: str) 
     from torch._inductor import config as inductor_config
     from torch.profiler import ProfilerActivity, profile
 
-    from .backends.torch_compile import own_frame
 
     compiled = torch.compile(own_frame(block), mode=mode, fullgraph=True)
     with inductor_config.patch({"cpp.enable_kernel_profile": True}), torch.inference_mode():
@@ -206,9 +205,6 @@ def _openvino_profile(block: nn.Module, shape: tuple[int, ...], threads: int, ca
     another (an activation in its convolution)."""
     import openvino as ov
 
-    from .backends import BackendSettings
-    from .backends.onnx_export import export_onnx
-    from .backends.openvino import OpenVINOBackend
 
     backend = OpenVINOBackend(BackendSettings("openvino", threads=threads))
     compiled = backend.compile(export_onnx(block, shape, workdir / "block.onnx"), profiling=True)
@@ -253,7 +249,6 @@ def _fusion_note(e: "BlockExplanation") -> str | None:
 def _onnxruntime_profile(block: nn.Module, shape: tuple[int, ...], threads: int, calls: int, workdir: Path) -> pd.DataFrame:
     import onnxruntime as ort
 
-    from .backends.onnx_export import export_onnx
 
     path = export_onnx(block, shape, workdir / "block.onnx")
     options = ort.SessionOptions()

@@ -16,6 +16,7 @@ models: a GPU's clock on CUDA, ONNX Runtime's thread pool.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -23,12 +24,16 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ..device_context import DeviceContext
+from ..errors import DeviceError, UsageError
 from ..models import count_macs, count_params
+from .backends import BackendSettings, get_backend
+from .fingerprint import environment, environment_id
 from .records import PROBE_NAME, PROBE_SCOPE
 from .timing import TimingConfig, time_interleaved
 from .workloads import Workload
 
-__all__ = ["PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_timing",
+__all__ = ["PROBE_NAME", "PROBE_SCOPE", "PROBE_BUDGET_S", "PROBE_SAMPLE_S", "candidate_probes", "probe_now", "probe_timing",
            "probe_workload", "time_probe"]
 #: Seconds each timing of the probe lasts in a run (after each group) at most: short next to the groups.
 PROBE_BUDGET_S = 0.25
@@ -96,3 +101,28 @@ def time_probe(prepare: Callable[[nn.Module, tuple[int, int, int, int], Path], A
         return list(result.samples_s)
     finally:
         prepared.close()
+
+
+def probe_now(context: DeviceContext, seconds: float = 2.0) -> list[float]:
+    """Samples (seconds per call) of the drift probe timed here for about ``seconds``, in ``context``'s
+    backend, device, dtype, layout, batch and threads (the process's torch thread count is restored). A context
+    of another environment (another machine, driver or library version) is refused: the probe compares this
+    machine now with itself when the LUT was measured."""
+    if not seconds > 0:
+        raise UsageError(f"the probe needs a time in seconds > 0, got {seconds}")
+    here = environment_id(environment())
+    if context.env_id != here:
+        raise DeviceError(
+            f"the LUT context {context} was measured in environment {context.env_id}, this machine is {here}: the "
+            "drift probe compares this machine now with itself then. Predict without --probe, or measure here "
+            "(`dsprof measure`) and build a LUT of this environment"
+        )
+    settings = BackendSettings(context.backend, context.device, context.dtype, context.layout == "channels_last",
+                               context.threads or None, context.compile)
+    saved = torch.get_num_threads()
+    try:
+        backend = get_backend(settings)
+        with tempfile.TemporaryDirectory(prefix="dsprof-probe-") as tmp:
+            return time_probe(backend.prepare, context.batch, Path(tmp), seconds)
+    finally:
+        torch.set_num_threads(saved)

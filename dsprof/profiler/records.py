@@ -28,7 +28,7 @@ from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["CALIBRATION", "CHECKSUM_FIELD", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+__all__ = ["CALIBRATION", "CHECKSUM_FIELD", "IN_SITU_SCOPE", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
            "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
            "speedups"]
 
@@ -37,7 +37,10 @@ SCHEMA = "dsprof.measurement/1"
 #: MobileNetV2's expand-depthwise-project block, 32 -> 192 -> 32 channels at 56 x 56, about 2 ms on one core).
 PROBE_SCOPE = "probe"
 PROBE_NAME = "probe-ir32x56"
-#: The variant of the calibration group's model (`dsprof.profiler.calibration`): the whole model, scope ``model``,
+#: The scope of a record timed in situ: the whole model with one block (or piece) swapped, in one group with the
+#: whole model (`dsprof measure --in-situ`, `dsprof measure --calibrate`). Files keep the word older dsprof wrote.
+IN_SITU_SCOPE = "context"
+#: The variant of the calibration group's model (`dsprof.workflows.calibrate`): the whole model, scope ``model``,
 #: with every block linearised and merged where the run's entries say it pays.
 CALIBRATION = "calibration"
 #: How a whole model's variant is shown where models are rows (a custom model under its own name).
@@ -68,7 +71,7 @@ class Measurement:
     # what was timed
     model: str
     model_options: dict[str, Any]
-    scope: str  # "block", "model", "stem"/"head" (the original model's parts outside its blocks), "context", "probe"
+    scope: str  # "block", "model", "stem"/"head" (the original model's parts outside its blocks), IN_SITU_SCOPE, "probe"
     name: str  # block module path (features.3) or model name
     index: int  # block index in execution order, -1 otherwise
     spec: str | None  # the original block's BlockSpec string; None otherwise

@@ -33,16 +33,16 @@ from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders
 from ..models import find_blocks, input_size_of, named_model
+from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
 from .fingerprint import device_name, device_state, environment, environment_id
-from .records import (CALIBRATION, Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
+from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
                       repair_truncated_tail)
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
-from .calibration import calibration_groups, check_calibration_request
-from .context import context_workloads
+from .insitu import in_situ_workloads
 from .probe import PROBE_NAME, probe_timing, probe_workload
 from .workloads import (
     BLOCK_VARIANTS,
@@ -253,17 +253,25 @@ class MeasureRequest:
     extra_models: Mapping[str, nn.Module] = field(default_factory=dict)
     settings: BackendSettings = BackendSettings()
     batch: int | None = None
-    variants: tuple[str, ...] = ("original", "merged", "flops_matched")
-    model_variants: tuple[str, ...] = ("original", "flops_matched")
+    variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS
+    model_variants: tuple[str, ...] = DEFAULT_MODEL_VARIANTS
     blocks: str | Sequence[str] | None = "*"
-    context: tuple[str, ...] = ()
+    in_situ: tuple[str, ...] = ()
     spans: int = 0
     timing: TimingConfig = TimingConfig()
     out: str | Path = "results"
     resume: bool = False
     overwrite: bool = False
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
-    calibrate: bool = False
+    planned: "PlannedGroups | None" = None
+
+
+#: The groups a run plans from its own records and times last, one at a time, each built from what was timed before
+#: it (`dsprof.workflows.calibrate`: what ends `dsprof measure --calibrate`). Called with the model, its label and
+#: input size, the run's records so far (a callable), its device context, its span length and the records the file
+#: held before the run.
+PlannedGroups = Callable[[nn.Module, str, tuple[int, int], Callable[[], Sequence[Measurement]], DeviceContext, int,
+                          Sequence[Measurement]], Iterable[list[Workload]]]
 
 
 def measure(
@@ -280,10 +288,10 @@ def measure(
     batch: int | None = None,
     threads: int | None = None,
     compile: str = "",
-    variants: Sequence[str] = ("original", "merged", "flops_matched"),
-    model_variants: Sequence[str] = ("original", "flops_matched"),
+    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
+    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
     blocks: str | Sequence[str] | None = "*",
-    context: Sequence[str] = (),
+    in_situ: Sequence[str] = (),
     spans: int = 0,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
@@ -293,16 +301,16 @@ def measure(
     clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None,
-    calibrate: bool = False,
+    planned: PlannedGroups | None = None,
 ) -> MeasureResult:
     """Measure a model's blocks (in ``variants``) and the whole model (in ``model_variants``).
 
     ``model`` is a registered name (built with ``model_options`` and ``resolution``) or any
     ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
     ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
-    variant ``custom``, named by their keys. ``context`` (``merged``, ``linear``) also times, for each
+    variant ``custom``, named by their keys. ``in_situ`` (``merged``, ``linear``) also times, for each
     chosen block, the whole model with that block swapped for the variant against the whole model, in
-    one interleaved group (scope ``context``, `dsprof.profiler.context`): the saving in context, and
+    one interleaved group (scope `IN_SITU_SCOPE`, `dsprof.profiler.insitu`): the saving in situ, and
     the device's drift from group to group. ``blocks`` is an fnmatch pattern (or several) of block
     names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
     many consecutive blocks merges into (`dsprof.merge.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
@@ -311,15 +319,15 @@ def measure(
     the ``torch-compile`` backend's mode (`dsprof.device_context.COMPILE_MODES`; ``default`` when not given). Times are seconds everywhere. Returns a `MeasureResult`;
     the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
     settings is written), appended as they are measured. ``select`` takes the interleaved groups of workloads and
-    returns those to time (`dsprof measure --few` times a few chosen entries). ``calibrate`` ends the run with the
-    calibration group (`dsprof.profiler.calibration`): the whole model with every block linearised and merged where
-    this run's entries say it pays, against the original, paired; the intervals of predictions read it.
+    returns those to time (`dsprof measure --few` times a few chosen entries). ``planned`` ends the run with the
+    groups it plans from the run's records (`PlannedGroups`; `dsprof.measure(calibrate=True)` passes the
+    calibration's, `dsprof.workflows.calibrate`).
     `measure_request` takes the same as a `MeasureRequest`.
     """
     request = MeasureRequest(
         model, name, dict(model_options or {}), resolution, dict(extra_models or {}),
         BackendSettings(backend, device, dtype, channels_last, threads, compile), batch, tuple(variants),
-        tuple(model_variants), blocks, tuple(context), spans, timing, out, resume, overwrite, select, calibrate,
+        tuple(model_variants), blocks, tuple(in_situ), spans, timing, out, resume, overwrite, select, planned,
     )
     return measure_request(request, progress=progress, clock=clock, log=log)
 
@@ -360,8 +368,6 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     bad = [v for v in request.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
-    if request.calibrate:
-        check_calibration_request(request.model, request.variants, request.model_variants, request.blocks)
     return replace(request, settings=settings, batch=batch), backend_impl
 
 
@@ -385,7 +391,7 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     torch.set_num_threads(1)
     try:
         groups = workload_groups(net, label, request.variants, request.model_variants, request.blocks,
-                                 request.extra_models, input_size, request.context, request.spans)
+                                 request.extra_models, input_size, request.in_situ, request.spans)
         if request.select is not None:
             groups = [g for g in request.select(groups) if g]
     finally:
@@ -412,16 +418,15 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
         desc = f"measure {label} ({settings.backend}, {settings.device})"
         new_records: list[Measurement] = []
         last = None
-        if request.calibrate:  # built once the blocks are timed: their entries decide the pieces and the merges
-            calibrate = not any(r.ok and r.variant == CALIBRATION for r in existing)
-            last = lambda: calibration_groups(net, label, input_size, lambda: existing + new_records,  # noqa: E731
-                                              context, request.spans, calibrate)
+        if request.planned is not None:  # built once the blocks are timed: their entries decide the groups
+            last = lambda: request.planned(net, label, input_size, lambda: existing + new_records,  # noqa: E731
+                                           context, request.spans, existing)
         try:
             _time_groups(todo, backend_impl, settings, batch, request.timing, clock, writer, common, desc, progress, log,
                          new_records, last)
         except KeyboardInterrupt:
             saved = _saved(path, groups, len(existing) + len(new_records))
-            then = " (then the groups --calibrate plans from them)" if request.calibrate else ""
+            then = " (then the groups --calibrate plans from them)" if request.planned is not None else ""
             raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; --resume continues") from None
     contention = contention_message(new_records, threads)
     if log and contention:
@@ -505,18 +510,18 @@ def workload_groups(
     blocks: str | Sequence[str] | None,
     extra_models: Mapping[str, nn.Module] | None,
     input_size: tuple[int, int],
-    context: tuple[str, ...] = (),
+    in_situ: tuple[str, ...] = (),
     spans: int = 0,
 ) -> list[list[Workload]]:
     """The workloads `measure` times (and `dsprof export` bundles), in the groups that are timed interleaved:
-    each block's variants, each block in context, each span, then the whole-model variants (with stem and head where
+    each block's variants, each block in situ, each span, then the whole-model variants (with stem and head where
     blocks are timed) and ``extra_models``."""
     groups: list[list[Workload]] = []
-    found = find_blocks(net, input_size) if (variants or context) and blocks is not None else []
+    found = find_blocks(net, input_size) if (variants or in_situ) and blocks is not None else []
     if variants and blocks is not None:
         groups += _select_blocks(block_workloads(net, tuple(variants), input_size, found), blocks)
-    if context and blocks is not None:
-        groups += _select_blocks(context_workloads(net, context, input_size, found), blocks)
+    if in_situ and blocks is not None:
+        groups += _select_blocks(in_situ_workloads(net, in_situ, input_size, found), blocks)
     if spans > 1:
         groups += [[w] for w in span_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []

@@ -8,7 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..models.spans_text import format_span
-from .records import CALIBRATION, MODEL_ROW_SUFFIX, Measurement, speedups
+from .records import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
 
@@ -64,9 +64,9 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
             first, last = (where.get(n) for n in row["name"].split("+", 1))
             if first is not None and last is not None and last > first:
                 row["index"], row["span"] = first, format_span((first, last + 1))
-    place = {"stem": 0, "block": 1, "head": 2, "context": 3}  # then whole models, in the order measured
+    place = {"stem": 0, "block": 1, "head": 2, IN_SITU_SCOPE: 3}  # then whole models, in the order measured
     ordered = sorted(rows.values(), key=lambda row: (place.get(row["scope"], 4), row["span"] != "",
-                                                     row["index"] if row["scope"] in ("block", "context") else 0))
+                                                     row["index"] if row["scope"] in ("block", IN_SITU_SCOPE) else 0))
     table = pd.DataFrame(ordered)
     for col in SUMMARY_COLUMNS:
         if col not in table.columns:
@@ -114,7 +114,7 @@ def format_summary(table: pd.DataFrame) -> str:
             fps = " / ".join(parts)
         body.append([
             _name(row) if row["scope"] == "block" else (
-                f"model with {row['name']} swapped" if row["scope"] == "context" else f"{row['scope']}: {row['name']}"),
+                f"model with {row['name']} swapped" if row["scope"] == IN_SITU_SCOPE else f"{row['scope']}: {row['name']}"),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
             _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
         ])

@@ -41,6 +41,8 @@ from ..errors import MergeError, UsageError
 from ..merge.block import deployed_unmerged
 from ..merge.fold import fold_batchnorm
 from ..merge.linearize import linearize_block
+from ..merge.spans import span_runs, span_spec
+from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
     BlockSpec,
@@ -72,8 +74,6 @@ __all__ = [
     "stem_head_workloads",
 ]
 
-BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear")
-MODEL_VARIANTS = ("original", "merged", "flops_matched")
 #: The flops_matched variant matches the block's (or model's) MACs within this relative tolerance.
 MACS_TOLERANCE = 0.05
 
@@ -160,7 +160,7 @@ def _check_macs(what: str, got: int, want: int) -> None:
 
 def block_workloads(
     model: nn.Module,
-    variants: tuple[str, ...] = ("original", "merged", "flops_matched"),
+    variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS,
     input_size: tuple[int, int] | None = None,
     blocks: list[Block] | None = None,
 ) -> list[list[Workload]]:
@@ -379,8 +379,6 @@ def span_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] |
     """The dense convolution (+ ReLU6, as every merged variant) that each span of 2..``max_len`` consecutive blocks
     merges into (`dsprof.merge.spans`), as ``merged`` block workloads keyed by the convolution's ``conv`` spec
     and named ``first+last``; one per distinct spec."""
-    from ..merge.spans import span_runs, span_spec  # local: merge imports the models this module imports
-
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
     out, seen = [], set()

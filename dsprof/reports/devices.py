@@ -36,6 +36,7 @@ from .plots import _colors, _points, k_axes
 from .summary import JointAnswer, PlanAnswer
 from .svg import tip
 from .tables import latest_records
+from ..plan.plan import Plan
 
 __all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "joint_answer", "load_front_file"]
 
@@ -108,8 +109,6 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
     a plan measured beside the original (paired) in most of its contexts -- a plan of ``plans`` whose keep list and
     spans are the joint plan's of its k --, else at ``near`` (e.g. the k the contexts' answers compare), else the middle
     k; predicted (the file's speed-ups) and measured on each context."""
-    from ..merge.plan import Plan
-
     joint = data.get("joint")
     if not joint:
         return None

@@ -30,6 +30,8 @@ from . import plots
 from .page import Plot, Section
 from .summary import Answer, device_line, front_answer
 from .tables import device_labels, latest_records, model_title
+from ..lut.schema import model_label
+from ..plan.plan import Plan
 
 __all__ = ["FrontReport", "check_front", "front_report", "front_tables", "joint_table", "load_front"]
 
@@ -63,8 +65,6 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
 def _same_model(record: Measurement, front: Mapping[str, Any]) -> bool:
     """Whether ``record`` times the front's model: its LUT label (name and options, as `dsprof plan` writes
     ``model``) or, in a front without options, its registered name."""
-    from ..lut.schema import model_label
-
     return front["model"] in (model_label(record.model, record.model_options), record.model)
 
 
@@ -84,8 +84,6 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     predicted speed-up where the front prices it (the front's plan of its k, a preset, or the front's plan for
     several contexts, `joint_table`), else NaN. ``records``: all records read (the last of each workload is shown;
     pairing needs each one's group)."""
-    from ..merge.plan import Plan
-
     original_s = float(front["original_s"])
     nan = float("nan")
     points = pd.DataFrame([{

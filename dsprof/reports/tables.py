@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import UsageError
+from ..errors import BadFileError, UsageError
+from ..io import read_csv
 from ..device_context import DeviceContext, context_labels
 from ..models.spans_text import format_span
 from ..units import percent
@@ -36,10 +38,12 @@ __all__ = [
     "device_labels",
     "display_units",
     "explain_table",
+    "fingerprint_table",
     "latest_records",
     "lut_validation_table",
     "model_title",
     "profiling_table",
+    "read_accuracies",
     "render",
     "variant_table",
 ]
@@ -286,3 +290,37 @@ def _latex_header(column: object) -> tuple[str, str]:
 
 def _latex_escape(text: object) -> str:
     return "".join("\\" + ch if ch in "_%&#$" else ch for ch in str(text)).replace("µ", r"\textmu{}")
+
+
+def fingerprint_table(records: Sequence[Measurement]) -> pd.DataFrame:
+    """One row per device context: its column label, then what the records say about the machine."""
+    rows = []
+    label = device_labels(records)
+    seen = set()
+    for r in records:
+        if r.context in seen:
+            continue
+        seen.add(r.context)
+        env = r.environment
+        cpu = env.get("cpu", {})
+        rows.append({
+            "device": label[r.context], "environment": r.env_id, "torch device": r.device, "layout": r.layout,
+            "threads": r.threads or "default", "CPU": cpu.get("model", "?"), "logical cores": cpu.get("logical_cores", "?"),
+            "GPU": ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none",
+            "versions": ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())),
+            "host": env.get("host", "?"), "allocator": env.get("allocator") or "",
+        })
+    return pd.DataFrame(rows).astype({"threads": str, "logical cores": str})
+
+
+def read_accuracies(path: str | Path) -> dict[str, float]:
+    """Top-1 accuracies (%) by model name from a CSV with the columns ``model,accuracy`` (others ignored)."""
+    hint = "give a CSV with the columns model,accuracy (%), one row per model or plan name"
+    frame = read_csv(path, "accuracies file", ("model", "accuracy"), hint)
+    accuracies = {}
+    for line, (model, value) in enumerate(zip(frame["model"], frame["accuracy"]), 2):
+        try:
+            accuracies[model] = float(value)
+        except ValueError:
+            raise BadFileError(f"{path}, line {line}: accuracy {value!r} of {model!r} is not a number; {hint}") from None
+    return accuracies

@@ -14,15 +14,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..merge import Plan
+from ..plan import Plan
 from ..models import find_blocks
 from .build import build_model
 from .data import load_data
 from .gates import annealed_k, gate_model, runaway_spread, ungate
 from .method import SearchRequest, SearchResult, decay_weights, write_plan
 from .objective import latency_penalty
-from .run import EpochHooks, Loop, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
-from .training import Runtime, save_training_checkpoint, setup_runtime, teardown_runtime
+from .loop import EpochHooks, Loop, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
+from .training import TrainProcess, save_training_checkpoint, setup_runtime, teardown_runtime
 
 __all__ = ["search_differentiable"]
 
@@ -102,7 +102,7 @@ def _search_hooks(gates, loop: Loop, config: TrainConfig, anneal_epochs: float, 
     return EpochHooks(record, save, before_step=before_step, after_step=gates.clamp_, before_eval=before_eval)
 
 
-def _save_search(plan: Plan, gated, history: list, out, weights_out, rt: Runtime) -> SearchResult:
+def _save_search(plan: Plan, gated, history: list, out, weights_out, rt: TrainProcess) -> SearchResult:
     """Write the searched plan to ``out`` and the searched weights (original architecture) to
     ``weights_out`` (rank 0); the search's result."""
     if rt.is_main:

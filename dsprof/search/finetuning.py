@@ -20,16 +20,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UsageError
-from ..merge import Plan, linearize_model, merge_model, save_merged
-from ..merge.plan import check_plan
-from ..merge.rule import Merges, decide_merges
+from ..merge import linearize_model, merge_model, save_merged
+from ..plan import Plan
+from ..plan.plan import check_plan
+from ..lut.rule import merge_rule
+from ..merge.rule import Merges
 from .baselines import layer_prune
 from .build import build_model, default_training_resolution
 from .data import load_data
 from .expand import expand_model, set_linear, shrink_model
-from .run import EpochHooks, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
+from .loop import EpochHooks, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
 from .training import (
-    Runtime,
+    TrainProcess,
     evaluate,
     make_loader,
     predictions,
@@ -100,7 +102,7 @@ def finetune(
     last ``linear_epochs`` (default a quarter), then shrink it back to the original architecture
     (``merged_out``: its state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
     ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
-    The check merges as every command does (`dsprof.merge.rule.decide_merges`, decided before training): the
+    The check merges as every command does (`dsprof.lut.rule.merge_rule`, decided before training): the
     plan's ``merge`` list, else ``lut``'s rule (context ``device_key``, read at ``lut_resolution``, default
     ``resolution``), else MACs with ``merge_by="macs"``; a plan without a list and neither is refused at once.
     """
@@ -109,8 +111,8 @@ def finetune(
         resolution = default_training_resolution(model_name, data)
     merges = None
     if plan is not None and check_merge and not (ds_plus or layer_pruning or all(plan.keep)):
-        merges = decide_merges(model_name, plan, lut=lut, device=device_key, merge_by=merge_by, options=options,
-                               resolution=lut_resolution or resolution)
+        merges = merge_rule(model_name, lut=lut, device=device_key, merge_by=merge_by, options=options,
+                            resolution=lut_resolution or resolution, plan=plan).decide(plan)
         plan = merges.plan
     rt = setup_runtime(device, config.threads)
     try:
@@ -191,7 +193,7 @@ def _linear_phase(student: nn.Module, config: TrainConfig, linear_epochs: int | 
     return before_epoch
 
 
-def _teacher(original: nn.Module, rt: Runtime) -> nn.Module:
+def _teacher(original: nn.Module, rt: TrainProcess) -> nn.Module:
     """A frozen copy of the original model, the teacher of self-distillation."""
     teacher = copy.deepcopy(original).to(rt.device).eval()
     for p in teacher.parameters():
@@ -199,7 +201,7 @@ def _teacher(original: nn.Module, rt: Runtime) -> nn.Module:
     return teacher
 
 
-def _finetune_loss(teacher: nn.Module | None, distill_alpha: float, temperature: float, config: TrainConfig, rt: Runtime):
+def _finetune_loss(teacher: nn.Module | None, distill_alpha: float, temperature: float, config: TrainConfig, rt: TrainProcess):
     """Cross-entropy, or with a ``teacher`` (1 - alpha) * CE + alpha * the distillation loss."""
 
     def loss_fn(logits, targets, images):
@@ -215,11 +217,11 @@ def _finetune_loss(teacher: nn.Module | None, distill_alpha: float, temperature:
     return loss_fn
 
 
-def _check_merge(result: FinetuneResult, student: nn.Module, plan: Plan, val, config: TrainConfig, rt: Runtime, merged_out) -> None:
+def _check_merge(result: FinetuneResult, student: nn.Module, plan: Plan, val, config: TrainConfig, rt: TrainProcess, merged_out) -> None:
     """Merge the fine-tuned model, measure its accuracy and its largest logit difference (one process)."""
     student = student.cpu().eval()
     merged = merge_model(student, plan) if plan is not None else shrink_model(student).eval()
-    single = Runtime(0, 1, 0, torch.device("cpu"))
+    single = TrainProcess(0, 1, 0, torch.device("cpu"))
     loader = make_loader(val, config.batch_size, single, train=False)
     if config.max_eval_batches is not None:
         loader = [b for i, b in zip(range(config.max_eval_batches), loader)]

@@ -22,6 +22,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
+from ..merge import merge_model
+from ..plan import Plan
+from ..models import count_macs, get_model
+from .build import block_count
+from .data import load_data
+from .finetuning import finetune
+from .loop import quietly, TrainConfig
+from ..lut import predict_latency
 
 __all__ = [
     "PlanOutcome",
@@ -127,9 +135,6 @@ def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequen
     """MACs (one image) of ``model`` with a ``num_classes``-way classifier (the data's), merged by the plan ``keep``
     (all ones: the original), its blocks merged where that lowers their MACs (``merge_by="macs"``: no LUT is at
     hand here)."""
-    from ..merge import Plan, merge_model
-    from ..models import count_macs, get_model
-
     net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
     if not all(keep):
         net = merge_model(net, Plan(model, tuple(keep), options), merge_by="macs")
@@ -154,12 +159,6 @@ def enumerate_plans(
     """Fine-tune every plan with ``k`` kept blocks (or the given ``keeps``) from ``weights`` with
     ``config`` once per seed (``config.seed`` replaced), no distillation; record accuracy, MACs and,
     with ``lut``, the predicted latency (seconds per batch of the LUT's context)."""
-    from ..merge import Plan
-    from .build import block_count
-    from .data import load_data
-    from .finetuning import finetune
-    from .run import TrainConfig, quietly
-
     config = config or TrainConfig(epochs=2, lr=0.02)
     n = block_count(model, options, resolution)
     num_classes = load_data(data, resolution).num_classes
@@ -175,8 +174,6 @@ def enumerate_plans(
             accs.append(r.accuracy)
         latency = None
         if lut is not None:
-            from ..lut import predict_latency
-
             latency = predict_latency(model, lut, plan, options=options, resolution=resolution).total_s
         macs = plan_macs(model, options, resolution, keep, num_classes=num_classes)
         outcome = PlanOutcome(tuple(keep), tuple(accs), macs, latency)

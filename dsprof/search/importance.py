@@ -19,20 +19,17 @@ from typing import Any, Sequence
 
 import torch
 
-from ..constants import DEFAULT_FINETUNE
 from ..errors import UsageError
-from ..io import check_output_path
-from ..merge import Plan
-from .importance_file import write_importance
+from ..plan import Plan
 from .measured import BlockImportance, measure_importance  # noqa: F401  (importable from here, as before)
 from .method import SearchRequest, SearchResult, write_plan
 from .planned import choose_point, planned, planner_front
-from .proxies import DEFAULT_PROXY, ProxyInput, ProxyScores, ProxySettings, proxy_input, score_blocks
-from .run import TrainConfig, seed_all
+from .proxies import DEFAULT_PROXY, ProxyInput, ProxyScores, proxy_input, score_blocks
+from .loop import seed_all
 from .training import setup_runtime, teardown_runtime
 
-__all__ = ["BlockImportance", "importance_info", "importance_keep", "importance_record", "importance_to_file",
-           "measure_importance", "search_importance"]
+__all__ = ["BlockImportance", "importance_info", "importance_keep", "importance_record", "measure_importance",
+           "search_importance"]
 
 
 def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float] | None = None,
@@ -129,41 +126,3 @@ def importance_record(scored: ProxyScores, inp: ProxyInput) -> dict[str, Any]:
 def _classes(model) -> int | None:
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     return linears[-1].out_features if linears else None
-
-
-def importance_to_file(
-    model: str = "mobilenet_v2",
-    *,
-    proxy: str = DEFAULT_PROXY,
-    data: str | Path = "digits",
-    out: str | Path | None = None,
-    options: dict[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path | None = None,
-    settings: ProxySettings | None = None,
-    config: TrainConfig | None = None,
-    device: str = "auto",
-) -> tuple[ProxyScores, dict[str, Any]]:
-    """`dsprof importance`: every block's importance of ``model`` (from ``weights``) on ``data`` by ``proxy``,
-    written to ``out`` as the file `dsprof plan --importance` takes (none: not written). ``resolution`` None:
-    `default_training_resolution`. ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
-    Returns the scores and the file's record."""
-    from .build import default_training_resolution
-
-    if out is not None:
-        check_output_path(out, "the importance file ")
-    if resolution is None:
-        resolution = default_training_resolution(model, data)
-    config = config or TrainConfig(**DEFAULT_FINETUNE)
-    rt = setup_runtime(device, config.threads)
-    try:
-        seed_all(config.seed)
-        inp = proxy_input(model, proxy, options=options, weights=weights, data=data, resolution=resolution,
-                          settings=settings, config=config, device=rt.device)
-        scored = score_blocks(proxy, inp)
-        record = importance_record(scored, inp)
-        if out is not None and rt.is_main:
-            write_importance(out, record)
-        return scored, record
-    finally:
-        teardown_runtime(rt)

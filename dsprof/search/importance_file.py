@@ -26,6 +26,8 @@ from typing import Any
 
 from ..errors import BadFileError, UsageError
 from ..io import atomic_write_text, read_json
+from ..models.registry import model_flags, normalized_options
+from ..plan.plan import same_family
 
 __all__ = ["IMPORTANCE_FORMAT", "ImportanceResolutionWarning", "check_importance_model", "importance_resolution_note",
            "is_importance_record", "read_importance", "write_importance"]
@@ -77,9 +79,6 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     """Refuse (one line, `UsageError`) an importance ``record`` measured for another model or other build options
     than ``model`` with ``options`` (a TF-ported twin, ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
     the same model); the message names the command that measures it for this one."""
-    from ..merge.plan import same_family
-    from ..models import model_flags, normalized_options
-
     theirs = record["model"]
     name, their_options = theirs["name"], theirs.get("options") or {}
     ours = normalized_options(model, options)
@@ -99,8 +98,6 @@ def importance_resolution_note(record: dict[str, Any], model: str, options: dict
     """None where ``record`` was scored at ``resolution`` pixels (or does not say at which); else one line that says
     what differs, why the plan may still use it, and the `dsprof importance` command that scores it at
     ``resolution``."""
-    from ..models import model_flags
-
     data = record.get("data") or {}
     scored = data.get("resolution")
     if not isinstance(scored, int) or scored == resolution:

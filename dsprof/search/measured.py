@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..constants import DEFAULT_FINETUNE
-from ..merge import Plan
+from ..plan import Plan
 from .build import block_count
 from .finetuning import finetune
-from .run import TrainConfig, quietly
+from .loop import TrainConfig, quietly
 
 __all__ = ["BlockImportance", "measure_importance"]
 

@@ -1,7 +1,7 @@
 """What a search method receives and returns: the contract behind `search(method=...)`.
 
 A method is a function ``SearchRequest -> SearchResult`` in a module of its own, named in
-`registry.METHODS`. The request carries every option of `dsprof search`; each method reads the ones it
+`registry.SEARCHES`. The request carries every option of `dsprof search`; each method reads the ones it
 uses (the differentiable search its score options, the importance search its ``proxy`` with its settings and
 the fine-tune ``config``, the random search ``config.seed``).
 """
@@ -17,11 +17,11 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError
 from ..io import atomic_write_text
-from ..merge import Plan
+from ..plan import Plan
 from .gates import resolve_k
 from .objective import BlockWeights, block_weights
 from .proxies import ProxySettings
-from .run import TrainConfig
+from .loop import TrainConfig
 
 __all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "write_plan"]
 

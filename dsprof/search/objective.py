@@ -1,10 +1,11 @@
 """The search objective: task loss + lambda * sum_b w_b * |m_b| (paper Sec. 4.2, latency-aware decay).
 
-``w_b`` is what linearising block b saves: its latency saving (original minus the block as deployed, merged
-where that pays, seconds; `lut_savings`) from a LUT for one device context, or, without a LUT, its MAC saving. The decay pulls the scores of
+``w_b`` is what linearising block b saves: the block as built minus the block as the one merge rule deploys it
+(merged where that pays: `dsprof.merge.rule`), in seconds from a LUT for one device context (`lut_savings`), or,
+without a LUT, in MACs (`mac_savings`). The decay pulls the scores of
 the blocks that save most towards zero fastest, so that they drop out of the top-k first: costly
 blocks lose their activations first. Savings are normalised to mean 1 over the blocks that save
-anything, so that lambda does not depend on the unit; a block whose merge saves nothing (or costs)
+anything, so that lambda does not depend on the unit; a block whose merge saves nothing (or prices)
 gets weight 0 -- the decay does not push it, the task loss alone decides.
 """
 
@@ -16,6 +17,9 @@ import torch
 from torch import nn
 
 from ..errors import LUTMissError
+from ..lut.prices import Prices
+from ..lut.table import LUT
+from ..merge.rule import macs_rule
 from ..models import find_blocks, input_size_of, model_flags, model_identity, spec_macs
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
@@ -23,13 +27,24 @@ __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "l
 
 @dataclass(frozen=True)
 class BlockWeights:
-    """Per-block decay weights and the savings they come from (one entry per block, `find_blocks` order)."""
+    """Per-block decay weights and the savings they come from (one entry per block, `find_blocks` order): in seconds
+    from a LUT (``saving_s``), or in MACs without one (``saving_macs``)."""
 
     names: tuple[str, ...]
     specs: tuple[str, ...]
-    savings: tuple[float, ...]
-    unit: str  # "s" (latency from a LUT) or "macs"
     source: str  # the LUT file and device key, or "MACs"
+    saving_s: tuple[float, ...] | None = None
+    saving_macs: tuple[float, ...] | None = None
+
+    @property
+    def unit(self) -> str:
+        """``s`` (latency savings from a LUT) or ``macs``."""
+        return "s" if self.saving_s is not None else "macs"
+
+    @property
+    def savings(self) -> tuple[float, ...]:
+        """The savings the weights come from, in `unit`."""
+        return self.saving_s if self.saving_s is not None else self.saving_macs
 
     @property
     def weights(self) -> torch.Tensor:
@@ -52,13 +67,14 @@ class BlockWeights:
 
 
 def mac_savings(model: nn.Module, input_size: tuple[int, int] | None = None) -> BlockWeights:
-    """Per-block MAC saving of merging (original block MACs - merged convolution MACs, `spec_macs`), one image."""
+    """Per-block MAC saving of linearising each block, one image: the block as built minus the block as the MACs rule
+    deploys it (`dsprof.merge.rule.macs_rule`: merged where that lowers its MACs, else unmerged, which saves 0)."""
     size = input_size or input_size_of(model)
     blocks = find_blocks(model, size)
-    savings = [float(spec_macs(b.spec) - spec_macs(b.spec, merged=True)) for b in blocks]
-    return BlockWeights(
-        tuple(b.name for b in blocks), tuple(b.spec.to_str() for b in blocks), tuple(savings), "macs", "MACs"
-    )
+    rule = macs_rule([b.spec for b in blocks])
+    savings = [float(spec_macs(b.spec) - rule.deployed(i)) for i, b in enumerate(blocks)]
+    return BlockWeights(tuple(b.name for b in blocks), tuple(b.spec.to_str() for b in blocks), "MACs",
+                        saving_macs=tuple(savings))
 
 
 def lut_savings(
@@ -70,19 +86,16 @@ def lut_savings(
     **filters: object,
 ) -> BlockWeights:
     """Per-block latency saving of linearising each block (seconds: its original entry minus the block as
-    deployed then -- merged where that pays, `dsprof.lut.cost.PlanCosts.merges`), priced by `dsprof.lut.cost.PlanCosts`
-    as `predict_latency` prices it, from ``lut`` (a `LUT` or its path) for the context ``device_key`` (or the one
+    deployed then -- merged where that pays, the LUT's rule `dsprof.lut.prices.Prices.rule`), priced by
+    `dsprof.lut.prices.Prices` as `predict_latency` prices it, from ``lut`` (a `LUT` or its path) for the context ``device_key`` (or the one
     ``filters`` leave). ``input_size`` is the resolution the LUT was measured at (it fixes the blocks' specs),
     which may differ from the training resolution. A block the LUT lacks raises, naming it and what to measure."""
-    from ..lut import LUT
-    from ..lut.cost import PlanCosts
-
     if not isinstance(lut, LUT):
         lut = LUT.load(lut)
     key = lut.resolve(device_key, **filters)
     blocks = find_blocks(model, input_size or input_size_of(model))
-    costs = PlanCosts.read(lut, key, "", blocks, method="isolated")  # block entries only: no model label needed
-    savings = [costs.linearized(i).saving_s for i in range(len(blocks))]
+    prices = Prices.read(lut, key, "", blocks, method="isolated")  # block entries only: no model label needed
+    savings = [prices.linearized(i).saving_s for i in range(len(blocks))]
     specs = [b.spec.to_str() for b in blocks]
     missing = [f"{b.name}: {s}" for b, s, v in zip(blocks, specs, savings) if v != v]
     if missing:
@@ -93,7 +106,7 @@ def lut_savings(
             "variants original,merged), "
             "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)"
         )
-    return BlockWeights(tuple(b.name for b in blocks), tuple(specs), tuple(savings), "s", f"{lut.source} {key}")
+    return BlockWeights(tuple(b.name for b in blocks), tuple(specs), f"{lut.source} {key}", saving_s=tuple(savings))
 
 
 def block_weights(

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ..errors import UsageError
-from ..merge import Plan
+from ..plan import Plan
 from ..plan import Front, FrontPoint, plan_front
 from .gates import resolve_k
 from .method import SearchRequest, SearchResult, write_plan

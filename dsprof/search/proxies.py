@@ -40,36 +40,21 @@ from torch import nn
 
 from ..constants import DEFAULT_FINETUNE, IMAGENET_CLASSES
 from ..errors import UsageError, look_up
-from ..merge import Plan, linearize_block, linearize_model
+from ..names import DEFAULT_PROXY
+from ..merge import linearize_block, linearize_model
+from ..plan import Plan
 from ..models import find_blocks, input_size_of, model_identity, own_chains, replace_block
-from ..models.registry import ClassCountError
+from ..models.build import ClassCountError
 from .build import build_model, replace_classifier
 from .data import DataSplits, load_data
 from .gates import gate_model
 from .measured import measure_importance
-from .run import TrainConfig, make_optimizer, seed_all
-from .training import Runtime, cosine_lr, train_epoch
+from .loop import TrainConfig, make_optimizer, seed_all
+from .settings import ProxySettings
+from .training import TrainProcess, cosine_lr, train_epoch
 
 __all__ = ["DEFAULT_PROXY", "PROXIES", "Proxy", "ProxyInput", "ProxyScores", "ProxySettings", "block_importance",
            "get_proxy", "proxy_input", "recalibrate_bn", "score_blocks"]
-
-
-@dataclass(frozen=True)
-class ProxySettings:
-    """What the proxies read (each reads some: `Proxy.reads`). Batches are of ``batch_size`` images, drawn
-    once in a seeded order and shared by the original and every block."""
-
-    batches: int = 8  # training batches: BatchNorm recalibration (zero-shot, logit-distance), scoring (the others)
-    eval_batches: int = 16  # validation batches at most (zero-shot, logit-distance, short-finetune)
-    steps: int = 10  # short-finetune: SGD steps, cosine schedule from lr
-    batch_size: int = 64
-    lr: float = DEFAULT_FINETUNE["lr"]  # short-finetune: the fine-tune's (importance --lr sets both)
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("batches", "eval_batches", "steps", "batch_size"):
-            if int(getattr(self, name)) < 1:
-                raise UsageError(f"proxy setting {name} must be at least 1, got {getattr(self, name)}")
 
 
 @dataclass
@@ -249,7 +234,7 @@ def _tuned(model: nn.Module, inp: ProxyInput) -> nn.Module:
     """``model`` fine-tuned ``steps`` SGD steps on the shared training batches (cosine from ``lr``)."""
     s = inp.settings
     config = replace(inp.config, lr=s.lr, batch_size=s.batch_size)
-    rt = Runtime(0, 1, 0, inp.device)
+    rt = TrainProcess(0, 1, 0, inp.device)
     scaler = torch.amp.GradScaler("cuda") if rt.amp else None
     seed_all(s.seed)
     optimizer = make_optimizer(model, config)
@@ -375,8 +360,6 @@ PROXIES: dict[str, Proxy] = {p.name: p for p in (
     Proxy("finetune", "the full measurement: each block linearised alone and fine-tuned (n + 1 fine-tunes)",
           "validation accuracy lost (fraction)", ("seed",), True, True, _finetune),
 )}
-#: The cheapest proxy that kept the planner's plan in the top decile on both ground truths (docs/search.md).
-DEFAULT_PROXY = "zero-shot"
 
 
 def get_proxy(name: str) -> Proxy:

@@ -1,7 +1,7 @@
 """The ways of choosing a plan, by name, and `search(method=...)` that runs one.
 
 Each method is a function ``SearchRequest -> SearchResult`` (`method`) in a module of its own; a new
-method is one new module and one line in `METHODS`.
+method is one new module and one line in `SEARCHES` (and its name in `dsprof.names.SEARCH_METHODS`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError, look_up
+from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..plan.front import check_budget
 from .build import default_training_resolution
 from .differentiable import search_differentiable
@@ -19,23 +20,18 @@ from .method import SearchMethod, SearchRequest, SearchResult
 from .planned import search_planner
 from .proxies import ProxySettings
 from .random_plan import search_random
-from .run import TrainConfig
+from .loop import TrainConfig
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "search", "search_method"]
+__all__ = ["SEARCHES", "search", "search_method"]
 
-# The default first: what the ground truth supports (docs/search.md, benchmarks/RESULTS.md).
-METHODS: dict[str, SearchMethod] = {
-    "importance": search_importance,
-    "differentiable": search_differentiable,
-    "planner": search_planner,
-    "random": search_random,
-}
-DEFAULT_METHOD = "importance"
+#: Each of `dsprof.names.SEARCH_METHODS` and the function that runs it.
+SEARCHES: dict[str, SearchMethod] = dict(zip(SEARCH_METHODS, (search_importance, search_differentiable, search_planner,
+                                                              search_random)))
 
 
 def search_method(name: str) -> SearchMethod:
     """The search method called ``name``; an unknown name lists the methods there are."""
-    return look_up(METHODS, name, "search method")
+    return look_up(SEARCHES, name, "search method")
 
 
 def search(
@@ -46,7 +42,7 @@ def search(
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
     weights: bool | str | Path | None = None,
-    method: str = DEFAULT_METHOD,
+    method: str = DEFAULT_SEARCH_METHOD,
     lut: str | Path | None = None,
     device_key: str | None = None,
     lut_resolution: int | None = None,
@@ -84,7 +80,7 @@ def search(
     divides the scores' straight-through gradient by its largest entry, ``score_bound`` keeps the scores
     in [-bound, bound], ``anneal_epochs`` lowers the number of kept blocks from all to k over that many
     epochs. ``method="planner"``: the LUT's fastest plan for ``keep`` (or the most activations within
-    the budget), no training. ``method="random"`` draws k blocks with seed ``config.seed``. `METHODS`
+    the budget), no training. ``method="random"`` draws k blocks with seed ``config.seed``. `SEARCHES`
     lists them all.
     ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
     The differentiable search rewrites the plan after every epoch, with a checkpoint (``checkpoint``,

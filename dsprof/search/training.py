@@ -25,7 +25,7 @@ from ..io import atomic_torch_save, load_torch_payload
 
 __all__ = [
     "CHECKPOINT_FORMAT",
-    "Runtime",
+    "TrainProcess",
     "cosine_lr",
     "evaluate",
     "load_training_checkpoint",
@@ -42,7 +42,7 @@ CHECKPOINT_FORMAT = "dsprof.training"
 
 
 @dataclass
-class Runtime:
+class TrainProcess:
     """This process: its rank among ``world_size`` processes and its device."""
 
     rank: int
@@ -68,7 +68,7 @@ class Runtime:
             print(message, flush=True)
 
 
-def setup_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
+def setup_runtime(device: str = "auto", threads: int | None = None) -> TrainProcess:
     """The process group (when started by torchrun) and the device: ``auto`` picks CUDA when present.
     ``threads``: the CPU threads PyTorch computes with in this process until `teardown_runtime` (None: as
     it is); training and search default to 1 (`TrainConfig.threads`), as timing does."""
@@ -90,10 +90,10 @@ def setup_runtime(device: str = "auto", threads: int | None = None) -> Runtime:
     if threads is not None:
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
-    return Runtime(rank, world, local_rank, dev, before)
+    return TrainProcess(rank, world, local_rank, dev, before)
 
 
-def teardown_runtime(rt: Runtime) -> None:
+def teardown_runtime(rt: TrainProcess) -> None:
     """Leave the process group (after a distributed run) and give torch back its thread count."""
     if rt.threads_before is not None:
         torch.set_num_threads(rt.threads_before)
@@ -115,7 +115,7 @@ class _Shard(Sampler[int]):
 
 
 def make_loader(
-    dataset: Dataset, batch_size: int, rt: Runtime, *, train: bool, seed: int = 0, workers: int = 0
+    dataset: Dataset, batch_size: int, rt: TrainProcess, *, train: bool, seed: int = 0, workers: int = 0
 ) -> DataLoader:
     """A loader of this process's shard: shuffled and padded to equal length for training
     (`DistributedSampler`), every example once for evaluation. ``batch_size`` is per process."""
@@ -145,7 +145,7 @@ def train_epoch(
     loader: DataLoader,
     optimizer: torch.optim.Optimizer,
     loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, float]]],
-    rt: Runtime,
+    rt: TrainProcess,
     *,
     lr_at: Callable[[int], float],
     step: int,
@@ -190,7 +190,7 @@ def train_epoch(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: DataLoader, rt: Runtime, *, max_batches: int | None = None) -> float:
+def evaluate(model: nn.Module, loader: DataLoader, rt: TrainProcess, *, max_batches: int | None = None) -> float:
     """Top-1 accuracy (fraction) over the whole validation set, summed over all processes."""
     model.eval()
     correct = torch.zeros(2, dtype=torch.float64, device=rt.device)

@@ -12,13 +12,12 @@ from torch import nn
 
 from ...device_context import COMPILE_BACKEND, COMPILE_MODES, compile_setting
 from ...errors import DeviceError
-from ...runtimes import BACKENDS as BACKEND_REGISTRY, load_backend_class
+from ...runtimes import BACKENDS, load_backend_class
 from ..timing import Timer
 
-__all__ = ["BACKENDS", "DTYPES", "Backend", "BackendSettings", "Prepared", "WorkloadUnsupported", "get_backend",
+__all__ = ["DTYPES", "Backend", "BackendSettings", "Prepared", "WorkloadUnsupported", "get_backend",
            "one_line", "validate_settings"]
 
-BACKENDS = tuple(BACKEND_REGISTRY)
 DTYPES = ("fp32", "fp16", "bf16")
 #: The backends that run PyTorch modules in this process (eager, or compiled by ``torch.compile``).
 TORCH_BACKENDS = ("torch", COMPILE_BACKEND)

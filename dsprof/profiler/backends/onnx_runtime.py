@@ -11,7 +11,7 @@ from torch import nn
 
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared
-from .onnx_export import export_onnx
+from ...models.onnx_export import export_onnx
 
 __all__ = ["OnnxRuntimeBackend"]
 

@@ -30,7 +30,7 @@ from torch import nn
 from ...errors import DeviceError
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared, WorkloadUnsupported, one_line
-from .onnx_export import export_onnx
+from ...models.onnx_export import export_onnx
 
 __all__ = ["OpenVINOBackend", "PRECISIONS", "openvino_config"]
 

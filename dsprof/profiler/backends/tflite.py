@@ -22,7 +22,7 @@ from torch import nn
 
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared
-from .onnx_export import export_onnx
+from ...models.onnx_export import export_onnx
 
 __all__ = ["NetworkBlocked", "TFLiteBackend", "convert_onnx_to_tflite", "no_network"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
+from ..io import read_json
 from ..models import model_entry, model_flags, model_identity, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
@@ -246,8 +247,6 @@ def load_plan(source: str | Path) -> Plan:
     path = Path(source)
     if not path.exists():
         raise PlanError(f"no preset or plan file {text!r}; presets: {', '.join(list_presets())}")
-    from ..io import read_json
-
     data = read_json(path, "plan (JSON)", "give a plan that `dsprof search` wrote, or a preset", kind="plan", error=PlanError)
     try:
         return Plan.from_dict(data)

@@ -1,14 +1,14 @@
-"""Blocks timed in context: the whole model with one block swapped, against the whole model (issue #14).
+"""Blocks timed in situ: the whole model with one block swapped, against the whole model (issue #14).
 
 A block timed alone sees its input and weights in a warm cache and nothing around it; inside the
 running model the same block reads what the previous block just wrote and evicts what the next one
 needs, so the time merging saves *in the model* can differ from the saving of the block timed alone
 (on the 2-core CPU, merged MobileNetV2s ran 2-13 % faster than isolated savings predicted).
 
-`context_workloads` builds, for each block, one interleaved group of whole models: the original
+`in_situ_workloads` builds, for each block, one interleaved group of whole models: the original
 model (variant ``original``) and the model with only that block swapped for its merged dense
-convolution (``merged``) or its activation-free form (``linear``). Scope ``context``, name the
-block's module path, spec the block's `BlockSpec`. The paired rounds give the saving in context; the
+convolution (``merged``) or its activation-free form (``linear``). Scope `IN_SITU_SCOPE`, name the
+block's module path, spec the block's `BlockSpec`. The paired rounds give the saving in situ; the
 original model timed in every group also shows how much the device drifts from group to group.
 
 The swapped models share every weight with the original (a shallow copy along the block's path),
@@ -29,12 +29,11 @@ from ..models import (
     Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
 )
 from ..models.surgery import chain_attr, is_chain_name
+from ..names import IN_SITU_VARIANTS
+from .records import IN_SITU_SCOPE
 from .workloads import Workload, dense_conv, deployed_linear
 
-__all__ = ["CONTEXT_VARIANTS", "context_workloads", "swapped"]
-
-#: The block variants a context group can swap in (the original model is always in the group).
-CONTEXT_VARIANTS = ("merged", "linear")
+__all__ = ["in_situ_workloads", "swapped"]
 
 
 def swapped(model: nn.Module, path: str, module: nn.Module) -> nn.Module:
@@ -60,7 +59,7 @@ def swapped(model: nn.Module, path: str, module: nn.Module) -> nn.Module:
     return root
 
 
-def context_workloads(
+def in_situ_workloads(
     model: nn.Module,
     variants: Sequence[str] = ("merged", "linear"),
     input_size: tuple[int, int] | None = None,
@@ -68,9 +67,9 @@ def context_workloads(
 ) -> list[list[Workload]]:
     """One group per block: the whole (BatchNorm-folded) model, and the model with that block in each
     of ``variants`` (``merged``, ``linear``); see the module docstring."""
-    bad = [v for v in variants if v not in CONTEXT_VARIANTS]
+    bad = [v for v in variants if v not in IN_SITU_VARIANTS]
     if bad or not variants:
-        raise UsageError(f"context variants are {', '.join(CONTEXT_VARIANTS)}; got {list(variants)}")
+        raise UsageError(f"in-situ variants are {', '.join(IN_SITU_VARIANTS)}; got {list(variants)}")
     input_size = input_size or input_size_of(model)
     in_ch = first_conv_in_channels(model)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
@@ -82,7 +81,7 @@ def context_workloads(
         spec = block.spec
         original = block_module(folded, block.name)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
-        group = [Workload("context", block.name, "original", folded, shape, whole_macs, whole_params, spec, index)]
+        group = [Workload(IN_SITU_SCOPE, block.name, "original", folded, shape, whole_macs, whole_params, spec, index)]
         for variant in variants:
             if variant == "merged":
                 part = dense_conv(spec.in_channels, spec.out_channels, spec.merged_kernel, spec.stride, spec.padding,
@@ -94,6 +93,6 @@ def context_workloads(
             net = swapped(folded, block.name, part).eval()
             macs = whole_macs - block_macs + part_macs
             params = whole_params - count_params(original) + count_params(part)
-            group.append(Workload("context", block.name, variant, net, shape, macs, params, spec, index))
+            group.append(Workload(IN_SITU_SCOPE, block.name, variant, net, shape, macs, params, spec, index))
         groups.append(group)
     return groups

@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from ..errors import PlanError, UsageError
-from ..merge.plan import Plan, check_plan
-from .gates import annealed_k, runaway_spread  # noqa: F401  (importable from here, as before the split)
+from ..plan.plan import Plan, check_plan
+from .settings import TrainConfig
 from .training import (
-    Runtime,
+    TrainProcess,
     cosine_lr,
     evaluate,
     load_training_checkpoint,
@@ -34,24 +34,6 @@ from .training import (
 )
 
 __all__ = ["EpochHooks", "Loop", "TrainConfig", "make_optimizer", "prepare_loop", "quietly", "run_epochs", "seed_all"]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings shared by search and fine-tuning (SGD with momentum, cosine schedule)."""
-
-    epochs: int = 10
-    batch_size: int = 64  # per process
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 4e-5
-    warmup_epochs: float = 0.0
-    label_smoothing: float = 0.1
-    seed: int = 0
-    max_batches: int | None = None  # per epoch, for smoke runs
-    max_eval_batches: int | None = None
-    workers: int = 0
-    threads: int | None = 1  # CPU threads PyTorch computes with (torch.set_num_threads); None: torch's default
 
 
 def seed_all(seed: int) -> None:
@@ -76,7 +58,7 @@ def make_optimizer(model: nn.Module, config: TrainConfig, scores: nn.Parameter |
     return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum)
 
 
-def _wrap(model: nn.Module, rt: Runtime) -> nn.Module:
+def _wrap(model: nn.Module, rt: TrainProcess) -> nn.Module:
     model.to(rt.device)
     if rt.distributed:
         ids = [rt.device.index] if rt.device.type == "cuda" else None
@@ -131,7 +113,7 @@ class Loop(NamedTuple):
     kind: str  # the checkpoint's kind: what resume accepts
 
 
-def prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, kind: str, rt: Runtime, splits,
+def prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, kind: str, rt: TrainProcess, splits,
                  config: TrainConfig, stop_after_epochs: int | None, model: str, options: dict[str, Any]) -> Loop:
     """What a training run needs before its first epoch: the AMP scaler, the epoch, step and history
     resumed from ``ckpt`` (a ``kind`` checkpoint), the (DDP-wrapped) net, the loaders, the step counts
@@ -182,7 +164,7 @@ class EpochHooks:
     before_eval: Callable[[], None] | None = None
 
 
-def run_epochs(loop: Loop, optimizer, loss_fn, hooks: EpochHooks, rt: Runtime, config: TrainConfig) -> float:
+def run_epochs(loop: Loop, optimizer, loss_fn, hooks: EpochHooks, rt: TrainProcess, config: TrainConfig) -> float:
     """Epochs ``loop.start`` to ``loop.stop``: train (cosine learning rate over all ``config.epochs``),
     evaluate, append to ``loop.history``, log, save (the checkpoint to ``loop.ckpt``). The last epoch's
     validation accuracy (NaN: none ran)."""

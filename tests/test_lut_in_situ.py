@@ -1,4 +1,4 @@
-"""Blocks timed in context, the context prediction and the prediction interval (issues #14, #27).
+"""Blocks timed in situ, the in-situ prediction and the prediction interval (issues #14, #27).
 
 Real timing on a tiny MobileNetV2 (one block per stage, 32 x 32); the asserts are structural (which
 groups exist, what they hold, MACs from the architecture) or recompute the prediction from the raw
@@ -18,9 +18,10 @@ from dsprof.cli import main
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA, build_lut, model_label, predict_latency
 from dsprof.lut.predict import MethodFallbackWarning
-from dsprof.merge import Plan
+from dsprof.plan import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler.records import IN_SITU_SCOPE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
@@ -30,20 +31,20 @@ KEEP = (1, 0, 1, 0, 1, 1, 0)  # blocks 1, 3 and 6 lose their activations
 
 
 @pytest.fixture(scope="module")
-def context_run(tmp_path_factory):
+def in_situ_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ctx") / "m.jsonl"
     return measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
-                   model_variants=("original",), context=("merged", "linear"), timing=FAST, out=out, progress=False)
+                   model_variants=("original",), in_situ=("merged", "linear"), timing=FAST, out=out, progress=False)
 
 
-def test_context_groups_hold_the_whole_model_and_one_swap(context_run):
+def test_in_situ_groups_hold_the_whole_model_and_one_swap(in_situ_run):
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
     blocks = find_blocks(model)
-    records = [r for r in context_run.measurements if r.scope == "context"]
+    records = [r for r in in_situ_run.measurements if r.scope == IN_SITU_SCOPE]
     assert {(r.name, r.variant) for r in records} == {(b.name, v) for b in blocks for v in ("original", "merged", "linear")}
-    whole = next(r for r in context_run.measurements if r.scope == "model")
+    whole = next(r for r in in_situ_run.measurements if r.scope == "model")
     by_block = {b.name: b for b in blocks}
-    block_macs = {r.name: r.macs for r in context_run.measurements if r.scope == "block" and r.variant == "original"}
+    block_macs = {r.name: r.macs for r in in_situ_run.measurements if r.scope == "block" and r.variant == "original"}
     for name in by_block:
         group = [r for r in records if r.name == name]
         assert len({r.group for r in group}) == 1 and all(r.ok for r in group)
@@ -56,22 +57,22 @@ def test_context_groups_hold_the_whole_model_and_one_swap(context_run):
         assert base.input_shape == (1, 3, 32, 32) and base.spec == s.to_str()
 
 
-def test_context_prediction_from_the_raw_samples(context_run):
-    lut = build_lut([context_run.path])
+def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
+    lut = build_lut([in_situ_run.path])
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     frame = lut.to_dataframe()
-    assert (frame[frame.scope == "context"].workload.str.startswith(label + "@features.")).all()
+    assert (frame[frame.scope == IN_SITU_SCOPE].workload.str.startswith(label + "@features.")).all()
 
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
-    assert pred.method == "context" and pred.rest_method == "whole-model"
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="in-situ")
+    assert pred.method == "in-situ" and pred.rest_method == "whole-model"
 
-    med = {(r.scope, r.name, r.variant): float(np.median(r.samples_s)) for r in context_run.measurements}
+    med = {(r.scope, r.name, r.variant): float(np.median(r.samples_s)) for r in in_situ_run.measurements}
     blocks = find_blocks(model)
     reference = float(np.median([med[("model", "mobilenet_v2", "original")]]
-                                + [med[("context", b.name, "original")] for b in blocks]))
-    saved = sum(reference * (1 - med[("context", b.name, "merged")] / med[("context", b.name, "original")])
+                                + [med[(IN_SITU_SCOPE, b.name, "original")] for b in blocks]))
+    saved = sum(reference * (1 - med[(IN_SITU_SCOPE, b.name, "merged")] / med[(IN_SITU_SCOPE, b.name, "original")])
                 for b, k in zip(blocks, KEEP) if not k)
     assert pred.total_s == pytest.approx(reference - saved, rel=1e-9)
     assert list(pred.blocks.variant) == ["original" if k else "merged" for k in KEEP]
@@ -80,35 +81,35 @@ def test_context_prediction_from_the_raw_samples(context_run):
     assert isolated.method == "isolated"
     alone = {b.name: med[("block", b.name, "original")] - med[("block", b.name, "merged")] for b in blocks}
     saved_alone = sum(alone[b.name] for b, k in zip(blocks, KEEP) if not k)
-    # the whole model: the median of its medians, its own and every in-context group's (the reference)
+    # the whole model: the median of its medians, its own and every in-situ group's (the reference)
     assert isolated.total_s == pytest.approx(reference - saved_alone, rel=1e-9)
 
-    # context-scaled: one factor over all seven blocks
-    groups = float(np.median([med[("context", b.name, "original")] for b in blocks]))
-    factor = groups * sum(1 - med[("context", b.name, "merged")] / med[("context", b.name, "original")]
+    # in-situ-scaled: one factor over all seven blocks
+    groups = float(np.median([med[(IN_SITU_SCOPE, b.name, "original")] for b in blocks]))
+    factor = groups * sum(1 - med[(IN_SITU_SCOPE, b.name, "merged")] / med[(IN_SITU_SCOPE, b.name, "original")]
                           for b in blocks) / sum(alone.values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)  # on a loaded machine the two sums can disagree in sign
         scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
-                                 method="context-scaled")
+                                 method="in-situ-scaled")
     if factor > 0:
-        assert scaled.method == f"context-scaled (x{factor:.3f})"
+        assert scaled.method == f"in-situ-scaled (x{factor:.3f})"
         assert scaled.total_s == pytest.approx(reference - factor * saved_alone, rel=1e-9)
-    else:  # the timing made the in-context and isolated savings disagree: isolated, saying so
-        assert scaled.method.startswith("isolated (context-scaled fell back") and scaled.total_s == isolated.total_s
+    else:  # the timing made the in-situ and isolated savings disagree: isolated, saying so
+        assert scaled.method.startswith("isolated (in-situ-scaled fell back") and scaled.total_s == isolated.total_s
 
-    # auto: in-model. The LUT timed 14 pieces inside the model (each block merged and linear, --context): their
+    # auto: in-model. The LUT timed 14 pieces inside the model (each block merged and linear, --in-situ): their
     # scale c is what they saved there (the paired ratio: the median per-round ratio of the group) over what they
     # saved alone, and each linearised block's price is c times its saving alone moved toward what it saved in the
     # model by w = tau^2 / (tau^2 + sigma^2) (dsprof.lut.inmodel; sigma from the LUT's paired-ratio error)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MethodFallbackWarning)
         auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
-    samples = {(r.scope, r.name, r.variant): np.array(r.samples_s) for r in context_run.measurements}
+    samples = {(r.scope, r.name, r.variant): np.array(r.samples_s) for r in in_situ_run.measurements}
     measured, alone_of = {}, {}
     for b in blocks:
         for v in ("merged", "linear"):
-            ratio = float(np.median(samples[("context", b.name, v)] / samples[("context", b.name, "original")]))
+            ratio = float(np.median(samples[(IN_SITU_SCOPE, b.name, v)] / samples[(IN_SITU_SCOPE, b.name, "original")]))
             measured[(b.name, v)] = reference * (1 - ratio)
             alone_of[(b.name, v)] = med[("block", b.name, "original")] - med[("block", b.name, v)]
     c = sum(measured.values()) / sum(alone_of.values())
@@ -126,36 +127,36 @@ def test_context_prediction_from_the_raw_samples(context_run):
                 - med[("head", "mobilenet_v2", "original")]) / sum(med[("block", b.name, "original")] for b in blocks))
         assert auto.method in (f"in-model (x{(1 + phi) / 2:.3f})", "isolated")
 
-    # the drift: the spread of the whole model's medians, its own group and the seven in-context groups
-    medians = [med[("model", "mobilenet_v2", "original")]] + [med[("context", b.name, "original")] for b in blocks]
+    # the drift: the spread of the whole model's medians, its own group and the seven in-situ groups
+    medians = [med[("model", "mobilenet_v2", "original")]] + [med[(IN_SITU_SCOPE, b.name, "original")] for b in blocks]
     q1, q3 = np.percentile(medians, [25, 75])
     assert pred.drift_source == "the whole model's medians (8 groups)"
     assert pred.drift == pytest.approx(1.959964 * (q3 - q1) / 1.349 / np.median(medians), rel=1e-9)
     assert pred.low_s < pred.total_s < pred.high_s and pred.speedup_low < pred.speedup < pred.speedup_high
 
 
-def test_context_method_without_context_entries_is_a_loud_miss(tmp_path):
+def test_in_situ_method_without_in_situ_entries_is_a_loud_miss(tmp_path):
     result = measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged"),
                      model_variants=("original",), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
     lut = build_lut([result.path])
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
     # stem + head + blocks: positive whatever the timing noise (model-minus-blocks can contradict itself under load)
     assert predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, rest="stem+head").method == "isolated"
-    with pytest.raises(KeyError, match="context mobilenet_v2"):
-        predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="context")
+    with pytest.raises(KeyError, match="in situ mobilenet_v2"):
+        predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="in-situ")
 
 
-def _hand_context_lut(label, blocks):
+def _hand_in_situ_lut(label, blocks):
     base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "noisy": False,
             "sources": "hand", **GROUP_COLUMNS}
     rows = [dict(base, scope="model", workload=label, variant="original", median_s=0.020, iqr_s=0.0027, n_samples=25)]
-    # the whole model in the 7 context groups: 20 ms and some drift; each swap saves 0.75 ms of 20 (3.75 %)
+    # the whole model in the 7 in-situ groups: 20 ms and some drift; each swap saves 0.75 ms of 20 (3.75 %)
     in_groups = [0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020]
     for b, m in zip(blocks, in_groups):
-        rows.append(dict(base, scope="context", workload=f"{label}@{b.name}", variant="original", median_s=m,
+        rows.append(dict(base, scope=IN_SITU_SCOPE, workload=f"{label}@{b.name}", variant="original", median_s=m,
                          iqr_s=0.0027, n_samples=25))
-        rows.append(dict(base, scope="context", workload=f"{label}@{b.name}", variant="merged", median_s=m * 0.9625,
+        rows.append(dict(base, scope=IN_SITU_SCOPE, workload=f"{label}@{b.name}", variant="merged", median_s=m * 0.9625,
                          iqr_s=0.0027, n_samples=25))
         for variant, ms in (("original", 2.0), ("merged", 1.5)):
             rows.append(dict(base, scope="block", workload=b.spec.to_str(), variant=variant, median_s=ms * 1e-3,
@@ -167,7 +168,7 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    frame = _hand_context_lut(label, blocks).to_dataframe()
+    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
 
     def auto(rows):
         with warnings.catch_warnings():
@@ -183,7 +184,7 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
     # without them: the whole model 20 ms, its 7 blocks 2 ms each alone, no stem and head: phi = 20 / 14; the three
     # merged blocks save 0.5 ms each alone, times (1 + phi) / 2; from the reference, the median of the model's medians
     factor = (1 + 20 / 14) / 2
-    pred = auto(frame[frame.scope != "context"])
+    pred = auto(frame[frame.scope != IN_SITU_SCOPE])
     assert pred.method == f"in-model (x{factor:.3f})"
     assert pred.total_s == pytest.approx(0.020 - factor * 3 * 0.0005, rel=1e-12)
     # without the whole model: isolated, nothing fell back (the blocks alone, no rest: a miss said as such)
@@ -196,12 +197,12 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
 def test_interval_by_hand():
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
-    lut = _hand_context_lut(label, blocks)
+    lut = _hand_in_situ_lut(label, blocks)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
     pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
-                           method="context-scaled")
-    # in context each block saves 3.75 % of 20 ms = 0.75 ms, alone 0.5 ms: factor 1.5, three blocks save 2.25 ms
-    assert pred.method == "context-scaled (x1.500)" and pred.total_s == pytest.approx(0.01775, rel=1e-12)
+                           method="in-situ-scaled")
+    # in situ each block saves 3.75 % of 20 ms = 0.75 ms, alone 0.5 ms: factor 1.5, three blocks save 2.25 ms
+    assert pred.method == "in-situ-scaled (x1.500)" and pred.total_s == pytest.approx(0.01775, rel=1e-12)
     R, T, F = 0.020, 0.01775, 1.5
     S, u = R / T, 1 - T / R
     # drift: the model's 8 medians (20 ms and the groups' 20, 21, 19, 22, 20, 18, 20): sigma from their IQR
@@ -216,7 +217,7 @@ def test_interval_by_hand():
     # systematic: phi = 20 / 14 (no stem and head), the truth uniform on [1, phi], the method counts 1.5
     phi = 20 / 14
     systematic = u * math.sqrt((phi - 1) ** 2 / 12 + (F - (1 + phi) / 2) ** 2) / F
-    # a check's noise: every in-context saving (3.75 %) equals the scaled isolated one (1.5 x 0.5 / 20): no spread
+    # a check's noise: every in-situ saving (3.75 %) equals the scaled isolated one (1.5 x 0.5 / 20): no spread
     ln_s = S * math.hypot(entries, systematic)
     ln_t = math.sqrt((S * math.hypot(entries, systematic)) ** 2 + (reference / R) ** 2 + drift ** 2)
     z = 1.959964
@@ -229,12 +230,12 @@ def test_interval_by_hand():
     assert pred.drift == pytest.approx(z * drift, rel=1e-9)
     assert pred.contains_speedup(S * math.exp(0.9 * z * ln_s)) and not pred.contains_speedup(S * math.exp(1.1 * z * ln_s))
     assert pred.contains(T * math.exp(0.9 * z * ln_t)) and not pred.contains(T * math.exp(1.1 * z * ln_t))
-    assert "95 % interval" in str(pred) and "method context-scaled" in str(pred)
+    assert "95 % interval" in str(pred) and "method in-situ-scaled" in str(pred)
 
 
-def test_cli_predict_measure_says_inside_or_outside(context_run, tmp_path, capsys):
+def test_cli_predict_measure_says_inside_or_outside(in_situ_run, tmp_path, capsys):
     lut_path = tmp_path / "lut.csv"
-    build_lut([context_run.path]).save(lut_path)
+    build_lut([in_situ_run.path]).save(lut_path)
     plan = tmp_path / "plan.json"
     plan.write_text(Plan("mobilenet_v2", KEEP, OPTIONS, name="p").to_json())
     args = ["predict", "--lut", str(lut_path), "--plan", str(plan), "--resolution", "32", "--depths", "1,1,1,1,1,1,1",

@@ -1,22 +1,22 @@
-"""One cost of a plan: what a LUT says each way of deploying a model's blocks takes, under each method.
+"""The prices of a plan: what a LUT says each way of deploying a model's blocks takes, under each method.
 
 A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
 entry); a linearised block alone, merged into one convolution or left unmerged as its plan's ``merge`` list
-says (`PlanCosts.with_merges` writes that list from the one rule, `merge_pays`: its ``merged`` entry below the
-block left unmerged -- its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else
-``original``); or a span of linearised blocks merged into one convolution (the span's ``merged`` entry, from
-`dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
+says (a list the LUT's `MergeRule` writes, `Prices.rule`: its ``merged`` entry below the block left unmerged --
+its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
+linearised blocks merged into one convolution (the span's ``merged`` entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
 the predicted latency is affine in the pieces' savings:
 
 - ``isolated``: rest + the pieces' latencies = (rest + the blocks' originals) - sum of savings;
-- ``context-scaled``: the whole model's reference - factor * sum of isolated savings, the factor the model's
-  in-context over its isolated savings;
+- ``in-situ-scaled``: the whole model's reference - factor * sum of isolated savings, the factor the model's
+  in-situ over its isolated savings;
 - ``in-model``: the same with the factor the middle of 1 and the model's in-model factor (`in_model_factor`);
-- ``context``: the whole model's reference - sum of savings measured inside the model (blocks only: a
-  span has no in-context entry).
+- ``in-situ``: the whole model's reference - sum of savings measured inside the model (blocks only: a
+  span has no in-situ entry).
 
-`predict_latency`, the planner, every command that builds a merged model (through `with_merges`), `predict
---measure` and the search's decay weights all price with `PlanCosts`, so they agree.
+`predict_latency`, the planner, every command that builds a merged model (through `Prices.rule`), `predict
+--measure` and the search's decay weights all price with `Prices`, so they agree. The intervals are
+`dsprof.lut.interval`'s, from the entries `Prices.interval_inputs` gathers.
 """
 
 from __future__ import annotations
@@ -28,15 +28,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ..commands import measure_command
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
+from ..merge.block import deploys_alike
+from ..merge.rule import MergeRule
+from ..merge.spans import span_spec
 from ..models import Block, format_span
+from ..plan.plan import Plan
+from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
 from .inmodel import InModel, timed_pieces
-from .interval import Terms, entry_error_s, saving_error_s, terms_of
-from .schema import context_workload, span_piece, split_label
+from .interval import IntervalInputs, Terms, entry_error_s, saving_error_s, terms_of
+from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 
-__all__ = ["Lookup", "ModelEntries", "Piece", "PlanCosts", "in_model_factor", "merge_pays", "piece_name", "span_key"]
+__all__ = ["Lookup", "MethodFallbackWarning", "ModelEntries", "Piece", "Prices", "in_model_factor", "piece_name",
+           "span_key"]
 
 
 @dataclass(frozen=True)
@@ -86,14 +93,14 @@ class Lookup:
 @dataclass(frozen=True)
 class ModelEntries:
     """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
-    the whole model, its stem and head, and the whole model in each block's context group (by block name)."""
+    the whole model, its stem and head, and the whole model in each block's in-situ group (by block name)."""
 
     label: str
     originals: list[LUTEntry | None]
     whole: LUTEntry | None
     stem: LUTEntry | None
     head: LUTEntry | None
-    in_model: dict[str, LUTEntry | None]
+    in_situ: dict[str, LUTEntry | None]
 
     @classmethod
     def read(cls, lookup: Lookup, label: str, blocks: list[Block]) -> "ModelEntries":
@@ -103,19 +110,19 @@ class ModelEntries:
             lookup(label, "original", "model"),
             lookup(label, "original", "stem"),
             lookup(label, "original", "head"),
-            {b.name: lookup(context_workload(label, b.name), "original", "context") for b in blocks},
+            {b.name: lookup(in_situ_workload(label, b.name), "original", IN_SITU_SCOPE) for b in blocks},
         )
 
     @property
     def references(self) -> list[LUTEntry]:
-        """The whole model's medians the context methods start from: its own entry and every in-context group's."""
-        return [e for e in [self.whole, *self.in_model.values()] if e is not None]
+        """The whole model's medians the in-situ methods start from: its own entry and every in-situ group's."""
+        return [e for e in [self.whole, *self.in_situ.values()] if e is not None]
 
     @property
     def whole_s(self) -> float:
         """The whole model's latency: the median of its `references`' medians (NaN without one). One slow group of
         the whole model's own entry moved the in-model factor from 1.7 to 2.3 in issue #27's seed-303 run, while
-        its in-context groups agreed with the later checks."""
+        its in-situ groups agreed with the later checks."""
         references = self.references
         return statistics.median(e.median_s for e in references) if references else math.nan
 
@@ -134,23 +141,8 @@ def in_model_factor(entries: ModelEntries) -> float | None:
     return inside / blocks if blocks > 0 and inside > 0 else None
 
 
-def merge_pays(merged: LUTEntry | None, unmerged: LUTEntry | None) -> bool | None:
-    """The one merge rule for a lone linearised block: True where its merged entry is below its unmerged one
-    (the block left unmerged as deployed: ``linear``, else ``original``), False where not, None where the LUT lacks
-    either -- a miss, which `PlanCosts.with_merges` names (or, in a partial prediction, counts as merged)."""
-    if merged is None or unmerged is None:
-        return None
-    return merged.median_s < unmerged.median_s
-
-
-def _deploys_alike(block: Block) -> bool:
-    from ..merge.block import deploys_alike  # local: dsprof.lut stays importable without the merge package
-
-    return deploys_alike(block)
-
-
 def piece_name(blocks: list[Block], start: int, stop: int) -> str:
-    """The name blocks start..stop-1 go by inside the model (their in-model workload, `context_workload`): a block's
+    """The name blocks start..stop-1 go by inside the model (their in-situ workload, `in_situ_workload`): a block's
     module name, or a span's (`span_piece`)."""
     if stop - start == 1:
         return blocks[start].name
@@ -159,8 +151,6 @@ def piece_name(blocks: list[Block], start: int, stop: int) -> str:
 
 def span_key(blocks: list[Block], start: int, stop: int) -> str:
     """The LUT workload of the one convolution that blocks start..stop-1 merge into (its ``conv`` spec)."""
-    from ..merge.spans import span_spec  # local: the merge package imports this one's LUT types
-
     return span_spec([b.spec for b in blocks[start:stop]]).to_str()
 
 
@@ -179,7 +169,7 @@ class Piece:
     errors_s: tuple[float, ...] = ()
     missing: str | None = None
     noisy: bool = False
-    in_model: bool = False  # its saving was measured inside the running model (`PlanCosts.in_model_saving`)
+    in_model: bool = False  # its saving was measured inside the running model (`dsprof.lut.inmodel`)
 
     @property
     def found(self) -> bool:
@@ -187,26 +177,27 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class PlanCosts:
+class Prices:
     """Prices any plan of one model in one LUT context under one method (see the module docstring): a
-    plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``."""
+    plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``. A lone linearised block
+    that the plan's ``merge`` list does not place is deployed as the LUT's `rule` decides."""
 
     label: str
     key: DeviceContext
     blocks: list[Block]
     lookup: Lookup
     entries: ModelEntries
-    method: str  # what is used: isolated, context, context-scaled or in-model
-    used: str  # as shown: isolated, context, context-scaled (xF), in-model (xF)
+    method: str  # what is used: isolated, in-situ, in-situ-scaled or in-model
+    used: str  # as shown: isolated, in-situ, in-situ-scaled (xF), in-model (xF)
     rest_method: str
     rest_s: float  # isolated: the part outside the blocks (stem+head, or whole model minus blocks)
-    reference_s: float  # context methods: the whole model's median (0 under isolated)
-    factor: float  # what the isolated savings count with: context-scaled's or in-model's factor (1 otherwise)
-    context_factor: float | None  # that factor where the LUT has it, whatever the method
+    reference_s: float  # the scaled and in-situ methods: the whole model's median (0 under isolated)
+    factor: float  # what the isolated savings count with: in-situ-scaled's or in-model's factor (1 otherwise)
+    in_situ_factor: float | None  # in-situ-scaled's factor where the LUT has it, whatever the method
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
-    measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
+    model_flags: str = ""  # the `dsprof` options that build this model, for messages (`measure_flags`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
     pieces_in_model: bool = True  # False: price every piece from its saving alone (diagnostics)
@@ -215,34 +206,34 @@ class PlanCosts:
 
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
-             rest: str = "auto", variant: str | None = None, auto: bool = False) -> "PlanCosts":
-        """The costs of ``label``'s plans; ``method`` is isolated, context, context-scaled or in-model (resolved),
+             rest: str = "auto", variant: str | None = None, auto: bool = False) -> "Prices":
+        """The prices of ``label``'s plans; ``method`` is isolated, in-situ, in-situ-scaled or in-model (resolved),
         ``rest`` auto, stem+head or model-minus-blocks. Where a scaled method cannot apply, isolated is used:
         asked for by name, ``used`` says why, with a `MethodFallbackWarning` (a method's fallback, not a LUT
         miss); chosen by ``auto``, silently (the LUT lacks what the method reads)."""
         lookup = Lookup.of(lut, key)
         entries = ModelEntries.read(lookup, label, blocks)
         missing: list[str] = []
-        factor = _context_factor(blocks, entries, lookup) if variant is None else None
-        common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, context_factor=factor)
-        if method == "context":
+        factor = _in_situ_factor(blocks, entries, lookup) if variant is None else None
+        common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, in_situ_factor=factor)
+        if method == "in-situ":
             if variant is not None:
-                raise UsageError("the context method predicts plans; give a plan, not a variant for every block")
+                raise UsageError("the in-situ method predicts plans; give a plan, not a variant for every block")
             references = entries.references
             if not references:
-                missing.append(f"a whole-model or in-context entry of {label}")
-                return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
+                missing.append(f"a whole-model or in-situ entry of {label}")
+                return cls(**common, method="in-situ", used="in-situ", rest_method="whole-model", rest_s=0.0,
                            reference_s=0.0, factor=1.0, base_errors=(), missing=tuple(missing))
             # the median of several entries: about one entry's error over the square root of their count
             error = entry_error_s(references[0]) / math.sqrt(len(references))
-            return cls(**common, method="context", used="context", rest_method="whole-model", rest_s=0.0,
+            return cls(**common, method="in-situ", used="in-situ", rest_method="whole-model", rest_s=0.0,
                        reference_s=entries.whole_s, factor=1.0,
                        base_errors=(error,), missing=tuple(missing))
         rest_s, rest_method, base_errors = _rest(entries, rest, missing)
         used = "isolated"
-        if method in ("context-scaled", "in-model"):
+        if method in ("in-situ-scaled", "in-model"):
             phi = in_model_factor(entries)
-            scale = factor if method == "context-scaled" else (None if phi is None else (1 + phi) / 2)
+            scale = factor if method == "in-situ-scaled" else (None if phi is None else (1 + phi) / 2)
             reference = entries.whole_s
             in_model = None
             if method == "in-model" and reference > 0:
@@ -275,11 +266,53 @@ class PlanCosts:
         """When the LUT context's last group was timed (`LUT.measured_utc`), read once."""
         return self.lookup.lut.measured_utc(self.key)
 
+    @property
+    def measure_flags(self) -> str:
+        """The `dsprof measure` options that build this model (its label's name where none were given)."""
+        return self.model_flags or f"--model {self.label.split('{', 1)[0]}"
+
+    @property
+    def reads_in_situ(self) -> bool:
+        """Whether this model's prices read (or could use) blocks timed in situ (`dsprof measure --in-situ`)."""
+        return self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None
+
     @cached_property
     def terms(self) -> Terms:
         """The parts of every plan's interval that belong to the model, not to a plan (`dsprof.lut.interval.terms_of`):
-        worked out once per costs, not for each plan the planner prices (they price the calibration plan too)."""
-        return terms_of(self)
+        worked out once per prices, not for each plan the planner prices (they price the calibration plan too)."""
+        return terms_of(self.interval_inputs())
+
+    def interval_inputs(self) -> IntervalInputs:
+        """The entries and numbers the intervals are estimated from (`dsprof.lut.interval.IntervalInputs`)."""
+        entries = self.entries
+        calibration = self.lookup(self.label, CALIBRATION, "model")
+        share = math.nan  # of the model, that the calibration group's plan is predicted to save
+        if calibration is not None:  # its plan: every block linearised alone, merged by the LUT's rule
+            pieces = [self.linearized(i) for i in range(len(self.blocks))]
+            original = self.total_s(self.pieces(None))
+            if all(p.found for p in pieces) and original > 0:
+                share = 1 - self.total_s(pieces) / original
+        in_situ = []
+        for block, original_entry in zip(self.blocks, entries.originals):
+            base = entries.in_situ.get(block.name)
+            if base is None or original_entry is None:
+                continue
+            for variant in ("merged", "linear"):
+                swap = self.lookup(in_situ_workload(self.label, block.name), variant, IN_SITU_SCOPE)
+                alone = self.lookup(block.spec.to_str(), variant)
+                if swap is not None and alone is not None:
+                    in_situ.append((base, swap, original_entry.median_s - alone.median_s))
+        return IntervalInputs(
+            tuple(entries.references), entries.whole, bool(entries.stem and entries.head), self.method,
+            self.rest_method, self.factor, self.in_model_factor, self.in_model, self.base_errors,
+            self.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), self.reference_s)
+
+    @cached_property
+    def rule(self) -> MergeRule:
+        """The LUT's merge rule for this model (`dsprof.merge.rule`): a lone linearised block merges where its
+        ``merged`` entry is below the block left unmerged as deployed (`unmerged`); a block the LUT cannot decide
+        is a miss that names the entry and the `dsprof measure` that times it."""
+        return MergeRule("lut", self._merge_costs, str(self.key), len(self.blocks), self.identity, self._undecided)
 
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:
@@ -298,88 +331,41 @@ class PlanCosts:
         blocks that run alike either way, `dsprof.merge.block.deploys_alike`), else its ``original`` (what removing
         activations alone changes is seldom measurable)."""
         linear = self.lookup(self.blocks[i].spec.to_str(), "linear")
-        if linear is not None and (border == "in_front" or _deploys_alike(self.blocks[i])):
+        if linear is not None and (border == "in_front" or deploys_alike(self.blocks[i])):
             return "linear", linear
         return "original", self.entries.originals[i]
 
-    def merges(self, i: int, border: str = "in_front") -> bool | None:
-        """Whether block ``i``, linearised alone, merges by the one rule (`merge_pays`); None where the LUT lacks
-        its ``merged`` or unmerged entry."""
-        key = ("merges", i, border)
+    def _merge_costs(self, i: int, border: str) -> tuple[float | None, float | None]:
+        """The medians (seconds) the LUT's `rule` compares for block ``i``: merged, and left unmerged as deployed."""
+        key = ("costs", i, border)
         if key not in self._pieces:
-            self._pieces[key] = merge_pays(self.lookup(self.blocks[i].spec.to_str(), "merged"),
-                                           self.unmerged(i, border)[1])
+            merged, unmerged = self.lookup(self.blocks[i].spec.to_str(), "merged"), self.unmerged(i, border)[1]
+            self._pieces[key] = (None if merged is None else merged.median_s,
+                                 None if unmerged is None else unmerged.median_s)
         return self._pieces[key]
 
+    def _undecided(self, plan: Plan, undecided: list[int]) -> LUTMissError:
+        """The miss of the LUT's `rule`: the first block it cannot decide, the entries, the measure that times them."""
+        spec = self.blocks[undecided[0]].spec.to_str()
+        more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
+        return LUTMissError(
+            f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
+            f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
+            f"merges: run `{measure_command(self.key, self.measure_flags, in_situ=self.reads_in_situ)}` and "
+            "rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)"
+        )
+
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
-        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as `merges` decides
-        (where the LUT cannot decide, counted as merged: the miss is named by the piece or by `with_merges`)."""
+        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as the LUT's `rule`
+        decides (where it cannot, counted as merged: the miss is named by the piece or by the rule)."""
         if merge is None:
-            merge = self.merges(i, border) is not False
+            merge = self.rule.merges(i, border) is not False
         key = ("linear", i, bool(merge), border)
         if key not in self._pieces:
             spec = self.blocks[i].spec.to_str()
             variant, entry = ("merged", self.lookup(spec, "merged")) if merge else self.unmerged(i, border)
             self._pieces[key] = self._piece(i, i + 1, variant, entry, f"block {spec} [{variant}]")
         return self._pieces[key]
-
-    def with_merges(self, plan: Any, *, strict: bool = True) -> Any:
-        """``plan`` (a `dsprof.merge.Plan`, preset name or plan file) with its ``merge`` list: the one place that
-        decides, from this LUT, which linearised blocks merge (`merges`: merged entry below unmerged; a span
-        merges). A plan that has a list is returned as it is, once checked against the model (`check_plan`,
-        one entry per block, a span's blocks marked merged). A block the LUT cannot decide raises
-        `LUTMissError` naming the entry and the `dsprof measure` that times it; with ``strict=False`` it counts
-        as merged (a partial prediction, which names the miss)."""
-        from ..errors import PlanError
-        from ..merge.plan import Plan, check_plan  # local: dsprof.lut stays importable without the merge package
-
-        plan = Plan.coerce(plan)
-        if self.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
-            plan = check_plan(plan, *self.identity)
-        plan.check_blocks(len(self.blocks))
-        in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
-        if plan.merge is not None:
-            unmarked = sorted(i for i in in_span if not plan.merge[i])
-            if unmarked:
-                raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
-                                "lie in its spans, which merge: mark them true (or drop the spans)")
-            return plan
-        merge, undecided = [], []
-        for i, keep in enumerate(plan.keep):
-            pays = True if i in in_span else (False if keep else self.merges(i, plan.border))
-            if pays is None:
-                undecided.append(i)
-            merge.append(pays is not False)
-        if undecided and strict:
-            spec = self.blocks[undecided[0]].spec.to_str()
-            more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
-            raise LUTMissError(
-                f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
-                f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-                f"merges: run `{self.measure_command(1)}` and rebuild the LUT with `dsprof build-lut` (or decide by "
-                "MACs: --merge-by macs)"
-            )
-        return plan.with_merge(merge)
-
-    def measure_command(self, max_span: int = 1) -> str:
-        """The `dsprof measure` command that times what the planner and `with_merges` read for this model in
-        the LUT's context (spans of up to ``max_span`` blocks)."""
-        key = self.key
-        # the model's options as every message suggests them (`model_flags`, carried by `plan_costs`)
-        parts = ["dsprof measure", self.measure_flags or f"--model {self.label.split('{', 1)[0]}"]
-        parts += [f"--device {key.device}", f"--backend {key.backend}", f"--dtype {key.dtype}", f"--batch {key.batch}"]
-        if key.threads:
-            parts.append(f"--threads {key.threads}")
-        if key.layout == "channels_last":
-            parts.append("--channels-last")
-        if key.compile and key.compile != "default":  # the torch-compile backend's mode, when not its default
-            parts.append(f"--compile-mode {key.compile}")
-        parts.append("--variants original,merged,linear")
-        if max_span > 1:
-            parts.append(f"--spans {max_span}")
-        if self.method in ("context", "context-scaled") or self.context_factor is not None:  # in-model needs none
-            parts.append("--context merged,linear")
-        return " ".join(parts)
 
     def span(self, start: int, stop: int) -> Piece:
         """Blocks start..stop-1 merged into one convolution."""
@@ -396,7 +382,8 @@ class PlanCosts:
         return self._piece(i, i + 1, variant, self.lookup(spec, variant), f"block {spec} [{variant}]")
 
     def pieces(self, plan: Any) -> list[Piece]:
-        """The pieces a plan (a `dsprof.merge.Plan`, or None for the original model) deploys, in block order."""
+        """The pieces a plan (a `dsprof.plan.Plan` with its merge list, or None for the original model) deploys, in
+        block order."""
         if plan is None:
             return [self.kept(i) for i in range(len(self.blocks))]
         spans = {start: stop for start, stop in plan.spans or ()}
@@ -418,8 +405,8 @@ class PlanCosts:
         if variant == "original" and stop - start == 1:  # kept: saves nothing
             errors = (entry_error_s(entry),) if self.rest_method == "stem+head" else ()
             return Piece(start, stop, variant, entry.median_s, 0.0, errors, None, entry.noisy)
-        if self.method == "context":
-            saving, errors, missing = self._in_context(start, stop, variant, name)
+        if self.method == "in-situ":
+            saving, errors, missing = self._in_situ(start, stop, variant, name)
             return Piece(start, stop, variant, entry.median_s, saving, errors, missing, entry.noisy)
         found = all(o is not None for o in originals)
         alone = sum(o.median_s for o in originals) - entry.median_s if found else math.nan
@@ -451,17 +438,17 @@ class PlanCosts:
             return (saving_error_s(originals[0], entry),)
         return tuple(entry_error_s(o) for o in originals) + (entry_error_s(entry),)
 
-    def _in_context(self, start: int, stop: int, variant: str, name: str) -> tuple[float, tuple[float, ...], str | None]:
+    def _in_situ(self, start: int, stop: int, variant: str, name: str) -> tuple[float, tuple[float, ...], str | None]:
         """(saving, errors, miss) of block ``start`` as ``variant`` measured inside the running model, relative to
         the model timed in the same rounds and scaled to the reference: a group that ran in a slow moment of the
         machine inflates neither."""
         if stop - start > 1:
-            return math.nan, (), f"{name}: in-context entries cover blocks, not spans (plan spans with another method)"
+            return math.nan, (), f"{name}: in-situ entries cover blocks, not spans (plan spans with another method)"
         block = self.blocks[start].name
-        base = self.entries.in_model.get(block)
-        swap = self.lookup(context_workload(self.label, block), variant, "context")
+        base = self.entries.in_situ.get(block)
+        swap = self.lookup(in_situ_workload(self.label, block), variant, IN_SITU_SCOPE)
         if base is None or swap is None:
-            return math.nan, (), f"context {context_workload(self.label, block)} [original/{variant}]"
+            return math.nan, (), f"in situ {in_situ_workload(self.label, block)} [original/{variant}]"
         scale = self.reference_s / base.median_s
         errors = (saving_error_s(base, swap) * scale,)
         return self.reference_s * (1 - swap.median_s / base.median_s), errors, None
@@ -469,7 +456,7 @@ class PlanCosts:
     # -- totals ------------------------------------------------------------------------------------
     def total_s(self, pieces: list[Piece]) -> float:
         """A plan's predicted latency (seconds per batch); a missing piece is left out (isolated) or counted as
-        the original blocks (context methods)."""
+        the original blocks (the in-situ method)."""
         if self.method == "isolated":
             return self.rest_s + sum(p.latency_s for p in pieces if p.latency_s == p.latency_s)
         return self.reference_s - sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
@@ -503,24 +490,24 @@ def _rest(entries: ModelEntries, rest: str, missing: list[str]) -> tuple[float, 
     return 0.0, "missing", []
 
 
-def _context_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) -> float | None:
-    """Sum of the blocks' in-context savings (merged) over the sum of their isolated savings, or None
-    without in-context entries or when the two sums disagree in sign (the in-context differences are
-    not comparable: TFLite on a CPU, isolated -0.04 ms against +23 % in context, gave -34). Each in-context saving is
+def _in_situ_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) -> float | None:
+    """Sum of the blocks' in-situ savings (merged) over the sum of their isolated savings, or None
+    without in-situ entries or when the two sums disagree in sign (the in-situ differences are
+    not comparable: TFLite on a CPU, isolated -0.04 ms against +23 % in situ, gave -34). Each in-situ saving is
     relative to the model timed in its group."""
-    in_context, alone = 0.0, 0.0
+    in_situ, alone = 0.0, 0.0
     for block, original in zip(blocks, entries.originals):
-        base = entries.in_model.get(block.name)
-        swap = lookup(context_workload(entries.label, block.name), "merged", "context")
+        base = entries.in_situ.get(block.name)
+        swap = lookup(in_situ_workload(entries.label, block.name), "merged", IN_SITU_SCOPE)
         merged = lookup(block.spec.to_str(), "merged")
         if base is None or swap is None or merged is None or original is None:
             continue
-        in_context += 1 - swap.median_s / base.median_s
+        in_situ += 1 - swap.median_s / base.median_s
         alone += (original.median_s - merged.median_s)
-    if alone == 0.0 or in_context == 0.0:
+    if alone == 0.0 or in_situ == 0.0:
         return None
-    whole_ref = statistics.median(e.median_s for e in entries.in_model.values() if e is not None)
-    factor = in_context * whole_ref / alone
+    whole_ref = statistics.median(e.median_s for e in entries.in_situ.values() if e is not None)
+    factor = in_situ * whole_ref / alone
     return factor if factor > 0 else None
 
 
@@ -529,7 +516,7 @@ class MethodFallbackWarning(UserWarning):
 
 
 def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: str) -> str | None:
-    """Why a scaled method (``context-scaled``, ``in-model``) cannot predict here (None: it can): both start from
+    """Why a scaled method (``in-situ-scaled``, ``in-model``) cannot predict here (None: it can): both start from
     the whole model with every block, and need their factor."""
     if rest_method != "model-minus-blocks":
         return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
@@ -537,5 +524,5 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
         return None
     if method == "in-model":
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
-    return (f"the LUT lacks in-context entries (merged) of {label}'s blocks whose savings agree in sign with "
-            "the isolated ones (`dsprof measure --context merged`)")
+    return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
+            "the isolated ones (`dsprof measure --in-situ merged`)")

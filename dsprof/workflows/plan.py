@@ -1,26 +1,32 @@
-"""`dsprof plan` as a Python function: the front, the chosen plan, the files."""
+"""`dsprof plan` as a Python function: the front, the chosen plan, the files (`plan`); one context
+(`plan_to_file`) or several, side by side with one plan for several (`plan_contexts_to_file`)."""
 
 from __future__ import annotations
 
 import json
-import shlex
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..commands import merge_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import InputFileError, UsageError
 from ..io import atomic_write_text, check_output_path
-from ..models import model_flags
-from .front import Front, FrontPoint, check_budget, resolve_k
-from .planner import plan_front
+from ..lut.table import LUT
+from ..models.registry import model_entry
+from ..plan.contexts import ContextFronts, plan_contexts
+from ..plan.front import Front, FrontPoint, check_budget, resolve_k
+from ..plan.minimax import JointPoint
+from ..plan.planner import plan_front
+from ..search.importance_file import (ImportanceResolutionWarning, check_importance_model, importance_resolution_note,
+                                      is_importance_record, read_importance)
 
-__all__ = ["ContextsOutcome", "PlanOutcome", "load_importance", "merge_command", "plan_contexts_to_file", "plan_to_file"]
+__all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
 
 
 @dataclass(frozen=True)
-class PlanOutcome:
+class Planned:
     """What `plan_to_file` produced: the front, the chosen point (None without a budget), the files, and the
     `dsprof merge` command that deploys the chosen plan file (None where none was written)."""
 
@@ -28,18 +34,20 @@ class PlanOutcome:
     chosen: FrontPoint | None
     paths: tuple[Path, ...]
     merge_command: str | None = None
+    predicted: int = 0  # entries of the context predicted from another's (`dsprof measure --few`), not measured
 
 
 @dataclass(frozen=True)
-class ContextsOutcome:
+class PlannedContexts:
     """What `plan_contexts_to_file` produced: the fronts over several contexts, the plan for several contexts at
     ``keep`` (None without one; with importance the least loss at that k), the files, and the `dsprof merge` command
     that deploys the plan file written (None where none was)."""
 
-    fronts: Any  # dsprof.plan.contexts.ContextFronts
-    chosen: Any  # dsprof.plan.minimax.JointPoint | None
+    fronts: ContextFronts
+    chosen: JointPoint | None
     paths: tuple[Path, ...]
     merge_command: str | None = None
+    predicted: Mapping[Any, int] | None = None  # per context, its entries predicted from another's (not measured)
 
 
 def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None,
@@ -48,9 +56,6 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
     model than ``model`` with ``options``, where given; scored at another input size than ``resolution`` -- None:
     the model's default --, an `ImportanceResolutionWarning` that says what differs), an object {block index: loss}
     or a list, one loss per block."""
-    from ..search.importance_file import (ImportanceResolutionWarning, check_importance_model,
-                                          importance_resolution_note, is_importance_record, read_importance)
-
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -60,7 +65,6 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
         record = read_importance(path)
         if model is not None:
             check_importance_model(record, model, dict(options or {}), path)
-            from ..models.registry import model_entry
 
             size = resolution if resolution is not None else model_entry(model).default_resolution
             note = importance_resolution_note(record, model, dict(options or {}), size, path)
@@ -92,7 +96,7 @@ def plan_to_file(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     plan_out: str | Path | None = None,
-) -> PlanOutcome:
+) -> Planned:
     """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
@@ -104,8 +108,9 @@ def plan_to_file(
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
     paths = _write(front, out, chosen, chosen_path)
-    command = merge_command(front, chosen_path, resolution) if chosen is not None and chosen_path is not None else None
-    return PlanOutcome(front, chosen, paths, command)
+    command = (merge_command(front.name, front.options, chosen_path, resolution)
+               if chosen is not None and chosen_path is not None else None)
+    return Planned(front, chosen, paths, command)
 
 
 def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
@@ -129,18 +134,6 @@ def _write(result: Any, out: str | Path | None, chosen: Any, chosen_path: Path |
     return paths
 
 
-def merge_command(front: Front, plan_path: str | Path, resolution: int | None = None) -> str:
-    """The `dsprof merge` command that builds the merged model of the plan file ``plan_path`` (written from
-    ``front``, at ``resolution`` pixels or the model's default) and writes it beside the plan as
-    ``NAME.merged.pt``; quoted for a POSIX shell. The plan's merges and spans are replayed as priced."""
-    plan_path = Path(plan_path)
-    out = plan_path.with_name(plan_path.name.removesuffix(".json").removesuffix(".plan") + ".merged.pt")
-    flags = shlex.split(model_flags(front.name, front.options))
-    if resolution is not None:
-        flags += ["--resolution", str(resolution)]
-    return shlex.join(["dsprof", "merge", *flags, "--plan", str(plan_path), "--out", str(out)])
-
-
 def plan_contexts_to_file(
     model: str,
     luts: Any,
@@ -155,13 +148,11 @@ def plan_contexts_to_file(
     joint: str | Sequence[str] | None = None,
     objective: str = "worst",
     plan_out: str | Path | None = None,
-) -> ContextsOutcome:
+) -> PlannedContexts:
     """`dsprof plan` over every context of ``luts`` (a LUT, a file, or several): `plan_contexts`. Writes its JSON to
     ``out`` (the fronts, the cross table and the plan for several contexts as CSV beside it:
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
-    from .contexts import plan_contexts
-
     if keep is not None and joint is None:
         raise UsageError("several contexts: choose one with --device-key KEY to write its plan, or give --for "
                          "CONTEXT,CONTEXT for one plan for several")
@@ -172,6 +163,57 @@ def plan_contexts_to_file(
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
         chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))
     paths = _write(fronts, out, chosen, chosen_path)
-    command = (merge_command(fronts.fronts[0], chosen_path, resolution) if chosen is not None and chosen_path is not None
+    first = fronts.fronts[0]
+    command = (merge_command(first.name, first.options, chosen_path, resolution) if chosen is not None and chosen_path is not None
                else None)
-    return ContextsOutcome(fronts, chosen, paths, command)
+    return PlannedContexts(fronts, chosen, paths, command)
+
+
+def plan(
+    model: str,
+    lut: Any,
+    *,
+    out: str | Path | None = None,
+    importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
+    keep: int | float | None = None,
+    budget_ms: float | None = None,
+    speedup: float | None = None,
+    max_span: int = DEFAULT_MAX_SPAN,
+    device_key: Any = None,
+    backend: str | None = None,
+    batch: int | None = None,
+    method: str = "auto",
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    plan_out: str | Path | None = None,
+    joint: str | Sequence[str] | None = None,
+    objective: str = "worst",
+    accept_modified: bool = False,
+) -> Planned | PlannedContexts:
+    """`dsprof plan`: the plan of lowest predicted latency for every k of the registered ``model`` (built with
+    ``options`` at ``resolution``), from ``lut`` (a LUT, its file, or several). One context (``device_key``, or the
+    one ``backend`` and ``batch`` pick; the only one the LUTs hold): `plan_to_file`, with the plan for one budget
+    (``keep``, ``budget_ms`` or ``speedup``). Several contexts: `plan_contexts_to_file`, each context's front and
+    what its plans lose on the others, and with ``joint`` one plan for those contexts (``keep`` writes it). The files
+    go to ``out`` and ``plan_out``."""
+    luts = lut if isinstance(lut, (list, tuple)) else [lut]
+    lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
+    picked = device_key is not None or backend is not None or batch is not None
+    if joint is not None and picked:
+        raise UsageError("--for plans for several contexts; --device-key, --backend and --batch pick one: give one or "
+                         "the other")
+    if not picked and len(lut.devices()) > 1:
+        if budget_ms is not None or speedup is not None:
+            raise UsageError("several contexts: --budget-ms and --speedup choose within one; give --device-key KEY (or "
+                             "--keep K with --for)")
+        outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
+                                        method=method, options=options, resolution=resolution, joint=joint,
+                                        objective=objective, plan_out=plan_out)
+        return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
+    if joint is not None:
+        raise UsageError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
+    device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
+    outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
+                           max_span=max_span, device=device, method=method, options=options, resolution=resolution,
+                           plan_out=plan_out)
+    return replace(outcome, predicted=lut.predicted_count(outcome.front.device))

@@ -14,22 +14,25 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
-from ..models import find_blocks, get_model, load_checkpoint
-from ..models.registry import ClassCountError
+from ..lut.predict import prices_of
+from ..lut.rule import merge_rule
+from ..lut.table import LUT
 from ..merge.artifact import export_onnx, save_merged
 from ..merge.linearize import linearize_model
 from ..merge.model import MergeReport, cost_table, merge_model, merge_report
-from ..merge.plan import Plan, PlanError, check_plan
-from ..merge.rule import Merges, decide_merges, merge_rule
+from ..merge.rule import Merges
 from ..merge.spans import plan_spans
-from .planner import best_plan
+from ..models import find_blocks, get_model, load_checkpoint
+from ..models.build import ClassCountError
+from ..plan.plan import Plan, PlanError, check_plan
+from ..plan.planner import best_plan
 
-__all__ = ["MergeOutcome", "checkpoint_facts", "merge_to_file", "format_cost_table"]
+__all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table"]
 
 
 @dataclass(frozen=True)
 class MergeOutcome:
-    """What `merge_to_file` produced; ``merges`` says which blocks merged and what decided it."""
+    """What `merge` produced; ``merges`` says which blocks merged and what decided it."""
 
     model: nn.Module
     report: MergeReport
@@ -39,7 +42,7 @@ class MergeOutcome:
     merges: Merges | None = None
 
 
-def merge_to_file(
+def merge(
     model_name: str | None,
     plan: Plan | str | Path | None,
     *,
@@ -55,6 +58,7 @@ def merge_to_file(
     lut: Any = None,
     device_key: Any = None,
     merge_by: str | None = None,
+    accept_modified: bool = False,
 ) -> MergeOutcome:
     """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
@@ -66,12 +70,13 @@ def merge_to_file(
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
     Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else ``lut``'s rule
-    (a `dsprof.lut.LUT` or its file, ``device_key`` its context: `dsprof.merge.rule.decide_merges`, as `predict`
-    prices it); else MACs, when ``merge_by="macs"``; else the plan is refused in one line. ``spans``:
+    (a `dsprof.lut.LUT` or its file, ``device_key`` its context, as `predict` prices it); else MACs, when
+    ``merge_by="macs"``; else the plan is refused in one line (one rule, `dsprof.lut.rule.merge_rule`). ``spans``:
     ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays (with ``lut``
     the planner's partition and merges for the plan's ``keep``, `dsprof.plan.best_plan`; with
     ``merge_by="macs"`` by MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
-    other merges then decided again), or None for the plan's own. Both output paths are checked before anything
+    other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
+    `dsprof build-lut` wrote it. Both output paths are checked before anything
     is built, the plan's length and the merge rule before anything is merged or written.
     """
     options = dict(options or {})
@@ -87,30 +92,24 @@ def merge_to_file(
     if num_classes is None:
         num_classes = carried.get("num_classes")
     if lut is not None:
-        from ..lut import LUT
-
-        lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+        lut = lut if isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
     planner = spans == "auto" and lut is not None and merge_by != "macs"
     if spans is not None and not planner:  # spans chosen here: the merges are decided again
         plan = replace(plan, merge=None, spans=None if spans == "auto" else tuple(spans))
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
     plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
-    if not planner:
-        merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # refused before anything is merged or read
     if planner:
-        from ..lut.predict import plan_costs
-
-        costs = plan_costs(model_name, lut, device=device_key, options=options, resolution=resolution)
-        best = best_plan(model_name, lut, plan.keep, max_span=max_span, costs=costs, options=options)
-        plan = replace(plan, merge=best.merge, spans=best.spans)
-        merges = Merges(plan, "planner", str(costs.key))
+        prices = prices_of(model, lut, device=device_key, name=model_name, options=options)
+        best = best_plan(model_name, lut, plan.keep, max_span=max_span, prices=prices, options=options)
+        merges = Merges(replace(plan, merge=best.merge, spans=best.spans), "planner", str(prices.key))
     else:
+        rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
+                          plan=plan)  # refused before anything is merged
         if spans == "auto":
-            plan = plan_spans(model, plan, max_len=max_span)
-        merges = None if merge_rule(plan, lut=lut is not None, merge_by=merge_by) == "macs" else \
-            decide_merges(model_name, plan, lut=lut, device=device_key, options=options, resolution=resolution)
-        plan = merges.plan if merges is not None else plan
+            plan = plan_spans(model, plan, max_len=max_span, rule=rule)
+        merges = rule.decide(plan)
+    plan = merges.plan
     source: nn.Module = model
     if checkpoint is not None:
         linear = linearize_model(model, plan)
@@ -126,8 +125,7 @@ def merge_to_file(
                 raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
                 ) from None
-    merged = merge_model(source, plan, merge_by=None if merges is not None else "macs")
-    merges = merges or Merges(merge_report(merged).plan, "macs")
+    merged = merge_model(source, plan)
     costs = cost_table(model, merged)
     # the export first: it is the step that can still fail (an operator ONNX lacks), and then no file is written
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None

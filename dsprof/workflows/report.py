@@ -1,4 +1,4 @@
-"""`write_report`: every table and plot from measurement files (and optionally a LUT, plans and a
+"""`report` (`dsprof report`): every table and plot from measurement files (and optionally a LUT, plans and a
 planner's front), plus ``index.md`` and ``report.html`` that show them with the device fingerprints
 and measurement settings (the same sections, `dsprof.reports.page`).
 
@@ -19,29 +19,36 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..errors import BadFileError, DsprofError, MeasurementFileError, PlanError
-from ..io import atomic_write_text, check_output_path, read_csv
-from ..lut import LUT, predict_latency
+from ..errors import DsprofError, MeasurementFileError, PlanError
+from ..io import atomic_write_text, check_output_path
 from ..lut.build import read_measurement_files
-from ..models import block_module, find_blocks, format_span, format_spans, get_model, memory_footprint
+from ..lut.interval import probe_ratio
+from ..lut.rule import merge_rule
+from ..lut.table import LUT
+from ..merge.artifact import merged_plan
+from ..merge.rule import rule_kind
+from ..models import format_spans, get_model
+from ..plan.plan import Plan, check_plan
 from ..profiler.explain import load_explanation
-from ..profiler.records import PROBE_NAME, PROBE_SCOPE, Measurement, paired_with_original
-from . import plots
-from .devices import devices_sections, joint_answer, load_front_file
-from .front import front_report
-from .page import Lead, Plot, Section, Table, html_page, markdown_page
-from .summary import measured_answer
-from .svg import figure_svg
-from .tables import block_table, device_labels, explain_table, latest_records, lut_validation_table, model_title, profiling_table, render, variant_table
+from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
+from ..reports import plots
+from ..reports.devices import devices_sections, joint_answer, load_front_file
+from ..reports.front import front_report
+from ..reports.page import Lead, Plot, Section, Table, html_page, markdown_page
+from ..reports.plans import memory_table, validation_rows
+from ..reports.summary import measured_answer
+from ..reports.svg import figure_svg
+from ..reports.tables import (block_table, device_labels, explain_table, fingerprint_table, latest_records, model_title,
+                              profiling_table, read_accuracies, render, variant_table)
 
-__all__ = ["Report", "fingerprint_table", "memory_table", "read_accuracies", "validation_rows", "write_report"]
+__all__ = ["Report", "report"]
 
 _FORMATS = {"txt": "text", "md": "markdown", "csv": "csv", "tex": "latex"}
 
 
 @dataclass
 class Report:
-    """What `write_report` wrote: the index page, the HTML page, every file, the pieces it skipped (and why) and
+    """What `report` wrote: the index page, the HTML page, every file, the pieces it skipped (and why) and
     the answer the pages open with, as lines (what `dsprof report` prints last)."""
 
     index: Path
@@ -49,82 +56,6 @@ class Report:
     files: list[Path] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     answer: list[str] = field(default_factory=list)  # the lines the page opens with (`dsprof.reports.summary`)
-
-
-def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
-    """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
-    ``merge`` list: `dsprof.merge.rule.decide_merges`). ``span``: the span a block is merged in, as an inclusive range
-    (``0-1``; empty for a block outside spans): a span's one convolution is counted at its first block, so the span's
-    other blocks have nothing of their own after merging."""
-    from ..merge import merge_model, merge_report
-    from ..merge.plan import Plan
-
-    plan = Plan.coerce(plan)
-    blocks = find_blocks(model, input_size)
-    merged = merge_model(model, plan, input_size=input_size)
-    decisions = {d.index: d for d in merge_report(merged).decisions}
-    span_of = {i: format_span((a, b)) for a, b in plan.spans or () for i in range(a, b)}
-    rows = []
-    for i, block in enumerate(blocks):
-        spec = block.spec
-        shape = (spec.in_channels, spec.in_h, spec.in_w)
-        before = memory_footprint(block.module, shape, spec.residual)
-        now_merged = decisions[i].merged
-        module = block_module(merged, block.name)
-        after = memory_footprint(module, shape, residual=spec.residual and not now_merged)
-        rows.append({"index": i, "block": block.name, "merged": now_merged, "span": span_of.get(i, ""),
-                     "weight_bytes_before": before.weight_bytes, "weight_bytes_after": after.weight_bytes,
-                     "peak_activation_bytes_before": before.peak_activation_bytes,
-                     "peak_activation_bytes_after": after.peak_activation_bytes})
-    return pd.DataFrame(rows)
-
-
-def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str, Any],
-                    skipped: list[str] | None = None) -> pd.DataFrame:
-    """Predicted against measured speed-up and latency for every whole model measured in a context the LUT
-    covers: models timed under a plan's name (``custom``: plans, searched plans) are predicted with
-    that plan; a model's ``merged`` variant (every block merged) with the all-merged plan. The measured speed-up
-    is paired: the model against the original timed in its group (`dsprof measure --plan`). Each model
-    that cannot be predicted is named in ``skipped`` with the reason and what to pass."""
-    from ..merge.plan import Plan
-
-    names, predicted, measured, speedups, devices = [], [], [], [], []
-    contexts = set(lut.devices())
-    latest = latest_records(records)
-    label = device_labels(latest)
-    why = skipped if skipped is not None else []
-    for r in latest:
-        key = r.context
-        if r.scope != "model" or r.variant not in ("custom", "merged"):
-            continue
-        what = f"{r.name} [{r.variant}] on {label[key]}"
-        if key not in contexts:
-            why.append(f"LUT validation of {what}: the LUT has no entries in that context")
-            continue
-        resolution = r.model_options.get("resolution")
-        try:
-            if r.variant == "custom":
-                if r.name not in plans:
-                    why.append(f"LUT validation of {what}: no plan named {r.name!r}; pass its plan file with --plans")
-                    continue
-                plan = Plan.coerce(plans[r.name])
-            else:
-                n = len(find_blocks(get_model(r.model, resolution=resolution, **r.build_options)))
-                plan = Plan(r.model, (0,) * n, r.build_options, merge=(True,) * n, name=f"{r.model}-all-merged")
-            pred = predict_latency(r.model, lut, plan, device=key, options=r.build_options,
-                                   resolution=resolution, strict=True)
-        except (DsprofError, KeyError, ValueError) as exc:
-            why.append(f"LUT validation of {what}: {' '.join(str(exc).split())}")
-            continue
-        paired = paired_with_original(r, latest)
-        nan = float("nan")
-        speedups.append((paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan))
-        speedups[-1] += (pred.speedup, pred.speedup_low, pred.speedup_high)
-        names.append(f"{r.name} [{r.variant}] {label[key]}")
-        devices.append(label[key])
-        predicted.append(pred.total_s)
-        measured.append(r.median_s)
-    return lut_validation_table(names, predicted, measured, speedups, devices)
 
 
 def _explanations(paths: Iterable[str | Path]) -> list:
@@ -169,27 +100,6 @@ class _Writer:
         return Plot(name, alt, f"plots/{name}.png", svg, f"plots/{name}.csv")
 
 
-def fingerprint_table(records: Sequence[Measurement]) -> pd.DataFrame:
-    """One row per device context: its column label, then what the records say about the machine."""
-    rows = []
-    label = device_labels(records)
-    seen = set()
-    for r in records:
-        if r.context in seen:
-            continue
-        seen.add(r.context)
-        env = r.environment
-        cpu = env.get("cpu", {})
-        rows.append({
-            "device": label[r.context], "environment": r.env_id, "torch device": r.device, "layout": r.layout,
-            "threads": r.threads or "default", "CPU": cpu.get("model", "?"), "logical cores": cpu.get("logical_cores", "?"),
-            "GPU": ", ".join(g.get("name", "?") for g in env.get("gpu", [])) or "none",
-            "versions": ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())),
-            "host": env.get("host", "?"), "allocator": env.get("allocator") or "",
-        })
-    return pd.DataFrame(rows).astype({"threads": str, "logical cores": str})
-
-
 def _settings(records: Sequence[Measurement]) -> str:
     precision = sorted({r.target_precision for r in records})
     budgets = sorted({r.budget_s for r in records})
@@ -203,20 +113,7 @@ def _settings(records: Sequence[Measurement]) -> str:
     )
 
 
-def read_accuracies(path: str | Path) -> dict[str, float]:
-    """Top-1 accuracies (%) by model name from a CSV with the columns ``model,accuracy`` (others ignored)."""
-    hint = "give a CSV with the columns model,accuracy (%), one row per model or plan name"
-    frame = read_csv(path, "accuracies file", ("model", "accuracy"), hint)
-    accuracies = {}
-    for line, (model, value) in enumerate(zip(frame["model"], frame["accuracy"]), 2):
-        try:
-            accuracies[model] = float(value)
-        except ValueError:
-            raise BadFileError(f"{path}, line {line}: accuracy {value!r} of {model!r} is not a number; {hint}") from None
-    return accuracies
-
-
-def write_report(
+def report(
     paths: Iterable[str | Path],
     out: str | Path,
     *,
@@ -246,8 +143,6 @@ def write_report(
     (`dsprof.merge.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
     in the LUT's one context), or by MACs with ``merge_by="macs"``.
     """
-    from ..merge.plan import Plan
-
     out = Path(out)
     paths = list(paths)
     records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
@@ -259,7 +154,6 @@ def write_report(
     plan_objs = {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
-            from ..merge.artifact import merged_plan
 
             plan_objs[Path(str(p)).stem] = _measured_plan(merged_plan(p), latest)
             continue
@@ -269,10 +163,8 @@ def write_report(
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
     if merge_by is not None:
-        from ..merge.rule import merge_rule
-
         for plan in plan_objs.values():
-            merge_rule(plan, lut=lut is not None, merge_by=merge_by)  # --merge-by lut without --lut is refused
+            rule_kind(plan, lut=lut is not None, merge_by=merge_by)  # --merge-by lut without --lut is refused
     if merge_by == "macs":  # the lists by MACs, written once: validated and drawn alike
         plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
@@ -338,10 +230,8 @@ def _at_resolution(records: list[Measurement], resolution: int) -> list[Measurem
 
 def _measured_plan(plan, latest: list[Measurement]):
     """``plan``, checked (`check_plan`) against the models the records measured: refused when it fits none."""
-    from ..merge.plan import check_plan
-
     measured = {(r.model, json.dumps({k: v for k, v in r.model_options.items() if not k.startswith("resolution")},
-                                     sort_keys=True)) for r in latest if r.scope != "context"}
+                                     sort_keys=True)) for r in latest if r.scope != IN_SITU_SCOPE}
     errors = []
     if not measured:
         return plan
@@ -393,12 +283,11 @@ def _resolution_of(model: str, latest: list[Measurement]) -> int | None:
 
 
 def _merges(plan, latest: list[Measurement], lut, merge_by: str | None):
-    """`decide_merges` for ``plan`` on its model at the resolution the records measured it (the LUT's one context)."""
-    from ..merge.rule import decide_merges
-
+    """``plan`` with its merge list, decided by the rule of its model at the resolution the records measured it (the
+    LUT's, in its one context, or MACs)."""
     device = lut.devices()[0] if lut is not None and len(lut.devices()) == 1 else None
-    return decide_merges(plan.model, plan, lut=lut, device=device, merge_by=merge_by, options=plan.options,
-                         resolution=_resolution_of(plan.model, latest))
+    return merge_rule(plan.model, lut=lut, device=device, merge_by=merge_by, options=plan.options, plan=plan,
+                      resolution=_resolution_of(plan.model, latest)).decide(plan)
 
 
 def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
@@ -453,8 +342,6 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
 def _probe_section(records: list[Measurement], lut) -> list[Section]:
     """The drift probe of every context: its median and how far its group medians moved; with a LUT that has the
     probe in that context, how much slower (> 1) these records ran it than the LUT's runs."""
-    from ..lut.interval import probe_ratio
-
     probes = [r for r in records if r.scope == "probe" and r.ok]
     if not probes:
         return []

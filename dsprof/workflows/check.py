@@ -1,17 +1,15 @@
-"""Checks that time (issue #27): a plan's merged model against the original, interleaved in one group, and the
-drift probe timed now.
+"""The paired check (issue #27): a plan's merged model timed against the original, interleaved in one group.
 
 A speed-up measured with the merged model and the original in the same interleaved rounds divides the machine
 out: sample i of both comes from round i, so a machine that slows down slows both, and the per-round ratios keep
 what merging changed. `measure_planned_run` times the two that way (what `dsprof predict --measure` runs);
 `paired_check` reads the pair from any run's records (`dsprof measure --plan` times the plan's model in the
-whole-model group beside the original). `probe_now` times the drift probe here and now, for
-`dsprof predict --probe`. The LUT reads and prices; everything that times lives here.
+whole-model group beside the original). The drift probe timed here and now, for `dsprof predict --probe`, is
+`dsprof.profiler.probe.probe_now`.
 """
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,13 +17,16 @@ from typing import Any, Mapping, Sequence
 from torch import nn
 
 from ..device_context import DeviceContext
-from ..errors import DeviceError, UsageError
+from ..lut.rule import merge_rule
+from ..merge.model import merge_model
 from ..models import named_model
+from ..plan.plan import Plan
+from ..profiler.records import Measurement, original_in_group
+from ..profiler.runner import measure
+from ..profiler.stats import Speedup, paired_speedup
 from ..units import percent
-from .records import Measurement, original_in_group
-from .stats import Speedup, paired_speedup
 
-__all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name", "probe_now"]
+__all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name"]
 
 
 @dataclass(frozen=True)
@@ -68,21 +69,17 @@ def measure_planned_run(
     timing: Any = None,
 ):
     """Time ``model`` and, with a ``plan``, the model merged by it (its ``merge`` list replayed, or written by
-    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.merge.rule.merge_by_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
+    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.lut.rule.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
     threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""
-    from ..merge.plan import Plan
-    from ..merge.rule import merge_by_rule
-    from .runner import measure
-
     options = dict(options or {})
     name, net = named_model(model, name, None, options)
     extra = {}
     if plan is not None:
         plan = Plan.coerce(plan)
-        extra[planned_name(plan)], _ = merge_by_rule(net, plan, lut=lut, device=context, merge_by=merge_by, name=name,
-                                                     options=options)
+        rule = merge_rule(net, lut=lut, device=context, merge_by=merge_by, name=name, options=options, plan=plan)
+        extra[planned_name(plan)] = merge_model(net, rule.decide(plan).plan)
     more = {"timing": timing} if timing is not None else {}
     return measure(net, name=name, model_options=options, variants=(), model_variants=("original",),
                    extra_models=extra, blocks=None, out=out, overwrite=True, progress=progress,
@@ -101,37 +98,6 @@ def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = 
     wanted = ("custom", planned_name(plan)) if plan is not None else ("original", None)
     return next(r for r in result.measurements if r.scope == "model" and r.ok and r.variant == wanted[0]
                 and (wanted[1] is None or r.name == wanted[1]))
-
-
-def probe_now(context: DeviceContext, seconds: float = 2.0) -> list[float]:
-    """Samples (seconds per call) of the drift probe timed here for about ``seconds``, in ``context``'s
-    backend, device, dtype, layout, batch and threads (the process's torch thread count is restored). A context
-    of another environment (another machine, driver or library version) is refused: the probe compares this
-    machine now with itself when the LUT was measured."""
-    import torch
-
-    from .backends import BackendSettings, get_backend
-    from .fingerprint import environment, environment_id
-    from .probe import time_probe
-
-    if not seconds > 0:
-        raise UsageError(f"the probe needs a time in seconds > 0, got {seconds}")
-    here = environment_id(environment())
-    if context.env_id != here:
-        raise DeviceError(
-            f"the LUT context {context} was measured in environment {context.env_id}, this machine is {here}: the "
-            "drift probe compares this machine now with itself then. Predict without --probe, or measure here "
-            "(`dsprof measure`) and build a LUT of this environment"
-        )
-    settings = BackendSettings(context.backend, context.device, context.dtype, context.layout == "channels_last",
-                               context.threads or None, context.compile)
-    saved = torch.get_num_threads()
-    try:
-        backend = get_backend(settings)
-        with tempfile.TemporaryDirectory(prefix="dsprof-probe-") as tmp:
-            return time_probe(backend.prepare, context.batch, Path(tmp), seconds)
-    finally:
-        torch.set_num_threads(saved)
 
 
 def check_line(check: PairedCheck, prediction: Any = None) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ...io import atomic_output
+from ..io import atomic_output
 
 __all__ = ["export_onnx", "OPSET"]
 

@@ -7,14 +7,14 @@ Blocks and spans timed alone say what each saves; inside the running model a pie
 model, it plans the front from its own records (`dsprof.plan.plan_front`, the prices `dsprof predict` shows) and
 times every piece the front uses -- a block linearised alone, merged or not as the LUT's rule deploys it, or a span
 -- inside the model: one group each, the whole model and the model with only that piece deployed, paired round by
-round (scope ``context``, named after the piece: a block's module name, or `dsprof.lut.schema.span_piece`). The
-in-model method then prices those pieces at what they saved there (`PlanCosts.in_model_saving`). Priced anew, the
+round (scope `IN_SITU_SCOPE`, named after the piece: a block's module name, or `dsprof.lut.schema.span_piece`). The
+in-model method then prices those pieces at what they saved there (`dsprof.lut.inmodel`). Priced anew, the
 front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROUNDS` times, until it uses none.
 
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
-`dsprof predict` prices, `dsprof.merge.rule.decide_merges`), timed against the original round by round in one group,
+`dsprof predict` prices, `dsprof.lut.rule.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
 keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
 """
@@ -30,11 +30,20 @@ from torch import nn
 
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
-from .records import CALIBRATION, Measurement, MeasurementFile
-from .workloads import Workload, model_workload
+from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
+from ..profiler.workloads import Workload, model_workload
+from ..models.registry import model_identity
+from ..lut.build import lut_from_files
+from ..lut.predict import MethodFallbackWarning, prices_of
+from ..lut.schema import in_situ_workload
+from ..merge import merge_model
+from ..plan import Plan
+from ..plan.planner import plan_front
+from ..lut.rule import merge_rule
+from ..models import find_blocks
 
 __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",
-           "in_model_groups"]
+           "in_model_groups", "planned_groups"]
 
 #: How many times the front is planned from the run's records to find pieces not yet timed inside the model.
 IN_MODEL_ROUNDS = 3
@@ -42,8 +51,6 @@ IN_MODEL_ROUNDS = 3
 
 def check_calibration_request(model: Any, variants: Sequence[str], model_variants: Sequence[str], blocks: Any) -> None:
     """Raise `UsageError` (one line, what to give) where a run cannot end with the calibration group."""
-    from ..models.registry import model_identity
-
     if not isinstance(model, str) and model_identity(model) is None:
         raise UsageError("--calibrate merges the model by a plan, which names a registered model: give its name (or "
                          "--model-file), or a module built by dsprof.models.get_model")
@@ -72,9 +79,16 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
         yield calibration_workloads(net, label, input_size, records(), context)
 
 
-def _run_lut(label: str, records: Sequence[Measurement]) -> Any:
-    from ..lut.build import lut_from_files  # local: the LUT package reads this one's records
+def planned_groups(net: nn.Module, label: str, input_size: tuple[int, int],
+                   records: Callable[[], Sequence[Measurement]], context: DeviceContext, max_span: int,
+                   existing: Sequence[Measurement]) -> Iterator[list[Workload]]:
+    """The groups that end a `measure --calibrate` run (`dsprof.profiler.runner.PlannedGroups`): `calibration_groups`,
+    the calibration group only where the records the file held before (``existing``, a resumed run) lack it."""
+    calibrate = not any(r.ok and r.variant == CALIBRATION for r in existing)
+    return calibration_groups(net, label, input_size, records, context, max_span, calibrate)
 
+
+def _run_lut(label: str, records: Sequence[Measurement]) -> Any:
     return lut_from_files([MeasurementFile(Path(f"{label} (this run)"), list(records), [], 0)])
 
 
@@ -82,46 +96,40 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
                     context: DeviceContext, max_span: int) -> list[list[Workload]]:
     """One group per piece that the front planned from ``records`` (this run's) uses and that they do not time inside
     the model yet: the whole model (variant ``original``) and the model with only that piece deployed (``merged``,
-    or ``linear`` for a lone block the rule leaves unmerged), scope ``context``, named after the piece. None where
+    or ``linear`` for a lone block the rule leaves unmerged), scope `IN_SITU_SCOPE`, named after the piece. None where
     the records cannot price the in-model method (no whole model yet)."""
-    from ..lut.predict import MethodFallbackWarning, plan_costs
-    from ..lut.schema import context_workload
-    from ..merge import Plan, merge_model
-    from ..models.registry import model_identity
-    from ..plan.planner import plan_front
-
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        costs = plan_costs(net, lut, device=context, name=label, options=options, method="in-model")
-    if costs.method != "in-model":
+        prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
+    if prices.method != "in-model":
         return []
-    front = plan_front(net, lut, costs=costs, max_span=max(1, max_span), name=label, options=options)
+    front = plan_front(net, lut, prices=prices, max_span=max(1, max_span), name=label, options=options)
     def timed(start: int, stop: int, variant: str) -> bool:  # in the records, whether or not they price it yet
-        workload = context_workload(costs.label, costs.piece_name(start, stop))
-        return costs.lookup(workload, "linear" if variant == "linear" else "merged", "context") is not None
+        workload = in_situ_workload(prices.label, prices.piece_name(start, stop))
+        return prices.lookup(workload, "linear" if variant == "linear" else "merged", IN_SITU_SCOPE) is not None
 
     wanted: dict[tuple[int, int], str] = {}
     for point in front.points:
-        for p in costs.pieces(point.plan):
+        for p in prices.pieces(point.plan):
             if p.variant in ("merged", "linear", "span") and not timed(p.start, p.stop, p.variant):
                 wanted.setdefault((p.start, p.stop), p.variant)
     if not wanted:
         return []
-    n = len(costs.blocks)
+    n = len(prices.blocks)
     original = model_workload(net, label, "original", input_size)
     groups = []
     for (start, stop), variant in sorted(wanted.items()):
         inside = [start <= i < stop for i in range(n)]
         keep = tuple(int(not x) for x in inside)
         plan = Plan(registered, keep, options, merge=tuple(x and variant != "linear" for x in inside),
-                    spans=((start, stop),) if stop - start > 1 else None, name=costs.piece_name(start, stop))
+                    spans=((start, stop),) if stop - start > 1 else None, name=prices.piece_name(start, stop))
         swapped = model_workload(merge_model(net, plan), label, "merged", input_size)
-        name = costs.piece_name(start, stop)
-        spec, swap_variant = costs.blocks[start].spec, "linear" if variant == "linear" else "merged"
-        groups.append([replace(original, scope="context", name=name, spec=spec, index=start),
-                       replace(swapped, scope="context", name=name, variant=swap_variant, spec=spec, index=start)])
+        name = prices.piece_name(start, stop)
+        spec, swap_variant = prices.blocks[start].spec, "linear" if variant == "linear" else "merged"
+        groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
+                       replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])
     return groups
 
 
@@ -129,14 +137,9 @@ def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int
                           context: DeviceContext) -> list[Workload]:
     """The calibration group: ``net`` (variant ``original``) and ``net`` with every block linearised, merged where
     ``records`` (this run's) say it pays (variant `CALIBRATION`), both named ``label``."""
-    from ..merge import Plan, merge_model
-    from ..merge.rule import decide_merges
-    from ..models import find_blocks
-    from ..models.registry import model_identity
-
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
     plan = Plan(registered, (0,) * len(find_blocks(net, input_size)), options, name=CALIBRATION)
-    merges = decide_merges(net, plan, lut=lut, device=context, name=label, options=options, strict=False)
-    merged = merge_model(net, merges.plan)
+    rule = merge_rule(net, lut=lut, device=context, name=label, options=options)
+    merged = merge_model(net, rule.decide(plan, strict=False).plan)
     return [model_workload(net, label, "original", input_size), model_workload(merged, label, CALIBRATION, input_size)]

@@ -1,7 +1,7 @@
 """`dsprof measure --few N --like LUT`: a new device context from N measurements. Chooses the N most informative
 entries of the model (`dsprof.lut.few.choose`), times them here (one ordinary measurement file, its drift probe
 included), predicts every other entry from the full LUT of another context and writes the new context's LUT, the
-predicted entries marked as such (`dsprof.lut.few.few_lut`)."""
+predicted entries marked as such (`dsprof.lut.few.few_lut`), and plans the new context (`dsprof.plan.plan_front`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import torch
+
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import LUTError
 from ..io import check_output_path
-from ..models import find_blocks, named_model
-from .runner import MeasureResult, measure
-from .timing import TimingConfig
-from .workloads import Workload
+from ..lut.build import build_lut
+from ..lut.few import FewFit, candidates, choose, few_lut
+from ..lut.predict import profiled_options
+from ..lut.prices import span_key
+from ..lut.schema import model_label
+from ..lut.table import LUT
+from ..merge.spans import span_runs
+from ..models import find_blocks, format_span, get_model, input_size_of, named_model
+from ..plan.front import Front
+from ..plan.planner import plan_front
+from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
+from ..profiler.timing import TimingConfig
+from ..profiler.workloads import Workload
 
 __all__ = ["FewResult", "entry_names", "measure_few", "workload_macs"]
 
@@ -23,26 +34,23 @@ __all__ = ["FewResult", "entry_names", "measure_few", "workload_macs"]
 @dataclass(frozen=True)
 class FewResult:
     """What `measure_few` did: the run (its measurement file), the entries chosen and timed (LUT keys), the new
-    context's LUT and where it was written, and the fit (its leave-one-out error)."""
+    context's LUT and where it was written, the fit (its leave-one-out error), and the new context's front."""
 
     run: MeasureResult
     chosen: tuple[tuple[str, str, str], ...]
-    lut: Any  # dsprof.lut.LUT
+    lut: LUT
     lut_path: Path | None
-    fit: Any  # dsprof.lut.few.FewFit
+    fit: FewFit
     candidates: int
     max_span: int
     names: tuple[str, ...] = ()  # the chosen entries as people read them (`entry_names`), in ``chosen`` order
+    front: Front | None = None  # the new context's plans for every k (`plan_front`)
 
 
 def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, int] | None = None
                   ) -> dict[tuple[str, str, str], int]:
     """{LUT key: MACs for one image} of every block (original, merged, linear), span of up to ``max_span`` blocks, the
     whole model, its stem and head: what `measure` would time (`workload_groups`), counted, not timed."""
-    import torch
-
-    from ..models import input_size_of
-    from .runner import workload_groups
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions, as the runner builds them
@@ -59,10 +67,6 @@ def entry_names(blocks: list, label: str, max_span: int) -> dict[tuple[str, str,
     ``block 3 (blocks.4) merged``, ``span 0-1 merged`` (the blocks of every span the entry prices, as inclusive
     ranges: ``span 2-3 and 3-4 merged`` where two spans merge into the same convolution), ``the whole model``,
     ``stem``, ``head``. A block entry that several blocks share names them all."""
-    from ..lut.cost import span_key
-    from ..merge.spans import span_runs
-    from ..models import format_span
-
     owners: dict[tuple[str, str], list[str]] = {}
     for i, b in enumerate(blocks):
         owners.setdefault(("block", b.spec.to_str()), []).append(f"{i} ({b.name})")
@@ -118,8 +122,10 @@ def measure_few(
     name: str | None = None,
     model_options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
+    weights: bool | str | Path = False,
     max_span: int = DEFAULT_MAX_SPAN,
     lut_out: str | Path | None = None,
+    accept_modified: bool = False,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
     resume: bool = False,
@@ -130,14 +136,15 @@ def measure_few(
     """Time the ``n`` most informative entries of ``model`` in the context ``context`` gives (`measure`'s backend,
     device, dtype, channels_last, batch, threads, compile), predict the rest from ``like`` (a LUT or its file; its
     context ``like_key`` where it holds several) and write the new context's LUT to ``lut_out`` (default: the
-    measurement file with ``.lut.csv``). Spans of up to ``max_span`` blocks that ``like`` holds are candidates."""
-    from ..lut import LUT, build_lut
-    from ..lut.few import candidates, choose, few_lut
-    from ..lut.predict import profiled_options
-    from ..lut.schema import model_label
-
-    like = like if isinstance(like, LUT) else LUT.load(like)
+    measurement file with ``.lut.csv``), and plan it (`FewResult.front`). Spans of up to ``max_span`` blocks that
+    ``like`` holds are candidates. ``model``: a registered name built with ``model_options`` at ``resolution`` from
+    ``weights``, or a module with its ``name``."""
+    check_measurement_out(out, resume, overwrite)
+    # the like LUT read once, before the model is built (a bad file is said at once)
+    like = like if isinstance(like, LUT) else LUT.load(like, accept_modified=accept_modified)
     options = dict(model_options or {})
+    if isinstance(model, str):
+        model, name = get_model(model, resolution=resolution, pretrained=weights, **options), name or model
     registered, net = named_model(model, name, resolution, options)
     label = model_label(registered, profiled_options(net, options))
     blocks = find_blocks(net)
@@ -162,6 +169,8 @@ def measure_few(
     path = Path(lut_out) if lut_out is not None else run.path.with_suffix(".lut.csv")
     lut.save(path)
     names = entry_names(blocks, label, max_span)
-    return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), max([1] + [c.span for c in cands]),
-                     tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen))
+    spans_held = max([1] + [c.span for c in cands])
+    front = plan_front(net, lut, max_span=spans_held, name=registered, options=options)
+    return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), spans_held,
+                     tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen), front)
 

@@ -1,0 +1,46 @@
+"""`dsprof blocks`: a model's blocks, with their spec, MACs, parameters and memory footprint."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from ..io import atomic_write_text
+from .options import add_model_args, model_from_args
+
+
+def add(sub, fmt) -> None:
+    p = sub.add_parser(
+        "blocks", help="a model's blocks: spec, MACs, params and memory footprint", formatter_class=fmt
+    )
+    add_model_args(p)
+    p.add_argument("--csv", type=Path, default=None, help="also write the table (raw numbers) to this CSV file")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..models import find_blocks, summarize_blocks  # PyTorch
+
+    model = model_from_args(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        blocks = find_blocks(model)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    table = summarize_blocks(model, blocks=blocks)
+    if table.empty:
+        print(f"{args.model}: no blocks found (plain convolutions only, or unsupported block types)")
+        return 0
+    shown = table.assign(
+        MMACs=table.macs / 1e6,
+        weights_KiB=table.weight_bytes / 1024,
+        peak_act_KiB=table.peak_activation_bytes / 1024,
+    )[["block", "spec", "MMACs", "params", "weights_KiB", "peak_act_KiB"]]
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"{len(table)} blocks; memory at 16 bits, BatchNorm folded; MACs for one image")
+    if args.csv:
+        atomic_write_text(args.csv, table.to_csv(index=False))
+        print(f"wrote {args.csv}")
+    return 0

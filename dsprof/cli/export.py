@@ -1,0 +1,53 @@
+"""`dsprof export`: the workloads `measure` times, as a bundle for a device that cannot run dsprof
+(`dsprof.api.export`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..runtimes import FORMATS, runtime_of_format
+from .options import (add_model_args, add_timing_args, add_workload_args, blocks_from_args, csv_list,
+                      model_options_from_args, on_interrupt, timing_from_args, weights_from_args)
+
+
+def add(sub, fmt) -> None:
+    p = sub.add_parser(
+        "export",
+        help="bundle the workloads `measure` times (model files, manifest, runner) for a device that cannot run dsprof",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--format", default="onnx", help=f"model file formats, comma-separated: {', '.join(FORMATS)}")
+    p.add_argument("--batch", type=int, default=1, help="images per forward pass")
+    p.add_argument("--opset", type=int, default=None,
+                   help="ONNX operator set (default: dsprof.edge.EDGE_OPSET, 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
+    add_workload_args(p)
+    add_timing_args(p)
+    p.add_argument("--out", type=Path, default=Path("bundle"), help="the bundle folder to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle (one without results)")
+    p.add_argument("--quiet", action="store_true", help="no line per exported workload")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import export
+
+    with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
+        result, merges = export(
+            args.model, options=model_options_from_args(args), resolution=args.resolution,
+            weights=weights_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
+            lut=args.lut, device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
+            batch=args.batch, out=args.out, formats=csv_list(args.format), variants=csv_list(args.variants),
+            model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+            timing=timing_from_args(args), overwrite=args.overwrite, log=None if args.quiet else print,
+            **({"opset": args.opset} if args.opset else {}),
+        )
+    for decided in merges:
+        print(decided.describe())
+    runtime = runtime_of_format(result.manifest["formats"][0])
+    print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
+          f"manifest.json and run_bundle.py")
+    print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
+          f"then `dsprof import {result.path} RESULTS.jsonl` here (docs/devices/)")
+    return 0

@@ -1,0 +1,141 @@
+"""`dsprof measure`: a model's blocks, their dense replacements and the whole model timed here (`dsprof.measure`),
+on another machine over ssh (``--remote``), or a few entries of a new context (``--few``, `dsprof.api.measure_few`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ..commands import plan_command
+from ..constants import DEFAULT_MAX_SPAN
+from ..device_context import COMPILE_MODES
+from ..runtimes import BACKENDS
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, blocks_from_args, compile_from_args,
+                      csv_list, model_options_from_args, timing_from_args, weights_from_args)
+
+
+def add(sub, fmt) -> None:
+    p = sub.add_parser(
+        "measure",
+        help="per-block, dense-replacement and whole-model latency (PyTorch eager or torch.compile on CPU/CUDA, ONNX "
+             "Runtime, OpenVINO, TFLite)",
+        formatter_class=fmt,
+    )
+    add_model_args(p)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--backend", default="torch", help=", ".join(BACKENDS))
+    p.add_argument("--dtype", default="fp32", help="fp32, fp16 (CUDA only) or bf16 (torch only)")
+    p.add_argument("--channels-last", action="store_true", help="channels-last memory layout (torch)")
+    p.add_argument("--batch", type=int, default=None, help="images per forward pass (default: 1 on the CPU, 128 on CUDA)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for inference (default: 1, the setting whose timings repeat on a shared machine; "
+                        "give the core count to time multi-threaded)")
+    p.add_argument("--compile-mode", default=None, metavar="MODE",
+                   help="the torch.compile mode of --backend torch-compile, one of " + ", ".join(COMPILE_MODES)
+                        + " (the first when not given); recorded, part of the context")
+    p.add_argument("--compile", action="store_true", help="the same as --backend torch-compile (its older spelling)")
+    add_workload_args(p)
+    p.add_argument("--in-situ", "--context", dest="in_situ", default="none",
+                   help="also time each block in situ, inside the whole model: the model with the block swapped for "
+                        "these variants (merged, linear; comma-separated) against the model, interleaved; 'none' to "
+                        "skip (--context: its older name, read until the next release)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="end with the calibration group: the whole model with every block linearised, merged where this "
+                        "run's entries say it pays, against the original, paired (its saving widens the intervals of "
+                        "predictions to what the runtime realises; docs/predictions.md)")
+    add_timing_args(p)
+    p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
+    p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--remote", default=None, metavar="USER@HOST",
+                   help="time on this machine over ssh (export a bundle, run its runner there, import); backends "
+                        "onnxruntime, openvino, tflite, torch (TorchScript); see docs/devices/")
+    p.add_argument("--ssh", default="ssh", help="the ssh command for --remote, e.g. 'ssh -p 2222 -i key'")
+    p.add_argument("--remote-python", default="python3", help="the Python on the remote machine (NumPy + the runtime)")
+    p.add_argument("--remote-dir", default="dsprof-bundles", help="where bundles go on the remote machine (from its home)")
+    p.add_argument("--few", type=int, default=None, metavar="N",
+                   help="a new context from N measurements: time only the N entries (of those --like holds for the "
+                        "model) that tell most, predict the rest from --like, write this context's LUT (predicted "
+                        "entries marked) and plan it; spans up to --spans blocks (default 4)")
+    p.add_argument("--like", type=Path, default=None, metavar="LUT",
+                   help="--few: a full LUT of the model in another context (`dsprof build-lut`)")
+    p.add_argument("--like-key", default=None, help="--few: the --like LUT's context, when it holds several")
+    p.add_argument("--few-lut-out", type=Path, default=None,
+                   help="--few: the new context's LUT (default: the measurement file with .lut.csv)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import measure
+    from ..profiler.runner import threads_note
+    from ..profiler.summary import format_summary
+    from ..workflows.check import check_line
+
+    if (args.few is None) != (args.like is None):
+        raise CliError("--few N and --like LUT go together: N entries timed here, the rest predicted from the LUT")
+    if args.few is not None and args.calibrate:
+        raise CliError("--few times a few chosen entries, not the calibration group: measure the model in full with "
+                       "--calibrate, or drop it")
+    if args.few is not None:
+        return _few(args)
+    measured = measure(
+        args.model, options=model_options_from_args(args), resolution=args.resolution, weights=weights_from_args(args),
+        backend=args.backend, device=args.device, dtype=args.dtype, channels_last=args.channels_last, batch=args.batch,
+        threads=args.threads, compile=compile_from_args(args), variants=csv_list(args.variants),
+        model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), in_situ=csv_list(args.in_situ),
+        spans=args.spans, plans=args.plan or (), merged_models=args.merged_model or (), lut=args.lut,
+        device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
+        calibrate=args.calibrate, timing=timing_from_args(args), out=args.out, resume=args.resume,
+        overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr),
+        remote=args.remote, ssh=shlex.split(args.ssh), remote_python=args.remote_python, remote_dir=args.remote_dir,
+        say=None if args.no_progress else print,
+    )
+    for merges in measured.merges:
+        print(merges.describe())
+    if measured.imported is not None:
+        records = measured.imported.measurements
+        first = records[0]
+        print(f"{sum(r.ok for r in records)} workloads measured on {args.remote} ({first.device_name}, "
+              f"{first.backend}, {first.threads} threads); records: {measured.imported.path}")
+        return 0
+    result = measured.run
+    print(threads_note(result.threads, result.threads_given))
+    print(format_summary(result.summary))
+    for name, check in measured.checks.items():  # --plan, --merged-model: the speed-up first, paired with the original
+        print(f"{name}: {check_line(check)}" if check is not None else
+              f"{name}: not paired with the original model (time it in one group with --model-variants original)")
+    then = f" ({result.calibrated} of them in the groups --calibrate planned from the others)" if result.calibrated else ""
+    print(f"{result.new} workloads measured{then}, {result.skipped} already in the file; records: {result.path}")
+    return 0
+
+
+def _few(args: argparse.Namespace) -> int:
+    """`dsprof measure --few N --like LUT`: N entries timed here, the rest predicted, the new context planned."""
+    from ..api import measure_few
+    from ..profiler.runner import threads_note
+
+    if args.remote:
+        raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
+    options = model_options_from_args(args)
+    result = measure_few(
+        args.model, args.like, args.few, like_key=args.like_key, model_options=options, resolution=args.resolution,
+        weights=weights_from_args(args), max_span=args.spans if args.spans > 1 else DEFAULT_MAX_SPAN,
+        lut_out=args.few_lut_out, accept_modified=args.accept_modified, timing=timing_from_args(args), out=args.out,
+        resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress, backend=args.backend,
+        device=args.device, dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
+        compile=compile_from_args(args),
+    )
+    print(threads_note(result.run.threads, result.run.threads_given))
+    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
+          + "; ".join(result.names))
+    print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
+          f"{result.fit.loo_error:.1%}); records: {result.run.path}")
+    print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
+    print(result.front.table())
+    command = plan_command(result.lut_path, args.model, options, args.resolution, like=args.like,
+                           accept_modified=args.accept_modified)
+    print(f"\nnext: {command}")
+    return 0

@@ -1,0 +1,201 @@
+"""The options several commands share, and what they turn into: a model, its options and weights, what is timed and
+how, a LUT, a merge rule's name, a budget. Light to import: `dsprof --help` builds every command's options without
+PyTorch (tests/test_cli_startup.py)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import DsprofError, Interrupted, UsageError
+from ..models.spans_text import parse_spans
+from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
+from ..profiler.timing import TimingConfig
+
+__all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
+           "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
+           "model_from_args", "model_options_from_args", "on_interrupt", "spans_arg", "timing_from_args",
+           "use_model_file", "weights_from_args"]
+
+
+class CliError(DsprofError):
+    """An option the command line cannot use; `main` prints it as one line, like every `DsprofError`."""
+
+
+@contextlib.contextmanager
+def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C inside becomes `Interrupted` with ``message()``: what the command kept and how to go on
+    (`main` prints it as one line, exit 130)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(message()) from None
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """The options that pick and build a model, shared by every subcommand that takes one."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
+    add_model_file_arg(which)
+    parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
+    parser.add_argument(
+        "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
+    )
+    parser.add_argument("--resolution", type=int, default=None, help="input height and width in pixels (default: the model's)")
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
+    )
+
+
+def add_model_file_arg(parser) -> None:
+    """``--model-file``, on a parser or a group (every command that reads a user's model takes it)."""
+    parser.add_argument(
+        "--model-file",
+        default=None,
+        metavar="PATH.py:FACTORY",
+        help="your own model: the function FACTORY in the file PATH.py builds it (called with resolution= and "
+        "num_classes= where it takes them); named file:<stem>:<factory> in records, plans and files",
+    )
+
+
+def use_model_file(args: argparse.Namespace) -> None:
+    """Register the model that ``--model-file`` names and put its name in ``args.model``, so that every
+    command reads a user's model the way it reads a registered one."""
+    if getattr(args, "model_file", None) is None:
+        return
+    from ..models.user_model import register_model_file  # runs the user's file, which imports PyTorch
+
+    args.model = register_model_file(args.model_file)
+
+
+def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """The model's build options (width, depths) that `add_model_args` options give."""
+    options: dict[str, object] = {}
+    if args.width is not None:
+        options["width"] = args.width
+    if args.depths is not None:
+        try:
+            options["depths"] = [int(d) for d in args.depths.split(",")]
+        except ValueError:
+            raise CliError(f"--depths must be comma-separated ints, got {args.depths!r}") from None
+    return options
+
+
+def weights_from_args(args: argparse.Namespace) -> bool | str:
+    """``--weights``: True for 'pretrained' (torchvision/timm weights), the path of a local state dict, or
+    False (none given: random initialisation), as `get_model`, `merge`, `search` and `finetune` take it."""
+    return True if args.weights == "pretrained" else (args.weights or False)
+
+
+def model_from_args(args: argparse.Namespace):
+    """Build the model that `add_model_args` options describe."""
+    from ..models.build import get_model  # PyTorch
+
+    options = model_options_from_args(args)
+    return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
+
+
+def csv_list(text: str) -> tuple[str, ...]:
+    """A comma-separated option as a tuple; () for 'none'."""
+    return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    """The options that pick what is timed, shared by `measure` and `export`."""
+    p.add_argument("--variants", default=",".join(DEFAULT_BLOCK_VARIANTS), help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
+    p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")
+    p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
+    p.add_argument("--spans", type=int, default=0, metavar="N",
+                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
+    p.add_argument("--plan", action="append", default=None, metavar="PLAN",
+                   help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
+    p.add_argument("--lut", type=Path, default=None,
+                   help="a LUT whose rule merges the linearised blocks of a --plan without a merge list (as predict prices)")
+    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_merge_by_arg(p)
+    add_accept_modified(p, "a LUT")
+    p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",
+                   help="also time a merged model saved by `dsprof merge --out` as a whole model; repeatable")
+
+
+def blocks_from_args(args: argparse.Namespace) -> list[str] | None:
+    """The --blocks patterns, None for 'none'."""
+    return None if args.blocks.lower() == "none" else args.blocks.split(",")
+
+
+def add_merge_by_arg(p: argparse.ArgumentParser) -> None:
+    """``--merge-by``: how a plan without a ``merge`` list has it written (`dsprof.merge.rule`), on every command
+    that builds a merged model."""
+    p.add_argument("--merge-by", choices=MERGE_BY, default=None,
+                   help="how the linearised blocks of a plan without a merge list merge: lut (where the --lut LUT says "
+                        "merging pays, the rule predict prices; the default with --lut) or macs (where merging lowers "
+                        "the MACs); a plan's own merge list is replayed as written")
+
+
+def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--accept-modified", action="store_true",
+                   help=f"use {what} changed after dsprof wrote them (their checksum does not match) as they are; "
+                        "without it they are left out (records) or refused (a LUT), with the file and line named")
+
+
+def compile_from_args(args: argparse.Namespace) -> str | bool:
+    """The torch.compile setting of ``--compile-mode`` (a mode) or ``--compile`` (True: `BackendSettings` reads it
+    as --backend torch-compile in mode default); "" for neither."""
+    return args.compile_mode or (True if args.compile else "")
+
+
+
+
+
+def add_timing_args(p: argparse.ArgumentParser) -> None:
+    """The timing-protocol options of `measure` and `export` (seconds): `TimingConfig`'s defaults."""
+    p.add_argument("--target-precision", type=float, default=TimingConfig.target_precision, help="stop once each median is known to this fraction (95 %% interval half-width)")
+    p.add_argument("--budget", type=float, default=TimingConfig.budget_s, help="seconds of timed runs per workload at most")
+    p.add_argument("--warmup", type=float, default=TimingConfig.warmup_s, help="seconds of warm-up per workload at least")
+    p.add_argument("--min-samples", type=int, default=TimingConfig.min_samples, help="samples before the precision rule may stop a workload (the --budget may stop it sooner, after 2)")
+    p.add_argument("--max-samples", type=int, default=TimingConfig.max_samples, help="samples per workload at most")
+    p.add_argument("--min-sample-time", type=float, default=TimingConfig.min_sample_s, help="seconds one sample lasts at least (calls are repeated within it)")
+
+
+def timing_from_args(args: argparse.Namespace) -> TimingConfig:
+    """The `TimingConfig` that `add_timing_args` options give (raises ValueError on bad values)."""
+    return TimingConfig(
+        warmup_s=args.warmup, min_samples=args.min_samples, max_samples=args.max_samples,
+        target_precision=args.target_precision, budget_s=args.budget, min_sample_s=args.min_sample_time,
+        warmup_max_s=max(TimingConfig.warmup_max_s, args.warmup),
+    )
+
+
+def spans_arg(text: str | None):
+    """``--spans``: None (the plan's), "auto", "none", or inclusive block ranges like ``1-3,5-8`` (`parse_spans`)."""
+    if text is None or text == "auto":
+        return text
+    if text == "none":
+        return ()
+    try:
+        return parse_spans(text)
+    except UsageError as exc:
+        raise CliError(f"--spans is auto, none or inclusive block ranges like 1-3,5-8: {exc}") from None
+
+
+def keep_arg(text: str) -> int | float:
+    try:
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--keep takes a count (7) or a fraction (0.4), got {text!r}") from None
+
+
+def load_lut(path: Path | None, accept_modified: bool = False):
+    """The LUT at ``path`` (None without one), read as ``--accept-modified`` says: a LUT changed after
+    `dsprof build-lut` wrote it is refused without it."""
+    if path is None:
+        return None
+    from ..lut.table import LUT  # pandas
+
+    return LUT.load(path, accept_modified=accept_modified)

@@ -1,0 +1,101 @@
+"""`dsprof plan`: before training, the plan of lowest predicted latency for every k from a LUT, over one context or
+several side by side (`dsprof.plan`, the API function)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Sequence
+
+from ..constants import DEFAULT_MAX_SPAN
+from ..models.spans_text import format_spans
+from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from ..units import percent
+from .options import add_accept_modified, add_model_args, keep_arg, model_options_from_args
+
+
+def add(sub, fmt) -> None:
+    p = sub.add_parser(
+        "plan", formatter_class=fmt,
+        help="before training: the plan (activations, merges, spans) of lowest predicted latency for every k, "
+             "and with --importance the accuracy-latency front, from a LUT",
+    )
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, action="append",
+                   help="LUT file from `dsprof build-lut` (span entries: measure --spans N); repeatable. Without "
+                        "--device-key or --backend, a LUT (or LUTs) holding several contexts plans each, and prints "
+                        "what each context's plans lose on the others")
+    p.add_argument("--importance", type=Path, default=None,
+                   help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
+                        "{block index: accuracy loss without its activations} or a list, one per block")
+    p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
+                   help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
+                        "least --objective loss against each one's own plan (with --importance also the least "
+                        "importance loss, which --keep writes); --keep K writes it")
+    p.add_argument("--objective", default="worst", choices=("worst", "mean"),
+                   help="--for: minimise the worst or the mean relative latency over the contexts")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--keep", type=keep_arg, default=None,
+                        help="write the plan in which this many blocks keep their activations: a count (7) or a "
+                             "fraction of the blocks (0.4), as search --keep")
+    budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
+    budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
+    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (1: no spans)")
+    p.add_argument("--method", default="auto", choices=(*PREDICT_METHODS, *OLD_METHOD_NAMES), help="how block changes are counted (see dsprof predict)")
+    p.add_argument("--device-key", default=None,
+                   help="the LUT context to plan (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    p.add_argument("--backend", default=None, help="pick the LUT context to plan by backend, as predict --backend")
+    p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
+    add_accept_modified(p, "a LUT")
+    p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--plan-out", type=Path, default=None,
+                   help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import plan
+    from ..workflows.plan import PlannedContexts
+
+    outcome = plan(
+        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        speedup=args.speedup, max_span=args.max_span, device_key=args.device_key, backend=args.backend,
+        batch=args.batch, method=args.method, options=model_options_from_args(args), resolution=args.resolution,
+        plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
+    )
+    if isinstance(outcome, PlannedContexts):
+        fronts = outcome.fronts
+        print(fronts.table())
+        for front in fronts.fronts:
+            _predicted_note(outcome.predicted[front.device], fronts.labels[front.device])
+        if outcome.chosen is not None:
+            print("\n" + joint_chosen_line(outcome.chosen, [fronts.labels[c] for c in fronts.joint.contexts]))
+    else:
+        front, c = outcome.front, outcome.chosen
+        print(front.table())
+        _predicted_note(outcome.predicted, str(front.device))
+        if c is not None:
+            print(f"\nchosen: k = {c.k}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
+                  f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
+                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+    for path in outcome.paths:
+        print(f"wrote {path}")
+    if outcome.merge_command is not None:
+        print(f"next: {outcome.merge_command}")
+    return 0
+
+
+def joint_chosen_line(point, labels: Sequence[str]) -> str:
+    """The chosen plan for several contexts in one line: on each context its predicted speed-up over that context's
+    original with the 95 % interval and its loss against that context's own plan (per cent, signed); its importance."""
+    on = "; ".join(f"{label} {x:.2f}x (95 % {lo:.2f}-{hi:.2f}x), {percent(loss)} against its own plan"
+                   for label, x, lo, hi, loss in zip(labels, point.speedup, point.speedup_low, point.speedup_high,
+                                                     point.loss))
+    importance = f"; importance loss {point.importance:.4f}" if point.importance is not None else ""
+    return f"chosen: k = {point.k}, one plan for all: {on}; worst {percent(point.worst)}{importance}"
+
+
+def _predicted_note(predicted: int, label: str) -> None:
+    if predicted:
+        print(f"note: {predicted} entries of {label} are predicted from another context's (`dsprof measure --few`), "
+              "not measured")

@@ -1,0 +1,93 @@
+"""`dsprof predict`: a model's (or a plan's) predicted speed-up and latency from a LUT, and with ``--measure`` the
+paired check here (`dsprof.predict`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from ..units import percent
+from .options import add_accept_modified, add_merge_by_arg, add_model_args, model_options_from_args, weights_from_args
+
+
+def add(sub, fmt) -> None:
+    p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
+    add_model_args(p)
+    p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut`")
+    p.add_argument("--plan", default=None, help="a plan file (JSON) or preset name (e.g. mbv2-ds-a); none: the original model")
+    p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
+    p.add_argument("--backend", default=None, help="pick the LUT context by backend")
+    p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
+    p.add_argument("--strict", action="store_true", help="a LUT miss is an error (raised by the library, naming the key)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="print a prediction that lacks some LUT keys (its coverage said) and exit 0; without it, exit 2")
+    p.add_argument("--rest", choices=("auto", "stem+head", "model-minus-blocks"), default="auto",
+                   help="what stands for the part outside the blocks: the stem and head timed alone, or the measured "
+                        "original model minus its blocks; auto: the latter where the LUT has the whole model")
+    p.add_argument("--method", choices=(*PREDICT_METHODS, *OLD_METHOD_NAMES), default="auto",
+                   help="count merged blocks by their savings timed alone (isolated), timed alone and bounded by "
+                        "how much longer the blocks take inside the whole model (in-model), inside the running model "
+                        "(in-situ), or alone scaled by the in-situ/isolated ratio (in-situ-scaled); the in-situ "
+                        "methods need `dsprof measure --in-situ`; auto: in-model where the LUT has the whole model, "
+                        "its stem and head, else isolated (docs/predictions.md); context and context-scaled: the "
+                        "in-situ methods' older names, read until the next release")
+    p.add_argument("--probe", type=float, default=None, metavar="SECONDS",
+                   help="time the drift probe here for SECONDS (e.g. 2) and scale the milliseconds by how much slower or "
+                        "faster this machine runs it now than in the LUT's runs (needs a LUT of this environment, "
+                        "measured with the probe); default: not scaled")
+    p.add_argument("--measure", action="store_true",
+                   help="also merge the model per the plan and time it here interleaved with the original in one group: "
+                        "the measured speed-up (paired) against the predicted one and its interval, then the milliseconds "
+                        "and the drift probe's ratio during it")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE",
+                   help="also write the prediction (speed-up first, then milliseconds) and the check as JSON")
+    p.add_argument("--measure-out", type=Path, default=Path("results/predict"), help="where --measure writes its measurement file")
+    add_merge_by_arg(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_accept_modified(p, "a LUT")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import predict
+
+    def shown(found) -> None:  # before a partial prediction is refused, or the check timed
+        print(found.prediction)
+        if found.merges is not None:
+            print(found.merges.describe())
+        if args.probe is None:
+            print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the milliseconds by this "
+                  "machine's speed now against the LUT's runs (the speed-up needs no scaling)")
+
+    found = predict(
+        args.model, args.lut, args.plan, options=model_options_from_args(args), resolution=args.resolution,
+        weights=weights_from_args(args), device_key=args.device_key, backend=args.backend, batch=args.batch,
+        method=args.method, rest=args.rest, merge_by=args.merge_by, strict=args.strict, allow_partial=args.allow_partial,
+        probe=args.probe, check=args.measure, check_out=args.measure_out, progress=not args.no_progress,
+        json_out=args.json, accept_modified=args.accept_modified, on_prediction=shown,
+    )
+    if found.check is not None:
+        _print_check(found.prediction, found.check)
+    if args.json is not None:
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _print_check(pred, checked) -> None:
+    """The paired line (speed-up first), then the milliseconds and the drift probe during the check."""
+    from ..workflows.check import check_line
+
+    if checked.paired is not None:
+        print(f"check: {check_line(checked.paired, pred)}")
+    else:
+        print("check: no plan, so nothing to pair: the original model timed alone")
+    measured_s = checked.measured_s
+    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
+    print(f"  measured {measured_s * 1e3:.3f} ms per batch ({pred.device.batch / measured_s:.1f} FPS) now; predicted "
+          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {percent(pred.total_s / measured_s - 1)}, {where} the 95 % "
+          f"interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
+    ratio = checked.probe_ratio
+    if ratio is not None:
+        print(f"  drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time in the "
+              f"LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")

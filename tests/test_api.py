@@ -1,0 +1,58 @@
+"""The Python API as docs/api.md shows it (issue #38): every example there runs as written, in order, in an empty
+folder, the way a notebook would run it, and what it returns is what the page says.
+
+The LUT the examples build gets tests/rule_lut.py's medians before anything is planned from it (what the planner and
+`predict` make of a LUT must not hang on a busy machine's clock), as tests/test_docs.py does for the quickstart."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import dsprof
+from dsprof.lut import LUT
+from dsprof.workflows.predict import Predicted
+from rule_lut import rule_lut
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+FUNCTIONS = ("measure", "build_lut", "plan", "predict", "merge", "report", "importance")
+
+
+def python_blocks() -> list[str]:
+    """The ```python blocks of docs/api.md, in order."""
+    return re.findall(r"^```python\n(.*?)^```", DOC.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def test_each_function_of_the_api_has_an_example_and_is_what_dsprof_offers():
+    code = "\n".join(python_blocks())
+    for name in FUNCTIONS:
+        assert f"dsprof.{name}(" in code, f"docs/api.md shows no example of dsprof.{name}"
+        assert callable(getattr(dsprof, name)) and getattr(dsprof.api, name).__doc__
+    assert "check=True" in code  # predict with its paired check
+    assert dsprof.plan.Plan.__module__ == "dsprof.plan.plan"  # the package the planner lives in is callable too
+
+
+@pytest.mark.slow
+def test_the_examples_run_as_written(tmp_path, monkeypatch, capsys, one_thread):
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    for block in python_blocks():
+        exec(compile(block, str(DOC), "exec"), scope)  # noqa: S102 - the page's own examples
+        if "lut" in scope and not isinstance(scope.get("_ruled"), LUT):  # the fixed rule's medians, then on
+            scope["lut"] = scope["_ruled"] = rule_lut("lut.csv", ["results"])
+    out = capsys.readouterr().out
+    measured, planned, found, merged = scope["measured"], scope["planned"], scope["found"], scope["merged"]
+    assert measured.run.path.is_file() and measured.run.new > 0 and f"{measured.run.new} workloads" in out
+    assert planned.chosen.k == 4 and Path("front.json").is_file() and Path("front.plan.json").is_file()
+    assert planned.merge_command.startswith("dsprof merge --model mobilenet_v2")
+    assert isinstance(found, Predicted) and found.merges is not None and found.merges.by == "plan"
+    assert found.check is not None and found.check.paired is not None and found.check.path.is_file()
+    assert set(found.to_dict()) == {"prediction", "check"}
+    assert json.loads(json.dumps(found.to_dict(), default=str))["check"]["pairs"] > 0
+    assert merged.out == Path("merged.pt") and merged.out.is_file()
+    assert list(merged.report.plan.merge) == json.loads(Path("front.plan.json").read_text())["merge"]  # as priced
+    assert scope["pages"].html.is_file() and scope["pages"].answer
+    importance = json.loads(Path("importance.json").read_text())
+    assert importance["format"] == "dsprof.importance" and len(importance["importance"]) == 7
+    assert list(scope["scored"].scores.ranking) == importance["ranking"]
