@@ -329,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="take the LUTs, plans and checks under --out; measure what is missing")
     parser.add_argument("--recheck", action="store_true", help="time the checks again (LUTs and plans reused)")
     parser.add_argument("--rescore", action="store_true", help="measure nothing: score what is under --out")
+    parser.add_argument("--score-lut", type=Path, default=None,
+                        help="score --out's plans and checks with the LUTs of another run of this benchmark (its --out): "
+                             "predictions from a LUT measured at another time (implies --rescore)")
     args = parser.parse_args(argv)
+    if args.score_lut is not None:
+        args.rescore = True
     if args.recheck or args.rescore:
         args.reuse = True
     torch.set_num_threads(1)
@@ -353,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"a second (load {load()})", flush=True)
             log["pricer_plans_per_s"] = rate
             checks = checks_of(name, backend, plans, args, case_dir, log)
+            if args.score_lut is not None:  # the same plans and checks, priced by another run's LUT
+                other = LUT.load(args.score_lut / backend / factory.replace(":", "_") / "lut.csv")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MethodFallbackWarning)
+                    costs = plan_costs(name, other, resolution=args.resolution)
             case_rows = score(name, factory, backend, plans, costs, checks)
             rows += case_rows
             print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "

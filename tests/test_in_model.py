@@ -49,16 +49,16 @@ def test_scale_spread_and_shrinkage_by_hand():
 
 
 def test_a_noisy_measurement_moves_the_price_less():
+    # six pieces saving 1 ms alone; inside the model 0.6, 1.0 and four times 0.8 ms (scale 0.8, a spread)
     alone = [0.001] * 6
     measured = [0.0006, 0.0010, 0.0008, 0.0008, 0.0008, 0.0008]
     precise = InModel.estimate(_pieces(alone, measured, [0.00001] * 6), R)
-    noisy = InModel.estimate(_pieces(alone, measured, [0.00001] * 5 + [0.0]) , R)
-    assert precise.price(0, 1, "merged", 0.001)[0] < 0.00065  # a precise measurement: nearly all the way
-    loud = InModel.estimate([Timed(0, 1, "merged", 0.001, 0.0006, 0.001)] + _pieces(alone[1:], measured[1:], [0.00001] * 5)[0:], R)
-    # the same piece measured with a 1 ms error (ten times its deviation) stays near its prior
-    price = loud.price(0, 1, "merged", 0.001)[0]
-    assert abs(price - loud.scale * 0.001) < abs(0.0006 - loud.scale * 0.001) / 10
-    assert noisy is not None
+    loud = InModel.estimate([Timed(0, 1, "merged", 0.001, 0.0006, 0.001)] + _pieces(alone, measured, [0.00001] * 6)[1:], R)
+    prior = 0.8 * 0.001
+    # measured to 0.01 ms, piece 0 is priced nearly at its measurement (0.6 ms)
+    assert abs(precise.price(0, 1, "merged", 0.001)[0] - 0.0006) < 0.1 * abs(0.0006 - prior)
+    # measured to 1 ms (five times its deviation from the prior), it stays near its prior
+    assert abs(loud.price(0, 1, "merged", 0.001)[0] - loud.scale * 0.001) < 0.1 * abs(0.0006 - loud.scale * 0.001)
 
 
 def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
@@ -67,3 +67,33 @@ def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
     five = [0.001] * MIN_PIECES
     assert InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R) is None
     assert InModel.estimate(_pieces([-0.001] * MIN_PIECES, five, [0.0] * MIN_PIECES), R) is None
+
+
+def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
+    """A hand LUT (tests/test_lut_context.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5), and a
+    calibration group whose every-block-merged model ran at ``ratio`` of the original: it saved 1 - ratio where the
+    pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Every saving then counts rho = (1 - ratio) / 0.2625, and the
+    systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here)."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.merge import Plan
+    from dsprof.models import find_blocks, get_model
+    from dsprof.profiler.records import CALIBRATION
+    from test_lut_context import KEEP, OPTIONS, _hand_context_lut
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    frame = _hand_context_lut(label, blocks).to_dataframe()
+    ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
+    row = frame[frame.scope == "model"].iloc[0].to_dict()
+    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    rho = 0.8
+    assert pred.total_s == pytest.approx(0.020 - rho * 3 * 0.00075, rel=1e-9)  # three merged blocks, x rho
+    assert "together they save x0.800 of their sum" in pred.systematic_source
+    u = 1 - 1 / pred.speedup
+    spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)

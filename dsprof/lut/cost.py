@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -32,7 +32,7 @@ from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..models import Block, format_span
 from .inmodel import InModel, timed_pieces
-from .interval import Terms, entry_error_s, saving_error_s, terms_of
+from .interval import Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .schema import context_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 
@@ -250,10 +250,16 @@ class PlanCosts:
                     lookup, label, blocks, entries.originals, reference, lambda a, b: span_key(blocks, a, b),
                     lambda a, b: piece_name(blocks, a, b)), reference)
             if in_model is not None:
-                return cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} pieces "
-                           "timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
-                           factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
-                           in_model=in_model)
+                costs = cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} "
+                            "pieces timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
+                            factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
+                            in_model=in_model)
+                calibration = calibration_of(costs)  # how the pieces' savings combine in the whole model, if timed
+                if calibration.rho > 0:
+                    costs = replace(costs, in_model=replace(in_model, combined=calibration.rho,
+                                                            combined_se=calibration.rho_se,
+                                                            combined_source=calibration.source))
+                return costs
             why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
                 return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
@@ -428,7 +434,7 @@ class PlanCosts:
             if self.pieces_in_model:
                 saving, se, timed = self.in_model.price(start, stop, kind, alone)
             else:
-                saving, se, timed = self.factor * alone, self.in_model.spread * abs(self.factor * alone), False
+                saving, se, timed = self.in_model.price(-1, -1, kind, alone)  # no piece there: priced as untimed
             errors = (se,) if timed else (se, *(self.factor * e for e in self._alone_errors(originals, entry)))
             return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
         saving = self.factor * alone

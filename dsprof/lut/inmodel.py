@@ -17,11 +17,18 @@ From those pieces (at least `MIN_PIECES`), `InModel` estimates
   moments: the mean of ((m - c alone)^2 - sigma^2) / (c alone)^2 over the pieces that save at least `MIN_SHARE` of
   the model, each term clipped to [-1, 1], at least 0);
 
-and prices every piece with what the LUT says of it:
+and prices every piece with what the LUT says of it (then times `combined`, below):
 
 - a piece timed in the model: c alone moved toward m by w = tau^2 / (tau^2 + sigma^2), tau = t |c alone| (a
   measurement as noisy as the prior moves it halfway; a precise one all the way), standard error sqrt(w) sigma;
 - any other piece: c alone, standard error tau (one piece's in-model saving is known to that much).
+
+Pieces timed one at a time do not add up exactly when several are deployed together: the calibration group (the
+whole model with every block linearised, merged by the LUT's rule, timed paired with the original) measures how
+much of the sum of its pieces' savings a whole plan realises, ``combined`` = rho (on this CPU, 0.93 for MobileNetV2
+through ONNX Runtime, 1.40 for EfficientNet-Lite0 through PyTorch eager; benchmarks/RESULTS.md, issue #36), and
+every piece's saving counts that much: a plan's predicted saving is rho times the sum of its pieces'. The interval's
+systematic term covers the plans that interact less than the calibration plan (`dsprof.lut.interval`).
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a piece that does not pay
 inside the model is not chosen once it is on the front: the front's pieces are the ones timed.
@@ -63,6 +70,9 @@ class InModel:
     spread: float
     reference_s: float
     timed: dict[tuple[int, int, str], Timed] = field(repr=False)
+    combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed)
+    combined_se: float = 0.0  # its relative standard error
+    combined_source: str = ""
 
     @classmethod
     def estimate(cls, timed: Sequence[Timed], reference_s: float) -> "InModel | None":
@@ -89,15 +99,19 @@ class InModel:
         prior = self.scale * alone_s
         tau = self.spread * abs(prior)
         t = self.timed.get((start, stop, variant))
+        c = self.combined
         if t is None:
-            return prior, tau, False
+            return c * prior, c * tau, False
         w = 1.0 if tau == 0.0 and t.se_s == 0.0 else tau ** 2 / (tau ** 2 + t.se_s ** 2)
-        return prior + w * (t.saving_s - prior), math.sqrt(w) * t.se_s, True
+        return c * (prior + w * (t.saving_s - prior)), c * math.sqrt(w) * t.se_s, True
 
     def describe(self) -> str:
-        """One line: how many pieces, the scale and the spread."""
-        return (f"{len(self.timed)} pieces timed in the model save x{self.scale:.3f} (+-{self.scale_se:.1%}) of their "
+        """One line: how many pieces, the scale and the spread, and how the pieces combine."""
+        line = (f"{len(self.timed)} pieces timed in the model save x{self.scale:.3f} (+-{self.scale_se:.1%}) of their "
                 f"savings alone; one piece lies +-{self.spread:.0%} from that")
+        if self.combined != 1.0:
+            line += f"; together they save x{self.combined:.3f} of their sum ({self.combined_source})"
+        return line
 
 
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,

@@ -129,13 +129,18 @@ def terms_of(costs: "PlanCosts") -> Terms:
     if calibration.se == calibration.se:
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
-    if costs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): only how the pieces add up is left
-        points = [1.0] + ([calibration.rho] if calibration.rho == calibration.rho else [])
-        low, high = min(points), max(points)
-        spread = math.sqrt((high - low) ** 2 / 12 + (1 - (low + high) / 2) ** 2)
-        factor = math.hypot(spread, costs.in_model.scale_se)
-        source = "; ".join(filter(None, [costs.in_model.describe(), calibration.source]))
-        source += f": the pieces' savings add up to between x{low:.3f} and x{high:.3f} of their sum"
+    if costs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): how the pieces combine is left
+        im = costs.in_model
+        if im.combined != 1.0:
+            # a plan's pieces combine between not at all (x1) and as the calibration plan's did (rho, what the
+            # prices count): uniform on that range, around rho, plus rho's own error
+            low, high = min(1.0, im.combined), max(1.0, im.combined)
+            spread = math.sqrt((high - low) ** 2 / 12 + (im.combined - (low + high) / 2) ** 2) / im.combined
+            factor = math.hypot(spread, im.combined_se if im.combined_se == im.combined_se else 0.0)
+            source = f"{im.describe()}: a plan's pieces combine between x{low:.3f} and x{high:.3f} of their sum"
+        else:  # no calibration group: the scale's error
+            factor = im.scale_se
+            source = f"{im.describe()}; {calibration.source or 'no calibration group'}"
         return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1))
     points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
     if len(points) < 2:
@@ -160,6 +165,7 @@ class Calibration:
     rho: float
     se: float
     source: str
+    rho_se: float = math.nan  # rho's relative standard error (its ratio's error over the measured saving)
 
 
 def calibration_of(costs: "PlanCosts") -> Calibration:
@@ -177,7 +183,8 @@ def calibration_of(costs: "PlanCosts") -> Calibration:
     if abs(predicted) < MIN_CALIBRATION_SAVING:
         return Calibration(nan, se, f"calibration not used (its plan is predicted to save {predicted:.1%})")
     rho = measured / predicted
-    return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})")
+    return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})",
+                       entry.ratio_se / abs(measured) if measured else math.nan)
 
 
 def _drift(costs: "PlanCosts") -> tuple[float, str]:
@@ -265,8 +272,8 @@ def plan_bounds(costs: "PlanCosts", pieces: list["Piece"], total_s: float, origi
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
             reference_var += errors
-        elif p.saving_s == p.saving_s:
-            saving_var += errors + (p.saving_s * terms.drift) ** 2
+        elif p.saving_s == p.saving_s:  # a piece timed inside the model is paired with it: no drift between them
+            saving_var += errors + (0.0 if p.in_model else (p.saving_s * terms.drift) ** 2)
     # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
     # standard error of a median of G: `median_error` with sigma the drift)
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
