@@ -238,6 +238,20 @@ def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
     return built, count / (time.perf_counter() - t0)
 
 
+def inside_vs_alone(costs) -> str:
+    """What the pieces timed inside the model saved there over what they saved alone, spans and lone blocks apart."""
+    im = costs.in_model
+    if im is None:
+        return "no pieces timed inside the model"
+    parts = []
+    for kind, test in (("spans", lambda t: t.stop - t.start > 1), ("lone blocks", lambda t: t.stop - t.start == 1)):
+        ratios = sorted(t.saving_s / t.alone_s for t in im.timed.values() if test(t) and t.alone_s > 0)
+        if ratios:
+            parts.append(f"{len(ratios)} {kind} saved x{statistics.median(ratios):.2f} (x{ratios[0]:.2f}-x{ratios[-1]:.2f}) "
+                         "of their saving alone inside the model")
+    return "; ".join(parts) + f"; {im.describe()}"
+
+
 def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict) -> list[dict]:
     """One row per case (model, runtime, k): the front against the random plans, and every plan's prediction."""
     pricer = Pricer(costs)
@@ -364,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     warnings.simplefilter("ignore", MethodFallbackWarning)
                     costs = plan_costs(name, other, resolution=args.resolution)
             case_rows = score(name, factory, backend, plans, costs, checks)
+            print(f"  {inside_vs_alone(costs)}", flush=True)
             rows += case_rows
             print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "
                   f"{log.get('lut_load_before', '?')} -> {log.get('lut_load_after', '?')}), checks "

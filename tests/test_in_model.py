@@ -67,6 +67,9 @@ def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
     five = [0.001] * MIN_PIECES
     assert InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R) is None
     assert InModel.estimate(_pieces([-0.001] * MIN_PIECES, five, [0.0] * MIN_PIECES), R) is None
+    # pieces that cost time alone and inside the model (ResNet's linear blocks): a positive scale, 2 here
+    costly = InModel.estimate(_pieces([-0.001] * MIN_PIECES, [-0.002] * MIN_PIECES, [0.0] * MIN_PIECES), R)
+    assert costly.scale == pytest.approx(2.0) and costly.price(0, 1, "merged", -0.001)[0] == pytest.approx(-0.002)
 
 
 def test_the_calibration_group_says_how_the_pieces_combine_by_hand():

@@ -98,7 +98,7 @@ def test_context_prediction_from_the_raw_samples(context_run):
         assert scaled.method.startswith("isolated (context-scaled fell back") and scaled.total_s == isolated.total_s
 
     # auto: in-model. The LUT timed 14 pieces inside the model (each block merged and linear, --context): their
-    # scale c is what they saved there (the paired ratio: the median per-round ratio of the group) over what they
+    # scale c fits what they saved there (the paired ratio: the median per-round ratio of the group) to what they
     # saved alone, and each linearised block's price is c times its saving alone moved toward what it saved in the
     # model by w = tau^2 / (tau^2 + sigma^2) (dsprof.lut.inmodel; sigma from the LUT's paired-ratio error)
     with warnings.catch_warnings():
@@ -111,8 +111,9 @@ def test_context_prediction_from_the_raw_samples(context_run):
             ratio = float(np.median(samples[("context", b.name, v)] / samples[("context", b.name, "original")]))
             measured[(b.name, v)] = reference * (1 - ratio)
             alone_of[(b.name, v)] = med[("block", b.name, "original")] - med[("block", b.name, v)]
-    c = sum(measured.values()) / sum(alone_of.values())
-    if c > 0 and sum(alone_of.values()) > 0:
+    # the least-squares line through the origin: sum m alone / sum alone^2
+    c = sum(measured[p] * alone_of[p] for p in measured) / sum(a * a for a in alone_of.values())
+    if c > 0:
         assert auto.method == f"in-model (x{c:.3f}, 14 pieces timed in the model)"
         table = auto.blocks.set_index("block")
         for b, k in zip(blocks, KEEP):

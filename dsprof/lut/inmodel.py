@@ -10,8 +10,9 @@ piece's measured saving is ``m = R (1 - ratio)`` (R the whole model's median) wi
 
 From those pieces (at least `MIN_PIECES`), `InModel` estimates
 
-- the **scale** c: how much of their savings alone the pieces save in the model, all together: sum m / sum alone
-  (paired, unlike the in-model factor, a ratio of the whole model and its blocks timed in other groups, which the
+- the **scale** c: how much of their savings alone the pieces save in the model, all together: the least-squares
+  line through the origin, sum m alone / sum alone^2 (pieces that cost time, ResNet's linear blocks, count as much as
+  those that save it; paired, unlike the in-model factor, a ratio of the whole model and its blocks timed in other groups, which the
   machine's drift between groups moves);
 - the **spread** t: how far one piece's in-model saving lies from c times its saving alone, relative (a method of
   moments: the mean of ((m - c alone)^2 - sigma^2) / (c alone)^2 over the pieces that save at least `MIN_SHARE` of
@@ -76,18 +77,17 @@ class InModel:
 
     @classmethod
     def estimate(cls, timed: Sequence[Timed], reference_s: float) -> "InModel | None":
-        """From the pieces timed in the model; None with fewer than `MIN_PIECES`, or where their savings alone or
-        their scale are not positive."""
+        """From the pieces timed in the model; None with fewer than `MIN_PIECES`, or where the scale is not positive."""
         if len(timed) < MIN_PIECES or not reference_s > 0:
             return None
-        alone = sum(t.alone_s for t in timed)
-        if not alone > 0:
+        square = sum(t.alone_s ** 2 for t in timed)
+        if not square > 0:
             return None
-        scale = sum(t.saving_s for t in timed) / alone
+        scale = sum(t.saving_s * t.alone_s for t in timed) / square  # least squares through the origin
         if not scale > 0:
             return None
         residuals = [t.saving_s - scale * t.alone_s for t in timed]
-        scale_se = math.sqrt(sum(r * r for r in residuals)) / alone / scale
+        scale_se = math.sqrt(sum((r * t.alone_s) ** 2 for r, t in zip(residuals, timed))) / square / scale
         terms = [max(-1.0, min(1.0, (r * r - t.se_s ** 2) / (scale * t.alone_s) ** 2))
                  for r, t in zip(residuals, timed) if abs(scale * t.alone_s) >= MIN_SHARE * reference_s]
         spread = math.sqrt(max(0.0, sum(terms) / len(terms))) if terms else 0.0
