@@ -209,7 +209,6 @@ class PlanCosts:
     measure_flags: str = ""  # the `dsprof measure` options that build this model, for messages
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
-    pieces_in_model: bool = True  # False: price every piece from its saving alone (diagnostics)
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
     _pieces: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -431,11 +430,9 @@ class PlanCosts:
         alone = sum(o.median_s for o in originals) - entry.median_s if found else math.nan
         if self.in_model is not None and found:
             kind = "span" if stop - start > 1 else variant
-            if self.pieces_in_model:
-                saving, se, timed = self.in_model.price(start, stop, kind, alone)
-            else:
-                saving, se, timed = self.in_model.price(-1, -1, kind, alone)  # no piece there: priced as untimed
-            errors = (se,) if timed else (se, *(self.factor * e for e in self._alone_errors(originals, entry)))
+            saving, se, timed = self.in_model.price(start, stop, kind, alone)
+            scale = saving / alone if alone else self.in_model.combined * self.factor
+            errors = (se, *(scale * e for e in self._alone_errors(originals, entry)))
             return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
         saving = self.factor * alone
         if self.rest_method == "stem+head":

@@ -272,8 +272,8 @@ def plan_bounds(costs: "PlanCosts", pieces: list["Piece"], total_s: float, origi
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
             reference_var += errors
-        elif p.saving_s == p.saving_s:  # a piece timed inside the model is paired with it: no drift between them
-            saving_var += errors + (0.0 if p.in_model else (p.saving_s * terms.drift) ** 2)
+        elif p.saving_s == p.saving_s:
+            saving_var += errors + (p.saving_s * terms.drift) ** 2
     # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
     # standard error of a median of G: `median_error` with sigma the drift)
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
