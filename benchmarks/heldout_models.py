@@ -12,7 +12,8 @@ efficientnet_es                       18    EdgeTPU-S: full-conv "edge residual"
 mnasnet_050                           17    MnasNet-B1 at width 0.5, kernels 3 and 5
 tf_mobilenetv3_large_minimal_100      15    MobileNetV3-Large "minimal" (no SE, ReLU), TF 'SAME' padding
 mobilenetv4_conv_small                14    MobileNetV4 conv-small: full-conv chains and inverted residuals
-resnet18d                              9    ResNet-18-D: basic blocks (and its deep stem's chain)
+resnet18d                              6    ResNet-18-D: its deep stem as a chain and the basic blocks with an identity skip (the
+                                            three whose skip path pools first are refused: they cannot merge)
 ==================================  ======  =========================================================
 """
 

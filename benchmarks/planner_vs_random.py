@@ -240,10 +240,33 @@ def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
     return built, count / (time.perf_counter() - t0)
 
 
-def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict) -> list[dict]:
+def inside_vs_alone(costs) -> str:
+    """What the pieces timed inside the model saved there over what they saved alone, spans and lone blocks apart."""
+    im = costs.in_model
+    if im is None:
+        return "no pieces timed inside the model"
+    parts = []
+    for kind, test in (("spans", lambda t: t.stop - t.start > 1), ("lone blocks", lambda t: t.stop - t.start == 1)):
+        ratios = sorted(t.saving_s / t.alone_s for t in im.timed.values() if test(t) and t.alone_s > 0)
+        if ratios:
+            parts.append(f"{len(ratios)} {kind} saved x{statistics.median(ratios):.2f} (x{ratios[0]:.2f}-x{ratios[-1]:.2f}) "
+                         "of their saving alone inside the model")
+    return "; ".join(parts) + f"; {im.describe()}"
+
+
+def without_pieces(costs, name: str, resolution: int):
+    """The same LUT context priced without its pieces timed inside the model: the in-model factor, as before #36."""
+    frame = costs.lookup.lut.to_dataframe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        return plan_costs(name, LUT(frame[frame.scope != "context"]), device=costs.key, resolution=resolution)
+
+
+def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict,
+          resolution: int) -> list[dict]:
     """One row per case (model, runtime, k): the front against the random plans, and every plan's prediction."""
     pricer = Pricer(costs)
-    alone = Pricer(replace(costs, pieces_in_model=False))  # diagnostic: every piece priced as timed alone
+    alone = Pricer(without_pieces(costs, name, resolution))  # diagnostic: as priced before issue #36
     rows = []
     for k, group in plans.items():
         timed = checks["groups"][str(k)]
@@ -309,7 +332,8 @@ def summary(rows: list[dict]) -> str:
         f"front plans {_pct(a_front)} ({e_front:.1%}); target >= 95 %",
         f"95 % interval coverage: all plans {_pct(c_all)} at a median half-width +-{h_all:.1%}, front plans "
         f"{_pct(c_front)} at +-{h_front:.1%}; target >= 90 % at <= +-{HALF_WIDTH:.0%}",
-        f"(diagnostic) every piece priced as timed alone: within +-{WITHIN:.0%} all plans {_pct(a_alone)} "
+        f"(diagnostic) without the pieces timed inside the model (the in-model factor, as before issue #36): within "
+        f"+-{WITHIN:.0%} all plans {_pct(a_alone)} "
         f"(median {e_alone:.1%}), front plans {_pct(af_alone)} ({ef_alone:.1%})",
     ]
     return "\n".join(lines)
@@ -331,7 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="take the LUTs, plans and checks under --out; measure what is missing")
     parser.add_argument("--recheck", action="store_true", help="time the checks again (LUTs and plans reused)")
     parser.add_argument("--rescore", action="store_true", help="measure nothing: score what is under --out")
+    parser.add_argument("--score-lut", type=Path, default=None,
+                        help="score --out's plans and checks with the LUTs of another run of this benchmark (its --out): "
+                             "predictions from a LUT measured at another time (implies --rescore)")
     args = parser.parse_args(argv)
+    if args.score_lut is not None:
+        args.rescore = True
     if args.recheck or args.rescore:
         args.reuse = True
     torch.set_num_threads(1)
@@ -355,7 +384,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"a second (load {load()})", flush=True)
             log["pricer_plans_per_s"] = rate
             checks = checks_of(name, backend, plans, args, case_dir, log)
-            case_rows = score(name, factory, backend, plans, costs, checks)
+            if args.score_lut is not None:  # the same plans and checks, priced by another run's LUT
+                other = LUT.load(args.score_lut / backend / factory.replace(":", "_") / "lut.csv")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MethodFallbackWarning)
+                    costs = plan_costs(name, other, resolution=args.resolution)
+            case_rows = score(name, factory, backend, plans, costs, checks, args.resolution)
+            print(f"  {inside_vs_alone(costs)}", flush=True)
             rows += case_rows
             print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "
                   f"{log.get('lut_load_before', '?')} -> {log.get('lut_load_after', '?')}), checks "

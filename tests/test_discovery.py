@@ -342,3 +342,30 @@ def test_spec_strings_of_new_models_use_the_existing_forms(key, one_thread):
     specs = {b.name: b.spec.to_str() for b in discover_blocks(build().eval(), input_size=RES).blocks}
     for name, expected in SPEC_READINGS[key].items():
         assert specs[name] == expected
+
+
+def test_a_block_whose_skip_path_pools_is_refused_with_its_reason():
+    """ResNet-D's downsampling blocks average-pool before the 1x1 projection on the skip path: such a block can neither
+    merge into one convolution nor run linear as merge deploys it, so discovery refuses it (issue #36: the held-out
+    timm resnet18d failed in the middle of `measure --calibrate`), naming what stands on the skip path."""
+    import warnings
+
+    from torch import nn
+
+    class Down(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(8, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16)
+            self.conv2, self.bn2 = nn.Conv2d(16, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+            self.down = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16))
+
+        def forward(self, x):
+            return (self.bn2(self.conv2(self.bn1(self.conv1(x)).relu())) + self.down(x)).relu()
+
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), Down()).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        blocks = find_blocks(net, (32, 32))
+    assert [b.name for b in blocks] == []
+    said = " ".join(str(w.message) for w in caught)
+    assert "3 (Down): its skip path (AvgPool2d -> Conv2d -> BatchNorm2d) is neither the identity" in said

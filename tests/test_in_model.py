@@ -25,40 +25,54 @@ def test_pieces_that_save_what_they_saved_alone_keep_their_price():
     assert (saving, se, timed) == (pytest.approx(0.002), 0.0, False)
 
 
-def test_scale_spread_and_shrinkage_by_hand():
-    # five pieces save 1 ms alone each; inside the model 0.6, 1.0, 0.8, 0.8 and 0.8 ms: scale 4/5 = 0.8
+def test_scale_floor_and_price_by_hand():
+    # five pieces save 1 ms alone each; inside the model 0.6, 1.0 and three times 0.8 ms, each to 0.1 ms: scale 0.8
     alone = [0.001] * 5
     measured = [0.0006, 0.0010, 0.0008, 0.0008, 0.0008]
     se = [0.0001] * 5
     im = InModel.estimate(_pieces(alone, measured, se), R)
-    assert im.scale == pytest.approx(0.8)
-    # residuals -0.2, 0.2, 0, 0, 0 ms; each term ((r^2 - se^2) / (0.8 ms)^2): 0.03/0.64 twice, -0.01/0.64 three times
-    terms = [(0.04 - 0.01) / 0.64] * 2 + [-0.01 / 0.64] * 3
-    assert im.spread == pytest.approx(math.sqrt(sum(terms) / 5))
+    assert im.scale == pytest.approx(0.8) and im.scales == {"span": pytest.approx(0.8), "block": pytest.approx(0.8)}
+    # residuals -0.2, 0.2, 0, 0, 0 ms; less their noise (0.1 ms)^2: 0.03, 0.03, -0.01, -0.01, -0.01 ms^2. The half of
+    # the pieces that save least alone (at least 3; all save 1 ms: the first three) give tau0^2, the median of
+    # 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
+    assert im.floor_s == pytest.approx(math.sqrt(0.03e-6)) and im.spread == 0.0
     assert im.scale_se == pytest.approx(math.sqrt(2 * 0.0002 ** 2) / 0.005 / 0.8)
-    # piece 0: prior 0.8 ms, tau = spread * 0.8 ms, sigma 0.1 ms
-    tau = im.spread * 0.0008
-    w = tau ** 2 / (tau ** 2 + 0.0001 ** 2)
-    saving, error, timed = im.price(0, 1, "merged", 0.001)
-    assert timed and saving == pytest.approx(0.0008 + w * (0.0006 - 0.0008)) and error == pytest.approx(math.sqrt(w) * 1e-4)
-    assert 0.0006 < saving < 0.0008  # between its measurement and its prior
-    # an untimed piece is known to tau: the spread of one piece around the scale
-    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(tau), False)
-    # a variant not timed is a piece not timed
-    assert im.price(0, 1, "linear", 0.001)[2] is False
+    # every piece, timed or not, at the scale times its saving alone, known to tau (its own measurement, one group,
+    # does not move it: the planner would pick the pieces that measured high)
+    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), True)
+    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), False)
+    assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.03e-6))  # tau0 whatever it saves alone
+    assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
 
 
-def test_a_noisy_measurement_moves_the_price_less():
-    alone = [0.001] * 6
-    measured = [0.0006, 0.0010, 0.0008, 0.0008, 0.0008, 0.0008]
-    precise = InModel.estimate(_pieces(alone, measured, [0.00001] * 6), R)
-    noisy = InModel.estimate(_pieces(alone, measured, [0.00001] * 5 + [0.0]) , R)
-    assert precise.price(0, 1, "merged", 0.001)[0] < 0.00065  # a precise measurement: nearly all the way
-    loud = InModel.estimate([Timed(0, 1, "merged", 0.001, 0.0006, 0.001)] + _pieces(alone[1:], measured[1:], [0.00001] * 5)[0:], R)
-    # the same piece measured with a 1 ms error (ten times its deviation) stays near its prior
-    price = loud.price(0, 1, "merged", 0.001)[0]
-    assert abs(price - loud.scale * 0.001) < abs(0.0006 - loud.scale * 0.001) / 10
-    assert noisy is not None
+def test_spans_and_lone_blocks_get_a_scale_each():
+    # three spans save 2 ms alone and 0.4 ms inside the model (ONNX Runtime's case: x0.2), three lone blocks 1 ms and
+    # 1.1 ms (x1.1)
+    spans = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4)]
+    lone = [Timed(i, i + 1, "merged", 0.001, 0.0011, 0.0) for i in (6, 7, 8)]
+    im = InModel.estimate(spans + lone, R)
+    assert im.scales == {"span": pytest.approx(0.2), "block": pytest.approx(1.1)}
+    assert im.price(0, 2, "span", 0.002)[0] == pytest.approx(0.0004)
+    assert im.price(10, 13, "span", 0.003)[0] == pytest.approx(0.0006)  # an untimed span: the spans' scale
+    assert im.price(6, 7, "merged", 0.001)[0] == pytest.approx(0.0011)
+    # both kinds sit on their lines: no spread, no floor
+    assert im.spread == 0.0 and im.floor_s == pytest.approx(0.0, abs=1e-12)
+    # with two spans only, spans take the line through every piece
+    few = InModel.estimate(spans[:2] + lone, R)
+    line = (2 * 0.0004 * 0.002 + 3 * 0.0011 * 0.001) / (2 * 0.002 ** 2 + 3 * 0.001 ** 2)
+    assert few.scales == {"span": pytest.approx(line), "block": pytest.approx(1.1)}
+
+
+def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
+    # three small pieces (0.01 ms alone, 0.1 % of the 10 ms model) on the scale line; three big ones (2 ms) 20 % off it
+    alone = [0.00001] * 3 + [0.002] * 3
+    measured = [0.00001] * 3 + [0.0024, 0.0016, 0.0020]
+    im = InModel.estimate(_pieces(alone, measured, [0.0] * 6), R)
+    assert im.scale == pytest.approx(1.0)
+    assert im.floor_s == pytest.approx(0.0, abs=1e-12)  # the small pieces lie on the line
+    # big pieces: (0.4 ms)^2 / (2 ms)^2 = 0.04 twice and 0 once: t^2 = 0.08 / 3 (the small ones save under 0.5 % of
+    # the model: left out)
+    assert im.spread == pytest.approx(math.sqrt(0.08 / 3))
 
 
 def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
@@ -67,3 +81,36 @@ def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
     five = [0.001] * MIN_PIECES
     assert InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R) is None
     assert InModel.estimate(_pieces([-0.001] * MIN_PIECES, five, [0.0] * MIN_PIECES), R) is None
+    # pieces that cost time alone and inside the model (ResNet's linear blocks): a positive scale, 2 here
+    costly = InModel.estimate(_pieces([-0.001] * MIN_PIECES, [-0.002] * MIN_PIECES, [0.0] * MIN_PIECES), R)
+    assert costly.scale == pytest.approx(2.0) and costly.price(0, 1, "merged", -0.001)[0] == pytest.approx(-0.002)
+
+
+def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
+    """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5), and a
+    calibration group whose every-block-merged model ran at ``ratio`` of the original: it saved 1 - ratio where the
+    pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Every saving then counts rho = (1 - ratio) / 0.2625, and the
+    systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here)."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.plan import Plan
+    from dsprof.models import find_blocks, get_model
+    from dsprof.profiler.records import CALIBRATION
+    from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
+    row = frame[frame.scope == "model"].iloc[0].to_dict()
+    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    rho = 0.8
+    assert pred.total_s == pytest.approx(0.020 - rho * 3 * 0.00075, rel=1e-9)  # three merged blocks, x rho
+    assert "together they save x0.800 of their sum" in pred.systematic_source
+    u = 1 - 1 / pred.speedup
+    spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)

@@ -1,30 +1,45 @@
 """In-model prices (issue #36): what a piece saves inside the running model, from the pieces the LUT timed there.
 
 A piece -- a block linearised alone, merged or not, or a span merged as one convolution -- timed alone saves
-``alone`` (its blocks' originals minus its own entry). Inside the model it saves something else: on this CPU the
-first stride-2 block of MobileNetV2 (112 px) saved 8 % of the model where its saving alone promised 14 %, and spans
-that take it over-promised the same; ONNX Runtime's blocks timed alone each pay a session call the model does not.
+``alone`` (its blocks' originals minus its own entry). Inside the model it saves something else, and spans and lone
+blocks differently: on this 2-vCPU VM through ONNX Runtime, EfficientNet-Lite0's spans saved 0.14 of their savings
+alone inside the session (each block timed alone pays a session call the model does not), its lone blocks 1.15;
+through PyTorch eager, MobileNetV2's spans 0.76 and its lone blocks 0.56 (benchmarks/RESULTS.md, issue #36).
 `dsprof measure --calibrate` times the front's pieces inside the model (`dsprof.workflows.calibrate`): the whole
 model and the model with only that piece deployed, paired round by round, so the machine's moves divide out; the
 piece's measured saving is ``m = R (1 - ratio)`` (R the whole model's median) with standard error ``sigma``.
 
 From those pieces (at least `MIN_PIECES`), `InModel` estimates
 
-- the **scale** c: how much of their savings alone the pieces save in the model, all together: sum m / sum alone
-  (paired, unlike the in-model factor, a ratio of the whole model and its blocks timed in other groups, which the
-  machine's drift between groups moves);
-- the **spread** t: how far one piece's in-model saving lies from c times its saving alone, relative (a method of
-  moments: the mean of ((m - c alone)^2 - sigma^2) / (c alone)^2 over the pieces that save at least `MIN_SHARE` of
-  the model, each term clipped to [-1, 1], at least 0);
+- the **scale** of each kind of piece, spans and lone blocks: how much of their savings alone they save inside the
+  model, the least-squares line through the origin, c = sum m alone / sum alone^2 (pieces that cost time, ResNet's
+  linear blocks, count as much as those that save it), for a kind with at least `MIN_KIND` pieces timed, else the line
+  through all of them; paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other
+  groups, which the machine's drift between groups moves);
+- how far one piece's in-model saving lies from c times its saving alone, tau^2 = tau0^2 + (t c alone)^2: a part
+  every piece has whatever it saves alone, tau0 (what a piece changes around it that its timing alone does not see,
+  and the session a group runs in: ONNX Runtime's sessions of one model differ by a few per cent; seconds), and a
+  part that grows with the saving, the **spread** t (relative). Both by the method of moments on the squared
+  residuals less their measurement error, r^2 - sigma^2 (r = m - c alone): tau0^2 their median over the half of the
+  pieces that save least alone (at least 3), at least 0; t^2 the mean of (r^2 - sigma^2 - tau0^2) / (c alone)^2 over
+  the pieces that save at least `MIN_SHARE` of the model, each term clipped to [-1, 1], at least 0. It is how far the
+  LUT's paired ratios move between its groups, beyond what the scales explain: the part of a prediction's error that
+  a LUT measured at another time moves too.
 
-and prices every piece with what the LUT says of it:
+Every piece, timed inside the model or not, is priced at c times its saving alone, with standard error tau. A piece's
+own in-model measurement is not used for its price: it is one group of two sessions, and the planner would pick the
+pieces whose measurement came out high (a winner's curse: on issue #36's held-out runs, pricing the timed pieces at
+what they measured over-predicted the front plans by a median 2.3 %, against 1.5 % this way).
 
-- a piece timed in the model: c alone moved toward m by w = tau^2 / (tau^2 + sigma^2), tau = t |c alone| (a
-  measurement as noisy as the prior moves it halfway; a precise one all the way), standard error sqrt(w) sigma;
-- any other piece: c alone, standard error tau (one piece's in-model saving is known to that much).
+Pieces timed one at a time do not add up exactly when several are deployed together: the calibration group (the
+whole model with every block linearised, merged by the LUT's rule, timed paired with the original) measures how
+much of the sum of its pieces' prices a whole plan realises, ``combined`` = rho (on this VM 0.93 for MobileNetV2
+through ONNX Runtime, 1.1-1.4 through PyTorch eager), and every piece's saving counts that much: a plan's predicted
+saving is rho times the sum of its pieces'. The interval's systematic term covers the plans that interact less than
+the calibration plan (`dsprof.lut.interval`).
 
-The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a piece that does not pay
-inside the model is not chosen once it is on the front: the front's pieces are the ones timed.
+The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
+pay inside the model (ONNX Runtime's spans) is priced as it runs there.
 """
 
 from __future__ import annotations
@@ -37,10 +52,12 @@ from ..profiler.records import IN_SITU_SCOPE
 from .interval import saving_error_s
 from .schema import in_situ_workload
 
-__all__ = ["MIN_PIECES", "MIN_SHARE", "InModel", "Timed"]
+__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "InModel", "Timed"]
 
 #: Fewer pieces timed in the model than this estimate no scale (the in-model factor is used instead).
 MIN_PIECES = 5
+#: A kind of piece (spans, lone blocks) gets a scale of its own from this many pieces timed on.
+MIN_KIND = 3
 #: Pieces that save less than this share of the model are left out of the spread's estimate: mostly noise.
 MIN_SHARE = 0.005
 
@@ -60,48 +77,86 @@ class Timed:
 
 @dataclass(frozen=True)
 class InModel:
-    """The scale, spread and timed pieces of one model in one LUT context (see the module docstring)."""
+    """The scales, spread and timed pieces of one model in one LUT context (see the module docstring)."""
 
-    scale: float
+    scale: float  # the line through every piece timed
     scale_se: float  # relative standard error of the scale
     spread: float
     reference_s: float
+    floor_s: float  # tau0: what every piece's in-model saving is known to, whatever it saves alone (seconds)
     timed: dict[tuple[int, int, str], Timed] = field(repr=False)
+    scales: dict[str, float] = field(default_factory=dict)  # "span", "block": each kind's own, where it has one
+    combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed)
+    combined_se: float = 0.0  # its relative standard error
+    combined_source: str = ""
 
     @classmethod
     def estimate(cls, timed: Sequence[Timed], reference_s: float) -> "InModel | None":
-        """From the pieces timed in the model; None with fewer than `MIN_PIECES`, or where their savings alone or
-        their scale are not positive."""
+        """From the pieces timed in the model; None with fewer than `MIN_PIECES`, or where the scale is not positive."""
         if len(timed) < MIN_PIECES or not reference_s > 0:
             return None
-        alone = sum(t.alone_s for t in timed)
-        if not alone > 0:
-            return None
-        scale = sum(t.saving_s for t in timed) / alone
+        scale = _line(timed)
         if not scale > 0:
             return None
-        residuals = [t.saving_s - scale * t.alone_s for t in timed]
-        scale_se = math.sqrt(sum(r * r for r in residuals)) / alone / scale
-        terms = [max(-1.0, min(1.0, (r * r - t.se_s ** 2) / (scale * t.alone_s) ** 2))
-                 for r, t in zip(residuals, timed) if abs(scale * t.alone_s) >= MIN_SHARE * reference_s]
+        scales = {}
+        for kind in KINDS:
+            mine = [t for t in timed if _kind(t.start, t.stop) == kind]
+            own = _line(mine) if len(mine) >= MIN_KIND else math.nan
+            scales[kind] = own if own > 0 else scale
+        residuals = [t.saving_s - scales[_kind(t.start, t.stop)] * t.alone_s for t in timed]
+        square = sum(t.alone_s ** 2 for t in timed)
+        scale_se = math.sqrt(sum((r * t.alone_s) ** 2 for r, t in zip(residuals, timed))) / square / scale
+        excess = [r * r - t.se_s ** 2 for r, t in zip(residuals, timed)]  # the residual's variance less its noise
+        by_size = sorted(range(len(timed)), key=lambda i: abs(timed[i].alone_s))
+        smallest = by_size[: max(3, len(timed) // 2)]
+        floor = math.sqrt(max(0.0, _median([excess[i] for i in smallest])))
+        terms = []
+        for e, t in zip(excess, timed):
+            prior = scales[_kind(t.start, t.stop)] * t.alone_s
+            if abs(prior) >= MIN_SHARE * reference_s:
+                terms.append(max(-1.0, min(1.0, (e - floor ** 2) / prior ** 2)))
         spread = math.sqrt(max(0.0, sum(terms) / len(terms))) if terms else 0.0
-        return cls(scale, scale_se, spread, reference_s, {(t.start, t.stop, t.variant): t for t in timed})
+        return cls(scale, scale_se, spread, reference_s, floor, {(t.start, t.stop, t.variant): t for t in timed}, scales)
 
     def price(self, start: int, stop: int, variant: str, alone_s: float) -> tuple[float, float, bool]:
-        """(saving, its standard error, whether it was timed in the model), seconds, of blocks start..stop-1 as
-        ``variant`` that save ``alone_s`` timed alone."""
-        prior = self.scale * alone_s
-        tau = self.spread * abs(prior)
-        t = self.timed.get((start, stop, variant))
-        if t is None:
-            return prior, tau, False
-        w = 1.0 if tau == 0.0 and t.se_s == 0.0 else tau ** 2 / (tau ** 2 + t.se_s ** 2)
-        return prior + w * (t.saving_s - prior), math.sqrt(w) * t.se_s, True
+        """(saving, its standard error, whether the piece was timed in the model), seconds, of blocks start..stop-1 as
+        ``variant`` that save ``alone_s`` timed alone: its kind's scale times ``alone_s``, times `combined`."""
+        prior = self.scales.get(_kind(start, stop), self.scale) * alone_s
+        tau = math.hypot(self.floor_s, self.spread * prior)
+        c = self.combined
+        return c * prior, c * tau, (start, stop, variant) in self.timed
 
     def describe(self) -> str:
-        """One line: how many pieces, the scale and the spread."""
-        return (f"{len(self.timed)} pieces timed in the model save x{self.scale:.3f} (+-{self.scale_se:.1%}) of their "
-                f"savings alone; one piece lies +-{self.spread:.0%} from that")
+        """One line: how many pieces, the scale and the spread, and how the pieces combine."""
+        kinds = ", ".join(f"{'spans' if k == 'span' else 'lone blocks'} x{v:.3f}" for k, v in self.scales.items()
+                          if v != self.scale)
+        line = (f"{len(self.timed)} pieces timed in the model save x{self.scale:.3f} (+-{self.scale_se:.1%}) of their "
+                f"savings alone{f' ({kinds})' if kinds else ''}; one piece lies +-{self.floor_s / self.reference_s:.2%} "
+                f"of the model and +-{self.spread:.0%} of its saving from that")
+        if self.combined != 1.0:
+            line += f"; together they save x{self.combined:.3f} of their sum ({self.combined_source})"
+        return line
+
+
+#: The kinds of piece that get a scale of their own: a span, or a block linearised alone (merged or not).
+KINDS = ("span", "block")
+
+
+def _kind(start: int, stop: int) -> str:
+    return "span" if stop - start > 1 else "block"
+
+
+def _line(timed: Sequence[Timed]) -> float:
+    """The least-squares line through the origin of the pieces' savings inside the model against alone (NaN without
+    pieces that save or cost anything alone)."""
+    square = sum(t.alone_s ** 2 for t in timed)
+    return sum(t.saving_s * t.alone_s for t in timed) / square if square > 0 else math.nan
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,

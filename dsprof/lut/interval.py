@@ -162,13 +162,18 @@ def terms_of(inputs: IntervalInputs) -> Terms:
     if calibration.se == calibration.se:
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
-    if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): only how the pieces add up is left
-        points = [1.0] + ([calibration.rho] if calibration.rho == calibration.rho else [])
-        low, high = min(points), max(points)
-        spread = math.sqrt((high - low) ** 2 / 12 + (1 - (low + high) / 2) ** 2)
-        factor = math.hypot(spread, inputs.in_model.scale_se)
-        source = "; ".join(filter(None, [inputs.in_model.describe(), calibration.source]))
-        source += f": the pieces' savings add up to between x{low:.3f} and x{high:.3f} of their sum"
+    if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): how the pieces combine is left
+        im = inputs.in_model
+        if im.combined != 1.0:
+            # a plan's pieces combine between not at all (x1) and as the calibration plan's did (rho, what the
+            # prices count): uniform on that range, around rho, plus rho's own error
+            low, high = min(1.0, im.combined), max(1.0, im.combined)
+            spread = math.sqrt((high - low) ** 2 / 12 + (im.combined - (low + high) / 2) ** 2) / im.combined
+            factor = math.hypot(spread, im.combined_se if im.combined_se == im.combined_se else 0.0)
+            source = f"{im.describe()}: a plan's pieces combine between x{low:.3f} and x{high:.3f} of their sum"
+        else:  # no calibration group: the scale's error
+            factor = im.scale_se
+            source = f"{im.describe()}; {calibration.source or 'no calibration group'}"
         return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1), inputs.base_errors)
     points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
     if len(points) < 2:
@@ -193,6 +198,7 @@ class Calibration:
     rho: float
     se: float
     source: str
+    rho_se: float = math.nan  # rho's relative standard error (its ratio's error over the measured saving)
 
 
 def calibration_of(inputs: IntervalInputs) -> Calibration:
@@ -208,7 +214,8 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     if abs(predicted) < MIN_CALIBRATION_SAVING:
         return Calibration(nan, se, f"calibration not used (its plan is predicted to save {predicted:.1%})")
     rho = measured / predicted
-    return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})")
+    return Calibration(rho, se, f"calibration saved {measured:.1%} where {predicted:.1%} was predicted (x{rho:.3f})",
+                       entry.ratio_se / abs(measured) if measured else math.nan)
 
 
 def _drift(inputs: IntervalInputs) -> tuple[float, str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..models import Block, format_span
 from ..plan.plan import Plan
 from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
 from .inmodel import InModel, timed_pieces
-from .interval import IntervalInputs, Terms, entry_error_s, saving_error_s, terms_of
+from .interval import IntervalInputs, Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 
@@ -200,7 +200,6 @@ class Prices:
     model_flags: str = ""  # the `dsprof` options that build this model, for messages (`measure_flags`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
-    pieces_in_model: bool = True  # False: price every piece from its saving alone (diagnostics)
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
     _pieces: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -241,10 +240,17 @@ class Prices:
                     lookup, label, blocks, entries.originals, reference, lambda a, b: span_key(blocks, a, b),
                     lambda a, b: piece_name(blocks, a, b)), reference)
             if in_model is not None:
-                return cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} pieces "
-                           "timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
-                           factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
-                           in_model=in_model)
+                costs = cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} "
+                            "pieces timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
+                            factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
+                            in_model=in_model)
+                # how the pieces' savings combine in the whole model, if timed
+                calibration = calibration_of(costs.interval_inputs())
+                if calibration.rho > 0:
+                    costs = replace(costs, in_model=replace(in_model, combined=calibration.rho,
+                                                            combined_se=calibration.rho_se,
+                                                            combined_source=calibration.source))
+                return costs
             why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
                 return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
@@ -412,11 +418,9 @@ class Prices:
         alone = sum(o.median_s for o in originals) - entry.median_s if found else math.nan
         if self.in_model is not None and found:
             kind = "span" if stop - start > 1 else variant
-            if self.pieces_in_model:
-                saving, se, timed = self.in_model.price(start, stop, kind, alone)
-            else:
-                saving, se, timed = self.factor * alone, self.in_model.spread * abs(self.factor * alone), False
-            errors = (se,) if timed else (se, *(self.factor * e for e in self._alone_errors(originals, entry)))
+            saving, se, timed = self.in_model.price(start, stop, kind, alone)
+            scale = saving / alone if alone else self.in_model.combined * self.factor
+            errors = (se, *(scale * e for e in self._alone_errors(originals, entry)))
             return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
         saving = self.factor * alone
         if self.rest_method == "stem+head":

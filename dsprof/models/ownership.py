@@ -304,7 +304,14 @@ class _Discovery:
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
             return
-        projection = bool(shortcut)  # anything on the skip path (a pooling one is refused by the merge)
+        if shortcut and not _mergeable_shortcut(shortcut):
+            # e.g. ResNet-D's average pooling before the 1x1 convolution: neither merged nor timed linear
+            kinds = " -> ".join(type(m).__name__ if m is not None else "a function" for m in shortcut)
+            self.refusals.append(Refusal(
+                name, type(module).__name__, f"its skip path ({kinds}) is neither the identity nor a convolution with an "
+                "optional BatchNorm, so the block cannot merge into one convolution; its activations stay", chain[0].conv.name))
+            return
+        projection = bool(shortcut)  # a convolution (and BatchNorm) on the skip path
         shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
         h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
         distinct = sorted(set(act_names))
@@ -354,3 +361,9 @@ class _Discovery:
             n, reason, node = self.breaks[0] if self.breaks else (None, "its convolutions do not form a chain", "")
             self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
 
+
+def _mergeable_shortcut(shortcut: tuple) -> bool:
+    """Whether a skip path merges with the chain (`dsprof.merge.block.folded_chain`): a convolution, then an optional
+    BatchNorm."""
+    first, rest = shortcut[0], shortcut[1:]
+    return isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)
