@@ -369,3 +369,16 @@ def test_a_block_whose_skip_path_pools_is_refused_with_its_reason():
     assert [b.name for b in blocks] == []
     said = " ".join(str(w.message) for w in caught)
     assert "3 (Down): its skip path (AvgPool2d -> Conv2d -> BatchNorm2d) is neither the identity" in said
+
+
+def test_a_projection_skip_path_is_accepted_with_its_batchnorm_folded():
+    """BatchNorm folding (`fold_batchnorm`, what every timed model gets) leaves an `nn.Identity` after the skip path's
+    1x1 convolution: ResNet-50's projection blocks are still blocks, so its stem and head are still timed."""
+    from dsprof.merge.fold import fold_batchnorm
+    from dsprof.models.split import split_model
+
+    net = get_model("resnet50", resolution=32).eval()
+    folded = fold_batchnorm(net, torch.zeros(1, 3, 32, 32)).eval()
+    assert isinstance(folded.layer1[0].downsample[1], torch.nn.Identity)
+    assert [b.name for b in find_blocks(folded, (32, 32))] == [b.name for b in find_blocks(net, (32, 32))]
+    assert len(find_blocks(folded, (32, 32))) == 16 and split_model(folded) is not None

@@ -364,6 +364,8 @@ class _Discovery:
 
 def _mergeable_shortcut(shortcut: tuple) -> bool:
     """Whether a skip path merges with the chain (`dsprof.merge.block.folded_chain`): a convolution, then an optional
-    BatchNorm."""
+    BatchNorm (or the `nn.Identity` that `dsprof.merge.fold.fold_batchnorm` leaves in its place: the profiler finds
+    the blocks, the stem and the head of the folded model)."""
     first, rest = shortcut[0], shortcut[1:]
-    return isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)
+    return (isinstance(first, nn.Conv2d) and len(rest) <= 1
+            and all(isinstance(m, (nn.BatchNorm2d, nn.Identity)) for m in rest))
