@@ -95,7 +95,7 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
 
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
-    from ..models.build import get_model  # PyTorch
+    from ..models import get_model  # PyTorch
 
     options = model_options_from_args(args)
     return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
