@@ -165,6 +165,12 @@ def enumerate_plans(
     num_classes = load_data(data, resolution).num_classes
     keeps = list(keeps) if keeps is not None else all_keeps(n, k)
     outcomes = []
+    pricer = None
+    if lut is not None:  # the model's pieces read once, each plan a sum (as `dsprof predict` prices it)
+        from ..lut import Pricer
+        from ..lut.predict import plan_costs
+
+        pricer = Pricer(plan_costs(model, lut, options=options, resolution=resolution))
     for i, keep in enumerate(keeps):
         plan = Plan(model, keep, options)
         accs = []
@@ -173,11 +179,7 @@ def enumerate_plans(
             r = quietly(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
                                          check_merge=False, device=device))
             accs.append(r.accuracy)
-        latency = None
-        if lut is not None:
-            from ..lut import predict_latency
-
-            latency = predict_latency(model, lut, plan, options=options, resolution=resolution).total_s
+        latency = pricer.price(plan).latency_s if pricer is not None else None
         macs = plan_macs(model, options, resolution, keep, num_classes=num_classes)
         outcome = PlanOutcome(tuple(keep), tuple(accs), macs, latency)
         outcomes.append(outcome)
