@@ -58,6 +58,7 @@ from dsprof.plan import plan_front
 import dsprof
 from dsprof.profiler import TimingConfig
 from dsprof.profiler.allocator import steady_allocator
+from dsprof.profiler.records import IN_SITU_SCOPE
 from dsprof.models.onnx_export import export_onnx
 from dsprof.profiler.stats import paired_speedup
 
@@ -259,7 +260,7 @@ def without_pieces(costs, name: str, resolution: int):
     frame = costs.lookup.lut.to_dataframe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        return plan_costs(name, LUT(frame[frame.scope != "context"]), device=costs.key, resolution=resolution)
+        return prices_of(name, LUT(frame[frame.scope != IN_SITU_SCOPE]), device=costs.key, resolution=resolution)
 
 
 def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict,
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 other = LUT.load(args.score_lut / backend / factory.replace(":", "_") / "lut.csv")
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", MethodFallbackWarning)
-                    costs = plan_costs(name, other, resolution=args.resolution)
+                    costs = prices_of(name, other, resolution=args.resolution)
             case_rows = score(name, factory, backend, plans, costs, checks, args.resolution)
             print(f"  {inside_vs_alone(costs)}", flush=True)
             rows += case_rows

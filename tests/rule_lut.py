@@ -79,6 +79,9 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path],
     frame["median_s"] = [medians[k] for k in keys]
     frame["iqr_s"] = frame["median_s"] * IQR_FRACTION
     frame["noisy"] = False
+    # paired ratios (in-model pieces, the calibration group) were timed, not ruled: a prediction that read them
+    # would mix the clock with the rule, so each entry's ratio is its ruled median's (NaN: none)
+    frame["ratio"] = frame["ratio_se"] = float("nan")
     fixed = LUT(frame, str(lut_path))
     fixed.save(lut_path)
     return fixed

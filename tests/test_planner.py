@@ -26,6 +26,7 @@ from dsprof.merge.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model
 from dsprof.plan import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
+from dsprof.reports import write_report
 
 from conftest import randomise_bn
 from rule_lut import rule_lut
@@ -217,6 +218,12 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
     assert by_k[0].latency_s == pytest.approx(by_k[1].latency_s + 9 * original_s, rel=1e-9)
     assert front.fastest_k >= 1 and "fastest at k = " in front.table() and "no gain alone: blocks 0 " in front.table()
     assert front.to_dict()["no_gain"] == list(expected) and front.to_dict()["fastest_k"] == front.fastest_k
+    # the report says both under the front's figure, which marks the fastest k
+    front_file, _ = front.write(tmp_path / "front.json")
+    write_report([tmp_path / f"{name}-0.jsonl"], tmp_path / "report", fronts=[front_file])
+    index = (tmp_path / "report" / "index.md").read_text()
+    assert f"The fastest plan keeps k = {front.fastest_k} blocks' activations" in index
+    assert f"Blocks predicted no faster linearised alone: {', '.join(map(str, expected))} " in index
     preset = {p.name: p for p in front.presets}["efflite0-ds-d"]
     assert preset.k == 0 and preset.front_latency_s == by_k[0].latency_s
     assert preset.latency_s == pytest.approx(by_k[0].latency_s, rel=1e-12)  # every block linear: the same plan

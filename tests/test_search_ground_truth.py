@@ -6,6 +6,9 @@ import pytest
 import torch
 from scipy import stats
 
+from dsprof.lut import build_lut, predict_latency
+from dsprof.plan import Plan
+from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search
 from dsprof.search.gates import ActivationGates
 from dsprof.search.ground_truth import (
@@ -18,6 +21,7 @@ from dsprof.search.ground_truth import (
 )
 from dsprof.search.importance import importance_keep
 from dsprof.search.gates import annealed_k, runaway_spread
+from rule_lut import rule_lut
 
 # -- statistics against independent references -----------------------------------------------------
 
@@ -159,12 +163,22 @@ def original(tmp_path_factory):
     return path
 
 
-def test_tiny_enumeration_the_importance_search_solves(original):
-    # ground truth: the 7 plans that linearise one block, each fine-tuned 1 epoch with seeds 0 and 1
+def test_tiny_enumeration_the_importance_search_solves(original, tmp_path):
+    # ground truth: the 7 plans that linearise one block, each fine-tuned 1 epoch with seeds 0 and 1, each priced by
+    # a LUT (its medians by tests/rule_lut.py's rule) as `predict_latency` prices it
+    timing = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0, min_samples=3,
+                          max_samples=4, budget_s=0.02, min_sample_s=0.0)
+    records = measure("mobilenet_v2", model_options=TINY, resolution=RES, variants=("original", "merged", "linear"),
+                      model_variants=("original",), timing=timing, out=tmp_path / "m.jsonl", progress=False).path
+    lut = rule_lut(build_lut([records]).save(tmp_path / "lut.csv"), records)
     cfg = TrainConfig(epochs=1, lr=0.02)
     outcomes = enumerate_plans("mobilenet_v2", k=6, options=TINY, weights=original, resolution=RES, config=cfg,
-                               seeds=(0, 1), log=lambda _: None)
+                               seeds=(0, 1), log=lambda _: None, lut=lut)
     assert len(outcomes) == 7 and sorted(o.keep.index(0) for o in outcomes) == list(range(7))
+    for o in outcomes:
+        expected = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", o.keep, TINY), options=TINY,
+                                   resolution=RES).total_s
+        assert o.latency_s == pytest.approx(expected, rel=1e-12)
     accs = [o.accuracy for o in outcomes]
     best = max(accs)
     assert best - min(accs) > 0.01  # the plans differ by more than a few images: there is something to find

@@ -6,7 +6,8 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
-    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency"), ".predict"),
+    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "prices_of"), ".predict"),
+    **dict.fromkeys(("Price", "Pricer"), ".pricer"),
     **dict.fromkeys(("lut_probe", "probe_ratio", "with_probe"), ".interval"),
     "DeviceContext": "..device_context",
     **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),

@@ -25,6 +25,7 @@ from .algebra import (
 )
 from ..models import Block
 from ..models.padding import as_pair, conv_padding
+from ..models.ownership import shortcut_parts
 from .layers import BorderBias, MergedConv, ZeroPad, conv_module
 from .linearize import Linearized
 from .spans import SpanLinearized
@@ -76,8 +77,8 @@ def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None
             )
     shortcut = None
     if block.has_skip and not isinstance(block.shortcut, nn.Identity):
-        parts = list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut]
-        if not parts or not isinstance(parts[0], nn.Conv2d) or len(parts) > 2:
+        parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
+        if parts is None:
             raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
         shortcut = conv_from_module(parts[0])
         if len(parts) == 2:

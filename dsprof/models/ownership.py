@@ -304,7 +304,7 @@ class _Discovery:
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
             return
-        if shortcut and not _mergeable_shortcut(shortcut):
+        if shortcut and shortcut_parts(shortcut) is None:
             # e.g. ResNet-D's average pooling before the 1x1 convolution: neither merged nor timed linear
             kinds = " -> ".join(type(m).__name__ if m is not None else "a function" for m in shortcut)
             self.refusals.append(Refusal(
@@ -362,10 +362,10 @@ class _Discovery:
             self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
 
 
-def _mergeable_shortcut(shortcut: tuple) -> bool:
-    """Whether a skip path merges with the chain (`dsprof.merge.block.folded_chain`): a convolution, then an optional
-    BatchNorm (or the `nn.Identity` that `dsprof.merge.fold.fold_batchnorm` leaves in its place: the profiler finds
-    the blocks, the stem and the head of the folded model)."""
-    first, rest = shortcut[0], shortcut[1:]
-    return (isinstance(first, nn.Conv2d) and len(rest) <= 1
-            and all(isinstance(m, (nn.BatchNorm2d, nn.Identity)) for m in rest))
+def shortcut_parts(shortcut) -> list | None:
+    """A skip path's convolution and optional BatchNorm, the form that merges with its chain
+    (`dsprof.merge.block.folded_chain`); None for any other path. Identities (a BatchNorm already folded) drop out."""
+    parts = [m for m in shortcut if not isinstance(m, nn.Identity)]
+    first, rest = (parts[0], parts[1:]) if parts else (None, [])
+    ok = isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)
+    return parts if ok else None

@@ -180,7 +180,8 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     joint = joint_table(front)
     if len(joint):
         data = pd.concat([data, joint.assign(set="joint")], ignore_index=True)
-    figure = write.figure(plots.front_figure(points, presets, measured, title, joint if len(joint) else None),
+    figure = write.figure(plots.front_figure(points, presets, measured, title, joint if len(joint) else None,
+                                              front.get("fastest_k")),
                           f"front_{stem}", "planner's front", data[["set"] + [c for c in data.columns if c != "set"]])
     parts = [
         f"The best plan for each k (blocks that keep their activations; method {front.get('method', '?')}, spans up "
@@ -188,6 +189,13 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         "alike; the plans measured beside the original, paired (speed-up = the original's time over the plan's).",
         write.table(f"front_{stem}", points),
     ]
+    fastest, no_gain = front.get("fastest_k"), front.get("no_gain") or []
+    if fastest is not None and len(points) and fastest > points["k"].min():
+        parts.insert(1, f"The fastest plan keeps k = {fastest} blocks' activations: below that k the front gets no "
+                        "faster (removing more activations costs time here).")
+    if no_gain:
+        parts.insert(1, f"Blocks predicted no faster linearised alone: {', '.join(map(str, no_gain))} (the planner "
+                        "still offers them, in spans and alone; this is information, not a constraint).")
     if len(presets):
         parts.append(write.table(f"front_{stem}_presets", presets))
     if len(measured):

@@ -249,14 +249,16 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
 
 
 def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame,
-                 title: str = "Planner's front", joint: pd.DataFrame | None = None) -> Figure:
+                 title: str = "Planner's front", joint: pd.DataFrame | None = None,
+                 fastest_k: int | None = None) -> Figure:
     """The planner's front: the predicted speed-up over the original (with its 95 % interval) of the best plan for
     each k (blocks that keep their activations); the paper's presets at their predicted speed-up; every measured
     plan at its measured, paired speed-up with its interval. ``front``: columns k, speedup, speedup_low,
     speedup_high, latency_ms, keep, spans; ``presets``: name, k, speedup, gap; ``measured``: name, k, speedup,
     speedup_low, speedup_high, measured_ms, device (`dsprof.reports.front_tables`); ``joint``: the plan for several
     contexts (`dsprof plan --for`) in this context, k, speedup, speedup_low, speedup_high, keep, spans
-    (`dsprof.reports.front.joint_table`), drawn at its predicted speed-up for each k."""
+    (`dsprof.reports.front.joint_table`), drawn at its predicted speed-up for each k; ``fastest_k``: the k of the
+    fastest plan, marked where fewer blocks keeping their activations buy nothing more (`dsprof.plan.Front.fastest_k`)."""
     fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax = fig.subplots()
     colors = _colors()
@@ -269,6 +271,9 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
              for k, s, lo, hi, v, keep, spans in zip(front["k"], front["speedup"], front["speedup_low"],
                                                      front["speedup_high"], front["latency_ms"], front["keep"], front["spans"])])
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1, label="the original (1x)")
+    if fastest_k is not None and len(front) and fastest_k > front["k"].min():
+        ax.axvline(fastest_k, color=colors[0], linestyle="--", linewidth=1,
+                   label=f"fastest plan: k = {fastest_k} (below it, no faster)")
     if joint is not None and len(joint):
         joint = joint.sort_values("k")
         ax.plot(joint["k"], joint["speedup"], "--x", markersize=6, color=colors[4 % len(colors)],

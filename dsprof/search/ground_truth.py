@@ -29,7 +29,8 @@ from .build import block_count
 from .data import load_data
 from .finetuning import finetune
 from .loop import quietly, TrainConfig
-from ..lut import predict_latency
+from ..lut.predict import prices_of
+from ..lut.pricer import Pricer
 
 __all__ = [
     "PlanOutcome",
@@ -164,6 +165,9 @@ def enumerate_plans(
     num_classes = load_data(data, resolution).num_classes
     keeps = list(keeps) if keeps is not None else all_keeps(n, k)
     outcomes = []
+    pricer = None
+    if lut is not None:  # the model's pieces read once, each plan a sum (as `dsprof predict` prices it)
+        pricer = Pricer(prices_of(model, lut, options=options, resolution=resolution))
     for i, keep in enumerate(keeps):
         plan = Plan(model, keep, options)
         accs = []
@@ -172,9 +176,7 @@ def enumerate_plans(
             r = quietly(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
                                          check_merge=False, device=device))
             accs.append(r.accuracy)
-        latency = None
-        if lut is not None:
-            latency = predict_latency(model, lut, plan, options=options, resolution=resolution).total_s
+        latency = pricer.price(plan).latency_s if pricer is not None else None
         macs = plan_macs(model, options, resolution, keep, num_classes=num_classes)
         outcome = PlanOutcome(tuple(keep), tuple(accs), macs, latency)
         outcomes.append(outcome)
