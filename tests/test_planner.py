@@ -26,7 +26,7 @@ from dsprof.merge.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model
 from dsprof.plan import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
-from dsprof.reports import write_report
+from dsprof.workflows.report import report as write_report
 
 from conftest import randomise_bn
 from rule_lut import rule_lut
