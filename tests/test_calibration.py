@@ -142,13 +142,15 @@ def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tm
     low, high = min(1, phi, 0.5 * F), max(1, phi, 0.5 * F)
     factor = math.sqrt((high - low) ** 2 / 12 + (F - (low + high) / 2) ** 2) / F
     assert pred.systematic == pytest.approx(Z * pred.speedup * abs(u) * factor, rel=1e-6)
-    if 0.5 * F < 1:  # the third point lies below the range [1, phi]: it widens (else, inside it, it changes nothing)
-        assert pred.systematic > base.systematic
-        assert pred.speedup_high - pred.speedup_low > base.speedup_high - base.speedup_low
-    assert "calibration saved" in pred.systematic_source and "(x0.500)" in pred.systematic_source
-    # a calibration that saved what the method predicts (rho = 1, inside [1, phi] / F) leaves the range as it was
+    # a calibration that saved what the method predicts (rho = 1, inside [1, phi] / F) leaves the range as it was;
+    # its LUT is built as `half`'s (the calibration group copied from the whole model's samples), so the interval's
+    # other terms (the drift between groups) are the same in both
     same = predict_latency("mobilenet_v2", _with_calibration_ratio(run, tmp_path, 1 - u_every), plan, **kw)
     assert same.systematic == pytest.approx(base.systematic, rel=1e-6)
+    if 0.5 * F < 1:  # the third point lies below the range [1, phi]: it widens (else, inside it, it changes nothing)
+        assert pred.systematic > same.systematic
+        assert pred.speedup_high - pred.speedup_low > same.speedup_high - same.speedup_low
+    assert "calibration saved" in pred.systematic_source and "(x0.500)" in pred.systematic_source
 
 
 def test_cli_measure_calibrate_shows_its_row_and_predict_names_it(tmp_path, capsys):
