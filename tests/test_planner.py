@@ -222,8 +222,8 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
     front_file, _ = front.write(tmp_path / "front.json")
     write_report([tmp_path / f"{name}-0.jsonl"], tmp_path / "report", fronts=[front_file])
     index = (tmp_path / "report" / "index.md").read_text()
-    assert f"The fastest plan keeps k = {front.fastest_k} blocks' activations" in index
-    assert f"Blocks predicted no faster linearised alone: {', '.join(map(str, expected))} " in index
+    assert f"Fastest at k = {front.fastest_k} ({front.at_k(front.fastest_k).speedup:.2f}x): below it" in index
+    assert f"No gain alone: blocks {' '.join(map(str, expected))} are predicted no faster linearised alone" in index
     preset = {p.name: p for p in front.presets}["efflite0-ds-d"]
     assert preset.k == 0 and preset.front_latency_s == by_k[0].latency_s
     assert preset.latency_s == pytest.approx(by_k[0].latency_s, rel=1e-12)  # every block linear: the same plan

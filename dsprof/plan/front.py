@@ -165,7 +165,7 @@ class Front:
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
                 "presets": [p.to_dict() for p in self.presets], "no_gain": list(self.no_gain),
-                "fastest_k": self.fastest_k}
+                "fastest_k": self.fastest_k, "notes": self.notes()}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""

@@ -189,13 +189,9 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         "alike; the plans measured beside the original, paired (speed-up = the original's time over the plan's).",
         write.table(f"front_{stem}", points),
     ]
-    fastest, no_gain = front.get("fastest_k"), front.get("no_gain") or []
-    if fastest is not None and len(points) and fastest > points["k"].min():
-        parts.insert(1, f"The fastest plan keeps k = {fastest} blocks' activations: below that k the front gets no "
-                        "faster (removing more activations costs time here).")
-    if no_gain:
-        parts.insert(1, f"Blocks predicted no faster linearised alone: {', '.join(map(str, no_gain))} (the planner "
-                        "still offers them, in spans and alone; this is information, not a constraint).")
+    # what the planner wrote beside its rows (`dsprof.plan.Front.notes`): where the front stops getting faster, and
+    # which blocks buy nothing alone
+    parts[1:1] = [note[0].upper() + note[1:] + "." for note in front.get("notes") or []]
     if len(presets):
         parts.append(write.table(f"front_{stem}_presets", presets))
     if len(measured):
