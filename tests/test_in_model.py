@@ -114,3 +114,41 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     u = 1 - 1 / pred.speedup
     spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
+
+
+def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
+    """The same hand LUT, but the every-block-merged model ran 2 % slower than the original where its pieces add up
+    to a 26.25 % saving: rho would be negative, so no saving is scaled. The gap, g = -2 % - 26.25 % of the model, is
+    what a plan linearising every block may miss by; a plan that linearises 3 of the 7 blocks, by between 0 and
+    3/7 g (a uniform, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
+    line). Worked out from the module docstring of dsprof.lut.interval, not from the code's output."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.plan import Plan
+    from dsprof.models import find_blocks, get_model
+    from dsprof.profiler.records import CALIBRATION
+    from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+
+    def predicted(ratio):
+        row = frame[frame.scope == "model"].iloc[0].to_dict()
+        row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
+        lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+        plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+        return predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+
+    assert sum(1 - k for k in KEEP) == 3 and len(KEEP) == 7
+    pred = predicted(1.02)
+    assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-9)  # prices as the pieces add up: not scaled
+    gap = -0.02 - 0.2625
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * 3 / 7 * abs(gap) / math.sqrt(3), rel=1e-6)
+    assert "-28.2% of the model" in pred.systematic_source
+    # the interval holds the plan's point and the gap's reach: the speed-up with 3/7 of g lost is inside it
+    worst = 0.020 / (pred.total_s - 3 / 7 * gap * 0.020)
+    assert pred.speedup_low < worst < pred.speedup
+    # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
+    assert predicted(1 - 0.2625).systematic == pytest.approx(0.0, abs=1e-12)

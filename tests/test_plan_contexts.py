@@ -178,6 +178,19 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
         expected = min(max(latency[b][i] / own[b] for b in BACKENDS) for i, p in enumerate(plans)
                        if sum(p.keep) == point.k)
         assert point.worst + 1 == pytest.approx(expected, rel=1e-9), point.k
+    # the joint planner asks each context's merge rule (issue #38): a lone linearised block is offered merged and
+    # unmerged where the rules disagree (blocks 1, 3, 5, and any other the two LUTs measured so), and only as both
+    # rules decide it where they agree
+    from dsprof.plan.minimax import _pieces
+
+    alone = {}
+    for piece in _pieces([changed[b] for b in BACKENDS], MAX_SPAN):
+        if piece.stop - piece.start == 1 and not piece.kept:
+            alone.setdefault(piece.start, set()).add(piece.merge)
+    for i in range(len(blocks)):
+        rules = {changed[b].rule.merges(i) is not False for b in BACKENDS}
+        assert alone[i] == rules, i  # one option where the rules agree, both where they do not
+        assert i not in (1, 3, 5) or rules == {True, False}, i
 
 
 def _tilings(n, pieces, start=0):

@@ -7,16 +7,17 @@ fastest plan is the one whose pieces save most, and the choice splits at piece b
 
 Fastest plan for each k (blocks that keep their activations), over the pieces p = [a, j) ending at j:
 
-    best[0][0] = 0,    best[j][k] = max_p  best[a][k - kept(p)] + saving(p)
+    best[0][0] = 0,    best[j][k] = max_p  best[a][k - kept(p)] + gain(p)
 
 with kept(p) = 1 for a kept block and 0 otherwise; O(n * n * max_span) steps, the plan read back through
-the pointers. The same recurrence, scored lexicographically by (-loss, saving), gives the plan of least
+the pointers (gain: the piece's saving, seconds; `--for`'s mean weighs each context's). The same recurrence,
+scored lexicographically by (-loss, gain), gives the plan of least
 summed loss at each k (the fastest among equals).
 
 With a loss per piece (the accuracy the blocks it linearises lose, summed), the accuracy-latency front:
-front[j] holds the plans of blocks 0..j-1 that no other one beats in both summed loss and summed saving,
+front[j] holds the plans of blocks 0..j-1 that no other one beats in both summed loss and summed gain,
 
-    front[0] = {(0, 0)},    front[j] = nondominated( union over p = [a, j) of front[a] + (loss(p), saving(p)) )
+    front[0] = {(0, 0)},    front[j] = nondominated( union over p = [a, j) of front[a] + (loss(p), gain(p)) )
 
 Exact because both objectives add over pieces and a piece's terms depend on its own blocks only: a plan
 of blocks 0..a-1 that another one dominates stays dominated whatever follows.
@@ -37,15 +38,15 @@ class Option:
     start: int
     stop: int
     kept: bool
-    saving: float
+    gain: float  # what the plan's latency drops by: seconds for the planner, a weighted share for --for's mean
     loss: float = 0.0  # a `fractions.Fraction` keeps sums exact, so that equal losses tie
 
 
 @dataclass(frozen=True)
 class Solution:
-    """A plan as its pieces, with their summed saving and loss."""
+    """A plan as its pieces, with their summed gain and loss."""
 
-    saving: float
+    gain: float
     loss: float
     pieces: tuple[Option, ...]
 
@@ -63,9 +64,9 @@ def _by_end(n: int, options: Sequence[Option]) -> list[list[Option]]:
 
 
 def best_per_k(n: int, options: Sequence[Option],
-               score: Callable[[Option], tuple[float, ...]] = lambda o: (o.saving,)) -> dict[int, Solution]:
+               score: Callable[[Option], tuple[float, ...]] = lambda o: (o.gain,)) -> dict[int, Solution]:
     """{k: the plan of blocks 0..n-1 with k kept blocks whose summed ``score`` is largest (lexicographically)},
-    for every k some plan reaches. The default score is the saving: the fastest plan at each k."""
+    for every k some plan reaches. The default score is the gain: the fastest plan at each k."""
     ending = _by_end(n, options)
     zero = tuple(0 * v for v in score(options[0])) if options else (0.0,)
     best: list[dict[int, tuple[tuple[float, ...], Option | None]]] = [{0: (zero, None)}] + [{} for _ in range(n)]
@@ -88,18 +89,18 @@ def _read_back(best, n: int, k: int) -> Solution:
         pieces.append(o)
         j, k = o.start, k - o.kept
     pieces.reverse()
-    return Solution(sum(p.saving for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
+    return Solution(sum(p.gain for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
 
 
 def pareto_front(n: int, options: Sequence[Option]) -> list[Solution]:
-    """The plans of blocks 0..n-1 that no other plan beats in both summed loss (lower) and summed saving
-    (higher), ordered by loss (so by saving too); one plan for each point."""
+    """The plans of blocks 0..n-1 that no other plan beats in both summed loss (lower) and summed gain
+    (higher), ordered by loss (so by gain too); one plan for each point."""
     ending = _by_end(n, options)
-    # a partial plan: (loss, saving, its last piece, the partial plan before it)
+    # a partial plan: (loss, gain, its last piece, the partial plan before it)
     front: list[list[tuple[float, float, Option | None, tuple | None]]] = [[(0 * options[0].loss, 0.0, None, None)]]
     for j in range(1, n + 1):
-        candidates = [(loss + o.loss, saving + o.saving, o, prev)
-                      for o in ending[j] for prev in front[o.start] for loss, saving in [prev[:2]]]
+        candidates = [(loss + o.loss, gain + o.gain, o, prev)
+                      for o in ending[j] for prev in front[o.start] for loss, gain in [prev[:2]]]
         candidates.sort(key=lambda c: (c[0], -c[1]))
         kept, top = [], float("-inf")
         for c in candidates:
@@ -108,11 +109,11 @@ def pareto_front(n: int, options: Sequence[Option]) -> list[Solution]:
                 top = c[1]
         front.append(kept)
     out = []
-    for loss, saving, last, prev in front[n]:
+    for loss, gain, last, prev in front[n]:
         pieces, node = [last], prev
         while node is not None and node[2] is not None:
             pieces.append(node[2])
             node = node[3]
         pieces.reverse()
-        out.append(Solution(saving, loss, tuple(pieces)))
+        out.append(Solution(gain, loss, tuple(pieces)))
     return out

@@ -1,8 +1,9 @@
 """One plan for several device contexts (`dsprof plan --for A,B`): at each k, the plan whose predicted latency relative
 to each context's own front plan of that k is lowest in the worst case (``worst``) or on average (``mean``). Exact.
 
-The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged *or* not (the contexts
-may disagree on whether merging pays, so both are offered and the plan's ``merge`` list says which it chose); a span
+The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged or not as each
+context's `MergeRule` decides (where the contexts disagree on whether merging pays both are offered, and the plan's
+``merge`` list says which it chose); a span
 of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
 its pieces' savings there (`dsprof.lut.prices`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
 the latency of c's own front plan with k kept blocks.
@@ -161,8 +162,11 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
 
     for i in range(n):
         add(i, i + 1, True, False, lambda c: c.kept(i))
-        add(i, i + 1, False, True, lambda c: c.linearized(i, True))
-        add(i, i + 1, False, False, lambda c: c.linearized(i, False))
+        # merged or not as each context's rule decides (`dsprof.merge.rule`): one where they agree (the other is
+        # slower in every context, so never better), both where they disagree (a block the rule cannot decide
+        # counts as merged, as `Prices.linearized` counts it)
+        for merge in sorted({c.rule.merges(i) is not False for c in prices}, reverse=True):
+            add(i, i + 1, False, merge, lambda c, m=merge: c.linearized(i, m))
     for run in span_runs(prices[0].blocks, (0,) * n):
         for a in range(len(run)):
             for b in range(a + 2, min(len(run), a + max_span) + 1):
@@ -331,7 +335,7 @@ def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray, least_loss: boo
     (with ``least_loss``: of least summed loss first, then that)."""
     options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings_s, weights)), p.loss) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
-    score = (lambda o: (-o.loss, o.saving)) if least_loss else (lambda o: (o.saving,))
+    score = (lambda o: (-o.loss, o.gain)) if least_loss else (lambda o: (o.gain,))
     return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score).items()}
 
 

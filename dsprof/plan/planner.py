@@ -65,7 +65,7 @@ def plan_front(
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
-        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving))
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.gain))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
     original = predict_plan(prices, None).total_s
