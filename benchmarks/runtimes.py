@@ -33,10 +33,10 @@ that cannot run a workload, or at all (its extra missing), says so in one line; 
     python3 benchmarks/runtimes.py --out $OUT/rt --device cuda --batch 128 --dtype fp16 --channels-last \
         --runtimes torch,torch-compile --stages lut,table                                  # CUDA (benchmarks/gpu/check_cuda.sh)
 
-Run time (one thread, default timing, quiet 2-core CPU): per model and runtime, the LUT about 5-10 min (torch.compile
-adds a compile of each of ~110 workloads, seconds each; TFLite converts each through onnx2tf, 20-40 min); the table
-a few minutes per runtime; the explanations a minute per block. Several hours for the four models; every stage
-resumes.
+Run time (one thread, quiet 2-core CPU): per model and runtime, the LUT about 5-10 min at the default timing
+(torch.compile adds a compile of each of ~110 workloads, seconds each; TFLite converts each through onnx2tf, 1-2 s a
+workload: its LUT took 4-9 min per model at ``--budget 0.5``, 2026-11-27); the table a few minutes per runtime; the
+explanations a minute per block. Hours for the four models at the default timing; every stage resumes.
 """
 
 from __future__ import annotations
