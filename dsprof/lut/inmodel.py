@@ -46,11 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
-
-from ..profiler.records import IN_SITU_SCOPE
-from .interval import saving_error_s
-from .schema import in_situ_workload
+from typing import Sequence
 
 __all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "InModel", "Timed"]
 
@@ -157,28 +153,3 @@ def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     n = len(ordered)
     return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
-
-
-def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,
-                 span_key: Any, in_model_name: Any) -> list[Timed]:
-    """Every piece of ``label`` the LUT context (``lookup``) timed inside the model, with its saving alone:
-    ``in_model_name(start, stop)`` names a piece there, ``span_key(start, stop)`` is a span's block workload."""
-    out = []
-    n = len(blocks)
-    candidates = [(i, i + 1, v) for i in range(n) for v in ("merged", "linear")]
-    candidates += [(a, b, "span") for a in range(n) for b in range(a + 2, n + 1)
-                   if lookup(in_situ_workload(label, in_model_name(a, b)), "original", IN_SITU_SCOPE) is not None]
-    for start, stop, variant in candidates:
-        workload = in_situ_workload(label, in_model_name(start, stop))
-        base = lookup(workload, "original", IN_SITU_SCOPE)
-        swap = lookup(workload, "merged" if variant == "span" else variant, IN_SITU_SCOPE)
-        alone_entry = (lookup(span_key(start, stop), "merged") if variant == "span"
-                       else lookup(blocks[start].spec.to_str(), variant))
-        group = originals[start:stop]
-        if base is None or swap is None or alone_entry is None or any(o is None for o in group):
-            continue
-        ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
-        saving = reference_s * (1 - ratio)
-        se = saving_error_s(base, swap) * reference_s / base.median_s
-        out.append(Timed(start, stop, variant, sum(o.median_s for o in group) - alone_entry.median_s, saving, se))
-    return out

@@ -40,32 +40,29 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   samples: the samples of one group share its moment. The original's latency, a median over G groups, carries
   1.2533 sigma / sqrt(G) of it too (a median's standard error).
 
-The drift probe's scaling (`probe_ratio`, `with_probe`) is here too: it moves the milliseconds, never the
-speed-up (a ratio of two latencies of one moment). `IQR_TO_SD` is the one conversion of a robust spread to a
-standard deviation.
+The drift probe's ratio (`probe_ratio`; `dsprof.lut.predict.with_probe` applies it) is here too: it moves the
+milliseconds, never the speed-up (a ratio of two latencies of one moment). `IQR_TO_SD` is the one conversion of a
+robust spread to a standard deviation.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 from ..device_context import DeviceContext
-from ..errors import UsageError
 from ..profiler.records import PROBE_NAME, PROBE_SCOPE
 from ..profiler.stats import summarize
+from .inmodel import InModel
+from .piece import Piece
 from .table import LUT, LUTEntry, LUTMissError
 
-if TYPE_CHECKING:  # read, never built, here: the modules that build them import this one
-    from .inmodel import InModel
-    from .predict import Prediction
-    from .prices import Piece
 
 __all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "IntervalInputs", "Terms", "calibration_of",
            "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio", "relative_spread",
-           "saving_error_s", "terms_of", "with_probe"]
+           "saving_error_s", "terms_of"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
 #: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
@@ -130,7 +127,7 @@ class IntervalInputs:
     rest_method: str
     factor: float
     in_model_factor: float | None
-    in_model: "InModel | None"
+    in_model: InModel | None
     base_errors: tuple[float, ...]
     probe: LUTEntry | None
     calibration: LUTEntry | None
@@ -309,7 +306,7 @@ class Bounds:
     drift: float
 
 
-def plan_bounds(pieces: list["Piece"], total_s: float, original_s: float, terms: Terms) -> Bounds:
+def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: Terms) -> Bounds:
     """The intervals of a plan deployed as ``pieces`` (predicted ``total_s``; the original ``original_s``) from its
     LUT entries' errors and the model's ``terms`` (see the module docstring)."""
     if not (total_s > 0 and original_s > 0):
@@ -359,13 +356,3 @@ def probe_ratio(samples_s: Sequence[float], entry: LUTEntry) -> float:
     """Now over then: the median of ``samples_s`` (the probe timed now, `dsprof.profiler.probe_now`) over the
     LUT's probe median (> 1: the machine is slower now)."""
     return statistics.median(samples_s) / entry.median_s
-
-
-def with_probe(pred: "Prediction", ratio: float) -> "Prediction":
-    """``pred``'s milliseconds scaled by the probe's ``ratio`` (> 1: the machine is slower now than in the LUT's
-    runs): its total, the original's and the latency interval (whose relative width stays: the machine can move
-    again before a later measurement). The speed-up stays: both latencies scale alike."""
-    if not ratio > 0:
-        raise UsageError(f"a probe ratio is > 0, got {ratio}")
-    return replace(pred, total_s=pred.total_s * ratio, original_s=pred.original_s * ratio, low_s=pred.low_s * ratio,
-                   high_s=pred.high_s * ratio, probe_ratio=ratio)

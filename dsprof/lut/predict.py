@@ -30,6 +30,7 @@ __all__ = [
     "predict_plan",
     "profiled_options",
     "resolve_method",
+    "with_probe",
 ]
 
 
@@ -66,7 +67,7 @@ class Prediction:
     zero where the whole model measured faster than the sum of its blocks timed alone (``str`` says so).
     ``coverage`` is the share of blocks found in the LUT; ``missing`` names the misses.
     ``probe_ratio``: how much slower (> 1) the machine ran the drift probe now than in the LUT's runs, by
-    which the milliseconds are scaled (`dsprof.lut.interval.with_probe`); NaN when not probed.
+    which the milliseconds are scaled (`with_probe`); NaN when not probed.
     """
 
     model: str
@@ -376,3 +377,13 @@ def _report_misses(prices: Prices, name: str, flags: str, table: pd.DataFrame, m
     if strict:
         raise LUTMissError(message)
     warnings.warn(message, LUTMissWarning, stacklevel=4)
+
+
+def with_probe(pred: Prediction, ratio: float) -> Prediction:
+    """``pred``'s milliseconds scaled by the probe's ``ratio`` (> 1: the machine is slower now than in the LUT's
+    runs): its total, the original's and the latency interval (whose relative width stays: the machine can move
+    again before a later measurement). The speed-up stays: both latencies scale alike."""
+    if not ratio > 0:
+        raise UsageError(f"a probe ratio is > 0, got {ratio}")
+    return replace(pred, total_s=pred.total_s * ratio, original_s=pred.original_s * ratio, low_s=pred.low_s * ratio,
+                   high_s=pred.high_s * ratio, probe_ratio=ratio)

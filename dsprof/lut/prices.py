@@ -26,7 +26,7 @@ import statistics
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Sequence
 
 from ..commands import measure_command
 from ..device_context import DeviceContext
@@ -37,7 +37,8 @@ from ..merge.spans import span_spec
 from ..models import Block, format_span
 from ..plan.plan import Plan
 from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
-from .inmodel import InModel, timed_pieces
+from .inmodel import InModel, Timed
+from .piece import Piece
 from .interval import IntervalInputs, Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
@@ -152,28 +153,6 @@ def piece_name(blocks: list[Block], start: int, stop: int) -> str:
 def span_key(blocks: list[Block], start: int, stop: int) -> str:
     """The LUT workload of the one convolution that blocks start..stop-1 merge into (its ``conv`` spec)."""
     return span_spec([b.spec for b in blocks[start:stop]]).to_str()
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One block, or one span of blocks, as a plan deploys it, priced. ``latency_s`` is its LUT entry,
-    ``saving_s`` how much it lowers the model's predicted latency under the method (0 for a kept block;
-    NaN when an entry is missing, named by ``missing``), ``errors_s`` the median errors it adds to the
-    interval."""
-
-    start: int
-    stop: int
-    variant: str  # original, merged, linear, span (or the variant asked for every block)
-    latency_s: float
-    saving_s: float
-    errors_s: tuple[float, ...] = ()
-    missing: str | None = None
-    noisy: bool = False
-    in_model: bool = False  # its saving was measured inside the running model (`dsprof.lut.inmodel`)
-
-    @property
-    def found(self) -> bool:
-        return self.missing is None
 
 
 @dataclass(frozen=True)
@@ -530,3 +509,28 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
     return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
             "the isolated ones (`dsprof measure --in-situ merged`)")
+
+
+def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,
+                 span_key: Any, in_model_name: Any) -> list[Timed]:
+    """Every piece of ``label`` the LUT context (``lookup``) timed inside the model, with its saving alone:
+    ``in_model_name(start, stop)`` names a piece there, ``span_key(start, stop)`` is a span's block workload."""
+    out = []
+    n = len(blocks)
+    candidates = [(i, i + 1, v) for i in range(n) for v in ("merged", "linear")]
+    candidates += [(a, b, "span") for a in range(n) for b in range(a + 2, n + 1)
+                   if lookup(in_situ_workload(label, in_model_name(a, b)), "original", IN_SITU_SCOPE) is not None]
+    for start, stop, variant in candidates:
+        workload = in_situ_workload(label, in_model_name(start, stop))
+        base = lookup(workload, "original", IN_SITU_SCOPE)
+        swap = lookup(workload, "merged" if variant == "span" else variant, IN_SITU_SCOPE)
+        alone_entry = (lookup(span_key(start, stop), "merged") if variant == "span"
+                       else lookup(blocks[start].spec.to_str(), variant))
+        group = originals[start:stop]
+        if base is None or swap is None or alone_entry is None or any(o is None for o in group):
+            continue
+        ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
+        saving = reference_s * (1 - ratio)
+        se = saving_error_s(base, swap) * reference_s / base.median_s
+        out.append(Timed(start, stop, variant, sum(o.median_s for o in group) - alone_entry.median_s, saving, se))
+    return out

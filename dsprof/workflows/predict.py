@@ -15,8 +15,8 @@ from torch import nn
 
 from ..errors import LUTMissError, PartialPredictionError
 from ..io import atomic_write_text, check_output_path
-from ..lut.interval import lut_probe, probe_ratio, with_probe
-from ..lut.predict import Prediction, predict_latency
+from ..lut.interval import lut_probe, probe_ratio
+from ..lut.predict import Prediction, predict_latency, with_probe
 from ..lut.rule import merge_rule
 from ..lut.table import LUT, LUTMissWarning
 from ..merge.rule import Merges
