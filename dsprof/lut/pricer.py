@@ -41,24 +41,8 @@ class Pricer:
 
     def pieces(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
                merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:
-        """The pieces of the plan ``keep`` (1 = the block keeps its activations) with ``spans`` ([start, stop) of
-        linearised blocks merged as one convolution) and its ``merge`` list (None: the LUT's rule decides each lone
-        block, as `Prices.rule` decides it)."""
-        prices, starts = self.prices, dict(spans)
-        out, i = [], 0
-        while i < self.n:
-            stop = starts.get(i)
-            if stop is not None:
-                out.append(prices.span(i, stop))
-                i = stop
-                continue
-            if keep[i]:
-                out.append(prices.kept(i))
-            else:
-                m = None if merge is None else bool(merge[i])
-                out.append(prices.linearized(i, m, border))
-            i += 1
-        return out
+        """The pieces of a plan (`Prices.pieces_of`: the walk `predict_plan` takes too)."""
+        return self.prices.pieces_of(keep, spans, merge, border)
 
     def price(self, plan: Any = None, *, keep: Sequence[int] | None = None,
               spans: Sequence[tuple[int, int]] = ()) -> Price:

@@ -371,15 +371,23 @@ class Prices:
         block order."""
         if plan is None:
             return [self.kept(i) for i in range(len(self.blocks))]
-        spans = {start: stop for start, stop in plan.spans or ()}
+        return self.pieces_of(plan.keep, plan.spans or (), plan.merge, plan.border)
+
+    def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
+                  merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:
+        """The pieces of the plan ``keep`` (1 = the block keeps its activations) with ``spans`` ([start, stop) of
+        linearised blocks merged as one convolution) and its ``merge`` list (None: the LUT's rule decides each lone
+        block, `rule`): the one walk from a plan to what it deploys (`predict_plan` and `dsprof.lut.Pricer` read it)."""
+        starts = dict(spans)
         out, i = [], 0
         while i < len(self.blocks):
-            if i in spans:
-                out.append(self.span(i, spans[i]))
-                i = spans[i]
+            stop = starts.get(i)
+            if stop is not None:
+                out.append(self.span(i, stop))
+                i = stop
                 continue
-            merge = None if plan.merge is None else plan.merge[i]
-            out.append(self.kept(i) if plan.keep[i] else self.linearized(i, merge, plan.border))
+            m = None if merge is None else bool(merge[i])
+            out.append(self.kept(i) if keep[i] else self.linearized(i, m, border))
             i += 1
         return out
 
