@@ -315,7 +315,10 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     speedup = original_s / total_s
     u = 1 - total_s / original_s
     saving_var, reference_var = 0.0, 0.0
+    blocks, changed = 0, 0  # how many blocks the plan has, and linearises (the gap's share f)
     for p in pieces:
+        blocks += p.stop - p.start
+        changed += (p.stop - p.start) if p.variant != "original" else 0
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
             reference_var += errors
@@ -326,8 +329,6 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
     reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
-    changed = sum(p.stop - p.start for p in pieces if p.variant != "original")
-    blocks = sum(p.stop - p.start for p in pieces)
     systematic = math.hypot(abs(u) * terms.factor, terms.interaction * changed / blocks if blocks else 0.0)
     sigma_u = math.hypot(entries, systematic)
     ln_s = math.hypot(speedup * sigma_u, terms.check)
