@@ -6,9 +6,16 @@ stderr, exit status 2. Anything else is a bug in dsprof and shows its traceback 
 
 Each class also subclasses the built-in exception callers caught before it existed (``ValueError``,
 ``KeyError``, ``FileExistsError``, ...), so ``except ValueError`` around a dsprof call keeps working.
+
+A LUT miss says what to time as plain data, a `MeasureRequest`: its message holds the token ``{measure}`` where
+that goes. ``str`` puts the request there in words (for Python callers); the command line puts the `dsprof measure`
+command there (`dsprof.cli.commands`): no layer below the CLI writes command lines.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "BadFileError",
@@ -20,6 +27,9 @@ __all__ = [
     "Interrupted",
     "LUTError",
     "LUTMissError",
+    "MEASURE",
+    "MeasureRequest",
+    "MeasureRequested",
     "MeasurementFileError",
     "MergeError",
     "ModelFileError",
@@ -89,8 +99,57 @@ class LUTError(DsprofError, ValueError):
     """A LUT file or table that is not valid, or that cannot answer a question; names the file and the row at fault."""
 
 
-class LUTMissError(LUTError, KeyError):
-    """A strict lookup of a key the LUT does not have."""
+#: Where a message names what to time: its `MeasureRequest` in words, or the CLI's `dsprof measure` command.
+MEASURE = "{measure}"
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    """What to time so that a LUT has what a message says it lacks, as plain data: in the LUT context ``context``,
+    the model built with the `dsprof` options ``flags``, its blocks original, merged and linear, spans of up to
+    ``max_span`` blocks, and (``in_situ``) each block inside the model."""
+
+    context: Any  # a `dsprof.device_context.DeviceContext` (a module that imports this one)
+    flags: str
+    max_span: int = 1
+    in_situ: bool = False
+
+    def describe(self) -> str:
+        """The request in plain words."""
+        spans = f", spans of up to {self.max_span} blocks" if self.max_span > 1 else ""
+        in_situ = ", and each block inside the model" if self.in_situ else ""
+        return (f"`dsprof measure` (or dsprof.measure) in context {self.context} with the model's options "
+                f"({self.flags}), timing blocks original, merged and linear{spans}{in_situ}")
+
+    def to_dict(self) -> dict:
+        return {"key": str(self.context), "flags": self.flags, "max_span": self.max_span, "in_situ": self.in_situ}
+
+
+def with_measure(message: str, measure: MeasureRequest | None, command: str | None = None) -> str:
+    """``message`` with ``command`` (in backquotes) at its `MEASURE` token, or (None) ``measure`` in words."""
+    if measure is None:
+        return message
+    return message.replace(MEASURE, f"`{command}`" if command is not None else measure.describe())
+
+
+class MeasureRequested:
+    """The part of an exception or a warning whose message may name, at its `MEASURE` token, what to time
+    (``measure``). ``str`` says it in words; `text` puts a command there."""
+
+    def __init__(self, message: str, *, measure: MeasureRequest | None = None):
+        super().__init__(message)
+        self.measure = measure
+
+    def text(self, command: str | None = None) -> str:
+        """The message with ``command`` (in backquotes) where it names what to time; None: the request in words."""
+        return with_measure(str(self.args[0]), self.measure, command)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+class LUTMissError(MeasureRequested, LUTError, KeyError):
+    """A strict lookup of a key the LUT does not have; ``measure``: what to time to add it, where known."""
 
 
 class PartialPredictionError(LUTError):

@@ -2,19 +2,18 @@
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from cli_run import dsprof_here
 from dsprof.merge import load_merged, merge_report
 
-DSPROF = [sys.executable, "-m", "dsprof"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*DSPROF, *args], capture_output=True, text=True, timeout=600)
+    return dsprof_here(*args)
 
 
 def test_blocks_of_mnasnet_from_the_command_line():

@@ -45,7 +45,7 @@ def test_the_examples_run_as_written(tmp_path, monkeypatch, capsys, one_thread):
     measured, planned, found, merged = scope["measured"], scope["planned"], scope["found"], scope["merged"]
     assert measured.run.path.is_file() and measured.run.new > 0 and f"{measured.run.new} workloads" in out
     assert planned.chosen.k == 4 and Path("front.json").is_file() and Path("front.plan.json").is_file()
-    assert planned.merge_command.startswith("dsprof merge --model mobilenet_v2")
+    assert planned.plan_path == Path("front.plan.json") and planned.plan_path in planned.paths
     assert isinstance(found, Predicted) and found.merges is not None and found.merges.by == "plan"
     assert found.check is not None and found.check.paired is not None and found.check.path.is_file()
     assert set(found.to_dict()) == {"prediction", "check"}

@@ -1,5 +1,6 @@
-"""Bad input through the console script (issue 15's cases): exit status 2, exactly one line on stderr, no
-traceback, and the files on disk as they were. Small models at 32 px, so each case takes seconds."""
+"""Bad input through the command line (issue 15's cases): exit status 2, exactly one line on stderr, no
+traceback, and the files on disk as they were. The first case runs the console script as a process; the others run
+`dsprof.cli.main` in this process (tests/cli_run.py says why). Small models at 32 px, so each case takes seconds."""
 
 import csv
 import io
@@ -19,6 +20,8 @@ from dsprof.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import measure
 
+from cli_run import dsprof_here as dsprof
+
 FIXTURE = Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"  # mobilenet_v2, depths 1x7, 32 px
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 FAST = ["--threads", "1", "--budget", "0.05", "--warmup", "0.01", "--min-samples", "2", "--no-progress"]
@@ -28,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("dsprof")  # the console script installed beside this Python
 
 
-def dsprof(*args, cwd: Path) -> subprocess.CompletedProcess:
+def console_script(*args, cwd: Path) -> subprocess.CompletedProcess:
     """Run the console script on this checkout's dsprof (PYTHONPATH first: an installed copy may be another)."""
     command = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "dsprof"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -58,7 +61,7 @@ def work(tmp_path) -> Path:
 def test_1_measure_out_an_existing_regular_file(work):
     (work / "existing.txt").write_text("mine\n")
     before = snapshot(work)
-    result = dsprof("measure", *TINY, *FAST, "--blocks", "none", "--out", "existing.txt", cwd=work)
+    result = console_script("measure", *TINY, *FAST, "--blocks", "none", "--out", "existing.txt", cwd=work)
     assert_one_line_error(result, "measure", "cannot write the measurement file in existing.txt: existing.txt is a file, "
                           "not a folder", "--out")
     assert snapshot(work) == before

@@ -7,6 +7,7 @@ import ast
 import glob
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,12 @@ import pytest
 
 from dsprof.edge import runner
 from dsprof.edge.export import copy_runner
-from dsprof.profiler import TimingConfig, time_interleaved, timing_loop
+from dsprof.profiler import TimingConfig, fingerprint, hardware, time_interleaved, timing_loop
 from fake_machine import FakeMachine, sample_order
 
 RUNNER = Path(runner.__file__)
 TIMING_LOOP = Path(timing_loop.__file__)
+HARDWARE = Path(hardware.__file__)
 FIXTURE = Path(__file__).parent / "fixtures" / "benchmark_model_output.txt"
 FAKE_MACHINE = Path(__file__).with_name("fake_machine.py")
 
@@ -122,22 +124,36 @@ def test_the_runner_and_the_profiler_share_one_timing_loop():
     assert asdict(TimingConfig()) == timing_loop.DEFAULTS
 
 
-def test_bundle_carries_the_timing_loop_verbatim(tmp_path):
+def test_bundle_carries_the_timing_loop_and_the_machine_reader_verbatim(tmp_path):
     copied = copy_runner(tmp_path)
     assert copied == tmp_path / "run_bundle.py" and os.access(copied, os.X_OK)
     assert copied.read_bytes() == RUNNER.read_bytes()
     assert (tmp_path / "timing_loop.py").read_bytes() == TIMING_LOOP.read_bytes()
+    assert (tmp_path / "hardware.py").read_bytes() == HARDWARE.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hardware.py", "run_bundle.py", "timing_loop.py"]
 
 
-def test_a_runner_copied_without_its_timing_loop_says_so_in_one_line(tmp_path):
-    shutil.copyfile(RUNNER, tmp_path / "run_bundle.py")
+@pytest.mark.parametrize("missing", ["timing_loop", "hardware"])
+def test_a_runner_copied_without_a_module_it_imports_says_so_in_one_line(tmp_path, missing):
+    copy_runner(tmp_path)
+    (tmp_path / f"{missing}.py").unlink()
     done = subprocess.run([sys.executable, "-S", "-E", str(tmp_path / "run_bundle.py"), "--runtime", "onnxruntime"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.startswith("run_bundle: error: no timing_loop.py beside") and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"run_bundle: error: no {missing}.py beside"), done.stderr
+    assert len(done.stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize("path", [RUNNER, TIMING_LOOP], ids=lambda p: p.name)
+def test_the_runner_and_the_profiler_describe_this_machine_alike():
+    """The fields the environment id hashes that describe the machine (cpu, jetson) read the same way inside dsprof
+    and in a bundle, so records imported from a bundle key the same LUT context as `dsprof measure` here."""
+    here, bundle = fingerprint.environment(), runner.environment("onnxruntime")
+    assert bundle["cpu"] == here["cpu"] and bundle["jetson"] == here["jetson"]
+    assert here["cpu"]["logical_cores"] == os.cpu_count() and here["cpu"]["machine"] == platform.machine()
+    assert set(runner.device_state("cpu")) == set(fingerprint.device_state("cpu")) <= {"load_avg_1m", "cpu_freq_hz"}
+
+
+@pytest.mark.parametrize("path", [RUNNER, TIMING_LOOP, HARDWARE], ids=lambda p: p.name)
 def test_runner_and_timing_loop_need_python_3_6_at_most(path):
     """vermin computes the lowest Python that runs the file (it reads the syntax and the stdlib calls)."""
     vermin = str(Path(sys.executable).with_name("vermin"))  # installed by the test extra
@@ -164,15 +180,16 @@ def _imports(path: Path) -> tuple[set[str], list[str]]:
     return absolute, relative
 
 
-def test_runner_imports_only_the_standard_library_numpy_runtimes_and_the_timing_loop():
+def test_runner_imports_only_the_standard_library_numpy_runtimes_and_the_carried_modules():
     allowed = set(sys.stdlib_module_names) | {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime",
-                                              "torch", "pkg_resources", "timing_loop"}
+                                              "torch", "pkg_resources", "timing_loop", "hardware"}
     absolute, relative = _imports(RUNNER)
     assert absolute - allowed == set()
     assert "dsprof" not in absolute
-    assert relative == ["..profiler:timing_loop"]  # inside dsprof only; a bundle imports the copy beside it
-    absolute, relative = _imports(TIMING_LOOP)
-    assert absolute - set(sys.stdlib_module_names) == set() and relative == []  # copied alone: the standard library
+    assert relative == ["..profiler:hardware", "..profiler:timing_loop"]  # inside dsprof; a bundle imports the copies
+    for carried in (TIMING_LOOP, HARDWARE):
+        absolute, relative = _imports(carried)
+        assert absolute - set(sys.stdlib_module_names) == set() and relative == []  # copied alone: the standard library
 
 
 # -- benchmark_model ---------------------------------------------------------------------------------------

@@ -204,6 +204,19 @@ def test_any_bytes_in_any_file_end_in_exit_0_or_one_line(seeds, tmp_path, kind):
 
 # -- the cases the issue names --------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("field", ["runtime", "workload"])
+def test_a_results_line_whose_runtime_or_workload_is_not_text_is_one_line(seeds, tmp_path, field):
+    # found by the damage test above on one run: a list where a name belongs raised TypeError (it does not hash)
+    lines = [json.loads(line) for line in seeds["results"].read_text().splitlines() if line.strip()]
+    lines[0][field] = [lines[0][field]]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    command = _command("results", path, seeds)
+    status, _, err = run_cli(*command)
+    line = assert_clean("import", status, err)
+    assert status == 2 and line is not None and f"{path}, result 1: " in line, err
+
+
 def test_a_pytorch_file_where_text_belongs_is_named(seeds):
     merged = seeds["merged"]
     for command in (["predict", "--lut", merged, *TINY], ["build-lut", merged], ["report", merged]):

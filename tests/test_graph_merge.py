@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +32,9 @@ from dsprof.models import ChainGraph, discover_blocks, get_model, list_models, o
 from dsprof.models.user_model import register_model_file
 from models.csp import CSPClassifier
 from models.flat import FlatNet
+from cli_run import dsprof_here
 from rule_lut import rule_lut
 
-DSPROF = str(Path(sys.executable).parent / "dsprof")
 MODELS = Path(__file__).parent / "models"
 FLAT = f"{MODELS / 'flat.py'}:factory"
 CSP = f"{MODELS / 'csp.py'}:factory"
@@ -164,7 +163,7 @@ def test_a_merged_vgg_with_unmerged_linear_blocks_exports_with_static_shapes(tmp
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    result = subprocess.run([DSPROF, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    result = dsprof_here(*args, cwd=cwd)
     assert result.returncode == 0, f"dsprof {' '.join(args)}:\n{result.stderr}"
     return result
 
@@ -175,7 +174,7 @@ TINY = ["--threads", "1", "--batch", "1", "--budget", "0.02", "--warmup", "0.001
 
 @pytest.mark.slow
 def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
-    """The flat network through the console script (the CSP model's chains: tests/test_model_file.py). The
+    """The flat network through the command line (the CSP model's chains: tests/test_model_file.py). The
     LUT that predict reads has the medians of tests/rule_lut.py's rule: on a busy machine the blocks timed alone
     can add up to more than the whole model, and predict rightly refuses such a LUT; its subject here is names."""
     spec, label, chain, n = FLAT, "file:flat:factory", FLAT_BLOCKS[0][0], len(FLAT_BLOCKS)

@@ -2,7 +2,8 @@
 
 The model is tests/models/csp.py (a YOLOv5-style CSP backbone written as a user would); its expected
 blocks come from the reading in that file's docstring: backbone[0:2], 7 residual Bottlenecks and the 4
-chains from a C3's cv3 into the next Conv that no module owns, SPPF refused. The commands run through the console script, as a user runs them.
+chains from a C3's cv3 into the next Conv that no module owns, SPPF refused. The commands run through the command line's
+main, as a user runs them (in this process: tests/cli_run.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import socket
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +22,9 @@ import torch
 
 from dsprof.cli import main
 from dsprof.models.user_model import ModelFileError, load_model_file, model_file_label, register_model_file
+from cli_run import dsprof_here
 from rule_lut import rule_lut
 
-DSPROF = str(Path(sys.executable).parent / "dsprof")
 CSP = str(Path(__file__).parent / "models" / "csp.py")
 LABEL = "file:csp:factory"
 CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.2.cv3.conv..backbone.3.conv", "backbone.4.m.0", "backbone.4.m.1",
@@ -33,7 +33,7 @@ CSP_BLOCKS = ["backbone[0:2]", "backbone.2.m.0", "backbone.2.cv3.conv..backbone.
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([DSPROF, *args], capture_output=True, text=True, timeout=300)
+    return dsprof_here(*args)
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

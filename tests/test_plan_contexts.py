@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import dsprof
-from dsprof.cli import main
+from dsprof.cli import build_parser, main
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.plan import Plan
@@ -257,8 +257,16 @@ def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys)
     assert len(data["cross"]) == 4 * 8 and {r["k"] for r in data["cross"]} == set(range(8))
     (missing,) = data["unplanned"]
     assert missing["key"].startswith("feedbeef0000/")
-    assert "dsprof measure --model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32" in missing["reason"]
-    assert "--spans 3" in missing["reason"] and "not planned: torch/cpu t1 env feedbeef0000" in text
+    # the JSON: what to time as data, and the reason in words; the printed table: the command that times it
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
+    assert missing["measure"] == {"key": missing["key"], "flags": flags, "max_span": 3, "in_situ": False}
+    assert (f"`dsprof measure` (or dsprof.measure) in context {missing['key']} with the model's options ({flags}), "
+            "timing blocks original, merged and linear, spans of up to 3 blocks") in missing["reason"]
+    (shown,) = [line for line in text.splitlines() if line.startswith("not planned: torch/cpu t1 env feedbeef0000")]
+    command = shown.split("`")[1]
+    assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
+                       "--variants original,merged,linear --spans 3")
+    build_parser().parse_args(command.split()[1:])  # a command that runs as written
     assert "torch/cpu t1" in text and "onnxruntime/cpu t1" in text and "worst loss" in text
     plan = json.loads((tmp_path / "front.plan.json").read_text())
     assert sum(plan["keep"]) == 2 and plan["model"] == NAME
@@ -266,6 +274,26 @@ def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys)
     assert joint["objective"] == "worst" and [p["k"] for p in joint["points"]] == list(range(8))
     for suffix in (".csv", ".cross.csv", ".joint.csv"):
         assert out.with_suffix(suffix).read_text().count("\n") > 8
+
+
+def test_when_no_context_can_be_planned_the_line_names_the_first_ones_command(luts, tmp_path, capsys):
+    # both contexts without their span entries: one error line, the first context's `dsprof measure` as a command
+    # that runs, the other's in words
+    for backend in ("torch", "onnxruntime"):
+        frame = LUT.load(luts[backend]).to_dataframe()
+        LUT(frame[~frame.workload.str.startswith("conv(")]).save(tmp_path / f"{backend}_nospans.csv")
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
+    argv = ["plan", *flags.split()[2:], "--model", NAME, "--max-span", str(MAX_SPAN), "--out", str(tmp_path / "f.json"),
+            "--lut", str(tmp_path / "torch_nospans.csv"), "--lut", str(tmp_path / "onnxruntime_nospans.csv")]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("dsprof plan: error: no context of the LUT has what the planner needs for this model: ")
+    commands = line.split("`")[1::2]
+    first = next(c for c in commands if c.startswith("dsprof measure --model"))
+    assert first.startswith(f"dsprof measure {flags} --device cpu --backend ") and first.endswith(" --spans 3"), line
+    build_parser().parse_args(first.split()[1:])  # a command that runs as written
+    assert "(or dsprof.measure) in context " in line  # the second context: in words
+    assert not (tmp_path / "f.json").exists()
 
 
 def test_a_single_context_still_writes_one_front(luts, tmp_path, capsys):

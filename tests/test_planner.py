@@ -229,16 +229,29 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
     assert preset.latency_s == pytest.approx(by_k[0].latency_s, rel=1e-12)  # every block linear: the same plan
 
 
-def test_a_missing_entry_is_one_clear_line(tmp_path):
+def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     name, options = MODELS["mbv2"]
     lut = _measure(tmp_path, name, options, 0)  # no span entries
+    (context,) = lut.devices()
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
+    # a Python caller: what to time as data, and in words in the one line
+    request = err.value.measure
+    assert (request.context, request.flags, request.max_span, request.in_situ) == (context, flags, 2, False)
     message = str(err.value)
-    assert "\n" not in message and "span of blocks" in message
-    command = message.split("`")[1]
-    assert command.startswith("dsprof measure --model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32")
-    assert "--spans 2" in command
+    assert "\n" not in message and "span of blocks" in message and "{measure}" not in message
+    assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({flags}), "
+            "timing blocks original, merged and linear, spans of up to 2 blocks and rebuild the LUT") in message
+    # the command line: the same line, with the command that times it, runnable as written
+    argv = ["plan", *flags.split(), "--lut", str(tmp_path / f"{name}-0.csv"), "--max-span", "2",
+            "--out", str(tmp_path / "front.json")]
+    assert main(argv) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and "span of blocks" in line
+    command = line.split("`")[1]
+    assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
+                       "--variants original,merged,linear --spans 2")
     build_parser().parse_args(command.split()[1:])  # a command that runs as written
     assert plan_front(name, lut, options=options, resolution=32, max_span=1).points  # no spans: nothing missing
 

@@ -1,5 +1,6 @@
 """The `dsprof` command line: the parser (one module per command: its options and one call into the API,
-`dsprof.api`) and `main`, the one place that turns a `DsprofError` into one line and exit status 2.
+`dsprof.api`) and `main`, the one place that turns a `DsprofError` into one line and exit status 2 (a message that
+names what to time, a `dsprof.errors.MeasureRequest`, names it there as the `dsprof measure` command).
 
 Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch, timm or
 pandas (tests/test_cli_startup.py checks it)."""
@@ -12,7 +13,8 @@ import warnings
 from typing import Sequence
 
 from .. import __version__
-from ..errors import DsprofError, Interrupted
+from ..errors import DsprofError, Interrupted, MeasureRequested
+from .commands import requested_command
 from . import (blocks, build_lut, explain, export, finetune, import_bundle, importance, measure, merge, models, plan,
                predict, report, search)
 from .options import use_model_file
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     def one_line(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"warning: {message}", file=sys.stderr)  # for a user: the message, not our source line
+        print(f"warning: {_text(message)}", file=sys.stderr)  # for a user: the message, not our source line
 
     previous = warnings.showwarning
     warnings.showwarning = one_line
@@ -85,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_model_file(args)
         return args.func(args)
     except DsprofError as exc:  # the one place errors a user can fix are caught; anything else is a bug
-        message = " ".join(str(exc).split()) or type(exc).__name__
+        message = " ".join(_text(exc).split()) or type(exc).__name__
         print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what was kept, how to go on, where a command says), 130
@@ -94,3 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         warnings.showwarning = previous
+
+
+def _text(said: object) -> str:
+    """An error's or a warning's message; where it names what to time (``measure``), as the `dsprof measure` command."""
+    if isinstance(said, MeasureRequested) and said.measure is not None:
+        return said.text(requested_command(said.measure))
+    return str(said)

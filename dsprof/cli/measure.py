@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..commands import plan_command
+from .commands import plan_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS

@@ -11,6 +11,7 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
+from .commands import merge_command, requested_command
 from .options import add_accept_modified, add_model_args, keep_arg, model_options_from_args
 
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts
-        print(fronts.table())
+        print(fronts.table(requested_command))
         for front in fronts.fronts:
             _predicted_note(outcome.predicted[front.device], fronts.labels[front.device])
         if outcome.chosen is not None:
@@ -80,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
                   + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
     for path in outcome.paths:
         print(f"wrote {path}")
-    if outcome.merge_command is not None:
-        print(f"next: {outcome.merge_command}")
+    if outcome.plan_path is not None:  # the model the plan is for: the first context's, as all share it
+        front = outcome.fronts.fronts[0] if isinstance(outcome, PlannedContexts) else outcome.front
+        print(f"next: {merge_command(front.name, front.options, outcome.plan_path, args.resolution)}")
     return 0
 
 

@@ -4,6 +4,7 @@
       manifest.json      what is in it (`dsprof.edge.manifest`)
       run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
       timing_loop.py     the profiler's timing loop, this very file (`dsprof.profiler.timing_loop`): the runner imports it
+      hardware.py        how the profiler reads the machine (CPU, Jetson), this very file: the runner imports it too
       models/w0.onnx     one file per workload and format (onnx, tflite, torchscript)
       results/           where the runner writes its JSON Lines (created by the runner)
 
@@ -33,7 +34,7 @@ from ..io import make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
-from ..profiler import timing_loop
+from ..profiler import hardware, timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, write_manifest
@@ -47,8 +48,9 @@ __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundl
 #: ONNX operator set of bundle files: ONNX Runtime 1.10 (the last for Python 3.6, JetPack 4.6) reads up to 15.
 EDGE_OPSET = 13
 RUNNER_NAME = "run_bundle.py"
-#: The timing loop's file in a bundle: the runner imports it by this name.
-TIMING_LOOP_NAME = "timing_loop.py"
+#: The profiler's standard-library modules a bundle carries verbatim beside its runner, which imports them by these
+#: names: the timing loop and the machine's description (part of the environment id).
+CARRIED = (timing_loop, hardware)
 
 
 @dataclass
@@ -193,9 +195,10 @@ def _write_bundle(
 
 
 def copy_runner(folder: Path) -> Path:
-    """Copy the runner (as ``run_bundle.py``, executable) and the profiler's timing loop (``timing_loop.py``,
-    verbatim) into ``folder``; return the runner's path."""
-    shutil.copyfile(Path(timing_loop.__file__), folder / TIMING_LOOP_NAME)
+    """Copy the runner (as ``run_bundle.py``, executable) and the profiler's modules it imports (`CARRIED`:
+    ``timing_loop.py``, ``hardware.py``, verbatim) into ``folder``; return the runner's path."""
+    for module in CARRIED:
+        shutil.copyfile(Path(module.__file__), folder / Path(module.__file__).name)
     runner = folder / RUNNER_NAME
     shutil.copyfile(Path(__file__).with_name("runner.py"), runner)
     runner.chmod(0o755)

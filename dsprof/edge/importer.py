@@ -54,12 +54,12 @@ def _check_lines(lines: list[dict[str, Any]], manifest: dict[str, Any], path: Pa
                 f"{path}, result {number}: it belongs to bundle {line.get('bundle_id')!r}, not to this bundle "
                 f"({manifest['bundle_id']}); import it with the bundle it was timed from"
             )
-        if line.get("workload") not in known:
+        if not isinstance(line.get("workload"), str) or line["workload"] not in known:  # a list would not hash
             raise EdgeError(
                 f"{path}, result {number}: workload {line.get('workload')!r} is not in the bundle's manifest "
                 f"(it has w0..w{len(known) - 1}); the file was edited or mixed with another run"
             )
-        if line.get("runtime") not in RUNTIMES:
+        if not isinstance(line.get("runtime"), str) or line["runtime"] not in RUNTIMES:
             raise EdgeError(f"{path}, result {number}: unknown runtime {line.get('runtime')!r}")
         diff = [k for k in _SETTINGS if line.get(k) != first.get(k)]
         if diff:

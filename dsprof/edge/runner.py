@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import re
 import shlex
@@ -37,16 +36,17 @@ import sys
 import time
 
 if __package__:  # dsprof.edge.runner, inside dsprof
-    from ..profiler import timing_loop
-else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's timing_loop.py beside it
+    from ..profiler import hardware, timing_loop
+else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's timing_loop.py and hardware.py beside it
     _HERE = os.path.dirname(os.path.abspath(__file__))
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     try:
+        import hardware
         import timing_loop
-    except ImportError:  # one line and exit status 2, as every other error of the runner
-        sys.stderr.write("run_bundle: error: no timing_loop.py beside %s; copy the whole bundle folder that "
-                         "`dsprof export` wrote\n" % os.path.abspath(__file__))
+    except ImportError as exc:  # one line and exit status 2, as every other error of the runner
+        sys.stderr.write("run_bundle: error: no %s.py beside %s; copy the whole bundle folder that `dsprof export` "
+                         "wrote\n" % (getattr(exc, "name", None) or "timing_loop", os.path.abspath(__file__)))
         sys.exit(2)
 
 CpuTimer = timing_loop.CpuTimer
@@ -87,99 +87,8 @@ class RunnerError(Exception):
     """Bad input to the runner: printed as one line, exit status 2."""
 
 
-# -- fingerprint (the profiler's `fingerprint.environment` keys: cpu, gpu, jetson, versions) ------------------
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace").strip("\x00\n ")
-    except (OSError, IOError):
-        return None
-
-
-def _cpu():
-    info = {"machine": platform.machine(), "logical_cores": os.cpu_count()}
-    text = _read("/proc/cpuinfo") or ""
-    model, physical, phys_id = None, set(), "0"
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key in ("model name", "Model", "Hardware") and model is None:
-            model = value
-        elif key == "physical id":
-            phys_id = value
-        elif key == "core id":
-            physical.add((phys_id, value))
-    info["model"] = model or platform.processor() or platform.machine()
-    if physical:
-        info["physical_cores"] = len(physical)
-    if hasattr(os, "sched_getaffinity"):
-        info["usable_cores"] = len(os.sched_getaffinity(0))
-    governor = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    if governor:
-        info["governor"] = governor
-    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if max_khz and max_khz.isdigit():
-        info["max_freq_hz"] = int(max_khz) * 1000
-    board = _read("/proc/device-tree/model")  # Raspberry Pi, Jetson and other device-tree boards
-    if board:
-        info["board"] = board
-    return info
-
-
-def _command(args, timeout=5.0):
-    """stdout of a command, or None when it is missing or fails."""
-    try:
-        out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.decode("utf-8", "replace").strip() if out.returncode == 0 else None
-
-
-def _jetson():
-    model, release = _read("/proc/device-tree/model"), _read("/etc/nv_tegra_release")
-    if not model or ("jetson" not in model.lower() and not release):
-        return {}
-    info = {"model": model}
-    if release:
-        info["l4t_release"] = release.splitlines()[0]
-    mode = _command(["nvpmodel", "-q"])  # "NV Power Mode: MAXN\n0"
-    if mode:
-        info["power_mode"] = " ".join(mode.split())
-    return info
-
-
-def _jetson_state():
-    state = {}
-    root = "/sys/class/devfreq"
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        if any(t in name for t in ("gpu", "gv11b", "gp10b", "ga10b")):
-            for key, leaf in (("gpu_freq_hz", "cur_freq"), ("gpu_max_freq_hz", "max_freq")):
-                value = _read(os.path.join(root, name, leaf))
-                if value and value.isdigit():
-                    state[key] = int(value)
-            governor = _read(os.path.join(root, name, "governor"))
-            if governor:
-                state["gpu_governor"] = governor
-            break
-    line = _tegrastats_line()
-    if line:
-        state["tegrastats"] = line
-    return state
-
-
-def _tegrastats_line():
-    """One line of ``tegrastats`` (RAM, CPU loads and clocks, EMC, GPU, temperatures), when present."""
-    try:
-        proc = subprocess.Popen(["tegrastats", "--interval", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError:
-        return None
-    try:
-        return proc.stdout.readline().decode("utf-8", "replace").strip() or None
-    finally:
-        proc.kill()
-        proc.wait()
+# -- fingerprint (the profiler's `fingerprint.environment` keys: cpu, gpu, jetson, versions; the machine itself is
+#    read by `hardware`, the profiler's own file) ----------------------------------------------------------------
 
 
 def _version(distribution, module=None):
@@ -225,23 +134,16 @@ def _versions(runtime):
 def environment(runtime="onnxruntime"):
     """What does not change during a run: cpu, gpu (always empty: no NVML here), jetson, versions, host, time."""
     return {
-        "cpu": _cpu(), "gpu": [], "jetson": _jetson(), "versions": _versions(runtime),
+        "cpu": hardware.cpu(), "gpu": [], "jetson": hardware.jetson(), "versions": _versions(runtime),
         "host": socket.gethostname(), "time_utc": _utc_now(),
     }
 
 
 def device_state(device="cpu"):
     """What changes: 1-minute load average, CPU frequency; on a Jetson the GPU clock and a tegrastats line."""
-    state = {}
-    try:
-        state["load_avg_1m"] = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        pass
-    cur = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq")
-    if cur and cur.isdigit():
-        state["cpu_freq_hz"] = int(cur) * 1000
-    if device.startswith("cuda") and _read("/etc/nv_tegra_release") is not None:
-        state.update(_jetson_state())
+    state = hardware.cpu_state()
+    if device.startswith("cuda") and hardware.read("/etc/nv_tegra_release") is not None:
+        state.update(hardware.jetson_state())
     return state
 
 
@@ -508,7 +410,7 @@ class BenchmarkModel(object):
 
 def _adb_shell(serial, command):
     """stdout of ``adb -s SERIAL shell COMMAND``, or None when it fails."""
-    return _command(["adb", "-s", serial, "shell", command], timeout=20.0)
+    return hardware.command_output(["adb", "-s", serial, "shell", command], timeout=20.0)
 
 
 def phone_environment(serial):
@@ -518,8 +420,8 @@ def phone_environment(serial):
     cpuinfo = _adb_shell(serial, "cat /proc/cpuinfo") or ""
     cpu = {"machine": prop("ro.product.cpu.abi"), "logical_cores": sum(
         1 for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "processor")}
-    hardware = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("Hardware")]
-    cpu["model"] = prop("ro.soc.model") or (hardware[0] if hardware else None) or prop("ro.board.platform")
+    soc = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("Hardware")]
+    cpu["model"] = prop("ro.soc.model") or (soc[0] if soc else None) or prop("ro.board.platform")
     cpu["board"] = " ".join(v for v in (prop("ro.product.manufacturer"), prop("ro.product.model")) if v) or None
     governor = _adb_shell(serial, "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     if governor:

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
-from ..errors import LUTError, UsageError
+from ..errors import MEASURE, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from .prices import MethodFallbackWarning, Piece, Prices
@@ -244,7 +244,8 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     missing = [p.missing for p in pieces if p.missing] + list(prices.missing)
     table = _block_table(prices, pieces)
     found = table["latency_s"].notna()
-    _report_misses(prices, name, prices.model_flags or f"--model {name}", table, missing, strict)
+    widest = max((p.stop - p.start for p in pieces if p.missing), default=1)  # the spans to time, if any
+    _report_misses(prices, name, table, missing, strict, widest)
     total, rest_s, rest_method = prices.total_s(pieces), prices.shown_rest_s(pieces), prices.rest_method
     if total <= 0 and rest_method == "model-minus-blocks" and found.all():
         raise LUTError(
@@ -356,27 +357,30 @@ def method_name(method: str) -> str:
     return method
 
 
-def _report_misses(prices: Prices, name: str, flags: str, table: pd.DataFrame, missing: list[str], strict: bool) -> None:
+def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list[str], strict: bool,
+                   max_span: int = 1) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says; saying what the LUT holds
-    instead where it holds other models); other misses warn, or raise with ``strict``. Called from
-    `predict_plan` under `predict_latency`: the warning points at its caller."""
+    instead where it holds other models); other misses warn, or raise with ``strict``. Each names what to time
+    (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
+    at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
+    request = prices.measure_request(max_span)
     if len(table) and not table["latency_s"].notna().any():
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: {held}. Or measure {name} there (`dsprof measure {flags}`) and rebuild the LUT."
+            f"{missing[0]}: {held}. Or measure {name} there ({MEASURE}) and rebuild the LUT.", measure=request
         )
     if not missing:
         return
     message = (
         f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
         + ("; ..." if len(missing) > 5 else "")
-        + f". Measure this model on that device (`dsprof measure {flags}`) and rebuild the LUT."
+        + f". Measure this model on that device ({MEASURE}) and rebuild the LUT."
     )
     if strict:
-        raise LUTMissError(message)
-    warnings.warn(message, LUTMissWarning, stacklevel=4)
+        raise LUTMissError(message, measure=request)
+    warnings.warn(LUTMissWarning(message, measure=request), stacklevel=4)
 
 
 def with_probe(pred: Prediction, ratio: float) -> Prediction:

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Sequence
 
-from ..commands import measure_command
 from ..device_context import DeviceContext
-from ..errors import LUTMissError, UsageError
+from ..errors import MEASURE, LUTMissError, MeasureRequest, UsageError
 from ..merge.block import deploys_alike
 from ..merge.rule import MergeRule
 from ..merge.spans import span_spec
@@ -261,6 +260,10 @@ class Prices:
         """Whether this model's prices read (or could use) blocks timed in situ (`dsprof measure --in-situ`)."""
         return self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None
 
+    def measure_request(self, max_span: int = 1) -> MeasureRequest:
+        """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""
+        return MeasureRequest(self.key, self.measure_flags, max_span, self.reads_in_situ)
+
     @cached_property
     def terms(self) -> Terms:
         """The parts of every plan's interval that belong to the model, not to a plan (`dsprof.lut.interval.terms_of`):
@@ -296,7 +299,7 @@ class Prices:
     def rule(self) -> MergeRule:
         """The LUT's merge rule for this model (`dsprof.merge.rule`): a lone linearised block merges where its
         ``merged`` entry is below the block left unmerged as deployed (`unmerged`); a block the LUT cannot decide
-        is a miss that names the entry and the `dsprof measure` that times it."""
+        is a miss that names the entry and what to time (a `MeasureRequest`)."""
         return MergeRule("lut", self._merge_costs, str(self.key), len(self.blocks), self.identity, self._undecided)
 
     # -- pieces ------------------------------------------------------------------------------------
@@ -330,14 +333,14 @@ class Prices:
         return self._pieces[key]
 
     def _undecided(self, plan: Plan, undecided: list[int]) -> LUTMissError:
-        """The miss of the LUT's `rule`: the first block it cannot decide, the entries, the measure that times them."""
+        """The miss of the LUT's `rule`: the first block it cannot decide, the entries, what to time to add them."""
         spec = self.blocks[undecided[0]].spec.to_str()
         more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
         return LUTMissError(
             f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
             f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run `{measure_command(self.key, self.measure_flags, in_situ=self.reads_in_situ)}` and "
-            "rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)"
+            f"merges: run {MEASURE} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)",
+            measure=self.measure_request(),
         )
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:

@@ -3,7 +3,7 @@
 
 Contexts are `DeviceContext` keys of the LUT (or of several LUTs, `LUT.concat`); tables name them by
 `short_labels`. A context whose entries the planner lacks is not planned; `ContextFronts.unplanned` keeps the
-planner's one line for it, which names the missing entry and the `dsprof measure` command that adds it.
+planner's one line for it, which names the missing entry, and what to time to add it (a `MeasureRequest`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import statistics
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
-from ..errors import LUTMissError, UsageError
+from ..errors import LUTMissError, MeasureRequest, UsageError, with_measure
 from ..io import atomic_write_text
 from ..lut import LUT
 from ..lut.prices import Prices
@@ -39,10 +39,25 @@ FRONTS_VERSION = 1
 
 @dataclass(frozen=True)
 class Unplanned:
-    """A context of the LUT the planner could not plan, and its one line (what is missing, the command that adds it)."""
+    """A context of the LUT the planner could not plan: its one line (``message``, what is missing) and what to time
+    to add it (``measure``, named at the line's `dsprof.errors.MEASURE` token)."""
 
     context: DeviceContext
-    reason: str
+    message: str
+    measure: MeasureRequest | None = None
+
+    @classmethod
+    def of(cls, context: DeviceContext, miss: LUTMissError) -> "Unplanned":
+        return cls(context, miss.args[0], miss.measure)
+
+    @property
+    def reason(self) -> str:
+        """The line, what to time said in words (``str`` of the planner's error)."""
+        return with_measure(self.message, self.measure)
+
+    def text(self, command: str | None = None) -> str:
+        """The line with ``command`` (in backquotes) where it names what to time; None: in words."""
+        return with_measure(self.message, self.measure, command)
 
 
 @dataclass(frozen=True)
@@ -77,8 +92,8 @@ class ContextFronts:
                 "contexts": [{"key": str(c), "label": label, "context": c.as_dict()} for c, label in self.labels.items()],
                 "fronts": [dict(f.to_dict(), label=self.labels[f.device]) for f in self.fronts],
                 "cross": [c.to_dict(self.labels) for c in self.cross],
-                "unplanned": [{"key": str(u.context), "label": self.labels[u.context], "reason": u.reason}
-                              for u in self.unplanned],
+                "unplanned": [{"key": str(u.context), "label": self.labels[u.context], "reason": u.reason,
+                               "measure": u.measure.to_dict() if u.measure else None} for u in self.unplanned],
                 "joint": self.joint.to_dict(self.labels) if self.joint is not None else None}
 
     def fronts_csv(self) -> str:
@@ -128,9 +143,10 @@ class ContextFronts:
             paths.append(atomic_write_text(path.with_suffix(".joint.csv"), self.joint_csv()))
         return tuple(paths)
 
-    def table(self) -> str:
+    def table(self, command: Callable[[MeasureRequest], str] | None = None) -> str:
         """The fronts side by side (speed-up per context for each k), the cross table (worst and median loss per
-        ordered pair), the plan for several contexts, and the contexts not planned."""
+        ordered pair), the plan for several contexts, and the contexts not planned, each with what to time
+        (``command``: the command line that times a `MeasureRequest`; None: in words)."""
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
@@ -165,7 +181,8 @@ class ContextFronts:
                           "loss against each context's own plan):"]
                 lines += _joint_lines(self.joint.least_loss, [self.labels[c] for c in self.joint.contexts])
         for u in self.unplanned:
-            lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {u.reason}"]
+            shown = u.text(command(u.measure) if command is not None and u.measure is not None else None)
+            lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {shown}"]
         return "\n".join(lines)
 
 
@@ -263,15 +280,18 @@ def plan_contexts(
                 front = plan_front(model, lut, importance=importance, max_span=max_span, name=registered,
                                    options=options, prices=c)
         except LUTMissError as exc:
-            unplanned.append(Unplanned(context, str(exc)))
+            unplanned.append(Unplanned.of(context, exc))
             continue
         for w in caught:  # a planned context's warnings (a method's fallback) are the user's; a skipped one's are not
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         fronts.append(front)
         prices[context] = c
     if not fronts:
+        first = unplanned[0]  # one message, one request: the first context's, the others' in words
         raise LUTMissError("no context of the LUT has what the planner needs for this model:\n  "
-                           + "\n  ".join(f"{labels[u.context]}: {u.reason}" for u in unplanned))
+                           + "\n  ".join([f"{labels[first.context]}: {first.message}"]
+                                          + [f"{labels[u.context]}: {u.reason}" for u in unplanned[1:]]),
+                           measure=first.measure)
     cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, prices[b.device], b))
     together = None
     if joint is not None:

@@ -28,7 +28,7 @@ With per-block importance (the accuracy a block loses without its activations), 
 the plan of least summed importance and, among the plans of that loss, the least worst (or mean) relative latency:
 what ``--keep K`` writes, as for one context. The loss is one more objective that adds over the pieces: for
 ``worst`` it is one more column of the Pareto sets (a partial plan another one matches in every saving *and* in
-loss is dropped), and a partial plan is kept only while it can still end at the least loss of some k (`_loss_reach`);
+loss is dropped), and a partial plan is kept only while it can still end at the least loss of some k (`_reach` of the losses);
 for ``mean`` the DP's score is (-loss, weighted saving), lexicographically.
 """
 
@@ -208,7 +208,7 @@ def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.nda
     losses = None
     if least_loss:  # one more column, to maximise: minus the loss
         lost = np.array([float(p.loss) for p in pieces])
-        losses = (_least_losses(n, pieces), _loss_reach(n, pieces, lost), 1e-9 * max(1.0, float(np.abs(lost).sum())))
+        losses = (_least_losses(n, pieces), _reach(n, pieces, lost, np.minimum, np.inf), 1e-9 * max(1.0, float(np.abs(lost).sum())))
         savings = np.hstack([savings, -lost[:, None]])
     ending: list[list[int]] = [[] for _ in range(n + 1)]
     for i, p in enumerate(pieces):
@@ -270,11 +270,11 @@ def _nondominated(vectors: np.ndarray) -> np.ndarray:
     return np.concatenate(chosen) if chosen else np.empty(0, dtype=int)
 
 
-def _reach(n: int, pieces: list[_Piece], savings: np.ndarray) -> np.ndarray:
-    """reach[j, r, c]: the most that blocks j..n-1 with r kept blocks can save in context c (each context on its own;
-    -inf where no plan has r kept blocks there)."""
-    m = savings.shape[1]
-    reach = np.full((n + 1, n + 1, m), -np.inf)
+def _reach(n: int, pieces: list[_Piece], values: np.ndarray, best=np.maximum, none: float = -np.inf) -> np.ndarray:
+    """reach[j, r(, c)]: the ``best`` (np.maximum for savings, np.minimum for losses) that blocks j..n-1 with r kept
+    blocks can add of the pieces' ``values`` (one row per piece; per context c where it has columns, each context on
+    its own); ``none`` where no plan has r kept blocks."""
+    reach = np.full((n + 1, n + 1, *values.shape[1:]), none)
     reach[n, 0] = 0.0
     starting: list[list[int]] = [[] for _ in range(n)]
     for i, p in enumerate(pieces):
@@ -283,9 +283,9 @@ def _reach(n: int, pieces: list[_Piece], savings: np.ndarray) -> np.ndarray:
         for i in starting[j]:
             p = pieces[i]
             if p.kept:
-                reach[j, 1:] = np.maximum(reach[j, 1:], savings[i] + reach[p.stop, :-1])
+                reach[j, 1:] = best(reach[j, 1:], values[i] + reach[p.stop, :-1])
             else:
-                reach[j] = np.maximum(reach[j], savings[i] + reach[p.stop])
+                reach[j] = best(reach[j], values[i] + reach[p.stop])
     return reach
 
 
@@ -293,7 +293,7 @@ def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, ow
                upper: dict[int, float], reach: np.ndarray, losses: tuple | None = None) -> np.ndarray:
     """Which partial plans of blocks 0..j-1 with k kept blocks could still end in a plan no worse than the best known,
     at some k they can reach (a tolerance keeps every tie). ``losses``: (the partial plans' losses, the least loss of
-    each k, `_loss_reach`, a tolerance): a k counts only where the plan can still end at its least loss."""
+    each k, `_reach` of the losses, a tolerance): a k counts only where the plan can still end at its least loss."""
     alive = np.zeros(len(vectors), dtype=bool)
     for r in range(n - j + 1):
         if k + r not in upper or not np.all(np.isfinite(reach[j, r])):
@@ -311,23 +311,6 @@ def _least_losses(n: int, pieces: list[_Piece]) -> dict[int, Fraction]:
     """The least summed loss of a complete plan with k kept blocks, for every k (exact)."""
     options = [Option(p.start, p.stop, p.kept, 0.0, p.loss) for p in pieces]
     return {k: s.loss for k, s in best_per_k(n, options, score=lambda o: (-o.loss,)).items()}
-
-
-def _loss_reach(n: int, pieces: list[_Piece], lost: np.ndarray) -> np.ndarray:
-    """reach[j, r]: the least loss blocks j..n-1 can add with r kept blocks (inf where none has r)."""
-    reach = np.full((n + 1, n + 1), np.inf)
-    reach[n, 0] = 0.0
-    starting: list[list[int]] = [[] for _ in range(n)]
-    for i, p in enumerate(pieces):
-        starting[p.start].append(i)
-    for j in range(n - 1, -1, -1):
-        for i in starting[j]:
-            p = pieces[i]
-            if p.kept:
-                reach[j, 1:] = np.minimum(reach[j, 1:], lost[i] + reach[p.stop, :-1])
-            else:
-                reach[j] = np.minimum(reach[j], lost[i] + reach[p.stop])
-    return reach
 
 
 def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[_Piece]]:

@@ -5,9 +5,9 @@
 numbers from different environments never mix. `device_state()` snapshots what does change
 (GPU clocks, temperature, power, throttle reasons), taken before and after every workload group.
 
-GPU facts come from NVML (``pynvml``, package ``nvidia-ml-py``) when it loads; on Jetson boards,
-which have no NVML, from sysfs (``/proc/device-tree/model``, ``/etc/nv_tegra_release``, the GPU
-devfreq node). Everything unreadable is left out, never guessed.
+GPU facts come from NVML (``pynvml``, package ``nvidia-ml-py``) when it loads. The CPU and, on Jetson boards (which
+have no NVML), the board and its GPU clock are read by `dsprof.profiler.hardware`, the file the bundle runner reads
+them with too. Everything unreadable is left out, never guessed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
-import platform
 import socket
 from importlib import metadata
-from pathlib import Path
 from typing import Any
+
+from . import hardware
 
 __all__ = ["device_name", "device_state", "environment", "environment_id", "ENV_ID_FIELDS"]
 
@@ -30,44 +29,6 @@ ENV_ID_FIELDS = ("cpu", "gpu", "jetson", "versions")
 
 _LIBRARIES = ("dsprof", "torch", "onnxruntime", "onnxruntime-gpu", "openvino", "tensorflow", "onnx2tf", "ai-edge-litert",
               "numpy")
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace").strip("\x00\n ")
-    except OSError:
-        return None
-
-
-def _cpu() -> dict[str, Any]:
-    info: dict[str, Any] = {"machine": platform.machine(), "logical_cores": os.cpu_count()}
-    text = _read("/proc/cpuinfo") or ""
-    model = None
-    physical: set[tuple[str, str]] = set()
-    phys_id = "0"
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key in ("model name", "Model", "Hardware") and model is None:
-            model = value
-        elif key == "physical id":
-            phys_id = value
-        elif key == "core id":
-            physical.add((phys_id, value))
-    info["model"] = model or platform.processor() or platform.machine()
-    if physical:
-        info["physical_cores"] = len(physical)
-    try:
-        info["usable_cores"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        pass
-    governor = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    if governor:
-        info["governor"] = governor
-    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if max_khz and max_khz.isdigit():
-        info["max_freq_hz"] = int(max_khz) * 1000
-    return info
 
 
 def _nvml() -> Any:
@@ -110,35 +71,6 @@ def _gpu_static() -> list[dict[str, Any]]:
     return gpus
 
 
-def _jetson() -> dict[str, Any]:
-    model = _read("/proc/device-tree/model")
-    release = _read("/etc/nv_tegra_release")
-    if not model or ("jetson" not in model.lower() and not release):
-        return {}
-    info: dict[str, Any] = {"model": model}
-    if release:
-        info["l4t_release"] = release.splitlines()[0]
-    return info
-
-
-def _jetson_state() -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for node in sorted(Path("/sys/class/devfreq").glob("*")):
-        if "gpu" in node.name or "gv11b" in node.name or "gp10b" in node.name or "ga10b" in node.name:
-            cur = _read(str(node / "cur_freq"))
-            if cur and cur.isdigit():
-                state["gpu_freq_hz"] = int(cur)
-            gov = _read(str(node / "governor"))
-            if gov:
-                state["gpu_governor"] = gov
-            break
-    for zone in sorted(Path("/sys/class/thermal").glob("thermal_zone*")):
-        name, temp = _read(str(zone / "type")), _read(str(zone / "temp"))
-        if name and temp and temp.lstrip("-").isdigit() and "gpu" in name.lower():
-            state["gpu_temp_c"] = int(temp) / 1000
-    return state
-
-
 def _versions() -> dict[str, str]:
     import sys
 
@@ -162,9 +94,9 @@ def _versions() -> dict[str, str]:
 def environment() -> dict[str, Any]:
     """Static description of this machine: cpu, gpu (list), jetson, versions, host and the time (UTC, ISO 8601)."""
     return {
-        "cpu": _cpu(),
+        "cpu": hardware.cpu(),
         "gpu": _gpu_static(),
-        "jetson": _jetson(),
+        "jetson": hardware.jetson(),
         "versions": _versions(),
         "host": socket.gethostname(),
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -198,19 +130,12 @@ def device_name(env: dict[str, Any], device: str) -> str:
 def device_state(device: str = "cpu") -> dict[str, Any]:
     """What changes during a run: 1-minute load average, CPU frequency; for a GPU its clocks, temperature,
     power and throttle reasons."""
-    state: dict[str, Any] = {}
-    try:
-        state["load_avg_1m"] = os.getloadavg()[0]  # other work on the machine disturbs CPU timings
-    except OSError:
-        pass
-    cur = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq")
-    if cur and cur.isdigit():
-        state["cpu_freq_hz"] = int(cur) * 1000
+    state: dict[str, Any] = hardware.cpu_state()
     if not device.startswith("cuda"):
         return state
     nvml = _nvml()
     if nvml is None:
-        state.update(_jetson_state())
+        state.update(hardware.jetson_state())
         return state
     index = int(device.split(":")[1]) if ":" in device else 0
     try:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..commands import merge_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import InputFileError, UsageError
 from ..io import atomic_write_text, check_output_path
@@ -28,25 +27,25 @@ __all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contex
 @dataclass(frozen=True)
 class Planned:
     """What `plan_to_file` produced: the front, the chosen point (None without a budget), the files, and the
-    `dsprof merge` command that deploys the chosen plan file (None where none was written)."""
+    chosen plan file (``plan_path``, what `dsprof.merge` deploys; None where none was written)."""
 
     front: Front
     chosen: FrontPoint | None
     paths: tuple[Path, ...]
-    merge_command: str | None = None
+    plan_path: Path | None = None
     predicted: int = 0  # entries of the context predicted from another's (`dsprof measure --few`), not measured
 
 
 @dataclass(frozen=True)
 class PlannedContexts:
     """What `plan_contexts_to_file` produced: the fronts over several contexts, the plan for several contexts at
-    ``keep`` (None without one; with importance the least loss at that k), the files, and the `dsprof merge` command
-    that deploys the plan file written (None where none was)."""
+    ``keep`` (None without one; with importance the least loss at that k), the files, and the plan file written
+    (``plan_path``, what `dsprof.merge` deploys; None where none was)."""
 
     fronts: ContextFronts
     chosen: JointPoint | None
     paths: tuple[Path, ...]
-    merge_command: str | None = None
+    plan_path: Path | None = None
     predicted: Mapping[Any, int] | None = None  # per context, its entries predicted from another's (not measured)
 
 
@@ -108,9 +107,7 @@ def plan_to_file(
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
     paths = _write(front, out, chosen, chosen_path)
-    command = (merge_command(front.name, front.options, chosen_path, resolution)
-               if chosen is not None and chosen_path is not None else None)
-    return Planned(front, chosen, paths, command)
+    return Planned(front, chosen, paths, chosen_path if chosen is not None else None)
 
 
 def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
@@ -163,10 +160,7 @@ def plan_contexts_to_file(
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
         chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))
     paths = _write(fronts, out, chosen, chosen_path)
-    first = fronts.fronts[0]
-    command = (merge_command(first.name, first.options, chosen_path, resolution) if chosen is not None and chosen_path is not None
-               else None)
-    return PlannedContexts(fronts, chosen, paths, command)
+    return PlannedContexts(fronts, chosen, paths, chosen_path if chosen is not None else None)
 
 
 def plan(

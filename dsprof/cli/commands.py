@@ -1,7 +1,8 @@
 """The `dsprof` command lines that messages and results suggest, written in one place: what to run to time what a
-LUT lacks (`measure_command`), to plan a new context (`plan_command`) and to build the merged model of a plan file
-(`merge_command`). Plain text from plain
-values; the prices, the planner and the workflows pass the values, the command line prints the text.
+LUT lacks (`measure_command`; `requested_command` for a message's `MeasureRequest`), to plan a new context
+(`plan_command`) and to build the merged model of a plan file (`merge_command`). Plain text from plain values: the
+layers below the command line pass the values (a `MeasureRequest`, a plan file's path), only the command line
+writes commands.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping
 
-from .device_context import DeviceContext
-from .models.registry import model_flags
+from ..device_context import DeviceContext
+from ..errors import MeasureRequest
+from ..models.registry import model_flags
 
-__all__ = ["measure_command", "merge_command", "plan_command"]
+__all__ = ["measure_command", "merge_command", "plan_command", "requested_command"]
 
 
 def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in_situ: bool = False) -> str:
@@ -35,6 +37,11 @@ def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in
     if in_situ:
         parts.append("--in-situ merged,linear")
     return " ".join(parts)
+
+
+def requested_command(request: MeasureRequest) -> str:
+    """`measure_command` of what a message asks to time."""
+    return measure_command(request.context, request.flags, max_span=request.max_span, in_situ=request.in_situ)
 
 
 def merge_command(name: str, options: Mapping[str, Any], plan_path: str | Path, resolution: int | None = None) -> str:

@@ -1,0 +1,133 @@
+"""What the machine is, read from /proc, /sys and the board's tools: the CPU, a Jetson board and its GPU clock.
+
+Written once for both places that describe a machine: `dsprof.profiler.fingerprint` (the environment of a
+`dsprof measure` run) and the bundle runner (`dsprof.edge.runner`, on a device without dsprof). The description
+is part of the environment id that keys a LUT, so a bundle timed on a board and `dsprof measure` on the same board
+must read it the same way. Standard library only, and Python 3.6 or later: every export bundle carries this very
+file beside its runner, as it carries the timing loop. Everything unreadable is left out, never guessed.
+"""
+
+import os
+import platform
+import subprocess
+
+__all__ = ["command_output", "cpu", "cpu_state", "jetson", "jetson_state", "read", "tegrastats_line"]
+
+_DEVFREQ = "/sys/class/devfreq"
+_GPU_NODES = ("gpu", "gv11b", "gp10b", "ga10b")  # Jetson GPU devfreq node names (Xavier, TX2, Orin)
+_THERMAL = "/sys/class/thermal"
+
+
+def read(path):
+    """A small text file (sysfs, procfs) stripped of NULs, newlines and spaces; None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").strip("\x00\n ")
+    except (OSError, IOError):
+        return None
+
+
+def command_output(args, timeout=5.0):
+    """stdout of a command, or None when it is missing or fails."""
+    try:
+        out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.decode("utf-8", "replace").strip() if out.returncode == 0 else None
+
+
+def cpu():
+    """The CPU: architecture, model name, logical, physical and usable cores, governor and top clock, and the
+    device-tree board name (Raspberry Pi, Jetson and other boards)."""
+    info = {"machine": platform.machine(), "logical_cores": os.cpu_count()}
+    text = read("/proc/cpuinfo") or ""
+    model, physical, phys_id = None, set(), "0"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in ("model name", "Model", "Hardware") and model is None:
+            model = value
+        elif key == "physical id":
+            phys_id = value
+        elif key == "core id":
+            physical.add((phys_id, value))
+    info["model"] = model or platform.processor() or platform.machine()
+    if physical:
+        info["physical_cores"] = len(physical)
+    if hasattr(os, "sched_getaffinity"):
+        info["usable_cores"] = len(os.sched_getaffinity(0))
+    governor = read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if governor:
+        info["governor"] = governor
+    max_khz = read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if max_khz and max_khz.isdigit():
+        info["max_freq_hz"] = int(max_khz) * 1000
+    board = read("/proc/device-tree/model")
+    if board:
+        info["board"] = board
+    return info
+
+
+def cpu_state():
+    """What changes on any machine: the 1-minute load average (other work disturbs CPU timings) and the CPU clock."""
+    state = {}
+    try:
+        state["load_avg_1m"] = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        pass
+    cur = read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq")
+    if cur and cur.isdigit():
+        state["cpu_freq_hz"] = int(cur) * 1000
+    return state
+
+
+def jetson():
+    """A Jetson board: its model, L4T release and power mode (``nvpmodel -q``); {} on any other machine."""
+    model, release = read("/proc/device-tree/model"), read("/etc/nv_tegra_release")
+    if not model or ("jetson" not in model.lower() and not release):
+        return {}
+    info = {"model": model}
+    if release:
+        info["l4t_release"] = release.splitlines()[0]
+    mode = command_output(["nvpmodel", "-q"])  # "NV Power Mode: MAXN\n0"
+    if mode:
+        info["power_mode"] = " ".join(mode.split())
+    return info
+
+
+def jetson_state():
+    """What changes on a Jetson: the GPU's clock, top clock, governor and temperature, and one line of
+    ``tegrastats``."""
+    state = {}
+    for name in sorted(os.listdir(_DEVFREQ)) if os.path.isdir(_DEVFREQ) else []:
+        if any(t in name for t in _GPU_NODES):
+            for key, leaf in (("gpu_freq_hz", "cur_freq"), ("gpu_max_freq_hz", "max_freq")):
+                value = read(os.path.join(_DEVFREQ, name, leaf))
+                if value and value.isdigit():
+                    state[key] = int(value)
+            governor = read(os.path.join(_DEVFREQ, name, "governor"))
+            if governor:
+                state["gpu_governor"] = governor
+            break
+    zones = sorted(n for n in os.listdir(_THERMAL) if n.startswith("thermal_zone")) if os.path.isdir(_THERMAL) else []
+    for zone in zones:
+        name, temp = read(os.path.join(_THERMAL, zone, "type")), read(os.path.join(_THERMAL, zone, "temp"))
+        if name and temp and temp.lstrip("-").isdigit() and "gpu" in name.lower():
+            state["gpu_temp_c"] = int(temp) / 1000
+    line = tegrastats_line()
+    if line:
+        state["tegrastats"] = line
+    return state
+
+
+def tegrastats_line():
+    """One line of ``tegrastats`` (RAM, CPU loads and clocks, EMC, GPU, temperatures), when present."""
+    try:
+        proc = subprocess.Popen(["tegrastats", "--interval", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    try:
+        return proc.stdout.readline().decode("utf-8", "replace").strip() or None
+    finally:
+        proc.kill()
+        proc.wait()
