@@ -121,13 +121,7 @@ def _versions(runtime):
         if version:
             versions[distribution] = version
     if runtime == "torchscript":
-        try:
-            import torch
-            versions["torch_cuda"] = torch.version.cuda or "none"
-            if torch.cuda.is_available():
-                versions["cudnn"] = str(torch.backends.cudnn.version())
-        except Exception:  # noqa: BLE001
-            pass
+        versions.update(hardware.torch_cuda())
     return versions
 
 

@@ -80,14 +80,7 @@ def _versions() -> dict[str, str]:
             versions[lib] = metadata.version(lib)
         except metadata.PackageNotFoundError:
             continue
-    try:
-        import torch
-
-        versions["torch_cuda"] = torch.version.cuda or "none"
-        if torch.cuda.is_available():
-            versions["cudnn"] = str(torch.backends.cudnn.version())
-    except Exception:  # noqa: BLE001
-        pass
+    versions.update(hardware.torch_cuda())
     return versions
 
 

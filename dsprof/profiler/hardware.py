@@ -11,7 +11,7 @@ import os
 import platform
 import subprocess
 
-__all__ = ["command_output", "cpu", "cpu_state", "jetson", "jetson_state", "read", "tegrastats_line"]
+__all__ = ["command_output", "cpu", "cpu_state", "jetson", "jetson_state", "read", "tegrastats_line", "torch_cuda"]
 
 _DEVFREQ = "/sys/class/devfreq"
 _GPU_NODES = ("gpu", "gv11b", "gp10b", "ga10b")  # Jetson GPU devfreq node names (Xavier, TX2, Orin)
@@ -131,3 +131,18 @@ def tegrastats_line():
     finally:
         proc.kill()
         proc.wait()
+
+
+def torch_cuda():
+    """The CUDA that PyTorch was built with ("none" for a CPU build) and the cuDNN it finds; {} without PyTorch."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - no PyTorch, or one that does not load: nothing to say
+        return {}
+    versions = {"torch_cuda": torch.version.cuda or "none"}
+    try:
+        if torch.cuda.is_available():
+            versions["cudnn"] = str(torch.backends.cudnn.version())
+    except Exception:  # noqa: BLE001 - a driver that does not answer
+        pass
+    return versions
