@@ -136,7 +136,7 @@ def stage_lut(args, key: str, folder: Path):
     fronts = plan_contexts(name, lut, options=options, resolution=args.resolution, max_span=args.max_span)
     fronts.write(folder / "fronts.json")
     for missing in fronts.unplanned:
-        print(f"  not planned: {missing}", flush=True)
+        print(f"  not planned: {missing.context}: {missing.reason}", flush=True)
     print(f"\n{key}:\n{fronts.table()}\n", flush=True)
     return name, options, lut, fronts
 

@@ -7,9 +7,10 @@ stderr, exit status 2. Anything else is a bug in dsprof and shows its traceback 
 Each class also subclasses the built-in exception callers caught before it existed (``ValueError``,
 ``KeyError``, ``FileExistsError``, ...), so ``except ValueError`` around a dsprof call keeps working.
 
-A LUT miss says what to time as plain data, a `MeasureRequest`: its message holds the token ``{measure}`` where
-that goes. ``str`` puts the request there in words (for Python callers); the command line puts the `dsprof measure`
-command there (`dsprof.cli.commands`): no layer below the CLI writes command lines.
+A message that names the command to run (a LUT miss: `dsprof measure`; an importance file for another model:
+`dsprof importance`) holds the token ``{hint}`` there and the command as plain data, its ``hint`` (`MeasureHint`,
+`ImportanceHint`). ``str`` puts the hint there in words (for Python callers); the command line puts the command
+there (`dsprof.cli.commands`): no layer below the CLI writes command lines.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ __all__ = [
     "DsprofError",
     "EdgeError",
     "GraphTraceError",
+    "HINT",
+    "ImportanceHint",
     "InputFileError",
     "Interrupted",
     "LUTError",
     "LUTMissError",
-    "MEASURE",
-    "MeasureRequest",
-    "MeasureRequested",
+    "MeasureHint",
     "MeasurementFileError",
     "MergeError",
     "ModelFileError",
@@ -39,16 +40,87 @@ __all__ = [
     "PlanError",
     "RegistryError",
     "UsageError",
+    "WithHint",
     "WriteError",
     "look_up",
+    "with_hint",
 ]
 
 
-class DsprofError(Exception):
-    """An error the user can fix; its message says what to do. `dsprof.cli.main` prints it as one line."""
+#: Where a message names the command that fixes what it says: there ``str`` puts the message's hint in words, and
+#: the command line (`dsprof.cli.commands`) the command.
+HINT = "{hint}"
 
-    def __str__(self) -> str:  # a KeyError subclass would otherwise print its message quoted
-        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+@dataclass(frozen=True)
+class MeasureHint:
+    """What `dsprof measure` should time so that a LUT has what a message says it lacks: in the LUT context
+    ``context``, the model built with the `dsprof` options ``flags``, its blocks original, merged and linear, spans of
+    up to ``max_span`` blocks, and (``in_situ``) each block inside the model."""
+
+    context: Any  # a `dsprof.device_context.DeviceContext` (a module that imports this one)
+    flags: str
+    max_span: int = 1
+    in_situ: bool = False
+
+    def describe(self) -> str:
+        spans = f", spans of up to {self.max_span} blocks" if self.max_span > 1 else ""
+        in_situ = ", and each block inside the model" if self.in_situ else ""
+        return (f"`dsprof measure` (or dsprof.measure) in context {self.context} with the model's options "
+                f"({self.flags}), timing blocks original, merged and linear{spans}{in_situ}")
+
+    def to_dict(self) -> dict:
+        return {"key": str(self.context), "flags": self.flags, "max_span": self.max_span, "in_situ": self.in_situ}
+
+
+@dataclass(frozen=True)
+class ImportanceHint:
+    """What `dsprof importance` should score: the model built with the `dsprof` options ``flags``, on ``data`` with
+    the proxy ``proxy``, from ``weights`` (True: pretrained; a path; None: not said), at ``resolution`` pixels (None:
+    the model's default)."""
+
+    flags: str
+    data: str
+    proxy: str
+    weights: bool | str | None = None
+    resolution: int | None = None
+
+    def describe(self) -> str:
+        at = f" at {self.resolution} px" if self.resolution else ""
+        weights = (", from pretrained weights" if self.weights is True
+                   else f", from the weights {self.weights}" if isinstance(self.weights, str) else "")
+        return (f"`dsprof importance` (or dsprof.importance) for the model ({self.flags}){at} on {self.data} with the "
+                f"proxy {self.proxy}{weights}")
+
+
+def with_hint(message: str, hint: MeasureHint | ImportanceHint | None, command: str | None = None) -> str:
+    """``message`` with ``command`` (in backquotes) at its `HINT` token, or (None) ``hint`` in words."""
+    if hint is None:
+        return message
+    return message.replace(HINT, f"`{command}`" if command is not None else hint.describe())
+
+
+class WithHint:
+    """An exception or a warning whose message may name, at its `HINT` token, the command that fixes what it says,
+    as plain data (``hint``: a `MeasureHint` or an `ImportanceHint`). ``str`` says it in words; `text` puts a
+    command line there. No layer below the command line writes command lines."""
+
+    def __init__(self, *args: Any, hint: MeasureHint | ImportanceHint | None = None):
+        super().__init__(*args)
+        self.hint = hint
+
+    def text(self, command: str | None = None) -> str:
+        """The message with ``command`` (in backquotes) where it names the fix; None: the hint in words."""
+        message = str(self.args[0]) if len(self.args) == 1 else super().__str__()  # a KeyError's: not quoted
+        return with_hint(message, self.hint, command)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+class DsprofError(WithHint, Exception):
+    """An error the user can fix; its message says what to do (with a ``hint``: the command, as data).
+    `dsprof.cli.main` prints it as one line."""
 
 
 class UsageError(DsprofError, ValueError):
@@ -99,57 +171,8 @@ class LUTError(DsprofError, ValueError):
     """A LUT file or table that is not valid, or that cannot answer a question; names the file and the row at fault."""
 
 
-#: Where a message names what to time: its `MeasureRequest` in words, or the CLI's `dsprof measure` command.
-MEASURE = "{measure}"
-
-
-@dataclass(frozen=True)
-class MeasureRequest:
-    """What to time so that a LUT has what a message says it lacks, as plain data: in the LUT context ``context``,
-    the model built with the `dsprof` options ``flags``, its blocks original, merged and linear, spans of up to
-    ``max_span`` blocks, and (``in_situ``) each block inside the model."""
-
-    context: Any  # a `dsprof.device_context.DeviceContext` (a module that imports this one)
-    flags: str
-    max_span: int = 1
-    in_situ: bool = False
-
-    def describe(self) -> str:
-        """The request in plain words."""
-        spans = f", spans of up to {self.max_span} blocks" if self.max_span > 1 else ""
-        in_situ = ", and each block inside the model" if self.in_situ else ""
-        return (f"`dsprof measure` (or dsprof.measure) in context {self.context} with the model's options "
-                f"({self.flags}), timing blocks original, merged and linear{spans}{in_situ}")
-
-    def to_dict(self) -> dict:
-        return {"key": str(self.context), "flags": self.flags, "max_span": self.max_span, "in_situ": self.in_situ}
-
-
-def with_measure(message: str, measure: MeasureRequest | None, command: str | None = None) -> str:
-    """``message`` with ``command`` (in backquotes) at its `MEASURE` token, or (None) ``measure`` in words."""
-    if measure is None:
-        return message
-    return message.replace(MEASURE, f"`{command}`" if command is not None else measure.describe())
-
-
-class MeasureRequested:
-    """The part of an exception or a warning whose message may name, at its `MEASURE` token, what to time
-    (``measure``). ``str`` says it in words; `text` puts a command there."""
-
-    def __init__(self, message: str, *, measure: MeasureRequest | None = None):
-        super().__init__(message)
-        self.measure = measure
-
-    def text(self, command: str | None = None) -> str:
-        """The message with ``command`` (in backquotes) where it names what to time; None: the request in words."""
-        return with_measure(str(self.args[0]), self.measure, command)
-
-    def __str__(self) -> str:
-        return self.text()
-
-
-class LUTMissError(MeasureRequested, LUTError, KeyError):
-    """A strict lookup of a key the LUT does not have; ``measure``: what to time to add it, where known."""
+class LUTMissError(LUTError, KeyError):
+    """A strict lookup of a key the LUT does not have; its ``hint`` (a `MeasureHint`): what to time to add it."""
 
 
 class PartialPredictionError(LUTError):

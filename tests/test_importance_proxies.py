@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 import dsprof
 from dsprof.cli import build_parser, main
+from dsprof.cli.commands import hint_command
 from dsprof.names import DEFAULT_PROXY as NAMED_DEFAULT, PROXY_NAMES
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
@@ -162,9 +163,11 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     other = write_importance(tmp_path / "mbv2.json", record)
     with pytest.raises(UsageError) as err:
         load_importance(other, "mobilenet_v2", {"width": 0.5, "depths": [1] * 7})
-    message = str(err.value)
+    message = str(err.value)  # for a Python caller the command in words, for the command line the command itself
     assert "\n" not in message and "is for mobilenet_v2 --width 0.35, not mobilenet_v2 --width 0.5" in message
-    command = message.split("`")[1].split()
+    assert ("e.g. `dsprof importance` (or dsprof.importance) for the model (--model mobilenet_v2 --width 0.5 "
+            "--depths 1,1,1,1,1,1,1) on") in message
+    command = hint_command(err.value.hint).split()
     assert command[:2] == ["dsprof", "importance"] and command[command.index("--width") + 1] == "0.5"
     build_parser().parse_args(command[1:])
     with pytest.raises(UsageError, match="is for mobilenet_v2 --width 0.35"):

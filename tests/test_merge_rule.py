@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from dsprof.cli import main
-from dsprof.cli.commands import requested_command
+from dsprof.cli.commands import hint_command
 from dsprof.errors import LUTMissError, PlanError
 from dsprof.lut import LUT, predict_latency
 from dsprof.lut.predict import prices_of
@@ -151,10 +151,10 @@ def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     with pytest.raises(LUTMissError) as err:
         gap.rule.decide(plan)
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
-    assert "block 3" in str(err.value) and err.value.measure.flags == flags
+    assert "block 3" in str(err.value) and err.value.hint.flags == flags
     assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.key} with the model's options ({flags}), timing "
             "blocks original, merged and linear and rebuild the LUT") in str(err.value)  # in words, for Python
-    command = requested_command(err.value.measure)  # the command line's: in the line, in backquotes
+    command = hint_command(err.value.hint)  # the command line's: in the line, in backquotes
     assert command.startswith(f"dsprof measure {flags} --device cpu")
     assert f"run `{command}` and rebuild the LUT" in err.value.text(command)
     assert gap.rule.decide(plan, strict=False).plan.merge[3] is True

@@ -237,10 +237,10 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
     # a Python caller: what to time as data, and in words in the one line
-    request = err.value.measure
+    request = err.value.hint
     assert (request.context, request.flags, request.max_span, request.in_situ) == (context, flags, 2, False)
     message = str(err.value)
-    assert "\n" not in message and "span of blocks" in message and "{measure}" not in message
+    assert "\n" not in message and "span of blocks" in message and "{hint}" not in message
     assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({flags}), "
             "timing blocks original, merged and linear, spans of up to 2 blocks and rebuild the LUT") in message
     # the command line: the same line, with the command that times it, runnable as written

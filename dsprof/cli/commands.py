@@ -1,7 +1,8 @@
 """The `dsprof` command lines that messages and results suggest, written in one place: what to run to time what a
-LUT lacks (`measure_command`; `requested_command` for a message's `MeasureRequest`), to plan a new context
+LUT lacks (`measure_command`), to score importance (`importance_command`; `hint_command` for a message's hint), to
+plan a new context
 (`plan_command`) and to build the merged model of a plan file (`merge_command`). Plain text from plain values: the
-layers below the command line pass the values (a `MeasureRequest`, a plan file's path), only the command line
+layers below the command line pass the values (a `MeasureHint`, a plan file's path), only the command line
 writes commands.
 """
 
@@ -12,10 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..device_context import DeviceContext
-from ..errors import MeasureRequest
+from ..errors import ImportanceHint, MeasureHint
 from ..models.registry import model_flags
 
-__all__ = ["measure_command", "merge_command", "plan_command", "requested_command"]
+__all__ = ["hint_command", "importance_command", "measure_command", "merge_command", "plan_command"]
 
 
 def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in_situ: bool = False) -> str:
@@ -39,9 +40,20 @@ def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in
     return " ".join(parts)
 
 
-def requested_command(request: MeasureRequest) -> str:
-    """`measure_command` of what a message asks to time."""
-    return measure_command(request.context, request.flags, max_span=request.max_span, in_situ=request.in_situ)
+def hint_command(hint: MeasureHint | ImportanceHint) -> str:
+    """The command line of a message's hint: `measure_command` of what to time, or `importance_command`."""
+    if isinstance(hint, ImportanceHint):
+        return importance_command(hint)
+    return measure_command(hint.context, hint.flags, max_span=hint.max_span, in_situ=hint.in_situ)
+
+
+def importance_command(hint: ImportanceHint) -> str:
+    """The `dsprof importance` command that scores the blocks as ``hint`` says, into importance.json."""
+    resolution = f" --resolution {hint.resolution}" if hint.resolution else ""
+    weights = (" --weights pretrained" if hint.weights is True
+               else f" --weights {shlex.quote(hint.weights)}" if isinstance(hint.weights, str) else "")
+    return (f"dsprof importance {hint.flags}{resolution} --data {shlex.quote(hint.data)} --proxy {hint.proxy}{weights} "
+            "--out importance.json")
 
 
 def merge_command(name: str, options: Mapping[str, Any], plan_path: str | Path, resolution: int | None = None) -> str:

@@ -1,6 +1,6 @@
 """The `dsprof` command line: the parser (one module per command: its options and one call into the API,
 `dsprof.api`) and `main`, the one place that turns a `DsprofError` into one line and exit status 2 (a message that
-names what to time, a `dsprof.errors.MeasureRequest`, names it there as the `dsprof measure` command).
+names the command to run as data, its `hint`, names it there as that command line).
 
 Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch, timm or
 pandas (tests/test_cli_startup.py checks it)."""
@@ -13,8 +13,8 @@ import warnings
 from typing import Sequence
 
 from .. import __version__
-from ..errors import DsprofError, Interrupted, MeasureRequested
-from .commands import requested_command
+from ..errors import DsprofError, Interrupted, WithHint
+from .commands import hint_command
 from . import (blocks, build_lut, explain, export, finetune, import_bundle, importance, measure, merge, models, plan,
                predict, report, search)
 from .options import use_model_file
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _text(said: object) -> str:
-    """An error's or a warning's message; where it names what to time (``measure``), as the `dsprof measure` command."""
-    if isinstance(said, MeasureRequested) and said.measure is not None:
-        return said.text(requested_command(said.measure))
+    """An error's or a warning's message; where it names a command as data (its ``hint``), that command line."""
+    if isinstance(said, WithHint) and said.hint is not None:
+        return said.text(hint_command(said.hint))
     return str(said)

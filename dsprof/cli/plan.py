@@ -11,7 +11,7 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
-from .commands import merge_command, requested_command
+from .commands import merge_command, hint_command
 from .options import add_accept_modified, add_model_args, keep_arg, model_options_from_args
 
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts
-        print(fronts.table(requested_command))
+        print(fronts.table(hint_command))
         for front in fronts.fronts:
             _predicted_note(outcome.predicted[front.device], fronts.labels[front.device])
         if outcome.chosen is not None:

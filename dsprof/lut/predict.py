@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
-from ..errors import MEASURE, LUTError, UsageError
+from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from .prices import MethodFallbackWarning, Piece, Prices
@@ -364,23 +364,23 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
     (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
     at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
-    request = prices.measure_request(max_span)
+    request = prices.measure_hint(max_span)
     if len(table) and not table["latency_s"].notna().any():
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: {held}. Or measure {name} there ({MEASURE}) and rebuild the LUT.", measure=request
+            f"{missing[0]}: {held}. Or measure {name} there ({HINT}) and rebuild the LUT.", hint=request
         )
     if not missing:
         return
     message = (
         f"LUT {lut.source} lacks {len(missing)} key(s) for {label} on {key}: " + "; ".join(missing[:5])
         + ("; ..." if len(missing) > 5 else "")
-        + f". Measure this model on that device ({MEASURE}) and rebuild the LUT."
+        + f". Measure this model on that device ({HINT}) and rebuild the LUT."
     )
     if strict:
-        raise LUTMissError(message, measure=request)
-    warnings.warn(LUTMissWarning(message, measure=request), stacklevel=4)
+        raise LUTMissError(message, hint=request)
+    warnings.warn(LUTMissWarning(message, hint=request), stacklevel=4)
 
 
 def with_probe(pred: Prediction, ratio: float) -> Prediction:

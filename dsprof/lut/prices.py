@@ -29,7 +29,7 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from ..device_context import DeviceContext
-from ..errors import MEASURE, LUTMissError, MeasureRequest, UsageError
+from ..errors import HINT, LUTMissError, MeasureHint, UsageError
 from ..merge.block import deploys_alike
 from ..merge.rule import MergeRule
 from ..merge.spans import span_spec
@@ -260,9 +260,9 @@ class Prices:
         """Whether this model's prices read (or could use) blocks timed in situ (`dsprof measure --in-situ`)."""
         return self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None
 
-    def measure_request(self, max_span: int = 1) -> MeasureRequest:
+    def measure_hint(self, max_span: int = 1) -> MeasureHint:
         """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""
-        return MeasureRequest(self.key, self.measure_flags, max_span, self.reads_in_situ)
+        return MeasureHint(self.key, self.measure_flags, max_span, self.reads_in_situ)
 
     @cached_property
     def terms(self) -> Terms:
@@ -299,7 +299,7 @@ class Prices:
     def rule(self) -> MergeRule:
         """The LUT's merge rule for this model (`dsprof.merge.rule`): a lone linearised block merges where its
         ``merged`` entry is below the block left unmerged as deployed (`unmerged`); a block the LUT cannot decide
-        is a miss that names the entry and what to time (a `MeasureRequest`)."""
+        is a miss that names the entry and what to time (a `MeasureHint`)."""
         return MergeRule("lut", self._merge_costs, str(self.key), len(self.blocks), self.identity, self._undecided)
 
     # -- pieces ------------------------------------------------------------------------------------
@@ -339,8 +339,8 @@ class Prices:
         return LUTMissError(
             f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
             f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run {MEASURE} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)",
-            measure=self.measure_request(),
+            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)",
+            hint=self.measure_hint(),
         )
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:

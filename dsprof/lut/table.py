@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import LUTError, LUTMissError, MeasureRequested  # (LUTError: defined once, in dsprof.errors)
+from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once, in dsprof.errors)
 from ..io import atomic_write_text, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
@@ -34,7 +34,7 @@ _BOOL = {"True": True, "False": False, "true": True, "false": False}
 SCOPES = ("block", "model", "stem", "head", IN_SITU_SCOPE, "probe")
 
 
-class LUTMissWarning(MeasureRequested, UserWarning):
+class LUTMissWarning(WithHint, UserWarning):
     """A lookup of a key the LUT does not have (non-strict); ``measure``: what to time to add it, where known."""
 
 

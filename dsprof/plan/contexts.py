@@ -3,7 +3,7 @@
 
 Contexts are `DeviceContext` keys of the LUT (or of several LUTs, `LUT.concat`); tables name them by
 `short_labels`. A context whose entries the planner lacks is not planned; `ContextFronts.unplanned` keeps the
-planner's one line for it, which names the missing entry, and what to time to add it (a `MeasureRequest`).
+planner's one line for it, which names the missing entry, and what to time to add it (a `MeasureHint`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
-from ..errors import LUTMissError, MeasureRequest, UsageError, with_measure
+from ..errors import LUTMissError, MeasureHint, UsageError, with_hint
 from ..io import atomic_write_text
 from ..lut import LUT
 from ..lut.prices import Prices
@@ -40,24 +40,24 @@ FRONTS_VERSION = 1
 @dataclass(frozen=True)
 class Unplanned:
     """A context of the LUT the planner could not plan: its one line (``message``, what is missing) and what to time
-    to add it (``measure``, named at the line's `dsprof.errors.MEASURE` token)."""
+    to add it (``hint``, named at the line's `dsprof.errors.HINT` token)."""
 
     context: DeviceContext
     message: str
-    measure: MeasureRequest | None = None
+    hint: MeasureHint | None = None
 
     @classmethod
     def of(cls, context: DeviceContext, miss: LUTMissError) -> "Unplanned":
-        return cls(context, miss.args[0], miss.measure)
+        return cls(context, miss.args[0], miss.hint)
 
     @property
     def reason(self) -> str:
         """The line, what to time said in words (``str`` of the planner's error)."""
-        return with_measure(self.message, self.measure)
+        return with_hint(self.message, self.hint)
 
     def text(self, command: str | None = None) -> str:
         """The line with ``command`` (in backquotes) where it names what to time; None: in words."""
-        return with_measure(self.message, self.measure, command)
+        return with_hint(self.message, self.hint, command)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class ContextFronts:
                 "fronts": [dict(f.to_dict(), label=self.labels[f.device]) for f in self.fronts],
                 "cross": [c.to_dict(self.labels) for c in self.cross],
                 "unplanned": [{"key": str(u.context), "label": self.labels[u.context], "reason": u.reason,
-                               "measure": u.measure.to_dict() if u.measure else None} for u in self.unplanned],
+                               "measure": u.hint.to_dict() if u.hint else None} for u in self.unplanned],
                 "joint": self.joint.to_dict(self.labels) if self.joint is not None else None}
 
     def fronts_csv(self) -> str:
@@ -143,10 +143,10 @@ class ContextFronts:
             paths.append(atomic_write_text(path.with_suffix(".joint.csv"), self.joint_csv()))
         return tuple(paths)
 
-    def table(self, command: Callable[[MeasureRequest], str] | None = None) -> str:
+    def table(self, command: Callable[[MeasureHint], str] | None = None) -> str:
         """The fronts side by side (speed-up per context for each k), the cross table (worst and median loss per
         ordered pair), the plan for several contexts, and the contexts not planned, each with what to time
-        (``command``: the command line that times a `MeasureRequest`; None: in words)."""
+        (``command``: the command line that times a `MeasureHint`; None: in words)."""
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
@@ -181,7 +181,7 @@ class ContextFronts:
                           "loss against each context's own plan):"]
                 lines += _joint_lines(self.joint.least_loss, [self.labels[c] for c in self.joint.contexts])
         for u in self.unplanned:
-            shown = u.text(command(u.measure) if command is not None and u.measure is not None else None)
+            shown = u.text(command(u.hint) if command is not None and u.hint is not None else None)
             lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {shown}"]
         return "\n".join(lines)
 
@@ -291,7 +291,7 @@ def plan_contexts(
         raise LUTMissError("no context of the LUT has what the planner needs for this model:\n  "
                            + "\n  ".join([f"{labels[first.context]}: {first.message}"]
                                           + [f"{labels[u.context]}: {u.reason}" for u in unplanned[1:]]),
-                           measure=first.measure)
+                           hint=first.hint)
     cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, prices[b.device], b))
     together = None
     if joint is not None:

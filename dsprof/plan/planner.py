@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from torch import nn
 
 from ..constants import DEFAULT_MAX_SPAN
-from ..errors import MEASURE, LUTMissError, UsageError
+from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
 from ..lut.prices import Piece, Prices, span_key
 from ..lut.predict import prices_of, predict_plan
@@ -171,23 +171,23 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
 
 def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
                  resolution_flag: str = "--resolution") -> None:
-    """One line naming what the LUT lacks and what to time (a `MeasureRequest`): first whether the LUT holds
+    """One line naming what the LUT lacks and what to time (a `MeasureHint`): first whether the LUT holds
     another model (or this one at another resolution), then the first entry missing; where spans lack
     entries, the way to plan without them too."""
     missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
-    request = prices.measure_request(max_span)
-    measure = f"{MEASURE} and rebuild the LUT with `dsprof build-lut`"
+    hint = prices.measure_hint(max_span)
+    measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
     note = prices.lookup.other_model_note(prices.label, resolution_flag)
     if note is not None:
-        raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", measure=request)
+        raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
     without = "; or plan without spans: --max-span 1" if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
-        f"{measure}{without}", measure=request
+        f"{measure}{without}", hint=hint
     )
 
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadFileError, UsageError
+from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
 from ..io import atomic_write_text, read_json
 from ..models.registry import model_flags, normalized_options
 from ..plan.plan import same_family
@@ -37,7 +36,7 @@ IMPORTANCE_VERSION = 1
 _HINT = "give a file that `dsprof importance` wrote, or a JSON list with one loss per block"
 
 
-class ImportanceResolutionWarning(UserWarning):
+class ImportanceResolutionWarning(WithHint, UserWarning):
     """An importance file scored at another input size than the plan it is used for prices (`dsprof plan` says so:
     one line, `importance_resolution_note`)."""
 
@@ -78,7 +77,7 @@ def read_importance(path: str | Path) -> dict[str, Any]:
 def check_importance_model(record: dict[str, Any], model: str, options: dict[str, Any] | None, path: str | Path) -> None:
     """Refuse (one line, `UsageError`) an importance ``record`` measured for another model or other build options
     than ``model`` with ``options`` (a TF-ported twin, ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
-    the same model); the message names the command that measures it for this one."""
+    the same model); its hint is the `dsprof importance` that measures it for this one."""
     theirs = record["model"]
     name, their_options = theirs["name"], theirs.get("options") or {}
     ours = normalized_options(model, options)
@@ -89,26 +88,26 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
     raise UsageError(
         f"importance file {path} is for {model_flags(name, their_options).removeprefix('--model ')}, not "
-        f"{model_flags(model, options).removeprefix('--model ')}: measure it for this model, e.g. `dsprof importance "
-        f"{model_flags(model, options)} --data {data} --proxy {proxy} --out importance.json` with its --weights")
+        f"{model_flags(model, options).removeprefix('--model ')}: measure it for this model, e.g. {HINT} with its "
+        "--weights", hint=ImportanceHint(model_flags(model, options), str(data), proxy))
 
 
 def importance_resolution_note(record: dict[str, Any], model: str, options: dict[str, Any] | None, resolution: int,
-                               path: str | Path) -> str | None:
-    """None where ``record`` was scored at ``resolution`` pixels (or does not say at which); else one line that says
-    what differs, why the plan may still use it, and the `dsprof importance` command that scores it at
-    ``resolution``."""
+                               path: str | Path) -> ImportanceResolutionWarning | None:
+    """None where ``record`` was scored at ``resolution`` pixels (or does not say at which); else the warning, one
+    line that says what differs, why the plan may still use it, and (its hint) the `dsprof importance` that scores
+    it at ``resolution``."""
     data = record.get("data") or {}
     scored = data.get("resolution")
     if not isinstance(scored, int) or scored == resolution:
         return None
     proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
     weights = (record.get("model") or {}).get("weights")
-    weights = (" --weights pretrained" if weights is True else f" --weights {shlex.quote(weights)}"
-               if isinstance(weights, str) else "")
     where = data.get("name") or "the data"
-    return (f"importance file {path} was scored at {scored} px, the LUT prices this plan at {resolution} px: used as "
-            f"given, it ranks the blocks by the accuracy they lose at {scored} px on {where}, where it was scored (a "
-            f"ranking that holds at {resolution} px as far as the model behaves alike at both sizes); to score them "
-            f"at {resolution} px: `dsprof importance {model_flags(model, options)} --resolution {resolution} --data "
-            f"{shlex.quote(str(data.get('name') or 'DATA'))} --proxy {proxy}{weights} --out importance.json`")
+    return ImportanceResolutionWarning(
+        f"importance file {path} was scored at {scored} px, the LUT prices this plan at {resolution} px: used as "
+        f"given, it ranks the blocks by the accuracy they lose at {scored} px on {where}, where it was scored (a "
+        f"ranking that holds at {resolution} px as far as the model behaves alike at both sizes); to score them "
+        f"at {resolution} px: {HINT}",
+        hint=ImportanceHint(model_flags(model, options), str(data.get("name") or "DATA"), proxy,
+                            weights if weights is True or isinstance(weights, str) else None, resolution))

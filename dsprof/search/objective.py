@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import MEASURE, LUTMissError, MeasureRequest
+from ..errors import HINT, LUTMissError, MeasureHint
 from ..lut.prices import Prices
 from ..lut.table import LUT
 from ..merge.rule import macs_rule
@@ -102,9 +102,9 @@ def lut_savings(
         raise LUTMissError(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
-            + f"\nMeasure the model at this resolution on that device ({MEASURE}), "
+            + f"\nMeasure the model at this resolution on that device ({HINT}), "
             "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)",
-            measure=MeasureRequest(key, _flags(model, input_size)),
+            hint=MeasureHint(key, _flags(model, input_size)),
         )
     return BlockWeights(tuple(b.name for b in blocks), tuple(specs), f"{lut.source} {key}", saving_s=tuple(savings))
 

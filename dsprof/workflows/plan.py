@@ -18,7 +18,7 @@ from ..plan.contexts import ContextFronts, plan_contexts
 from ..plan.front import Front, FrontPoint, check_budget, resolve_k
 from ..plan.minimax import JointPoint
 from ..plan.planner import plan_front
-from ..search.importance_file import (ImportanceResolutionWarning, check_importance_model, importance_resolution_note,
+from ..search.importance_file import (check_importance_model, importance_resolution_note,
                                       is_importance_record, read_importance)
 
 __all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
@@ -68,7 +68,7 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
             size = resolution if resolution is not None else model_entry(model).default_resolution
             note = importance_resolution_note(record, model, dict(options or {}), size, path)
             if note is not None:
-                warnings.warn(note, ImportanceResolutionWarning, stacklevel=2)
+                warnings.warn(note, stacklevel=2)  # an ImportanceResolutionWarning
         return {i: float(v) for i, v in enumerate(record["importance"])}
     try:
         if isinstance(data, list):
