@@ -26,9 +26,10 @@ anything (a missing file is an error). Expected run time on a quiet 2-core CPU: 
     .venv/bin/python benchmarks/device_aware.py --out /tmp/da --models mbv2-1.0 --depths 1,1,1,1,1,1,1 \\
         --resolution 64 --backends torch,onnxruntime --budget 0.05                            # quick look (~1 min)
 
-Run time (one thread, default timing): per model, the LUT of PyTorch eager and ONNX Runtime about 5-10 min each,
-TFLite 20-40 min (each of about 110 workloads converted through onnx2tf); the checks about 10 min per model (TFLite
-converts each merged plan); the few stage seconds. About 2-3 hours for the three models; every stage resumes.
+Run time (one thread, default timing): per model, the LUT of PyTorch eager and ONNX Runtime about 5-10 min each;
+TFLite converts each of about 110 workloads through onnx2tf first (1-2 s each on a 2-vCPU VM: benchmarks/runtimes.py's
+TFLite LUTs took 4-9 min per model at --budget 0.5, RESULTS "Does DepthShrinker still pay under a compiler?"); the
+checks about 10 min per model (TFLite converts each merged plan); the few stage seconds. Every stage resumes.
 """
 
 from __future__ import annotations
