@@ -43,7 +43,6 @@ __all__ = [
     "WithHint",
     "WriteError",
     "look_up",
-    "with_hint",
 ]
 
 
@@ -93,13 +92,6 @@ class ImportanceHint:
                 f"proxy {self.proxy}{weights}")
 
 
-def with_hint(message: str, hint: MeasureHint | ImportanceHint | None, command: str | None = None) -> str:
-    """``message`` with ``command`` (in backquotes) at its `HINT` token, or (None) ``hint`` in words."""
-    if hint is None:
-        return message
-    return message.replace(HINT, f"`{command}`" if command is not None else hint.describe())
-
-
 class WithHint:
     """An exception or a warning whose message may name, at its `HINT` token, the command that fixes what it says,
     as plain data (``hint``: a `MeasureHint` or an `ImportanceHint`). ``str`` says it in words; `text` puts a
@@ -112,7 +104,9 @@ class WithHint:
     def text(self, command: str | None = None) -> str:
         """The message with ``command`` (in backquotes) where it names the fix; None: the hint in words."""
         message = str(self.args[0]) if len(self.args) == 1 else super().__str__()  # a KeyError's: not quoted
-        return with_hint(message, self.hint, command)
+        if self.hint is None:
+            return message
+        return message.replace(HINT, f"`{command}`" if command is not None else self.hint.describe())
 
     def __str__(self) -> str:
         return self.text()

@@ -364,12 +364,12 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
     (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
     at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
-    request = prices.measure_hint(max_span)
+    hint = prices.measure_hint(max_span)
     if len(table) and not table["latency_s"].notna().any():
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
             f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: {held}. Or measure {name} there ({HINT}) and rebuild the LUT.", hint=request
+            f"{missing[0]}: {held}. Or measure {name} there ({HINT}) and rebuild the LUT.", hint=hint
         )
     if not missing:
         return
@@ -379,8 +379,8 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
         + f". Measure this model on that device ({HINT}) and rebuild the LUT."
     )
     if strict:
-        raise LUTMissError(message, hint=request)
-    warnings.warn(LUTMissWarning(message, hint=request), stacklevel=4)
+        raise LUTMissError(message, hint=hint)
+    warnings.warn(LUTMissWarning(message, hint=hint), stacklevel=4)
 
 
 def with_probe(pred: Prediction, ratio: float) -> Prediction:

@@ -35,7 +35,7 @@ SCOPES = ("block", "model", "stem", "head", IN_SITU_SCOPE, "probe")
 
 
 class LUTMissWarning(WithHint, UserWarning):
-    """A lookup of a key the LUT does not have (non-strict); ``measure``: what to time to add it, where known."""
+    """A lookup of a key the LUT does not have (non-strict); its ``hint`` (a `MeasureHint`): what to time to add it."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
-from ..errors import LUTMissError, MeasureHint, UsageError, with_hint
+from ..errors import LUTMissError, MeasureHint, UsageError
 from ..io import atomic_write_text
 from ..lut import LUT
 from ..lut.prices import Prices
@@ -39,25 +39,20 @@ FRONTS_VERSION = 1
 
 @dataclass(frozen=True)
 class Unplanned:
-    """A context of the LUT the planner could not plan: its one line (``message``, what is missing) and what to time
-    to add it (``hint``, named at the line's `dsprof.errors.HINT` token)."""
+    """A context of the LUT the planner could not plan, and the planner's one line for it (``miss``: what is missing,
+    with its hint, what to time to add it)."""
 
     context: DeviceContext
-    message: str
-    hint: MeasureHint | None = None
-
-    @classmethod
-    def of(cls, context: DeviceContext, miss: LUTMissError) -> "Unplanned":
-        return cls(context, miss.args[0], miss.hint)
+    miss: LUTMissError
 
     @property
     def reason(self) -> str:
         """The line, what to time said in words (``str`` of the planner's error)."""
-        return with_hint(self.message, self.hint)
+        return str(self.miss)
 
-    def text(self, command: str | None = None) -> str:
-        """The line with ``command`` (in backquotes) where it names what to time; None: in words."""
-        return with_hint(self.message, self.hint, command)
+    @property
+    def hint(self) -> MeasureHint | None:
+        return self.miss.hint
 
 
 @dataclass(frozen=True)
@@ -181,7 +176,7 @@ class ContextFronts:
                           "loss against each context's own plan):"]
                 lines += _joint_lines(self.joint.least_loss, [self.labels[c] for c in self.joint.contexts])
         for u in self.unplanned:
-            shown = u.text(command(u.hint) if command is not None and u.hint is not None else None)
+            shown = u.miss.text(command(u.hint) if command is not None and u.hint is not None else None)
             lines += ["", f"not planned: {self.labels[u.context]} ({u.context}): {shown}"]
         return "\n".join(lines)
 
@@ -280,16 +275,16 @@ def plan_contexts(
                 front = plan_front(model, lut, importance=importance, max_span=max_span, name=registered,
                                    options=options, prices=c)
         except LUTMissError as exc:
-            unplanned.append(Unplanned.of(context, exc))
+            unplanned.append(Unplanned(context, exc))
             continue
         for w in caught:  # a planned context's warnings (a method's fallback) are the user's; a skipped one's are not
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         fronts.append(front)
         prices[context] = c
     if not fronts:
-        first = unplanned[0]  # one message, one request: the first context's, the others' in words
+        first = unplanned[0]  # one message, one hint: the first context's, the others' in words
         raise LUTMissError("no context of the LUT has what the planner needs for this model:\n  "
-                           + "\n  ".join([f"{labels[first.context]}: {first.message}"]
+                           + "\n  ".join([f"{labels[first.context]}: {first.miss.args[0]}"]
                                           + [f"{labels[u.context]}: {u.reason}" for u in unplanned[1:]]),
                            hint=first.hint)
     cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, prices[b.device], b))

@@ -28,8 +28,8 @@ With per-block importance (the accuracy a block loses without its activations), 
 the plan of least summed importance and, among the plans of that loss, the least worst (or mean) relative latency:
 what ``--keep K`` writes, as for one context. The loss is one more objective that adds over the pieces: for
 ``worst`` it is one more column of the Pareto sets (a partial plan another one matches in every saving *and* in
-loss is dropped), and a partial plan is kept only while it can still end at the least loss of some k (`_reach` of the losses);
-for ``mean`` the DP's score is (-loss, weighted saving), lexicographically.
+loss is dropped), and a partial plan is kept only while it can still end at the least loss of some k (`_reach` of
+the losses); for ``mean`` the DP's score is (-loss, weighted saving), lexicographically.
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.nda
     losses = None
     if least_loss:  # one more column, to maximise: minus the loss
         lost = np.array([float(p.loss) for p in pieces])
-        losses = (_least_losses(n, pieces), _reach(n, pieces, lost, np.minimum, np.inf), 1e-9 * max(1.0, float(np.abs(lost).sum())))
+        tolerance = 1e-9 * max(1.0, float(np.abs(lost).sum()))
+        losses = (_least_losses(n, pieces), _reach(n, pieces, lost, np.minimum, np.inf), tolerance)
         savings = np.hstack([savings, -lost[:, None]])
     ending: list[list[int]] = [[] for _ in range(n + 1)]
     for i, p in enumerate(pieces):

@@ -33,7 +33,7 @@ __all__ = ["IMPORTANCE_FORMAT", "ImportanceResolutionWarning", "check_importance
 
 IMPORTANCE_FORMAT = "dsprof.importance"
 IMPORTANCE_VERSION = 1
-_HINT = "give a file that `dsprof importance` wrote, or a JSON list with one loss per block"
+_GIVE = "give a file that `dsprof importance` wrote, or a JSON list with one loss per block"
 
 
 class ImportanceResolutionWarning(WithHint, UserWarning):
@@ -55,22 +55,22 @@ def is_importance_record(data: Any) -> bool:
 def read_importance(path: str | Path) -> dict[str, Any]:
     """The importance file at ``path``, checked: its version, one finite number per block, the model it is for."""
     path = Path(path)
-    data = read_json(path, "importance file (JSON)", _HINT)
+    data = read_json(path, "importance file (JSON)", _GIVE)
     if not is_importance_record(data):
-        raise BadFileError(f"{path} is not an importance file (no \"format\": \"{IMPORTANCE_FORMAT}\"); {_HINT}")
+        raise BadFileError(f"{path} is not an importance file (no \"format\": \"{IMPORTANCE_FORMAT}\"); {_GIVE}")
     version = data.get("version")
     if not isinstance(version, int) or version > IMPORTANCE_VERSION:
         raise BadFileError(f"{path}: importance file version {version!r} is not one this dsprof reads "
                            f"(up to {IMPORTANCE_VERSION}); write it again with this dsprof's `dsprof importance`")
     values, model = data.get("importance"), data.get("model")
     if not isinstance(model, dict) or not isinstance(model.get("name"), str):
-        raise BadFileError(f"{path}: the file does not say which model it is for (\"model\": {{\"name\": ...}}); {_HINT}")
+        raise BadFileError(f"{path}: the file does not say which model it is for (\"model\": {{\"name\": ...}}); {_GIVE}")
     if not isinstance(values, list) or not values or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
-        raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_HINT}")
+        raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_GIVE}")
     blocks = model.get("blocks")
     if isinstance(blocks, list) and len(blocks) != len(values):
-        raise BadFileError(f"{path}: {len(values)} importance values for {len(blocks)} blocks; {_HINT}")
+        raise BadFileError(f"{path}: {len(values)} importance values for {len(blocks)} blocks; {_GIVE}")
     return data
 
 
