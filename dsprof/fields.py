@@ -102,12 +102,9 @@ def check_text(value: Any, field: str, *, limit: int = 1000, none: bool = False)
 
 
 def check_count(value: Any, field: str, low: int, high: int, *, none: bool = False) -> int | None:
-    """``value`` as an integer from ``low`` to ``high`` (a batch, threads, a resolution); ``none``: None too. A
-    count written as text (a CSV cell, ``"4"``) is read as the integer it spells."""
+    """``value`` as an integer from ``low`` to ``high`` (a batch, threads, a resolution); ``none``: None too."""
     if value is None and none:
         return None
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
-        value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise FieldError(f"field {field!r} must be an integer, got {_shown(value)}")
     if not low <= value <= high:
@@ -160,6 +157,8 @@ def check_model_options(options: Any, field: str = "model_options") -> dict[str,
                     raise FieldError(f"field {name!r} is {_shown(item)}: an option read from a file cannot name a "
                                      f"path (or exceed {MAX_TOKEN} characters); give weights yourself (the weights "
                                      "parameter)")
+                if key in OPTION_BOUNDS:
+                    raise FieldError(f"field {name!r} must be a number, got {_shown(item)}")
                 check_token(item, name)
             elif item is None or isinstance(item, bool):
                 if key in OPTION_BOUNDS:

@@ -109,8 +109,8 @@ def load_torch(path: str | Path, what: str, hint: str) -> Any:
     if not path.is_file():
         raise InputFileError(f"{what} {path} does not exist; {hint}")
     if path.stat().st_size > MAX_TORCH_BYTES:
-        raise BadFileError(f"{path} is larger than {MAX_TORCH_BYTES >> 30} GiB, more than {_a(what)} dsprof reads "
-                           f"can hold; {hint}")
+        raise BadFileError(f"{path} is larger than {_size(MAX_TORCH_BYTES)}, more than {_a(what)} dsprof reads may "
+                           f"hold; {hint}")
     head = _head(path)
     name, kind = sniff(head)
     if head and not (name.startswith(("a PyTorch", "a ZIP", "a pickle")) or kind and kind.id in _TORCH_KINDS):
@@ -179,6 +179,11 @@ _MAGIC = (
     (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip archive"),
     (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"), (b"\x7fELF", "a program (ELF)"),
 )
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in words: "256 MiB", "1000 bytes"."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
 
 
 def _head(path: Path) -> bytes:
@@ -258,8 +263,7 @@ def read_text(path: str | Path, what: str, hint: str, *, kind: str | None = None
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}; {hint}") from None
     if len(data) > MAX_TEXT_BYTES:
-        raise error(f"{path} is larger than {MAX_TEXT_BYTES >> 20} MiB, more than {_a(what)} dsprof reads can hold; "
-                    f"{hint}")
+        raise error(f"{path} is larger than {_size(MAX_TEXT_BYTES)}, more than {_a(what)} dsprof reads may hold; {hint}")
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         text = data.decode("utf-8")
