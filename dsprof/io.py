@@ -1,8 +1,9 @@
-"""Files in and out: the one way to an output path (`output_path`: names from data slugged, `slug`; nothing
+"""Files in and out: the one way to an output path (`output_path`: names from data slugged by `slug`, nothing
 outside the output folder), writing that never leaves a half-written file behind (with the user's umask), CSV cells
-that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
-content -- another encoding, binary, empty, cut, a file of another kind -- becomes one `DsprofError` that names
-the file and says what it is (`describe_file`) and what to do."""
+that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads
+(`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any content -- another encoding, binary, empty, cut,
+a file of another kind -- becomes one `DsprofError` that names the file and says what it is (`describe_file`) and
+what to do."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell", "csv_frame", "csv_row",
-           "KINDS", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders", "output_path",
-           "read_csv", "read_json", "read_text", "slug", "sniff"]
+__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
+           "csv_frame", "csv_row", "KINDS", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders",
+           "output_path", "read_csv", "read_json", "read_text", "slug", "sniff"]
 
 
 # -- where dsprof writes: one way to an output path ------------------------------------------------------------
