@@ -276,16 +276,20 @@ def test_no_predictable_temporary_file_is_followed(tmp_path):
 
 
 def test_the_lut_file_holds_no_formula_cell(tmp_path):
-    """A LUT whose device name and source file name would be formulas in a spreadsheet: written as text (a leading
+    """A LUT whose device name would be a formula is refused where it is made (dsprof.fields); a source file name that
+    would be one in a spreadsheet is written as text (a leading
     quote), the numbers as they were, and the end line's checksum over the text as written (docs/lut.md)."""
     from dsprof.lut import LUT, build_lut
 
+    from dsprof.errors import LUTError
+
     lut = build_lut([FIXTURES / "tiny_torch.jsonl"])
-    frame = lut.to_dataframe().assign(device_name="=cmd|' /C calc'!A0", sources="@SUM(A1).jsonl")
+    with pytest.raises(LUTError, match="device_name"):  # a device name is checked where a LUT is made (dsprof.fields)
+        LUT(lut.to_dataframe().assign(device_name="=cmd|' /C calc'!A0"), "crafted")
+    frame = lut.to_dataframe().assign(sources="@SUM(A1).jsonl")  # free text: written as text, not as a formula
     path = LUT(frame, "crafted").save(tmp_path / "lut.csv")
     rows = list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
     assert len(rows) == len(frame) > 10
-    assert {r["device_name"] for r in rows} == {"'=cmd|' /C calc'!A0"}
     assert {r["sources"] for r in rows} == {"'@SUM(A1).jsonl"}
     assert [float(r["median_s"]) for r in rows] == list(frame["median_s"])
     for row in rows:
