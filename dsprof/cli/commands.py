@@ -14,9 +14,24 @@ from typing import Any, Mapping
 
 from ..device_context import DeviceContext
 from ..errors import ImportanceHint, MeasureHint
-from ..models.registry import model_flags
+from ..models.registry import model_args
+from .flags import parameters_as_flags
 
-__all__ = ["hint_command", "importance_command", "measure_command", "merge_command", "plan_command"]
+__all__ = ["hint_command", "importance_command", "measure_command", "merge_command", "model_flags", "plan_command"]
+
+
+def model_flags(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """The options that build model ``name`` with ``options``: `model_args` as the command line spells it
+    (``--model mobilenet_v2 --width 1.4``, ``--model-file PATH.py:FACTORY``)."""
+    return _flags(model_args(name, dict(options or {})))
+
+
+def _flags(parameters: str) -> str:
+    """API parameters (``model='x', resolution=32``) as the command line's options; refused where one has none."""
+    flags = parameters_as_flags(parameters)
+    if flags is None:
+        raise ValueError(f"no command-line options for the parameters {parameters!r}")
+    return flags
 
 
 def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in_situ: bool = False) -> str:
@@ -44,7 +59,7 @@ def hint_command(hint: MeasureHint | ImportanceHint) -> str:
     """The command line of a message's hint: `measure_command` of what to time, or `importance_command`."""
     if isinstance(hint, ImportanceHint):
         return importance_command(hint)
-    return measure_command(hint.context, hint.flags, max_span=hint.max_span, in_situ=hint.in_situ)
+    return measure_command(hint.context, _flags(hint.model), max_span=hint.max_span, in_situ=hint.in_situ)
 
 
 def importance_command(hint: ImportanceHint) -> str:
@@ -52,7 +67,7 @@ def importance_command(hint: ImportanceHint) -> str:
     resolution = f" --resolution {hint.resolution}" if hint.resolution else ""
     weights = (" --weights pretrained" if hint.weights is True
                else f" --weights {shlex.quote(hint.weights)}" if isinstance(hint.weights, str) else "")
-    return (f"dsprof importance {hint.flags}{resolution} --data {shlex.quote(hint.data)} --proxy {hint.proxy}{weights} "
+    return (f"dsprof importance {_flags(hint.model)}{resolution} --data {shlex.quote(hint.data)} --proxy {hint.proxy}{weights} "
             "--out importance.json")
 
 

@@ -88,13 +88,13 @@ def _check_out(out: Path, overwrite: bool) -> None:
     if not out.exists():
         return
     if not overwrite:
-        raise OutputPathError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
+        raise OutputPathError(f"{out} exists; pass `overwrite=True` to replace the bundle, or choose another `out=`")
     if not (out / "manifest.json").is_file():
-        raise OutputPathError(f"{out} exists and is not a bundle; choose another --out")
+        raise OutputPathError(f"{out} exists and is not a bundle; choose another `out=`")
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
         raise OutputPathError(
-            f"{out} holds results ({results[0].name}); import or move them first, or choose another --out"
+            f"{out} holds results ({results[0].name}); import or move them first, or choose another `out=`"
         )
 
 

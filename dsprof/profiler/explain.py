@@ -101,7 +101,7 @@ class BlockExplanation:
 
 def load_explanation(path: str | Path) -> BlockExplanation:
     """Read a file written by `BlockExplanation.save`."""
-    data = read_json(path, "block explanation", "give a file that `dsprof explain --out` wrote", error=UsageError)
+    data = read_json(path, "block explanation", "give a file that `dsprof explain` wrote", error=UsageError)
     try:
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
         return BlockExplanation(**data)
@@ -335,7 +335,7 @@ def explain_block(
     ``default`` mode); ``threads`` defaults to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed
     module."""
     if backend not in EXPLAIN_BACKENDS:
-        raise UsageError(f"explain supports --backend {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
+        raise UsageError(f"explain supports `backend=` {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
     options = dict(model_options or {})
     label, net = named_model(model, name, resolution, options)

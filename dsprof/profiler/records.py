@@ -241,7 +241,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
         except ValueError as exc:
             if cut_last and number == len(lines):
                 warnings.warn(f"{path}, line {number}: skipped a last line cut short by an interrupted run "
-                              "(`dsprof measure --resume` repairs the file)", stacklevel=2)
+                              "(`dsprof.measure(resume=True)` repairs the file)", stacklevel=2)
                 break
             raise _bad_line(path, number, exc) from None
         if not _check(data, path, number, found) and not accept_modified:
@@ -254,7 +254,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
         shown = ", ".join(map(str, found.modified_lines[:10])) + (", ..." if len(found.modified_lines) > 10 else "")
         n = len(found.modified_lines)
         what = ("used as they are (accepted)" if accept_modified else
-                "left out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) "
+                "left out; `dsprof.measure(resume=True)` measures them again, `accept_modified=True` (build-lut, report) "
                 "uses them as they are")
         warnings.warn(f"{path}, line{'s' if n > 1 else ''} {shown}: {n} record{'s' if n > 1 else ''} changed after "
                       f"{'they were' if n > 1 else 'it was'} written (checksum mismatch), {what}", stacklevel=2)
@@ -332,7 +332,7 @@ class MeasurementWriter:
                 raise WriteError(
                     f"cannot write {self.path}: {exc.strerror or exc}; the file keeps the {_count_lines(self.path)} "
                     "records written before. Free space (or raise the file-size limit), then run the same command "
-                    "with --resume"
+                    "with `resume=True`"
                 ) from None
             raise
 
@@ -351,7 +351,7 @@ class MeasurementWriter:
 def _busy_error(path: Path) -> OutputPathError:
     return OutputPathError(
         f"{path} is being written by another dsprof run (it holds the file's lock); wait until that run ends, then "
-        "run again with --resume, or choose another --out"
+        "run again with `resume=True`, or choose another `out=`"
     )
 
 

@@ -89,8 +89,8 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; --threads N times with N threads)")
-    return f"CPU threads: {threads} (--threads); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `threads=N` times with N threads)")
+    return f"CPU threads: {threads} (`threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -114,7 +114,7 @@ def contention_message(records: Sequence[Measurement], threads: int | None) -> s
         f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
         f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
         "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
-        + (", or with --threads 1." if threads != 1 else ".")
+        + (", or with `threads=1`." if threads != 1 else ".")
     )
 
 
@@ -158,7 +158,7 @@ def _names_a_file(out: Path) -> bool:
     return out.suffix == ".jsonl"
 
 
-_OUT_INSTEAD = "choose another --out folder (or a .jsonl file)"
+_OUT_INSTEAD = "choose another `out=` folder (or a .jsonl file)"
 
 
 def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool = False) -> None:
@@ -167,7 +167,7 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
     `measure` calls it before it builds anything."""
     out = Path(out)
     if resume and overwrite:
-        raise UsageError("--resume continues the file and --overwrite starts it over: give one of them")
+        raise UsageError("`resume=True` continues the file and `overwrite=True` starts it over: give one of them")
     if _names_a_file(out):
         check_output_path(out, "the measurement file ", _OUT_INSTEAD)
         if out.exists() and not (resume or overwrite):
@@ -179,7 +179,7 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
 
 def _exists_error(path: Path) -> OutputPathError:
     return OutputPathError(
-        f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
+        f"{path} exists; pass `resume=True` to continue it (skipping what is measured) or `overwrite=True` to start over"
     )
 
 
@@ -198,7 +198,7 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
             shown = "; ".join(f"{k}: file has {a!r}, this run {b!r}" for k, (a, b) in diff.items())
             raise MeasurementFileError(
                 f"cannot resume {path}: it was measured with other settings ({shown}). "
-                "Use the same options, or another --out file."
+                "Use the same options, or another `out=` file."
             )
 
 
@@ -211,11 +211,11 @@ def _open_output(path: Path, resume: bool, overwrite: bool) -> tuple[Measurement
             raise _exists_error(path)
         writer = MeasurementWriter(path)
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another `out=` folder") from None
     except OSError as exc:
         if isinstance(exc, OutputPathError):
             raise
-        raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another `out=` folder") from None
     try:
         if exists and overwrite:
             writer.truncate()
@@ -426,8 +426,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
                          new_records, last)
         except KeyboardInterrupt:
             saved = _saved(path, groups, len(existing) + len(new_records))
-            then = " (then the groups --calibrate plans from them)" if request.planned is not None else ""
-            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; --resume continues") from None
+            then = " (then the groups `calibrate=True` plans from them)" if request.planned is not None else ""
+            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; `resume=True` continues") from None
     contention = contention_message(new_records, threads)
     if log and contention:
         log(contention)

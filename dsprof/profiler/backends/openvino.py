@@ -82,8 +82,8 @@ class OpenVINOBackend:
         self.core = ov.Core()
         self.threads = settings.threads or torch.get_num_threads()  # explicit, so the recorded count is the one used
         if settings.dtype == "bf16" and "BF16" not in self.core.get_property(self.device, "OPTIMIZATION_CAPABILITIES"):
-            raise DeviceError(f"--backend openvino --dtype bf16: this CPU ({self.device_name()}) has no bf16 support "
-                              "in OpenVINO's CPU plugin; use --dtype fp32")
+            raise DeviceError(f"`backend='openvino', dtype='bf16'`: this CPU ({self.device_name()}) has no bf16 "
+                              "support in OpenVINO's CPU plugin; use `dtype='fp32'`")
 
     def device_name(self) -> str:
         """The CPU plugin's name for this CPU (``FULL_DEVICE_NAME``)."""
