@@ -233,12 +233,12 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     name, options = MODELS["mbv2"]
     lut = _measure(tmp_path, name, options, 0)  # no span entries
     (context,) = lut.devices()
-    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
+    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
     # a Python caller: what to time as data, and in words in the one line
     request = err.value.hint
-    assert (request.context, request.flags, request.max_span, request.in_situ) == (context, flags, 2, False)
+    assert (request.context, request.model, request.max_span, request.in_situ) == (context, args, 2, False)
     message = str(err.value)
     assert "\n" not in message and "span of blocks" in message and "{hint}" not in message
     assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({flags}), "

@@ -49,7 +49,8 @@ _TABLES: dict[str, dict[str, str]] = {}  # command -> {dest: flag}, read by `lea
 
 
 def learn(parser: argparse.ArgumentParser) -> None:
-    """Read each command's options from ``parser`` (`dsprof.cli.main.build_parser` calls it): {dest: flag}."""
+    """Read each command's options from ``parser`` ({dest: flag} per command; `dsprof.cli.main` calls it once,
+    with its parser, when it is imported: before any message is rewritten)."""
     commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     _TABLES.clear()
     for command, sub in commands.items():

@@ -67,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub, _HelpFormatter)
-    learn(parser)  # the one table of API parameters and their options, read from the options themselves
     return parser
 
 
@@ -99,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         warnings.showwarning = previous
+
+
+learn(build_parser())  # the one table of API parameters and their options, read once from the options themselves
 
 
 def _text(said: object, command: str | None = None) -> str:
