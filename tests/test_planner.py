@@ -234,6 +234,7 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     lut = _measure(tmp_path, name, options, 0)  # no span entries
     (context,) = lut.devices()
     args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
     # a Python caller: what to time as data, and in words in the one line
@@ -241,7 +242,7 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     assert (request.context, request.model, request.max_span, request.in_situ) == (context, args, 2, False)
     message = str(err.value)
     assert "\n" not in message and "span of blocks" in message and "{hint}" not in message
-    assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({flags}), "
+    assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({args}), "
             "timing blocks original, merged and linear, spans of up to 2 blocks and rebuild the LUT") in message
     # the command line: the same line, with the command that times it, runnable as written
     argv = ["plan", *flags.split(), "--lut", str(tmp_path / f"{name}-0.csv"), "--max-span", "2",

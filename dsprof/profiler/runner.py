@@ -20,11 +20,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-try:
-    import resource  # POSIX only
-except ImportError:  # pragma: no cover - Windows
-    resource = None  # type: ignore[assignment]
-
 import pandas as pd
 import torch
 from torch import nn
@@ -37,6 +32,7 @@ from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
+from .cpu_share import CpuShare
 from .fingerprint import device_name, device_state, environment, environment_id
 from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
                       repair_truncated_tail)
@@ -603,21 +599,14 @@ def _measure_group(
         if isinstance(p.timer, CpuTimer):
             p.timer.clock = clock  # the injectable clock times CPU workloads and keeps the budget
     results = {}
-    cpu_share = switches_per_s = None
+    # CPU time this process got / CPU time its threads asked for, and how often the kernel took the CPU away: signs
+    # of other processes competing for the cores (then every parallel region waits for descheduled threads)
+    share = CpuShare(common["threads"] or 1)
     if prepared:
         try:
-            cpu_start, wall_start = time.process_time(), time.perf_counter()
-            switches_start = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw if resource else 0
-            with torch.inference_mode():
+            with torch.inference_mode(), share:
                 timed = time_interleaved({str(i): p.run for i, p in prepared.items()}, timing, _GroupTimer(prepared), clock)
             results = {int(k): v for k, v in timed.items()}
-            wall = time.perf_counter() - wall_start
-            if not settings.is_cuda and common["threads"] and wall > 0:
-                # CPU time this process got / CPU time its threads asked for: well below 1 when other
-                # processes compete for the cores (then every parallel region waits for descheduled threads).
-                cpu_share = (time.process_time() - cpu_start) / (wall * common["threads"])
-                if resource:  # the kernel took the CPU away this often: another sign of competing processes
-                    switches_per_s = (resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches_start) / wall
         except Exception as exc:  # noqa: BLE001
             if not _is_oom(exc):
                 raise
@@ -626,10 +615,8 @@ def _measure_group(
     for p in prepared.values():
         p.close()
     state_after = device_state(settings.device)
-    if cpu_share is not None:
-        state_after["process_cpu_share"] = round(cpu_share, 4)
-    if switches_per_s is not None:
-        state_after["involuntary_switches_per_s"] = round(switches_per_s, 1)
+    if results and not settings.is_cuda and common["threads"]:
+        state_after.update(share.reading())
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     records = []
     for i, w in enumerate(group):
