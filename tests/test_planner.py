@@ -250,6 +250,9 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     assert main(argv) == 2
     line = capsys.readouterr().err
     assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and "span of blocks" in line
+    # the way out without spans: the parameter for Python, the flag on the command line (issue #44)
+    assert message.endswith("; or plan without spans: `max_span=1`") and "--max-span" not in message
+    assert line.endswith("; or plan without spans: --max-span 1\n") and "max_span" not in line
     command = line.split("`")[1]
     assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
                        "--variants original,merged,linear --spans 2")
