@@ -269,3 +269,59 @@ def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
     assert ours["jetson"] == theirs["jetson"] and ours["gpu"] == []
     assert set(ours) == set(theirs)
     assert ours["versions"]["onnxruntime"] == theirs["versions"]["onnxruntime"]
+
+
+# -- runtime sessions: one set-up (profiler/sessions.py) for the profiler's backends and the runner (issue #44) --------
+
+@pytest.fixture(scope="module")
+def conv_onnx(tmp_path_factory):
+    """A 3x3 convolution (4 -> 6 channels, 9 x 9 input, seeded weights) as ONNX, with its float64 output."""
+    import torch
+
+    from dsprof.models.onnx_export import export_onnx
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1).eval()
+    path = export_onnx(conv, (1, 4, 9, 9), tmp_path_factory.mktemp("sessions") / "conv.onnx")
+    x = runner._random_input((1, 4, 9, 9))  # the runner's input: what both sides feed below
+    with torch.no_grad():
+        expected = conv.double()(torch.from_numpy(x).double()).numpy()
+    return path, x, expected
+
+
+def test_onnxruntime_opens_as_the_profiler_sets_it_and_computes_the_convolution(conv_onnx):
+    import numpy as np
+    import onnxruntime as ort
+
+    path, x, expected = conv_onnx
+    session = sessions.onnxruntime_session(ort, path, 2)
+    options = session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (2, 1)
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    run, sync = sessions.onnxruntime_run(ort, session, x)
+    assert sync is None
+    np.testing.assert_allclose(run()[0], expected, rtol=1e-5, atol=1e-5)
+    # the runner opens the file through the same function: the same output
+    fn, timer = runner._prepare_onnxruntime(str(path), "cpu", 2)
+    np.testing.assert_allclose(fn()[0], expected, rtol=1e-5, atol=1e-5)
+    assert timer(fn, 3) > 0
+
+
+@pytest.mark.openvino
+def test_openvino_compiles_with_the_profilers_settings_in_the_profiler_and_the_runner(conv_onnx):
+    import numpy as np
+    import openvino as ov
+
+    from dsprof.profiler.backends.openvino import openvino_config
+
+    path, x, expected = conv_onnx
+    compiled = sessions.openvino_compile(ov, ov.Core(), path, 2)
+    said = sessions.openvino_read_back(compiled)
+    assert (said["performance_hint"], said["inference_num_threads"], said["inference_precision"],
+            said["cpu_pinning"]) == ("LATENCY", 2, "f32", False)
+    assert openvino_config(2) == sessions.openvino_config(ov, 2)  # the backend's config is this one
+    fn, _ = runner._prepare_openvino(str(path), "cpu", 2)
+    assert {k: fn.info[k] for k in said} == said  # the runner records the same reading
+    out = fn()
+    np.testing.assert_allclose(np.asarray(next(iter(out.values()))), expected, rtol=1e-4, atol=1e-4)
