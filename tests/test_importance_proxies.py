@@ -199,7 +199,7 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
                    proxy_settings=ProxySettings(batches=2))
     assert found.plan.search["proxy"] == "taylor" and found.scores == pytest.approx(record["importance"], rel=1e-9)
     assert found.plan.keep[0] == 0 and sum(found.plan.keep) == 3
-    with pytest.raises(UsageError, match="--method importance"):
+    with pytest.raises(UsageError, match="`method='importance'`"):
         search(model_name, keep=3, resolution=RES, method="random", proxy="taylor")
 
 

@@ -94,8 +94,8 @@ def model_entry(name: str) -> ModelEntry:
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
             raise RegistryError(
-                f"model {name!r} is a user's model from a file; register it first: "
-                "dsprof.models.user_model.register_model_file (`model_file='PATH.py:FACTORY'`)"
+                f"model {name!r} is a user's model from a file; pass `model_file='PATH.py:FACTORY'` "
+                "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
         raise RegistryError(
