@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
     )
     print(command_line_text(outcome.merges.describe(), "merge"))
-    print(outcome.report)
+    print(command_line_text(str(outcome.report), "merge"))
     print()
     print(command_line_text(format_cost_table(outcome.costs), "merge"))
     print("before: original blocks, BatchNorm folded; after: merged model; memory at 16 bits, MACs for one image")
