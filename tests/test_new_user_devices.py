@@ -324,7 +324,7 @@ def test_37_3_the_answer_reads_every_paired_run_and_opens_with_each_context_and_
                   and ("PyTorch eager" if backend == "torch" else "ONNX Runtime") in line)
         assert printed[on + 2] == f"measured beside the original: {name} (k = {K}) {measured}, predicted {predicted:.2f}x."
     title = next(i for i, line in enumerate(printed) if line.startswith("One plan for "))
-    assert printed[title] == (f"One plan for {LABELS['torch']} and {LABELS['onnxruntime']} (`dsprof plan --for`, least "
+    assert printed[title] == (f"One plan for {LABELS['torch']} and {LABELS['onnxruntime']} (least "
                               f"importance loss, then least worst loss; k = {K}, {name}):")
     for backend in BACKENDS:
         i = order.index(backend)

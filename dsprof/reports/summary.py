@@ -124,7 +124,7 @@ class JointAnswer:
         what = (f"least importance loss, then least {self.objective.removeprefix('least-loss-')} loss"
                 if self.objective.startswith("least-loss") else f"least {self.objective} loss")
         named = f", {self.name}" if self.name else ""
-        lines = [f"One plan for {' and '.join(self.labels)} (`dsprof.plan(joint=)`, {what}; k = {self.k}{named}):"]
+        lines = [f"One plan for {' and '.join(self.labels)} ({what}; k = {self.k}{named}):"]  # as printed, so on the page
         parts = []
         for label, up, low, high, run in zip(self.labels, self.predicted, self.predicted_low, self.predicted_high,
                                              self.measured):
