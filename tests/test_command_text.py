@@ -170,6 +170,8 @@ def test_the_table_is_the_parsers_own():
     ("(`model='mobilenet_v2', options={'depths': [1, 2], 'width': 1.4}, resolution=32`)", "measure",
      "(--model mobilenet_v2 --depths 1,2 --width 1.4 --resolution 32)"),
     ("`model_file='my model.py:build'`", "plan", "--model-file 'my model.py:build'"),
+    # a factory's own option, which no command takes: spelt as argparse spells a dest (as model_flags always did)
+    ("`model_file='m.py:f', options={'drop_rate': 0.1}`", "measure", "--model-file m.py:f --drop-rate 0.1"),
     ("`dsprof.measure(resume=True)` repairs it", None, "`dsprof measure --resume` repairs it"),
     ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),
     ("`dsprof.plan(joint=..., keep=3)` writes it", "report", "`dsprof plan --for ... --keep 3` writes it"),

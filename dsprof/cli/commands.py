@@ -27,11 +27,9 @@ def model_flags(name: str, options: Mapping[str, Any] | None = None) -> str:
 
 
 def _flags(parameters: str) -> str:
-    """API parameters (``model='x', resolution=32``) as the command line's options; refused where one has none."""
+    """API parameters (``model='x', resolution=32``) as the command line's options (as given where one has none)."""
     flags = parameters_as_flags(parameters)
-    if flags is None:
-        raise ValueError(f"no command-line options for the parameters {parameters!r}")
-    return flags
+    return parameters if flags is None else flags
 
 
 def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in_situ: bool = False) -> str:

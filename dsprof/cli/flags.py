@@ -96,10 +96,8 @@ def parameters_as_flags(text: str, command: str | None = None) -> str | None:
                 options = ast.literal_eval(value)
             except (ValueError, SyntaxError):
                 return None
-            for key, option in options.items():
-                if key not in table:
-                    return None
-                parts += [table[key], _shown(option)]
+            for key, option in options.items():  # an option no command takes (a factory's own): spelt as argparse would
+                parts += [table.get(key, "--" + key.replace("_", "-")), _shown(option)]
             continue
         if name not in table:
             return None
