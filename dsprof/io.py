@@ -247,17 +247,17 @@ class FileKind:
 
 
 KINDS = (
-    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to --merged-model"),
+    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to `merged_models=`"),
     FileKind("training", b"dsprof.training", "a dsprof training checkpoint (PyTorch file)",
-             "a checkpoint goes to `dsprof merge --checkpoint`"),
+             "a checkpoint goes to `dsprof.merge(checkpoint=)`"),
     FileKind("measurement", b"dsprof.measurement/", "a dsprof measurement file (JSON Lines)",
              "measurement files go to `dsprof build-lut` and `dsprof report`"),
-    FileKind("lut", b"dsprof.lut/", "a dsprof LUT (CSV)", "a LUT goes to --lut"),
-    FileKind("plan", b"dsprof.plan", "a dsprof plan (JSON)", "a plan goes to --plan"),
+    FileKind("lut", b"dsprof.lut/", "a dsprof LUT (CSV)", "a LUT goes to `lut=`"),
+    FileKind("plan", b"dsprof.plan", "a dsprof plan (JSON)", "a plan goes to `plan=`"),
     FileKind("manifest", b"dsprof.bundle/", "a bundle manifest (JSON)", "give `dsprof import` the bundle folder that holds it"),
     FileKind("results", b"dsprof.edge-results/", "a bundle runner's results file (JSON Lines)",
              "results go to `dsprof import BUNDLE RESULTS`"),
-    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof report --front`"),
+    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof.report(fronts=)`"),
 )
 _TORCH_KINDS = ("merged", "training")
 _MAGIC = (

@@ -246,7 +246,7 @@ def test_a_checkpoint_of_10_classes_says_num_classes_and_that_suggestion_runs(se
     status, _, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs")
     line = assert_clean("merge", status, err)
     assert line == (f"dsprof merge: error: checkpoint {checkpoint} is for 10 classes (classifier.1.weight is 10x1280), "
-                    "the model has 1000; pass --num-classes 10 (Python: num_classes=)")
+                    "the model has 1000; pass --num-classes 10")
     status, out, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs",
                                "--num-classes", "10", "--out", tmp_path / "m.pt")
     assert status == 0, err

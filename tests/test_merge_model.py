@@ -71,14 +71,14 @@ def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are
     report = merge_report(merged)
     first = report.decisions[0]
     assert not first.merged and first.merged_macs > first.linear_macs and "does not pay" in first.reason
-    assert "--merge-by macs" in first.reason
+    assert "`merge_by='macs'`" in first.reason  # the parameter; `dsprof merge` prints it as --merge-by macs
     assert all(d.merged == (d.merged_macs < d.linear_macs) for d in report.decisions)
     assert report.plan.merge == tuple(d.merged for d in report.decisions)
     # a merge list (as a LUT's rule writes it) that says merging block 0 pays overrides MACs: replayed as written
     merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17, merge=(True,) + (False,) * 16))
     assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
     # without a list, MACs decide only when asked: one line that says what to pass
-    with pytest.raises(PlanError, match="no merge list: pass --lut LUT .* or --merge-by macs"):
+    with pytest.raises(PlanError, match="no merge list: pass `lut=LUT` .* or `merge_by='macs'`"):
         merge_model(model, Plan("mobilenet_v2", (0,) * 17))
     assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
 

@@ -18,14 +18,14 @@ import pytest
 import torch
 
 from cli_run import dsprof_here
-from dsprof.cli.commands import (build_lut_command, import_command, importance_command, measure_command,
+from dsprof.cli.commands import (model_flags, build_lut_command, import_command, importance_command, measure_command,
                                  merge_command, plan_command, shell_command)
 from dsprof.device_context import DeviceContext
 from dsprof.errors import BadFileError, EdgeError, ImportanceHint, LUTError, MergeError, PlanError
 from dsprof.io import atomic_torch_save, load_torch_payload, read_json
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.table import table_checksum
-from dsprof.models import get_model, model_flags
+from dsprof.models import get_model, model_args
 from dsprof.plan.plan import load_plan
 from dsprof.profiler.records import record_checksum, read_measurements
 from dsprof.profiler.stats import summarize
@@ -149,7 +149,7 @@ def test_a_lut_with_a_bad_device_column_is_refused_naming_row_and_field(tmp_path
 def test_a_lut_without_its_checksum_needs_accept_modified(tmp_path, lut_text):
     path = tmp_path / "lut.csv"
     path.write_text(lut_text.rsplit(" sha256=", 1)[0] + "\n")  # the end line as an older dsprof wrote it
-    with pytest.raises(LUTError, match="carries no checksum .* pass --accept-modified to use it as it is"):
+    with pytest.raises(LUTError, match="carries no checksum .* pass `accept_modified=True` to use it as it is"):
         LUT.load(path)
     assert len(LUT.load(path, accept_modified=True)) == len(build_lut([FIXTURE]))
     line = one_error_line(dsprof_here("plan", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution",
@@ -355,7 +355,7 @@ def test_every_command_dsprof_prints_keeps_a_hostile_value_one_quoted_word(hosti
     options = {"width": hostile, hostile: 1}
     commands = {
         "measure": measure_command(context, model_flags("mobilenet_v2", options), max_span=2, in_situ=True),
-        "importance": importance_command(ImportanceHint(model_flags("mobilenet_v2", options), hostile, hostile,
+        "importance": importance_command(ImportanceHint(model_args("mobilenet_v2", options), hostile, hostile,
                                                         hostile, 32)),
         "merge": merge_command("mobilenet_v2", options, f"/tmp/{hostile}.plan.json", 32),
         "plan": plan_command(hostile, "mobilenet_v2", options, 32),

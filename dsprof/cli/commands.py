@@ -15,16 +15,29 @@ from typing import Any, Mapping, Sequence
 
 from ..device_context import DeviceContext
 from ..errors import ImportanceHint, MeasureHint
-from ..models.registry import model_flags
+from ..models.registry import model_args
+from .flags import parameters_as_flags
 
 __all__ = ["build_lut_command", "hint_command", "import_command", "importance_command", "measure_command",
-           "merge_command", "plan_command", "runner_command", "shell_command"]
+           "merge_command", "model_flags", "plan_command", "runner_command", "shell_command"]
 
 
 def shell_command(words: Sequence[Any]) -> str:
     """The one way a command shown to copy is written: its words quoted for a POSIX shell (``shlex.join``), so that
     a value from a file (a device name, a path, an option) stays one word and never runs (``$(...)``, ``;``)."""
     return shlex.join(str(w) for w in words)
+
+
+def model_flags(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """The options that build model ``name`` with ``options``: `model_args` as the command line spells it
+    (``--model mobilenet_v2 --width 1.4``, ``--model-file PATH.py:FACTORY``), each value quoted."""
+    return _flags(model_args(name, dict(options or {})))
+
+
+def _flags(parameters: str) -> str:
+    """API parameters (``model='x', resolution=32``) as the command line's options (as given where one has none)."""
+    flags = parameters_as_flags(parameters)
+    return parameters if flags is None else flags
 
 
 def _words(flags: str) -> list[str]:
@@ -60,12 +73,12 @@ def hint_command(hint: MeasureHint | ImportanceHint) -> str:
     """The command line of a message's hint: `measure_command` of what to time, or `importance_command`."""
     if isinstance(hint, ImportanceHint):
         return importance_command(hint)
-    return measure_command(hint.context, hint.flags, max_span=hint.max_span, in_situ=hint.in_situ)
+    return measure_command(hint.context, _flags(hint.model), max_span=hint.max_span, in_situ=hint.in_situ)
 
 
 def importance_command(hint: ImportanceHint) -> str:
     """The `dsprof importance` command that scores the blocks as ``hint`` says, into importance.json."""
-    words: list[Any] = ["dsprof", "importance", *_words(hint.flags)]
+    words: list[Any] = ["dsprof", "importance", *_words(_flags(hint.model))]
     if hint.resolution:
         words += ["--resolution", hint.resolution]
     words += ["--data", hint.data, "--proxy", hint.proxy]

@@ -4,7 +4,10 @@
       manifest.json      what is in it (`dsprof.edge.manifest`)
       run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
       timing_loop.py     the profiler's timing loop, this very file (`dsprof.profiler.timing_loop`): the runner imports it
-      hardware.py        how the profiler reads the machine (CPU, Jetson), this very file: the runner imports it too
+      hardware.py        how the profiler reads the machine (CPU, Jetson; the environment record), this very file
+      cpu_share.py       how the profiler reads the CPU share a timed group got, this very file
+      sessions.py        how the profiler opens ONNX Runtime, OpenVINO and TFLite, this very file: the runner imports
+                         these three too
       models/w0.onnx     one file per workload and format (onnx, tflite, torchscript)
       results/           where the runner writes its JSON Lines (created by the runner)
 
@@ -35,7 +38,7 @@ from ..io import atomic_write_text, make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
-from ..profiler import hardware, timing_loop
+from ..profiler import cpu_share, hardware, sessions, timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, MANIFEST, write_manifest
@@ -50,8 +53,9 @@ __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundl
 EDGE_OPSET = 13
 RUNNER_NAME = "run_bundle.py"
 #: The profiler's standard-library modules a bundle carries verbatim beside its runner, which imports them by these
-#: names: the timing loop and the machine's description (part of the environment id).
-CARRIED = (timing_loop, hardware)
+#: names: the timing loop, the machine's description (part of the environment id), the CPU-share reading and the
+#: runtimes' sessions.
+CARRIED = (timing_loop, hardware, cpu_share, sessions)
 
 
 @dataclass
@@ -99,7 +103,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
     if not out.exists() and not out.is_symlink():
         return
     if not overwrite:
-        raise OutputPathError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
+        raise OutputPathError(f"{out} exists; pass `overwrite=True` to replace the bundle, or choose another `out=`")
     why = _not_a_bundle(out)
     if why:
         raise OutputPathError(f"{out} exists and is not a bundle that dsprof wrote ({why}), so it is not replaced; "
@@ -107,7 +111,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
         raise OutputPathError(
-            f"{out} holds results ({results[0].name}); import or move them first, or choose another --out"
+            f"{out} holds results ({results[0].name}); import or move them first, or choose another `out=`"
         )
 
 
@@ -235,7 +239,8 @@ def _write_bundle(
 
 def copy_runner(folder: Path) -> Path:
     """Copy the runner (as ``run_bundle.py``, executable) and the profiler's modules it imports (`CARRIED`:
-    ``timing_loop.py``, ``hardware.py``, verbatim) into ``folder``; return the runner's path."""
+    ``timing_loop.py``, ``hardware.py``, ``cpu_share.py``, ``sessions.py``, verbatim) into ``folder``; return the
+    runner's path."""
     for module in CARRIED:
         shutil.copyfile(Path(module.__file__), folder / Path(module.__file__).name)
     runner = folder / RUNNER_NAME

@@ -138,7 +138,7 @@ def import_results(
         raise EdgeError(
             f"{results} has results for {len(manifest['workloads']) - len(missing)} of {len(manifest['workloads'])} "
             f"workloads (none for {shown}): the run stopped early or failed there. Run the runner again with the same "
-            "--out to finish, or pass --allow-partial to import what is there"
+            "out folder to finish, or pass `allow_partial=True` to import what is there"
         )
 
     try:
@@ -150,7 +150,7 @@ def import_results(
                         f"({type(exc).__name__}: {exc}); import the files the runner and `dsprof export` wrote, "
                         "unchanged") from None
     if path.exists() and not overwrite:
-        raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
+        raise OutputPathError(f"{path} exists; pass `overwrite=True` to replace it, or choose another `out=`")
     with atomic_output(path) as tmp, MeasurementWriter(tmp) as writer:  # a fresh temporary file (mkstemp), renamed
         writer.write(records)
     return ImportResult(path, records)

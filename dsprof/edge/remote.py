@@ -59,10 +59,10 @@ def measure_remote(
     """
     remote = [b.name for b in BACKENDS.values() if b.remote_runtime]
     if backend not in BACKENDS:
-        raise DeviceError(f"--remote times backends {', '.join(remote)}; got {backend!r}")
+        raise DeviceError(f"`remote=` times backends {', '.join(remote)}; got {backend!r}")
     runtime = BACKENDS[backend].remote_runtime
     if runtime is None:
-        raise DeviceError(f"--remote cannot time --backend {backend}: {BACKENDS[backend].no_remote}")
+        raise DeviceError(f"`remote=` cannot time `backend={backend!r}`: {BACKENDS[backend].no_remote}")
     fmt = RUNTIMES[runtime].format
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
@@ -70,7 +70,8 @@ def measure_remote(
     folder = f"{remote_dir.rstrip('/')}/{bundle.manifest['bundle_id']}"
     q = shlex.quote
     results = f"{folder}/results.jsonl"
-    run = [python, f"{folder}/run_bundle.py", "--runtime", runtime, "--device", device, "--out", results, "--quiet"]
+    runner = f"{folder}/run_bundle.py"  # the runner's own command line (edge/runner.py), not dsprof's
+    run = [python, runner, "--runtime", runtime, "--device", device, "--out", results, "--quiet"]
     if threads is not None:
         run += ["--threads", str(threads)]
     run_command = f"cd && {shlex.join(run)}"  # every word quoted: the remote shell runs it

@@ -71,10 +71,10 @@ class Lookup:
         """The labels of the whole models this context holds (timed whole, or as stem and head)."""
         return sorted({w for scope, w, variant in self.index if scope in ("model", "stem", "head") and variant == "original"})
 
-    def other_model_note(self, label: str, resolution_flag: str = "--resolution") -> str | None:
+    def other_model_note(self, label: str) -> str | None:
         """Where this context holds other models but not ``label``: one clause that says what it holds instead
-        and, where only the resolution differs, the option that fixes it (``resolution_flag``, as the caller's
-        command spells it); None where it holds ``label`` (or no whole model at all)."""
+        and, where only the resolution differs, the ``resolution`` that fixes it; None where it holds ``label`` (or
+        no whole model at all)."""
         held = self.models()
         if not held or label in held:
             return None
@@ -85,7 +85,7 @@ class Lookup:
         if same:
             at = " or ".join(f"{r} px" for r in same)
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
-                    f"add {resolution_flag} {same[0]}")
+                    f"add `resolution={same[0]}`")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
         return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 
@@ -175,7 +175,7 @@ class Prices:
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
-    model_flags: str = ""  # the `dsprof` options that build this model, for messages (`measure_flags`)
+    model_args: str = ""  # the API parameters that build this model, for messages (`measure_args`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
@@ -251,9 +251,9 @@ class Prices:
         return self.lookup.lut.measured_utc(self.key)
 
     @property
-    def measure_flags(self) -> str:
-        """The `dsprof measure` options that build this model (its label's name where none were given)."""
-        return self.model_flags or f"--model {self.label.split('{', 1)[0]}"
+    def measure_args(self) -> str:
+        """The API parameters that build this model (its label's name where none were given)."""
+        return self.model_args or f"model={self.label.split('{', 1)[0]!r}"
 
     @property
     def reads_in_situ(self) -> bool:
@@ -262,7 +262,7 @@ class Prices:
 
     def measure_hint(self, max_span: int = 1) -> MeasureHint:
         """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""
-        return MeasureHint(self.key, self.measure_flags, max_span, self.reads_in_situ)
+        return MeasureHint(self.key, self.measure_args, max_span, self.reads_in_situ)
 
     @cached_property
     def terms(self) -> Terms:
@@ -339,7 +339,7 @@ class Prices:
         return LUTMissError(
             f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
             f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)",
+            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: `merge_by='macs'`)",
             hint=self.measure_hint(),
         )
 
@@ -519,7 +519,7 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
     if method == "in-model":
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
     return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
-            "the isolated ones (`dsprof measure --in-situ merged`)")
+            "the isolated ones (`dsprof.measure(in_situ='merged')`)")
 
 
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,

@@ -83,7 +83,7 @@ class LUT:
 
     @classmethod
     def concat(cls, luts: "list[LUT]") -> "LUT":
-        """One table of several (`dsprof plan --lut A --lut B`); a key that two of them hold raises `LUTError`
+        """One table of several (`dsprof plan` with several LUTs); a key that two of them hold raises `LUTError`
         naming both files."""
         luts = list(luts)
         if len(luts) == 1:
@@ -129,12 +129,12 @@ class LUT:
             raise LUTError(
                 f"{path}: its end line carries no checksum (written by an older dsprof, or edited), so nothing tells "
                 "it from a changed table; rebuild it from the measurement files with `dsprof build-lut`, or pass "
-                "--accept-modified to use it as it is"
+                "`accept_modified=True` to use it as it is"
             )
         if end[2] is not None and end[2] != table_checksum(body + "\n") and not accept_modified:
             raise LUTError(
                 f"{path}: changed after `dsprof build-lut` wrote it (its checksum does not match its rows); "
-                "rebuild it from the measurement files with `dsprof build-lut`, or pass --accept-modified to use it "
+                "rebuild it from the measurement files with `dsprof build-lut`, or pass `accept_modified=True` to use it "
                 "as it is"
             )
         try:

@@ -199,7 +199,7 @@ def _merge_reason(block: nn.Module, info: BlockMergeInfo, do: bool, by: str) -> 
     if isinstance(block, SpanLinearized):
         return True, f"span of blocks {format_span((block.start, block.stop))}: {macs}"
     if by == "macs":
-        return do, f"--merge-by macs: {macs} {'pays' if do else 'does not pay'}"
+        return do, f"`merge_by='macs'`: {macs} {'pays' if do else 'does not pay'}"
     if by == "lut":
         return do, f"the LUT's rule ({'pays' if do else 'does not pay'}); {macs}"
     return do, f"the plan's merge list; {macs}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -24,7 +23,7 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
-    "model_flags",
+    "model_args",
     "model_identity",
     "normalized_options",
 ]
@@ -95,7 +94,7 @@ def model_entry(name: str) -> ModelEntry:
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
             raise RegistryError(
-                f"model {name!r} is a user's model from a file; pass --model-file PATH.py:FACTORY "
+                f"model {name!r} is a user's model from a file; pass `model_file='PATH.py:FACTORY'` "
                 "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
@@ -129,23 +128,20 @@ def normalized_options(name: str, options: dict | None) -> dict:
     }
 
 
-def model_flags(name: str, options: dict | None = None) -> str:
-    """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
-    for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
-    for a user's model. Each value is quoted for a POSIX shell (``shlex.join``): a name or an option read from a file
-    stays one word (the command line writes whole commands with `dsprof.cli.commands.shell_command`)."""
+def model_args(name: str, options: dict | None = None) -> str:
+    """The API parameters that build model ``name`` with ``options`` (defaults and ``num_classes`` left out), for
+    messages that name a model: ``model='mobilenet_v2', options={'width': 1.4}``, or ``model_file='PATH.py:FACTORY'``
+    for a user's model (the command line spells them as its options, `dsprof.cli.flags`)."""
     entry = _REGISTRY.get(name)
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
     if spec is not None:
-        words = ["--model-file", str(spec)]
+        args = f"model_file={spec!r}"
     elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
-        words = ["--model-file", f"PATH.py:{name.rsplit(':', 1)[-1]}"]
+        args = f"model_file='PATH.py:{name.rsplit(':', 1)[-1]}'"
     else:
-        words = ["--model", name]
-    for key, value in normalized_options(name, options).items():
-        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-        words += [f"--{str(key).replace('_', '-')}", shown]
-    return shlex.join(words)
+        args = f"model={name!r}"
+    shown = {k: list(v) if isinstance(v, tuple) else v for k, v in normalized_options(name, options).items()}
+    return args + (f", options={shown!r}" if shown else "")
 
 
 for _zoo_model in ZOO:

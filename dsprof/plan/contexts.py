@@ -232,12 +232,12 @@ def pick_contexts(names: str | Sequence[str], labels: Mapping[DeviceContext, str
         found = found or [c for c in labels if c.backend == text]
         if len(found) != 1:
             what = "names no context" if not found else "names several contexts"
-            raise UsageError(f"--for {text!r} {what}; give labels, keys or backends of: {listing}")
+            raise UsageError(f"`joint=` {text!r} {what}; give labels, keys or backends of: {listing}")
         if found[0] in out:
-            raise UsageError(f"--for names {labels[found[0]]} twice")
+            raise UsageError(f"`joint=` names {labels[found[0]]} twice")
         out.append(found[0])
     if len(out) < 2:
-        raise UsageError(f"--for needs at least two contexts, comma-separated, of: {listing}")
+        raise UsageError(f"`joint=` needs at least two contexts, comma-separated, of: {listing}")
     return out
 
 

@@ -125,8 +125,8 @@ class Front:
         how = (f"the plans at k = {', '.join(map(str, used))} use spans" if used else
                "no plan of this front uses a span: it plans without spans")
         what = "all" if predicted == read else f"{predicted} of the"
-        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof measure --few`), not "
-                f"measured; {how} (measure the model in full, `dsprof measure --spans N`, to plan spans on measured "
+        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof.measure_few()`), not "
+                f"measured; {how} (measure the model in full, `dsprof.measure(spans=N)`, to plan spans on measured "
                 "entries)")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
@@ -242,9 +242,9 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
 def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     """Refuse a latency budget or a speed-up that no plan can meet by construction: each must be above 0."""
     if budget_ms is not None and not budget_ms > 0:
-        raise UsageError(f"--budget-ms is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
+        raise UsageError(f"`budget_ms=` is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
     if speedup is not None and not speedup > 0:
-        raise UsageError(f"--speedup is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
+        raise UsageError(f"`speedup=` is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
                          f"got {speedup:g}")
 
 

@@ -264,7 +264,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
         except ValueError as exc:
             if cut_last and number == len(lines):
                 warnings.warn(f"{path}, line {number}: skipped a last line cut short by an interrupted run "
-                              "(`dsprof measure --resume` repairs the file)", stacklevel=2)
+                              "(`dsprof.measure(resume=True)` repairs the file)", stacklevel=2)
                 break
             raise _bad_line(path, number, exc) from None
         if not _check(data, path, number, found) and not accept_modified:
@@ -274,7 +274,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
         except (ValueError, TypeError, AttributeError) as exc:
             raise _bad_line(path, number, exc) from None
     what = ("used as they are (accepted)" if accept_modified else
-            "left out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) "
+            "left out; `dsprof.measure(resume=True)` measures them again, `accept_modified=True` (build-lut, report) "
             "uses them as they are")
     if found.modified_lines:
         shown = ", ".join(map(str, found.modified_lines[:10])) + (", ..." if len(found.modified_lines) > 10 else "")
@@ -360,7 +360,7 @@ class MeasurementWriter:
                 raise WriteError(
                     f"cannot write {self.path}: {exc.strerror or exc}; the file keeps the {_count_lines(self.path)} "
                     "records written before. Free space (or raise the file-size limit), then run the same command "
-                    "with --resume"
+                    "with `resume=True`"
                 ) from None
             raise
 
@@ -379,7 +379,7 @@ class MeasurementWriter:
 def _busy_error(path: Path) -> OutputPathError:
     return OutputPathError(
         f"{path} is being written by another dsprof run (it holds the file's lock); wait until that run ends, then "
-        "run again with --resume, or choose another --out"
+        "run again with `resume=True`, or choose another `out=`"
     )
 
 

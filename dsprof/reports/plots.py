@@ -303,7 +303,7 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
     if joint is not None and len(joint):
         joint = joint.sort_values("k")
         ax.plot(joint["k"], joint["speedup"], "--x", markersize=6, color=colors[4 % len(colors)],
-                label="one plan for all contexts (--for), predicted here")
+                label="one plan for all contexts, predicted here")
         _points(ax, joint["k"], joint["speedup"],
                 [f"one plan for all contexts, k={k}: predicted {s:.2f}x here [{lo:.2f}, {hi:.2f}]; keep {keep}; "
                  f"spans {spans}" for k, s, lo, hi, keep, spans in zip(joint["k"], joint["speedup"],

@@ -155,8 +155,8 @@ def plan_contexts_to_file(
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
-        raise UsageError("several contexts: choose one with --device-key KEY to write its plan, or give --for "
-                         "CONTEXT,CONTEXT for one plan for several")
+        raise UsageError("several contexts: choose one with `device_key=KEY` to write its plan, or give "
+                         "`joint=CONTEXT,CONTEXT` for one plan for several")
     importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
     fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
                            resolution=resolution, joint=joint, objective=objective)
@@ -198,18 +198,19 @@ def plan(
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
     picked = device_key is not None or backend is not None or batch is not None
     if joint is not None and picked:
-        raise UsageError("--for plans for several contexts; --device-key, --backend and --batch pick one: give one or "
-                         "the other")
+        raise UsageError("`joint=` plans for several contexts; `device_key=`, `backend=` and `batch=` pick one: give "
+                         "one or the other")
     if not picked and len(lut.devices()) > 1:
         if budget_ms is not None or speedup is not None:
-            raise UsageError("several contexts: --budget-ms and --speedup choose within one; give --device-key KEY (or "
-                             "--keep K with --for)")
+            raise UsageError("several contexts: `budget_ms=` and `speedup=` choose within one; give `device_key=KEY` "
+                             "(or `keep=K` with `joint=`)")
         outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
                                         method=method, options=options, resolution=resolution, joint=joint,
                                         objective=objective, plan_out=plan_out)
         return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
     if joint is not None:
-        raise UsageError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
+        raise UsageError("`joint=` plans for several contexts: give LUTs holding them (`lut=` repeated) without "
+                         "`device_key=`")
     device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
                            max_span=max_span, device=device, method=method, options=options, resolution=resolution,

@@ -232,7 +232,7 @@ def _at_resolution(records: list[Measurement], resolution: int) -> list[Measurem
         held = sorted({r.model_options.get("resolution") for r in records if r.ok}, key=str)
         raise MeasurementFileError(f"the measurement files hold no record at {resolution} px; they hold "
                                    f"{', '.join(f'{h} px' for h in held) or 'none'}: give one of those to "
-                                   "--resolution, or leave it out")
+                                   "`resolution=`, or leave it out")
     return kept
 
 
@@ -314,8 +314,8 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
     for plan_name, plan in plan_objs.items():
         if plan.merge is None:
             if lut is None or len(lut.devices()) != 1:
-                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (--lut) or "
-                               "--merge-by macs decides its merges")
+                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (`lut=`) or "
+                               "`merge_by='macs'` decides its merges")
                 continue
             try:
                 plan = _merges(plan, latest, lut, None).plan
@@ -334,7 +334,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         sections.append(Section(title, parts))
         tables.append(Section(title, [write.table(f"memory_{plan_name}", mem)]))
     if not plan_objs:
-        skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
+        skipped.append("memory plot: give plans (`plans=`) to draw the footprint before and after merging")
 
     variants = variant_table(latest, accuracies)
     fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
@@ -343,7 +343,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         sections.append(Section("Accuracy vs FPS (paper Fig. 7)",
                                 [write.figure(figure, "accuracy_fps", "accuracy vs FPS", variants)]))
     else:
-        skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
+        skipped.append("accuracy vs FPS plot: give accuracies (`accuracies=`, a model,accuracy CSV)")
     return sections, tables
 
 
@@ -373,7 +373,7 @@ def _probe_section(records: list[Measurement], lut) -> list[Section]:
 def _validation_sections(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:
     """Predicted against measured latency for the models a LUT covers: the figure's section, then the table's."""
     if lut is None:
-        write.report.skipped.append("LUT validation: give a LUT (--lut)")
+        write.report.skipped.append("LUT validation: give a LUT (`lut=`)")
         return []
     validation = validation_rows(latest, lut, plan_objs, write.report.skipped)
     if not len(validation):
