@@ -382,3 +382,43 @@ def test_a_projection_skip_path_is_accepted_with_its_batchnorm_folded():
     assert isinstance(folded.layer1[0].downsample[1], torch.nn.Identity)
     assert [b.name for b in find_blocks(folded, (32, 32))] == [b.name for b in find_blocks(net, (32, 32))]
     assert len(find_blocks(folded, (32, 32))) == 16 and split_model(folded) is not None
+
+
+def test_identity_skips_of_a_residual_bottleneck_network_are_blocks(one_thread):
+    """timm's RegNet writes its identity shortcuts as ``downsample = nn.Identity()`` (timm/models/regnet.py
+    create_shortcut: "identity shortcut (no downsample)"). Issue #47: 9 of its 13 blocks were refused as if their
+    skip path computed something. Reading timm's `regnetx_002` (RegNetCfg depth=13, 4 stages of depths 1, 1, 4, 7
+    from its quantised widths 24, 56, 152, 368): 13 Bottlenecks s{stage}.b{i} (1x1 -> grouped 3x3 -> 1x1, group
+    width 8, so kind chain); each stage's first block changes width and stride and projects its skip (1x1 conv +
+    BN), the other 9 add their input back through the Identity."""
+    torch.manual_seed(0)
+    model = timm.create_model("regnetx_002", pretrained=False).eval()
+    found = discover_blocks(model, input_size=(32, 32))
+    depths = [1, 1, 4, 7]
+    names = [f"s{s + 1}.b{i + 1}" for s, n in enumerate(depths) for i in range(n)]
+    assert [b.name for b in found.blocks] == names
+    assert found.refusals == []
+    projected = {f"s{s + 1}.b1" for s in range(4)}
+    for b in found.blocks:
+        assert b.spec.residual and b.spec.projection == (b.name in projected), b.name
+        assert (b.shortcut == ()) == (b.name not in projected), b.name  # the Identity computes nothing
+    assert [b.spec.stride for b in found.blocks] == [2 if b.name in projected else 1 for b in found.blocks]
+
+
+def test_identity_skip_block_merges_exactly(one_thread):
+    """An identity-skip RegNet block (the Identity dropped from its skip) merges into one convolution that computes
+    the linearised block, float64, at an even and an odd size."""
+    from conftest import randomise_bn
+    from dsprof.merge import linearize_block, merge_linearized
+
+    torch.manual_seed(0)
+    model = randomise_bn(timm.create_model("regnetx_002", pretrained=False)).double().eval()
+    block = next(b for b in discover_blocks(model, input_size=(32, 32)).blocks if b.name == "s3.b2")
+    lin = linearize_block(block, border="in_front").double().eval()
+    for size in (8, 7):  # padding in front: exact at any size
+        merged, info = merge_linearized(lin, input_size=(size, size))
+        x = torch.randn(2, 152, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(size))
+        with torch.no_grad():
+            ref, got = lin(x), merged(x)
+        assert info.exact
+        assert float((got - ref).abs().max() / ref.abs().max()) <= 1e-9

@@ -294,7 +294,8 @@ class _Discovery:
         out = chain[-1].out
         if closed is not None:
             add, path, _, x = closed
-            shortcut = tuple(g.module(n) for n in path)
+            # pass-through modules on the skip path (timm's nn.Identity downsample) compute nothing: an identity skip
+            shortcut = tuple(g.module(n) for n in path if not g.is_pass(n))
             out = add
             if tail_node is not None:
                 tail = g.module(tail_node) if tail_node.op == "call_module" else functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
