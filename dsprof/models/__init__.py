@@ -7,7 +7,8 @@ imports no PyTorch, so `dsprof models` and `--help` stay quick.
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(("Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"), ".blocks"),
+    **dict.fromkeys(("Block", "NothingToMergeWarning", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks",
+                     "nothing_to_merge"), ".blocks"),
     **dict.fromkeys(
         ("Chain", "ChainGraph", "Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks",
          "own_chains", "register_leaf_module", "replace_block", "run_of"),

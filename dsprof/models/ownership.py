@@ -42,6 +42,7 @@ class _Discovery:
         self.blocks: list[Block] = []
         self.refusals: list[Refusal] = []
         self.breaks: list[tuple[fx.Node, str, str]] = []  # (node, reason, node name)
+        self.break_convs: list[fx.Node] = []  # the convolution of each break's unit
         self.refused_paths: set[str] = set()
 
     # ---- ownership
@@ -95,6 +96,7 @@ class _Discovery:
         for u in units:
             if u.bad:
                 self.breaks.append((u.conv, u.bad, u.conv.name))
+                self.break_convs.append(u.conv)
                 continue
             user = g.single_user(u.out)
             v = by_conv.get(user) if user is not None else None
@@ -103,6 +105,7 @@ class _Discovery:
             else:
                 reason, name = break_reason(g, u.out)
                 self.breaks.append((u.out, reason, name))
+                self.break_convs.append(u.conv)
         has_prev = set(nxt.values())
         for u in units:
             if u.bad or u in has_prev:
@@ -358,9 +361,24 @@ class _Discovery:
             reason, node = (brk[1], brk[2]) if brk else ("its convolutions do not form a chain", path)
             self.refusals.append(Refusal(path, type(module).__name__, f"no mergeable chain: {reason}", node))
             reported.append(path)
-        if not self.blocks and not self.refusals and self.convs_under[""] >= 2:  # the model as a whole
-            n, reason, node = self.breaks[0] if self.breaks else (None, "its convolutions do not form a chain", "")
-            self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
+
+    def nothing_to_merge(self) -> str | None:
+        """Why the model has no block, in one line that fits it (None when it has one): no convolution, one, none
+        followed by another, or every candidate refused. `dsprof blocks`, `measure` and `plan` all say this."""
+        if self.blocks:
+            return None
+        convs = [n for n in self.g.nodes if self.g.is_conv(n)]
+        if self.refusals:
+            n, first = len(self.refusals), self.refusals[0]
+            name = first.name or "(model)"
+            which = f"the one candidate, {name}, is refused" if n == 1 else f"all {n} candidates are refused, the first, {name}"
+            return f"no block DepthShrinker can merge: {which}: {first.reason}"
+        if not convs:
+            return "no convolution: nothing for DepthShrinker to merge"
+        if len(convs) == 1:
+            return f"one convolution ({convs[0].target}) and no other: nothing for DepthShrinker to merge"
+        why = f" (convolution {self.break_convs[0].target}: {self.breaks[0][1]})" if self.breaks else ""
+        return f"no two convolutions in a row{why}: nothing for DepthShrinker to merge"
 
 
 def shortcut_parts(shortcut) -> list | None:
