@@ -19,7 +19,7 @@ _EXPORTS = {
                      "summarize_blocks"), ".counting"),
     **dict.fromkeys(("ModelEntry", "input_size_of", "model_flags", "model_identity", "list_models", "model_entry",
                      "normalized_options", "register_model"), ".registry"),
-    **dict.fromkeys(("ClassCountError", "get_model", "load_checkpoint", "named_model"), ".build"),
+    **dict.fromkeys(("ClassCountError", "get_model", "load_checkpoint", "named_model", "reparameterize"), ".build"),
     **dict.fromkeys(("ModelSplit", "split_model"), ".split"),
     **dict.fromkeys(("format_span", "format_spans", "parse_spans"), ".spans_text"),
     **dict.fromkeys(("eval_forward", "first_conv_in_channels"), ".tracing"),

@@ -233,6 +233,10 @@ class _Discovery:
             tail_node = None
             owner = self._owner(nodes)
         run = self._run(nodes) if owner is None and closed is None else None
+        if closed is None and len(chain) >= 4 and (owner is None or isinstance(g.modules.get(owner), _CONTAINERS)):
+            for piece in plain_pairs(chain):  # a plain chain that no block module holds (VGG, RepVGG, MobileOne)
+                self._candidate(piece, None)
+            return
         if owner is None and run is None:
             self._graph_chain(chain, closed)
             return
@@ -379,6 +383,15 @@ class _Discovery:
             return f"one convolution ({convs[0].target}) and no other: nothing for DepthShrinker to merge"
         why = f" (convolution {self.break_convs[0].target}: {self.breaks[0][1]})" if self.breaks else ""
         return f"no two convolutions in a row{why}: nothing for DepthShrinker to merge"
+
+
+def plain_pairs(chain: list) -> list[list]:
+    """A plain chain of four or more convolutions that no block module holds, cut into the units DepthShrinker removes
+    one activation from: consecutive pairs, the last three together when their number is odd (so that every
+    activation but the chain's last stays removable). A chain of two or three is one block as it is."""
+    n = len(chain)
+    starts = list(range(0, n - 1, 2))[: n // 2]
+    return [chain[a:b] for a, b in zip(starts, [*starts[1:], n])]
 
 
 def shortcut_parts(shortcut) -> list | None:
