@@ -44,6 +44,10 @@ READINGS = {
     ("timm", "mobileone_s0"): (21, {"depthwise_separable": 21}, {}),
     # torchvision/models/squeezenet.py 1_1: 8 Fire modules whose squeeze output feeds both expand convolutions
     ("torchvision", "squeezenet1_1"): (0, {}, {"a tensor read 2 times": 8}),
+    # timm/models/efficientnet.py _gen_efficientnet: 16 blocks with a squeeze-excitation gate; before each gate of the
+    # 15 'ir' blocks the chain conv_pw -> conv_dw, before the 'ds' block's the stem into its depthwise, and the last
+    # projection into conv_head (no activation between): 17 chains, nothing refused (issue #47)
+    ("timm", "efficientnet_b0"): (17, {"chain": 17}, {}),
     # torchvision/models/resnet.py resnet50: Bottlenecks [3, 4, 6, 3], identity or projection skips, all blocks
     ("torchvision", "resnet50"): (16, {"bottleneck": 16}, {}),
 }
