@@ -30,7 +30,9 @@ def test_search_then_merge_with_spans_on_mobilenet_v3(tmp_path: Path):
               "--max-eval-batches", "1", "--keep", "3", "--device", "cpu", "--out", str(plan))
     assert out.returncode == 0, out.stderr
     keep = json.loads(plan.read_text())["keep"]
-    assert len(keep) == 7 and sum(keep) == 3  # the 7 blocks without squeeze-excitation; 3 keep their activations
+    # 15 blocks: the 7 without squeeze-excitation and, before each of the 8 gates, the expansion and depthwise
+    # (features.k.block[0:2], issue #47); 3 keep their activations
+    assert len(keep) == 15 and sum(keep) == 3
     merged = tmp_path / "merged.pt"
     out = run("merge", "--model", "mobilenet_v3_large", "--resolution", "32", "--num-classes", "10", "--plan", str(plan),
               "--spans", "auto", "--merge-by", "macs", "--out", str(merged))

@@ -62,8 +62,15 @@ ZOO = {
     # beyond the paper, in the zoo since graph discovery
     **{name: (name, {}) for name in ("mnasnet0_5", "mnasnet1_0", "mobilenet_v3_small", "mobilenet_v3_large",
                                      "shufflenet_v2_x1_0", "mnasnet_100", "fbnetc_100")},
+    # squeeze-excitation: the chain before each gate merges, the gate and what it multiplies stay (issue #47)
+    "efficientnet_b0": ("efficientnet_b0", {}),
 }
 CASES = {key: (PREFIX + key, {}) for key in OUTSIDE_ZOO} | ZOO
+# ONNX Runtime against PyTorch, float32, relative to max|y|. EfficientNet-B0 linearised with random weights carries
+# its features through 16 gates without an activation to bound them (max|y| ~ 1.7e4 at 48 px): PyTorch's own float32
+# merged model is 1.0e-3 from its float64 one (measured 2026-11-28), so the two float32 runtimes are compared at 1e-2;
+# an export that computed something else would be off by order 1.
+ONNX_TOLERANCE = {"efficientnet_b0": 1e-2}
 
 
 def _register_outside_zoo() -> None:
@@ -126,4 +133,5 @@ def test_merging_every_block_is_exact_and_exports(key, one_thread, tmp_path):
     (y_ort,) = session.run(None, {session.get_inputs()[0].name: x32.numpy()})
     with torch.no_grad():
         y_torch = merged32(x32)
-    assert np.abs(y_ort - y_torch.numpy()).max() <= 1e-4 * np.abs(y_torch.numpy()).max(), f"{key}: ONNX Runtime differs"
+    tolerance = ONNX_TOLERANCE.get(key, 1e-4)
+    assert np.abs(y_ort - y_torch.numpy()).max() <= tolerance * np.abs(y_torch.numpy()).max(), f"{key}: ONNX Runtime differs"

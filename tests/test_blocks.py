@@ -1,6 +1,8 @@
 import timm
 import torch
 import torchvision
+import warnings
+
 import pytest
 
 from dsprof.models import BlockSpec, UnsupportedBlockWarning, find_blocks, get_model
@@ -97,13 +99,19 @@ def test_vgg_chains_are_runs_of_its_sequential(recwarn):
 
 
 def test_squeeze_excitation_blocks_are_reported_not_skipped():
-    model = timm.create_model("efficientnet_b0").eval()  # definition only, no weights
+    """timm's MixNet-S (timm/models/efficientnet.py _gen_mixnet_s): its 13 squeeze-excitation blocks (stages 2-5:
+    4, 3, 3, 3) mix depthwise kernels (split, one convolution per kernel, concatenation), so no chain of convolutions
+    precedes any gate: all 13 are reported. EfficientNet-B0, whose every block has a chain before its gate, has 17
+    blocks and nothing to report (issue #47)."""
+    model = timm.create_model("mixnet_s").eval()  # definition only, no weights
     with pytest.warns(UnsupportedBlockWarning, match="squeeze-excitation") as record:
-        blocks = find_blocks(model, (64, 64))
-    assert blocks == []
-    assert str(record[0].message).count("squeeze-excitation") == 16
-    with pytest.raises(ValueError, match="blocks.1.0"):
+        find_blocks(model, (64, 64))
+    assert str(record[0].message).count("squeeze-excitation") == 13
+    with pytest.raises(ValueError, match="squeeze-excitation"):
         find_blocks(model, (64, 64), strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsupportedBlockWarning)
+        assert len(find_blocks(timm.create_model("efficientnet_b0").eval(), (64, 64), strict=True)) == 17
 
 
 def test_unknown_block_types_are_reported():

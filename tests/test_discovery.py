@@ -136,7 +136,11 @@ def mobilenet_v3(arch: str) -> Expected:
     # torchvision/models/mobilenetv3.py _mobilenet_v3_conf rows (input, kernel, expanded, out, use_se, act,
     # stride); features.0 is the stem, features.k the k-th row's InvertedResidual (expand conv only when
     # expanded != input, so rows with expanded == input are dw -> pw); use_res_connect = stride 1 and
-    # input == out. use_se rows multiply by a Hardsigmoid gate of their own pooled tensor: refused.
+    # input == out. use_se rows multiply by a Hardsigmoid gate of their own pooled tensor (block.2, after the expand
+    # block.0 and the depthwise block.1): the gate and the projection after it stay, and the expand -> depthwise chain
+    # before it is a block, the run block[0:2] of the row's Sequential (issue #47), kind chain, never residual. A
+    # use_se row without expansion (small's first) has only its depthwise before the gate: the stem features.0 feeds
+    # it alone, so stem -> depthwise is a chain that no module owns, features.0.0..features.1.block.0.0.
     rows = {
         "large": [(16, 16, 16, False, 1), (16, 64, 24, False, 2), (24, 72, 24, False, 1), (24, 72, 40, True, 2),
                   (40, 120, 40, True, 1), (40, 120, 40, True, 1), (40, 240, 80, False, 2), (80, 200, 80, False, 1),
@@ -146,13 +150,15 @@ def mobilenet_v3(arch: str) -> Expected:
                   (40, 240, 40, True, 1), (40, 240, 40, True, 1), (40, 120, 48, True, 1), (48, 144, 48, True, 1),
                   (48, 288, 96, True, 2), (96, 576, 96, True, 1), (96, 576, 96, True, 1)],
     }[arch]
-    blocks, refused = [], []
+    blocks = []
     for k, (cin, expanded, cout, use_se, stride) in enumerate(rows, start=1):
-        if use_se:
-            refused.append((f"features.{k}", SE))
+        if use_se and expanded == cin:
+            blocks.append(("features.0.0..features.1.block.0.0", CHAIN, False))
+        elif use_se:
+            blocks.append((f"features.{k}.block[0:2]", CHAIN, False))
         else:
             blocks.append((f"features.{k}", DS if expanded == cin else IR, stride == 1 and cin == cout))
-    return Expected(blocks, refused)
+    return Expected(blocks, [])
 
 
 def shufflenet_v2_x1_0() -> Expected:
@@ -179,9 +185,16 @@ def fbnetc_100() -> Expected:
 
 
 def efficientnet_b0() -> Expected:
-    # timm _gen_efficientnet: every block string carries se0.25 (SqueezeExcite: x * sigmoid(conv(mean(x))));
-    # repeats 1,2,2,3,3,4,1: all 16 blocks refused, none found.
-    return Expected([], [(name, SE) for name, _, _ in stages("blocks", [1, 2, 2, 3, 3, 4, 1], [IR] * 7)])
+    # timm _gen_efficientnet: every block string carries se0.25 (SqueezeExcite: x * sigmoid(conv(mean(x)))), repeats
+    # 1,2,2,3,3,4,1. The gate and the projection conv_pwl after it stay; before the gate (issue #47): in the 15 'ir'
+    # blocks the chain conv_pw -> conv_dw, owned by no module (the block also holds the gate), so named first..last;
+    # in the 'ds' block 0.0 only conv_dw, which conv_stem alone feeds: the chain conv_stem..blocks.0.0.conv_dw. The
+    # last block's conv_pwl (no activation) alone feeds conv_head: a chain of two 1x1s, blocks.6.0.conv_pwl..conv_head.
+    # Nothing is refused.
+    irs = [name for name, _, _ in stages("blocks", [1, 2, 2, 3, 3, 4, 1], [IR] * 7)][1:]
+    return Expected([("conv_stem..blocks.0.0.conv_dw", CHAIN, False)]
+                    + [(f"{name}.conv_pw..{name}.conv_dw", CHAIN, False) for name in irs]
+                    + [("blocks.6.0.conv_pwl..conv_head", CHAIN, False)], [])
 
 
 def csp(sppf: bool = True) -> Expected:
@@ -282,15 +295,20 @@ def test_discovery_zoo(key, one_thread):
 
 
 def test_find_blocks_warns_with_the_refusals_and_strict_raises(one_thread):
-    model = tvm.mobilenet_v3_large(weights=None).eval()
+    # tests/models/mynet.py: blocks.3 (depthwise -> squeeze-excitation -> project, no expansion) has no chain before
+    # its gate: refused (issue #47 keeps only such gates refused)
+    from models.mynet import build
+
+    model = build().eval()
     with pytest.warns(UnsupportedBlockWarning) as caught:
-        blocks = find_blocks(model, RES)
-    assert [b.name for b in blocks] == [name for name, _, _ in mobilenet_v3("large").blocks]
+        blocks = find_blocks(model, (32, 32))
+    assert [b.name for b in blocks] == ["blocks.0", "blocks.1", "blocks.2", "blocks.4", "flat_expand.0..flat_project.0",
+                                        "blocks_tail"]
     message = "\n".join(str(w.message) for w in caught)
-    assert SE in message and "features.4" in message and "features.15" in message
+    assert SE in message and "blocks.3" in message
     with pytest.raises(Exception) as info:
-        find_blocks(model, RES, strict=True)
-    assert SE in str(info.value) and "features.4" in str(info.value)
+        find_blocks(model, (32, 32), strict=True)
+    assert SE in str(info.value) and "blocks.3" in str(info.value)
 
 
 def test_find_blocks_is_silent_without_refusals(one_thread):
@@ -382,3 +400,43 @@ def test_a_projection_skip_path_is_accepted_with_its_batchnorm_folded():
     assert isinstance(folded.layer1[0].downsample[1], torch.nn.Identity)
     assert [b.name for b in find_blocks(folded, (32, 32))] == [b.name for b in find_blocks(net, (32, 32))]
     assert len(find_blocks(folded, (32, 32))) == 16 and split_model(folded) is not None
+
+
+def test_identity_skips_of_a_residual_bottleneck_network_are_blocks(one_thread):
+    """timm's RegNet writes its identity shortcuts as ``downsample = nn.Identity()`` (timm/models/regnet.py
+    create_shortcut: "identity shortcut (no downsample)"). Issue #47: 9 of its 13 blocks were refused as if their
+    skip path computed something. Reading timm's `regnetx_002` (RegNetCfg depth=13, 4 stages of depths 1, 1, 4, 7
+    from its quantised widths 24, 56, 152, 368): 13 Bottlenecks s{stage}.b{i} (1x1 -> grouped 3x3 -> 1x1, group
+    width 8, so kind chain); each stage's first block changes width and stride and projects its skip (1x1 conv +
+    BN), the other 9 add their input back through the Identity."""
+    torch.manual_seed(0)
+    model = timm.create_model("regnetx_002", pretrained=False).eval()
+    found = discover_blocks(model, input_size=(32, 32))
+    depths = [1, 1, 4, 7]
+    names = [f"s{s + 1}.b{i + 1}" for s, n in enumerate(depths) for i in range(n)]
+    assert [b.name for b in found.blocks] == names
+    assert found.refusals == []
+    projected = {f"s{s + 1}.b1" for s in range(4)}
+    for b in found.blocks:
+        assert b.spec.residual and b.spec.projection == (b.name in projected), b.name
+        assert (b.shortcut == ()) == (b.name not in projected), b.name  # the Identity computes nothing
+    assert [b.spec.stride for b in found.blocks] == [2 if b.name in projected else 1 for b in found.blocks]
+
+
+def test_identity_skip_block_merges_exactly(one_thread):
+    """An identity-skip RegNet block (the Identity dropped from its skip) merges into one convolution that computes
+    the linearised block, float64, at an even and an odd size."""
+    from conftest import randomise_bn
+    from dsprof.merge import linearize_block, merge_linearized
+
+    torch.manual_seed(0)
+    model = randomise_bn(timm.create_model("regnetx_002", pretrained=False)).double().eval()
+    block = next(b for b in discover_blocks(model, input_size=(32, 32)).blocks if b.name == "s3.b2")
+    lin = linearize_block(block, border="in_front").double().eval()
+    for size in (8, 7):  # padding in front: exact at any size
+        merged, info = merge_linearized(lin, input_size=(size, size))
+        x = torch.randn(2, 152, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(size))
+        with torch.no_grad():
+            ref, got = lin(x), merged(x)
+        assert info.exact
+        assert float((got - ref).abs().max() / ref.abs().max()) <= 1e-9

@@ -108,7 +108,12 @@ def test_free_relu6_follows_the_merged_conv():
 
 
 def test_squeeze_excitation_is_refused_with_reason():
+    """An MBConv with a gate is not one block as a whole (only the chain before its gate is, issue #47); a block of
+    expansion 1 (depthwise -> gate -> pointwise) has no chain before its gate and is refused for it."""
     block = TimmInvertedResidual(16, 16, se_layer=timm.layers.SqueezeExcite)
+    with pytest.raises(MergeError, match="not one block as a whole"):
+        linearize_block(block)
+    block = timm.models._efficientnet_blocks.DepthwiseSeparableConv(16, 16, se_layer=timm.layers.SqueezeExcite)
     with pytest.raises(MergeError, match="squeeze-excitation"):
         linearize_block(block)
 

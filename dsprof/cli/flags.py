@@ -119,7 +119,8 @@ def parameters_as_flags(text: str, command: str | None = None) -> str | None:
             literal = value
         if name == "options" and isinstance(literal, dict):  # a model's build options: one option each
             for key, option in literal.items():  # an option no command takes (a factory's own): spelt as argparse would
-                parts += [shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-"))), _shown(option)]
+                flag = shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-")))
+                parts += [flag] if option is True else [flag, _shown(option)]  # a switch (--reparameterize) alone
             continue
         if name not in table:
             return None

@@ -46,6 +46,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
     )
     parser.add_argument("--resolution", type=int, default=None, help="input height and width in pixels (default: the model's)")
+    parser.add_argument("--reparameterize", action="store_true",
+                        help="fuse the model's train-time branches into one convolution each first (timm's "
+                        "reparameterize_model: MobileOne, RepVGG...), so that its plain chains are blocks")
     parser.add_argument(
         "--weights",
         default=None,
@@ -75,8 +78,10 @@ def use_model_file(args: argparse.Namespace) -> None:
 
 
 def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
-    """The model's build options (width, depths) that `add_model_args` options give."""
+    """The model's build options (width, depths, reparameterize) that `add_model_args` options give."""
     options: dict[str, object] = {}
+    if getattr(args, "reparameterize", False):
+        options["reparameterize"] = True
     if args.width is not None:
         options["width"] = args.width
     if args.depths is not None:

@@ -7,7 +7,8 @@ imports no PyTorch, so `dsprof models` and `--help` stay quick.
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(("Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"), ".blocks"),
+    **dict.fromkeys(("Block", "NothingToMergeWarning", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks",
+                     "nothing_to_merge"), ".blocks"),
     **dict.fromkeys(
         ("Chain", "ChainGraph", "Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks",
          "own_chains", "register_leaf_module", "replace_block", "run_of"),
@@ -18,7 +19,7 @@ _EXPORTS = {
                      "summarize_blocks"), ".counting"),
     **dict.fromkeys(("ModelEntry", "input_size_of", "model_args", "model_identity", "list_models", "model_entry",
                      "normalized_options", "register_model"), ".registry"),
-    **dict.fromkeys(("ClassCountError", "get_model", "load_checkpoint", "named_model"), ".build"),
+    **dict.fromkeys(("ClassCountError", "get_model", "load_checkpoint", "named_model", "reparameterize"), ".build"),
     **dict.fromkeys(("ModelSplit", "split_model"), ".split"),
     **dict.fromkeys(("format_span", "format_spans", "parse_spans"), ".spans_text"),
     **dict.fromkeys(("eval_forward", "first_conv_in_channels"), ".tracing"),

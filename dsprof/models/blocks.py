@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import UsageError
 from .graph import Block, Refusal, discover_blocks
 
-__all__ = ["Block", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks"]
+__all__ = ["Block", "NothingToMergeWarning", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks", "nothing_to_merge"]
 
 #: A part of the model that looks like a block but cannot be one (kept name; see `Refusal`).
 UnsupportedBlock = Refusal
@@ -21,6 +21,17 @@ UnsupportedBlock = Refusal
 
 class UnsupportedBlockWarning(UserWarning):
     """Issued by `find_blocks` listing the parts it cannot treat as blocks, with reasons."""
+
+
+class NothingToMergeWarning(UserWarning):
+    """Issued where a model without a block is measured: why there is nothing to merge (`nothing_to_merge`)."""
+
+
+def nothing_to_merge(model: nn.Module, input_size: tuple[int, int] | None = None) -> str | None:
+    """Why DepthShrinker has nothing to merge in ``model``, in one line that fits it (no convolution, one, none
+    followed by another, every candidate refused); None when the model has a block. The words are
+    `Discovery.nothing`'s, decided in one place (`dsprof.models.ownership`)."""
+    return discover_blocks(model, input_size).nothing
 
 
 def find_blocks(

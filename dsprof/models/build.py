@@ -12,9 +12,9 @@ from torch import nn
 from ..errors import BadFileError, InputFileError, ModelOptionError, UsageError
 from ..io import load_torch
 from .checkpoint_keys import adapt_keys
-from .registry import IDENTITY_ATTR, INPUT_SIZE_ATTR, ModelEntry, model_entry
+from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, ModelEntry, model_entry
 
-__all__ = ["ClassCountError", "get_model", "load_checkpoint", "named_model"]
+__all__ = ["ClassCountError", "get_model", "load_checkpoint", "named_model", "reparameterize"]
 
 
 def _build(entry: ModelEntry, **kwargs: object) -> nn.Module:
@@ -37,29 +37,47 @@ def get_model(
 
     ``resolution`` is the input height and width in pixels (default: the model's own);
     ``pretrained`` is False, True (torchvision/timm weights, downloaded by those libraries),
-    or the path of a local checkpoint (loaded with ``weights_only=True``). Other keyword
-    options depend on the model (``width`` and ``depths`` for ``mobilenet_v2``, ...).
+    or the path of a local checkpoint (loaded with ``weights_only=True``). ``reparameterize=True`` (every model)
+    fuses the model's train-time branches into one convolution each once the weights are in (`reparameterize`).
+    Other keyword options depend on the model (``width`` and ``depths`` for ``mobilenet_v2``, ...).
     """
     entry = model_entry(name)
-    unknown = sorted(set(options) - set(entry.options()))
+    unknown = sorted(set(options) - set(entry.options()) - set(COMMON_OPTIONS))
     if unknown:
         raise ModelOptionError(
             f"model {name!r} takes no option(s) {', '.join(unknown)}; "
-            f"its options are: {', '.join(entry.options()) or 'none'}"
+            f"its options are: {', '.join([*entry.options(), *COMMON_OPTIONS]) or 'none'}"
         )
+    fuse = bool(options.get("reparameterize", False))
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
     size = resolution or entry.default_resolution
     if size < 8:
         raise UsageError(f"resolution must be at least 8 pixels, got {size}")
     built_with = dict(options)
+    options = {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
     if entry.takes_resolution:
         options = {**options, "resolution": size}
     model = _build(entry, pretrained=bool(pretrained) and local_file is None, **options)
     if local_file is not None:
         load_checkpoint(model, local_file)
+    if fuse:
+        model = reparameterize(model, name)
     setattr(model, INPUT_SIZE_ATTR, (size, size))
     setattr(model, IDENTITY_ATTR, (name, built_with))
     return model.eval()
+
+
+def reparameterize(model: nn.Module, name: str = "the model") -> nn.Module:
+    """``model`` (changed in place) with each train-time multi-branch module fused into the one convolution it computes
+    in eval mode: timm's `reparameterize_model` (every module with a ``fuse``, ``reparameterize`` or ``switch_to_deploy``
+    method: MobileOne, RepVGG, FastViT...). A model without such a module is refused with `ModelOptionError`: it has
+    nothing to re-parameterise."""
+    if not any(hasattr(m, attr) for m in model.modules() for attr in ("fuse", "reparameterize", "switch_to_deploy")):
+        raise ModelOptionError(f"{name} has no module to re-parameterise (timm's MobileOne, RepVGG...): build it "
+                               "without reparameterize")
+    from timm.utils.model import reparameterize_model  # timm: imported where a model asks for it
+
+    return reparameterize_model(model, inplace=True).eval()
 
 
 class ClassCountError(UsageError):

@@ -74,7 +74,7 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
         model.train(was_training)
     found = _Discovery(model, gm)
     found.run()
-    return Discovery(found.blocks, found.refusals, gm)
+    return Discovery(found.blocks, found.refusals, gm, found.nothing_to_merge())
 
 
 def block_module(model: nn.Module, name: str) -> nn.Module:

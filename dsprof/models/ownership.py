@@ -42,7 +42,10 @@ class _Discovery:
         self.blocks: list[Block] = []
         self.refusals: list[Refusal] = []
         self.breaks: list[tuple[fx.Node, str, str]] = []  # (node, reason, node name)
+        self.break_convs: list[fx.Node] = []  # the convolution of each break's unit
         self.refused_paths: set[str] = set()
+        self.se_paths: dict[str, fx.Node] = {}  # module holding a squeeze-excitation gate -> its multiplication
+        self.partial_paths: set[str] = set()  # such modules with a block before the gate
 
     # ---- ownership
     def _type(self, path: str) -> str:
@@ -78,7 +81,7 @@ class _Discovery:
         index = []
         for node in nodes:
             path = next((p for p in self.g.stack(node) if p.startswith(prefix) and "." not in p[len(prefix):]), None)
-            if path is None:
+            if path is None or not path[len(prefix):].isdigit():  # a Sequential with named children: no run
                 return None
             index.append(int(path[len(prefix):]))
         a, b = min(index), max(index) + 1
@@ -95,6 +98,7 @@ class _Discovery:
         for u in units:
             if u.bad:
                 self.breaks.append((u.conv, u.bad, u.conv.name))
+                self.break_convs.append(u.conv)
                 continue
             user = g.single_user(u.out)
             v = by_conv.get(user) if user is not None else None
@@ -103,6 +107,7 @@ class _Discovery:
             else:
                 reason, name = break_reason(g, u.out)
                 self.breaks.append((u.out, reason, name))
+                self.break_convs.append(u.conv)
         has_prev = set(nxt.values())
         for u in units:
             if u.bad or u in has_prev:
@@ -113,27 +118,47 @@ class _Discovery:
             self._chain(chain)
         first_conv = {str(n.target): g.order[n] for n in g.nodes if g.is_conv(n)}
         self.blocks.sort(key=lambda b: first_conv[b.units[0].conv_name])
+        self._refuse_bare_gates()
         self._refuse_leftovers()
 
     def _taint_se(self, units: list[UnitNodes]) -> None:
+        """Squeeze-excitation: the gate's own convolutions stay (they compute the gate), and so does the multiplication
+        by it; the chain before the gate (an MBConv's expansion and depthwise) is a block like any other, and the
+        module holding the gate is refused only where no such chain is left in it (`_refuse_bare_gates`)."""
         g = self.g
         for mul, x in se_gates(g):
+            gate = [a for a in mul.all_input_nodes if a is not x]
+            inside, todo = set(), list(gate)
+            while todo:  # the gate's nodes: from the multiplication back to the gated tensor
+                n = todo.pop()
+                if n is x or n in inside or g.order[n] < g.order[x]:
+                    continue
+                inside.add(n)
+                todo.extend(n.all_input_nodes)
+            for u in units:
+                if u.conv in inside and not u.bad:
+                    u.bad = f"inside the squeeze-excitation gate of {mul.name}"
             common = self._common([mul, x])
             plain = [p for p in common if not isinstance(g.modules.get(p), _CONTAINERS)]
-            if not plain:
+            if plain and plain[-1] not in self.se_paths:
+                self.se_paths[plain[-1]] = mul
+
+    def _refuse_bare_gates(self) -> None:
+        """A module holding a squeeze-excitation gate and no block: refused, with the gate as the reason."""
+        in_blocks = {u.conv_name for b in self.blocks for u in b.units}
+        for path, mul in self.se_paths.items():
+            convs = {str(n.target) for n in self.under[path] if self.g.is_conv(n)}
+            if convs & in_blocks:  # the chain before the gate merges; the gate and what it multiplies stay, unreported
+                self.partial_paths.add(path)
                 continue
-            path = plain[-1]
             if path in self.refused_paths:
                 continue
             self.refused_paths.add(path)
             reason = (
-                f"squeeze-excitation: {mul.name} multiplies the features by a gate computed from them, so the block "
-                "stays non-linear and cannot merge; its activations stay"
+                f"squeeze-excitation: {mul.name} multiplies the features by a gate computed from them, and no chain of "
+                "two convolutions precedes the gate, so nothing here merges; its activations stay"
             )
             self.refusals.append(Refusal(path, self._type(path), reason, mul.name))
-            for u in units:
-                if u.conv in self.under[path] and not u.bad:
-                    u.bad = f"inside the squeeze-excitation block {path}"
 
     def _residual(self, chain: list[UnitNodes]) -> tuple[fx.Node, list[fx.Node], fx.Node | None, fx.Node] | None:
         """(add node, shortcut nodes, tail activation node, chain input) when the chain is closed by a skip."""
@@ -230,6 +255,10 @@ class _Discovery:
             tail_node = None
             owner = self._owner(nodes)
         run = self._run(nodes) if owner is None and closed is None else None
+        if closed is None and len(chain) >= 4 and (owner is None or isinstance(g.modules.get(owner), _CONTAINERS)):
+            for piece in plain_pairs(chain):  # a plain chain that no block module holds (VGG, RepVGG, MobileOne)
+                self._candidate(piece, None)
+            return
         if owner is None and run is None:
             self._graph_chain(chain, closed)
             return
@@ -294,7 +323,8 @@ class _Discovery:
         out = chain[-1].out
         if closed is not None:
             add, path, _, x = closed
-            shortcut = tuple(g.module(n) for n in path)
+            # pass-through modules on the skip path (timm's nn.Identity downsample) compute nothing: an identity skip
+            shortcut = tuple(g.module(n) for n in path if not g.is_pass(n))
             out = add
             if tail_node is not None:
                 tail = g.module(tail_node) if tail_node.op == "call_module" else functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
@@ -343,9 +373,10 @@ class _Discovery:
             for bp in block_paths:
                 if bp == path or bp.startswith(path + ".") or path.startswith(bp + ".") or bp == "" or path == "":
                     return True
-            return False
+            # a module around a gated block whose chain before the gate is a block (RegNetY's stages)
+            return any(pp.startswith(path + ".") for pp in self.partial_paths)
 
-        reported: list[str] = list(self.refused_paths)  # refused blocks cover what is inside them
+        reported: list[str] = [*self.refused_paths, *self.partial_paths]  # they cover what is inside them
         chains = {r.name for r in self.refusals}  # a module already refused (mixed padding): said once
         for path, module in self.g.modules.items():
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
@@ -357,9 +388,33 @@ class _Discovery:
             reason, node = (brk[1], brk[2]) if brk else ("its convolutions do not form a chain", path)
             self.refusals.append(Refusal(path, type(module).__name__, f"no mergeable chain: {reason}", node))
             reported.append(path)
-        if not self.blocks and not self.refusals and self.convs_under[""] >= 2:  # the model as a whole
-            n, reason, node = self.breaks[0] if self.breaks else (None, "its convolutions do not form a chain", "")
-            self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
+
+    def nothing_to_merge(self) -> str | None:
+        """Why the model has no block, in one line that fits it (None when it has one): no convolution, one, none
+        followed by another, or every candidate refused. `dsprof blocks`, `measure` and `plan` all say this."""
+        if self.blocks:
+            return None
+        convs = [n for n in self.g.nodes if self.g.is_conv(n)]
+        if self.refusals:
+            n, first = len(self.refusals), self.refusals[0]
+            name = first.name or "(model)"
+            which = f"the one candidate, {name}, is refused" if n == 1 else f"all {n} candidates are refused, the first, {name}"
+            return f"no block DepthShrinker can merge: {which}: {first.reason}"
+        if not convs:
+            return "no convolution: nothing for DepthShrinker to merge"
+        if len(convs) == 1:
+            return f"one convolution ({convs[0].target}) and no other: nothing for DepthShrinker to merge"
+        why = f" (convolution {self.break_convs[0].target}: {self.breaks[0][1]})" if self.breaks else ""
+        return f"no two convolutions in a row{why}: nothing for DepthShrinker to merge"
+
+
+def plain_pairs(chain: list) -> list[list]:
+    """A plain chain of four or more convolutions that no block module holds, cut into the units DepthShrinker removes
+    one activation from: consecutive pairs, the last three together when their number is odd (so that every
+    activation but the chain's last stays removable). A chain of two or three is one block as it is."""
+    n = len(chain)
+    starts = list(range(0, n - 1, 2))[: n // 2]
+    return [chain[a:b] for a, b in zip(starts, [*starts[1:], n])]
 
 
 def shortcut_parts(shortcut) -> list | None:

@@ -93,9 +93,11 @@ class Refusal:
 
 @dataclass(frozen=True, eq=False)
 class Discovery:
-    """What `discover_blocks` found: the blocks in execution order, the refusals, and the traced graph."""
+    """What `discover_blocks` found: the blocks in execution order, the refusals, the traced graph, and, for a model
+    without a block, ``nothing``: why, in one line that fits the model (no convolution, one, none in a row, all refused)."""
 
     blocks: list[Block]
     refusals: list[Refusal]
     graph_module: fx.GraphModule = field(repr=False)
+    nothing: str | None = None
 

@@ -35,6 +35,10 @@ _REGISTRY: dict[str, "ModelEntry"] = {}
 INPUT_SIZE_ATTR = "dsprof_input_size"
 # ... and the registered name and build options it was built from, so that a plan for another model is refused.
 IDENTITY_ATTR = "dsprof_model"
+#: Options every model takes besides its builder's own, with their defaults: ``reparameterize`` fuses the model's
+#: train-time branches into one convolution each (timm's MobileOne, RepVGG...) before anything else sees it
+#: (`dsprof.models.build.get_model`).
+COMMON_OPTIONS: dict[str, object] = {"reparameterize": False}
 
 
 @dataclass(frozen=True)
@@ -119,8 +123,8 @@ def normalized_options(name: str, options: dict | None) -> dict:
     """``options`` of the registered model ``name`` without those that only spell out a default (``width=1.0``
     for ``mobilenet_v2`` builds the model that no width does) and without ``num_classes`` (a classifier of
     other classes keeps the blocks): the options that make another model. Sequences compare as lists."""
-    entry = _REGISTRY.get(name)  # a user's model not registered in this process: no defaults known
-    defaults = entry.option_defaults() if entry is not None else {}
+    entry = _REGISTRY.get(name)  # a user's model not registered in this process: only the common defaults known
+    defaults = {**COMMON_OPTIONS, **(entry.option_defaults() if entry is not None else {})}
     plain = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
     return {
         k: v for k, v in (options or {}).items()

@@ -26,7 +26,7 @@ from torch import nn
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders, output_path, slug
-from ..models import find_blocks, input_size_of, named_model
+from ..models import NothingToMergeWarning, find_blocks, input_size_of, named_model, nothing_to_merge
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
@@ -510,6 +510,11 @@ def workload_groups(
     blocks are timed) and ``extra_models``."""
     groups: list[list[Workload]] = []
     found = find_blocks(net, input_size) if (variants or in_situ) and blocks is not None else []
+    if not found and (variants or in_situ or set(model_variants) - {"original"}):
+        nothing = nothing_to_merge(net, input_size)
+        if nothing is not None:  # said once, here; the whole-model variants that replace blocks are left out
+            warnings.warn(f"{label}: {nothing}; measured as a whole model", NothingToMergeWarning, stacklevel=2)
+            model_variants = tuple(v for v in model_variants if v == "original")
     if variants and blocks is not None:
         groups += _select_blocks(block_workloads(net, tuple(variants), input_size, found), blocks)
     if in_situ and blocks is not None:

@@ -358,7 +358,7 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
     in_ch = first_conv_in_channels(model)
     x = torch.zeros(1, in_ch, *input_size)
     folded = fold_batchnorm(model, x).eval()
-    parts = split_model(folded)
+    parts = split_model(folded, input_size)
     if parts is None:
         return []
     with torch.no_grad():  # the head's input: the last block's output (split_model checked they chain)

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
-from ..errors import BadFileError, UsageError
+from ..errors import BadFileError, PlanError, UsageError
 from ..io import atomic_write_text, check_output_path, read_json
 from ..lut.table import LUT
+from ..models import named_model, nothing_to_merge
 from ..models.registry import model_entry
 from ..plan.contexts import ContextFronts, plan_contexts
 from ..plan.front import Front, FrontPoint, check_budget, resolve_k
@@ -105,13 +107,28 @@ def plan_to_file(
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
     check_budget(budget_ms, speedup)  # before the LUT is read
     importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
-    front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                       options=options, resolution=resolution)
+    with _nothing_to_plan(model, options, resolution):
+        front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
+                           options=options, resolution=resolution)
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
     paths = _write(front, out, chosen, chosen_path)
     return Planned(front, chosen, paths, chosen_path if chosen is not None else None)
+
+
+@contextlib.contextmanager
+def _nothing_to_plan(model: Any, options: Mapping[str, Any] | None, resolution: int | None) -> Iterator[None]:
+    """A model without a block has no plan to choose: the planner's error about its empty plans becomes the one line
+    that says why (`dsprof.models.nothing_to_merge`)."""
+    try:
+        yield
+    except PlanError:
+        label, net = named_model(model, None if isinstance(model, str) else str(model), resolution, dict(options or {}))
+        nothing = nothing_to_merge(net)
+        if nothing is None:
+            raise
+        raise UsageError(f"{label}: {nothing}; there is no plan to choose, only the whole model to time") from None
 
 
 def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
@@ -158,8 +175,9 @@ def plan_contexts_to_file(
         raise UsageError("several contexts: choose one with `device_key=KEY` to write its plan, or give "
                          "`joint=CONTEXT,CONTEXT` for one plan for several")
     importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
-    fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
-                           resolution=resolution, joint=joint, objective=objective)
+    with _nothing_to_plan(model, options, resolution):
+        fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
+                               resolution=resolution, joint=joint, objective=objective)
     chosen = None
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
         chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))

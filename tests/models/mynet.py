@@ -9,7 +9,7 @@ Nothing here knows dsprof. Seven blocks, in order:
  0    blocks.0      1       yes       ReLU6       16 -> 16
  1    blocks.1      2       no        ReLU6       16 -> 32
  2    blocks.2      1       yes       SiLU        32 -> 32
- 3    blocks.3      2       no        ReLU6       32 -> 32, squeeze-excitation after the depthwise
+ 3    blocks.3      2       no        ReLU6       32 -> 32, no expansion, squeeze-excitation after the depthwise
  4    blocks.4      1       yes       SiLU        32 -> 32
  5    flat_*        2       no        ReLU6       32 -> 32, written out in ``MyNet.forward``
  6    blocks_tail   1       no        ReLU6       32 -> 64
@@ -18,9 +18,10 @@ Nothing here knows dsprof. Seven blocks, in order:
 What block discovery should find, by reading the forward passes: every ``Block`` without SE is a chain
 of 1x1 expand -> 3x3 depthwise -> 1x1 project (BatchNorm after each, the activation after the first
 two), closed by the input's addition where ``residual``: an inverted residual (blocks.0, 1, 2, 4 and
-blocks_tail; three residual, one of stride 2, two with SiLU). Block 3's depthwise output is read twice
-(by the SE's pooling and by the multiplication), which breaks the chain: the module is refused, not a
-block. Block 5 is the same chain as a ``Block`` but owned by no module (``flat_expand``, ``flat_dw``,
+blocks_tail; three residual, one of stride 2, two with SiLU). Block 3 has no expansion (depthwise -> SE ->
+project, as an MBConv of expansion 1); its depthwise output is read twice (by the SE's pooling and by the
+multiplication), which breaks the chain, and no chain of two convolutions precedes the gate (issue #47 merges
+an expansion and a depthwise before a gate): the module is refused, not a block. Block 5 is the same chain as a ``Block`` but owned by no module (``flat_expand``, ``flat_dw``,
 ``flat_project`` are children of ``MyNet`` between ``blocks`` and ``blocks_tail``): refused until
 discovery merges chains that no module owns (issue #24), a block after.
 
@@ -54,14 +55,15 @@ class SqueezeExcite(nn.Module):
 
 
 class Block(nn.Module):
-    """1x1 expand -> 3x3 depthwise (stride) -> [SE] -> 1x1 project, plus the input where shapes allow."""
+    """1x1 expand (none at expansion 1) -> 3x3 depthwise (stride) -> [SE] -> 1x1 project, plus the input where shapes
+    allow."""
 
     def __init__(self, cin: int, cout: int, stride: int = 1, expand: int = 4, act: type[nn.Module] = nn.ReLU6,
                  se: bool = False) -> None:
         super().__init__()
         hidden = cin * expand
-        self.expand = conv_bn(cin, hidden)
-        self.act1 = act()
+        self.expand = conv_bn(cin, hidden) if expand > 1 else nn.Identity()  # expansion 1: depthwise first
+        self.act1 = act() if expand > 1 else nn.Identity()
         self.dw = conv_bn(hidden, hidden, 3, stride, groups=hidden)
         self.act2 = act()
         self.se = SqueezeExcite(hidden, max(8, cin // 4)) if se else nn.Identity()
@@ -81,7 +83,7 @@ class MyNet(nn.Module):
             Block(16, 16),
             Block(16, 32, stride=2),
             Block(32, 32, act=nn.SiLU),
-            Block(32, 32, stride=2, se=True),
+            Block(32, 32, stride=2, expand=1, se=True),
             Block(32, 32, act=nn.SiLU),
         )
         # block 5, written out here instead of as a Block

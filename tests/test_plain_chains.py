@@ -1,0 +1,138 @@
+"""Plain chains (issue #47, item 4): consecutive convolution-activation units that no block module holds -- VGG-style
+stacks, re-parameterised RepVGG and MobileOne -- are blocks of two convolutions (the last three together when their
+number is odd), each with the activation between them removable, so such models plan and merge like the rest; and
+re-parameterisation first is one model option (``reparameterize=True``, ``--reparameterize``).
+
+Expected blocks come from reading the architectures (below and in each test); exactness from a float64 comparison of
+the merged model with the linearised one (<= 1e-9 of max|y|), with randomised BatchNorm statistics, stride 1 and 2,
+an even and an odd input size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from cli_run import dsprof_here
+from conftest import randomise_bn
+from dsprof.errors import ModelOptionError
+from dsprof.merge import linearize_model, merge_model, merge_report
+from dsprof.models import discover_blocks, get_model, list_models, register_model, reparameterize
+from dsprof.cli.commands import model_flags
+from dsprof.plan import Plan
+from models.rep import mobileone
+
+REP = str(Path(__file__).parent / "models" / "rep.py")
+
+
+def conv_bn_relu(cin: int, cout: int, stride: int = 1, groups: int = 1, kernel: int = 3) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+
+class FlatStack(nn.Module):
+    """torchvision VGG's form: ``features`` one flat Sequential of conv, BN, ReLU children. Five convolutions in a row
+    (3->8, 8->8, 8->16 stride 2, 16->16, 16->16), then a max-pool and a classifier: the pair features[0:6] and the
+    triple features[6:15] (stride 2 inside it)."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        shapes = [(3, 8, 1), (8, 8, 1), (8, 16, 2), (16, 16, 1), (16, 16, 1)]
+        self.features = nn.Sequential(*[m for cin, cout, s in shapes for m in conv_bn_relu(cin, cout, s)], nn.MaxPool2d(2))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+class RepStack(nn.Module):
+    """Re-parameterised RepVGG's form: a stem unit, then ``stage`` a Sequential of conv-BN-ReLU modules (a chain that
+    runs through six modules: 8->16 stride 2, 16->16, 16->16 stride 2, 16->16, depthwise 16 -> pointwise 16->24); the
+    stem's convolution alone is no block. Pairs stage[0:2], stage[2:4] (stride 2 first), stage[4:6] (depthwise
+    separable)."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(*conv_bn_relu(3, 8))
+        shapes = [(8, 16, 2, 1, 3), (16, 16, 1, 1, 3), (16, 16, 2, 1, 3), (16, 16, 1, 1, 3), (16, 16, 1, 16, 3), (16, 24, 1, 1, 1)]
+        self.stage = nn.Sequential(*[nn.Sequential(*conv_bn_relu(cin, cout, s, g, k)) for cin, cout, s, g, k in shapes])
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.stage(self.stem(x)))
+
+
+READINGS = {
+    "flat": (FlatStack, [("features[0:6]", "chain", 1), ("features[6:15]", "chain", 2)]),
+    "rep": (RepStack, [("stage[0:2]", "chain", 2), ("stage[2:4]", "chain", 2), ("stage[4:6]", "depthwise_separable", 1)]),
+}
+
+
+@pytest.mark.parametrize("key", sorted(READINGS))
+def test_plain_chains_are_blocks_of_two(key):
+    make, expected = READINGS[key]
+    found = discover_blocks(make().eval(), (32, 32))
+    assert [(b.name, b.spec.kind, b.spec.stride) for b in found.blocks] == expected
+    assert found.refusals == []
+    for b in found.blocks:  # every activation but each block's last is removable; the last stays after the merge
+        assert len(b.activations) == len(b.units) - 1 and b.tail is not None and not b.residual
+
+
+@pytest.mark.parametrize("key", sorted(READINGS))
+def test_plain_chain_blocks_merge_exactly(key):
+    make, expected = READINGS[key]
+    if f"test_plain.{key}" not in list_models():  # a plan names a registered model
+        register_model(f"test_plain.{key}", default_resolution=16, family="test", description=key)(
+            lambda num_classes=10, pretrained=False, make=make: make(num_classes))
+    torch.manual_seed(0)
+    model = randomise_bn(make()).double().eval()
+    n = len(expected)
+    plan = Plan(f"test_plain.{key}", (0,) * n, border="in_front").with_merge([True] * n)
+    for size in (16, 17):  # even, and odd: odd maps after the stride-2 convolutions
+        linear = linearize_model(model, plan, input_size=(size, size)).eval()
+        merged = merge_model(linear, plan, input_size=(size, size)).eval()
+        assert all(d.merged for d in merge_report(merged).decisions)
+        # each block's convolutions became one: FlatStack 5 -> 2, RepStack 1 + 6 -> 1 + 3
+        assert sum(isinstance(m, nn.Conv2d) for m in merged.modules()) == {"flat": 2, "rep": 4}[key]
+        x = torch.randn(3, 3, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(size))
+        with torch.no_grad():
+            y_linear, y_merged = linear(x), merged(x)
+        assert float((y_merged - y_linear).abs().max() / y_linear.abs().max()) <= 1e-9, f"{key} at {size}px"
+
+
+def test_reparameterize_is_a_model_option_that_fuses_first():
+    """timm's MobileOne-S0 (timm/models/byobnet.py: _mobileone_bcfg d=(2, 8, 10, 1), widths 64*0.75, 128, 256,
+    512*2; each block a depthwise 3x3 unit then a pointwise 1x1 unit, the first of a stage stride 2): once
+    re-parameterised, one plain chain of units per stage, so 2 + 8 + 10 + 1 = 21 depthwise-separable pairs, four of
+    them stride 2. The re-parameterised model computes what the original computes in eval mode."""
+    if "test_plain.mobileone_s0" not in list_models():
+        register_model("test_plain.mobileone_s0", default_resolution=32, family="test", description="mobileone_s0")(
+            lambda num_classes=10, pretrained=False: mobileone(num_classes))
+    built = get_model("test_plain.mobileone_s0", reparameterize=True)
+    assert getattr(built, "dsprof_model") == ("test_plain.mobileone_s0", {"reparameterize": True})
+    blocks = discover_blocks(built, (32, 32)).blocks
+    assert len(blocks) == 21 and {b.spec.kind for b in blocks} == {"depthwise_separable"}
+    assert [b.spec.stride for b in blocks].count(2) == 4
+    assert [b.spec.out_channels for b in blocks] == [48] * 2 + [128] * 8 + [256] * 10 + [1024]
+    # float32 (float64 convolutions of the 4-branch original take a minute here): agreement to float rounding
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    original = randomise_bn(get_model("test_plain.mobileone_s0")).eval()
+    with torch.no_grad():
+        y = original(x)
+        y_fused = reparameterize(original)(x)
+    assert float((y_fused - y).abs().max() / y.abs().max()) <= 1e-4
+    assert model_flags("test_plain.mobileone_s0", {"reparameterize": True}) == "--model test_plain.mobileone_s0 --reparameterize"
+    assert model_flags("test_plain.mobileone_s0", {"reparameterize": False}) == "--model test_plain.mobileone_s0"
+
+
+def test_reparameterize_on_the_command_line_and_its_refusal():
+    out = dsprof_here("blocks", "--model-file", f"{REP}:mobileone", "--reparameterize", "--resolution", "32")
+    assert out.returncode == 0, out.stderr
+    assert "21 blocks" in out.stdout and "stages.1[14:16]" in out.stdout
+    out = dsprof_here("blocks", "--model-file", f"{REP}:plain", "--reparameterize", "--resolution", "32")
+    assert out.returncode == 2
+    assert "has no module to re-parameterise" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    with pytest.raises(ModelOptionError, match="no module to re-parameterise"):
+        reparameterize(nn.Sequential(nn.Conv2d(3, 3, 1)))
