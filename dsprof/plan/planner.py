@@ -116,9 +116,8 @@ class _Context:
     def point(self, solution: Solution, label: str) -> FrontPoint:
         plan = self.plan(solution, label)
         pred = predict_plan(self.prices, plan, strict=True, name=self.name)
-        return FrontPoint(solution.k, plan, pred.total_s, pred.low_s, pred.high_s,
-                          float(solution.loss) if self.with_loss else None, pred.speedup, pred.speedup_low,
-                          pred.speedup_high)
+        return FrontPoint(solution.k, plan, pred.speedup_estimate, pred.latency_estimate,
+                          float(solution.loss) if self.with_loss else None)
 
 
 def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
@@ -203,8 +202,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
         k = sum(preset.keep)
         front = by_k[k].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
-        out.append(PresetPoint(preset_name, k, pred.total_s, pred.low_s, pred.high_s, front, importance, pred.speedup,
-                               pred.speedup_low, pred.speedup_high))
+        out.append(PresetPoint(preset_name, k, pred.speedup_estimate, pred.latency_estimate, front, importance))
     return out
 
 
