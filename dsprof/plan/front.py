@@ -93,6 +93,8 @@ class Front:
     spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
     presets: tuple[PresetPoint, ...] = ()
     no_gain: tuple[int, ...] = ()
+    #: where the LUT held the spans to fewer blocks than asked: one line that says so ("" where it limited nothing)
+    span_limit: str = ""
 
     @property
     def fastest_k(self) -> int:
@@ -185,9 +187,10 @@ class Front:
         return json_path, csv_path
 
     def notes(self) -> list[str]:
-        """What the front says beyond its rows: where it stops getting faster, and which blocks buy nothing alone."""
+        """What the front says beyond its rows: what the LUT limited the spans to, where the front stops getting faster,
+        and which blocks buy nothing alone."""
         fastest = self.at_k(self.fastest_k)
-        lines = []
+        lines = [self.span_limit] if self.span_limit else []
         if self.fastest_k > min(p.k for p in self.points):
             lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
                          "activations makes the front no faster")

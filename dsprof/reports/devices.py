@@ -107,8 +107,9 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
                  near: int | None = None) -> JointAnswer | None:
     """The answer for the plan for several contexts of a file of `dsprof plan --for` (None without one): at the k of
     a plan measured beside the original (paired) in most of its contexts -- a plan of ``plans`` whose keep list and
-    spans are the joint plan's of its k --, else at ``near`` (e.g. the k the contexts' answers compare), else the middle
-    k; predicted (the file's speed-ups) and measured on each context."""
+    spans are the joint plan's of its k, or a run named as the file names that plan (given or not) --, else at
+    ``near`` (e.g. the k the contexts' answers compare), else the middle k; predicted (the file's speed-ups) and
+    measured on each context."""
     joint = data.get("joint")
     if not joint:
         return None
@@ -119,21 +120,28 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
     keys = list(joint.get("contexts") or [])
     labels = list(joint.get("labels") or keys)
     latest = latest_records(records)
+    named = {f"joint-{objective}-k{k}": k for k in by_k}  # the names `dsprof plan --for` gives them
     found: dict[int, dict[str, tuple[str, Any]]] = {}  # k -> context -> (run name, paired ratio)
     for r in latest:
-        if r.scope != "model" or r.variant != "custom" or str(r.context) not in keys or r.name not in plans:
+        if r.scope != "model" or r.variant != "custom" or str(r.context) not in keys:
             continue
-        try:
-            plan = Plan.coerce(plans[r.name])
-        except (DsprofError, KeyError, ValueError):
+        if r.name in plans:
+            try:
+                plan = Plan.coerce(plans[r.name])
+            except (DsprofError, KeyError, ValueError):
+                continue
+            k, shape = sum(plan.keep), (_bits(plan.keep), format_spans(plan.spans, "none"))
+        elif r.name in named:  # measured, its plan file not given: the file holds the plan under that name
+            k = named[r.name]
+            shape = (_bits(by_k[k]["keep"]), format_spans(by_k[k].get("spans"), "none"))
+        else:
             continue
-        point = by_k.get(sum(plan.keep))
-        if point is None or (_bits(plan.keep), format_spans(plan.spans, "none")) != (
-                _bits(point["keep"]), format_spans(point.get("spans"), "none")):
+        point = by_k.get(k)
+        if point is None or shape != (_bits(point["keep"]), format_spans(point.get("spans"), "none")):
             continue
         paired = paired_with_original(r, records)
         if paired is not None:
-            found.setdefault(sum(plan.keep), {})[str(r.context)] = (r.name, paired)
+            found.setdefault(k, {})[str(r.context)] = (r.name, paired)
     if found:
         k = max(found, key=lambda kk: (len(found[kk]), -kk))
     elif near is not None and near in by_k:

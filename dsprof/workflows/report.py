@@ -28,7 +28,7 @@ from ..lut.table import LUT
 from ..merge.artifact import merged_plan
 from ..merge.rule import rule_kind
 from ..models import format_spans, get_model
-from ..plan.plan import Plan, check_plan
+from ..plan.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
 from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
 from ..reports import plots
@@ -151,14 +151,18 @@ def report(
     latest = latest_records(records)
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
-    plan_objs = {}
+    given, merged = [], {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
-
-            plan_objs[Path(str(p)).stem] = _measured_plan(merged_plan(p), latest)
+            merged[Path(str(p)).stem] = (p, _measured_plan(merged_plan(p), latest))
             continue
-        plan = _measured_plan(Plan.coerce(p), latest)
-        plan_objs[plan.name or Path(str(p)).stem] = plan
+        given.append((p, _measured_plan(Plan.coerce(p), latest)))
+    named = named_plans(given)  # two different plans under one name are refused, as `measure` refuses them
+    clash = sorted(set(named) & set(merged))
+    if clash:
+        raise PlanError(f"{named[clash[0]][0]} and {merged[clash[0]][0]} are both named {clash[0]!r}; a record names "
+                        "the model it timed, so give each its own name (rename the file, or the plan's 'name')")
+    plan_objs = {name: plan for name, (_, plan) in {**named, **merged}.items()}
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
