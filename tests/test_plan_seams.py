@@ -193,6 +193,28 @@ def test_a_lut_of_spans_of_two_plans_with_them_and_says_so(luts, tmp_path):
     assert [p["spans"] for p in two["points"]] == [p["spans"] for p in front["points"]]
 
 
+def test_a_context_without_spans_is_planned_without_them_beside_one_with_them(luts, contexts, tmp_path):
+    frame = LUT.load(luts["onnxruntime"]).to_dataframe()
+    LUT(frame[~frame.workload.str.startswith("conv(")]).save(tmp_path / "nospans.csv")  # no span entry at all
+    out = ok("plan", *MODEL, "--lut", luts["torch"], "--lut", tmp_path / "nospans.csv", "--for", "torch,onnxruntime",
+             "--keep", K, "--out", tmp_path / "fronts.json")
+    data = json.loads((tmp_path / "fronts.json").read_text())
+    spans = {f["device"].split("/")[2]: f["max_span"] for f in data["fronts"]}
+    assert spans == {"torch": 2, "onnxruntime": 1} and data["max_span"] == 1 and not data["unplanned"]
+    ort = next(f for f in data["fronts"] if "/onnxruntime/" in f["device"])
+    assert not any(p["spans"] for p in ort["points"])
+    assert (f"spans up to 1 block, not the default 4: the LUT holds none of two blocks for {ort['model']} on "
+            f"{ort['device']}") in ort["notes"][0]
+    assert not any(p["spans"] for p in data["joint"]["points"])  # the plan for both: what both LUTs hold
+    # PyTorch's plans that use a span cannot be priced on ONNX Runtime: those rows are left out, and the table says so
+    priced = {r["k"] for r in data["cross"] if r["chosen_for"] == str(contexts["torch"])
+              and r["runs_on"] == ort["device"]}
+    with_spans = {p["k"] for f in data["fronts"] if "/torch/" in f["device"] for p in f["points"] if p["spans"]}
+    assert with_spans and priced == set(range(8)) - with_spans
+    line = next(x for x in out.splitlines() if x.startswith("torch/cpu t1") and "onnxruntime/cpu t1" in x)
+    assert line.endswith(f"({len(priced)} of 8 k priced: onnxruntime/cpu t1's LUT lacks spans the others use)")
+
+
 def test_a_hint_names_a_span_width_the_lut_holds(luts, tmp_path):
     done = dsprof_here("merge", *MODEL, "--plan", _plan_file(tmp_path), "--spans", "auto", "--lut", luts["torch"],
                        "--out", tmp_path / "merged.pt")

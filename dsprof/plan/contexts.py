@@ -164,10 +164,17 @@ class ContextFronts:
                       f"{'median':>9}"]
             for a, b in pairs:
                 points = self.pair(a, b)
+                if not points:
+                    lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} not priced: {self.labels[b]}'s LUT lacks "
+                                 f"spans that {self.labels[a]}'s plans use")
+                    continue
                 worst = max(points, key=lambda c: c.loss)
+                shared = {p.k for p in self.front(a).points} & {p.k for p in self.front(b).points}
                 lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} {percent(worst.loss):>10} {worst.k:>5} "
                              f"{f'{percent(worst.loss_low)} to {percent(worst.loss_high)}':>21} "
-                             f"{percent(statistics.median(c.loss for c in points)):>9}")
+                             f"{percent(statistics.median(c.loss for c in points)):>9}"
+                             + (f"  ({len(points)} of {len(shared)} k priced: {self.labels[b]}'s LUT lacks spans "
+                                f"the others use)" if len(points) < len(shared) else ""))
         if self.joint is not None:
             lines += ["", _joint_title(self.joint, self.labels)]
             lines += _joint_lines(self.joint.points, [self.labels[c] for c in self.joint.contexts])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..device_context import DeviceContext
+from ..errors import LUTMissError
 from ..lut.interval import Estimate, Estimated
 from ..lut.prices import Prices
 from ..lut.predict import predict_plan, predict_ratio
@@ -76,15 +77,19 @@ class CrossPoint(Estimated):
 
 def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
     """For every k of both fronts, ``chosen``'s plan priced on ``prices`` (another context's, or the same) against
-    ``own`` (the front of ``prices``' context): `CrossPoint` s in k order."""
+    ``own`` (the front of ``prices``' context): `CrossPoint` s in k order; none where ``prices``' LUT lacks a piece of
+    ``chosen``'s plan (a span wider than it holds: each front plans with the spans its own LUT holds)."""
     out = []
     own_by_k = {p.k: p for p in own.points}
     for point in chosen.points:
         if point.k not in own_by_k:
             continue
         mine = own_by_k[point.k]
-        pred = predict_plan(prices, point.plan, strict=True)
-        loss = predict_ratio(prices, point.plan, mine.plan).shifted(-1)
+        try:
+            pred = predict_plan(prices, point.plan, strict=True)
+            loss = predict_ratio(prices, point.plan, mine.plan).shifted(-1)
+        except LUTMissError:  # a span the other context's LUT does not hold (each front plans with its own): no row
+            continue
         out.append(CrossPoint(chosen.device, own.device, point.k, point.plan, pred.speedup_estimate,
                               pred.latency_estimate, mine.latency_s, mine.speedup_estimate, loss))
     return out
