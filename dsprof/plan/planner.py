@@ -58,11 +58,12 @@ def plan_front(
     if prices is None:
         prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                            method=method)
+    asked = max_span or DEFAULT_MAX_SPAN  # what a hint to measure asks for
     max_span, span_limit = _span_limit(prices, max_span)
     registered = name or str(model)
     loss = _importance(importance, len(prices.blocks))
     choices = _options(prices, max_span, loss)
-    _check_found(prices, choices, max_span, resolution_flag)
+    _check_found(prices, choices, max_span, resolution_flag, hint_span=max(asked, max_span))
     ctx = _Context(prices, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(prices.blocks)
     where = context_suffix(prices.key)  # a plan is named after its context: plans of two contexts never share a name
@@ -214,14 +215,14 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
 
 
 def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
-                 resolution_flag: str = "--resolution") -> None:
-    """One line naming what the LUT lacks and what to time (a `MeasureHint`): first whether the LUT holds
-    another model (or this one at another resolution), then the first entry missing; where spans lack
-    entries, the way to plan without them too."""
+                 resolution_flag: str = "--resolution", hint_span: int | None = None) -> None:
+    """One line naming what the LUT lacks and what to time (a `MeasureHint`, spans of up to ``hint_span`` blocks,
+    default ``max_span``): first whether the LUT holds another model (or this one at another resolution), then the
+    first entry missing; where spans lack entries, the widest the LUT holds every span of, to plan with."""
     missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
-    hint = prices.measure_hint(max_span)
+    hint = prices.measure_hint(hint_span or max_span)  # spans as wide as asked, where the LUT held them narrower
     measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
     note = prices.lookup.other_model_note(prices.label, resolution_flag)
     if note is not None:
