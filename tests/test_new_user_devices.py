@@ -550,8 +550,11 @@ def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_take
     line = error_line("measure", *ARGS[:4], "--backend", "onnxruntime", "--few", "6", "--like", changed, *QUICK,
                       "--out", tmp_path / "few")
     seen += flags_of(line, "measure")
-    seen += flags_of(error_line("plan", "--model-file", MYNET, "--resolution", "32", "--lut", setup["lut"], "--backend",
-                                "torch", "--out", tmp_path / "f.json"), "plan")  # spans of 2 only, --max-span 4
+    three = tmp_path / "three.json"  # blocks 0-2 linearised: a span of three blocks is a candidate
+    three.write_text(Plan(LABEL, (0, 0, 0, 1, 1, 1), name="three").to_json())
+    seen += flags_of(error_line("merge", *ARGS[:4], "--lut", setup["lut"], "--device-key",
+                                str(setup["contexts"]["torch"]), "--plan", three, "--spans", "auto", "--out",
+                                tmp_path / "m.pt"), "merge")  # spans of 2 only, --max-span 4
     seen += flags_of(error_line("plan", "--model-file", MYNET, "--lut", setup["lut"], "--backend", "torch",
                                 "--max-span", "2", "--out", tmp_path / "f.json"), "plan")  # 224 px by default
     out = ok("plan", *ARGS, "--lut", setup["lut"], "--backend", "torch", "--keep", "2", "--out", tmp_path / "f.json")

@@ -51,9 +51,10 @@ class Prediction(Estimated):
     """A plan's predicted speed-up over the original model in the same LUT context, with its 95 % interval, then
     its predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``speedup`` is the original's predicted latency (``original_s``) over the plan's (``total_s``):
-    the number to trust on a machine that moves (docs/predictions.md). ``speedup_low``/``speedup_high`` and
-    ``low_s``/``high_s``: 95 % intervals (`dsprof.lut.interval`), whose parts are relative half-widths:
+    ``speedup_estimate`` is the original's predicted latency (``original_s``) over the plan's (``latency_estimate``),
+    each an `Estimate` with its 95 % interval as `dsprof.lut.interval.plan_bounds` built it (read flat: ``speedup``,
+    ``speedup_low``, ``speedup_high``; ``total_s``, ``low_s``, ``high_s``). The speed-up is the number to trust on a
+    machine that moves (docs/predictions.md). The intervals' parts are relative half-widths:
     ``lut_spread`` (the LUT medians the savings add up), ``systematic`` (blocks timed alone against the whole
     model, ``systematic_source``), ``check`` (the noise of a paired check, speed-up only; ``check_source``) and
     ``drift`` (the machine between groups and runs, latency only; ``drift_source`` says from what).
