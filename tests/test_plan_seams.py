@@ -215,6 +215,25 @@ def test_a_context_without_spans_is_planned_without_them_beside_one_with_them(lu
     assert line.endswith(f"({len(priced)} of 8 k priced: onnxruntime/cpu t1's LUT lacks spans the others use)")
 
 
+def test_a_lut_without_merged_blocks_plans_them_unmerged_and_says_so(luts, tmp_path):
+    frame = LUT.load(luts["torch"]).to_dataframe()
+    alone = (frame.scope == "block") & (frame.variant == "merged") & ~frame.workload.str.startswith("conv(")
+    assert alone.sum() == 7  # one merged entry per block
+    LUT(frame[~alone]).save(tmp_path / "unmerged.csv")  # blocks original and linear, spans of two, the model
+    out = ok("plan", *MODEL, "--lut", tmp_path / "unmerged.csv", "--keep", K, "--out", tmp_path / "front.json")
+    front = json.loads((tmp_path / "front.json").read_text())
+    line = next(n for n in front["notes"] if n.startswith("variants: "))
+    blocks = [int(i) for i in line.split("blocks ")[1].split(" linearised")[0].split()]
+    assert line == (f"variants: blocks {' '.join(map(str, blocks))} linearised alone are planned unmerged (linear): "
+                    f"the LUT holds no merged entry of them for {front['model']} on {front['device']}")
+    assert out.count(line) == 1 and blocks
+    for p in front["points"]:  # a block linearised alone is not merged; a span's blocks are
+        in_span = {i for start, stop in p["spans"] for i in range(start, stop)}
+        assert [i in in_span for i in range(7)] == p["merge"]
+    # what the plan deploys is what the LUT holds: predict prices it without a miss
+    ok("predict", *MODEL, "--lut", tmp_path / "unmerged.csv", "--plan", tmp_path / "front.plan.json", "--strict")
+
+
 def test_a_hint_names_a_span_width_the_lut_holds(luts, tmp_path):
     done = dsprof_here("merge", *MODEL, "--plan", _plan_file(tmp_path), "--spans", "auto", "--lut", luts["torch"],
                        "--out", tmp_path / "merged.pt")

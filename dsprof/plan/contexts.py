@@ -144,7 +144,7 @@ class ContextFronts:
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
-        lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts for note in (f.span_limit, f.spans_note())
+        lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts for note in (*f.limits, f.spans_note())
                   if note]
         if self.fronts and self.fronts[0].blocks:
             lines += blocks_legend(self.fronts[0].blocks)

@@ -93,8 +93,9 @@ class Front:
     spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
     presets: tuple[PresetPoint, ...] = ()
     no_gain: tuple[int, ...] = ()
-    #: where the LUT held the spans to fewer blocks than asked: one line that says so ("" where it limited nothing)
-    span_limit: str = ""
+    #: what the LUT limited the planner to, one line each: spans narrower than asked, variants of blocks linearised
+    #: alone other than the LUT's rule would deploy (`dsprof.plan.planner`: the planner plans with what the LUT holds)
+    limits: tuple[str, ...] = ()
 
     @property
     def fastest_k(self) -> int:
@@ -190,7 +191,7 @@ class Front:
         """What the front says beyond its rows: what the LUT limited the spans to, where the front stops getting faster,
         and which blocks buy nothing alone."""
         fastest = self.at_k(self.fastest_k)
-        lines = [self.span_limit] if self.span_limit else []
+        lines = list(self.limits)
         if self.fastest_k > min(p.k for p in self.points):
             lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
                          "activations makes the front no faster")

@@ -48,7 +48,8 @@ def plan_front(
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
     of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none), and no
     wider than the LUT holds (`spans_held`; None: as wide as it holds); where the LUT held the plans to fewer blocks
-    than asked (or than the default, `DEFAULT_MAX_SPAN`), `Front.span_limit` says so in one line.
+    than asked (or than the default, `DEFAULT_MAX_SPAN`), `Front.limits` says so in one line (and where it holds
+    only one variant of a block linearised alone, `alone`).
     ``prices``: the model's `prices_of` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
     of this model at another resolution: the ``resolution_flag`` to add, as the caller's command spells it)."""
@@ -78,7 +79,8 @@ def plan_front(
         model=prices.label, name=registered, options=options, device=prices.key, method=prices.used, max_span=max_span,
         blocks=tuple(b.name for b in prices.blocks), spans_predicted=_spans_predicted(prices, choices),
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices), span_limit=span_limit,
+        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
+        limits=tuple(filter(None, [span_limit, variants_note(prices)])),
     )
 
 
@@ -155,7 +157,7 @@ class _Context:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
                 keep[i] = 0
-                merge[i] = o.stop - o.start > 1 or self.prices.linearized(i).variant == "merged"
+                merge[i] = o.stop - o.start > 1 or alone(self.prices, i).variant == "merged"
         return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
                     source=f"dsprof plan ({self.prices.key})")
 
@@ -195,7 +197,7 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     out = []
     for i in range(n):
         out.append((Option(i, i + 1, True, 0.0, Fraction(0)), prices.kept(i)))
-        piece = prices.linearized(i)
+        piece = alone(prices, i)
         out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
     for run in span_runs(prices.blocks, (0,) * n):
         for a in range(len(run)):
@@ -206,12 +208,42 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     return out
 
 
+def alone(prices: Prices, i: int) -> Piece:
+    """Block ``i`` linearised alone as the planner offers it: merged or not as the LUT's rule decides, or, where the
+    LUT holds only the other variant of it (a LUT measured without ``merged``, say), that one: the planner plans with
+    the variants the LUT holds (`variants_note` says where)."""
+    piece = prices.linearized(i)
+    if not piece.found:
+        other = prices.linearized(i, piece.variant != "merged")
+        if other.found:
+            return other
+    return piece
+
+
+def variants_note(prices: Prices) -> str:
+    """One line naming the blocks that `alone` plans in the variant the LUT holds rather than the one its rule would
+    deploy ("" where there is none)."""
+    swapped = [i for i in range(len(prices.blocks)) if alone(prices, i) is not prices.linearized(i)]
+    if not swapped:
+        return ""
+    by = {}
+    for i in swapped:
+        by.setdefault(alone(prices, i).variant, []).append(i)
+    parts = [f"blocks {_indices(tuple(v))} linearised alone are planned {'merged' if k == 'merged' else 'unmerged'}"
+             f" ({k}): the LUT holds no {'unmerged' if k == 'merged' else 'merged'} entry of them"
+             for k, v in sorted(by.items())]
+    return f"variants: {'; '.join(parts)} for {prices.label} on {prices.key}"
+
+
+def _indices(values: tuple[int, ...]) -> str:
+    return " ".join(map(str, values))
+
+
 def _no_gain(prices: Prices) -> tuple[int, ...]:
     """The blocks that buy nothing linearised alone: as the LUT's rule deploys them (merged where that pays), they
     are predicted no faster than with their activations. Information, not a constraint: the front may still
     linearise one where a k needs it, or take it into a span."""
-    return tuple(i for i in range(len(prices.blocks)) if not prices.linearized(i).saving_s > 0
-                 and prices.linearized(i).found)
+    return tuple(i for i in range(len(prices.blocks)) if not alone(prices, i).saving_s > 0 and alone(prices, i).found)
 
 
 def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
