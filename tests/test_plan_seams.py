@@ -19,6 +19,7 @@ three times the time per MAC), so that what the planner chooses does not hang on
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import pytest
 
 from cli_run import dsprof_here
 from dsprof.lut import LUT, build_lut
+from dsprof.lut.interval import Estimate, ratio_bounds
+from dsprof.lut.piece import Piece
 from dsprof.plan import Plan, plan_contexts
 from dsprof.profiler import TimingConfig, measure, read_measurements
 from dsprof.reports.devices import cross_table, load_front_file
@@ -129,6 +132,22 @@ def test_one_plans_bounds_are_identical_in_front_predict_cross_joint_and_report(
     written = next(c for c in whole["cross"] if c["chosen_for"] == str(ort) and c["runs_on"] == str(ort)
                    and c["k"] == K)
     assert _estimates(written) == _estimates(written, "own_") == (mine.speedup, mine.speedup_low, mine.speedup_high)
+
+
+def test_the_ratio_of_two_plans_counts_only_the_pieces_one_of_them_deploys():
+    # hand-worked: plan a deploys blocks 0 and 1 merged (errors 3 and 4 us), plan b block 0 kept (1 us) and block 1
+    # merged as a does; what they share (block 1) cancels, so the variance is 3^2 + 1^2 (us^2) over b's latency
+    shared = Piece(1, 2, "merged", 5e-4, 1e-4, (4e-6,))
+    a = [Piece(0, 1, "merged", 6e-4, 2e-4, (3e-6,)), shared]
+    b = [Piece(0, 1, "original", 8e-4, 0.0, (1e-6,)), shared]
+    got = ratio_bounds(a, 1.1e-3, b, 1.3e-3)
+    half = 1.959964 * math.sqrt(9e-12 + 1e-12) / 1.3e-3
+    assert got.value == pytest.approx(1.1 / 1.3, rel=1e-12)
+    assert (got.low, got.high) == pytest.approx((1.1 / 1.3 - half, 1.1 / 1.3 + half), rel=1e-12)
+    assert ratio_bounds(a, 1.1e-3, a, 1.1e-3) == Estimate(1.0, 1.0, 1.0)  # a plan against itself: no error
+    loss = got.shifted(-1)  # a loss is the ratio minus 1, its interval too
+    assert (loss.value, loss.low, loss.high) == pytest.approx((1.1 / 1.3 - 1, got.low - 1, got.high - 1), rel=1e-12)
+    assert Estimate(2.0, 1.5, 3.0).scaled(2) == Estimate(4.0, 3.0, 6.0) and Estimate(2.0, 1.5, 3.0).contains(3.0)
 
 
 # -- item 4: plans have identity ------------------------------------------------------------------------------------
