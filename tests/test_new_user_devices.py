@@ -519,7 +519,9 @@ def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_take
     # 1. every `dsprof COMMAND --flag ...` the package can print (messages, next: lines, help and docstrings)
     named = {(c, f) for text in package_strings() if "dsprof " in text for c, f in flags_of(text, "")
              if c}
-    assert len(named) > 20 and ("merge", "--lut") in named and ("importance", "--proxy") in named
+    # (the commands cli/commands.py builds from lists of words, `dsprof importance ... --proxy` among them, hold no
+    # such literal since issue #45: part 2 runs what they print)
+    assert len(named) > 20 and ("merge", "--lut") in named and ("measure", "--spans") in named
     assert [pair for pair in sorted(named) if not accepts(*pair)] == []
     # 2. what the commands print when a user trips: a LUT changed by hand, to every command that reads one (each must
     # take --accept-modified, and the ones quick to run again do, as suggested); spans missing; the resolution
