@@ -101,6 +101,13 @@ def test_one_plans_bounds_are_identical_in_front_predict_cross_joint_and_report(
     (cross,) = [c for c in fronts.pair(torch_, ort) if c.k == K]
     assert cross.own_speedup_estimate == mine.speedup_estimate and cross.loss_estimate.low <= cross.loss
 
+    # the plan for both contexts, where it is ONNX Runtime's own plan of its k (at k = 7 at least: nothing linearised)
+    shape = lambda plan: (plan.keep, plan.merge, plan.spans)  # noqa: E731
+    same = [(p, fronts.front(ort).at_k(p.k)) for p in fronts.joint.points
+            if shape(p.plan) == shape(fronts.front(ort).at_k(p.k).plan)]
+    assert same and all(p.speedup_estimates[i] == f.speedup_estimate and p.latency_estimates[i] == f.latency_estimate
+                        for p, f in same)
+
     # `dsprof predict` of each plan, written as JSON: the same numbers
     for plan, expected in ((mine.plan, mine), (theirs.plan, cross), (joint.plan, None)):
         plan_file = tmp_path / f"{plan.name}.json"
