@@ -308,4 +308,12 @@ def test_each_contexts_answer_counts_the_joint_plan_measured_there(luts, tmp_pat
     assert f"k = {K}, {plan.name})" in lines[joint]
     assert f"measured {m:.2f}x (95 % {low:.2f}-{high:.2f}x)" in lines[joint + 1]
     assert "not measured there" in lines[joint + 1]
+    # a front of ONNX Runtime alone (`dsprof plan --backend onnxruntime`) beside the file of both: its answer counts
+    # the plan for both measured there too
+    ok("plan", *MODEL, "--lut", luts["onnxruntime"], "--out", tmp_path / "ort.json")
+    printed = ok("report", *timed, tmp_path / "checks", "--front", tmp_path / "ort.json", tmp_path / "fronts.json",
+                 "-o", tmp_path / "report2")
+    lines = printed.splitlines()
+    ort = [" ".join(lines[i:i + 3]) for i, line in enumerate(lines) if line.startswith("On ") and "ONNX Runtime" in line]
+    assert len(ort) == 2 and all("no plan of this front was measured" not in a and f"{m:.2f}x" in a for a in ort), ort
 

@@ -38,7 +38,8 @@ from .svg import tip
 from .tables import latest_records
 from ..plan.plan import Plan
 
-__all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "joint_answer", "load_front_file"]
+__all__ = ["FRONTS_FORMAT", "attach_joint", "cross_figure", "devices_sections", "fronts_figure", "joint_answer",
+           "load_front_file"]
 
 FRONTS_FORMAT = "dsprof.fronts"
 
@@ -72,6 +73,20 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     data["path"] = str(path)
     return checked, data
 
+
+
+def attach_joint(fronts: list[dict[str, Any]], several: list[Mapping[str, Any]]) -> None:
+    """Give each front read from a file of one context (`dsprof plan --backend B --out`) the plan for several contexts
+    of a file of `dsprof plan --for` that covers its model and context (``front["joint"]``, as `load_front_file`
+    gives the fronts of that file): its answer then counts that plan where it was measured, and its figure draws it."""
+    for front in fronts:
+        if "joint" in front:
+            continue
+        for data in several:
+            joint = _joint_of(data.get("joint"), front) if data.get("model") == front.get("model") else None
+            if joint is not None:
+                front["joint"] = joint
+                break
 
 
 def _joint_set(joint: Mapping[str, Any]) -> tuple[str, list]:

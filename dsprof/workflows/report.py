@@ -32,7 +32,7 @@ from ..plan.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
 from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
 from ..reports import plots
-from ..reports.devices import devices_sections, joint_answer, load_front_file
+from ..reports.devices import attach_joint, devices_sections, joint_answer, load_front_file
 from ..reports.front import front_report
 from ..reports.page import Lead, Plot, Section, Table, html_page, markdown_page
 from ..reports.plans import memory_table, validation_rows
@@ -177,6 +177,7 @@ def report(
         each, whole = load_front_file(path)
         front_files += each
         several += [whole] if whole is not None else []
+    attach_joint(front_files, several)  # a front of one context counts the plan for several measured there too
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(out / "index.md", out / "report.html")
     write = _Writer(out, report)
