@@ -137,8 +137,8 @@ def context_suffix(context: DeviceContext) -> str:
     """What a plan of ``context``'s front carries in its name (``front-k3-onnxruntime``): the backend, and the device
     where it is not the CPU (``torch-cuda0``), so that the plans that `dsprof plan` writes for two backends, measured
     together, keep two names (`dsprof.plan.plan.named_plans`)."""
-    device = "" if context.device == "cpu" else "-" + "".join(c for c in context.device if c.isalnum())
-    return f"{context.backend}{device}"
+    word = lambda text: "".join(c for c in text if c.isascii() and (c.isalnum() or c == "-"))  # noqa: E731  (data)
+    return word(context.backend) + ("" if context.device == "cpu" else "-" + word(context.device))
 
 
 class _Context:
