@@ -259,12 +259,16 @@ def test_5_c_a_forgotten_resolution_names_the_luts_and_the_flag(lut_files, tmp_p
     assert code == 0, err  # the flag it names is the fix
 
 
-def test_5_d_missing_spans_offer_max_span_1(lut_files, tmp_path, capsys):
+def test_5_d_a_lut_of_spans_of_2_plans_with_them_and_says_so(lut_files, tmp_path, capsys):
+    # issue #44: the planner follows the LUT (4 blocks by default, the LUT holds spans of 2 only)
     _, lut_path = lut_files
     args = ["--model-file", FLATNET, "--resolution", "32", "--lut", lut_path, "--out", tmp_path / "f.json"]
-    line = one_line_error(capsys, "plan", *args)  # --max-span 4 by default; the LUT has spans of 2 only
-    assert line.endswith("or plan without spans: --max-span 1")
-    build_parser().parse_args(shlex.split(line.split("`")[1])[1:])  # the measure command parses as written
+    code, out, err = cli(capsys, "plan", *args)
+    assert code == 0, err
+    front = json.loads((tmp_path / "f.json").read_text())
+    assert front["max_span"] == 2 and any(p["spans"] for p in front["points"])
+    assert sum(line.startswith("spans up to 2 blocks, not the default 4: the LUT holds every span of up to 2 blocks")
+               for line in out.splitlines()) == 1, out
     code, _, err = cli(capsys, "plan", *args, "--max-span", "1")
     assert code == 0, err
 
@@ -433,7 +437,7 @@ def test_28_6_every_help_line_shows_its_default_once():
         shown = " ".join(sub.format_help().split())
         assert "(default: None)" not in shown and "(default: False)" not in shown, name
     assert checked > 150
-    assert "(default: 4)" in " ".join(commands["plan"].format_help().split())  # a default still shown where it helps
+    assert "(default: 4)" in " ".join(commands["merge"].format_help().split())  # a default still shown where it helps
 
 
 def test_28_6_merge_reads_the_class_count_and_plan_of_a_finetune_checkpoint(tmp_path, capsys):

@@ -529,7 +529,8 @@ def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_take
     # the commands the command line writes word by word (dsprof/cli/commands.py) and those written out in the package
     named = {(c, f) for text in [*package_strings(), *built] if "dsprof " in text for c, f in flags_of(text, "")
              if c}
-    assert len(named) > 20 and ("merge", "--lut") in named and ("importance", "--proxy") in named
+    assert len(named) > 20 and ("merge", "--lut") in named and ("measure", "--spans") in named
+    assert ("importance", "--proxy") in named
     assert [pair for pair in sorted(named) if not accepts(*pair)] == []
     # 2. what the commands print when a user trips: a LUT changed by hand, to every command that reads one (each must
     # take --accept-modified, and the ones quick to run again do, as suggested); spans missing; the resolution
@@ -560,8 +561,11 @@ def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_take
     line = error_line("measure", *ARGS[:4], "--backend", "onnxruntime", "--few", "6", "--like", changed, *QUICK,
                       "--out", tmp_path / "few")
     seen += flags_of(line, "measure")
-    seen += flags_of(error_line("plan", "--model-file", MYNET, "--resolution", "32", "--lut", setup["lut"], "--backend",
-                                "torch", "--out", tmp_path / "f.json"), "plan")  # spans of 2 only, --max-span 4
+    three = tmp_path / "three.json"  # blocks 0-2 linearised: a span of three blocks is a candidate
+    three.write_text(Plan(LABEL, (0, 0, 0, 1, 1, 1), name="three").to_json())
+    seen += flags_of(error_line("merge", *ARGS[:4], "--lut", setup["lut"], "--device-key",
+                                str(setup["contexts"]["torch"]), "--plan", three, "--spans", "auto", "--out",
+                                tmp_path / "m.pt"), "merge")  # spans of 2 only, --max-span 4
     seen += flags_of(error_line("plan", "--model-file", MYNET, "--lut", setup["lut"], "--backend", "torch",
                                 "--max-span", "2", "--out", tmp_path / "f.json"), "plan")  # 224 px by default
     out = ok("plan", *ARGS, "--lut", setup["lut"], "--backend", "torch", "--keep", "2", "--out", tmp_path / "f.json")

@@ -231,33 +231,34 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
 
 def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     name, options = MODELS["mbv2"]
-    lut = _measure(tmp_path, name, options, 0)  # no span entries
+    no_spans = _measure(tmp_path, name, options, 0)  # no span entries: planned without spans (issue #44)
+    assert plan_front(name, no_spans, options=options, resolution=32, max_span=2).max_span == 1
+    frame = no_spans.to_dataframe()
+    first = frame[(frame.scope == "block") & (frame.variant == "original")].workload.iloc[0]
+    lut = LUT(frame[~((frame.workload == first) & (frame.variant == "original"))])  # and one block's original missing
+    lut.save(tmp_path / "broken.csv")
     (context,) = lut.devices()
     args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
-    # a Python caller: what to time as data, and in words in the one line
+    # a Python caller: what to time as data (the spans asked for too), and in words in the one line
     request = err.value.hint
     assert (request.context, request.model, request.max_span, request.in_situ) == (context, args, 2, False)
     message = str(err.value)
-    assert "\n" not in message and "span of blocks" in message and "{hint}" not in message
+    assert "\n" not in message and f"lacks block {first} [original]" in message and "{hint}" not in message
     assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({args}), "
             "timing blocks original, merged and linear, spans of up to 2 blocks and rebuild the LUT") in message
     # the command line: the same line, with the command that times it, runnable as written
-    argv = ["plan", *flags.split(), "--lut", str(tmp_path / f"{name}-0.csv"), "--max-span", "2",
+    argv = ["plan", *flags.split(), "--lut", str(tmp_path / "broken.csv"), "--max-span", "2",
             "--out", str(tmp_path / "front.json")]
     assert main(argv) == 2
     line = capsys.readouterr().err
-    assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and "span of blocks" in line
-    # the way out without spans: the parameter for Python, the flag on the command line (issue #44)
-    assert message.endswith("; or plan without spans: `max_span=1`") and "--max-span" not in message
-    assert line.endswith("; or plan without spans: --max-span 1\n") and "max_span" not in line
+    assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and f"lacks block {first}" in line
     command = line.split("`")[1]
     assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
                        "--variants original,merged,linear --spans 2")
     build_parser().parse_args(command.split()[1:])  # a command that runs as written
-    assert plan_front(name, lut, options=options, resolution=32, max_span=1).points  # no spans: nothing missing
 
 
 def test_cli_plan_writes_front_and_an_ordinary_plan(luts, tmp_path, capsys):

@@ -277,7 +277,7 @@ def expected_answer(folder: Path, front: dict) -> dict[str, str]:
     best = max(front["points"], key=lambda p: p["speedup"])  # the first of equals: the lowest k
     planner = next(p for p in front["points"] if p["k"] == K)
     numbers = {"best": f"up to {best['speedup']:.2f}x faster (k = {best['k']},"}
-    for label, name, predicted in (("the planner's plan is", f"front-k{K}", planner["speedup"]),
+    for label, name, predicted in (("the planner's plan is", f"front-k{K}-torch", planner["speedup"]),
                                    ("the paper's preset TINY-DS", "tiny-ds", front["original_s"] / front["presets"][0]["latency_s"])):
         ratios = sorted(round_ratios(records, context, name))
         assert len(ratios) == 6
@@ -293,7 +293,7 @@ def test_report_prints_the_answer_last(answer):
     assert lines[0].startswith("On ") and "mobilenet_v2" in lines[0] and "1 thread" in lines[0]
     numbers = expected_answer(folder, front)
     assert numbers["best"] in lines[1]
-    assert lines[2].startswith(f"at k = {K} ") and numbers[f"front-k{K}"] in lines[2] and numbers["tiny-ds"] in lines[2]
+    assert lines[2].startswith(f"at k = {K} ") and numbers[f"front-k{K}-torch"] in lines[2] and numbers["tiny-ds"] in lines[2]
     index = (folder / "report" / "index.md").read_text()
     assert index.index(" ".join(lines)) < index.index("![planner's front]") < index.index("|")  # before any table
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from dsprof.errors import LUTMissError, UsageError
-from dsprof.lut import build_lut, predict_latency
+from dsprof.errors import InputFileError, LUTMissError, UsageError
+from dsprof.lut import LUT, build_lut, predict_latency
 from dsprof.plan import Plan
 from dsprof.plan import plan_front
 from dsprof.profiler import TimingConfig, measure
@@ -79,10 +81,17 @@ def test_planner_method_takes_k_or_a_budget_without_training(lut):
     assert by_budget.plan.search["planner"]["latency_s"] <= budget_s
 
 
-def test_a_lut_without_spans_or_a_budget_without_a_lut_fails_before_any_fine_tune(tmp_path):
+def test_a_lut_lacking_a_block_or_a_budget_without_a_lut_fails_before_any_fine_tune(tmp_path):
     no_spans = _lut(tmp_path, 0)
-    with pytest.raises(LUTMissError, match="`max_span=1`"):
+    # a LUT without spans is planned without them (issue #44): the search goes on, to its data
+    with pytest.raises(InputFileError, match="no-such-data-dir"):
         search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=no_spans, max_span=MAX_SPAN,
+               data="no-such-data-dir", config=ONE_STEP, device="cpu")
+    frame = LUT.load(no_spans).to_dataframe()
+    first = frame[(frame.scope == "block") & (frame.variant == "original")].workload.iloc[0]
+    LUT(frame[~((frame.workload == first) & (frame.variant == "original"))]).save(tmp_path / "broken.csv")
+    with pytest.raises(LUTMissError, match=f"lacks block {re.escape(first)}"):
+        search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=tmp_path / "broken.csv", max_span=MAX_SPAN,
                data="no-such-data-dir", config=ONE_STEP, device="cpu")  # data would fail later, if it got there
     with pytest.raises(UsageError, match="give `lut=`"):
         search("mobilenet_v2", budget_ms=1.0, options=TINY, resolution=RES, data="no-such-data-dir", device="cpu")

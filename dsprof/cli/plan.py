@@ -42,7 +42,9 @@ def add(sub, fmt) -> None:
                              "fraction of the blocks (0.4), as search --keep")
     budget.add_argument("--budget-ms", type=float, default=None, help="write the plan for this predicted latency budget (ms)")
     budget.add_argument("--speedup", type=float, default=None, help="write the plan for this predicted speed-up over the original")
-    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (1: no spans)")
+    p.add_argument("--max-span", type=int, default=None,
+                   help="blocks per span at most (1: no spans; default: as wide as the LUT holds every span of; "
+                        f"the front says so where that is under {DEFAULT_MAX_SPAN}); never wider than the LUT holds")
     p.add_argument("--method", default="auto", choices=(*PREDICT_METHODS, *OLD_METHOD_NAMES), help="how block changes are counted (see dsprof predict)")
     p.add_argument("--device-key", default=None,
                    help="the LUT context to plan (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")

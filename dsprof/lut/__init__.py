@@ -6,10 +6,10 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
-    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "prices_of",
-                      "with_probe"), ".predict"),
+    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "predict_ratio",
+                      "prices_of", "with_probe"), ".predict"),
     **dict.fromkeys(("Price", "Pricer"), ".pricer"),
-    **dict.fromkeys(("lut_probe", "probe_ratio"), ".interval"),
+    **dict.fromkeys(("Estimate", "lut_probe", "plan_bounds", "probe_ratio", "ratio_bounds"), ".interval"),
     "DeviceContext": "..device_context",
     **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),
     **dict.fromkeys(("LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"), ".table"),

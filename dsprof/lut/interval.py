@@ -40,6 +40,10 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   samples: the samples of one group share its moment. The original's latency, a median over G groups, carries
   1.2533 sigma / sqrt(G) of it too (a median's standard error).
 
+Every interval here comes back as a `dsprof.profiler.stats.Estimate` (a value with its interval, the one such type),
+inside `Bounds` for a plan (`plan_bounds`) and alone for the ratio of two plans' latencies (`ratio_bounds`); `Z95` is
+the one 95 % normal quantile.
+
 The drift probe's ratio (`probe_ratio`; `dsprof.lut.predict.with_probe` applies it) is here too: it moves the
 milliseconds, never the speed-up (a ratio of two latencies of one moment). `IQR_TO_SD` is the one conversion of a
 robust spread to a standard deviation.
@@ -49,20 +53,21 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..device_context import DeviceContext
 from ..profiler.records import PROBE_NAME, PROBE_SCOPE
-from ..profiler.stats import summarize
+from ..profiler.stats import Estimate, summarize
 from .inmodel import InModel
 from .piece import Piece
 from .table import LUT, LUTEntry, LUTMissError
 
 
-__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "IntervalInputs", "Terms", "calibration_of",
-           "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio", "relative_spread",
-           "saving_error_s", "terms_of"]
+__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "Estimate", "Estimated", "IntervalInputs", "Terms",
+           "calibration_of", "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio",
+           "ratio_bounds", "relative_spread", "saving_error_s", "terms_of"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
 #: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
@@ -291,27 +296,62 @@ def _in_situ_residuals(inputs: IntervalInputs) -> list[float]:
 
 @dataclass(frozen=True)
 class Bounds:
-    """A plan's two intervals (95 %): the speed-up over the original (``speedup``, ``speedup_low``, ``speedup_high``)
-    and the latency (seconds per batch); and their parts as relative 95 % half-widths: ``entries`` (the LUT
-    medians), ``systematic`` (the factor), ``check`` and ``drift``."""
+    """A plan's two 95 % intervals, each an `Estimate`: the speed-up over the original (``speedup``) and the latency
+    (``latency``, seconds per batch); and their parts as relative 95 % half-widths: ``entries`` (the LUT medians),
+    ``systematic`` (the factor), ``check`` and ``drift``."""
 
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    low_s: float
-    high_s: float
+    speedup: Estimate
+    latency: Estimate
     entries: float
     systematic: float
     check: float
     drift: float
 
 
+class Estimated:
+    """What a record of a plan's prediction reads flat (a mixin): its ``speedup_estimate`` and ``latency_estimate``
+    (seconds per batch), each the `Estimate` `plan_bounds` built, as ``speedup``, ``speedup_low``, ``speedup_high``,
+    ``latency_s``, ``low_s`` and ``high_s``: `dsprof.lut.Prediction`, `dsprof.lut.pricer.Price` and the front's
+    points hold the one pair and show the same numbers."""
+
+    speedup_estimate: Estimate
+    latency_estimate: Estimate
+
+    @property
+    def speedup(self) -> float:
+        """The predicted speed-up over the original."""
+        return self.speedup_estimate.value
+
+    @property
+    def speedup_low(self) -> float:
+        return self.speedup_estimate.low
+
+    @property
+    def speedup_high(self) -> float:
+        return self.speedup_estimate.high
+
+    @property
+    def latency_s(self) -> float:
+        """The predicted latency, seconds per batch."""
+        return self.latency_estimate.value
+
+    @property
+    def low_s(self) -> float:
+        return self.latency_estimate.low
+
+    @property
+    def high_s(self) -> float:
+        return self.latency_estimate.high
+
+
 def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: Terms) -> Bounds:
     """The intervals of a plan deployed as ``pieces`` (predicted ``total_s``; the original ``original_s``) from its
-    LUT entries' errors and the model's ``terms`` (see the module docstring)."""
+    LUT entries' errors and the model's ``terms`` (see the module docstring): the one place a plan's speed-up and
+    latency get their intervals (`dsprof.lut.predict_plan` calls it; the front, `predict`, the cross table, the
+    joint plan and the report read what it built)."""
     if not (total_s > 0 and original_s > 0):
         nan = math.nan
-        return Bounds(nan, nan, nan, nan, nan, nan, nan, nan, nan)
+        return Bounds(Estimate.unknown(), Estimate.unknown(), nan, nan, nan, nan)
     speedup = original_s / total_s
     u = 1 - total_s / original_s
     saving_var, reference_var = 0.0, 0.0
@@ -333,9 +373,29 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     sigma_u = math.hypot(entries, systematic)
     ln_s = math.hypot(speedup * sigma_u, terms.check)
     ln_t = math.sqrt((speedup * sigma_u) ** 2 + reference_var / original_s ** 2 + terms.drift ** 2)
-    return Bounds(speedup, speedup * math.exp(-Z95 * ln_s), speedup * math.exp(Z95 * ln_s),
-                  total_s * math.exp(-Z95 * ln_t), total_s * math.exp(Z95 * ln_t),
+    return Bounds(Estimate(speedup, speedup * math.exp(-Z95 * ln_s), speedup * math.exp(Z95 * ln_s)),
+                  Estimate(total_s, total_s * math.exp(-Z95 * ln_t), total_s * math.exp(Z95 * ln_t)),
                   Z95 * speedup * entries, Z95 * speedup * systematic, Z95 * terms.check, Z95 * terms.drift)
+
+
+def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Piece], reference_s: float) -> Estimate:
+    """The predicted ratio of two plans' latencies in one LUT context (``total_s`` of the plan deployed as
+    ``pieces`` over ``reference_s`` of the plan deployed as ``reference``: a plan's loss against another is it minus
+    1), with its 95 % interval. Both latencies come from one LUT, so what the two plans share -- the rest of the
+    model, the pieces they deploy alike, the machine's drift, which scales both -- cancels in the ratio; what differs
+    is the median errors of the pieces only one of them deploys::
+
+        a / b = 1 + (a - b) / b,    a - b = the savings of b's own pieces - the savings of a's own pieces,
+
+    so the half-width is `Z95` x sqrt(sum of those pieces' squared median errors) / b (the errors `plan_bounds` sums;
+    the denominator's own error is second order and left out)."""
+    key = lambda p: (p.start, p.stop, p.variant, p.errors_s)  # noqa: E731
+    mine, theirs = Counter(map(key, pieces)), Counter(map(key, reference))
+    only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
+    variance = sum(count * e * e for (_, _, _, errors), count in only.items() for e in errors)
+    half = Z95 * math.sqrt(variance) / reference_s
+    value = total_s / reference_s
+    return Estimate(value, value - half, value + half)
 
 
 # -- the drift probe: this machine now against the LUT's runs ----------------------------------------------

@@ -15,7 +15,7 @@ from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, named_model
 from ..device_context import DeviceContext
 from .prices import MethodFallbackWarning, Piece, Prices
-from .interval import plan_bounds
+from .interval import Estimate, Estimated, plan_bounds, ratio_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .schema import model_label
 from .table import LUT, LUTMissError, LUTMissWarning
@@ -28,6 +28,7 @@ __all__ = [
     "prices_of",
     "predict_latency",
     "predict_plan",
+    "predict_ratio",
     "profiled_options",
     "resolve_method",
     "with_probe",
@@ -46,13 +47,14 @@ _RESTS = ("auto", "stem+head", "model-minus-blocks")
 
 
 @dataclass(frozen=True)
-class Prediction:
+class Prediction(Estimated):
     """A plan's predicted speed-up over the original model in the same LUT context, with its 95 % interval, then
     its predicted latency (seconds per batch) with its parts, its method, its interval and its coverage.
 
-    ``speedup`` is the original's predicted latency (``original_s``) over the plan's (``total_s``):
-    the number to trust on a machine that moves (docs/predictions.md). ``speedup_low``/``speedup_high`` and
-    ``low_s``/``high_s``: 95 % intervals (`dsprof.lut.interval`), whose parts are relative half-widths:
+    ``speedup_estimate`` is the original's predicted latency (``original_s``) over the plan's (``latency_estimate``),
+    each an `Estimate` with its 95 % interval as `dsprof.lut.interval.plan_bounds` built it (read flat: ``speedup``,
+    ``speedup_low``, ``speedup_high``; ``total_s``, ``low_s``, ``high_s``). The speed-up is the number to trust on a
+    machine that moves (docs/predictions.md). The intervals' parts are relative half-widths:
     ``lut_spread`` (the LUT medians the savings add up), ``systematic`` (blocks timed alone against the whole
     model, ``systematic_source``), ``check`` (the noise of a paired check, speed-up only; ``check_source``) and
     ``drift`` (the machine between groups and runs, latency only; ``drift_source`` says from what).
@@ -72,22 +74,18 @@ class Prediction:
 
     model: str
     device: DeviceContext
-    total_s: float
+    latency_estimate: Estimate  # seconds per batch, with its 95 % interval
     rest_s: float
     rest_method: str
     blocks: pd.DataFrame = field(repr=False)
     coverage: float
     missing: tuple[str, ...]
     method: str = "isolated"
-    low_s: float = float("nan")
-    high_s: float = float("nan")
+    speedup_estimate: Estimate = Estimate.unknown()  # over the original, with its 95 % interval
     lut_spread: float = 0.0
     drift: float = 0.0
     drift_source: str = "none"
     probe_ratio: float = float("nan")
-    speedup: float = float("nan")
-    speedup_low: float = float("nan")
-    speedup_high: float = float("nan")
     original_s: float = float("nan")
     systematic: float = 0.0
     systematic_source: str = "none"
@@ -98,17 +96,22 @@ class Prediction:
     in_model_factor: float | None = None  # the blocks' time inside the whole model over their time alone
 
     @property
+    def total_s(self) -> float:
+        """The predicted latency (seconds per batch): ``latency_estimate``'s value."""
+        return self.latency_estimate.value
+
+    @property
     def fps(self) -> float:
         """Images per second at the LUT's batch size."""
         return self.device.batch / self.total_s
 
     def contains(self, measured_s: float) -> bool:
         """Whether a measured latency (seconds) falls inside the prediction's interval."""
-        return self.low_s <= measured_s <= self.high_s
+        return self.latency_estimate.contains(measured_s)
 
     def contains_speedup(self, measured: float) -> bool:
         """Whether a measured speed-up (original over merged, paired) falls inside the prediction's interval."""
-        return self.speedup_low <= measured <= self.speedup_high
+        return self.speedup_estimate.contains(measured)
 
     @property
     def when(self) -> str:
@@ -257,12 +260,20 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     original = prices.total_s(prices.pieces(None))
     terms = prices.terms
     b = plan_bounds(pieces, total, original, terms)
-    return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
-                      b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
-                      factor=prices.factor, in_model_factor=prices.in_model_factor,
-                      speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
-                      systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
-                      check_source=terms.check_source, measured_utc=prices.measured_utc)
+    return Prediction(label, key, b.latency, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
+                      b.speedup, b.entries, b.drift, terms.drift_source, factor=prices.factor,
+                      in_model_factor=prices.in_model_factor, original_s=original, systematic=b.systematic,
+                      systematic_source=terms.factor_source, check=b.check, check_source=terms.check_source,
+                      measured_utc=prices.measured_utc)
+
+
+def predict_ratio(prices: Prices, plan: Any, reference: Any) -> Estimate:
+    """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.plan.Plan`, or None for the original
+    model) in ``prices``' context, both deployed as `predict_plan` deploys them, with the 95 % interval of
+    `dsprof.lut.interval.ratio_bounds` (a plan's loss against another is it minus 1)."""
+    a, b = predict_plan(prices, plan, strict=True), predict_plan(prices, reference, strict=True)  # misses raise
+    mine, theirs = _pieces(prices, plan, None, True), _pieces(prices, reference, None, True)
+    return ratio_bounds(mine, a.total_s, theirs, b.total_s)
 
 
 def prices_of(
@@ -389,5 +400,5 @@ def with_probe(pred: Prediction, ratio: float) -> Prediction:
     again before a later measurement). The speed-up stays: both latencies scale alike."""
     if not ratio > 0:
         raise UsageError(f"a probe ratio is > 0, got {ratio}")
-    return replace(pred, total_s=pred.total_s * ratio, original_s=pred.original_s * ratio, low_s=pred.low_s * ratio,
-                   high_s=pred.high_s * ratio, probe_ratio=ratio)
+    return replace(pred, latency_estimate=pred.latency_estimate.scaled(ratio), original_s=pred.original_s * ratio,
+                   probe_ratio=ratio)

@@ -13,22 +13,18 @@ from typing import Any, Sequence
 
 from ..errors import LUTMissError
 from .prices import Piece, Prices
-from .interval import plan_bounds
+from .interval import Estimate, Estimated, plan_bounds
 
 __all__ = ["Price", "Pricer"]
 
 
 @dataclass(frozen=True)
-class Price:
-    """A plan's predicted speed-up over the original with its 95 % interval, then its latency (seconds per batch)
-    with its interval: the numbers of a `dsprof.lut.Prediction`, without its per-block table."""
+class Price(Estimated):
+    """A plan's predicted speed-up over the original and its latency (seconds per batch), each an `Estimate` with
+    its 95 % interval: the numbers of a `dsprof.lut.Prediction`, without its per-block table."""
 
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    latency_s: float
-    low_s: float
-    high_s: float
+    speedup_estimate: Estimate
+    latency_estimate: Estimate
 
 
 class Pricer:
@@ -56,6 +52,5 @@ class Pricer:
         if missing is not None:
             raise LUTMissError(f"the LUT {self.prices.lookup.lut.source} lacks {missing} for {self.prices.label} "
                                f"on {self.prices.key}")
-        total = self.prices.total_s(pieces)
-        b = plan_bounds(pieces, total, self.original_s, self.prices.terms)
-        return Price(b.speedup, b.speedup_low, b.speedup_high, total, b.low_s, b.high_s)
+        b = plan_bounds(pieces, self.prices.total_s(pieces), self.original_s, self.prices.terms)
+        return Price(b.speedup, b.latency)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
 from ..io import atomic_write_text, csv_row
@@ -145,7 +144,8 @@ class ContextFronts:
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
-        lines += [f"  {self.labels[f.device]}: {f.spans_note()}" for f in self.fronts if f.spans_note()]
+        lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts for note in (*f.limits, f.spans_note())
+                  if note]
         if self.fronts and self.fronts[0].blocks:
             lines += blocks_legend(self.fronts[0].blocks)
         if self.fronts:
@@ -164,10 +164,17 @@ class ContextFronts:
                       f"{'median':>9}"]
             for a, b in pairs:
                 points = self.pair(a, b)
+                if not points:
+                    lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} not priced: {self.labels[b]}'s LUT lacks "
+                                 f"spans that {self.labels[a]}'s plans use")
+                    continue
                 worst = max(points, key=lambda c: c.loss)
+                shared = {p.k for p in self.front(a).points} & {p.k for p in self.front(b).points}
                 lines.append(f"{self.labels[a]:<24} {self.labels[b]:<24} {percent(worst.loss):>10} {worst.k:>5} "
                              f"{f'{percent(worst.loss_low)} to {percent(worst.loss_high)}':>21} "
-                             f"{percent(statistics.median(c.loss for c in points)):>9}")
+                             f"{percent(statistics.median(c.loss for c in points)):>9}"
+                             + (f"  ({len(points)} of {len(shared)} k priced: {self.labels[b]}'s LUT lacks spans "
+                                f"the others use)" if len(points) < len(shared) else ""))
         if self.joint is not None:
             lines += ["", _joint_title(self.joint, self.labels)]
             lines += _joint_lines(self.joint.points, [self.labels[c] for c in self.joint.contexts])
@@ -246,7 +253,7 @@ def plan_contexts(
     lut: LUT | str | Path | Sequence[LUT | str | Path],
     *,
     importance: Mapping[int, float] | Sequence[float] | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     method: str = "auto",
     rest: str = "auto",
     name: str | None = None,
@@ -258,8 +265,8 @@ def plan_contexts(
 ) -> ContextFronts:
     """`plan_front` in every context of ``lut`` (one LUT, its file, or several: `LUT.concat`), or in ``contexts``;
     the cross table of every ordered pair of the planned ones; and with ``joint`` (contexts as `pick_contexts` takes
-    them) the plan for those contexts of least ``objective`` (``worst`` or ``mean``) loss at each k. Keywords as
-    `plan_front`'s. A context whose entries the planner lacks goes to ``unplanned`` with the planner's line."""
+    them) the plan for those contexts of least ``objective`` (``worst`` or ``mean``) loss at each k, with spans as wide
+    as every planned context's LUT holds. Keywords as `plan_front`'s. A context whose entries the planner lacks goes to ``unplanned`` with the planner's line."""
     luts = [lut] if isinstance(lut, (LUT, str, Path)) else list(lut)
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x) for x in luts])
     options = dict(options or {})
@@ -288,6 +295,7 @@ def plan_contexts(
                            + "\n  ".join([f"{labels[first.context]}: {first.miss.args[0]}"]
                                           + [f"{labels[u.context]}: {u.reason}" for u in unplanned[1:]]),
                            hint=first.hint)
+    max_span = min(f.max_span for f in fronts)  # what every planned context's LUT holds (each front says if less)
     cross = tuple(c for a in fronts for b in fronts for c in cross_points(a, prices[b.device], b))
     together = None
     if joint is not None:

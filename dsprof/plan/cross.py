@@ -3,7 +3,8 @@
 For an ordered pair of contexts (A, B) and each k, the front plan of A (`Front.at_k`, with the ``merge`` list A's LUT
 chose) priced on B by `predict_plan`, against B's own front plan of that k: ``loss`` = its predicted latency over
 the latency of B's plan, minus 1 (0.12 = 12 % slower). On its own context a plan's loss is 0 by construction.
-Intervals: `dsprof.plan.ratio`.
+Intervals: the speed-ups and the latency are the `Estimate` s `predict_plan` built (`dsprof.lut.interval.plan_bounds`,
+what the front and `predict` show for the same plan); the loss is `dsprof.lut.predict.predict_ratio`'s.
 """
 
 from __future__ import annotations
@@ -12,38 +13,56 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..device_context import DeviceContext
+from ..errors import LUTMissError
+from ..lut.interval import Estimate, Estimated
 from ..lut.prices import Prices
-from ..lut.predict import predict_plan
+from ..lut.predict import predict_plan, predict_ratio
 from .plan import Plan
 from .front import Front
-from .ratio import plan_ratio
 
 __all__ = ["CrossPoint", "cross_points"]
 
 
 @dataclass(frozen=True)
-class CrossPoint:
-    """The front plan of ``chosen_for`` with ``k`` kept blocks, priced on ``runs_on``: predicted latency (seconds per
-    batch, 95 % interval from `predict_plan`), ``own_latency_s`` of ``runs_on``'s own front plan of that k,
-    ``loss`` (relative, with its interval) and the speed-ups over the original on ``runs_on`` of both plans."""
+class CrossPoint(Estimated):
+    """The front plan of ``chosen_for`` with ``k`` kept blocks, priced on ``runs_on``: its predicted speed-up over the
+    original and latency (seconds per batch) on ``runs_on`` (each an `Estimate`, as `predict_plan` builds it),
+    ``own_latency_s`` of ``runs_on``'s own front plan of that k and that plan's speed-up (``own_speedup_estimate``,
+    the one its front shows), and the ``loss_estimate`` (relative, with its interval)."""
 
     chosen_for: DeviceContext
     runs_on: DeviceContext
     k: int
     plan: Plan
-    latency_s: float
-    low_s: float
-    high_s: float
+    speedup_estimate: Estimate
+    latency_estimate: Estimate
     own_latency_s: float
-    loss: float
-    loss_low: float
-    loss_high: float
-    speedup: float
-    speedup_low: float
-    speedup_high: float
-    own_speedup: float
-    own_speedup_low: float
-    own_speedup_high: float
+    own_speedup_estimate: Estimate
+    loss_estimate: Estimate
+
+    @property
+    def loss(self) -> float:
+        return self.loss_estimate.value
+
+    @property
+    def loss_low(self) -> float:
+        return self.loss_estimate.low
+
+    @property
+    def loss_high(self) -> float:
+        return self.loss_estimate.high
+
+    @property
+    def own_speedup(self) -> float:
+        return self.own_speedup_estimate.value
+
+    @property
+    def own_speedup_low(self) -> float:
+        return self.own_speedup_estimate.low
+
+    @property
+    def own_speedup_high(self) -> float:
+        return self.own_speedup_estimate.high
 
     def to_dict(self, labels: dict[DeviceContext, str]) -> dict[str, Any]:
         return {"chosen_for": str(self.chosen_for), "chosen_for_label": labels[self.chosen_for],
@@ -58,18 +77,19 @@ class CrossPoint:
 
 def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
     """For every k of both fronts, ``chosen``'s plan priced on ``prices`` (another context's, or the same) against
-    ``own`` (the front of ``prices``' context): `CrossPoint` s in k order."""
+    ``own`` (the front of ``prices``' context): `CrossPoint` s in k order; none where ``prices``' LUT lacks a piece of
+    ``chosen``'s plan (a span wider than it holds: each front plans with the spans its own LUT holds)."""
     out = []
     own_by_k = {p.k: p for p in own.points}
     for point in chosen.points:
         if point.k not in own_by_k:
             continue
-        reference = own_by_k[point.k].plan
-        pred = predict_plan(prices, point.plan, strict=True)
-        loss = plan_ratio(prices, point.plan, reference)
-        speedup = plan_ratio(prices, None, point.plan)
-        own_speedup = plan_ratio(prices, None, reference)
-        out.append(CrossPoint(chosen.device, own.device, point.k, point.plan, pred.total_s, pred.low_s, pred.high_s,
-                              own_by_k[point.k].latency_s, loss.value - 1, loss.low - 1, loss.high - 1, speedup.value,
-                              speedup.low, speedup.high, own_speedup.value, own_speedup.low, own_speedup.high))
+        mine = own_by_k[point.k]
+        try:
+            pred = predict_plan(prices, point.plan, strict=True)
+            loss = predict_ratio(prices, point.plan, mine.plan).shifted(-1)
+        except LUTMissError:  # a span the other context's LUT does not hold (each front plans with its own): no row
+            continue
+        out.append(CrossPoint(chosen.device, own.device, point.k, point.plan, pred.speedup_estimate,
+                              pred.latency_estimate, mine.latency_s, mine.speedup_estimate, loss))
     return out

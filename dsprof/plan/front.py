@@ -14,6 +14,7 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..io import atomic_write_text, csv_row
+from ..lut.interval import Estimate, Estimated
 from .plan import Plan
 from ..models import format_spans
 from ..units import percent
@@ -25,20 +26,17 @@ FRONT_VERSION = 1
 
 
 @dataclass(frozen=True)
-class FrontPoint:
-    """One plan of the front: k blocks keep their activations; its predicted speed-up over the original with its
-    95 % interval, then its predicted latency (seconds per batch) and interval (`dsprof.lut.Prediction`);
-    ``importance``: the summed loss of the blocks it linearises (None without importance)."""
+class FrontPoint(Estimated):
+    """One plan of the front: k blocks keep their activations; its predicted speed-up over the original and its
+    predicted latency (seconds per batch), each an `Estimate` with its 95 % interval, as `dsprof.lut.predict_plan`
+    built them (read flat: ``speedup``, ``speedup_low``... ``latency_s``, ``low_s``, ``high_s``); ``importance``: the
+    summed loss of the blocks it linearises (None without importance)."""
 
     k: int
     plan: Plan
-    latency_s: float
-    low_s: float
-    high_s: float
+    speedup_estimate: Estimate
+    latency_estimate: Estimate
     importance: float | None = None
-    speedup: float = float("nan")
-    speedup_low: float = float("nan")
-    speedup_high: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "keep": list(self.plan.keep), "merge": list(self.plan.merge or ()),
@@ -48,20 +46,16 @@ class FrontPoint:
 
 
 @dataclass(frozen=True)
-class PresetPoint:
+class PresetPoint(Estimated):
     """A paper preset priced by the same function, against the front plan of its k: its predicted speed-up over
-    the original with its 95 % interval, then its latency (seconds per batch)."""
+    the original and its latency (seconds per batch), each an `Estimate` with its 95 % interval."""
 
     name: str
     k: int
-    latency_s: float
-    low_s: float
-    high_s: float
+    speedup_estimate: Estimate
+    latency_estimate: Estimate
     front_latency_s: float
     importance: float | None = None
-    speedup: float = float("nan")
-    speedup_low: float = float("nan")
-    speedup_high: float = float("nan")
 
     @property
     def gap(self) -> float:
@@ -99,6 +93,9 @@ class Front:
     spans_predicted: tuple[int, int] = (0, 0)  # (span entries predicted from another context, span entries read)
     presets: tuple[PresetPoint, ...] = ()
     no_gain: tuple[int, ...] = ()
+    #: what the LUT limited the planner to, one line each: spans narrower than asked, variants of blocks linearised
+    #: alone other than the LUT's rule would deploy (`dsprof.plan.planner`: the planner plans with what the LUT holds)
+    limits: tuple[str, ...] = ()
 
     @property
     def fastest_k(self) -> int:
@@ -191,9 +188,10 @@ class Front:
         return json_path, csv_path
 
     def notes(self) -> list[str]:
-        """What the front says beyond its rows: where it stops getting faster, and which blocks buy nothing alone."""
+        """What the front says beyond its rows: what the LUT limited the spans to, where the front stops getting faster,
+        and which blocks buy nothing alone."""
         fastest = self.at_k(self.fastest_k)
-        lines = []
+        lines = list(self.limits)
         if self.fastest_k > min(p.k for p in self.points):
             lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
                          "activations makes the front no faster")

@@ -45,13 +45,13 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
 from ..lut.prices import Prices
-from ..lut.predict import predict_plan
+from ..lut.interval import Estimate
+from ..lut.predict import predict_plan, predict_ratio
 from .plan import Plan
 from ..merge.spans import span_runs
 from .dp import Option, best_per_k
 from .front import Front
 from .planner import importance_values
-from .ratio import plan_ratio
 
 __all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
 
@@ -74,22 +74,47 @@ class _Piece:
 @dataclass(frozen=True)
 class JointPoint:
     """The plan for several contexts with ``k`` kept blocks: per context (in `JointFront.contexts` order) its
-    predicted latency (seconds per batch), that context's own front latency at k, and its loss against it
-    (relative: 0.05 = 5 % slower) with the 95 % interval (`dsprof.plan.ratio`); its predicted speed-up over each
-    context's original with the 95 % interval (`predict_plan`, as `dsprof predict` shows it); ``importance``: the
-    summed importance of the blocks it linearises (None without importance)."""
+    predicted speed-up over that context's original and its latency (seconds per batch), each the `Estimate`
+    `predict_plan` built (as `dsprof predict` and a front show it); that context's own front latency at k; and its
+    loss against it (relative: 0.05 = 5 % slower, an `Estimate`: `dsprof.lut.predict.predict_ratio`). Read flat:
+    ``speedup``, ``speedup_low``, ``speedup_high``, ``latency_s``, ``loss``, ``loss_low``, ``loss_high`` (tuples, one
+    per context). ``importance``: the summed importance of the blocks it linearises (None without importance)."""
 
     k: int
     plan: Plan
-    latency_s: tuple[float, ...]
+    speedup_estimates: tuple[Estimate, ...]
+    latency_estimates: tuple[Estimate, ...]
     own_latency_s: tuple[float, ...]
-    loss: tuple[float, ...]
-    loss_low: tuple[float, ...]
-    loss_high: tuple[float, ...]
-    speedup: tuple[float, ...] = ()
-    speedup_low: tuple[float, ...] = ()
-    speedup_high: tuple[float, ...] = ()
+    loss_estimates: tuple[Estimate, ...]
     importance: float | None = None
+
+    @property
+    def speedup(self) -> tuple[float, ...]:
+        return tuple(e.value for e in self.speedup_estimates)
+
+    @property
+    def speedup_low(self) -> tuple[float, ...]:
+        return tuple(e.low for e in self.speedup_estimates)
+
+    @property
+    def speedup_high(self) -> tuple[float, ...]:
+        return tuple(e.high for e in self.speedup_estimates)
+
+    @property
+    def latency_s(self) -> tuple[float, ...]:
+        return tuple(e.value for e in self.latency_estimates)
+
+    @property
+    def loss(self) -> tuple[float, ...]:
+        return tuple(e.value for e in self.loss_estimates)
+
+    @property
+    def loss_low(self) -> tuple[float, ...]:
+        return tuple(e.low for e in self.loss_estimates)
+
+    @property
+    def loss_high(self) -> tuple[float, ...]:
+        return tuple(e.high for e in self.loss_estimates)
 
     @property
     def worst(self) -> float:
@@ -414,10 +439,8 @@ def _joint_point(k: int, plan: Plan, prices: Sequence[Prices], fronts: Sequence[
                  pieces: list[_Piece] | None) -> JointPoint:
     """``plan`` priced in every context (`predict_plan`) against each one's own front plan of ``k``; ``pieces``: its
     pieces, for its summed importance (None: no importance)."""
-    ratios = [plan_ratio(c, plan, f.at_k(k).plan) for c, f in zip(prices, fronts)]
+    losses = tuple(predict_ratio(c, plan, f.at_k(k).plan).shifted(-1) for c, f in zip(prices, fronts))
     preds = [predict_plan(c, plan, strict=True) for c in prices]
     importance = float(sum((p.loss for p in pieces), Fraction(0))) if pieces is not None else None
-    return JointPoint(k, plan, tuple(p.total_s for p in preds), tuple(own), tuple(r.value - 1 for r in ratios),
-                      tuple(r.low - 1 for r in ratios), tuple(r.high - 1 for r in ratios),
-                      tuple(p.speedup for p in preds), tuple(p.speedup_low for p in preds),
-                      tuple(p.speedup_high for p in preds), importance)
+    return JointPoint(k, plan, tuple(p.speedup_estimate for p in preds), tuple(p.latency_estimate for p in preds),
+                      tuple(own), losses, importance)

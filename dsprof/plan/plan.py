@@ -8,10 +8,11 @@ replaying a plan on a fresh model gives the same structure whatever decided it t
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text
@@ -19,7 +20,7 @@ from ..io import read_json
 from ..models import model_args, model_entry, model_identity, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
-           "load_plan", "same_family"]
+           "load_plan", "named_plans", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
 #: Blocks a plan read from a file may list at most.
@@ -92,6 +93,18 @@ class Plan:
                     raise PlanError(f"span {list(span)} includes a block whose activations are kept")
                 last = span[1]
             object.__setattr__(self, "spans", spans or None)
+
+    @property
+    def digest(self) -> str:
+        """What the plan deploys, as 12 hex digits of a SHA-256: its model, options, keep, merge and spans lists, free
+        activation and border, not its ``name``, ``source`` or ``search`` notes. Two plans with one digest build the
+        same merged model; a plan's identity is its name with this (`named_plans`)."""
+        content = {"model": self.model, "options": self.options, "keep": list(self.keep),
+                   "merge": list(self.merge) if self.merge is not None else None,
+                   "spans": [list(s) for s in self.spans] if self.spans is not None else None,
+                   "free_activation": self.free_activation, "border": self.border}
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
     def linearized(self) -> list[int]:
@@ -206,6 +219,27 @@ def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | 
         raise PlanError(f"{label} is for {plan.model} with options {theirs or '{}'}, not {ours or '{}'}: use it with "
                         f"the plan's model (`{model_args(plan.model, theirs)}`{'' if theirs else ', no other options'})")
     return plan if plan.model == model else replace(plan, model=model)
+
+
+def named_plans(plans: Iterable[tuple[Any, "Plan"]]) -> dict[str, tuple[Any, "Plan"]]:
+    """``(source, plan)`` pairs under the name each is timed and reported by: the plan's ``name``, else its source's
+    file stem. The same plan (one `Plan.digest`) given twice under one name is kept once; two different plans under one
+    name are refused in one line (`PlanError`) naming both: a measurement record names the plan it timed, so two plans
+    in one slot would leave one of them untimed and the other's numbers under an ambiguous name."""
+    out: dict[str, tuple[Any, Plan]] = {}
+    where = lambda source: str(source) if isinstance(source, (str, Path)) else "a Plan object"  # noqa: E731
+    for source, plan in plans:
+        name = plan.name or Path(str(source)).stem
+        if name in out:
+            first, other = out[name]
+            if other.digest == plan.digest:
+                continue
+            raise PlanError(f"two different plans are named {name!r} ({where(first)} and {where(source)}: digests "
+                            f"{other.digest} "
+                            f"and {plan.digest}); a record names the plan it timed, so give each plan its own name "
+                            "(its 'name' field)")
+        out[name] = (source, plan)
+    return out
 
 
 # Paper Tab. 8 ("remained activation functions", 1 = kept), one entry per block in find_blocks order.

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from torch import nn
 
 from ..constants import DEFAULT_MAX_SPAN
+from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
 from ..lut.prices import Piece, Prices, span_key
@@ -25,7 +26,7 @@ from ..merge.spans import span_runs
 from .dp import Option, Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "plan_front"]
+__all__ = ["best_plan", "context_suffix", "plan_front", "spans_held"]
 
 
 def plan_front(
@@ -33,7 +34,7 @@ def plan_front(
     lut: LUT | str | Path,
     *,
     importance: Mapping[int, float] | Sequence[float] | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     device: Any = None,
     method: str = "auto",
     rest: str = "auto",
@@ -44,35 +45,74 @@ def plan_front(
 ) -> Front:
     """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
-    of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
+    of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none), and no
+    wider than the LUT holds (`spans_held`; None: as wide as it holds); where the LUT held the plans to fewer blocks
+    than asked (or than the default, `DEFAULT_MAX_SPAN`), `Front.limits` says so in one line (and where it holds
+    only one variant of a block linearised alone, `alone`).
     ``prices``: the model's `prices_of` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
     of this model at another resolution: the ``resolution`` to give)."""
-    if max_span < 1:
+    if max_span is not None and max_span < 1:
         raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
     options = dict(options or {})
     if prices is None:
         prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
                            method=method)
+    asked = max_span or DEFAULT_MAX_SPAN  # what a hint to measure asks for
+    max_span, span_limit = _span_limit(prices, max_span)
     registered = name or str(model)
     loss = _importance(importance, len(prices.blocks))
     choices = _options(prices, max_span, loss)
-    _check_found(prices, choices, max_span)
+    _check_found(prices, choices, max_span, hint_span=max(asked, max_span))
     ctx = _Context(prices, registered, options, loss is not None)
     pieces, n = [o for o, _ in choices], len(prices.blocks)
-    points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
+    where = context_suffix(prices.key)  # a plan is named after its context: plans of two contexts never share a name
+    points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
         by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.gain))
-        least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
-        pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
+        least_loss = tuple(ctx.point(s, f"least-loss-k{k}-{where}") for k, s in by_loss.items())
+        pareto = tuple(ctx.point(s, f"pareto-{i}-{where}") for i, s in enumerate(pareto_front(n, pieces)))
     original = predict_plan(prices, None).total_s
     return Front(
         model=prices.label, name=registered, options=options, device=prices.key, method=prices.used, max_span=max_span,
         blocks=tuple(b.name for b in prices.blocks), spans_predicted=_spans_predicted(prices, choices),
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
         presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
+        limits=tuple(filter(None, [span_limit, variants_note(prices)])),
     )
+
+
+def spans_held(prices: Prices, limit: int | None = None) -> int:
+    """The widest span (in blocks) up to which the LUT holds every span of ``prices``' model in its context, at most
+    ``limit``: 1 where it holds none of two blocks (or the model has no two consecutive blocks a span can merge)."""
+    runs = span_runs(prices.blocks, (0,) * len(prices.blocks))
+    longest = max((len(r) for r in runs), default=0)
+    held = 1
+    for width in range(2, (longest if limit is None else min(limit, longest)) + 1):
+        if not all(prices.span(run[a], run[a + width - 1] + 1).found for run in runs
+                   for a in range(len(run) - width + 1)):
+            break
+        held = width
+    return held
+
+
+def _span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
+    """The widest span the planner offers -- ``asked`` (None: `DEFAULT_MAX_SPAN` at most where the LUT holds none
+    wider, else as wide as it holds), no wider than the LUT holds (`spans_held`) -- and one line saying what the LUT
+    limited ("" where it limited nothing)."""
+    runs = span_runs(prices.blocks, (0,) * len(prices.blocks))
+    longest = max((len(r) for r in runs), default=0)
+    wanted = asked if asked is not None else max(DEFAULT_MAX_SPAN, spans_held(prices))
+    if wanted <= 1 or longest < 2:
+        return wanted, ""
+    held = spans_held(prices, wanted)
+    if held >= min(wanted, longest):
+        return wanted, ""
+    what = (f"{asked} asked" if asked is not None else f"the default {DEFAULT_MAX_SPAN}")
+    lacks = "none of two blocks" if held == 1 else f"every span of up to {held} blocks, not all of {held + 1}"
+    return held, (f"spans up to {held} block{'s' if held > 1 else ''}, not {what}: the LUT holds {lacks} for "
+                  f"{prices.label} on {prices.key} (measure wider spans to plan them)")
 
 
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
@@ -92,6 +132,14 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
     return _Context(prices, name, options).plan(solution, "best-spans")
 
 
+def context_suffix(context: DeviceContext) -> str:
+    """What a plan of ``context``'s front carries in its name (``front-k3-onnxruntime``): the backend, and the device
+    where it is not the CPU (``torch-cuda0``), so that the plans that `dsprof plan` writes for two backends, measured
+    together, keep two names (`dsprof.plan.plan.named_plans`)."""
+    word = lambda text: "".join(c for c in text if c.isascii() and (c.isalnum() or c == "-"))  # noqa: E731  (data)
+    return word(context.backend) + ("" if context.device == "cpu" else "-" + word(context.device))
+
+
 class _Context:
     """What turns a DP solution into a priced plan of this model."""
 
@@ -108,16 +156,15 @@ class _Context:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
                 keep[i] = 0
-                merge[i] = o.stop - o.start > 1 or self.prices.linearized(i).variant == "merged"
+                merge[i] = o.stop - o.start > 1 or alone(self.prices, i).variant == "merged"
         return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
                     source=f"dsprof plan ({self.prices.key})")
 
     def point(self, solution: Solution, label: str) -> FrontPoint:
         plan = self.plan(solution, label)
         pred = predict_plan(self.prices, plan, strict=True, name=self.name)
-        return FrontPoint(solution.k, plan, pred.total_s, pred.low_s, pred.high_s,
-                          float(solution.loss) if self.with_loss else None, pred.speedup, pred.speedup_low,
-                          pred.speedup_high)
+        return FrontPoint(solution.k, plan, pred.speedup_estimate, pred.latency_estimate,
+                          float(solution.loss) if self.with_loss else None)
 
 
 def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int) -> list[float] | None:
@@ -149,7 +196,7 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     out = []
     for i in range(n):
         out.append((Option(i, i + 1, True, 0.0, Fraction(0)), prices.kept(i)))
-        piece = prices.linearized(i)
+        piece = alone(prices, i)
         out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
     for run in span_runs(prices.blocks, (0,) * n):
         for a in range(len(run)):
@@ -160,29 +207,62 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     return out
 
 
+def alone(prices: Prices, i: int) -> Piece:
+    """Block ``i`` linearised alone as the planner offers it: merged or not as the LUT's rule decides, or, where the
+    LUT holds only the other variant of it (a LUT measured without ``merged``, say), that one: the planner plans with
+    the variants the LUT holds (`variants_note` says where)."""
+    piece = prices.linearized(i)
+    if not piece.found:
+        other = prices.linearized(i, piece.variant != "merged")
+        if other.found:
+            return other
+    return piece
+
+
+def variants_note(prices: Prices) -> str:
+    """One line naming the blocks that `alone` plans in the variant the LUT holds rather than the one its rule would
+    deploy ("" where there is none)."""
+    swapped = [i for i in range(len(prices.blocks)) if alone(prices, i) is not prices.linearized(i)]
+    if not swapped:
+        return ""
+    by = {}
+    for i in swapped:
+        by.setdefault(alone(prices, i).variant, []).append(i)
+    parts = [f"blocks {_indices(tuple(v))} linearised alone are planned {'merged' if k == 'merged' else 'unmerged'}"
+             f" ({k}): the LUT holds no {'unmerged' if k == 'merged' else 'merged'} entry of them"
+             for k, v in sorted(by.items())]
+    return f"variants: {'; '.join(parts)} for {prices.label} on {prices.key}"
+
+
+def _indices(values: tuple[int, ...]) -> str:
+    return " ".join(map(str, values))
+
+
 def _no_gain(prices: Prices) -> tuple[int, ...]:
     """The blocks that buy nothing linearised alone: as the LUT's rule deploys them (merged where that pays), they
     are predicted no faster than with their activations. Information, not a constraint: the front may still
     linearise one where a k needs it, or take it into a span."""
-    return tuple(i for i in range(len(prices.blocks)) if not prices.linearized(i).saving_s > 0
-                 and prices.linearized(i).found)
+    return tuple(i for i in range(len(prices.blocks)) if not alone(prices, i).saving_s > 0 and alone(prices, i).found)
 
 
-def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int) -> None:
-    """One line naming what the LUT lacks and what to time (a `MeasureHint`): first whether the LUT holds
-    another model (or this one at another resolution), then the first entry missing; where spans lack
-    entries, the way to plan without them too."""
+def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
+                 hint_span: int | None = None) -> None:
+    """One line naming what the LUT lacks and what to time (a `MeasureHint`, spans of up to ``hint_span`` blocks,
+    default ``max_span``): first whether the LUT holds another model (or this one at another resolution), then the
+    first entry missing; where spans lack entries, the widest the LUT holds every span of, to plan with."""
     missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
     if not missing:
         return
-    hint = prices.measure_hint(max_span)
+    hint = prices.measure_hint(hint_span or max_span)  # spans as wide as asked, where the LUT held them narrower
     measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
     note = prices.lookup.other_model_note(prices.label)
     if note is not None:
         raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
-    without = "; or plan without spans: `max_span=1`" if spans and max_span > 1 else ""
+    held = spans_held(prices, max_span)  # a width the LUT holds every span of
+    without = (f"; or plan with the spans it holds: `max_span={held}`" if held > 1 else
+               "; or plan without spans: `max_span=1`") if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
         f"{measure}{without}", hint=hint
@@ -201,8 +281,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
         k = sum(preset.keep)
         front = by_k[k].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
-        out.append(PresetPoint(preset_name, k, pred.total_s, pred.low_s, pred.high_s, front, importance, pred.speedup,
-                               pred.speedup_low, pred.speedup_high))
+        out.append(PresetPoint(preset_name, k, pred.speedup_estimate, pred.latency_estimate, front, importance))
     return out
 
 

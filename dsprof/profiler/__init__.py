@@ -23,7 +23,7 @@ _EXPORTS = {
                      "speedups"), ".records"),
     **dict.fromkeys(("DEFAULT_CPU_THREADS", "MeasureRequest", "MeasureResult", "contention_message", "default_batch",
                      "measure", "measure_request", "measurement_path"), ".runner"),
-    **dict.fromkeys(("NOISE_THRESHOLD", "SampleStats", "Speedup", "median_ci", "median_relative_halfwidth",
+    **dict.fromkeys(("NOISE_THRESHOLD", "Estimate", "SampleStats", "Speedup", "median_ci", "median_relative_halfwidth",
                      "paired_speedup", "summarize"), ".stats"),
     **dict.fromkeys(("format_summary", "summary_table"), ".summary"),
     **dict.fromkeys(("CpuTimer", "CudaEventTimer", "TimingConfig", "TimingResult", "time_interleaved"), ".timing"),

@@ -7,6 +7,9 @@
   distribution) and `median_relative_halfwidth` its half-width relative to the median: the adaptive
   stopping rule stops once it is at or below the target precision. Both live in the timing loop's
   standard-library file (`dsprof.profiler.timing_loop`, which edge bundles carry) and are re-exported here.
+* `Estimate` is a value with its interval: the one such type (issue #44). A plan's predicted speed-up and latency
+  (`dsprof.lut.interval` builds them: the front, `predict`, the cross table, the joint plan and the report all read
+  the same one) and a measured paired speed-up (`Speedup`) are each an `Estimate`.
 * `paired_speedup` is the speed-up of a dense variant over the original from *paired* samples
   (taken in the same interleaved round): the median of the per-round ratios, with the same
   distribution-free interval, so a user sees whether a difference exceeds the noise.
@@ -23,6 +26,7 @@ from .timing_loop import median_ci, median_relative_halfwidth
 
 __all__ = [
     "NOISE_THRESHOLD",
+    "Estimate",
     "SampleStats",
     "Speedup",
     "median_ci",
@@ -102,15 +106,44 @@ def summarize(samples: Sequence[float]) -> SampleStats:
 
 
 @dataclass(frozen=True)
-class Speedup:
-    """Speed-up of a variant over a baseline: ``ratio`` = baseline time / variant time (> 1: faster),
-    the median of per-round ratios, with its ``confidence`` interval [low, high]."""
+class Estimate:
+    """A value with its interval [``low``, ``high``] (95 % unless the record holding it says otherwise), in the unit
+    of the value: the one value-with-interval type of dsprof (a speed-up, a latency in seconds, a relative loss)."""
 
-    ratio: float
+    value: float
     low: float
     high: float
-    confidence: float
-    pairs: int
+
+    @classmethod
+    def unknown(cls) -> "Estimate":
+        """An estimate that could not be made: NaN throughout."""
+        return cls(math.nan, math.nan, math.nan)
+
+    def contains(self, x: float) -> bool:
+        """Whether ``x`` falls inside the interval (bounds included)."""
+        return self.low <= x <= self.high
+
+    def scaled(self, factor: float) -> "Estimate":
+        """Value and bounds times ``factor`` (> 0), e.g. milliseconds moved by the drift probe."""
+        return Estimate(self.value * factor, self.low * factor, self.high * factor)
+
+    def shifted(self, offset: float) -> "Estimate":
+        """Value and bounds plus ``offset``, e.g. a ratio of latencies minus 1 (a relative loss)."""
+        return Estimate(self.value + offset, self.low + offset, self.high + offset)
+
+
+@dataclass(frozen=True)
+class Speedup(Estimate):
+    """Speed-up of a variant over a baseline: the `Estimate` whose ``value`` is baseline time / variant time (> 1:
+    faster), the median of per-round ratios, with its ``confidence`` interval [low, high] over ``pairs`` rounds."""
+
+    confidence: float = 0.95
+    pairs: int = 0
+
+    @property
+    def ratio(self) -> float:
+        """Baseline time over variant time (the estimate's value)."""
+        return self.value
 
     @property
     def significant(self) -> bool:

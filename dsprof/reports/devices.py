@@ -38,7 +38,8 @@ from .svg import tip
 from .tables import latest_records
 from ..plan.plan import Plan
 
-__all__ = ["FRONTS_FORMAT", "cross_figure", "devices_sections", "fronts_figure", "joint_answer", "load_front_file"]
+__all__ = ["FRONTS_FORMAT", "attach_joint", "cross_figure", "devices_sections", "fronts_figure", "joint_answer",
+           "load_front_file"]
 
 FRONTS_FORMAT = "dsprof.fronts"
 
@@ -74,6 +75,20 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
 
 
 
+def attach_joint(fronts: list[dict[str, Any]], several: list[Mapping[str, Any]]) -> None:
+    """Give each front read from a file of one context (`dsprof plan --backend B --out`) the plan for several contexts
+    of a file of `dsprof plan --for` that covers its model and context (``front["joint"]``, as `load_front_file`
+    gives the fronts of that file): its answer then counts that plan where it was measured, and its figure draws it."""
+    for front in fronts:
+        if "joint" in front:
+            continue
+        for data in several:
+            joint = _joint_of(data.get("joint"), front) if data.get("model") == front.get("model") else None
+            if joint is not None:
+                front["joint"] = joint
+                break
+
+
 def _joint_set(joint: Mapping[str, Any]) -> tuple[str, list]:
     """The plans of a file's ``joint`` that ``--keep K`` writes: the least-loss ones where importance was given, else
     the least worst (or mean) loss ones; with the objective they were chosen by."""
@@ -107,8 +122,9 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
                  near: int | None = None) -> JointAnswer | None:
     """The answer for the plan for several contexts of a file of `dsprof plan --for` (None without one): at the k of
     a plan measured beside the original (paired) in most of its contexts -- a plan of ``plans`` whose keep list and
-    spans are the joint plan's of its k --, else at ``near`` (e.g. the k the contexts' answers compare), else the middle
-    k; predicted (the file's speed-ups) and measured on each context."""
+    spans are the joint plan's of its k, or a run named as the file names that plan (given or not) --, else at
+    ``near`` (e.g. the k the contexts' answers compare), else the middle k; predicted (the file's speed-ups) and
+    measured on each context."""
     joint = data.get("joint")
     if not joint:
         return None
@@ -119,21 +135,28 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
     keys = list(joint.get("contexts") or [])
     labels = list(joint.get("labels") or keys)
     latest = latest_records(records)
+    named = {f"joint-{objective}-k{k}": k for k in by_k}  # the names `dsprof plan --for` gives them
     found: dict[int, dict[str, tuple[str, Any]]] = {}  # k -> context -> (run name, paired ratio)
     for r in latest:
-        if r.scope != "model" or r.variant != "custom" or str(r.context) not in keys or r.name not in plans:
+        if r.scope != "model" or r.variant != "custom" or str(r.context) not in keys:
             continue
-        try:
-            plan = Plan.coerce(plans[r.name])
-        except (DsprofError, KeyError, ValueError):
+        if r.name in plans:
+            try:
+                plan = Plan.coerce(plans[r.name])
+            except (DsprofError, KeyError, ValueError):
+                continue
+            k, shape = sum(plan.keep), (_bits(plan.keep), format_spans(plan.spans, "none"))
+        elif r.name in named:  # measured, its plan file not given: the file holds the plan under that name
+            k = named[r.name]
+            shape = (_bits(by_k[k]["keep"]), format_spans(by_k[k].get("spans"), "none"))
+        else:
             continue
-        point = by_k.get(sum(plan.keep))
-        if point is None or (_bits(plan.keep), format_spans(plan.spans, "none")) != (
-                _bits(point["keep"]), format_spans(point.get("spans"), "none")):
+        point = by_k.get(k)
+        if point is None or shape != (_bits(point["keep"]), format_spans(point.get("spans"), "none")):
             continue
         paired = paired_with_original(r, records)
         if paired is not None:
-            found.setdefault(sum(plan.keep), {})[str(r.context)] = (r.name, paired)
+            found.setdefault(k, {})[str(r.context)] = (r.name, paired)
     if found:
         k = max(found, key=lambda kk: (len(found[kk]), -kk))
     elif near is not None and near in by_k:

@@ -104,7 +104,8 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     group (`dsprof.profiler.records.paired_with_original`; NaN where its group has none); ``predicted``: its
     predicted speed-up where the front prices it (the front's plan of its k, a preset, or the front's plan for
     several contexts, `joint_table`), else NaN. ``records``: all records read (the last of each workload is shown;
-    pairing needs each one's group)."""
+    pairing needs each one's group). A run named as the front's plan for several contexts (`joint_table`) counts
+    as that plan, given or not: the file holds its keep list and spans."""
     original_s = float(front["original_s"])
     nan = float("nan")
     points = pd.DataFrame([{
@@ -135,24 +136,30 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         known.setdefault(name, name)
     measured = []
     n = len(front["points"][0]["keep"]) if front["points"] else 0
-    priced = {(p.keep, p.spans): p.speedup for p in joint_table(front).itertuples()}  # the plan for several contexts
+    joint = joint_table(front)  # the plan for several contexts, in this context: known by name from the file itself
+    joint_plans = {str(p.name): (str(p.keep), str(p.spans)) for p in joint.itertuples()}
+    priced = {(p.keep, p.spans): p.speedup for p in joint.itertuples()}
     priced.update({(p.keep, p.spans): p.speedup for p in points.itertuples()})  # the front's own plans
     for r in latest:
         if r.scope != "model" or not _same_model(r, front) or (context is not None and r.context != context):
             continue
         if r.variant == "original":
-            name, keep, spans, up = "original", (1,) * n, None, (1.0, 1.0, 1.0)
-        elif r.variant == "custom" and r.name in known:
-            try:
-                plan = Plan.coerce(known[r.name])
-            except (DsprofError, KeyError, ValueError):
-                continue
-            name, keep, spans = r.name, plan.keep, plan.spans
+            name, bits, text, up = "original", "1" * n, "none", (1.0, 1.0, 1.0)
+        elif r.variant == "custom" and (r.name in known or r.name in joint_plans):
+            if r.name in known:
+                try:
+                    plan = Plan.coerce(known[r.name])
+                except (DsprofError, KeyError, ValueError):
+                    continue
+                bits, text = "".join(map(str, plan.keep)), format_spans(plan.spans, "none")
+            else:  # a plan for several contexts measured here, not given: its keep list and spans are the file's
+                bits, text = joint_plans[r.name]
+            name = r.name
             paired = paired_with_original(r, records)
             up = (paired.ratio, paired.low, paired.high) if paired is not None else (nan, nan, nan)
         else:
             continue
-        bits, text = "".join(map(str, keep)), format_spans(spans, "none")
+        keep = tuple(int(b) for b in bits)
         predicted = (presets.loc[presets["name"] == name, "speedup"].iloc[0] if name in set(presets["name"])
                      else priced.get((bits, text), nan))
         measured.append({"name": name, "k": sum(keep), "keep": bits, "spans": text,

@@ -20,7 +20,7 @@ from torch import nn
 from ..edge.export import ExportResult, export_bundle
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
-from ..errors import UsageError
+from ..errors import PlanError, UsageError
 from ..lut.rule import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import load_merged
@@ -28,7 +28,7 @@ from ..merge.model import merge_model
 from ..merge.rule import Merges, rule_kind
 from ..models import get_model
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
-from ..plan.plan import load_plan
+from ..plan.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
 from ..profiler.timing import Clock, TimingConfig
@@ -62,19 +62,25 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
     plan no rule can decide is refused before any model is merged."""
     if not plans and not merged_models:
         return {}, ()
-    loaded = [(source, load_plan(source)) for source in plans]
+    loaded = list(named_plans((source, load_plan(source)) for source in plans).items())  # one name, one plan
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)
-    for _, plan in loaded:  # refused before any model is merged
+    for _, (_, plan) in loaded:  # refused before any model is merged
         rule_kind(plan, lut=lut is not None, merge_by=merge_by)
+    taken = {named: str(source) for named, (source, _) in loaded}
+    for path in merged_models:  # a merged model is named after its file
+        if Path(path).stem in taken:
+            raise PlanError(f"{taken[Path(path).stem]} and {path} are both named {Path(path).stem!r}; a record names "
+                            "the model it timed, so give each its own name (rename the file, or the plan's 'name')")
+        taken[Path(path).stem] = str(path)
     extra: dict[str, nn.Module] = {}
     merges = []
     if loaded:
         key = lut.resolve(device_key, **context) if lut is not None else None
         rule = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options)
-        for source, plan in loaded:
+        for named, (_, plan) in loaded:
             decided = rule.decide(plan)
-            extra[plan.name or Path(source).stem] = merge_model(model, decided.plan)
+            extra[named] = merge_model(model, decided.plan)
             merges.append(decided)
     for path in merged_models:
         extra[Path(path).stem] = load_merged(path)

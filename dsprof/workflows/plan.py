@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..constants import DEFAULT_MAX_SPAN
 from ..errors import BadFileError, PlanError, UsageError
 from ..io import atomic_write_text, check_output_path, read_json
 from ..lut.table import LUT
@@ -95,7 +94,7 @@ def plan_to_file(
     keep: int | float | None = None,
     budget_ms: float | None = None,
     speedup: float | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     device: Any = None,
     method: str = "auto",
     options: Mapping[str, Any] | None = None,
@@ -159,7 +158,7 @@ def plan_contexts_to_file(
     out: str | Path | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
     keep: int | float | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     method: str = "auto",
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
@@ -194,7 +193,7 @@ def plan(
     keep: int | float | None = None,
     budget_ms: float | None = None,
     speedup: float | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     device_key: Any = None,
     backend: str | None = None,
     batch: int | None = None,

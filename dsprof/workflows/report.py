@@ -28,11 +28,11 @@ from ..lut.table import LUT
 from ..merge.artifact import merged_plan
 from ..merge.rule import rule_kind
 from ..models import format_spans, get_model
-from ..plan.plan import Plan, check_plan
+from ..plan.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
 from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
 from ..reports import plots
-from ..reports.devices import devices_sections, joint_answer, load_front_file
+from ..reports.devices import attach_joint, devices_sections, joint_answer, load_front_file
 from ..reports.front import front_report
 from ..reports.page import Lead, Plot, Section, Table, html_page, markdown_page
 from ..reports.plans import memory_table, validation_rows
@@ -159,14 +159,18 @@ def report(
     latest = latest_records(records)
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
-    plan_objs = {}
+    given, merged = [], {}
     for p in (plans.values() if isinstance(plans, Mapping) else plans):
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
-
-            plan_objs[Path(str(p)).stem] = _measured_plan(merged_plan(p), latest)
+            merged[Path(str(p)).stem] = (p, _measured_plan(merged_plan(p), latest))
             continue
-        plan = _measured_plan(Plan.coerce(p), latest)
-        plan_objs[plan.name or Path(str(p)).stem] = plan
+        given.append((p, _measured_plan(Plan.coerce(p), latest)))
+    named = named_plans(given)  # two different plans under one name are refused, as `measure` refuses them
+    clash = sorted(set(named) & set(merged))
+    if clash:
+        raise PlanError(f"{named[clash[0]][0]} and {merged[clash[0]][0]} are both named {clash[0]!r}; a record names "
+                        "the model it timed, so give each its own name (rename the file, or the plan's 'name')")
+    plan_objs = {name: plan for name, (_, plan) in {**named, **merged}.items()}
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
@@ -181,6 +185,7 @@ def report(
         each, whole = load_front_file(path)
         front_files += each
         several += [whole] if whole is not None else []
+    attach_joint(front_files, several)  # a front of one context counts the plan for several measured there too
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
     report = Report(output_path(out, "index.md"), output_path(out, "report.html"))
     write = _Writer(out, report)
