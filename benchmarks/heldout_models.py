@@ -57,24 +57,25 @@ def resnet18d(num_classes: int = 1000) -> nn.Module:
 
 
 # Issue #46's second held-out set: architectures no test or earlier benchmark uses, two of them small (at most 8
-# blocks). Blocks dsprof finds at 96 px (`dsprof blocks`, 2026-11-28): lcnet_050 11 (depthwise-separable; its two
-# squeeze-excitation blocks refused), mobilenetv2_035 17 (MobileNetV2 at width 0.35, timm's build), dla46_c 8 (DLA's
-# bottlenecks and two chains; its tree's aggregation nodes refused), mnasnet_small 5 (the blocks without
-# squeeze-excitation).
-HELDOUT_46 = ("lcnet_050", "mobilenetv2_035", "dla46_c", "mnasnet_small")
-
-
-def lcnet_050(num_classes: int = 1000) -> nn.Module:
-    return _timm("lcnet_050", num_classes)
+# blocks). Blocks dsprof finds at 96 px (`dsprof blocks`, 2026-11-28, with issue #47's squeeze-excitation chains):
+# mobilenetv2_035 17 (MobileNetV2 at width 0.35, timm's build: inverted residuals), semnasnet_050 16 (MnasNet-A1 at
+# width 0.5: inverted residuals, and the chains before its squeeze-excitation gates), test_efficientnet 5 (timm's
+# smallest EfficientNet: the chains before its gates) and test_byobnet 3 (timm's smallest BYOB network: its
+# convolution chains; its one gated block refused).
+HELDOUT_46 = ("mobilenetv2_035", "semnasnet_050", "test_efficientnet", "test_byobnet")
 
 
 def mobilenetv2_035(num_classes: int = 1000) -> nn.Module:
     return _timm("mobilenetv2_035", num_classes)
 
 
-def dla46_c(num_classes: int = 1000) -> nn.Module:
-    return _timm("dla46_c", num_classes)
+def semnasnet_050(num_classes: int = 1000) -> nn.Module:
+    return _timm("semnasnet_050", num_classes)
 
 
-def mnasnet_small(num_classes: int = 1000) -> nn.Module:
-    return _timm("mnasnet_small", num_classes)
+def test_efficientnet(num_classes: int = 1000) -> nn.Module:
+    return _timm("test_efficientnet", num_classes)
+
+
+def test_byobnet(num_classes: int = 1000) -> nn.Module:
+    return _timm("test_byobnet", num_classes)
