@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
-from ..fields import (MAX_BATCH, MAX_THREADS, check_count, check_model_options, check_name, check_samples,
+from ..fields import (FieldError, MAX_BATCH, MAX_THREADS, check_count, check_model_options, check_name, check_samples,
                       check_shape, check_text, check_token)
 from ..io import read_text
 from ..models import BlockSpec
@@ -268,6 +268,12 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
                 break
             raise _bad_line(path, number, exc) from None
         if not _check(data, path, number, found) and not accept_modified:
+            try:  # left out, but a line that is no record at all is still a bad line (a file that is not ours)
+                Measurement.from_dict(data)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise _bad_line(path, number, exc) from None
+            except FieldError:
+                pass  # a record with a field out of its rules: left out with the others
             continue
         try:
             found.records.append(Measurement.from_dict(data))
