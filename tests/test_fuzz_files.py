@@ -1,0 +1,249 @@
+"""A fuzz of hostile strings through every field of the files dsprof receives (issue #45, item 10): a measurement
+record (its checksum recomputed, so that the edit is "valid"), a planner's front, a plan, a bundle manifest and an edge
+device's results file. Each case puts one value of tests/hostile.py's fixed list into one field, runs the commands
+that read that file through the command line (in this process: tests/cli_run.py) and checks what tests/hostile.py
+says: nothing written outside the output folder, no script link or raw script in a page, no formula in a CSV cell,
+no file-reading LaTeX, no unquoted command substitution in a printed command, no traceback (exit 0, or exit 2 with
+one line).
+
+Which values go through which field: every value through the field issue #45 names for each file (a record's
+`device_name`, a front's `name` and `stem`, a plan's `name`, a manifest's `dtype`, an edge result's `device`); one
+value of each class, in turn, through every other field (`cases`). The inputs are built once per module, for real:
+mobilenet_v2 (one block a stage) measured at 32 px with a tiny budget, its LUT with tests/rule_lut.py's medians, the
+front `dsprof plan` writes from it, a bundle of one block exported and timed by its runner (TorchScript, here).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsprof.cli import main
+from dsprof.plan import Plan
+from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler.records import record_checksum
+from dsprof.lut import build_lut
+
+from cli_run import dsprof_here
+from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, changes_outside, command_problems, output_problems,
+                     resolve_hostile, run_problems, snapshot)
+from rule_lut import rule_lut
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+MODEL = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
+NEST = 8  # folders between the case's root and its work folder: room for ../ to climb without leaving the snapshot
+
+#: The fields of each file, as dotted paths into its JSON ("*": every item of a list).
+FIELDS: dict[str, list[str]] = {
+    "record": ["device_name", "device", "name", "model", "spec", "backend", "dtype", "layout", "env_id", "group",
+               "variant", "scope", "error", "compile", "stop_reason", "time_utc", "threads", "batch", "index", "macs",
+               "samples_s", "model_options", "model_options.depths", "environment.cpu.model", "environment.host",
+               "environment.versions.torch", "environment", "input_shape", "channels", "state_after"],
+    "front": ["stem", "name", "model", "device", "method", "notes", "blocks", "options", "context.device",
+              "context.backend", "context.threads", "original_s", "points.*.keep", "points.*.spans", "points.*.k",
+              "points.*.latency_s", "points.*.merge", "points.*.importance", "presets", "max_span"],
+    "plan": ["name", "model", "options", "options.depths", "keep", "merge", "free_activation", "border", "source",
+             "options.pretrained", "options.num_classes", "options.width", "options.resolution"],
+    "manifest": ["dtype", "batch", "model", "model_options", "model_options.resolution", "model_options.depths",
+                 "bundle_id", "workloads.*.name", "workloads.*.spec", "workloads.*.variant", "workloads.*.scope",
+                 "workloads.*.label", "workloads.*.input_shape", "workloads.*.macs", "workloads.*.index",
+                 "workloads.*.channels", "groups"],
+    "results": ["device", "environment.cpu.model", "environment.host", "environment.cpu.board", "environment.jetson",
+                "threads", "samples_s", "group", "stop_reason", "time_utc", "error", "iterations_per_sample",
+                "runtime_info", "state_before", "environment.versions.python", "layout", "budget_s",
+                "warmup_iterations", "target_precision"],
+}
+#: The field issue #45 names for each file whose cases are cheap (no plot): every hostile value goes through it.
+PRIMARY = {"record": "device_name", "front": None, "plan": None, "manifest": "dtype", "results": "device"}
+#: The fields issue #45 names for fronts and plans: one value of each class (each case draws a plot, ~0.4 s)
+BY_CLASS = {"front": ["stem", "name"], "plan": ["name"]}
+#: The classes whose device names a report also draws (plots: mathtext, the SVG's text), ~0.4 s a case
+DRAWN = ("tex", "html", "control")
+#: Files whose other fields take a second value, a wrong type, beside their string (their cases cost ~0.1 s each)
+CHEAP = ("record", "manifest", "results")
+
+
+def cases() -> list[tuple[str, str, str]]:
+    """(file, field, hostile id): every value through each file's `PRIMARY` field; one value of each class through
+    the `BY_CLASS` fields; through every other field, one string value taken in turn from the list (and for the
+    `CHEAP` files one wrong-typed value too, taken in turn)."""
+    strings = [h[0] for h in HOSTILE if h[2] != "type"]
+    types = [h[0] for h in HOSTILE if h[2] == "type"]
+    by_class = {c: [h[0] for h in HOSTILE if h[2] == c] for c in CLASSES}
+    found, turn = [], 0
+    for kind, fields in FIELDS.items():
+        for i, field in enumerate(fields):
+            if field == PRIMARY[kind]:
+                found += [(kind, field, hid) for hid in HOSTILE_IDS]
+            elif field in BY_CLASS.get(kind, ()):
+                found += [(kind, field, ids[i % len(ids)]) for ids in by_class.values()]
+            else:
+                found.append((kind, field, strings[(turn * 7) % len(strings)]))
+                if kind in CHEAP:
+                    found.append((kind, field, types[turn % len(types)]))
+                turn += 1
+    return found
+
+
+CASES = cases()
+VALUES = {h[0]: h[1] for h in HOSTILE}
+VALUES_CLASS = {h[0]: h[2] for h in HOSTILE}
+
+
+def set_field(data: Any, path: str, value: Any) -> None:
+    """Set the dotted ``path`` of ``data`` to ``value`` (a copy each time), creating missing objects on the way."""
+    head, _, rest = path.partition(".")
+    targets = data if head == "*" else [data]
+    for target in targets:
+        if head != "*" and not rest:
+            target[head] = copy.deepcopy(value)
+        elif head == "*":
+            set_field(target, rest, value) if rest else None
+        else:
+            if not isinstance(target.get(head), (dict, list)):
+                target[head] = {}
+            set_field(target[head], rest, value)
+
+
+# -- the inputs, once per module -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    src = tmp_path_factory.mktemp("fuzz-inputs")
+    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32,
+                     variants=("original", "merged", "linear"), model_variants=("original",), timing=FAST,
+                     out=src / "m.jsonl", progress=False)
+    lut = build_lut([result.path]).save(src / "lut.csv")
+    rule_lut(lut, result.path)
+    done = dsprof_here("plan", "--lut", "lut.csv", *MODEL, "--max-span", "1", "--out", "front.json", cwd=src)
+    assert done.returncode == 0, done.stderr
+    plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7}, name="tiny-ds")
+    (src / "plan.json").write_text(plan.with_merge([False, True, False, True, True, False, False]).to_json())
+    assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
+                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+                 "--budget", "0.01", "--min-sample-time", "0"]) == 0
+    done = subprocess.run([sys.executable, str(src / "bundle" / "run_bundle.py"), "--runtime", "torchscript",
+                           "--threads", "1", "--out", str(src / "results.jsonl"), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
+            "plan": src / "plan.json", "manifest": src / "bundle" / "manifest.json", "results": src / "results.jsonl"}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _write_records(path: Path, records: list[dict]) -> None:
+    lines = []
+    for r in records:
+        body = {k: v for k, v in r.items() if k != "sha256"}
+        try:
+            body["sha256"] = record_checksum(body)
+        except ValueError:  # NaN or infinity: no canonical JSON, so no checksum that could agree
+            body["sha256"] = "0" * 64
+        lines.append(json.dumps(body, sort_keys=True, separators=(",", ":")))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _commands(kind: str, field: str, hostile_id: str) -> list[list[str]]:
+    """The commands that read the edited file (in ``in/``), writing under ``out/``. A report draws its plots from the
+    block records (m.jsonl: a third of a second each), so only the `DRAWN` device names take them; the others read
+    the whole-model records alone (models.jsonl: tables and pages, and the plot of a front or a plan)."""
+    if kind == "record":
+        drawn = field == PRIMARY[kind] and VALUES_CLASS[hostile_id] in DRAWN
+        records = "in/m.jsonl" if drawn else "in/models.jsonl"
+        return [["build-lut", "in/m.jsonl", "-o", "out/lut.csv"], ["report", records, "-o", "out/report"],
+                # spans of 2 the LUT lacks: the message names the `dsprof measure` that times them, in its context
+                ["plan", "--lut", "out/lut.csv", *MODEL, "--max-span", "2", "--out", "out/front.json"]]
+    if kind == "front":
+        return [["report", "in/models.jsonl", "--front", "in/front.json", "-o", "out/report"]]
+    if kind == "plan":
+        return [["report", "in/models.jsonl", "--plans", "in/plan.json", "-o", "out/report"],
+                ["predict", "--lut", "in/lut.csv", *MODEL, "--plan", "in/plan.json"]]
+    # the edge LUT holds one block: planning the model names the `dsprof measure` that times the rest, on the device
+    return [["import", "in/bundle", "in/results.jsonl", "--out", "out/imported"],
+            ["build-lut", "out/imported", "-o", "out/lut.csv"],
+            ["plan", "--lut", "out/lut.csv", *MODEL, "--max-span", "1", "--out", "out/front.json"]]
+
+
+def _prepare(inputs: dict[str, Path], work: Path, kind: str, field: str, value: Any) -> None:
+    src = work / "in"
+    src.mkdir(parents=True)
+    shutil.copy(inputs["records"], src / "m.jsonl")
+    _write_records(src / "models.jsonl", [r for r in _jsonl(inputs["records"]) if r["scope"] != "block"])
+    shutil.copy(inputs["lut"], src / "lut.csv")
+    (src / "bundle").mkdir()
+    shutil.copy(inputs["manifest"], src / "bundle" / "manifest.json")
+    shutil.copy(inputs["results"], src / "results.jsonl")
+    if kind == "record":
+        records = _jsonl(inputs["records"])
+        for r in records:
+            set_field(r, field, value)
+        _write_records(src / "m.jsonl", records)
+        _write_records(src / "models.jsonl", [r for r in records if r.get("scope") != "block"])
+    elif kind in ("front", "plan", "manifest"):
+        data = json.loads(inputs[kind].read_text())
+        set_field(data, field, value)
+        target = {"front": src / "front.json", "plan": src / "plan.json", "manifest": src / "bundle" / "manifest.json"}
+        target[kind].write_text(json.dumps(data, indent=1))
+    elif kind == "results":
+        lines = _jsonl(inputs["results"])
+        for line in lines:
+            set_field(line, field, value)
+        (src / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def run_case(inputs: dict[str, Path], root: Path, kind: str, field: str, hostile_id: str) -> list[str]:
+    """Run one case under ``root``; its problems (empty: every check passed)."""
+    work = root.joinpath(*[f"n{i}" for i in range(NEST)], "work")
+    value = resolve_hostile(VALUES[hostile_id], root / "a" / "b" / "c")
+    _prepare(inputs, work, kind, field, value)
+    out = work / "out"
+    out.mkdir()
+    home = Path("~").expanduser()
+    home_before = sorted(p.name for p in home.glob("PWN*"))
+    problems = []
+    for argv in _commands(kind, field, hostile_id):
+        before = snapshot(root)
+        result, said = run_problems(lambda: dsprof_here(*argv, cwd=work), argv[0])
+        problems += said
+        problems += changes_outside(before, snapshot(root), out)
+        if result is not None:
+            problems += command_problems(result.stdout, result.stderr)
+            if result.returncode != 0 and argv[0] in ("import", "build-lut"):
+                break  # what follows reads what this would have written
+    problems += output_problems(out)
+    if sorted(p.name for p in home.glob("PWN*")) != home_before:
+        problems.append("wrote in the home folder (~ expanded)")
+    return problems
+
+
+@pytest.mark.parametrize("kind,field,hostile_id", CASES, ids=[f"{k}-{f}-{h}" for k, f, h in CASES])
+def test_hostile_value_in_a_received_file(inputs, tmp_path, kind, field, hostile_id):
+    problems = run_case(inputs, tmp_path, kind, field, hostile_id)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_fuzz_covers_every_value_field_and_file():
+    """At least 200 cases; every hostile value through each file's primary field; every field of every file."""
+    assert len(CASES) >= 200
+    for kind, field in PRIMARY.items():
+        if field is not None:
+            assert {h for k, f, h in CASES if (k, f) == (kind, field)} == set(HOSTILE_IDS)
+    for kind, fields in BY_CLASS.items():
+        for field in fields:
+            assert {VALUES_CLASS[h] for k, f, h in CASES if (k, f) == (kind, field)} == set(CLASSES)
+    assert {(k, f) for k, f, _ in CASES} == {(k, f) for k, fields in FIELDS.items() for f in fields}
+    assert len(set(CASES)) == len(CASES)
+
