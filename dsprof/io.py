@@ -1,27 +1,113 @@
-"""Files in and out: writing that never leaves a half-written file behind (with the user's umask), and the
-one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
+"""Files in and out: the one way to an output path (`output_path`: names from data slugged, `slug`; nothing
+outside the output folder), writing that never leaves a half-written file behind (with the user's umask), CSV cells
+that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
 content -- another encoding, binary, empty, cut, a file of another kind -- becomes one `DsprofError` that names
 the file and says what it is (`describe_file`) and what to do."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import pickle
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "KINDS", "describe_file",
-           "load_torch", "load_torch_payload", "make_parent_folders", "read_csv", "read_json", "read_text", "sniff"]
+__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell", "csv_frame", "csv_row",
+           "KINDS", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders", "output_path",
+           "read_csv", "read_json", "read_text", "slug", "sniff"]
+
+
+# -- where dsprof writes: one way to an output path ------------------------------------------------------------
+
+#: The longest name component `slug` returns (characters); a longer one is cut and ends with a hash of the whole.
+SLUG_LIMIT = 120
+_NAME_MAX = 240  # a whole file name `output_path` writes (most file systems allow 255 bytes)
+
+
+def slug(text: object, limit: int = SLUG_LIMIT) -> str:
+    """``text`` as one safe file-name component: ASCII letters, digits, ``.`` and ``_`` kept, every other run of
+    characters (separators, spaces, ``-``, quotes, control and non-ASCII characters) one ``-``; no run of dots (no
+    ``..``), no ``-`` or ``.`` at either end (no hidden file); at most ``limit`` characters (a longer one is cut and
+    ends with 8 hex digits of its SHA-256, so that two long names stay apart); ``unnamed`` when nothing is left.
+    A name that is already safe comes back unchanged: ``mobilenet_v2_224px_onnxruntime_cpu_fp32_b1``."""
+    text = str(text)
+    out = re.sub(r"[^A-Za-z0-9._]+", "-", text)
+    out = re.sub(r"\.{2,}", "-", out)
+    out = re.sub(r"-{2,}", "-", out).strip("-.")
+    if len(out) > limit:
+        out = out[: limit - 9].rstrip("-.") + "-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return out or "unnamed"
+
+
+def output_path(folder: str | Path, *names: object, suffix: str = "", what: str = "a file") -> Path:
+    """The path ``folder/NAME/.../NAME{suffix}`` that dsprof writes: every name component `slug`-ged (a name from a
+    file's contents or a user's string cannot hold a separator or ``..``; dsprof's own names, ``plots`` or
+    ``front_mbv2``, come back unchanged), ``suffix`` (dsprof's own extension, ``.png``) added to the last. Raises
+    `OutputPathError` naming the file where the path resolves outside ``folder`` (a link on its way leads out,
+    e.g. in a results folder someone sent). ``folder`` itself is the user's choice and is taken as it is.
+    Creates nothing."""
+    folder = Path(folder)
+    parts = [slug(n, _NAME_MAX - len(suffix)) for n in names]
+    if suffix:
+        if not parts or "/" in suffix or "\\" in suffix or suffix != suffix.strip() or ".." in suffix:
+            raise ValueError(f"output_path: suffix {suffix!r} must be a file extension added to a name")
+        parts[-1] += suffix
+    path = folder.joinpath(*parts)
+    root = folder.resolve()
+    real = path.resolve()
+    if real != root and root not in real.parents:
+        link = next((p for p in [path, *path.parents][: len(parts)] if p.is_symlink()), None)
+        why = f"{link} is a link to {os.readlink(link)}" if link is not None else f"it resolves to {real}"
+        raise OutputPathError(f"cannot write {what} {path}: {why}, outside the output folder {folder}; remove the "
+                              "link or choose another output folder")
+    return path
+
+
+#: What a spreadsheet takes for the start of a formula (OWASP, CSV injection), besides tab and carriage return.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV file of dsprof holds it: text that starts with ``= + - @`` (or a tab, a carriage return)
+    and is not a number gets a leading ``'``, so that a spreadsheet shows it as text rather than run it as a
+    formula (OWASP's advice on CSV injection); numbers, ``-0.5``, ``-inf`` and other values unchanged. Every CSV
+    writer of dsprof (LUT, report tables and plot data) passes its text cells through it."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row for `csv.DictWriter`: its keys and values through `csv_cell`."""
+    return {csv_cell(k): csv_cell(v) for k, v in row.items()}
+
+
+def csv_frame(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """A copy of ``frame`` to write as CSV: its column names and the cells of its columns that are not numeric through
+    `csv_cell` (numbers keep their type and every digit)."""
+    import pandas as pd
+
+    safe = frame.copy()
+    for i, column in enumerate(frame.columns):
+        if not pd.api.types.is_numeric_dtype(frame.iloc[:, i]):
+            safe.isetitem(i, frame.iloc[:, i].map(csv_cell))
+    safe.columns = [csv_cell(c) for c in frame.columns]
+    return safe
 
 
 def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,

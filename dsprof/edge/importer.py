@@ -10,13 +10,12 @@ read it unchanged: the edge device is one more column.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import DsprofError, InputFileError, OutputPathError
-from ..io import make_parent_folders, read_text
+from ..io import atomic_output, read_text
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
 from ..profiler.records import Measurement, MeasurementWriter
@@ -144,11 +143,7 @@ def import_results(
                         "unchanged") from None
     if path.exists() and not overwrite:
         raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
-    make_parent_folders(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    with MeasurementWriter(tmp) as writer:
+    with atomic_output(path) as tmp, MeasurementWriter(tmp) as writer:  # a fresh temporary file (mkstemp), renamed
         writer.write(records)
-    os.replace(tmp, path)
     return ImportResult(path, records)
 

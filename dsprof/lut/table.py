@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once, in dsprof.errors)
-from ..io import atomic_write_text, read_text
+from ..io import atomic_write_text, csv_frame, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
 from ..profiler.records import IN_SITU_SCOPE
@@ -138,8 +138,9 @@ class LUT:
 
     def save(self, path: str | Path) -> Path:
         """Write the table atomically (a reader sees the old file or the new one, never a mix), ending with the
-        line ``# end rows=N sha256=HEX`` (`table_checksum` of the text before it)."""
-        text = self._frame.to_csv(index=False, lineterminator="\n")
+        line ``# end rows=N sha256=HEX`` (`table_checksum` of the text before it). A text cell that a spreadsheet would
+        run as a formula is written as text (`csv_frame`)."""
+        text = csv_frame(self._frame).to_csv(index=False, lineterminator="\n")
         return atomic_write_text(path, f"{text}{_END}{len(self._frame)} sha256={table_checksum(text)}\n")
 
     # -- views -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, csv_row
 from ..lut import LUT
 from ..lut.prices import Prices
 from ..models.spans_text import format_spans
@@ -100,7 +100,7 @@ class ContextFronts:
                 if writer is None:
                     writer = csv.DictWriter(out, ["context", "label", *row], lineterminator="\n")
                     writer.writeheader()
-                writer.writerow({"context": str(f.device), "label": self.labels[f.device], **row})
+                writer.writerow(csv_row({"context": str(f.device), "label": self.labels[f.device], **row}))
         return out.getvalue()
 
     def cross_csv(self) -> str:
@@ -212,6 +212,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def _rows_csv(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
+    rows = [csv_row(row) for row in rows]  # a device's label is in the headers too
     out = io.StringIO()
     writer = csv.DictWriter(out, list(rows[0]), lineterminator="\n")
     writer.writeheader()

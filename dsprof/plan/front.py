@@ -13,7 +13,7 @@ from typing import Any
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, csv_row
 from .plan import Plan
 from ..models import format_spans
 from ..units import percent
@@ -177,10 +177,10 @@ class Front:
         for group, points in (("front", self.points), ("least_loss", self.least_loss), ("pareto", self.pareto)):
             for p in points or ():
                 row = {c: v for c, v in p.to_dict().items() if c in columns}
-                writer.writerow({**row, "set": group, "name": p.plan.name, "keep": _bits(p.plan.keep),
-                                 "spans": format_spans(p.plan.spans)})
+                writer.writerow(csv_row({**row, "set": group, "name": p.plan.name, "keep": _bits(p.plan.keep),
+                                         "spans": format_spans(p.plan.spans)}))
         for p in self.presets:
-            writer.writerow({c: v for c, v in {**p.to_dict(), "set": "preset"}.items() if c in columns})
+            writer.writerow(csv_row({c: v for c, v in {**p.to_dict(), "set": "preset"}.items() if c in columns}))
         return out.getvalue()
 
     def write(self, path: str | Path) -> tuple[Path, Path]:

@@ -303,7 +303,12 @@ class MeasurementWriter:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:  # not through a link: a planted link would make the run append to the file it names
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            why = "it is a link" if self.path.is_symlink() else exc.strerror or str(exc)
+            raise OutputPathError(f"cannot write the measurement file {self.path}: {why}; choose another output "
+                                  "path") from None
         if fcntl is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
-import re
 import statistics
 import tempfile
 import time
@@ -31,7 +30,7 @@ from torch import nn
 
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
-from ..io import check_output_path, make_parent_folders
+from ..io import check_output_path, make_parent_folders, output_path, slug
 from ..models import find_blocks, input_size_of, named_model
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
@@ -138,20 +137,17 @@ def default_batch(device: str) -> int:
     return 128 if device.startswith("cuda") else 1
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")
-
-
 def measurement_path(out: str | Path, label: str, settings: BackendSettings, batch: int, resolution: int) -> Path:
-    """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder ``out``."""
+    """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder
+    ``out`` (`output_path`: each setting `slug`-ged, as an imported bundle's manifest gives them; never outside ``out``)."""
     out = Path(out)
     if _names_a_file(out):
         return out
     layout = "-cl" if settings.channels_last else ""
-    mode = f"-{settings.compile}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
-    name = (f"{_slug(label)}_{resolution}px_{settings.backend}{mode}_{_slug(settings.device)}_{settings.dtype}{layout}"
-            f"_b{batch}.jsonl")
-    return out / name
+    mode = f"-{slug(settings.compile)}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
+    name = (f"{slug(label)}_{slug(resolution)}px_{slug(settings.backend)}{mode}_{slug(settings.device)}_"
+            f"{slug(settings.dtype)}{layout}_b{slug(batch)}")
+    return output_path(out, name, suffix=".jsonl", what="the measurement file")
 
 
 def _names_a_file(out: Path) -> bool:

@@ -26,13 +26,13 @@ from matplotlib.patches import Rectangle
 
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
-from ..io import read_json
+from ..io import read_json, slug
 from ..models.spans_text import format_spans
 from ..units import percent
 from ..profiler.records import Measurement, paired_with_original
 from .front import FRONT_FORMAT, check_front
 from .page import Section
-from .plots import _colors, _points, k_axes
+from .plots import _colors, _points, k_axes, plain_text
 from .summary import JointAnswer, PlanAnswer
 from .svg import tip
 from .tables import latest_records
@@ -186,6 +186,7 @@ def cross_table(data: Mapping[str, Any]) -> pd.DataFrame:
                                        "own_speedup", "keep", "spans"])
 
 
+@plain_text
 def fronts_figure(table: pd.DataFrame, title: str) -> Figure:
     """The fronts of one model overlaid: predicted speed-up of each context's fastest plan over its original against
     k (blocks that keep their activations), one colour per context; ``table`` as `fronts_table` makes it."""
@@ -203,6 +204,7 @@ def fronts_figure(table: pd.DataFrame, title: str) -> Figure:
     return k_axes(fig, ax, title, "predicted speed-up over the original (x)")
 
 
+@plain_text
 def cross_figure(table: pd.DataFrame, title: str) -> Figure:
     """The cross table as a heat map: one row per ordered pair (the plan chosen for one context, run on another), one
     column per k, each cell the predicted loss against that context's own plan of that k (%; 0 white, slower red);
@@ -265,7 +267,8 @@ def _labels_of(fronts: list[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+    """A name in the report's file names, ``-`` between its words (`dsprof.io.slug`, the one safe name)."""
+    return slug(text).replace("_", "-").replace(".", "-")
 
 
 def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str, Any]], write) -> list[Section]:
