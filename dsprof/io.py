@@ -23,9 +23,10 @@ from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell", "csv_frame", "csv_row",
-           "KINDS", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders", "output_path",
-           "read_csv", "read_json", "read_text", "slug", "sniff"]
+__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
+           "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
+           "load_torch_payload", "make_parent_folders", "output_path", "read_csv", "read_json", "read_text", "slug",
+           "sniff"]
 
 
 # -- where dsprof writes: one way to an output path ------------------------------------------------------------
@@ -193,6 +194,9 @@ def load_torch(path: str | Path, what: str, hint: str) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{what} {path} does not exist; {hint}")
+    if path.stat().st_size > MAX_TORCH_BYTES:
+        raise BadFileError(f"{path} is larger than {_size(MAX_TORCH_BYTES)}, more than {_a(what)} dsprof reads may "
+                           f"hold; {hint}")
     head = _head(path)
     name, kind = sniff(head)
     if head and not (name.startswith(("a PyTorch", "a ZIP", "a pickle")) or kind and kind.id in _TORCH_KINDS):
@@ -222,6 +226,12 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
 
 
 # -- reading: one way in ---------------------------------------------------------------------------------------
+
+#: The most bytes a text file dsprof reads (records, a LUT, a plan, a front, a manifest, results) may hold: 256 MiB,
+#: a hundred times a long run's records; a larger file is refused before it is read in whole.
+MAX_TEXT_BYTES = 256 << 20
+#: The most bytes a PyTorch file dsprof reads (a merged model, a checkpoint) may hold.
+MAX_TORCH_BYTES = 8 << 30
 
 _HEAD = 1 << 16  # bytes a file's kind is told from
 
@@ -255,6 +265,11 @@ _MAGIC = (
     (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip archive"),
     (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"), (b"\x7fELF", "a program (ELF)"),
 )
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in words: "256 MiB", "1000 bytes"."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
 
 
 def _head(path: Path) -> bytes:
@@ -329,9 +344,12 @@ def read_text(path: str | Path, what: str, hint: str, *, kind: str | None = None
     if path.is_dir():
         raise error(f"{path} is a folder, not {_a(what)}; {hint}")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TEXT_BYTES + 1)  # never more than the cap, whatever the file claims to be
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}; {hint}") from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise error(f"{path} is larger than {_size(MAX_TEXT_BYTES)}, more than {_a(what)} dsprof reads may hold; {hint}")
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         text = data.decode("utf-8")

@@ -337,14 +337,14 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], want, rtol=1e-3, atol=1e-4)
 
 
-# `sh -c 'exec sh -c "$2"' ssh HOST COMMAND` runs COMMAND here: the stand-in for the network hop that this
+# `sh -c 'exec sh -c "$3"' ssh -- HOST COMMAND` runs COMMAND here: the stand-in for the network hop that this
 # machine cannot make (no ssh server); everything else of `measure --remote` runs for real.
-SSH_STANDIN = """sh -c 'exec sh -c "$2"' ssh"""
+SSH_STANDIN = """sh -c 'test "$1" = -- && exec sh -c "$3"' ssh"""  # dsprof ends ssh's options before the host
 
 
 def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     python = edge_venv("onnxruntime")
-    board = tmp_path / "board"
+    board = tmp_path / "the board"  # a space: every word of the remote command is quoted
     args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
             "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS, "--remote", "lab@board",
             "--ssh", SSH_STANDIN, "--remote-dir", str(board), "--out", str(tmp_path / "m"), "--no-progress"]

@@ -248,6 +248,16 @@ def test_results_file_cut_short_is_an_error_unless_resuming(tmp_path):
     assert path.read_text() == line
 
 
+@pytest.mark.parametrize("text", ["first line\nlast line", "only line", "\u00e9t\u00e9\nnotes"])
+def test_an_out_that_is_not_a_results_file_is_refused_untouched(tmp_path, text):
+    """--out naming a notes file whose last line has no newline: refused before anything is cut (issue #45)."""
+    path = tmp_path / "notes.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(runner.RunnerError, match="not"):
+        runner.read_results(str(path), repair=True)
+    assert path.read_text(encoding="utf-8") == text
+
+
 def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
     """The runner re-implements the profiler's CPU fingerprint in Python 3.6 (it cannot import dsprof); on the
     same machine both must say the same, or one device would get two descriptions."""

@@ -450,25 +450,26 @@ def phone_state(serial):
 
 def read_results(path, repair=False):
     """The result lines of ``path`` (a list of dicts). A last line cut short by an interrupted run is dropped
-    from the file when ``repair`` (resuming), else it raises `RunnerError`; any other bad line raises."""
+    from the file when ``repair`` (resuming), else it raises `RunnerError`; any other bad line raises. Every
+    complete line is checked before anything is cut: a file that is not a results file is refused untouched."""
     if not os.path.exists(path):
         return []
     with open(path, "rb") as f:
         data = f.read()
+    cut = None  # where a last line cut short by an interrupted run starts
     if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
+        start = data.rfind(b"\n") + 1
         try:
-            json.loads(data[cut:].decode("utf-8"))
+            json.loads(data[start:].decode("utf-8"))
             data += b"\n"
         except ValueError:
-            if not repair:
-                raise RunnerError("%s: its last line is cut short (an interrupted run); run the runner again with the "
-                                  "same --out to complete it" % path)
-            with open(path, "r+b") as f:
-                f.truncate(cut)
-            data = data[:cut]
+            cut = start
+    try:
+        text = (data if cut is None else data[:cut]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunnerError("%s is not a results file (not UTF-8 text); give another --out" % path)
     out = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -478,6 +479,15 @@ def read_results(path, repair=False):
         if not isinstance(record, dict) or record.get("format") != RESULTS_FORMAT:
             raise RunnerError("%s, line %d: not a %s line" % (path, number, RESULTS_FORMAT))
         out.append(record)
+    if cut is not None:
+        if not out and cut == 0 and data[:1] != b"{":
+            raise RunnerError("%s is not a results file (its only line is not a %s line); give another --out"
+                              % (path, RESULTS_FORMAT))
+        if not repair:
+            raise RunnerError("%s: its last line is cut short (an interrupted run); run the runner again with the "
+                              "same --out to complete it" % path)
+        with open(path, "r+b") as f:
+            f.truncate(cut)
     return out
 
 
@@ -661,7 +671,7 @@ def main(argv=None):
         print("run_bundle: error: %s" % exc, file=sys.stderr)
         return 2
     print("%d workloads timed, %d already in the file; results: %s" % (new, skipped, args.out))
-    print("next: dsprof import %s %s" % (args.bundle, args.out))
+    print("next: dsprof import %s %s" % (shlex.quote(args.bundle), shlex.quote(args.out)))
     return 0
 
 

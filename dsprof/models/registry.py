@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -131,19 +132,20 @@ def normalized_options(name: str, options: dict | None) -> dict:
 def model_flags(name: str, options: dict | None = None) -> str:
     """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
     for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
-    for a user's model."""
+    for a user's model. Each value is quoted for a POSIX shell (``shlex.join``): a name or an option read from a file
+    stays one word (the command line writes whole commands with `dsprof.cli.commands.shell_command`)."""
     entry = _REGISTRY.get(name)
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
     if spec is not None:
-        flags = f"--model-file {spec}"
+        words = ["--model-file", str(spec)]
     elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
-        flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
+        words = ["--model-file", f"PATH.py:{name.rsplit(':', 1)[-1]}"]
     else:
-        flags = f"--model {name}"
+        words = ["--model", name]
     for key, value in normalized_options(name, options).items():
-        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        flags += f" --{key.replace('_', '-')} {shown}"
-    return flags
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        words += [f"--{str(key).replace('_', '-')}", shown]
+    return shlex.join(words)
 
 
 for _zoo_model in ZOO:

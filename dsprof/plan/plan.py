@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
+from ..fields import FieldError, check_model_options, check_text
 from ..io import read_json
 from ..models import model_entry, model_flags, model_identity, normalized_options
 
@@ -21,6 +22,8 @@ __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelEr
            "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
+#: Blocks a plan read from a file may list at most.
+MAX_BLOCKS = 10_000
 PLAN_VERSION = 1
 #: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`); the first is a plan's default.
 BORDER_MODES = ("in_front", "in_place")
@@ -148,6 +151,15 @@ class Plan:
                 raise PlanError(f"the plan lacks {required!r}")
         if not isinstance(fields["keep"], list):
             raise PlanError("'keep' must be a list of 0/1")
+        try:  # what a plan from someone else may carry into a model, a page or a command: `dsprof.fields`
+            check_text(fields["model"], "model", limit=300)
+            check_model_options(fields.get("options", {}), "options")
+            for name in ("name", "source"):
+                check_text(fields.get(name), name, limit=300, none=True)
+            if len(fields["keep"]) > MAX_BLOCKS:
+                raise FieldError(f"field 'keep' holds {len(fields['keep'])} entries, more than {MAX_BLOCKS} blocks")
+        except FieldError as exc:
+            raise PlanError(str(exc)) from None
         fields["keep"] = tuple(fields["keep"])
         if fields.get("merge") is not None:
             fields["merge"] = tuple(fields["merge"])

@@ -23,6 +23,8 @@ import pandas as pd
 
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
+from ..fields import (MAX_BATCH, MAX_THREADS, FieldError, check_count, check_model_options, check_text,
+                      check_token)
 from ..io import read_json
 from ..models.spans_text import format_spans
 from ..profiler.records import Measurement, paired_with_original
@@ -58,6 +60,25 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
     missing += sorted({k for p in front["points"] for k in ("k", "keep", "latency_s", "low_s", "high_s") if k not in p})
     if missing:
         raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with `dsprof plan --out`")
+    try:  # what a front from someone else may carry into pages, tables and commands: `dsprof.fields`
+        for name in ("model", "name", "method"):
+            check_text(front.get(name), name, limit=300, none=name != "model")
+        check_model_options(front.get("options") or {}, "options")
+        if not isinstance(front["device"], str):
+            raise FieldError(f"field 'device' must be a device key (text), got {type(front['device']).__name__}")
+        try:
+            device = DeviceContext.from_str(front["device"])
+        except DsprofError as exc:
+            raise FieldError(f"field 'device': {exc}") from None
+        for name in ("env_id", "device", "backend", "dtype", "layout"):
+            check_token(getattr(device, name), f"device ({name})")
+        check_token(device.compile, "device (compile)", empty=True)
+        check_count(device.batch, "device (batch)", 1, MAX_BATCH)
+        check_count(device.threads, "device (threads)", 0, MAX_THREADS)
+        for i, preset in enumerate(front.get("presets") or []):
+            check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name", limit=300)
+    except FieldError as exc:
+        raise BadFileError(f"{path}: {exc}; write it again with `dsprof plan --out`") from None
     front["path"] = str(path)
     return front
 

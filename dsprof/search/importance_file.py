@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
+from ..fields import FieldError, check_model_options, check_text
 from ..io import atomic_write_text, read_json
 from ..models.registry import model_flags, normalized_options
 from ..plan.plan import same_family
@@ -68,6 +69,11 @@ def read_importance(path: str | Path) -> dict[str, Any]:
     if not isinstance(values, list) or not values or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_GIVE}")
+    try:  # what the file may carry into messages and commands: `dsprof.fields`
+        check_text(model["name"], "model.name", limit=300)
+        check_model_options(model.get("options") or {}, "model.options")
+    except FieldError as exc:
+        raise BadFileError(f"{path}: {exc}; {_GIVE}") from None
     blocks = model.get("blocks")
     if isinstance(blocks, list) and len(blocks) != len(values):
         raise BadFileError(f"{path}: {len(values)} importance values for {len(blocks)} blocks; {_GIVE}")
