@@ -151,6 +151,26 @@ def test_m1_a_front_name_puts_no_script_link_in_the_report(inputs, work):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("value", [JS_LINK, "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                                   "=cmd|' /C calc'!A0", "@SUM(1)", "\\input{/etc/hostname}", "$\\undefinedmacro$"],
+                         ids=["js_link", "script", "img_onerror", "formula", "at_formula", "latex_input", "mathtext"])
+@pytest.mark.parametrize("field", ["cpu", "host"])
+def test_m1_m3_the_machine_a_record_names_reaches_no_page_csv_or_latex_as_code(inputs, work, field, value):
+    """The devices table shows the environment's CPU model and host: text from the record, checksum recomputed."""
+    records = _jsonl(inputs["records"])
+    for r in records:
+        if field == "cpu":
+            r["environment"]["cpu"]["model"] = value
+        else:
+            r["environment"]["host"] = value
+    write_records(work / "in" / "m.jsonl", records)
+    for argv in (["build-lut", "in/m.jsonl", "-o", "out/lut.csv"], ["report", "in", "-o", "out/report"]):
+        result, problems = run(work, *argv)
+        assert not problems, "\n".join(problems)
+        if result.returncode == 2:
+            assert_one_line(result, argv[0])
+
+
 # -- Medium 2: output paths built from file contents ----------------------------------------------------------------
 
 @pytest.mark.parametrize("plots_folder", [True, False], ids=["front_x-exists", "no-front_x"])
