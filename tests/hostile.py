@@ -28,7 +28,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["ABS", "HOSTILE", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
+import pytest
+
+__all__ = ["ABS", "HOSTILE", "MODEL", "PLAN", "received_files", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
            "page_problems", "run_problems", "snapshot", "changes_outside", "output_problems", "resolve_hostile"]
 
 #: stands for an absolute folder of the test's own (its value is only known when the test runs): `resolve_hostile`
@@ -353,3 +355,58 @@ def run_problems(run: Callable[[], Any], command: str) -> tuple[Any, list[str]]:
         if len(errors) != 1 or not errors[0].startswith(f"dsprof {command}: error: "):
             problems.append(f"dsprof {command}: exit 2 without exactly one error line: {result.stderr[-300:]!r}")
     return result, problems
+
+
+# -- the files someone sends, built once per process -------------------------------------------------------------
+
+MODEL = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+_BUILT: dict[str, dict[str, Path]] = {}
+
+
+def _plan():
+    from dsprof.plan import Plan
+
+    return Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7}, name="tiny-ds").with_merge(
+        [False, True, False, True, True, False, False])
+
+
+PLAN = _plan()  # keeps blocks 0, 2, 5, 6; merges 1, 3, 4 (a merge list: a report draws its memory plot)
+
+
+def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The files of each kind, as dsprof writes them, for the tests to edit (never to change in place): mobilenet_v2
+    (one block a stage) measured at 32 px with a tiny budget (blocks original, merged, linear; the whole model), its
+    LUT with tests/rule_lut.py's medians, the front `dsprof plan --max-span 1` writes from it, `PLAN`, and a bundle
+    of one block (TorchScript) with the results its runner wrote here. Built once per process (both test modules
+    read them)."""
+    if "files" in _BUILT:
+        return _BUILT["files"]
+    import subprocess
+    import sys
+
+    from dsprof.cli import main
+    from dsprof.lut import build_lut
+    from dsprof.profiler import TimingConfig, measure
+    from rule_lut import rule_lut
+
+    src = tmp_path_factory.mktemp("received-files")
+    fast = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                        min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
+    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32,
+                     variants=("original", "merged", "linear"), model_variants=("original",), timing=fast,
+                     out=src / "m.jsonl", progress=False)
+    rule_lut(build_lut([result.path]).save(src / "lut.csv"), result.path)
+    assert main(["plan", "--lut", str(src / "lut.csv"), *MODEL, "--max-span", "1", "--out",
+                 str(src / "front.json")]) == 0
+    (src / "plan.json").write_text(PLAN.to_json())
+    assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
+                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+                 "--budget", "0.01", "--min-sample-time", "0"]) == 0
+    done = subprocess.run([sys.executable, str(src / "bundle" / "run_bundle.py"), "--runtime", "torchscript",
+                           "--threads", "1", "--out", str(src / "results.jsonl"), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    _BUILT["files"] = {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
+                       "plan": src / "plan.json", "bundle": src / "bundle", "manifest": src / "bundle" / "manifest.json",
+                       "results": src / "results.jsonl"}
+    return _BUILT["files"]

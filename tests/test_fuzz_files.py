@@ -18,29 +18,19 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsprof.cli import main
-from dsprof.plan import Plan
-from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.records import record_checksum
-from dsprof.lut import build_lut
 
 from cli_run import dsprof_here
-from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, changes_outside, command_problems, output_problems,
-                     resolve_hostile, run_problems, snapshot)
-from rule_lut import rule_lut
+from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, MODEL, changes_outside, command_problems, output_problems,
+                     received_files, resolve_hostile, run_problems, snapshot)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-MODEL = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
 NEST = 8  # folders between the case's root and its work folder: room for ../ to climb without leaving the snapshot
 
 #: The fields of each file, as dotted paths into its JSON ("*": every item of a list).
@@ -119,25 +109,7 @@ def set_field(data: Any, path: str, value: Any) -> None:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, Path]:
-    src = tmp_path_factory.mktemp("fuzz-inputs")
-    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32,
-                     variants=("original", "merged", "linear"), model_variants=("original",), timing=FAST,
-                     out=src / "m.jsonl", progress=False)
-    lut = build_lut([result.path]).save(src / "lut.csv")
-    rule_lut(lut, result.path)
-    done = dsprof_here("plan", "--lut", "lut.csv", *MODEL, "--max-span", "1", "--out", "front.json", cwd=src)
-    assert done.returncode == 0, done.stderr
-    plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7}, name="tiny-ds")
-    (src / "plan.json").write_text(plan.with_merge([False, True, False, True, True, False, False]).to_json())
-    assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
-                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
-                 "--budget", "0.01", "--min-sample-time", "0"]) == 0
-    done = subprocess.run([sys.executable, str(src / "bundle" / "run_bundle.py"), "--runtime", "torchscript",
-                           "--threads", "1", "--out", str(src / "results.jsonl"), "--quiet"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
-            "plan": src / "plan.json", "manifest": src / "bundle" / "manifest.json", "results": src / "results.jsonl"}
+    return received_files(tmp_path_factory)
 
 
 def _jsonl(path: Path) -> list[dict]:

@@ -21,50 +21,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from dsprof.cli import main
-from dsprof.lut import build_lut
 from dsprof.merge import merge_model, save_merged
 from dsprof.models import get_model
-from dsprof.plan import Plan
-from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.records import record_checksum
 
 from cli_run import dsprof_here as dsprof
-from hostile import (changes_outside, command_problems, commands_in, csv_problems, latex_problems, output_problems,
-                     page_problems, run_problems, snapshot)
-from rule_lut import rule_lut
+from hostile import (MODEL, PLAN, changes_outside, command_problems, commands_in, csv_problems, latex_problems,
+                     output_problems, page_problems, received_files, run_problems, snapshot)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
 FAST_ARGS = ["--threads", "1", "--budget", "0.01", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
              "--no-progress"]
 JS_LINK = "[x](javascript:alert%28document.domain%29)"
-PLAN = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7}, name="tiny-ds").with_merge(
-    [False, True, False, True, True, False, False])
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, Path]:
-    src = tmp_path_factory.mktemp("hostile-inputs")
-    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32,
-                     variants=("original", "merged", "linear"), model_variants=("original",), timing=FAST,
-                     out=src / "m.jsonl", progress=False)
-    rule_lut(build_lut([result.path]).save(src / "lut.csv"), result.path)
-    done = dsprof("plan", "--lut", "lut.csv", *MODEL, "--max-span", "1", "--out", "front.json", cwd=src)
-    assert done.returncode == 0, done.stderr
-    assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
-                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
-                 "--budget", "0.01", "--min-sample-time", "0"]) == 0
-    done = subprocess.run([sys.executable, str(src / "bundle" / "run_bundle.py"), "--runtime", "torchscript",
-                           "--threads", "1", "--out", str(src / "results.jsonl"), "--quiet"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
-            "bundle": src / "bundle", "results": src / "results.jsonl"}
+    return received_files(tmp_path_factory)
 
 
 @pytest.fixture()
