@@ -1,8 +1,9 @@
-"""Files in and out: the one way to an output path (`output_path`: names from data slugged, `slug`; nothing
+"""Files in and out: the one way to an output path (`output_path`: names from data slugged by `slug`, nothing
 outside the output folder), writing that never leaves a half-written file behind (with the user's umask), CSV cells
-that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
-content -- another encoding, binary, empty, cut, a file of another kind -- becomes one `DsprofError` that names
-the file and says what it is (`describe_file`) and what to do."""
+that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads
+(`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any content -- another encoding, binary, empty, cut,
+a file of another kind -- becomes one `DsprofError` that names the file and says what it is (`describe_file`) and
+what to do."""
 
 from __future__ import annotations
 

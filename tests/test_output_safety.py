@@ -6,6 +6,7 @@ command into a table, and no traceback -- each crafted input through the real co
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import re
@@ -272,3 +273,24 @@ def test_no_predictable_temporary_file_is_followed(tmp_path):
         writer.write([])
     assert victim.read_text() == "keep me\n" and target.is_file()
     assert os.path.islink(target.parent / ".m.jsonl.tmp")
+
+
+def test_the_lut_file_holds_no_formula_cell(tmp_path):
+    """A LUT whose device name and source file name would be formulas in a spreadsheet: written as text (a leading
+    quote), the numbers as they were, and the end line's checksum over the text as written (docs/lut.md)."""
+    from dsprof.lut import LUT, build_lut
+
+    lut = build_lut([FIXTURES / "tiny_torch.jsonl"])
+    frame = lut.to_dataframe().assign(device_name="=cmd|' /C calc'!A0", sources="@SUM(A1).jsonl")
+    path = LUT(frame, "crafted").save(tmp_path / "lut.csv")
+    rows = list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+    assert len(rows) == len(frame) > 10
+    assert {r["device_name"] for r in rows} == {"'=cmd|' /C calc'!A0"}
+    assert {r["sources"] for r in rows} == {"'@SUM(A1).jsonl"}
+    assert [float(r["median_s"]) for r in rows] == list(frame["median_s"])
+    for row in rows:
+        for cell in row.values():
+            assert not cell.startswith(("=", "+", "-", "@")) or _is_number(cell)
+    text = path.read_text()
+    body, end = text[: text.rindex("# end")], text[text.rindex("# end"):]
+    assert end == f"# end rows={len(frame)} sha256={hashlib.sha256(body.encode()).hexdigest()}\n"  # docs/lut.md

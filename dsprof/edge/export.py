@@ -94,7 +94,7 @@ _BUNDLE_ENTRIES = {MANIFEST, RUNNER_NAME, MARKER, "models", "results", "__pycach
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
-    """Refuse ``out`` where it exists, unless ``overwrite`` and it is a bundle dsprof wrote (`_is_bundle`) that holds
+    """Refuse ``out`` where it exists, unless ``overwrite`` and it is a bundle dsprof wrote (`_not_a_bundle`) that holds
     no results."""
     if not out.exists() and not out.is_symlink():
         return
@@ -124,6 +124,12 @@ def _not_a_bundle(out: Path) -> str:
     if not isinstance(manifest, dict) or not marker or manifest.get("bundle_id") != marker:
         return f"its {MARKER} does not match its {MANIFEST}"
     foreign = sorted(p.name for p in out.iterdir() if p.name not in _BUNDLE_ENTRIES or p.is_symlink())
+    models = out / "models"
+    if models.is_dir():  # the model files `_write_bundle` names, and nothing else
+        suffixes = tuple(FORMATS.values())
+        foreign += sorted(f"models/{p.name}" for p in models.iterdir() if p.is_symlink() or not p.is_file()
+                          or not (p.name.startswith("w") and p.name.endswith(suffixes)
+                                  and p.name[1:].split(".", 1)[0].isdigit()))
     if foreign:
         return f"it holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}"
     return ""
