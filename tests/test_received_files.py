@@ -372,3 +372,95 @@ def test_every_command_dsprof_prints_keeps_a_hostile_value_one_quoted_word(hosti
     assert shlex.split(shell_command(["dsprof", hostile])) == ["dsprof", hostile]
     beside = plan_command("lut.csv", "mobilenet_v2", {}, like=hostile, accept_modified=True)
     assert beside.endswith(f"(with {shlex.join(['--lut', hostile, '--accept-modified'])}: both contexts side by side)")
+
+
+# -- a fuzz of hostile values through every field of each kind of file ------------------------------------------------
+
+#: Values no field should let through unchecked: strings a shell, a browser, a spreadsheet or LaTeX would act on, a
+#: path, control characters, a long string; numbers out of every bound; values of the wrong type.
+FUZZ = [*HOSTILE, "", " ", "-rf", "..", "x" * 5000, "\u202ex", "\x00", "%s%n", "{hint}", float("nan"), float("inf"),
+        -1, 0, 1e308, 10 ** 30, -0.0, True, None, [], {}, [1, 2], {"a": 1}]
+#: Characters that must never reach a name that was accepted.
+UNSAFE = set("$`;|&<>[]{}\\\"=\n\r\x00!")
+
+
+def _fuzz(make, fields, read) -> int:
+    """Each hostile value in each field of a file (``make(field, value)`` writes it and returns its path), through
+    the real reader ``read``: refused with a `DsprofError` naming the file, or read with that field holding a value
+    its rules allow. Anything else (a traceback) fails. Returns the number of cases."""
+    from dsprof.errors import DsprofError
+
+    cases = 0
+    for field in fields:
+        for value in FUZZ:
+            path = make(field, value)
+            cases += 1
+            try:
+                read(path)
+            except DsprofError as exc:
+                assert str(path) in str(exc), (field, value, str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - what the test is for
+                pytest.fail(f"{field}={value!r}: {type(exc).__name__}: {exc}")
+            if isinstance(value, str) and field in ("device", "device_name", "env_id", "backend", "dtype", "layout"):
+                assert not UNSAFE & set(value), (field, value)  # read back: only what the rules allow
+    return cases
+
+
+def test_hostile_values_in_every_field_are_refused_by_name_or_harmless(tmp_path, bundle, lut_text):
+    cases = 0
+
+    def record(field, value):
+        data = _record(**{field: value})
+        try:
+            data["sha256"] = record_checksum(data)
+        except ValueError:  # NaN or infinity: no checksum can hold it; read as accepted below, to reach the field
+            data["sha256"] = "0" * 64
+        (tmp_path / "m.jsonl").write_text(json.dumps(data) + "\n")
+        return tmp_path / "m.jsonl"
+
+    cases += _fuzz(record, ["device", "device_name", "env_id", "backend", "dtype", "layout", "compile", "scope",
+                            "variant", "model", "name", "group", "spec", "time_utc", "threads", "batch", "samples_s",
+                            "input_shape", "model_options"],
+                   lambda path: read_measurements(path, accept_modified=True))
+
+    def plan(field, value):
+        data = {"format": "dsprof.plan", "version": 1, "model": "mobilenet_v2", "keep": [1] * 17, field: value}
+        if field.startswith("options."):
+            data = {**data, "options": {field.split(".", 1)[1]: value}}
+            data.pop(field)
+        (tmp_path / "p.json").write_text(json.dumps(data))
+        return tmp_path / "p.json"
+
+    cases += _fuzz(plan, ["model", "name", "source", "keep", "options", "options.width", "options.pretrained",
+                          "border", "free_activation", "merge", "spans"], load_plan)
+
+    def front(field, value):
+        (tmp_path / "front.json").write_text(json.dumps({**FRONT, field: value}))
+        return tmp_path / "front.json"
+
+    cases += _fuzz(front, ["model", "name", "device", "options", "method"], load_front)
+
+    from dsprof.edge import import_results
+
+    def manifest(field, value):
+        other = tmp_path / "bundle"
+        other.mkdir(exist_ok=True)
+        data = json.loads((bundle / "manifest.json").read_text())
+        (other / "manifest.json").write_text(json.dumps({**data, field: value}))
+        return other / "manifest.json"
+
+    def imported(path):
+        import shutil
+
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        import_results(path.parent, _results(bundle, tmp_path / "r.jsonl"), out=tmp_path / "out")
+
+    cases += _fuzz(manifest, ["model", "model_options", "batch", "dtype"], imported)
+
+    def results(field, value):
+        return _results(bundle, tmp_path / "r.jsonl", **{field: value})
+
+    cases += _fuzz(results, ["device", "threads", "samples_s", "group", "time_utc"],
+                   lambda path: (import_results(bundle, path, out=tmp_path / "out", overwrite=True)))
+    assert cases >= 200

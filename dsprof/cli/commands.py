@@ -1,9 +1,10 @@
 """The `dsprof` command lines that messages and results suggest, written in one place: what to run to time what a
 LUT lacks (`measure_command`), to score importance (`importance_command`; `hint_command` for a message's hint), to
-plan a new context
-(`plan_command`) and to build the merged model of a plan file (`merge_command`). Plain text from plain values: the
+plan a new context (`plan_command`), to build the merged model of a plan file (`merge_command`), and the next steps
+of an edge bundle (`runner_command`, `import_command`, `build_lut_command`). Plain text from plain values: the
 layers below the command line pass the values (a `MeasureHint`, a plan file's path), only the command line
-writes commands.
+writes commands, and every one goes through `shell_command` (``shlex.join``): a value from a file, a device name
+or a path, is one quoted word, never something a shell runs.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
     if missing:
         raise EdgeError(f"{path} lacks field(s) {', '.join(missing)}; export the bundle again")
     try:  # what a received bundle may carry into records and file names: `dsprof.fields`
-        check_text(manifest["model"], "model", limit=300)
+        check_text(manifest["model"], "model")
         check_model_options(manifest["model_options"], "model_options")
         check_count(manifest["batch"], "batch", 1, MAX_BATCH)
         check_token(manifest["dtype"], "dtype")
@@ -60,7 +60,7 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
             for name in ("id", "scope", "variant"):
                 check_token(w[name], f"workloads[{i}].{name}")
             for name in ("label", "name"):
-                check_text(w[name], f"workloads[{i}].{name}", limit=300)
+                check_text(w[name], f"workloads[{i}].{name}")
             check_shape(w["input_shape"], f"workloads[{i}].input_shape")
     except FieldError as exc:
         raise EdgeError(f"{path}: {exc}; export the bundle again") from None

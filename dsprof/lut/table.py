@@ -301,7 +301,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             check_count(typed["batch"], "batch", 1, MAX_BATCH)
             check_count(typed["threads"], "threads", 0, MAX_THREADS)
             check_text(r["workload"], "workload", limit=2000)
-            check_text(r["sources"], "sources", limit=100_000)
+            check_text(r["sources"], "sources", limit=1_000_000)
         except FieldError as exc:
             raise LUTError(f"{where(i)}: {exc}; rebuild the LUT with `dsprof build-lut`") from None
         if typed["median_s"] > MAX_SAMPLE_S:

@@ -152,10 +152,10 @@ class Plan:
         if not isinstance(fields["keep"], list):
             raise PlanError("'keep' must be a list of 0/1")
         try:  # what a plan from someone else may carry into a model, a page or a command: `dsprof.fields`
-            check_text(fields["model"], "model", limit=300)
+            check_text(fields["model"], "model")
             check_model_options(fields.get("options", {}), "options")
             for name in ("name", "source"):
-                check_text(fields.get(name), name, limit=300, none=True)
+                check_text(fields.get(name), name, none=True)
             if len(fields["keep"]) > MAX_BLOCKS:
                 raise FieldError(f"field 'keep' holds {len(fields['keep'])} entries, more than {MAX_BLOCKS} blocks")
         except FieldError as exc:

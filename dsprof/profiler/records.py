@@ -197,7 +197,7 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
     check_count(values.get("batch"), "batch", 1, MAX_BATCH)
     check_count(values.get("threads"), "threads", 0, MAX_THREADS, none=True)
     for name in ("model", "name", "group"):
-        check_text(values.get(name), name, limit=300)
+        check_text(values.get(name), name)
     check_text(values.get("time_utc", ""), "time_utc", limit=64)
     check_model_options(values.get("model_options"), "model_options")
     values["input_shape"] = check_shape(values.get("input_shape"))

@@ -62,7 +62,7 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
         raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with `dsprof plan --out`")
     try:  # what a front from someone else may carry into pages, tables and commands: `dsprof.fields`
         for name in ("model", "name", "method"):
-            check_text(front.get(name), name, limit=300, none=name != "model")
+            check_text(front.get(name), name, none=name != "model")
         check_model_options(front.get("options") or {}, "options")
         if not isinstance(front["device"], str):
             raise FieldError(f"field 'device' must be a device key (text), got {type(front['device']).__name__}")
@@ -76,7 +76,7 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
         check_count(device.batch, "device (batch)", 1, MAX_BATCH)
         check_count(device.threads, "device (threads)", 0, MAX_THREADS)
         for i, preset in enumerate(front.get("presets") or []):
-            check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name", limit=300)
+            check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name")
     except FieldError as exc:
         raise BadFileError(f"{path}: {exc}; write it again with `dsprof plan --out`") from None
     front["path"] = str(path)

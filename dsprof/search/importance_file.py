@@ -70,7 +70,7 @@ def read_importance(path: str | Path) -> dict[str, Any]:
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_GIVE}")
     try:  # what the file may carry into messages and commands: `dsprof.fields`
-        check_text(model["name"], "model.name", limit=300)
+        check_text(model["name"], "model.name")
         check_model_options(model.get("options") or {}, "model.options")
     except FieldError as exc:
         raise BadFileError(f"{path}: {exc}; {_GIVE}") from None
