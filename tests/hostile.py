@@ -205,13 +205,14 @@ def html_problems(text: str, name: str) -> list[str]:
 
 _RAW_TAG = re.compile(r"<\s*/?\s*[a-zA-Z][a-zA-Z0-9:-]*[\s/>]|<[a-zA-Z][a-zA-Z0-9+.-]*:", re.S)  # a tag or autolink
 _MD_LINK = re.compile(r"(?<!\\)\]\(\s*<?([^)\s>]*)")
+_MD_DEFINITION = re.compile(r"^ {0,3}(?<!\\)\[[^\]]+\]:\s*<?(\S*?)>?(?:\s|$)", re.M)  # [label]: target
 
 
 def markdown_problems(text: str, name: str) -> list[str]:
     """Raw HTML (a tag or an autolink: Markdown passes both to the page) and links whose target has a scheme other
     than http(s)."""
     problems = [f"{name}: raw markup {m.group(0)[:40]!r}" for m in _RAW_TAG.finditer(text)]
-    for m in _MD_LINK.finditer(text):
+    for m in [*_MD_LINK.finditer(text), *_MD_DEFINITION.finditer(text)]:
         target = re.sub(r"[\x00-\x20]", "", m.group(1))
         if target and not _SAFE_SCHEME.match(target):
             problems.append(f"{name}: Markdown link to {target[:80]!r}")

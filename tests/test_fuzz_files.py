@@ -219,3 +219,41 @@ def test_the_fuzz_covers_every_value_field_and_file():
     assert {(k, f) for k, f, _ in CASES} == {(k, f) for k, fields in FIELDS.items() for f in fields}
     assert len(set(CASES)) == len(CASES)
 
+
+
+def test_the_checks_find_what_they_look_for(tmp_path):
+    """Each check of tests/hostile.py on outputs made by hand: what issue #45 found is caught, dsprof's own safe
+    forms pass (so that a green fuzz means the outputs are safe, not that the checks are blind)."""
+    from hostile import commands_in, csv_problems, html_problems, latex_problems, markdown_problems
+
+    own = '<a href="plots/x.csv">CSV</a><img src="data:image/png;base64,AAAA"><script>\n' \
+          'document.querySelectorAll("table.sortable th").forEach(function () {});</script>'
+    assert html_problems(own, "p") == []
+    for bad in ('<a href="javascript:alert%28document.domain%29">x</a>', '<a href="java\nscript:alert(1)">x</a>',
+                '<a href="JaVaScRiPt&#58;alert(1)">x</a>', '<a href="data:text/html;base64,PHNjcmlwdD4=">x</a>',
+                "<img src=x onerror=alert(1)>", "<script>alert(1)</script>", '<iframe src="x"></iframe>'):
+        assert html_problems(own + bad, "p"), bad
+    assert markdown_problems("![front](plots/front.png) [CSV](tables/a.csv) [x\\](javascript:1) &lt;script>", "p") == []
+    for bad in ("[x](javascript:alert%28document.domain%29)", "<script>alert(1)</script>", "<img src=x onerror=1>",
+                "<javascript:alert(1)>", "[x]: javascript:alert(1)", "[x](data:text/html,1)"):
+        assert markdown_problems(bad, "p"), bad
+
+    (tmp_path / "ok.csv").write_text("device,median_s\n'=cmd|' /C calc'!A0,-0.5\n+1,-1e-3\n'@SUM(1),-inf\n")
+    assert csv_problems(tmp_path) == []
+    for cell in ("=cmd|' /C calc'!A0", "-1+2", "@SUM(1)", "+A1", "\t=1"):
+        (tmp_path / "bad.csv").write_text(f"device,median_s\n\"{cell}\",1\n")
+        assert csv_problems(tmp_path), cell
+    (tmp_path / "bad.csv").unlink()
+    (tmp_path / "ok.tex").write_text("\\begin{tabular}{ll}\\textbackslash{}input\\{/etc/passwd\\} & a\\_b\\\\\n")
+    assert latex_problems(tmp_path) == []
+    (tmp_path / "bad.tex").write_text("a & \\input{/etc/passwd} \\\\\n")
+    assert latex_problems(tmp_path) == ["bad.tex: LaTeX command \\input"]
+
+    quoted = "dsprof plan: error: lacks spans; run `dsprof measure --model m --device 'cpu$(touch PWN)' --spans 2` and"
+    assert [p for _, p in commands_in(quoted)] == [""]
+    assert commands_in("next: dsprof merge --plan 'my plan.json' --out 'a b.pt'") == [
+        ("dsprof merge --plan 'my plan.json' --out 'a b.pt'", "")]
+    for bad in ("run `dsprof measure --device cpu$(touch PWN) --batch 1` and", "next: dsprof measure --device cpu; rm -rf x",
+                "run `dsprof measure --device cpu`touch PWN` --batch 1`", "next: dsprof plan --lut it's.csv",
+                'next: dsprof plan --lut "$(touch PWN).csv"', "next: dsprof measure --device cpu | touch PWN"):
+        assert [p for _, p in commands_in(bad) if p], bad
