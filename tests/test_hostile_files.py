@@ -157,8 +157,10 @@ def test_m2_a_front_stem_writes_nothing_outside_the_report(inputs, work, plots_f
         (work / "out" / "report" / "tables" / "front_x").mkdir(parents=True)
     result, problems = run(work, "report", "in/m.jsonl", "--front", "in/front.json", "-o", "out/report")
     assert not problems, "\n".join(problems)
-    assert not list(root_of(work).rglob("FRONTESC*")) or all(
-        (work / "out") in p.parents for p in root_of(work).rglob("FRONTESC*"))
+    assert result.returncode == 0, result.stderr
+    # the front's plot and tables, each one file name inside plots/ and tables/
+    written = list(root_of(work).rglob("*FRONTESC*"))
+    assert {p.parent for p in written} == {work / "out" / "report" / "plots", work / "out" / "report" / "tables"}
 
 
 def test_m2_a_plan_name_writes_nothing_outside_the_report(inputs, work):
@@ -170,6 +172,9 @@ def test_m2_a_plan_name_writes_nothing_outside_the_report(inputs, work):
     (work / "out" / "report" / "tables" / "memory_x").mkdir(parents=True)
     result, problems = run(work, "report", "in/m.jsonl", "--plans", "in/plan.json", "-o", "out/report")
     assert not problems, "\n".join(problems)
+    assert result.returncode == 0, result.stderr
+    written = list(root_of(work).rglob("*PLANESC*"))  # the memory plot and table of the plan
+    assert {p.parent for p in written} == {work / "out" / "report" / "plots", work / "out" / "report" / "tables"}
 
 
 @pytest.mark.parametrize("field,value", [("dtype", "/../../../outside/ESCAPED"), ("batch", "1/../../../outside/B"),
