@@ -306,6 +306,72 @@ def test_m4_merge_command_after_plan_is_quoted(inputs, work):
     assert words[words.index("--plan") + 1] == plan_out
 
 
+def importance_file(path: Path, **fields) -> Path:
+    """An importance file as `dsprof importance` writes it (the format of dsprof/search/importance_file.py's
+    docstring) for mobilenet_v2 with one block a stage, scored at 32 px, with ``fields`` replaced."""
+    record = {"format": "dsprof.importance", "version": 1,
+              "model": {"name": "mobilenet_v2", "options": {"depths": [1] * 7},
+                        "blocks": [f"features.{i}" for i in range(1, 8)], "num_classes": 1000},
+              "data": {"name": "digits", "resolution": 32},
+              "proxy": {"name": "zero-shot", "unit": "loss", "settings": {}},
+              "importance": [0.5, 0.1, 0.3, 0.05, 0.2, 0.4, 0.6], "ranking": [6, 0, 5, 2, 4, 1, 3]}
+    for key, value in fields.items():
+        record[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize("case", ["proxy", "data", "weights"])
+def test_m4_the_importance_hint_is_quoted(inputs, work, case):
+    """The `dsprof importance` a plan suggests (scored at another size: a warning; for another model: an error)
+    carries the file's proxy, data and weights: one word each, or the file is refused."""
+    hostile = "x $(touch PWN)"
+    fields = {"data": {"name": "digits", "resolution": 64}}
+    if case == "proxy":
+        fields["proxy"] = {"name": hostile, "unit": "loss", "settings": {}}
+    elif case == "data":
+        fields["data"] = {"name": hostile, "resolution": 64}
+    else:
+        fields["model"] = {"name": "mobilenet_v2", "options": {"depths": [1] * 7}, "weights": hostile,
+                           "blocks": [f"features.{i}" for i in range(1, 8)], "num_classes": 1000}
+    importance_file(work / "in" / "importance.json", **fields)
+    shutil.copy(inputs["lut"], work / "in" / "lut.csv")
+    result, problems = run(work, "plan", "--lut", "in/lut.csv", *MODEL, "--max-span", "1", "--importance",
+                           "in/importance.json", "--out", "out/front.json")
+    assert not problems, "\n".join(problems)
+    commands = [c for c, _ in commands_in(result.stderr) if c.startswith("dsprof importance")]
+    if result.returncode == 0:  # used, with a warning that names the command scoring it at 32 px
+        (command,) = commands
+        words = shlex.split(command)
+        assert words[words.index("--resolution") + 1] == "32", command
+        if case == "data":
+            assert words[words.index("--data") + 1] == hostile, command
+        if case == "proxy":
+            assert words[words.index("--proxy") + 1] == hostile, command
+        if case == "weights":
+            assert words[words.index("--weights") + 1] == hostile, command
+    else:
+        assert_one_line(result, "plan")
+
+
+def test_m4_model_file_paths_in_hints_and_next_lines_are_quoted(inputs, work):
+    """A model file in a folder whose name holds a space and a $( ): the `dsprof measure` a LUT miss suggests, and
+    the `next: dsprof plan` after a measure, name it as one word."""
+    folder = work / "in" / "my models $(touch PWN)"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "models" / "flatnet.py", folder / "flatnet.py")
+    model_file = f"{folder}/flatnet.py:build"
+    shutil.copy(inputs["lut"], work / "in" / "lut.csv")
+    result, problems = run(work, "predict", "--lut", "in/lut.csv", "--model-file", model_file, "--resolution", "32")
+    assert not problems, "\n".join(problems)
+    assert_one_line(result, "predict")
+    (command,) = [c for c, _ in commands_in(result.stderr) if c.startswith("dsprof measure")]
+    words = shlex.split(command)
+    assert words[words.index("--model-file") + 1] == model_file, command
+    assert not list(root_of(work).rglob("PWN"))
+
+
 # -- Small: checksums that can be dropped ---------------------------------------------------------------------------
 
 def test_s_a_record_without_its_checksum_needs_accept_modified(inputs, work):
