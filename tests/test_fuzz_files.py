@@ -6,11 +6,13 @@ says: nothing written outside the output folder, no script link or raw script in
 no file-reading LaTeX, no unquoted command substitution in a printed command, no traceback (exit 0, or exit 2 with
 one line).
 
-Which values go through which field: every value through the field issue #45 names for each file (a record's
-`device_name`, a front's `name` and `stem`, a plan's `name`, a manifest's `dtype`, an edge result's `device`); one
-value of each class, in turn, through every other field (`cases`). The inputs are built once per module, for real:
-mobilenet_v2 (one block a stage) measured at 32 px with a tiny budget, its LUT with tests/rule_lut.py's medians, the
-front `dsprof plan` writes from it, a bundle of one block exported and timed by its runner (TorchScript, here).
+Which values go through which field (`cases`): every value through the field issue #45 names for a record
+(`device_name`), a manifest (`dtype`) and an edge result (`device`); one value of each class through a front's `stem`
+and `name` and a plan's `name` (their cases draw a plot each); through every other field, one string value taken in
+turn from the list, and for records, manifests and edge results one wrong-typed value too. The inputs are built once
+per process (tests/hostile.py's `received_files`), for real: mobilenet_v2 (one block a stage) measured at 32 px with
+a tiny budget, its LUT with tests/rule_lut.py's medians, the front `dsprof plan` writes from it, a plan, a bundle of
+one block exported and timed by its runner (TorchScript, here).
 """
 
 from __future__ import annotations
@@ -33,25 +35,39 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 NEST = 8  # folders between the case's root and its work folder: room for ../ to climb without leaving the snapshot
 
-#: The fields of each file, as dotted paths into its JSON ("*": every item of a list).
+#: The fields of each file, as dotted paths into its JSON ("*": every item of a list): every field dsprof writes
+#: (a record's checksum aside: each edit recomputes it), and the fields inside its objects down to their values.
 FIELDS: dict[str, list[str]] = {
-    "record": ["device_name", "device", "name", "model", "spec", "backend", "dtype", "layout", "env_id", "group",
-               "variant", "scope", "error", "compile", "stop_reason", "time_utc", "threads", "batch", "index", "macs",
-               "samples_s", "model_options", "model_options.depths", "environment.cpu.model", "environment.host",
-               "environment.versions.torch", "environment", "input_shape", "channels", "state_after"],
-    "front": ["stem", "name", "model", "device", "method", "notes", "blocks", "options", "context.device",
-              "context.backend", "context.threads", "original_s", "points.*.keep", "points.*.spans", "points.*.k",
-              "points.*.latency_s", "points.*.merge", "points.*.importance", "presets", "max_span"],
-    "plan": ["name", "model", "options", "options.depths", "keep", "merge", "free_activation", "border", "source",
-             "options.pretrained", "options.num_classes", "options.width", "options.resolution"],
-    "manifest": ["dtype", "batch", "model", "model_options", "model_options.resolution", "model_options.depths",
-                 "bundle_id", "workloads.*.name", "workloads.*.spec", "workloads.*.variant", "workloads.*.scope",
-                 "workloads.*.label", "workloads.*.input_shape", "workloads.*.macs", "workloads.*.index",
-                 "workloads.*.channels", "groups"],
-    "results": ["device", "environment.cpu.model", "environment.host", "environment.cpu.board", "environment.jetson",
-                "threads", "samples_s", "group", "stop_reason", "time_utc", "error", "iterations_per_sample",
-                "runtime_info", "state_before", "environment.versions.python", "layout", "budget_s",
-                "warmup_iterations", "target_precision"],
+    "record": ["device_name", "backend", "batch", "budget_s", "channels", "compile", "device", "dtype", "env_id",
+               "environment", "error", "group", "index", "input_shape", "iterations_per_sample", "layout", "macs",
+               "model", "model_options", "name", "params", "runtime_info", "samples_s", "schema", "scope", "spec",
+               "state_after", "state_before", "stop_reason", "target_precision", "threads", "time_utc", "variant",
+               "warmup_iterations", "environment.allocator", "environment.cpu", "environment.cpu.model",
+               "environment.cpu.machine", "environment.cpu.logical_cores", "environment.gpu", "environment.host",
+               "environment.jetson", "environment.time_utc", "environment.versions", "environment.versions.torch",
+               "model_options.depths", "model_options.resolution", "state_after.load_avg_1m"],
+    "front": ["stem", "name", "format", "version", "model", "options", "options.depths", "device", "context",
+              "context.env_id", "context.device", "context.backend", "context.dtype", "context.layout",
+              "context.batch", "context.threads", "context.compile", "blocks", "spans_predicted", "method",
+              "max_span", "original_s", "points", "points.*.k", "points.*.keep", "points.*.merge", "points.*.spans",
+              "points.*.speedup", "points.*.speedup_low", "points.*.speedup_high", "points.*.latency_s",
+              "points.*.low_s", "points.*.high_s", "points.*.importance", "least_loss", "pareto", "presets",
+              "no_gain", "fastest_k", "notes"],
+    "plan": ["name", "format", "version", "model", "keep", "options", "options.depths", "free_activation", "border",
+             "merge", "source", "search", "spans", "options.pretrained", "options.num_classes", "options.width",
+             "options.resolution"],
+    "manifest": ["dtype", "batch", "bundle_id", "dsprof_version", "format", "formats", "groups", "model",
+                 "model_options", "model_options.depths", "model_options.resolution", "onnx_opset", "results_format",
+                 "timing", "timing.budget_s", "timing.min_samples", "workloads", "workloads.*.channels",
+                 "workloads.*.files", "workloads.*.id", "workloads.*.index", "workloads.*.input_shape",
+                 "workloads.*.label", "workloads.*.macs", "workloads.*.name", "workloads.*.params",
+                 "workloads.*.scope", "workloads.*.sha256", "workloads.*.spec", "workloads.*.variant"],
+    "results": ["device", "budget_s", "bundle_id", "environment", "environment.cpu", "environment.cpu.model",
+                "environment.cpu.board", "environment.cpu.logical_cores", "environment.gpu", "environment.host",
+                "environment.jetson", "environment.time_utc", "environment.versions",
+                "environment.versions.python", "error", "format", "group", "iterations_per_sample", "layout",
+                "runtime", "runtime_info", "samples_s", "state_after", "state_before", "stop_reason",
+                "target_precision", "threads", "time_utc", "warmup_iterations", "workload"],
 }
 #: The field issue #45 names for each file whose cases are cheap (no plot): every hostile value goes through it.
 PRIMARY = {"record": "device_name", "front": None, "plan": None, "manifest": "dtype", "results": "device"}
