@@ -248,6 +248,9 @@ def test_a_manifest_cannot_name_a_file_outside_out(small, tmp_path, capsys):
     assert code == 0, err
     (path,) = written  # the measurement file, and no temporary file left beside it
     assert path.name.startswith("mobilenet_v2_edge-") and path.name.endswith("_32px_onnxruntime_cpu_outside-ESCAPED_b1.jsonl")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # what open() would have given it, not mkstemp's 0600
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     (out / f".{path.name}.tmp").symlink_to(victim)

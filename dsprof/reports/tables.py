@@ -256,7 +256,9 @@ def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
     """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision, latencies in ms) or
     ``latex`` (booktabs; 'device: metric' columns grouped under one spanning device header). Text,
     Markdown and LaTeX show latencies in the unit `display_units` chooses and relative changes (`is_relative`)
-    as per cent with a sign."""
+    as per cent with a sign. Text from files is made harmless where it lands: Markdown without raw HTML or links
+    other than http(s) and relative ones (`markdown_safe`), CSV without formulas (`dsprof.io.csv_frame`), LaTeX
+    escaped (`latex_escape`)."""
     if fmt == "csv":  # text cells and headers that a spreadsheet would run as a formula: as text (`csv_frame`)
         return csv_frame(table).to_csv(index=False)
     floatfmt = f".{digits}f"
