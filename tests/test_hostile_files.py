@@ -496,6 +496,25 @@ def test_s_a_mathtext_device_name_is_one_line_or_plain_text(inputs, work):
         assert "undefinedmacro" in svg or "$\\undefinedmacro$" in (work / "out" / "report" / "index.md").read_text()
 
 
+@pytest.mark.parametrize("where", ["block name", "front name"])
+def test_s_mathtext_in_text_a_plot_draws_is_drawn_as_text(inputs, work, where):
+    """Free text that reaches a figure (a block's name on the block plot's axis, a front's name in its title)."""
+    records = _jsonl(inputs["records"])
+    if where == "block name":
+        for r in records:
+            if r["scope"] == "block" and r["index"] == 0:
+                r["name"] = "$\\undefinedmacro{$"
+    write_records(work / "in" / "m.jsonl", records)
+    edited_json(inputs["front"], work / "in" / "front.json",
+                **({"name": "$\\undefinedmacro{$"} if where == "front name" else {}))
+    result, problems = run(work, "report", "in/m.jsonl", "--front", "in/front.json", "-o", "out/report")
+    assert not problems, "\n".join(problems)
+    assert result.returncode == 0, result.stderr  # free text: shown, never parsed
+    plot = "block_latency" if where == "block name" else "front_front"
+    assert (work / "out" / "report" / "plots" / f"{plot}.png").stat().st_size > 1000
+    assert "undefinedmacro" in (work / "out" / "report" / "index.md").read_text()
+
+
 def test_s_nan_in_a_bare_importance_list_is_one_line(inputs, work):
     (work / "in").mkdir()
     shutil.copy(inputs["lut"], work / "in" / "lut.csv")
