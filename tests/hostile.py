@@ -33,7 +33,8 @@ import pytest
 __all__ = ["ABS", "HOSTILE", "MODEL", "PLAN", "received_files", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
            "page_problems", "run_problems", "snapshot", "changes_outside", "output_problems", "resolve_hostile"]
 
-#: stands for an absolute folder of the test's own (its value is only known when the test runs): `resolve_hostile`
+#: stands for an absolute folder of the test's own (its value is only known when the test runs): `resolve_hostile`.
+#: Absolute paths point there, never to the machine's own files, so that a write through one is seen and harmless.
 ABS = "{ABS}"
 
 _LONG = "A" * 5000
@@ -46,8 +47,8 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("dotdot_deep", "../../../../../../outside/FUZZESC", "path"),
     ("mid_dotdot", "x/../../y", "path"),
     ("abs", ABS + "/ABSPWN", "path"),
-    ("abs_etc", "/etc/passwd", "path"),
-    ("slash_dotdot", "/../../../outside/ESCAPED", "path"),
+    ("abs_etc", ABS + "/etc/passwd", "path"),  # an absolute path (inside the test's folder: a write is seen there)
+    ("slash_dotdot", ABS + "/../../../outside/ESCAPED", "path"),
     ("backslash_dotdot", "..\\..\\winesc", "path"),
     ("dot", ".", "path"),
     ("dotdot_alone", "..", "path"),
@@ -84,7 +85,7 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("semicolon", "cpu; rm -rf x", "shell"),
     ("pipe_amp", "cpu | touch PWN && echo", "shell"),
     ("quote", "it's \"quoted\"", "shell"),
-    ("dash", "--out=/tmp/PWN", "shell"),
+    ("dash", "--out=" + ABS + "/DASHPWN", "shell"),
     # control characters
     ("newline", "line1\nline2", "control"),
     ("crlf", "a\r\nb", "control"),
