@@ -208,6 +208,17 @@ def test_m3_a_formula_device_name_is_no_formula_in_any_csv(inputs, work):
     assert not csv_problems(work / "out")
 
 
+def test_m3_a_formula_file_name_is_no_formula_in_the_luts_sources(inputs, work):
+    """The LUT's sources column names the measurement files: a file someone named like a formula."""
+    shutil.copy(inputs["records"], work / "=cmd|' calc'!A0.jsonl")
+    result, problems = run(work, "build-lut", "=cmd|' calc'!A0.jsonl", "-o", "out/lut.csv")
+    assert not problems, "\n".join(problems)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(line for line in (work / "out" / "lut.csv").read_text().splitlines()
+                               if not line.startswith("#")))
+    assert rows and all("=cmd|' calc'!A0.jsonl" in r["sources"] for r in rows)  # named, as text
+
+
 def test_m3_latex_input_is_no_command_in_devices_tex(inputs, work):
     edited_records(inputs, work / "in" / "m.jsonl", device_name="\\input{/etc/hostname}")
     result, problems = run(work, "report", "in", "-o", "out/report")
