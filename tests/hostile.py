@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import re
 import traceback
@@ -30,7 +31,7 @@ from typing import Any, Callable
 
 import pytest
 
-__all__ = ["ABS", "HOSTILE", "MODEL", "PLAN", "received_files", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
+__all__ = ["ABS", "HOSTILE", "MODEL", "PLAN", "importance_file", "lut_with", "received_files", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
            "page_problems", "run_problems", "snapshot", "changes_outside", "output_problems", "resolve_hostile"]
 
 #: stands for an absolute folder of the test's own (its value is only known when the test runs): `resolve_hostile`.
@@ -401,6 +402,8 @@ def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["plan", "--lut", str(src / "lut.csv"), *MODEL, "--max-span", "1", "--out",
                  str(src / "front.json")]) == 0
     (src / "plan.json").write_text(PLAN.to_json())
+    importance_file(src / "importance.json", data={"name": "digits", "resolution": 64})  # at 64 px: a plan at 32 px
+    # prints the `dsprof importance` that scores it at 32 px
     assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
                  "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
                  "--budget", "0.01", "--min-sample-time", "0"]) == 0
@@ -409,6 +412,42 @@ def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     _BUILT["files"] = {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
-                       "plan": src / "plan.json", "bundle": src / "bundle", "manifest": src / "bundle" / "manifest.json",
+                       "plan": src / "plan.json", "importance": src / "importance.json", "bundle": src / "bundle", "manifest": src / "bundle" / "manifest.json",
                        "results": src / "results.jsonl"}
     return _BUILT["files"]
+
+
+def lut_with(source: Path, target: Path, end: str | None = "checksum", **columns: Any) -> Path:
+    """The LUT file ``source`` with each of ``columns`` set to a value (its text) in every row, written to ``target`` with its
+    end line (`end`: "checksum", recomputed; "bare", its row count without a checksum)."""
+    from dsprof.lut.table import table_checksum
+
+    text = source.read_text()
+    rows = list(csv.reader(io.StringIO("".join(line for line in text.splitlines(keepends=True)
+                                               if not line.startswith("#")))))
+    header = rows[0]
+    for row in rows[1:]:
+        for column, value in columns.items():
+            row[header.index(column)] = str(value)
+    body = io.StringIO()
+    csv.writer(body, lineterminator="\n").writerows(rows)
+    n = len(rows) - 1
+    tail = f"# end rows={n} sha256={table_checksum(body.getvalue())}" if end == "checksum" else f"# end rows={n}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{body.getvalue()}{tail}\n")
+    return target
+
+
+def importance_file(path: Path, **fields) -> Path:
+    """An importance file as `dsprof importance` writes it (the format of dsprof/search/importance_file.py's
+    docstring) for mobilenet_v2 with one block a stage, scored at 32 px, with ``fields`` replaced."""
+    record = {"format": "dsprof.importance", "version": 1,
+              "model": {"name": "mobilenet_v2", "options": {"depths": [1] * 7},
+                        "blocks": [f"features.{i}" for i in range(1, 8)], "num_classes": 1000},
+              "data": {"name": "digits", "resolution": 32},
+              "proxy": {"name": "zero-shot", "unit": "loss", "settings": {}},
+              "importance": [0.5, 0.1, 0.3, 0.05, 0.2, 0.4, 0.6], "ranking": [6, 0, 5, 2, 4, 1, 3]}
+    record.update(fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path

@@ -28,8 +28,8 @@ import pytest
 from dsprof.profiler.records import record_checksum
 
 from cli_run import dsprof_here
-from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, MODEL, changes_outside, command_problems, output_problems,
-                     received_files, resolve_hostile, run_problems, snapshot)
+from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, MODEL, changes_outside, command_problems, lut_with,
+                     output_problems, received_files, resolve_hostile, run_problems, snapshot)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -68,15 +68,24 @@ FIELDS: dict[str, list[str]] = {
                 "environment.versions.python", "error", "format", "group", "iterations_per_sample", "layout",
                 "runtime", "runtime_info", "samples_s", "state_after", "state_before", "stop_reason",
                 "target_precision", "threads", "time_utc", "warmup_iterations", "workload"],
+    # beyond the five files item 10 names, the other two that travel: a LUT (its columns; every row, the end line's
+    # checksum recomputed) and an importance file
+    "lut": ["schema", "env_id", "device_name", "device", "backend", "dtype", "layout", "batch", "threads", "compile",
+            "scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources", "groups",
+            "group_iqr_s", "ratio", "ratio_se", "time_utc"],
+    "importance": ["format", "version", "model", "model.name", "model.options", "model.blocks", "model.num_classes",
+                   "model.weights", "data", "data.name", "data.resolution", "proxy", "proxy.name", "proxy.unit",
+                   "proxy.settings", "importance", "ranking"],
 }
 #: The field issue #45 names for each file whose cases are cheap (no plot): every hostile value goes through it.
-PRIMARY = {"record": "device_name", "front": None, "plan": None, "manifest": "dtype", "results": "device"}
+PRIMARY = {"record": "device_name", "front": None, "plan": None, "manifest": "dtype", "results": "device",
+           "lut": None, "importance": None}
 #: The fields issue #45 names for fronts and plans: one value of each class (each case draws a plot, ~0.4 s)
 BY_CLASS = {"front": ["stem", "name"], "plan": ["name"]}
 #: The classes whose device names a report also draws (plots: mathtext, the SVG's text), ~0.4 s a case
 DRAWN = ("tex", "html", "control")
 #: Files whose other fields take a second value, a wrong type, beside their string (their cases cost ~0.1 s each)
-CHEAP = ("record", "manifest", "results")
+CHEAP = ("record", "manifest", "results", "lut", "importance")
 
 
 def cases() -> list[tuple[str, str, str]]:
@@ -159,6 +168,12 @@ def _commands(kind: str, field: str, hostile_id: str) -> list[list[str]]:
     if kind == "plan":
         return [["report", "in/models.jsonl", "--plans", "in/plan.json", "-o", "out/report"],
                 ["predict", "--lut", "in/lut.csv", *MODEL, "--plan", "in/plan.json"]]
+    if kind == "lut":
+        return [["plan", "--lut", "in/lut.csv", *MODEL, "--max-span", "1", "--out", "out/front.json"],
+                ["predict", "--lut", "in/lut.csv", *MODEL, "--plan", "in/plan.json"]]
+    if kind == "importance":  # scored at 64 px: the plan at 32 px names the `dsprof importance` that scores it there
+        return [["plan", "--lut", "in/lut.csv", *MODEL, "--max-span", "1", "--importance", "in/importance.json",
+                 "--out", "out/front.json"]]
     # the edge LUT holds one block: planning the model names the `dsprof measure` that times the rest, on the device
     return [["import", "in/bundle", "in/results.jsonl", "--out", "out/imported"],
             ["build-lut", "out/imported", "-o", "out/lut.csv"],
@@ -174,16 +189,21 @@ def _prepare(inputs: dict[str, Path], work: Path, kind: str, field: str, value: 
     (src / "bundle").mkdir()
     shutil.copy(inputs["manifest"], src / "bundle" / "manifest.json")
     shutil.copy(inputs["results"], src / "results.jsonl")
+    shutil.copy(inputs["plan"], src / "plan.json")
+    shutil.copy(inputs["importance"], src / "importance.json")
+    if kind == "lut":
+        lut_with(inputs["lut"], src / "lut.csv", **{field: value})
     if kind == "record":
         records = _jsonl(inputs["records"])
         for r in records:
             set_field(r, field, value)
         _write_records(src / "m.jsonl", records)
         _write_records(src / "models.jsonl", [r for r in records if r.get("scope") != "block"])
-    elif kind in ("front", "plan", "manifest"):
+    elif kind in ("front", "plan", "manifest", "importance"):
         data = json.loads(inputs[kind].read_text())
         set_field(data, field, value)
-        target = {"front": src / "front.json", "plan": src / "plan.json", "manifest": src / "bundle" / "manifest.json"}
+        target = {"front": src / "front.json", "plan": src / "plan.json", "manifest": src / "bundle" / "manifest.json",
+                  "importance": src / "importance.json"}
         target[kind].write_text(json.dumps(data, indent=1))
     elif kind == "results":
         lines = _jsonl(inputs["results"])

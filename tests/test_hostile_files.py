@@ -9,7 +9,6 @@ medians, the front `dsprof plan` writes from it, a bundle of one block timed by 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import shlex
@@ -26,8 +25,8 @@ from dsprof.models import get_model
 from dsprof.profiler.records import record_checksum
 
 from cli_run import dsprof_here as dsprof
-from hostile import (MODEL, PLAN, changes_outside, command_problems, commands_in, csv_problems, latex_problems,
-                     output_problems, page_problems, received_files, run_problems, snapshot)
+from hostile import (MODEL, PLAN, changes_outside, command_problems, commands_in, csv_problems, importance_file,
+                     latex_problems, lut_with, output_problems, page_problems, received_files, run_problems, snapshot)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -267,27 +266,6 @@ def test_m4_an_edge_device_with_command_substitution_is_refused_or_quoted(inputs
     assert not list(root_of(work).rglob("PWN"))
 
 
-def lut_with(source: Path, target: Path, end: str | None = "checksum", **columns: str) -> Path:
-    """The LUT file ``source`` with each of ``columns`` set to a value in every row, written to ``target`` with its
-    end line (`end`: "checksum", recomputed; "bare", its row count without a checksum)."""
-    from dsprof.lut.table import table_checksum
-
-    text = source.read_text()
-    rows = list(csv.reader(io.StringIO("".join(line for line in text.splitlines(keepends=True)
-                                               if not line.startswith("#")))))
-    header = rows[0]
-    for row in rows[1:]:
-        for column, value in columns.items():
-            row[header.index(column)] = value
-    body = io.StringIO()
-    csv.writer(body, lineterminator="\n").writerows(rows)
-    n = len(rows) - 1
-    tail = f"# end rows={n} sha256={table_checksum(body.getvalue())}" if end == "checksum" else f"# end rows={n}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(f"{body.getvalue()}{tail}\n")
-    return target
-
-
 def test_m4_a_lut_device_column_with_command_substitution_is_refused_or_quoted(inputs, work):
     """The LUT's device column, edited, its checksum recomputed: `plan` names `dsprof measure` for what it lacks."""
     lut_with(inputs["lut"], work / "in" / "lut.csv", device="cpu$(touch PWN)")
@@ -315,22 +293,6 @@ def test_m4_merge_command_after_plan_is_quoted(inputs, work):
     (command,) = [c for c, _ in commands_in(result.stdout) if c.startswith("dsprof merge")]
     words = shlex.split(command)
     assert words[words.index("--plan") + 1] == plan_out
-
-
-def importance_file(path: Path, **fields) -> Path:
-    """An importance file as `dsprof importance` writes it (the format of dsprof/search/importance_file.py's
-    docstring) for mobilenet_v2 with one block a stage, scored at 32 px, with ``fields`` replaced."""
-    record = {"format": "dsprof.importance", "version": 1,
-              "model": {"name": "mobilenet_v2", "options": {"depths": [1] * 7},
-                        "blocks": [f"features.{i}" for i in range(1, 8)], "num_classes": 1000},
-              "data": {"name": "digits", "resolution": 32},
-              "proxy": {"name": "zero-shot", "unit": "loss", "settings": {}},
-              "importance": [0.5, 0.1, 0.3, 0.05, 0.2, 0.4, 0.6], "ranking": [6, 0, 5, 2, 4, 1, 3]}
-    for key, value in fields.items():
-        record[key] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record))
-    return path
 
 
 @pytest.mark.parametrize("case", ["proxy", "data", "weights"])
