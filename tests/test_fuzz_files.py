@@ -1,18 +1,18 @@
 """A fuzz of hostile strings through every field of the files dsprof receives (issue #45, item 10): a measurement
 record (its checksum recomputed, so that the edit is "valid"), a planner's front, a plan, a bundle manifest and an edge
-device's results file. Each case puts one value of tests/hostile.py's fixed list into one field, runs the commands
-that read that file through the command line (in this process: tests/cli_run.py) and checks what tests/hostile.py
-says: nothing written outside the output folder, no script link or raw script in a page, no formula in a CSV cell,
-no file-reading LaTeX, no unquoted command substitution in a printed command, no traceback (exit 0, or exit 2 with
-one line).
+device's results file; and the two other files that travel, a LUT (its checksum recomputed) and an importance file.
+Each case puts one value of tests/hostile.py's fixed list into one field, runs the commands that read that file
+through the command line (in this process: tests/cli_run.py) and checks what tests/hostile.py says: nothing written
+outside the output folder, no script link or raw script in a page, no formula in a CSV cell, no file-reading LaTeX,
+no unquoted command substitution in a printed command, no traceback (exit 0, or exit 2 with one line).
 
 Which values go through which field (`cases`): every value through the field issue #45 names for a record
 (`device_name`), a manifest (`dtype`) and an edge result (`device`); one value of each class through a front's `stem`
 and `name` and a plan's `name` (their cases draw a plot each); through every other field, one string value taken in
-turn from the list, and for records, manifests and edge results one wrong-typed value too. The inputs are built once
-per process (tests/hostile.py's `received_files`), for real: mobilenet_v2 (one block a stage) measured at 32 px with
-a tiny budget, its LUT with tests/rule_lut.py's medians, the front `dsprof plan` writes from it, a plan, a bundle of
-one block exported and timed by its runner (TorchScript, here).
+turn from the list, and for records, manifests, edge results, LUTs and importance files one wrong-typed value too.
+The inputs are built once per process (tests/hostile.py's `received_files`), for real: mobilenet_v2 (one block a
+stage) measured at 32 px with a tiny budget, its LUT with tests/rule_lut.py's medians, the front `dsprof plan` writes
+from it, a plan, an importance file, a bundle of one block exported and timed by its runner (TorchScript, here).
 """
 
 from __future__ import annotations
