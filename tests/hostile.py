@@ -31,8 +31,10 @@ from typing import Any, Callable
 
 import pytest
 
-__all__ = ["ABS", "HOSTILE", "MODEL", "PLAN", "importance_file", "lut_with", "received_files", "HOSTILE_IDS", "command_problems", "commands_in", "csv_problems", "latex_problems",
-           "page_problems", "run_problems", "snapshot", "changes_outside", "output_problems", "resolve_hostile"]
+__all__ = ["ABS", "CLASSES", "HOSTILE", "HOSTILE_IDS", "MODEL", "PLAN", "changes_outside", "command_problems",
+           "commands_in", "csv_problems", "html_problems", "importance_file", "latex_problems", "lut_with",
+           "markdown_problems", "output_problems", "page_problems", "received_files", "resolve_hostile",
+           "run_problems", "snapshot"]
 
 #: stands for an absolute folder of the test's own (its value is only known when the test runs): `resolve_hostile`.
 #: Absolute paths point there, never to the machine's own files, so that a write through one is seen and harmless.
@@ -412,14 +414,14 @@ def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     _BUILT["files"] = {"dir": src, "records": result.path, "lut": src / "lut.csv", "front": src / "front.json",
-                       "plan": src / "plan.json", "importance": src / "importance.json", "bundle": src / "bundle", "manifest": src / "bundle" / "manifest.json",
-                       "results": src / "results.jsonl"}
+                       "plan": src / "plan.json", "importance": src / "importance.json", "bundle": src / "bundle",
+                       "manifest": src / "bundle" / "manifest.json", "results": src / "results.jsonl"}
     return _BUILT["files"]
 
 
 def lut_with(source: Path, target: Path, end: str | None = "checksum", **columns: Any) -> Path:
-    """The LUT file ``source`` with each of ``columns`` set to a value (its text) in every row, written to ``target`` with its
-    end line (`end`: "checksum", recomputed; "bare", its row count without a checksum)."""
+    """The LUT file ``source`` with each of ``columns`` set to a value (its text) in every row, written to ``target``
+    with its end line (`end`: "checksum", recomputed; "bare", its row count without a checksum)."""
     from dsprof.lut.table import table_checksum
 
     text = source.read_text()

@@ -289,7 +289,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert [p for _, p in commands_in(quoted)] == [""]
     assert commands_in("next: dsprof merge --plan 'my plan.json' --out 'a b.pt'") == [
         ("dsprof merge --plan 'my plan.json' --out 'a b.pt'", "")]
-    for bad in ("run `dsprof measure --device cpu$(touch PWN) --batch 1` and", "next: dsprof measure --device cpu; rm -rf x",
+    for bad in ("run `dsprof measure --device cpu$(touch PWN) --batch 1` and",
+                "next: dsprof measure --device cpu; rm -rf x",
                 "run `dsprof measure --device cpu`touch PWN` --batch 1`", "next: dsprof plan --lut it's.csv",
                 'next: dsprof plan --lut "$(touch PWN).csv"', "next: dsprof measure --device cpu | touch PWN"):
         assert [p for _, p in commands_in(bad) if p], bad
