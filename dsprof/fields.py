@@ -16,9 +16,10 @@ from typing import Any, Mapping
 
 from .errors import BadFileError
 
-__all__ = ["FieldError", "MAX_BATCH", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S", "MAX_THREADS", "MERGED_DTYPES",
-           "OPTION_BOUNDS", "check_count", "check_display_name", "check_model_options", "check_name", "check_shape",
-           "check_samples", "check_text", "check_token"]
+__all__ = ["FieldError", "MAX_BATCH", "MAX_CHANNELS", "MAX_COUNT", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S",
+           "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_display_name", "check_environment",
+           "check_model_options", "check_name", "check_number", "check_plain", "check_shape", "check_samples",
+           "check_text", "check_token"]
 
 
 class FieldError(BadFileError):
@@ -39,6 +40,7 @@ MAX_RESOLUTION = 4096  # pixels of an input side
 MAX_CHANNELS = 1 << 16
 MAX_SAMPLE_S = 86400.0  # one timed sample: a day at most
 MAX_SAMPLES = 1_000_000
+MAX_COUNT = 10 ** 15  # MACs, parameters, iterations: any count a file may carry
 #: The parameter dtypes a merged model file may name (`torch.<name>`).
 MERGED_DTYPES = ("float32", "float16", "bfloat16", "float64")
 #: Model options that name weights or files: never taken from a file (the caller gives weights).
@@ -168,6 +170,61 @@ def check_model_options(options: Any, field: str = "model_options") -> dict[str,
             elif key in _INTEGER_OPTIONS and not isinstance(item, int):
                 raise FieldError(f"field {name!r} is {_shown(item)}: it must be an integer")
     return options
+
+
+def check_number(value: Any, field: str, low: float = -math.inf, high: float = math.inf, *, none: bool = False,
+                 finite: bool = True) -> float | None:
+    """``value`` as a number (an integer or a float, not a boolean) from ``low`` to ``high``; ``finite``: not NaN or
+    infinite; ``none``: None too."""
+    if value is None and none:
+        return None
+    if not _number(value):
+        raise FieldError(f"field {field!r} must be a number, got {_shown(value)}")
+    if finite and not math.isfinite(value):
+        raise FieldError(f"field {field!r} is {value}: it must be a finite number")
+    if not math.isnan(value) and not low <= value <= high:
+        raise FieldError(f"field {field!r} is {value:g}: it must be from {low:g} to {high:g}")
+    return value
+
+
+def check_plain(value: Any, field: str, *, depth: int = 4) -> Any:
+    """``value`` as plain data that dsprof only shows (a machine's description, a run's state): objects with text
+    keys, lists, text without control characters (`check_text`), finite numbers, booleans and None, nested at most
+    ``depth`` deep."""
+    if isinstance(value, dict) and depth > 0:
+        for key, item in value.items():
+            check_text(key, f"{field} key")
+            check_plain(item, f"{field}.{key}", depth=depth - 1)
+    elif isinstance(value, list) and depth > 0:
+        for i, item in enumerate(value):
+            check_plain(item, f"{field}[{i}]", depth=depth - 1)
+    elif isinstance(value, str):
+        check_text(value, field)
+    elif _number(value):
+        check_number(value, field)
+    elif not (value is None or isinstance(value, bool)):
+        raise FieldError(f"field {field!r} holds {_shown(value)}: more nested than {depth} levels")
+    return value
+
+
+def check_environment(env: Any, field: str = "environment") -> dict[str, Any]:
+    """``env`` as the machine a record was timed on (what `dsprof.profiler.hardware` reads there): plain data
+    (`check_plain`) whose ``cpu``, ``jetson`` and ``versions`` are objects, ``gpu`` a list of objects, and whose
+    ``host``, ``allocator`` and versions are text."""
+    if not isinstance(env, dict):
+        raise FieldError(f"field {field!r} must be an object, got {type(env).__name__}")
+    check_plain(env, field)
+    for key in ("cpu", "jetson", "versions"):
+        if not isinstance(env.get(key, {}), dict):
+            raise FieldError(f"field '{field}.{key}' must be an object, got {type(env[key]).__name__}")
+    gpu = env.get("gpu", [])
+    if not isinstance(gpu, list) or not all(isinstance(g, dict) for g in gpu):
+        raise FieldError(f"field '{field}.gpu' must be a list of objects, got {_shown(gpu)}")
+    for key in ("host", "allocator"):
+        check_text(env.get(key), f"{field}.{key}", none=True)
+    for key, version in env.get("versions", {}).items():
+        check_text(version, f"{field}.versions.{key}", limit=200)
+    return env
 
 
 def _shown(value: Any) -> str:

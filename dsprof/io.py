@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
-           "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders",
-           "output_path", "read_csv", "read_json", "read_text", "slug", "sniff"]
+           "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
+           "load_torch_payload", "make_parent_folders", "output_path", "read_csv", "read_json", "read_text", "slug",
+           "sniff"]
 
 
 # -- where dsprof writes: one way to an output path ------------------------------------------------------------

@@ -24,8 +24,9 @@ from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
-from ..fields import (FieldError, MAX_BATCH, MAX_THREADS, check_count, check_model_options, check_name, check_samples,
-                      check_shape, check_text, check_token)
+from ..fields import (MAX_BATCH, MAX_CHANNELS, MAX_COUNT, MAX_THREADS, FieldError, check_count, check_environment,
+                      check_model_options, check_name, check_number, check_plain, check_samples, check_shape,
+                      check_text, check_token)
 from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
@@ -202,6 +203,23 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
     check_model_options(values.get("model_options"), "model_options")
     values["input_shape"] = check_shape(values.get("input_shape"))
     values["samples_s"] = check_samples(values.get("samples_s"))
+    for name in ("macs", "params", "iterations_per_sample", "warmup_iterations"):
+        check_count(values.get(name), name, 0, MAX_COUNT)
+    check_count(values.get("index"), "index", -1, MAX_COUNT)
+    for name in ("budget_s", "target_precision"):
+        check_number(values.get(name), name, 0)
+    if values.get("channels") is not None:
+        if not isinstance(values["channels"], (list, tuple)) or len(values["channels"]) != 2:
+            raise FieldError(f"field 'channels' must be null or two integers (in, out), got {values['channels']!r:.60}")
+        for i, c in enumerate(values["channels"]):
+            check_count(c, f"channels[{i}]", 1, MAX_CHANNELS)
+    check_text(values.get("stop_reason"), "stop_reason", limit=64, none=True)
+    check_text(values.get("error"), "error", none=True)
+    check_environment(values.get("environment"))
+    for name in ("state_before", "state_after", "runtime_info"):
+        if not isinstance(values.get(name) or {}, dict):
+            raise FieldError(f"field {name!r} must be an object, got {type(values[name]).__name__}")
+        check_plain(values.get(name), name)
     return values
 
 

@@ -23,8 +23,8 @@ import pandas as pd
 
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
-from ..fields import (MAX_BATCH, MAX_THREADS, FieldError, check_count, check_model_options, check_text,
-                      check_token)
+from ..fields import (MAX_BATCH, MAX_COUNT, MAX_THREADS, FieldError, check_count, check_model_options, check_number,
+                      check_text, check_token)
 from ..io import read_json
 from ..models.spans_text import format_spans
 from ..profiler.records import Measurement, paired_with_original
@@ -77,10 +77,38 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
         check_count(device.threads, "device (threads)", 0, MAX_THREADS)
         for i, preset in enumerate(front.get("presets") or []):
             check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name")
+        _check_numbers(front)
     except FieldError as exc:
         raise BadFileError(f"{path}: {exc}; write it again with `dsprof.plan(out=)`") from None
     front["path"] = str(path)
     return front
+
+
+def _check_numbers(front: dict[str, Any]) -> None:
+    """The numbers of a front that its tables, answer and figure compute with (`dsprof.fields`): the original's
+    latency; each point's k, keep, merge, spans and latencies (speed-ups may be infinite: a bound at zero); each
+    preset an object with its name, k and latency; the fastest k. A bad one raises `FieldError` naming it."""
+    check_number(front["original_s"], "original_s", 0)
+    check_count(front.get("fastest_k"), "fastest_k", 0, MAX_COUNT, none=True)
+    presets = front.get("presets") or []
+    if not isinstance(presets, list) or not all(isinstance(p, dict) for p in presets):
+        raise FieldError("field 'presets' must be a list of objects")
+    for where, point in [*((f"points[{i}]", p) for i, p in enumerate(front["points"])),
+                         *((f"presets[{i}]", p) for i, p in enumerate(presets))]:
+        check_count(point.get("k"), f"{where}.k", 0, MAX_COUNT)
+        check_number(point.get("latency_s"), f"{where}.latency_s", finite=False)
+        for name in ("low_s", "high_s", "speedup", "speedup_low", "speedup_high", "importance", "front_latency_s",
+                     "gap"):
+            check_number(point.get(name), f"{where}.{name}", finite=False, none=True)
+    for i, point in enumerate(front["points"]):
+        for name, value in (("keep", point["keep"]), ("merge", point.get("merge") or [])):
+            if not isinstance(value, list) or not all(v in (0, 1) and not isinstance(v, float) for v in value):
+                raise FieldError(f"field 'points[{i}].{name}' must be a list of 0s and 1s (or booleans)")
+        spans = point.get("spans") or []
+        if not isinstance(spans, list) or not all(
+                isinstance(s, list) and len(s) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in s)
+                for s in spans):
+            raise FieldError(f"field 'points[{i}].spans' must be a list of [start, stop] block indices")
 
 
 def _same_model(record: Measurement, front: Mapping[str, Any]) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
-from ..fields import FieldError, check_model_options, check_text
+from ..fields import FieldError, check_model_options, check_plain, check_text
 from ..io import atomic_write_text, read_json
 from ..models.registry import model_args, normalized_options
 from ..plan.plan import same_family
@@ -72,6 +72,11 @@ def read_importance(path: str | Path) -> dict[str, Any]:
     try:  # what the file may carry into messages and commands: `dsprof.fields`
         check_text(model["name"], "model.name")
         check_model_options(model.get("options") or {}, "model.options")
+        for name in ("data", "proxy"):  # what it was scored on, and how: shown, and put in the command to score it
+            if not isinstance(data.get(name) or {}, dict):
+                raise FieldError(f"field {name!r} must be an object, got {type(data[name]).__name__}")
+            check_plain(data.get(name), name)
+        check_plain(model, "model")
     except FieldError as exc:
         raise BadFileError(f"{path}: {exc}; {_GIVE}") from None
     blocks = model.get("blocks")
