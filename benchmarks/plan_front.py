@@ -149,7 +149,8 @@ def summarise(rows: list[dict]) -> None:
 
 
 def stage_timing(args) -> None:
-    from dsprof.plan.dp import Option, best_per_k, pareto_front
+    from dsprof.lut.piece import Piece
+    from dsprof.plan.dp import best_per_k, pareto_front
 
     rng = random.Random(0)
     print(f"solver on synthetic piece prices, spans up to {args.max_span} blocks ({_load()})")
@@ -158,8 +159,9 @@ def stage_timing(args) -> None:
         losses = [rng.randint(0, 100) for _ in range(n)]
         options = []
         for i in range(n):
-            options += [Option(i, i + 1, True, 0.0, 0), Option(i, i + 1, False, rng.uniform(-1, 3), losses[i])]
-            options += [Option(i, i + size, False, rng.uniform(-1, 3 * size), sum(losses[i:i + size]))
+            options += [Piece(i, i + 1, "original", saving_s=0.0, kept=True, loss=0),
+                        Piece(i, i + 1, "merged", saving_s=rng.uniform(-1, 3), loss=losses[i])]
+            options += [Piece(i, i + size, "span", saving_s=rng.uniform(-1, 3 * size), loss=sum(losses[i:i + size]))
                         for size in range(2, args.max_span + 1) if i + size <= n]
         t = time.perf_counter()
         best_per_k(n, options)

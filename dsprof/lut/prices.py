@@ -308,8 +308,8 @@ class Prices:
         key = ("kept", i)
         if key not in self._pieces:
             original = self.entries.originals[i]
-            self._pieces[key] = self._piece(i, i + 1, "original", original,
-                                            f"block {self.blocks[i].spec.to_str()} [original]")
+            self._pieces[key] = replace(self._piece(i, i + 1, "original", original,
+                                                    f"block {self.blocks[i].spec.to_str()} [original]"), kept=True)
         return self._pieces[key]
 
     def unmerged(self, i: int, border: str = "in_front") -> tuple[str, LUTEntry | None]:

@@ -9,6 +9,7 @@ by `predict_plan`, the function `dsprof predict` uses, so the two show the same 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -22,7 +23,7 @@ from ..lut.prices import Piece, Prices, span_key
 from ..lut.predict import prices_of, predict_plan
 from .plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
-from .dp import Option, Solution, best_per_k, pareto_front
+from .dp import Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
 __all__ = ["best_plan", "plan_front"]
@@ -60,11 +61,11 @@ def plan_front(
     choices = _options(prices, max_span, loss)
     _check_found(prices, choices, max_span, resolution_flag)
     ctx = _Context(prices, registered, options, loss is not None)
-    pieces, n = [o for o, _ in choices], len(prices.blocks)
+    pieces, n = choices, len(prices.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
-        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.gain))
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}") for i, s in enumerate(pareto_front(n, pieces)))
     original = predict_plan(prices, None).total_s
@@ -87,9 +88,9 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(prices.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {prices.label} has {len(prices.blocks)} blocks")
-    choices = [(o, p) for o, p in _options(prices, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
+    choices = [p for p in _options(prices, max_span, None) if all(keep[i] == p.kept for i in range(p.start, p.stop))]
     _check_found(prices, choices, max_span)
-    (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
+    (solution,) = best_per_k(len(keep), choices).values()
     return _Context(prices, name, options).plan(solution, "best-spans")
 
 
@@ -109,7 +110,7 @@ class _Context:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
                 keep[i] = 0
-                merge[i] = o.stop - o.start > 1 or self.prices.linearized(i).variant == "merged"
+                merge[i] = o.merges
         return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
                     source=f"dsprof plan ({self.prices.key})")
 
@@ -138,7 +139,7 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
     return values
 
 
-def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
+def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[Piece]:
     """Every piece a plan can use, priced: each block kept or linearised alone (merged or not as the LUT's rule
     decides, the way `predict` prices a plan without a merge list), each span of 2..max_span blocks inside a run of
     spannable blocks (`span_runs`). Nothing is held back: a block that buys nothing linearised alone is still
@@ -149,15 +150,13 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
     out = []
     for i in range(n):
-        out.append((Option(i, i + 1, True, 0.0, Fraction(0)), prices.kept(i)))
-        piece = prices.linearized(i)
-        out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
+        out.append(prices.kept(i))
+        out.append(replace(prices.linearized(i), loss=loss[i]))
     for run in span_runs(prices.blocks, (0,) * n):
         for a in range(len(run)):
             for b in range(a + 2, min(len(run), a + max_span) + 1):
                 start, stop = run[a], run[b - 1] + 1
-                piece = prices.span(start, stop)
-                out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
+                out.append(replace(prices.span(start, stop), loss=sum(loss[start:stop])))
     return out
 
 
@@ -169,12 +168,12 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
                  and prices.linearized(i).found)
 
 
-def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
+def _check_found(prices: Prices, choices: list[Piece], max_span: int,
                  resolution_flag: str = "--resolution") -> None:
     """One line naming what the LUT lacks and what to time (a `MeasureHint`): first whether the LUT holds
     another model (or this one at another resolution), then the first entry missing; where spans lack
     entries, the way to plan without them too."""
-    missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
+    missing = list(prices.missing) + [p.missing for p in choices if p.missing]
     if not missing:
         return
     hint = prices.measure_hint(max_span)
@@ -183,7 +182,7 @@ def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: 
     if note is not None:
         raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-    spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
+    spans = any(not p.found and p.stop - p.start > 1 for p in choices)
     without = "; or plan without spans: --max-span 1" if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
@@ -208,10 +207,10 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
     return out
 
 
-def _spans_predicted(prices: Prices, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+def _spans_predicted(prices: Prices, choices: list[Piece]) -> tuple[int, int]:
     """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
     how many it read): each distinct convolution once."""
-    keys = {span_key(prices.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    keys = {span_key(prices.blocks, o.start, o.stop) for o in choices if o.stop - o.start > 1}
     entries = [prices.lookup(k, "merged") for k in keys]
     return sum(e is not None and e.predicted for e in entries), len(keys)
 
