@@ -84,6 +84,7 @@ def stage_check(args) -> None:
     from dsprof.lut import LUT
     from dsprof.lut.predict import prices_of, predict_plan
     from dsprof.merge import merge_model
+    from dsprof.plan.decide import Decider
     from dsprof.plan.plan import load_preset
     from dsprof.models import get_model
     from dsprof.plan import plan_front
@@ -105,7 +106,7 @@ def stage_check(args) -> None:
         # every merged model (merged as `dsprof merge --lut` deploys it, BatchNorm folded) in one group with the
         # original, interleaved round by round: the machine's load moves them all alike
         model = get_model(MODEL, resolution=args.resolution)
-        merged = {name: merge_model(model, costs.rule.decide(p.plan).plan) for name, (p, _) in checked.items()}
+        merged = {name: merge_model(model, Decider("lut", costs).decide(p.plan).plan) for name, (p, _) in checked.items()}
         print(f"\n{backend}: {len(merged)} merged models and the original, interleaved ({_load()})", flush=True)
         t = time.perf_counter()
         result = measure(model, name=MODEL, variants=(), model_variants=("original",), blocks=None, extra_models=merged,

@@ -186,9 +186,9 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     alone = {}
     for piece in _pieces([changed[b] for b in BACKENDS], MAX_SPAN):
         if piece.stop - piece.start == 1 and not piece.kept:
-            alone.setdefault(piece.start, set()).add(piece.merge)
+            alone.setdefault(piece.start, set()).add(piece.merges)
     for i in range(len(blocks)):
-        rules = {changed[b].rule.merges(i) is not False for b in BACKENDS}
+        rules = {changed[b].linearized(i).merges for b in BACKENDS}
         assert alone[i] == rules, i  # one option where the rules agree, both where they do not
         assert i not in (1, 3, 5) or rules == {True, False}, i
 

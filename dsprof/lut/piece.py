@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Piece"]
+__all__ = ["Piece", "cheaper"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,14 @@ class Piece:
     def merges(self) -> bool:
         """Whether its blocks merge into one convolution (a block merged alone, or a span)."""
         return self.variant in ("merged", "span")
+
+
+def cheaper(merged: Piece, unmerged: Piece) -> Piece:
+    """Block ``i`` linearised alone, as a price table offers it to the planner: ``merged`` (its one convolution) where
+    that costs less than ``unmerged`` (the block left unmerged as deployed), both in the table's unit (``latency_s``:
+    a LUT's medians, or MACs); where either is missing, ``merged`` (it names what the table lacks). The one
+    comparison of the two ways of deploying a lone block: the planner's search (`dsprof.plan.decide`) chooses every
+    plan's merges and spans from pieces offered this way."""
+    if not (merged.found and unmerged.found):
+        return merged
+    return merged if merged.latency_s < unmerged.latency_s else unmerged

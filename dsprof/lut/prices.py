@@ -2,8 +2,8 @@
 
 A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
 entry); a linearised block alone, merged into one convolution or left unmerged as its plan's ``merge`` list
-says (a list the LUT's `MergeRule` writes, `Prices.rule`: its ``merged`` entry below the block left unmerged --
-its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
+says (a list the planner writes, `dsprof.plan.decide`: merged where its ``merged`` entry is below the block left
+unmerged -- its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
 linearised blocks merged into one convolution (the span's ``merged`` entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
 the predicted latency is affine in the pieces' savings:
 
@@ -14,7 +14,7 @@ the predicted latency is affine in the pieces' savings:
 - ``in-situ``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-situ entry).
 
-`predict_latency`, the planner, every command that builds a merged model (through `Prices.rule`), `predict
+`predict_latency`, the planner, every command that builds a merged model (through `dsprof.plan.decide`), `predict
 --measure` and the search's decay weights all price with `Prices`, so they agree. The intervals are
 `dsprof.lut.interval`'s, from the entries `Prices.interval_inputs` gathers.
 """
@@ -31,13 +31,11 @@ from typing import Any, Sequence
 from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, MeasureHint, UsageError
 from ..merge.block import deploys_alike
-from ..merge.rule import MergeRule
 from ..merge.spans import span_spec
 from ..models import Block, format_span
-from ..plan.plan import Plan
 from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
 from .inmodel import InModel, Timed
-from .piece import Piece
+from .piece import Piece, cheaper
 from .interval import IntervalInputs, Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
@@ -158,7 +156,8 @@ def span_key(blocks: list[Block], start: int, stop: int) -> str:
 class Prices:
     """Prices any plan of one model in one LUT context under one method (see the module docstring): a
     plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``. A lone linearised block
-    that the plan's ``merge`` list does not place is deployed as the LUT's `rule` decides."""
+    that the plan's ``merge`` list does not place is deployed the cheaper way (`linearized`), as the planner deploys
+    it."""
 
     label: str
     key: DeviceContext
@@ -275,7 +274,7 @@ class Prices:
         entries = self.entries
         calibration = self.lookup(self.label, CALIBRATION, "model")
         share = math.nan  # of the model, that the calibration group's plan is predicted to save
-        if calibration is not None:  # its plan: every block linearised alone, merged by the LUT's rule
+        if calibration is not None:  # its plan: every block linearised alone, merged where that is cheaper
             pieces = [self.linearized(i) for i in range(len(self.blocks))]
             original = self.total_s(self.pieces(None))
             if all(p.found for p in pieces) and original > 0:
@@ -294,13 +293,6 @@ class Prices:
             tuple(entries.references), entries.whole, bool(entries.stem and entries.head), self.method,
             self.rest_method, self.factor, self.in_model_factor, self.in_model, self.base_errors,
             self.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), self.reference_s)
-
-    @cached_property
-    def rule(self) -> MergeRule:
-        """The LUT's merge rule for this model (`dsprof.merge.rule`): a lone linearised block merges where its
-        ``merged`` entry is below the block left unmerged as deployed (`unmerged`); a block the LUT cannot decide
-        is a miss that names the entry and what to time (a `MeasureHint`)."""
-        return MergeRule("lut", self._merge_costs, str(self.key), len(self.blocks), self.identity, self._undecided)
 
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:
@@ -323,17 +315,9 @@ class Prices:
             return "linear", linear
         return "original", self.entries.originals[i]
 
-    def _merge_costs(self, i: int, border: str) -> tuple[float | None, float | None]:
-        """The medians (seconds) the LUT's `rule` compares for block ``i``: merged, and left unmerged as deployed."""
-        key = ("costs", i, border)
-        if key not in self._pieces:
-            merged, unmerged = self.lookup(self.blocks[i].spec.to_str(), "merged"), self.unmerged(i, border)[1]
-            self._pieces[key] = (None if merged is None else merged.median_s,
-                                 None if unmerged is None else unmerged.median_s)
-        return self._pieces[key]
-
-    def _undecided(self, plan: Plan, undecided: list[int]) -> LUTMissError:
-        """The miss of the LUT's `rule`: the first block it cannot decide, the entries, what to time to add them."""
+    def undecided(self, undecided: Sequence[int]) -> LUTMissError:
+        """The miss of blocks linearised alone whose merged or unmerged entry the LUT lacks (``undecided``, indices):
+        the first one, its entries, what to time to add them: the planner cannot choose whether they merge."""
         spec = self.blocks[undecided[0]].spec.to_str()
         more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
         return LUTMissError(
@@ -344,10 +328,12 @@ class Prices:
         )
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
-        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as the LUT's `rule`
-        decides (where it cannot, counted as merged: the miss is named by the piece or by the rule)."""
+        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) the one of the two that
+        costs less (`dsprof.lut.piece.cheaper`: merged where its entry is below the unmerged one's; where the LUT lacks
+        either, merged, which names the miss): how the planner offers a lone block, and how a plan without a ``merge``
+        list is priced."""
         if merge is None:
-            merge = self.rule.merges(i, border) is not False
+            return cheaper(self.linearized(i, True, border), self.linearized(i, False, border))
         key = ("linear", i, bool(merge), border)
         if key not in self._pieces:
             spec = self.blocks[i].spec.to_str()
@@ -379,8 +365,8 @@ class Prices:
     def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
                   merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:
         """The pieces of the plan ``keep`` (1 = the block keeps its activations) with ``spans`` ([start, stop) of
-        linearised blocks merged as one convolution) and its ``merge`` list (None: the LUT's rule decides each lone
-        block, `rule`): the one walk from a plan to what it deploys (`predict_plan` and `dsprof.lut.Pricer` read it)."""
+        linearised blocks merged as one convolution) and its ``merge`` list (None: each lone block deployed the
+        cheaper way, `linearized`): the one walk from a plan to what it deploys (`predict_plan` and `dsprof.lut.Pricer` read it)."""
         starts = dict(spans)
         out, i = [], 0
         while i < len(self.blocks):

@@ -2,7 +2,7 @@
 to each context's own front plan of that k is lowest in the worst case (``worst``) or on average (``mean``). Exact.
 
 The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged or not as each
-context's `MergeRule` decides (where the contexts disagree on whether merging pays both are offered, and the plan's
+context deploys it cheaper (where the contexts disagree on whether merging pays both are offered, and the plan's
 ``merge`` list says which it chose); a span
 of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
 its pieces' savings there (`dsprof.lut.prices`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
@@ -152,10 +152,10 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
 
     for i in range(n):
         add(i, i + 1, True, False, lambda c: c.kept(i))
-        # merged or not as each context's rule decides (`dsprof.merge.rule`): one where they agree (the other is
-        # slower in every context, so never better), both where they disagree (a block the rule cannot decide
-        # counts as merged, as `Prices.linearized` counts it)
-        for merge in sorted({c.rule.merges(i) is not False for c in prices}, reverse=True):
+        # merged or not as each context deploys it cheaper (`Prices.linearized`): one where they agree (the other is
+        # slower in every context, so never better), both where they disagree (a block a LUT cannot decide counts
+        # as merged)
+        for merge in sorted({c.linearized(i).merges for c in prices}, reverse=True):
             add(i, i + 1, False, merge, lambda c, m=merge: c.linearized(i, m))
     for run in span_runs(prices[0].blocks, (0,) * n):
         for a in range(len(run)):

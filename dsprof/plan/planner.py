@@ -26,7 +26,7 @@ from ..merge.spans import span_runs
 from .dp import Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "plan_front"]
+__all__ = ["best_plan", "plan_front", "settle"]
 
 
 def plan_front(
@@ -80,18 +80,64 @@ def plan_front(
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
               prices: Prices | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
-    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `prices_of`'s keywords (device, method, rest,
-    name, options, resolution), or ``prices`` already read."""
+    what `dsprof merge --spans auto --lut` deploys (`settle` on the LUT's prices). ``pricing``: `prices_of`'s
+    keywords (device, method, rest, name, options, resolution), or ``prices`` already read."""
     options = dict(pricing.pop("options", None) or {})
     name = pricing.get("name") or str(model)
     prices = prices or prices_of(model, lut, options=options, **pricing)
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(prices.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {prices.label} has {len(prices.blocks)} blocks")
-    choices = [p for p in _options(prices, max_span, None) if all(keep[i] == p.kept for i in range(p.start, p.stop))]
-    _check_found(prices, choices, max_span)
-    (solution,) = best_per_k(len(keep), choices).values()
-    return _Context(prices, name, options).plan(solution, "best-spans")
+    settled = settle(prices, Plan(name, keep, options), max_span=max_span)
+    return replace(settled, name="best-spans", source=f"dsprof plan ({prices.key})")
+
+
+def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool = True) -> Plan:
+    """``plan`` with its ``merge`` list (and, with ``max_span``, its ``spans``) chosen by the planner's exact search
+    for its fixed ``keep``: the one place that decides which linearised blocks and spans merge (`dsprof.plan.decide`
+    calls it for every command that builds a merged model). ``costs`` is the price table: a LUT's `Prices` or MACs
+    (`dsprof.lut.macs.MacPrices`). Each block the plan linearises alone is offered as its table deploys it cheaper
+    (`dsprof.lut.piece.cheaper`); ``max_span`` None keeps the plan's own spans, else every span of up to
+    ``max_span`` blocks (`span_runs`) is offered and the search keeps those that save most. A lone block whose
+    merged or unmerged entry the LUT lacks raises the table's miss (with ``strict=False`` it counts as merged, the
+    miss named where it is priced); a missing span entry raises as the planner does (`_check_found`)."""
+    n, keep, border = len(costs.blocks), tuple(plan.keep), plan.border
+    forced = dict(plan.spans or ()) if max_span is None else {}
+    inside = {i for start, stop in forced.items() for i in range(start, stop)}
+    pieces, undecided = [], []
+    for i in range(n):
+        if keep[i]:
+            pieces.append(costs.kept(i))
+        elif i not in inside:
+            pieces.append(costs.linearized(i, None, border))
+            if not (pieces[-1].found and costs.linearized(i, False, border).found):
+                undecided.append(i)
+    pieces += [costs.span(start, stop) for start, stop in forced.items()]
+    if max_span is not None:
+        pieces += [costs.span(start, stop) for start, stop in _spans(costs.blocks, keep, max_span)]
+    if strict and max_span is not None:  # as the planner names a miss
+        _check_found(costs, pieces, max_span)
+    elif strict and undecided:
+        raise costs.undecided(undecided)
+    (solution,) = best_per_k(n, pieces).values()
+    merge, spans = [False] * n, []
+    for p in solution.pieces:
+        if p.stop - p.start > 1:
+            spans.append((p.start, p.stop))
+        for i in range(p.start, p.stop):
+            merge[i] = p.merges
+    return replace(plan, merge=tuple(merge), spans=tuple(spans) or None)
+
+
+def _spans(blocks: Sequence[Any], keep: Sequence[int], max_span: int) -> list[tuple[int, int]]:
+    """Every span of 2..``max_span`` consecutive blocks that ``keep`` linearises and that merge as one convolution
+    (`span_runs`), as [start, stop)."""
+    out = []
+    for run in span_runs(blocks, tuple(keep)):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_span) + 1):
+                out.append((run[a], run[b - 1] + 1))
+    return out
 
 
 class _Context:
@@ -152,11 +198,8 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[Pi
     for i in range(n):
         out.append(prices.kept(i))
         out.append(replace(prices.linearized(i), loss=loss[i]))
-    for run in span_runs(prices.blocks, (0,) * n):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_span) + 1):
-                start, stop = run[a], run[b - 1] + 1
-                out.append(replace(prices.span(start, stop), loss=sum(loss[start:stop])))
+    for start, stop in _spans(prices.blocks, (0,) * n, max_span):
+        out.append(replace(prices.span(start, stop), loss=sum(loss[start:stop])))
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 from ..errors import UsageError
 from ..merge import merge_model
 from ..plan import Plan
+from ..plan.decide import merge_rule
 from ..plan.dp import nondominated
 from ..models import count_macs, get_model
 from .build import block_count
@@ -127,7 +128,7 @@ def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequen
     hand here)."""
     net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
     if not all(keep):
-        net = merge_model(net, Plan(model, tuple(keep), options), merge_by="macs")
+        net = merge_model(net, merge_rule(net, merge_by="macs").decide(Plan(model, tuple(keep), options)).plan)
     return count_macs(net, (resolution, resolution))
 
 

@@ -14,7 +14,7 @@ front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROU
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
-`dsprof predict` prices, `dsprof.lut.rule.merge_rule`), timed against the original round by round in one group,
+`dsprof predict` prices, `dsprof.plan.decide.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
 keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
 """
@@ -39,7 +39,7 @@ from ..lut.schema import in_situ_workload
 from ..merge import merge_model
 from ..plan import Plan
 from ..plan.planner import plan_front
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..models import find_blocks
 
 __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",
