@@ -15,7 +15,9 @@ from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
 from ..device_context import DeviceContext
 from ..merge.rule import check_merges
-from .prices import MethodFallbackWarning, Piece, Prices
+from .lookup import in_model_factor
+from .piece import Piece
+from .prices import MethodFallbackWarning, Prices
 from .interval import plan_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .schema import model_label
@@ -260,7 +262,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     b = plan_bounds(pieces, total, original, terms)
     return Prediction(label, key, total, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
                       b.low_s, b.high_s, b.entries, b.drift, terms.drift_source, speedup=b.speedup,
-                      factor=prices.factor, in_model_factor=prices.in_model_factor,
+                      factor=prices.factor, in_model_factor=in_model_factor(prices.entries),
                       speedup_low=b.speedup_low, speedup_high=b.speedup_high, original_s=original,
                       systematic=b.systematic, systematic_source=terms.factor_source, check=b.check,
                       check_source=terms.check_source, measured_utc=prices.measured_utc)
@@ -308,7 +310,7 @@ def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> lis
         undecided = [p.start for p in pieces if p.stop - p.start == 1 and not p.kept
                      and not (p.found and prices.linearized(p.start, False, plan.border).found)]
         if undecided:
-            raise prices.undecided(undecided)
+            raise prices.hints.undecided(undecided)
     return pieces
 
 
@@ -376,7 +378,7 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
     (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
     at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
-    hint = prices.measure_hint(max_span)
+    hint = prices.hints.measure_hint(max_span)
     if len(table) and not table["latency_s"].notna().any():
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import LUTMissError
-from .prices import Piece, Prices
+from .piece import Piece
+from .prices import Prices
 from .interval import plan_bounds
 
 __all__ = ["Price", "Pricer"]

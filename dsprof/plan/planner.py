@@ -19,7 +19,9 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
-from ..lut.prices import Piece, Prices, span_key
+from ..lut.lookup import span_key
+from ..lut.piece import Piece
+from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from .plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
@@ -118,7 +120,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
     if strict and max_span is not None:  # as the planner names a miss
         _check_found(costs, pieces, max_span)
     elif strict and undecided:
-        raise costs.undecided(undecided)
+        raise costs.hints.undecided(undecided)
     (solution,) = best_per_k(n, pieces).values()
     merge, spans = [False] * n, []
     for p in solution.pieces:
@@ -219,7 +221,7 @@ def _check_found(prices: Prices, choices: list[Piece], max_span: int,
     missing = list(prices.missing) + [p.missing for p in choices if p.missing]
     if not missing:
         return
-    hint = prices.measure_hint(max_span)
+    hint = prices.hints.measure_hint(max_span)
     measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
     note = prices.lookup.other_model_note(prices.label, resolution_flag)
     if note is not None:

@@ -34,6 +34,7 @@ from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, Measurement, Measurem
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
+from ..lut.lookup import piece_name
 from ..lut.predict import MethodFallbackWarning, prices_of
 from ..lut.schema import in_situ_workload
 from ..merge import merge_model
@@ -107,7 +108,7 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         return []
     front = plan_front(net, lut, prices=prices, max_span=max(1, max_span), name=label, options=options)
     def timed(start: int, stop: int, variant: str) -> bool:  # in the records, whether or not they price it yet
-        workload = in_situ_workload(prices.label, prices.piece_name(start, stop))
+        workload = in_situ_workload(prices.label, piece_name(prices.blocks, start, stop))
         return prices.lookup(workload, "linear" if variant == "linear" else "merged", IN_SITU_SCOPE) is not None
 
     wanted: dict[tuple[int, int], str] = {}
@@ -124,9 +125,9 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         inside = [start <= i < stop for i in range(n)]
         keep = tuple(int(not x) for x in inside)
         plan = Plan(registered, keep, options, merge=tuple(x and variant != "linear" for x in inside),
-                    spans=((start, stop),) if stop - start > 1 else None, name=prices.piece_name(start, stop))
+                    spans=((start, stop),) if stop - start > 1 else None, name=piece_name(prices.blocks, start, stop))
         swapped = model_workload(merge_model(net, plan), label, "merged", input_size)
-        name = prices.piece_name(start, stop)
+        name = piece_name(prices.blocks, start, stop)
         spec, swap_variant = prices.blocks[start].spec, "linear" if variant == "linear" else "merged"
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
                        replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])
