@@ -19,6 +19,7 @@ from dsprof.merge import (
 )
 from dsprof.plan import Plan, PlanError, load_preset
 from dsprof.models import get_model
+from dsprof.errors import UsageError
 from dsprof.plan.decide import merge_rule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -89,6 +90,8 @@ def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are
     with pytest.raises(PlanError, match="no merge list: pass --lut LUT .* or --merge-by macs"):
         merge_model(model, Plan("mobilenet_v2", (0,) * 17))
     assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
+    with pytest.raises(UsageError, match=r"decides nothing: decide it first .*merge_rule\(model, merge_by='macs'\)"):
+        merge_model(model, Plan("mobilenet_v2", (0,) * 17), merge_by="macs")  # merge/ no longer decides
 
 
 def test_merge_model_leaves_its_input_untouched_and_replays_on_a_fresh_model(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ..errors import PlanError
+from ..errors import PlanError, UsageError
 from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, format_span, input_size_of, memory_footprint
 from .algebra import MergeError
 from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
@@ -73,6 +73,8 @@ def merge_model(
     *,
     input_size: tuple[int, int] | None = None,
     fold: bool = True,
+    merge_by: str | None = None,
+    rule: object = None,
 ) -> nn.Module:
     """A new model in which every block that the plan linearises, and whose ``merge`` entry says so, is one
     convolution (a span: its blocks as one); the others are deployed unmerged (`dsprof.merge.block.deployed_unmerged`).
@@ -83,7 +85,13 @@ def merge_model(
     outside its spans, is refused (`PlanError`): the planner decides such blocks (`dsprof.plan.decide.merge_rule`:
     on a LUT's prices, or ``merge_by="macs"``; ``.decide(plan).plan`` is the plan to pass). Remaining BatchNorms are
     folded (``fold=True``). The decisions, and the plan with its list, are in `merge_report` of the result.
+    ``merge_by`` and ``rule`` are gone (merge/ decides nothing): given, they are refused in one line that says what
+    to call instead.
     """
+    if merge_by is not None or rule is not None:
+        raise UsageError("merge_model merges what the plan's merge list says and decides nothing: decide it first with "
+                         "the planner, dsprof.plan.decide.merge_rule(model, merge_by='macs') (or lut=LUT)"
+                         ".decide(plan).plan, and pass that plan")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
     target = _linearized_copy(model, plan, size)  # a plan of the wrong length first: no decision would mend it
