@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Piece", "cheaper"]
+__all__ = ["Piece", "cheaper", "comparable"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,19 @@ class Piece:
         return self.variant in ("merged", "span")
 
 
+def comparable(merged: Piece, unmerged: Piece) -> bool:
+    """Whether the table holds both costs of a lone block (its merged and its unmerged ``latency_s``: entries, or
+    MACs), so that `cheaper` can choose; a piece whose saving is missing for another reason (an in-situ entry) still
+    has its cost."""
+    return not (math.isnan(merged.latency_s) or math.isnan(unmerged.latency_s))
+
+
 def cheaper(merged: Piece, unmerged: Piece) -> Piece:
     """Block ``i`` linearised alone, as a price table offers it to the planner: ``merged`` (its one convolution) where
     that costs less than ``unmerged`` (the block left unmerged as deployed), both in the table's unit (``latency_s``:
     a LUT's medians, or MACs); where either is missing, ``merged`` (it names what the table lacks). The one
     comparison of the two ways of deploying a lone block: the planner's search (`dsprof.plan.decide`) chooses every
     plan's merges and spans from pieces offered this way."""
-    if not (merged.found and unmerged.found):
+    if not comparable(merged, unmerged):
         return merged
     return merged if merged.latency_s < unmerged.latency_s else unmerged

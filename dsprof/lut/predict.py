@@ -16,7 +16,7 @@ from ..models import find_blocks, format_span, input_size_of, model_flags, model
 from ..device_context import DeviceContext
 from ..merge.rule import check_merges
 from .lookup import in_model_factor
-from .piece import Piece
+from .piece import Piece, comparable
 from .prices import MethodFallbackWarning, Prices
 from .interval import plan_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
@@ -307,8 +307,8 @@ def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> lis
     plan = check_merges(plan, prices.identity, len(prices.blocks))
     pieces = prices.pieces(plan)
     if strict and plan.merge is None:
-        undecided = [p.start for p in pieces if p.stop - p.start == 1 and not p.kept
-                     and not (p.found and prices.linearized(p.start, False, plan.border).found)]
+        undecided = [p.start for p in pieces if p.stop - p.start == 1 and not p.kept and not comparable(
+            prices.linearized(p.start, True, plan.border), prices.linearized(p.start, False, plan.border))]
         if undecided:
             raise prices.hints.undecided(undecided)
     return pieces

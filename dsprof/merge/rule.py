@@ -40,11 +40,10 @@ class Merges:
         """One line for the terminal: which blocks merge, which stay linear, and what decided it."""
         how = {
             "plan": "the plan's merge list, replayed",
-            "lut": f"the planner on the LUT in {self.context}: a block merges where its merged entry is below its "
-                   "unmerged one, as predict prices it",
+            "lut": f"the LUT in {self.context}: a block merges where its merged entry is below its unmerged one, "
+                   "the rule predict prices",
             "planner": f"the planner on the LUT in {self.context}: the merges and spans it prices lowest for this keep",
-            "macs": "the planner on MACs (--merge-by macs): a block merges where that lowers its MACs; predict prices "
-                    "the LUT's",
+            "macs": "MACs (--merge-by macs): a block merges where that lowers its MACs; predict prices the LUT's rule",
         }[self.by]
         linear = [i for i in self.plan.linearized if i not in self.merged]
         return (f"{self.plan.name or 'plan'}: merged blocks {_indices(self.merged)}; linear, unmerged "

@@ -20,7 +20,7 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
 from ..lut.lookup import span_key
-from ..lut.piece import Piece
+from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from .plan import PRESETS, Plan, same_family
@@ -112,7 +112,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
             pieces.append(costs.kept(i))
         elif i not in inside:
             pieces.append(costs.linearized(i, None, border))
-            if not (pieces[-1].found and costs.linearized(i, False, border).found):
+            if not comparable(costs.linearized(i, True, border), costs.linearized(i, False, border)):
                 undecided.append(i)
     pieces += [costs.span(start, stop) for start, stop in forced.items()]
     if max_span is not None:
