@@ -22,7 +22,7 @@ from __future__ import annotations
 import timm
 from torch import nn
 
-__all__ = ["MODELS"]
+__all__ = ["HELDOUT_46", "MODELS"]
 
 MODELS = ("spnasnet_100", "efficientnet_es", "mnasnet_050", "tf_mobilenetv3_large_minimal_100",
           "mobilenetv4_conv_small", "resnet18d")
@@ -54,3 +54,27 @@ def mobilenetv4_conv_small(num_classes: int = 1000) -> nn.Module:
 
 def resnet18d(num_classes: int = 1000) -> nn.Module:
     return _timm("resnet18d", num_classes)
+
+
+# Issue #46's second held-out set: architectures no test or earlier benchmark uses, two of them small (at most 8
+# blocks). Blocks dsprof finds at 96 px (`dsprof blocks`, 2026-11-28): lcnet_050 11 (depthwise-separable; its two
+# squeeze-excitation blocks refused), mobilenetv2_035 17 (MobileNetV2 at width 0.35, timm's build), dla46_c 8 (DLA's
+# bottlenecks and two chains; its tree's aggregation nodes refused), mnasnet_small 5 (the blocks without
+# squeeze-excitation).
+HELDOUT_46 = ("lcnet_050", "mobilenetv2_035", "dla46_c", "mnasnet_small")
+
+
+def lcnet_050(num_classes: int = 1000) -> nn.Module:
+    return _timm("lcnet_050", num_classes)
+
+
+def mobilenetv2_035(num_classes: int = 1000) -> nn.Module:
+    return _timm("mobilenetv2_035", num_classes)
+
+
+def dla46_c(num_classes: int = 1000) -> nn.Module:
+    return _timm("dla46_c", num_classes)
+
+
+def mnasnet_small(num_classes: int = 1000) -> nn.Module:
+    return _timm("mnasnet_small", num_classes)

@@ -26,6 +26,16 @@ under ../shared/tools/quiet-run; every case prints the load average before and a
     .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvr --reuse          # re-score, measure what is missing
     .venv/bin/python benchmarks/planner_vs_random.py --out /tmp/pvr --models mnasnet_050 --backends onnxruntime \\
         --resolution 64 --random 3 --budget 0.1 --check-seconds 2                           # a quick look
+
+Issue #46 widens it: ``--resolutions 96,128,224`` (each case in its own folder, ``FACTORY_96px``; 224 px keeps the
+old folder names, so earlier runs still ``--reuse``), the runtimes ``openvino`` and ``torch-compile`` beside
+``onnxruntime`` and ``torch`` (the checks then run OpenVINO's compiled model, or ``torch.compile``'s module, in the
+same plain loop), and ``--models issue46``: the second held-out set of `benchmarks/heldout_models.py` (``HELDOUT_46``:
+architectures no test or earlier benchmark uses, two of them with at most 8 blocks). The summary scores every plan and
+the front plans on their own, overall and per resolution and per model size (small: at most 8 blocks).
+
+    ../shared/tools/quiet-run -- .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvrE --seed 46 \\
+        --models issue46 --backends torch,onnxruntime,openvino,torch-compile --resolutions 96,128,224
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, prices_of
 from dsprof.plan.decide import Decider
 from dsprof.lut.pricer import Pricer
+from heldout_models import HELDOUT_46
 from dsprof.merge import merge_model
 from dsprof.plan import Plan, load_plan
 from dsprof.merge.fold import fold_batchnorm
@@ -72,6 +83,8 @@ MAX_SPAN = DEFAULT_MAX_SPAN
 NEAR_BEST = 0.02  # the front within 2 % of the best random plan, or above it
 WITHIN = 0.10  # predicted speed-up within +-10 % of measured
 HALF_WIDTH = 0.08  # median half-width of the 95 % interval
+SMALL = 8  # issue #46: a model of at most this many blocks is small
+SETS = {"issue46": ",".join(HELDOUT_46)}  # --models issue46
 
 
 def load() -> str:
@@ -156,7 +169,24 @@ def runner(module: torch.nn.Module, backend: str, shape: tuple[int, ...], workdi
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed = {"input": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
         return lambda: session.run(None, feed)
+    if backend == "openvino":  # compiled as dsprof's OpenVINO backend compiles (one thread, latency hint)
+        import openvino as ov
+
+        from dsprof.profiler.backends.openvino import openvino_config
+
+        path = export_onnx(module, shape, workdir / f"{len(list(workdir.iterdir()))}.onnx")
+        compiled = ov.Core().compile_model(str(path), "CPU", openvino_config(1))
+        request = compiled.create_infer_request()
+        data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        return lambda: request.infer([data])
     x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    if backend == "torch-compile":  # Inductor, as dsprof's torch-compile backend (default mode, whole graph; each
+        # module behind a forward of its own, or Dynamo's recompile limit stops the group's third plan)
+        from dsprof.profiler.backends.torch_compile import own_frame
+
+        module = torch.compile(own_frame(module), fullgraph=True)
+        with torch.inference_mode():
+            module(x)  # compiled here, not in the timed rounds
 
     def run():
         with torch.inference_mode():
@@ -192,7 +222,7 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
     if path.is_file() and not args.recheck and (args.reuse or args.rescore):
         return json.loads(path.read_text())
     torch.set_num_threads(1)
-    if backend == "torch":
+    if backend in ("torch", "torch-compile"):
         steady_allocator()  # the heap setting dsprof times PyTorch with (dsprof.profiler.allocator), not its timer
     net = get_model(name, resolution=args.resolution).eval()
     shape = (1, first_conv_in_channels(net), args.resolution, args.resolution)
@@ -283,7 +313,8 @@ def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], cos
                                "predicted_alone": price_alone.speedup})
         front, randoms = plans_rows[0], plans_rows[1:]
         measured = sorted((r["measured"] for r in plans_rows), reverse=True)
-        rows.append({"model": label, "backend": backend, "k": k, "n": len(costs.blocks), "front": front,
+        rows.append({"model": label, "backend": backend, "resolution": resolution, "k": k, "n": len(costs.blocks),
+                     "front": front,
                      "random": randoms, "best_random": max(r["measured"] for r in randoms),
                      "median_random": statistics.median(r["measured"] for r in randoms),
                      "rank": measured.index(front["measured"]) + 1, "of": len(plans_rows)})
@@ -295,12 +326,12 @@ def _pct(x: float) -> str:
 
 
 def summary(rows: list[dict]) -> str:
-    lines = ["| model | runtime | k/n | front measured | best random | median random | rank | front predicted (95 %) | "
-             "inside | error |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | runtime | px | k/n | front measured | best random | median random | rank | front predicted (95 %) | "
+             "inside | error |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         f = r["front"]
         inside = f["low"] <= f["measured"] <= f["high"]
-        lines.append(f"| {r['model']} | {r['backend']} | {r['k']}/{r['n']} | {f['measured']:.3f}x | "
+        lines.append(f"| {r['model']} | {r['backend']} | {r.get('resolution', 224)} | {r['k']}/{r['n']} | {f['measured']:.3f}x | "
                      f"{r['best_random']:.3f}x | {r['median_random']:.3f}x | {r['rank']} of {r['of']} | "
                      f"{f['predicted']:.3f}x ({f['low']:.3f}-{f['high']:.3f}) | {'yes' if inside else 'NO'} | "
                      f"{f['predicted'] / f['measured'] - 1:+.1%} |")
@@ -337,8 +368,73 @@ def summary(rows: list[dict]) -> str:
         f"(diagnostic) without the pieces timed inside the model (the in-model factor, as before issue #36): within "
         f"+-{WITHIN:.0%} all plans {_pct(a_alone)} "
         f"(median {e_alone:.1%}), front plans {_pct(af_alone)} ({ef_alone:.1%})",
+        "",
+        "By group (issue #46: coverage >= 90 % at a median half-width <= +-8 % at every resolution, on small and large "
+        "models alike; fronts within 2 % of the best random plan or above it; where every plan saves under 3 %, the "
+        "front at most 1 % under the random median):",
+        "| group | cases | plans | within +-10 % (all / fronts) | median error | coverage (all / fronts) | "
+        "median half-width | front near best | flat cases: front >= median -1 % |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(f"{r.get('resolution', 224)} px", []).append(r)
+        groups.setdefault("small (<= %d blocks)" % SMALL if r["n"] <= SMALL else "large", []).append(r)
+        groups.setdefault(r["backend"], []).append(r)
+    for label, group in groups.items():
+        plans = [p for r in group for p in [r["front"], *r["random"]]]
+        fronts_g = [r["front"] for r in group]
+        a, e = accuracy(plans)
+        af, _ = accuracy(fronts_g)
+        c, h = coverage(plans)
+        cf, _ = coverage(fronts_g)
+        near_g = sum(r["front"]["measured"] >= r["best_random"] * (1 - NEAR_BEST) for r in group)
+        flat = [r for r in group if max(p["measured"] for p in [r["front"], *r["random"]]) < 1.03]
+        flat_ok = sum(r["front"]["measured"] >= r["median_random"] * 0.99 for r in flat)
+        lines.append(f"| {label} | {len(group)} | {len(plans)} | {_pct(a)} / {_pct(af)} | {e:.1%} | {_pct(c)} / "
+                     f"{_pct(cf)} | +-{h:.1%} | {near_g} of {len(group)} | {flat_ok} of {len(flat)} |")
     return "\n".join(lines)
+
+
+def case_folder(factory: str, resolution: int) -> str:
+    """A case's folder name under RUNTIME/: 224 px keeps the name of the runs before issue #46."""
+    return factory.replace(":", "_") + ("" if resolution == 224 else f"_{resolution}px")
+
+
+def run_case(args: argparse.Namespace, factory: str, backend: str, resolution: int, logs: dict) -> list[dict]:
+    """One model on one runtime at one resolution: its LUT, plans and checks (measured or reused), scored."""
+    name = model_name(factory)
+    case_dir = args.out / backend / case_folder(factory, resolution)
+    log = logs.setdefault(f"{backend}/{case_folder(factory, resolution)}", {})
+    if args.rescore and not (case_dir / "checks.json").is_file():
+        return []
+    case_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    print(f"{backend} {factory} {resolution} px: load {load()}", flush=True)
+    lut = lut_of(name, backend, args, case_dir, log)
+    plans, costs = plans_of(name, lut, args, case_dir)
+    built, rate = pricing_rate(costs, args.seed)
+    print(f"  pricer ({len(costs.blocks)} blocks): built in {built * 1e3:.0f} ms, then {rate:.0f} random plans "
+          f"a second (load {load()})", flush=True)
+    log["pricer_plans_per_s"] = rate
+    checks = checks_of(name, backend, plans, args, case_dir, log)
+    if args.score_lut is not None:  # the same plans and checks, priced by another run's LUT
+        other = LUT.load(args.score_lut / backend / case_folder(factory, resolution) / "lut.csv")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MethodFallbackWarning)
+            costs = prices_of(name, other, resolution=resolution)
+    case_rows = score(name, factory, backend, plans, costs, checks, resolution)
+    print(f"  {inside_vs_alone(costs)}", flush=True)
+    print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "
+          f"{log.get('lut_load_before', '?')} -> {log.get('lut_load_after', '?')}), checks "
+          f"{checks.get('utc', '?')} (load {checks.get('load_before', '?')} -> {checks.get('load_after', '?')})",
+          flush=True)
+    for r in case_rows:
+        f = r["front"]
+        print(f"  k={r['k']:2d}/{r['n']}: front {f['measured']:.3f}x (rank {r['rank']} of {r['of']}), best random "
+              f"{r['best_random']:.3f}x, median {r['median_random']:.3f}x; predicted {f['predicted']:.3f}x "
+              f"({f['low']:.3f}-{f['high']:.3f}), spans {f['spans']}", flush=True)
+    return case_rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=DEFAULT_MODELS,
                         help="factories of benchmarks/heldout_models.py, comma-separated (zoo:NAME for a dsprof zoo model)")
     parser.add_argument("--backends", default="onnxruntime,torch")
-    parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--resolution", type=int, default=None, help="one input size (px); --resolutions for several")
+    parser.add_argument("--resolutions", default="224", help="input sizes (px), comma-separated (issue #46: 96,128,224)")
     parser.add_argument("--random", type=int, default=10, help="random plans per k")
     parser.add_argument("--seed", default="36")
     parser.add_argument("--budget", type=float, default=1.0, help="LUT run: seconds of timing per workload at most")
@@ -361,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="score --out's plans and checks with the LUTs of another run of this benchmark (its --out): "
                              "predictions from a LUT measured at another time (implies --rescore)")
     args = parser.parse_args(argv)
+    args.resolutions = [args.resolution] if args.resolution else [int(r) for r in args.resolutions.split(",")]
     if args.score_lut is not None:
         args.rescore = True
     if args.recheck or args.rescore:
@@ -369,41 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     results_path = args.out / "results.json"
     logs = json.loads(results_path.read_text())["logs"] if results_path.is_file() else {}
     rows = []
-    for backend in args.backends.split(","):
-        for factory in args.models.split(","):
-            name = model_name(factory)
-            case_dir = args.out / backend / factory.replace(":", "_")
-            case_dir.mkdir(parents=True, exist_ok=True)
-            log = logs.setdefault(f"{backend}/{factory}", {})
-            if args.rescore and not (case_dir / "checks.json").is_file():
-                continue
-            t0 = time.perf_counter()
-            print(f"{backend} {factory}: load {load()}", flush=True)
-            lut = lut_of(name, backend, args, case_dir, log)
-            plans, costs = plans_of(name, lut, args, case_dir)
-            built, rate = pricing_rate(costs, args.seed)
-            print(f"  pricer ({len(costs.blocks)} blocks): built in {built * 1e3:.0f} ms, then {rate:.0f} random plans "
-                  f"a second (load {load()})", flush=True)
-            log["pricer_plans_per_s"] = rate
-            checks = checks_of(name, backend, plans, args, case_dir, log)
-            if args.score_lut is not None:  # the same plans and checks, priced by another run's LUT
-                other = LUT.load(args.score_lut / backend / factory.replace(":", "_") / "lut.csv")
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", MethodFallbackWarning)
-                    costs = prices_of(name, other, resolution=args.resolution)
-            case_rows = score(name, factory, backend, plans, costs, checks, args.resolution)
-            print(f"  {inside_vs_alone(costs)}", flush=True)
-            rows += case_rows
-            print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "
-                  f"{log.get('lut_load_before', '?')} -> {log.get('lut_load_after', '?')}), checks "
-                  f"{checks.get('utc', '?')} (load {checks.get('load_before', '?')} -> {checks.get('load_after', '?')})",
-                  flush=True)
-            for r in case_rows:
-                f = r["front"]
-                print(f"  k={r['k']:2d}/{r['n']}: front {f['measured']:.3f}x (rank {r['rank']} of {r['of']}), best random "
-                      f"{r['best_random']:.3f}x, median {r['median_random']:.3f}x; predicted {f['predicted']:.3f}x "
-                      f"({f['low']:.3f}-{f['high']:.3f}), spans {f['spans']}", flush=True)
-            results_path.write_text(json.dumps({"rows": rows, "logs": logs}, indent=1))
+    models = SETS.get(args.models, args.models)
+    for resolution in args.resolutions:
+        args.resolution = resolution  # what the stages read
+        for backend in args.backends.split(","):
+            for factory in models.split(","):
+                rows += run_case(args, factory, backend, resolution, logs)
+                results_path.write_text(json.dumps({"rows": rows, "logs": logs}, indent=1))
     if rows:
         print()
         print(summary(rows))

@@ -11,6 +11,10 @@ A message that names the command to run (a LUT miss: `dsprof measure`; an import
 `dsprof importance`) holds the token ``{hint}`` there and the command as plain data, its ``hint`` (`MeasureHint`,
 `ImportanceHint`). ``str`` puts the hint there in words (for Python callers); the command line puts the command
 there (`dsprof.cli.commands`): no layer below the CLI writes command lines.
+
+A message names the parameters of dsprof's Python functions, in backquotes (`` `max_span=1` ``,
+`` `dsprof.measure(resume=True)` ``), never command-line options: the command line rewrites them as its options
+(`dsprof.cli.flags`, the one table of both).
 """
 
 from __future__ import annotations
@@ -54,11 +58,12 @@ HINT = "{hint}"
 @dataclass(frozen=True)
 class MeasureHint:
     """What `dsprof measure` should time so that a LUT has what a message says it lacks: in the LUT context
-    ``context``, the model built with the `dsprof` options ``flags``, its blocks original, merged and linear, spans of
-    up to ``max_span`` blocks, and (``in_situ``) each block inside the model."""
+    ``context``, the model that the API parameters ``model`` build (``"model='mobilenet_v2', resolution=32"``:
+    `dsprof.models.model_args`; the command line spells them as its options), its blocks original, merged and linear,
+    spans of up to ``max_span`` blocks, and (``in_situ``) each block inside the model."""
 
     context: Any  # a `dsprof.device_context.DeviceContext` (a module that imports this one)
-    flags: str
+    model: str
     max_span: int = 1
     in_situ: bool = False
 
@@ -66,19 +71,19 @@ class MeasureHint:
         spans = f", spans of up to {self.max_span} blocks" if self.max_span > 1 else ""
         in_situ = ", and each block inside the model" if self.in_situ else ""
         return (f"`dsprof measure` (or dsprof.measure) in context {self.context} with the model's options "
-                f"({self.flags}), timing blocks original, merged and linear{spans}{in_situ}")
+                f"({self.model}), timing blocks original, merged and linear{spans}{in_situ}")
 
     def to_dict(self) -> dict:
-        return {"key": str(self.context), "flags": self.flags, "max_span": self.max_span, "in_situ": self.in_situ}
+        return {"key": str(self.context), "model": self.model, "max_span": self.max_span, "in_situ": self.in_situ}
 
 
 @dataclass(frozen=True)
 class ImportanceHint:
-    """What `dsprof importance` should score: the model built with the `dsprof` options ``flags``, on ``data`` with
+    """What `dsprof importance` should score: the model that the API parameters ``model`` build (as `MeasureHint`'s), on ``data`` with
     the proxy ``proxy``, from ``weights`` (True: pretrained; a path; None: not said), at ``resolution`` pixels (None:
     the model's default)."""
 
-    flags: str
+    model: str
     data: str
     proxy: str
     weights: bool | str | None = None
@@ -88,7 +93,7 @@ class ImportanceHint:
         at = f" at {self.resolution} px" if self.resolution else ""
         weights = (", from pretrained weights" if self.weights is True
                    else f", from the weights {self.weights}" if isinstance(self.weights, str) else "")
-        return (f"`dsprof importance` (or dsprof.importance) for the model ({self.flags}){at} on {self.data} with the "
+        return (f"`dsprof importance` (or dsprof.importance) for the model ({self.model}){at} on {self.data} with the "
                 f"proxy {self.proxy}{weights}")
 
 
@@ -170,7 +175,7 @@ class LUTMissError(LUTError, KeyError):
 
 
 class PartialPredictionError(LUTError):
-    """A prediction that lacks some of the LUT's keys, refused (`dsprof predict` without ``--allow-partial``)."""
+    """A prediction that lacks some of the LUT's keys, refused (`dsprof.predict` without ``allow_partial=True``)."""
 
 
 class MeasurementFileError(DsprofError, ValueError):

@@ -1,27 +1,114 @@
-"""Files in and out: writing that never leaves a half-written file behind (with the user's umask), and the
-one way in for every file a command reads (`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any
-content -- another encoding, binary, empty, cut, a file of another kind -- becomes one `DsprofError` that names
-the file and says what it is (`describe_file`) and what to do."""
+"""Files in and out: the one way to an output path (`output_path`: names from data slugged by `slug`, nothing
+outside the output folder), writing that never leaves a half-written file behind (with the user's umask), CSV cells
+that a spreadsheet cannot take for a formula (`csv_cell`), and the one way in for every file a command reads
+(`read_text`, `read_json`, `read_csv`, `load_torch_payload`): any content -- another encoding, binary, empty, cut,
+a file of another kind -- becomes one `DsprofError` that names the file and says what it is (`describe_file`) and
+what to do."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import pickle
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "KINDS", "describe_file",
-           "load_torch", "load_torch_payload", "make_parent_folders", "read_csv", "read_json", "read_text", "sniff"]
+__all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
+           "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch", "load_torch_payload", "make_parent_folders",
+           "output_path", "read_csv", "read_json", "read_text", "slug", "sniff"]
+
+
+# -- where dsprof writes: one way to an output path ------------------------------------------------------------
+
+#: The longest name component `slug` returns (characters); a longer one is cut and ends with a hash of the whole.
+SLUG_LIMIT = 120
+_NAME_MAX = 240  # a whole file name `output_path` writes (most file systems allow 255 bytes)
+
+
+def slug(text: object, limit: int = SLUG_LIMIT) -> str:
+    """``text`` as one safe file-name component: ASCII letters, digits, ``.`` and ``_`` kept, every other run of
+    characters (separators, spaces, ``-``, quotes, control and non-ASCII characters) one ``-``; no run of dots (no
+    ``..``), no ``-`` or ``.`` at either end (no hidden file); at most ``limit`` characters (a longer one is cut and
+    ends with 8 hex digits of its SHA-256, so that two long names stay apart); ``unnamed`` when nothing is left.
+    A name that is already safe comes back unchanged: ``mobilenet_v2_224px_onnxruntime_cpu_fp32_b1``."""
+    text = str(text)
+    out = re.sub(r"[^A-Za-z0-9._]+", "-", text)
+    out = re.sub(r"\.{2,}", "-", out)
+    out = re.sub(r"-{2,}", "-", out).strip("-.")
+    if len(out) > limit:
+        out = out[: limit - 9].rstrip("-.") + "-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return out or "unnamed"
+
+
+def output_path(folder: str | Path, *names: object, suffix: str = "", what: str = "a file") -> Path:
+    """The path ``folder/NAME/.../NAME{suffix}`` that dsprof writes: every name component `slug`-ged (a name from a
+    file's contents or a user's string cannot hold a separator or ``..``; dsprof's own names, ``plots`` or
+    ``front_mbv2``, come back unchanged), ``suffix`` (dsprof's own extension, ``.png``) added to the last. Raises
+    `OutputPathError` naming the file where the path resolves outside ``folder`` (a link on its way leads out,
+    e.g. in a results folder someone sent). ``folder`` itself is the user's choice and is taken as it is.
+    Creates nothing."""
+    folder = Path(folder)
+    parts = [slug(n, _NAME_MAX - len(suffix)) for n in names]
+    if suffix:
+        if not parts or "/" in suffix or "\\" in suffix or suffix != suffix.strip() or ".." in suffix:
+            raise ValueError(f"output_path: suffix {suffix!r} must be a file extension added to a name")
+        parts[-1] += suffix
+    path = folder.joinpath(*parts)
+    root = folder.resolve()
+    real = path.resolve()
+    if real != root and root not in real.parents:
+        link = next((p for p in [path, *path.parents][: len(parts)] if p.is_symlink()), None)
+        why = f"{link} is a link to {os.readlink(link)}" if link is not None else f"it resolves to {real}"
+        raise OutputPathError(f"cannot write {what} {path}: {why}, outside the output folder {folder}; remove the "
+                              "link or choose another output folder")
+    return path
+
+
+#: What a spreadsheet takes for the start of a formula (OWASP, CSV injection), besides tab and carriage return.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV file of dsprof holds it: text that starts with ``= + - @`` (or a tab, a carriage return)
+    and is not a number gets a leading ``'``, so that a spreadsheet shows it as text rather than run it as a
+    formula (OWASP's advice on CSV injection); numbers, ``-0.5``, ``-inf`` and other values unchanged. Every CSV
+    writer of dsprof (LUT, report tables and plot data) passes its text cells through it."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row for `csv.DictWriter`: its keys and values through `csv_cell`."""
+    return {csv_cell(k): csv_cell(v) for k, v in row.items()}
+
+
+def csv_frame(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """A copy of ``frame`` to write as CSV: its column names and the cells of its columns that are not numeric through
+    `csv_cell` (numbers keep their type and every digit)."""
+    import pandas as pd
+
+    safe = frame.copy()
+    for i, column in enumerate(frame.columns):
+        if not pd.api.types.is_numeric_dtype(frame.iloc[:, i]):
+            safe.isetitem(i, frame.iloc[:, i].map(csv_cell))
+    safe.columns = [csv_cell(c) for c in frame.columns]
+    return safe
 
 
 def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,
@@ -107,6 +194,9 @@ def load_torch(path: str | Path, what: str, hint: str) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputFileError(f"{what} {path} does not exist; {hint}")
+    if path.stat().st_size > MAX_TORCH_BYTES:
+        raise BadFileError(f"{path} is larger than {_size(MAX_TORCH_BYTES)}, more than {_a(what)} dsprof reads may "
+                           f"hold; {hint}")
     head = _head(path)
     name, kind = sniff(head)
     if head and not (name.startswith(("a PyTorch", "a ZIP", "a pickle")) or kind and kind.id in _TORCH_KINDS):
@@ -137,6 +227,12 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
 
 # -- reading: one way in ---------------------------------------------------------------------------------------
 
+#: The most bytes a text file dsprof reads (records, a LUT, a plan, a front, a manifest, results) may hold: 256 MiB,
+#: a hundred times a long run's records; a larger file is refused before it is read in whole.
+MAX_TEXT_BYTES = 256 << 20
+#: The most bytes a PyTorch file dsprof reads (a merged model, a checkpoint) may hold.
+MAX_TORCH_BYTES = 8 << 30
+
 _HEAD = 1 << 16  # bytes a file's kind is told from
 
 
@@ -151,17 +247,17 @@ class FileKind:
 
 
 KINDS = (
-    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to --merged-model"),
+    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to `merged_models=`"),
     FileKind("training", b"dsprof.training", "a dsprof training checkpoint (PyTorch file)",
-             "a checkpoint goes to `dsprof merge --checkpoint`"),
+             "a checkpoint goes to `dsprof.merge(checkpoint=)`"),
     FileKind("measurement", b"dsprof.measurement/", "a dsprof measurement file (JSON Lines)",
              "measurement files go to `dsprof build-lut` and `dsprof report`"),
-    FileKind("lut", b"dsprof.lut/", "a dsprof LUT (CSV)", "a LUT goes to --lut"),
-    FileKind("plan", b"dsprof.plan", "a dsprof plan (JSON)", "a plan goes to --plan"),
+    FileKind("lut", b"dsprof.lut/", "a dsprof LUT (CSV)", "a LUT goes to `lut=`"),
+    FileKind("plan", b"dsprof.plan", "a dsprof plan (JSON)", "a plan goes to `plan=`"),
     FileKind("manifest", b"dsprof.bundle/", "a bundle manifest (JSON)", "give `dsprof import` the bundle folder that holds it"),
     FileKind("results", b"dsprof.edge-results/", "a bundle runner's results file (JSON Lines)",
              "results go to `dsprof import BUNDLE RESULTS`"),
-    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof report --front`"),
+    FileKind("front", b"dsprof.front", "a planner's front (JSON)", "a front goes to `dsprof.report(fronts=)`"),
 )
 _TORCH_KINDS = ("merged", "training")
 _MAGIC = (
@@ -169,6 +265,11 @@ _MAGIC = (
     (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip archive"),
     (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"), (b"\x7fELF", "a program (ELF)"),
 )
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in words: "256 MiB", "1000 bytes"."""
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
 
 
 def _head(path: Path) -> bytes:
@@ -243,9 +344,12 @@ def read_text(path: str | Path, what: str, hint: str, *, kind: str | None = None
     if path.is_dir():
         raise error(f"{path} is a folder, not {_a(what)}; {hint}")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TEXT_BYTES + 1)  # never more than the cap, whatever the file claims to be
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}; {hint}") from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise error(f"{path} is larger than {_size(MAX_TEXT_BYTES)}, more than {_a(what)} dsprof reads may hold; {hint}")
     data = data.removeprefix(b"\xef\xbb\xbf")
     try:
         text = data.decode("utf-8")

@@ -3,24 +3,29 @@
 
 The import graph is read as tests/test_layers.py reads it; the expected words and commands are written out here."""
 
+import argparse
 import ast
+import re
 import warnings
 
 import pytest
 
-from dsprof.cli import build_parser
+import dsprof
+from dsprof.cli import build_parser, main
+from dsprof.cli.flags import command_line_text, flag_table
 from dsprof.cli.commands import hint_command
 from dsprof.search.importance_file import ImportanceResolutionWarning
 from dsprof.cli.main import _text
 from dsprof.device_context import DeviceContext
 from dsprof.errors import ImportanceHint, LUTError, LUTMissError, MeasureHint, UsageError
 from dsprof.lut import LUTMissWarning
+from dsprof.plan.front import check_budget
 from test_layers import MODULES, ROOT, imports
 
 CONTEXT = DeviceContext("3f9a1c2b7d4e", "cpu", "onnxruntime", "fp32", "nchw", 1, 4)
-REQUEST = MeasureHint(CONTEXT, "--model mobilenet_v2 --resolution 32", max_span=3, in_situ=True)
+REQUEST = MeasureHint(CONTEXT, "model='mobilenet_v2', resolution=32", max_span=3, in_situ=True)
 WORDS = ("`dsprof measure` (or dsprof.measure) in context 3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t4 with the "
-         "model's options (--model mobilenet_v2 --resolution 32), timing blocks original, merged and linear, spans of "
+         "model's options (model='mobilenet_v2', resolution=32), timing blocks original, merged and linear, spans of "
          "up to 3 blocks, and each block inside the model")
 COMMAND = ("dsprof measure --model mobilenet_v2 --resolution 32 --device cpu --backend onnxruntime --dtype fp32 "
            "--batch 1 --threads 4 --variants original,merged,linear --spans 3 --in-situ merged,linear")
@@ -29,7 +34,8 @@ COMMAND = ("dsprof measure --model mobilenet_v2 --resolution 32 --device cpu --b
 def test_only_the_command_line_imports_its_command_text():
     assert "dsprof.commands" not in MODULES  # moved into the command line's package
     importers = {m for m in MODULES for target, _, _ in imports(m) if target == "dsprof.cli.commands"}
-    assert importers == {"dsprof.cli.main", "dsprof.cli.measure", "dsprof.cli.plan"}
+    assert importers == {"dsprof.cli.export", "dsprof.cli.import_bundle", "dsprof.cli.main", "dsprof.cli.measure",
+                         "dsprof.cli.plan"}
 
 
 def test_no_layer_below_the_command_line_writes_a_measure_merge_or_plan_command_from_values():
@@ -52,11 +58,11 @@ def test_a_request_in_words_and_as_the_command_line_writes_it():
     assert REQUEST.describe() == WORDS
     assert hint_command(REQUEST) == COMMAND
     build_parser().parse_args(COMMAND.split()[1:])  # a command that runs as written
-    plain = MeasureHint(CONTEXT, "--model resnet18")
+    plain = MeasureHint(CONTEXT, "model='resnet18'")
     assert plain.describe() == ("`dsprof measure` (or dsprof.measure) in context 3f9a1c2b7d4e/cpu/onnxruntime/fp32/"
-                                "nchw/b1/t4 with the model's options (--model resnet18), timing blocks original, "
+                                "nchw/b1/t4 with the model's options (model='resnet18'), timing blocks original, "
                                 "merged and linear")
-    assert plain.to_dict() == {"key": "3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t4", "flags": "--model resnet18",
+    assert plain.to_dict() == {"key": "3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t4", "model": "model='resnet18'",
                                "max_span": 1, "in_situ": False}
 
 
@@ -83,23 +89,116 @@ def test_a_miss_is_caught_as_before_and_the_command_line_shows_its_command():
 
 
 def test_an_importance_hint_in_words_and_as_the_command_line_writes_it():
-    hint = ImportanceHint("--model mobilenet_v2 --width 0.5", "my images", "taylor", "w/ck pt.pth", 160)
-    assert hint.describe() == ("`dsprof importance` (or dsprof.importance) for the model (--model mobilenet_v2 --width "
-                               "0.5) at 160 px on my images with the proxy taylor, from the weights w/ck pt.pth")
+    hint = ImportanceHint("model='mobilenet_v2', options={'width': 0.5}", "my images", "taylor", "w/ck pt.pth", 160)
+    assert hint.describe() == ("`dsprof importance` (or dsprof.importance) for the model (model='mobilenet_v2', "
+                               "options={'width': 0.5}) at 160 px on my images with the proxy taylor, from the weights "
+                               "w/ck pt.pth")
     command = hint_command(hint)
     assert command == ("dsprof importance --model mobilenet_v2 --width 0.5 --resolution 160 --data 'my images' "
                        "--proxy taylor --weights 'w/ck pt.pth' --out importance.json")
     build_parser().parse_args(["importance", "--model", "mobilenet_v2", "--width", "0.5", "--resolution", "160",
                                "--data", "my images", "--proxy", "taylor", "--weights", "w/ck pt.pth", "--out",
                                "importance.json"])  # the command as a shell splits it
-    plain = ImportanceHint("--model resnet18", "digits", "zero-shot", True)
+    plain = ImportanceHint("model='resnet18'", "digits", "zero-shot", True)
     assert hint_command(plain) == ("dsprof importance --model resnet18 --data digits --proxy zero-shot --weights "
                                    "pretrained --out importance.json")
     # any error of the family, and the importance warning, carry one the same way
-    refused = UsageError("for another model: e.g. {hint} with its --weights", hint=plain)
+    refused = UsageError("for another model: e.g. {hint} with its `weights=`", hint=plain)
     assert str(refused) == ("for another model: e.g. `dsprof importance` (or dsprof.importance) for the model "
-                            "(--model resnet18) on digits with the proxy zero-shot, from pretrained weights with its "
-                            "--weights")
-    assert _text(refused) == f"for another model: e.g. `{hint_command(plain)}` with its --weights"
+                            "(model='resnet18') on digits with the proxy zero-shot, from pretrained weights with its "
+                            "`weights=`")
+    assert _text(refused, "plan") == f"for another model: e.g. `{hint_command(plain)}` with its --weights"
     said = ImportanceResolutionWarning("scored at 224 px; to score at 160 px: {hint}", hint=hint)
     assert _text(said) == f"scored at 224 px; to score at 160 px: `{command}`"
+
+
+# Errors name parameters (issue #44): below the command line a message names the Python parameter in backquotes
+# (`max_span=1`, `merge_by='macs'`); the command line alone spells it as its option (dsprof/cli/flags.py).
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
+
+
+def _said(node: ast.AST) -> bool:
+    """A raise, a ``warn(...)``, or the making of an error or a warning (``...Error(...)``, ``...Warning(...)``)."""
+    if isinstance(node, ast.Raise):
+        return True
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return name == "warn" or name.endswith(("Error", "Warning"))
+    return False
+
+
+def test_no_raise_or_warning_below_the_command_line_names_a_flag():
+    found = []
+    for path in sorted((ROOT / "dsprof").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("dsprof/cli/") or relative == "dsprof/edge/runner.py":  # the runner has its own
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if _said(node):
+                for part in ast.walk(node):
+                    if isinstance(part, ast.Constant) and isinstance(part.value, str) and FLAG.search(part.value):
+                        found.append(f"{relative}:{part.lineno}: {FLAG.search(part.value).group()}")
+    assert found == []
+
+
+def test_the_check_finds_a_flag_where_one_is_written():  # the walk above can fail
+    bad = ast.parse('raise UsageError(f"give --max-span {n}")\nwarnings.warn("or --merge-by macs")\nX = "--keep"')
+    said = {p.value for n in ast.walk(bad) if _said(n) for p in ast.walk(n) if isinstance(p, ast.Constant)
+            and isinstance(p.value, str) and FLAG.search(p.value)}
+    assert said == {"give --max-span ", "or --merge-by macs"}  # not the assignment
+
+
+def test_the_table_is_the_parsers_own():
+    parser = build_parser()
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    table = flag_table("plan")
+    # every option of `dsprof plan`, by the parameter it sets (argparse's dest), hand-checked for the odd ones
+    for action in commands["plan"]._actions:
+        if action.dest != "help":
+            assert table[action.dest] == action.option_strings[-1] or action.dest == "help"
+    assert (table["max_span"], table["joint"], table["budget_ms"], table["device_key"]) == (
+        "--max-span", "--for", "--budget-ms", "--device-key")
+    assert flag_table("measure")["plans"] == "--plan" and flag_table("report")["plans"] == "--plans"
+    assert flag_table("measure")["compile"] == "--compile-mode" and flag_table("merge")["model_name"] == "--model"
+
+
+@pytest.mark.parametrize("said, command, line", [
+    ("or plan without spans: `max_span=1`", "plan", "or plan without spans: --max-span 1"),
+    ("decide by MACs: `merge_by='macs'`.", "merge", "decide by MACs: --merge-by macs."),
+    ("pass `overwrite=True` to replace it, or choose another `out=`", "export",
+     "pass --overwrite to replace it, or choose another --out"),
+    ("(`model='mobilenet_v2', options={'depths': [1, 2], 'width': 1.4}, resolution=32`)", "measure",
+     "(--model mobilenet_v2 --depths 1,2 --width 1.4 --resolution 32)"),
+    ("`model_file='my model.py:build'`", "plan", "--model-file 'my model.py:build'"),
+    # a factory's own option, which no command takes: spelt as argparse spells a dest (as model_flags always did)
+    ("`model_file='m.py:f', options={'drop_rate': 0.1}`", "measure", "--model-file m.py:f --drop-rate 0.1"),
+    ("`dsprof.measure(resume=True)` repairs it", None, "`dsprof measure --resume` repairs it"),
+    ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),
+    ("`dsprof.plan(joint=..., keep=3)` writes it", "report", "`dsprof plan --for ... --keep 3` writes it"),
+    ("`dsprof.measure_few()`, `dsprof.build_lut()`", "plan", "`dsprof measure --few`, `dsprof build-lut`"),
+    # left as written: a label's options, a parameter no command takes, code that is not a parameter run
+    ("lacks mobilenet_v2{depths=[1]} `no_such_parameter=1` `dsprof.models.get_model`", "plan",
+     "lacks mobilenet_v2{depths=[1]} `no_such_parameter=1` `dsprof.models.get_model`"),
+])
+def test_parameters_become_the_commands_options(said, command, line):
+    assert command_line_text(said, command) == line
+
+
+def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp_path, capsys):
+    with pytest.raises(UsageError) as caught:  # refused before anything is built
+        dsprof.merge("mobilenet_v2", "mbv2-ds-a", resolution=32, merge_by="lut", out=tmp_path / "m.pt")
+    said = str(caught.value)
+    assert said == "`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)"
+    assert not FLAG.search(said)
+    with pytest.raises(UsageError, match="`budget_ms=` is the predicted latency per batch"):
+        check_budget(-1.0, None)
+    # the same errors on the command line: one line, the flags the user typed
+    assert main(["merge", "--model", "mobilenet_v2", "--resolution", "32", "--plan", "mbv2-ds-a", "--merge-by", "lut",
+                 "--out", str(tmp_path / "m.pt")]) == 2
+    assert capsys.readouterr().err == ("dsprof merge: error: --merge-by lut decides the merges from a LUT: pass --lut "
+                                       "LUT (or --merge-by macs)\n")
+    assert _text(UsageError(f"x; {said}"), "merge") == "x; --merge-by lut decides the merges from a LUT: pass --lut LUT (or --merge-by macs)"
+    assert _text(caught.value, "predict") == ("--merge-by lut decides the merges from a LUT: pass --lut LUT (or "
+                                              "--merge-by macs)")
+    assert not (tmp_path / "m.pt").exists()

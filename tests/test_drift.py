@@ -323,7 +323,7 @@ def test_the_probe_refuses_a_context_of_another_environment(run):
     key = build_lut([run.path]).devices()[0]
     with pytest.raises(DeviceError, match="another|environment") as caught:
         probe_now(dataclasses.replace(key, env_id="0123456789ab"), 0.1)
-    assert "Predict without --probe" in str(caught.value)
+    assert "Predict without `probe=`" in str(caught.value)
 
 
 def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, capsys):

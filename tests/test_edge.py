@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -221,6 +222,75 @@ def test_export_keeps_results_and_checks_its_options(small, tmp_path, capsys):
     assert not (tmp_path / "b").exists()
 
 
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def test_a_manifest_cannot_name_a_file_outside_out(small, tmp_path, capsys):
+    """The issue's manifest (issue #45): ``dtype`` ``/../../../outside/ESCAPED`` goes into the file name slugged (or is
+    refused in one line), inside --out, never outside it; the file is written through a fresh temporary file, so
+    that a link planted at the old predictable ``.NAME.tmp`` is left alone, and so is the file it names."""
+    bundle, results, _ = small
+    deep = tmp_path / "a" / "b" / "c"
+    crafted = deep / "bundle"
+    shutil.copytree(bundle, crafted, ignore=shutil.ignore_patterns("results"))
+    manifest = json.loads((crafted / "manifest.json").read_text())
+    (crafted / "manifest.json").write_text(json.dumps(dict(manifest, dtype="/../../../outside/ESCAPED")))
+    out = deep / "imported"
+    before = _files(tmp_path)
+    code = main(["import", str(crafted), str(results), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and not (tmp_path / "outside").exists() and not (tmp_path / "a" / "outside").exists()
+    written = _files(tmp_path) - before
+    assert all(out in p.parents for p in written)
+    if code == 2:  # refused where it is read (the manifest's fields validated)
+        assert len(err.strip().splitlines()) == 1 and "dtype" in err
+        return
+    assert code == 0, err
+    (path,) = written  # the measurement file, and no temporary file left beside it
+    assert path.name.startswith("mobilenet_v2_edge-") and path.name.endswith("_32px_onnxruntime_cpu_outside-ESCAPED_b1.jsonl")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # what open() would have given it, not mkstemp's 0600
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (out / f".{path.name}.tmp").symlink_to(victim)
+    assert main(["import", str(crafted), str(results), "--out", str(out), "--overwrite"]) == 0
+    assert victim.read_text() == "keep me\n" and (out / f".{path.name}.tmp").is_symlink()
+    assert len(path.read_text().splitlines()) == 6
+
+
+def test_export_overwrite_replaces_only_a_bundle_dsprof_wrote(small, tmp_path, capsys):
+    """``--overwrite`` replaces a bundle that dsprof wrote (its marker matches its manifest: it failed with "it is
+    a folder" before), and refuses, keeping every file, a folder with a manifest.json but no marker, or a bundle
+    that holds a file of the user's."""
+    bundle, _, _ = small
+    args = ["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
+            "none", "--overwrite", "--quiet", *TIMING_ARGS]
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / "manifest.json").write_text((bundle / "manifest.json").read_text())
+    (forged / "thesis.tex").write_text("mine\n")
+    assert main([*args, "--out", str(forged)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not a bundle that dsprof wrote" in err
+    assert (forged / "thesis.tex").read_text() == "mine\n"
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy, ignore=shutil.ignore_patterns("results"))
+    old_id = json.loads((copy / "manifest.json").read_text())["bundle_id"]
+    assert (copy / ".dsprof-bundle").read_text() == old_id + "\n"
+    (copy / "notes.txt").write_text("mine\n")
+    assert main([*args, "--out", str(copy)]) == 2
+    assert "it holds notes.txt" in capsys.readouterr().err and (copy / "notes.txt").is_file()
+    (copy / "notes.txt").unlink()
+    assert main([*args, "--out", str(copy)]) == 0
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert manifest["bundle_id"] != old_id and (copy / ".dsprof-bundle").read_text() == manifest["bundle_id"] + "\n"
+    assert sorted(w["label"] for w in manifest["workloads"]) == [f"block features.1 {v}" for v in
+                                                                  ("flops_matched", "merged", "original")]
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:FutureWarning")  # old boards have only TorchScript
 def test_bundle_files_compute_the_workloads(small, tmp_path):
     """The exported ONNX (opset 13) and TorchScript files of the original blocks compute what the profiler's
@@ -272,14 +342,14 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], want, rtol=1e-3, atol=1e-4)
 
 
-# `sh -c 'exec sh -c "$2"' ssh HOST COMMAND` runs COMMAND here: the stand-in for the network hop that this
+# `sh -c 'exec sh -c "$3"' ssh -- HOST COMMAND` runs COMMAND here: the stand-in for the network hop that this
 # machine cannot make (no ssh server); everything else of `measure --remote` runs for real.
-SSH_STANDIN = """sh -c 'exec sh -c "$2"' ssh"""
+SSH_STANDIN = """sh -c 'test "$1" = -- && exec sh -c "$3"' ssh"""  # dsprof ends ssh's options before the host
 
 
 def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     python = edge_venv("onnxruntime")
-    board = tmp_path / "board"
+    board = tmp_path / "the board"  # a space: every word of the remote command is quoted
     args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
             "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS, "--remote", "lab@board",
             "--ssh", SSH_STANDIN, "--remote-dir", str(board), "--out", str(tmp_path / "m"), "--no-progress"]

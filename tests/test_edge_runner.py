@@ -18,12 +18,13 @@ import pytest
 
 from dsprof.edge import runner
 from dsprof.edge.export import copy_runner
-from dsprof.profiler import TimingConfig, fingerprint, hardware, time_interleaved, timing_loop
+from dsprof.profiler import TimingConfig, cpu_share, fingerprint, hardware, sessions, time_interleaved, timing_loop
 from fake_machine import FakeMachine, sample_order
 
 RUNNER = Path(runner.__file__)
 TIMING_LOOP = Path(timing_loop.__file__)
 HARDWARE = Path(hardware.__file__)
+CARRIED = [Path(m.__file__) for m in (timing_loop, hardware, cpu_share, sessions)]
 FIXTURE = Path(__file__).parent / "fixtures" / "benchmark_model_output.txt"
 FAKE_MACHINE = Path(__file__).with_name("fake_machine.py")
 
@@ -128,12 +129,19 @@ def test_bundle_carries_the_timing_loop_and_the_machine_reader_verbatim(tmp_path
     copied = copy_runner(tmp_path)
     assert copied == tmp_path / "run_bundle.py" and os.access(copied, os.X_OK)
     assert copied.read_bytes() == RUNNER.read_bytes()
-    assert (tmp_path / "timing_loop.py").read_bytes() == TIMING_LOOP.read_bytes()
-    assert (tmp_path / "hardware.py").read_bytes() == HARDWARE.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hardware.py", "run_bundle.py", "timing_loop.py"]
+    for path in CARRIED:  # the profiler's own files, byte for byte
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu_share.py", "hardware.py", "run_bundle.py", "sessions.py",
+                                                           "timing_loop.py"]
 
 
-@pytest.mark.parametrize("missing", ["timing_loop", "hardware"])
+def test_the_runner_reads_and_opens_as_the_profiler_does():
+    """One copy of each: the runner's fingerprint, CPU share and sessions are the profiler's modules."""
+    assert runner.hardware is hardware and runner.cpu_share is cpu_share and runner.sessions is sessions
+    assert not hasattr(runner, "_switches") and not hasattr(runner, "_version")
+
+
+@pytest.mark.parametrize("missing", ["timing_loop", "hardware", "cpu_share", "sessions"])
 def test_a_runner_copied_without_a_module_it_imports_says_so_in_one_line(tmp_path, missing):
     copy_runner(tmp_path)
     (tmp_path / f"{missing}.py").unlink()
@@ -153,7 +161,7 @@ def test_the_runner_and_the_profiler_describe_this_machine_alike():
     assert set(runner.device_state("cpu")) == set(fingerprint.device_state("cpu")) <= {"load_avg_1m", "cpu_freq_hz"}
 
 
-@pytest.mark.parametrize("path", [RUNNER, TIMING_LOOP, HARDWARE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [RUNNER, *CARRIED], ids=lambda p: p.name)
 def test_runner_and_timing_loop_need_python_3_6_at_most(path):
     """vermin computes the lowest Python that runs the file (it reads the syntax and the stdlib calls)."""
     vermin = str(Path(sys.executable).with_name("vermin"))  # installed by the test extra
@@ -182,12 +190,15 @@ def _imports(path: Path) -> tuple[set[str], list[str]]:
 
 def test_runner_imports_only_the_standard_library_numpy_runtimes_and_the_carried_modules():
     allowed = set(sys.stdlib_module_names) | {"numpy", "onnxruntime", "openvino", "ai_edge_litert", "tflite_runtime",
-                                              "torch", "pkg_resources", "timing_loop", "hardware"}
+                                              "torch", "pkg_resources", "timing_loop", "hardware", "cpu_share", "sessions"}
     absolute, relative = _imports(RUNNER)
     assert absolute - allowed == set()
     assert "dsprof" not in absolute
-    assert relative == ["..profiler:hardware", "..profiler:timing_loop"]  # inside dsprof; a bundle imports the copies
-    for carried, optional in ((TIMING_LOOP, set()), (HARDWARE, {"torch"})):  # hardware asks torch for its CUDA, if any
+    assert sorted(relative) == ["..profiler:cpu_share", "..profiler:hardware", "..profiler:sessions",
+                                "..profiler:timing_loop"]  # inside dsprof; a bundle imports the copies
+    # hardware asks torch for its CUDA, if any, and pkg_resources for versions on Python < 3.8; sessions is given the
+    # runtime's module, it imports none
+    for carried, optional in zip(CARRIED, (set(), {"torch", "pkg_resources"}, set(), set())):
         absolute, relative = _imports(carried)
         assert absolute - set(sys.stdlib_module_names) == optional and relative == []  # copied alone: the standard library
 
@@ -248,6 +259,16 @@ def test_results_file_cut_short_is_an_error_unless_resuming(tmp_path):
     assert path.read_text() == line
 
 
+@pytest.mark.parametrize("text", ["first line\nlast line", "only line", "\u00e9t\u00e9\nnotes"])
+def test_an_out_that_is_not_a_results_file_is_refused_untouched(tmp_path, text):
+    """--out naming a notes file whose last line has no newline: refused before anything is cut (issue #45)."""
+    path = tmp_path / "notes.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(runner.RunnerError, match="not"):
+        runner.read_results(str(path), repair=True)
+    assert path.read_text(encoding="utf-8") == text
+
+
 def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
     """The runner re-implements the profiler's CPU fingerprint in Python 3.6 (it cannot import dsprof); on the
     same machine both must say the same, or one device would get two descriptions."""
@@ -258,3 +279,59 @@ def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
     assert ours["jetson"] == theirs["jetson"] and ours["gpu"] == []
     assert set(ours) == set(theirs)
     assert ours["versions"]["onnxruntime"] == theirs["versions"]["onnxruntime"]
+
+
+# -- runtime sessions: one set-up (profiler/sessions.py) for the profiler's backends and the runner (issue #44) --------
+
+@pytest.fixture(scope="module")
+def conv_onnx(tmp_path_factory):
+    """A 3x3 convolution (4 -> 6 channels, 9 x 9 input, seeded weights) as ONNX, with its float64 output."""
+    import torch
+
+    from dsprof.models.onnx_export import export_onnx
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1).eval()
+    path = export_onnx(conv, (1, 4, 9, 9), tmp_path_factory.mktemp("sessions") / "conv.onnx")
+    x = runner._random_input((1, 4, 9, 9))  # the runner's input: what both sides feed below
+    with torch.no_grad():
+        expected = conv.double()(torch.from_numpy(x).double()).numpy()
+    return path, x, expected
+
+
+def test_onnxruntime_opens_as_the_profiler_sets_it_and_computes_the_convolution(conv_onnx):
+    import numpy as np
+    import onnxruntime as ort
+
+    path, x, expected = conv_onnx
+    session = sessions.onnxruntime_session(ort, path, 2)
+    options = session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (2, 1)
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    run, sync = sessions.onnxruntime_run(ort, session, x)
+    assert sync is None
+    np.testing.assert_allclose(run()[0], expected, rtol=1e-5, atol=1e-5)
+    # the runner opens the file through the same function: the same output
+    fn, timer = runner._prepare_onnxruntime(str(path), "cpu", 2)
+    np.testing.assert_allclose(fn()[0], expected, rtol=1e-5, atol=1e-5)
+    assert timer(fn, 3) > 0
+
+
+@pytest.mark.openvino
+def test_openvino_compiles_with_the_profilers_settings_in_the_profiler_and_the_runner(conv_onnx):
+    import numpy as np
+    import openvino as ov
+
+    from dsprof.profiler.backends.openvino import openvino_config
+
+    path, x, expected = conv_onnx
+    compiled = sessions.openvino_compile(ov, ov.Core(), path, 2)
+    said = sessions.openvino_read_back(compiled)
+    assert (said["performance_hint"], said["inference_num_threads"], said["inference_precision"],
+            said["cpu_pinning"]) == ("LATENCY", 2, "f32", False)
+    assert openvino_config(2) == sessions.openvino_config(ov, 2)  # the backend's config is this one
+    fn, _ = runner._prepare_openvino(str(path), "cpu", 2)
+    assert {k: fn.info[k] for k in said} == said  # the runner records the same reading
+    out = fn()
+    np.testing.assert_allclose(np.asarray(next(iter(out.values()))), expected, rtol=1e-4, atol=1e-4)

@@ -247,7 +247,7 @@ def test_a_checkpoint_of_10_classes_says_num_classes_and_that_suggestion_runs(se
     status, _, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs")
     line = assert_clean("merge", status, err)
     assert line == (f"dsprof merge: error: checkpoint {checkpoint} is for 10 classes (classifier.1.weight is 10x1280), "
-                    "the model has 1000; pass --num-classes 10 (Python: num_classes=)")
+                    "the model has 1000; pass --num-classes 10")
     status, out, err = run_cli("merge", "--plan", seeds["plan"], "--checkpoint", checkpoint, *TINY, "--merge-by", "macs",
                                "--num-classes", "10", "--out", tmp_path / "m.pt")
     assert status == 0, err
@@ -304,14 +304,22 @@ def test_a_changed_latency_is_named_left_out_and_accepted_with_the_flag(seeds, t
     assert new in pooled and row.median_s.item() == pytest.approx(statistics.median(pooled), rel=1e-12)
 
 
-def test_old_records_without_checksums_load_with_one_warning(seeds, tmp_path):
+def test_records_without_checksums_need_accept_modified_as_changed_ones_do(seeds, tmp_path):
+    """Nothing tells a record whose checksum was dropped from an older dsprof's: both are left out unless accepted
+    (issue #45)."""
     path = tmp_path / "old.jsonl"
     records = [json.loads(line) for line in seeds["measurement"].read_text().splitlines()]
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sha256"}) + "\n" for r in records))
     status, out, err = run_cli("build-lut", path, "-o", tmp_path / "lut.csv")
+    assert status == 2 and not (tmp_path / "lut.csv").exists()
+    assert err.splitlines() == [
+        f"warning: {path}: {len(records)} record(s) carry no checksum (written by an older dsprof, or edited), left "
+        "out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) uses them as they "
+        "are", "dsprof build-lut: error: the measurement files hold no successful record; nothing to tabulate"]
+    status, out, err = run_cli("build-lut", path, "-o", tmp_path / "lut.csv", "--accept-modified")
     assert status == 0, err
     assert err.splitlines() == [f"warning: {path}: {len(records)} record(s) carry no checksum (written by an older "
-                                "dsprof), read unchecked"]
+                                "dsprof, or edited), used as they are (accepted)"]
     assert len(LUT.load(tmp_path / "lut.csv")) == len(build_lut([seeds["measurement"]]))
 
 

@@ -11,6 +11,7 @@ must rank it last, at zero up to float rounding.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 import dsprof
 from dsprof.cli import build_parser, main
 from dsprof.cli.commands import hint_command
+from dsprof.cli.main import _text
 from dsprof.names import DEFAULT_PROXY as NAMED_DEFAULT, PROXY_NAMES
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
@@ -164,13 +166,15 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     with pytest.raises(UsageError) as err:
         load_importance(other, "mobilenet_v2", {"width": 0.5, "depths": [1] * 7})
     message = str(err.value)  # for a Python caller the command in words, for the command line the command itself
-    assert "\n" not in message and "is for mobilenet_v2 --width 0.35, not mobilenet_v2 --width 0.5" in message
-    assert ("e.g. `dsprof importance` (or dsprof.importance) for the model (--model mobilenet_v2 --width 0.5 "
-            "--depths 1,1,1,1,1,1,1) on") in message
+    assert "\n" not in message and ("is for mobilenet_v2 `options={'width': 0.35}`, not mobilenet_v2 "
+                                    "`options={'width': 0.5, 'depths': [1, 1, 1, 1, 1, 1, 1]}`") in message
+    assert ("e.g. `dsprof importance` (or dsprof.importance) for the model (model='mobilenet_v2', options={'width': "
+            "0.5, 'depths': [1, 1, 1, 1, 1, 1, 1]}) on") in message
+    assert "is for mobilenet_v2 --width 0.35, not mobilenet_v2 --width 0.5 --depths" in _text(err.value, "plan")
     command = hint_command(err.value.hint).split()
     assert command[:2] == ["dsprof", "importance"] and command[command.index("--width") + 1] == "0.5"
     build_parser().parse_args(command[1:])
-    with pytest.raises(UsageError, match="is for mobilenet_v2 --width 0.35"):
+    with pytest.raises(UsageError, match=re.escape("is for mobilenet_v2 `options={'width': 0.35}`")):
         plan_to_file("mobilenet_v2", lut, importance=other, options={"width": 0.5}, resolution=RES, keep=3, max_span=1)
     # the same options spelt with their defaults are the same model; the bare formats are read as they were
     assert load_importance(other, "mobilenet_v2", {"width": 0.35, "num_classes": 10}) == dict(enumerate(result.scores))
@@ -195,7 +199,7 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
                    proxy_settings=ProxySettings(batches=2))
     assert found.plan.search["proxy"] == "taylor" and found.scores == pytest.approx(record["importance"], rel=1e-9)
     assert found.plan.keep[0] == 0 and sum(found.plan.keep) == 3
-    with pytest.raises(UsageError, match="--method importance"):
+    with pytest.raises(UsageError, match="`method='importance'`"):
         search(model_name, keep=3, resolution=RES, method="random", proxy="taylor")
 
 

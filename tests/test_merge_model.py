@@ -70,7 +70,7 @@ def test_float32_whole_model_and_odd_input():
 def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are_reported():
     model = _model("mobilenet_v2", dtype=torch.float32)
     merges = merge_rule(model, merge_by="macs").decide(Plan("mobilenet_v2", (0,) * 17))  # the planner, on MACs
-    assert merges.by == "macs" and "--merge-by macs" in merges.describe()
+    assert merges.by == "macs" and "`merge_by='macs'`" in merges.describe()  # `dsprof merge` prints --merge-by macs
     # by hand at 32 px: block 0 (features.1: 3x3 depthwise over 32 channels, then 1x1 32 -> 16, at 16x16) is
     # 32*9*256 + 32*16*256 = 204,800 MACs as built and 9*32*16*256 = 1,179,648 merged: it stays linear; block 1
     # (features.2: 16 -> 96 -> 24, stride 2) is 16*96*256 + 96*9*64 + 96*24*64 = 595,968 as built and
@@ -87,7 +87,7 @@ def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are
     merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17, merge=(True,) + (False,) * 16))
     assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
     # without a list, MACs decide only when asked: one line that says what to pass
-    with pytest.raises(PlanError, match="no merge list: pass --lut LUT .* or --merge-by macs"):
+    with pytest.raises(PlanError, match="no merge list: pass `lut=LUT` .* or `merge_by='macs'`"):
         merge_model(model, Plan("mobilenet_v2", (0,) * 17))
     assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
     with pytest.raises(UsageError, match=r"decides nothing: decide it first .*merge_rule\(model, merge_by='macs'\)"):

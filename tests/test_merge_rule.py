@@ -149,9 +149,10 @@ def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     gap = merge_rule("mobilenet_v2", lut=missing, options=OPTIONS, resolution=32)
     with pytest.raises(LUTMissError) as err:
         gap.decide(plan)
-    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
-    assert "block 3" in str(err.value) and err.value.hint.flags == flags
-    assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.costs.key} with the model's options ({flags}), timing "
+    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
+    assert "block 3" in str(err.value) and err.value.hint.model == args
+    assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.costs.key} with the model's options ({args}), timing "
             "blocks original, merged and linear and rebuild the LUT") in str(err.value)  # in words, for Python
     command = hint_command(err.value.hint)  # the command line's: in the line, in backquotes
     assert command.startswith(f"dsprof measure {flags} --device cpu")

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from dsprof.cli import main
+from dsprof.cli.main import _text
 from dsprof.models.user_model import ModelFileError, load_model_file, model_file_label, register_model_file
 from cli_run import dsprof_here
 from rule_lut import rule_lut
@@ -182,8 +183,9 @@ def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path, mon
 def test_an_unregistered_file_model_name_says_how_to_register_it():
     from dsprof.models import model_entry
 
-    with pytest.raises(KeyError, match="--model-file PATH.py:FACTORY"):
+    with pytest.raises(KeyError, match=r"pass `model_file='PATH\.py:FACTORY'` \(or call dsprof\.models") as caught:
         model_entry("file:never_registered:build")
+    assert "pass --model-file PATH.py:FACTORY (or call" in _text(caught.value, "measure")  # on the command line
 
 
 @pytest.mark.slow  # measures 12 blocks and 3 models, then a report: about 30 s of CPU

@@ -325,7 +325,7 @@ def test_37_3_the_answer_reads_every_paired_run_and_opens_with_each_context_and_
                   and ("PyTorch eager" if backend == "torch" else "ONNX Runtime") in line)
         assert printed[on + 2] == f"measured beside the original: {name} (k = {K}) {measured}, predicted {predicted:.2f}x."
     title = next(i for i, line in enumerate(printed) if line.startswith("One plan for "))
-    assert printed[title] == (f"One plan for {LABELS['torch']} and {LABELS['onnxruntime']} (`dsprof plan --for`, least "
+    assert printed[title] == (f"One plan for {LABELS['torch']} and {LABELS['onnxruntime']} (least "
                               f"importance loss, then least worst loss; k = {K}, {name}):")
     for backend in BACKENDS:
         i = order.index(backend)
@@ -518,7 +518,17 @@ def package_strings() -> list[str]:
 
 def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_takes(setup, planned, tmp_path):
     # 1. every `dsprof COMMAND --flag ...` the package can print (messages, next: lines, help and docstrings)
-    named = {(c, f) for text in package_strings() if "dsprof " in text for c, f in flags_of(text, "")
+    from dsprof.cli.commands import importance_command, measure_command, merge_command, model_flags, plan_command
+    from dsprof.device_context import DeviceContext
+    from dsprof.errors import ImportanceHint
+
+    context = DeviceContext("91602364b5d0", "cpu", "onnxruntime", "fp32", "channels_last", 1, 1, "")
+    built = [measure_command(context, model_flags("mobilenet_v2", {"width": 1.4}), max_span=2, in_situ=True),
+             importance_command(ImportanceHint("model='mobilenet_v2'", "digits", "snip", "w.pt", 32)),
+             merge_command("mobilenet_v2", {"width": 1.4}, "p.plan.json", 32),
+             plan_command("lut.csv", "mobilenet_v2", {}, 32, like="other.csv", accept_modified=True)]
+    # the commands the command line writes word by word (dsprof/cli/commands.py) and those written out in the package
+    named = {(c, f) for text in [*package_strings(), *built] if "dsprof " in text for c, f in flags_of(text, "")
              if c}
     assert len(named) > 20 and ("merge", "--lut") in named and ("importance", "--proxy") in named
     assert [pair for pair in sorted(named) if not accepts(*pair)] == []

@@ -8,6 +8,7 @@ has 5 blocks (its docstring).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from dsprof.cli import main
 from dsprof.plan.plan import PlanError, check_plan, load_plan
 from dsprof.workflows.merge import merge
-from dsprof.models import model_flags, normalized_options
+from dsprof.cli.commands import model_flags
+from dsprof.models import normalized_options
 from dsprof.search import finetune
 
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
@@ -37,7 +39,7 @@ def test_other_options_are_another_model(options):
 
 def test_a_plan_of_the_same_family_is_retargeted_and_another_model_refused():
     assert check_plan("efflite0-ds-a", "efficientnet_lite0").model == "efficientnet_lite0"
-    with pytest.raises(PlanError, match=r"use it with the plan's model \(--model mobilenet_v2 --width 1.4\)"):
+    with pytest.raises(PlanError, match=re.escape("use it with the plan's model (`model='mobilenet_v2', options={'width': 1.4}`)")):
         check_plan("mbv2-1.4-ds-a", "resnet18")
 
 
@@ -64,7 +66,7 @@ def test_suggested_commands_for_a_users_model_name_its_file(tmp_path, capsys):
     wrong = json.dumps({"model": "file:mynet:build", "keep": [0, 1]})  # mynet has 5 blocks
     assert main(["merge", "--model-file", MYNET, "--resolution", "32", "--plan", wrong]) == 2
     err = capsys.readouterr().err
-    assert f"`dsprof blocks --model-file {MYNET}`" in err and "--model file:" not in err
+    assert f"`dsprof blocks` with --model-file {MYNET})" in err and "--model file:" not in err
     assert main(["finetune", "--model", "mobilenet_v2", "--plan", wrong]) == 2
     err = capsys.readouterr().err
     assert f"use it with the plan's model (--model-file {MYNET})" in err

@@ -259,9 +259,10 @@ def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys)
     (missing,) = data["unplanned"]
     assert missing["key"].startswith("feedbeef0000/")
     # the JSON: what to time as data, and the reason in words; the printed table: the command that times it
-    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
-    assert missing["measure"] == {"key": missing["key"], "flags": flags, "max_span": 3, "in_situ": False}
-    assert (f"`dsprof measure` (or dsprof.measure) in context {missing['key']} with the model's options ({flags}), "
+    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
+    assert missing["measure"] == {"key": missing["key"], "model": args, "max_span": 3, "in_situ": False}
+    assert (f"`dsprof measure` (or dsprof.measure) in context {missing['key']} with the model's options ({args}), "
             "timing blocks original, merged and linear, spans of up to 3 blocks") in missing["reason"]
     (shown,) = [line for line in text.splitlines() if line.startswith("not planned: torch/cpu t1 env feedbeef0000")]
     command = shown.split("`")[1]

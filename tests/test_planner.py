@@ -233,15 +233,16 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     name, options = MODELS["mbv2"]
     lut = _measure(tmp_path, name, options, 0)  # no span entries
     (context,) = lut.devices()
-    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"
+    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
     # a Python caller: what to time as data, and in words in the one line
     request = err.value.hint
-    assert (request.context, request.flags, request.max_span, request.in_situ) == (context, flags, 2, False)
+    assert (request.context, request.model, request.max_span, request.in_situ) == (context, args, 2, False)
     message = str(err.value)
     assert "\n" not in message and "span of blocks" in message and "{hint}" not in message
-    assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({flags}), "
+    assert (f"run `dsprof measure` (or dsprof.measure) in context {context} with the model's options ({args}), "
             "timing blocks original, merged and linear, spans of up to 2 blocks and rebuild the LUT") in message
     # the command line: the same line, with the command that times it, runnable as written
     argv = ["plan", *flags.split(), "--lut", str(tmp_path / f"{name}-0.csv"), "--max-span", "2",
@@ -249,6 +250,9 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     assert main(argv) == 2
     line = capsys.readouterr().err
     assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and "span of blocks" in line
+    # the way out without spans: the parameter for Python, the flag on the command line (issue #44)
+    assert message.endswith("; or plan without spans: `max_span=1`") and "--max-span" not in message
+    assert line.endswith("; or plan without spans: --max-span 1\n") and "max_span" not in line
     command = line.split("`")[1]
     assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
                        "--variants original,merged,linear --spans 2")

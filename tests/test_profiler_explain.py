@@ -6,12 +6,14 @@ depthwise conv makes 96 x 16 x 16.
 """
 
 import json
+import time
 
 import pytest
 
 from dsprof.cli import main
 from dsprof.profiler import TimingConfig
-from dsprof.profiler.explain import explain_block, format_explanation, load_explanation
+from dsprof.profiler.cpu_share import CpuShare
+from dsprof.profiler.explain import _cpu_signals, explain_block, format_explanation, load_explanation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 QUICK = TimingConfig(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.05, first_warmup_s=0.0,
@@ -82,3 +84,35 @@ def test_torch_compile_kernels_are_named_after_what_they_fuse():
     assert kernels and f"Inductor generated {len(kernels)} kernel(s)" in e.finding
     assert e.profiled_sum_s == pytest.approx(float(e.operators.profiled_s.sum()), rel=1e-12)
     assert e.backend == "torch-compile" and e.block_s > 0
+
+
+# -- the CPU share: one reading (profiler/cpu_share.py) for `measure`, `explain` and the bundle runner (issue #44) --
+
+def test_the_cpu_share_is_cpu_time_over_what_the_threads_could_use():
+    ticks = {"cpu": iter([10.0, 13.0]), "wall": iter([100.0, 102.0]), "switches": iter([50, 70])}
+    with CpuShare(4, cpu_clock=lambda: next(ticks["cpu"]), wall_clock=lambda: next(ticks["wall"]),
+                  switches=lambda: next(ticks["switches"])) as share:
+        pass
+    # worked by hand: 3 s of CPU time in 2 s of wall time, of the 4 x 2 = 8 s four threads could use
+    assert (share.cpu_s, share.wall_s, share.share, share.switches_per_s) == (3.0, 2.0, 0.375, 10.0)
+    assert share.reading() == {"process_cpu_share": 0.375, "involuntary_switches_per_s": 10.0}
+    with CpuShare(1, cpu_clock=lambda: 5.0, wall_clock=lambda: 7.0, switches=lambda: None) as still:
+        pass  # no time passed, no resource module: nothing to say
+    assert still.share is None and still.switches_per_s is None and still.reading() == {}
+    with pytest.raises(ValueError, match="threads is at least 1"):
+        CpuShare(0)
+
+
+def test_explain_reads_the_share_of_all_its_threads():
+    """`explain` divides by its thread count as `measure` does (it did not: one busy thread read as 100 % of four)."""
+    def busy():  # one Python thread, busy for 0.2 s of wall time: it can get at most one core
+        end = time.perf_counter() + 0.2
+        while time.perf_counter() < end:
+            pass
+        return "done"
+
+    out, share, switches = _cpu_signals(busy, 4)
+    assert out == "done" and 0 < share <= 0.25 + 0.02  # at most 1 of the 4 threads' cores (and the clocks' rounding)
+    assert switches is None or switches >= 0
+    _, alone, _ = _cpu_signals(busy, 1)
+    assert 0 < alone <= 1.02

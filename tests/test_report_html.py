@@ -123,7 +123,7 @@ def round_ratios(records, context, name: str) -> list[float]:
 def test_a_bad_front_file_is_one_clear_error(tmp_path):
     path = tmp_path / "front.json"
     path.write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(BadFileError, match="not a planner's front.*dsprof plan --out"):
+    with pytest.raises(BadFileError, match=r"not a planner's front.*`dsprof\.plan\(out='FRONT\.json'\)`"):
         load_front(path)
     path.write_text(json.dumps({"format": "dsprof.front", "version": 1, "model": "m", "device": "d", "original_s": 1,
                                 "points": [{"k": 0}]}))

@@ -255,7 +255,8 @@ def test_write_report_and_cli(tmp_path, records, capsys):
     # without --merge-by: a LUT of two contexts cannot say which merges to draw; said, not guessed
     plain = dsprof.report([FIXTURES], tmp_path / "plain", lut=lut, plans=[FIXTURES / "tiny-ds.json"])
     assert [s for s in plain.skipped if s.startswith("memory plot")] == [
-        "memory plot of tiny-ds: it has no merge list, so a LUT of one context (--lut) or --merge-by macs decides its merges"]
+        "memory plot of tiny-ds: it has no merge list, so a LUT of one context (`lut=`) or `merge_by='macs'` decides its "
+        "merges"]  # parameters, as a Python caller gives them; `dsprof report` prints them as its options
 
     from dsprof.cli import main
 

@@ -81,10 +81,10 @@ def test_planner_method_takes_k_or_a_budget_without_training(lut):
 
 def test_a_lut_without_spans_or_a_budget_without_a_lut_fails_before_any_fine_tune(tmp_path):
     no_spans = _lut(tmp_path, 0)
-    with pytest.raises(LUTMissError, match="--max-span 1"):
+    with pytest.raises(LUTMissError, match="`max_span=1`"):
         search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=no_spans, max_span=MAX_SPAN,
                data="no-such-data-dir", config=ONE_STEP, device="cpu")  # data would fail later, if it got there
-    with pytest.raises(UsageError, match="give --lut"):
+    with pytest.raises(UsageError, match="give `lut=`"):
         search("mobilenet_v2", budget_ms=1.0, options=TINY, resolution=RES, data="no-such-data-dir", device="cpu")
-    with pytest.raises(UsageError, match="--method differentiable takes --keep"):
+    with pytest.raises(UsageError, match="`method='differentiable'` takes `keep=`"):
         search("mobilenet_v2", keep=3, budget_ms=1.0, options=TINY, resolution=RES, method="differentiable")

@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, csv_frame
 from .options import add_model_args, model_from_args
 
 
@@ -41,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"{len(table)} blocks; memory at 16 bits, BatchNorm folded; MACs for one image")
     if args.csv:
-        atomic_write_text(args.csv, table.to_csv(index=False))
+        atomic_write_text(args.csv, csv_frame(table).to_csv(index=False))
         print(f"wrote {args.csv}")
     return 0

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..runtimes import FORMATS, runtime_of_format
+from .commands import import_command, runner_command
 from .options import (add_model_args, add_timing_args, add_workload_args, blocks_from_args, csv_list,
                       model_options_from_args, on_interrupt, timing_from_args, weights_from_args)
 
@@ -48,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
     runtime = runtime_of_format(result.manifest["formats"][0])
     print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
           f"manifest.json and run_bundle.py")
-    print(f"next: copy {result.path} to the device, run `python3 run_bundle.py --runtime {runtime}` there, "
-          f"then `dsprof import {result.path} RESULTS.jsonl` here (docs/devices/)")
+    print(f"next: copy {result.path} to the device, run `{runner_command(runtime)}` there, "
+          f"then `{import_command(result.path)}` here (docs/devices/)")
     return 0

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..plan.plan import load_plan
+from .flags import command_line_text
 from .options import (add_accept_modified, add_merge_by_arg, add_model_args, load_lut, model_options_from_args,
                       on_interrupt, weights_from_args)
 from .training import ThreadUse, add_training_args, checkpoint_note, train_config
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             lut_resolution=args.lut_resolution, merge_by=args.merge_by,
         )
     if result.merges is not None:
-        print(result.merges.describe())
+        print(command_line_text(result.merges.describe(), "finetune"))
     for note in result.notes:
         print(f"layer pruning: {note}")
     print(f"accuracy {result.accuracy:.4f}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .commands import build_lut_command
+
 
 def add(sub, fmt) -> None:
     p = sub.add_parser(
@@ -28,5 +30,7 @@ def run(args: argparse.Namespace) -> int:
     ok = sum(r.ok for r in result.measurements)
     print(f"wrote {result.path}: {ok} of {len(result.measurements)} records with samples, "
           f"device {first.device_name} ({first.backend}, {first.device}, {first.threads} threads), env {first.env_id}")
-    print(f"next: dsprof build-lut {result.path.parent} -o lut.csv")
+    print("its records carry fresh checksums: from here on they show whether the file was changed, they do not vouch "
+          "for what the device sent")
+    print(f"next: {build_lut_command(result.path.parent)}")
     return 0

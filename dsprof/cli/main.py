@@ -1,6 +1,7 @@
 """The `dsprof` command line: the parser (one module per command: its options and one call into the API,
 `dsprof.api`) and `main`, the one place that turns a `DsprofError` into one line and exit status 2 (a message that
-names the command to run as data, its `hint`, names it there as that command line).
+names the command to run as data, its `hint`, names it there as that command line; the API parameters a message
+names, as their options: `dsprof.cli.flags`).
 
 Each command imports what it needs when it runs: `--help`, `--version` and `models` import no PyTorch, timm or
 pandas (tests/test_cli_startup.py checks it)."""
@@ -15,6 +16,7 @@ from typing import Sequence
 from .. import __version__
 from ..errors import DsprofError, Interrupted, WithHint
 from .commands import hint_command
+from .flags import command_line_text, learn
 from . import (blocks, build_lut, explain, export, finetune, import_bundle, importance, measure, merge, models, plan,
                predict, report, search)
 from .options import use_model_file
@@ -79,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     def one_line(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"warning: {_text(message)}", file=sys.stderr)  # for a user: the message, not our source line
+        print(f"warning: {_text(message, args.command)}", file=sys.stderr)  # for a user: the message, not our source line
 
     previous = warnings.showwarning
     warnings.showwarning = one_line
@@ -87,19 +89,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_model_file(args)
         return args.func(args)
     except DsprofError as exc:  # the one place errors a user can fix are caught; anything else is a bug
-        message = " ".join(_text(exc).split()) or type(exc).__name__
+        message = " ".join(_text(exc, args.command).split()) or type(exc).__name__
         print(f"dsprof {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C: one line (what was kept, how to go on, where a command says), 130
-        message = " ".join(str(exc).split()) if isinstance(exc, Interrupted) else "interrupted"
+        message = " ".join(_text(exc, args.command).split()) if isinstance(exc, Interrupted) else "interrupted"
         print(f"dsprof {args.command}: {message}", file=sys.stderr)
         return 130
     finally:
         warnings.showwarning = previous
 
 
-def _text(said: object) -> str:
-    """An error's or a warning's message; where it names a command as data (its ``hint``), that command line."""
+learn(build_parser())  # the one table of API parameters and their options, read once from the options themselves
+
+
+def _text(said: object, command: str | None = None) -> str:
+    """An error's or a warning's message as the `dsprof` ``command`` says it: the API parameters it names as their
+    options (`dsprof.cli.flags`), and where it names a command as data (its ``hint``), that command line."""
     if isinstance(said, WithHint) and said.hint is not None:
-        return said.text(hint_command(said.hint))
-    return str(said)
+        return command_line_text(said.text(hint_command(said.hint)), command)
+    return command_line_text(str(said), command)

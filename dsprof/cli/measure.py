@@ -12,6 +12,7 @@ from .commands import plan_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
+from .flags import command_line_text
 from .options import (CliError, add_model_args, add_timing_args, add_workload_args, blocks_from_args, compile_from_args,
                       csv_list, model_options_from_args, timing_from_args, weights_from_args)
 
@@ -89,12 +90,12 @@ def run(args: argparse.Namespace) -> int:
         spans=args.spans, plans=args.plan or (), merged_models=args.merged_model or (), lut=args.lut,
         device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
         calibrate=args.calibrate, timing=timing_from_args(args), out=args.out, resume=args.resume,
-        overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr),
+        overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr),
         remote=args.remote, ssh=shlex.split(args.ssh), remote_python=args.remote_python, remote_dir=args.remote_dir,
         say=None if args.no_progress else print,
     )
     for merges in measured.merges:
-        print(merges.describe())
+        print(command_line_text(merges.describe(), "measure"))
     if measured.imported is not None:
         records = measured.imported.measurements
         first = records[0]
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
               f"{first.backend}, {first.threads} threads); records: {measured.imported.path}")
         return 0
     result = measured.run
-    print(threads_note(result.threads, result.threads_given))
+    print(command_line_text(threads_note(result.threads, result.threads_given), "measure"))
     print(format_summary(result.summary))
     for name, check in measured.checks.items():  # --plan, --merged-model: the speed-up first, paired with the original
         print(f"{name}: {check_line(check)}" if check is not None else
@@ -128,13 +129,13 @@ def _few(args: argparse.Namespace) -> int:
         device=args.device, dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
         compile=compile_from_args(args),
     )
-    print(threads_note(result.run.threads, result.run.threads_given))
+    print(command_line_text(threads_note(result.run.threads, result.run.threads_given), "measure"))
     print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
           + "; ".join(result.names))
     print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
           f"{result.fit.loo_error:.1%}); records: {result.run.path}")
     print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
-    print(result.front.table())
+    print(command_line_text(result.front.table(), "measure"))
     command = plan_command(result.lut_path, args.model, options, args.resolution, like=args.like,
                            accept_modified=args.accept_modified)
     print(f"\nnext: {command}")

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..constants import DEFAULT_MAX_SPAN, IMAGENET_CLASSES
+from .flags import command_line_text
 from .options import (add_accept_modified, add_merge_by_arg, add_model_args, model_options_from_args, spans_arg,
                       weights_from_args)
 
@@ -55,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
         num_classes=args.num_classes, spans=spans_arg(args.spans), max_span=args.max_span, lut=args.lut,
         device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
     )
-    print(outcome.merges.describe())
-    print(outcome.report)
+    print(command_line_text(outcome.merges.describe(), "merge"))
+    print(command_line_text(str(outcome.report), "merge"))
     print()
-    print(format_cost_table(outcome.costs))
+    print(command_line_text(format_cost_table(outcome.costs), "merge"))
     print("before: original blocks, BatchNorm folded; after: merged model; memory at 16 bits, MACs for one image")
     for path in (outcome.out, outcome.onnx):
         if path is not None:

@@ -140,7 +140,7 @@ def add_merge_by_arg(p: argparse.ArgumentParser) -> None:
 
 def add_accept_modified(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--accept-modified", action="store_true",
-                   help=f"use {what} changed after dsprof wrote them (their checksum does not match) as they are; "
+                   help=f"use {what} changed after dsprof wrote them (their checksum does not match, or is missing) as they are; "
                         "without it they are left out (records) or refused (a LUT), with the file and line named")
 
 

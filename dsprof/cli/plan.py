@@ -12,6 +12,7 @@ from ..models.spans_text import format_spans
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
+from .flags import command_line_text
 from .options import add_accept_modified, add_model_args, keep_arg, model_options_from_args
 
 
@@ -66,14 +67,14 @@ def run(args: argparse.Namespace) -> int:
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts
-        print(fronts.table(hint_command))
+        print(command_line_text(fronts.table(hint_command), "plan"))
         for front in fronts.fronts:
             _predicted_note(outcome.predicted[front.device], fronts.labels[front.device])
         if outcome.chosen is not None:
             print("\n" + joint_chosen_line(outcome.chosen, [fronts.labels[c] for c in fronts.joint.contexts]))
     else:
         front, c = outcome.front, outcome.chosen
-        print(front.table())
+        print(command_line_text(front.table(), "plan"))
         _predicted_note(outcome.predicted, str(front.device))
         if c is not None:
             print(f"\nchosen: k = {c.k}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
+from .flags import command_line_text
 from .options import add_accept_modified, add_merge_by_arg, add_model_args, model_options_from_args, weights_from_args
 
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     def shown(found) -> None:  # before a partial prediction is refused, or the check timed
         print(found.prediction)
         if found.merges is not None:
-            print(found.merges.describe())
+            print(command_line_text(found.merges.describe(), "predict"))
         if args.probe is None:
             print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the milliseconds by this "
                   "machine's speed now against the LUT's runs (the speed-up needs no scaling)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .flags import command_line_text
 from .options import add_accept_modified, add_merge_by_arg, add_model_file_arg
 
 
@@ -37,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
                      fronts=args.front, accept_modified=args.accept_modified, resolution=args.resolution,
                      merge_by=args.merge_by)
     for message in written.skipped:
-        print(f"skipped: {message}")
+        print(f"skipped: {command_line_text(message, 'report')}")
     print(f"wrote {len(written.files)} files; open {written.html} (one file, opens offline) or {written.index}")
     print()
     for line in written.answer:  # last: what `make demo` ends with
-        print(line)
+        print(command_line_text(line, "report"))
     return 0

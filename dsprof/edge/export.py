@@ -4,7 +4,10 @@
       manifest.json      what is in it (`dsprof.edge.manifest`)
       run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
       timing_loop.py     the profiler's timing loop, this very file (`dsprof.profiler.timing_loop`): the runner imports it
-      hardware.py        how the profiler reads the machine (CPU, Jetson), this very file: the runner imports it too
+      hardware.py        how the profiler reads the machine (CPU, Jetson; the environment record), this very file
+      cpu_share.py       how the profiler reads the CPU share a timed group got, this very file
+      sessions.py        how the profiler opens ONNX Runtime, OpenVINO and TFLite, this very file: the runner imports
+                         these three too
       models/w0.onnx     one file per workload and format (onnx, tflite, torchscript)
       results/           where the runner writes its JSON Lines (created by the runner)
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import shutil
 import tempfile
 import uuid
@@ -30,14 +34,14 @@ from torch import nn
 
 from .. import __version__
 from ..errors import OutputPathError, UsageError
-from ..io import make_parent_folders
+from ..io import atomic_write_text, make_parent_folders
 from ..models import input_size_of, named_model
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
-from ..profiler import hardware, timing_loop
+from ..profiler import cpu_share, hardware, sessions, timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
-from .manifest import BUNDLE_FORMAT, write_manifest
+from .manifest import BUNDLE_FORMAT, MANIFEST, write_manifest
 from .runner import RESULTS_FORMAT
 from ..models.onnx_export import export_onnx
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
@@ -49,8 +53,9 @@ __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundl
 EDGE_OPSET = 13
 RUNNER_NAME = "run_bundle.py"
 #: The profiler's standard-library modules a bundle carries verbatim beside its runner, which imports them by these
-#: names: the timing loop and the machine's description (part of the environment id).
-CARRIED = (timing_loop, hardware)
+#: names: the timing loop, the machine's description (part of the environment id), the CPU-share reading and the
+#: runtimes' sessions.
+CARRIED = (timing_loop, hardware, cpu_share, sessions)
 
 
 @dataclass
@@ -84,18 +89,54 @@ def _write_model(w: Workload, fmt: str, batch: int, path: Path, opset: int) -> N
             shutil.copyfile(convert_onnx_to_tflite(onnx, Path(tmp)), path)
 
 
+#: The file `export_bundle` writes into every bundle, holding the bundle's id (as its manifest does): what shows a
+#: folder to be a bundle dsprof wrote, which ``overwrite`` may delete.
+MARKER = ".dsprof-bundle"
+#: What a bundle folder holds: what `export_bundle` writes, the runner's results folder, Python's bytecode cache.
+_BUNDLE_ENTRIES = {MANIFEST, RUNNER_NAME, MARKER, "models", "results", "__pycache__",
+                   *(Path(m.__file__).name for m in CARRIED)}
+
+
 def _check_out(out: Path, overwrite: bool) -> None:
-    if not out.exists():
+    """Refuse ``out`` where it exists, unless ``overwrite`` and it is a bundle dsprof wrote (`_not_a_bundle`) that holds
+    no results."""
+    if not out.exists() and not out.is_symlink():
         return
     if not overwrite:
-        raise OutputPathError(f"{out} exists; pass --overwrite to replace the bundle, or choose another --out")
-    if not (out / "manifest.json").is_file():
-        raise OutputPathError(f"{out} exists and is not a bundle; choose another --out")
+        raise OutputPathError(f"{out} exists; pass `overwrite=True` to replace the bundle, or choose another `out=`")
+    why = _not_a_bundle(out)
+    if why:
+        raise OutputPathError(f"{out} exists and is not a bundle that dsprof wrote ({why}), so it is not replaced; "
+                              "choose another output folder")
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
         raise OutputPathError(
-            f"{out} holds results ({results[0].name}); import or move them first, or choose another --out"
+            f"{out} holds results ({results[0].name}); import or move them first, or choose another `out=`"
         )
+
+
+def _not_a_bundle(out: Path) -> str:
+    """Why ``out`` is not a bundle folder `export_bundle` wrote (empty: it is one): it is a link or not a folder, it
+    lacks the `MARKER` or its id differs from the manifest's, or it holds anything a bundle does not."""
+    if out.is_symlink() or not out.is_dir():
+        return "a link" if out.is_symlink() else "not a folder"
+    try:
+        marker = (out / MARKER).read_text(encoding="utf-8").strip()
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"no {MARKER} and {MANIFEST} of dsprof's"
+    if not isinstance(manifest, dict) or not marker or manifest.get("bundle_id") != marker:
+        return f"its {MARKER} does not match its {MANIFEST}"
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in _BUNDLE_ENTRIES or p.is_symlink())
+    models = out / "models"
+    if models.is_dir():  # the model files `_write_bundle` names, and nothing else
+        suffixes = tuple(FORMATS.values())
+        foreign += sorted(f"models/{p.name}" for p in models.iterdir() if p.is_symlink() or not p.is_file()
+                          or not (p.name.startswith("w") and p.name.endswith(suffixes)
+                                  and p.name[1:].split(".", 1)[0].isdigit()))
+    if foreign:
+        return f"it holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}"
+    return ""
 
 
 def export_bundle(
@@ -142,7 +183,8 @@ def export_bundle(
         groups = workload_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
         if not groups:
             raise UsageError("nothing to export: no block matched and no whole-model variant was asked for")
-        make_parent_folders(out)
+        if not out.exists():  # else `_check_out` found a bundle of dsprof's there to replace
+            make_parent_folders(out)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             manifest = _write_bundle(staging, label, options, groups, tuple(formats), batch, timing, opset, log)
@@ -190,13 +232,15 @@ def _write_bundle(
         "workloads": entries,
     }
     write_manifest(folder, manifest)
+    atomic_write_text(folder / MARKER, manifest["bundle_id"] + "\n")
     copy_runner(folder)
     return manifest
 
 
 def copy_runner(folder: Path) -> Path:
     """Copy the runner (as ``run_bundle.py``, executable) and the profiler's modules it imports (`CARRIED`:
-    ``timing_loop.py``, ``hardware.py``, verbatim) into ``folder``; return the runner's path."""
+    ``timing_loop.py``, ``hardware.py``, ``cpu_share.py``, ``sessions.py``, verbatim) into ``folder``; return the
+    runner's path."""
     for module in CARRIED:
         shutil.copyfile(Path(module.__file__), folder / Path(module.__file__).name)
     runner = folder / RUNNER_NAME

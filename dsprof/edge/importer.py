@@ -10,16 +10,16 @@ read it unchanged: the edge device is one more column.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import DsprofError, InputFileError, OutputPathError
-from ..io import make_parent_folders, read_text
+from ..fields import FieldError
+from ..io import atomic_output, read_text
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
-from ..profiler.records import Measurement, MeasurementWriter
+from ..profiler.records import Measurement, MeasurementWriter, check_fields
 from ..profiler.runner import measurement_path
 from .manifest import EdgeError, read_manifest
 from ..runtimes import RUNTIMES
@@ -66,8 +66,11 @@ def _check_lines(lines: list[dict[str, Any]], manifest: dict[str, Any], path: Pa
             raise EdgeError(f"{path} mixes runs with different {', '.join(diff)}; keep one results file per run")
 
 
-def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | Path) -> tuple[list[Measurement], Path]:
-    """The measurement records of the result ``lines`` and the file they go to."""
+def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | Path,
+             results: Path) -> tuple[list[Measurement], Path]:
+    """The measurement records of the result ``lines`` (of the file ``results``) and the file they go to. Each
+    record's fields are checked by the rules every reader of records applies (`check_fields`): a bad one (a device
+    name with shell characters, a negative sample) raises `EdgeError` naming the file, the result and the field."""
     by_id = {w["id"]: w for w in manifest["workloads"]}
     first = lines[0]
     env_id = environment_id(first["environment"])
@@ -76,21 +79,25 @@ def _records(manifest: dict[str, Any], lines: list[dict[str, Any]], out: str | P
     backend, layout = runtime.records_backend, runtime.layout
     options = manifest["model_options"]
     records = []
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         w = by_id[line["workload"]]
-        records.append(Measurement(
+        fields = dict(
             model=manifest["model"], model_options=options, scope=w["scope"], name=w["name"], index=w["index"],
-            spec=w["spec"], variant=w["variant"], input_shape=tuple(w["input_shape"]), macs=w["macs"],
+            spec=w["spec"], variant=w["variant"], input_shape=w["input_shape"], macs=w["macs"],
             params=w["params"], channels=tuple(w["channels"]) if w["channels"] else None, backend=backend,
-            device=device, device_name=_device_name(line["environment"], device), dtype=manifest["dtype"],
-            layout=layout, batch=manifest["batch"], threads=line["threads"], compile="",
-            samples_s=tuple(float(v) for v in line["samples_s"]), iterations_per_sample=line["iterations_per_sample"],
+            device=line["device"], device_name=_device_name(line["environment"], str(line["device"])),
+            dtype=manifest["dtype"], layout=layout, batch=manifest["batch"], threads=line["threads"], compile="",
+            samples_s=line["samples_s"], iterations_per_sample=line["iterations_per_sample"],
             warmup_iterations=line["warmup_iterations"], stop_reason=line["stop_reason"],
             target_precision=line["target_precision"], budget_s=line["budget_s"], group=line["group"],
             env_id=environment_id(line["environment"]), environment=line["environment"],
             state_before=line["state_before"], state_after=line["state_after"], time_utc=line["time_utc"],
             error=line["error"], runtime_info=dict(line.get("runtime_info") or {}),
-        ))
+        )
+        try:
+            records.append(Measurement(**check_fields(fields)))
+        except FieldError as exc:
+            raise EdgeError(f"{results}, result {number}: {exc}; import the file the runner wrote, unchanged") from None
         records[-1].to_json()  # a value JSON cannot hold (NaN) raises here, before anything is written
     label = manifest["model"] + "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
     settings = BackendSettings(backend, device, manifest["dtype"], False, first["threads"])
@@ -131,11 +138,11 @@ def import_results(
         raise EdgeError(
             f"{results} has results for {len(manifest['workloads']) - len(missing)} of {len(manifest['workloads'])} "
             f"workloads (none for {shown}): the run stopped early or failed there. Run the runner again with the same "
-            "--out to finish, or pass --allow-partial to import what is there"
+            "out folder to finish, or pass `allow_partial=True` to import what is there"
         )
 
     try:
-        records, path = _records(manifest, lines, out)
+        records, path = _records(manifest, lines, out, results)
     except DsprofError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -143,12 +150,8 @@ def import_results(
                         f"({type(exc).__name__}: {exc}); import the files the runner and `dsprof export` wrote, "
                         "unchanged") from None
     if path.exists() and not overwrite:
-        raise OutputPathError(f"{path} exists; pass --overwrite to replace it, or choose another --out")
-    make_parent_folders(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    with MeasurementWriter(tmp) as writer:
+        raise OutputPathError(f"{path} exists; pass `overwrite=True` to replace it, or choose another `out=`")
+    with atomic_output(path) as tmp, MeasurementWriter(tmp) as writer:  # a fresh temporary file (mkstemp), renamed
         writer.write(records)
-    os.replace(tmp, path)
     return ImportResult(path, records)
 

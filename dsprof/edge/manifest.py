@@ -15,6 +15,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import EdgeError  # noqa: F401  (defined once, in dsprof.errors)
+from ..fields import (MAX_BATCH, MAX_RESOLUTION, FieldError, check_count, check_model_options, check_shape,
+                      check_text, check_token)
 from ..io import atomic_write_text, read_json
 from .runner import BUNDLE_FORMAT
 
@@ -48,6 +50,20 @@ def read_manifest(bundle: str | Path) -> dict[str, Any]:
     missing += sorted({k for w in workloads for k in _WORKLOAD_FIELDS if k not in w})
     if missing:
         raise EdgeError(f"{path} lacks field(s) {', '.join(missing)}; export the bundle again")
+    try:  # what a received bundle may carry into records and file names: `dsprof.fields`
+        check_text(manifest["model"], "model")
+        check_model_options(manifest["model_options"], "model_options")
+        check_count(manifest["batch"], "batch", 1, MAX_BATCH)
+        check_token(manifest["dtype"], "dtype")
+        check_count(manifest["model_options"].get("resolution"), "model_options.resolution", 8, MAX_RESOLUTION)
+        for i, w in enumerate(workloads):
+            for name in ("id", "scope", "variant"):
+                check_token(w[name], f"workloads[{i}].{name}")
+            for name in ("label", "name"):
+                check_text(w[name], f"workloads[{i}].{name}")
+            check_shape(w["input_shape"], f"workloads[{i}].input_shape")
+    except FieldError as exc:
+        raise EdgeError(f"{path}: {exc}; export the bundle again") from None
     if manifest["dsprof_version"] != __version__:
         raise EdgeError(
             f"{path} was written by dsprof {manifest['dsprof_version']}, this is dsprof {__version__}: workload keys "

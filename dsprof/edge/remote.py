@@ -59,10 +59,10 @@ def measure_remote(
     """
     remote = [b.name for b in BACKENDS.values() if b.remote_runtime]
     if backend not in BACKENDS:
-        raise DeviceError(f"--remote times backends {', '.join(remote)}; got {backend!r}")
+        raise DeviceError(f"`remote=` times backends {', '.join(remote)}; got {backend!r}")
     runtime = BACKENDS[backend].remote_runtime
     if runtime is None:
-        raise DeviceError(f"--remote cannot time --backend {backend}: {BACKENDS[backend].no_remote}")
+        raise DeviceError(f"`remote=` cannot time `backend={backend!r}`: {BACKENDS[backend].no_remote}")
     fmt = RUNTIMES[runtime].format
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
@@ -70,20 +70,22 @@ def measure_remote(
     folder = f"{remote_dir.rstrip('/')}/{bundle.manifest['bundle_id']}"
     q = shlex.quote
     results = f"{folder}/results.jsonl"
-    run = [q(python), f"{folder}/run_bundle.py", "--runtime", runtime, "--device", device, "--out", results, "--quiet"]
+    runner = f"{folder}/run_bundle.py"  # the runner's own command line (edge/runner.py), not dsprof's
+    run = [python, runner, "--runtime", runtime, "--device", device, "--out", results, "--quiet"]
     if threads is not None:
         run += ["--threads", str(threads)]
-    run_command = f"cd && {' '.join(run)}"
+    run_command = f"cd && {shlex.join(run)}"  # every word quoted: the remote shell runs it
 
     def remote(command: str, what: str, stdin: bytes | None = None, capture: bool = False) -> bytes:
-        done = subprocess.run([*ssh, host, command], input=stdin, stdout=subprocess.PIPE if capture else None,
+        # "--" ends ssh's options: a host that starts with "-" is a host, never an option
+        done = subprocess.run([*ssh, "--", host, command], input=stdin, stdout=subprocess.PIPE if capture else None,
                               stderr=subprocess.PIPE if capture else None)
         if done.returncode != 0:
             detail = (done.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] if capture else []
             raise EdgeError(
                 f"{what} on {host} failed (exit {done.returncode}{': ' + detail[0] if detail else ''}); the bundle is "
-                f"kept in {bundle.path}. Check `{' '.join(ssh)} {host} true`, then resume the run with "
-                f"`{' '.join(ssh)} {host} {q(run_command)}` and `dsprof import {bundle.path} RESULTS`"
+                f"kept in {bundle.path}. Check `{shlex.join([*ssh, '--', host, 'true'])}`, then resume the run with "
+                f"`{shlex.join([*ssh, '--', host, run_command])}` and `{shlex.join(['dsprof', 'import', str(bundle.path)])} RESULTS`"
             )
         return done.stdout or b""
 

@@ -10,7 +10,10 @@ order), each sample lasting at least ``min_sample_s``; the loop stops once every
 target precision, or when the budget or the sample cap is spent. Raw samples (seconds per forward pass) are
 written as JSON Lines, one line per workload, a group at a time, flushed to disk; a run started again
 on the same results file skips what it holds (resume), after checking it was written with the same
-settings. ``dsprof import`` turns the file into dsprof measurement records.
+settings. ``dsprof import`` turns the file into dsprof measurement records. The bundle carries three more of the
+profiler's own standard-library files, so that a board is read and timed as ``dsprof measure`` reads and times it:
+``hardware.py`` (the machine and the environment record), ``cpu_share.py`` (the CPU share a group got) and
+``sessions.py`` (how ONNX Runtime, OpenVINO and TFLite are opened).
 
 Runtimes: ``onnxruntime`` (CPU, or ``--device cuda`` with its CUDA provider), ``openvino`` (the bundle's ONNX
 files on OpenVINO's CPU plugin, with the profiler's settings: latency hint, the threads given, f32, no pinning),
@@ -29,20 +32,20 @@ import os
 import random
 import re
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import time
 
 if __package__:  # dsprof.edge.runner, inside dsprof
-    from ..profiler import hardware, timing_loop
-else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's timing_loop.py and hardware.py beside it
+    from ..profiler import cpu_share, hardware, sessions, timing_loop
+else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's modules it imports beside it (CARRIED)
     _HERE = os.path.dirname(os.path.abspath(__file__))
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     try:
+        import cpu_share
         import hardware
+        import sessions
         import timing_loop
     except ImportError as exc:  # one line and exit status 2, as every other error of the runner
         sys.stderr.write("run_bundle: error: no %s.py beside %s; copy the whole bundle folder that `dsprof export` "
@@ -91,33 +94,14 @@ class RunnerError(Exception):
 #    read by `hardware`, the profiler's own file) ----------------------------------------------------------------
 
 
-def _version(distribution, module=None):
-    try:
-        from importlib import metadata  # novermin (Python >= 3.8; older ones take the fallbacks below)
-        return metadata.version(distribution)
-    except Exception:  # noqa: BLE001 - older Python, or not installed under that name
-        pass
-    try:
-        import pkg_resources
-        return pkg_resources.get_distribution(distribution).version
-    except Exception:  # noqa: BLE001
-        pass
-    if module:
-        try:
-            return getattr(__import__(module), "__version__", None)
-        except Exception:  # noqa: BLE001
-            return None
-    return None
-
-
 def _versions(runtime):
-    versions = {"python": sys.version.split()[0], "dsprof-runner": RUNNER_VERSION}
+    versions = {"dsprof-runner": RUNNER_VERSION}
     names = {"onnxruntime": [("onnxruntime", "onnxruntime"), ("onnxruntime-gpu", None)],
              "openvino": [("openvino", "openvino")],
              "tflite": [("ai-edge-litert", None), ("tflite-runtime", None), ("tensorflow", None)],
              "torchscript": [("torch", "torch")], "benchmark_model": []}[runtime]
     for distribution, module in [("numpy", "numpy")] + names:
-        version = _version(distribution, module)
+        version = hardware.version(distribution, module)
         if version:
             versions[distribution] = version
     if runtime == "torchscript":
@@ -126,23 +110,15 @@ def _versions(runtime):
 
 
 def environment(runtime="onnxruntime"):
-    """What does not change during a run: cpu, gpu (always empty: no NVML here), jetson, versions, host, time."""
-    return {
-        "cpu": hardware.cpu(), "gpu": [], "jetson": hardware.jetson(), "versions": _versions(runtime),
-        "host": socket.gethostname(), "time_utc": _utc_now(),
-    }
+    """What does not change during a run: cpu, gpu (always empty: no NVML here), jetson, versions, host, time
+    (`hardware.environment`, as the profiler writes it)."""
+    return hardware.environment(_versions(runtime))
 
 
 def device_state(device="cpu"):
-    """What changes: 1-minute load average, CPU frequency; on a Jetson the GPU clock and a tegrastats line."""
-    state = hardware.cpu_state()
-    if device.startswith("cuda") and hardware.read("/etc/nv_tegra_release") is not None:
-        state.update(hardware.jetson_state())
-    return state
-
-
-def _utc_now():
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    """What changes: 1-minute load average, CPU frequency; on a Jetson the GPU clock and a tegrastats line
+    (`hardware.device_state`, as the profiler reads it where it has no NVML)."""
+    return hardware.device_state(device)
 
 
 # -- runtimes: a model file -> (run, timer, threads) -----------------------------------------------------------
@@ -154,64 +130,41 @@ def _random_input(shape, dtype="float32"):
 
 
 def _prepare_onnxruntime(path, device, threads):
+    """An ONNX Runtime session with the profiler's settings (`sessions.onnxruntime_session`)."""
     import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    if device.startswith("cuda"):
-        device_id = int(device.split(":")[1]) if ":" in device else 0
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RunnerError("--device cuda needs onnxruntime's CUDAExecutionProvider (install onnxruntime-gpu); "
-                              "this one has %s" % ", ".join(ort.get_available_providers()))
-        session = ort.InferenceSession(path, options, providers=[("CUDAExecutionProvider", {"device_id": device_id}),
-                                                                 "CPUExecutionProvider"])
-        x = _random_input(session.get_inputs()[0].shape)
-        binding = session.io_binding()
-        binding.bind_ortvalue_input(session.get_inputs()[0].name, ort.OrtValue.ortvalue_from_numpy(x, "cuda", device_id))
-        binding.bind_output(session.get_outputs()[0].name, "cuda", device_id)
-        return (lambda: session.run_with_iobinding(binding)), CpuTimer(sync=binding.synchronize_outputs)
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    feed = {session.get_inputs()[0].name: _random_input(session.get_inputs()[0].shape)}
-    return (lambda: session.run(None, feed)), CpuTimer()
+    if device.startswith("cuda") and "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RunnerError("--device cuda needs onnxruntime's CUDAExecutionProvider (install onnxruntime-gpu); "
+                          "this one has %s" % ", ".join(ort.get_available_providers()))
+    session = sessions.onnxruntime_session(ort, path, threads, device)
+    run, sync = sessions.onnxruntime_run(ort, session, _random_input(session.get_inputs()[0].shape), device)
+    return run, CpuTimer(sync=sync)
 
 
 def _prepare_openvino(path, device, threads):
-    """OpenVINO's CPU plugin with the profiler's settings (dsprof/profiler/backends/openvino.py): latency hint,
-    ``threads`` threads, f32, threads not pinned; the compiled model's reading of them is kept (``fn.info``)."""
+    """OpenVINO's CPU plugin with the profiler's settings (`sessions.openvino_config`): latency hint, ``threads``
+    threads, f32, threads not pinned; the compiled model's reading of them is kept (``fn.info``)."""
     if device != "cpu":
         raise RunnerError("the openvino runtime runs on the CPU here; use --device cpu")
     try:
         import openvino as ov
-        import openvino.properties as props
-        import openvino.properties.hint as hints
     except ImportError:
         raise RunnerError("no OpenVINO: pip install openvino")
     core = ov.Core()
-    config = {hints.performance_mode: hints.PerformanceMode.LATENCY, props.inference_num_threads: int(threads),
-              hints.inference_precision: ov.Type.f32, hints.enable_cpu_pinning: False}
-    compiled = core.compile_model(core.read_model(path), "CPU", config)
+    compiled = sessions.openvino_compile(ov, core, path, threads)
     request = compiled.create_infer_request()
     request.set_input_tensor(ov.Tensor(_random_input(compiled.input(0).get_shape())))
 
     def run():
         return request.infer()
 
-    run.info = {"openvino": ov.get_version(), "device_name": str(core.get_property("CPU", "FULL_DEVICE_NAME"))}
-    for prop, key in (("PERFORMANCE_HINT", "performance_hint"), ("INFERENCE_NUM_THREADS", "inference_num_threads"),
-                      ("INFERENCE_PRECISION_HINT", "inference_precision"), ("ENABLE_CPU_PINNING", "cpu_pinning")):
-        try:
-            value = compiled.get_property(prop)
-        except Exception:  # noqa: BLE001 - a property this version does not report
-            continue
-        if not isinstance(value, (bool, int, float, str)):  # an element type (f32) or an enum, by name
-            value = value.get_type_name() if hasattr(value, "get_type_name") else getattr(value, "name", str(value))
-        run.info[key] = value
+    run.info = {"openvino": ov.get_version(),
+                "device_name": str(core.get_property(sessions.OPENVINO_DEVICE, "FULL_DEVICE_NAME"))}
+    run.info.update(sessions.openvino_read_back(compiled))
     return run, CpuTimer()
 
 
 def _prepare_tflite(path, device, threads):
+    """The LiteRT (or tflite_runtime) interpreter with the profiler's settings (`sessions.tflite_interpreter`)."""
     if device != "cpu":
         raise RunnerError("the tflite runtime runs on the CPU; use --device cpu")
     try:
@@ -221,10 +174,7 @@ def _prepare_tflite(path, device, threads):
             from tflite_runtime.interpreter import Interpreter
         except ImportError:
             raise RunnerError("no TFLite interpreter: pip install ai-edge-litert (or tflite-runtime on old systems)")
-    interpreter = Interpreter(model_path=path, num_threads=threads)
-    interpreter.allocate_tensors()
-    detail = interpreter.get_input_details()[0]
-    interpreter.set_tensor(detail["index"], _random_input(detail["shape"]))
+    interpreter = sessions.tflite_interpreter(Interpreter, path, threads, _random_input)
     return interpreter.invoke, CpuTimer()
 
 
@@ -427,7 +377,7 @@ def phone_environment(serial):
                 "dsprof-runner": RUNNER_VERSION}
     return {"cpu": dict((k, v) for k, v in cpu.items() if v is not None), "gpu": [], "jetson": {},
             "versions": dict((k, v) for k, v in versions.items() if v), "host": "adb:" + serial,
-            "time_utc": _utc_now()}
+            "time_utc": hardware.utc_now()}
 
 
 def phone_state(serial):
@@ -450,25 +400,26 @@ def phone_state(serial):
 
 def read_results(path, repair=False):
     """The result lines of ``path`` (a list of dicts). A last line cut short by an interrupted run is dropped
-    from the file when ``repair`` (resuming), else it raises `RunnerError`; any other bad line raises."""
+    from the file when ``repair`` (resuming), else it raises `RunnerError`; any other bad line raises. Every
+    complete line is checked before anything is cut: a file that is not a results file is refused untouched."""
     if not os.path.exists(path):
         return []
     with open(path, "rb") as f:
         data = f.read()
+    cut = None  # where a last line cut short by an interrupted run starts
     if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
+        start = data.rfind(b"\n") + 1
         try:
-            json.loads(data[cut:].decode("utf-8"))
+            json.loads(data[start:].decode("utf-8"))
             data += b"\n"
         except ValueError:
-            if not repair:
-                raise RunnerError("%s: its last line is cut short (an interrupted run); run the runner again with the "
-                                  "same --out to complete it" % path)
-            with open(path, "r+b") as f:
-                f.truncate(cut)
-            data = data[:cut]
+            cut = start
+    try:
+        text = (data if cut is None else data[:cut]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunnerError("%s is not a results file (not UTF-8 text); give another --out" % path)
     out = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -478,6 +429,15 @@ def read_results(path, repair=False):
         if not isinstance(record, dict) or record.get("format") != RESULTS_FORMAT:
             raise RunnerError("%s, line %d: not a %s line" % (path, number, RESULTS_FORMAT))
         out.append(record)
+    if cut is not None:
+        if not out and cut == 0 and data[:1] != b"{":
+            raise RunnerError("%s is not a results file (its only line is not a %s line); give another --out"
+                              % (path, RESULTS_FORMAT))
+        if not repair:
+            raise RunnerError("%s: its last line is cut short (an interrupted run); run the runner again with the "
+                              "same --out to complete it" % path)
+        with open(path, "r+b") as f:
+            f.truncate(cut)
     return out
 
 
@@ -513,15 +473,6 @@ def load_manifest(bundle):
         raise RunnerError("%s is a %r bundle; this runner reads %s: use the runner inside the bundle"
                           % (path, manifest.get("format"), BUNDLE_FORMAT))
     return manifest
-
-
-def _switches():
-    """Involuntary context switches of this process so far (None without the resource module)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
 
 def _settings(args, manifest):
@@ -592,18 +543,14 @@ def run(args):
                 continue
             fns.append((wid, fn))
             timers[id(fn)] = timer
-        results, share = {}, {}
+        results, share = {}, cpu_share.CpuShare(args.threads)
         if fns:
-            cpu_start, wall_start, switches_start = time.process_time(), time.perf_counter(), _switches()
-            results = time_interleaved(fns, group_timing, lambda fn, number: timers[id(fn)](fn, number))
-            wall = time.perf_counter() - wall_start
-            if bench is None and device == "cpu" and wall > 0:  # as the profiler: other processes competing?
-                share["process_cpu_share"] = round((time.process_time() - cpu_start) / (wall * args.threads), 4)
-                if switches_start is not None:
-                    share["involuntary_switches_per_s"] = round((_switches() - switches_start) / wall, 1)
+            with share:
+                results = time_interleaved(fns, group_timing, lambda fn, number: timers[id(fn)](fn, number))
         state_after = state()
-        state_after.update(share)
-        now = _utc_now()
+        if fns and bench is None and device == "cpu":  # as the profiler: other processes competing?
+            state_after.update(share.reading())
+        now = hardware.utc_now()
         records = []
         for wid in group:
             r = results.get(wid, {})
@@ -661,7 +608,7 @@ def main(argv=None):
         print("run_bundle: error: %s" % exc, file=sys.stderr)
         return 2
     print("%d workloads timed, %d already in the file; results: %s" % (new, skipped, args.out))
-    print("next: dsprof import %s %s" % (args.bundle, args.out))
+    print("next: dsprof import %s %s" % (shlex.quote(args.bundle), shlex.quote(args.out)))
     return 0
 
 

@@ -93,7 +93,7 @@ def candidates(like: LUT, key: DeviceContext, label: str, blocks: list[Block], m
     add("head", label, "original", "rest")
     if not found:
         raise LUTError(f"{like.source} holds no entry of {label} in {key}: give a LUT measured for this model (and "
-                       "resolution) as --like")
+                       "resolution) as `like=`")
     return list(found.values())
 
 
@@ -118,9 +118,9 @@ def choose(cands: Sequence[Candidate], n: int) -> list[Candidate]:
     prediction variance of the fit over all candidates (a tiny prior on the unpenalised terms keeps the first steps
     defined). Deterministic; in the order chosen."""
     if n < _MIN:
-        raise UsageError(f"--few needs at least {_MIN} entries to fit the rest from, got {n}")
+        raise UsageError(f"`n=` (the entries to time) is at least {_MIN}, to fit the rest from; got {n}")
     if n > len(cands):
-        raise UsageError(f"--few {n} asks for more entries than the model has in the --like LUT ({len(cands)}); "
+        raise UsageError(f"`n={n}` asks for more entries than the model has in the `like=` LUT ({len(cands)}); "
                          "measure it in full instead")
     x = _design(cands)
     chosen = [i for i, c in enumerate(cands) if c.scope == "model"][:1]

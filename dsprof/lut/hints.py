@@ -16,24 +16,24 @@ __all__ = ["PriceHints"]
 @dataclass(frozen=True)
 class PriceHints:
     """The hints of one model's prices in one LUT context ``key`` (of the LUT file ``source``): ``label`` the model's
-    LUT label, ``specs`` its blocks' specs, ``model_flags`` the `dsprof` options that build it (empty: its label's
+    LUT label, ``specs`` its blocks' specs, ``model_args`` the API parameters that build it (empty: its label's
     name), ``in_situ`` whether its prices read (or could use) blocks timed in situ."""
 
     key: DeviceContext
     source: str
     label: str
     specs: tuple[str, ...]
-    model_flags: str = ""
+    model_args: str = ""
     reads_in_situ: bool = False
 
     @property
-    def measure_flags(self) -> str:
-        """The `dsprof measure` options that build this model (its label's name where none were given)."""
-        return self.model_flags or f"--model {self.label.split('{', 1)[0]}"
+    def measure_args(self) -> str:
+        """The API parameters that build this model (its label's name where none were given)."""
+        return self.model_args or f"model={self.label.split('{', 1)[0]!r}"
 
     def measure_hint(self, max_span: int = 1) -> MeasureHint:
         """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""
-        return MeasureHint(self.key, self.measure_flags, max_span, self.reads_in_situ)
+        return MeasureHint(self.key, self.measure_args, max_span, self.reads_in_situ)
 
     def undecided(self, undecided: Sequence[int]) -> LUTMissError:
         """The miss of blocks linearised alone whose merged or unmerged entry the LUT lacks (``undecided``, indices):
@@ -43,6 +43,6 @@ class PriceHints:
         return LUTMissError(
             f"the LUT {self.source} lacks the merged or the unmerged entry (linear, else original) of "
             f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: --merge-by macs)",
+            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: `merge_by='macs'`)",
             hint=self.measure_hint(),
         )

@@ -348,7 +348,7 @@ def lut_probe(lut: LUT, context: DeviceContext) -> LUTEntry:
         raise LUTMissError(
             f"the LUT {lut.source} has no drift probe ({PROBE_NAME}) in {context}: its measurement files "
             "predate the probe. Measure again (`dsprof measure`, any model, the same settings) and rebuild the LUT "
-            "with the new file, or predict without --probe"
+            "with the new file, or predict without `probe=`"
         )
     return entry
 

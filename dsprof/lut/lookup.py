@@ -45,10 +45,10 @@ class Lookup:
         """The labels of the whole models this context holds (timed whole, or as stem and head)."""
         return sorted({w for scope, w, variant in self.index if scope in ("model", "stem", "head") and variant == "original"})
 
-    def other_model_note(self, label: str, resolution_flag: str = "--resolution") -> str | None:
+    def other_model_note(self, label: str) -> str | None:
         """Where this context holds other models but not ``label``: one clause that says what it holds instead
-        and, where only the resolution differs, the option that fixes it (``resolution_flag``, as the caller's
-        command spells it); None where it holds ``label`` (or no whole model at all)."""
+        and, where only the resolution differs, the ``resolution`` that fixes it; None where it holds ``label`` (or
+        no whole model at all)."""
         held = self.models()
         if not held or label in held:
             return None
@@ -59,7 +59,7 @@ class Lookup:
         if same:
             at = " or ".join(f"{r} px" for r in same)
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
-                    f"add {resolution_flag} {same[0]}")
+                    f"add `resolution={same[0]}`")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
         return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 

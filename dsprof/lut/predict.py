@@ -12,7 +12,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import HINT, LUTError, UsageError
-from ..models import find_blocks, format_span, input_size_of, model_flags, model_identity, named_model
+from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, named_model
 from ..device_context import DeviceContext
 from ..merge.rule import check_merges
 from .lookup import in_model_factor
@@ -291,8 +291,8 @@ def prices_of(
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
     prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
-    flags = f"{model_flags(name, options)} --resolution {input_size_of(net)[0]}"
-    return replace(prices, identity=model_identity(net), model_flags=flags)
+    args = f"{model_args(name, options)}, resolution={input_size_of(net)[0]}"
+    return replace(prices, identity=model_identity(net), model_args=args)
 
 
 def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:

@@ -67,7 +67,7 @@ class Prices:
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
-    model_flags: str = ""  # the `dsprof` options that build this model, for messages (`measure_flags`)
+    model_args: str = ""  # the API parameters that build this model, for messages (`PriceHints.measure_args`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
@@ -142,7 +142,7 @@ class Prices:
         """What messages about these prices name (`dsprof.lut.hints.PriceHints`): the `dsprof measure` that times
         what they read, and the miss of a lone block the planner cannot decide."""
         return PriceHints(self.key, str(self.lookup.lut.source), self.label, tuple(b.spec.to_str() for b in self.blocks),
-                          self.model_flags, self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None)
+                          self.model_args, self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None)
 
     @cached_property
     def terms(self) -> Terms:
@@ -345,7 +345,7 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
     if method == "in-model":
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
     return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
-            "the isolated ones (`dsprof measure --in-situ merged`)")
+            "the isolated ones (`dsprof.measure(in_situ='merged')`)")
 
 
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,

@@ -15,7 +15,9 @@ from typing import Any
 import pandas as pd
 
 from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once, in dsprof.errors)
-from ..io import atomic_write_text, read_text
+from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_count, check_name, check_text,
+                      check_token)
+from ..io import atomic_write_text, csv_frame, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
 from ..profiler.records import IN_SITU_SCOPE
@@ -81,7 +83,7 @@ class LUT:
 
     @classmethod
     def concat(cls, luts: "list[LUT]") -> "LUT":
-        """One table of several (`dsprof plan --lut A --lut B`); a key that two of them hold raises `LUTError`
+        """One table of several (`dsprof plan` with several LUTs); a key that two of them hold raises `LUTError`
         naming both files."""
         luts = list(luts)
         if len(luts) == 1:
@@ -109,7 +111,8 @@ class LUT:
 
         The end line ``# end rows=N sha256=HEX`` tells a complete file from a cut one and carries the checksum of
         the text before it (`table_checksum`): a table changed after `dsprof build-lut` wrote it raises `LUTError`
-        unless ``accept_modified``. A table without a checksum (an older dsprof) loads, with a warning."""
+        unless ``accept_modified``; so does a table without a checksum (an older dsprof's, or one edited by hand:
+        nothing tells them apart). The checksum catches accidents and edits; it does not prove who wrote the file."""
         path = Path(path)
         rebuild = "build one from measurement files with `dsprof build-lut FILES -o lut.csv`"
         text = read_text(path, "LUT file", rebuild, kind="lut", if_missing=f"build one with `dsprof build-lut FILES -o {path}`",
@@ -122,12 +125,16 @@ class LUT:
                 f"{path}: truncated or altered (it must end with '{_END}{data_rows} sha256=...'); "
                 "rebuild it with `dsprof build-lut`"
             )
-        if end[2] is None:
-            warnings.warn(f"{path}: no checksum (written by an older dsprof), read unchecked", stacklevel=2)
-        elif end[2] != table_checksum(body + "\n") and not accept_modified:
+        if end[2] is None and not accept_modified:
+            raise LUTError(
+                f"{path}: its end line carries no checksum (written by an older dsprof, or edited), so nothing tells "
+                "it from a changed table; rebuild it from the measurement files with `dsprof build-lut`, or pass "
+                "`accept_modified=True` to use it as it is"
+            )
+        if end[2] is not None and end[2] != table_checksum(body + "\n") and not accept_modified:
             raise LUTError(
                 f"{path}: changed after `dsprof build-lut` wrote it (its checksum does not match its rows); "
-                "rebuild it from the measurement files with `dsprof build-lut`, or pass --accept-modified to use it "
+                "rebuild it from the measurement files with `dsprof build-lut`, or pass `accept_modified=True` to use it "
                 "as it is"
             )
         try:
@@ -138,8 +145,9 @@ class LUT:
 
     def save(self, path: str | Path) -> Path:
         """Write the table atomically (a reader sees the old file or the new one, never a mix), ending with the
-        line ``# end rows=N sha256=HEX`` (`table_checksum` of the text before it)."""
-        text = self._frame.to_csv(index=False, lineterminator="\n")
+        line ``# end rows=N sha256=HEX`` (`table_checksum` of the text before it). A text cell that a spreadsheet would
+        run as a formula is written as text (`csv_frame`)."""
+        text = csv_frame(self._frame).to_csv(index=False, lineterminator="\n")
         return atomic_write_text(path, f"{text}{_END}{len(self._frame)} sha256={table_checksum(text)}\n")
 
     # -- views -----------------------------------------------------------------------------------
@@ -285,6 +293,19 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             raise LUTError(f"{where(i)}: a value is not of its column's type ({exc})") from None
         # the compile mode (older tables: True/False, with backend torch for torch-compile): `compile_setting`
         typed["backend"], typed["compile"] = compile_setting(str(r["backend"]), r["compile"])
+        try:  # the names and counts a table from elsewhere may carry: `dsprof.fields`
+            for name in ("env_id", "device", "backend", "dtype", "layout", "variant"):
+                check_token(typed.get(name, r[name]), name)
+            check_token(typed["compile"], "compile", empty=True)
+            check_name(r["device_name"], "device_name")
+            check_count(typed["batch"], "batch", 1, MAX_BATCH)
+            check_count(typed["threads"], "threads", 0, MAX_THREADS)
+            check_text(r["workload"], "workload", limit=2000)
+            check_text(r["sources"], "sources", limit=1_000_000)
+        except FieldError as exc:
+            raise LUTError(f"{where(i)}: {exc}; rebuild the LUT with `dsprof build-lut`") from None
+        if typed["median_s"] > MAX_SAMPLE_S:
+            raise LUTError(f"{where(i)}: median_s must be at most {MAX_SAMPLE_S:.0f} seconds, got {r['median_s']!r}")
         if not math.isfinite(typed["median_s"]) or typed["median_s"] <= 0:
             raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {r['median_s']!r}")
         if not math.isfinite(typed["iqr_s"]) or typed["iqr_s"] < 0:

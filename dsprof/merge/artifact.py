@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..errors import DsprofError, MergeError
+from ..fields import MERGED_DTYPES, FieldError, check_model_options
 from ..io import atomic_torch_save, load_torch_payload
 from ..models import ChainGraph, get_model, input_size_of
 from .model import merge_model, merge_report
@@ -84,13 +85,13 @@ def save_merged(model: nn.Module, path: str | Path) -> Path:
 def merged_plan(path: str | Path) -> Plan:
     """The plan a merged model file (`save_merged`) was merged by, its merge decisions included, without
     building the model (what `dsprof report` predicts a model timed with `measure --merged-model` by)."""
-    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")
+    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof.merge(out=)`")
     return Plan.from_json(payload["plan"])
 
 
 def load_merged(path: str | Path) -> nn.Module:
     """The merged model saved by `save_merged` (eval mode), without running code from the file."""
-    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof merge --out`")
+    payload = load_torch_payload(path, MERGED_FORMAT, "dsprof merged model", "write one with `dsprof.merge(out=)`")
     if payload.get("version", 0) > MERGED_VERSION:
         raise MergeError(f"{path} was written by a newer dsprof (version {payload['version']}); update dsprof to load it")
     try:
@@ -98,8 +99,16 @@ def load_merged(path: str | Path) -> nn.Module:
         h, w = payload["resolution"]
         if h != w:
             raise MergeError(f"{path}: non-square resolution {h}x{w} is not supported by the model registry")
+        dtype = payload.get("dtype", "float32")
+        try:  # sizes, options and dtype checked before anything is built: `dsprof.fields`
+            check_model_options(payload["options"], "options")
+            check_model_options({"num_classes": payload["num_classes"], "resolution": h}, "model")
+            if dtype not in MERGED_DTYPES:
+                raise FieldError(f"field 'dtype' is {dtype!r}: one of {', '.join(MERGED_DTYPES)}")
+        except FieldError as exc:
+            raise MergeError(f"{path}: {exc}; write it again with `dsprof.merge(out=)`") from None
         fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
-        fresh = fresh.to(getattr(torch, payload.get("dtype", "float32")))
+        fresh = fresh.to(getattr(torch, dtype))
         model = merge_model(fresh, plan)
         _check_graph(path, payload.get("graph"), model)
         model.load_state_dict(payload["state_dict"], strict=True)
@@ -107,7 +116,7 @@ def load_merged(path: str | Path) -> nn.Module:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:  # fields missing or damaged
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise MergeError(f"{path} is a damaged dsprof merged model ({detail}); write it again with `dsprof merge --out`") from None
+        raise MergeError(f"{path} is a damaged dsprof merged model ({detail}); write it again with `dsprof.merge(out=)`") from None
     return model.eval()
 
 

@@ -43,7 +43,7 @@ class Merges:
             "lut": f"the LUT in {self.context}: a block merges where its merged entry is below its unmerged one, "
                    "the rule predict prices",
             "planner": f"the planner on the LUT in {self.context}: the merges and spans it prices lowest for this keep",
-            "macs": "MACs (--merge-by macs): a block merges where that lowers its MACs; predict prices the LUT's rule",
+            "macs": "MACs (`merge_by='macs'`): a block merges where that lowers its MACs; predict prices the LUT's rule",
         }[self.by]
         linear = [i for i in self.plan.linearized if i not in self.merged]
         return (f"{self.plan.name or 'plan'}: merged blocks {_indices(self.merged)}; linear, unmerged "
@@ -56,9 +56,8 @@ def _indices(values: list[int]) -> str:
 
 def no_rule_message(plan: Plan) -> str:
     """The one line that refuses a plan without a ``merge`` list when neither a LUT nor MACs may decide it."""
-    return (f"{plan.name or 'the plan'} has no merge list: pass --lut LUT to merge where that LUT says merging pays "
-            "(the rule `dsprof predict` prices; Python: merge_rule(..., lut=LUT)), or --merge-by macs to merge where "
-            "MACs drop (Python: merge_by='macs')")
+    return (f"{plan.name or 'the plan'} has no merge list: pass `lut=LUT` to merge where that LUT says merging pays "
+            "(the rule `dsprof predict` prices), or `merge_by='macs'` to merge where MACs drop")
 
 
 def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:
@@ -68,9 +67,9 @@ def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:
     for an unknown ``merge_by`` or ``merge_by="lut"`` without a LUT: what every command refuses before it builds
     anything."""
     if merge_by not in (None, *MERGE_BY):
-        raise UsageError(f"--merge-by is one of {', '.join(MERGE_BY)}, got {merge_by!r}")
+        raise UsageError(f"`merge_by=` is one of {', '.join(MERGE_BY)}, got {merge_by!r}")
     if merge_by == "lut" and not lut:
-        raise UsageError("--merge-by lut decides the merges from a LUT: pass --lut LUT (or --merge-by macs)")
+        raise UsageError("`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)")
     if plan is not None and plan.merge is not None:
         return "plan"
     if merge_by == "macs":

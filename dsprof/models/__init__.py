@@ -16,7 +16,7 @@ _EXPORTS = {
     **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),
     **dict.fromkeys(("MemoryFootprint", "conv_macs", "count_macs", "count_params", "memory_footprint", "spec_macs",
                      "summarize_blocks"), ".counting"),
-    **dict.fromkeys(("ModelEntry", "input_size_of", "model_flags", "model_identity", "list_models", "model_entry",
+    **dict.fromkeys(("ModelEntry", "input_size_of", "model_args", "model_identity", "list_models", "model_entry",
                      "normalized_options", "register_model"), ".registry"),
     **dict.fromkeys(("ClassCountError", "get_model", "load_checkpoint", "named_model"), ".build"),
     **dict.fromkeys(("ModelSplit", "split_model"), ".split"),

@@ -23,7 +23,7 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
-    "model_flags",
+    "model_args",
     "model_identity",
     "normalized_options",
 ]
@@ -94,7 +94,7 @@ def model_entry(name: str) -> ModelEntry:
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
             raise RegistryError(
-                f"model {name!r} is a user's model from a file; pass --model-file PATH.py:FACTORY "
+                f"model {name!r} is a user's model from a file; pass `model_file='PATH.py:FACTORY'` "
                 "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
@@ -128,22 +128,20 @@ def normalized_options(name: str, options: dict | None) -> dict:
     }
 
 
-def model_flags(name: str, options: dict | None = None) -> str:
-    """The command-line options that build model ``name`` with ``options`` (defaults and ``num_classes`` left out),
-    for messages that suggest a command: ``--model mobilenet_v2 --width 1.4``, or ``--model-file PATH.py:FACTORY``
-    for a user's model."""
+def model_args(name: str, options: dict | None = None) -> str:
+    """The API parameters that build model ``name`` with ``options`` (defaults and ``num_classes`` left out), for
+    messages that name a model: ``model='mobilenet_v2', options={'width': 1.4}``, or ``model_file='PATH.py:FACTORY'``
+    for a user's model (the command line spells them as its options, `dsprof.cli.flags`)."""
     entry = _REGISTRY.get(name)
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
     if spec is not None:
-        flags = f"--model-file {spec}"
+        args = f"model_file={spec!r}"
     elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
-        flags = f"--model-file PATH.py:{name.rsplit(':', 1)[-1]}"
+        args = f"model_file='PATH.py:{name.rsplit(':', 1)[-1]}'"
     else:
-        flags = f"--model {name}"
-    for key, value in normalized_options(name, options).items():
-        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        flags += f" --{key.replace('_', '-')} {shown}"
-    return flags
+        args = f"model={name!r}"
+    shown = {k: list(v) if isinstance(v, tuple) else v for k, v in normalized_options(name, options).items()}
+    return args + (f", options={shown!r}" if shown else "")
 
 
 for _zoo_model in ZOO:

@@ -36,7 +36,7 @@ def _split(spec: str) -> tuple[Path, str]:
     path_text, sep, factory = str(spec).rpartition(":")
     if not sep or not path_text or not factory.isidentifier():
         raise ModelFileError(
-            f"--model-file takes PATH.py:FACTORY (a file and the function in it that builds the model), got {spec!r}"
+            f"`model_file=` takes PATH.py:FACTORY (a file and the function in it that builds the model), got {spec!r}"
         )
     return Path(path_text), factory
 

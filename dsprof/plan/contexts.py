@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, csv_row
 from ..lut import LUT
 from ..lut.prices import Prices
 from ..models.spans_text import format_spans
@@ -100,7 +100,7 @@ class ContextFronts:
                 if writer is None:
                     writer = csv.DictWriter(out, ["context", "label", *row], lineterminator="\n")
                     writer.writeheader()
-                writer.writerow({"context": str(f.device), "label": self.labels[f.device], **row})
+                writer.writerow(csv_row({"context": str(f.device), "label": self.labels[f.device], **row}))
         return out.getvalue()
 
     def cross_csv(self) -> str:
@@ -212,6 +212,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def _rows_csv(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
+    rows = [csv_row(row) for row in rows]  # a device's label is in the headers too
     out = io.StringIO()
     writer = csv.DictWriter(out, list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -231,12 +232,12 @@ def pick_contexts(names: str | Sequence[str], labels: Mapping[DeviceContext, str
         found = found or [c for c in labels if c.backend == text]
         if len(found) != 1:
             what = "names no context" if not found else "names several contexts"
-            raise UsageError(f"--for {text!r} {what}; give labels, keys or backends of: {listing}")
+            raise UsageError(f"`joint=` {text!r} {what}; give labels, keys or backends of: {listing}")
         if found[0] in out:
-            raise UsageError(f"--for names {labels[found[0]]} twice")
+            raise UsageError(f"`joint=` names {labels[found[0]]} twice")
         out.append(found[0])
     if len(out) < 2:
-        raise UsageError(f"--for needs at least two contexts, comma-separated, of: {listing}")
+        raise UsageError(f"`joint=` needs at least two contexts, comma-separated, of: {listing}")
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, csv_row
 from .plan import Plan
 from ..models import format_spans
 from ..units import percent
@@ -125,8 +125,8 @@ class Front:
         how = (f"the plans at k = {', '.join(map(str, used))} use spans" if used else
                "no plan of this front uses a span: it plans without spans")
         what = "all" if predicted == read else f"{predicted} of the"
-        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof measure --few`), not "
-                f"measured; {how} (measure the model in full, `dsprof measure --spans N`, to plan spans on measured "
+        return (f"spans: {what} {read} span entries are predicted from another context (`dsprof.measure_few()`), not "
+                f"measured; {how} (measure the model in full, `dsprof.measure(spans=N)`, to plan spans on measured "
                 "entries)")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
@@ -177,10 +177,10 @@ class Front:
         for group, points in (("front", self.points), ("least_loss", self.least_loss), ("pareto", self.pareto)):
             for p in points or ():
                 row = {c: v for c, v in p.to_dict().items() if c in columns}
-                writer.writerow({**row, "set": group, "name": p.plan.name, "keep": _bits(p.plan.keep),
-                                 "spans": format_spans(p.plan.spans)})
+                writer.writerow(csv_row({**row, "set": group, "name": p.plan.name, "keep": _bits(p.plan.keep),
+                                         "spans": format_spans(p.plan.spans)}))
         for p in self.presets:
-            writer.writerow({c: v for c, v in {**p.to_dict(), "set": "preset"}.items() if c in columns})
+            writer.writerow(csv_row({c: v for c, v in {**p.to_dict(), "set": "preset"}.items() if c in columns}))
         return out.getvalue()
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
@@ -242,9 +242,9 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
 def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     """Refuse a latency budget or a speed-up that no plan can meet by construction: each must be above 0."""
     if budget_ms is not None and not budget_ms > 0:
-        raise UsageError(f"--budget-ms is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
+        raise UsageError(f"`budget_ms=` is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
     if speedup is not None and not speedup > 0:
-        raise UsageError(f"--speedup is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
+        raise UsageError(f"`speedup=` is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
                          f"got {speedup:g}")
 
 

@@ -178,7 +178,7 @@ def _plan(pieces: Sequence[Piece], n: int, name: str, options: dict, k: int, obj
     what = objective.replace("least-loss-", "least importance loss, then ")
     return Plan(name, tuple(keep), options, merge=tuple(merge), spans=tuple(spans) or None,
                 name=f"joint-{objective}-k{k}",
-                source=f"dsprof plan --for ({what} loss over {', '.join(str(c) for c in contexts)})")
+                source=f"dsprof plan for several contexts ({what} loss over {', '.join(str(c) for c in contexts)})")
 
 
 def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndarray],

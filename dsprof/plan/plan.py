@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
+from ..fields import FieldError, check_model_options, check_text
 from ..io import read_json
-from ..models import model_entry, model_flags, model_identity, normalized_options
+from ..models import model_args, model_entry, model_identity, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
            "load_plan", "same_family"]
 
 PLAN_FORMAT = "dsprof.plan"
+#: Blocks a plan read from a file may list at most.
+MAX_BLOCKS = 10_000
 PLAN_VERSION = 1
 #: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`); the first is a plan's default.
 BORDER_MODES = ("in_front", "in_place")
@@ -101,7 +104,7 @@ class Plan:
             label = self.name or "the plan"
             raise PlanError(
                 f"{label} has {len(self.keep)} entries but the model has {n_blocks} blocks; a plan needs one 0/1 per "
-                f"block (see `dsprof blocks {model_flags(self.model, self.options)}`), for the model and options "
+                f"block (see `dsprof blocks` with `{model_args(self.model, self.options)}`), for the model and options "
                 f"it was made for ({self.model} {self.options or ''})"
             )
 
@@ -148,6 +151,15 @@ class Plan:
                 raise PlanError(f"the plan lacks {required!r}")
         if not isinstance(fields["keep"], list):
             raise PlanError("'keep' must be a list of 0/1")
+        try:  # what a plan from someone else may carry into a model, a page or a command: `dsprof.fields`
+            check_text(fields["model"], "model")
+            check_model_options(fields.get("options", {}), "options")
+            for name in ("name", "source"):
+                check_text(fields.get(name), name, none=True)
+            if len(fields["keep"]) > MAX_BLOCKS:
+                raise FieldError(f"field 'keep' holds {len(fields['keep'])} entries, more than {MAX_BLOCKS} blocks")
+        except FieldError as exc:
+            raise PlanError(str(exc)) from None
         fields["keep"] = tuple(fields["keep"])
         if fields.get("merge") is not None:
             fields["merge"] = tuple(fields["merge"])
@@ -183,16 +195,16 @@ def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | 
             raise
         where = f"{plan} is a plan" if isinstance(plan, (str, Path)) and not str(plan).lstrip().startswith("{") else "the plan is"
         raise PlanError(f"{where} for {exc.model}, not for {model} (the model given): use a plan made for {model}, "
-                        f"or the model the plan was made for ({model_flags(exc.model)} with the file that defines "
+                        f"or the model the plan was made for (`{model_args(exc.model)}` with the file that defines "
                         f"{exc.model})") from None
     label = plan.name or "the plan"
     if not same_family(plan.model, model):
         raise PlanError(f"{label} is for model {plan.model!r}, not {model!r}: use it with the plan's model "
-                        f"({model_flags(plan.model, plan.options)}), or a plan for {model}")
+                        f"(`{model_args(plan.model, plan.options)}`), or a plan for {model}")
     ours, theirs = normalized_options(model, options), normalized_options(plan.model, plan.options)
     if ours != theirs:
         raise PlanError(f"{label} is for {plan.model} with options {theirs or '{}'}, not {ours or '{}'}: use it with "
-                        f"the plan's model ({model_flags(plan.model, theirs)}{'' if theirs else ', no other options'})")
+                        f"the plan's model (`{model_args(plan.model, theirs)}`{'' if theirs else ', no other options'})")
     return plan if plan.model == model else replace(plan, model=model)
 
 

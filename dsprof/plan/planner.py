@@ -44,14 +44,13 @@ def plan_front(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     prices: Prices | None = None,
-    resolution_flag: str = "--resolution",
 ) -> Front:
     """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
     ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
     of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none).
     ``prices``: the model's `prices_of` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
-    of this model at another resolution: the ``resolution_flag`` to add, as the caller's command spells it)."""
+    of this model at another resolution: the ``resolution`` to give)."""
     if max_span < 1:
         raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
     options = dict(options or {})
@@ -61,7 +60,7 @@ def plan_front(
     registered = name or str(model)
     loss = _importance(importance, len(prices.blocks))
     choices = _options(prices, max_span, loss)
-    _check_found(prices, choices, max_span, resolution_flag)
+    _check_found(prices, choices, max_span)
     ctx = _Context(prices, registered, options, loss is not None)
     pieces, n = choices, len(prices.blocks)
     points = tuple(ctx.point(s, f"front-k{k}") for k, s in best_per_k(n, pieces).items())
@@ -213,8 +212,7 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
                  and prices.linearized(i).found)
 
 
-def _check_found(prices: Prices, choices: list[Piece], max_span: int,
-                 resolution_flag: str = "--resolution") -> None:
+def _check_found(prices: Prices, choices: list[Piece], max_span: int) -> None:
     """One line naming what the LUT lacks and what to time (a `MeasureHint`): first whether the LUT holds
     another model (or this one at another resolution), then the first entry missing; where spans lack
     entries, the way to plan without them too."""
@@ -223,12 +221,12 @@ def _check_found(prices: Prices, choices: list[Piece], max_span: int,
         return
     hint = prices.hints.measure_hint(max_span)
     measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
-    note = prices.lookup.other_model_note(prices.label, resolution_flag)
+    note = prices.lookup.other_model_note(prices.label)
     if note is not None:
         raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for p in choices)
-    without = "; or plan without spans: --max-span 1" if spans and max_span > 1 else ""
+    without = "; or plan without spans: `max_span=1`" if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
         f"{measure}{without}", hint=hint

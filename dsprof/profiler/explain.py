@@ -24,16 +24,10 @@ import json
 import os
 import statistics
 import tempfile
-import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-
-try:
-    import resource  # POSIX only
-except ImportError:  # pragma: no cover - Windows
-    resource = None  # type: ignore[assignment]
 
 import numpy as np
 import pandas as pd
@@ -45,6 +39,7 @@ from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, named_model
 from .backends import BackendSettings, get_backend
+from .cpu_share import CpuShare
 from .runner import DEFAULT_CPU_THREADS
 from .timing import TimingConfig, time_interleaved
 from ..io import atomic_write_text, read_json
@@ -101,7 +96,7 @@ class BlockExplanation:
 
 def load_explanation(path: str | Path) -> BlockExplanation:
     """Read a file written by `BlockExplanation.save`."""
-    data = read_json(path, "block explanation", "give a file that `dsprof explain --out` wrote", error=UsageError)
+    data = read_json(path, "block explanation", "give a file that `dsprof explain` wrote", error=UsageError)
     try:
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
         return BlockExplanation(**data)
@@ -109,14 +104,12 @@ def load_explanation(path: str | Path) -> BlockExplanation:
         raise UsageError(f"{path}: not a block explanation written by `dsprof explain` ({exc})") from None
 
 
-def _cpu_signals(fn) -> tuple[Any, float, float | None]:
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    sw0 = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw if resource else 0
-    out = fn()
-    wall = time.perf_counter() - wall0
-    share = (time.process_time() - cpu0) / wall if wall > 0 else 1.0
-    switches = (resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - sw0) / wall if resource and wall > 0 else None
-    return out, share, switches
+def _cpu_signals(fn, threads: int) -> tuple[Any, float | None, float | None]:
+    """``fn()``, the share of the CPU time its ``threads`` threads could use that the process got (as `measure`
+    records it: `CpuShare`), and the involuntary context switches a second."""
+    with CpuShare(threads) as share:
+        out = fn()
+    return out, share.share, share.switches_per_s
 
 
 def _time(fns: Mapping[str, Any], timing: TimingConfig) -> dict[str, float]:
@@ -335,7 +328,7 @@ def explain_block(
     ``default`` mode); ``threads`` defaults to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed
     module."""
     if backend not in EXPLAIN_BACKENDS:
-        raise UsageError(f"explain supports --backend {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
+        raise UsageError(f"explain supports `backend=` {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
     options = dict(model_options or {})
     label, net = named_model(model, name, resolution, options)
@@ -356,8 +349,7 @@ def explain_block(
         torch.set_num_threads(threads)
         with tempfile.TemporaryDirectory(prefix="dsprof-explain-") as tmp:
             prepared = get_backend(BackendSettings(backend, threads=threads)).prepare(module, shape, Path(tmp) / "block")
-            block_s, share, switches = _cpu_signals(lambda: _time({"block": prepared.run}, timing)["block"])
-            share /= threads  # the share of what the threads could use, as `measure` records it
+            block_s, share, switches = _cpu_signals(lambda: _time({"block": prepared.run}, timing)["block"], threads)
             prepared.close()
             if backend == "torch":
                 ops = _torch_profile(module, x, profile_calls)

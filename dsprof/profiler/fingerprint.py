@@ -12,11 +12,8 @@ them with too. Everything unreadable is left out, never guessed.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
-import socket
-from importlib import metadata
 from typing import Any
 
 from . import hardware
@@ -72,28 +69,15 @@ def _gpu_static() -> list[dict[str, Any]]:
 
 
 def _versions() -> dict[str, str]:
-    import sys
-
-    versions = {"python": sys.version.split()[0]}
-    for lib in _LIBRARIES:
-        try:
-            versions[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            continue
+    versions = {lib: v for lib in _LIBRARIES if (v := hardware.version(lib)) is not None}
     versions.update(hardware.torch_cuda())
     return versions
 
 
 def environment() -> dict[str, Any]:
-    """Static description of this machine: cpu, gpu (list), jetson, versions, host and the time (UTC, ISO 8601)."""
-    return {
-        "cpu": hardware.cpu(),
-        "gpu": _gpu_static(),
-        "jetson": hardware.jetson(),
-        "versions": _versions(),
-        "host": socket.gethostname(),
-        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+    """Static description of this machine: cpu, gpu (list, from NVML), jetson, versions, host and the time (UTC,
+    ISO 8601), as `hardware.environment` writes it for the profiler and the bundle runner alike."""
+    return hardware.environment(_versions(), _gpu_static())
 
 
 def environment_id(env: dict[str, Any]) -> str:
@@ -122,14 +106,16 @@ def device_name(env: dict[str, Any], device: str) -> str:
 
 def device_state(device: str = "cpu") -> dict[str, Any]:
     """What changes during a run: 1-minute load average, CPU frequency; for a GPU its clocks, temperature,
-    power and throttle reasons."""
-    state: dict[str, Any] = hardware.cpu_state()
-    if not device.startswith("cuda"):
-        return state
+    power and throttle reasons (NVML; on a Jetson, which has none, its GPU clock: `hardware.device_state`)."""
+    return hardware.device_state(device, lambda: _gpu_state(device))
+
+
+def _gpu_state(device: str) -> dict[str, Any] | None:
+    """NVML's reading of GPU ``device`` now; None without NVML."""
     nvml = _nvml()
     if nvml is None:
-        state.update(hardware.jetson_state())
-        return state
+        return None
+    state: dict[str, Any] = {}
     index = int(device.split(":")[1]) if ":" in device else 0
     try:
         h = nvml.nvmlDeviceGetHandleByIndex(index)

@@ -1,7 +1,9 @@
-"""What the machine is, read from /proc, /sys and the board's tools: the CPU, a Jetson board and its GPU clock.
+"""What the machine is, read from /proc, /sys and the board's tools: the CPU, a Jetson board and its GPU clock; the
+environment record made of them (`environment`, `device_state`) and the library versions in it (`version`).
 
 Written once for both places that describe a machine: `dsprof.profiler.fingerprint` (the environment of a
-`dsprof measure` run) and the bundle runner (`dsprof.edge.runner`, on a device without dsprof). The description
+`dsprof measure` run, with NVML's GPUs) and the bundle runner (`dsprof.edge.runner`, on a device without dsprof). The
+description
 is part of the environment id that keys a LUT, so a bundle timed on a board and `dsprof measure` on the same board
 must read it the same way. Standard library only, and Python 3.6 or later: every export bundle carries this very
 file beside its runner, as it carries the timing loop. Everything unreadable is left out, never guessed.
@@ -9,9 +11,13 @@ file beside its runner, as it carries the timing loop. Everything unreadable is 
 
 import os
 import platform
+import socket
 import subprocess
+import sys
+import time
 
-__all__ = ["command_output", "cpu", "cpu_state", "jetson", "jetson_state", "read", "tegrastats_line", "torch_cuda"]
+__all__ = ["command_output", "cpu", "cpu_state", "device_state", "environment", "jetson", "jetson_state", "read",
+           "tegrastats_line", "torch_cuda", "utc_now", "version"]
 
 _DEVFREQ = "/sys/class/devfreq"
 _GPU_NODES = ("gpu", "gv11b", "gp10b", "ga10b")  # Jetson GPU devfreq node names (Xavier, TX2, Orin)
@@ -146,3 +152,58 @@ def torch_cuda():
     except Exception:  # noqa: BLE001 - a driver that does not answer
         pass
     return versions
+
+
+def version(distribution, module=None):
+    """The installed version of ``distribution`` (importlib.metadata; on Python < 3.8 pkg_resources), else the
+    ``__version__`` of ``module`` where one is named; None where neither says."""
+    try:
+        from importlib import metadata  # novermin (Python >= 3.8; older ones take pkg_resources below)
+    except ImportError:
+        metadata = None
+    if metadata is not None:
+        try:
+            return metadata.version(distribution)
+        except Exception:  # noqa: BLE001 - not installed under that name
+            pass
+    else:
+        try:
+            import pkg_resources
+            return pkg_resources.get_distribution(distribution).version
+        except Exception:  # noqa: BLE001
+            pass
+    if module:
+        try:
+            return getattr(__import__(module), "__version__", None)
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+def utc_now():
+    """Now, UTC, to the second: ``2026-11-28T05:23:29+00:00``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
+def environment(versions, gpu=()):
+    """What does not change during a run, as records keep it: cpu, gpu (``gpu``: the GPUs' static facts where
+    something reads them, NVML in the profiler), jetson, ``versions`` (Python's added), host and the time (UTC)."""
+    return {
+        "cpu": cpu(), "gpu": list(gpu), "jetson": jetson(), "versions": dict({"python": sys.version.split()[0]}, **versions),
+        "host": socket.gethostname(), "time_utc": utc_now(),
+    }
+
+
+def device_state(device="cpu", gpu_state=None):
+    """What changes during a run: the 1-minute load average and the CPU clock; for a CUDA ``device`` the GPU's,
+    from ``gpu_state()`` (NVML in the profiler; None where it cannot read them) or else on a Jetson its GPU clock
+    and a tegrastats line."""
+    state = cpu_state()
+    if not device.startswith("cuda"):
+        return state
+    gpu = gpu_state() if gpu_state is not None else None
+    if gpu is not None:
+        state.update(gpu)
+    elif read("/etc/nv_tegra_release") is not None or "jetson" in (read("/proc/device-tree/model") or "").lower():
+        state.update(jetson_state())
+    return state

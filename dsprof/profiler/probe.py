@@ -114,7 +114,7 @@ def probe_now(context: DeviceContext, seconds: float = 2.0) -> list[float]:
     if context.env_id != here:
         raise DeviceError(
             f"the LUT context {context} was measured in environment {context.env_id}, this machine is {here}: the "
-            "drift probe compares this machine now with itself then. Predict without --probe, or measure here "
+            "drift probe compares this machine now with itself then. Predict without `probe=`, or measure here "
             "(`dsprof measure`) and build a LUT of this environment"
         )
     settings = BackendSettings(context.backend, context.device, context.dtype, context.layout == "channels_last",

@@ -24,6 +24,8 @@ from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
+from ..fields import (MAX_BATCH, MAX_THREADS, check_count, check_model_options, check_name, check_samples,
+                      check_shape, check_text, check_token)
 from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize
@@ -177,12 +179,30 @@ class Measurement:
         unknown = set(data) - names
         if unknown:
             raise MeasurementFileError(f"record has unknown field(s) {sorted(unknown)}")
-        values = dict(data)
-        values["input_shape"] = tuple(values["input_shape"])
-        values["samples_s"] = tuple(float(v) for v in values["samples_s"])
+        values = check_fields(dict(data))
         if values["channels"] is not None:
             values["channels"] = tuple(values["channels"])
         return cls(**values)
+
+
+def check_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a record read from a file (``from_dict``) or a device (`dsprof import`), checked by the rules
+    of `dsprof.fields` (names, counts, samples, shape, model options); a bad one raises `dsprof.fields.FieldError`
+    naming it. Returns ``values`` with the shape and the samples as tuples."""
+    for name in ("env_id", "device", "backend", "dtype", "layout", "scope", "variant"):
+        check_token(values.get(name), name)
+    if not isinstance(values.get("compile"), bool) and values.get("compile") is not None:  # older files: a bool
+        check_token(values.get("compile"), "compile", empty=True)
+    check_name(values.get("device_name"), "device_name")
+    check_count(values.get("batch"), "batch", 1, MAX_BATCH)
+    check_count(values.get("threads"), "threads", 0, MAX_THREADS, none=True)
+    for name in ("model", "name", "group"):
+        check_text(values.get(name), name)
+    check_text(values.get("time_utc", ""), "time_utc", limit=64)
+    check_model_options(values.get("model_options"), "model_options")
+    values["input_shape"] = check_shape(values.get("input_shape"))
+    values["samples_s"] = check_samples(values.get("samples_s"))
+    return values
 
 
 def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
@@ -194,23 +214,24 @@ def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
 
 @dataclass
 class MeasurementFile:
-    """What `read_measurement_file` found in one file: the records it uses, and the lines it did not check
-    (no checksum: written before records had one) or found changed after writing (checksum mismatch)."""
+    """What `read_measurement_file` found in one file: the records it uses, and the lines it could not check
+    (no checksum: written by an older dsprof, or by hand) or found changed after writing (checksum mismatch)."""
 
     path: Path
     records: list[Measurement]
     modified_lines: list[int]  # left out unless accepted
-    unchecked: int  # records without a checksum
+    unchecked: int  # records without a checksum (left out unless accepted, as changed ones are)
 
 
 def _check(data: Any, path: Path, number: int, found: MeasurementFile) -> bool:
-    """Whether the parsed line ``data`` is intact: its checksum agrees (recorded in ``found`` otherwise)."""
+    """Whether the parsed line ``data`` is intact: it carries its checksum and the checksum agrees (recorded in
+    ``found`` otherwise)."""
     if not isinstance(data, dict):
         raise _bad_line(path, number, ValueError(f"a JSON {type(data).__name__}, not an object"))
     stored = data.pop(CHECKSUM_FIELD, None)
     if stored is None:
         found.unchecked += 1
-        return True
+        return False
     try:
         intact = stored == record_checksum(data)
     except ValueError:  # NaN or infinity: no record dsprof writes holds one
@@ -223,10 +244,12 @@ def _check(data: Any, path: Path, number: int, found: MeasurementFile) -> bool:
 def read_measurement_file(path: str | Path, *, accept_modified: bool = False) -> MeasurementFile:
     """The records of a measurement file, in file order, checked line by line.
 
-    A record whose checksum does not agree with its values (changed after it was written) is left out, with a
-    warning naming the file and its lines, unless ``accept_modified``; records without a checksum (older files)
-    are used, with one warning per file. A last line cut short by an interrupted run (no final newline, not JSON)
-    is skipped with a warning. Any other bad line raises `MeasurementFileError` naming the file and the line."""
+    A record whose checksum does not agree with its values (changed after it was written), or that carries none
+    (written by an older dsprof, or by hand: nothing tells it from an edited one), is left out, with a warning
+    naming the file and its lines, unless ``accept_modified``. The checksum catches accidents and edits, it does not
+    prove who wrote a file. A last line cut short by an interrupted run (no final newline, not JSON) is skipped with
+    a warning. Any other bad line, or a field out of its rules (`check_fields`), raises `MeasurementFileError`
+    naming the file and the line."""
     path = Path(path)
     text = read_text(path, "measurement file", "give a .jsonl file that `dsprof measure` or `dsprof import` wrote",
                      kind="measurement", if_missing="run `dsprof measure` first", error=MeasurementFileError)
@@ -241,7 +264,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
         except ValueError as exc:
             if cut_last and number == len(lines):
                 warnings.warn(f"{path}, line {number}: skipped a last line cut short by an interrupted run "
-                              "(`dsprof measure --resume` repairs the file)", stacklevel=2)
+                              "(`dsprof.measure(resume=True)` repairs the file)", stacklevel=2)
                 break
             raise _bad_line(path, number, exc) from None
         if not _check(data, path, number, found) and not accept_modified:
@@ -250,17 +273,17 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
             found.records.append(Measurement.from_dict(data))
         except (ValueError, TypeError, AttributeError) as exc:
             raise _bad_line(path, number, exc) from None
+    what = ("used as they are (accepted)" if accept_modified else
+            "left out; `dsprof.measure(resume=True)` measures them again, `accept_modified=True` (build-lut, report) "
+            "uses them as they are")
     if found.modified_lines:
         shown = ", ".join(map(str, found.modified_lines[:10])) + (", ..." if len(found.modified_lines) > 10 else "")
         n = len(found.modified_lines)
-        what = ("used as they are (accepted)" if accept_modified else
-                "left out; `dsprof measure --resume` measures them again, --accept-modified (build-lut, report) "
-                "uses them as they are")
         warnings.warn(f"{path}, line{'s' if n > 1 else ''} {shown}: {n} record{'s' if n > 1 else ''} changed after "
                       f"{'they were' if n > 1 else 'it was'} written (checksum mismatch), {what}", stacklevel=2)
     if found.unchecked:
-        warnings.warn(f"{path}: {found.unchecked} record(s) carry no checksum (written by an older dsprof), read "
-                      "unchecked", stacklevel=2)
+        warnings.warn(f"{path}: {found.unchecked} record(s) carry no checksum (written by an older dsprof, or "
+                      f"edited), {what}", stacklevel=2)
     return found
 
 
@@ -303,7 +326,12 @@ class MeasurementWriter:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:  # not through a link: a planted link would make the run append to the file it names
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            why = "it is a link" if self.path.is_symlink() else exc.strerror or str(exc)
+            raise OutputPathError(f"cannot write the measurement file {self.path}: {why}; choose another output "
+                                  "path") from None
         if fcntl is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -332,7 +360,7 @@ class MeasurementWriter:
                 raise WriteError(
                     f"cannot write {self.path}: {exc.strerror or exc}; the file keeps the {_count_lines(self.path)} "
                     "records written before. Free space (or raise the file-size limit), then run the same command "
-                    "with --resume"
+                    "with `resume=True`"
                 ) from None
             raise
 
@@ -351,7 +379,7 @@ class MeasurementWriter:
 def _busy_error(path: Path) -> OutputPathError:
     return OutputPathError(
         f"{path} is being written by another dsprof run (it holds the file's lock); wait until that run ends, then "
-        "run again with --resume, or choose another --out"
+        "run again with `resume=True`, or choose another `out=`"
     )
 
 

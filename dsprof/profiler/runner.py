@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
-import re
 import statistics
 import tempfile
 import time
@@ -20,23 +19,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-try:
-    import resource  # POSIX only
-except ImportError:  # pragma: no cover - Windows
-    resource = None  # type: ignore[assignment]
-
 import pandas as pd
 import torch
 from torch import nn
 
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
-from ..io import check_output_path, make_parent_folders
+from ..io import check_output_path, make_parent_folders, output_path, slug
 from ..models import find_blocks, input_size_of, named_model
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
+from .cpu_share import CpuShare
 from .fingerprint import device_name, device_state, environment, environment_id
 from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
                       repair_truncated_tail)
@@ -89,8 +84,8 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; --threads N times with N threads)")
-    return f"CPU threads: {threads} (--threads); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `threads=N` times with N threads)")
+    return f"CPU threads: {threads} (`threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -114,7 +109,7 @@ def contention_message(records: Sequence[Measurement], threads: int | None) -> s
         f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
         f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
         "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
-        + (", or with --threads 1." if threads != 1 else ".")
+        + (", or with `threads=1`." if threads != 1 else ".")
     )
 
 
@@ -138,27 +133,24 @@ def default_batch(device: str) -> int:
     return 128 if device.startswith("cuda") else 1
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")
-
-
 def measurement_path(out: str | Path, label: str, settings: BackendSettings, batch: int, resolution: int) -> Path:
-    """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder ``out``."""
+    """The file a run writes: ``out`` itself when it ends in ``.jsonl``, else a file named after the settings in folder
+    ``out`` (`output_path`: each setting `slug`-ged, as an imported bundle's manifest gives them; never outside ``out``)."""
     out = Path(out)
     if _names_a_file(out):
         return out
     layout = "-cl" if settings.channels_last else ""
-    mode = f"-{settings.compile}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
-    name = (f"{_slug(label)}_{resolution}px_{settings.backend}{mode}_{_slug(settings.device)}_{settings.dtype}{layout}"
-            f"_b{batch}.jsonl")
-    return out / name
+    mode = f"-{slug(settings.compile)}" if settings.compile not in ("", COMPILE_MODES[0]) else ""  # a torch.compile mode
+    name = (f"{slug(label)}_{slug(resolution)}px_{slug(settings.backend)}{mode}_{slug(settings.device)}_"
+            f"{slug(settings.dtype)}{layout}_b{slug(batch)}")
+    return output_path(out, name, suffix=".jsonl", what="the measurement file")
 
 
 def _names_a_file(out: Path) -> bool:
     return out.suffix == ".jsonl"
 
 
-_OUT_INSTEAD = "choose another --out folder (or a .jsonl file)"
+_OUT_INSTEAD = "choose another `out=` folder (or a .jsonl file)"
 
 
 def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool = False) -> None:
@@ -167,7 +159,7 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
     `measure` calls it before it builds anything."""
     out = Path(out)
     if resume and overwrite:
-        raise UsageError("--resume continues the file and --overwrite starts it over: give one of them")
+        raise UsageError("`resume=True` continues the file and `overwrite=True` starts it over: give one of them")
     if _names_a_file(out):
         check_output_path(out, "the measurement file ", _OUT_INSTEAD)
         if out.exists() and not (resume or overwrite):
@@ -179,7 +171,7 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
 
 def _exists_error(path: Path) -> OutputPathError:
     return OutputPathError(
-        f"{path} exists; pass --resume to continue it (skipping what is measured) or --overwrite to start over"
+        f"{path} exists; pass `resume=True` to continue it (skipping what is measured) or `overwrite=True` to start over"
     )
 
 
@@ -198,7 +190,7 @@ def _check_resume(existing: list[Measurement], settings: dict[str, Any], path: P
             shown = "; ".join(f"{k}: file has {a!r}, this run {b!r}" for k, (a, b) in diff.items())
             raise MeasurementFileError(
                 f"cannot resume {path}: it was measured with other settings ({shown}). "
-                "Use the same options, or another --out file."
+                "Use the same options, or another `out=` file."
             )
 
 
@@ -211,11 +203,11 @@ def _open_output(path: Path, resume: bool, overwrite: bool) -> tuple[Measurement
             raise _exists_error(path)
         writer = MeasurementWriter(path)
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc.strerror or exc}); choose another `out=` folder") from None
     except OSError as exc:
         if isinstance(exc, OutputPathError):
             raise
-        raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another --out folder") from None
+        raise OutputPathError(f"cannot write the measurement file {path} ({exc}); choose another `out=` folder") from None
     try:
         if exists and overwrite:
             writer.truncate()
@@ -426,8 +418,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
                          new_records, last)
         except KeyboardInterrupt:
             saved = _saved(path, groups, len(existing) + len(new_records))
-            then = " (then the groups --calibrate plans from them)" if request.planned is not None else ""
-            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; --resume continues") from None
+            then = " (then the groups `calibrate=True` plans from them)" if request.planned is not None else ""
+            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; `resume=True` continues") from None
     contention = contention_message(new_records, threads)
     if log and contention:
         log(contention)
@@ -603,21 +595,14 @@ def _measure_group(
         if isinstance(p.timer, CpuTimer):
             p.timer.clock = clock  # the injectable clock times CPU workloads and keeps the budget
     results = {}
-    cpu_share = switches_per_s = None
+    # CPU time this process got / CPU time its threads asked for, and how often the kernel took the CPU away: signs
+    # of other processes competing for the cores (then every parallel region waits for descheduled threads)
+    share = CpuShare(common["threads"] or 1)
     if prepared:
         try:
-            cpu_start, wall_start = time.process_time(), time.perf_counter()
-            switches_start = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw if resource else 0
-            with torch.inference_mode():
+            with torch.inference_mode(), share:
                 timed = time_interleaved({str(i): p.run for i, p in prepared.items()}, timing, _GroupTimer(prepared), clock)
             results = {int(k): v for k, v in timed.items()}
-            wall = time.perf_counter() - wall_start
-            if not settings.is_cuda and common["threads"] and wall > 0:
-                # CPU time this process got / CPU time its threads asked for: well below 1 when other
-                # processes compete for the cores (then every parallel region waits for descheduled threads).
-                cpu_share = (time.process_time() - cpu_start) / (wall * common["threads"])
-                if resource:  # the kernel took the CPU away this often: another sign of competing processes
-                    switches_per_s = (resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches_start) / wall
         except Exception as exc:  # noqa: BLE001
             if not _is_oom(exc):
                 raise
@@ -626,10 +611,8 @@ def _measure_group(
     for p in prepared.values():
         p.close()
     state_after = device_state(settings.device)
-    if cpu_share is not None:
-        state_after["process_cpu_share"] = round(cpu_share, 4)
-    if switches_per_s is not None:
-        state_after["involuntary_switches_per_s"] = round(switches_per_s, 1)
+    if results and not settings.is_cuda and common["threads"]:
+        state_after.update(share.reading())
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     records = []
     for i, w in enumerate(group):

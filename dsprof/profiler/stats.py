@@ -32,6 +32,8 @@ __all__ = [
     "summarize",
 ]
 
+_LARGE = 1e100  # samples above it are scaled before they are summed (fsum of 1e308s overflows)
+
 #: IQR / median above which a measurement is flagged noisy.
 NOISE_THRESHOLD = 0.10
 
@@ -79,8 +81,12 @@ def summarize(samples: Sequence[float]) -> SampleStats:
     if not samples:
         raise ValueError("no samples to summarize")
     s = sorted(float(v) for v in samples)
-    mean = statistics.fmean(s)
-    std = statistics.stdev(s) if len(s) > 1 else 0.0
+    if not all(math.isfinite(v) for v in s):
+        raise ValueError("samples must be finite numbers of seconds")
+    # mean and deviation of the samples scaled to at most 1: the sums stay finite however large the samples are
+    scale = max(abs(s[0]), abs(s[-1])) if abs(s[-1]) > _LARGE or abs(s[0]) > _LARGE else 1.0
+    mean = statistics.fmean(v / scale for v in s) * scale
+    std = (statistics.stdev([v / scale for v in s]) if len(s) > 1 else 0.0) * scale
     return SampleStats(
         count=len(s),
         median=percentile(s, 50),

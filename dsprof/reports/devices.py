@@ -26,13 +26,13 @@ from matplotlib.patches import Rectangle
 
 from ..device_context import DeviceContext, short_labels
 from ..errors import BadFileError, DsprofError
-from ..io import read_json
+from ..io import read_json, slug
 from ..models.spans_text import format_spans
 from ..units import percent
 from ..profiler.records import Measurement, paired_with_original
 from .front import FRONT_FORMAT, check_front
 from .page import Section
-from .plots import _colors, _points, k_axes
+from .plots import _colors, _points, k_axes, plain_text
 from .summary import JointAnswer, PlanAnswer
 from .svg import tip
 from .tables import latest_records
@@ -47,18 +47,18 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     """The fronts in a file `dsprof plan --out` wrote: (its fronts, None) for one context; (each context's front,
     the whole file) for several. Each front is checked as `dsprof.reports.front.load_front` checks one."""
     path = Path(path)
-    data = read_json(path, "planner's front (JSON)", "write one with `dsprof plan --out FRONT.json`", kind="front")
+    data = read_json(path, "planner's front (JSON)", "write one with `dsprof.plan(out='FRONT.json')`", kind="front")
     if not isinstance(data, dict) or data.get("format") != FRONTS_FORMAT:
         return [check_front(data, path)], None
     if data.get("version") != 1:
         raise BadFileError(f"{path}: fronts format version {data.get('version')!r}; this dsprof reads version 1")
     fronts = data.get("fronts")
     if not isinstance(fronts, list) or not isinstance(data.get("cross", []), list):
-        raise BadFileError(f"{path}: 'fronts' and 'cross' must be lists; write it again with `dsprof plan --out`")
+        raise BadFileError(f"{path}: 'fronts' and 'cross' must be lists; write it again with `dsprof.plan(out=)`")
     checked = []
     for i, front in enumerate(fronts):
         if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
-            raise BadFileError(f"{path}: front {i} is not a planner's front; write it again with `dsprof plan --out`")
+            raise BadFileError(f"{path}: front {i} is not a planner's front; write it again with `dsprof.plan(out=)`")
         front = check_front(front, path)
         front["stem"] = f"{path.name.removesuffix('.json').replace('.', '-')}-{i}"
         joint = _joint_of(data.get("joint"), front)
@@ -68,7 +68,7 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     missing = sorted({k for row in data.get("cross", []) for k in ("chosen_for_label", "runs_on_label", "k", "loss")
                       if k not in row})
     if missing:
-        raise BadFileError(f"{path}: the cross table lacks {', '.join(missing)}; write it again with `dsprof plan --out`")
+        raise BadFileError(f"{path}: the cross table lacks {', '.join(missing)}; write it again with `dsprof.plan(out=)`")
     data["path"] = str(path)
     return checked, data
 
@@ -186,6 +186,7 @@ def cross_table(data: Mapping[str, Any]) -> pd.DataFrame:
                                        "own_speedup", "keep", "spans"])
 
 
+@plain_text
 def fronts_figure(table: pd.DataFrame, title: str) -> Figure:
     """The fronts of one model overlaid: predicted speed-up of each context's fastest plan over its original against
     k (blocks that keep their activations), one colour per context; ``table`` as `fronts_table` makes it."""
@@ -203,6 +204,7 @@ def fronts_figure(table: pd.DataFrame, title: str) -> Figure:
     return k_axes(fig, ax, title, "predicted speed-up over the original (x)")
 
 
+@plain_text
 def cross_figure(table: pd.DataFrame, title: str) -> Figure:
     """The cross table as a heat map: one row per ordered pair (the plan chosen for one context, run on another), one
     column per k, each cell the predicted loss against that context's own plan of that k (%; 0 white, slower red);
@@ -265,7 +267,8 @@ def _labels_of(fronts: list[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+    """A name in the report's file names, ``-`` between its words (`dsprof.io.slug`, the one safe name)."""
+    return slug(text).replace("_", "-").replace(".", "-")
 
 
 def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str, Any]], write) -> list[Section]:
@@ -305,7 +308,7 @@ def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str,
                 rows.append(row)
             what = (f"the least importance loss, then the least {joint['objective']} loss"
                     if objective.startswith("least-loss") else f"the least {joint['objective']} loss")
-            parts += [f"One plan for {', '.join(joint['labels'])} (`--for`): at each k {what} against each context's "
+            parts += [f"One plan for {', '.join(joint['labels'])} (`joint=`): at each k {what} against each context's "
                       "own plan; its predicted speed-up over each context's original and that loss.",
                       write.table(f"devices_{stem}_joint", pd.DataFrame(rows), 3)]
         unplanned = data.get("unplanned") or []

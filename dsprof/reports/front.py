@@ -23,6 +23,8 @@ import pandas as pd
 
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
+from ..fields import (MAX_BATCH, MAX_THREADS, FieldError, check_count, check_model_options, check_text,
+                      check_token)
 from ..io import read_json
 from ..models.spans_text import format_spans
 from ..profiler.records import Measurement, paired_with_original
@@ -41,7 +43,7 @@ FRONT_FORMAT = "dsprof.front"
 def load_front(path: str | Path) -> dict[str, Any]:
     """A front file written by `dsprof plan --out`, checked for its format and the fields the report reads."""
     path = Path(path)
-    front = read_json(path, "planner's front (JSON)", "write one with `dsprof plan --out FRONT.json`", kind="front")
+    front = read_json(path, "planner's front (JSON)", "write one with `dsprof.plan(out='FRONT.json')`", kind="front")
     return check_front(front, path)
 
 
@@ -49,15 +51,34 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
     """A front read from ``path`` (alone, or one of a file over several contexts), checked as `load_front` says."""
     if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
         raise BadFileError(f"{path} is not a planner's front (no \"format\": \"{FRONT_FORMAT}\"); "
-                           "write one with `dsprof plan --out FRONT.json`")
+                           "write one with `dsprof.plan(out='FRONT.json')`")
     if front.get("version") != 1:
         raise BadFileError(f"{path}: front format version {front.get('version')!r}; this dsprof reads version 1")
     if not isinstance(front.get("points", []), list) or not all(isinstance(p, dict) for p in front.get("points", [])):
-        raise BadFileError(f"{path}: 'points' must be a list of objects; write it again with `dsprof plan --out`")
+        raise BadFileError(f"{path}: 'points' must be a list of objects; write it again with `dsprof.plan(out=)`")
     missing = [k for k in ("model", "device", "original_s", "points") if k not in front]
     missing += sorted({k for p in front["points"] for k in ("k", "keep", "latency_s", "low_s", "high_s") if k not in p})
     if missing:
-        raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with `dsprof plan --out`")
+        raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with `dsprof.plan(out=)`")
+    try:  # what a front from someone else may carry into pages, tables and commands: `dsprof.fields`
+        for name in ("model", "name", "method"):
+            check_text(front.get(name), name, none=name != "model")
+        check_model_options(front.get("options") or {}, "options")
+        if not isinstance(front["device"], str):
+            raise FieldError(f"field 'device' must be a device key (text), got {type(front['device']).__name__}")
+        try:
+            device = DeviceContext.from_str(front["device"])
+        except DsprofError as exc:
+            raise FieldError(f"field 'device': {exc}") from None
+        for name in ("env_id", "device", "backend", "dtype", "layout"):
+            check_token(getattr(device, name), f"device ({name})")
+        check_token(device.compile, "device (compile)", empty=True)
+        check_count(device.batch, "device (batch)", 1, MAX_BATCH)
+        check_count(device.threads, "device (threads)", 0, MAX_THREADS)
+        for i, preset in enumerate(front.get("presets") or []):
+            check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name")
+    except FieldError as exc:
+        raise BadFileError(f"{path}: {exc}; write it again with `dsprof.plan(out=)`") from None
     front["path"] = str(path)
     return front
 
@@ -198,5 +219,5 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         parts.append(write.table(f"front_{stem}_measured", measured))
     else:
         write.report.skipped.append(f"front {front['path']}: no plan of {name} measured in its context "
-                                    f"{front['device']} (`dsprof measure --plan PLAN` there, then report again)")
+                                    f"{front['device']} (`dsprof.measure(plans=PLAN)` there, then report again)")
     return FrontReport(answer, figure, Section(title, parts))

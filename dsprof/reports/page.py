@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from html import escape
+from html import escape, unescape
 from typing import Union
 
 import pandas as pd
 
 from ..units import percent
+from .escape import markdown_safe, safe_link
 from .tables import display_units, is_relative
 
 __all__ = ["Lead", "Plot", "Section", "Table", "html_page", "markdown_page", "shown"]
@@ -114,7 +115,7 @@ def markdown_page(title: str, sections: list[Section]) -> str:
                 lines += [f"**{part.text}**", ""]
             else:
                 lines += [part, ""]
-    return "\n".join(lines)
+    return markdown_safe("\n".join(lines))
 
 
 _STYLE = """
@@ -163,11 +164,17 @@ document.querySelectorAll("table.sortable th").forEach(function (th) {
 
 
 def _inline(text: str) -> str:
-    """Markdown's inline code, bold and links as HTML (the rest escaped)."""
+    """Markdown's inline code, bold and links (`safe_link` targets only; another stays text) as HTML, the rest
+    escaped."""
     out = escape(text, quote=False)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     out = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: f'<a href="{escape(m.group(2))}">{m.group(1)}</a>', out)
+
+    def link(m: re.Match) -> str:
+        target = unescape(m.group(2))
+        return f'<a href="{escape(target)}">{m.group(1)}</a>' if safe_link(target) else m.group(0)
+
+    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", link, out)
 
 
 def _text(part: str) -> str:

@@ -67,7 +67,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
         try:
             if r.variant == "custom":
                 if r.name not in plans:
-                    why.append(f"LUT validation of {what}: no plan named {r.name!r}; pass its plan file with --plans")
+                    why.append(f"LUT validation of {what}: no plan named {r.name!r}; pass its plan file with `plans=`")
                     continue
                 plan = Plan.coerce(plans[r.name])
             else:

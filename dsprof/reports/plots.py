@@ -14,11 +14,13 @@ Every data point carries a hover text (`dsprof.reports.svg.tip`), which the SVG 
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+import functools
+from typing import Callable, Iterable, Mapping, Sequence
 
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from ..errors import UsageError
@@ -32,6 +34,25 @@ _PLAN_MARKERS = "o^sDvP*X"
 
 # Figures are made with `matplotlib.figure.Figure` directly, not through pyplot: no backend is chosen
 # and no global figure state is touched (a notebook keeps its backend; `fig.savefig` works headless).
+
+_PLAIN = {"text.parse_math": False, "text.usetex": False}
+
+
+def plain_text(make: Callable[..., Figure]) -> Callable[..., Figure]:
+    """A figure function whose text shows as it is: names, devices and notes come from files (docs/security.md), and
+    matplotlib would read ``$...$`` in them as mathtext (``$\\undefinedmacro$`` raised a parse error) or hand them to
+    LaTeX (``text.usetex``). Every figure of the report is made through it: its text is made with mathtext and usetex
+    off, and every text artist of the figure it returns is set so."""
+    @functools.wraps(make)
+    def made(*args, **kwargs) -> Figure:
+        with matplotlib.rc_context(_PLAIN):
+            fig = make(*args, **kwargs)
+        for text in fig.findobj(Text):
+            text.set_parse_math(False)
+            text.set_usetex(False)
+        return fig
+
+    return made
 
 
 def _colors() -> list[str]:
@@ -59,6 +80,7 @@ def _block_axis(ax, blocks: pd.DataFrame) -> None:
         ax.set_xlabel("block index")
 
 
+@plain_text
 def block_latency_figure(
     blocks: pd.DataFrame,
     plans: Mapping[str, Sequence[int]] | None = None,
@@ -146,6 +168,7 @@ def _span_bars(ax, spans: pd.DataFrame, color: str, device: str) -> None:
                 [f"span {row.span} ({row.block}), merged ({device}): {row.merged_ms:.4g} ms"])
 
 
+@plain_text
 def memory_figure(memory: pd.DataFrame, title: str = "Block-wise memory footprint (16 bits)") -> Figure:
     """Per block, weights and peak activation (KiB) before and after merging, from a frame with
     columns index, block, weight_bytes_before, weight_bytes_after, peak_activation_bytes_before,
@@ -186,6 +209,7 @@ def accuracy_scale(values: Iterable[float]) -> str:
     return "fraction" if finite and max(finite) <= 1.0 else "percent"
 
 
+@plain_text
 def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str] | None = None) -> Figure:
     """Accuracy against FPS of the rows of a `variant_table` that have an accuracy: one series per
     device (``fps_columns``, default every ``DEVICE: FPS`` column). The accuracy axis says its scale
@@ -213,6 +237,7 @@ def accuracy_fps_figure(variants: pd.DataFrame, fps_columns: str | Sequence[str]
     return fig
 
 
+@plain_text
 def prediction_figure(validation: pd.DataFrame) -> Figure:
     """Predicted against measured, from a `lut_validation_table`, with y = x and +-10 %: the speed-up over the
     original (with both intervals) where every model was timed beside the original, else the latency (ms); one colour
@@ -248,6 +273,7 @@ def prediction_figure(validation: pd.DataFrame) -> Figure:
     return fig
 
 
+@plain_text
 def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFrame,
                  title: str = "Planner's front", joint: pd.DataFrame | None = None,
                  fastest_k: int | None = None) -> Figure:
@@ -277,7 +303,7 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
     if joint is not None and len(joint):
         joint = joint.sort_values("k")
         ax.plot(joint["k"], joint["speedup"], "--x", markersize=6, color=colors[4 % len(colors)],
-                label="one plan for all contexts (--for), predicted here")
+                label="one plan for all contexts, predicted here")
         _points(ax, joint["k"], joint["speedup"],
                 [f"one plan for all contexts, k={k}: predicted {s:.2f}x here [{lo:.2f}, {hi:.2f}]; keep {keep}; "
                  f"spans {spans}" for k, s, lo, hi, keep, spans in zip(joint["k"], joint["speedup"],

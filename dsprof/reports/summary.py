@@ -92,7 +92,7 @@ class Answer:
             + (f", predicted {x(p.predicted)}" if p.predicted is not None else "") for p in self.others)
         if self.k is None:
             lines.append(f"measured beside the original: {others}." if others else
-                         "no plan of this front was measured beside the original yet (`dsprof measure --plan` times "
+                         "no plan of this front was measured beside the original yet (`dsprof.measure(plans=)` times "
                          "one in the original's group).")
             return lines
         at = [f"the planner's plan is {self.planner.text()}"] if self.planner else []
@@ -124,7 +124,7 @@ class JointAnswer:
         what = (f"least importance loss, then least {self.objective.removeprefix('least-loss-')} loss"
                 if self.objective.startswith("least-loss") else f"least {self.objective} loss")
         named = f", {self.name}" if self.name else ""
-        lines = [f"One plan for {' and '.join(self.labels)} (`dsprof plan --for`, {what}; k = {self.k}{named}):"]
+        lines = [f"One plan for {' and '.join(self.labels)} ({what}; k = {self.k}{named}):"]  # as printed, so on the page
         parts = []
         for label, up, low, high, run in zip(self.labels, self.predicted, self.predicted_low, self.predicted_high,
                                              self.measured):
@@ -133,7 +133,7 @@ class JointAnswer:
             parts.append(f"on {label} {x(up)} predicted ({interval(low, high)}){measured}")
         lines.append("; ".join(parts) + ".")
         if all(run is None for run in self.measured):
-            lines.append(f"(`dsprof plan --for ... --keep {self.k}` writes it, `dsprof measure --plan FILE` times it "
+            lines.append(f"(`dsprof.plan(joint=..., keep={self.k})` writes it, `dsprof.measure(plans=FILE)` times it "
                          "beside the original.)")
         return lines
 
@@ -203,8 +203,8 @@ def _others(runs: Mapping[str, Any], shown: set[str]) -> tuple[PlanAnswer, ...]:
 
 def measured_answer(records: Sequence[Measurement], plans: Mapping[str, Any]) -> list[str]:
     """Without a front: per device context, each plan measured beside the original, paired (one line each)."""
-    lines = ["No planner's front among the inputs: `dsprof plan --lut LUT --out FRONT.json` writes one, and "
-             "`dsprof report --front FRONT.json` opens with what it predicts."]
+    lines = ["No planner's front among the inputs: `dsprof.plan(lut=LUT, out='FRONT.json')` writes one, and "
+             "`dsprof.report(fronts='FRONT.json')` opens with what it predicts."]
     contexts: dict[Any, list[Measurement]] = {}
     for r in records:
         contexts.setdefault(r.context, []).append(r)

@@ -27,7 +27,8 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import BadFileError, UsageError
-from ..io import read_csv
+from ..io import csv_frame, read_csv
+from .escape import latex_escape, markdown_safe
 from ..device_context import DeviceContext, context_labels
 from ..models.spans_text import format_span
 from ..units import percent
@@ -255,9 +256,11 @@ def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
     """``table`` as ``text`` (terminal), ``markdown``, ``csv`` (full precision, latencies in ms) or
     ``latex`` (booktabs; 'device: metric' columns grouped under one spanning device header). Text,
     Markdown and LaTeX show latencies in the unit `display_units` chooses and relative changes (`is_relative`)
-    as per cent with a sign."""
-    if fmt == "csv":
-        return table.to_csv(index=False)
+    as per cent with a sign. Text from files is made harmless where it lands: Markdown without raw HTML or links
+    other than http(s) and relative ones (`markdown_safe`), CSV without formulas (`dsprof.io.csv_frame`), LaTeX
+    escaped (`latex_escape`)."""
+    if fmt == "csv":  # text cells and headers that a spreadsheet would run as a formula: as text (`csv_frame`)
+        return csv_frame(table).to_csv(index=False)
     floatfmt = f".{digits}f"
     if fmt not in ("text", "markdown", "latex"):
         raise UsageError(f"unknown table format {fmt!r}; choose text, markdown, csv or latex")
@@ -270,8 +273,9 @@ def render(table: pd.DataFrame, fmt: str = "text", digits: int = 2) -> str:
     if fmt == "text":
         return table.to_string(index=False, float_format=lambda v: format(v, floatfmt), na_rep="")
     if fmt == "markdown":
-        return table.astype(object).where(table.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="")
-    escaped = table.map(lambda v: _latex_escape(v) if isinstance(v, str) else v)
+        return markdown_safe(table.astype(object).where(table.notna(), None).to_markdown(index=False, floatfmt=floatfmt,
+                                                                                         missingval=""))
+    escaped = table.map(lambda v: latex_escape(v) if isinstance(v, str) else v)
     headers = [_latex_header(c) for c in table.columns]
     if any(group for group, _ in headers):
         escaped.columns = pd.MultiIndex.from_tuples(headers)
@@ -285,11 +289,7 @@ def _latex_header(column: object) -> tuple[str, str]:
     """A column's two header rows: ('device', 'metric') for 'device: metric' columns, ('', name) else."""
     text = str(column)
     group, sep, metric = text.rpartition(": ")
-    return (_latex_escape(group), _latex_escape(metric)) if sep else ("", _latex_escape(text))
-
-
-def _latex_escape(text: object) -> str:
-    return "".join("\\" + ch if ch in "_%&#$" else ch for ch in str(text)).replace("µ", r"\textmu{}")
+    return (latex_escape(group), latex_escape(metric)) if sep else ("", latex_escape(text))
 
 
 def fingerprint_table(records: Sequence[Measurement]) -> pd.DataFrame:

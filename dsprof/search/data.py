@@ -60,7 +60,7 @@ def digits(resolution: int = 32, *, val_fraction: float = 0.2, seed: int = 0, au
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - a dependency of dsprof
-        raise ImportError("--data digits needs scikit-learn (pip install scikit-learn)") from exc
+        raise ImportError("`data='digits'` needs scikit-learn (pip install scikit-learn)") from exc
     bunch = load_digits()
     images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (N, 1, 8, 8) in [0, 1]
     images = F.interpolate(images, size=(resolution, resolution), mode="bilinear", align_corners=False)
@@ -132,7 +132,7 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     if missing:
         raise InputFileError(
             f"{root} lacks {' and '.join(missing)}/: the ImageNet layout is ROOT/train/CLASS/*.jpg and "
-            "ROOT/val/CLASS/*.jpg (or use --data digits)"
+            "ROOT/val/CLASS/*.jpg (or use `data='digits'`)"
         )
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
     train_tf = transforms.Compose(

@@ -83,7 +83,7 @@ def search_importance(req: SearchRequest) -> SearchResult:
         else:
             k = req.k(n)
             plan = Plan(req.model, importance_keep(drops, k), req.options, name=req.name or f"importance-k{k}",
-                        source="dsprof search --method importance (no LUT: top k)",
+                        source="dsprof search, method importance (no LUT: top k)",
                         search={"method": "importance", "k": k, **info})
         rt.log(f"importance search ({proxy}, {scored.seconds:.1f} s): keep {''.join(map(str, plan.keep))} "
                f"ranking {' '.join(map(str, scored.ranking))}")

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
+from ..fields import FieldError, check_model_options, check_text
 from ..io import atomic_write_text, read_json
-from ..models.registry import model_flags, normalized_options
+from ..models.registry import model_args, normalized_options
 from ..plan.plan import same_family
 
 __all__ = ["IMPORTANCE_FORMAT", "ImportanceResolutionWarning", "check_importance_model", "importance_resolution_note",
@@ -68,6 +69,11 @@ def read_importance(path: str | Path) -> dict[str, Any]:
     if not isinstance(values, list) or not values or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_GIVE}")
+    try:  # what the file may carry into messages and commands: `dsprof.fields`
+        check_text(model["name"], "model.name")
+        check_model_options(model.get("options") or {}, "model.options")
+    except FieldError as exc:
+        raise BadFileError(f"{path}: {exc}; {_GIVE}") from None
     blocks = model.get("blocks")
     if isinstance(blocks, list) and len(blocks) != len(values):
         raise BadFileError(f"{path}: {len(values)} importance values for {len(blocks)} blocks; {_GIVE}")
@@ -87,9 +93,17 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     data = (record.get("data") or {}).get("name") or "DATA"
     proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
     raise UsageError(
-        f"importance file {path} is for {model_flags(name, their_options).removeprefix('--model ')}, not "
-        f"{model_flags(model, options).removeprefix('--model ')}: measure it for this model, e.g. {HINT} with its "
-        "--weights", hint=ImportanceHint(model_flags(model, options), str(data), proxy))
+        f"importance file {path} is for {_named(name, their_options)}, not {_named(model, options)}: measure it for "
+        f"this model, e.g. {HINT} with its `weights=`", hint=ImportanceHint(model_args(model, options), str(data), proxy))
+
+
+def _named(name: str, options: dict[str, Any] | None) -> str:
+    """A registered model by its name and, in backquotes, the options that build it; a user's model by its file."""
+    args = model_args(name, options)
+    if not args.startswith("model="):
+        return f"`{args}`"
+    rest = args.partition(", ")[2]
+    return f"{name} `{rest}`" if rest else name
 
 
 def importance_resolution_note(record: dict[str, Any], model: str, options: dict[str, Any] | None, resolution: int,
@@ -109,5 +123,5 @@ def importance_resolution_note(record: dict[str, Any], model: str, options: dict
         f"given, it ranks the blocks by the accuracy they lose at {scored} px on {where}, where it was scored (a "
         f"ranking that holds at {resolution} px as far as the model behaves alike at both sizes); to score them "
         f"at {resolution} px: {HINT}",
-        hint=ImportanceHint(model_flags(model, options), str(data.get("name") or "DATA"), proxy,
+        hint=ImportanceHint(model_args(model, options), str(data.get("name") or "DATA"), proxy,
                             weights if weights is True or isinstance(weights, str) else None, resolution))

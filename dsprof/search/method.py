@@ -63,8 +63,8 @@ class SearchRequest:
     def required_keep(self) -> int | float:
         """``keep``, for a method that needs it given."""
         if self.keep is None or self.budget_ms is not None or self.speedup is not None:
-            raise UsageError(f"--method {self.method} takes --keep; a latency budget (--budget-ms, --speedup) is "
-                             "chosen through the planner: --method importance or planner, with --lut")
+            raise UsageError(f"`method={self.method!r}` takes `keep=`; a latency budget (`budget_ms=` or `speedup=`) is "
+                             "chosen through the planner: `method='importance'` or `method='planner'`, with `lut=`")
         return self.keep
 
     def k(self, n_blocks: int) -> int:
@@ -74,8 +74,8 @@ class SearchRequest:
         k = resolve_k(keep, n_blocks)
         if k in (0, n_blocks):
             every = "no block keeps" if k == 0 else "every block keeps"
-            raise UsageError(f"--keep {keep} of {n_blocks} blocks: {every} its activations, so there is nothing to "
-                             f"choose; give --keep 1..{n_blocks - 1}")
+            raise UsageError(f"`keep={keep}` of {n_blocks} blocks: {every} its activations, so there is nothing to "
+                             f"choose; give `keep=1..{n_blocks - 1}`")
         return k
 
 

@@ -20,7 +20,7 @@ from ..errors import HINT, LUTMissError, MeasureHint
 from ..lut.prices import Prices
 from ..lut.table import LUT
 from ..lut.macs import MacPrices
-from ..models import find_blocks, input_size_of, model_flags, model_identity
+from ..models import find_blocks, input_size_of, model_args, model_identity
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
 
@@ -103,8 +103,8 @@ def lut_savings(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
             + f"\nMeasure the model at this resolution on that device ({HINT}), "
-            "pass the resolution the LUT was measured at (--lut-resolution), or search without --lut (MAC weights)",
-            hint=MeasureHint(key, _flags(model, input_size)),
+            "pass the resolution the LUT was measured at (`lut_resolution=`), or search without a LUT (MAC weights)",
+            hint=MeasureHint(key, _model_args(model, input_size)),
         )
     return BlockWeights(tuple(b.name for b in blocks), tuple(specs), f"{lut.source} {key}", saving_s=tuple(savings))
 
@@ -128,8 +128,8 @@ def latency_penalty(scores: torch.Tensor, weights: torch.Tensor) -> torch.Tensor
     return (weights.to(scores.device, scores.dtype) * scores.abs()).sum()
 
 
-def _flags(model: nn.Module, input_size: tuple[int, int] | None) -> str:
-    """The `dsprof measure` options that build ``model`` (built by `get_model`) at its resolution."""
+def _model_args(model: nn.Module, input_size: tuple[int, int] | None) -> str:
+    """The API parameters that build ``model`` (built by `get_model`) at its resolution."""
     identity = model_identity(model)
-    flags = model_flags(*identity) if identity is not None else "--model-file PATH.py:FACTORY"
-    return f"{flags} --resolution {(input_size or input_size_of(model))[0]}"
+    args = model_args(*identity) if identity is not None else "model_file='PATH.py:FACTORY'"
+    return f"{args}, resolution={(input_size or input_size_of(model))[0]}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..errors import UsageError
+from ..errors import LUTMissError, UsageError
 from ..plan import Plan
 from ..plan import Front, FrontPoint, plan_front
 from .gates import resolve_k
@@ -26,18 +26,21 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
     ``max_span`` blocks), with per-block ``importance`` (accuracy lost without its activations) when given.
     A missing LUT, or an entry the LUT lacks, is one line that says what to measure (`plan_front`)."""
     if req.lut is None:
-        raise UsageError(f"--method {req.method} chooses with a LUT's latencies: give --lut (from dsprof measure "
+        raise UsageError(f"`method={req.method!r}` chooses with a LUT's latencies: give `lut=` (from dsprof measure "
                          "and dsprof build-lut)")
-    return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
-                      options=req.options, resolution=req.lut_resolution or req.resolution,
-                      resolution_flag="--lut-resolution")
+    try:
+        return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
+                          options=req.options, resolution=req.lut_resolution or req.resolution)
+    except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
+        exc.args = (str(exc.args[0]).replace("`resolution=", "`lut_resolution="), *exc.args[1:])
+        raise
 
 
 def choose_point(front: Front, req: SearchRequest) -> FrontPoint:
     """The front plan for ``req``'s budget: ``keep`` blocks with activations, ``budget_ms`` or ``speedup``."""
     given = [v is not None for v in (req.keep, req.budget_ms, req.speedup)]
     if sum(given) != 1:
-        raise UsageError("choose the plan by one of --keep, --budget-ms or --speedup")
+        raise UsageError("choose the plan by one of `keep=`, `budget_ms=` or `speedup=`")
     if req.keep is not None:
         return front.choose(keep=resolve_k(req.keep, len(front.points[0].plan.keep)))
     budget_s = req.budget_ms / 1e3 if req.budget_ms is not None else None
@@ -59,7 +62,7 @@ def planned(req: SearchRequest, front: Front, point: FrontPoint, info: dict[str,
         },
     }
     return replace(point.plan, name=req.name or f"{req.method}-k{point.k}",
-                   source=f"dsprof search --method {req.method} (planner, {front.device})", search=search)
+                   source=f"dsprof search, method {req.method} (planner, {front.device})", search=search)
 
 
 def search_planner(req: SearchRequest) -> SearchResult:

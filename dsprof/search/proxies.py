@@ -77,7 +77,7 @@ class ProxyInput:
         identity = model_identity(self.model)
         if identity is None:
             raise UsageError("the proxies linearise blocks through a plan: build the model with dsprof.models.get_model "
-                             "(a registered name or a --model-file factory)")
+                             "(a registered name or the factory of a `model_file=`)")
         self.name = identity[0]
         self.options = {k: v for k, v in identity[1].items() if k != "num_classes"}  # the head is the data's
         self.model = self.model.to(self.device).eval()
@@ -418,14 +418,14 @@ def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None
     except ClassCountError as exc:
         if chosen.labels and not chosen.trains:
             raise UsageError(f"{exc.fact} (the classes of {data}): the {proxy} proxy reads labels of the data's "
-                             "classes; give data with the checkpoint's classes, or --proxy logit-distance (no labels)"
+                             "classes; give data with the checkpoint's classes, or `proxy='logit-distance'` (no labels)"
                              ) from None
         net = build_model(model, num_classes=exc.num_classes, **build)
         if chosen.labels:  # a proxy that trains: a classifier for the data's classes, made afresh
             replace_classifier(net, splits.num_classes)
     if chosen.labels and not chosen.trains and weights in (True, "pretrained") and splits.num_classes != IMAGENET_CLASSES:
         raise UsageError(f"the pretrained classifier has {IMAGENET_CLASSES} classes, the data {data} {splits.num_classes}: the "
-                         f"{proxy} proxy would score a classifier made afresh; use --proxy logit-distance (no labels) "
+                         f"{proxy} proxy would score a classifier made afresh; use `proxy='logit-distance'` (no labels) "
                          f"or finetune, or data with the {IMAGENET_CLASSES} ImageNet classes")
     return ProxyInput(net, splits, resolution, settings, torch.device(device), config,
                       source={"data": str(data), "weights": None if weights in (None, False) else str(weights)})

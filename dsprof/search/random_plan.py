@@ -17,6 +17,6 @@ def search_random(req: SearchRequest) -> SearchResult:
     k = req.k(n)
     plan = Plan(
         req.model, random_keep(n, k, seed), req.options, name=req.name or f"random-k{k}-s{seed}",
-        source=f"dsprof search --method random (seed {seed})", search={"method": "random", "seed": seed, "k": k},
+        source=f"dsprof search, method random (seed {seed})", search={"method": "random", "seed": seed, "k": k},
     )
     return SearchResult(plan, [], [], [], write_plan(plan, req.out))

@@ -90,10 +90,11 @@ def search(
     chosen = search_method(method)
     check_budget(budget_ms, speedup)  # before any training
     if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
-        raise UsageError(f"--resume continues a differentiable search from its checkpoint; --method {method} keeps "
-                         "none: run it again without --resume, or resume with --method differentiable")
+        raise UsageError(f"`resume=True` continues a differentiable search from its checkpoint; `method={method!r}` "
+                         "keeps none: run it again without `resume=True`, or resume with `method='differentiable'`")
     if proxy is not None and method != "importance":
-        raise UsageError(f"--proxy scores blocks for --method importance, not {method}: drop it, or use --method importance")
+        raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
+                         "`method='importance'`")
     if resolution is None:
         resolution = default_training_resolution(model, data)
     return chosen(SearchRequest(

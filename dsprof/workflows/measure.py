@@ -141,10 +141,10 @@ def measure(
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
     options = dict(options or {})
     if calibrate and remote:
-        raise UsageError("--calibrate times a plan built from the run's own entries, here: measure on the device "
-                         "without it, or run dsprof there")
+        raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
+                         "device without it, or run dsprof there")
     if remote and (dtype != "fp32" or channels_last):
-        raise UsageError("--remote times fp32 bundles: drop --dtype and --channels-last")
+        raise UsageError("`remote=` times fp32 bundles: drop `dtype=` and `channels_last=True`")
     if not remote:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
     name, net = _built(model, name, resolution, weights, options)

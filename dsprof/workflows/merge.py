@@ -107,7 +107,7 @@ def merge(
             load_checkpoint(linear, checkpoint)
             source = linear
         except ClassCountError as exc:  # the linearised and the original model share their classifier
-            raise MergeError(f"{exc.fact}; pass --num-classes {exc.num_classes} (Python: num_classes=)") from None
+            raise MergeError(f"{exc.fact}; pass `num_classes={exc.num_classes}`") from None
         except ValueError as first_error:
             try:
                 load_checkpoint(model, checkpoint)
@@ -126,7 +126,7 @@ def merge(
 def checkpoint_facts(path: str | Path) -> dict[str, Any]:
     """What a checkpoint says about the model it holds besides its weights: ``num_classes`` (int) and ``plan`` (a
     `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
-    obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of `dsprof finetune --out`")
+    obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of `dsprof.finetune(out=)`")
     facts: dict[str, Any] = {}
     if isinstance(obj, dict):
         if isinstance(obj.get("num_classes"), int) and not isinstance(obj["num_classes"], bool):
@@ -145,7 +145,7 @@ def _plan_of(plan: Plan | str | Path | None, carried: dict[str, Any], checkpoint
     own = carried.get("plan")
     if plan is None:
         if own is None:
-            raise UsageError("give --plan (a preset or a plan file): "
+            raise UsageError("give `plan=` (a preset or a plan file): "
                              + (f"the checkpoint {checkpoint} carries none" if checkpoint is not None else "nothing to merge by"))
         return own
     if own is not None:
@@ -153,7 +153,7 @@ def _plan_of(plan: Plan | str | Path | None, carried: dict[str, Any], checkpoint
         if tuple(given.keep) != tuple(own.keep):
             bits = lambda keep: "".join(map(str, keep))  # noqa: E731
             raise MergeError(f"the checkpoint {checkpoint} was fine-tuned with activations kept {bits(own.keep)}, the "
-                             f"plan given keeps {bits(given.keep)}: drop --plan to merge by the checkpoint's own plan")
+                             f"plan given keeps {bits(given.keep)}: drop `plan=` to merge by the checkpoint's own plan")
         return given
     return plan
 

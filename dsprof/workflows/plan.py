@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import json
+import math
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
-from ..errors import InputFileError, UsageError
-from ..io import atomic_write_text, check_output_path
+from ..errors import BadFileError, UsageError
+from ..io import atomic_write_text, check_output_path, read_json
 from ..lut.table import LUT
 from ..models.registry import model_entry
 from ..plan.contexts import ContextFronts, plan_contexts
@@ -56,10 +56,7 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
     the model's default --, an `ImportanceResolutionWarning` that says what differs), an object {block index: loss}
     or a list, one loss per block."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputFileError(f"importance file {path}: {exc}; give a JSON object {{block index: loss}} or a list") from None
+    data = read_json(path, "importance file (JSON)", _BARE)
     if is_importance_record(data):
         record = read_importance(path)
         if model is not None:
@@ -70,14 +67,21 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
             if note is not None:
                 warnings.warn(note, stacklevel=2)  # an ImportanceResolutionWarning
         return {i: float(v) for i, v in enumerate(record["importance"])}
+    pairs = (enumerate(data) if isinstance(data, list) else data.items() if isinstance(data, dict) else None)
     try:
-        if isinstance(data, list):
-            return {i: float(v) for i, v in enumerate(data)}
-        if isinstance(data, dict):
-            return {int(k): float(v) for k, v in data.items()}
-    except (TypeError, ValueError):
-        pass
-    raise InputFileError(f"importance file {path}: give a JSON object {{block index: loss}} or a list of numbers")
+        found = {int(k): float(v) for k, v in pairs} if pairs is not None else None
+    except (TypeError, ValueError, OverflowError):
+        found = None
+    if found is None:
+        raise BadFileError(f"importance file {path}: {_BARE}")
+    bad = next((k for k, v in found.items() if not math.isfinite(v)), None)
+    if bad is not None:  # NaN or infinity (JSON as Python reads it allows both): no ranking can hold them
+        raise BadFileError(f"importance file {path}: block {bad}'s importance is {found[bad]}, not a finite number; "
+                             f"{_BARE}")
+    return found
+
+
+_BARE = "give a JSON object {block index: loss} or a list of finite numbers, or a file that `dsprof importance` wrote"
 
 
 def plan_to_file(
@@ -151,8 +155,8 @@ def plan_contexts_to_file(
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
-        raise UsageError("several contexts: choose one with --device-key KEY to write its plan, or give --for "
-                         "CONTEXT,CONTEXT for one plan for several")
+        raise UsageError("several contexts: choose one with `device_key=KEY` to write its plan, or give "
+                         "`joint=CONTEXT,CONTEXT` for one plan for several")
     importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
     fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
                            resolution=resolution, joint=joint, objective=objective)
@@ -194,18 +198,19 @@ def plan(
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
     picked = device_key is not None or backend is not None or batch is not None
     if joint is not None and picked:
-        raise UsageError("--for plans for several contexts; --device-key, --backend and --batch pick one: give one or "
-                         "the other")
+        raise UsageError("`joint=` plans for several contexts; `device_key=`, `backend=` and `batch=` pick one: give "
+                         "one or the other")
     if not picked and len(lut.devices()) > 1:
         if budget_ms is not None or speedup is not None:
-            raise UsageError("several contexts: --budget-ms and --speedup choose within one; give --device-key KEY (or "
-                             "--keep K with --for)")
+            raise UsageError("several contexts: `budget_ms=` and `speedup=` choose within one; give `device_key=KEY` "
+                             "(or `keep=K` with `joint=`)")
         outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
                                         method=method, options=options, resolution=resolution, joint=joint,
                                         objective=objective, plan_out=plan_out)
         return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
     if joint is not None:
-        raise UsageError("--for plans for several contexts: give LUTs holding them (--lut repeated) without --device-key")
+        raise UsageError("`joint=` plans for several contexts: give LUTs holding them (`lut=` repeated) without "
+                         "`device_key=`")
     device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
                            max_span=max_span, device=device, method=method, options=options, resolution=resolution,

@@ -140,7 +140,7 @@ def predict(
         on_prediction(result)
     if prediction.missing:
         if not allow_partial:
-            raise PartialPredictionError(partial_message(prediction, name) + ", or pass --allow-partial to accept a "
+            raise PartialPredictionError(partial_message(prediction, name) + ", or pass `allow_partial=True` to accept a "
                                          "partial prediction")
         warnings.warn(partial_message(prediction, name), stacklevel=2)
     if check:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import DsprofError, MeasurementFileError, PlanError
-from ..io import atomic_write_text, check_output_path
+from ..io import atomic_output, atomic_write_text, check_output_path, output_path, slug
 from ..lut.build import read_measurement_files
 from ..lut.interval import probe_ratio
 from ..plan.decide import merge_rule
@@ -77,25 +77,33 @@ def _fronts(paths: Iterable[str | Path]) -> list[Path]:
 
 
 class _Writer:
-    """Writes a report's table and figure files into ``out`` and returns them as page parts."""
+    """Writes a report's table and figure files into ``out`` and returns them as page parts. Every name goes through
+    `output_path` (a plan's name, a front's stem, a block's name come from files: slugged, and nothing lands outside
+    ``out``); the page parts carry the slugged name, so that their links find the files."""
 
     def __init__(self, out: Path, report: "Report"):
         self.out, self.report = out, report
 
+    def path(self, *names: str, suffix: str = "") -> Path:
+        """Where the report writes ``out/NAMES...SUFFIX`` (`output_path`)."""
+        return output_path(self.out, *names, suffix=suffix, what="the report's file")
+
     def table(self, name: str, table: pd.DataFrame, digits: int = 2) -> Table:
+        name = slug(name)
         for ext, fmt in _FORMATS.items():
             text = render(table, fmt, digits) + ("\n" if fmt != "csv" else "")
-            self.report.files.append(atomic_write_text(self.out / "tables" / f"{name}.{ext}", text))
+            self.report.files.append(atomic_write_text(self.path("tables", name, suffix=f".{ext}"), text))
         return Table(name, table, digits)
 
     def figure(self, fig, name: str, alt: str, data: pd.DataFrame) -> Plot:
         """``fig`` as PNG and SVG, and ``data`` (what it draws, full precision) as CSV beside them."""
-        (self.out / "plots").mkdir(parents=True, exist_ok=True)
-        png = self.out / "plots" / f"{name}.png"
-        fig.savefig(png, dpi=150)
+        name = slug(name)
+        png = self.path("plots", name, suffix=".png")
+        with atomic_output(png) as tmp:
+            fig.savefig(tmp, dpi=150, format="png")
         svg = figure_svg(fig)
-        self.report.files += [png, atomic_write_text(self.out / "plots" / f"{name}.svg", svg),
-                              atomic_write_text(self.out / "plots" / f"{name}.csv", render(data, "csv"))]
+        self.report.files += [png, atomic_write_text(self.path("plots", name, suffix=".svg"), svg),
+                              atomic_write_text(self.path("plots", name, suffix=".csv"), render(data, "csv"))]
         plots.close([fig])
         return Plot(name, alt, f"plots/{name}.png", svg, f"plots/{name}.csv")
 
@@ -174,7 +182,7 @@ def report(
         front_files += each
         several += [whole] if whole is not None else []
     check_output_path(out, "the report in ", "choose another -o folder", folder=True)
-    report = Report(out / "index.md", out / "report.html")
+    report = Report(output_path(out, "index.md"), output_path(out, "report.html"))
     write = _Writer(out, report)
     # The answer first (one paragraph per front, then one per plan for several contexts, so that the first screen
     # states each context's answer and the joint plan), the fronts' figures, then the other figures, then the device
@@ -224,7 +232,7 @@ def _at_resolution(records: list[Measurement], resolution: int) -> list[Measurem
         held = sorted({r.model_options.get("resolution") for r in records if r.ok}, key=str)
         raise MeasurementFileError(f"the measurement files hold no record at {resolution} px; they hold "
                                    f"{', '.join(f'{h} px' for h in held) or 'none'}: give one of those to "
-                                   "--resolution, or leave it out")
+                                   "`resolution=`, or leave it out")
     return kept
 
 
@@ -306,8 +314,8 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
     for plan_name, plan in plan_objs.items():
         if plan.merge is None:
             if lut is None or len(lut.devices()) != 1:
-                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (--lut) or "
-                               "--merge-by macs decides its merges")
+                skipped.append(f"memory plot of {plan_name}: it has no merge list, so a LUT of one context (`lut=`) or "
+                               "`merge_by='macs'` decides its merges")
                 continue
             try:
                 plan = _merges(plan, latest, lut, None).plan
@@ -326,7 +334,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         sections.append(Section(title, parts))
         tables.append(Section(title, [write.table(f"memory_{plan_name}", mem)]))
     if not plan_objs:
-        skipped.append("memory plot: give plans (--plans) to draw the footprint before and after merging")
+        skipped.append("memory plot: give plans (`plans=`) to draw the footprint before and after merging")
 
     variants = variant_table(latest, accuracies)
     fps_cols = [c for c in variants.columns if str(c).endswith(": FPS")]
@@ -335,7 +343,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
         sections.append(Section("Accuracy vs FPS (paper Fig. 7)",
                                 [write.figure(figure, "accuracy_fps", "accuracy vs FPS", variants)]))
     else:
-        skipped.append("accuracy vs FPS plot: give accuracies (--accuracies model,accuracy CSV)")
+        skipped.append("accuracy vs FPS plot: give accuracies (`accuracies=`, a model,accuracy CSV)")
     return sections, tables
 
 
@@ -365,7 +373,7 @@ def _probe_section(records: list[Measurement], lut) -> list[Section]:
 def _validation_sections(latest: list[Measurement], lut, plan_objs: dict, write: _Writer) -> list[Section]:
     """Predicted against measured latency for the models a LUT covers: the figure's section, then the table's."""
     if lut is None:
-        write.report.skipped.append("LUT validation: give a LUT (--lut)")
+        write.report.skipped.append("LUT validation: give a LUT (`lut=`)")
         return []
     validation = validation_rows(latest, lut, plan_objs, write.report.skipped)
     if not len(validation):

@@ -28,52 +28,31 @@ import torch
 from torch import nn
 
 from ...errors import DeviceError
+from ..sessions import OPENVINO_DEVICE, OPENVINO_PRECISIONS, openvino_compile, openvino_read_back
+from ..sessions import openvino_config as _config
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared, WorkloadUnsupported, one_line
 from ...models.onnx_export import export_onnx
 
 __all__ = ["OpenVINOBackend", "PRECISIONS", "openvino_config"]
 
-#: dsprof dtype -> OpenVINO inference precision.
-PRECISIONS = {"fp32": "f32", "bf16": "bf16"}
-#: The properties read back from each compiled model, under the names the records use.
-_READ_BACK = {"PERFORMANCE_HINT": "performance_hint", "INFERENCE_PRECISION_HINT": "inference_precision",
-              "INFERENCE_NUM_THREADS": "inference_num_threads", "NUM_STREAMS": "num_streams",
-              "ENABLE_CPU_PINNING": "cpu_pinning", "EXECUTION_MODE_HINT": "execution_mode"}
+#: dsprof dtype -> OpenVINO inference precision (`dsprof.profiler.sessions`, which the bundle runner reads too).
+PRECISIONS = OPENVINO_PRECISIONS
 
 
 def openvino_config(threads: int, dtype: str = "fp32", profiling: bool = False) -> dict[str, Any]:
-    """The properties every model is compiled with (see the module docstring); ``profiling`` adds the per-layer
-    performance counters (`dsprof explain`, never while timing)."""
+    """The properties every model is compiled with (see the module docstring; `sessions.openvino_config`);
+    ``profiling`` adds the per-layer performance counters (`dsprof explain`, never while timing)."""
     import openvino as ov
-    import openvino.properties as props
-    import openvino.properties.hint as hints
 
-    config = {
-        hints.performance_mode: hints.PerformanceMode.LATENCY,
-        props.inference_num_threads: int(threads),
-        hints.inference_precision: ov.Type.f32 if dtype == "fp32" else ov.Type.bf16,
-        hints.enable_cpu_pinning: False,
-    }
-    if profiling:
-        config[props.enable_profiling] = True
-    return config
-
-
-def _text(value: Any) -> Any:
-    """A property as JSON holds it: enums and types by name, numbers and flags as they are."""
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    if hasattr(value, "get_type_name"):  # an element type: f32, bf16
-        return value.get_type_name()
-    return getattr(value, "name", str(value))
+    return _config(ov, threads, dtype, profiling)
 
 
 class OpenVINOBackend:
     """Exports to ONNX, compiles it for OpenVINO's CPU plugin (see the module docstring), times ``infer``."""
 
     name = "openvino"
-    device = "CPU"
+    device = OPENVINO_DEVICE
 
     def __init__(self, settings: BackendSettings) -> None:
         import openvino as ov
@@ -82,8 +61,8 @@ class OpenVINOBackend:
         self.core = ov.Core()
         self.threads = settings.threads or torch.get_num_threads()  # explicit, so the recorded count is the one used
         if settings.dtype == "bf16" and "BF16" not in self.core.get_property(self.device, "OPTIMIZATION_CAPABILITIES"):
-            raise DeviceError(f"--backend openvino --dtype bf16: this CPU ({self.device_name()}) has no bf16 support "
-                              "in OpenVINO's CPU plugin; use --dtype fp32")
+            raise DeviceError(f"`backend='openvino', dtype='bf16'`: this CPU ({self.device_name()}) has no bf16 "
+                              "support in OpenVINO's CPU plugin; use `dtype='fp32'`")
 
     def device_name(self) -> str:
         """The CPU plugin's name for this CPU (``FULL_DEVICE_NAME``)."""
@@ -101,10 +80,10 @@ class OpenVINOBackend:
     def compile(self, onnx_path: Path, profiling: bool = False) -> Any:
         """The compiled model of an ONNX file with `openvino_config`; an unreadable or uncompilable model raises
         `WorkloadUnsupported` in one line."""
+        import openvino as ov
+
         try:
-            model = self.core.read_model(str(onnx_path))
-            return self.core.compile_model(model, self.device,
-                                           openvino_config(self.threads, self.settings.dtype, profiling))
+            return openvino_compile(ov, self.core, onnx_path, self.threads, self.settings.dtype, profiling)
         except Exception as exc:  # noqa: BLE001 - OpenVINO raises RuntimeError or its own types, pages long
             raise WorkloadUnsupported(f"OpenVINO cannot run it: {one_line(exc)}") from None
 
@@ -124,12 +103,7 @@ class OpenVINOBackend:
             request.infer()
         except Exception as exc:  # noqa: BLE001
             raise WorkloadUnsupported(f"OpenVINO cannot run it: {one_line(exc)}") from None
-        info: dict[str, Any] = {"compile_s": round(time.perf_counter() - start, 6)}
-        for prop, key in _READ_BACK.items():
-            try:
-                info[key] = _text(compiled.get_property(prop))
-            except Exception:  # noqa: BLE001 - a property this plugin version does not report
-                continue
+        info: dict[str, Any] = {"compile_s": round(time.perf_counter() - start, 6), **openvino_read_back(compiled)}
 
         def run() -> object:
             return request.infer()

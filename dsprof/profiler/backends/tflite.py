@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..sessions import tflite_interpreter
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared
 from ...models.onnx_export import export_onnx
@@ -88,9 +89,6 @@ class TFLiteBackend:
         onnx_path = export_onnx(copy.deepcopy(module), input_shape, Path(workdir) / "model.onnx")
         tflite = convert_onnx_to_tflite(onnx_path, Path(workdir))
         threads = self.settings.threads or torch.get_num_threads()
-        interpreter = Interpreter(model_path=str(tflite), num_threads=threads)
-        interpreter.allocate_tensors()
-        detail = interpreter.get_input_details()[0]
-        x = np.random.default_rng(0).standard_normal(tuple(detail["shape"])).astype(np.float32)
-        interpreter.set_tensor(detail["index"], x)
+        interpreter = tflite_interpreter(
+            Interpreter, tflite, threads, lambda shape: np.random.default_rng(0).standard_normal(shape).astype(np.float32))
         return Prepared(interpreter.invoke, CpuTimer(), threads)

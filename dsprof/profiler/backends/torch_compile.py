@@ -120,8 +120,8 @@ class TorchCompileBackend(TorchBackend):
     def __init__(self, settings: BackendSettings) -> None:
         super().__init__(settings)
         if not settings.is_cuda and _cxx()[0] is None:
-            raise DeviceError("--backend torch-compile on the CPU needs a C++ compiler for Inductor's kernels (g++ or "
-                              "clang++ on the PATH, or CXX set); install one, or use --backend torch")
+            raise DeviceError("`backend='torch-compile'` on the CPU needs a C++ compiler for Inductor's kernels (g++ "
+                              "or clang++ on the PATH, or CXX set); install one, or use `backend='torch'`")
         self.mode = settings.compile
 
     def describe(self) -> dict[str, Any]:

@@ -1,0 +1,152 @@
+"""Python parameters as the command line spells them, in one table (issue #44): the layers below the command line
+name parameters in their messages (`` `max_span=1` ``, `` `merge_by='macs'` ``, `` `dsprof.measure(resume=True)` ``),
+and `command_line_text` rewrites such a message for a `dsprof` user (``--max-span 1``, ``--merge-by macs``,
+`` `dsprof measure --resume` ``). The table is read from the argparse parser itself (each option's ``dest`` is the
+parameter it sets), so that a flag renamed there is renamed in every message; `ALIASES` holds the few API parameters
+named otherwise than their option's ``dest``.
+
+What a message may write, inside backquotes (anything else is left as it is):
+
+- a run of parameters, ``name=value, name=value``: each becomes ``--flag value``; ``name=`` and ``name=True`` become
+  ``--flag``; a quoted string its text; a list or tuple its items joined by commas; ``options={...}`` (a model's build
+  options) one flag per option. The backquotes go: the command line names options bare.
+- a call of an API verb, ``dsprof.VERB(parameters)``: the command ``dsprof VERB --flag value ...``, in backquotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shlex
+from typing import Mapping
+
+__all__ = ["ALIASES", "VERBS", "command_line_text", "flag_table", "learn", "parameters_as_flags"]
+
+#: API parameters named otherwise than the ``dest`` of the option that sets them: (command or "*" for any) ->
+#: {parameter: dest}.
+ALIASES: Mapping[str, Mapping[str, str]] = {
+    "*": {"model_name": "model", "luts": "lut", "merged_models": "merged_model"},
+    "measure": {"plans": "plan", "compile": "compile_mode", "n": "few", "lut_out": "few_lut_out"},
+    "export": {"plans": "plan"},
+    "predict": {"json_out": "json"},
+    "report": {"fronts": "front"},
+}
+
+#: API verbs (`dsprof.VERB`) whose command is not their name with hyphens.
+VERBS: Mapping[str, str] = {"measure_few": "measure --few"}
+
+_NAME = r"[a-z_][a-z0-9_]*"
+_ONE = re.compile(rf"({_NAME})=(.*)", re.S)  # one parameter; ``out=``: named without a value (its flag alone)
+_CALL = re.compile(rf"dsprof\.({_NAME})\((.*)\)")
+_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+_TABLES: dict[str, dict[str, str]] = {}  # command -> {dest: flag}, read by `learn` from the parser
+
+
+def learn(parser: argparse.ArgumentParser) -> None:
+    """Read each command's options from ``parser`` ({dest: flag} per command; `dsprof.cli.main` calls it once,
+    with its parser, when it is imported: before any message is rewritten)."""
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    _TABLES.clear()
+    for command, sub in commands.items():
+        _TABLES[command] = {a.dest: next(o for o in a.option_strings if o.startswith("--"))
+                            for a in sub._actions if a.dest != "help" and any(o.startswith("--") for o in a.option_strings)}
+
+
+def _parsed() -> dict[str, dict[str, str]]:
+    if not _TABLES:
+        raise RuntimeError("the command line's options are read from its parser: build_parser() first")
+    return _TABLES
+
+
+def flag_table(command: str | None = None) -> dict[str, str]:
+    """{Python parameter: the option that sets it} for ``command`` (a `dsprof` command), the options of every other
+    command filling in what it lacks (a message from a layer below may name any parameter)."""
+    per = _parsed()
+    table = {dest: flag for one in per.values() for dest, flag in one.items()}
+    table.update(per.get(command or "", {}))
+    for scope in ("*", command or ""):
+        for parameter, dest in ALIASES.get(scope, {}).items():
+            if dest in table:
+                table[parameter] = table[dest]
+    return table
+
+
+def _shown(value: object) -> str:
+    """A value as one word of a command line, quoted for a POSIX shell (a list: its items joined by commas)."""
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return shlex.quote(text)
+
+
+def _split(text: str) -> list[str] | None:
+    """``text`` cut at its commas that stand outside quotes and brackets; None where a quote or bracket is left open."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(text):
+        if quote:
+            quote = "" if c == quote and text[i - 1] != "\\" else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return None if quote or depth else [*parts, text[start:]]
+
+
+def parameters_as_flags(text: str, command: str | None = None) -> str | None:
+    """The options of the parameters ``text`` (``name=value, ...``, every name one the table knows); None where it
+    is not such a run. ``"max_span=1, merge_by='macs'"`` -> ``"--max-span 1 --merge-by macs"``. A value is read as a
+    Python literal where it is one (a quoted string, a list, a dict of model options), else taken as written (``PLAN``,
+    ``1..5``); every value is one quoted word, whatever characters it holds."""
+    pieces = _split(text)
+    if not pieces:
+        return None
+    table = flag_table(command)
+    parts: list[str] = []
+    for piece in pieces:
+        match = _ONE.fullmatch(piece.strip())
+        if match is None:
+            return None
+        name, value = match[1], match[2].strip()
+        try:
+            literal = ast.literal_eval(value) if value else True
+        except (ValueError, SyntaxError):
+            literal = value
+        if name == "options" and isinstance(literal, dict):  # a model's build options: one option each
+            for key, option in literal.items():  # an option no command takes (a factory's own): spelt as argparse would
+                parts += [shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-"))), _shown(option)]
+            continue
+        if name not in table:
+            return None
+        parts.append(table[name])
+        if literal is not True:
+            parts.append(_shown("..." if literal is Ellipsis else literal))
+    return " ".join(parts)
+
+
+def _span(match: re.Match, command: str | None) -> str:
+    inner = match.group(1)
+    flags = parameters_as_flags(inner, command)
+    if flags is not None:
+        return flags
+    call = _CALL.fullmatch(inner)
+    if call is not None:
+        verb, arguments = call.groups()
+        name = VERBS.get(verb, verb.replace("_", "-"))
+        if name.split()[0] in _parsed():
+            flags = parameters_as_flags(arguments, name.split()[0]) if arguments else ""
+            if flags is not None:
+                return f"`{' '.join(['dsprof', name, flags]).rstrip()}`"
+    return match.group(0)
+
+
+def command_line_text(message: str, command: str | None = None) -> str:
+    """``message`` (a `DsprofError`'s or a warning's, with parameters in backquotes) as a `dsprof` user reads it:
+    each run of parameters as the options that set them, each API call as its command (``command``: the `dsprof`
+    command that runs, whose options come first)."""
+    return _SPAN.sub(lambda m: _span(m, command), message)
