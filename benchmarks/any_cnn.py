@@ -32,7 +32,7 @@ import torch
 from dsprof.merge import merge_model, merge_report
 from dsprof.plan import Plan
 from dsprof.plan.plan import load_preset
-from dsprof.merge.spans import plan_spans
+from dsprof.plan.decide import merge_rule
 from dsprof.models import count_macs, discover_blocks, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.profiler import TimingConfig, measure
@@ -51,7 +51,7 @@ def _merged_all(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module | No
         return None, 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        merged = merge_model(model, Plan(name, (0,) * n), merge_by="macs")
+        merged = merge_model(model, merge_rule(model, merge_by="macs").decide(Plan(name, (0,) * n)).plan)
     return merged, sum(d.merged for d in merge_report(merged).decisions)
 
 
@@ -82,8 +82,8 @@ def graph_section(args) -> list[dict]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if 0 in owned:
-                models["module_only"] = merge_model(model, Plan(label, owned), merge_by="macs")
-            models["graph"] = merge_model(model, Plan(label, (0,) * len(blocks)), merge_by="macs")
+                models["module_only"] = merge_model(model, merge_rule(model, merge_by="macs").decide(Plan(label, owned)).plan)
+            models["graph"] = merge_model(model, merge_rule(model, merge_by="macs").decide(Plan(label, (0,) * len(blocks))).plan)
         merged = {k: sum(d.merged for d in merge_report(m).decisions) for k, m in models.items() if k != "original"}
         t = _time(models, f"anycnn_graph_{label.split(':')[1]}", args, args.out)
         rows.append({"model": label, "blocks": len(blocks), "chains_no_module_owns": owned.count(1),
@@ -140,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     # MBV2-1.4 DS-F: every block linear; merged one by one, or in spans where MACs drop
     preset = load_preset("mbv2-1.4-ds-f")
     base = get_model("mobilenet_v2", width=1.4, resolution=args.resolution).eval()
-    single = merge_model(base, preset, merge_by="macs")
-    spanned_plan = plan_spans(base, preset)
-    spanned = merge_model(base, spanned_plan, merge_by="macs")
+    by_macs = merge_rule(base, merge_by="macs")
+    single = merge_model(base, by_macs.decide(preset).plan)
+    spanned_plan = by_macs.decide(preset, spans="auto").plan
+    spanned = merge_model(base, spanned_plan)
     t = _time({"original": base, "single": single, "spans": spanned}, "anycnn_dsf", args, args.out)
     dsf = {
         "spans": [list(s) for s in spanned_plan.spans or ()],

@@ -50,6 +50,7 @@ from dsprof.profiler import TimingConfig
 from dsprof.workflows.check import measure_planned_run, paired_check
 from dsprof.profiler.records import read_measurements
 from dsprof.plan import plan_front
+from dsprof.plan.decide import Decider
 
 METHODS = tuple(m for m in LUT_METHODS if m != "auto") + ("auto", "auto+probe")
 #: The five architectures of issue #27 (the model file's name is added with --model-file).
@@ -127,7 +128,7 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
     plan_dir.mkdir(parents=True, exist_ok=True)
     case["plans"] = []
     for plan in plans:
-        deployed = costs.rule.decide(plan).plan  # its merge list: the LUT's rule, as predict prices it and merge replays it
+        deployed = Decider("lut", costs).decide(plan).plan  # its merge list: the planner on the LUT, as predict prices it and merge replays it
         (plan_dir / f"{plan.name}.json").write_text(deployed.to_json())
         measure_planned_run(model, key, deployed, name=model_name, options=options, timing=timing,
                             out=out / f"check-{case['slug']}-{plan.name}", progress=False)

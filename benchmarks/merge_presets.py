@@ -25,6 +25,7 @@ import torch
 from dsprof.io import atomic_write_text
 from dsprof.merge import fold_batchnorm, merge_model, merge_report
 from dsprof.plan import load_preset
+from dsprof.plan.decide import merge_rule
 from dsprof.models import count_macs, get_model
 from dsprof.profiler import BackendSettings, TimingConfig, paired_speedup, summarize, time_interleaved
 from dsprof.profiler.backends import get_backend
@@ -52,7 +53,7 @@ def _models(name: str, resolution: int) -> dict[str, torch.nn.Module]:
     plan = load_preset(name)
     model = get_model(plan.model, resolution=resolution, **plan.options)
     example = torch.zeros(1, 3, resolution, resolution)
-    merged = merge_model(model, plan, merge_by="macs")
+    merged = merge_model(model, merge_rule(model, merge_by="macs").decide(plan).plan)
     all_flags = [not k for k in plan.keep]
     merged_all = merge_model(model, plan.with_merge(all_flags))
     return {"original": fold_batchnorm(model, example), "merged": merged, "merge_all": merged_all}

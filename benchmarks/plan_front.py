@@ -84,6 +84,7 @@ def stage_check(args) -> None:
     from dsprof.lut import LUT
     from dsprof.lut.predict import prices_of, predict_plan
     from dsprof.merge import merge_model
+    from dsprof.plan.decide import Decider
     from dsprof.plan.plan import load_preset
     from dsprof.models import get_model
     from dsprof.plan import plan_front
@@ -105,7 +106,7 @@ def stage_check(args) -> None:
         # every merged model (merged as `dsprof merge --lut` deploys it, BatchNorm folded) in one group with the
         # original, interleaved round by round: the machine's load moves them all alike
         model = get_model(MODEL, resolution=args.resolution)
-        merged = {name: merge_model(model, costs.rule.decide(p.plan).plan) for name, (p, _) in checked.items()}
+        merged = {name: merge_model(model, Decider("lut", costs).decide(p.plan).plan) for name, (p, _) in checked.items()}
         print(f"\n{backend}: {len(merged)} merged models and the original, interleaved ({_load()})", flush=True)
         t = time.perf_counter()
         result = measure(model, name=MODEL, variants=(), model_variants=("original",), blocks=None, extra_models=merged,
@@ -149,7 +150,8 @@ def summarise(rows: list[dict]) -> None:
 
 
 def stage_timing(args) -> None:
-    from dsprof.plan.dp import Option, best_per_k, pareto_front
+    from dsprof.lut.piece import Piece
+    from dsprof.plan.dp import best_per_k, pareto_front
 
     rng = random.Random(0)
     print(f"solver on synthetic piece prices, spans up to {args.max_span} blocks ({_load()})")
@@ -158,8 +160,9 @@ def stage_timing(args) -> None:
         losses = [rng.randint(0, 100) for _ in range(n)]
         options = []
         for i in range(n):
-            options += [Option(i, i + 1, True, 0.0, 0), Option(i, i + 1, False, rng.uniform(-1, 3), losses[i])]
-            options += [Option(i, i + size, False, rng.uniform(-1, 3 * size), sum(losses[i:i + size]))
+            options += [Piece(i, i + 1, "original", saving_s=0.0, kept=True, loss=0),
+                        Piece(i, i + 1, "merged", saving_s=rng.uniform(-1, 3), loss=losses[i])]
+            options += [Piece(i, i + size, "span", saving_s=rng.uniform(-1, 3 * size), loss=sum(losses[i:i + size]))
                         for size in range(2, args.max_span + 1) if i + size <= n]
         t = time.perf_counter()
         best_per_k(n, options)

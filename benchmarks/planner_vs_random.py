@@ -7,7 +7,7 @@ loads their own with ``--model-file``; none is used by a test or by another benc
    the whole model and `--calibrate` (the front's pieces timed inside the model, then the calibration group);
 2. at k = round(n/4), round(n/2), round(3n/4) (blocks that keep their activations): the planner's front plan and
    ``--random`` random plans of the same k (kept blocks drawn uniformly, no spans), each merged by the one rule
-   (its `merge` list written by the LUT, `Prices.rule`, as `dsprof merge --lut` does);
+   (its `merge` list written by the planner on the LUT, `dsprof.plan.decide`, as `dsprof merge --lut` does);
 3. later, each k's plans and the original timed together, interleaved round by round in one group, by a plain loop of
    the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward under `inference_mode`, each
    timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's timer): a plan's measured
@@ -58,6 +58,7 @@ import torch
 from dsprof.constants import DEFAULT_MAX_SPAN
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, prices_of
+from dsprof.plan.decide import Decider
 from dsprof.lut.pricer import Pricer
 from heldout_models import HELDOUT_46
 from dsprof.merge import merge_model
@@ -144,7 +145,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
         for i in range(args.random):
             kept = set(rng.sample(range(n), k))
             keep = tuple(int(b in kept) for b in range(n))
-            plans.append(costs.rule.decide(Plan(name, keep, {}, name=f"random-k{k}-{i}")).plan)
+            plans.append(Decider("lut", costs).decide(Plan(name, keep, {}, name=f"random-k{k}-{i}")).plan)
         for p in plans:
             (folder / f"{p.name}.json").write_text(p.to_json())
         out[k] = plans

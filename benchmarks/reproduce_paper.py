@@ -43,7 +43,7 @@ import torch
 
 from dsprof.io import atomic_write_text
 from dsprof.lut import DeviceContext, build_lut, predict_latency
-from dsprof.lut.rule import merge_rule
+from dsprof.plan.decide import merge_rule
 from dsprof.merge import merge_model
 from dsprof.plan import Plan, load_preset
 from dsprof.models import get_model

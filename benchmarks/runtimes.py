@@ -163,18 +163,19 @@ def _at(front, k: int):
 def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: int) -> dict:
     """The plans of one runtime's group, each with its merge list by that runtime's LUT."""
     from dsprof.plan import Plan
+    from dsprof.plan.decide import Decider
 
     costs = fronts.prices[front.device]
     n = len(costs.blocks)
     plans = {}
     if preset_name:
-        plans["preset"] = costs.rule.decide(preset_name).plan
+        plans["preset"] = Decider("lut", costs).decide(preset_name).plan
     plans["planner"] = _at(front, k)
     eager = _front_of(fronts, EAGER)
     if eager is not None and eager.device != front.device and not _same(_at(eager, k), plans["planner"]):
         plans["eager's plan"] = _at(eager, k)
     ks = {p.k for p in front.points}
-    plans["all merged"] = front.at_k(0).plan if 0 in ks else costs.rule.decide(Plan(name, (0,) * n, options)).plan
+    plans["all merged"] = front.at_k(0).plan if 0 in ks else Decider("lut", costs).decide(Plan(name, (0,) * n, options)).plan
     return plans
 
 

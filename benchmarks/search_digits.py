@@ -38,6 +38,7 @@ import torch
 from dsprof.io import atomic_write_text
 from dsprof.merge import merge_model
 from dsprof.plan import Plan
+from dsprof.plan.decide import merge_rule
 from dsprof.models import count_macs, get_model
 from dsprof.search import TrainConfig, finetune, layer_prune, random_keep, search
 
@@ -54,7 +55,7 @@ def macs(options: dict, resolution: int, keep=None, pruned: bool = False) -> int
     if keep is not None and pruned:
         model = layer_prune(model, tuple(keep))[0]
     elif keep is not None:
-        model = merge_model(model, Plan("mobilenet_v2", tuple(keep), options), merge_by="macs")
+        model = merge_model(model, merge_rule(model, merge_by="macs").decide(Plan("mobilenet_v2", tuple(keep), options)).plan)
     return count_macs(model, (resolution, resolution))
 
 

@@ -49,6 +49,7 @@ import torch
 
 from dsprof.io import atomic_write_text
 from dsprof.plan import Plan
+from dsprof.plan.dp import nondominated
 from dsprof.search import TrainConfig, finetune, search
 from dsprof.search.data import load_data
 from dsprof.search.ground_truth import (
@@ -57,7 +58,6 @@ from dsprof.search.ground_truth import (
     enumerate_plans,
     gap_to_front,
     kendall_tau,
-    pareto_front,
     plan_macs,
 )
 from dsprof.search.importance import importance_keep, measure_importance
@@ -206,7 +206,7 @@ def main() -> None:
                                             args.resolution, num_classes)
     else:  # the importance search was not rerun: its layer-pruning baseline as stored (none without the search)
         layer_pruning = (stored or {}).get("layer_pruning")
-    front = pareto_front(macs, accs)
+    front = nondominated(macs, accs)
     summary = {
         "settings": {**{k: v for k, v in vars(args).items() if k not in ("out", "lut")}, "options": options,
                      "lut": str(args.lut) if args.lut else None, "repeatability": repeatability_note(args.threads)},

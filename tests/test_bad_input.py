@@ -19,6 +19,7 @@ from dsprof.merge import load_merged, merge_model, save_merged
 from dsprof.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import measure
+from dsprof.plan.decide import merge_rule
 
 from cli_run import dsprof_here as dsprof
 
@@ -114,7 +115,8 @@ def test_3_predict_says_the_coverage_and_exits_2_unless_allow_partial(work):
 
 
 def test_4_merged_model_files_that_are_empty_damaged_or_foreign(work):
-    merged = merge_model(get_model("mobilenet_v2", resolution=32, depths=[1] * 7), _tiny_plan(), merge_by="macs")
+    tiny = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
+    merged = merge_model(tiny, merge_rule(tiny, merge_by="macs").decide(_tiny_plan()).plan)
     good = save_merged(merged, work / "good.pt").read_bytes()
     (work / "empty.pt").write_bytes(b"")
     (work / "damaged.pt").write_bytes(good[: len(good) // 2])
@@ -156,7 +158,8 @@ def test_6_merge_model_refuses_a_plan_for_another_model():
     with pytest.raises(PlanError, match="options"):
         merge_model(wide, load_preset("mbv2-ds-a"))  # a plan for width 1.0
     same_family = get_model("efficientnet_lite0", resolution=32)
-    merge_model(same_family, load_preset("efflite0-ds-d"), merge_by="macs")  # a TF port and its native twin share their plans
+    # a TF port and its native twin share their plans
+    merge_model(same_family, merge_rule(same_family, merge_by="macs").decide(load_preset("efflite0-ds-d")).plan)
 
 
 def test_8_depths_that_are_not_ints(work):

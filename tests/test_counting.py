@@ -7,7 +7,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from dsprof.merge import linearize_block, linearize_model, merge_linearized, merge_model
 from dsprof.plan import Plan
-from dsprof.merge.spans import span_macs, span_spec
+from dsprof.merge.spans import span_spec
 from dsprof.models import (
     BlockSpec,
     conv_macs,
@@ -20,6 +20,7 @@ from dsprof.models import (
     summarize_blocks,
 )
 from dsprof.profiler import dense_conv
+from dsprof.plan.decide import merge_rule
 
 # torchvision publishes GFLOPs (= GMACs in its convention) and parameter counts in each
 # weights enum's metadata; reading the metadata downloads nothing.
@@ -170,18 +171,18 @@ def test_spec_macs_by_hand():
 
 @pytest.mark.parametrize("size", [31, 32])
 @pytest.mark.parametrize("spans", [((1, 3),), ((2, 4), (4, 7))], ids=["stride2", "stride1"])
-def test_span_macs_are_flop_counter_macs_of_the_merged_span(spans, size):
+def test_span_spec_macs_are_flop_counter_macs_of_the_merged_span(spans, size):
     # MobileNetV2 at width 0.5: block 1 (features.2) has stride 2, blocks 2 and 4..6 identity skips at stride 1
     model = get_model("mobilenet_v2", width=0.5, resolution=size).eval()
     plan = Plan("mobilenet_v2", (1,) + (0,) * 16, {"width": 0.5}, free_activation=None, spans=spans)
-    merged = merge_model(linearize_model(model, plan), plan, merge_by="macs").eval()
+    merged = merge_model(linearize_model(model, plan), merge_rule(model, merge_by="macs").decide(plan).plan).eval()
     blocks = find_blocks(model)
     for start, stop in spans:
         specs = [b.spec for b in blocks[start:stop]]
         first = specs[0]
         span = merged.get_submodule(f"features.{start + 1}")
-        assert span_macs(specs) == count_macs(span, (first.in_h, first.in_w), first.in_channels)
-        assert span_macs(specs) == spec_macs(span_spec(specs)) == spec_macs(span_spec(specs), merged=True)
+        assert spec_macs(span_spec(specs)) == count_macs(span, (first.in_h, first.in_w), first.in_channels)
+        assert spec_macs(span_spec(specs)) == spec_macs(span_spec(specs), merged=True)
 
 
 @pytest.mark.parametrize("name", ["tf_efficientnet_lite0", "resnet18", "mnasnet0_5"])

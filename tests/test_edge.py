@@ -19,6 +19,7 @@ from dsprof.cli import main
 from dsprof.edge import export_bundle, import_results, read_manifest
 from dsprof.lut import build_lut
 from dsprof.profiler import TimingConfig, environment, measure
+from dsprof.plan.decide import merge_rule
 from edge_env import edge_venv
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
@@ -332,7 +333,8 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     (entry,) = read_manifest(out)["workloads"]
     assert (entry["scope"], entry["name"], entry["variant"]) == ("model", "mbv2-ds-a", "custom")
     torch.manual_seed(1)
-    merged = merge_model(get_model("mobilenet_v2", resolution=32).eval(), load_plan("mbv2-ds-a"), merge_by="macs").eval()
+    net = get_model("mobilenet_v2", resolution=32).eval()
+    merged = merge_model(net, merge_rule(net, merge_by="macs").decide(load_plan("mbv2-ds-a")).plan).eval()
     x = torch.randn(entry["input_shape"], generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = merged(x).numpy()

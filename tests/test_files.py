@@ -31,6 +31,7 @@ from dsprof.lut import LUT, build_lut
 from dsprof.merge import merge_model, save_merged
 from dsprof.plan import Plan
 from dsprof.models import get_model
+from dsprof.plan.decide import merge_rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
@@ -95,7 +96,7 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     shutil.copy(FIXTURES / "accuracies.csv", files["accuracies"])
     torch.manual_seed(0)
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7, num_classes=10)
-    files["merged"] = save_merged(merge_model(model, PLAN, merge_by="macs"), root / "merged.pt")
+    files["merged"] = save_merged(merge_model(model, merge_rule(model, merge_by="macs").decide(PLAN).plan), root / "merged.pt")
     files["checkpoint"] = root / "ft.pt"
     torch.save(model.state_dict(), files["checkpoint"])
     files["front"] = root / "tiny.front.json"  # the fields `dsprof report --front` reads (dsprof.reports.front)

@@ -19,6 +19,8 @@ from dsprof.merge import (
 )
 from dsprof.plan import Plan, PlanError, load_preset
 from dsprof.models import get_model
+from dsprof.errors import UsageError
+from dsprof.plan.decide import merge_rule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -59,7 +61,7 @@ def test_float32_whole_model_and_odd_input():
     model = _model("mobilenet_v2", dtype=torch.float32)
     plan = load_preset("mbv2-ds-d")
     linear = linearize_model(model, plan).eval()
-    merged = merge_model(linear, plan, merge_by="macs")
+    merged = merge_model(linear, merge_rule(model, merge_by="macs").decide(plan).plan)
     x = torch.randn(2, 3, 31, 31)
     with torch.no_grad():
         _relclose(merged(x), linear(x), 1e-4)
@@ -67,13 +69,20 @@ def test_float32_whole_model_and_odd_input():
 
 def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are_reported():
     model = _model("mobilenet_v2", dtype=torch.float32)
-    merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17), merge_by="macs")
-    report = merge_report(merged)
-    first = report.decisions[0]
-    assert not first.merged and first.merged_macs > first.linear_macs and "does not pay" in first.reason
-    assert "`merge_by='macs'`" in first.reason  # the parameter; `dsprof merge` prints it as --merge-by macs
+    merges = merge_rule(model, merge_by="macs").decide(Plan("mobilenet_v2", (0,) * 17))  # the planner, on MACs
+    assert merges.by == "macs" and "`merge_by='macs'`" in merges.describe()  # `dsprof merge` prints --merge-by macs
+    # by hand at 32 px: block 0 (features.1: 3x3 depthwise over 32 channels, then 1x1 32 -> 16, at 16x16) is
+    # 32*9*256 + 32*16*256 = 204,800 MACs as built and 9*32*16*256 = 1,179,648 merged: it stays linear; block 1
+    # (features.2: 16 -> 96 -> 24, stride 2) is 16*96*256 + 96*9*64 + 96*24*64 = 595,968 as built and
+    # 9*16*24*64 = 221,184 merged: it merges
+    assert merges.plan.merge[:2] == (False, True)
+    report = merge_report(merge_model(model, merges.plan))
+    first, second = report.decisions[:2]
+    assert (first.linear_macs, first.merged_macs, first.merged) == (204_800, 1_179_648, False)
+    assert (second.linear_macs, second.merged_macs, second.merged) == (595_968, 221_184, True)
+    # the MACs the planner read (the blocks' descriptions) and those of the modules merged here agree on every block
     assert all(d.merged == (d.merged_macs < d.linear_macs) for d in report.decisions)
-    assert report.plan.merge == tuple(d.merged for d in report.decisions)
+    assert report.plan.merge == merges.plan.merge == tuple(d.merged for d in report.decisions)
     # a merge list (as a LUT's rule writes it) that says merging block 0 pays overrides MACs: replayed as written
     merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17, merge=(True,) + (False,) * 16))
     assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
@@ -81,12 +90,14 @@ def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are
     with pytest.raises(PlanError, match="no merge list: pass `lut=LUT` .* or `merge_by='macs'`"):
         merge_model(model, Plan("mobilenet_v2", (0,) * 17))
     assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
+    with pytest.raises(UsageError, match=r"decides nothing: decide it first .*merge_rule\(model, merge_by='macs'\)"):
+        merge_model(model, Plan("mobilenet_v2", (0,) * 17), merge_by="macs")  # merge/ no longer decides
 
 
 def test_merge_model_leaves_its_input_untouched_and_replays_on_a_fresh_model(tmp_path):
     model = _model("mobilenet_v2", dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    merged = merge_model(model, "mbv2-ds-c", merge_by="macs")
+    merged = merge_model(model, merge_rule(model, merge_by="macs").decide("mbv2-ds-c").plan)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
     replay_plan = Plan.from_json(merge_report(merged).plan.to_json())
@@ -105,7 +116,7 @@ def test_wrong_plan_length_is_a_clear_error():
 def test_saved_file_loads_with_weights_only_and_onnx_runtime_agrees(tmp_path, border):
     model = _model("tf_efficientnet_lite0", dtype=torch.float32)
     plan = Plan("tf_efficientnet_lite0", load_preset("efflite0-ds-b").keep, border=border)
-    merged = merge_model(model, plan, merge_by="macs")
+    merged = merge_model(model, merge_rule(model, merge_by="macs").decide(plan).plan)
     path = save_merged(merged, tmp_path / "merged.pt")
     payload = torch.load(path, weights_only=True)
     assert payload["model"] == "tf_efficientnet_lite0" and Plan.from_json(payload["plan"]).border == border

@@ -10,6 +10,7 @@ from dsprof.cli import main
 from dsprof.merge import load_merged
 from dsprof.plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
 from dsprof.models import find_blocks, get_model
+from dsprof.plan.decide import merge_rule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -83,7 +84,7 @@ def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
                  "--merge-by", "macs"]) == 0
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
-        torch.testing.assert_close(load_merged(out)(x), merge_model(linear, "mbv2-ds-b", merge_by="macs")(x), rtol=0, atol=0)
+        torch.testing.assert_close(load_merged(out)(x), merge_model(linear, merge_rule(model, merge_by="macs").decide("mbv2-ds-b").plan)(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

@@ -17,10 +17,9 @@ from dsprof.cli import main
 from dsprof.cli.commands import hint_command
 from dsprof.errors import LUTMissError, PlanError
 from dsprof.lut import LUT, predict_latency
-from dsprof.lut.predict import prices_of
 from dsprof.merge import ZeroPad, merge_model, merge_report
 from dsprof.plan import Plan
-from dsprof.lut.rule import merge_rule
+from dsprof.plan.decide import merge_rule
 from dsprof.models import block_module, count_macs, find_blocks, get_model
 from dsprof.profiler import block_workloads, read_measurements
 
@@ -95,7 +94,7 @@ def test_measure_plan_times_the_merges_predict_priced(tiny_lut, tmp_path, capsys
     (record,) = [r for r in read_measurements(out) if r.variant == "custom"]
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
     expected = merge_model(model, Plan("mobilenet_v2", KEEP, OPTIONS).with_merge([i in by_lut for i in range(7)]))
-    by_macs = merge_report(merge_model(model, Plan("mobilenet_v2", KEEP, OPTIONS), merge_by="macs")).plan
+    by_macs = merge_rule(model, merge_by="macs").decide(Plan("mobilenet_v2", KEEP, OPTIONS)).plan
     assert [i for i, m in enumerate(by_macs.merge) if m] != by_lut  # MACs would have built another model
     assert record.name == "tiny-ds" and record.macs == count_macs(expected, (32, 32))
 
@@ -133,32 +132,57 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
 
 def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     lut_path, frame, specs = tiny_lut
-    costs = prices_of("mobilenet_v2", str(lut_path), options=OPTIONS, resolution=32)
+    rule = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
-    filled = costs.rule.decide(plan).plan
+    filled = rule.decide(plan).plan
     assert filled.keep == plan.keep and filled.merge is not None
     assert not any(m for m, k in zip(filled.merge, KEEP) if k)  # kept blocks never merge
     given = plan.with_merge([False] * 7)
-    assert costs.rule.decide(given).plan is given  # a list is replayed as written
+    assert rule.decide(given).plan is given  # a list is replayed as written
     # a span merges whatever the LUT says of its blocks alone; a list that says otherwise is refused
     spanned = Plan("mobilenet_v2", (1, 1, 1, 0, 0, 1, 1), OPTIONS, spans=((3, 5),))
-    assert costs.rule.decide(spanned).plan.merge[3:5] == (True, True)
+    assert rule.decide(spanned).plan.merge[3:5] == (True, True)
     with pytest.raises(PlanError, match="spans"):
-        costs.rule.decide(spanned.with_merge([False] * 7))
+        rule.decide(spanned.with_merge([False] * 7))
     # an entry the LUT lacks: one rule -- named, with the command that times it (strict), or counted as merged
     missing = LUT(frame[~((frame.workload == specs[3]) & (frame.variant == "merged"))])
-    gap = prices_of("mobilenet_v2", missing, options=OPTIONS, resolution=32)
+    gap = merge_rule("mobilenet_v2", lut=missing, options=OPTIONS, resolution=32)
     with pytest.raises(LUTMissError) as err:
-        gap.rule.decide(plan)
+        gap.decide(plan)
     args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     assert "block 3" in str(err.value) and err.value.hint.model == args
-    assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.key} with the model's options ({args}), timing "
+    assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.costs.key} with the model's options ({args}), timing "
             "blocks original, merged and linear and rebuild the LUT") in str(err.value)  # in words, for Python
     command = hint_command(err.value.hint)  # the command line's: in the line, in backquotes
     assert command.startswith(f"dsprof measure {flags} --device cpu")
     assert f"run `{command}` and rebuild the LUT" in err.value.text(command)
-    assert gap.rule.decide(plan, strict=False).plan.merge[3] is True
+    assert gap.decide(plan, strict=False).plan.merge[3] is True
+
+
+def test_one_decision_the_planners_on_the_lut_and_on_macs(tiny_lut):
+    """Which lone blocks merge is the planner's search for the plan's keep (`dsprof.plan.decide`), whatever the table:
+    on the LUT, each block linearised alone merges where its raw merged row is below its linear one; on MACs, where
+    the one convolution has fewer MACs than the block as built (both read here without the code under test's choice),
+    and `merge_model` refuses to decide either."""
+    lut_path, frame, specs = tiny_lut
+
+    def median(i, variant):
+        return float(frame[(frame.scope == "block") & (frame.workload == specs[i]) & (frame.variant == variant)]
+                     .median_s.iloc[0])
+
+    model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
+    on_lut = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32)
+    on_macs = merge_rule(model, merge_by="macs")
+    blocks = find_blocks(model)
+    for i in range(7):
+        alone = Plan("mobilenet_v2", tuple(0 if j == i else 1 for j in range(7)), OPTIONS)
+        assert on_lut.decide(alone).plan.merge[i] == (median(i, "merged") < median(i, "linear")), i
+        built = count_macs(blocks[i].module, (blocks[i].spec.in_h, blocks[i].spec.in_w), blocks[i].spec.in_channels)
+        one_conv = 9 * blocks[i].spec.in_channels * blocks[i].spec.out_channels * blocks[i].spec.out_h ** 2
+        assert on_macs.decide(alone).plan.merge[i] == (one_conv < built), i
+    with pytest.raises(PlanError, match="no merge list"):
+        merge_model(model, Plan("mobilenet_v2", KEEP, OPTIONS))
 
 
 # -- the linear variant is the module merge_model deploys --------------------------------------------------------

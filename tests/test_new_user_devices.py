@@ -232,7 +232,8 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
     import numpy as np
 
     from dsprof.plan import minimax
-    from dsprof.plan.minimax import _Piece, _mean, _worst
+    from dsprof.lut.piece import Piece
+    from dsprof.plan.minimax import _mean, _worst
 
     monkeypatch.setattr(minimax, "_CHUNK", 3)
     rng = np.random.default_rng(100 + seed)
@@ -240,13 +241,13 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
     loss = [Fraction(int(v), 100) for v in rng.integers(0, 3, n)]
     pieces = []
     for i in range(n):
-        pieces.append(_Piece(i, i + 1, True, False, (0.0,) * contexts))
-        pieces.append(_Piece(i, i + 1, False, True, tuple(rng.uniform(-0.5, 2, contexts)), loss[i]))
-        pieces.append(_Piece(i, i + 1, False, False, tuple(rng.uniform(0, 1, contexts)), loss[i]))
+        pieces.append(Piece(i, i + 1, "original", kept=True, savings_s=(0.0,) * contexts))
+        pieces.append(Piece(i, i + 1, "merged", savings_s=tuple(rng.uniform(-0.5, 2, contexts)), loss=loss[i]))
+        pieces.append(Piece(i, i + 1, "linear", savings_s=tuple(rng.uniform(0, 1, contexts)), loss=loss[i]))
         for size in (2, 3):
             if i + size <= n:
-                pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts)),
-                                     sum(loss[i:i + size], Fraction(0))))
+                pieces.append(Piece(i, i + size, "span", savings_s=tuple(rng.uniform(-1, 2.5 * size, contexts)),
+                                    loss=sum(loss[i:i + size], Fraction(0))))
     every = [(sum(p.kept for p in t), sum((p.loss for p in t), Fraction(0)), np.sum([p.savings_s for p in t], axis=0))
              for t in _tilings(n, pieces)]
     base = np.full(contexts, 40.0)

@@ -186,9 +186,9 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     alone = {}
     for piece in _pieces([changed[b] for b in BACKENDS], MAX_SPAN):
         if piece.stop - piece.start == 1 and not piece.kept:
-            alone.setdefault(piece.start, set()).add(piece.merge)
+            alone.setdefault(piece.start, set()).add(piece.merges)
     for i in range(len(blocks)):
-        rules = {changed[b].rule.merges(i) is not False for b in BACKENDS}
+        rules = {changed[b].linearized(i).merges for b in BACKENDS}
         assert alone[i] == rules, i  # one option where the rules agree, both where they do not
         assert i not in (1, 3, 5) or rules == {True, False}, i
 
@@ -213,19 +213,20 @@ def test_minimax_solver_equals_brute_force_on_random_savings(contexts, seed, mon
     import numpy as np
 
     from dsprof.plan import minimax
-    from dsprof.plan.minimax import _Piece, _mean, _worst
+    from dsprof.lut.piece import Piece
+    from dsprof.plan.minimax import _mean, _worst
 
     monkeypatch.setattr(minimax, "_CHUNK", 3)
 
     rng = np.random.default_rng(seed)
     n, pieces = 8, []
     for i in range(n):
-        pieces.append(_Piece(i, i + 1, True, False, (0.0,) * contexts))
-        pieces.append(_Piece(i, i + 1, False, True, tuple(rng.uniform(-0.5, 2, contexts))))
-        pieces.append(_Piece(i, i + 1, False, False, tuple(rng.uniform(0, 1, contexts))))
+        pieces.append(Piece(i, i + 1, "original", kept=True, savings_s=(0.0,) * contexts))
+        pieces.append(Piece(i, i + 1, "merged", savings_s=tuple(rng.uniform(-0.5, 2, contexts))))
+        pieces.append(Piece(i, i + 1, "linear", savings_s=tuple(rng.uniform(0, 1, contexts))))
         for size in (2, 3):
             if i + size <= n:
-                pieces.append(_Piece(i, i + size, False, True, tuple(rng.uniform(-1, 2.5 * size, contexts))))
+                pieces.append(Piece(i, i + size, "span", savings_s=tuple(rng.uniform(-1, 2.5 * size, contexts))))
     every = [(sum(p.kept for p in t), np.sum([p.savings_s for p in t], axis=0)) for t in _tilings(n, pieces)]
     base = np.full(contexts, 40.0)
     own = {k: base - np.max([v for kk, v in every if kk == k], axis=0) for k in range(n + 1)}

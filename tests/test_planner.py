@@ -152,7 +152,7 @@ def test_front_plan_round_trips_through_merge_and_predict(luts, tmp_path):
     model = randomise_bn(get_model(name, resolution=32, **options)).double().eval()
     plan = Plan.coerce(str(path))
     linear = linearize_model(model, plan).eval()
-    merged = merge_model(linear, plan, merge_by="macs")  # MACs asked for: ignored, the plan's list is replayed
+    merged = merge_model(linear, plan)  # the plan's list, replayed
     assert merge_report(merged).plan.merge == plan.merge and merge_report(merged).plan.spans == plan.spans
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -241,7 +241,10 @@ def test_cli_prints_the_summary(capsys, tmp_path):
 def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
     from dsprof.merge import merge_model, save_merged
 
-    saved = save_merged(merge_model(get_model("mobilenet_v2", resolution=32), "mbv2-ds-b", merge_by="macs"), tmp_path / "ds-b.pt")
+    from dsprof.plan.decide import merge_rule
+
+    net = get_model("mobilenet_v2", resolution=32)
+    saved = save_merged(merge_model(net, merge_rule(net, merge_by="macs").decide("mbv2-ds-b").plan), tmp_path / "ds-b.pt")
     out = tmp_path / "m.jsonl"
     code = main(["measure", "--resolution", "32", "--out", str(out), "--blocks", "none", "--model-variants", "original",
                  "--plan", "mbv2-ds-a", "--merge-by", "macs", "--merged-model", str(saved), *FAST_ARGS])

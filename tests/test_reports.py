@@ -8,7 +8,7 @@ import pytest
 
 import dsprof
 from dsprof.lut import build_lut
-from dsprof.lut.rule import merge_rule
+from dsprof.plan.decide import merge_rule
 from dsprof.plan import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler.records import read_measurements

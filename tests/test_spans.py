@@ -6,8 +6,9 @@ from torch import nn
 
 from dsprof.merge import linearize_model, merge_model, merge_report
 from dsprof.plan import Plan, PlanError
-from dsprof.merge.spans import SpanLinearized, plan_spans, span_runs, span_spec
-from dsprof.models import find_blocks, get_model
+from dsprof.merge.spans import SpanLinearized, span_runs, span_spec
+from dsprof.models import find_blocks, get_model, spec_macs
+from dsprof.plan.decide import merge_rule
 
 
 def _random_bn(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -27,7 +28,7 @@ def test_span_merge_is_exact_at_odd_and_even_sizes_with_strides_1_and_2(spans, s
     plan = Plan("mobilenet_v2", (1,) + (0,) * 16, {"width": 0.5}, free_activation=None, spans=spans)
     linear = linearize_model(model, plan).eval()
     assert sum(isinstance(m, SpanLinearized) for m in linear.modules()) == len(spans)
-    merged = merge_model(linear, plan, merge_by="macs").eval()  # spans merge; the other blocks by MACs
+    merged = merge_model(linear, merge_rule(model, merge_by="macs").decide(plan).plan).eval()  # spans; lone blocks by MACs
     x = torch.randn(2, 3, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want, got = linear(x), merged(x)
@@ -61,16 +62,40 @@ def test_spans_are_refused_where_something_separates_the_blocks():
 
 
 def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():
+    """The planner on MACs (`merge --spans auto --merge-by macs`): its partition of blocks 1..16 is the one of fewest
+    MACs among every partition into pieces of up to 3 blocks (enumerated here), each span lowering the MACs."""
     model = get_model("mobilenet_v2", resolution=64)
-    plan = plan_spans(model, Plan("mobilenet_v2", (1,) + (0,) * 16, free_activation=None), max_len=3)
-    blocks = find_blocks(model)
-    assert plan.spans
+    merges = merge_rule(model, merge_by="macs").decide(Plan("mobilenet_v2", (1,) + (0,) * 16, free_activation=None),
+                                                       spans="auto", max_span=3)
+    plan, blocks = merges.plan, find_blocks(model)
+    assert merges.by == "macs" and plan.spans
     for start, stop in plan.spans:
         specs = [b.spec for b in blocks[start:stop]]
         single = sum(s.merged_kernel**2 * s.in_channels * s.out_channels * s.out_h * s.out_w for s in specs)
         span = span_spec(specs)
         assert span.kernel**2 * span.in_channels * span.out_channels * span.out_h * span.out_w < single
-    assert plan.merge is None  # the lone blocks are left to --merge-by macs (or a LUT's rule)
+        assert plan.merge[start:stop] == (True,) * (stop - start)
+
+    def macs(a, b):  # blocks a..b-1 as one piece: a span's convolution, or a lone block merged where that is fewer
+        if b - a > 1:
+            return spec_macs(span_spec([x.spec for x in blocks[a:b]]))
+        return min(spec_macs(blocks[a].spec), spec_macs(blocks[a].spec, merged=True))
+
+    def partitions(a):
+        if a == 17:
+            yield ()
+        for b in range(a + 1, min(a + 3, 17) + 1):
+            for rest in partitions(b):
+                yield ((a, b),) + rest
+
+    fewest = min(sum(macs(a, b) for a, b in p) for p in partitions(1))
+    starts = dict(plan.spans)
+    chosen, i = 0, 1
+    while i < 17:
+        stop = starts.get(i, i + 1)
+        chosen += macs(i, stop)
+        i = stop
+    assert chosen == fewest
 
 
 def test_spans_from_a_lut_are_the_planners_and_take_the_longest_where_spans_cost_nothing():

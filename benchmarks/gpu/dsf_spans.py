@@ -3,8 +3,9 @@
 Rows (batch 128, 224 px, fp32 and fp16 channels-last, CUDA events, models interleaved round by round):
 * original, BatchNorm folded        -- dsprof's fair baseline (DESIGN: fair timing)
 * original, BatchNorm unfolded      -- what the paper's published throughput code timed as the original
-* DS-F merged block by block        -- `merge_model(model, "mbv2-1.4-ds-f", merge_by="macs")` (BatchNorm folded, biases kept)
-* DS-F span-merged                  -- `plan_spans` (MACs) then `merge_model`
+* DS-F merged block by block        -- the planner on MACs (`merge_rule(model, merge_by="macs")`), then `merge_model`
+                                       (BatchNorm folded, biases kept)
+* DS-F span-merged                  -- the same, its spans chosen too (``decide(plan, spans="auto")``)
 * DS-F span-merged, every run       -- longest spans allowed (up to 4 blocks), whatever MACs say
 * DS-F merged, bias-free convs      -- the paper's merged model: the same convolutions without bias
 
@@ -26,7 +27,8 @@ from torch import nn
 
 from dsprof.merge import fold_batchnorm, merge_model
 from dsprof.plan import load_preset
-from dsprof.merge.spans import plan_spans, span_runs
+from dsprof.merge.spans import span_runs
+from dsprof.plan.decide import merge_rule
 from dsprof.models import count_macs, find_blocks, get_model
 
 
@@ -85,14 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     base = get_model("mobilenet_v2", width=1.4).eval()
     preset = load_preset("mbv2-1.4-ds-f")
     x = torch.zeros(1, 3, 224, 224)
-    spans_macs = plan_spans(base, preset)
+    by_macs = merge_rule(base, merge_by="macs")
+    spans_macs = by_macs.decide(preset, spans="auto").plan
     spans_all = replace(preset, spans=_every_run(base, preset))
     models = {
         "original (BN folded)": fold_batchnorm(base, x),
         "original (BN unfolded, paper)": copy.deepcopy(base),
-        "DS-F merged per block": merge_model(base, preset, merge_by="macs"),
-        "DS-F span-merged (MACs)": merge_model(base, spans_macs, merge_by="macs"),
-        "DS-F span-merged (every run)": merge_model(base, spans_all, merge_by="macs"),
+        "DS-F merged per block": merge_model(base, by_macs.decide(preset).plan),
+        "DS-F span-merged (MACs)": merge_model(base, spans_macs),
+        "DS-F span-merged (every run)": merge_model(base, by_macs.decide(spans_all).plan),
     }
     models["DS-F merged, bias-free (paper)"] = _bias_free(models["DS-F merged per block"])
     macs = {k: count_macs(m, (224, 224)) for k, m in models.items()}

@@ -34,7 +34,7 @@ import pandas as pd
 from ..device_context import DeviceContext
 from ..errors import LUTError, UsageError
 from ..models import Block
-from .prices import Lookup, span_key
+from .lookup import Lookup, span_key
 from .interval import IQR_TO_SD, MEDIAN_SE
 from .schema import COLUMNS, PREDICTED, SCHEMA
 from .table import LUT, LUTEntry

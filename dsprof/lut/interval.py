@@ -114,7 +114,7 @@ def relative_spread(values: Sequence[float]) -> float:
 @dataclass(frozen=True)
 class IntervalInputs:
     """What the intervals of one model's plans are estimated from, in one LUT context under one method: LUT entries
-    and numbers, gathered once by `dsprof.lut.prices.Prices.interval_inputs`.
+    and numbers, gathered once by `dsprof.lut.inputs.interval_inputs`.
 
     ``references``: the whole model's medians the drift and the check read (its own entry and every in-situ
     group's); ``whole``: its own entry; ``stem_and_head``: whether the LUT has both; ``method``, ``rest_method``,

@@ -1,30 +1,64 @@
-"""`Piece`: one block, or one span of blocks, as a plan deploys it, priced (`dsprof.lut.prices` prices them,
-`dsprof.lut.interval` adds up their errors). Plain data, so that both read it without importing each other."""
+"""`Piece`: one block, or one span of blocks, as a plan deploys it, priced: the one piece type. `dsprof.lut.prices`
+prices them, `dsprof.lut.interval` adds up their errors, the planner's dynamic programme (`dsprof.plan.dp`) and the
+plan for several contexts (`dsprof.plan.minimax`) choose among them. Plain data, so that all of them read it without
+importing each other."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
-__all__ = ["Piece"]
+__all__ = ["Piece", "cheaper", "comparable"]
 
 
 @dataclass(frozen=True)
 class Piece:
-    """One block, or one span of blocks, as a plan deploys it, priced. ``latency_s`` is its LUT entry,
-    ``saving_s`` how much it lowers the model's predicted latency under the method (0 for a kept block;
-    NaN when an entry is missing, named by ``missing``), ``errors_s`` the median errors it adds to the
-    interval."""
+    """One block, or one span of blocks, as a plan deploys it, priced. ``variant`` is the LUT variant it reads
+    (``original``, ``merged``, ``linear``, ``span``, or the variant asked for every block); ``kept``: a block that
+    keeps its activations (a linearised block left unmerged may read its ``original`` entry too). ``latency_s`` is
+    its LUT entry, ``saving_s`` how much it lowers the model's predicted latency under the method (0 for a kept
+    block; NaN when an entry is missing, named by ``missing``; for the planner's mean over contexts, a weighted
+    share), ``errors_s`` the median errors it adds to the interval. ``loss``: the summed importance of the blocks it
+    linearises (a `fractions.Fraction` keeps sums exact, so that equal losses tie); ``savings_s``: its saving in each
+    of several contexts (`dsprof.plan.minimax`)."""
 
     start: int
     stop: int
-    variant: str  # original, merged, linear, span (or the variant asked for every block)
-    latency_s: float
-    saving_s: float
+    variant: str
+    latency_s: float = math.nan
+    saving_s: float = 0.0
     errors_s: tuple[float, ...] = ()
     missing: str | None = None
     noisy: bool = False
     in_model: bool = False  # its saving was measured inside the running model (`dsprof.lut.inmodel`)
+    kept: bool = False
+    loss: Fraction | float = Fraction(0)
+    savings_s: tuple[float, ...] = ()
 
     @property
     def found(self) -> bool:
         return self.missing is None
+
+    @property
+    def merges(self) -> bool:
+        """Whether its blocks merge into one convolution (a block merged alone, or a span)."""
+        return self.variant in ("merged", "span")
+
+
+def comparable(merged: Piece, unmerged: Piece) -> bool:
+    """Whether the table holds both costs of a lone block (its merged and its unmerged ``latency_s``: entries, or
+    MACs), so that `cheaper` can choose; a piece whose saving is missing for another reason (an in-situ entry) still
+    has its cost."""
+    return not (math.isnan(merged.latency_s) or math.isnan(unmerged.latency_s))
+
+
+def cheaper(merged: Piece, unmerged: Piece) -> Piece:
+    """Block ``i`` linearised alone, as a price table offers it to the planner: ``merged`` (its one convolution) where
+    that costs less than ``unmerged`` (the block left unmerged as deployed), both in the table's unit (``latency_s``:
+    a LUT's medians, or MACs); where either is missing, ``merged`` (it names what the table lacks). The one
+    comparison of the two ways of deploying a lone block: the planner's search (`dsprof.plan.decide`) chooses every
+    plan's merges and spans from pieces offered this way."""
+    if not comparable(merged, unmerged):
+        return merged
+    return merged if merged.latency_s < unmerged.latency_s else unmerged

@@ -14,7 +14,10 @@ from torch import nn
 from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, named_model
 from ..device_context import DeviceContext
-from .prices import MethodFallbackWarning, Piece, Prices
+from ..merge.rule import check_merges
+from .lookup import in_model_factor
+from .piece import Piece, comparable
+from .prices import MethodFallbackWarning, Prices
 from .interval import Estimate, Estimated, plan_bounds, ratio_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .schema import model_label
@@ -213,8 +216,8 @@ def predict_latency(
 
     ``plan`` (a `dsprof.plan.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
-    says merging saves time (`Prices.rule`, the list every command that builds the merged model
-    replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
+    prices merging lower (`Prices.linearized`: the planner's choice, the list every command that builds the merged
+    model replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
     (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.prices.Prices` prices the pieces. ``options`` are the
     model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
@@ -262,7 +265,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     b = plan_bounds(pieces, total, original, terms)
     return Prediction(label, key, b.latency, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
                       b.speedup, b.entries, b.drift, terms.drift_source, factor=prices.factor,
-                      in_model_factor=prices.in_model_factor, original_s=original, systematic=b.systematic,
+                      in_model_factor=in_model_factor(prices.entries), original_s=original, systematic=b.systematic,
                       systematic_source=terms.factor_source, check=b.check, check_source=terms.check_source,
                       measured_utc=prices.measured_utc)
 
@@ -304,11 +307,22 @@ def prices_of(
 
 
 def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:
-    """The pieces a plan deploys (its merge list, or the one the LUT's rule writes: what a merged model built from
-    it replays), or every block as ``variant``."""
+    """The pieces a plan deploys (checked against the model, `check_merges`), or every block as ``variant``. Without
+    a ``merge`` list, each block it linearises alone is priced as the planner deploys it (`Prices.linearized`: the
+    cheaper way, the list `dsprof.plan.decide` writes and a merged model built from it replays); with ``strict``, a
+    block the LUT cannot decide that for raises its miss."""
     if variant is not None:
         return [prices.as_variant(i, variant) for i in range(len(prices.blocks))]
-    return prices.pieces(prices.rule.decide(plan, strict=strict).plan if plan is not None else None)
+    if plan is None:
+        return prices.pieces(None)
+    plan = check_merges(plan, prices.identity, len(prices.blocks))
+    pieces = prices.pieces(plan)
+    if strict and plan.merge is None:
+        undecided = [p.start for p in pieces if p.stop - p.start == 1 and not p.kept and not comparable(
+            prices.linearized(p.start, True, plan.border), prices.linearized(p.start, False, plan.border))]
+        if undecided:
+            raise prices.hints.undecided(undecided)
+    return pieces
 
 
 def _block_table(prices: Prices, pieces: list[Piece]) -> pd.DataFrame:
@@ -375,7 +389,7 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
     (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
     at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
-    hint = prices.measure_hint(max_span)
+    hint = prices.hints.measure_hint(max_span)
     if len(table) and not table["latency_s"].notna().any():
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(

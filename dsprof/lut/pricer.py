@@ -1,7 +1,7 @@
 """Pricing many plans of one model fast (issue #36): the pieces read once, each plan a sum.
 
 `Pricer` is built once per (model, LUT, context) from the model's `Prices` and prices a plan with the same
-pieces, the same merge rule (`Prices.rule`) and the same interval (`dsprof.lut.interval.plan_bounds`)
+pieces, the same lone-block choice (`Prices.linearized`) and the same interval (`dsprof.lut.interval.plan_bounds`)
 as `dsprof.lut.predict_plan`, without the per-block table a `Prediction` carries: what the planner's exactness
 tests, `benchmarks/planner_vs_random.py` and anyone who ranks thousands of plans call.
 """
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import LUTMissError
-from .prices import Piece, Prices
+from .piece import Piece
+from .prices import Prices
 from .interval import Estimate, Estimated, plan_bounds
 
 __all__ = ["Price", "Pricer"]

@@ -2,8 +2,8 @@
 
 A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
 entry); a linearised block alone, merged into one convolution or left unmerged as its plan's ``merge`` list
-says (a list the LUT's `MergeRule` writes, `Prices.rule`: its ``merged`` entry below the block left unmerged --
-its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
+says (a list the planner writes, `dsprof.plan.decide`: merged where its ``merged`` entry is below the block left
+unmerged -- its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
 linearised blocks merged into one convolution (the span's ``merged`` entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
 the predicted latency is affine in the pieces' savings:
 
@@ -14,9 +14,9 @@ the predicted latency is affine in the pieces' savings:
 - ``in-situ``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-situ entry).
 
-`predict_latency`, the planner, every command that builds a merged model (through `Prices.rule`), `predict
+`predict_latency`, the planner, every command that builds a merged model (through `dsprof.plan.decide`), `predict
 --measure` and the search's decay weights all price with `Prices`, so they agree. The intervals are
-`dsprof.lut.interval`'s, from the entries `Prices.interval_inputs` gathers.
+`dsprof.lut.interval`'s, from the entries `dsprof.lut.inputs.interval_inputs` gathers.
 """
 
 from __future__ import annotations
@@ -29,136 +29,28 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from ..device_context import DeviceContext
-from ..errors import HINT, LUTMissError, MeasureHint, UsageError
+from ..errors import UsageError
 from ..merge.block import deploys_alike
-from ..merge.rule import MergeRule
-from ..merge.spans import span_spec
 from ..models import Block, format_span
-from ..plan.plan import Plan
-from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
+from ..profiler.records import IN_SITU_SCOPE
+from .hints import PriceHints
 from .inmodel import InModel, Timed
-from .piece import Piece
-from .interval import IntervalInputs, Terms, calibration_of, entry_error_s, saving_error_s, terms_of
-from .schema import in_situ_workload, span_piece, split_label
+from .inputs import interval_inputs
+from .interval import Terms, calibration_of, entry_error_s, saving_error_s, terms_of
+from .lookup import Lookup, ModelEntries, in_model_factor, piece_name, span_key
+from .piece import Piece, cheaper
+from .schema import in_situ_workload
 from .table import LUT, LUTEntry
 
-__all__ = ["Lookup", "MethodFallbackWarning", "ModelEntries", "Piece", "Prices", "in_model_factor", "piece_name",
-           "span_key"]
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """Lookups in one device context of a LUT, indexed once, that miss quietly (None): a prediction
-    gathers its misses and reports them once."""
-
-    lut: LUT
-    key: DeviceContext
-    index: dict[tuple[str, str, str], LUTEntry] = field(repr=False, default_factory=dict)
-
-    @classmethod
-    def of(cls, lut: LUT, key: DeviceContext) -> "Lookup":
-        index: dict[tuple[str, str, str], LUTEntry] = {}
-        for r in lut.entries(key).itertuples(index=False):
-            entry = LUTEntry.of(r)
-            index.setdefault((r.scope, r.workload, r.variant), entry)  # the first row, as LUT.find
-        return cls(lut, key, index)
-
-    def __call__(self, workload: Any, variant: str, scope: str = "block") -> LUTEntry | None:
-        workload = workload if isinstance(workload, str) else workload.to_str()
-        return self.index.get((scope, workload, variant))
-
-    def models(self) -> list[str]:
-        """The labels of the whole models this context holds (timed whole, or as stem and head)."""
-        return sorted({w for scope, w, variant in self.index if scope in ("model", "stem", "head") and variant == "original"})
-
-    def other_model_note(self, label: str) -> str | None:
-        """Where this context holds other models but not ``label``: one clause that says what it holds instead
-        and, where only the resolution differs, the ``resolution`` that fixes it; None where it holds ``label`` (or
-        no whole model at all)."""
-        held = self.models()
-        if not held or label in held:
-            return None
-        name, options = split_label(label)
-        same = sorted({o.get("resolution") for n, o in map(split_label, held) if n == name
-                       and {k: v for k, v in o.items() if k != "resolution"} == {k: v for k, v in options.items() if k != "resolution"}
-                       and o.get("resolution") is not None}, key=str)
-        if same:
-            at = " or ".join(f"{r} px" for r in same)
-            return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
-                    f"add `resolution={same[0]}`")
-        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
-        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
-
-
-@dataclass(frozen=True)
-class ModelEntries:
-    """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
-    the whole model, its stem and head, and the whole model in each block's in-situ group (by block name)."""
-
-    label: str
-    originals: list[LUTEntry | None]
-    whole: LUTEntry | None
-    stem: LUTEntry | None
-    head: LUTEntry | None
-    in_situ: dict[str, LUTEntry | None]
-
-    @classmethod
-    def read(cls, lookup: Lookup, label: str, blocks: list[Block]) -> "ModelEntries":
-        return cls(
-            label,
-            [lookup(b.spec.to_str(), "original") for b in blocks],
-            lookup(label, "original", "model"),
-            lookup(label, "original", "stem"),
-            lookup(label, "original", "head"),
-            {b.name: lookup(in_situ_workload(label, b.name), "original", IN_SITU_SCOPE) for b in blocks},
-        )
-
-    @property
-    def references(self) -> list[LUTEntry]:
-        """The whole model's medians the in-situ methods start from: its own entry and every in-situ group's."""
-        return [e for e in [self.whole, *self.in_situ.values()] if e is not None]
-
-    @property
-    def whole_s(self) -> float:
-        """The whole model's latency: the median of its `references`' medians (NaN without one). One slow group of
-        the whole model's own entry moved the in-model factor from 1.7 to 2.3 in issue #27's seed-303 run, while
-        its in-situ groups agreed with the later checks."""
-        references = self.references
-        return statistics.median(e.median_s for e in references) if references else math.nan
-
-
-def in_model_factor(entries: ModelEntries) -> float | None:
-    """How much longer the model's blocks take inside the whole model than timed alone: the whole model minus its
-    stem and head, over the sum of its blocks' originals (a model without a stem and head entry -- one dsprof
-    cannot split -- counts them as 0: an upper bound); None where the LUT lacks the whole model or a block (or it
-    is not positive). The whole model is `ModelEntries.whole_s`, the reference the scaled methods start from. The
-    intervals' systematic term (`dsprof.lut.interval`) and the ``in-model`` method read it."""
-    if entries.whole is None or any(o is None for o in entries.originals):
-        return None
-    blocks = sum(o.median_s for o in entries.originals)
-    outside = entries.stem.median_s + entries.head.median_s if entries.stem and entries.head else 0.0
-    inside = entries.whole_s - outside
-    return inside / blocks if blocks > 0 and inside > 0 else None
-
-
-def piece_name(blocks: list[Block], start: int, stop: int) -> str:
-    """The name blocks start..stop-1 go by inside the model (their in-situ workload, `in_situ_workload`): a block's
-    module name, or a span's (`span_piece`)."""
-    if stop - start == 1:
-        return blocks[start].name
-    return span_piece(blocks[start].name, blocks[stop - 1].name)
-
-
-def span_key(blocks: list[Block], start: int, stop: int) -> str:
-    """The LUT workload of the one convolution that blocks start..stop-1 merge into (its ``conv`` spec)."""
-    return span_spec([b.spec for b in blocks[start:stop]]).to_str()
+__all__ = ["MethodFallbackWarning", "Prices"]
 
 
 @dataclass(frozen=True)
 class Prices:
     """Prices any plan of one model in one LUT context under one method (see the module docstring): a
     plan's `total_s` is the original model's minus the sum of its pieces' ``saving_s``. A lone linearised block
-    that the plan's ``merge`` list does not place is deployed as the LUT's `rule` decides."""
+    that the plan's ``merge`` list does not place is deployed the cheaper way (`linearized`), as the planner deploys
+    it."""
 
     label: str
     key: DeviceContext
@@ -175,7 +67,7 @@ class Prices:
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
-    model_args: str = ""  # the API parameters that build this model, for messages (`measure_args`)
+    model_args: str = ""  # the API parameters that build this model, for messages (`PriceHints.measure_args`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces
@@ -223,7 +115,7 @@ class Prices:
                             factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
                             in_model=in_model)
                 # how the pieces' savings combine in the whole model, if timed
-                calibration = calibration_of(costs.interval_inputs())
+                calibration = calibration_of(interval_inputs(costs))
                 if calibration.rho > 0:
                     costs = replace(costs, in_model=replace(in_model, combined=calibration.rho,
                                                             combined_se=calibration.rho_se,
@@ -240,67 +132,23 @@ class Prices:
         return cls(**common, method="isolated", used=used, rest_method=rest_method, rest_s=rest_s,
                    reference_s=0.0, factor=1.0, base_errors=tuple(base_errors), missing=tuple(missing))
 
-    @property
-    def in_model_factor(self) -> float | None:
-        """`in_model_factor` of this model's entries (None where the LUT lacks one of them)."""
-        return in_model_factor(self.entries)
-
     @cached_property
     def measured_utc(self) -> str:
         """When the LUT context's last group was timed (`LUT.measured_utc`), read once."""
         return self.lookup.lut.measured_utc(self.key)
 
-    @property
-    def measure_args(self) -> str:
-        """The API parameters that build this model (its label's name where none were given)."""
-        return self.model_args or f"model={self.label.split('{', 1)[0]!r}"
-
-    @property
-    def reads_in_situ(self) -> bool:
-        """Whether this model's prices read (or could use) blocks timed in situ (`dsprof measure --in-situ`)."""
-        return self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None
-
-    def measure_hint(self, max_span: int = 1) -> MeasureHint:
-        """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""
-        return MeasureHint(self.key, self.measure_args, max_span, self.reads_in_situ)
+    @cached_property
+    def hints(self) -> PriceHints:
+        """What messages about these prices name (`dsprof.lut.hints.PriceHints`): the `dsprof measure` that times
+        what they read, and the miss of a lone block the planner cannot decide."""
+        return PriceHints(self.key, str(self.lookup.lut.source), self.label, tuple(b.spec.to_str() for b in self.blocks),
+                          self.model_args, self.method in ("in-situ", "in-situ-scaled") or self.in_situ_factor is not None)
 
     @cached_property
     def terms(self) -> Terms:
         """The parts of every plan's interval that belong to the model, not to a plan (`dsprof.lut.interval.terms_of`):
         worked out once per prices, not for each plan the planner prices (they price the calibration plan too)."""
-        return terms_of(self.interval_inputs())
-
-    def interval_inputs(self) -> IntervalInputs:
-        """The entries and numbers the intervals are estimated from (`dsprof.lut.interval.IntervalInputs`)."""
-        entries = self.entries
-        calibration = self.lookup(self.label, CALIBRATION, "model")
-        share = math.nan  # of the model, that the calibration group's plan is predicted to save
-        if calibration is not None:  # its plan: every block linearised alone, merged by the LUT's rule
-            pieces = [self.linearized(i) for i in range(len(self.blocks))]
-            original = self.total_s(self.pieces(None))
-            if all(p.found for p in pieces) and original > 0:
-                share = 1 - self.total_s(pieces) / original
-        in_situ = []
-        for block, original_entry in zip(self.blocks, entries.originals):
-            base = entries.in_situ.get(block.name)
-            if base is None or original_entry is None:
-                continue
-            for variant in ("merged", "linear"):
-                swap = self.lookup(in_situ_workload(self.label, block.name), variant, IN_SITU_SCOPE)
-                alone = self.lookup(block.spec.to_str(), variant)
-                if swap is not None and alone is not None:
-                    in_situ.append((base, swap, original_entry.median_s - alone.median_s))
-        return IntervalInputs(
-            tuple(entries.references), entries.whole, bool(entries.stem and entries.head), self.method,
-            self.rest_method, self.factor, self.in_model_factor, self.in_model, self.base_errors,
-            self.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), self.reference_s)
-
-    @cached_property
-    def rule(self) -> MergeRule:
-        """The LUT's merge rule for this model (`dsprof.merge.rule`): a lone linearised block merges where its
-        ``merged`` entry is below the block left unmerged as deployed (`unmerged`); a block the LUT cannot decide
-        is a miss that names the entry and what to time (a `MeasureHint`)."""
-        return MergeRule("lut", self._merge_costs, str(self.key), len(self.blocks), self.identity, self._undecided)
+        return terms_of(interval_inputs(self))
 
     # -- pieces ------------------------------------------------------------------------------------
     def kept(self, i: int) -> Piece:
@@ -308,8 +156,8 @@ class Prices:
         key = ("kept", i)
         if key not in self._pieces:
             original = self.entries.originals[i]
-            self._pieces[key] = self._piece(i, i + 1, "original", original,
-                                            f"block {self.blocks[i].spec.to_str()} [original]")
+            self._pieces[key] = replace(self._piece(i, i + 1, "original", original,
+                                                    f"block {self.blocks[i].spec.to_str()} [original]"), kept=True)
         return self._pieces[key]
 
     def unmerged(self, i: int, border: str = "in_front") -> tuple[str, LUTEntry | None]:
@@ -323,31 +171,13 @@ class Prices:
             return "linear", linear
         return "original", self.entries.originals[i]
 
-    def _merge_costs(self, i: int, border: str) -> tuple[float | None, float | None]:
-        """The medians (seconds) the LUT's `rule` compares for block ``i``: merged, and left unmerged as deployed."""
-        key = ("costs", i, border)
-        if key not in self._pieces:
-            merged, unmerged = self.lookup(self.blocks[i].spec.to_str(), "merged"), self.unmerged(i, border)[1]
-            self._pieces[key] = (None if merged is None else merged.median_s,
-                                 None if unmerged is None else unmerged.median_s)
-        return self._pieces[key]
-
-    def _undecided(self, plan: Plan, undecided: list[int]) -> LUTMissError:
-        """The miss of the LUT's `rule`: the first block it cannot decide, the entries, what to time to add them."""
-        spec = self.blocks[undecided[0]].spec.to_str()
-        more = f" (and {len(undecided) - 1} more blocks)" if len(undecided) > 1 else ""
-        return LUTMissError(
-            f"the LUT {self.lookup.lut.source} lacks the merged or the unmerged entry (linear, else original) of "
-            f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: `merge_by='macs'`)",
-            hint=self.measure_hint(),
-        )
-
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
-        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) as the LUT's `rule`
-        decides (where it cannot, counted as merged: the miss is named by the piece or by the rule)."""
+        """Block ``i`` without activations, alone: merged or not as ``merge`` says, or (None) the one of the two that
+        costs less (`dsprof.lut.piece.cheaper`: merged where its entry is below the unmerged one's; where the LUT lacks
+        either, merged, which names the miss): how the planner offers a lone block, and how a plan without a ``merge``
+        list is priced."""
         if merge is None:
-            merge = self.rule.merges(i, border) is not False
+            return cheaper(self.linearized(i, True, border), self.linearized(i, False, border))
         key = ("linear", i, bool(merge), border)
         if key not in self._pieces:
             spec = self.blocks[i].spec.to_str()
@@ -379,8 +209,8 @@ class Prices:
     def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
                   merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:
         """The pieces of the plan ``keep`` (1 = the block keeps its activations) with ``spans`` ([start, stop) of
-        linearised blocks merged as one convolution) and its ``merge`` list (None: the LUT's rule decides each lone
-        block, `rule`): the one walk from a plan to what it deploys (`predict_plan` and `dsprof.lut.Pricer` read it)."""
+        linearised blocks merged as one convolution) and its ``merge`` list (None: each lone block deployed the
+        cheaper way, `linearized`): the one walk from a plan to what it deploys (`predict_plan` and `dsprof.lut.Pricer` read it)."""
         starts = dict(spans)
         out, i = [], 0
         while i < len(self.blocks):
@@ -421,10 +251,6 @@ class Prices:
         else:
             errors = ()
         return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy)
-
-    def piece_name(self, start: int, stop: int) -> str:
-        """The name blocks start..stop-1 go by inside the model (`piece_name`)."""
-        return piece_name(self.blocks, start, stop)
 
     def _alone_errors(self, originals: list[LUTEntry], entry: LUTEntry) -> tuple[float, ...]:
         """The standard errors of a saving alone: of the paired ratio (a block), or of every median (a span)."""

@@ -2,8 +2,8 @@
 
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
-`spans` (runs of blocks as one conv), `rule` (which linearised blocks merge: one rule, written into the plan's
-merge list), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
+`spans` (runs of blocks as one conv), `rule` (the plan's merge list as merge/ is told it: the planner decides it,
+`dsprof.plan.decide`), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
 A plan (which blocks, JSON, the paper's presets) is `dsprof.plan.Plan`. This package merges what it is told and
 never imports the LUT or the planner.
 
@@ -20,7 +20,7 @@ _EXPORTS = {
     **dict.fromkeys(('BorderBias', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
     **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
     **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_report'), ".model"),
-    **dict.fromkeys(('MergeRule', 'Merges', 'macs_rule'), ".rule"),
+    **dict.fromkeys(('Merges', 'check_merges', 'replayed'), ".rule"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MergeError  # noqa: F401  (defined once, in dsprof.errors)
-from ..models.counting import conv_macs as count_conv_macs
 from ..models.padding import TF_SAME, Padding, as_pair, conv_padding, static_tf_same
 from .fold import fold_bn_into_conv
 
@@ -44,7 +43,6 @@ __all__ = [
     "pad_input",
     "tf_same_padding",
     "output_size",
-    "conv_macs",
 ]
 
 @dataclass(frozen=True, eq=False)
@@ -287,7 +285,3 @@ def output_size(conv: LinearConv, size: tuple[int, int]) -> tuple[int, int]:
         (size[i] + sum(pads[i]) - (conv.kernel_size[i] - 1) * conv.dilation[i] - 1) // conv.stride[i] + 1 for i in range(2)
     )
 
-
-def conv_macs(conv: LinearConv, size: tuple[int, int]) -> int:
-    """Multiply-accumulates of ``conv`` on one image of ``size`` (`dsprof.models.conv_macs` of its shape)."""
-    return count_conv_macs(conv.in_channels, conv.out_channels, conv.kernel_size, output_size(conv, size), conv.groups)

@@ -19,11 +19,11 @@ from .algebra import (
     apply_conv,
     compose_all,
     conv_from_module,
-    conv_macs,
     fold_bn,
     output_size,
 )
 from ..models import Block
+from ..models.counting import conv_macs
 from ..models.padding import as_pair, conv_padding
 from ..models.ownership import shortcut_parts
 from .layers import BorderBias, MergedConv, ZeroPad, conv_module
@@ -149,7 +149,7 @@ def merge_linearized(
                 border_error = float((ref - apply_conv(merged, x)).abs().max() / ref.abs().max())
 
     linear_macs, _ = _linear_macs(original, shortcut, size)
-    info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, conv_macs(merged, size), size)
+    info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, _macs(merged, size), size)
 
     act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
     border = BorderBias(correction.to(dtype)) if corrected else None
@@ -157,14 +157,19 @@ def merge_linearized(
     return module, info
 
 
+def _macs(conv: LinearConv, size: tuple[int, int]) -> int:
+    """MACs of ``conv`` on one image of ``size``: the one count (`dsprof.models.conv_macs`) of its shape."""
+    return conv_macs(conv.in_channels, conv.out_channels, conv.kernel_size, output_size(conv, size), conv.groups)
+
+
 def _linear_macs(original: list[LinearConv], shortcut: LinearConv | None, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
     """MACs of a linearised block as built (original paddings) and its output size."""
     macs, h = 0, size
     for c in original:
-        macs += conv_macs(c, h)
+        macs += _macs(c, h)
         h = output_size(c, h)
     if shortcut is not None:
-        macs += conv_macs(shortcut, size)
+        macs += _macs(shortcut, size)
     return macs, h
 
 
@@ -186,7 +191,7 @@ def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype,
         merged = compose_all(pieces)
     except MergeError as exc:
         raise MergeError(f"span {format_span((span.start, span.stop))}: {exc}") from None
-    info = BlockMergeInfo(merged, True, False, None, linear_macs, conv_macs(merged, size), size)
+    info = BlockMergeInfo(merged, True, False, None, linear_macs, _macs(merged, size), size)
     act = None if isinstance(span.act, nn.Identity) else copy.deepcopy(span.act)
     return MergedConv(conv_module(merged, dtype), act=act).to(device), info
 

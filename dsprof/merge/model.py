@@ -15,7 +15,7 @@ from .algebra import MergeError
 from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
-from .rule import MergeRule
+from .rule import replayed
 from .spans import SpanLinearized
 from ..plan.plan import Plan
 
@@ -71,38 +71,34 @@ def merge_model(
     model: nn.Module,
     plan: Plan | str,
     *,
-    rule: MergeRule | None = None,
-    merge_by: str | None = None,
     input_size: tuple[int, int] | None = None,
     fold: bool = True,
+    merge_by: str | None = None,
+    rule: object = None,
 ) -> nn.Module:
     """A new model in which every block that the plan linearises, and whose ``merge`` entry says so, is one
-    convolution; the others are deployed unmerged (`dsprof.merge.block.deployed_unmerged`).
+    convolution (a span: its blocks as one); the others are deployed unmerged (`dsprof.merge.block.deployed_unmerged`).
 
     ``model`` is the original model (it is linearised by the plan first, padding in front unless the
     plan says otherwise) or a model from `linearize_model` after fine-tuning. It is not modified.
-    The plan's ``merge`` list is replayed. A plan without one has it written by ``rule`` (a `MergeRule`, e.g. the
-    LUT's that `predict` prices: `dsprof.lut.rule.merge_rule`) or, with ``merge_by="macs"``, by the MACs of each
-    block as it merges here; without either it is refused (`PlanError`). A span always merges. Remaining
-    BatchNorms are folded (``fold=True``). The decisions, and the plan with its list, are in `merge_report` of the
-    result.
+    merge/ merges what it is told: the plan's ``merge`` list, replayed. A plan without one, that linearises a block
+    outside its spans, is refused (`PlanError`): the planner decides such blocks (`dsprof.plan.decide.merge_rule`:
+    on a LUT's prices, or ``merge_by="macs"``; ``.decide(plan).plan`` is the plan to pass). Remaining BatchNorms are
+    folded (``fold=True``). The decisions, and the plan with its list, are in `merge_report` of the result.
+    ``merge_by`` and ``rule`` are gone (merge/ decides nothing): given, they are refused in one line that says what
+    to call instead.
     """
-    if merge_by not in (None, "macs"):
-        raise UsageError(f"merge_model decides by 'macs' only (a LUT's rule is passed as rule=: "
-                         f"dsprof.lut.rule.merge_rule); got merge_by={merge_by!r}")
+    if merge_by is not None or rule is not None:
+        raise UsageError("merge_model merges what the plan's merge list says and decides nothing: decide it first with "
+                         "the planner, dsprof.plan.decide.merge_rule(model, merge_by='macs') (or lut=LUT)"
+                         ".decide(plan).plan, and pass that plan")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
-    target = _linearized_copy(model, plan, size)
+    target = _linearized_copy(model, plan, size)  # a plan of the wrong length first: no decision would mend it
+    plan = replayed(plan).plan  # refused before anything merges where nothing decided it
     linear, interior = _linearized_blocks(target, plan)
-    by = "plan"
-    if plan.merge is None and merge_by is None:  # refused before anything merges where nothing decides
-        merges = (rule or MergeRule("plan")).decide(plan)
-        plan, by = merges.plan, merges.by
     names = _block_names(target, plan, size)
     merged = {index: _merged(index, block, names[index]) for index, (_, block) in sorted(linear.items())}
-    if plan.merge is None:  # by MACs: those of each block as it merges here (the model may be fine-tuned)
-        merges = MergeRule("macs", lambda i, border: (merged[i][1].merged_macs, merged[i][1].linear_macs)).decide(plan)
-        plan, by = merges.plan, merges.by
     decisions: list[BlockDecision] = []
     for index, keep in enumerate(plan.keep):
         if keep:
@@ -112,8 +108,7 @@ def merge_model(
             decisions.append(BlockDecision(index, names[index], "", False, True, f"merged into the span starting at block {start}"))
         else:
             path, block = linear[index]
-            decisions.append(_merge_block(target, index, path, block, merged[index], plan.merge[index], by,
-                                          names[index]))
+            decisions.append(_merge_block(target, index, path, block, merged[index], plan.merge[index], names[index]))
     if fold:
         param = next(target.parameters())
         first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
@@ -171,12 +166,12 @@ def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[s
 
 
 def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, merged: tuple[nn.Module, BlockMergeInfo],
-                 do: bool, by: str, name: str) -> BlockDecision:
+                 do: bool, name: str) -> BlockDecision:
     """Put block ``index`` of ``target`` (in place) as its ``merged`` form where the plan's list says so (``do``),
-    else in its unmerged deployed form; the decision says which and why (``by``: what wrote the list). Called from
+    else in its unmerged deployed form; the decision says which and why. Called from
     `merge_model` only: its warning points at that function's caller."""
     module, info = merged
-    do, reason = _merge_reason(block, info, do, by)
+    do, reason = _merge_reason(block, info, do)
     if do:
         set_submodule(target, path, module)
         if not info.exact:
@@ -192,16 +187,12 @@ def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, mer
     return _decision(index, name, block.spec, do, reason, info)
 
 
-def _merge_reason(block: nn.Module, info: BlockMergeInfo, do: bool, by: str) -> tuple[bool, str]:
-    """(merge, why) for one linearised block: a span always merges (it was planned where it pays); else the plan's
-    list (``do``), written by ``by``: replayed (``plan``), by MACs or by a LUT's rule."""
+def _merge_reason(block: nn.Module, info: BlockMergeInfo, do: bool) -> tuple[bool, str]:
+    """(merge, why) for one linearised block: a span always merges (the planner chose it where it pays); else the
+    plan's list (``do``), replayed."""
     macs = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged"
     if isinstance(block, SpanLinearized):
         return True, f"span of blocks {format_span((block.start, block.stop))}: {macs}"
-    if by == "macs":
-        return do, f"`merge_by='macs'`: {macs} {'pays' if do else 'does not pay'}"
-    if by == "lut":
-        return do, f"the LUT's rule ({'pays' if do else 'does not pay'}); {macs}"
     return do, f"the plan's merge list; {macs}"
 
 

@@ -1,52 +1,31 @@
-"""One merge rule: which linearised blocks of a plan merge, decided in one place and written into its ``merge`` list.
+"""What merges, as merge/ is told it: a plan's ``merge`` list and spans, checked, with what decided them.
 
-A `MergeRule` decides each block that a plan linearises alone: it merges where what it costs merged is below what
-it costs left unmerged as deployed (`pays`, the one comparison of the package). One class, built three ways:
-
-- ``plan``: the plan's own list, replayed as written (what `dsprof plan` writes and `merge_model` records); a plan
-  without one is refused in one line (`no_rule_message`);
-- ``lut``: the LUT's medians in one context, the block's ``merged`` entry against the block left unmerged as
-  deployed (its ``linear`` entry, else ``original``): the rule `dsprof predict` prices
-  (`dsprof.lut.prices.Prices.rule`);
-- ``macs``: the MACs of the one convolution it merges into against the block as built (`macs_rule`, or
-  `merge_model(..., merge_by="macs")`).
-
-A plan's own list is replayed whatever rule is given; a span always merges (a plan's spans were chosen where they
-pay). Callers build one rule for a model (`dsprof.lut.rule.merge_rule`) and pass it: every command that builds a
-merged model writes the list through it (``merge``, ``measure --plan``, ``export --plan``, ``predict --measure``,
-``report``, ``finetune``), the planner prices a lone block as it deploys it, and `merge_model` replays the list.
+merge/ decides nothing. Which linearised blocks of a plan merge, and which runs of them merge as one span, is
+chosen in one place: the planner's exact search (`dsprof.plan.decide`), over a price table (a LUT's `Prices`, the
+rule `dsprof predict` prices, or MACs, `dsprof.lut.macs.MacPrices`), and written into the plan's ``merge`` list;
+every command that builds a merged model replays it (``merge``, ``measure --plan``, ``export --plan``, ``predict
+--measure``, ``report``, ``finetune``), and `merge_model` merges what the list says. Here: the record of a decision
+(`Merges`), the check of a plan's list (`check_merges`), the list of a plan with nothing to decide (`replayed`), and
+the one line that refuses a plan without a list when nothing may decide it (`no_rule_message`, `rule_kind`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from ..errors import DsprofError, PlanError, UsageError
-from ..models import BlockSpec, spec_macs
+from ..errors import PlanError, UsageError
 from ..names import MERGE_BY
 from ..plan.plan import Plan, check_plan
 
-__all__ = ["MERGE_BY", "MergeRule", "Merges", "macs_rule", "no_rule_message", "pays", "rule_kind"]
-
-#: (merged, unmerged) cost of block ``i`` linearised alone under a plan's ``border``, in the rule's unit; None
-#: where the rule cannot know one.
-Costs = Callable[[int, str], "tuple[float | None, float | None]"]
-
-
-def pays(merged: float | None, unmerged: float | None) -> bool | None:
-    """The one comparison: merging pays where ``merged`` is below ``unmerged`` (two costs in one unit: seconds,
-    MACs); None where either is unknown."""
-    if merged is None or unmerged is None:
-        return None
-    return merged < unmerged
+__all__ = ["MERGE_BY", "Merges", "check_merges", "no_rule_message", "replayed", "rule_kind"]
 
 
 @dataclass(frozen=True)
 class Merges:
-    """A plan with its ``merge`` list, and what decided it: ``by`` is ``plan`` (its own list), ``lut`` (the rule, in
-    the LUT context ``context``), ``planner`` (the planner's merges and spans for the plan's ``keep`` in that
-    context, `dsprof.plan.best_plan`: ``merge --spans auto --lut``) or ``macs``."""
+    """A plan with its ``merge`` list, and what decided it: ``by`` is ``plan`` (its own list), ``lut`` (the planner's
+    search on the LUT context ``context``, the plan's spans as given), ``planner`` (the same, choosing the spans too:
+    ``merge --spans auto --lut``) or ``macs`` (the planner's search on MACs); see `dsprof.plan.decide`."""
 
     plan: Plan
     by: str
@@ -102,77 +81,36 @@ def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:
     return "plan"
 
 
-@dataclass(frozen=True)
-class MergeRule:
-    """Decides which linearised blocks of one model's plans merge (see the module docstring).
-
-    ``costs(i, border)`` is the (merged, unmerged) cost of block ``i`` linearised alone (None for ``plan``, which
-    decides nothing); ``context`` names the LUT context of a ``lut`` rule; ``blocks`` and ``identity`` (registered
-    name, options), where known, are what a plan is checked against; ``miss(plan, undecided)`` is the error for
-    blocks the rule cannot decide (a LUT that lacks an entry)."""
-
-    by: str
-    costs: Costs | None = None
-    context: str = ""
-    blocks: int | None = None
-    identity: tuple[str, dict] | None = None
-    miss: Callable[[Plan, list[int]], DsprofError] | None = None
-
-    def merges(self, i: int, border: str = "in_front") -> bool | None:
-        """Whether block ``i``, linearised alone under a plan's ``border``, merges (`pays`); None where the rule
-        cannot decide (a ``plan`` rule, or a cost it lacks)."""
-        if self.costs is None:
-            return None
-        return pays(*self.costs(i, border))
-
-    def deployed(self, i: int, border: str = "in_front") -> float | None:
-        """What block ``i`` linearised alone costs as the rule deploys it: merged where that pays, else unmerged."""
-        merged, unmerged = self.costs(i, border) if self.costs is not None else (None, None)
-        return merged if pays(merged, unmerged) else unmerged
-
-    def check(self, plan: Any) -> Plan:
-        """``plan`` (anything `Plan.coerce` reads) checked against the rule's model: its model and options
-        (`check_plan`, where the rule knows them), one entry per block, its spans' blocks marked merged."""
-        plan = Plan.coerce(plan)
-        if self.identity is not None:  # one for another model (or other options) is refused, as merge refuses it
-            plan = check_plan(plan, *self.identity)
-        if self.blocks is not None:
-            plan.check_blocks(self.blocks)
-        if plan.merge is not None:
-            in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
-            unmarked = sorted(i for i in in_span if not plan.merge[i])
-            if unmarked:
-                raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
-                                "lie in its spans, which merge: mark them true (or drop the spans)")
-        return plan
-
-    def decide(self, plan: Any, *, strict: bool = True) -> Merges:
-        """``plan`` with its ``merge`` list, and what decided it: its own list where it has one (checked, `check`),
-        else this rule's decision for every block it linearises alone (a span merges). A block the rule cannot
-        decide raises the rule's miss (a LUT's names the entry and the `dsprof measure` that times it); with
-        ``strict=False`` it counts as merged (a partial prediction, which names the miss). A ``plan`` rule refuses a
-        plan without a list that linearises a block outside its spans (`no_rule_message`)."""
-        plan = self.check(plan)
-        if plan.merge is not None:
-            return Merges(plan, "plan")
-        in_span = {i for start, stop in plan.spans or () for i in range(start, stop)}
-        if self.by == "plan" and any(not keep and i not in in_span for i, keep in enumerate(plan.keep)):
-            raise PlanError(no_rule_message(plan))
-        merge, undecided = [], []
-        for i, keep in enumerate(plan.keep):
-            decided = True if i in in_span else (False if keep else self.merges(i, plan.border))
-            if decided is None:
-                undecided.append(i)
-            merge.append(decided is not False)
-        if undecided and strict:
-            raise self.miss(plan, undecided) if self.miss is not None else PlanError(
-                f"the {self.by} rule cannot decide blocks {undecided} of {plan.name or 'the plan'}")
-        return Merges(plan.with_merge(merge), self.by, self.context)
+def check_merges(plan: Any, identity: tuple[str, dict] | None = None, blocks: int | None = None) -> Plan:
+    """``plan`` (anything `Plan.coerce` reads) checked against its model, where known: its model and options
+    (``identity``: registered name and options, `check_plan`), one entry per block (``blocks``), and, where it has a
+    ``merge`` list, its spans' blocks marked merged."""
+    plan = Plan.coerce(plan)
+    if identity is not None:  # one for another model (or other options) is refused, as merge refuses it
+        plan = check_plan(plan, *identity)
+    if blocks is not None:
+        plan.check_blocks(blocks)
+    if plan.merge is not None:
+        unmarked = sorted(i for i in _in_spans(plan) if not plan.merge[i])
+        if unmarked:
+            raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
+                            "lie in its spans, which merge: mark them true (or drop the spans)")
+    return plan
 
 
-def macs_rule(specs: Sequence[BlockSpec], identity: tuple[str, dict] | None = None) -> MergeRule:
-    """The MACs rule for a model whose blocks are ``specs`` (`find_blocks` order): a block merges where the one
-    convolution it merges into (`spec_macs(..., merged=True)`) has fewer MACs than the block as built
-    (`dsprof.models.counting`, the one MAC count)."""
-    costs = [(spec_macs(s, merged=True), spec_macs(s)) for s in specs]
-    return MergeRule("macs", lambda i, border: costs[i], blocks=len(specs), identity=identity)
+def replayed(plan: Any) -> Merges:
+    """``plan`` with its ``merge`` list where nothing is left to decide: its own list (checked), or, where it
+    linearises no block outside its spans, the list that merges its spans' blocks and nothing else. A plan that
+    linearises a lone block and has no list is refused (`no_rule_message`): the planner decides such blocks
+    (`dsprof.plan.decide`), merge/ does not."""
+    plan = check_merges(plan)
+    if plan.merge is not None:
+        return Merges(plan, "plan")
+    in_span = _in_spans(plan)
+    if any(not keep and i not in in_span for i, keep in enumerate(plan.keep)):
+        raise PlanError(no_rule_message(plan))
+    return Merges(plan.with_merge([i in in_span for i in range(len(plan.keep))]), "plan")
+
+
+def _in_spans(plan: Plan) -> set[int]:
+    return {i for start, stop in plan.spans or () for i in range(start, stop)}

@@ -11,27 +11,24 @@ The fine-tuned form is *padding in front of the span* (`SpanLinearized`): the in
 span's composite padding and every block runs unpadded, its skip connection reading the centre crop of
 its input. The merged convolution computes exactly that, for every input size.
 
-Spans are planned from a LUT by the planner (`dsprof.plan.best_plan`, from the span workloads `dsprof measure
---spans N` times, priced as `predict` prices them), or by MACs (`plan_spans`, asked for with ``--merge-by macs``):
-the cheapest partition of each run of consecutive linear blocks, a lone block priced as the MACs rule deploys it.
+Which spans merge is the planner's choice (`dsprof.plan.decide`: on a LUT, from the span workloads `dsprof measure
+--spans N` times, priced as `predict` prices them, or on MACs, asked for with ``--merge-by macs``); here, which runs
+of blocks could merge as one (`span_runs`), the convolution a span merges into (`span_spec`) and the fine-tuned form
+(`SpanLinearized`).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 
 import torch
 from torch import nn
 
-from ..constants import DEFAULT_MAX_SPAN
-from ..models import Block, BlockSpec, find_blocks, input_size_of, spec_macs
+from ..models import Block, BlockSpec
 from .algebra import MergeError
 from .layers import ZeroPad, front_pad
-from .rule import MergeRule, macs_rule
-from ..plan.plan import Plan
 
-__all__ = ["SpanLinearized", "span_runs", "span_spec", "plan_spans", "span_macs"]
+__all__ = ["SpanLinearized", "span_runs", "span_spec"]
 
 class SpanLinearized(nn.Module):
     """Linearised blocks ``start..stop-1`` run as one: ``act(B_n(...B_1(pad(x))))`` with every block unpadded.
@@ -107,47 +104,6 @@ def span_spec(specs: list[BlockSpec]) -> BlockSpec:
     first, last = specs[0], specs[-1]
     return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
                      False, first.in_h, first.in_w)
-
-
-def span_macs(specs: list[BlockSpec]) -> int:
-    """MACs of the merged span convolution for one image."""
-    return spec_macs(span_spec(specs))
-
-
-def plan_spans(model: nn.Module, plan, *, max_len: int = DEFAULT_MAX_SPAN, input_size: tuple[int, int] | None = None,
-               rule: MergeRule | None = None):
-    """The plan with ``spans`` chosen where merging a span lowers the MACs (no activation runs inside a span),
-    and no ``merge`` list (its lone blocks are then merged by MACs too: the MACs rule, `macs_rule`).
-
-    Each run of consecutive linear blocks (`span_runs`) is partitioned into spans of up to ``max_len``
-    blocks so that the MACs are lowest: a span's merged convolution, a lone block as ``rule`` (in MACs; default
-    `macs_rule` of the model) deploys it. With a LUT, `dsprof.plan.best_plan` chooses the spans the way
-    `predict_latency` prices them (what `merge(spans="auto", lut=...)` uses).
-    """
-    plan = Plan.coerce(plan)
-    blocks = find_blocks(model, input_size or input_size_of(model))
-    plan.check_blocks(len(blocks))
-    rule = rule or macs_rule([b.spec for b in blocks])
-    runs = span_runs(blocks, plan.keep)
-    spans: list[tuple[int, int]] = []
-    for run in runs:
-        specs = [blocks[i].spec for i in run]
-
-        def macs(a: int, b: int) -> float:  # pieces a..b-1 of the run: a span's one convolution, or a lone block
-            return span_macs(specs[a:b]) if b - a > 1 else rule.deployed(run[a], plan.border)
-
-        # least MACs over the partitions of the run: best[b] = (MACs of pieces 0..b-1, start of the last)
-        best: list[tuple[float, int]] = [(0.0, 0)]
-        for b in range(1, len(run) + 1):
-            best.append(min(((best[a][0] + macs(a, b), a) for a in range(max(0, b - max_len), b)),
-                            key=lambda t: t[0]))
-        b = len(run)
-        while b > 0:
-            a = best[b][1]
-            if b - a > 1:
-                spans.append((run[a], run[b - 1] + 1))
-            b = a
-    return replace(plan, spans=tuple(sorted(spans)), merge=None)
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

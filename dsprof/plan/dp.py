@@ -1,6 +1,6 @@
 """Exact plans by dynamic programming over the block sequence (the planner's solver; pure arithmetic).
 
-A plan deploys blocks 0..n-1 as consecutive pieces (`Option`): a block that keeps its activations, a
+A plan deploys blocks 0..n-1 as consecutive pieces (`dsprof.lut.piece.Piece`, the one piece type): a block that keeps its activations, a
 linearised block alone, or a span [a, b) of linearised blocks merged into one convolution. Under every
 prediction method a plan's latency is ``base - sum of its pieces' savings`` (dsprof/lut/prices.py), so the
 fastest plan is the one whose pieces save most, and the choice splits at piece borders.
@@ -10,7 +10,7 @@ Fastest plan for each k (blocks that keep their activations), over the pieces p 
     best[0][0] = 0,    best[j][k] = max_p  best[a][k - kept(p)] + gain(p)
 
 with kept(p) = 1 for a kept block and 0 otherwise; O(n * n * max_span) steps, the plan read back through
-the pointers (gain: the piece's saving, seconds; `--for`'s mean weighs each context's). The same recurrence,
+the pointers (gain: the piece's ``saving_s``, seconds; `--for`'s mean weighs each context's). The same recurrence,
 scored lexicographically by (-loss, gain), gives the plan of least
 summed loss at each k (the fastest among equals).
 
@@ -26,29 +26,20 @@ of blocks 0..a-1 that another one dominates stays dominated whatever follows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-__all__ = ["Option", "Solution", "best_per_k", "pareto_front"]
+from ..lut.piece import Piece
 
-
-@dataclass(frozen=True)
-class Option:
-    """One way to deploy blocks start..stop-1 as a piece: kept (one block), or linearised (alone or a span)."""
-
-    start: int
-    stop: int
-    kept: bool
-    gain: float  # what the plan's latency drops by: seconds for the planner, a weighted share for --for's mean
-    loss: float = 0.0  # a `fractions.Fraction` keeps sums exact, so that equal losses tie
+__all__ = ["Solution", "best_per_k", "nondominated", "pareto_front"]
 
 
 @dataclass(frozen=True)
 class Solution:
     """A plan as its pieces, with their summed gain and loss."""
 
-    gain: float
+    gain: float  # the pieces' summed ``saving_s``
     loss: float
-    pieces: tuple[Option, ...]
+    pieces: tuple[Piece, ...]
 
     @property
     def k(self) -> int:
@@ -56,20 +47,20 @@ class Solution:
         return sum(p.kept for p in self.pieces)
 
 
-def _by_end(n: int, options: Sequence[Option]) -> list[list[Option]]:
-    ending: list[list[Option]] = [[] for _ in range(n + 1)]
+def _by_end(n: int, options: Sequence[Piece]) -> list[list[Piece]]:
+    ending: list[list[Piece]] = [[] for _ in range(n + 1)]
     for o in options:
         ending[o.stop].append(o)
     return ending
 
 
-def best_per_k(n: int, options: Sequence[Option],
-               score: Callable[[Option], tuple[float, ...]] = lambda o: (o.gain,)) -> dict[int, Solution]:
+def best_per_k(n: int, options: Sequence[Piece],
+               score: Callable[[Piece], tuple[float, ...]] = lambda o: (o.saving_s,)) -> dict[int, Solution]:
     """{k: the plan of blocks 0..n-1 with k kept blocks whose summed ``score`` is largest (lexicographically)},
     for every k some plan reaches. The default score is the gain: the fastest plan at each k."""
     ending = _by_end(n, options)
     zero = tuple(0 * v for v in score(options[0])) if options else (0.0,)
-    best: list[dict[int, tuple[tuple[float, ...], Option | None]]] = [{0: (zero, None)}] + [{} for _ in range(n)]
+    best: list[dict[int, tuple[tuple[float, ...], Piece | None]]] = [{0: (zero, None)}] + [{} for _ in range(n)]
     for j in range(1, n + 1):
         row = best[j]
         for o in ending[j]:
@@ -89,25 +80,33 @@ def _read_back(best, n: int, k: int) -> Solution:
         pieces.append(o)
         j, k = o.start, k - o.kept
     pieces.reverse()
-    return Solution(sum(p.gain for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
+    return Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
 
 
-def pareto_front(n: int, options: Sequence[Option]) -> list[Solution]:
+def nondominated(costs: Sequence[Any], values: Sequence[Any]) -> list[int]:
+    """The one Pareto filter: indices of the points that no other point beats (none is at most as costly and worth
+    more, or cheaper and worth at least as much), sorted by cost; of equal points, the first. The planner's front
+    (`pareto_front`) keeps its partial plans with it (cost: summed loss, value: summed saving), the search's ground
+    truth its plans (cost: MACs, value: accuracy)."""
+    order = sorted(range(len(costs)), key=lambda i: (costs[i], -values[i]))
+    front, best = [], float("-inf")
+    for i in order:
+        if values[i] > best:
+            front.append(i)
+            best = values[i]
+    return front
+
+
+def pareto_front(n: int, options: Sequence[Piece]) -> list[Solution]:
     """The plans of blocks 0..n-1 that no other plan beats in both summed loss (lower) and summed gain
     (higher), ordered by loss (so by gain too); one plan for each point."""
     ending = _by_end(n, options)
     # a partial plan: (loss, gain, its last piece, the partial plan before it)
-    front: list[list[tuple[float, float, Option | None, tuple | None]]] = [[(0 * options[0].loss, 0.0, None, None)]]
+    front: list[list[tuple[float, float, Piece | None, tuple | None]]] = [[(0 * options[0].loss, 0.0, None, None)]]
     for j in range(1, n + 1):
-        candidates = [(loss + o.loss, gain + o.gain, o, prev)
+        candidates = [(loss + o.loss, gain + o.saving_s, o, prev)
                       for o in ending[j] for prev in front[o.start] for loss, gain in [prev[:2]]]
-        candidates.sort(key=lambda c: (c[0], -c[1]))
-        kept, top = [], float("-inf")
-        for c in candidates:
-            if c[1] > top:
-                kept.append(c)
-                top = c[1]
-        front.append(kept)
+        front.append([candidates[i] for i in nondominated([c[0] for c in candidates], [c[1] for c in candidates])])
     out = []
     for loss, gain, last, prev in front[n]:
         pieces, node = [last], prev

@@ -2,7 +2,7 @@
 to each context's own front plan of that k is lowest in the worst case (``worst``) or on average (``mean``). Exact.
 
 The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged or not as each
-context's `MergeRule` decides (where the contexts disagree on whether merging pays both are offered, and the plan's
+context deploys it cheaper (where the contexts disagree on whether merging pays both are offered, and the plan's
 ``merge`` list says which it chose); a span
 of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
 its pieces' savings there (`dsprof.lut.prices`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
@@ -35,7 +35,7 @@ the losses); for ``mean`` the DP's score is (-loss, weighted saving), lexicograp
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
@@ -44,12 +44,13 @@ import numpy as np
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import LUTMissError, UsageError
+from ..lut.piece import Piece
 from ..lut.prices import Prices
 from ..lut.interval import Estimate
 from ..lut.predict import predict_plan, predict_ratio
 from .plan import Plan
 from ..merge.spans import span_runs
-from .dp import Option, best_per_k
+from .dp import best_per_k
 from .front import Front
 from .planner import importance_values
 
@@ -57,18 +58,6 @@ __all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
 
 OBJECTIVES = ("worst", "mean")
 _CHUNK = 256  # rows of a set checked for dominance at once
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """A piece and its saving in each context (``savings_s``, seconds)."""
-
-    start: int
-    stop: int
-    kept: bool
-    merge: bool
-    savings_s: tuple[float, ...]
-    loss: Fraction = Fraction(0)  # the importance of the blocks it linearises, summed (exact, so that equal losses tie)
 
 
 @dataclass(frozen=True)
@@ -171,7 +160,7 @@ def _point_dict(p: JointPoint) -> dict[str, Any]:
             "speedup_low": list(p.speedup_low), "speedup_high": list(p.speedup_high), "importance": p.importance}
 
 
-def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | None = None) -> list[_Piece]:
+def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | None = None) -> list[Piece]:
     """Every piece a plan can use, with its saving in each context (and the summed ``loss`` of the blocks it
     linearises); one that a context cannot price is left out (a block merged alone where a LUT lacks its merged
     entry)."""
@@ -183,14 +172,15 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
         pieces = [priced(c) for c in prices]
         if all(p.found for p in pieces):
             lost = Fraction(0) if kept else sum(loss[start:stop], Fraction(0))
-            out.append(_Piece(start, stop, kept, merge, tuple(p.saving_s for p in pieces), lost))
+            variant = "original" if kept else ("span" if stop - start > 1 else ("merged" if merge else "linear"))
+            out.append(Piece(start, stop, variant, kept=kept, loss=lost, savings_s=tuple(p.saving_s for p in pieces)))
 
     for i in range(n):
         add(i, i + 1, True, False, lambda c: c.kept(i))
-        # merged or not as each context's rule decides (`dsprof.merge.rule`): one where they agree (the other is
-        # slower in every context, so never better), both where they disagree (a block the rule cannot decide
-        # counts as merged, as `Prices.linearized` counts it)
-        for merge in sorted({c.rule.merges(i) is not False for c in prices}, reverse=True):
+        # merged or not as each context deploys it cheaper (`Prices.linearized`): one where they agree (the other is
+        # slower in every context, so never better), both where they disagree (a block a LUT cannot decide counts
+        # as merged)
+        for merge in sorted({c.linearized(i).merges for c in prices}, reverse=True):
             add(i, i + 1, False, merge, lambda c, m=merge: c.linearized(i, m))
     for run in span_runs(prices[0].blocks, (0,) * n):
         for a in range(len(run)):
@@ -200,7 +190,7 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
     return out
 
 
-def _plan(pieces: Sequence[_Piece], n: int, name: str, options: dict, k: int, objective: str,
+def _plan(pieces: Sequence[Piece], n: int, name: str, options: dict, k: int, objective: str,
           contexts: Sequence[DeviceContext]) -> Plan:
     keep, merge, spans = [1] * n, [False] * n, []
     for p in pieces:
@@ -209,15 +199,15 @@ def _plan(pieces: Sequence[_Piece], n: int, name: str, options: dict, k: int, ob
         if p.stop - p.start > 1:
             spans.append((p.start, p.stop))
         for i in range(p.start, p.stop):
-            keep[i], merge[i] = 0, p.merge
+            keep[i], merge[i] = 0, p.merges
     what = objective.replace("least-loss-", "least importance loss, then ")
     return Plan(name, tuple(keep), options, merge=tuple(merge), spans=tuple(spans) or None,
                 name=f"joint-{objective}-k{k}",
                 source=f"dsprof plan for several contexts ({what} loss over {', '.join(str(c) for c in contexts)})")
 
 
-def _worst(n: int, pieces: list[_Piece], base: np.ndarray, own: dict[int, np.ndarray],
-           least_loss: bool = False) -> tuple[dict[int, list[_Piece]], int]:
+def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndarray],
+           least_loss: bool = False) -> tuple[dict[int, list[Piece]], int]:
     """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
     With ``least_loss``: for each k the plan of least summed ``loss`` of its pieces, the minimax among equals.
 
@@ -296,7 +286,7 @@ def _nondominated(vectors: np.ndarray) -> np.ndarray:
     return np.concatenate(chosen) if chosen else np.empty(0, dtype=int)
 
 
-def _reach(n: int, pieces: list[_Piece], values: np.ndarray, best=np.maximum, none: float = -np.inf) -> np.ndarray:
+def _reach(n: int, pieces: list[Piece], values: np.ndarray, best=np.maximum, none: float = -np.inf) -> np.ndarray:
     """reach[j, r(, c)]: the ``best`` (np.maximum for savings, np.minimum for losses) that blocks j..n-1 with r kept
     blocks can add of the pieces' ``values`` (one row per piece; per context c where it has columns, each context on
     its own); ``none`` where no plan has r kept blocks."""
@@ -333,22 +323,21 @@ def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, ow
     return alive
 
 
-def _least_losses(n: int, pieces: list[_Piece]) -> dict[int, Fraction]:
+def _least_losses(n: int, pieces: list[Piece]) -> dict[int, Fraction]:
     """The least summed loss of a complete plan with k kept blocks, for every k (exact)."""
-    options = [Option(p.start, p.stop, p.kept, 0.0, p.loss) for p in pieces]
-    return {k: s.loss for k, s in best_per_k(n, options, score=lambda o: (-o.loss,)).items()}
+    return {k: s.loss for k, s in best_per_k(n, pieces, score=lambda o: (-o.loss,)).items()}
 
 
-def _weighted(n: int, pieces: list[_Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[_Piece]]:
+def _weighted(n: int, pieces: list[Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[Piece]]:
     """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP
     (with ``least_loss``: of least summed loss first, then that)."""
-    options = [Option(p.start, p.stop, p.kept, float(np.dot(p.savings_s, weights)), p.loss) for p in pieces]
+    options = [replace(p, saving_s=float(np.dot(p.savings_s, weights))) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
-    score = (lambda o: (-o.loss, o.gain)) if least_loss else (lambda o: (o.gain,))
+    score = (lambda o: (-o.loss, o.saving_s)) if least_loss else (lambda o: (o.saving_s,))
     return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score).items()}
 
 
-def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndarray,
+def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: np.ndarray,
                 own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, float]:
     """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean
     (with ``least_loss``: each of them among the plans of least loss)."""
@@ -363,7 +352,7 @@ def _incumbents(n: int, pieces: list[_Piece], savings: np.ndarray, base: np.ndar
     return upper
 
 
-def _read_back(sets, pieces: list[_Piece], n: int, k: int, index: int) -> list[_Piece]:
+def _read_back(sets, pieces: list[Piece], n: int, k: int, index: int) -> list[Piece]:
     out, j = [], n
     while j > 0:
         _, last, parent = sets[j][k]
@@ -373,7 +362,7 @@ def _read_back(sets, pieces: list[_Piece], n: int, k: int, index: int) -> list[_
     return out[::-1]
 
 
-def _mean(n: int, pieces: list[_Piece], own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, list[_Piece]]:
+def _mean(n: int, pieces: list[Piece], own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, list[Piece]]:
     """The plan of least mean relative latency for each k: the planner's DP with each piece's savings weighted by
     1 / R_c(k), once per k (with ``least_loss``: among the plans of least loss at k)."""
     best = {}
@@ -412,7 +401,7 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
     own = {k: np.array([f.at_k(k).latency_s for f in fronts]) for k in ks}
     contexts = tuple(c.key for c in prices)
 
-    def points(chosen: dict[int, list[_Piece]], label: str) -> tuple[JointPoint, ...]:
+    def points(chosen: dict[int, list[Piece]], label: str) -> tuple[JointPoint, ...]:
         out = []
         for k in ks:
             if k in chosen:
@@ -436,7 +425,7 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
 
 
 def _joint_point(k: int, plan: Plan, prices: Sequence[Prices], fronts: Sequence[Front], own: np.ndarray,
-                 pieces: list[_Piece] | None) -> JointPoint:
+                 pieces: list[Piece] | None) -> JointPoint:
     """``plan`` priced in every context (`predict_plan`) against each one's own front plan of ``k``; ``pieces``: its
     pieces, for its summed importance (None: no importance)."""
     losses = tuple(predict_ratio(c, plan, f.at_k(k).plan).shifted(-1) for c, f in zip(prices, fronts))

@@ -9,6 +9,7 @@ by `predict_plan`, the function `dsprof predict` uses, so the two show the same 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,14 +20,16 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
-from ..lut.prices import Piece, Prices, span_key
+from ..lut.lookup import span_key
+from ..lut.piece import Piece, comparable
+from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from .plan import PRESETS, Plan, same_family
 from ..merge.spans import span_runs
-from .dp import Option, Solution, best_per_k, pareto_front
+from .dp import Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "context_suffix", "plan_front", "spans_held"]
+__all__ = ["best_plan", "context_suffix", "plan_front", "settle", "spans_held"]
 
 
 def plan_front(
@@ -65,12 +68,12 @@ def plan_front(
     choices = _options(prices, max_span, loss)
     _check_found(prices, choices, max_span, hint_span=max(asked, max_span))
     ctx = _Context(prices, registered, options, loss is not None)
-    pieces, n = [o for o, _ in choices], len(prices.blocks)
+    pieces, n = choices, len(prices.blocks)
     where = context_suffix(prices.key)  # a plan is named after its context: plans of two contexts never share a name
     points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
-        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.gain))
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}-{where}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}-{where}") for i, s in enumerate(pareto_front(n, pieces)))
     original = predict_plan(prices, None).total_s
@@ -118,18 +121,64 @@ def _span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
 def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
               prices: Prices | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
-    what `dsprof merge --spans auto --lut` deploys. ``pricing``: `prices_of`'s keywords (device, method, rest,
-    name, options, resolution), or ``prices`` already read."""
+    what `dsprof merge --spans auto --lut` deploys (`settle` on the LUT's prices). ``pricing``: `prices_of`'s
+    keywords (device, method, rest, name, options, resolution), or ``prices`` already read."""
     options = dict(pricing.pop("options", None) or {})
     name = pricing.get("name") or str(model)
     prices = prices or prices_of(model, lut, options=options, **pricing)
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(prices.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {prices.label} has {len(prices.blocks)} blocks")
-    choices = [(o, p) for o, p in _options(prices, max_span, None) if all(keep[i] == o.kept for i in range(o.start, o.stop))]
-    _check_found(prices, choices, max_span)
-    (solution,) = best_per_k(len(keep), [o for o, _ in choices]).values()
-    return _Context(prices, name, options).plan(solution, "best-spans")
+    settled = settle(prices, Plan(name, keep, options), max_span=max_span)
+    return replace(settled, name="best-spans", source=f"dsprof plan ({prices.key})")
+
+
+def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool = True) -> Plan:
+    """``plan`` with its ``merge`` list (and, with ``max_span``, its ``spans``) chosen by the planner's exact search
+    for its fixed ``keep``: the one place that decides which linearised blocks and spans merge (`dsprof.plan.decide`
+    calls it for every command that builds a merged model). ``costs`` is the price table: a LUT's `Prices` or MACs
+    (`dsprof.lut.macs.MacPrices`). Each block the plan linearises alone is offered as its table deploys it cheaper
+    (`dsprof.lut.piece.cheaper`); ``max_span`` None keeps the plan's own spans, else every span of up to
+    ``max_span`` blocks (`span_runs`) is offered and the search keeps those that save most. A lone block whose
+    merged or unmerged entry the LUT lacks raises the table's miss (with ``strict=False`` it counts as merged, the
+    miss named where it is priced); a missing span entry raises as the planner does (`_check_found`)."""
+    n, keep, border = len(costs.blocks), tuple(plan.keep), plan.border
+    forced = dict(plan.spans or ()) if max_span is None else {}
+    inside = {i for start, stop in forced.items() for i in range(start, stop)}
+    pieces, undecided = [], []
+    for i in range(n):
+        if keep[i]:
+            pieces.append(costs.kept(i))
+        elif i not in inside:
+            pieces.append(costs.linearized(i, None, border))
+            if not comparable(costs.linearized(i, True, border), costs.linearized(i, False, border)):
+                undecided.append(i)
+    pieces += [costs.span(start, stop) for start, stop in forced.items()]
+    if max_span is not None:
+        pieces += [costs.span(start, stop) for start, stop in _spans(costs.blocks, keep, max_span)]
+    if strict and max_span is not None:  # as the planner names a miss
+        _check_found(costs, pieces, max_span)
+    elif strict and undecided:
+        raise costs.hints.undecided(undecided)
+    (solution,) = best_per_k(n, pieces).values()
+    merge, spans = [False] * n, []
+    for p in solution.pieces:
+        if p.stop - p.start > 1:
+            spans.append((p.start, p.stop))
+        for i in range(p.start, p.stop):
+            merge[i] = p.merges
+    return replace(plan, merge=tuple(merge), spans=tuple(spans) or None)
+
+
+def _spans(blocks: Sequence[Any], keep: Sequence[int], max_span: int) -> list[tuple[int, int]]:
+    """Every span of 2..``max_span`` consecutive blocks that ``keep`` linearises and that merge as one convolution
+    (`span_runs`), as [start, stop)."""
+    out = []
+    for run in span_runs(blocks, tuple(keep)):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_span) + 1):
+                out.append((run[a], run[b - 1] + 1))
+    return out
 
 
 def context_suffix(context: DeviceContext) -> str:
@@ -156,7 +205,7 @@ class _Context:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
                 keep[i] = 0
-                merge[i] = o.stop - o.start > 1 or alone(self.prices, i).variant == "merged"
+                merge[i] = o.merges
         return Plan(self.name, tuple(keep), self.options, merge=tuple(merge), spans=tuple(spans) or None, name=label,
                     source=f"dsprof plan ({self.prices.key})")
 
@@ -184,7 +233,7 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
     return values
 
 
-def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tuple[Option, Piece]]:
+def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[Piece]:
     """Every piece a plan can use, priced: each block kept or linearised alone (merged or not as the LUT's rule
     decides, the way `predict` prices a plan without a merge list), each span of 2..max_span blocks inside a run of
     spannable blocks (`span_runs`). Nothing is held back: a block that buys nothing linearised alone is still
@@ -195,15 +244,10 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[tu
     loss = [Fraction(v) for v in loss] if loss is not None else [Fraction(0)] * n
     out = []
     for i in range(n):
-        out.append((Option(i, i + 1, True, 0.0, Fraction(0)), prices.kept(i)))
-        piece = alone(prices, i)
-        out.append((Option(i, i + 1, False, piece.saving_s, loss[i]), piece))
-    for run in span_runs(prices.blocks, (0,) * n):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_span) + 1):
-                start, stop = run[a], run[b - 1] + 1
-                piece = prices.span(start, stop)
-                out.append((Option(start, stop, False, piece.saving_s, sum(loss[start:stop])), piece))
+        out.append(prices.kept(i))
+        out.append(replace(alone(prices, i), loss=loss[i]))
+    for start, stop in _spans(prices.blocks, (0,) * n, max_span):
+        out.append(replace(prices.span(start, stop), loss=sum(loss[start:stop])))
     return out
 
 
@@ -245,21 +289,20 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
     return tuple(i for i in range(len(prices.blocks)) if not alone(prices, i).saving_s > 0 and alone(prices, i).found)
 
 
-def _check_found(prices: Prices, choices: list[tuple[Option, Piece]], max_span: int,
-                 hint_span: int | None = None) -> None:
+def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span: int | None = None) -> None:
     """One line naming what the LUT lacks and what to time (a `MeasureHint`, spans of up to ``hint_span`` blocks,
     default ``max_span``): first whether the LUT holds another model (or this one at another resolution), then the
     first entry missing; where spans lack entries, the widest the LUT holds every span of, to plan with."""
-    missing = list(prices.missing) + [p.missing for _, p in choices if p.missing]
+    missing = list(prices.missing) + [p.missing for p in choices if p.missing]
     if not missing:
         return
-    hint = prices.measure_hint(hint_span or max_span)  # spans as wide as asked, where the LUT held them narrower
+    hint = prices.hints.measure_hint(hint_span or max_span)  # spans as wide as asked, where the LUT held them narrower
     measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
     note = prices.lookup.other_model_note(prices.label)
     if note is not None:
         raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-    spans = any(not p.found and p.stop - p.start > 1 for _, p in choices)
+    spans = any(not p.found and p.stop - p.start > 1 for p in choices)
     held = spans_held(prices, max_span)  # a width the LUT holds every span of
     without = (f"; or plan with the spans it holds: `max_span={held}`" if held > 1 else
                "; or plan without spans: `max_span=1`") if spans and max_span > 1 else ""
@@ -285,10 +328,10 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
     return out
 
 
-def _spans_predicted(prices: Prices, choices: list[tuple[Option, Piece]]) -> tuple[int, int]:
+def _spans_predicted(prices: Prices, choices: list[Piece]) -> tuple[int, int]:
     """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
     how many it read): each distinct convolution once."""
-    keys = {span_key(prices.blocks, o.start, o.stop) for o, _ in choices if o.stop - o.start > 1}
+    keys = {span_key(prices.blocks, o.start, o.stop) for o in choices if o.stop - o.start > 1}
     entries = [prices.lookup(k, "merged") for k in keys]
     return sum(e is not None and e.predicted for e in entries), len(keys)
 

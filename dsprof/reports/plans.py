@@ -20,7 +20,7 @@ __all__ = ["memory_table", "validation_rows"]
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
     """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
-    ``merge`` list: `dsprof.merge.rule.MergeRule`). ``span``: the span a block is merged in, as an inclusive range
+    ``merge`` list: `dsprof.plan.decide`). ``span``: the span a block is merged in, as an inclusive range
     (``0-1``; empty for a block outside spans): a span's one convolution is counted at its first block, so the span's
     other blocks have nothing of their own after merging."""
     plan = Plan.coerce(plan)

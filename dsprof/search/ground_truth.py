@@ -6,10 +6,10 @@ with a LUT, its predicted latency. What a search should be judged against is the
 
     outcomes = enumerate_plans("mobilenet_v2", k=4, options=..., weights="original.pt", seeds=(0, 1))
     accuracy_percentile(found_accuracy, [o.accuracy for o in outcomes])   # 0.9: better than 90 % of plans
-    front = pareto_front([o.macs for o in outcomes], [o.accuracy for o in outcomes])
+    front = nondominated([o.macs for o in outcomes], [o.accuracy for o in outcomes])   # dsprof.plan.dp's
 
-The statistics (`accuracy_percentile`, `kendall_tau`, `pareto_front`, `gap_to_front`) are plain
-arithmetic on lists, tested alone.
+The statistics (`accuracy_percentile`, `kendall_tau`, `gap_to_front`) are plain arithmetic on lists, tested alone;
+the Pareto filter is the planner's one (`dsprof.plan.dp.nondominated`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,6 +25,8 @@ from typing import Any, Callable, Sequence
 from ..errors import UsageError
 from ..merge import merge_model
 from ..plan import Plan
+from ..plan.decide import merge_rule
+from ..plan.dp import nondominated
 from ..models import count_macs, get_model
 from .build import block_count
 from .data import load_data
@@ -39,7 +42,6 @@ __all__ = [
     "enumerate_plans",
     "gap_to_front",
     "kendall_tau",
-    "pareto_front",
     "plan_macs",
 ]
 
@@ -113,18 +115,6 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     return (concordant - discordant) / denom if denom else float("nan")
 
 
-def pareto_front(costs: Sequence[float], accuracies: Sequence[float]) -> list[int]:
-    """Indices of the non-dominated points (no other point is at most as costly and more accurate, or
-    cheaper and at least as accurate), sorted by cost."""
-    order = sorted(range(len(costs)), key=lambda i: (costs[i], -accuracies[i]))
-    front, best = [], -math.inf
-    for i in order:
-        if accuracies[i] > best:
-            front.append(i)
-            best = accuracies[i]
-    return front
-
-
 def gap_to_front(cost: float, accuracy: float, costs: Sequence[float], accuracies: Sequence[float]) -> float:
     """How far (accuracy points, as a fraction) a plan of ``cost`` lies below the Pareto front: the best
     accuracy of any plan at most as costly, minus ``accuracy``; 0 on (or above) the front."""
@@ -138,7 +128,7 @@ def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequen
     hand here)."""
     net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
     if not all(keep):
-        net = merge_model(net, Plan(model, tuple(keep), options), merge_by="macs")
+        net = merge_model(net, merge_rule(net, merge_by="macs").decide(Plan(model, tuple(keep), options)).plan)
     return count_macs(net, (resolution, resolution))
 
 
@@ -183,3 +173,13 @@ def enumerate_plans(
         log(f"plan {i + 1}/{len(keeps)} {outcome.keep_str}: accuracy {outcome.accuracy:.4f} "
             f"({', '.join(f'{a:.4f}' for a in accs)}) MMACs {outcome.macs / 1e6:.3f}")
     return outcomes
+
+
+def __getattr__(name: str) -> Any:
+    """``pareto_front``, moved: the one Pareto filter is `dsprof.plan.dp.nondominated` (same arguments, same
+    answer); the old name works for one release, with a `DeprecationWarning`."""
+    if name == "pareto_front":
+        warnings.warn("dsprof.search.ground_truth.pareto_front moved: use dsprof.plan.dp.nondominated(costs, values)",
+                      DeprecationWarning, stacklevel=2)
+        return nondominated
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

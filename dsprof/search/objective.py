@@ -1,7 +1,7 @@
 """The search objective: task loss + lambda * sum_b w_b * |m_b| (paper Sec. 4.2, latency-aware decay).
 
-``w_b`` is what linearising block b saves: the block as built minus the block as the one merge rule deploys it
-(merged where that pays: `dsprof.merge.rule`), in seconds from a LUT for one device context (`lut_savings`), or,
+``w_b`` is what linearising block b saves: the block as built minus the block as the planner deploys it alone
+(merged where that is cheaper: `dsprof.lut.piece.cheaper`), in seconds from a LUT for one device context (`lut_savings`), or,
 without a LUT, in MACs (`mac_savings`). The decay pulls the scores of
 the blocks that save most towards zero fastest, so that they drop out of the top-k first: costly
 blocks lose their activations first. Savings are normalised to mean 1 over the blocks that save
@@ -19,8 +19,8 @@ from torch import nn
 from ..errors import HINT, LUTMissError, MeasureHint
 from ..lut.prices import Prices
 from ..lut.table import LUT
-from ..merge.rule import macs_rule
-from ..models import find_blocks, input_size_of, model_args, model_identity, spec_macs
+from ..lut.macs import MacPrices
+from ..models import find_blocks, input_size_of, model_args, model_identity
 
 __all__ = ["BlockWeights", "block_weights", "latency_penalty", "mac_savings", "lut_savings"]
 
@@ -67,12 +67,12 @@ class BlockWeights:
 
 
 def mac_savings(model: nn.Module, input_size: tuple[int, int] | None = None) -> BlockWeights:
-    """Per-block MAC saving of linearising each block, one image: the block as built minus the block as the MACs rule
-    deploys it (`dsprof.merge.rule.macs_rule`: merged where that lowers its MACs, else unmerged, which saves 0)."""
+    """Per-block MAC saving of linearising each block, one image: the block as built minus the block as the planner
+    deploys it on MACs (`dsprof.lut.macs.MacPrices`: merged where that lowers its MACs, else unmerged, which saves 0)."""
     size = input_size or input_size_of(model)
     blocks = find_blocks(model, size)
-    rule = macs_rule([b.spec for b in blocks])
-    savings = [float(spec_macs(b.spec) - rule.deployed(i)) for i, b in enumerate(blocks)]
+    macs = MacPrices(blocks)
+    savings = [float(macs.linearized(i).saving_s) for i in range(len(blocks))]
     return BlockWeights(tuple(b.name for b in blocks), tuple(b.spec.to_str() for b in blocks), "MACs",
                         saving_macs=tuple(savings))
 
@@ -86,7 +86,7 @@ def lut_savings(
     **filters: object,
 ) -> BlockWeights:
     """Per-block latency saving of linearising each block (seconds: its original entry minus the block as
-    deployed then -- merged where that pays, the LUT's rule `dsprof.lut.prices.Prices.rule`), priced by
+    deployed then -- merged where that is cheaper, `dsprof.lut.prices.Prices.linearized`), priced by
     `dsprof.lut.prices.Prices` as `predict_latency` prices it, from ``lut`` (a `LUT` or its path) for the context ``device_key`` (or the one
     ``filters`` leave). ``input_size`` is the resolution the LUT was measured at (it fixes the blocks' specs),
     which may differ from the training resolution. A block the LUT lacks raises, naming it and what to measure."""

@@ -14,7 +14,7 @@ front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROU
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
-`dsprof predict` prices, `dsprof.lut.rule.merge_rule`), timed against the original round by round in one group,
+`dsprof predict` prices, `dsprof.plan.decide.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
 keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
 """
@@ -34,12 +34,13 @@ from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, Measurement, Measurem
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
+from ..lut.lookup import piece_name
 from ..lut.predict import MethodFallbackWarning, prices_of
 from ..lut.schema import in_situ_workload
 from ..merge import merge_model
 from ..plan import Plan
 from ..plan.planner import plan_front
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..models import find_blocks
 
 __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",
@@ -107,7 +108,7 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         return []
     front = plan_front(net, lut, prices=prices, max_span=max(1, max_span), name=label, options=options)
     def timed(start: int, stop: int, variant: str) -> bool:  # in the records, whether or not they price it yet
-        workload = in_situ_workload(prices.label, prices.piece_name(start, stop))
+        workload = in_situ_workload(prices.label, piece_name(prices.blocks, start, stop))
         return prices.lookup(workload, "linear" if variant == "linear" else "merged", IN_SITU_SCOPE) is not None
 
     wanted: dict[tuple[int, int], str] = {}
@@ -124,9 +125,9 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         inside = [start <= i < stop for i in range(n)]
         keep = tuple(int(not x) for x in inside)
         plan = Plan(registered, keep, options, merge=tuple(x and variant != "linear" for x in inside),
-                    spans=((start, stop),) if stop - start > 1 else None, name=prices.piece_name(start, stop))
+                    spans=((start, stop),) if stop - start > 1 else None, name=piece_name(prices.blocks, start, stop))
         swapped = model_workload(merge_model(net, plan), label, "merged", input_size)
-        name = prices.piece_name(start, stop)
+        name = piece_name(prices.blocks, start, stop)
         spec, swap_variant = prices.blocks[start].spec, "linear" if variant == "linear" else "merged"
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
                        replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from torch import nn
 
 from ..device_context import DeviceContext
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..merge.model import merge_model
 from ..models import named_model
 from ..plan.plan import Plan
@@ -69,7 +69,7 @@ def measure_planned_run(
     timing: Any = None,
 ):
     """Time ``model`` and, with a ``plan``, the model merged by it (its ``merge`` list replayed, or written by
-    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.lut.rule.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
+    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.plan.decide.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
     threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""

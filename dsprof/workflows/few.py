@@ -17,7 +17,7 @@ from ..io import check_output_path
 from ..lut.build import build_lut
 from ..lut.few import FewFit, candidates, choose, few_lut
 from ..lut.predict import profiled_options
-from ..lut.prices import span_key
+from ..lut.lookup import span_key
 from ..lut.schema import model_label
 from ..lut.table import LUT
 from ..merge.spans import span_runs

@@ -1,7 +1,7 @@
 """`dsprof measure` and `dsprof export` as Python functions.
 
 `measure` times a model's blocks, their dense replacements and the whole model (`dsprof.profiler.runner`); the whole
-models that plans merge (each plan's merges written by the one rule, `dsprof.lut.rule.merge_rule`) and merged-model
+models that plans merge (each plan's merges written by the one rule, `dsprof.plan.decide.merge_rule`) and merged-model
 files are timed beside the original in its group, and each one's paired check is read from the run
 (`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
 records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machine over ssh
@@ -21,7 +21,7 @@ from ..edge.export import ExportResult, export_bundle
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
 from ..errors import PlanError, UsageError
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import load_merged
 from ..merge.model import merge_model

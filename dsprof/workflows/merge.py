@@ -1,6 +1,6 @@
-"""`dsprof merge` as a Python function: build, load a checkpoint, apply the plan (its spans chosen by the
-planner with a LUT), merge, save, export, tabulate. It sits with the planner, above `dsprof.merge` (which
-merges what it is told and never reaches up here)."""
+"""`dsprof merge` as a Python function: build, load a checkpoint, apply the plan (its merges and, with
+``spans="auto"``, its spans chosen by the planner on a LUT or on MACs, `dsprof.plan.decide`), merge, save, export,
+tabulate. It sits with the planner, above `dsprof.merge` (which merges what it is told and never reaches up here)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,15 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
-from ..lut.predict import prices_of
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import export_onnx, save_merged
 from ..merge.linearize import linearize_model
 from ..merge.model import MergeReport, cost_table, merge_model, merge_report
 from ..merge.rule import Merges
-from ..merge.spans import plan_spans
 from ..models import find_blocks, get_model, load_checkpoint
 from ..models.build import ClassCountError
 from ..plan.plan import Plan, PlanError, check_plan
-from ..plan.planner import best_plan
 
 __all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table"]
 
@@ -71,10 +68,10 @@ def merge(
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
     Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else ``lut``'s rule
     (a `dsprof.lut.LUT` or its file, ``device_key`` its context, as `predict` prices it); else MACs, when
-    ``merge_by="macs"``; else the plan is refused in one line (one rule, `dsprof.lut.rule.merge_rule`). ``spans``:
-    ``"auto"`` merges runs of consecutive linear blocks into one convolution each where that pays (with ``lut``
-    the planner's partition and merges for the plan's ``keep``, `dsprof.plan.best_plan`; with
-    ``merge_by="macs"`` by MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
+    ``merge_by="macs"``; else the plan is refused in one line (one decision, the planner's:
+    `dsprof.plan.decide.merge_rule`). ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one
+    convolution each where that pays (the planner's partition and merges for the plan's ``keep``, on ``lut`` or, with
+    ``merge_by="macs"``, on MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
     other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
     `dsprof build-lut` wrote it. Both output paths are checked before anything
     is built, the plan's length and the merge rule before anything is merged or written.
@@ -93,22 +90,15 @@ def merge(
         num_classes = carried.get("num_classes")
     if lut is not None:
         lut = lut if isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
-    planner = spans == "auto" and lut is not None and merge_by != "macs"
-    if spans is not None and not planner:  # spans chosen here: the merges are decided again
-        plan = replace(plan, merge=None, spans=None if spans == "auto" else tuple(spans))
+    if spans is not None:  # spans chosen here: the merges are decided again
+        plan = replace(plan, merge=None, spans=None)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
     plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
-    if planner:
-        prices = prices_of(model, lut, device=device_key, name=model_name, options=options)
-        best = best_plan(model_name, lut, plan.keep, max_span=max_span, prices=prices, options=options)
-        merges = Merges(replace(plan, merge=best.merge, spans=best.spans), "planner", str(prices.key))
-    else:
-        rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
-                          plan=plan)  # refused before anything is merged
-        if spans == "auto":
-            plan = plan_spans(model, plan, max_len=max_span, rule=rule)
-        merges = rule.decide(plan)
+    # refused before anything is merged; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
+    rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
+                      plan=plan, method="auto" if spans == "auto" else "isolated")
+    merges = rule.decide(plan, spans=spans, max_span=max_span)
     plan = merges.plan
     source: nn.Module = model
     if checkpoint is not None:

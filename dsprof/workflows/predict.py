@@ -17,7 +17,7 @@ from ..errors import LUTMissError, PartialPredictionError
 from ..io import atomic_write_text, check_output_path
 from ..lut.interval import lut_probe, probe_ratio
 from ..lut.predict import Prediction, predict_latency, with_probe
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..lut.table import LUT, LUTMissWarning
 from ..merge.rule import Merges
 from ..models import get_model
@@ -109,7 +109,7 @@ def predict(
     the original) on one context of ``lut`` (``device_key``, or the one ``backend`` and ``batch`` leave).
 
     The plan's merges are its own list, else the LUT's rule, else MACs with ``merge_by="macs"``
-    (`dsprof.lut.rule.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
+    (`dsprof.plan.decide.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
     times the drift probe here and scales the milliseconds by this machine's speed now against the LUT's runs.
     A prediction that lacks some of the LUT's keys raises `PartialPredictionError` unless ``allow_partial``;
     ``strict`` makes any miss an error. ``check`` times the merged model and the original interleaved here

@@ -23,7 +23,7 @@ from ..errors import DsprofError, MeasurementFileError, PlanError
 from ..io import atomic_output, atomic_write_text, check_output_path, output_path, slug
 from ..lut.build import read_measurement_files
 from ..lut.interval import probe_ratio
-from ..lut.rule import merge_rule
+from ..plan.decide import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import merged_plan
 from ..merge.rule import rule_kind

@@ -1,0 +1,92 @@
+"""The one merge decision: which linearised blocks of a plan merge, and which runs of them merge as one span.
+
+Decided in one place, the planner's exact search (`dsprof.plan.planner.settle`, the dynamic programme of
+`dsprof.plan.dp` for the plan's fixed ``keep``), over one price table: a LUT's `dsprof.lut.prices.Prices` (the
+prices `dsprof predict` shows) or, asked for, MACs (`dsprof.lut.macs.MacPrices`). The decision is written into the
+plan's ``merge`` list (and ``spans``); merge/ merges what the list says (`dsprof.merge.merge_model`), and every
+command that builds a merged model replays it.
+
+A `Decider` is built once per model from what the caller has (`merge_rule`: a LUT, MACs, or neither: then a plan's
+own list is replayed and a plan without one is refused), and ``decide(plan)`` returns the plan with its list and what
+decided it (`dsprof.merge.rule.Merges`). A plan's own list is replayed whatever the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from torch import nn
+
+from ..constants import DEFAULT_MAX_SPAN
+from ..device_context import DeviceContext
+from ..lut.macs import MacPrices
+from ..lut.predict import prices_of
+from ..lut.table import LUT
+from ..merge.rule import Merges, check_merges, replayed, rule_kind
+from ..models import find_blocks, named_model
+from .plan import Plan
+from .planner import settle
+
+__all__ = ["Decider", "merge_rule"]
+
+
+@dataclass(frozen=True)
+class Decider:
+    """The planner's search on one model's price table (``costs``: a LUT's `Prices`, `MacPrices`, or None: replay
+    only); ``by`` names it (``lut``, ``macs`` or ``plan``), ``context`` the LUT context."""
+
+    by: str
+    costs: Any = None
+    context: str = ""
+
+    def decide(self, plan: Any, *, spans: Any = None, max_span: int = DEFAULT_MAX_SPAN,
+               strict: bool = True) -> Merges:
+        """``plan`` (anything `Plan.coerce` reads) with its ``merge`` list, and what decided it: its own list where it
+        has one (checked) and ``spans`` is None; else the planner's choice (`settle`) for its ``keep``. ``spans``:
+        None keeps the plan's own; ``"auto"`` lets the search choose them too, of up to ``max_span`` blocks; a
+        sequence of [start, stop) ranges puts those instead (the merges then decided again). ``strict=False``: a
+        block the LUT cannot decide counts as merged (a partial prediction, which names the miss)."""
+        costs = self.costs
+        plan = check_merges(plan, getattr(costs, "identity", None), None if costs is None else len(costs.blocks))
+        if spans is not None:  # spans chosen here: the merges are decided again
+            given = None if isinstance(spans, str) else tuple(tuple(s) for s in spans) or None
+            plan = check_merges(replace(plan, merge=None, spans=given))
+        if plan.merge is not None:
+            return Merges(plan, "plan")
+        if costs is None:
+            return replayed(plan)
+        auto = isinstance(spans, str)
+        by = "planner" if auto and self.by == "lut" else self.by
+        return Merges(settle(costs, plan, max_span=max_span if auto else None, strict=strict), by, self.context)
+
+
+def merge_rule(
+    model: str | nn.Module,
+    *,
+    lut: LUT | str | Path | None = None,
+    device: DeviceContext | str | None = None,
+    merge_by: str | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    plan: Any = None,
+    method: str = "isolated",
+) -> Decider:
+    """The `Decider` for ``model``'s plans (``model``: a registered name built with ``options`` at ``resolution``, or
+    a module with its ``name``): the planner on ``lut``'s prices in the context ``device`` (a `LUT` or its file),
+    unless ``merge_by="macs"``; on MACs with ``merge_by="macs"``; else one that replays a plan's own list and refuses
+    one without. ``method``: what the LUT's prices read (a lone block's choice compares its entries whatever the
+    method; spans chosen by the search follow it, ``auto`` as `dsprof plan`). With ``plan`` (anything `Plan.coerce`
+    reads), what cannot decide it is refused before anything is built (`rule_kind`), and a plan with its own list
+    gets the decider that replays it (nothing read or built)."""
+    kind = rule_kind(None if plan is None else Plan.coerce(plan), lut=lut is not None, merge_by=merge_by)
+    if kind == "plan":  # a plan with its own list (replayed whatever else is given), or nothing to decide by
+        return Decider("plan")
+    if kind == "lut":
+        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution,
+                           method=method)
+        return Decider("lut", prices, str(prices.key))
+    net = model if isinstance(model, nn.Module) else named_model(model, name, resolution, dict(options or {}))[1]
+    return Decider("macs", MacPrices(find_blocks(net)))
