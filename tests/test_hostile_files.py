@@ -333,8 +333,10 @@ def test_m4_model_file_paths_in_hints_and_next_lines_are_quoted(inputs, work):
     the `next: dsprof plan` after a measure, name it as one word."""
     folder = work / "in" / "my models $(touch PWN)"
     folder.mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "models" / "flatnet.py", folder / "flatnet.py")
-    model_file = f"{folder}/flatnet.py:build"
+    # a file name of its own: the registry names a model file's model after its stem, and another test file in this
+    # process may have registered tests/models/flatnet.py already
+    shutil.copy(ROOT / "tests" / "models" / "flatnet.py", folder / "hostile_flatnet.py")
+    model_file = f"{folder}/hostile_flatnet.py:build"
     shutil.copy(inputs["lut"], work / "in" / "lut.csv")
     result, problems = run(work, "predict", "--lut", "in/lut.csv", "--model-file", model_file, "--resolution", "32")
     assert not problems, "\n".join(problems)
