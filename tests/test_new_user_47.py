@@ -1,0 +1,38 @@
+"""Found by trying the merged work as a new user would (issues #44, #45, #47), each on real files: a regression test
+per problem, the expected numbers worked out independently of the code under test."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+
+import pytest
+
+from dsprof.profiler import read_measurements, summary_table
+from dsprof.profiler.records import speedups
+
+FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # real profiler runs (make_report_fixtures.py)
+
+
+def test_a_whole_models_speedup_pairs_with_its_own_groups_original_when_calibrate_times_it_again():
+    """`measure --calibrate` times the whole model's original a second time, in the calibration group; the stem and
+    head sit in the first group beside the flops-matched model. Seen on a re-parameterised MobileOne-S0: the table
+    said the flops-matched model ran 0.01x (the flops-matched model over the stem). The speed-up is the median of the
+    per-round ratios original / flops-matched of the first group, worked out here by hand."""
+    records = read_measurements(FIXTURES / "tiny_torch.jsonl")
+    model = {r.variant: r for r in records if r.scope == "model"}
+    first = model["original"].group
+    stem = dataclasses.replace(model["original"], scope="stem", samples_s=tuple(s / 50 for s in model["original"].samples_s))
+    again = f"{first}-again"
+    calibration = [dataclasses.replace(model["original"], group=again),
+                   dataclasses.replace(model["flops_matched"], variant="calibration", group=again)]
+    blocks = [r for r in records if r.scope == "block"]
+    ordered = [*blocks, stem, model["original"], model["flops_matched"], *calibration]
+    expected = statistics.median(o / f for o, f in zip(model["original"].samples_s, model["flops_matched"].samples_s))
+    table = summary_table(ordered)
+    (row,) = [row for _, row in table.iterrows() if (row["scope"], row["name"]) == ("model", "mobilenet_v2")]
+    assert row["flops_matched_speedup"] == pytest.approx(expected, rel=1e-12)
+    # the pairing itself: a variant is divided by the original of its own scope, whichever comes first in the group
+    ups = speedups([stem, model["original"], model["flops_matched"]])
+    assert ups[("model", "mobilenet_v2", "flops_matched")].value == pytest.approx(expected, rel=1e-12)
