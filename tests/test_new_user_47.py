@@ -36,3 +36,24 @@ def test_a_whole_models_speedup_pairs_with_its_own_groups_original_when_calibrat
     # the pairing itself: a variant is divided by the original of its own scope, whichever comes first in the group
     ups = speedups([stem, model["original"], model["flops_matched"]])
     assert ups[("model", "mobilenet_v2", "flops_matched")].value == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_keep_beyond_the_blocks_names_the_parameter_that_fixes_it():
+    """`dsprof plan --keep 99` on RegNetY-400MF (16 blocks) said "keep=99 blocks, ..." to a command-line user: a
+    parameter outside backquotes, which the command line cannot turn into its option. Each refusal names `keep=`
+    with the range that 16 blocks allow, and the command line prints it as --keep."""
+    import dsprof.cli.main  # noqa: F401  (reads the options from the parser)
+    from dsprof.cli.flags import command_line_text
+    from dsprof.errors import UsageError
+    from dsprof.plan.front import resolve_k
+
+    assert resolve_k(16, 16) == 16 and resolve_k(0.5, 16) == 8
+    with pytest.raises(UsageError) as count:
+        resolve_k(99, 16)
+    assert str(count.value) == "`keep=99` blocks, but the model has 16; give `keep=` in 0..16, or a fraction in [0, 1]"
+    assert command_line_text(str(count.value), "plan") == (
+        "--keep 99 blocks, but the model has 16; give --keep in 0..16, or a fraction in [0, 1]")
+    with pytest.raises(UsageError) as fraction:
+        resolve_k(1.5, 16)
+    assert command_line_text(str(fraction.value), "plan") == (
+        "--keep 1.5: a fraction of the blocks lies in [0, 1]; give a count (from 0 to 16) as a whole number")
