@@ -57,3 +57,20 @@ def test_a_keep_beyond_the_blocks_names_the_parameter_that_fixes_it():
         resolve_k(1.5, 16)
     assert command_line_text(str(fraction.value), "plan") == (
         "--keep 1.5: a fraction of the blocks lies in [0, 1]; give a count (from 0 to 16) as a whole number")
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--threads", "0", "dsprof measure: error: --threads 0: give 1 or more"),
+    ("--batch", "0", "dsprof measure: error: --batch 0: give 1 or more images"),
+    ("--resolution", "4", "dsprof measure: error: --resolution 4: give 8 pixels or more"),
+])
+def test_a_setting_out_of_range_is_refused_with_the_option_that_sets_it(flag, value, said, tmp_path):
+    """`dsprof measure --threads 0` said "threads must be >= 1, got 0": a parameter's name where the user typed an
+    option. One line, with the option and the smallest value that works (1 thread, 1 image, 8 px: read from the
+    checks), and nothing written."""
+    from cli_run import dsprof_here
+
+    done = dsprof_here("measure", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
+                       flag, value, "--blocks", "none", "--out", tmp_path / "m.jsonl")
+    assert done.returncode == 2 and done.stderr.strip() == said
+    assert not (tmp_path / "m.jsonl").exists()

@@ -52,7 +52,7 @@ def get_model(
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
     size = resolution or entry.default_resolution
     if size < 8:
-        raise UsageError(f"resolution must be at least 8 pixels, got {size}")
+        raise UsageError(f"`resolution={size}`: give 8 pixels or more")
     built_with = dict(options)
     options = {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
     if entry.takes_resolution:
