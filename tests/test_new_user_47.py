@@ -63,6 +63,8 @@ def test_a_keep_beyond_the_blocks_names_the_parameter_that_fixes_it():
     ("--threads", "0", "dsprof measure: error: --threads 0: give 1 or more"),
     ("--batch", "0", "dsprof measure: error: --batch 0: give 1 or more images"),
     ("--resolution", "4", "dsprof measure: error: --resolution 4: give 8 pixels or more"),
+    ("--budget", "0", "dsprof measure: error: --budget 0.0: give more than 0 seconds"),
+    ("--target-precision", "5", "dsprof measure: error: --target-precision 5.0: give a fraction within (0, 1)"),
 ])
 def test_a_setting_out_of_range_is_refused_with_the_option_that_sets_it(flag, value, said, tmp_path):
     """`dsprof measure --threads 0` said "threads must be >= 1, got 0": a parameter's name where the user typed an
