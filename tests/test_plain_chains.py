@@ -136,3 +136,34 @@ def test_reparameterize_on_the_command_line_and_its_refusal():
     assert "has no module to re-parameterise" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     with pytest.raises(ModelOptionError, match="no module to re-parameterise"):
         reparameterize(nn.Sequential(nn.Conv2d(3, 3, 1)))
+
+
+def test_a_model_with_train_time_branches_and_no_block_is_told_to_reparameterize():
+    """Found trying MobileOne-S0 as a new user (issue #47): built as it trains, every one of its 43 multi-branch
+    modules is refused ("followed by add") and the one line said nothing of the option that opens it. Read from
+    timm/models/byobnet.py: 1 stem + 2 + 8 + 10 + 1 blocks + 21 depthwise 3x3 units = 43 MobileOneBlocks, each with a
+    ``reparameterize`` method. The line ends with the parameter (the command line prints it as its option); a model
+    without such a module does not hear of it."""
+    from dsprof.cli.flags import command_line_text
+    import dsprof.cli.main  # noqa: F401  (reads the options from the parser)
+
+    found = discover_blocks(mobileone(10).eval(), (32, 32))
+    assert found.blocks == [] and len(found.refusals) == 43
+    assert found.nothing.startswith("no block DepthShrinker can merge: all 43 candidates are refused, the first, stem: ")
+    assert found.nothing.endswith("; its train-time branches fuse into one convolution each with `reparameterize=True`")
+    assert command_line_text(found.nothing, "blocks").endswith(
+        "; its train-time branches fuse into one convolution each with --reparameterize")
+    out = dsprof_here("blocks", "--model-file", f"{REP}:mobileone", "--resolution", "32")
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == f"file:rep:mobileone: {found.nothing}".replace(
+        "`reparameterize=True`", "--reparameterize")
+
+    class Down(nn.Module):  # ResNet-D's pooled skip: refused, and nothing to re-parameterise
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = nn.Conv2d(8, 8, 3, 2, 1), nn.Conv2d(8, 8, 3, 1, 1)
+            self.down = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(8, 8, 1))
+
+        def forward(self, x):
+            return self.conv2(self.conv1(x).relu()) + self.down(x)
+
+    assert "reparameterize" not in discover_blocks(Down().eval(), (16, 16)).nothing

@@ -185,8 +185,8 @@ def run_cli(capsys, *args):
         (["--backend", "onnxruntime", "--channels-last"], "--channels-last applies to --backend torch and torch-compile only"),
         (["--variants", "original,squeezed"], "unknown block variant(s) ['squeezed']"),
         (["--blocks", "features.99"], "no block matches"),
-        (["--batch", "0"], "batch must be >= 1"),
-        (["--target-precision", "5"], "target_precision"),
+        (["--batch", "0"], "--batch 0: give 1 or more images"),
+        (["--target-precision", "5"], "--target-precision 5.0: give a fraction"),
     ],
 )
 def test_bad_input_is_a_clear_error(capsys, tmp_path, args, message):

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 from ..io import atomic_write_text, csv_frame
+from .flags import command_line_text
 from .options import add_model_args, model_from_args
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {w.message}", file=sys.stderr)
     table = summarize_blocks(model, blocks=blocks)
     if table.empty:
-        print(f"{args.model}: {nothing_to_merge(model)}")
+        print(f"{args.model}: {command_line_text(nothing_to_merge(model), 'blocks')}")
         return 0
     shown = table.assign(
         MMACs=table.macs / 1e6,

@@ -26,7 +26,8 @@ __all__ = ["ALIASES", "VERBS", "command_line_text", "flag_table", "learn", "para
 #: API parameters named otherwise than the ``dest`` of the option that sets them: (command or "*" for any) ->
 #: {parameter: dest}.
 ALIASES: Mapping[str, Mapping[str, str]] = {
-    "*": {"model_name": "model", "luts": "lut", "merged_models": "merged_model"},
+    "*": {"model_name": "model", "luts": "lut", "merged_models": "merged_model",
+          "budget_s": "budget", "min_sample_s": "min_sample_time"},  # fields of the TimingConfig the options build
     "measure": {"plans": "plan", "compile": "compile_mode", "n": "few", "lut_out": "few_lut_out"},
     "export": {"plans": "plan"},
     "predict": {"json_out": "json"},

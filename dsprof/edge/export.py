@@ -166,7 +166,7 @@ def export_bundle(
     if bad or not formats:
         raise UsageError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")
     if batch < 1:
-        raise UsageError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"`batch={batch}`: give 1 or more images")
     out = Path(out)
     _check_out(out, overwrite)
     options = dict(model_options or {})

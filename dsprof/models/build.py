@@ -12,7 +12,7 @@ from torch import nn
 from ..errors import BadFileError, InputFileError, ModelOptionError, UsageError
 from ..io import load_torch
 from .checkpoint_keys import adapt_keys
-from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, ModelEntry, model_entry
+from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry, model_entry
 
 __all__ = ["ClassCountError", "get_model", "load_checkpoint", "named_model", "reparameterize"]
 
@@ -52,7 +52,7 @@ def get_model(
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
     size = resolution or entry.default_resolution
     if size < 8:
-        raise UsageError(f"resolution must be at least 8 pixels, got {size}")
+        raise UsageError(f"`resolution={size}`: give 8 pixels or more")
     built_with = dict(options)
     options = {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
     if entry.takes_resolution:
@@ -72,7 +72,7 @@ def reparameterize(model: nn.Module, name: str = "the model") -> nn.Module:
     in eval mode: timm's `reparameterize_model` (every module with a ``fuse``, ``reparameterize`` or ``switch_to_deploy``
     method: MobileOne, RepVGG, FastViT...). A model without such a module is refused with `ModelOptionError`: it has
     nothing to re-parameterise."""
-    if not any(hasattr(m, attr) for m in model.modules() for attr in ("fuse", "reparameterize", "switch_to_deploy")):
+    if not any(hasattr(m, attr) for m in model.modules() for attr in REPARAMETERIZE_METHODS):
         raise ModelOptionError(f"{name} has no module to re-parameterise (timm's MobileOne, RepVGG...): build it "
                                "without reparameterize")
     from timm.utils.model import reparameterize_model  # timm: imported where a model asks for it

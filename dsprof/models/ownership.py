@@ -21,6 +21,7 @@ from .leaves import act_module_name
 from .padding import padding_style
 from .patterns import GraphView, UnitNodes, break_reason, find_units, functional_act_module, se_gates
 from .records import Block, ChainSite, Refusal, Unit
+from .registry import IDENTITY_ATTR, REPARAMETERIZE_METHODS
 from .surgery import Chain, build_chain, run_of, signature
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -399,7 +400,10 @@ class _Discovery:
             n, first = len(self.refusals), self.refusals[0]
             name = first.name or "(model)"
             which = f"the one candidate, {name}, is refused" if n == 1 else f"all {n} candidates are refused, the first, {name}"
-            return f"no block DepthShrinker can merge: {which}: {first.reason}"
+            done = dict(getattr(self.model, IDENTITY_ATTR, ("", {}))[1]).get("reparameterize", False)
+            fused = not done and any(hasattr(m, a) for m in self.model.modules() for a in REPARAMETERIZE_METHODS)
+            offer = "; its train-time branches fuse into one convolution each with `reparameterize=True`" if fused else ""
+            return f"no block DepthShrinker can merge: {which}: {first.reason}{offer}"
         if not convs:
             return "no convolution: nothing for DepthShrinker to merge"
         if len(convs) == 1:

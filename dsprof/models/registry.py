@@ -35,6 +35,9 @@ _REGISTRY: dict[str, "ModelEntry"] = {}
 INPUT_SIZE_ATTR = "dsprof_input_size"
 # ... and the registered name and build options it was built from, so that a plan for another model is refused.
 IDENTITY_ATTR = "dsprof_model"
+#: The methods by which a module fuses its train-time branches (what timm's `reparameterize_model` calls): a model
+#: with such a module offers the ``reparameterize`` option.
+REPARAMETERIZE_METHODS = ("fuse", "reparameterize", "switch_to_deploy")
 #: Options every model takes besides its builder's own, with their defaults: ``reparameterize`` fuses the model's
 #: train-time branches into one convolution each (timm's MobileOne, RepVGG...) before anything else sees it
 #: (`dsprof.models.build.get_model`).

@@ -229,11 +229,13 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
         raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
     if isinstance(keep, float):
         if not 0.0 <= keep <= 1.0:
-            raise UsageError(f"a fraction of blocks to keep must lie in [0, 1], got {keep}; give a count as an int")
+            raise UsageError(f"`keep={keep}`: a fraction of the blocks lies in [0, 1]; give a count (from 0 to "
+                             f"{n_blocks}) as a whole number")
         return int(math.floor(keep * n_blocks + 0.5))
     k = int(keep)
     if not 0 <= k <= n_blocks:
-        raise UsageError(f"keep={k} blocks, but the model has {n_blocks} blocks; choose 0..{n_blocks} or a fraction")
+        raise UsageError(f"`keep={k}` blocks, but the model has {n_blocks}; give `keep=` in 0..{n_blocks}, or a "
+                         "fraction in [0, 1]")
     return k
 
 

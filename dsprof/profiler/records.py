@@ -429,7 +429,7 @@ def _count_lines(path: Path) -> int:
 
 
 def speedups(records: Iterable[Measurement], baseline: str = "original", confidence: float = 0.95) -> dict[tuple[str, str, str], Speedup]:
-    """Paired speed-up of every variant over ``baseline`` within each interleaved group.
+    """Paired speed-up of every variant over ``baseline`` of its scope within each interleaved group.
 
     Keyed by (scope, name, variant). Only groups where both ran, with equal sample counts, appear.
     """
@@ -439,11 +439,13 @@ def speedups(records: Iterable[Measurement], baseline: str = "original", confide
             by_group.setdefault(r.group, []).append(r)
     out = {}
     for group in by_group.values():
-        base = next((r for r in group if r.variant == baseline), None)
-        if base is None:
-            continue
+        bases: dict[str, Measurement] = {}
         for r in group:
-            if r is not base and len(r.samples_s) == len(base.samples_s):
+            if r.variant == baseline:
+                bases.setdefault(r.scope, r)  # a variant pairs with the original of its own scope (a model, not the stem)
+        for r in group:
+            base = bases.get(r.scope)
+            if base is not None and r is not base and len(r.samples_s) == len(base.samples_s):
                 out[(r.scope, r.name, r.variant)] = paired_speedup(base.samples_s, r.samples_s, confidence)
     return out
 

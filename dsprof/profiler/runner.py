@@ -353,7 +353,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
         settings = replace(settings, device="cuda:0")
     batch = request.batch if request.batch is not None else default_batch(settings.device)
     if batch < 1:
-        raise UsageError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"`batch={batch}`: give 1 or more images")
     bad = [v for v in request.variants if v not in BLOCK_VARIANTS]
     if bad:
         raise UsageError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")

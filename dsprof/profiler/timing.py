@@ -89,9 +89,9 @@ class TimingConfig:
         if self.min_samples < 2 or self.max_samples < self.min_samples:
             raise UsageError(f"need 2 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
         if not 0 < self.target_precision < 1:
-            raise UsageError(f"target_precision is a fraction within (0, 1), got {self.target_precision}")
+            raise UsageError(f"`target_precision={self.target_precision}`: give a fraction within (0, 1)")
         if self.budget_s <= 0:
-            raise UsageError(f"budget_s must be > 0 seconds, got {self.budget_s}")
+            raise UsageError(f"`budget_s={self.budget_s}`: give more than 0 seconds")
         if self.min_sample_s < 0 or self.max_iterations_per_sample < 1:
             raise UsageError("min_sample_s must be >= 0 and max_iterations_per_sample >= 1")
 

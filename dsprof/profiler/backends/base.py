@@ -114,7 +114,7 @@ def validate_settings(settings: BackendSettings) -> None:
     if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         raise DeviceError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
     if settings.threads is not None and settings.threads < 1:
-        raise DeviceError(f"threads must be >= 1, got {settings.threads}")
+        raise DeviceError(f"`threads={settings.threads}`: give 1 or more")
     if settings.is_cuda:
         if settings.backend in ("tflite", "openvino"):
             raise DeviceError(f"the {settings.backend} backend runs on the CPU only here; use `device='cpu'` (or "
