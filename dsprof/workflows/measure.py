@@ -26,7 +26,7 @@ from ..lut.table import LUT
 from ..merge.artifact import load_merged
 from ..merge.model import merge_model
 from ..merge.rule import Merges, rule_kind
-from ..models import get_model
+from ..models import ModelRef
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from ..plan.plan import load_plan
 from ..profiler.backends import BackendSettings
@@ -81,16 +81,6 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
     return extra, tuple(merges)
 
 
-def _built(model: str | nn.Module, name: str | None, resolution: int | None, weights: bool | str | Path,
-           options: Mapping[str, Any]) -> tuple[str, nn.Module]:
-    """(name, module) of a registered model built with ``options`` at ``resolution`` from ``weights``, or of a module."""
-    if isinstance(model, str):
-        return name or model, get_model(model, resolution=resolution, pretrained=weights, **options)
-    if name is None:
-        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
-    return name, model
-
-
 def measure(
     model: str | nn.Module = "mobilenet_v2",
     *,
@@ -139,7 +129,6 @@ def measure(
     ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
     each step to ``say``. ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
-    options = dict(options or {})
     if calibrate and remote:
         raise UsageError("--calibrate times a plan built from the run's own entries, here: measure on the device "
                          "without it, or run dsprof there")
@@ -147,7 +136,8 @@ def measure(
         raise UsageError("--remote times fp32 bundles: drop --dtype and --channels-last")
     if not remote:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
-    name, net = _built(model, name, resolution, weights, options)
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified,
                                 backend=backend, dtype=dtype, batch=batch)
@@ -189,8 +179,8 @@ def export(
     (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
     takes the other keywords: formats, variants, model_variants, blocks, spans, timing, overwrite, log, opset).
     Returns the bundle and the merges its plans' models were built with."""
-    options = dict(options or {})
-    name, net = _built(model, name, resolution, weights, options)
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
     result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,

@@ -4,6 +4,7 @@ merges what it is told and never reaches up here)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from ..merge.linearize import linearize_model
 from ..merge.model import MergeReport, cost_table, merge_model, merge_report
 from ..merge.rule import Merges
 from ..merge.spans import plan_spans
-from ..models import find_blocks, get_model, load_checkpoint
+from ..models import ModelRef, find_blocks, load_checkpoint
 from ..models.build import ClassCountError
 from ..plan.plan import Plan, PlanError, check_plan
 from ..plan.planner import best_plan
@@ -43,7 +44,7 @@ class MergeOutcome:
 
 
 def merge(
-    model_name: str | None,
+    model: str | nn.Module | ModelRef | None,
     plan: Plan | str | Path | None,
     *,
     options: dict[str, Any] | None = None,
@@ -60,11 +61,12 @@ def merge(
     merge_by: str | None = None,
     accept_modified: bool = False,
 ) -> MergeOutcome:
-    """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
+    """Build ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
+    ``nn.Module`` -- merged into a copy, never changed --), load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
 
     A checkpoint that `dsprof finetune` wrote carries its class count and its plan (`checkpoint_facts`): then
-    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model_name``
+    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model``
     None is the plan's model (with its options, unless ``options`` are given).
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
@@ -79,12 +81,13 @@ def merge(
     `dsprof build-lut` wrote it. Both output paths are checked before anything
     is built, the plan's length and the merge rule before anything is merged or written.
     """
-    options = dict(options or {})
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights) if model is not None else None
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     plan = _plan_of(plan, carried, checkpoint)
-    if model_name is None:  # the plan's model, with its options unless others are given
+    if ref is None:  # the plan's model, with its options unless others are given
         plan = Plan.coerce(plan)
-        model_name, options = plan.model, options or dict(plan.options)
+        ref = ModelRef.of(plan.model, options=options or dict(plan.options), resolution=resolution, weights=weights)
+    model_name, options = ref.name, dict(ref.options)
     plan = check_plan(plan, model_name, options)
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
@@ -97,11 +100,11 @@ def merge(
     if spans is not None and not planner:  # spans chosen here: the merges are decided again
         plan = replace(plan, merge=None, spans=None if spans == "auto" else tuple(spans))
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
-    model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    model = ref.build(**extra)
     plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
     if planner:
         prices = prices_of(model, lut, device=device_key, name=model_name, options=options)
-        best = best_plan(model_name, lut, plan.keep, max_span=max_span, prices=prices, options=options)
+        best = best_plan(ref, lut, plan.keep, max_span=max_span, prices=prices, name=model_name, options=options)
         merges = Merges(replace(plan, merge=best.merge, spans=best.spans), "planner", str(prices.key))
     else:
         rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
@@ -119,6 +122,8 @@ def merge(
         except ClassCountError as exc:  # the linearised and the original model share their classifier
             raise MergeError(f"{exc.fact}; pass --num-classes {exc.num_classes} (Python: num_classes=)") from None
         except ValueError as first_error:
+            if ref.is_module:  # the weights go into a copy: a module passed in is never changed
+                model = source = copy.deepcopy(model)
             try:
                 load_checkpoint(model, checkpoint)
             except ValueError:

@@ -1,0 +1,179 @@
+"""One model reference through every door (issue #44): a module passed as an object is taken where a name is, by
+every API verb, and gives the answers a registered model gives.
+
+The module is tests/models/tinyconv.py's `TinyConv` (three inverted-residual blocks; its blocks and MACs read by hand
+in that file), at 32 px, with random BatchNorm statistics. It is measured for real with a tiny budget, once; the LUT
+then gets tests/rule_lut.py's medians, so that what the planner, `predict` and the report do with it is known in
+advance and holds on a busy machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import dsprof
+from dsprof.errors import UsageError
+from dsprof.merge import linearize_model
+from dsprof.models import ModelRef, find_blocks, input_size_of, named_model
+from dsprof.plan.plan import Plan, load_plan
+from dsprof.profiler import TimingConfig
+from models.tinyconv import BLOCK_MACS_32, MACS_32, TinyConv
+from rule_lut import rule_lut, rule_median_s
+
+QUICK = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tiny(seed: int = 0) -> TinyConv:
+    """A TinyConv with random weights and random BatchNorm statistics (default statistics hide bias bugs)."""
+    torch.manual_seed(seed)
+    net = TinyConv()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    return net.eval()
+
+
+def state(net: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in net.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """TinyConv measured at 32 px (blocks in three variants, spans of two, the whole model), the rule LUT, the
+    front planned at k = 1, and the plan file written: what every door below reads."""
+    folder = tmp_path_factory.mktemp("doors")
+    net = tiny()
+    run = dsprof.measure(net, resolution=32, variants=("original", "merged", "linear"), model_variants=("original",),
+                         spans=2, timing=QUICK, out=folder / "results", progress=False)
+    dsprof.build_lut([folder / "results"], folder / "lut.csv")
+    lut = rule_lut(folder / "lut.csv", [folder / "results"])
+    planned = dsprof.plan(net, lut, keep=1, max_span=2, out=folder / "front.json")
+    return folder, net, run, lut, planned
+
+
+def test_a_model_reference_is_resolved_once_from_every_form():
+    ref = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    assert (ref.name, ref.entry, ref.input_size, ref.is_module) == ("mobilenet_v2", "mobilenet_v2", (32, 32), False)
+    assert len(find_blocks(ref.build())) == 7  # one block per stage
+    assert ref.replay() == {"model": "mobilenet_v2", "options": {"depths": [1] * 7}, "resolution": 32}
+    assert ModelRef.of(ref) is ref and ModelRef.of(ref, resolution=64).input_size == (64, 64)
+
+    from_file = ModelRef.of(TINY_FILE, resolution=32)
+    assert (from_file.name, from_file.file) == ("file:tinyconv:build", TINY_FILE)
+    assert [b.name for b in find_blocks(from_file.build())] == ["blocks.0", "blocks.1", "blocks.2"]
+
+    net = tiny()
+    module = ModelRef.of(net, resolution=32)
+    assert (module.name, module.entry, module.is_module, module.input_size) == ("TinyConv", None, True, (32, 32))
+    assert module.build() is net and input_size_of(net) == (32, 32)  # traced at the size given, not at 224
+    assert ModelRef.of(net, name="mine").name == "mine" and str(ModelRef.of(net, name="mine")) == "mine"
+    assert ModelRef.of("mine").build() is net  # the name finds the module it was given to, in this process
+    assert named_model(net) == ("mine", net)  # the name it was last given
+    with pytest.raises(UsageError, match="load them into the module"):
+        ModelRef.of(net, weights="w.pt")
+
+
+def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
+    other = tiny(2)
+    assert Plan(model=ModelRef.of(other, name="tiny-a"), keep=(1, 0, 0)).model == "tiny-a"
+    net = tiny(1)
+    plan = Plan(model=net, keep=(1, 0, 0))
+    assert plan.model == "TinyConv" and Plan.from_json(plan.to_json()) == plan
+    with pytest.raises(dsprof.errors.PlanError, match="is for model 'TinyConv', not 'tiny-a'"):
+        dsprof.merge(other, plan, merge_by="macs", resolution=32)  # another module's plan
+    merged = dsprof.merge(net, plan, merge_by="macs", resolution=32)
+    assert merged.report.plan.model == "TinyConv" and merged.merges.plan.merge is not None
+    x = torch.randn(3, 3, 32, 32)
+    reference = linearize_model(net, merged.merges.plan)
+    torch.testing.assert_close(merged.model(x), reference(x), rtol=1e-4, atol=1e-4)  # the exact merge
+
+
+def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_path):
+    folder, net, run, lut, planned = measured
+    records = run.run.measurements
+    assert {r.model for r in records if r.scope != "probe"} == {"TinyConv"}
+    assert [r.name for r in records if r.scope == "block" and r.variant == "original"] == ["blocks.0", "blocks.1",
+                                                                                           "blocks.2"]
+    assert [r.macs for r in records if r.scope == "block" and r.variant == "original"] == list(BLOCK_MACS_32)
+    whole = next(r for r in records if r.scope == "model")
+    assert whole.model_options["resolution"] == 32 and whole.macs == MACS_32  # counted by hand in tinyconv.py
+
+    # the planner: its front names the module; the original it prices is the rule's whole model (3 blocks)
+    assert planned.front.name == "TinyConv" and planned.chosen.k == 1
+    assert planned.front.original_s == pytest.approx(rule_median_s(MACS_32, 3), rel=1e-9)
+    plan = load_plan(planned.plan_path)
+    assert plan.model == "TinyConv" and sum(plan.keep) == 1 and len(plan.keep) == 3
+
+    # predict prices the plan as the planner did (one latency model), for the module as for its plan file
+    found = dsprof.predict(net, lut, planned.plan_path)
+    assert found.prediction.speedup == pytest.approx(planned.front.original_s / planned.chosen.latency_s, rel=1e-9)
+
+    before = state(net)
+    merged = dsprof.merge(net, planned.plan_path, out=tmp_path / "merged.pt")
+    again = dsprof.merge(None, planned.plan_path)  # the plan's model: the module it names, found by its name
+    x = torch.randn(2, 3, 32, 32)
+    reference = linearize_model(net, merged.merges.plan)
+    torch.testing.assert_close(merged.model(x), reference(x), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(again.model(x), merged.model(x), rtol=0, atol=0)
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # the module passed is not changed
+
+    # the plan's merged model timed beside the module, then the report with the LUT's validation of it
+    checked = dsprof.measure(net, resolution=32, variants=(), model_variants=("original",), plans=[planned.plan_path],
+                             timing=QUICK, out=tmp_path / "results", progress=False)
+    assert list(checked.checks) == [plan.name] and checked.checks[plan.name] is not None
+    pages = dsprof.report([tmp_path / "results"], tmp_path / "report", lut=lut, plans=[planned.plan_path])
+    validation = (tmp_path / "report" / "tables" / "lut_validation.csv").read_text()
+    assert plan.name in validation and not any("memory plot" in s for s in pages.skipped)
+
+
+def test_training_and_explaining_take_the_module(measured, tmp_path):
+    _, net, _, _, planned = measured
+    from dsprof.profiler.explain import explain_block
+    from dsprof.search import ProxySettings
+    from dsprof.search.finetuning import finetune
+    from dsprof.search.registry import search
+    from dsprof.search.settings import TrainConfig
+
+    before = state(net)
+    settings = ProxySettings(batches=2, eval_batches=2, batch_size=16)
+    scored = dsprof.importance(net, proxy="zero-shot", data="digits", settings=settings, device="cpu",
+                               out=tmp_path / "importance.json")
+    record = json.loads((tmp_path / "importance.json").read_text())
+    assert record["model"]["name"] == "TinyConv" and len(record["importance"]) == 3 == len(scored.scores.scores)
+
+    config = TrainConfig(epochs=1, max_batches=2, max_eval_batches=1, batch_size=16)
+    found = search(net, keep=1, method="random", config=config, device="cpu", out=tmp_path / "random.json")
+    assert found.plan.model == "TinyConv" and sum(found.plan.keep) == 1 and len(found.plan.keep) == 3
+    tuned = finetune(planned.plan_path, model=net, config=config, device="cpu", out=tmp_path / "ft.pt")
+    assert tuned.merged_max_abs_diff < 1e-4  # the fine-tuned model, merged exactly
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # trained on a copy
+
+    explained = explain_block(net, "blocks.1", resolution=32, timing=TimingConfig(budget_s=0.02), profile_calls=2)
+    assert explained.model == "TinyConv" and explained.spec.startswith("inverted_residual") and explained.block_s > 0
+
+
+def test_export_takes_the_module(measured, tmp_path):
+    _, net, run, _, _ = measured
+    result, merges = dsprof.export(net, resolution=32, variants=("original", "merged", "linear"),
+                                   model_variants=("original",), spans=2, out=tmp_path / "bundle")
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    timed = [r for r in run.run.measurements if r.scope != "probe"]  # a bundle does not time the drift probe
+    assert merges == () and len(manifest["workloads"]) == len(timed)
+
+
+def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
+    with pytest.warns(UserWarning):  # no blocks: said, and the whole model timed
+        run = dsprof.measure(mlp, resolution=32, timing=QUICK, out=tmp_path / "mlp.jsonl", progress=False)
+    (whole,) = [r for r in run.run.measurements if r.scope == "model"]
+    assert whole.model == "Sequential" and whole.model_options["resolution"] == 32
+    assert whole.macs == 3 * 32 * 32 * 64 + 64 * 10  # the two Linear layers at 32 px, by hand
