@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..runtimes import FORMATS, runtime_of_format
 from .options import (add_model_args, add_timing_args, add_workload_args, blocks_from_args, csv_list,
-                      model_options_from_args, on_interrupt, timing_from_args, weights_from_args)
+                      model_ref_from_args, on_interrupt, timing_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -35,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
         result, merges = export(
-            args.model, options=model_options_from_args(args), resolution=args.resolution,
-            weights=weights_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
+            model_ref_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
             lut=args.lut, device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
             batch=args.batch, out=args.out, formats=csv_list(args.format), variants=csv_list(args.variants),
             model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,

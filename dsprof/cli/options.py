@@ -16,7 +16,7 @@ from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
            "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
-           "model_from_args", "model_options_from_args", "on_interrupt", "spans_arg", "timing_from_args",
+           "model_from_args", "model_options_from_args", "model_ref_from_args", "on_interrupt", "spans_arg", "timing_from_args",
            "use_model_file", "weights_from_args"]
 
 
@@ -93,12 +93,21 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
     return True if args.weights == "pretrained" else (args.weights or False)
 
 
+def model_ref_from_args(args: argparse.Namespace):
+    """The one `dsprof.models.ModelRef` that the model options describe (``--model`` or ``--model-file``, ``--width``,
+    ``--depths``, ``--resolution``, ``--weights``), resolved once: what every command passes to the API. None where
+    no model is named (`dsprof merge` without one: the plan's)."""
+    if getattr(args, "model", None) is None:
+        return None
+    from ..models.ref import ModelRef  # PyTorch
+
+    return ModelRef.of(args.model, options=model_options_from_args(args), resolution=args.resolution,
+                       weights=weights_from_args(args))
+
+
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
-    from ..models import get_model  # PyTorch
-
-    options = model_options_from_args(args)
-    return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
+    return model_ref_from_args(args).build()
 
 
 def csv_list(text: str) -> tuple[str, ...]:

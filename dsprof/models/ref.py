@@ -67,13 +67,16 @@ class ModelRef:
         (named ``name``, else the registered name it was built by `get_model` under, else its class name; traced at
         ``resolution`` where given, else at the size it was built for or 224), or a `ModelRef` (returned with the
         settings given here in place of its own)."""
-        if isinstance(model, ModelRef):
-            changed = {k: v for k, v in (("name", name), ("resolution", resolution), ("weights", weights)) if v is not None}
-            if options:
-                changed["options"] = dict(options)
-            if changed.get("resolution") is not None and model.module is not None:
-                setattr(model.module, INPUT_SIZE_ATTR, (changed["resolution"],) * 2)
-            return replace(model, **changed) if changed else model
+        if isinstance(model, ModelRef):  # what is given here replaces its own (no weights given: its own)
+            changed = {k: v for k, v in (("name", name), ("resolution", resolution)) if v is not None}
+            changed.update({"options": dict(options)} if options else {}, **({"weights": weights} if weights else {}))
+            if not changed:
+                return model
+            if model.module is not None:  # the module carries its name and size: given them again
+                return cls._of_module(model.module, changed.get("name", model.name),
+                                      changed.get("options", model.options), changed.get("resolution", model.resolution),
+                                      changed.get("weights"))
+            return replace(model, **changed)
         if isinstance(model, nn.Module):
             return cls._of_module(model, name, options, resolution, weights)
         if not isinstance(model, (str, Path)):
