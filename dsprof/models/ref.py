@@ -99,9 +99,9 @@ class ModelRef:
             raise UsageError("weights are for a model dsprof builds; load them into the module before passing it "
                              "(module.load_state_dict, or dsprof.models.load_checkpoint)")
         identity = model_identity(module)
-        label = module_name(module, name)  # a module from elsewhere carries it, for the plans and proxies that read it
         if identity is not None and options is None and name is None:
-            options = identity[1]  # a model `get_model` built: its own options
+            options = identity[1]  # its own: a model `get_model` built, or a module named here before
+        label = module_name(module, name, options)  # a module from elsewhere carries them, for plans and proxies
         if resolution is not None:
             setattr(module, INPUT_SIZE_ATTR, (resolution, resolution))  # traced, counted and timed at that size
         return cls(label, None, dict(options or {}), resolution, False, None, module)

@@ -131,15 +131,17 @@ def registered_module(name: str) -> "nn.Module | None":
     return found() if found is not None else None
 
 
-def module_name(model: "nn.Module", name: str | None = None) -> str:
+def module_name(model: "nn.Module", name: str | None = None, options: dict | None = None) -> str:
     """The name of a module in records, tables and plans: ``name`` where given, else the registered name `get_model`
-    built it under, else its class name. A module from elsewhere carries the name it was last given here (and no
-    build options), so that a plan made for it is checked against it as against a registered model's."""
+    built it under, else its class name. A module from elsewhere carries the name (and the ``options`` it is recorded
+    with, where given) it was last given here, so that a plan made for it is checked against it as against a
+    registered model's."""
     identity = model_identity(model)
     label = name or (identity[0] if identity is not None else type(model).__name__)
     register_module_name(label, model)  # nothing for a registered name
-    if identity is None or identity[0] in _MODULES:  # not built by `get_model`: the name it has now
-        setattr(model, IDENTITY_ATTR, (label, {}))
+    if identity is None or identity[0] in _MODULES:  # not built by `get_model`: the name (and options) it has now
+        kept = identity[1] if identity is not None and identity[0] == label else {}
+        setattr(model, IDENTITY_ATTR, (label, dict(options) if options is not None else kept))
     return label
 
 
