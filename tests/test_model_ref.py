@@ -135,6 +135,29 @@ def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_pat
     assert plan.name in validation and not any("memory plot" in s for s in pages.skipped)
 
 
+def test_the_command_line_and_a_model_file_plan_the_module_alike(measured, tmp_path, monkeypatch, capsys):
+    """The same architecture through the other door -- its model file on the command line -- is measured, tabled and
+    planned into the same plan (the LUTs' rule medians hang on MACs alone, the same for both)."""
+    from dsprof.cli import main
+
+    _, _, _, _, planned = measured
+    monkeypatch.chdir(tmp_path)
+    fast = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+            "--min-sample-time", "0", "--no-progress"]
+    model = ["--model-file", TINY_FILE, "--resolution", "32"]
+    assert main(["measure", *model, "--variants", "original,merged,linear", "--model-variants", "original",
+                 "--spans", "2", *fast, "--out", "results"]) == 0
+    assert main(["build-lut", "results", "-o", "lut.csv"]) == 0
+    rule_lut("lut.csv", ["results"])
+    assert main(["plan", *model, "--lut", "lut.csv", "--keep", "1", "--max-span", "2", "--out", "front.json"]) == 0
+    capsys.readouterr()
+    by_file, by_module = load_plan("front.plan.json"), load_plan(planned.plan_path)
+    assert by_file.model == "file:tinyconv:build" and by_module.model == "TinyConv"
+    assert (by_file.keep, by_file.merge, by_file.spans) == (by_module.keep, by_module.merge, by_module.spans)
+    front = json.loads(Path("front.json").read_text())
+    assert front["original_s"] == pytest.approx(planned.front.original_s, rel=1e-12)
+
+
 def test_training_and_explaining_take_the_module(measured, tmp_path):
     _, net, _, _, planned = measured
     from dsprof.profiler.explain import explain_block
