@@ -92,6 +92,9 @@ def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
         dsprof.merge(other, plan, merge_by="macs", resolution=32)  # another module's plan
     merged = dsprof.merge(net, plan, merge_by="macs", resolution=32)
     assert merged.report.plan.model == "TinyConv" and merged.merges.plan.merge is not None
+    with pytest.warns(DeprecationWarning, match="merge\\(model=\\)"):  # the parameter's old name, for a release
+        renamed = dsprof.merge(model_name=net, plan=plan, merge_by="macs", resolution=32)
+    assert renamed.merges.plan == merged.merges.plan
     x = torch.randn(3, 3, 32, 32)
     reference = linearize_model(net, merged.merges.plan)
     torch.testing.assert_close(merged.model(x), reference(x), rtol=1e-4, atol=1e-4)  # the exact merge

@@ -5,6 +5,7 @@ merges what it is told and never reaches up here)."""
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,8 @@ class MergeOutcome:
 
 
 def merge(
-    model: str | nn.Module | ModelRef | None,
-    plan: Plan | str | Path | None,
+    model: str | nn.Module | ModelRef | None = None,
+    plan: Plan | str | Path | None = None,
     *,
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
@@ -60,6 +61,7 @@ def merge(
     device_key: Any = None,
     merge_by: str | None = None,
     accept_modified: bool = False,
+    **renamed: Any,
 ) -> MergeOutcome:
     """Build ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
     ``nn.Module`` -- merged into a copy, never changed --), load ``checkpoint`` (a state dict of the linearised model from
@@ -80,7 +82,13 @@ def merge(
     other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
     `dsprof build-lut` wrote it. Both output paths are checked before anything
     is built, the plan's length and the merge rule before anything is merged or written.
+    ``model_name=``, this parameter's name before ``model``, still works for a release (a `DeprecationWarning`).
     """
+    if set(renamed) - {"model_name"}:
+        raise TypeError(f"merge() got an unexpected keyword argument {sorted(set(renamed) - {'model_name'})[0]!r}")
+    if "model_name" in renamed:
+        warnings.warn("dsprof.merge(model_name=) is now dsprof.merge(model=)", DeprecationWarning, stacklevel=2)
+        model = renamed["model_name"] if model is None else model
     ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights) if model is not None else None
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     plan = _plan_of(plan, carried, checkpoint)
