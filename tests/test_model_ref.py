@@ -162,7 +162,7 @@ def test_the_command_line_and_a_model_file_plan_the_module_alike(measured, tmp_p
 
 
 def test_training_and_explaining_take_the_module(measured, tmp_path):
-    _, net, _, _, planned = measured
+    _, net, _, lut, planned = measured
     from dsprof.profiler.explain import explain_block
     from dsprof.search import ProxySettings
     from dsprof.search.finetuning import finetune
@@ -179,6 +179,9 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
     config = TrainConfig(epochs=1, max_batches=2, max_eval_batches=1, batch_size=16)
     found = search(net, keep=1, method="random", config=config, device="cpu", out=tmp_path / "random.json")
     assert found.plan.model == "TinyConv" and sum(found.plan.keep) == 1 and len(found.plan.keep) == 3
+    chosen = search(net, keep=1, method="planner", lut=lut, max_span=2, config=config, out=tmp_path / "planner.json")
+    front_plan = load_plan(planned.plan_path)  # the planner's search and dsprof.plan: one plan for the module
+    assert (chosen.plan.keep, chosen.plan.merge, chosen.plan.spans) == (front_plan.keep, front_plan.merge, front_plan.spans)
     tuned = finetune(planned.plan_path, model=net, config=config, device="cpu", out=tmp_path / "ft.pt")
     assert tuned.merged_max_abs_diff < 1e-4  # the fine-tuned model, merged exactly
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # trained on a copy

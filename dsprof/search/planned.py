@@ -29,7 +29,7 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         raise UsageError(f"--method {req.method} chooses with a LUT's latencies: give --lut (from dsprof measure "
                          "and dsprof build-lut)")
     return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
-                      options=req.options, resolution=req.lut_resolution or req.resolution,
+                      name=str(req.model), options=req.options, resolution=req.lut_resolution or req.resolution,
                       resolution_flag="--lut-resolution")
 
 
