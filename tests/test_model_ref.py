@@ -199,6 +199,25 @@ def test_export_takes_the_module(measured, tmp_path):
     assert merges == () and len(manifest["workloads"]) == len(timed)
 
 
+def test_the_timing_context_is_one_object(tmp_path):
+    """`dsprof.measure` takes where and how it times as one `BackendSettings` (or a LUT's `DeviceContext`); the
+    separate keywords of before still work, with a DeprecationWarning, and time in the same context."""
+    from dsprof.profiler import BackendSettings
+
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4))
+    quiet = dict(resolution=8, model_variants=("original",), timing=QUICK, progress=False)
+    run = dsprof.measure(mlp, settings=BackendSettings("torch", threads=1), out=tmp_path / "a.jsonl", **quiet).run
+    (whole,) = [r for r in run.measurements if r.scope == "model"]
+    assert (whole.backend, whole.threads, whole.batch) == ("torch", 1, 1)
+    again = dsprof.measure(mlp, settings=whole.context, out=tmp_path / "b.jsonl", **quiet).run  # a LUT key's context
+    assert {r.context for r in again.measurements if r.scope == "model"} == {whole.context}
+    with pytest.warns(DeprecationWarning, match="settings=BackendSettings"):
+        old = dsprof.measure(mlp, backend="torch", threads=1, out=tmp_path / "c.jsonl", **quiet).run
+    assert {r.context for r in old.measurements if r.scope == "model"} == {whole.context}
+    with pytest.raises(TypeError, match="'thread'"):
+        dsprof.measure(mlp, thread=1, out=tmp_path / "d.jsonl", **quiet)
+
+
 def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
     with pytest.warns(UserWarning):  # no blocks: said, and the whole model timed

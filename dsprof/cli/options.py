@@ -16,8 +16,8 @@ from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
            "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
-           "model_from_args", "model_options_from_args", "model_ref_from_args", "on_interrupt", "spans_arg", "timing_from_args",
-           "use_model_file", "weights_from_args"]
+           "model_from_args", "model_options_from_args", "model_ref_from_args", "on_interrupt", "settings_from_args",
+           "spans_arg", "timing_from_args", "use_model_file", "weights_from_args"]
 
 
 class CliError(DsprofError):
@@ -108,6 +108,15 @@ def model_ref_from_args(args: argparse.Namespace):
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
     return model_ref_from_args(args).build()
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The one timing context (`dsprof.profiler.BackendSettings`) that ``--backend``, ``--device``, ``--dtype``,
+    ``--channels-last``, ``--threads`` and ``--compile``/``--compile-mode`` give, as `dsprof.measure` takes it."""
+    from ..profiler.backends import BackendSettings  # PyTorch
+
+    return BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads,
+                           compile_from_args(args))
 
 
 def csv_list(text: str) -> tuple[str, ...]:

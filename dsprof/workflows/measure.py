@@ -11,12 +11,14 @@ records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
+from ..device_context import DeviceContext
 from ..edge.export import ExportResult, export_bundle
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
@@ -35,7 +37,7 @@ from ..profiler.timing import Clock, TimingConfig
 from .calibrate import check_calibration_request, planned_groups
 from .check import PairedCheck, paired_check
 
-__all__ = ["Measured", "export", "measure", "plan_models"]
+__all__ = ["Measured", "export", "measure", "plan_models", "timing_settings"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,30 @@ class Measured:
     merges: tuple[Merges, ...] = ()
     checks: Mapping[str, PairedCheck | None] = field(default_factory=dict)
     imported: ImportResult | None = None
+
+
+#: The keywords that set the timing context one by one before `BackendSettings` carried it (deprecated).
+_SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
+
+
+def timing_settings(settings: BackendSettings | DeviceContext | None, batch: int | None,
+                    deprecated: Mapping[str, Any], verb: str = "measure") -> tuple[BackendSettings, int | None]:
+    """The one timing context of a call and its batch: ``settings`` (a `BackendSettings`; a `DeviceContext`, whose
+    batch is taken where ``batch`` is None; None: PyTorch on the CPU) with the ``deprecated`` keywords of before
+    (`_SETTINGS_KEYWORDS`: a `DeprecationWarning`) in place of its fields."""
+    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS))
+    if unknown:
+        raise TypeError(f"{verb}() got an unexpected keyword argument {unknown[0]!r}")
+    if isinstance(settings, DeviceContext):
+        given = settings.measure_options()
+        context_batch = given.pop("batch")
+        batch, settings = batch if batch is not None else context_batch, BackendSettings(**given)
+    settings = settings if settings is not None else BackendSettings()
+    if deprecated:
+        warnings.warn(f"dsprof.{verb}({'=, '.join(deprecated)}=) is now dsprof.{verb}(settings=BackendSettings(...)): "
+                      "one timing context", DeprecationWarning, stacklevel=3)
+        settings = replace(settings, **deprecated)
+    return settings, batch
 
 
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
@@ -88,13 +114,8 @@ def measure(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     weights: bool | str | Path = False,
-    backend: str = "torch",
-    device: str = "cpu",
-    dtype: str = "fp32",
-    channels_last: bool = False,
+    settings: BackendSettings | DeviceContext | None = None,
     batch: int | None = None,
-    threads: int | None = None,
-    compile: str | bool = "",
     variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
     model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
     blocks: str | Sequence[str] | None = "*",
@@ -119,16 +140,24 @@ def measure(
     remote_python: str = "python3",
     remote_dir: str = "dsprof-bundles",
     say: Callable[[str], None] | None = None,
+    **deprecated: Any,
 ) -> Measured:
-    """Time ``model`` (a registered name built with ``options`` at ``resolution`` from ``weights``, or a module with
-    its ``name``): its blocks in ``variants``, the whole model in ``model_variants``, each chosen block in situ
-    (inside the running model) as ``in_situ`` (``merged``, ``linear``), spans of up to ``spans`` blocks, with ``backend`` on ``device``
-    (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` and ``merged_models`` add whole models
+    """Time ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at
+    ``resolution`` from ``weights``, a model file, or a module named ``name``): its blocks in ``variants``, the whole
+    model in ``model_variants``, each chosen block in situ (inside the running model) as ``in_situ`` (``merged``,
+    ``linear``), spans of up to ``spans`` blocks, in the timing context ``settings`` (a `BackendSettings`: backend,
+    device, dtype, layout, threads, torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used
+    where ``batch`` is None; default: PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what
+    each setting does; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=`` and ``compile=``, the
+    separate keywords of before, still work for a release, with a `DeprecationWarning`). ``plans`` and ``merged_models`` add whole models
     timed beside the original (`plan_models`: ``lut``, ``device_key`` and ``merge_by`` decide the plans' merges);
     ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
     ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
     each step to ``say``. ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
+    settings, batch = timing_settings(settings, batch, deprecated)
+    backend, device, dtype, channels_last, threads, compile = (
+        settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
     if calibrate and remote:
         raise UsageError("--calibrate times a plan built from the run's own entries, here: measure on the device "
                          "without it, or run dsprof there")
@@ -141,7 +170,6 @@ def measure(
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified,
                                 backend=backend, dtype=dtype, batch=batch)
-    settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     if remote:
         imported = measure_remote(
             remote, net, backend=backend, device=device, threads=threads, ssh=tuple(ssh), python=remote_python,
