@@ -20,11 +20,12 @@ from dsprof.errors import UsageError
 from dsprof.merge import linearize_model
 from dsprof.models import ModelRef, find_blocks, input_size_of, named_model
 from dsprof.plan.plan import Plan, load_plan
-from dsprof.profiler import TimingConfig
+from dsprof.profiler import TimingConfig, Workloads
 from models.tinyconv import BLOCK_MACS_32, MACS_32, TinyConv
 from rule_lut import rule_lut, rule_median_s
 
 QUICK = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+SPANS = Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2)
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,8 +53,7 @@ def measured(tmp_path_factory):
     front planned at k = 1, and the plan file written: what every door below reads."""
     folder = tmp_path_factory.mktemp("doors")
     net = tiny()
-    run = dsprof.measure(net, resolution=32, variants=("original", "merged", "linear"), model_variants=("original",),
-                         spans=2, timing=QUICK, out=folder / "results", progress=False)
+    run = dsprof.measure(net, resolution=32, workloads=SPANS, timing=QUICK, out=folder / "results", progress=False)
     dsprof.build_lut([folder / "results"], folder / "lut.csv")
     lut = rule_lut(folder / "lut.csv", [folder / "results"])
     planned = dsprof.plan(net, lut, keep=1, max_span=2, out=folder / "front.json")
@@ -130,7 +130,7 @@ def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_pat
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # the module passed is not changed
 
     # the plan's merged model timed beside the module, then the report with the LUT's validation of it
-    checked = dsprof.measure(net, resolution=32, variants=(), model_variants=("original",), plans=[planned.plan_path],
+    checked = dsprof.measure(net, resolution=32, workloads=Workloads((), ("original",)), plans=[planned.plan_path],
                              timing=QUICK, out=tmp_path / "results", progress=False)
     assert list(checked.checks) == [plan.name] and checked.checks[plan.name] is not None
     pages = dsprof.report([tmp_path / "results"], tmp_path / "report", lut=lut, plans=[planned.plan_path])
@@ -192,30 +192,36 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
 
 def test_export_takes_the_module(measured, tmp_path):
     _, net, run, _, _ = measured
-    result, merges = dsprof.export(net, resolution=32, variants=("original", "merged", "linear"),
-                                   model_variants=("original",), spans=2, out=tmp_path / "bundle")
+    result, merges = dsprof.export(net, resolution=32, workloads=SPANS, out=tmp_path / "bundle")
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     timed = [r for r in run.run.measurements if r.scope != "probe"]  # a bundle does not time the drift probe
     assert merges == () and len(manifest["workloads"]) == len(timed)
 
 
 def test_the_timing_context_is_one_object(tmp_path):
-    """`dsprof.measure` takes where and how it times as one `BackendSettings` (or a LUT's `DeviceContext`); the
-    separate keywords of before still work, with a DeprecationWarning, and time in the same context."""
+    """`dsprof.measure` takes where and how it times as one `BackendSettings` (or a LUT's `DeviceContext`), and what
+    it times as one `Workloads`; the separate keywords of before still work, with a DeprecationWarning, and time the
+    same workloads in the same context."""
     from dsprof.profiler import BackendSettings
 
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4))
-    quiet = dict(resolution=8, model_variants=("original",), timing=QUICK, progress=False)
+    quiet = dict(resolution=8, workloads=Workloads((), ("original",)), timing=QUICK, progress=False)
     run = dsprof.measure(mlp, settings=BackendSettings("torch", threads=1), out=tmp_path / "a.jsonl", **quiet).run
     (whole,) = [r for r in run.measurements if r.scope == "model"]
     assert (whole.backend, whole.threads, whole.batch) == ("torch", 1, 1)
     again = dsprof.measure(mlp, settings=whole.context, out=tmp_path / "b.jsonl", **quiet).run  # a LUT key's context
     assert {r.context for r in again.measurements if r.scope == "model"} == {whole.context}
-    with pytest.warns(DeprecationWarning, match="settings=BackendSettings"):
-        old = dsprof.measure(mlp, backend="torch", threads=1, out=tmp_path / "c.jsonl", **quiet).run
-    assert {r.context for r in old.measurements if r.scope == "model"} == {whole.context}
+    quiet.pop("workloads")
+    with pytest.warns(DeprecationWarning) as said:
+        old = dsprof.measure(mlp, backend="torch", threads=1, variants=(), model_variants=("original",),
+                             out=tmp_path / "c.jsonl", **quiet).run
+    assert {str(w.message).split(" is now ")[1] for w in said if w.category is DeprecationWarning} == {
+        "dsprof.measure(settings=BackendSettings(...))", "dsprof.measure(workloads=Workloads(...))"}
+    assert [(r.scope, r.context) for r in old.measurements if r.scope != "probe"] == [("model", whole.context)]
     with pytest.raises(TypeError, match="'thread'"):
         dsprof.measure(mlp, thread=1, out=tmp_path / "d.jsonl", **quiet)
+    with pytest.raises(dsprof.errors.UsageError, match="workloads.in_situ"):
+        dsprof.export(mlp, resolution=8, workloads=Workloads(in_situ=("merged",)), out=tmp_path / "bundle")
 
 
 def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):

@@ -12,9 +12,9 @@ from .commands import plan_command
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
-from .options import (CliError, add_model_args, add_timing_args, add_workload_args, blocks_from_args, compile_from_args,
-                      csv_list, model_options_from_args, model_ref_from_args, settings_from_args, timing_from_args,
-                      weights_from_args)
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, compile_from_args,
+                      model_options_from_args, model_ref_from_args, settings_from_args, timing_from_args,
+                      weights_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -83,9 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if args.few is not None:
         return _few(args)
     measured = measure(
-        model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch, variants=csv_list(args.variants),
-        model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), in_situ=csv_list(args.in_situ),
-        spans=args.spans, plans=args.plan or (), merged_models=args.merged_model or (), lut=args.lut,
+        model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch,
+        workloads=workloads_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (), lut=args.lut,
         device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
         calibrate=args.calibrate, timing=timing_from_args(args), out=args.out, resume=args.resume,
         overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr),

@@ -17,7 +17,7 @@ from ..profiler.timing import TimingConfig
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
            "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
            "model_from_args", "model_options_from_args", "model_ref_from_args", "on_interrupt", "settings_from_args",
-           "spans_arg", "timing_from_args", "use_model_file", "weights_from_args"]
+           "spans_arg", "timing_from_args", "use_model_file", "weights_from_args", "workloads_from_args"]
 
 
 class CliError(DsprofError):
@@ -117,6 +117,15 @@ def settings_from_args(args: argparse.Namespace):
 
     return BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads,
                            compile_from_args(args))
+
+
+def workloads_from_args(args: argparse.Namespace):
+    """What to time (`dsprof.profiler.Workloads`) as ``--variants``, ``--model-variants``, ``--blocks``,
+    ``--in-situ`` (where the command has it) and ``--spans`` give it."""
+    from ..profiler.selection import Workloads
+
+    return Workloads(csv_list(args.variants), csv_list(args.model_variants), blocks_from_args(args),
+                     csv_list(getattr(args, "in_situ", None) or "none"), args.spans)
 
 
 def csv_list(text: str) -> tuple[str, ...]:

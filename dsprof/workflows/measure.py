@@ -29,15 +29,15 @@ from ..merge.artifact import load_merged
 from ..merge.model import merge_model
 from ..merge.rule import Merges, rule_kind
 from ..models import ModelRef
-from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from ..plan.plan import load_plan
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
+from ..profiler.selection import Workloads
 from ..profiler.timing import Clock, TimingConfig
 from .calibrate import check_calibration_request, planned_groups
 from .check import PairedCheck, paired_check
 
-__all__ = ["Measured", "export", "measure", "plan_models", "timing_settings"]
+__all__ = ["Measured", "export", "measure", "plan_models", "request_objects"]
 
 
 @dataclass(frozen=True)
@@ -53,16 +53,20 @@ class Measured:
     imported: ImportResult | None = None
 
 
-#: The keywords that set the timing context one by one before `BackendSettings` carried it (deprecated).
+#: The keywords that set the timing context one by one before `BackendSettings` carried it, and those that chose what
+#: is timed before `Workloads` did (deprecated).
 _SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
+_WORKLOADS_KEYWORDS = ("variants", "model_variants", "blocks", "in_situ", "spans")
 
 
-def timing_settings(settings: BackendSettings | DeviceContext | None, batch: int | None,
-                    deprecated: Mapping[str, Any], verb: str = "measure") -> tuple[BackendSettings, int | None]:
-    """The one timing context of a call and its batch: ``settings`` (a `BackendSettings`; a `DeviceContext`, whose
-    batch is taken where ``batch`` is None; None: PyTorch on the CPU) with the ``deprecated`` keywords of before
-    (`_SETTINGS_KEYWORDS`: a `DeprecationWarning`) in place of its fields."""
-    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS))
+def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
+                    deprecated: Mapping[str, Any], verb: str = "measure"
+                    ) -> tuple[BackendSettings, int | None, Workloads]:
+    """The one timing context of a call, its batch, and what it times: ``settings`` (a `BackendSettings`; a
+    `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU) and ``workloads`` (None:
+    `Workloads`' defaults), with the ``deprecated`` keywords of before (a `DeprecationWarning`) in place of their
+    fields."""
+    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS) - set(_WORKLOADS_KEYWORDS))
     if unknown:
         raise TypeError(f"{verb}() got an unexpected keyword argument {unknown[0]!r}")
     if isinstance(settings, DeviceContext):
@@ -70,11 +74,18 @@ def timing_settings(settings: BackendSettings | DeviceContext | None, batch: int
         context_batch = given.pop("batch")
         batch, settings = batch if batch is not None else context_batch, BackendSettings(**given)
     settings = settings if settings is not None else BackendSettings()
-    if deprecated:
-        warnings.warn(f"dsprof.{verb}({'=, '.join(deprecated)}=) is now dsprof.{verb}(settings=BackendSettings(...)): "
-                      "one timing context", DeprecationWarning, stacklevel=3)
-        settings = replace(settings, **deprecated)
-    return settings, batch
+    workloads = workloads if workloads is not None else Workloads()
+    for keywords, field_name, kind in ((_SETTINGS_KEYWORDS, "settings", "BackendSettings"),
+                                       (_WORKLOADS_KEYWORDS, "workloads", "Workloads")):
+        old = {k: v for k, v in deprecated.items() if k in keywords}
+        if old:
+            warnings.warn(f"dsprof.{verb}({'=, '.join(old)}=) is now dsprof.{verb}({field_name}={kind}(...))",
+                          DeprecationWarning, stacklevel=3)
+            if field_name == "settings":
+                settings = replace(settings, **old)
+            else:
+                workloads = replace(workloads, **old)
+    return settings, batch, workloads
 
 
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
@@ -116,11 +127,7 @@ def measure(
     weights: bool | str | Path = False,
     settings: BackendSettings | DeviceContext | None = None,
     batch: int | None = None,
-    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
-    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
-    blocks: str | Sequence[str] | None = "*",
-    in_situ: Sequence[str] = (),
-    spans: int = 0,
+    workloads: Workloads | None = None,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
     lut: Any = None,
@@ -143,21 +150,24 @@ def measure(
     **deprecated: Any,
 ) -> Measured:
     """Time ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at
-    ``resolution`` from ``weights``, a model file, or a module named ``name``): its blocks in ``variants``, the whole
-    model in ``model_variants``, each chosen block in situ (inside the running model) as ``in_situ`` (``merged``,
-    ``linear``), spans of up to ``spans`` blocks, in the timing context ``settings`` (a `BackendSettings`: backend,
-    device, dtype, layout, threads, torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used
-    where ``batch`` is None; default: PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what
-    each setting does; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=`` and ``compile=``, the
-    separate keywords of before, still work for a release, with a `DeprecationWarning`). ``plans`` and ``merged_models`` add whole models
+    ``resolution`` from ``weights``, a model file, or a module named ``name``): what ``workloads`` chooses (a
+    `dsprof.profiler.Workloads`: blocks and their variants, the whole model's variants, blocks in situ, spans; default
+    its defaults), in the timing context ``settings`` (a `BackendSettings`: backend, device, dtype, layout, threads,
+    torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used where ``batch`` is None; default:
+    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). The separate
+    keywords of before (``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
+    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``) still work for a release, with a
+    `DeprecationWarning`. ``plans`` and ``merged_models`` add whole models
     timed beside the original (`plan_models`: ``lut``, ``device_key`` and ``merge_by`` decide the plans' merges);
     ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
     ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
     each step to ``say``. ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
-    settings, batch = timing_settings(settings, batch, deprecated)
+    settings, batch, workloads = request_objects(settings, batch, workloads, deprecated)
     backend, device, dtype, channels_last, threads, compile = (
         settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
+    variants, model_variants, blocks, in_situ, spans = (
+        workloads.variants, workloads.model_variants, workloads.blocks, workloads.in_situ, workloads.spans)
     if calibrate and remote:
         raise UsageError("--calibrate times a plan built from the run's own entries, here: measure on the device "
                          "without it, or run dsprof there")
@@ -200,13 +210,19 @@ def export(
     merge_by: str | None = None,
     accept_modified: bool = False,
     batch: int = 1,
+    workloads: Workloads | None = None,
     out: str | Path = "bundle",
     **bundle: Any,
 ) -> tuple[ExportResult, tuple[Merges, ...]]:
     """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
     (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
-    takes the other keywords: formats, variants, model_variants, blocks, spans, timing, overwrite, log, opset).
-    Returns the bundle and the merges its plans' models were built with."""
+    takes the other keywords: formats, timing, overwrite, log, opset; and what ``workloads`` chooses, or its
+    variants, model_variants, blocks and spans one by one). Returns the bundle and the merges its plans' models were
+    built with."""
+    if workloads is not None:  # a bundle times blocks alone: no in-situ variants
+        if workloads.in_situ:
+            raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
+        bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
     ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
