@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
+from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
@@ -122,8 +123,6 @@ def settings_from_args(args: argparse.Namespace):
 def workloads_from_args(args: argparse.Namespace):
     """What to time (`dsprof.profiler.Workloads`) as ``--variants``, ``--model-variants``, ``--blocks``,
     ``--in-situ`` (where the command has it) and ``--spans`` give it."""
-    from ..profiler.selection import Workloads
-
     return Workloads(csv_list(args.variants), csv_list(args.model_variants), blocks_from_args(args),
                      csv_list(getattr(args, "in_situ", None) or "none"), args.spans)
 
