@@ -17,6 +17,7 @@ from torch import nn
 
 import dsprof
 from dsprof.errors import UsageError
+from dsprof.lut import MergeChoice
 from dsprof.merge import linearize_model
 from dsprof.models import ModelRef, find_blocks, input_size_of, named_model
 from dsprof.plan.plan import Plan, load_plan
@@ -131,6 +132,7 @@ def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_pat
 
     # the plan's merged model timed beside the module, then the report with the LUT's validation of it
     checked = dsprof.measure(net, resolution=32, workloads=Workloads((), ("original",)), plans=[planned.plan_path],
+                             merge=MergeChoice(lut),
                              timing=QUICK, out=tmp_path / "results", progress=False)
     assert list(checked.checks) == [plan.name] and checked.checks[plan.name] is not None
     pages = dsprof.report([tmp_path / "results"], tmp_path / "report", lut=lut, plans=[planned.plan_path])
@@ -217,6 +219,9 @@ def test_the_timing_context_is_one_object(tmp_path):
                              out=tmp_path / "c.jsonl", **quiet).run
     assert {str(w.message).split(" is now ")[1] for w in said if w.category is DeprecationWarning} == {
         "dsprof.measure(settings=BackendSettings(...))", "dsprof.measure(workloads=Workloads(...))"}
+    with pytest.warns(DeprecationWarning, match=r"merge_by=\) is now dsprof.export\(merge=MergeChoice"):
+        dsprof.export(mlp, resolution=8, merge_by="macs", model_variants=("original",), variants=(),
+                      out=tmp_path / "bundle-old")
     assert [(r.scope, r.context) for r in old.measurements if r.scope != "probe"] == [("model", whole.context)]
     with pytest.raises(TypeError, match="'thread'"):
         dsprof.measure(mlp, thread=1, out=tmp_path / "d.jsonl", **quiet)

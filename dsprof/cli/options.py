@@ -16,9 +16,10 @@ from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
-           "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
-           "model_from_args", "model_options_from_args", "model_ref_from_args", "on_interrupt", "settings_from_args",
-           "spans_arg", "timing_from_args", "use_model_file", "weights_from_args", "workloads_from_args"]
+           "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg",
+           "load_lut", "merge_choice_from_args", "model_from_args", "model_options_from_args", "model_ref_from_args",
+           "on_interrupt", "settings_from_args", "spans_arg", "timing_from_args", "use_model_file",
+           "weights_from_args", "workloads_from_args"]
 
 
 class CliError(DsprofError):
@@ -118,6 +119,14 @@ def settings_from_args(args: argparse.Namespace):
 
     return BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads,
                            compile_from_args(args))
+
+
+def merge_choice_from_args(args: argparse.Namespace):
+    """What merges a plan without its own list (`dsprof.lut.MergeChoice`) as ``--lut``, ``--device-key``,
+    ``--merge-by`` and ``--accept-modified`` give it."""
+    from ..lut.choice import MergeChoice  # pandas
+
+    return MergeChoice(args.lut, args.device_key, args.merge_by, args.accept_modified)
 
 
 def workloads_from_args(args: argparse.Namespace):

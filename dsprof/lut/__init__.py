@@ -9,6 +9,7 @@ _EXPORTS = {
     **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "prices_of",
                       "with_probe"), ".predict"),
     **dict.fromkeys(("Price", "Pricer"), ".pricer"),
+    "MergeChoice": ".choice",
     **dict.fromkeys(("lut_probe", "probe_ratio"), ".interval"),
     "DeviceContext": "..device_context",
     **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),

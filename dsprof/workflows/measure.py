@@ -23,6 +23,7 @@ from ..edge.export import ExportResult, export_bundle
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
 from ..errors import UsageError
+from ..lut.choice import MergeChoice
 from ..lut.rule import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import load_merged
@@ -57,16 +58,17 @@ class Measured:
 #: is timed before `Workloads` did (deprecated).
 _SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
 _WORKLOADS_KEYWORDS = ("variants", "model_variants", "blocks", "in_situ", "spans")
+_MERGE_KEYWORDS = ("lut", "device_key", "merge_by", "accept_modified")
 
 
 def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
-                    deprecated: Mapping[str, Any], verb: str = "measure"
-                    ) -> tuple[BackendSettings, int | None, Workloads]:
-    """The one timing context of a call, its batch, and what it times: ``settings`` (a `BackendSettings`; a
-    `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU) and ``workloads`` (None:
-    `Workloads`' defaults), with the ``deprecated`` keywords of before (a `DeprecationWarning`) in place of their
-    fields."""
-    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS) - set(_WORKLOADS_KEYWORDS))
+                    merge: MergeChoice | None, deprecated: Mapping[str, Any], verb: str = "measure"
+                    ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
+    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
+    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
+    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``deprecated``
+    keywords of before (a `DeprecationWarning`) in place of their fields."""
+    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS) - set(_WORKLOADS_KEYWORDS) - set(_MERGE_KEYWORDS))
     if unknown:
         raise TypeError(f"{verb}() got an unexpected keyword argument {unknown[0]!r}")
     if isinstance(settings, DeviceContext):
@@ -74,18 +76,17 @@ def request_objects(settings: BackendSettings | DeviceContext | None, batch: int
         context_batch = given.pop("batch")
         batch, settings = batch if batch is not None else context_batch, BackendSettings(**given)
     settings = settings if settings is not None else BackendSettings()
-    workloads = workloads if workloads is not None else Workloads()
-    for keywords, field_name, kind in ((_SETTINGS_KEYWORDS, "settings", "BackendSettings"),
-                                       (_WORKLOADS_KEYWORDS, "workloads", "Workloads")):
+    objects = {"settings": settings, "workloads": workloads if workloads is not None else Workloads(),
+               "merge": merge if merge is not None else MergeChoice()}
+    for keywords, field_name in ((_SETTINGS_KEYWORDS, "settings"), (_WORKLOADS_KEYWORDS, "workloads"),
+                                 (_MERGE_KEYWORDS, "merge")):
         old = {k: v for k, v in deprecated.items() if k in keywords}
         if old:
+            kind = type(objects[field_name]).__name__
             warnings.warn(f"dsprof.{verb}({'=, '.join(old)}=) is now dsprof.{verb}({field_name}={kind}(...))",
                           DeprecationWarning, stacklevel=3)
-            if field_name == "settings":
-                settings = replace(settings, **old)
-            else:
-                workloads = replace(workloads, **old)
-    return settings, batch, workloads
+            objects[field_name] = replace(objects[field_name], **old)
+    return objects["settings"], batch, objects["workloads"], objects["merge"]
 
 
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
@@ -130,10 +131,7 @@ def measure(
     workloads: Workloads | None = None,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
-    lut: Any = None,
-    device_key: Any = None,
-    merge_by: str | None = None,
-    accept_modified: bool = False,
+    merge: MergeChoice | None = None,
     calibrate: bool = False,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
@@ -156,14 +154,16 @@ def measure(
     torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used where ``batch`` is None; default:
     PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). The separate
     keywords of before (``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
-    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``) still work for a release, with a
-    `DeprecationWarning`. ``plans`` and ``merged_models`` add whole models
-    timed beside the original (`plan_models`: ``lut``, ``device_key`` and ``merge_by`` decide the plans' merges);
+    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``,
+    ``merge_by=``, ``accept_modified=``) still work for a release, with a `DeprecationWarning`. ``plans`` and ``merged_models`` add whole models
+    timed beside the original (`plan_models`: ``merge``, a `dsprof.lut.MergeChoice` -- a LUT and its context, or
+    MACs --, decides the merges of the plans without their own list);
     ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
     ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
     each step to ``say``. ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
-    settings, batch, workloads = request_objects(settings, batch, workloads, deprecated)
+    settings, batch, workloads, merge = request_objects(settings, batch, workloads, merge, deprecated)
+    lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
     backend, device, dtype, channels_last, threads, compile = (
         settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
     variants, model_variants, blocks, in_situ, spans = (
@@ -205,10 +205,7 @@ def export(
     weights: bool | str | Path = False,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
-    lut: Any = None,
-    device_key: Any = None,
-    merge_by: str | None = None,
-    accept_modified: bool = False,
+    merge: MergeChoice | None = None,
     batch: int = 1,
     workloads: Workloads | None = None,
     out: str | Path = "bundle",
@@ -217,8 +214,12 @@ def export(
     """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
     (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
     takes the other keywords: formats, timing, overwrite, log, opset; and what ``workloads`` chooses, or its
-    variants, model_variants, blocks and spans one by one). Returns the bundle and the merges its plans' models were
-    built with."""
+    variants, model_variants, blocks and spans one by one). ``merge``: what merges the plans without their own list,
+    as in `measure` (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=`` one by one: a
+    `DeprecationWarning`). Returns the bundle and the merges its plans' models were built with."""
+    old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
+    merge = request_objects(None, None, None, merge, old, verb="export")[3]
+    lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
     if workloads is not None:  # a bundle times blocks alone: no in-situ variants
         if workloads.in_situ:
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
