@@ -183,7 +183,8 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
     assert found.plan.model == "TinyConv" and sum(found.plan.keep) == 1 and len(found.plan.keep) == 3
     chosen = search(net, keep=1, method="planner", lut=lut, max_span=2, config=config, out=tmp_path / "planner.json")
     front_plan = load_plan(planned.plan_path)  # the planner's search and dsprof.plan: one plan for the module
-    assert (chosen.plan.keep, chosen.plan.merge, chosen.plan.spans) == (front_plan.keep, front_plan.merge, front_plan.spans)
+    assert (chosen.plan.keep, chosen.plan.merge, chosen.plan.spans) == (front_plan.keep, front_plan.merge,
+                                                                        front_plan.spans)
     tuned = finetune(planned.plan_path, model=net, config=config, device="cpu", out=tmp_path / "ft.pt")
     assert tuned.merged_max_abs_diff < 1e-4  # the fine-tuned model, merged exactly
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # trained on a copy
@@ -225,6 +226,14 @@ def test_the_timing_context_is_one_object(tmp_path):
     assert [(r.scope, r.context) for r in old.measurements if r.scope != "probe"] == [("model", whole.context)]
     with pytest.raises(TypeError, match="'thread'"):
         dsprof.measure(mlp, thread=1, out=tmp_path / "d.jsonl", **quiet)
+    from dsprof.edge import RemoteHost
+    from dsprof.workflows.measure import remote_host
+
+    with pytest.warns(DeprecationWarning, match=r"ssh=, remote_dir=\) is now dsprof.measure\(remote=RemoteHost"):
+        host = remote_host("me@edge", {"ssh": ["ssh", "-p", "2222"], "remote_dir": "b"})
+    assert host == RemoteHost("me@edge", ("ssh", "-p", "2222"), "python3", "b")
+    with pytest.raises(dsprof.errors.UsageError, match="fp32"):  # refused before anything is built or reached
+        dsprof.measure(mlp, remote=host, settings=BackendSettings(dtype="fp16"), out=tmp_path / "e", **quiet)
     with pytest.raises(dsprof.errors.UsageError, match="workloads.in_situ"):
         dsprof.export(mlp, resolution=8, workloads=Workloads(in_situ=("merged",)), out=tmp_path / "bundle")
 

@@ -4,7 +4,6 @@ on another machine over ssh (``--remote``), or a few entries of a new context (`
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -13,8 +12,8 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
 from .options import (CliError, add_model_args, add_timing_args, add_workload_args, compile_from_args,
-                      merge_choice_from_args, model_options_from_args, model_ref_from_args, settings_from_args,
-                      timing_from_args, weights_from_args, workloads_from_args)
+                      merge_choice_from_args, model_options_from_args, model_ref_from_args, remote_from_args,
+                      settings_from_args, timing_from_args, weights_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -85,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
     measured = measure(
         model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch,
         workloads=workloads_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
-        merge=merge_choice_from_args(args), calibrate=args.calibrate, timing=timing_from_args(args), out=args.out, resume=args.resume,
-        overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {m}", file=sys.stderr),
-        remote=args.remote, ssh=shlex.split(args.ssh), remote_python=args.remote_python, remote_dir=args.remote_dir,
+        merge=merge_choice_from_args(args), calibrate=args.calibrate, timing=timing_from_args(args), out=args.out,
+        resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+        log=lambda m: print(f"warning: {m}", file=sys.stderr), remote=remote_from_args(args),
         say=None if args.no_progress else print,
     )
     for merges in measured.merges:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..edge.host import RemoteHost
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
@@ -18,7 +20,7 @@ from ..profiler.timing import TimingConfig
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
            "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg",
            "load_lut", "merge_choice_from_args", "model_from_args", "model_options_from_args", "model_ref_from_args",
-           "on_interrupt", "settings_from_args", "spans_arg", "timing_from_args", "use_model_file",
+           "on_interrupt", "remote_from_args", "settings_from_args", "spans_arg", "timing_from_args", "use_model_file",
            "weights_from_args", "workloads_from_args"]
 
 
@@ -127,6 +129,14 @@ def merge_choice_from_args(args: argparse.Namespace):
     from ..lut.choice import MergeChoice  # pandas
 
     return MergeChoice(args.lut, args.device_key, args.merge_by, args.accept_modified)
+
+
+def remote_from_args(args: argparse.Namespace) -> RemoteHost | None:
+    """The machine ``--remote`` names (`dsprof.edge.RemoteHost`), reached with ``--ssh``, its runner run by
+    ``--remote-python`` in ``--remote-dir``; None without ``--remote``."""
+    if not args.remote:
+        return None
+    return RemoteHost(args.remote, tuple(shlex.split(args.ssh)), args.remote_python, args.remote_dir)
 
 
 def workloads_from_args(args: argparse.Namespace):

@@ -73,9 +73,9 @@ class ModelRef:
             if not changed:
                 return model
             if model.module is not None:  # the module carries its name and size: given them again
-                return cls._of_module(model.module, changed.get("name", model.name),
-                                      changed.get("options", model.options), changed.get("resolution", model.resolution),
-                                      changed.get("weights"))
+                given = {**{"name": model.name, "options": model.options, "resolution": model.resolution}, **changed}
+                return cls._of_module(model.module, given["name"], given["options"], given["resolution"],
+                                      given.get("weights"))
             return replace(model, **changed)
         if isinstance(model, nn.Module):
             return cls._of_module(model, name, options, resolution, weights)

@@ -20,6 +20,7 @@ from torch import nn
 
 from ..device_context import DeviceContext
 from ..edge.export import ExportResult, export_bundle
+from ..edge.host import RemoteHost
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
 from ..errors import UsageError
@@ -38,7 +39,7 @@ from ..profiler.timing import Clock, TimingConfig
 from .calibrate import check_calibration_request, planned_groups
 from .check import PairedCheck, paired_check
 
-__all__ = ["Measured", "export", "measure", "plan_models", "request_objects"]
+__all__ = ["Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,22 @@ class Measured:
 _SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
 _WORKLOADS_KEYWORDS = ("variants", "model_variants", "blocks", "in_situ", "spans")
 _MERGE_KEYWORDS = ("lut", "device_key", "merge_by", "accept_modified")
+
+
+_REMOTE_KEYWORDS = {"ssh": "ssh", "remote_python": "python", "remote_dir": "dir"}
+
+
+def remote_host(remote: str | RemoteHost | None, deprecated: dict[str, Any]) -> RemoteHost | None:
+    """The machine a run times on (None: here), with the ``deprecated`` keywords of before (taken out of it: a
+    `DeprecationWarning`) in place of its fields."""
+    old = {_REMOTE_KEYWORDS[k]: deprecated.pop(k) for k in list(deprecated) if k in _REMOTE_KEYWORDS}
+    if old:
+        warnings.warn(f"dsprof.measure({'=, '.join(k for k in _REMOTE_KEYWORDS if _REMOTE_KEYWORDS[k] in old)}=) is "
+                      "now dsprof.measure(remote=RemoteHost(...))", DeprecationWarning, stacklevel=3)
+    if remote is None:
+        return None
+    host = remote if isinstance(remote, RemoteHost) else RemoteHost(str(remote))
+    return replace(host, **old) if old else host
 
 
 def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
@@ -120,7 +137,7 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
 
 
 def measure(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
@@ -140,10 +157,7 @@ def measure(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     clock: Clock = time.perf_counter_ns,
-    remote: str | None = None,
-    ssh: Sequence[str] = ("ssh",),
-    remote_python: str = "python3",
-    remote_dir: str = "dsprof-bundles",
+    remote: str | RemoteHost | None = None,
     say: Callable[[str], None] | None = None,
     **deprecated: Any,
 ) -> Measured:
@@ -155,15 +169,18 @@ def measure(
     PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). The separate
     keywords of before (``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
     ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``,
-    ``merge_by=``, ``accept_modified=``) still work for a release, with a `DeprecationWarning`. ``plans`` and ``merged_models`` add whole models
-    timed beside the original (`plan_models`: ``merge``, a `dsprof.lut.MergeChoice` -- a LUT and its context, or
-    MACs --, decides the merges of the plans without their own list);
-    ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
-    ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
-    each step to ``say``. ``log`` gets the run's warnings.
+    ``merge_by=``, ``accept_modified=``) still work for a release, with a `DeprecationWarning`. ``plans`` and
+    ``merged_models`` add whole models timed beside the original (`plan_models`: ``merge``, a
+    `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs --, decides the merges of the plans without their own
+    list); ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
+    ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain ``ssh``) times fp32 bundles on
+    that machine instead (`dsprof.edge.remote`), saying each step to ``say`` (``ssh=``, ``remote_python=`` and
+    ``remote_dir=`` one by one still work for a release, with a `DeprecationWarning`). ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
+    host = remote_host(remote, deprecated)  # takes its keywords of before out of ``deprecated``
     settings, batch, workloads, merge = request_objects(settings, batch, workloads, merge, deprecated)
     lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
+    remote, ssh, remote_python, remote_dir = (host.host, host.ssh, host.python, host.dir) if host else (None,) * 4
     backend, device, dtype, channels_last, threads, compile = (
         settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
     variants, model_variants, blocks, in_situ, spans = (
