@@ -46,7 +46,7 @@ from dsprof.lut.interval import lut_probe, probe_ratio
 from dsprof.plan import Plan, load_plan
 from dsprof.models import find_blocks, get_model
 import dsprof
-from dsprof.profiler import TimingConfig
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.workflows.check import measure_planned_run, paired_check
 from dsprof.profiler.records import read_measurements
 from dsprof.plan import plan_front
@@ -105,15 +105,17 @@ def front_plans(model: str, lut, key, options: dict, resolution: int, count: int
 def measure_case(backend: str, model_name: str, options: dict, args: argparse.Namespace, out: Path) -> dict:
     """The LUT run and one paired check per plan, every file under ``out``; returns the case's manifest."""
     timing = TimingConfig(budget_s=args.budget, first_warmup_s=args.first_warmup)
-    context = dict(backend=backend, device=args.device, batch=args.batch, threads=args.threads)
+    settings = BackendSettings(backend, args.device, threads=args.threads)
     case = {"backend": backend, "model": model_name, "options": options, "resolution": args.resolution,
             "load_before": load(), "slug": f"{backend}-{slug(model_name)}", "seed": args.seed,
             "model_file": args.model_file if model_name.startswith("file:") else None}
     t0 = time.perf_counter()
     lut_run = dsprof.measure(model_name, options=options, resolution=args.resolution,
-                             variants=("original", "merged", "linear"), model_variants=("original",),
-                             in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans, timing=timing,
-                             out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate, **context).run
+                             workloads=Workloads(("original", "merged", "linear"), ("original",),
+                                                 in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans),
+                             timing=timing,
+                             out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate, settings=settings,
+                             batch=args.batch).run
     case["lut_wall_s"] = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]

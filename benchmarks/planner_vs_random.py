@@ -68,7 +68,7 @@ from dsprof.models import find_blocks, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.plan import plan_front
 import dsprof
-from dsprof.profiler import TimingConfig
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.profiler.allocator import steady_allocator
 from dsprof.profiler.records import IN_SITU_SCOPE
 from dsprof.models.onnx_export import export_onnx
@@ -107,8 +107,8 @@ def lut_of(name: str, backend: str, args: argparse.Namespace, case_dir: Path, lo
         return LUT.load(path)
     log["lut_load_before"] = load()
     t0 = time.perf_counter()
-    result = dsprof.measure(name, resolution=args.resolution, backend=backend, threads=1,
-                            variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+    result = dsprof.measure(name, resolution=args.resolution, settings=BackendSettings(backend, threads=1),
+                            workloads=Workloads(("original", "merged", "linear"), ("original",), spans=MAX_SPAN),
                             calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut",
                             overwrite=True, progress=False).run
     log["lut_wall_s"] = time.perf_counter() - t0

@@ -15,6 +15,7 @@ __all__ = [
     "BlockSpec",
     "DeviceContext",
     "DsprofError",
+    "ModelRef",
     "__version__",
     "build_lut",
     "count_macs",
@@ -35,7 +36,8 @@ __all__ = [
 ]
 
 # The model API imports PyTorch: imported on first use (`dsprof --help` stays quick).
-_MODEL_API = ("BlockSpec", "count_macs", "count_params", "find_blocks", "get_model", "list_models", "summarize_blocks")
+_MODEL_API = ("BlockSpec", "ModelRef", "count_macs", "count_params", "find_blocks", "get_model", "list_models",
+              "summarize_blocks")
 # What the commands run (`dsprof.api`); `plan` and `merge` are packages that call theirs (`dsprof._lazy`).
 _API = ("build_lut", "export", "importance", "measure", "measure_few", "predict", "report")
 __getattr__, __dir__ = lazy_exports(__name__, {**{name: ".models" for name in _MODEL_API},

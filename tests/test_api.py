@@ -52,6 +52,14 @@ def test_the_examples_run_as_written(tmp_path, monkeypatch, capsys, one_thread):
     assert json.loads(json.dumps(found.to_dict(), default=str))["check"]["pairs"] > 0
     assert merged.out == Path("merged.pt") and merged.out.is_file()
     assert list(merged.report.plan.merge) == json.loads(Path("front.plan.json").read_text())["merge"]  # as priced
+    # a module of one's own through the same doors (issue #44): named as given, its plan for it, replayed on it.
+    # Both blocks linearised (keep=0) by the rule (200 us a call, 0.1 ns a MAC, 16x16 maps): each merged block is a
+    # 3x3 conv 16->16, 589 824 MACs (259 us, against 267 us linear: 671 744 MACs); the span of both one 5x5 conv,
+    # 1 638 400 MACs (364 us against 2 x 259): the planner merges them as one span
+    mine, mine_planned, mine_merged = scope["mine"], scope["mine_planned"], scope["mine_merged"]
+    assert {r.model for r in mine.run.measurements if r.scope != "probe"} == {"mynet"}
+    assert mine_planned.chosen.plan.model == "mynet" and mine_planned.chosen.plan.spans == ((0, 2),)
+    assert mine_merged.report.plan.spans == ((0, 2),) and "mynet" in out
     assert scope["pages"].html.is_file() and scope["pages"].answer
     importance = json.loads(Path("importance.json").read_text())
     assert importance["format"] == "dsprof.importance" and len(importance["importance"]) == 7

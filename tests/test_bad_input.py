@@ -260,7 +260,7 @@ def test_anything_else_is_a_bug_with_its_traceback(monkeypatch, bug):
     def broken(*args, **kwargs):
         raise bug("a bug inside dsprof")
 
-    # the command imports get_model from dsprof.models when it runs (a quick start-up), so break it there
-    monkeypatch.setattr(dsprof.models, "get_model", broken)
+    # the command builds its model through the one model reference when it runs (a quick start-up), so break it there
+    monkeypatch.setattr(dsprof.models.ModelRef, "build", broken)
     with pytest.raises(bug, match="a bug inside dsprof"):
         dsprof.cli.main(["blocks", "--model", "mobilenet_v2"])

@@ -17,7 +17,7 @@ from dsprof.cli import main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
 from dsprof.plan import Plan
-from dsprof.profiler import TimingConfig
+from dsprof.profiler import TimingConfig, Workloads
 from dsprof.profiler.records import CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, read_measurements
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -30,8 +30,9 @@ Z = 1.959964
 
 
 def _measure(out, **kw):
-    return dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
-                          model_variants=("original",), timing=FAST, out=out, progress=False, **kw).run
+    return dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32,
+                          workloads=Workloads(("original", "merged", "linear"), ("original",)), timing=FAST, out=out,
+                          progress=False, **kw).run
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +89,8 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
 
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
     with pytest.raises(UsageError, match="needs `variants=` with original and merged"):
-        dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, variants=("original",),
-                       model_variants=("original",), timing=FAST, out=tmp_path / "a.jsonl", progress=False,
-                       calibrate=True)
+        dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, workloads=Workloads(("original",), ("original",)),
+                       timing=FAST, out=tmp_path / "a.jsonl", progress=False, calibrate=True)
     assert main(["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--calibrate", "--remote", "me@host",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..profiler.timing import TimingConfig
-from .options import add_model_args, model_from_args, model_options_from_args
+from .options import add_model_args, model_ref_from_args
 
 
 def add(sub, fmt) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..profiler.explain import explain_block, format_explanation
 
     explanation = explain_block(
-        model_from_args(args), args.block, name=args.model, model_options=model_options_from_args(args),
+        model_ref_from_args(args), args.block,
         backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
     )
     print(format_explanation(explanation))

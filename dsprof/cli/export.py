@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..runtimes import FORMATS, runtime_of_format
 from .commands import import_command, runner_command
-from .options import (add_model_args, add_timing_args, add_workload_args, blocks_from_args, csv_list,
-                      model_options_from_args, on_interrupt, timing_from_args, weights_from_args)
+from .options import (add_model_args, add_timing_args, add_workload_args, csv_list, merge_choice_from_args,
+                      model_ref_from_args, on_interrupt, timing_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -36,11 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
         result, merges = export(
-            args.model, options=model_options_from_args(args), resolution=args.resolution,
-            weights=weights_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
-            lut=args.lut, device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
-            batch=args.batch, out=args.out, formats=csv_list(args.format), variants=csv_list(args.variants),
-            model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), spans=args.spans,
+            model_ref_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
+            merge=merge_choice_from_args(args), batch=args.batch, workloads=workloads_from_args(args), out=args.out, formats=csv_list(args.format),
             timing=timing_from_args(args), overwrite=args.overwrite, log=None if args.quiet else print,
             **({"opset": args.opset} if args.opset else {}),
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..constants import DEFAULT_FINETUNE
 from ..names import DEFAULT_PROXY
 from ..search.settings import TrainConfig
-from .options import add_model_args, model_options_from_args, weights_from_args
+from .options import add_model_args, model_ref_from_args
 from .training import ThreadUse, add_proxy_args, add_train_threads_arg, proxy_settings
 
 
@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
                          max_batches=args.max_batches, threads=args.threads)
     with ThreadUse(args.threads) as use:
         found = importance(
-            args.model, proxy=args.proxy, data=args.data, out=args.out, options=model_options_from_args(args),
-            resolution=args.resolution, weights=weights_from_args(args), settings=proxy_settings(args, lr=args.lr),
+            model_ref_from_args(args), proxy=args.proxy, data=args.data, out=args.out,
+            resolution=args.resolution, settings=proxy_settings(args, lr=args.lr),
             config=config, device=args.device,
         )
     scored, record = found.scores, found.record

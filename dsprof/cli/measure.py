@@ -4,7 +4,6 @@ on another machine over ssh (``--remote``), or a few entries of a new context (`
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -13,8 +12,9 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
 from .flags import command_line_text
-from .options import (CliError, add_model_args, add_timing_args, add_workload_args, blocks_from_args, compile_from_args,
-                      csv_list, model_options_from_args, timing_from_args, weights_from_args)
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, compile_from_args,
+                      merge_choice_from_args, model_options_from_args, model_ref_from_args, remote_from_args,
+                      settings_from_args, timing_from_args, weights_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -83,15 +83,11 @@ def run(args: argparse.Namespace) -> int:
     if args.few is not None:
         return _few(args)
     measured = measure(
-        args.model, options=model_options_from_args(args), resolution=args.resolution, weights=weights_from_args(args),
-        backend=args.backend, device=args.device, dtype=args.dtype, channels_last=args.channels_last, batch=args.batch,
-        threads=args.threads, compile=compile_from_args(args), variants=csv_list(args.variants),
-        model_variants=csv_list(args.model_variants), blocks=blocks_from_args(args), in_situ=csv_list(args.in_situ),
-        spans=args.spans, plans=args.plan or (), merged_models=args.merged_model or (), lut=args.lut,
-        device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
-        calibrate=args.calibrate, timing=timing_from_args(args), out=args.out, resume=args.resume,
-        overwrite=args.overwrite, progress=not args.no_progress, log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr),
-        remote=args.remote, ssh=shlex.split(args.ssh), remote_python=args.remote_python, remote_dir=args.remote_dir,
+        model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch,
+        workloads=workloads_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
+        merge=merge_choice_from_args(args), calibrate=args.calibrate, timing=timing_from_args(args), out=args.out,
+        resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+        log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr), remote=remote_from_args(args),
         say=None if args.no_progress else print,
     )
     for merges in measured.merges:

@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..edge.host import RemoteHost
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
+from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
-           "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg", "load_lut",
-           "model_from_args", "model_options_from_args", "on_interrupt", "spans_arg", "timing_from_args",
-           "use_model_file", "weights_from_args"]
+           "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg",
+           "load_lut", "merge_choice_from_args", "model_from_args", "model_options_from_args", "model_ref_from_args",
+           "on_interrupt", "remote_from_args", "settings_from_args", "spans_arg", "timing_from_args", "use_model_file",
+           "weights_from_args", "workloads_from_args"]
 
 
 class CliError(DsprofError):
@@ -98,12 +102,53 @@ def weights_from_args(args: argparse.Namespace) -> bool | str:
     return True if args.weights == "pretrained" else (args.weights or False)
 
 
+def model_ref_from_args(args: argparse.Namespace):
+    """The one `dsprof.models.ModelRef` that the model options describe (``--model`` or ``--model-file``, ``--width``,
+    ``--depths``, ``--resolution``, ``--weights``), resolved once: what every command passes to the API. None where
+    no model is named (`dsprof merge` without one: the plan's)."""
+    if getattr(args, "model", None) is None:
+        return None
+    from ..models.ref import ModelRef  # PyTorch
+
+    return ModelRef.of(args.model, options=model_options_from_args(args), resolution=args.resolution,
+                       weights=weights_from_args(args))
+
+
 def model_from_args(args: argparse.Namespace):
     """Build the model that `add_model_args` options describe."""
-    from ..models import get_model  # PyTorch
+    return model_ref_from_args(args).build()
 
-    options = model_options_from_args(args)
-    return get_model(args.model, resolution=args.resolution, pretrained=weights_from_args(args), **options)
+
+def settings_from_args(args: argparse.Namespace):
+    """The one timing context (`dsprof.profiler.BackendSettings`) that ``--backend``, ``--device``, ``--dtype``,
+    ``--channels-last``, ``--threads`` and ``--compile``/``--compile-mode`` give, as `dsprof.measure` takes it."""
+    from ..profiler.backends import BackendSettings  # PyTorch
+
+    return BackendSettings(args.backend, args.device, args.dtype, args.channels_last, args.threads,
+                           compile_from_args(args))
+
+
+def merge_choice_from_args(args: argparse.Namespace):
+    """What merges a plan without its own list (`dsprof.lut.MergeChoice`) as ``--lut``, ``--device-key``,
+    ``--merge-by`` and ``--accept-modified`` give it."""
+    from ..lut.choice import MergeChoice  # pandas
+
+    return MergeChoice(args.lut, args.device_key, args.merge_by, args.accept_modified)
+
+
+def remote_from_args(args: argparse.Namespace) -> RemoteHost | None:
+    """The machine ``--remote`` names (`dsprof.edge.RemoteHost`), reached with ``--ssh``, its runner run by
+    ``--remote-python`` in ``--remote-dir``; None without ``--remote``."""
+    if not args.remote:
+        return None
+    return RemoteHost(args.remote, tuple(shlex.split(args.ssh)), args.remote_python, args.remote_dir)
+
+
+def workloads_from_args(args: argparse.Namespace):
+    """What to time (`dsprof.profiler.Workloads`) as ``--variants``, ``--model-variants``, ``--blocks``,
+    ``--in-situ`` (where the command has it) and ``--spans`` give it."""
+    return Workloads(csv_list(args.variants), csv_list(args.model_variants), blocks_from_args(args),
+                     csv_list(getattr(args, "in_situ", None) or "none"), args.spans)
 
 
 def csv_list(text: str) -> tuple[str, ...]:

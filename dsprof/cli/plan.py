@@ -13,7 +13,7 @@ from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
-from .options import add_accept_modified, add_model_args, keep_arg, model_options_from_args
+from .options import add_accept_modified, add_model_args, keep_arg, model_ref_from_args
 
 
 def add(sub, fmt) -> None:
@@ -62,10 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from ..workflows.plan import PlannedContexts
 
     outcome = plan(
-        args.model, args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
+        model_ref_from_args(args), args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
         speedup=args.speedup, max_span=args.max_span, device_key=args.device_key, backend=args.backend,
-        batch=args.batch, method=args.method, options=model_options_from_args(args), resolution=args.resolution,
-        plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
+        batch=args.batch, method=args.method, plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts

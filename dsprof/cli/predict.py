@@ -9,7 +9,7 @@ from pathlib import Path
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
 from .flags import command_line_text
-from .options import add_accept_modified, add_merge_by_arg, add_model_args, model_options_from_args, weights_from_args
+from .options import add_accept_modified, add_merge_by_arg, add_model_args, model_ref_from_args
 
 
 def add(sub, fmt) -> None:
@@ -62,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
                   "machine's speed now against the LUT's runs (the speed-up needs no scaling)")
 
     found = predict(
-        args.model, args.lut, args.plan, options=model_options_from_args(args), resolution=args.resolution,
-        weights=weights_from_args(args), device_key=args.device_key, backend=args.backend, batch=args.batch,
+        model_ref_from_args(args), args.lut, args.plan, device_key=args.device_key, backend=args.backend, batch=args.batch,
         method=args.method, rest=args.rest, merge_by=args.merge_by, strict=args.strict, allow_partial=args.allow_partial,
         probe=args.probe, check=args.measure, check_out=args.measure_out, progress=not args.no_progress,
         json_out=args.json, accept_modified=args.accept_modified, on_prediction=shown,

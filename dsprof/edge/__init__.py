@@ -11,6 +11,7 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(('EDGE_OPSET', 'ExportResult', 'FORMATS', 'export_bundle'), ".export"),
     **dict.fromkeys(('ImportResult', 'import_results'), ".importer"),
+    'RemoteHost': ".host",
     **dict.fromkeys(('BUNDLE_FORMAT', 'EdgeError', 'read_manifest'), ".manifest"),
     **dict.fromkeys(('BENCHMARK_MODEL_FLAGS', 'BenchmarkModelError', 'RESULTS_FORMAT', 'benchmark_model_args', 'check_benchmark_model_output', 'parse_benchmark_model_output'), ".runner"),
 }

@@ -35,7 +35,7 @@ from torch import nn
 from .. import __version__
 from ..errors import OutputPathError, UsageError
 from ..io import atomic_write_text, make_parent_folders
-from ..models import input_size_of, named_model
+from ..models import input_size_of, ModelRef
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
 from ..profiler import cpu_share, hardware, sessions, timing_loop
@@ -169,8 +169,8 @@ def export_bundle(
         raise UsageError(f"`batch={batch}`: give 1 or more images")
     out = Path(out)
     _check_out(out, overwrite)
-    options = dict(model_options or {})
-    label, net = named_model(model, name, resolution, options)
+    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution)
+    options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     input_size = (resolution, resolution) if resolution else input_size_of(net)
     options["resolution"] = input_size[0]

@@ -12,7 +12,7 @@ import pandas as pd
 from torch import nn
 
 from ..errors import HINT, LUTError, UsageError
-from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, named_model
+from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, ModelRef
 from ..device_context import DeviceContext
 from ..merge.rule import check_merges
 from .lookup import in_model_factor
@@ -297,8 +297,8 @@ def prices_of(
     key = lut.resolve(device)
     auto = method == "auto"
     method = resolve_method(method, key, rest=rest, variant=variant)  # before any lookup
-    options = dict(options or {})
-    name, net = named_model(model, name, resolution, options)
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution)
+    name, options, net = ref.name, dict(ref.options), ref.build()
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
     prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)

@@ -1,5 +1,5 @@
-"""Building a registered model (`get_model`), loading a checkpoint into it (`load_checkpoint`) and the form every API
-that takes "a model" accepts (`named_model`). The registry itself (`dsprof.models.registry`) is plain data; a zoo
+"""Building a registered model (`get_model`) and loading a checkpoint into it (`load_checkpoint`); what every API
+that takes "a model" accepts is `dsprof.models.ref.ModelRef`. The registry itself (`dsprof.models.registry`) is plain data; a zoo
 model's builder (`dsprof.models.zoo`, torchvision and timm) is imported when such a model is built."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..io import load_torch
 from .checkpoint_keys import adapt_keys
 from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry, model_entry
 
-__all__ = ["ClassCountError", "get_model", "load_checkpoint", "named_model", "reparameterize"]
+__all__ = ["ClassCountError", "get_model", "load_checkpoint", "reparameterize"]
 
 
 def _build(entry: ModelEntry, **kwargs: object) -> nn.Module:
@@ -140,15 +140,3 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
             "Check the model name and its width/depth options."
         )
     return model
-
-
-def named_model(
-    model: str | nn.Module, name: str | None = None, resolution: int | None = None, options: dict | None = None
-) -> tuple[str, nn.Module]:
-    """(label, module) of a registered model name (built with ``options`` and ``resolution``) or of a
-    module given with its ``name`` -- the form every API that takes "a model" accepts."""
-    if isinstance(model, str):
-        return name or model, get_model(model, resolution=resolution, **(options or {}))
-    if name is None:
-        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
-    return name, model

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -26,6 +27,10 @@ __all__ = [
     "model_args",
     "model_identity",
     "normalized_options",
+    "is_module_name",
+    "module_name",
+    "register_module_name",
+    "registered_module",
 ]
 
 _REGISTRY: dict[str, "ModelEntry"] = {}
@@ -42,6 +47,9 @@ REPARAMETERIZE_METHODS = ("fuse", "reparameterize", "switch_to_deploy")
 #: train-time branches into one convolution each (timm's MobileOne, RepVGG...) before anything else sees it
 #: (`dsprof.models.build.get_model`).
 COMMON_OPTIONS: dict[str, object] = {"reparameterize": False}
+# The modules passed as objects (`module_name`), by name, held weakly: a plan for one is a plan for a known model in
+# this process, and its name finds it again (`registered_module`) while the caller keeps it.
+_MODULES: dict[str, weakref.ref] = {}
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,39 @@ def model_entry(name: str) -> ModelEntry:
             f"unknown model {name!r}. Known models: {', '.join(close)}. "
             "List them all with `dsprof models` or dsprof.models.list_models()."
         ) from None
+
+
+def register_module_name(name: str, module: "nn.Module") -> None:
+    """Know ``name`` as the name of ``module``, passed as an object (not built from the registry), so that a plan made
+    for it (``Plan(model=name)``) is a plan for a known model and the name finds the module (`registered_module`); a
+    registered name needs nothing."""
+    if name not in _REGISTRY:
+        _MODULES[name] = weakref.ref(module)
+
+
+def is_module_name(name: str) -> bool:
+    """True for the name of a module passed as an object in this process (`register_module_name`)."""
+    return registered_module(name) is not None
+
+
+def registered_module(name: str) -> "nn.Module | None":
+    """The module passed as an object under ``name`` in this process, while it exists; None otherwise."""
+    found = _MODULES.get(name)
+    return found() if found is not None else None
+
+
+def module_name(model: "nn.Module", name: str | None = None, options: dict | None = None) -> str:
+    """The name of a module in records, tables and plans: ``name`` where given, else the registered name `get_model`
+    built it under, else its class name. A module from elsewhere carries the name (and the ``options`` it is recorded
+    with, where given) it was last given here, so that a plan made for it is checked against it as against a
+    registered model's."""
+    identity = model_identity(model)
+    label = name or (identity[0] if identity is not None else type(model).__name__)
+    register_module_name(label, model)  # nothing for a registered name
+    if identity is None or identity[0] in _MODULES:  # not built by `get_model`: the name (and options) it has now
+        kept = identity[1] if identity is not None and identity[0] == label else {}
+        setattr(model, IDENTITY_ATTR, (label, dict(options) if options is not None else kept))
+    return label
 
 
 def input_size_of(model: nn.Module, default: tuple[int, int] = (224, 224)) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text
 from ..io import read_json
-from ..models import model_args, model_entry, model_identity, normalized_options
+from ..models import is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
            "load_plan", "named_plans", "same_family"]
@@ -49,7 +49,9 @@ def same_family(a: str, b: str) -> bool:
 
 @dataclass(frozen=True)
 class Plan:
-    """Which blocks of ``model`` keep their activations (1) and which are linearised (0)."""
+    """Which blocks of ``model`` keep their activations (1) and which are linearised (0). ``model`` is a registered
+    name, or the name of a module passed as an object (given a module, or a `dsprof.models.ModelRef`, the plan takes
+    its name: `dsprof.models.module_name`)."""
 
     model: str
     keep: tuple[int, ...]
@@ -63,8 +65,10 @@ class Plan:
     spans: tuple[tuple[int, int], ...] | None = None  # [start, stop) block ranges merged as one conv each
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "model", _model_name(self.model))
         try:
-            model_entry(self.model)
+            if not is_module_name(self.model):  # a module passed as an object here needs no registry entry
+                model_entry(self.model)
         except KeyError as exc:
             raise PlanModelError(f"plan for an unknown model: {exc.args[0]}", self.model) from None
         keep = tuple(self.keep)
@@ -195,12 +199,24 @@ class Plan:
         return plan if isinstance(plan, Plan) else load_plan(plan)
 
 
-def check_plan(plan: "Plan | str | Path", model: str, options: dict[str, Any] | None = None) -> Plan:
+def _model_name(model: Any) -> str:
+    """The name a plan gives ``model``: a name as it is; a module's (`module_name`); a `ModelRef`'s."""
+    if isinstance(model, str):
+        return model
+    named = module_name(model) if hasattr(model, "named_modules") else getattr(model, "name", None)
+    if not isinstance(named, str):
+        raise PlanError(f"'model' is a model's name or an nn.Module, got {type(model).__name__}")
+    return named
+
+
+def check_plan(plan: "Plan | str | Path", model: Any, options: dict[str, Any] | None = None) -> Plan:
     """The plan (anything `Plan.coerce` reads), checked against the registered model ``model`` built with
     ``options``; the one check every command that takes a plan and a model makes. Refused (`PlanError`, with the
     options that build the plan's model) when it is for another model or other options; options are compared
     once defaults are dropped (`normalized_options`: ``width=1.0`` is MobileNetV2's default, the same model).
-    A plan of the same family (``tf_efficientnet_lite0`` for ``efficientnet_lite0``) comes back re-targeted."""
+    A plan of the same family (``tf_efficientnet_lite0`` for ``efficientnet_lite0``) comes back re-targeted.
+    ``model`` may be a module or a `dsprof.models.ModelRef` (its name)."""
+    model = _model_name(model)
     try:
         plan = Plan.coerce(plan)
     except PlanModelError as exc:  # made for a user's model whose file was not given: name both models

@@ -31,6 +31,7 @@ _EXPORTS = {
                      "dense_counterpart_model", "deployed_linear", "flops_matched_channels", "model_workload",
                      "model_workloads", "stem_head_workloads"), ".workloads"),
     "probe_now": ".probe",
+    "Workloads": ".selection",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -37,7 +37,7 @@ from torch import nn
 from ..device_context import COMPILE_MODES
 from ..errors import UsageError
 from ..merge.fold import fold_batchnorm
-from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, named_model
+from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef
 from .backends import BackendSettings, get_backend
 from .cpu_share import CpuShare
 from .runner import DEFAULT_CPU_THREADS
@@ -330,8 +330,8 @@ def explain_block(
     if backend not in EXPLAIN_BACKENDS:
         raise UsageError(f"explain supports `backend=` {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
-    options = dict(model_options or {})
-    label, net = named_model(model, name, resolution, options)
+    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution)
+    options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     blocks = find_blocks(net)
     found = [b for b in blocks if b.name == block]

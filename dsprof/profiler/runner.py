@@ -26,7 +26,7 @@ from torch import nn
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders, output_path, slug
-from ..models import NothingToMergeWarning, find_blocks, input_size_of, named_model, nothing_to_merge
+from ..models import NothingToMergeWarning, ModelRef, find_blocks, input_size_of, nothing_to_merge
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
@@ -367,8 +367,8 @@ def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[s
     request, backend_impl = _checked(request)
     check_measurement_out(request.out, request.resume, request.overwrite)  # before the model and its workloads are built (they take a while)
     settings, batch = request.settings, request.batch
-    options = dict(request.model_options)
-    label, net = named_model(request.model, request.name, request.resolution, options)
+    ref = ModelRef.of(request.model, name=request.name, options=request.model_options, resolution=request.resolution)
+    options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     input_size = (request.resolution, request.resolution) if request.resolution else input_size_of(net)
     options["resolution"] = input_size[0]

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import DsprofError
 from ..lut import LUT, predict_latency
 from ..merge.model import merge_model, merge_report
-from ..models import block_module, find_blocks, format_span, get_model, memory_footprint
+from ..models import ModelRef, block_module, find_blocks, format_span, memory_footprint
 from ..plan.plan import Plan
 from ..profiler.records import Measurement, paired_with_original
 from .tables import device_labels, latest_records, lut_validation_table
@@ -71,7 +71,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
                     continue
                 plan = Plan.coerce(plans[r.name])
             else:
-                n = len(find_blocks(get_model(r.model, resolution=resolution, **r.build_options)))
+                n = len(find_blocks(ModelRef.of(r.model, options=r.build_options, resolution=resolution).build()))
                 plan = Plan(r.model, (0,) * n, r.build_options, merge=(True,) * n, name=f"{r.model}-all-merged")
             pred = predict_latency(r.model, lut, plan, device=key, options=r.build_options,
                                    resolution=resolution, strict=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ from torch import nn
 
 from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
-from ..models import find_blocks, get_model, load_checkpoint, model_entry
+from ..models import ModelRef, find_blocks, get_model, load_checkpoint
 from .data import DIGITS, SHAPES
 
 __all__ = ["block_count", "build_model", "default_training_resolution", "replace_classifier"]
@@ -19,13 +20,13 @@ __all__ = ["block_count", "build_model", "default_training_resolution", "replace
 BUILTIN_DATA_RESOLUTION = 32
 
 
-def default_training_resolution(model: str, data: str | Path) -> int:
+def default_training_resolution(model: str | nn.Module | ModelRef, data: str | Path) -> int:
     """The resolution `search` and `finetune` train ``model`` at when given none (the CLI's default too):
     32 px on the built-in data sets (``digits`` are 8x8 images upsampled, ``shapes`` are drawn small), else
-    the model's default resolution (an ImageFolder tree is resized to it)."""
+    the model's default resolution (an ImageFolder tree is resized to it; a module's: the size it was built for)."""
     if str(data) in (DIGITS, SHAPES):
         return BUILTIN_DATA_RESOLUTION
-    return model_entry(model).default_resolution
+    return ModelRef.of(model).input_size[0]
 
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
@@ -42,7 +43,7 @@ def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
 
 
 def build_model(
-    name: str,
+    name: str | nn.Module | ModelRef,
     *,
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
@@ -51,7 +52,20 @@ def build_model(
 ) -> nn.Module:
     """``get_model(name)`` with ``num_classes`` outputs and starting ``weights``: None/False (random),
     True or ``"pretrained"`` (torchvision/timm weights; the classifier is re-initialised when
-    ``num_classes`` is not ImageNet's `IMAGENET_CLASSES`), or the path of a local state dict or dsprof training checkpoint."""
+    ``num_classes`` is not ImageNet's `IMAGENET_CLASSES`), or the path of a local state dict or dsprof training checkpoint.
+    ``name`` may be anything `ModelRef.of` takes: a module passed as an object is copied (training never changes
+    it), ``weights`` (a checkpoint) loaded into the copy and its classifier given ``num_classes`` outputs."""
+    if not isinstance(name, str):
+        ref = ModelRef.of(name, options=options, resolution=resolution)
+        if not ref.is_module:
+            return build_model(ref.entry, options=ref.options, resolution=ref.resolution, num_classes=num_classes,
+                               weights=weights if weights is not None else ref.weights)
+        if weights is True or weights == "pretrained":
+            raise UsageError("weights: a module passed as an object has no published weights; give a checkpoint's path")
+        model = copy.deepcopy(ref.module)
+        if weights:
+            load_checkpoint(model, weights)
+        return replace_classifier(model, num_classes).eval()
     options = dict(options or {})
     if weights is True or weights == "pretrained":
         model = get_model(name, resolution=resolution, pretrained=True, **options)
@@ -64,10 +78,15 @@ def build_model(
     return model
 
 
-def block_count(model: str, options: dict[str, Any] | None, resolution: int) -> int:
+def block_count(model: str | nn.Module | ModelRef, options: dict[str, Any] | None, resolution: int) -> int:
     """The number of blocks (`find_blocks`) of the registered ``model`` with ``options`` at ``resolution``, for
     callers that have no model built: counted once per process on the model with its own classifier (a head of
-    another size changes no block)."""
+    another size changes no block); a module passed as an object (or its `ModelRef`) is counted as it is."""
+    if not isinstance(model, str):
+        ref = ModelRef.of(model, options=options)
+        if ref.is_module:
+            return len(find_blocks(ref.module, (resolution, resolution)))
+        model, options = ref.entry, ref.options
     return _block_count(model, json.dumps(options or {}, sort_keys=True), resolution)
 
 

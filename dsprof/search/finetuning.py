@@ -25,6 +25,7 @@ from ..plan import Plan
 from ..plan.plan import check_plan
 from ..plan.decide import merge_rule
 from ..merge.rule import Merges
+from ..models import ModelRef
 from .baselines import layer_prune
 from .build import build_model, default_training_resolution
 from .data import load_data
@@ -66,7 +67,7 @@ def _distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: flo
 def finetune(
     plan: Plan | str | Path | None = None,
     *,
-    model: str | None = None,
+    model: str | nn.Module | ModelRef | None = None,
     options: dict[str, Any] | None = None,
     data: str | Path = "digits",
     resolution: int | None = None,
@@ -106,19 +107,21 @@ def finetune(
     plan's ``merge`` list, else ``lut``'s rule (context ``device_key``, read at ``lut_resolution``, default
     ``resolution``), else MACs with ``merge_by="macs"``; a plan without a list and neither is refused at once.
     """
-    plan, model_name, options = _what_to_train(plan, model, options)
+    ref = ModelRef.of(model, options=options) if model is not None and not isinstance(model, str) else None
+    plan, model_name, options = _what_to_train(plan, ref or model, options)
+    source = ref if ref is not None and ref.is_module else model_name  # what builds the model: a module is copied
     if resolution is None:
-        resolution = default_training_resolution(model_name, data)
+        resolution = default_training_resolution(source, data)
     merges = None
     if plan is not None and check_merge and not (ds_plus or layer_pruning or all(plan.keep)):
-        merges = merge_rule(model_name, lut=lut, device=device_key, merge_by=merge_by, options=options,
+        merges = merge_rule(source, lut=lut, device=device_key, merge_by=merge_by, options=options,
                             resolution=lut_resolution or resolution, plan=plan).decide(plan)
         plan = merges.plan
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
         splits = load_data(data, resolution)
-        original = build_model(model_name, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
+        original = build_model(source, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
         student, kind, notes = _student(original, plan, resolution, ds_plus, layer_pruning)
         before_epoch = _linear_phase(student, config, linear_epochs) if ds_plus else None
         loss_fn = _finetune_loss(_teacher(original, rt) if distill else None, distill_alpha, temperature, config, rt)
@@ -149,9 +152,11 @@ def finetune(
         teardown_runtime(rt)
 
 
-def _what_to_train(plan, model: str | None, options) -> tuple[Plan | None, str, dict[str, Any]]:
+def _what_to_train(plan, model: Any, options) -> tuple[Plan | None, str, dict[str, Any]]:
     """The plan (read), the model's name and its build options: the plan's (checked against ``model`` and
-    ``options`` where a model is given: `check_plan`), or ``model`` and ``options``."""
+    ``options`` where a model is given: `check_plan`), or ``model`` (a name or a `ModelRef`) and ``options``."""
+    if model is not None and not isinstance(model, str):  # a ModelRef: its name and options
+        model, options = model.name, dict(model.options)
     if plan is not None:
         plan = Plan.coerce(plan)
         if model is not None or options:

@@ -28,9 +28,10 @@ __all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "wr
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """The options of one search (`search`'s arguments; ``resolution`` already resolved)."""
+    """The options of one search (`search`'s arguments; ``resolution`` already resolved). ``model``: a registered
+    name, or the `dsprof.models.ModelRef` of a module passed as an object (its ``str`` is its name)."""
 
-    model: str
+    model: Any
     keep: int | float | None  # blocks that keep their activations; None: a budget chooses (the planner)
     data: str | Path
     options: dict[str, Any]

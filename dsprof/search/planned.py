@@ -30,7 +30,7 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
                          "and dsprof build-lut)")
     try:
         return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
-                          options=req.options, resolution=req.lut_resolution or req.resolution)
+                          name=str(req.model), options=req.options, resolution=req.lut_resolution or req.resolution)
     except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
         exc.args = (str(exc.args[0]).replace("`resolution=", "`lut_resolution="), *exc.args[1:])
         raise

@@ -399,7 +399,7 @@ def block_importance(proxy: str, model: nn.Module, data: DataSplits, block: int,
     return score_blocks(proxy, inp, [block]).scores[0]
 
 
-def proxy_input(model: str, proxy: str, *, options: dict[str, Any] | None = None, weights: bool | str | Path | None = None,
+def proxy_input(model: Any, proxy: str, *, options: dict[str, Any] | None = None, weights: bool | str | Path | None = None,
                 data: str | Path = "digits", resolution: int, settings: ProxySettings | None = None,
                 config: TrainConfig | None = None, device: str | torch.device = "cpu") -> ProxyInput:
     """What ``proxy`` scores: the registered ``model`` built for ``data``'s classes from ``weights`` (True or

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError, look_up
+from ..models import ModelRef
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..plan.front import check_budget
 from .build import default_training_resolution
@@ -95,6 +96,9 @@ def search(
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")
+    if not isinstance(model, str):  # a module passed as an object (or a `ModelRef`): the one reference, resolved here
+        model = ModelRef.of(model, options=options)
+        options = model.options
     if resolution is None:
         resolution = default_training_resolution(model, data)
     return chosen(SearchRequest(

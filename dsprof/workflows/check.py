@@ -19,7 +19,7 @@ from torch import nn
 from ..device_context import DeviceContext
 from ..plan.decide import merge_rule
 from ..merge.model import merge_model
-from ..models import named_model
+from ..models import ModelRef
 from ..plan.plan import Plan
 from ..profiler.records import Measurement, original_in_group
 from ..profiler.runner import measure
@@ -73,8 +73,8 @@ def measure_planned_run(
     threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""
-    options = dict(options or {})
-    name, net = named_model(model, name, None, options)
+    ref = ModelRef.of(model, name=name, options=options)
+    options, name, net = dict(ref.options), ref.name, ref.build()
     extra = {}
     if plan is not None:
         plan = Plan.coerce(plan)

@@ -21,7 +21,7 @@ from ..lut.lookup import span_key
 from ..lut.schema import model_label
 from ..lut.table import LUT
 from ..merge.spans import span_runs
-from ..models import find_blocks, format_span, get_model, input_size_of, named_model
+from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..plan.front import Front
 from ..plan.planner import plan_front
 from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
@@ -142,10 +142,8 @@ def measure_few(
     check_measurement_out(out, resume, overwrite)
     # the like LUT read once, before the model is built (a bad file is said at once)
     like = like if isinstance(like, LUT) else LUT.load(like, accept_modified=accept_modified)
-    options = dict(model_options or {})
-    if isinstance(model, str):
-        model, name = get_model(model, resolution=resolution, pretrained=weights, **options), name or model
-    registered, net = named_model(model, name, resolution, options)
+    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution, weights=weights)
+    options, registered, net = dict(ref.options), ref.name, ref.build()
     label = model_label(registered, profiled_options(net, options))
     blocks = find_blocks(net)
     cands = candidates(like, like.resolve(like_key), label, blocks, max_span, workload_macs(net, label, max_span))

@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from ..constants import DEFAULT_FINETUNE
 from ..io import check_output_path
+from ..models import ModelRef
 from ..names import DEFAULT_PROXY
 from ..search.build import default_training_resolution
 from ..search.importance import importance_record
@@ -33,7 +36,7 @@ class Importance:
 
 
 def importance(
-    model: str = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
     proxy: str = DEFAULT_PROXY,
     data: str | Path = "digits",
@@ -45,12 +48,16 @@ def importance(
     config: TrainConfig | None = None,
     device: str = "auto",
 ) -> Importance:
-    """`dsprof importance`: every block's importance of ``model`` (from ``weights``) on ``data`` by ``proxy``,
+    """`dsprof importance`: every block's importance of ``model`` (a registered name, a ``path.py:factory`` file,
+    or an ``nn.Module``, scored on a copy; from ``weights``) on ``data`` by ``proxy``,
     written to ``out`` as the file `dsprof plan --importance` takes (none: not written). ``resolution`` None:
     `default_training_resolution`. ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
     Returns the scores, the file's record and where it went (`Importance`)."""
     if out is not None:
         check_output_path(out, "the importance file ")
+    if not isinstance(model, str):  # a module passed as an object (or a `ModelRef`): scored on a copy
+        model = ModelRef.of(model, options=options)
+        options = model.options
     if resolution is None:
         resolution = default_training_resolution(model, data)
     config = config or TrainConfig(**DEFAULT_FINETUNE)

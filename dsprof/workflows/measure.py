@@ -11,31 +11,35 @@ records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
+from ..device_context import DeviceContext
 from ..edge.export import ExportResult, export_bundle
+from ..edge.host import RemoteHost
 from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
 from ..errors import PlanError, UsageError
+from ..lut.choice import MergeChoice
 from ..plan.decide import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import load_merged
 from ..merge.model import merge_model
 from ..merge.rule import Merges, rule_kind
-from ..models import get_model
-from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
+from ..models import ModelRef
 from ..plan.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
+from ..profiler.selection import Workloads
 from ..profiler.timing import Clock, TimingConfig
 from .calibrate import check_calibration_request, planned_groups
 from .check import PairedCheck, paired_check
 
-__all__ = ["Measured", "export", "measure", "plan_models"]
+__all__ = ["Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,57 @@ class Measured:
     merges: tuple[Merges, ...] = ()
     checks: Mapping[str, PairedCheck | None] = field(default_factory=dict)
     imported: ImportResult | None = None
+
+
+#: The keywords that set the timing context one by one before `BackendSettings` carried it, and those that chose what
+#: is timed before `Workloads` did (deprecated).
+_SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
+_WORKLOADS_KEYWORDS = ("variants", "model_variants", "blocks", "in_situ", "spans")
+_MERGE_KEYWORDS = ("lut", "device_key", "merge_by", "accept_modified")
+
+
+_REMOTE_KEYWORDS = {"ssh": "ssh", "remote_python": "python", "remote_dir": "dir"}
+
+
+def remote_host(remote: str | RemoteHost | None, deprecated: dict[str, Any]) -> RemoteHost | None:
+    """The machine a run times on (None: here), with the ``deprecated`` keywords of before (taken out of it: a
+    `DeprecationWarning`) in place of its fields."""
+    old = {_REMOTE_KEYWORDS[k]: deprecated.pop(k) for k in list(deprecated) if k in _REMOTE_KEYWORDS}
+    if old:
+        warnings.warn(f"dsprof.measure({'=, '.join(k for k in _REMOTE_KEYWORDS if _REMOTE_KEYWORDS[k] in old)}=) is "
+                      "now dsprof.measure(remote=RemoteHost(...))", DeprecationWarning, stacklevel=3)
+    if remote is None:
+        return None
+    host = remote if isinstance(remote, RemoteHost) else RemoteHost(str(remote))
+    return replace(host, **old) if old else host
+
+
+def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
+                    merge: MergeChoice | None, deprecated: Mapping[str, Any], verb: str = "measure"
+                    ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
+    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
+    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
+    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``deprecated``
+    keywords of before (a `DeprecationWarning`) in place of their fields."""
+    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS) - set(_WORKLOADS_KEYWORDS) - set(_MERGE_KEYWORDS))
+    if unknown:
+        raise TypeError(f"{verb}() got an unexpected keyword argument {unknown[0]!r}")
+    if isinstance(settings, DeviceContext):
+        given = settings.measure_options()
+        context_batch = given.pop("batch")
+        batch, settings = batch if batch is not None else context_batch, BackendSettings(**given)
+    settings = settings if settings is not None else BackendSettings()
+    objects = {"settings": settings, "workloads": workloads if workloads is not None else Workloads(),
+               "merge": merge if merge is not None else MergeChoice()}
+    for keywords, field_name in ((_SETTINGS_KEYWORDS, "settings"), (_WORKLOADS_KEYWORDS, "workloads"),
+                                 (_MERGE_KEYWORDS, "merge")):
+        old = {k: v for k, v in deprecated.items() if k in keywords}
+        if old:
+            kind = type(objects[field_name]).__name__
+            warnings.warn(f"dsprof.{verb}({'=, '.join(old)}=) is now dsprof.{verb}({field_name}={kind}(...))",
+                          DeprecationWarning, stacklevel=3)
+            objects[field_name] = replace(objects[field_name], **old)
+    return objects["settings"], batch, objects["workloads"], objects["merge"]
 
 
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
@@ -87,41 +142,19 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
     return extra, tuple(merges)
 
 
-def _built(model: str | nn.Module, name: str | None, resolution: int | None, weights: bool | str | Path,
-           options: Mapping[str, Any]) -> tuple[str, nn.Module]:
-    """(name, module) of a registered model built with ``options`` at ``resolution`` from ``weights``, or of a module."""
-    if isinstance(model, str):
-        return name or model, get_model(model, resolution=resolution, pretrained=weights, **options)
-    if name is None:
-        raise UsageError("give name= (the model's name in measurement files and tables) for a model passed as a module")
-    return name, model
-
-
 def measure(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     weights: bool | str | Path = False,
-    backend: str = "torch",
-    device: str = "cpu",
-    dtype: str = "fp32",
-    channels_last: bool = False,
+    settings: BackendSettings | DeviceContext | None = None,
     batch: int | None = None,
-    threads: int | None = None,
-    compile: str | bool = "",
-    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
-    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
-    blocks: str | Sequence[str] | None = "*",
-    in_situ: Sequence[str] = (),
-    spans: int = 0,
+    workloads: Workloads | None = None,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
-    lut: Any = None,
-    device_key: Any = None,
-    merge_by: str | None = None,
-    accept_modified: bool = False,
+    merge: MergeChoice | None = None,
     calibrate: bool = False,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
@@ -130,22 +163,34 @@ def measure(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     clock: Clock = time.perf_counter_ns,
-    remote: str | None = None,
-    ssh: Sequence[str] = ("ssh",),
-    remote_python: str = "python3",
-    remote_dir: str = "dsprof-bundles",
+    remote: str | RemoteHost | None = None,
     say: Callable[[str], None] | None = None,
+    **deprecated: Any,
 ) -> Measured:
-    """Time ``model`` (a registered name built with ``options`` at ``resolution`` from ``weights``, or a module with
-    its ``name``): its blocks in ``variants``, the whole model in ``model_variants``, each chosen block in situ
-    (inside the running model) as ``in_situ`` (``merged``, ``linear``), spans of up to ``spans`` blocks, with ``backend`` on ``device``
-    (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` and ``merged_models`` add whole models
-    timed beside the original (`plan_models`: ``lut``, ``device_key`` and ``merge_by`` decide the plans' merges);
-    ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
-    ``remote`` (``USER@HOST``) times fp32 bundles on that machine over ``ssh`` instead (`dsprof.edge.remote`), saying
-    each step to ``say``. ``log`` gets the run's warnings.
+    """Time ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at
+    ``resolution`` from ``weights``, a model file, or a module named ``name``): what ``workloads`` chooses (a
+    `dsprof.profiler.Workloads`: blocks and their variants, the whole model's variants, blocks in situ, spans; default
+    its defaults), in the timing context ``settings`` (a `BackendSettings`: backend, device, dtype, layout, threads,
+    torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used where ``batch`` is None; default:
+    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). The separate
+    keywords of before (``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
+    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``,
+    ``merge_by=``, ``accept_modified=``) still work for a release, with a `DeprecationWarning`. ``plans`` and
+    ``merged_models`` add whole models timed beside the original (`plan_models`: ``merge``, a
+    `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs --, decides the merges of the plans without their own
+    list); ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
+    ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain ``ssh``) times fp32 bundles on
+    that machine instead (`dsprof.edge.remote`), saying each step to ``say`` (``ssh=``, ``remote_python=`` and
+    ``remote_dir=`` one by one still work for a release, with a `DeprecationWarning`). ``log`` gets the run's warnings.
     Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
-    options = dict(options or {})
+    host = remote_host(remote, deprecated)  # takes its keywords of before out of ``deprecated``
+    settings, batch, workloads, merge = request_objects(settings, batch, workloads, merge, deprecated)
+    lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
+    remote, ssh, remote_python, remote_dir = (host.host, host.ssh, host.python, host.dir) if host else (None,) * 4
+    backend, device, dtype, channels_last, threads, compile = (
+        settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
+    variants, model_variants, blocks, in_situ, spans = (
+        workloads.variants, workloads.model_variants, workloads.blocks, workloads.in_situ, workloads.spans)
     if calibrate and remote:
         raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
                          "device without it, or run dsprof there")
@@ -153,11 +198,11 @@ def measure(
         raise UsageError("`remote=` times fp32 bundles: drop `dtype=` and `channels_last=True`")
     if not remote:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
-    name, net = _built(model, name, resolution, weights, options)
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified,
                                 backend=backend, dtype=dtype, batch=batch)
-    settings = BackendSettings(backend, device, dtype, channels_last, threads, compile)
     if remote:
         imported = measure_remote(
             remote, net, backend=backend, device=device, threads=threads, ssh=tuple(ssh), python=remote_python,
@@ -183,20 +228,27 @@ def export(
     weights: bool | str | Path = False,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
-    lut: Any = None,
-    device_key: Any = None,
-    merge_by: str | None = None,
-    accept_modified: bool = False,
+    merge: MergeChoice | None = None,
     batch: int = 1,
+    workloads: Workloads | None = None,
     out: str | Path = "bundle",
     **bundle: Any,
 ) -> tuple[ExportResult, tuple[Merges, ...]]:
     """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
     (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
-    takes the other keywords: formats, variants, model_variants, blocks, spans, timing, overwrite, log, opset).
-    Returns the bundle and the merges its plans' models were built with."""
-    options = dict(options or {})
-    name, net = _built(model, name, resolution, weights, options)
+    takes the other keywords: formats, timing, overwrite, log, opset; and what ``workloads`` chooses, or its
+    variants, model_variants, blocks and spans one by one). ``merge``: what merges the plans without their own list,
+    as in `measure` (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=`` one by one: a
+    `DeprecationWarning`). Returns the bundle and the merges its plans' models were built with."""
+    old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
+    merge = request_objects(None, None, None, merge, old, verb="export")[3]
+    lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
+    if workloads is not None:  # a bundle times blocks alone: no in-situ variants
+        if workloads.in_situ:
+            raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
+        bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
     result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,

@@ -4,6 +4,8 @@ tabulate. It sits with the planner, above `dsprof.merge` (which merges what it i
 
 from __future__ import annotations
 
+import copy
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from ..merge.artifact import export_onnx, save_merged
 from ..merge.linearize import linearize_model
 from ..merge.model import MergeReport, cost_table, merge_model, merge_report
 from ..merge.rule import Merges
-from ..models import find_blocks, get_model, load_checkpoint
+from ..models import ModelRef, find_blocks, load_checkpoint
 from ..models.build import ClassCountError
 from ..plan.plan import Plan, PlanError, check_plan
 
@@ -40,8 +42,8 @@ class MergeOutcome:
 
 
 def merge(
-    model_name: str | None,
-    plan: Plan | str | Path | None,
+    model: str | nn.Module | ModelRef | None = None,
+    plan: Plan | str | Path | None = None,
     *,
     options: dict[str, Any] | None = None,
     resolution: int | None = None,
@@ -56,12 +58,14 @@ def merge(
     device_key: Any = None,
     merge_by: str | None = None,
     accept_modified: bool = False,
+    **renamed: Any,
 ) -> MergeOutcome:
-    """Build ``model_name``, load ``checkpoint`` (a state dict of the linearised model from
+    """Build ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
+    ``nn.Module`` -- merged into a copy, never changed --), load ``checkpoint`` (a state dict of the linearised model from
     `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
 
     A checkpoint that `dsprof finetune` wrote carries its class count and its plan (`checkpoint_facts`): then
-    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model_name``
+    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model``
     None is the plan's model (with its options, unless ``options`` are given).
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
@@ -75,13 +79,20 @@ def merge(
     other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
     `dsprof build-lut` wrote it. Both output paths are checked before anything
     is built, the plan's length and the merge rule before anything is merged or written.
+    ``model_name=``, this parameter's name before ``model``, still works for a release (a `DeprecationWarning`).
     """
-    options = dict(options or {})
+    if set(renamed) - {"model_name"}:
+        raise TypeError(f"merge() got an unexpected keyword argument {sorted(set(renamed) - {'model_name'})[0]!r}")
+    if "model_name" in renamed:
+        warnings.warn("dsprof.merge(model_name=) is now dsprof.merge(model=)", DeprecationWarning, stacklevel=2)
+        model = renamed["model_name"] if model is None else model
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights) if model is not None else None
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     plan = _plan_of(plan, carried, checkpoint)
-    if model_name is None:  # the plan's model, with its options unless others are given
+    if ref is None:  # the plan's model, with its options unless others are given
         plan = Plan.coerce(plan)
-        model_name, options = plan.model, options or dict(plan.options)
+        ref = ModelRef.of(plan.model, options=options or dict(plan.options), resolution=resolution, weights=weights)
+    model_name, options = ref.name, dict(ref.options)
     plan = check_plan(plan, model_name, options)
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
@@ -93,7 +104,7 @@ def merge(
     if spans is not None:  # spans chosen here: the merges are decided again
         plan = replace(plan, merge=None, spans=None)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
-    model = get_model(model_name, resolution=resolution, pretrained=weights, **options, **extra)
+    model = ref.build(**extra)
     plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
     # refused before anything is merged; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
     rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
@@ -109,6 +120,8 @@ def merge(
         except ClassCountError as exc:  # the linearised and the original model share their classifier
             raise MergeError(f"{exc.fact}; pass `num_classes={exc.num_classes}`") from None
         except ValueError as first_error:
+            if ref.is_module:  # the weights go into a copy: a module passed in is never changed
+                model = source = copy.deepcopy(model)
             try:
                 load_checkpoint(model, checkpoint)
             except ValueError:

@@ -10,10 +10,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from torch import nn
+
 from ..errors import BadFileError, PlanError, UsageError
 from ..io import atomic_write_text, check_output_path, read_json
 from ..lut.table import LUT
-from ..models import named_model, nothing_to_merge
+from ..models import nothing_to_merge
+from ..models.ref import ModelRef
 from ..models.registry import model_entry
 from ..plan.contexts import ContextFronts, plan_contexts
 from ..plan.front import Front, FrontPoint, check_budget, resolve_k
@@ -86,7 +89,7 @@ _BARE = "give a JSON object {block index: loss} or a list of finite numbers, or 
 
 
 def plan_to_file(
-    model: str,
+    model: str | nn.Module | ModelRef,
     lut: Any,
     *,
     out: str | Path | None = None,
@@ -105,10 +108,11 @@ def plan_to_file(
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
     check_budget(budget_ms, speedup)  # before the LUT is read
-    importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
-    with _nothing_to_plan(model, options, resolution):
+    model = ModelRef.of(model, options=options, resolution=resolution)
+    importance, chosen_path = _inputs(importance, model, out, plan_out)
+    with _nothing_to_plan(model):
         front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                           options=options, resolution=resolution)
+                           name=model.name, options=model.options, resolution=model.resolution)
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
@@ -117,25 +121,24 @@ def plan_to_file(
 
 
 @contextlib.contextmanager
-def _nothing_to_plan(model: Any, options: Mapping[str, Any] | None, resolution: int | None) -> Iterator[None]:
+def _nothing_to_plan(model: ModelRef) -> Iterator[None]:
     """A model without a block has no plan to choose: the planner's error about its empty plans becomes the one line
     that says why (`dsprof.models.nothing_to_merge`)."""
     try:
         yield
     except PlanError:
-        label, net = named_model(model, None if isinstance(model, str) else str(model), resolution, dict(options or {}))
-        nothing = nothing_to_merge(net)
+        nothing = nothing_to_merge(model.build())
         if nothing is None:
             raise
-        raise UsageError(f"{label}: {nothing}; there is no plan to choose, only the whole model to time") from None
+        raise UsageError(f"{model.name}: {nothing}; there is no plan to choose, only the whole model to time") from None
 
 
-def _inputs(importance: Any, model: Any, options: Mapping[str, Any] | None, out: str | Path | None,
-            plan_out: str | Path | None, resolution: int | None = None) -> tuple[Any, Path | None]:
-    """The importance (read where a file is given, checked against ``model`` at ``resolution``) and where the chosen
-    plan goes, both output paths checked."""
+def _inputs(importance: Any, model: ModelRef, out: str | Path | None,
+            plan_out: str | Path | None) -> tuple[Any, Path | None]:
+    """The importance (read where a file is given, checked against a registered ``model`` at its resolution) and
+    where the chosen plan goes, both output paths checked."""
     if isinstance(importance, (str, Path)):
-        importance = load_importance(importance, model if isinstance(model, str) else None, options, resolution)
+        importance = load_importance(importance, model.entry, model.options, model.resolution)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:
@@ -152,7 +155,7 @@ def _write(result: Any, out: str | Path | None, chosen: Any, chosen_path: Path |
 
 
 def plan_contexts_to_file(
-    model: str,
+    model: str | nn.Module | ModelRef,
     luts: Any,
     *,
     out: str | Path | None = None,
@@ -173,10 +176,11 @@ def plan_contexts_to_file(
     if keep is not None and joint is None:
         raise UsageError("several contexts: choose one with `device_key=KEY` to write its plan, or give "
                          "`joint=CONTEXT,CONTEXT` for one plan for several")
-    importance, chosen_path = _inputs(importance, model, options, out, plan_out, resolution)
-    with _nothing_to_plan(model, options, resolution):
-        fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, options=options,
-                               resolution=resolution, joint=joint, objective=objective)
+    model = ModelRef.of(model, options=options, resolution=resolution)
+    importance, chosen_path = _inputs(importance, model, out, plan_out)
+    with _nothing_to_plan(model):
+        fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, name=model.name,
+                               options=model.options, resolution=model.resolution, joint=joint, objective=objective)
     chosen = None
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
         chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))
@@ -185,9 +189,10 @@ def plan_contexts_to_file(
 
 
 def plan(
-    model: str,
+    model: str | nn.Module | ModelRef,
     lut: Any,
     *,
+    name: str | None = None,
     out: str | Path | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
     keep: int | float | None = None,
@@ -210,7 +215,9 @@ def plan(
     one ``backend`` and ``batch`` pick; the only one the LUTs hold): `plan_to_file`, with the plan for one budget
     (``keep``, ``budget_ms`` or ``speedup``). Several contexts: `plan_contexts_to_file`, each context's front and
     what its plans lose on the others, and with ``joint`` one plan for those contexts (``keep`` writes it). The files
-    go to ``out`` and ``plan_out``."""
+    go to ``out`` and ``plan_out``. ``model`` is anything `dsprof.models.ModelRef.of` takes: a registered name, a
+    ``path.py:factory`` file or an ``nn.Module`` (named ``name``, else its class name)."""
+    model = ModelRef.of(model, name=name, options=options, resolution=resolution)
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
     picked = device_key is not None or backend is not None or batch is not None

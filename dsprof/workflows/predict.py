@@ -20,7 +20,7 @@ from ..lut.predict import Prediction, predict_latency, with_probe
 from ..plan.decide import merge_rule
 from ..lut.table import LUT, LUTMissWarning
 from ..merge.rule import Merges
-from ..models import get_model
+from ..models import ModelRef
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.probe import probe_now
 from ..profiler.timing import TimingConfig
@@ -79,7 +79,7 @@ def partial_message(prediction: Prediction, name: str) -> str:
 
 
 def predict(
-    model: str | nn.Module,
+    model: str | nn.Module | ModelRef,
     lut: LUT | str | Path,
     plan: Any = None,
     *,
@@ -119,9 +119,8 @@ def predict(
         lut = LUT.load(lut, accept_modified=accept_modified)  # before the model is built: a bad file is said at once
     if json_out is not None:
         check_output_path(json_out)
-    options = dict(options or {})
-    if isinstance(model, str):
-        name, model = name or model, get_model(model, resolution=resolution, pretrained=weights, **options)
+    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    name, options, model = ref.name, dict(ref.options), ref.build()
     key = lut.resolve(device_key, backend=backend, batch=batch)
     merges = None
     if plan is not None:  # its merge list, written once (the LUT's rule, or MACs): priced and measured alike

@@ -27,7 +27,7 @@ from ..plan.decide import merge_rule
 from ..lut.table import LUT
 from ..merge.artifact import merged_plan
 from ..merge.rule import rule_kind
-from ..models import format_spans, get_model
+from ..models import ModelRef, format_spans
 from ..plan.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
 from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
@@ -328,7 +328,7 @@ def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, not
                 skipped.append(f"memory plot of {plan_name}: {' '.join(str(exc).split())}")
                 continue
         resolution = _resolution_of(plan.model, latest)
-        model = get_model(plan.model, resolution=resolution, **plan.options)
+        model = ModelRef.of(plan.model, options=plan.options, resolution=resolution).build()
         mem = memory_table(model, plan, (resolution, resolution) if resolution else None)
         figure = plots.memory_figure(mem, f"Memory footprint, {plan_name} (16 bits)")
         title = f"Memory footprint before and after merging: {plan_name} (paper Fig. 6)"

@@ -1,0 +1,38 @@
+"""What a measurement run times, as one object (`Workloads`): the blocks chosen, the variants of each, the whole
+model's variants, the blocks timed inside the running model and the spans, as `dsprof.measure` and `dsprof.export`
+take it. Plain data: no PyTorch (the command line builds it from its flags at start-up)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
+
+__all__ = ["Workloads"]
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """What a run times. ``variants``: each chosen block as built and as its replacements (``original``, ``merged``,
+    ``flops_matched``, ``linear``: `dsprof.names.BLOCK_VARIANTS`); ``model_variants``: the whole model's
+    (`dsprof.names.MODEL_VARIANTS`); ``blocks``: fnmatch pattern(s) of the block names to time (None: no block);
+    ``in_situ``: each chosen block also timed inside the running model, ``merged`` or ``linear``; ``spans``: also the
+    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none)."""
+
+    variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS
+    model_variants: tuple[str, ...] = DEFAULT_MODEL_VARIANTS
+    blocks: str | tuple[str, ...] | None = "*"
+    in_situ: tuple[str, ...] = ()
+    spans: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("variants", "model_variants", "in_situ"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.blocks is not None and not isinstance(self.blocks, str):
+            object.__setattr__(self, "blocks", tuple(self.blocks))
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keywords the profiler's and the bundle's functions take them as."""
+        return {"variants": self.variants, "model_variants": self.model_variants, "blocks": self.blocks,
+                "in_situ": self.in_situ, "spans": self.spans}
