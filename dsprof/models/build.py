@@ -14,7 +14,7 @@ from ..io import load_torch
 from .checkpoint_keys import adapt_keys
 from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry, model_entry
 
-__all__ = ["ClassCountError", "get_model", "load_checkpoint", "reparameterize"]
+__all__ = ["ClassCountError", "MIN_RESOLUTION", "check_resolution", "get_model", "load_checkpoint", "reparameterize"]
 
 
 def _build(entry: ModelEntry, **kwargs: object) -> nn.Module:
@@ -25,6 +25,18 @@ def _build(entry: ModelEntry, **kwargs: object) -> nn.Module:
 
     return builder(entry.name)(**kwargs)
 
+
+
+#: The smallest input side (pixels) a model is built or traced at.
+MIN_RESOLUTION = 8
+
+
+def check_resolution(size: int) -> int:
+    """``size`` (pixels) where it is at least `MIN_RESOLUTION`, else one line naming the parameter (the one check of a
+    resolution asked for, by `get_model` and `ModelRef` alike)."""
+    if size < MIN_RESOLUTION:
+        raise UsageError(f"`resolution={size}`: give {MIN_RESOLUTION} pixels or more")
+    return size
 
 def get_model(
     name: str,
@@ -50,9 +62,7 @@ def get_model(
         )
     fuse = bool(options.get("reparameterize", False))
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
-    size = resolution or entry.default_resolution
-    if size < 8:
-        raise UsageError(f"`resolution={size}`: give 8 pixels or more")
+    size = check_resolution(resolution or entry.default_resolution)
     built_with = dict(options)
     options = {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
     if entry.takes_resolution:

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from torch import nn
 
 from ..errors import UsageError
-from .build import get_model
+from .build import check_resolution, get_model
 from .user_model import register_model_file
 from .registry import INPUT_SIZE_ATTR, input_size_of, model_entry, model_identity, module_name, registered_module
 
@@ -48,8 +48,8 @@ class ModelRef:
         object.__setattr__(self, "options", dict(self.options))
         if (self.entry is None) == (self.module is None):
             raise UsageError("a ModelRef names a registered model (entry) or holds a module, not both or neither")
-        if self.resolution is not None and self.resolution < 8:
-            raise UsageError(f"resolution must be at least 8 pixels, got {self.resolution}")
+        if self.resolution is not None:
+            check_resolution(self.resolution)
 
     @classmethod
     def of(
