@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .errors import BadFileError
 
 __all__ = ["FieldError", "MAX_BATCH", "MAX_CHANNELS", "MAX_COUNT", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S",
-           "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_display_name", "check_environment",
+           "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_environment",
            "check_model_options", "check_name", "check_number", "check_plain", "check_shape", "check_samples",
            "check_text", "check_token"]
 
@@ -87,8 +87,6 @@ def check_name(value: Any, field: str) -> str:
                          "spaces and _ . , : ( ) @ + / # - ' & *, starting with a letter or digit")
     return value
 
-
-check_display_name = check_name
 
 
 def check_text(value: Any, field: str, *, limit: int = 1000, none: bool = False) -> str | None:

@@ -50,17 +50,7 @@ def test_a_model_with_a_block_has_nothing_to_say():
 
 def test_every_candidate_refused_is_said_with_the_first_reason():
     """Two convolutions closed by a skip path that pools (ResNet-D's form, refused): the one candidate refused."""
-
-    class Down(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1, self.conv2 = nn.Conv2d(8, 8, 3, 2, 1), nn.Conv2d(8, 8, 3, 1, 1)
-            self.down = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(8, 8, 1))
-
-        def forward(self, x):
-            return self.conv2(self.conv1(x).relu()) + self.down(x)
-
-    found = discover_blocks(Down().eval(), (16, 16))
+    found = discover_blocks(nothing.PooledSkip().eval(), (16, 16))
     assert found.blocks == [] and len(found.refusals) == 1
     assert found.nothing == (
         "no block DepthShrinker can merge: the one candidate, (model), is refused: its skip path (AvgPool2d -> Conv2d) is "

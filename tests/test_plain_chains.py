@@ -23,6 +23,7 @@ from dsprof.merge import linearize_model, merge_model, merge_report
 from dsprof.models import discover_blocks, get_model, list_models, register_model, reparameterize
 from dsprof.cli.commands import model_flags
 from dsprof.plan import Plan
+from models import nothing
 from models.rep import mobileone
 
 REP = str(Path(__file__).parent / "models" / "rep.py")
@@ -157,13 +158,5 @@ def test_a_model_with_train_time_branches_and_no_block_is_told_to_reparameterize
     assert out.returncode == 0 and out.stdout.splitlines()[-1] == f"file:rep:mobileone: {found.nothing}".replace(
         "`reparameterize=True`", "--reparameterize")
 
-    class Down(nn.Module):  # ResNet-D's pooled skip: refused, and nothing to re-parameterise
-        def __init__(self):
-            super().__init__()
-            self.conv1, self.conv2 = nn.Conv2d(8, 8, 3, 2, 1), nn.Conv2d(8, 8, 3, 1, 1)
-            self.down = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(8, 8, 1))
-
-        def forward(self, x):
-            return self.conv2(self.conv1(x).relu()) + self.down(x)
-
-    assert "reparameterize" not in discover_blocks(Down().eval(), (16, 16)).nothing
+    # ResNet-D's pooled skip: refused, and nothing to re-parameterise
+    assert "reparameterize" not in discover_blocks(nothing.PooledSkip().eval(), (16, 16)).nothing

@@ -6,6 +6,8 @@ Not a test: `tests/test_nothing_to_merge.py` loads them as ``--model-file tests/
 * ``one_conv``: one 3x3 convolution (BatchNorm, ReLU), pooling and a Linear classifier: one convolution, no pair.
 * ``pooled``: a VGG-style stack in which a max-pool follows every convolution: three convolutions, none followed
   by another.
+* ``PooledSkip``: two convolutions closed by a skip path that pools first (ResNet-D's form): the one candidate,
+  refused (used as an object by tests/test_nothing_to_merge.py and tests/test_plain_chains.py).
 """
 
 from __future__ import annotations
@@ -27,3 +29,16 @@ def pooled(num_classes: int = 10) -> nn.Module:
     for cin, cout in ((3, 8), (8, 16), (16, 32)):
         layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2)]
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
+
+
+class PooledSkip(nn.Module):
+    """conv 3x3 stride 2 -> ReLU -> conv 3x3, plus a skip path of 2x2 average pooling then a 1x1 convolution
+    (8 channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(8, 8, 3, 2, 1), nn.Conv2d(8, 8, 3, 1, 1)
+        self.down = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(8, 8, 1))
+
+    def forward(self, x):
+        return self.conv2(self.conv1(x).relu()) + self.down(x)
