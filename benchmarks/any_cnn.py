@@ -29,10 +29,10 @@ from pathlib import Path
 
 import torch
 
-from dsprof.merge import merge_model, merge_report
-from dsprof.plan import Plan
-from dsprof.plan.plan import load_preset
-from dsprof.plan.decide import merge_rule
+from dsprof.merging import merge_model, merge_report
+from dsprof.records.plan import Plan
+from dsprof.records.plan import load_preset
+from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, discover_blocks, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.profiler import TimingConfig, measure

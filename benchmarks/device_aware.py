@@ -75,7 +75,7 @@ def _need(path: Path, args) -> None:
 # -- 1. LUTs and fronts ------------------------------------------------------------------------------
 def stage_lut(args, key: str, folder: Path):
     from dsprof.lut import build_lut
-    from dsprof.plan import joint_front, plan_contexts
+    from dsprof.planning import joint_front, plan_contexts
     from dsprof.profiler import measure
 
     name, options = _model(args, key)
@@ -117,11 +117,11 @@ def _same(a, b) -> bool:
 
 # -- 2. measured: one context's plan on another, paired with that context's own ---------------------
 def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
-    from dsprof.merge import merge_model
+    from dsprof.merging import merge_model
     from dsprof.models import format_spans, get_model
     from dsprof.profiler import measure
-    from dsprof.profiler.records import read_measurements
-    from dsprof.profiler.stats import paired_speedup
+    from dsprof.records.measurement import read_measurements
+    from dsprof.records.stats import paired_speedup
 
     rows = []
     n = max(p.k for p in fronts.fronts[0].points)  # the number of blocks
@@ -171,8 +171,8 @@ def stage_few(args, key: str, name: str, options: dict, lut, fronts) -> list[dic
     from dsprof.lut.predict import profiled_options
     from dsprof.lut.schema import model_label
     from dsprof.models import find_blocks, get_model
-    from dsprof.plan import plan_front
-    from dsprof.plan.cross import cross_points
+    from dsprof.planning import plan_front
+    from dsprof.planning.cross import cross_points
     from dsprof.workflows.few import workload_macs
 
     net = get_model(name, resolution=args.resolution, **options)

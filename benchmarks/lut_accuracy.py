@@ -43,14 +43,14 @@ from dsprof.lut import MethodFallbackWarning, build_lut
 from dsprof.names import PREDICT_METHODS as LUT_METHODS
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.interval import lut_probe, probe_ratio
-from dsprof.plan import Plan, load_plan
+from dsprof.records.plan import Plan, load_plan
 from dsprof.models import find_blocks, get_model
 import dsprof
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.workflows.check import measure_planned_run, paired_check
-from dsprof.profiler.records import read_measurements
-from dsprof.plan import plan_front
-from dsprof.plan.decide import Decider
+from dsprof.records.measurement import read_measurements
+from dsprof.planning import plan_front
+from dsprof.planning.decide import Decider
 
 METHODS = tuple(m for m in LUT_METHODS if m != "auto") + ("auto", "auto+probe")
 #: The five architectures of issue #27 (the model file's name is added with --model-file).
@@ -151,7 +151,7 @@ def _pair(records, model_name: str, plan_name: str) -> tuple[float, float, float
         base, merged = by_name.get(model_name), by_name.get(plan_name)
         if base is None or merged is None or base.group != merged.group:
             return None
-        from dsprof.profiler.stats import paired_speedup
+        from dsprof.records.stats import paired_speedup
 
         s = paired_speedup(base.samples_s, merged.samples_s)
         return s.ratio, s.low, s.high, merged.median_s

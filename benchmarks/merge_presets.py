@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/merge_presets.py --presets mbv2-ds-a --budget 1
 
 For each preset (paper Tab. 8) the model is built with random weights (latency and MACs do not depend
-on the values), merged by `dsprof.merge.merge_model` (a block merges where that lowers MACs) and,
+on the values), merged by `dsprof.merging.merge_model` (a block merges where that lowers MACs) and,
 for comparison, with every linearised block merged ("merge all"). All three models have BatchNorm
 folded. They are exported to ONNX and timed with the profiler's ONNX Runtime backend (CPU execution
 provider, all graph optimisations) in interleaved rounds (`dsprof.profiler.time_interleaved`), so
@@ -23,11 +23,12 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.merge import fold_batchnorm, merge_model, merge_report
-from dsprof.plan import load_preset
-from dsprof.plan.decide import merge_rule
+from dsprof.merging import fold_batchnorm, merge_model, merge_report
+from dsprof.records.plan import load_preset
+from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, get_model
-from dsprof.profiler import BackendSettings, TimingConfig, paired_speedup, summarize, time_interleaved
+from dsprof.profiler import BackendSettings, TimingConfig, time_interleaved
+from dsprof.records.stats import paired_speedup, summarize
 from dsprof.profiler.backends import get_backend
 
 # Paper Tab. 3 (MBV2-1.4, "MFLOPs") and Tab. 6 (MBV2, "FLOPS (M)"); Raspberry Pi 4 latency

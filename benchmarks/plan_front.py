@@ -2,7 +2,7 @@
 
 Stage ``lut`` (one run): MobileNetV2-1.0 at 224 px, one thread, PyTorch eager and ONNX Runtime: the blocks in
 their original, merged and linear forms, every span of 2..4 consecutive blocks, the whole model; the LUT; the
-front for every k (`dsprof.plan.plan_front`), written to ``OUT/front_<backend>.json``; and the planner's time.
+front for every k (`dsprof.planning.plan_front`), written to ``OUT/front_<backend>.json``; and the planner's time.
 
 Stage ``check`` (a later, separate run): merges front plans (every ``--every``-th k, at least 8, and the k of
 each paper preset) and the paper's presets (MBV2-DS-A..D) as `dsprof merge --lut` deploys them (BatchNorm folded),
@@ -45,7 +45,7 @@ def _load() -> str:
 
 def stage_lut(args) -> None:
     from dsprof.lut import build_lut
-    from dsprof.plan import plan_front
+    from dsprof.planning import plan_front
     from dsprof.profiler import measure
 
     out = Path(args.out)
@@ -83,11 +83,11 @@ def _chosen_ks(front, every: int) -> list[int]:
 def stage_check(args) -> None:
     from dsprof.lut import LUT
     from dsprof.lut.predict import prices_of, predict_plan
-    from dsprof.merge import merge_model
-    from dsprof.plan.decide import Decider
-    from dsprof.plan.plan import load_preset
+    from dsprof.merging import merge_model
+    from dsprof.planning.decide import Decider
+    from dsprof.records.plan import load_preset
     from dsprof.models import get_model
-    from dsprof.plan import plan_front
+    from dsprof.planning import plan_front
     from dsprof.profiler import measure
 
     out = Path(args.out)
@@ -151,7 +151,7 @@ def summarise(rows: list[dict]) -> None:
 
 def stage_timing(args) -> None:
     from dsprof.lut.piece import Piece
-    from dsprof.plan.dp import best_per_k, pareto_front
+    from dsprof.planning.dp import best_per_k, pareto_front
 
     rng = random.Random(0)
     print(f"solver on synthetic piece prices, spans up to {args.max_span} blocks ({_load()})")
@@ -179,7 +179,7 @@ def stage_timing(args) -> None:
 
         from dsprof.lut import LUT
         from dsprof.lut.predict import prices_of
-        from dsprof.plan import plan_front
+        from dsprof.planning import plan_front
 
         torch.set_num_threads(1)
         lut = LUT.load(lut_path)

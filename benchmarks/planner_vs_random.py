@@ -7,7 +7,7 @@ loads their own with ``--model-file``; none is used by a test or by another benc
    the whole model and `--calibrate` (the front's pieces timed inside the model, then the calibration group);
 2. at k = round(n/4), round(n/2), round(3n/4) (blocks that keep their activations): the planner's front plan and
    ``--random`` random plans of the same k (kept blocks drawn uniformly, no spans), each merged by the one rule
-   (its `merge` list written by the planner on the LUT, `dsprof.plan.decide`, as `dsprof merge --lut` does);
+   (its `merge` list written by the planner on the LUT, `dsprof.planning.decide`, as `dsprof merge --lut` does);
 3. later, each k's plans and the original timed together, interleaved round by round in one group, by a plain loop of
    the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward under `inference_mode`, each
    timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's timer): a plan's measured
@@ -58,21 +58,21 @@ import torch
 from dsprof.constants import DEFAULT_MAX_SPAN
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, prices_of
-from dsprof.plan.decide import Decider
+from dsprof.planning.decide import Decider
 from dsprof.lut.pricer import Pricer
 from heldout_models import HELDOUT_46
-from dsprof.merge import merge_model
-from dsprof.plan import Plan, load_plan
-from dsprof.merge.fold import fold_batchnorm
+from dsprof.merging import merge_model
+from dsprof.records.plan import Plan, load_plan
+from dsprof.merging.fold import fold_batchnorm
 from dsprof.models import find_blocks, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.plan import plan_front
+from dsprof.planning import plan_front
 import dsprof
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.profiler.allocator import steady_allocator
-from dsprof.profiler.records import IN_SITU_SCOPE
+from dsprof.records.measurement import IN_SITU_SCOPE
 from dsprof.models.onnx_export import export_onnx
-from dsprof.profiler.stats import paired_speedup
+from dsprof.records.stats import paired_speedup
 
 HERE = Path(__file__).resolve().parent
 MODEL_FILE = HERE / "heldout_models.py"
@@ -245,7 +245,7 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
 def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
     """(seconds to build the pricer, plans priced per second after it): ``count`` random plans, each keep list drawn
     at random and every run of linearised blocks cut at random into spans, priced by `dsprof.lut.Pricer`."""
-    from dsprof.merge.spans import span_runs
+    from dsprof.merging.spans import span_runs
 
     rng = random.Random(seed)
     n = len(costs.blocks)

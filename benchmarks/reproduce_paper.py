@@ -10,7 +10,7 @@ under ``--out``/measurements, so an interrupted run resumes where it stopped):
 1. Tab. 1 -- MobileNetV2, MobileNetV2-1.4, EfficientNet-Lite0, ResNet-50/101/152: every block
    (original, and its FLOPs-matched dense conv; MobileNetV2s also the merged block) and the whole
    original and FLOPs-matched models. The MobileNetV2 runs also time the paper's presets (Tab. 8)
-   merged for real with random weights (`dsprof.merge.merge_model`), in the same interleaved rounds
+   merged for real with random weights (`dsprof.merging.merge_model`), in the same interleaved rounds
    as their original: that is Tab. 2 (MBV2-DS-A..D) and Tab. 3 (MBV2-1.4-DS-A..F).
 2. Tab. 9 -- the depth/width variants of equal FLOPs (MobileNetV2 depths with scaled widths, ResNets
    with all channels scaled): whole models, and their original blocks for the LUT.
@@ -43,12 +43,12 @@ import torch
 
 from dsprof.io import atomic_write_text
 from dsprof.lut import DeviceContext, build_lut, predict_latency
-from dsprof.plan.decide import merge_rule
-from dsprof.merge import merge_model
-from dsprof.plan import Plan, load_preset
+from dsprof.planning.decide import merge_rule
+from dsprof.merging import merge_model
+from dsprof.records.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.records import Measurement, read_measurements
+from dsprof.records.measurement import Measurement, read_measurements
 from dsprof.reports import block_latency_figure, block_table, memory_figure, memory_table, render
 from dsprof.reports.plots import close
 from dsprof.reports.tables import model_title

@@ -105,7 +105,7 @@ def _say(runtime: str, what: str, exc: Exception) -> None:
 def stage_lut(args, key: str, folder: Path):
     from dsprof.errors import DsprofError
     from dsprof.lut import build_lut
-    from dsprof.plan import plan_contexts
+    from dsprof.planning import plan_contexts
     from dsprof.profiler import measure
 
     name, options, _ = _model(args, key)
@@ -162,8 +162,8 @@ def _at(front, k: int):
 
 def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: int) -> dict:
     """The plans of one runtime's group, each with its merge list by that runtime's LUT."""
-    from dsprof.plan import Plan
-    from dsprof.plan.decide import Decider
+    from dsprof.records.plan import Plan
+    from dsprof.planning.decide import Decider
 
     costs = fronts.prices[front.device]
     n = len(costs.blocks)
@@ -182,12 +182,12 @@ def _plans(name: str, options: dict, preset_name: str | None, fronts, front, k: 
 # -- 2. the table: each runtime's plans against its original, paired in one group ------------------------------
 def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
     from dsprof.lut.predict import predict_plan
-    from dsprof.merge import merge_model
-    from dsprof.plan.plan import load_plan
+    from dsprof.merging import merge_model
+    from dsprof.records.plan import load_plan
     from dsprof.models import format_spans, get_model
     from dsprof.profiler import measure
-    from dsprof.profiler.records import paired_with_original, read_measurements
-    from dsprof.profiler.stats import paired_speedup
+    from dsprof.records.measurement import paired_with_original, read_measurements
+    from dsprof.records.stats import paired_speedup
 
     _, _, preset_name = _model(args, key)
     n = len(next(iter(fronts.prices.values())).blocks)

@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.merge import merge_model
-from dsprof.plan import Plan
-from dsprof.plan.decide import merge_rule
+from dsprof.merging import merge_model
+from dsprof.records.plan import Plan
+from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, get_model
 from dsprof.search import TrainConfig, finetune, layer_prune, random_keep, search
 

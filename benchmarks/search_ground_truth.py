@@ -48,8 +48,8 @@ from pathlib import Path
 import torch
 
 from dsprof.io import atomic_write_text
-from dsprof.plan import Plan
-from dsprof.plan.dp import nondominated
+from dsprof.records.plan import Plan
+from dsprof.planning.dp import nondominated
 from dsprof.search import TrainConfig, finetune, search
 from dsprof.search.data import load_data
 from dsprof.search.ground_truth import (
@@ -288,7 +288,7 @@ def judge_proxies(args, options: dict, weights: Path, drops: list, marginal: lis
         scored = score_blocks(name, inp)
         scores = list(scored.scores)
         if args.lut is not None:
-            from dsprof.plan import plan_front
+            from dsprof.planning import plan_front
 
             front = plan_front(MODEL, args.lut, importance=scores, max_span=args.max_span, options=options,
                                resolution=args.resolution)

@@ -1,16 +1,14 @@
 """Lazy re-exports for package ``__init__`` modules, so that ``import dsprof`` and the command line's
-``--help`` do not import PyTorch, timm or pandas (PEP 562 module ``__getattr__``); and packages that share their name
-with an API function and call it (``dsprof.plan(...)``, ``dsprof.merge(...)``: `calls`)."""
+``--help`` do not import PyTorch, timm or pandas (PEP 562 module ``__getattr__``)."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
-import types
-from typing import Any, Callable
+from typing import Callable
 
-__all__ = ["calls", "lazy_exports"]
+__all__ = ["lazy_exports"]
 
 
 def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
@@ -33,16 +31,3 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
 
     __getattr__.exports = dict(exports)  # type: ignore[attr-defined]  # what tests/test_layers.py resolves
     return __getattr__, __dir__
-
-
-def calls(package: str, target: str) -> None:
-    """Make the package ``package`` callable: calling it calls ``target`` (``"module:function"``, imported on the
-    first call), so that ``dsprof.plan(...)`` is `dsprof.api.plan` while ``dsprof.plan.Plan`` stays the planner's."""
-    module_name, function = target.split(":")
-
-    class CallablePackage(types.ModuleType):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(importlib.import_module(module_name), function)(*args, **kwargs)
-
-    CallablePackage.__call__.__doc__ = f"Call `{module_name}.{function}` (see its docstring)."
-    sys.modules[package].__class__ = CallablePackage

@@ -22,7 +22,7 @@ PREDICT_METHODS = ("auto", "isolated", "in-model", "in-situ", "in-situ-scaled")
 OLD_METHOD_NAMES = {"context": "in-situ", "context-scaled": "in-situ-scaled"}
 #: What a block can be swapped for while the whole model runs (`dsprof measure --in-situ`, `dsprof.profiler.insitu`).
 IN_SITU_VARIANTS = ("merged", "linear")
-#: How a plan without a ``merge`` list has it written (by the planner, `dsprof.plan.decide`): from a LUT (the rule
+#: How a plan without a ``merge`` list has it written (by the planner, `dsprof.planning.decide`): from a LUT (the rule
 #: `predict` prices) or from MACs.
 MERGE_BY = ("lut", "macs")
 #: How `dsprof search` chooses a plan (`dsprof.search.registry`); the default first: what the ground truth supports

@@ -2,7 +2,7 @@
 
 A deterministic stand-in for a user who kills a run at that point (the kill-and-resume tests):
 
-    python tests/die_after.py dsprof.profiler.records:MeasurementWriter.write 2 measure --out run.jsonl ...
+    python tests/die_after.py dsprof.records.measurement:MeasurementWriter.write 2 measure --out run.jsonl ...
 
 The process dies by signal 9 exactly there, whatever the machine's speed or load. With
 ``--pause GO_FILE`` before the target, it waits there instead until the file GO_FILE exists (a run held

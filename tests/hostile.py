@@ -369,7 +369,7 @@ _BUILT: dict[str, dict[str, Path]] = {}
 
 
 def _plan():
-    from dsprof.plan import Plan
+    from dsprof.records.plan import Plan
 
     return Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7}, name="tiny-ds").with_merge(
         [False, True, False, True, True, False, False])
@@ -441,7 +441,7 @@ def lut_with(source: Path, target: Path, end: str | None = "checksum", **columns
 
 
 def importance_file(path: Path, **fields) -> Path:
-    """An importance file as `dsprof importance` writes it (the format of dsprof/search/importance_file.py's
+    """An importance file as `dsprof importance` writes it (the format of dsprof/records/importance.py's
     docstring) for mobilenet_v2 with one block a stage, scored at 32 px, with ``fields`` replaced."""
     record = {"format": "dsprof.importance", "version": 1,
               "model": {"name": "mobilenet_v2", "options": {"depths": [1] * 7},

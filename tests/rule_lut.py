@@ -31,7 +31,7 @@ from typing import Iterable, Mapping, Sequence
 from dsprof.lut import LUT
 from dsprof.lut.build import read_measurement_files, workload_of
 from dsprof.lut.schema import KEY_COLUMNS, model_label
-from dsprof.profiler.records import IN_SITU_SCOPE
+from dsprof.records.measurement import IN_SITU_SCOPE
 
 __all__ = ["IQR_FRACTION", "OVERHEAD_S", "S_PER_MAC", "rule_lut", "rule_lut_after", "rule_median_s"]
 

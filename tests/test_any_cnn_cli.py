@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cli_run import dsprof_here
-from dsprof.merge import load_merged, merge_report
+from dsprof.merging import load_merged, merge_report
 
 
 

@@ -19,8 +19,8 @@ import torchvision.models as tvm
 from torch import nn
 
 from conftest import randomise_bn
-from dsprof.merge import export_onnx, linearize_model, merge_model, merge_report
-from dsprof.plan import Plan
+from dsprof.merging import export_onnx, linearize_model, merge_model, merge_report
+from dsprof.records.plan import Plan
 from dsprof.models import discover_blocks, get_model, list_models, register_model
 from models.csp import CSPClassifier
 from models.flat import FlatNet

@@ -30,7 +30,41 @@ def test_each_function_of_the_api_has_an_example_and_is_what_dsprof_offers():
         assert f"dsprof.{name}(" in code, f"docs/api.md shows no example of dsprof.{name}"
         assert callable(getattr(dsprof, name)) and getattr(dsprof.api, name).__doc__
     assert "check=True" in code  # predict with its paired check
-    assert dsprof.plan.Plan.__module__ == "dsprof.plan.plan"  # the package the planner lives in is callable too
+
+def test_the_verbs_are_plain_functions_whose_help_shows_their_parameters():
+    import inspect
+    import pydoc
+    import types
+
+    for name in FUNCTIONS:
+        function = getattr(dsprof, name)
+        assert isinstance(function, types.FunctionType), f"dsprof.{name} is a {type(function).__name__}"
+        assert function is getattr(dsprof.api, name)
+        text = pydoc.render_doc(function, renderer=pydoc.plaintext)
+        for parameter in list(inspect.signature(function).parameters)[:3]:
+            assert parameter in text, f"help(dsprof.{name}) does not show {parameter}"
+    assert "resolution" in pydoc.render_doc(dsprof.plan, renderer=pydoc.plaintext)
+
+
+@pytest.mark.parametrize("statement, new_home", [
+    ("from dsprof.merge import Plan", "dsprof.records.plan"),      # Plan's home before plans left the merge package
+    ("from dsprof.merge import merge_model", "dsprof.merging"),
+    ("from dsprof.plan import Plan", "dsprof.planning"),
+    ("from dsprof.plan import plan_front", "dsprof.planning"),
+    ("from dsprof.profiler.records import Measurement", "dsprof.records.measurement"),
+    ("from dsprof.profiler.stats import Estimate", "dsprof.records.stats"),
+    ("from dsprof.search.importance_file import read_importance", "dsprof.records.importance"),
+])
+def test_a_moved_name_still_imports_from_its_old_home_and_warns(statement, new_home):
+    import importlib
+
+    name = statement.split()[-1]
+    scope: dict = {}
+    with pytest.warns(DeprecationWarning, match=rf"moved to {re.escape(new_home)}\.{name}"):
+        exec(statement, scope)
+    assert scope[name] is getattr(importlib.import_module(new_home), name)
+    # the old package name did not replace the API function on dsprof
+    assert callable(dsprof.plan) and callable(dsprof.merge) and not hasattr(dsprof.plan, "Plan")
 
 
 @pytest.mark.slow

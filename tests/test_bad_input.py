@@ -15,11 +15,11 @@ import torch
 
 from dsprof.errors import BadFileError, DsprofError, OutputPathError, PlanError
 from dsprof.lut import LUT, build_lut
-from dsprof.merge import load_merged, merge_model, save_merged
-from dsprof.plan import Plan, load_preset
+from dsprof.merging import load_merged, merge_model, save_merged
+from dsprof.records.plan import Plan, load_preset
 from dsprof.models import get_model
 from dsprof.profiler import measure
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 from cli_run import dsprof_here as dsprof
 

@@ -16,9 +16,9 @@ import dsprof
 from dsprof.cli import main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.profiler import TimingConfig, Workloads
-from dsprof.profiler.records import CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, read_measurements
+from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, read_measurements
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,

@@ -7,7 +7,7 @@ import torch
 
 from dsprof import __version__
 from dsprof.cli import main
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 SUBCOMMANDS = ["measure", "build-lut", "predict", "search", "finetune", "merge", "report"]
@@ -89,7 +89,7 @@ def test_weights_option_is_parsed_the_same_by_every_command(tmp_path):
 
 
 def test_a_local_weights_file_is_read_by_blocks_merge_and_finetune(tmp_path, capsys):
-    from dsprof.merge import load_merged
+    from dsprof.merging import load_merged
     from dsprof.models import get_model
 
     # a state dict of another model: each command must load the path, and refuse it the same way

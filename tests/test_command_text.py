@@ -14,12 +14,12 @@ import dsprof
 from dsprof.cli import build_parser, main
 from dsprof.cli.flags import command_line_text, flag_table
 from dsprof.cli.commands import hint_command
-from dsprof.search.importance_file import ImportanceResolutionWarning
+from dsprof.records.importance import ImportanceResolutionWarning
 from dsprof.cli.main import _text
 from dsprof.device_context import DeviceContext
 from dsprof.errors import ImportanceHint, LUTError, LUTMissError, MeasureHint, UsageError
 from dsprof.lut import LUTMissWarning
-from dsprof.plan.front import check_budget
+from dsprof.planning.front import check_budget
 from test_layers import MODULES, ROOT, imports
 
 CONTEXT = DeviceContext("3f9a1c2b7d4e", "cpu", "onnxruntime", "fp32", "nchw", 1, 4)

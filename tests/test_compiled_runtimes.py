@@ -24,11 +24,12 @@ from dsprof.cli import main
 from dsprof.device_context import DeviceContext, short_labels
 from dsprof.errors import DeviceError, DsprofError
 from dsprof.lut import LUT, build_lut
-from dsprof.merge.fold import fold_batchnorm
-from dsprof.profiler import TimingConfig, measure, read_measurements
+from dsprof.merging.fold import fold_batchnorm
+from dsprof.profiler import TimingConfig, measure
+from dsprof.records.measurement import read_measurements
 from dsprof.profiler.backends import BackendSettings, WorkloadUnsupported, get_backend
 from dsprof.models.onnx_export import export_onnx
-from dsprof.profiler.records import record_checksum
+from dsprof.records.measurement import record_checksum
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BACKENDS = ["torch-compile", pytest.param("openvino", marks=pytest.mark.openvino)]

@@ -11,7 +11,7 @@ import dsprof
 from dsprof.cli import build_parser
 from dsprof.constants import DEFAULT_FINETUNE, DEFAULT_MAX_SPAN, IMAGENET_CLASSES
 from dsprof.models import get_model
-from dsprof.plan import plan_front
+from dsprof.planning import plan_front
 from dsprof.search import TrainConfig
 
 PACKAGE = Path(dsprof.__file__).parent

@@ -5,9 +5,9 @@ from torch import nn
 from torchvision.models.mobilenetv2 import InvertedResidual
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
-from dsprof.merge import linearize_block, linearize_model, merge_linearized, merge_model
-from dsprof.plan import Plan
-from dsprof.merge.spans import span_spec
+from dsprof.merging import linearize_block, linearize_model, merge_linearized, merge_model
+from dsprof.records.plan import Plan
+from dsprof.merging.spans import span_spec
 from dsprof.models import (
     BlockSpec,
     conv_macs,
@@ -20,7 +20,7 @@ from dsprof.models import (
     summarize_blocks,
 )
 from dsprof.profiler import dense_conv
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 # torchvision publishes GFLOPs (= GMACs in its convention) and parameter counts in each
 # weights enum's metadata; reading the metadata downloads nothing.

@@ -392,7 +392,7 @@ def test_a_block_whose_skip_path_pools_is_refused_with_its_reason():
 def test_a_projection_skip_path_is_accepted_with_its_batchnorm_folded():
     """BatchNorm folding (`fold_batchnorm`, what every timed model gets) leaves an `nn.Identity` after the skip path's
     1x1 convolution: ResNet-50's projection blocks are still blocks, so its stem and head are still timed."""
-    from dsprof.merge.fold import fold_batchnorm
+    from dsprof.merging.fold import fold_batchnorm
     from dsprof.models.split import split_model
 
     net = get_model("resnet50", resolution=32).eval()
@@ -427,7 +427,7 @@ def test_identity_skip_block_merges_exactly(one_thread):
     """An identity-skip RegNet block (the Identity dropped from its skip) merges into one convolution that computes
     the linearised block, float64, at an even and an odd size."""
     from conftest import randomise_bn
-    from dsprof.merge import linearize_block, merge_linearized
+    from dsprof.merging import linearize_block, merge_linearized
 
     torch.manual_seed(0)
     model = randomise_bn(timm.create_model("regnetx_002", pretrained=False)).double().eval()

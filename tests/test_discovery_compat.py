@@ -8,7 +8,7 @@ from torch import nn
 
 from dsprof.lut import LUT
 from dsprof.models import GraphTraceError, discover_blocks, get_model
-from dsprof.profiler.records import read_measurements
+from dsprof.records.measurement import read_measurements
 
 PAPER = Path(__file__).resolve().parent.parent / "benchmarks" / "paper"
 

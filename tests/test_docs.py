@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsprof.cli import build_parser, main
-from dsprof.merge import load_merged
+from dsprof.merging import load_merged
 from rule_lut import rule_lut_after
 
 ROOT = Path(__file__).resolve().parent.parent

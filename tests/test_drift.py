@@ -29,12 +29,12 @@ from dsprof.lut import LUT, SCHEMA, MethodFallbackWarning, build_lut, model_labe
 from dsprof.lut.interval import lut_probe, probe_ratio
 from dsprof.lut.predict import resolve_method
 from dsprof.models import find_blocks, get_model
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.probe import probe_now
 from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
-from dsprof.profiler.records import IN_SITU_SCOPE, MeasurementWriter, read_measurements
+from dsprof.records.measurement import IN_SITU_SCOPE, MeasurementWriter, read_measurements
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,

@@ -19,7 +19,7 @@ from dsprof.cli import main
 from dsprof.edge import export_bundle, import_results, read_manifest
 from dsprof.lut import build_lut
 from dsprof.profiler import TimingConfig, environment, measure
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 from edge_env import edge_venv
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
@@ -300,8 +300,8 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
     import onnxruntime as ort
     import torch
 
-    from dsprof.merge import merge_model
-    from dsprof.plan import load_plan
+    from dsprof.merging import merge_model
+    from dsprof.records.plan import load_plan
     from dsprof.models import get_model
     from dsprof.profiler import block_workloads
 

@@ -16,7 +16,7 @@ from dsprof.lut import LUT, build_lut, model_label
 from dsprof.lut.few import GROUPS, candidates, choose, few_lut
 from dsprof.lut.predict import profiled_options
 from dsprof.models import find_blocks, get_model
-from dsprof.plan import plan_front
+from dsprof.planning import plan_front
 from dsprof.profiler import TimingConfig, measure
 from dsprof.workflows.few import workload_macs
 

@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 
 from dsprof.cli import main
 from dsprof.lut import LUT, build_lut
-from dsprof.merge import merge_model, save_merged
-from dsprof.plan import Plan
+from dsprof.merging import merge_model, save_merged
+from dsprof.records.plan import Plan
 from dsprof.models import get_model
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
@@ -347,7 +347,7 @@ def test_a_changed_lut_is_refused_unless_accepted(seeds, tmp_path):
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_written_files_respect_the_umask(tmp_path, umask):
     from dsprof.io import atomic_torch_save, atomic_write_text
-    from dsprof.profiler.records import MeasurementWriter
+    from dsprof.records.measurement import MeasurementWriter
 
     old = os.umask(umask)
     try:

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from dsprof.merge.fold import fold_batchnorm, fold_bn_into_conv
+from dsprof.merging.fold import fold_batchnorm, fold_bn_into_conv
 from dsprof.models import get_model
 
 from conftest import randomise_bn

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from dsprof.profiler.records import record_checksum
+from dsprof.records.measurement import record_checksum
 
 from cli_run import dsprof_here
 from hostile import (CLASSES, HOSTILE, HOSTILE_IDS, MODEL, changes_outside, command_problems, lut_with,

@@ -26,8 +26,8 @@ from torch import nn
 from conftest import randomise_bn
 from dsprof.errors import MergeError
 from dsprof.lut.predict import predict_latency
-from dsprof.merge import export_onnx, load_merged, merge_model, merge_report, save_merged
-from dsprof.plan import Plan
+from dsprof.merging import export_onnx, load_merged, merge_model, merge_report, save_merged
+from dsprof.records.plan import Plan
 from dsprof.models import ChainGraph, discover_blocks, get_model, list_models, own_chains, register_model
 from dsprof.models.user_model import register_model_file
 from models.csp import CSPClassifier

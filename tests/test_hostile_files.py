@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from dsprof.merge import merge_model, save_merged
+from dsprof.merging import merge_model, save_merged
 from dsprof.models import get_model
-from dsprof.profiler.records import record_checksum
+from dsprof.records.measurement import record_checksum
 
 from cli_run import dsprof_here as dsprof
 from hostile import (MODEL, PLAN, changes_outside, command_problems, commands_in, csv_problems, importance_file,

@@ -25,7 +25,7 @@ from dsprof.cli.main import _text
 from dsprof.names import DEFAULT_PROXY as NAMED_DEFAULT, PROXY_NAMES
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.workflows.plan import load_importance, plan_to_file
@@ -33,7 +33,7 @@ from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search
 from dsprof.search.data import digits
 from dsprof.search.importance import importance_record
-from dsprof.search.importance_file import write_importance
+from dsprof.records.importance import write_importance
 from dsprof.search.proxies import DEFAULT_PROXY, PROXIES, ProxySettings, proxy_input, score_blocks
 from rule_lut import rule_lut
 

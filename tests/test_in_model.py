@@ -94,9 +94,9 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     import pandas as pd
 
     from dsprof.lut import LUT, model_label, predict_latency
-    from dsprof.plan import Plan
+    from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.profiler.records import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
@@ -125,9 +125,9 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     import pandas as pd
 
     from dsprof.lut import LUT, model_label, predict_latency
-    from dsprof.plan import Plan
+    from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.profiler.records import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))

@@ -229,8 +229,8 @@ def test_an_import_inside_a_function_only_loads_a_heavy_library_late():
 
 def test_the_data_layer_loads_no_heavy_library():
     data = [m for m in MODULES if layer_of(m) == "data"]
-    assert {"dsprof.plan.plan", "dsprof.profiler.records", "dsprof.profiler.stats", "dsprof.lut.schema",
-            "dsprof.search.importance_file", "dsprof.names"} <= set(data)
+    assert {"dsprof.records.plan", "dsprof.records.measurement", "dsprof.records.stats", "dsprof.lut.schema",
+            "dsprof.records.importance", "dsprof.names"} <= set(data)
     loaded = {m: sorted(heavy(m)) for m in data if heavy(m)}
     assert loaded == {}
     code = ("import importlib, json, sys\n"
@@ -241,6 +241,6 @@ def test_the_data_layer_loads_no_heavy_library():
 
 
 def test_importing_a_package_loads_no_heavy_library():
-    """A package's ``__init__`` re-exports lazily: importing ``dsprof.plan.plan`` (data) must not load the planner."""
+    """A package's ``__init__`` re-exports lazily: importing ``dsprof.records.plan`` (data) must not load the planner."""
     heavy_inits = {m: sorted(heavy(m)) for m in MODULES if MODULES[m].name == "__init__.py" and heavy(m)}
     assert heavy_inits == {}

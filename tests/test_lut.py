@@ -10,9 +10,9 @@ import pytest
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceContext, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
 from dsprof.lut.predict import predict_latency
-from dsprof.plan.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.models import find_blocks, get_model
-from dsprof.profiler.records import MeasurementWriter, read_measurements
+from dsprof.records.measurement import MeasurementWriter, read_measurements
 from dsprof.profiler.runner import measure
 from dsprof.profiler.timing import TimingConfig
 

@@ -18,10 +18,10 @@ from dsprof.cli import main
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA, build_lut, model_label, predict_latency
 from dsprof.lut.predict import MethodFallbackWarning
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.models import find_blocks, get_model
 from dsprof.profiler import TimingConfig, measure
-from dsprof.profiler.records import IN_SITU_SCOPE
+from dsprof.records.measurement import IN_SITU_SCOPE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,

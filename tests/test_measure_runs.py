@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dsprof.cli import main
-from dsprof.profiler import read_measurements
+from dsprof.records.measurement import read_measurements
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 DIE_AFTER = str(Path(__file__).parent / "die_after.py")
@@ -67,7 +67,7 @@ def wait_for_lines(out: Path, proc: subprocess.Popen, n: int = 1, timeout_s: flo
 def test_a_second_run_on_a_file_being_written_is_refused_and_resume_works_after(tmp_path):
     out, go = tmp_path / "run.jsonl", tmp_path / "go"
     # The first run holds after its first group of records is on disk (and its lock taken) until `go` exists.
-    first = subprocess.Popen([sys.executable, DIE_AFTER, "--pause", str(go), "dsprof.profiler.records:MeasurementWriter.write",
+    first = subprocess.Popen([sys.executable, DIE_AFTER, "--pause", str(go), "dsprof.records.measurement:MeasurementWriter.write",
                               "1", "measure", "--out", str(out), *FAST, *FOUR_BLOCKS],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from timm.layers import Conv2dSame
 from torch import nn
 
-from dsprof.merge import LinearConv, MergeError, add_residual, apply_conv, compose_convs, conv_from_module
-from dsprof.merge.algebra import TF_SAME, output_size, pad_input
+from dsprof.merging import LinearConv, MergeError, add_residual, apply_conv, compose_convs, conv_from_module
+from dsprof.merging.algebra import TF_SAME, output_size, pad_input
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,9 +12,9 @@ from torchvision.models.mobilenetv2 import InvertedResidual
 from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from conftest import randomise_bn
-from dsprof.merge import MergeError, linearize_block, linearize_model, merge_linearized
-from dsprof.plan import Plan
-from dsprof.merge.layers import BorderBias
+from dsprof.merging import MergeError, linearize_block, linearize_model, merge_linearized
+from dsprof.records.plan import Plan
+from dsprof.merging.layers import BorderBias
 from dsprof.models import get_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

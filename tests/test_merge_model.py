@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from conftest import randomise_bn
-from dsprof.merge import (
+from dsprof.merging import (
     Linearized,
     MergedConv,
     export_onnx,
@@ -17,10 +17,10 @@ from dsprof.merge import (
     merge_report,
     save_merged,
 )
-from dsprof.plan import Plan, PlanError, load_preset
+from dsprof.records.plan import Plan, PlanError, load_preset
 from dsprof.models import get_model
 from dsprof.errors import UsageError
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -153,7 +153,7 @@ def test_unmerged_linear_blocks_cost_what_the_original_blocks_cost_and_stay_exac
     with torch.no_grad():
         _relclose(merged(x), linear(x), 1e-9)
     from dsprof.models import count_macs
-    from dsprof.merge import fold_batchnorm
+    from dsprof.merging import fold_batchnorm
 
     original = fold_batchnorm(model, x[:1])
     assert count_macs(merged, (RES, RES)) == count_macs(original, (RES, RES))
@@ -163,7 +163,7 @@ def test_unmerged_linear_blocks_cost_what_the_original_blocks_cost_and_stay_exac
 def test_unmerged_linear_basic_blocks_cost_the_ring_of_their_first_convolution(res):
     """ResNet basic blocks left linear stay in the padding-in-front form: their first 3x3 convolution also computes
     the one-pixel ring around its output, ((Ho+2)^2 - Ho^2) * cin * cout * 9 MACs more per block (docs/merging.md)."""
-    from dsprof.merge import fold_batchnorm
+    from dsprof.merging import fold_batchnorm
     from dsprof.models import count_macs
 
     torch.manual_seed(0)

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.merge import load_merged
-from dsprof.plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
+from dsprof.merging import load_merged
+from dsprof.records.plan import PRESETS, Plan, PlanError, list_presets, load_plan, load_preset
 from dsprof.models import find_blocks, get_model
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -73,7 +73,7 @@ def test_cli_merge_writes_a_loadable_model(tmp_path, capsys):
 
 
 def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
-    from dsprof.merge import linearize_model, merge_model
+    from dsprof.merging import linearize_model, merge_model
 
     model = get_model("mobilenet_v2", resolution=32)
     linear = linearize_model(model, "mbv2-ds-b")

@@ -17,11 +17,12 @@ from dsprof.cli import main
 from dsprof.cli.commands import hint_command
 from dsprof.errors import LUTMissError, PlanError
 from dsprof.lut import LUT, predict_latency
-from dsprof.merge import ZeroPad, merge_model, merge_report
-from dsprof.plan import Plan
-from dsprof.plan.decide import merge_rule
+from dsprof.merging import ZeroPad, merge_model, merge_report
+from dsprof.records.plan import Plan
+from dsprof.planning.decide import merge_rule
 from dsprof.models import block_module, count_macs, find_blocks, get_model
-from dsprof.profiler import block_workloads, read_measurements
+from dsprof.profiler import block_workloads
+from dsprof.records.measurement import read_measurements
 
 from conftest import randomise_bn
 from rule_lut import rule_lut
@@ -120,7 +121,7 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
     out = tmp_path / "merged.pt"
     assert main(["merge", *TINY, "--plan", str(plan_path), "--lut", str(lut_path), "--out", str(out)]) == 0
     assert _merged_line(capsys.readouterr().out, "tiny-ds") == priced.merged
-    from dsprof.merge import load_merged
+    from dsprof.merging import load_merged
 
     assert merge_report(load_merged(out)).plan.merge == priced.plan.merge
     assert main(["export", *TINY, "--blocks", "none", "--model-variants", "none", "--plan", str(plan_path),
@@ -161,7 +162,7 @@ def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
 
 
 def test_one_decision_the_planners_on_the_lut_and_on_macs(tiny_lut):
-    """Which lone blocks merge is the planner's search for the plan's keep (`dsprof.plan.decide`), whatever the table:
+    """Which lone blocks merge is the planner's search for the plan's keep (`dsprof.planning.decide`), whatever the table:
     on the LUT, each block linearised alone merges where its raw merged row is below its linear one; on MACs, where
     the one convolution has fewer MACs than the block as built (both read here without the code under test's choice),
     and `merge_model` refuses to decide either."""

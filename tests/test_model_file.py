@@ -82,7 +82,7 @@ def test_merge_a_model_file_writes_a_model_that_onnx_runtime_runs(tmp_path):
     decisions = json.loads(payload["plan"])["merge"]
     assert len(decisions) == len(CSP_BLOCKS)
     # In a process that registered the same file, the merged file loads, and ONNX Runtime computes what it does.
-    from dsprof.merge import load_merged
+    from dsprof.merging import load_merged
 
     assert register_model_file(f"{CSP}:factory") == LABEL
     merged = load_merged(out)

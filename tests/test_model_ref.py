@@ -18,9 +18,9 @@ from torch import nn
 import dsprof
 from dsprof.errors import UsageError
 from dsprof.lut import MergeChoice
-from dsprof.merge import linearize_model
+from dsprof.merging import linearize_model
 from dsprof.models import ModelRef, find_blocks, input_size_of, named_model
-from dsprof.plan.plan import Plan, load_plan
+from dsprof.records.plan import Plan, load_plan
 from dsprof.profiler import TimingConfig, Workloads
 from models.tinyconv import BLOCK_MACS_32, MACS_32, TinyConv
 from rule_lut import rule_lut, rule_median_s

@@ -26,13 +26,14 @@ import torch
 from dsprof.cli import build_parser, main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
-from dsprof.merge import load_merged, merge_report
-from dsprof.plan import Plan
+from dsprof.merging import load_merged, merge_report
+from dsprof.records.plan import Plan
 from dsprof.models import format_spans, parse_spans
 from dsprof.models.user_model import register_model_file
-from dsprof.plan import plan_front
+from dsprof.planning import plan_front
 from dsprof.workflows.plan import plan_to_file
-from dsprof.profiler import TimingConfig, measure, read_measurements
+from dsprof.profiler import TimingConfig, measure
+from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table
 from dsprof.reports.plots import close
 from rule_lut import rule_lut

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dsprof.profiler import read_measurements, summary_table
-from dsprof.profiler.records import speedups
+from dsprof.records.measurement import read_measurements
+from dsprof.profiler import summary_table
+from dsprof.records.measurement import speedups
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # real profiler runs (make_report_fixtures.py)
 
@@ -45,7 +46,7 @@ def test_a_keep_beyond_the_blocks_names_the_parameter_that_fixes_it():
     import dsprof.cli.main  # noqa: F401  (reads the options from the parser)
     from dsprof.cli.flags import command_line_text
     from dsprof.errors import UsageError
-    from dsprof.plan.front import resolve_k
+    from dsprof.planning.front import resolve_k
 
     assert resolve_k(16, 16) == 16 and resolve_k(0.5, 16) == 8
     with pytest.raises(UsageError) as count:

@@ -36,11 +36,12 @@ from dsprof.cli import build_parser, main
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.schema import PREDICTED
-from dsprof.merge import load_merged, merge_report
-from dsprof.plan import Plan
+from dsprof.merging import load_merged, merge_report
+from dsprof.records.plan import Plan
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.profiler import TimingConfig, format_summary, measure, read_measurements, summary_table
+from dsprof.profiler import TimingConfig, format_summary, measure, summary_table
+from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table, memory_figure, memory_table, prediction_figure
 from dsprof.reports import validation_rows
 from dsprof.reports.devices import cross_figure, cross_table
@@ -231,9 +232,9 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
 
     import numpy as np
 
-    from dsprof.plan import minimax
+    from dsprof.planning import minimax
     from dsprof.lut.piece import Piece
-    from dsprof.plan.minimax import _mean, _worst
+    from dsprof.planning.minimax import _mean, _worst
 
     monkeypatch.setattr(minimax, "_CHUNK", 3)
     rng = np.random.default_rng(100 + seed)

@@ -18,7 +18,7 @@ import pytest
 from cli_run import dsprof_here
 from dsprof.errors import OutputPathError
 from dsprof.io import csv_cell, csv_frame, output_path, slug
-from dsprof.profiler.records import MeasurementWriter, read_measurements, record_checksum
+from dsprof.records.measurement import MeasurementWriter, read_measurements, record_checksum
 from dsprof.reports.escape import latex_escape, markdown_safe, safe_link
 from dsprof.reports.front import FRONT_FORMAT
 

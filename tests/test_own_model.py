@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.merge import load_merged
-from dsprof.plan.plan import Plan
-from dsprof.profiler import read_measurements
+from dsprof.merging import load_merged
+from dsprof.records.plan import Plan
+from dsprof.records.measurement import read_measurements
 from rule_lut import rule_lut
 
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"

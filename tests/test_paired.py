@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsprof.profiler.records import paired_with_original, read_measurements
+from dsprof.records.measurement import paired_with_original, read_measurements
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
 

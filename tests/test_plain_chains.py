@@ -19,10 +19,10 @@ from torch import nn
 from cli_run import dsprof_here
 from conftest import randomise_bn
 from dsprof.errors import ModelOptionError
-from dsprof.merge import linearize_model, merge_model, merge_report
+from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.models import discover_blocks, get_model, list_models, register_model, reparameterize
 from dsprof.cli.commands import model_flags
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from models import nothing
 from models.rep import mobileone
 

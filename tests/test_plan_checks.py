@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsprof.cli import main
-from dsprof.plan.plan import PlanError, check_plan, load_plan
+from dsprof.records.plan import PlanError, check_plan, load_plan
 from dsprof.workflows.merge import merge
 from dsprof.cli.commands import model_flags
 from dsprof.models import normalized_options

@@ -18,10 +18,10 @@ import dsprof
 from dsprof.cli import build_parser, main
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import prices_of, predict_plan
-from dsprof.plan import Plan
-from dsprof.merge.spans import span_runs
-from dsprof.plan import plan_contexts, plan_front
-from dsprof.plan.minimax import joint_front
+from dsprof.records.plan import Plan
+from dsprof.merging.spans import span_runs
+from dsprof.planning import plan_contexts, plan_front
+from dsprof.planning.minimax import joint_front
 from dsprof.profiler import TimingConfig, measure
 
 
@@ -181,7 +181,7 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     # the joint planner asks each context's merge rule (issue #38): a lone linearised block is offered merged and
     # unmerged where the rules disagree (blocks 1, 3, 5, and any other the two LUTs measured so), and only as both
     # rules decide it where they agree
-    from dsprof.plan.minimax import _pieces
+    from dsprof.planning.minimax import _pieces
 
     alone = {}
     for piece in _pieces([changed[b] for b in BACKENDS], MAX_SPAN):
@@ -212,9 +212,9 @@ def test_minimax_solver_equals_brute_force_on_random_savings(contexts, seed, mon
     at a time here, so that both of the filter's checks (against the rows kept, within a chunk) run."""
     import numpy as np
 
-    from dsprof.plan import minimax
+    from dsprof.planning import minimax
     from dsprof.lut.piece import Piece
-    from dsprof.plan.minimax import _mean, _worst
+    from dsprof.planning.minimax import _mean, _worst
 
     monkeypatch.setattr(minimax, "_CHUNK", 3)
 

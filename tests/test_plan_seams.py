@@ -29,8 +29,10 @@ from cli_run import dsprof_here
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.interval import Estimate, ratio_bounds
 from dsprof.lut.piece import Piece
-from dsprof.plan import Plan, plan_contexts
-from dsprof.profiler import TimingConfig, measure, read_measurements
+from dsprof.records.plan import Plan
+from dsprof.planning import plan_contexts
+from dsprof.profiler import TimingConfig, measure
+from dsprof.records.measurement import read_measurements
 from dsprof.reports.devices import cross_table, load_front_file
 from dsprof.reports.front import front_tables, joint_table
 from rule_lut import rule_lut

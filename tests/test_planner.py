@@ -19,12 +19,12 @@ from dsprof.cli import build_parser, main
 from dsprof.errors import LUTMissError
 from dsprof.lut import LUT, build_lut, model_label, predict_latency
 from dsprof.lut.predict import prices_of, predict_plan
-from dsprof.merge import linearize_model, merge_model, merge_report
-from dsprof.plan import Plan
+from dsprof.merging import linearize_model, merge_model, merge_report
+from dsprof.records.plan import Plan
 from dsprof.workflows.merge import merge
-from dsprof.merge.spans import span_runs, span_spec
+from dsprof.merging.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model
-from dsprof.plan import best_plan, plan_front
+from dsprof.planning import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
 from dsprof.workflows.report import report as write_report
 

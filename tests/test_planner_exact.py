@@ -17,11 +17,11 @@ import pytest
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of, predict_plan
-from dsprof.plan import Plan
-from dsprof.merge.spans import span_runs
+from dsprof.records.plan import Plan
+from dsprof.merging.spans import span_runs
 from dsprof.models import get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.plan import best_plan, plan_front
+from dsprof.planning import best_plan, plan_front
 from dsprof.profiler import TimingConfig, measure
 
 from plans import every_plan, plan_count, random_plan

@@ -16,7 +16,8 @@ import torch
 
 from dsprof.cli import main
 from dsprof.models import BlockSpec, find_blocks, get_model
-from dsprof.profiler import Measurement, TimingConfig, measure, read_measurements
+from dsprof.records.measurement import Measurement, read_measurements
+from dsprof.profiler import TimingConfig, measure
 from dsprof.profiler.backends.tflite import NetworkBlocked, no_network
 from dsprof.profiler.fingerprint import environment, environment_id
 
@@ -138,7 +139,7 @@ def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeyp
 def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
     out = tmp_path / "run.jsonl"
     # Killed (SIGKILL) right after the second group of records reached the file: two blocks x three variants.
-    die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.profiler.records:MeasurementWriter.write", "2"]
+    die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.records.measurement:MeasurementWriter.write", "2"]
     fast = ["measure", "--resolution", "32", "--out", str(out), *FAST_ARGS]
     killed = subprocess.run([*die_after, *fast], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
@@ -239,9 +240,9 @@ def test_cli_prints_the_summary(capsys, tmp_path):
 
 
 def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
-    from dsprof.merge import merge_model, save_merged
+    from dsprof.merging import merge_model, save_merged
 
-    from dsprof.plan.decide import merge_rule
+    from dsprof.planning.decide import merge_rule
 
     net = get_model("mobilenet_v2", resolution=32)
     saved = save_merged(merge_model(net, merge_rule(net, merge_by="macs").decide("mbv2-ds-b").plan), tmp_path / "ds-b.pt")

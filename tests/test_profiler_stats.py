@@ -7,16 +7,8 @@ import statistics
 import numpy as np
 import pytest
 
-from dsprof.profiler import (
-    CpuTimer,
-    TimingConfig,
-    median_ci,
-    median_relative_halfwidth,
-    paired_speedup,
-    summarize,
-    time_interleaved,
-    timing_loop,
-)
+from dsprof.profiler import CpuTimer, TimingConfig, time_interleaved, timing_loop
+from dsprof.records.stats import median_ci, median_relative_halfwidth, paired_speedup, summarize
 
 
 class FakeClock:

@@ -26,9 +26,9 @@ from dsprof.io import atomic_torch_save, load_torch_payload, read_json
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.table import table_checksum
 from dsprof.models import get_model, model_args
-from dsprof.plan.plan import load_plan
-from dsprof.profiler.records import record_checksum, read_measurements
-from dsprof.profiler.stats import summarize
+from dsprof.records.plan import load_plan
+from dsprof.records.measurement import record_checksum, read_measurements
+from dsprof.records.stats import summarize
 from dsprof.reports.front import load_front
 from dsprof.workflows.plan import load_importance
 
@@ -320,7 +320,7 @@ def _all_linear(tmp_path_factory) -> Path:
 def test_a_merged_model_cannot_name_weights_an_odd_dtype_or_a_huge_size(merged_file, tmp_path, changes, says):
     payload = load_torch_payload(merged_file, "dsprof.merged", "merged model", "")
     path = atomic_torch_save(tmp_path / "m.pt", {**payload, **changes})
-    from dsprof.merge.artifact import load_merged
+    from dsprof.merging.artifact import load_merged
 
     if says is None:
         model = load_merged(path)

@@ -25,8 +25,8 @@ import dsprof
 from dsprof.cli import main
 from dsprof.errors import BadFileError
 from dsprof.lut import LUT, build_lut, predict_latency
-from dsprof.plan.plan import load_plan
-from dsprof.profiler.records import read_measurements
+from dsprof.records.plan import load_plan
+from dsprof.records.measurement import read_measurements
 from dsprof.reports import device_labels, front_tables, load_front
 from rule_lut import rule_lut
 

@@ -8,10 +8,10 @@ import pytest
 
 import dsprof
 from dsprof.lut import build_lut
-from dsprof.plan.decide import merge_rule
-from dsprof.plan import Plan
+from dsprof.planning.decide import merge_rule
+from dsprof.records.plan import Plan
 from dsprof.models import find_blocks, get_model
-from dsprof.profiler.records import read_measurements
+from dsprof.records.measurement import read_measurements
 from dsprof.reports import (
     accuracy_fps_figure,
     block_latency_figure,

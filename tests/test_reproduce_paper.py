@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dsprof.merge import merge_model
-from dsprof.plan import load_preset
+from dsprof.merging import merge_model
+from dsprof.records.plan import load_preset
 from dsprof.models import count_macs, get_model
-from dsprof.profiler import read_measurements
-from dsprof.plan.decide import merge_rule
+from dsprof.records.measurement import read_measurements
+from dsprof.planning.decide import merge_rule
 
 pytestmark = pytest.mark.slow  # the fixture runs the script once: about a minute
 

@@ -25,11 +25,11 @@ import rule_lut as rule
 from dsprof.cli import main
 from dsprof.lut import LUT
 from dsprof.lut.predict import prices_of, predict_plan
-from dsprof.plan import Plan
-from dsprof.merge.spans import span_runs
-from dsprof.plan import plan_contexts, plan_front
-from dsprof.plan.minimax import joint_front
-from dsprof.profiler import read_measurements
+from dsprof.records.plan import Plan
+from dsprof.merging.spans import span_runs
+from dsprof.planning import plan_contexts, plan_front
+from dsprof.planning.minimax import joint_front
+from dsprof.records.measurement import read_measurements
 from test_new_user import FLATNET, FRONT, LABEL
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.openvino]

@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from conftest import randomise_bn
-from dsprof.merge import linearize_model, merge_model, merge_report
+from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.models import count_macs, discover_blocks, list_models, register_model, spec_macs
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.profiler.workloads import block_workloads
 
 

@@ -14,8 +14,8 @@ from conftest import randomise_bn
 
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA
-from dsprof.merge import linearize_block, load_merged, merge_linearized
-from dsprof.plan import Plan
+from dsprof.merging import linearize_block, load_merged, merge_linearized
+from dsprof.records.plan import Plan
 from dsprof.models import count_macs, find_blocks, get_model
 from dsprof.search import (
     TrainConfig,

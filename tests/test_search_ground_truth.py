@@ -7,7 +7,7 @@ import torch
 from scipy import stats
 
 from dsprof.lut import build_lut, predict_latency
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search
 from dsprof.search.gates import ActivationGates
@@ -18,7 +18,7 @@ from dsprof.search.ground_truth import (
     gap_to_front,
     kendall_tau,
 )
-from dsprof.plan.dp import nondominated
+from dsprof.planning.dp import nondominated
 from dsprof.search.importance import importance_keep
 from dsprof.search.gates import annealed_k, runaway_spread
 from rule_lut import rule_lut

@@ -8,8 +8,8 @@ import pytest
 
 from dsprof.errors import InputFileError, LUTMissError, UsageError
 from dsprof.lut import LUT, build_lut, predict_latency
-from dsprof.plan import Plan
-from dsprof.plan import plan_front
+from dsprof.records.plan import Plan
+from dsprof.planning import plan_front
 from dsprof.profiler import TimingConfig, measure
 from dsprof.search import TrainConfig, search
 from rule_lut import rule_lut

@@ -4,11 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from dsprof.merge import linearize_model, merge_model, merge_report
-from dsprof.plan import Plan, PlanError
-from dsprof.merge.spans import SpanLinearized, span_runs, span_spec
+from dsprof.merging import linearize_model, merge_model, merge_report
+from dsprof.records.plan import Plan, PlanError
+from dsprof.merging.spans import SpanLinearized, span_runs, span_spec
 from dsprof.models import find_blocks, get_model, spec_macs
-from dsprof.plan.decide import merge_rule
+from dsprof.planning.decide import merge_rule
 
 
 def _random_bn(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -105,7 +105,7 @@ def test_spans_from_a_lut_are_the_planners_and_take_the_longest_where_spans_cost
 
     from dsprof.lut import LUT, model_label
     from dsprof.lut.schema import GROUP_COLUMNS, SCHEMA
-    from dsprof.plan import best_plan
+    from dsprof.planning import best_plan
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=64))
     base = {**GROUP_COLUMNS, "schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": "torch",

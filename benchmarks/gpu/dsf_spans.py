@@ -25,10 +25,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dsprof.merge import fold_batchnorm, merge_model
-from dsprof.plan import load_preset
-from dsprof.merge.spans import span_runs
-from dsprof.plan.decide import merge_rule
+from dsprof.merging import fold_batchnorm, merge_model
+from dsprof.records.plan import load_preset
+from dsprof.merging.spans import span_runs
+from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, find_blocks, get_model
 
 

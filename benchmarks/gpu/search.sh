@@ -17,7 +17,7 @@ timeout ${GPU_S:-85} $PY - "$OUT/search" <<'EOF' 2>&1 | grep --line-buffered -v 
 import json, os, sys, time
 from pathlib import Path
 import torch
-from dsprof.plan import Plan
+from dsprof.records.plan import Plan
 from dsprof.search import TrainConfig, finetune, random_keep, search
 
 out = Path(sys.argv[1]); work = out / "work"; work.mkdir(exist_ok=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..plan.plan import load_plan
+from ..records.plan import load_plan
 from .flags import command_line_text
 from .options import (add_accept_modified, add_merge_by_arg, add_model_args, load_lut, model_options_from_args,
                       on_interrupt, weights_from_args)
@@ -26,7 +26,7 @@ def add(sub, fmt) -> None:
     p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")
     p.add_argument("--layer-prune", action="store_true", help="baseline: drop the plan's linearised blocks instead (where shapes allow)")
     p.add_argument("--out", type=Path, default=Path("finetune.pt"), help="checkpoint, every epoch; `dsprof merge --checkpoint` takes it")
-    p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (dsprof.merge.load_merged)")
+    p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (dsprof.merging.load_merged)")
     p.add_argument("--no-merge-check", action="store_true", help="skip merging and comparing the merged model's outputs")
     p.add_argument("--lut", type=Path, default=None,
                    help="a LUT whose rule merges the linearised blocks of a plan without a merge list (as predict prices)")

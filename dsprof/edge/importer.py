@@ -19,7 +19,7 @@ from ..fields import FieldError
 from ..io import atomic_output, read_text
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
-from ..profiler.records import Measurement, MeasurementWriter, check_fields
+from ..records.measurement import Measurement, MeasurementWriter, check_fields
 from ..profiler.runner import measurement_path
 from .manifest import EdgeError, read_manifest
 from ..runtimes import RUNTIMES

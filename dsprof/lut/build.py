@@ -11,8 +11,8 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError, LUTError
-from ..profiler.records import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
-from ..profiler.stats import summarize
+from ..records.measurement import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
+from ..records.stats import summarize
 from .interval import IQR_TO_SD, median_error
 from .schema import COLUMNS, SCHEMA, in_situ_workload, model_label
 from .table import LUT

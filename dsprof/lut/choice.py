@@ -1,6 +1,6 @@
 """The merge choice as one object (`MergeChoice`): what decides which linearised blocks of a plan without a ``merge``
 list merge -- a LUT and its context (the planner's merge decision, as `predict` prices it:
-`dsprof.plan.decide.merge_rule`), or MACs -- as `dsprof.measure` and `dsprof.export` take it. A plan's own list is
+`dsprof.planning.decide.merge_rule`), or MACs -- as `dsprof.measure` and `dsprof.export` take it. A plan's own list is
 replayed whatever the choice."""
 
 from __future__ import annotations

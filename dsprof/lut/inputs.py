@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
+from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE
 from .interval import IntervalInputs
 from .lookup import in_model_factor
 from .schema import in_situ_workload

@@ -40,7 +40,7 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   samples: the samples of one group share its moment. The original's latency, a median over G groups, carries
   1.2533 sigma / sqrt(G) of it too (a median's standard error).
 
-Every interval here comes back as a `dsprof.profiler.stats.Estimate` (a value with its interval, the one such type),
+Every interval here comes back as a `dsprof.records.stats.Estimate` (a value with its interval, the one such type),
 inside `Bounds` for a plan (`plan_bounds`) and alone for the ratio of two plans' latencies (`ratio_bounds`); `Z95` is
 the one 95 % normal quantile.
 
@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..device_context import DeviceContext
-from ..profiler.records import PROBE_NAME, PROBE_SCOPE
-from ..profiler.stats import Estimate, summarize
+from ..records.measurement import PROBE_NAME, PROBE_SCOPE
+from ..records.stats import Estimate, summarize
 from .inmodel import InModel
 from .piece import Piece
 from .table import LUT, LUTEntry, LUTMissError

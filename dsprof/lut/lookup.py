@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..device_context import DeviceContext
-from ..merge.spans import span_spec
+from ..merging.spans import span_spec
 from ..models import Block
-from ..profiler.records import IN_SITU_SCOPE
+from ..records.measurement import IN_SITU_SCOPE
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 

@@ -1,6 +1,6 @@
 """`Piece`: one block, or one span of blocks, as a plan deploys it, priced: the one piece type. `dsprof.lut.prices`
-prices them, `dsprof.lut.interval` adds up their errors, the planner's dynamic programme (`dsprof.plan.dp`) and the
-plan for several contexts (`dsprof.plan.minimax`) choose among them. Plain data, so that all of them read it without
+prices them, `dsprof.lut.interval` adds up their errors, the planner's dynamic programme (`dsprof.planning.dp`) and the
+plan for several contexts (`dsprof.planning.minimax`) choose among them. Plain data, so that all of them read it without
 importing each other."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Piece:
     block; NaN when an entry is missing, named by ``missing``; for the planner's mean over contexts, a weighted
     share), ``errors_s`` the median errors it adds to the interval. ``loss``: the summed importance of the blocks it
     linearises (a `fractions.Fraction` keeps sums exact, so that equal losses tie); ``savings_s``: its saving in each
-    of several contexts (`dsprof.plan.minimax`)."""
+    of several contexts (`dsprof.planning.minimax`)."""
 
     start: int
     stop: int
@@ -57,7 +57,7 @@ def cheaper(merged: Piece, unmerged: Piece) -> Piece:
     """Block ``i`` linearised alone, as a price table offers it to the planner: ``merged`` (its one convolution) where
     that costs less than ``unmerged`` (the block left unmerged as deployed), both in the table's unit (``latency_s``:
     a LUT's medians, or MACs); where either is missing, ``merged`` (it names what the table lacks). The one
-    comparison of the two ways of deploying a lone block: the planner's search (`dsprof.plan.decide`) chooses every
+    comparison of the two ways of deploying a lone block: the planner's search (`dsprof.planning.decide`) chooses every
     plan's merges and spans from pieces offered this way."""
     if not comparable(merged, unmerged):
         return merged

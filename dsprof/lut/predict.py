@@ -14,7 +14,7 @@ from torch import nn
 from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, ModelRef
 from ..device_context import DeviceContext
-from ..merge.rule import check_merges
+from ..merging.rule import check_merges
 from .lookup import in_model_factor
 from .piece import Piece, comparable
 from .prices import MethodFallbackWarning, Prices
@@ -214,7 +214,7 @@ def predict_latency(
 ) -> Prediction:
     """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
 
-    ``plan`` (a `dsprof.plan.Plan`, preset name or plan file) says which blocks are merged: a
+    ``plan`` (a `dsprof.planning.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
     prices merging lower (`Prices.linearized`: the planner's choice, the list every command that builds the merged
     model replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
@@ -271,7 +271,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
 
 
 def predict_ratio(prices: Prices, plan: Any, reference: Any) -> Estimate:
-    """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.plan.Plan`, or None for the original
+    """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.planning.Plan`, or None for the original
     model) in ``prices``' context, both deployed as `predict_plan` deploys them, with the 95 % interval of
     `dsprof.lut.interval.ratio_bounds` (a plan's loss against another is it minus 1)."""
     a, b = predict_plan(prices, plan, strict=True), predict_plan(prices, reference, strict=True)  # misses raise
@@ -309,7 +309,7 @@ def prices_of(
 def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:
     """The pieces a plan deploys (checked against the model, `check_merges`), or every block as ``variant``. Without
     a ``merge`` list, each block it linearises alone is priced as the planner deploys it (`Prices.linearized`: the
-    cheaper way, the list `dsprof.plan.decide` writes and a merged model built from it replays); with ``strict``, a
+    cheaper way, the list `dsprof.planning.decide` writes and a merged model built from it replays); with ``strict``, a
     block the LUT cannot decide that for raises its miss."""
     if variant is not None:
         return [prices.as_variant(i, variant) for i in range(len(prices.blocks))]

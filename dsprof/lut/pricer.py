@@ -43,7 +43,7 @@ class Pricer:
 
     def price(self, plan: Any = None, *, keep: Sequence[int] | None = None,
               spans: Sequence[tuple[int, int]] = ()) -> Price:
-        """The `Price` of ``plan`` (a `dsprof.plan.Plan`: its keep, spans, merge list and border), or of ``keep``
+        """The `Price` of ``plan`` (a `dsprof.planning.Plan`: its keep, spans, merge list and border), or of ``keep``
         and ``spans`` with the LUT's merges. A piece the LUT lacks raises `LUTMissError` naming it."""
         if plan is not None:
             pieces = self.pieces(plan.keep, plan.spans or (), plan.merge, plan.border)

@@ -2,7 +2,7 @@
 
 A plan deploys the blocks as consecutive *pieces*: a block that keeps its activations (its ``original``
 entry); a linearised block alone, merged into one convolution or left unmerged as its plan's ``merge`` list
-says (a list the planner writes, `dsprof.plan.decide`: merged where its ``merged`` entry is below the block left
+says (a list the planner writes, `dsprof.planning.decide`: merged where its ``merged`` entry is below the block left
 unmerged -- its ``linear`` entry, timed in the form `merge_model` deploys, where measured, else ``original``); or a span of
 linearised blocks merged into one convolution (the span's ``merged`` entry, from `dsprof measure --spans N`). A piece *saves* its blocks' original entries minus its own, and under every method
 the predicted latency is affine in the pieces' savings:
@@ -14,7 +14,7 @@ the predicted latency is affine in the pieces' savings:
 - ``in-situ``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-situ entry).
 
-`predict_latency`, the planner, every command that builds a merged model (through `dsprof.plan.decide`), `predict
+`predict_latency`, the planner, every command that builds a merged model (through `dsprof.planning.decide`), `predict
 --measure` and the search's decay weights all price with `Prices`, so they agree. The intervals are
 `dsprof.lut.interval`'s, from the entries `dsprof.lut.inputs.interval_inputs` gathers.
 """
@@ -30,9 +30,9 @@ from typing import Any, Sequence
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..merge.block import deploys_alike
+from ..merging.block import deploys_alike
 from ..models import Block, format_span
-from ..profiler.records import IN_SITU_SCOPE
+from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
 from .inmodel import InModel, Timed
 from .inputs import interval_inputs
@@ -164,7 +164,7 @@ class Prices:
         """(variant, entry) of block ``i`` linearised and left unmerged, as a plan with this ``border`` deploys it:
         its ``linear`` entry where the LUT has one and it was timed in that form (the profiler times the
         padding-in-front form, `dsprof.profiler.workloads.deployed_linear`; under ``in_place`` it covers the
-        blocks that run alike either way, `dsprof.merge.block.deploys_alike`), else its ``original`` (what removing
+        blocks that run alike either way, `dsprof.merging.block.deploys_alike`), else its ``original`` (what removing
         activations alone changes is seldom measurable)."""
         linear = self.lookup(self.blocks[i].spec.to_str(), "linear")
         if linear is not None and (border == "in_front" or deploys_alike(self.blocks[i])):
@@ -200,7 +200,7 @@ class Prices:
         return self._piece(i, i + 1, variant, self.lookup(spec, variant), f"block {spec} [{variant}]")
 
     def pieces(self, plan: Any) -> list[Piece]:
-        """The pieces a plan (a `dsprof.plan.Plan` with its merge list, or None for the original model) deploys, in
+        """The pieces a plan (a `dsprof.planning.Plan` with its merge list, or None for the original model) deploys, in
         block order."""
         if plan is None:
             return [self.kept(i) for i in range(len(self.blocks))]

@@ -20,7 +20,7 @@ from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_co
 from ..io import atomic_write_text, csv_frame, read_text
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
-from ..profiler.records import IN_SITU_SCOPE
+from ..records.measurement import IN_SITU_SCOPE
 from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]

@@ -423,7 +423,7 @@ def plain_pairs(chain: list) -> list[list]:
 
 def shortcut_parts(shortcut) -> list | None:
     """A skip path's convolution and optional BatchNorm, the form that merges with its chain
-    (`dsprof.merge.block.folded_chain`); None for any other path. Identities (a BatchNorm already folded) drop out."""
+    (`dsprof.merging.block.folded_chain`); None for any other path. Identities (a BatchNorm already folded) drop out."""
     parts = [m for m in shortcut if not isinstance(m, nn.Identity)]
     first, rest = (parts[0], parts[1:]) if parts else (None, [])
     ok = isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)

@@ -1,7 +1,7 @@
 """The padding rule, written once: what zero padding a convolution applies to its input.
 
 Block discovery asks it for a block's padding style (symmetric or TensorFlow 'SAME'); the merge algebra
-(`dsprof.merge.algebra`) for the exact (top, bottom, left, right) padding it composes.
+(`dsprof.merging.algebra`) for the exact (top, bottom, left, right) padding it composes.
 
 TensorFlow 'SAME' padding (timm's ``Conv2dSame``) depends on the input size; it is kept symbolic
 (``"tf_same"``) except at stride 1 with an odd kernel, where it is static and symmetric.

@@ -36,7 +36,7 @@ from torch import nn
 
 from ..device_context import COMPILE_MODES
 from ..errors import UsageError
-from ..merge.fold import fold_batchnorm
+from ..merging.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef
 from .backends import BackendSettings, get_backend
 from .cpu_share import CpuShare

@@ -24,13 +24,13 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from ..merge.fold import fold_batchnorm
+from ..merging.fold import fold_batchnorm
 from ..models import (
     Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
 )
 from ..models.surgery import chain_attr, is_chain_name
 from ..names import IN_SITU_VARIANTS
-from .records import IN_SITU_SCOPE
+from ..records.measurement import IN_SITU_SCOPE
 from .workloads import Workload, dense_conv, deployed_linear
 
 __all__ = ["in_situ_workloads", "swapped"]

@@ -29,7 +29,7 @@ from ..errors import DeviceError, UsageError
 from ..models import count_macs, count_params
 from .backends import BackendSettings, get_backend
 from .fingerprint import environment, environment_id
-from .records import PROBE_NAME, PROBE_SCOPE
+from ..records.measurement import PROBE_NAME, PROBE_SCOPE
 from .timing import TimingConfig, time_interleaved
 from .workloads import Workload
 

@@ -33,8 +33,14 @@ from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
 from .cpu_share import CpuShare
 from .fingerprint import device_name, device_state, environment, environment_id
-from .records import (Measurement, MeasurementFileError, MeasurementWriter, check_not_busy, read_measurements,
-                      repair_truncated_tail)
+from ..records.measurement import (
+    Measurement,
+    MeasurementFileError,
+    MeasurementWriter,
+    check_not_busy,
+    read_measurements,
+    repair_truncated_tail,
+)
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .insitu import in_situ_workloads
@@ -305,7 +311,7 @@ def measure(
     one interleaved group (scope `IN_SITU_SCOPE`, `dsprof.profiler.insitu`): the saving in situ, and
     the device's drift from group to group. ``blocks`` is an fnmatch pattern (or several) of block
     names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
-    many consecutive blocks merges into (`dsprof.merge.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
+    many consecutive blocks merges into (`dsprof.merging.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
     to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
     one, the setting that repeats on a shared machine. ``backend`` is one of `dsprof.runtimes.BACKENDS`; ``compile``
     the ``torch-compile`` backend's mode (`dsprof.device_context.COMPILE_MODES`; ``default`` when not given). Times are seconds everywhere. Returns a `MeasureResult`;

@@ -8,7 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..models.spans_text import format_span
-from .records import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, speedups
+from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
 

@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 from ..errors import MergeError, UsageError
-from ..merge.block import deployed_unmerged
-from ..merge.fold import fold_batchnorm
-from ..merge.linearize import linearize_block
-from ..merge.spans import span_runs, span_spec
+from ..merging.block import deployed_unmerged
+from ..merging.fold import fold_batchnorm
+from ..merging.linearize import linearize_block
+from ..merging.spans import span_runs, span_spec
 from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
@@ -142,7 +142,7 @@ def flops_matched_channels(spec: BlockSpec, block_macs: int) -> tuple[int, int]:
 
 def deployed_linear(block: Block, index: int = 0) -> nn.Module:
     """``block`` (a block of the model as built) linearised and left unmerged in the form `merge_model` deploys
-    it under a plan's default border (padding in front) and free activation (`dsprof.merge.deployed_unmerged`:
+    it under a plan's default border (padding in front) and free activation (`dsprof.merging.deployed_unmerged`:
     the padding back in place where that is exact, else done by the first convolution over a larger map),
     BatchNorm folded, in eval mode: what the ``linear`` variant times. Raises `MergeError` for a block that
     cannot be linearised (a padding mode other than zeros)."""
@@ -377,7 +377,7 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
 
 def span_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] | None = None) -> list[Workload]:
     """The dense convolution (+ ReLU6, as every merged variant) that each span of 2..``max_len`` consecutive blocks
-    merges into (`dsprof.merge.spans`), as ``merged`` block workloads keyed by the convolution's ``conv`` spec
+    merges into (`dsprof.merging.spans`), as ``merged`` block workloads keyed by the convolution's ``conv`` spec
     and named ``first+last``; one per distinct spec."""
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)

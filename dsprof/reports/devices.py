@@ -29,14 +29,14 @@ from ..errors import BadFileError, DsprofError
 from ..io import read_json, slug
 from ..models.spans_text import format_spans
 from ..units import percent
-from ..profiler.records import Measurement, paired_with_original
+from ..records.measurement import Measurement, paired_with_original
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points, k_axes, plain_text
 from .summary import JointAnswer, PlanAnswer
 from .svg import tip
 from .tables import latest_records
-from ..plan.plan import Plan
+from ..records.plan import Plan
 
 __all__ = ["FRONTS_FORMAT", "attach_joint", "cross_figure", "devices_sections", "fronts_figure", "joint_answer",
            "load_front_file"]

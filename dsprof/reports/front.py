@@ -27,13 +27,13 @@ from ..fields import (MAX_BATCH, MAX_COUNT, MAX_THREADS, FieldError, check_count
                       check_text, check_token)
 from ..io import read_json
 from ..models.spans_text import format_spans
-from ..profiler.records import Measurement, paired_with_original
+from ..records.measurement import Measurement, paired_with_original
 from . import plots
 from .page import Plot, Section
 from .summary import Answer, device_line, front_answer
 from .tables import device_labels, latest_records, model_title
 from ..lut.schema import model_label
-from ..plan.plan import Plan
+from ..records.plan import Plan
 
 __all__ = ["FrontReport", "check_front", "front_report", "front_tables", "joint_table", "load_front"]
 
@@ -129,7 +129,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
     A plan counts as measured where a whole-model record of the front's context carries its name
     (`dsprof measure --plan`): a plan given in ``plans`` or one of the front's presets; the original
     model's record is its k = n point. A measured plan's speed-up is paired: over the original timed in its
-    group (`dsprof.profiler.records.paired_with_original`; NaN where its group has none); ``predicted``: its
+    group (`dsprof.records.measurement.paired_with_original`; NaN where its group has none); ``predicted``: its
     predicted speed-up where the front prices it (the front's plan of its k, a preset, or the front's plan for
     several contexts, `joint_table`), else NaN. ``records``: all records read (the last of each workload is shown;
     pairing needs each one's group). A run named as the front's plan for several contexts (`joint_table`) counts
@@ -245,7 +245,7 @@ def front_report(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         "alike; the plans measured beside the original, paired (speed-up = the original's time over the plan's).",
         write.table(f"front_{stem}", points),
     ]
-    # what the planner wrote beside its rows (`dsprof.plan.Front.notes`): where the front stops getting faster, and
+    # what the planner wrote beside its rows (`dsprof.planning.Front.notes`): where the front stops getting faster, and
     # which blocks buy nothing alone
     parts[1:1] = [note[0].upper() + note[1:] + "." for note in front.get("notes") or []]
     if len(presets):

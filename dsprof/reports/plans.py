@@ -9,10 +9,10 @@ import pandas as pd
 
 from ..errors import DsprofError
 from ..lut import LUT, predict_latency
-from ..merge.model import merge_model, merge_report
+from ..merging.model import merge_model, merge_report
 from ..models import ModelRef, block_module, find_blocks, format_span, memory_footprint
-from ..plan.plan import Plan
-from ..profiler.records import Measurement, paired_with_original
+from ..records.plan import Plan
+from ..records.measurement import Measurement, paired_with_original
 from .tables import device_labels, latest_records, lut_validation_table
 
 __all__ = ["memory_table", "validation_rows"]
@@ -20,7 +20,7 @@ __all__ = ["memory_table", "validation_rows"]
 
 def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
     """Per block: weights and peak activation in bytes (16 bits) before and after `merge_model` (``plan`` with its
-    ``merge`` list: `dsprof.plan.decide`). ``span``: the span a block is merged in, as an inclusive range
+    ``merge`` list: `dsprof.planning.decide`). ``span``: the span a block is merged in, as an inclusive range
     (``0-1``; empty for a block outside spans): a span's one convolution is counted at its first block, so the span's
     other blocks have nothing of their own after merging."""
     plan = Plan.coerce(plan)

@@ -284,7 +284,7 @@ def front_figure(front: pd.DataFrame, presets: pd.DataFrame, measured: pd.DataFr
     speedup_low, speedup_high, measured_ms, device (`dsprof.reports.front_tables`); ``joint``: the plan for several
     contexts (`dsprof plan --for`) in this context, k, speedup, speedup_low, speedup_high, keep, spans
     (`dsprof.reports.front.joint_table`), drawn at its predicted speed-up for each k; ``fastest_k``: the k of the
-    fastest plan, marked where fewer blocks keeping their activations buy nothing more (`dsprof.plan.Front.fastest_k`)."""
+    fastest plan, marked where fewer blocks keeping their activations buy nothing more (`dsprof.planning.Front.fastest_k`)."""
     fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax = fig.subplots()
     colors = _colors()

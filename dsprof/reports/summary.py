@@ -23,8 +23,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from ..profiler.records import paired_with_original
-from ..profiler.records import Measurement
+from ..records.measurement import paired_with_original
+from ..records.measurement import Measurement
 from .tables import model_title
 
 __all__ = ["Answer", "JointAnswer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]

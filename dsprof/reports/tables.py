@@ -32,7 +32,7 @@ from .escape import latex_escape, markdown_safe
 from ..device_context import DeviceContext, context_labels
 from ..models.spans_text import format_span
 from ..units import percent
-from ..profiler.records import MODEL_ROW_SUFFIX, Measurement
+from ..records.measurement import MODEL_ROW_SUFFIX, Measurement
 
 __all__ = [
     "block_table",

@@ -3,7 +3,7 @@
 Choosing a plan: `registry` (`search(method=...)` and `SEARCHES`, name -> method), one module per method
 (`differentiable`: paper Sec. 4.2 with `gates` and the latency-weighted decay of `objective`;
 `importance`: per-block importance through the planner, scored by a proxy of `proxies` or measured in full
-(`measured`), written for `dsprof plan` by `importance_file`; `random_plan`: the random-search baseline), and
+(`measured`), written for `dsprof plan` in the importance file format (`dsprof.records.importance`); `random_plan`: the random-search baseline), and
 `method` (what a method receives and returns). Training: `loop` (the epoch loop they share, checkpoints,
 resume), `finetuning` (`finetune`), `training` (processes, loaders, epochs), `data` (ImageFolder, digits,
 shapes). Baselines and variants: `baselines` (random plans, layer pruning), `expand` (DepthShrinker+),

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..plan import Plan
+from ..records.plan import Plan
 from ..models import find_blocks
 from .build import build_model
 from .data import load_data

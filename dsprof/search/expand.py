@@ -26,8 +26,8 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from ..merge.algebra import MergeError, add_residual, compose_all, conv_from_module, fold_bn
-from ..merge.fold import set_submodule
+from ..merging.algebra import MergeError, add_residual, compose_all, conv_from_module, fold_bn
+from ..merging.fold import set_submodule
 from ..models import find_blocks, input_size_of
 
 __all__ = ["EXPAND_RULES", "ExpandedConv", "expand_model", "set_linear", "shrink_model"]

@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UsageError
-from ..merge import linearize_model, merge_model, save_merged
-from ..plan import Plan
-from ..plan.plan import check_plan
-from ..plan.decide import merge_rule
-from ..merge.rule import Merges
+from ..merging import linearize_model, merge_model, save_merged
+from ..records.plan import Plan
+from ..records.plan import check_plan
+from ..planning.decide import merge_rule
+from ..merging.rule import Merges
 from ..models import ModelRef
 from .baselines import layer_prune
 from .build import build_model, default_training_resolution
@@ -103,7 +103,7 @@ def finetune(
     last ``linear_epochs`` (default a quarter), then shrink it back to the original architecture
     (``merged_out``: its state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
     ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
-    The check merges as every command does (`dsprof.plan.decide.merge_rule`, decided before training): the
+    The check merges as every command does (`dsprof.planning.decide.merge_rule`, decided before training): the
     plan's ``merge`` list, else ``lut``'s rule (context ``device_key``, read at ``lut_resolution``, default
     ``resolution``), else MACs with ``merge_by="macs"``; a plan without a list and neither is refused at once.
     """

@@ -20,7 +20,7 @@ from torch import nn
 
 from ..errors import UsageError
 from ..models import Block, find_blocks, input_size_of, own_chains, replace_block
-from ..plan.front import resolve_k  # one meaning of --keep for plan and search
+from ..planning.front import resolve_k  # one meaning of --keep for plan and search
 
 __all__ = [
     "ActivationGates",

@@ -6,10 +6,10 @@ with a LUT, its predicted latency. What a search should be judged against is the
 
     outcomes = enumerate_plans("mobilenet_v2", k=4, options=..., weights="original.pt", seeds=(0, 1))
     accuracy_percentile(found_accuracy, [o.accuracy for o in outcomes])   # 0.9: better than 90 % of plans
-    front = nondominated([o.macs for o in outcomes], [o.accuracy for o in outcomes])   # dsprof.plan.dp's
+    front = nondominated([o.macs for o in outcomes], [o.accuracy for o in outcomes])   # dsprof.planning.dp's
 
 The statistics (`accuracy_percentile`, `kendall_tau`, `gap_to_front`) are plain arithmetic on lists, tested alone;
-the Pareto filter is the planner's one (`dsprof.plan.dp.nondominated`).
+the Pareto filter is the planner's one (`dsprof.planning.dp.nondominated`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UsageError
-from ..merge import merge_model
-from ..plan import Plan
-from ..plan.decide import merge_rule
-from ..plan.dp import nondominated
+from ..merging import merge_model
+from ..records.plan import Plan
+from ..planning.decide import merge_rule
+from ..planning.dp import nondominated
 from ..models import count_macs, get_model
 from .build import block_count
 from .data import load_data
@@ -176,10 +176,10 @@ def enumerate_plans(
 
 
 def __getattr__(name: str) -> Any:
-    """``pareto_front``, moved: the one Pareto filter is `dsprof.plan.dp.nondominated` (same arguments, same
+    """``pareto_front``, moved: the one Pareto filter is `dsprof.planning.dp.nondominated` (same arguments, same
     answer); the old name works for one release, with a `DeprecationWarning`."""
     if name == "pareto_front":
-        warnings.warn("dsprof.search.ground_truth.pareto_front moved: use dsprof.plan.dp.nondominated(costs, values)",
+        warnings.warn("dsprof.search.ground_truth.pareto_front moved: use dsprof.planning.dp.nondominated(costs, values)",
                       DeprecationWarning, stacklevel=2)
         return nondominated
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

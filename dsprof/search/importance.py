@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from ..errors import UsageError
-from ..plan import Plan
+from ..records.plan import Plan
 from .measured import BlockImportance, measure_importance  # noqa: F401  (importable from here, as before)
 from .method import SearchRequest, SearchResult, write_plan
 from .planned import choose_point, planned, planner_front

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..errors import PlanError, UsageError
-from ..plan.plan import Plan, check_plan
+from ..records.plan import Plan, check_plan
 from .settings import TrainConfig
 from .training import (
     TrainProcess,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..constants import DEFAULT_FINETUNE
-from ..plan import Plan
+from ..records.plan import Plan
 from .build import block_count
 from .finetuning import finetune
 from .loop import TrainConfig, quietly

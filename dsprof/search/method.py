@@ -17,7 +17,7 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError
 from ..io import atomic_write_text
-from ..plan import Plan
+from ..records.plan import Plan
 from .gates import resolve_k
 from .objective import BlockWeights, block_weights
 from .proxies import ProxySettings

@@ -13,8 +13,8 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ..errors import LUTMissError, UsageError
-from ..plan import Plan
-from ..plan import Front, FrontPoint, plan_front
+from ..records.plan import Plan
+from ..planning import Front, FrontPoint, plan_front
 from .gates import resolve_k
 from .method import SearchRequest, SearchResult, write_plan
 

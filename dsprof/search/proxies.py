@@ -41,8 +41,8 @@ from torch import nn
 from ..constants import DEFAULT_FINETUNE, IMAGENET_CLASSES
 from ..errors import UsageError, look_up
 from ..names import DEFAULT_PROXY
-from ..merge import linearize_block, linearize_model
-from ..plan import Plan
+from ..merging import linearize_block, linearize_model
+from ..records.plan import Plan
 from ..models import find_blocks, input_size_of, model_identity, own_chains, replace_block
 from ..models.build import ClassCountError
 from .build import build_model, replace_classifier

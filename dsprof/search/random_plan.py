@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plan import Plan
+from ..records.plan import Plan
 from .baselines import random_keep
 from .build import block_count
 from .method import SearchRequest, SearchResult, write_plan

@@ -13,7 +13,7 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError, look_up
 from ..models import ModelRef
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
-from ..plan.front import check_budget
+from ..planning.front import check_budget
 from .build import default_training_resolution
 from .differentiable import search_differentiable
 from .importance import search_importance

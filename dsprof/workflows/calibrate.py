@@ -4,7 +4,7 @@ calibration group.
 Blocks and spans timed alone say what each saves; inside the running model a piece can save less or more (issue
 #36: on this CPU, MobileNetV2's block 1 at 112 px merged saved 8 % of the model, where its saving alone promised
 14 %; the spans that take it over-promised the same). So, once the run has timed the blocks, spans and the whole
-model, it plans the front from its own records (`dsprof.plan.plan_front`, the prices `dsprof predict` shows) and
+model, it plans the front from its own records (`dsprof.planning.plan_front`, the prices `dsprof predict` shows) and
 times every piece the front uses -- a block linearised alone, merged or not as the LUT's rule deploys it, or a span
 -- inside the model: one group each, the whole model and the model with only that piece deployed, paired round by
 round (scope `IN_SITU_SCOPE`, named after the piece: a block's module name, or `dsprof.lut.schema.span_piece`). The
@@ -14,7 +14,7 @@ front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROU
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
-`dsprof predict` prices, `dsprof.plan.decide.merge_rule`), timed against the original round by round in one group,
+`dsprof predict` prices, `dsprof.planning.decide.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
 keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
 """
@@ -30,17 +30,17 @@ from torch import nn
 
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
-from ..profiler.records import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
+from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
 from ..lut.lookup import piece_name
 from ..lut.predict import MethodFallbackWarning, prices_of
 from ..lut.schema import in_situ_workload
-from ..merge import merge_model
-from ..plan import Plan
-from ..plan.planner import plan_front
-from ..plan.decide import merge_rule
+from ..merging import merge_model
+from ..records.plan import Plan
+from ..planning.planner import plan_front
+from ..planning.decide import merge_rule
 from ..models import find_blocks
 
 __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",

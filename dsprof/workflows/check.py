@@ -17,13 +17,13 @@ from typing import Any, Mapping, Sequence
 from torch import nn
 
 from ..device_context import DeviceContext
-from ..plan.decide import merge_rule
-from ..merge.model import merge_model
+from ..planning.decide import merge_rule
+from ..merging.model import merge_model
 from ..models import ModelRef
-from ..plan.plan import Plan
-from ..profiler.records import Measurement, original_in_group
+from ..records.plan import Plan
+from ..records.measurement import Measurement, original_in_group
 from ..profiler.runner import measure
-from ..profiler.stats import Speedup, paired_speedup
+from ..records.stats import Speedup, paired_speedup
 from ..units import percent
 
 __all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name"]
@@ -69,7 +69,7 @@ def measure_planned_run(
     timing: Any = None,
 ):
     """Time ``model`` and, with a ``plan``, the model merged by it (its ``merge`` list replayed, or written by
-    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.plan.decide.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
+    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.planning.decide.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
     threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""

@@ -1,7 +1,7 @@
 """`dsprof measure --few N --like LUT`: a new device context from N measurements. Chooses the N most informative
 entries of the model (`dsprof.lut.few.choose`), times them here (one ordinary measurement file, its drift probe
 included), predicts every other entry from the full LUT of another context and writes the new context's LUT, the
-predicted entries marked as such (`dsprof.lut.few.few_lut`), and plans the new context (`dsprof.plan.plan_front`)."""
+predicted entries marked as such (`dsprof.lut.few.few_lut`), and plans the new context (`dsprof.planning.plan_front`)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from ..lut.predict import profiled_options
 from ..lut.lookup import span_key
 from ..lut.schema import model_label
 from ..lut.table import LUT
-from ..merge.spans import span_runs
+from ..merging.spans import span_runs
 from ..models import ModelRef, find_blocks, format_span, input_size_of
-from ..plan.front import Front
-from ..plan.planner import plan_front
+from ..planning.front import Front
+from ..planning.planner import plan_front
 from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload

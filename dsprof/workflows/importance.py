@@ -1,6 +1,6 @@
 """`dsprof importance` as a Python function: each block's importance (what it loses without its activations) by a
 proxy (`dsprof.search.proxies`), written as the file `dsprof plan --importance` takes
-(`dsprof.search.importance_file`)."""
+(`dsprof.records.importance`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..models import ModelRef
 from ..names import DEFAULT_PROXY
 from ..search.build import default_training_resolution
 from ..search.importance import importance_record
-from ..search.importance_file import write_importance
+from ..records.importance import write_importance
 from ..search.proxies import ProxyScores, ProxySettings, proxy_input, score_blocks
 from ..search.loop import seed_all
 from ..search.settings import TrainConfig

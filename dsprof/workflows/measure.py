@@ -1,7 +1,7 @@
 """`dsprof measure` and `dsprof export` as Python functions.
 
 `measure` times a model's blocks, their dense replacements and the whole model (`dsprof.profiler.runner`); the whole
-models that plans merge (each plan's merges written by the one rule, `dsprof.plan.decide.merge_rule`) and merged-model
+models that plans merge (each plan's merges written by the one rule, `dsprof.planning.decide.merge_rule`) and merged-model
 files are timed beside the original in its group, and each one's paired check is read from the run
 (`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
 records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machine over ssh
@@ -25,13 +25,13 @@ from ..edge.importer import ImportResult
 from ..edge.remote import measure_remote
 from ..errors import PlanError, UsageError
 from ..lut.choice import MergeChoice
-from ..plan.decide import merge_rule
+from ..planning.decide import merge_rule
 from ..lut.table import LUT
-from ..merge.artifact import load_merged
-from ..merge.model import merge_model
-from ..merge.rule import Merges, rule_kind
+from ..merging.artifact import load_merged
+from ..merging.model import merge_model
+from ..merging.rule import Merges, rule_kind
 from ..models import ModelRef
-from ..plan.plan import load_plan, named_plans
+from ..records.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
 from ..profiler.selection import Workloads

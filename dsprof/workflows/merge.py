@@ -1,6 +1,6 @@
 """`dsprof merge` as a Python function: build, load a checkpoint, apply the plan (its merges and, with
-``spans="auto"``, its spans chosen by the planner on a LUT or on MACs, `dsprof.plan.decide`), merge, save, export,
-tabulate. It sits with the planner, above `dsprof.merge` (which merges what it is told and never reaches up here)."""
+``spans="auto"``, its spans chosen by the planner on a LUT or on MACs, `dsprof.planning.decide`), merge, save, export,
+tabulate. It sits with the planner, above `dsprof.merging` (which merges what it is told and never reaches up here)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
-from ..plan.decide import merge_rule
+from ..planning.decide import merge_rule
 from ..lut.table import LUT
-from ..merge.artifact import export_onnx, save_merged
-from ..merge.linearize import linearize_model
-from ..merge.model import MergeReport, cost_table, merge_model, merge_report
-from ..merge.rule import Merges
+from ..merging.artifact import export_onnx, save_merged
+from ..merging.linearize import linearize_model
+from ..merging.model import MergeReport, cost_table, merge_model, merge_report
+from ..merging.rule import Merges
 from ..models import ModelRef, find_blocks, load_checkpoint
 from ..models.build import ClassCountError
-from ..plan.plan import Plan, PlanError, check_plan
+from ..records.plan import Plan, PlanError, check_plan
 
 __all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table"]
 
@@ -73,7 +73,7 @@ def merge(
     Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else ``lut``'s rule
     (a `dsprof.lut.LUT` or its file, ``device_key`` its context, as `predict` prices it); else MACs, when
     ``merge_by="macs"``; else the plan is refused in one line (one decision, the planner's:
-    `dsprof.plan.decide.merge_rule`). ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one
+    `dsprof.planning.decide.merge_rule`). ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one
     convolution each where that pays (the planner's partition and merges for the plan's ``keep``, on ``lut`` or, with
     ``merge_by="macs"``, on MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
     other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
@@ -126,7 +126,7 @@ def merge(
                 load_checkpoint(model, checkpoint)
             except ValueError:
                 raise MergeError(
-                    f"{first_error}. It fits neither the linearised model (dsprof.merge.linearize_model) nor the original."
+                    f"{first_error}. It fits neither the linearised model (dsprof.merging.linearize_model) nor the original."
                 ) from None
     merged = merge_model(source, plan)
     costs = cost_table(model, merged)

@@ -18,12 +18,16 @@ from ..lut.table import LUT
 from ..models import nothing_to_merge
 from ..models.ref import ModelRef
 from ..models.registry import model_entry
-from ..plan.contexts import ContextFronts, plan_contexts
-from ..plan.front import Front, FrontPoint, check_budget, resolve_k
-from ..plan.minimax import JointPoint
-from ..plan.planner import plan_front
-from ..search.importance_file import (check_importance_model, importance_resolution_note,
-                                      is_importance_record, read_importance)
+from ..planning.contexts import ContextFronts, plan_contexts
+from ..planning.front import Front, FrontPoint, check_budget, resolve_k
+from ..planning.minimax import JointPoint
+from ..planning.planner import plan_front
+from ..records.importance import (
+    check_importance_model,
+    importance_resolution_note,
+    is_importance_record,
+    read_importance,
+)
 
 __all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
 

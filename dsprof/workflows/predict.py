@@ -17,9 +17,9 @@ from ..errors import LUTMissError, PartialPredictionError
 from ..io import atomic_write_text, check_output_path
 from ..lut.interval import lut_probe, probe_ratio
 from ..lut.predict import Prediction, predict_latency, with_probe
-from ..plan.decide import merge_rule
+from ..planning.decide import merge_rule
 from ..lut.table import LUT, LUTMissWarning
-from ..merge.rule import Merges
+from ..merging.rule import Merges
 from ..models import ModelRef
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.probe import probe_now
@@ -109,7 +109,7 @@ def predict(
     the original) on one context of ``lut`` (``device_key``, or the one ``backend`` and ``batch`` leave).
 
     The plan's merges are its own list, else the LUT's rule, else MACs with ``merge_by="macs"``
-    (`dsprof.plan.decide.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
+    (`dsprof.planning.decide.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
     times the drift probe here and scales the milliseconds by this machine's speed now against the LUT's runs.
     A prediction that lacks some of the LUT's keys raises `PartialPredictionError` unless ``allow_partial``;
     ``strict`` makes any miss an error. ``check`` times the merged model and the original interleaved here

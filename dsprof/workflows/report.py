@@ -23,14 +23,14 @@ from ..errors import DsprofError, MeasurementFileError, PlanError
 from ..io import atomic_output, atomic_write_text, check_output_path, output_path, slug
 from ..lut.build import read_measurement_files
 from ..lut.interval import probe_ratio
-from ..plan.decide import merge_rule
+from ..planning.decide import merge_rule
 from ..lut.table import LUT
-from ..merge.artifact import merged_plan
-from ..merge.rule import rule_kind
+from ..merging.artifact import merged_plan
+from ..merging.rule import rule_kind
 from ..models import ModelRef, format_spans
-from ..plan.plan import Plan, check_plan, named_plans
+from ..records.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
-from ..profiler.records import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
+from ..records.measurement import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
 from ..reports import plots
 from ..reports.devices import attach_joint, devices_sections, joint_answer, load_front_file
 from ..reports.front import front_report
@@ -148,7 +148,7 @@ def report(
     changed after they were written are left out (with a warning naming file and lines) unless ``accept_modified``;
     ``resolution``: only the records measured at that input size (pixels). Every input is read before ``out`` is
     written. A plan without a ``merge`` list is merged as the commands that built the measured models merge it
-    (`dsprof.merge.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
+    (`dsprof.merging.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
     in the LUT's one context), or by MACs with ``merge_by="macs"``.
     """
     out = Path(out)

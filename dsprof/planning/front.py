@@ -15,7 +15,7 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..io import atomic_write_text, csv_row
 from ..lut.interval import Estimate, Estimated
-from .plan import Plan
+from ..records.plan import Plan
 from ..models import format_spans
 from ..units import percent
 
@@ -94,7 +94,7 @@ class Front:
     presets: tuple[PresetPoint, ...] = ()
     no_gain: tuple[int, ...] = ()
     #: what the LUT limited the planner to, one line each: spans narrower than asked, variants of blocks linearised
-    #: alone other than the LUT's rule would deploy (`dsprof.plan.planner`: the planner plans with what the LUT holds)
+    #: alone other than the LUT's rule would deploy (`dsprof.planning.planner`: the planner plans with what the LUT holds)
     limits: tuple[str, ...] = ()
 
     @property

@@ -1,5 +1,5 @@
 """`dsprof plan` over several device contexts: one front per context, what each context's plans lose on the others
-(`dsprof.plan.cross`), and with ``--for`` one plan for several of them (`dsprof.plan.minimax`).
+(`dsprof.planning.cross`), and with ``--for`` one plan for several of them (`dsprof.planning.minimax`).
 
 Contexts are `DeviceContext` keys of the LUT (or of several LUTs, `LUT.concat`); tables name them by
 `short_labels`. A context whose entries the planner lacks is not planned; `ContextFronts.unplanned` keeps the

@@ -27,7 +27,7 @@ from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
 from ..fields import FieldError, check_model_options, check_plain, check_text
 from ..io import atomic_write_text, read_json
 from ..models.registry import model_args, normalized_options
-from ..plan.plan import same_family
+from .plan import same_family
 
 __all__ = ["IMPORTANCE_FORMAT", "ImportanceResolutionWarning", "check_importance_model", "importance_resolution_note",
            "is_importance_record", "read_importance", "write_importance"]

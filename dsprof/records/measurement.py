@@ -24,9 +24,23 @@ from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
 from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
-from ..fields import (MAX_BATCH, MAX_CHANNELS, MAX_COUNT, MAX_THREADS, FieldError, check_count, check_environment,
-                      check_model_options, check_name, check_number, check_plain, check_samples, check_shape,
-                      check_text, check_token)
+from ..fields import (
+    MAX_BATCH,
+    MAX_CHANNELS,
+    MAX_COUNT,
+    MAX_THREADS,
+    FieldError,
+    check_count,
+    check_environment,
+    check_model_options,
+    check_name,
+    check_number,
+    check_plain,
+    check_samples,
+    check_shape,
+    check_text,
+    check_token,
+)
 from ..io import read_text
 from ..models import BlockSpec
 from .stats import SampleStats, Speedup, paired_speedup, summarize

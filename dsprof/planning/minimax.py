@@ -1,7 +1,7 @@
 """One plan for several device contexts (`dsprof plan --for A,B`): at each k, the plan whose predicted latency relative
 to each context's own front plan of that k is lowest in the worst case (``worst``) or on average (``mean``). Exact.
 
-The pieces are the planner's (`dsprof.plan.dp`): a kept block; a linearised block alone, merged or not as each
+The pieces are the planner's (`dsprof.planning.dp`): a kept block; a linearised block alone, merged or not as each
 context deploys it cheaper (where the contexts disagree on whether merging pays both are offered, and the plan's
 ``merge`` list says which it chose); a span
 of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
@@ -48,8 +48,8 @@ from ..lut.piece import Piece
 from ..lut.prices import Prices
 from ..lut.interval import Estimate
 from ..lut.predict import predict_plan, predict_ratio
-from .plan import Plan
-from ..merge.spans import span_runs
+from ..records.plan import Plan
+from ..merging.spans import span_runs
 from .dp import best_per_k
 from .front import Front
 from .planner import importance_values

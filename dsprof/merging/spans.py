@@ -11,7 +11,7 @@ The fine-tuned form is *padding in front of the span* (`SpanLinearized`): the in
 span's composite padding and every block runs unpadded, its skip connection reading the centre crop of
 its input. The merged convolution computes exactly that, for every input size.
 
-Which spans merge is the planner's choice (`dsprof.plan.decide`: on a LUT, from the span workloads `dsprof measure
+Which spans merge is the planner's choice (`dsprof.planning.decide`: on a LUT, from the span workloads `dsprof measure
 --spans N` times, priced as `predict` prices them, or on MACs, asked for with ``--merge-by macs``); here, which runs
 of blocks could merge as one (`span_runs`), the convolution a span merges into (`span_spec`) and the fine-tuned form
 (`SpanLinearized`).

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from .timing_loop import median_ci, median_relative_halfwidth
+from ..profiler.timing_loop import median_ci, median_relative_halfwidth
 
 __all__ = [
     "NOISE_THRESHOLD",

@@ -17,7 +17,7 @@ from ..errors import LUTMissError
 from ..lut.interval import Estimate, Estimated
 from ..lut.prices import Prices
 from ..lut.predict import predict_plan, predict_ratio
-from .plan import Plan
+from ..records.plan import Plan
 from .front import Front
 
 __all__ = ["CrossPoint", "cross_points"]

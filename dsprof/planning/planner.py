@@ -24,8 +24,8 @@ from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
-from .plan import PRESETS, Plan, same_family
-from ..merge.spans import span_runs
+from ..records.plan import PRESETS, Plan, same_family
+from ..merging.spans import span_runs
 from .dp import Solution, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
@@ -135,7 +135,7 @@ def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int]
 
 def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool = True) -> Plan:
     """``plan`` with its ``merge`` list (and, with ``max_span``, its ``spans``) chosen by the planner's exact search
-    for its fixed ``keep``: the one place that decides which linearised blocks and spans merge (`dsprof.plan.decide`
+    for its fixed ``keep``: the one place that decides which linearised blocks and spans merge (`dsprof.planning.decide`
     calls it for every command that builds a merged model). ``costs`` is the price table: a LUT's `Prices` or MACs
     (`dsprof.lut.macs.MacPrices`). Each block the plan linearises alone is offered as its table deploys it cheaper
     (`dsprof.lut.piece.cheaper`); ``max_span`` None keeps the plan's own spans, else every span of up to
@@ -184,7 +184,7 @@ def _spans(blocks: Sequence[Any], keep: Sequence[int], max_span: int) -> list[tu
 def context_suffix(context: DeviceContext) -> str:
     """What a plan of ``context``'s front carries in its name (``front-k3-onnxruntime``): the backend, and the device
     where it is not the CPU (``torch-cuda0``), so that the plans that `dsprof plan` writes for two backends, measured
-    together, keep two names (`dsprof.plan.plan.named_plans`)."""
+    together, keep two names (`dsprof.records.plan.named_plans`)."""
     word = lambda text: "".join(c for c in text if c.isascii() and (c.isalnum() or c == "-"))  # noqa: E731  (data)
     return word(context.backend) + ("" if context.device == "cpu" else "-" + word(context.device))
 
@@ -337,5 +337,5 @@ def _spans_predicted(prices: Prices, choices: list[Piece]) -> tuple[int, int]:
 
 
 #: The planner's reading of per-block importance ({block index: loss} or one value per block, as one value per block),
-#: which the plan for several contexts (`dsprof.plan.minimax`) reads too.
+#: which the plan for several contexts (`dsprof.planning.minimax`) reads too.
 importance_values = _importance

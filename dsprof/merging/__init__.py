@@ -2,15 +2,15 @@
 
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
-`spans` (runs of blocks as one conv), `rule` (the plan's merge list as merge/ is told it: the planner decides it,
-`dsprof.plan.decide`), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
-A plan (which blocks, JSON, the paper's presets) is `dsprof.plan.Plan`. This package merges what it is told and
+`spans` (runs of blocks as one conv), `rule` (the plan's merge list as merging/ is told it: the planner decides it,
+`dsprof.planning.decide`), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
+A plan (which blocks, JSON, the paper's presets) is `dsprof.records.plan.Plan`. This package merges what it is told and
 never imports the LUT or the planner.
 
-The names below are imported on first use. Calling the package calls `dsprof.workflows.merge.merge`.
+The API function is `dsprof.merge` (`dsprof.workflows.merge.merge`). The names below are imported on first use.
 """
 
-from .._lazy import calls, lazy_exports
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(('LinearConv', 'MergeError', 'add_residual', 'apply_conv', 'compose_all', 'compose_convs', 'conv_from_module', 'fold_bn'), ".algebra"),
@@ -25,4 +25,3 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-calls(__name__, "dsprof.workflows.merge:merge")  # `dsprof.merge(...)`: the API function (docs/api.md)

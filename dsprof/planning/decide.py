@@ -1,14 +1,14 @@
 """The one merge decision: which linearised blocks of a plan merge, and which runs of them merge as one span.
 
-Decided in one place, the planner's exact search (`dsprof.plan.planner.settle`, the dynamic programme of
-`dsprof.plan.dp` for the plan's fixed ``keep``), over one price table: a LUT's `dsprof.lut.prices.Prices` (the
+Decided in one place, the planner's exact search (`dsprof.planning.planner.settle`, the dynamic programme of
+`dsprof.planning.dp` for the plan's fixed ``keep``), over one price table: a LUT's `dsprof.lut.prices.Prices` (the
 prices `dsprof predict` shows) or, asked for, MACs (`dsprof.lut.macs.MacPrices`). The decision is written into the
-plan's ``merge`` list (and ``spans``); merge/ merges what the list says (`dsprof.merge.merge_model`), and every
+plan's ``merge`` list (and ``spans``); merge/ merges what the list says (`dsprof.merging.merge_model`), and every
 command that builds a merged model replays it.
 
 A `Decider` is built once per model from what the caller has (`merge_rule`: a LUT, MACs, or neither: then a plan's
 own list is replayed and a plan without one is refused), and ``decide(plan)`` returns the plan with its list and what
-decided it (`dsprof.merge.rule.Merges`). A plan's own list is replayed whatever the table.
+decided it (`dsprof.merging.rule.Merges`). A plan's own list is replayed whatever the table.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from ..device_context import DeviceContext
 from ..lut.macs import MacPrices
 from ..lut.predict import prices_of
 from ..lut.table import LUT
-from ..merge.rule import Merges, check_merges, replayed, rule_kind
+from ..merging.rule import Merges, check_merges, replayed, rule_kind
 from ..models import find_blocks, named_model
-from .plan import Plan
+from ..records.plan import Plan
 from .planner import settle
 
 __all__ = ["Decider", "merge_rule"]

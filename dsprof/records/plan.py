@@ -26,7 +26,7 @@ PLAN_FORMAT = "dsprof.plan"
 #: Blocks a plan read from a file may list at most.
 MAX_BLOCKS = 10_000
 PLAN_VERSION = 1
-#: Where a linearised block's zero padding goes (see `dsprof.merge.linearize`); the first is a plan's default.
+#: Where a linearised block's zero padding goes (see `dsprof.merging.linearize`); the first is a plan's default.
 BORDER_MODES = ("in_front", "in_place")
 #: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3); the first is
 #: a plan's default.

@@ -54,7 +54,7 @@ class PaddedConv2d(nn.Conv2d):
 
 class BorderBias(nn.Module):
     """Adds a fixed (C, H, W) map: the exact border correction of a block fine-tuned with its padding
-    in place (see `dsprof.merge.linearize`). Zero inside, non-zero along the borders; valid only for
+    in place (see `dsprof.merging.linearize`). Zero inside, non-zero along the borders; valid only for
     the feature-map size it was computed for."""
 
     def __init__(self, correction: torch.Tensor) -> None:

@@ -37,7 +37,7 @@ from ..errors import PlanError
 from ..models import Block, discover_blocks, find_blocks, format_span, input_size_of, own_chains, replace_block
 from .algebra import MergeError, Padding, conv_from_module
 from .layers import ZeroPad, front_pad
-from ..plan.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
+from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from .spans import build_span, span_runs
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]

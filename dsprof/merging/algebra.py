@@ -9,7 +9,7 @@ connection folds into the tap that reads the output's own pixel (`add_residual`)
 "pad the input once, then run both convolutions without padding" -- the *padding-in-front* form.
 It differs from running the two convolutions with their own zero padding along the borders whenever
 the first one has a bias, because zero padding of the intermediate map is not zero padding of the
-input (see `dsprof.merge.linearize` for the forms and what applies when).
+input (see `dsprof.merging.linearize` for the forms and what applies when).
 
 TensorFlow 'SAME' padding (timm's ``tf_`` models) is dynamic: it depends on the input size. It is
 kept symbolic (``"tf_same"``) and composes only with 1x1, stride-1 convolutions, which is all an

@@ -10,14 +10,23 @@ import torch
 from torch import nn
 
 from ..errors import PlanError, UsageError
-from ..models import block_module, count_macs, count_params, discover_blocks, find_blocks, format_span, input_size_of, memory_footprint
+from ..models import (
+    block_module,
+    count_macs,
+    count_params,
+    discover_blocks,
+    find_blocks,
+    format_span,
+    input_size_of,
+    memory_footprint,
+)
 from .algebra import MergeError
 from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
 from .rule import replayed
 from .spans import SpanLinearized
-from ..plan.plan import Plan
+from ..records.plan import Plan
 
 __all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_report", "cost_table"]
 
@@ -77,12 +86,12 @@ def merge_model(
     rule: object = None,
 ) -> nn.Module:
     """A new model in which every block that the plan linearises, and whose ``merge`` entry says so, is one
-    convolution (a span: its blocks as one); the others are deployed unmerged (`dsprof.merge.block.deployed_unmerged`).
+    convolution (a span: its blocks as one); the others are deployed unmerged (`dsprof.merging.block.deployed_unmerged`).
 
     ``model`` is the original model (it is linearised by the plan first, padding in front unless the
     plan says otherwise) or a model from `linearize_model` after fine-tuning. It is not modified.
     merge/ merges what it is told: the plan's ``merge`` list, replayed. A plan without one, that linearises a block
-    outside its spans, is refused (`PlanError`): the planner decides such blocks (`dsprof.plan.decide.merge_rule`:
+    outside its spans, is refused (`PlanError`): the planner decides such blocks (`dsprof.planning.decide.merge_rule`:
     on a LUT's prices, or ``merge_by="macs"``; ``.decide(plan).plan`` is the plan to pass). Remaining BatchNorms are
     folded (``fold=True``). The decisions, and the plan with its list, are in `merge_report` of the result.
     ``merge_by`` and ``rule`` are gone (merge/ decides nothing): given, they are refused in one line that says what
@@ -90,7 +99,7 @@ def merge_model(
     """
     if merge_by is not None or rule is not None:
         raise UsageError("merge_model merges what the plan's merge list says and decides nothing: decide it first with "
-                         "the planner, dsprof.plan.decide.merge_rule(model, merge_by='macs') (or lut=LUT)"
+                         "the planner, dsprof.planning.decide.merge_rule(model, merge_by='macs') (or lut=LUT)"
                          ".decide(plan).plan, and pass that plan")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)

@@ -27,7 +27,7 @@ from ..fields import MERGED_DTYPES, FieldError, check_model_options
 from ..io import atomic_torch_save, load_torch_payload
 from ..models import ChainGraph, get_model, input_size_of
 from .model import merge_model, merge_report
-from ..plan.plan import Plan
+from ..records.plan import Plan
 from ..models.onnx_export import export_onnx as export_at_shape
 
 __all__ = ["MERGED_FORMAT", "save_merged", "load_merged", "export_onnx"]

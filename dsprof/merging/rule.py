@@ -1,7 +1,7 @@
 """What merges, as merge/ is told it: a plan's ``merge`` list and spans, checked, with what decided them.
 
 merge/ decides nothing. Which linearised blocks of a plan merge, and which runs of them merge as one span, is
-chosen in one place: the planner's exact search (`dsprof.plan.decide`), over a price table (a LUT's `Prices`, the
+chosen in one place: the planner's exact search (`dsprof.planning.decide`), over a price table (a LUT's `Prices`, the
 rule `dsprof predict` prices, or MACs, `dsprof.lut.macs.MacPrices`), and written into the plan's ``merge`` list;
 every command that builds a merged model replays it (``merge``, ``measure --plan``, ``export --plan``, ``predict
 --measure``, ``report``, ``finetune``), and `merge_model` merges what the list says. Here: the record of a decision
@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import PlanError, UsageError
 from ..names import MERGE_BY
-from ..plan.plan import Plan, check_plan
+from ..records.plan import Plan, check_plan
 
 __all__ = ["MERGE_BY", "Merges", "check_merges", "no_rule_message", "replayed", "rule_kind"]
 
@@ -25,7 +25,7 @@ __all__ = ["MERGE_BY", "Merges", "check_merges", "no_rule_message", "replayed", 
 class Merges:
     """A plan with its ``merge`` list, and what decided it: ``by`` is ``plan`` (its own list), ``lut`` (the planner's
     search on the LUT context ``context``, the plan's spans as given), ``planner`` (the same, choosing the spans too:
-    ``merge --spans auto --lut``) or ``macs`` (the planner's search on MACs); see `dsprof.plan.decide`."""
+    ``merge --spans auto --lut``) or ``macs`` (the planner's search on MACs); see `dsprof.planning.decide`."""
 
     plan: Plan
     by: str
@@ -102,7 +102,7 @@ def replayed(plan: Any) -> Merges:
     """``plan`` with its ``merge`` list where nothing is left to decide: its own list (checked), or, where it
     linearises no block outside its spans, the list that merges its spans' blocks and nothing else. A plan that
     linearises a lone block and has no list is refused (`no_rule_message`): the planner decides such blocks
-    (`dsprof.plan.decide`), merge/ does not."""
+    (`dsprof.planning.decide`), merge/ does not."""
     plan = check_merges(plan)
     if plan.merge is not None:
         return Merges(plan, "plan")

@@ -1,0 +1,57 @@
+"""The old homes of moved names, kept for one release (dsprof 0.2 removes them): ``from dsprof.merge import Plan``
+still works, and warns (`DeprecationWarning`) with the new home.
+
+`dsprof.plan` and `dsprof.merge` are the API functions (plain functions, so that ``help(dsprof.plan)`` shows their
+parameters); the packages they once were are `dsprof.planning` and `dsprof.merging`, and `Plan`, the measurement
+records, their statistics and the importance file live in `dsprof.records`. Each old module name is an entry of
+``sys.modules`` that forwards attribute lookups, so importing from it finds the new home; importing it does not
+replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import sys
+import types
+import warnings
+
+#: old module -> the modules that hold its names now, searched in order.
+MOVED = {
+    "dsprof.plan": ("dsprof.planning",),
+    "dsprof.merge": ("dsprof.merging", "dsprof.records.plan"),  # it held Plan and the presets before plans moved out
+    "dsprof.merge.plan": ("dsprof.records.plan",),
+    "dsprof.plan.plan": ("dsprof.records.plan",),
+    "dsprof.profiler.records": ("dsprof.records.measurement",),
+    "dsprof.profiler.stats": ("dsprof.records.stats",),
+    "dsprof.search.importance_file": ("dsprof.records.importance",),
+}
+
+
+class MovedModule(types.ModuleType):
+    """A module that is only an old name: each attribute comes from its new home, with a `DeprecationWarning`."""
+
+    def __init__(self, name: str, homes: tuple[str, ...]) -> None:
+        super().__init__(name, f"Moved: import from {' or '.join(homes)} (this name goes in dsprof 0.2).")
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        self._homes = homes
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for home in self._homes:
+            module = importlib.import_module(home)
+            try:
+                value = getattr(module, name)
+            except AttributeError:
+                continue
+            warnings.warn(f"{self.__name__}.{name} moved to {home}.{name}: import it from there "
+                          f"({self.__name__} goes in dsprof 0.2)", DeprecationWarning, stacklevel=2)
+            return value
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (it moved: see {', '.join(self._homes)})")
+
+
+def install() -> None:
+    """Put the old names into ``sys.modules`` (once; a real module of that name, if any, is left alone)."""
+    for old, homes in MOVED.items():
+        sys.modules.setdefault(old, MovedModule(old, homes))
