@@ -3,7 +3,8 @@ still works, and warns (`DeprecationWarning`) with the new home.
 
 `dsprof.plan` and `dsprof.merge` are the API functions (plain functions, so that ``help(dsprof.plan)`` shows their
 parameters); the packages they once were are `dsprof.planning` and `dsprof.merging`, and `Plan`, the measurement
-records, their statistics and the importance file live in `dsprof.records`. Each old module name is an entry of
+records, their statistics and the importance file live in `dsprof.records`, and the standard-library modules that
+export bundles carry in `dsprof.portable`. Each old module name is an entry of
 ``sys.modules`` that forwards attribute lookups, so importing from it finds the new home; importing it does not
 replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
 """
@@ -25,6 +26,10 @@ MOVED = {
     "dsprof.profiler.records": ("dsprof.records.measurement",),
     "dsprof.profiler.stats": ("dsprof.records.stats",),
     "dsprof.search.importance_file": ("dsprof.records.importance",),
+    "dsprof.profiler.timing_loop": ("dsprof.portable.timing_loop",),
+    "dsprof.profiler.hardware": ("dsprof.portable.hardware",),
+    "dsprof.profiler.cpu_share": ("dsprof.portable.cpu_share",),
+    "dsprof.profiler.sessions": ("dsprof.portable.sessions",),
 }
 
 

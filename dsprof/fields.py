@@ -206,7 +206,7 @@ def check_plain(value: Any, field: str, *, depth: int = 4) -> Any:
 
 
 def check_environment(env: Any, field: str = "environment") -> dict[str, Any]:
-    """``env`` as the machine a record was timed on (what `dsprof.profiler.hardware` reads there): plain data
+    """``env`` as the machine a record was timed on (what `dsprof.portable.hardware` reads there): plain data
     (`check_plain`) whose ``cpu``, ``jetson`` and ``versions`` are objects, ``gpu`` a list of objects, and whose
     ``host``, ``allocator`` and versions are text."""
     if not isinstance(env, dict):

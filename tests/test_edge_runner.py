@@ -18,7 +18,8 @@ import pytest
 
 from dsprof.edge import runner
 from dsprof.edge.export import copy_runner
-from dsprof.profiler import TimingConfig, cpu_share, fingerprint, hardware, sessions, time_interleaved, timing_loop
+from dsprof.profiler import TimingConfig, fingerprint, time_interleaved
+from dsprof.portable import cpu_share, hardware, sessions, timing_loop
 from fake_machine import FakeMachine, sample_order
 
 RUNNER = Path(runner.__file__)
@@ -281,7 +282,7 @@ def test_runner_fingerprint_reads_this_cpu_as_the_profiler_does():
     assert ours["versions"]["onnxruntime"] == theirs["versions"]["onnxruntime"]
 
 
-# -- runtime sessions: one set-up (profiler/sessions.py) for the profiler's backends and the runner (issue #44) --------
+# -- runtime sessions: one set-up (portable/sessions.py) for the profiler's backends and the runner (issue #44) --------
 
 @pytest.fixture(scope="module")
 def conv_onnx(tmp_path_factory):

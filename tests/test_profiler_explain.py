@@ -12,7 +12,7 @@ import pytest
 
 from dsprof.cli import main
 from dsprof.profiler import TimingConfig
-from dsprof.profiler.cpu_share import CpuShare
+from dsprof.portable.cpu_share import CpuShare
 from dsprof.profiler.explain import _cpu_signals, explain_block, format_explanation, load_explanation
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -86,7 +86,7 @@ def test_torch_compile_kernels_are_named_after_what_they_fuse():
     assert e.backend == "torch-compile" and e.block_s > 0
 
 
-# -- the CPU share: one reading (profiler/cpu_share.py) for `measure`, `explain` and the bundle runner (issue #44) --
+# -- the CPU share: one reading (portable/cpu_share.py) for `measure`, `explain` and the bundle runner (issue #44) --
 
 def test_the_cpu_share_is_cpu_time_over_what_the_threads_could_use():
     ticks = {"cpu": iter([10.0, 13.0]), "wall": iter([100.0, 102.0]), "switches": iter([50, 70])}

@@ -7,7 +7,8 @@ import statistics
 import numpy as np
 import pytest
 
-from dsprof.profiler import CpuTimer, TimingConfig, time_interleaved, timing_loop
+from dsprof.profiler import CpuTimer, TimingConfig, time_interleaved
+from dsprof.portable import timing_loop
 from dsprof.records.stats import median_ci, median_relative_halfwidth, paired_speedup, summarize
 
 

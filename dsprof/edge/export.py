@@ -3,7 +3,7 @@
     BUNDLE/
       manifest.json      what is in it (`dsprof.edge.manifest`)
       run_bundle.py      the runner: standard library + NumPy + the runtime it times, Python >= 3.6
-      timing_loop.py     the profiler's timing loop, this very file (`dsprof.profiler.timing_loop`): the runner imports it
+      timing_loop.py     the profiler's timing loop, this very file (`dsprof.portable.timing_loop`): the runner imports it
       hardware.py        how the profiler reads the machine (CPU, Jetson; the environment record), this very file
       cpu_share.py       how the profiler reads the CPU share a timed group got, this very file
       sessions.py        how the profiler opens ONNX Runtime, OpenVINO and TFLite, this very file: the runner imports
@@ -38,7 +38,7 @@ from ..io import atomic_write_text, make_parent_folders
 from ..models import input_size_of, ModelRef
 from ..profiler.runner import workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
-from ..profiler import cpu_share, hardware, sessions, timing_loop
+from ..portable import cpu_share, hardware, sessions, timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, MANIFEST, write_manifest

@@ -3,7 +3,7 @@
 
 One file, no dependency but the standard library, NumPy and the runtime it times; runs on Python 3.6
 and later (a Jetson TX2 on JetPack 4.6, a Raspberry Pi, a workstation driving a phone over adb).
-The timing loop is dsprof's profiler's own file, ``timing_loop.py`` (``dsprof/profiler/timing_loop.py``,
+The timing loop is dsprof's profiler's own file, ``timing_loop.py`` (``dsprof/portable/timing_loop.py``,
 standard library only), which the bundle carries beside this one: every workload of a group is warmed up
 until its call time settles, then timed in interleaved rounds (the order rotates; two workloads keep one
 order), each sample lasting at least ``min_sample_s``; the loop stops once every median is known to the
@@ -37,7 +37,7 @@ import subprocess
 import sys
 
 if __package__:  # dsprof.edge.runner, inside dsprof
-    from ..profiler import cpu_share, hardware, sessions, timing_loop
+    from ..portable import cpu_share, hardware, sessions, timing_loop
 else:  # run_bundle.py in a bundle: `dsprof export` copies the profiler's modules it imports beside it (CARRIED)
     _HERE = os.path.dirname(os.path.abspath(__file__))
     if _HERE not in sys.path:

@@ -39,7 +39,7 @@ from ..errors import UsageError
 from ..merging.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef
 from .backends import BackendSettings, get_backend
-from .cpu_share import CpuShare
+from ..portable.cpu_share import CpuShare
 from .runner import DEFAULT_CPU_THREADS
 from .timing import TimingConfig, time_interleaved
 from ..io import atomic_write_text, read_json

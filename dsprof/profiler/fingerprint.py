@@ -6,7 +6,7 @@ numbers from different environments never mix. `device_state()` snapshots what d
 (GPU clocks, temperature, power, throttle reasons), taken before and after every workload group.
 
 GPU facts come from NVML (``pynvml``, package ``nvidia-ml-py``) when it loads. The CPU and, on Jetson boards (which
-have no NVML), the board and its GPU clock are read by `dsprof.profiler.hardware`, the file the bundle runner reads
+have no NVML), the board and its GPU clock are read by `dsprof.portable.hardware`, the file the bundle runner reads
 them with too. Everything unreadable is left out, never guessed.
 """
 
@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-from . import hardware
+from ..portable import hardware
 
 __all__ = ["device_name", "device_state", "environment", "environment_id", "ENV_ID_FIELDS"]
 

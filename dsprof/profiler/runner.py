@@ -31,7 +31,7 @@ from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
-from .cpu_share import CpuShare
+from ..portable.cpu_share import CpuShare
 from .fingerprint import device_name, device_state, environment, environment_id
 from ..records.measurement import (
     Measurement,

@@ -1,7 +1,7 @@
 """The profiler's timing: `TimingConfig`, `TimingResult`, the timers, and `time_interleaved` over the one loop.
 
 The loop itself -- warm-up, the order of the interleaved rounds, the stopping rule and the statistics it stops
-on -- lives in `dsprof.profiler.timing_loop`, a standard-library file that export bundles carry verbatim, so
+on -- lives in `dsprof.portable.timing_loop`, a standard-library file that export bundles carry verbatim, so
 that a device without dsprof times as ``dsprof measure`` does. See that module for the protocol.
 
 Clocks: on the CPU, `CpuTimer` reads an injectable nanosecond clock (default ``time.perf_counter_ns``) around
@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable, Mapping, Protocol
 
 from ..errors import UsageError
-from . import timing_loop
-from .timing_loop import DEFAULTS, STOP_REASONS, CpuTimer
+from ..portable import timing_loop
+from ..portable.timing_loop import DEFAULTS, STOP_REASONS, CpuTimer
 
 __all__ = [
     "Clock",

@@ -6,7 +6,7 @@
 * `median_ci` is a distribution-free confidence interval of the median (order statistics of the binomial
   distribution) and `median_relative_halfwidth` its half-width relative to the median: the adaptive
   stopping rule stops once it is at or below the target precision. Both live in the timing loop's
-  standard-library file (`dsprof.profiler.timing_loop`, which edge bundles carry) and are re-exported here.
+  standard-library file (`dsprof.portable.timing_loop`, which edge bundles carry) and are re-exported here.
 * `Estimate` is a value with its interval: the one such type (issue #44). A plan's predicted speed-up and latency
   (`dsprof.lut.interval` builds them: the front, `predict`, the cross table, the joint plan and the report all read
   the same one) and a measured paired speed-up (`Speedup`) are each an `Estimate`.
@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..profiler.timing_loop import median_ci, median_relative_halfwidth
+from ..portable.timing_loop import median_ci, median_relative_halfwidth
 
 __all__ = [
     "NOISE_THRESHOLD",

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..sessions import onnxruntime_run, onnxruntime_session
+from ...portable.sessions import onnxruntime_run, onnxruntime_session
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared
 from ...models.onnx_export import export_onnx

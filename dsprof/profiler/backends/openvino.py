@@ -28,15 +28,15 @@ import torch
 from torch import nn
 
 from ...errors import DeviceError
-from ..sessions import OPENVINO_DEVICE, OPENVINO_PRECISIONS, openvino_compile, openvino_read_back
-from ..sessions import openvino_config as _config
+from ...portable.sessions import OPENVINO_DEVICE, OPENVINO_PRECISIONS, openvino_compile, openvino_read_back
+from ...portable.sessions import openvino_config as _config
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared, WorkloadUnsupported, one_line
 from ...models.onnx_export import export_onnx
 
 __all__ = ["OpenVINOBackend", "PRECISIONS", "openvino_config"]
 
-#: dsprof dtype -> OpenVINO inference precision (`dsprof.profiler.sessions`, which the bundle runner reads too).
+#: dsprof dtype -> OpenVINO inference precision (`dsprof.portable.sessions`, which the bundle runner reads too).
 PRECISIONS = OPENVINO_PRECISIONS
 
 

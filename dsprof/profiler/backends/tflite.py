@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..sessions import tflite_interpreter
+from ...portable.sessions import tflite_interpreter
 from ..timing import CpuTimer
 from .base import BackendSettings, Prepared
 from ...models.onnx_export import export_onnx
