@@ -26,21 +26,28 @@ def test_pieces_that_save_what_they_saved_alone_keep_their_price():
 
 
 def test_scale_floor_and_price_by_hand():
-    # five pieces save 1 ms alone each; inside the model 0.6, 1.0 and three times 0.8 ms, each to 0.1 ms: scale 0.8
+    # five pieces save 1 ms alone each; inside the model 0.6, 1.0 and three times 0.8 ms, each to 0.1 ms: line 0.8
     alone = [0.001] * 5
     measured = [0.0006, 0.0010, 0.0008, 0.0008, 0.0008]
     se = [0.0001] * 5
     im = InModel.estimate(_pieces(alone, measured, se), R)
-    assert im.scale == pytest.approx(0.8) and im.scales == {"span": pytest.approx(0.8), "block": pytest.approx(0.8)}
-    # residuals -0.2, 0.2, 0, 0, 0 ms; less their noise (0.1 ms)^2: 0.03, 0.03, -0.01, -0.01, -0.01 ms^2. The half of
-    # the pieces that save least alone (at least 3; all save 1 ms: the first three) give tau0^2, the median of
-    # 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
+    # the line's standard error: residuals -0.2, 0.2, 0, 0, 0 ms; each piece's variance max(r^2 5/4, 0.1^2) = 0.05,
+    # 0.05, 0.01, 0.01, 0.01 ms^2; se^2 = sum(alone^2 v) / (sum alone^2)^2 = 1 x 0.13 / 5^2 (ms^2, alone in ms) =
+    # 0.0052. Shrunk toward 1 with a prior sd of 0.5 (w0 = 4): (0.8 / 0.0052 + 4) / (1 / 0.0052 + 4)
+    w = 1 / 0.0052
+    c = (0.8 * w + 4) / (w + 4)
+    assert c == pytest.approx(0.80408, abs=1e-5)
+    assert im.fitted == pytest.approx(0.8) and im.scale == pytest.approx(c, rel=1e-9)
+    assert im.scales == {"span": pytest.approx(c, rel=1e-9), "block": pytest.approx(c, rel=1e-9)}
+    # residuals around the (unshrunk) line -0.2, 0.2, 0, 0, 0 ms; less their noise (0.1 ms)^2: 0.03, 0.03, -0.01,
+    # -0.01, -0.01 ms^2. The half of the pieces that save least alone (at least 3; all save 1 ms: the first three) give
+    # tau0^2, the median of 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
     assert im.floor_s == pytest.approx(math.sqrt(0.03e-6)) and im.spread == 0.0
-    assert im.scale_se == pytest.approx(math.sqrt(2 * 0.0002 ** 2) / 0.005 / 0.8)
+    assert im.scale_se == pytest.approx(1 / math.sqrt(w + 4) / c, rel=1e-9)  # the shrunk scale's, relative
     # every piece, timed or not, at the scale times its saving alone, known to tau (its own measurement, one group,
     # does not move it: the planner would pick the pieces that measured high)
-    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), True)
-    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), False)
+    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), True)
+    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), False)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.03e-6))  # tau0 whatever it saves alone
     assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
 
@@ -59,8 +66,13 @@ def test_spans_and_lone_blocks_get_a_scale_each():
     assert im.spread == 0.0 and im.floor_s == pytest.approx(0.0, abs=1e-12)
     # with two spans only, spans take the line through every piece
     few = InModel.estimate(spans[:2] + lone, R)
-    line = (2 * 0.0004 * 0.002 + 3 * 0.0011 * 0.001) / (2 * 0.002 ** 2 + 3 * 0.001 ** 2)
-    assert few.scales == {"span": pytest.approx(line), "block": pytest.approx(1.1)}
+    line = (2 * 0.0004 * 0.002 + 3 * 0.0011 * 0.001) / (2 * 0.002 ** 2 + 3 * 0.001 ** 2)  # 4.9 / 11 = 0.4455
+    # ... shrunk toward 1: residuals 0.4 - 2 line (twice) and 1.1 - line (three times), ms; variances r^2 x 5/4
+    # (no measurement error given); se^2 = sum a^2 v / (sum a^2)^2, a = 2, 2, 1, 1, 1 ms
+    r_span, r_lone = 0.4 - 2 * line, 1.1 - line
+    se2 = 1.25 * (2 * 4 * r_span ** 2 + 3 * r_lone ** 2) / 11 ** 2
+    shrunk = (line / se2 + 4) / (1 / se2 + 4)
+    assert few.fitted == pytest.approx(line) and few.scales == {"span": pytest.approx(shrunk), "block": pytest.approx(1.1)}
 
 
 def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
@@ -96,12 +108,13 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     from dsprof.lut import LUT, model_label, predict_latency
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
     ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
     row = frame[frame.scope == "model"].iloc[0].to_dict()
     row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
@@ -127,12 +140,13 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     from dsprof.lut import LUT, model_label, predict_latency
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
 
     def predicted(ratio):
         row = frame[frame.scope == "model"].iloc[0].to_dict()

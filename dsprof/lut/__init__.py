@@ -6,7 +6,7 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
-    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "predict_ratio",
+    **dict.fromkeys(("CalibrationFallbackWarning", "MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "predict_ratio",
                       "prices_of", "with_probe"), ".predict"),
     **dict.fromkeys(("Price", "Pricer"), ".pricer"),
     "MergeChoice": ".choice",

@@ -35,7 +35,9 @@ from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
 from ..lut.lookup import piece_name
+from ..lut.inmodel import MIN_PIECES
 from ..lut.predict import MethodFallbackWarning, prices_of
+from ..lut.prices import CalibrationFallbackWarning, model_pieces
 from ..lut.schema import in_situ_workload
 from ..merging import merge_model
 from ..records.plan import Plan
@@ -101,8 +103,9 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
     the records cannot price the in-model method (no whole model yet)."""
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # what the prices fall back to is said where they are used, not here
         warnings.simplefilter("ignore", MethodFallbackWarning)
+        warnings.simplefilter("ignore", CalibrationFallbackWarning)
         prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
     if prices.method != "in-model":
         return []
@@ -116,9 +119,18 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         for p in prices.pieces(point.plan):
             if p.variant in ("merged", "linear", "span") and not timed(p.start, p.stop, p.variant):
                 wanted.setdefault((p.start, p.stop), p.variant)
+    n = len(prices.blocks)
+    pieces = model_pieces(n, lambda a, b: prices.span(a, b).found)
+    done = {(a, b) for a, b in pieces if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
+    for start, stop, variant in _more_pieces(prices, pieces, done | set(wanted)):  # too few for the estimate
+        wanted[(start, stop)] = variant
     if not wanted:
         return []
-    n = len(prices.blocks)
+    if len(pieces) < MIN_PIECES:
+        warnings.warn(f"{label}: the model has only {len(pieces)} pieces to time inside it ({n} blocks, "
+                      f"{len(pieces) - n} spans measured), fewer than the {MIN_PIECES} the in-model scales need: all are "
+                      "timed, and its prices will count the one line through them, shrunk toward 1 (said where they "
+                      "are used)", CalibrationFallbackWarning, stacklevel=2)
     original = model_workload(net, label, "original", input_size)
     groups = []
     for (start, stop), variant in sorted(wanted.items()):
@@ -132,6 +144,28 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
                        replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])
     return groups
+
+
+def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]], have: set[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """Where the pieces timed or to be timed (``have``) are fewer than `MIN_PIECES`, the model's other ``pieces``
+    that make up the difference: the calibration group's blocks one by one (each linearised alone, merged or not as
+    the prices deploy it), then the spans the run measured, each kind the pieces that save most alone first (they
+    pin the scale: a piece weighs by its saving alone squared, `dsprof.lut.inmodel`); (start, stop, variant) each."""
+    need = MIN_PIECES - len(have)
+    if need <= 0:
+        return []
+    more = []
+    for start, stop in pieces:
+        if (start, stop) in have:
+            continue
+        if stop - start > 1:
+            p, variant = prices.span(start, stop), "span"
+        else:
+            p = prices.linearized(start)
+            variant = p.variant if p.variant in ("merged", "linear") else "merged"
+        if p.saving_s == p.saving_s:
+            more.append((stop - start > 1, -abs(p.saving_s), start, stop, variant))
+    return [(start, stop, variant) for *_, start, stop, variant in sorted(more)[:need]]
 
 
 def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],
