@@ -138,3 +138,23 @@ def test_predict_and_plan_on_the_command_line_say_the_one_line(run):
     assert len(lines) == 1 and "fewer than the 5" in lines[0]
     assert "3 pieces timed in the model (fewer than 5: one line through them)" in predicted.stdout \
         or "not positive" in lines[0]
+
+
+def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pieces(tmp_path):
+    """With spans of 2 measured, tinyconv has 5 pieces (3 blocks alone, spans 0-1 and 1-2): exactly what the in-model
+    scales need. Whatever the front takes of them, the run times all 5 inside the model, and the prices use them
+    without a word of fallback."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        measured = dsprof.measure(TINY_FILE, resolution=32, workloads=Workloads(("original", "merged", "linear"),
+                                                                                ("original",), spans=2),
+                                  timing=FAST, out=tmp_path / "m.jsonl", progress=False, calibrate=True).run
+        lut = build_lut([measured.path])
+        pred = predict_latency(TINY_FILE, lut, Plan("file:tinyconv:build", (1, 0, 0), {}), resolution=32)
+    timed = [r.name for r in measured.measurements if r.scope == IN_SITU_SCOPE and r.variant != "original"]
+    assert sorted(timed) == ["blocks.0", "blocks.0..blocks.1", "blocks.1", "blocks.1..blocks.2", "blocks.2"]
+    fell_back = [str(w.message) for w in said if issubclass(w.category, CalibrationFallbackWarning)]
+    if pred.method.startswith("in-model (x"):
+        assert pred.method.endswith(", 5 pieces timed in the model)") and not fell_back
+    else:  # a loaded machine gave the five pieces no positive line: said, once
+        assert len(fell_back) == 1 and "5 pieces timed inside the model; their line is not positive" in fell_back[0]

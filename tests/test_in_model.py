@@ -127,6 +127,20 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     u = 1 - 1 / pred.speedup
     spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
+    # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
+    # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
+    row.update(ratio_se=0.0105)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    shrunk = (625 * 0.8 + 4) / 629
+    assert pred.total_s == pytest.approx(0.020 - shrunk * 3 * 0.00075, rel=1e-9)
+    assert f"together they save x{shrunk:.3f} of their sum" in pred.systematic_source
+    assert f"(x0.800, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
+    low = min(1.0, shrunk)
+    spread = math.sqrt((1 - low) ** 2 / 12 + (shrunk - (1 + low) / 2) ** 2) / shrunk
+    factor = math.hypot(spread, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
+    u = 1 - 1 / pred.speedup
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
 
 
 def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
@@ -166,3 +180,43 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     assert pred.speedup_low < worst < pred.speedup
     # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
     assert predicted(1 - 0.2625).systematic == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_prior_and_the_weight_of_a_scale_by_hand():
+    """`shrink`: the precision-weighted mean of an estimate and 1 (prior sd 0.5: weight 4)."""
+    from dsprof.lut.inmodel import PRIOR_SD, shrink
+
+    assert PRIOR_SD == 0.5
+    value, se = shrink(1.8, 0.5)  # as sure as the prior: halfway
+    assert value == pytest.approx(1.4) and se == pytest.approx(1 / math.sqrt(8))
+    assert shrink(0.3, 0.05)[0] == pytest.approx((0.3 * 400 + 4) / 404)  # well pinned: hardly moved
+    assert shrink(1.77, 0.0) == (1.77, 0.0) and shrink(1.77, math.nan)[0] == 1.77  # exact, or unknown: as it is
+
+
+def test_pieces_that_save_nearly_nothing_alone_hardly_move_the_scale():
+    """Issue #46's pvrD: a lone-block scale of x1.77 fitted to pieces that save almost nothing alone. Five pieces on
+    the line 1.77 exactly, each measured to 0.02 ms inside the 10 ms model: saving 0.02 ms alone each, the line's
+    se^2 = sigma^2 / sum alone^2 = 0.02^2 / (5 x 0.02^2) = 1/5 (weight 5 against the prior's 4); saving 1 ms alone
+    each, se^2 = 0.02^2 / 5 (weight 12 500)."""
+    small = InModel.estimate(_pieces([0.00002] * 5, [1.77 * 0.00002] * 5, [0.00002] * 5), R)
+    assert small.fitted == pytest.approx(1.77) and small.scale == pytest.approx((5 * 1.77 + 4) / 9)  # 1.428
+    assert small.scale_se == pytest.approx(1 / 3 / small.scale)
+    big = InModel.estimate(_pieces([0.001] * 5, [0.00177] * 5, [0.00002] * 5), R)
+    assert big.scale == pytest.approx((12_500 * 1.77 + 4) / 12_504)  # 1.7698
+    assert "x1.428 (+-23.3%, x1.770 before shrinking toward 1)" in small.describe()
+
+
+def test_fewer_pieces_than_the_scales_need_give_one_line_shrunk():
+    """One piece saving 1 ms alone and 0.5 ms inside the model, to 0.25 ms: the line 0.5, se 0.25 (weight 16)."""
+    one = _pieces([0.001], [0.0005], [0.00025])
+    assert InModel.estimate(one, R) is None  # not enough for the scales of each kind
+    im = InModel.estimate(one, R, minimum=1)
+    assert im.few and im.fitted == pytest.approx(0.5)
+    assert im.scale == pytest.approx((16 * 0.5 + 4) / 20) and im.scale_se == pytest.approx(1 / math.sqrt(20) / 0.6)
+    assert im.scales == {"span": pytest.approx(0.6), "block": pytest.approx(0.6)}  # no kind of its own
+    # four pieces, three of them spans: still one line (below MIN_PIECES no kind gets its own)
+    four = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4)] + [Timed(6, 7, "merged", 0.001, 0.0011, 0.0)]
+    line = (3 * 0.0004 * 0.002 + 0.0011 * 0.001) / (3 * 0.002 ** 2 + 0.001 ** 2)
+    im = InModel.estimate(four, R, minimum=1)
+    assert im.fitted == pytest.approx(line) and im.scales["span"] == im.scales["block"] == im.scale
+    assert "4 pieces timed in the model (fewer than 5: one line through them)" in im.describe()

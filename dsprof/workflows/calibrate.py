@@ -10,6 +10,11 @@ times every piece the front uses -- a block linearised alone, merged or not as t
 round (scope `IN_SITU_SCOPE`, named after the piece: a block's module name, or `dsprof.lut.schema.span_piece`). The
 in-model method then prices those pieces at what they saved there (`dsprof.lut.inmodel`). Priced anew, the
 front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROUNDS` times, until it uses none.
+Where the front's pieces (of every k) are fewer than the in-model scales need (`dsprof.lut.inmodel.MIN_PIECES`),
+the model's other pieces are timed too, until there are enough (issue #46: a calibration is never unused in
+silence): the calibration group's blocks one by one, then the spans the run measured, the ones that save most
+alone first. A model with fewer pieces than that (4 blocks and no spans) has them all timed, and says so in one line
+(`dsprof.lut.prices.CalibrationFallbackWarning`; its prices say it again wherever they are used).
 
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
@@ -98,9 +103,11 @@ def _run_lut(label: str, records: Sequence[Measurement]) -> Any:
 def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],
                     context: DeviceContext, max_span: int) -> list[list[Workload]]:
     """One group per piece that the front planned from ``records`` (this run's) uses and that they do not time inside
-    the model yet: the whole model (variant ``original``) and the model with only that piece deployed (``merged``,
-    or ``linear`` for a lone block the rule leaves unmerged), scope `IN_SITU_SCOPE`, named after the piece. None where
-    the records cannot price the in-model method (no whole model yet)."""
+    the model yet, and, where those and the pieces timed before are fewer than `MIN_PIECES`, the model's other pieces
+    that make up the difference (`_more_pieces`): the whole model (variant ``original``) and the model with only that
+    piece deployed (``merged``, or ``linear`` for a lone block the rule leaves unmerged), scope `IN_SITU_SCOPE`, named
+    after the piece. None where the records cannot price the in-model method (no whole model yet). A model with
+    fewer pieces than `MIN_PIECES` says so with a `CalibrationFallbackWarning`, once (the round that times them)."""
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
     with warnings.catch_warnings():  # what the prices fall back to is said where they are used, not here
