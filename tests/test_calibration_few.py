@@ -9,7 +9,6 @@ at 32 px with `calibrate=True`. The expected scale is worked out from the LUT's 
 dsprof.lut.inmodel's docstring, not from the code's output.
 """
 
-import math
 import statistics
 import warnings
 from pathlib import Path
@@ -97,7 +96,8 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
         return
     assert f"prices count each saving alone x{scale:.3f}" in lines[0] and f"(x{fitted:.3f})" in lines[0]
     assert "not the in-model factor" in lines[0]
-    assert pred.method == f"in-model (x{scale:.3f}, 3 pieces timed in the model, fewer than 5: one line, shrunk toward 1)"
+    assert pred.method == (f"in-model (x{scale:.3f}, 3 pieces timed in the model, fewer than 5: one line, shrunk "
+                           "toward 1)")
     assert pred.factor == pytest.approx(scale, rel=1e-9)
     # the plan's saving: that scale times the two linearised blocks' savings alone (merged, as its list says), from
     # the whole model's reference: no stem, head or factor of the model's other parts in it; times rho, the

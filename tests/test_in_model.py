@@ -72,7 +72,8 @@ def test_spans_and_lone_blocks_get_a_scale_each():
     r_span, r_lone = 0.4 - 2 * line, 1.1 - line
     se2 = 1.25 * (2 * 4 * r_span ** 2 + 3 * r_lone ** 2) / 11 ** 2
     shrunk = (line / se2 + 4) / (1 / se2 + 4)
-    assert few.fitted == pytest.approx(line) and few.scales == {"span": pytest.approx(shrunk), "block": pytest.approx(1.1)}
+    assert few.fitted == pytest.approx(line)
+    assert few.scales == {"span": pytest.approx(shrunk), "block": pytest.approx(1.1)}
 
 
 def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
@@ -215,7 +216,8 @@ def test_fewer_pieces_than_the_scales_need_give_one_line_shrunk():
     assert im.scale == pytest.approx((16 * 0.5 + 4) / 20) and im.scale_se == pytest.approx(1 / math.sqrt(20) / 0.6)
     assert im.scales == {"span": pytest.approx(0.6), "block": pytest.approx(0.6)}  # no kind of its own
     # four pieces, three of them spans: still one line (below MIN_PIECES no kind gets its own)
-    four = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4)] + [Timed(6, 7, "merged", 0.001, 0.0011, 0.0)]
+    four = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4)]
+    four.append(Timed(6, 7, "merged", 0.001, 0.0011, 0.0))
     line = (3 * 0.0004 * 0.002 + 0.0011 * 0.001) / (3 * 0.002 ** 2 + 0.001 ** 2)
     im = InModel.estimate(four, R, minimum=1)
     assert im.fitted == pytest.approx(line) and im.scales["span"] == im.scales["block"] == im.scale

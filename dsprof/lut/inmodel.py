@@ -172,7 +172,8 @@ class InModel:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
         kinds = ", ".join(f"{'spans' if k == 'span' else 'lone blocks'} x{v:.3f}" for k, v in self.scales.items()
                           if v != self.scale)
-        shrunk = f", x{self.fitted:.3f} before shrinking toward 1" if f"{self.fitted:.3f}" != f"{self.scale:.3f}" else ""
+        moved = f"{self.fitted:.3f}" != f"{self.scale:.3f}"
+        shrunk = f", x{self.fitted:.3f} before shrinking toward 1" if moved else ""
         few = f" (fewer than {MIN_PIECES}: one line through them)" if self.few else ""
         line = (f"{len(self.timed)} pieces timed in the model{few} save x{self.scale:.3f} (+-{self.scale_se:.1%}"
                 f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; one piece lies "

@@ -215,7 +215,7 @@ class Calibration:
     rho: float
     se: float
     source: str
-    rho_se: float = math.nan  # rho's relative standard error (after shrinking; before: its ratio's error over the saving)
+    rho_se: float = math.nan  # rho's relative standard error (shrunk; else its ratio's error over the measured saving)
     gap: float = math.nan  # its measured saving less the predicted one, a share of the model (NaN: not timed)
     fitted: float = math.nan  # rho as measured, before shrinking toward 1 (`dsprof.lut.inmodel.shrink`)
 

@@ -128,16 +128,17 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
                 wanted.setdefault((p.start, p.stop), p.variant)
     n = len(prices.blocks)
     pieces = model_pieces(n, lambda a, b: prices.span(a, b).found)
-    done = {(a, b) for a, b in pieces if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
+    done = {(a, b) for a, b in pieces
+            if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
     for start, stop, variant in _more_pieces(prices, pieces, done | set(wanted)):  # too few for the estimate
         wanted[(start, stop)] = variant
     if not wanted:
         return []
     if len(pieces) < MIN_PIECES:
         warnings.warn(f"{label}: the model has only {len(pieces)} pieces to time inside it ({n} blocks, "
-                      f"{len(pieces) - n} spans measured), fewer than the {MIN_PIECES} the in-model scales need: all are "
-                      "timed, and its prices will count the one line through them, shrunk toward 1 (said where they "
-                      "are used)", CalibrationFallbackWarning, stacklevel=2)
+                      f"{len(pieces) - n} spans measured), fewer than the {MIN_PIECES} the in-model scales need: all "
+                      "are timed, and its prices will count the one line through them, shrunk toward 1 (said where "
+                      "they are used)", CalibrationFallbackWarning, stacklevel=2)
     original = model_workload(net, label, "original", input_size)
     groups = []
     for (start, stop), variant in sorted(wanted.items()):
@@ -153,7 +154,8 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
     return groups
 
 
-def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]], have: set[tuple[int, int]]) -> list[tuple[int, int, str]]:
+def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]],
+                 have: set[tuple[int, int]]) -> list[tuple[int, int, str]]:
     """Where the pieces timed or to be timed (``have``) are fewer than `MIN_PIECES`, the model's other ``pieces``
     that make up the difference: the calibration group's blocks one by one (each linearised alone, merged or not as
     the prices deploy it), then the spans the run measured, each kind the pieces that save most alone first (they
