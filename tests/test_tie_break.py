@@ -184,3 +184,78 @@ def test_a_lut_of_another_machine_is_refused(lut_path, tmp_path):
         dsprof.plan(NAME, other, options=OPTIONS, resolution=RESOLUTION, keep=K, out=tmp_path / "front.json",
                     tie_break=TieBreak(0.5, 3, tmp_path / "tb"))
     assert not (tmp_path / "tb").exists()  # nothing timed
+
+
+# -- item 4's last sentence: a figure built on a contended LUT run says so where it is shown --------------------------
+DRAFT = "draft: LUT run contended, 70 % CPU"
+
+
+def test_build_lut_keeps_the_cpu_share_each_entry_was_timed_with(lut_path):
+    records = [r for r in read_measurements(next((lut_path.parent / "lut-run").glob("*.jsonl"))) if r.ok]
+    lut = LUT.load(lut_path)
+    context = lut.devices()[0]
+    checked = 0
+    for r in records:
+        if r.scope != "block":
+            continue
+        shares = [x.state_after["process_cpu_share"] for x in records
+                  if x.scope == "block" and x.spec == r.spec and x.variant == r.variant]
+        entry = lut.find(r.spec, r.variant, context)
+        assert entry.cpu_share == pytest.approx(statistics.median(shares), rel=1e-12)
+        assert 0 < entry.cpu_share <= 1.5
+        checked += 1
+    assert checked >= 7
+    # the drift probe records no share: empty, not 0
+    frame = lut.to_dataframe()
+    assert frame[frame["scope"] == "probe"]["cpu_share"].isna().all()
+
+
+def _with_share(lut_path: Path, path: Path, share: float, backend: str | None = None) -> Path:
+    """The LUT at ``lut_path`` with every entry's CPU share ``share`` (and its context's backend ``backend``)."""
+    frame = LUT.load(lut_path).to_dataframe()
+    frame["cpu_share"] = share
+    if backend is not None:
+        frame["backend"] = backend
+    LUT(frame, str(path)).save(path)
+    return path
+
+
+def test_a_contended_lut_run_is_labelled_a_draft_where_its_figures_are_shown(lut_path, tmp_path):
+    contended = _with_share(lut_path, tmp_path / "contended.csv", 0.7)
+    assert LUT.load(contended).contention() == pytest.approx(0.7) and LUT.load(contended).contention_label() == DRAFT
+    quiet = _with_share(lut_path, tmp_path / "quiet.csv", 0.95)
+    assert LUT.load(quiet).contention() is None and LUT.load(quiet).contention_label() == ""
+    # the front: its notes (table and JSON) and the chosen line
+    planned = dsprof.plan(NAME, contended, options=OPTIONS, resolution=RESOLUTION, keep=K, out=tmp_path / "f.json")
+    assert planned.front.draft == DRAFT and planned.front.notes()[0] == DRAFT
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert data["draft"] == DRAFT and data["notes"][0] == DRAFT
+    assert dsprof.plan(NAME, quiet, options=OPTIONS, resolution=RESOLUTION).front.draft == ""
+    done = dsprof_here("plan", *MODEL, "--lut", contended, "--keep", K, "--out", tmp_path / "cli.json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = next(x for x in done.stdout.splitlines() if x.startswith("chosen: k = 3"))
+    assert chosen.endswith(f"; {DRAFT}")
+    # the cross table: two contexts, one contended (torch), one not (the same rows as another backend's)
+    both = tmp_path / "both.csv"
+    LUT.concat([LUT.load(contended), LUT.load(_with_share(lut_path, tmp_path / "other.csv", 0.95, "onnxruntime"))]
+               ).save(both)
+    outcome = dsprof.plan(NAME, both, options=OPTIONS, resolution=RESOLUTION, out=tmp_path / "two.json")
+    for c in outcome.fronts.cross:  # a figure built on the torch context's LUT is a draft; the other's alone is not
+        assert c.draft == (DRAFT if "torch" in (c.chosen_for.backend, c.runs_on.backend) else "")
+    assert any(c.draft == "" for c in outcome.fronts.cross) and any(c.draft for c in outcome.fronts.cross)
+    rows = [x for x in outcome.fronts.table().splitlines() if x.endswith(f"({DRAFT})")]
+    assert len(rows) == 2  # both ordered pairs of the cross table
+    from dsprof.reports.devices import cross_table
+    table = cross_table(json.loads((tmp_path / "two.json").read_text()))
+    assert len(table) and set(table["draft"]) == {DRAFT}
+
+
+def test_a_lut_without_the_cpu_share_column_loads_and_a_bad_share_is_refused(lut_path, tmp_path):
+    from dsprof.lut import LUTError
+    frame = LUT.load(lut_path).to_dataframe()
+    old = tmp_path / "old.csv"
+    LUT(frame.drop(columns=["cpu_share"]), str(old)).save(old)
+    assert LUT.load(old).to_dataframe()["cpu_share"].isna().all() and LUT.load(old).contention() is None
+    frame["cpu_share"] = -0.5
+    with pytest.raises(LUTError, match="cpu_share"):
+        LUT(frame, "bad.csv")

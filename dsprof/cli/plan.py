@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if c is not None:
             print(f"\nchosen: k = {c.k}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
                   f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
-                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
+                  + (f"; {front.draft}" if front.draft else ""))
         if outcome.tie_break is not None:
             print(outcome.tie_break.line())
             if outcome.tie_break.contention:

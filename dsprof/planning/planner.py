@@ -83,6 +83,7 @@ def plan_front(
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
         presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
         limits=tuple(filter(None, [span_limit, variants_note(prices)])),
+        draft=prices.lookup.lut.contention_label(prices.key),
     )
 
 
