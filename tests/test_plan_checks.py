@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsprof.cli import main
-from dsprof.records.plan import PlanError, check_plan, load_plan
+from dsprof.records.plan import Plan, PlanError, check_plan, load_plan
 from dsprof.lut import MergeChoice
 from dsprof.workflows.merge import merge
 from dsprof.cli.commands import model_flags
@@ -105,3 +105,16 @@ def test_predict_refuses_a_plan_for_other_options(tmp_path, capsys):
                  "--plan", "mbv2-ds-a"]) == 2
     assert "is for mobilenet_v2 with options {}, not {'width': 1.4}" in capsys.readouterr().err
     assert load_plan("mbv2-ds-a").options == {}
+
+
+def test_a_merge_list_marks_the_blocks_of_its_spans_merged():
+    # a span merges as one convolution, so a merge list that leaves one of its blocks unmerged contradicts itself:
+    # the plan refuses it when it is made or read, whatever then replays it (issue #44: one owner of the check)
+    keep, options, spans = (1, 1, 1, 0, 0, 1, 1), {"depths": [1] * 7}, ((3, 5),)
+    fine = Plan("mobilenet_v2", keep, options, spans=spans, merge=(False,) * 3 + (True, True) + (False,) * 2)
+    assert fine.merge[3:5] == (True, True) and Plan.from_json(fine.to_json()) == fine
+    half = dict(fine.to_dict(), merge=[False] * 3 + [True, False] + [False] * 2)
+    with pytest.raises(PlanError, match=r"leaves blocks \[4\] unmerged, but they lie in its spans"):
+        Plan.from_json(json.dumps(half))
+    with pytest.raises(PlanError, match=r"leaves blocks \[3, 4\] unmerged"):
+        fine.with_merge([False] * 7)

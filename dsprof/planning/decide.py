@@ -53,7 +53,7 @@ class Decider:
         plan = check_merges(plan, getattr(costs, "identity", None), self.blocks if costs is None else len(costs.blocks))
         if spans is not None:  # spans chosen here: the merges are decided again
             given = None if isinstance(spans, str) else tuple(tuple(s) for s in spans) or None
-            plan = check_merges(replace(plan, merge=None, spans=given))
+            plan = replace(plan, merge=None, spans=given)
         if plan.merge is not None:
             return Merges(plan, "plan")
         if costs is None:
