@@ -90,15 +90,32 @@ def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
     plan = Plan(model=net, keep=(1, 0, 0))
     assert plan.model == "TinyConv" and Plan.from_json(plan.to_json()) == plan
     with pytest.raises(dsprof.errors.PlanError, match="is for model 'TinyConv', not 'tiny-a'"):
-        dsprof.merge(other, plan, merge_by="macs", resolution=32)  # another module's plan
-    merged = dsprof.merge(net, plan, merge_by="macs", resolution=32)
+        dsprof.merge(other, plan, merge=MergeChoice.macs(), resolution=32)  # another module's plan
+    merged = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
     assert merged.report.plan.model == "TinyConv" and merged.merges.plan.merge is not None
     with pytest.warns(DeprecationWarning, match="merge\\(model=\\)"):  # the parameter's old name, for a release
-        renamed = dsprof.merge(model_name=net, plan=plan, merge_by="macs", resolution=32)
+        renamed = dsprof.merge(model_name=net, plan=plan, merge=MergeChoice.macs(), resolution=32)
     assert renamed.merges.plan == merged.merges.plan
     x = torch.randn(3, 3, 32, 32)
     reference = linearize_model(net, merged.merges.plan)
     torch.testing.assert_close(merged.model(x), reference(x), rtol=1e-4, atol=1e-4)  # the exact merge
+
+
+def test_merge_takes_one_merge_choice_and_the_loose_keywords_of_before_warn():
+    # dsprof.merge takes what decides the merges as one object, as dsprof.measure does (issue #44); its signature
+    # stays about a dozen parameters, and the keywords of before still work for a release, with a warning
+    import inspect
+
+    assert len(inspect.signature(dsprof.merge).parameters) <= 13
+    net = tiny(1)
+    plan = Plan(model=net, keep=(1, 0, 0))
+    chosen = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
+    with pytest.warns(DeprecationWarning, match=r"dsprof\.merge\(merge_by=\) is now dsprof\.merge\(merge=MergeChoice"):
+        loose = dsprof.merge(net, plan, merge_by="macs", resolution=32)
+    assert chosen.merges.by == loose.merges.by == "macs" and loose.merges.plan == chosen.merges.plan
+    assert len(chosen.merges.plan.merge) == 3 and not chosen.merges.plan.merge[0]  # block 0 keeps its activations
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lutt'"):
+        dsprof.merge(net, plan, lutt="lut.csv", resolution=32)
 
 
 def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_path):

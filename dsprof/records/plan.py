@@ -97,6 +97,11 @@ class Plan:
                     raise PlanError(f"span {list(span)} includes a block whose activations are kept")
                 last = span[1]
             object.__setattr__(self, "spans", spans or None)
+        if self.merge is not None and self.spans is not None:  # a span merges as one: its blocks are marked merged
+            unmarked = sorted(i for start, stop in self.spans for i in range(start, stop) if not self.merge[i])
+            if unmarked:
+                raise PlanError(f"{self.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
+                                "lie in its spans, which merge: mark them true (or drop the spans)")
 
     @property
     def digest(self) -> str:
