@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.models import BlockSpec, find_blocks, get_model
+from dsprof.models import BlockSpec, ModelRef, find_blocks, get_model
 from dsprof.records.measurement import Measurement, read_measurements
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.profiler.backends.tflite import NetworkBlocked, no_network
 from dsprof.profiler.fingerprint import environment, environment_id
 
@@ -50,7 +50,8 @@ def check_block_records(records, model, variants, batch=1):
 
 
 def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FAST,
+                     out=tmp_path, progress=False)
     model = get_model("mobilenet_v2", resolution=32)
     check_block_records(result.measurements, model, VARIANTS)
     models = [r for r in result.measurements if r.scope == "model"]
@@ -79,7 +80,9 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
 
 
 def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.2", model_variants=(), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(blocks="features.2", model_variants=()), timing=FAST, out=tmp_path / "m.jsonl",
+                     progress=False)
     lines = result.path.read_text().splitlines()
     assert len(lines) == 4  # three variants, then the drift probe timed after their group
     data = json.loads(lines[0])
@@ -91,11 +94,10 @@ def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
 
 def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
     tiny = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
-    result = measure(
-        "mobilenet_v2", resolution=32, dtype="bf16", channels_last=True, threads=1, blocks=["features.1", "features.5"],
-        variants=("original", "linear"), model_variants=("original",), extra_models={"tiny": tiny},
-        timing=FAST, out=tmp_path, progress=False,
-    )
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                     settings=BackendSettings(dtype="bf16", channels_last=True, threads=1),
+                     workloads=Workloads(blocks=["features.1", "features.5"], variants=("original", "linear"), model_variants=("original",)),
+                     extra_models={"tiny": tiny}, timing=FAST, out=tmp_path, progress=False)
     got = {(r.name, r.variant) for r in result.measurements if r.scope != "probe"}
     assert got == {("features.1", "original"), ("features.1", "linear"), ("features.5", "original"), ("features.5", "linear"), ("mobilenet_v2", "original"), ("tiny", "custom")}
     assert all(r.layout == "channels_last" and r.dtype == "bf16" and r.threads == 1 and r.ok for r in result.measurements)
@@ -103,7 +105,9 @@ def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
 
 
 def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, backend="onnxruntime", timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                     settings=BackendSettings(threads=1, backend="onnxruntime"), timing=FAST, out=tmp_path,
+                     progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32), VARIANTS)
     assert all(r.backend == "onnxruntime" and r.layout == "nchw" and r.ok for r in result.measurements)
     assert len([r for r in result.measurements if r.scope == "model"]) == 2
@@ -117,10 +121,9 @@ def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
     # `benchmarks/profiler_quality.py --backend tflite` runs all 17 blocks in all variants.
     blocks = ["features.1", "features.3"]
     variants = ("original", "merged")
-    result = measure(
-        "mobilenet_v2", resolution=32, backend="tflite", threads=1, blocks=blocks, variants=variants, model_variants=("original",),
-        timing=FAST, out=tmp_path, progress=False,
-    )
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(backend="tflite", threads=1),
+                     workloads=Workloads(blocks=blocks, variants=variants, model_variants=("original",)), timing=FAST,
+                     out=tmp_path, progress=False)
     records = result.measurements
     assert {(r.name, r.variant) for r in records if r.scope == "block"} == {(b, v) for b in blocks for v in variants}
     assert all(r.ok and r.layout == "nhwc" and r.backend == "tflite" for r in records), [r.error for r in records]
@@ -157,11 +160,14 @@ def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
 
 def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
     out = tmp_path / "m.jsonl"
-    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:100])  # the last write was cut off
     with pytest.warns(UserWarning, match="cut short"):
-        result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, resume=True, progress=False)
+        result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, resume=True,
+                         progress=False)
     assert result.new == 1 and result.skipped == 2
     assert [r.variant for r in read_measurements(out) if r.scope != "probe"] == ["original", "merged", "flops_matched"]
 
@@ -225,7 +231,8 @@ def test_corrupt_resume_file_is_a_clear_error(capsys, tmp_path):
 
 def test_resume_with_other_settings_is_a_clear_error(capsys, tmp_path):
     out = tmp_path / "m.jsonl"
-    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
     code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--resume", "--width", "1.4")
     assert code == 2 and "other settings" in err and "model_options" in err
 
@@ -270,7 +277,9 @@ cuda = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 @cuda
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_cuda_per_block_records(tmp_path, dtype):
-    result = measure("mobilenet_v2", resolution=64, device="cuda", dtype=dtype, batch=8, channels_last=True, timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=64),
+                     settings=BackendSettings(device="cuda", dtype=dtype, channels_last=True), batch=8, timing=FAST,
+                     out=tmp_path, progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS, batch=8)
     r = result.measurements[0]
     assert r.device == "cuda:0" and r.threads is None and r.batch == 8
@@ -281,7 +290,9 @@ def test_cuda_per_block_records(tmp_path, dtype):
 @cuda
 def test_cuda_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path):
     huge = 1 << 16  # a batch no GPU holds at 224 x 224 for the first blocks
-    result = measure("mobilenet_v2", resolution=224, device="cuda", batch=huge, blocks="features.1", model_variants=(), timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=224), settings=BackendSettings(device="cuda"), batch=huge,
+                     workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=tmp_path,
+                     progress=False)
     assert all(r.error and "out of memory" in r.error for r in result.measurements)
 
 
