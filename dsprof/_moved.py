@@ -7,6 +7,9 @@ records, their statistics and the importance file live in `dsprof.records`, and 
 export bundles carry in `dsprof.portable`. Each old module name is an entry of
 ``sys.modules`` that forwards attribute lookups, so importing from it finds the new home; importing it does not
 replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
+
+The keywords a function took one by one before an object held them (`dsprof.measure(variants=...)`, now
+``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning.
 """
 
 from __future__ import annotations
@@ -67,8 +70,9 @@ def moved_keywords(verb: str, given: Mapping[str, Any], homes: Mapping[str, tupl
                    stacklevel: int = 3) -> dict[str, dict[str, Any]]:
     """The keywords of before that a call of ``verb`` (e.g. ``"dsprof.measure"``) was ``given``, sorted by the
     parameter that holds them now: ``homes`` maps each old keyword to (parameter, its object's type name, field), and
-    the answer maps each parameter to {field: value} (an empty type name: the keyword's value is the parameter's). Says so once, with a `DeprecationWarning` that names each new
-    parameter and field; a keyword ``homes`` does not know is the `TypeError` Python raises for it."""
+    the answer maps each parameter to {field: value} (an empty type name: the keyword's value is the parameter's).
+    Says so once, with a `DeprecationWarning` that names each new parameter and field; a keyword ``homes`` does not
+    know is the `TypeError` Python raises for it."""
     unknown = sorted(set(given) - set(homes))
     if unknown:
         raise TypeError(f"{verb.rpartition('.')[2]}() got an unexpected keyword argument {unknown[0]!r}")

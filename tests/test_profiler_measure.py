@@ -4,6 +4,7 @@ No timing asserts: the tests check which records exist, what they hold, and that
 """
 
 import json
+from dataclasses import replace
 import os
 import signal
 import subprocess
@@ -303,3 +304,45 @@ def test_environment_id_separates_environments_not_hosts_or_times():
     assert environment_id(moved) == environment_id(env)
     upgraded = dict(env, versions=dict(env["versions"], torch="0.0"))
     assert environment_id(upgraded) != environment_id(env) and len(environment_id(env)) == 12
+
+
+def test_a_session_times_the_groups_it_is_given_in_one_file_and_resumes_them(tmp_path):
+    """The profiler only times the groups it is given (issue #44): one `MeasureSession` times the groups built from the
+    request, then a group built after them (as `dsprof.measure(calibrate=True)` builds its groups from the records),
+    into the one file; Ctrl-C during the later groups keeps what is timed, and a resumed session skips it."""
+    from dsprof.errors import Interrupted
+    from dsprof.profiler import MeasureRequest, model_workload, open_session
+
+    request = MeasureRequest(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                             workloads=Workloads(("original", "merged"), (), blocks="features.1"), timing=FAST,
+                             out=tmp_path / "m.jsonl")
+
+    def later(session):  # a group built from what is timed before it, then Ctrl-C before the next
+        assert [(r.name, r.variant) for r in session.records if r.scope == "block"] == [
+            ("features.1", "original"), ("features.1", "merged")]
+        yield [model_workload(session.net, session.label, "original", session.input_size)]
+        raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as stopped:
+        with open_session(request, progress=False) as session:
+            assert [[(w.name, w.variant) for w in g] for g in session.todo] == [
+                [("features.1", "original"), ("features.1", "merged")]]
+            try:
+                session.time(session.todo)
+                session.time(later(session))
+            except KeyboardInterrupt:
+                raise session.interrupted(" (then more)") from None
+    # both workloads of the built groups are in the file, and the later group's one as well
+    assert str(stopped.value) == (f"interrupted: 2 of 2 workloads saved in {tmp_path / 'm.jsonl'} (then more); "
+                                  "`resume=True` continues")
+    records = read_measurements(tmp_path / "m.jsonl")
+    assert [(r.scope, r.variant) for r in records] == [("block", "original"), ("block", "merged"), ("probe", "original"),
+                                                       ("model", "original"), ("probe", "original")]
+    assert len({r.group for r in records}) == 4  # two groups, each with its own probe after it
+    with open_session(replace(request, resume=True), progress=False) as again:
+        assert again.todo == [] and len(again.existing) == 5
+        again.time(again.todo)
+        again.time([[model_workload(again.net, again.label, "custom", again.input_size)]])
+    result = again.result()
+    assert (result.new, result.skipped, result.calibrated) == (1, 2, 1)  # the later group's one workload
+    assert len(read_measurements(tmp_path / "m.jsonl")) == 7

@@ -1,6 +1,6 @@
 """Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3).
 
-``measure(...)`` times (`dsprof.measure` runs it, with the models plans merge and the calibration). The parts: `workloads` (what is timed),
+``measure(...)`` times (`dsprof.measure` runs its `MeasureSession`, with the models plans merge and the calibration). The parts: `workloads` (what is timed),
 `backends` (how it runs), `timing` (its settings and timers over `timing_loop`: warm-up, interleaved rounds,
 adaptive stopping, in one standard-library file that export bundles carry), `fingerprint` (the environment),
 `summary` (the closing table), `insitu` (blocks timed in situ: inside the

@@ -4,6 +4,12 @@ Workloads are timed group by group (a block's variants together, then the whole-
 together), interleaved (`time_interleaved`); each group's records are appended to the JSON Lines
 file as soon as the group is done. With ``resume=True`` the workloads already in the file are
 skipped, after checking that the file was written with the same settings in the same environment.
+
+A run is one `MeasureSession` (`open_session`): it opens the file, the backend, the timing context and the drift
+probe once, and times the groups it is given (`MeasureSession.time`). `measure` and `measure_request` give it the
+groups built from the request (`workload_groups`); `dsprof.workflows.measure` then gives it the groups it builds from
+the run's own records (`dsprof.workflows.calibrate`), one at a time, in the same session and file. The profiler
+only times what it is given: nothing here plans or calls back up into the workflows.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ __all__ = [
     "measure",
     "measure_request",
     "measurement_path",
+    "old_clock",
     "open_session",
     "threads_note",
     "timing_context",
@@ -96,8 +103,8 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; `threads=N` times with N threads)")
-    return f"CPU threads: {threads} (`threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `settings.threads=N` times with N threads)")
+    return f"CPU threads: {threads} (`settings.threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -121,7 +128,7 @@ def contention_message(records: Sequence[Measurement], threads: int | None) -> s
         f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
         f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
         "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
-        + (", or with `threads=1`." if threads != 1 else ".")
+        + (", or with `settings.threads=1`." if threads != 1 else ".")
     )
 
 
@@ -263,11 +270,13 @@ class MeasureRequest:
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
 
 
-#: The keywords `measure` took one by one before its objects held them (deprecated): each one's parameter, object, field.
+#: The keywords `measure` took one by one before its objects held them (deprecated): each one's parameter, that
+#: parameter's object and its field there (`dsprof._moved.moved_keywords`).
 MOVED_KEYWORDS = {
     "name": ("model", "ModelRef.of", "name"), "model_options": ("model", "ModelRef.of", "options"),
     "resolution": ("model", "ModelRef.of", "resolution"),
-    **{k: ("settings", "BackendSettings", k) for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")},
+    **{k: ("settings", "BackendSettings", k)
+       for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")},
     **{k: ("workloads", "Workloads", k) for k in ("variants", "model_variants", "blocks", "in_situ", "spans")},
 }
 
@@ -295,7 +304,6 @@ def measure(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-    clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None,
     **old: Any,
@@ -324,8 +332,10 @@ def measure(
     ``resolution=``; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
     ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``) still work for a release, with a
     `DeprecationWarning`. `measure_request` takes the same as a `MeasureRequest`; `open_session` times groups
-    given one at a time (what `dsprof.measure(calibrate=True)` does after the built ones).
+    given one at a time (what `dsprof.measure(calibrate=True)` does after the built ones). Both take the clock that
+    times CPU workloads (``clock=``: hardware-free tests), which ``measure(clock=)`` took before.
     """
+    clock = old_clock(old, "dsprof.profiler.measure")
     moved = moved_keywords("dsprof.profiler.measure", old, MOVED_KEYWORDS)
     if "model" in moved:
         given = moved["model"]
@@ -337,6 +347,16 @@ def measure(
     request = MeasureRequest(model, dict(extra_models or {}), settings, batch, workloads, timing, out, resume,
                              overwrite, select)
     return measure_request(request, progress=progress, clock=clock, log=log)
+
+
+def old_clock(old: dict[str, Any], verb: str) -> Clock:
+    """The ``clock=`` a call of ``verb`` was given (taken out of ``old``), with a `DeprecationWarning`; else the
+    default clock."""
+    if "clock" not in old:
+        return time.perf_counter_ns
+    warnings.warn(f"{verb}(clock=) goes in dsprof 0.2: the clock that times CPU workloads is "
+                  "dsprof.profiler.measure_request(clock=)'s and open_session(clock=)'s", DeprecationWarning, stacklevel=3)
+    return old.pop("clock")
 
 
 def measure_request(
@@ -497,8 +517,10 @@ class MeasureSession:
             # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
             timing = self._timing.first_group() if self._index == 0 else self._timing
             records = _measure_group(group, self._backend, self._settings, self._batch, timing, self._clock,
-                                     self._tmp / str(self._index), dict(self._common, group=f"{self._run_id}:{self._index}"))
-            records += self._probe.time(f"{self._run_id}:probe{self._index}")  # the machine's speed, right after the group
+                                     self._tmp / str(self._index),
+                                     dict(self._common, group=f"{self._run_id}:{self._index}"))
+            # the machine's speed, right after the group
+            records += self._probe.time(f"{self._run_id}:probe{self._index}")
             self._index += 1
             self._write(records)
             timed += records

@@ -4,14 +4,14 @@
 models that plans merge (each plan's merges written by the one rule, `dsprof.planning.decide.merge_rule`) and merged-model
 files are timed beside the original in its group, and each one's paired check is read from the run
 (`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
-records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machine over ssh
+records (`dsprof.workflows.calibrate.calibration_groups`), each built from the records timed before it and timed in
+the run's one `dsprof.profiler.runner.MeasureSession` (one file; a resumed run does not time again a calibration
+group the file holds; Ctrl-C keeps what is timed and says the calibration follows); with ``remote`` it runs on another machine over ssh
 (`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -34,8 +34,8 @@ from ..merging.rule import Merges, rule_kind
 from ..models import ModelRef
 from ..records.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings
-from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, open_session,
-                               timing_context)
+from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, old_clock,
+                               open_session, timing_context)
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from .calibrate import calibration_groups, check_calibration_request
@@ -177,12 +177,9 @@ def measure(
     `Measured`. The keywords of before (``name=``, ``options=``, ``resolution=``, ``weights=``; ``backend=``,
     ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``; ``variants=``, ``model_variants=``,
     ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``; ``ssh=``,
-    ``remote_python=``, ``remote_dir=``; ``say=``) still work for a release, with a `DeprecationWarning` that names
-    the parameter that holds each now."""
-    clock = old.pop("clock", time.perf_counter_ns)
-    if clock is not time.perf_counter_ns:
-        warnings.warn("dsprof.measure(clock=) goes in dsprof 0.2: the injectable clock is "
-                      "dsprof.profiler.measure(clock=)'s", DeprecationWarning, stacklevel=2)
+    ``remote_python=``, ``remote_dir=``; ``say=``; ``clock=``) still work for a release, with a `DeprecationWarning`
+    that names the parameter that holds each now."""
+    clock = old_clock(old, "dsprof.measure")
     moved = moved_keywords("dsprof.measure", old, MOVED_KEYWORDS)
     settings, batch, workloads, merge = _objects(settings, batch, workloads, merge, moved)
     host = _host(remote, moved.get("remote", {}))
@@ -191,8 +188,7 @@ def measure(
         raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
                          "device without it, or run dsprof there")
     if host and (settings.dtype != "fp32" or settings.channels_last):
-        raise UsageError("`remote=` times fp32 bundles: give `settings=BackendSettings(...)` without `dtype=` and "
-                         "`channels_last=True`")
+        raise UsageError("`remote=` times fp32 bundles: drop `settings.dtype=` and `settings.channels_last=True`")
     if not host:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
     ref = ModelRef.of(model, **moved.get("model", {}))
@@ -222,7 +218,8 @@ def measure(
                                                 lambda: session.records, session.context, session.spans,
                                                 existing=session.existing))
         except KeyboardInterrupt:
-            raise session.interrupted(" (then the groups `calibrate=True` plans from them)" if calibrate else "") from None
+            then = " (then the groups `calibrate=True` plans from them)" if calibrate else ""
+            raise session.interrupted(then) from None
     run = session.result()
     return Measured(run, merges, {n: paired_check(run.measurements, n) for n in extra})
 
