@@ -144,7 +144,7 @@ class MeasureResult:
     threads: int | None = None
     threads_given: bool = False
     contention: str | None = None
-    calibrated: int = 0  # of the ``new``, the workloads of the groups `--calibrate` planned from the others
+    calibrated: int = 0  # of the ``new``, the workloads of groups given after the built ones (`calibrate=True`'s)
 
 
 def default_batch(device: str) -> int:

@@ -31,6 +31,7 @@ from torch import nn
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
+from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
@@ -50,8 +51,10 @@ __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_
 IN_MODEL_ROUNDS = 3
 
 
-def check_calibration_request(model: Any, variants: Sequence[str], model_variants: Sequence[str], blocks: Any) -> None:
-    """Raise `UsageError` (one line, what to give) where a run cannot end with the calibration group."""
+def check_calibration_request(model: Any, workloads: Workloads) -> None:
+    """Raise `UsageError` (one line, what to give) where a run of ``model`` that times ``workloads`` cannot end with
+    the calibration group."""
+    variants, model_variants, blocks = workloads.variants, workloads.model_variants, workloads.blocks
     if not isinstance(model, str) and model_identity(model) is None:
         raise UsageError("`calibrate=True` merges the model by a plan, which names a registered model: give its name "
                          "(or a `model_file=`), or a module built by dsprof.models.get_model")

@@ -206,7 +206,7 @@ def measure(
             model_variants=workloads.model_variants, blocks=workloads.blocks, timing=timing)
         return Measured(None, merges, {}, imported)
     if calibrate:
-        check_calibration_request(net, workloads.variants, workloads.model_variants, workloads.blocks)
+        check_calibration_request(net, workloads)
     request = MeasureRequest(ModelRef.of(net, name=name, options=options, resolution=resolution), extra, settings,
                              batch, workloads, timing, out, resume, overwrite)
     with open_session(request, progress=bool(progress), clock=clock, log=log) as session:
