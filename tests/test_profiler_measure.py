@@ -346,3 +346,24 @@ def test_a_session_times_the_groups_it_is_given_in_one_file_and_resumes_them(tmp
     result = again.result()
     assert (result.new, result.skipped, result.calibrated) == (1, 2, 1)  # the later group's one workload
     assert len(read_measurements(tmp_path / "m.jsonl")) == 7
+
+
+def test_the_keywords_of_before_still_time_the_same_with_one_warning(tmp_path):
+    """`dsprof.profiler.measure`'s keywords of before (issue #44) time what the objects time, with one
+    DeprecationWarning that names each one's parameter and field now; `planned=` (the callback calibration was) is
+    gone."""
+    new = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                  workloads=Workloads(("original",), (), blocks="features.1"), timing=FAST, out=tmp_path / "new.jsonl",
+                  progress=False)
+    with pytest.warns(DeprecationWarning) as said:
+        old = measure("mobilenet_v2", resolution=32, threads=1, variants=("original",), model_variants=(),
+                      blocks="features.1", timing=FAST, out=tmp_path / "old.jsonl", progress=False)
+    assert [str(w.message) for w in said if w.category is DeprecationWarning] == [
+        "dsprof.profiler.measure(resolution=, threads=, variants=, model_variants=, blocks=) is now "
+        "dsprof.profiler.measure(model=ModelRef.of(resolution=), settings=BackendSettings(threads=), "
+        "workloads=Workloads(variants=, model_variants=, blocks=)); the keywords of before go in dsprof 0.2"]
+    key = lambda r: (r.scope, r.name, r.variant, r.spec, r.input_shape, r.threads, r.model_options)  # noqa: E731
+    assert [key(r) for r in old.measurements] == [key(r) for r in new.measurements]
+    assert [r.scope for r in old.measurements] == ["block", "probe"]
+    with pytest.raises(TypeError, match="'planned'"):
+        measure("mobilenet_v2", planned=lambda *a: [], out=tmp_path / "none.jsonl")
