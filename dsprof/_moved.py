@@ -70,9 +70,8 @@ def moved_keywords(verb: str, given: Mapping[str, Any], homes: Mapping[str, tupl
                    stacklevel: int = 3) -> dict[str, dict[str, Any]]:
     """The keywords of before that a call of ``verb`` (e.g. ``"dsprof.measure"``) was ``given``, sorted by the
     parameter that holds them now: ``homes`` maps each old keyword to (parameter, its object's type name, field), and
-    the answer maps each parameter to {field: value} (an empty type name: the keyword's value is the parameter's).
-    Says so once, with a `DeprecationWarning` that names each new parameter and field; a keyword ``homes`` does not
-    know is the `TypeError` Python raises for it."""
+    the answer maps each parameter to {field: value} (an empty type name: the keyword's value is the parameter's). Says so once, with a `DeprecationWarning` that names each new
+    parameter and field; a keyword ``homes`` does not know is the `TypeError` Python raises for it."""
     unknown = sorted(set(given) - set(homes))
     if unknown:
         raise TypeError(f"{verb.rpartition('.')[2]}() got an unexpected keyword argument {unknown[0]!r}")
