@@ -89,7 +89,7 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
 
 
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
-    with pytest.raises(UsageError, match="needs `workloads.variants=` with original and merged"):
+    with pytest.raises(UsageError, match=r"needs `workloads=Workloads\(variants=\)` with original and merged"):
         dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
                        workloads=Workloads(("original",), ("original",)), timing=FAST, out=tmp_path / "a.jsonl",
                        progress=False, calibrate=True)

@@ -174,9 +174,6 @@ def test_the_table_is_the_parsers_own():
     # a factory's own option, which no command takes: spelt as argparse spells a dest (as model_flags always did)
     ("`model_file='m.py:f', options={'drop_rate': 0.1}`", "measure", "--model-file m.py:f --drop-rate 0.1"),
     ("`dsprof.measure(resume=True)` repairs it", None, "`dsprof measure --resume` repairs it"),
-    # a field of an object parameter (`settings=BackendSettings(...)`, `workloads=Workloads(...)`): its field's option
-    ("or with `settings.threads=1`.", "measure", "or with --threads 1."),
-    ("it needs `workloads.variants=` with merged", "measure", "it needs --variants with merged"),
     ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),
     ("`dsprof.plan(joint=..., keep=3)` writes it", "report", "`dsprof plan --for ... --keep 3` writes it"),
     ("`dsprof.measure_few()`, `dsprof.build_lut()`", "plan", "`dsprof measure --few`, `dsprof build-lut`"),

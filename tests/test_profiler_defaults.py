@@ -38,7 +38,7 @@ def test_default_threads_is_one_and_recorded(tmp_path):
     assert result.threads == 1 and not result.threads_given
     assert all(r.threads == 1 for r in result.measurements)
     assert "the default" in threads_note(result.threads, result.threads_given)
-    assert "`settings.threads=`" in threads_note(2, True) and "2" in threads_note(2, True)  # `dsprof measure` says --threads
+    assert "`settings=BackendSettings(threads=)`" in threads_note(2, True) and "2" in threads_note(2, True)  # `dsprof measure` says --threads
 
 
 def _with_signals(record, share, switches, load=None):
@@ -59,7 +59,7 @@ def test_contention_rule(tmp_path):
     assert message is not None and "50%" in message and "load average 3.5" in message
     # several threads: a low share alone may be serial code; it also takes frequent preemption
     assert contention_message([_with_signals(record, 0.5, 60.0)] * 3, 2) is None
-    assert "`settings.threads=1`" in contention_message([_with_signals(record, 0.5, 300.0)] * 3, 2)
+    assert "`settings=BackendSettings(threads=1)`" in contention_message([_with_signals(record, 0.5, 300.0)] * 3, 2)
     # the median over groups decides: one contended group of three does not
     assert contention_message(quiet[:2] + busy_one[:1], 1) is None
     assert contention_message([], 1) is None

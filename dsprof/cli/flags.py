@@ -7,8 +7,7 @@ named otherwise than their option's ``dest``.
 
 What a message may write, inside backquotes (anything else is left as it is):
 
-- a run of parameters, ``name=value, name=value``: each becomes ``--flag value`` (a field of an object parameter,
-  ``settings.threads=1`` or ``workloads.variants=``, is its field's option); ``name=`` and ``name=True`` become
+- a run of parameters, ``name=value, name=value``: each becomes ``--flag value``; ``name=`` and ``name=True`` become
   ``--flag``; a quoted string its text; a list or tuple its items joined by commas; ``options={...}`` (a model's build
   options) one flag per option. The backquotes go: the command line names options bare.
 - a call of an API verb, ``dsprof.VERB(parameters)``: the command ``dsprof VERB --flag value ...``, in backquotes.
@@ -39,8 +38,7 @@ ALIASES: Mapping[str, Mapping[str, str]] = {
 VERBS: Mapping[str, str] = {"measure_few": "measure --few"}
 
 _NAME = r"[a-z_][a-z0-9_]*"
-_ONE = re.compile(rf"(?:{_NAME}\.)?({_NAME})=(.*)", re.S)  # one parameter (or an object's field: ``settings.threads=``);
-# ``out=``: named without a value (its flag alone)
+_ONE = re.compile(rf"({_NAME})=(.*)", re.S)  # one parameter; ``out=``: named without a value (its flag alone)
 _CALL = re.compile(rf"dsprof\.({_NAME})\((.*)\)")
 _SPAN = re.compile(r"`([^`\n]+)`")
 

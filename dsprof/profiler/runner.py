@@ -103,8 +103,8 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; `settings.threads=N` times with N threads)")
-    return f"CPU threads: {threads} (`settings.threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `settings=BackendSettings(threads=N)` times with N threads)")
+    return f"CPU threads: {threads} (`settings=BackendSettings(threads=)`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -128,7 +128,7 @@ def contention_message(records: Sequence[Measurement], threads: int | None) -> s
         f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
         f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
         "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
-        + (", or with `settings.threads=1`." if threads != 1 else ".")
+        + (", or with `settings=BackendSettings(threads=1)`." if threads != 1 else ".")
     )
 
 

@@ -66,9 +66,9 @@ def check_calibration_request(model: Any, workloads: Workloads) -> None:
         raise UsageError("`calibrate=True` merges the model by a plan, which names a registered model: give its name "
                          "(or a `model_file=`), or a module built by dsprof.models.get_model")
     if blocks is None or "merged" not in variants or "original" not in variants or "original" not in model_variants:
-        raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs `workloads.variants=` "
-                         "with original and merged (and linear), `workloads.model_variants=` with original, and blocks "
-                         "to time")
+        raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs "
+                         "`workloads=Workloads(variants=)` with original and merged (and linear), "
+                         "`workloads=Workloads(model_variants=)` with original, and blocks to time")
 
 
 def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],

@@ -188,7 +188,7 @@ def measure(
         raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
                          "device without it, or run dsprof there")
     if host and (settings.dtype != "fp32" or settings.channels_last):
-        raise UsageError("`remote=` times fp32 bundles: drop `settings.dtype=` and `settings.channels_last=True`")
+        raise UsageError("`remote=` times fp32 bundles: drop `settings=BackendSettings(dtype=, channels_last=True)`")
     if not host:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
     ref = ModelRef.of(model, **moved.get("model", {}))
