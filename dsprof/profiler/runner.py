@@ -103,8 +103,10 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; `settings=BackendSettings(threads=N)` times with N threads)")
-    return f"CPU threads: {threads} (`settings=BackendSettings(threads=)`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `settings=BackendSettings(threads=N)` times with N "
+                "threads)")
+    return (f"CPU threads: {threads} (`settings=BackendSettings(threads=)`); the default is {DEFAULT_CPU_THREADS}, "
+            "the setting that repeats best")
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -355,7 +357,8 @@ def old_clock(old: dict[str, Any], verb: str) -> Clock:
     if "clock" not in old:
         return time.perf_counter_ns
     warnings.warn(f"{verb}(clock=) goes in dsprof 0.2: the clock that times CPU workloads is "
-                  "dsprof.profiler.measure_request(clock=)'s and open_session(clock=)'s", DeprecationWarning, stacklevel=3)
+                  "dsprof.profiler.measure_request(clock=)'s and open_session(clock=)'s", DeprecationWarning,
+                  stacklevel=3)
     return old.pop("clock")
 
 
@@ -426,7 +429,8 @@ class MeasureSession:
                  saved_threads: int) -> None:
         self._saved_threads, self._threads_given = saved_threads, request.settings.threads is not None
         request, backend_impl = _checked(request)
-        check_measurement_out(request.out, request.resume, request.overwrite)  # before the model and its workloads are built (they take a while)
+        # before the model and its workloads are built (they take a while)
+        check_measurement_out(request.out, request.resume, request.overwrite)
         settings, batch, chosen = request.settings, request.batch, request.workloads
         ref = ModelRef.of(request.model)
         options, label, net = dict(ref.options), ref.name, ref.build()
@@ -449,7 +453,8 @@ class MeasureSession:
                 groups = [g for g in request.select(groups) if g]
         finally:
             torch.set_num_threads(timed_threads)
-        writer, existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
+        # after the workloads: a bad `workloads=Workloads(blocks=)` leaves no file behind
+        writer, existing = _open_output(path, request.resume, request.overwrite)
         self._stack = contextlib.ExitStack()
         try:
             self._writer = self._stack.enter_context(writer)
@@ -468,7 +473,8 @@ class MeasureSession:
             todo = [[w for w in g if _workload_key(w) not in done] for g in groups]
             self.todo = [g for g in todo if g]
             self.groups, self.existing, self.new_records = groups, existing, []
-            self.net, self.label, self.input_size, self.context, self.spans = net, label, input_size, context, chosen.spans
+            self.net, self.label, self.input_size, self.context = net, label, input_size, context
+            self.spans = chosen.spans
             self.threads, self._log, self._clock = threads, log, clock
             self._backend, self._settings, self._batch, self._timing = backend_impl, settings, batch, request.timing
             self._common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)

@@ -6,8 +6,8 @@ files are timed beside the original in its group, and each one's paired check is
 (`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
 records (`dsprof.workflows.calibrate.calibration_groups`), each built from the records timed before it and timed in
 the run's one `dsprof.profiler.runner.MeasureSession` (one file; a resumed run does not time again a calibration
-group the file holds; Ctrl-C keeps what is timed and says the calibration follows); with ``remote`` it runs on another machine over ssh
-(`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
+group the file holds; Ctrl-C keeps what is timed and says the calibration follows); with ``remote`` it runs on
+another machine over ssh (`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class Measured:
 _MODEL_KEYWORDS = {k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution", "weights")}
 _SETTINGS_KEYWORDS = {k: ("settings", "BackendSettings", k)
                       for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")}
-_WORKLOADS_KEYWORDS = {k: ("workloads", "Workloads", k) for k in ("variants", "model_variants", "blocks", "in_situ", "spans")}
+_WORKLOADS_KEYWORDS = {k: ("workloads", "Workloads", k)
+                       for k in ("variants", "model_variants", "blocks", "in_situ", "spans")}
 _MERGE_KEYWORDS = {k: ("merge", "MergeChoice", k) for k in ("lut", "device_key", "merge_by", "accept_modified")}
 _REMOTE_KEYWORDS = {"ssh": ("remote", "RemoteHost", "ssh"), "remote_python": ("remote", "RemoteHost", "python"),
                     "remote_dir": ("remote", "RemoteHost", "dir")}
