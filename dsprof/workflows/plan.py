@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -28,8 +29,9 @@ from ..records.importance import (
     is_importance_record,
     read_importance,
 )
+from .tiebreak import TieBreak, TieBroken, break_tie, tie_break_of
 
-__all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
+__all__ = ["PlannedContexts", "Planned", "TieBreak", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Planned:
     paths: tuple[Path, ...]
     plan_path: Path | None = None
     predicted: int = 0  # entries of the context predicted from another's (`dsprof measure --few`), not measured
+    tie_break: TieBroken | None = None  # with `tie_break=`: the tied plans timed, ``chosen`` their measured best
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,16 @@ def plan_to_file(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     plan_out: str | Path | None = None,
+    tie_break: TieBreak | float | None = None,
 ) -> Planned:
     """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
-    ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
+    ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file. With ``tie_break`` (a `TieBreak`, or
+    its seconds), the plans of the chosen k tied with it are timed here and the measured best is the plan chosen
+    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``)."""
     check_budget(budget_ms, speedup)  # before the LUT is read
+    tie_break = tie_break_of(tie_break, choosing=not (keep is None and budget_ms is None and speedup is None),
+                             importance=importance)
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
@@ -120,8 +128,15 @@ def plan_to_file(
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
+    broken = None
+    if tie_break is not None:
+        broken = break_tie(model, lut, front, chosen, tie_break, method=method)
+        chosen = broken.best.point
     paths = _write(front, out, chosen, chosen_path)
-    return Planned(front, chosen, paths, chosen_path if chosen is not None else None)
+    if broken is not None and out is not None:  # the front's JSON says what was measured
+        data = json.loads(paths[0].read_text())
+        atomic_write_text(paths[0], json.dumps({**data, "tie_break": broken.to_dict()}, indent=1) + "\n")
+    return Planned(front, chosen, paths, chosen_path if chosen is not None else None, tie_break=broken)
 
 
 @contextlib.contextmanager
@@ -213,6 +228,7 @@ def plan(
     joint: str | Sequence[str] | None = None,
     objective: str = "worst",
     accept_modified: bool = False,
+    tie_break: TieBreak | float | None = None,
 ) -> Planned | PlannedContexts:
     """`dsprof plan`: the plan of lowest predicted latency for every k of the registered ``model`` (built with
     ``options`` at ``resolution``), from ``lut`` (a LUT, its file, or several). One context (``device_key``, or the
@@ -220,7 +236,10 @@ def plan(
     (``keep``, ``budget_ms`` or ``speedup``). Several contexts: `plan_contexts_to_file`, each context's front and
     what its plans lose on the others, and with ``joint`` one plan for those contexts (``keep`` writes it). The files
     go to ``out`` and ``plan_out``. ``model`` is anything `dsprof.models.ModelRef.of` takes: a registered name, a
-    ``path.py:factory`` file or an ``nn.Module`` (named ``name``, else its class name)."""
+    ``path.py:factory`` file or an ``nn.Module`` (named ``name``, else its class name). ``tie_break`` (one context; a
+    `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k tied by price with it are timed
+    here paired with the original, and the measured best is the plan written."""
+    tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
     model = ModelRef.of(model, name=name, options=options, resolution=resolution)
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
@@ -232,6 +251,8 @@ def plan(
         if budget_ms is not None or speedup is not None:
             raise UsageError("several contexts: `budget_ms=` and `speedup=` choose within one; give `device_key=KEY` "
                              "(or `keep=K` with `joint=`)")
+        if tie_break is not None:
+            raise UsageError("several contexts: `tie_break=` times the plans of one, on its machine; give `device_key=KEY`")
         outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
                                         method=method, options=options, resolution=resolution, joint=joint,
                                         objective=objective, plan_out=plan_out)
@@ -242,5 +263,5 @@ def plan(
     device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
                            max_span=max_span, device=device, method=method, options=options, resolution=resolution,
-                           plan_out=plan_out)
+                           plan_out=plan_out, tie_break=tie_break)
     return replace(outcome, predicted=lut.predicted_count(outcome.front.device))
