@@ -91,12 +91,14 @@ def test_search_refuses_a_keep_that_leaves_nothing_to_choose(tmp_path, capsys, m
 def test_predict_refuses_a_plan_for_other_options(tmp_path, capsys):
     from dsprof.lut import build_lut
     from dsprof.lut.predict import predict_latency
-    from dsprof.profiler import TimingConfig, measure
+    from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+    from dsprof.models import ModelRef
 
     timing = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0, min_samples=3,
                           max_samples=3, budget_s=0.01, min_sample_s=0.0)
-    result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", variants=("original",),
-                     model_variants=(), timing=timing, out=tmp_path / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(blocks="features.1", variants=("original",), model_variants=()), timing=timing,
+                     out=tmp_path / "m.jsonl", progress=False)
     lut = tmp_path / "lut.csv"
     build_lut([result.path]).save(lut)
     with pytest.raises(PlanError, match=r"is for mobilenet_v2 with options \{\}, not \{'width': 1.4\}"):

@@ -23,9 +23,9 @@ from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan
 from dsprof.workflows.merge import merge
 from dsprof.merging.spans import span_runs, span_spec
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import best_plan, plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.workflows.report import report as write_report
 
 from conftest import randomise_bn
@@ -44,8 +44,9 @@ IMPORTANCE = [0.1, 0.3, 0.05, 0.2, 0.02, 0.4, 0.15, 0.25]
 
 def _measure(tmp, name, options, spans):
     out = tmp / f"{name}-{spans}.jsonl"
-    result = measure(name, model_options=options, resolution=32, variants=("original", "merged", "linear"),
-                     model_variants=("original",), spans=spans, timing=FAST, out=out, progress=False)
+    result = measure(ModelRef.of(name, options=options, resolution=32),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=spans),
+                     timing=FAST, out=out, progress=False)
     return rule_lut(build_lut([result.path]).save(out.with_suffix(".csv")), result.path)
 
 

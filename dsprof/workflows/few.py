@@ -24,7 +24,9 @@ from ..merging.spans import span_runs
 from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front
+from ..profiler.backends import BackendSettings
 from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
+from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 
@@ -152,11 +154,13 @@ def measure_few(
     spans = max(c.span for c in chosen)
     if lut_out is not None:
         check_output_path(lut_out)
-    run = measure(net, name=registered, model_options=options, resolution=resolution,
-                  variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
-                  model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
-                  spans=spans, timing=timing, out=out, resume=resume, overwrite=overwrite, progress=progress,
-                  select=_selector(keys, label), **context)
+    batch = context.pop("batch", None)
+    chosen_workloads = Workloads(variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
+                                 model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
+                                 spans=spans)
+    run = measure(ModelRef.of(net, name=registered, options=options, resolution=resolution),
+                  settings=BackendSettings(**context), batch=batch, workloads=chosen_workloads, timing=timing, out=out,
+                  resume=resume, overwrite=overwrite, progress=progress, select=_selector(keys, label))
     measured = build_lut([run.path])
     for context_key in measured.devices():
         missing = [k for k in keys if measured.find(k[1], k[2], context_key, scope=k[0]) is None]
