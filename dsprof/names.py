@@ -6,7 +6,7 @@ The engines' registries are keyed by these names (`dsprof.search.registry.SEARCH
 `dsprof.search.proxies.PROXIES`); tests check that they agree.
 """
 
-__all__ = ["BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
+__all__ = ["ACT_VARIANTS", "BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
            "IN_SITU_VARIANTS", "MERGE_BY", "MODEL_VARIANTS", "OLD_METHOD_NAMES", "PREDICT_METHODS", "PROXY_NAMES", "SEARCH_METHODS"]
 
 #: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`) and of the whole model, and what it times
@@ -20,6 +20,10 @@ DEFAULT_MODEL_VARIANTS = ("original", "flops_matched")
 PREDICT_METHODS = ("auto", "isolated", "in-model", "in-situ", "in-situ-scaled")
 #: The methods' names before "context" came to mean the device context only: read for one release, with a warning.
 OLD_METHOD_NAMES = {"context": "in-situ", "context-scaled": "in-situ-scaled"}
+#: A partial merge of a block (a plan at the level of activations, `dsprof.records.activations`), by where its run of
+#: units lies: holding the block's first unit (an inverted residual's expansion and depthwise, the Fused-MBConv form),
+#: its last (the depthwise and the projection), or neither.
+ACT_VARIANTS = ("fused-expand", "fused-project", "fused-inner")
 #: What a block can be swapped for while the whole model runs (`dsprof measure --in-situ`, `dsprof.profiler.insitu`).
 IN_SITU_VARIANTS = ("merged", "linear")
 #: How a plan without a ``merge`` list has it written (by the planner, `dsprof.planning.decide`): from a LUT (the rule
