@@ -9,9 +9,10 @@ The engines' registries are keyed by these names (`dsprof.search.registry.SEARCH
 __all__ = ["ACT_VARIANTS", "BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
            "IN_SITU_VARIANTS", "MERGE_BY", "MODEL_VARIANTS", "OLD_METHOD_NAMES", "PREDICT_METHODS", "PROXY_NAMES", "SEARCH_METHODS"]
 
-#: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`) and of the whole model, and what it times
-#: unless told otherwise.
-BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear")
+#: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`; ``fused-expand``, ``fused-project``: the
+#: block with one of its two activations removed and the run beside it merged, `ACT_VARIANTS`) and of the whole model,
+#: and what it times unless told otherwise.
+BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear", "fused-expand", "fused-project")
 MODEL_VARIANTS = ("original", "merged", "flops_matched")
 DEFAULT_BLOCK_VARIANTS = ("original", "merged", "flops_matched")
 DEFAULT_MODEL_VARIANTS = ("original", "flops_matched")

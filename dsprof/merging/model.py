@@ -30,7 +30,7 @@ from .spans import SpanLinearized
 from ..records.activations import ActLayout, run_variant
 from ..records.plan import Plan
 
-__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_report", "cost_table"]
+__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_partial", "merge_report", "cost_table"]
 
 REPORT_ATTR = "dsprof_merge_report"
 
@@ -132,26 +132,34 @@ def merge_model(
     return target
 
 
-def _merge_partials(target: nn.Module, names: list[str]) -> dict[int, BlockDecision]:
-    """Every run of every `PartialBlock` of ``target`` merged into one convolution, in place; per block, the decision
-    (its activations kept, some of them: ``keep`` True, ``merged`` False in the block view) naming what merged."""
-    out = {}
-    for path, part in [(n, m) for n, m in target.named_modules() if isinstance(m, PartialBlock)]:
-        done = []
-        n_units = max(stop for _, stop in part.runs)
-        for i, (stage, run) in enumerate(zip(list(part.stages), part.runs)):
-            if not isinstance(stage, Linearized):
-                continue
-            module, info = _merged(part.index, stage, path)
+def merge_partial(part: PartialBlock, name: str = "") -> list[tuple[tuple[int, int], str, BlockMergeInfo]]:
+    """Every linearised run of the `PartialBlock` ``part`` merged into one convolution (`merge_linearized`), in
+    place; per run, its units, its variant name (``fused-expand``...) and how it merged. ``name``: the block's, for
+    messages."""
+    done = []
+    n_units = max(stop for _, stop in part.runs)
+    for i, (stage, run) in enumerate(zip(list(part.stages), part.runs)):
+        if isinstance(stage, Linearized):
+            module, info = _merged(part.index, stage, name)
             part.stages[i] = module
-            variant = run_variant(ActLayout((False,) * n_units), run)
+            done.append((run, run_variant(ActLayout((False,) * n_units), run), info))
+    return done
+
+
+def _merge_partials(target: nn.Module, names: list[str]) -> dict[int, BlockDecision]:
+    """Every `PartialBlock` of ``target`` merged (`merge_partial`), in place; per block, the decision (its
+    activations kept, some of them: ``keep`` True, ``merged`` False in the block view) naming what merged."""
+    out = {}
+    for part in [m for m in target.modules() if isinstance(m, PartialBlock)]:
+        name, done = names[part.index], []
+        for run, variant, info in merge_partial(part, name):
             done.append(f"units {run[0]}..{run[1] - 1} merged ({variant}, MACs {info.linear_macs / 1e6:.2f}M -> "
                         f"{info.merged_macs / 1e6:.2f}M{'' if info.exact else ', NOT exact at the borders'})")
             if not info.exact:
-                warnings.warn(f"block {part.index} ({path}): {variant} merged with a border error of "
+                warnings.warn(f"block {part.index} ({name}): {variant} merged with a border error of "
                               f"{info.border_error:.2e} relative to max|y|; fine-tune with border='in_front' for an "
                               "exact merge", stacklevel=3)
-        out[part.index] = BlockDecision(part.index, names[part.index], part.spec, True, False,
+        out[part.index] = BlockDecision(part.index, name, part.spec, True, False,
                                         f"activations {list(part.acts)} kept; " + "; ".join(done))
     return out
 

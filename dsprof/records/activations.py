@@ -31,7 +31,7 @@ from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "keep_of_acts", "kept_activations",
-           "partial_runs", "run_variant", "segments"]
+           "partial_runs", "partial_states", "partial_variant", "run_variant", "segments"]
 
 #: Removable activations one block may list in a plan read from a file.
 MAX_BLOCK_ACTS = 64
@@ -123,9 +123,28 @@ def run_variant(layout: ActLayout, run: tuple[int, int]) -> str:
     """The name of a partial merge by where its run lies: ``fused-expand`` (holds the block's first unit),
     ``fused-project`` (its last), ``fused-inner`` (neither)."""
     start, stop = run
-    if start == 0 and stop == len(layout.units):
-        raise PlanError("a run of every unit of a block is the block's own merge, not a partial one")
     return ACT_VARIANTS[0] if start == 0 else ACT_VARIANTS[1] if stop == len(layout.units) else ACT_VARIANTS[2]
+
+
+def partial_variant(layout: ActLayout, acts: Sequence[int]) -> str | None:
+    """The LUT variant of a block in the partial state ``acts``: its one partial run's name (`run_variant`) for a
+    block of two removable activations (an inverted residual, a bottleneck, a chain of three), where that name is
+    the state's alone; None for a block of more (its states are merged, not yet timed) or a state that is not
+    partial."""
+    runs = partial_runs(layout, acts)
+    if layout.n_acts != 2 or len(runs) != 1:
+        return None
+    return run_variant(layout, runs[0])
+
+
+def partial_states(layout: ActLayout) -> dict[str, tuple[int, ...]]:
+    """{variant: acts} of every partial state of a block that the LUT times (`partial_variant`)."""
+    out = {}
+    for acts in ((0, 1), (1, 0)) if layout.n_acts == 2 else ():
+        variant = partial_variant(layout, acts)
+        if variant is not None:
+            out[variant] = acts
+    return out
 
 
 def segments(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], *, free_activation: bool = True,
