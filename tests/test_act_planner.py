@@ -10,6 +10,7 @@ that the numbers below are worked by hand from the architecture; a second LUT ma
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -145,3 +146,24 @@ def test_front_plans_merge_exactly(luts):
         with torch.no_grad():
             ref = linear(x)
             assert float((merged(x) - ref).abs().max() / ref.abs().max()) <= 1e-9
+
+
+def test_plan_unit_activation_from_the_command_line(luts, tmp_path):
+    """`dsprof plan --unit activation`: the front by kept activations, the chosen plan a plan file with ``acts``;
+    `dsprof merge` builds it. The block view stays the default (no ``acts`` in its plan file)."""
+    from cli_run import dsprof_here
+
+    model = ["--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RES)]
+    done = dsprof_here("plan", "--lut", str(luts["cheap"]), *model, "--unit", "activation", "--max-span", "1",
+                       "--keep", "7", "--out", str(tmp_path / "front.json"))
+    assert done.returncode == 0, done.stderr
+    plan = Plan.from_json((tmp_path / "front.plan.json").read_text())
+    assert kept_activations(plan.acts) == 7
+    front = json.loads((tmp_path / "front.json").read_text())
+    assert [p["k"] for p in front["points"]] == list(range(14)) and all("acts" in p for p in front["points"])
+    done = dsprof_here("merge", *model, "--plan", str(tmp_path / "front.plan.json"), "--out", str(tmp_path / "m.pt"))
+    assert done.returncode == 0, done.stderr
+    done = dsprof_here("plan", "--lut", str(luts["cheap"]), *model, "--max-span", "1", "--keep", "3",
+                       "--out", str(tmp_path / "blocks.json"))
+    assert done.returncode == 0, done.stderr
+    assert "acts" not in json.loads((tmp_path / "blocks.plan.json").read_text())

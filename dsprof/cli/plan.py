@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
-from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
@@ -52,6 +52,9 @@ def add(sub, fmt) -> None:
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
     add_accept_modified(p, "a LUT")
     p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--unit", default=PLAN_UNITS[0], choices=PLAN_UNITS,
+                   help="what k counts: blocks that keep their activations, or single activations kept (plans that "
+                        "keep one of a block's two activations and merge the run beside it: docs/activations.md)")
     p.add_argument("--plan-out", type=Path, default=None,
                    help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
     p.set_defaults(func=run)
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         model_ref_from_args(args), args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
         speedup=args.speedup, max_span=args.max_span, device_key=args.device_key, backend=args.backend,
         batch=args.batch, method=args.method, plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
+        unit=args.unit,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts

@@ -27,7 +27,7 @@ from ..lut.piece import Piece
 from ..lut.predict import predict_plan, prices_of
 from ..lut.prices import Prices
 from ..merging.partial import act_layouts
-from ..names import ACT_VARIANTS
+from ..names import ACT_VARIANTS, PLAN_UNITS
 from ..records.activations import partial_states
 from ..records.plan import Plan
 from .dp import Solution, best_per_k
@@ -37,8 +37,7 @@ from .planner import DEFAULT_MAX_SPAN, _Context, _check_found, _no_gain, _option
 
 __all__ = ["UNITS", "act_choices", "act_count", "plan_front_acts"]
 
-#: What the planner counts as kept: blocks (the default, DepthShrinker's) or single activations.
-UNITS = ("block", "activation")
+UNITS = PLAN_UNITS  # what the planner counts as kept: blocks (the default) or single activations
 
 
 def act_choices(prices: Prices, max_span: int) -> tuple[list[Piece], list[Piece]]:

@@ -42,7 +42,8 @@ class FrontPoint(Estimated):
         return {"k": self.k, "keep": list(self.plan.keep), "merge": list(self.plan.merge or ()),
                 "spans": [list(s) for s in self.plan.spans or ()], "speedup": self.speedup,
                 "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "latency_s": self.latency_s,
-                "low_s": self.low_s, "high_s": self.high_s, "importance": self.importance}
+                "low_s": self.low_s, "high_s": self.high_s, "importance": self.importance,
+                **({"acts": [list(a) for a in self.plan.acts]} if self.plan.acts is not None else {})}
 
 
 @dataclass(frozen=True)
