@@ -167,3 +167,54 @@ def test_plan_unit_activation_from_the_command_line(luts, tmp_path):
                        "--out", str(tmp_path / "blocks.json"))
     assert done.returncode == 0, done.stderr
     assert "acts" not in json.loads((tmp_path / "blocks.plan.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def full_lut(tmp_path_factory):
+    """MobileNetV2 as built (17 blocks, 33 removable activations) at 32 px: originals, merged, linear and the partial
+    states, the whole model; medians from the rule."""
+    d = tmp_path_factory.mktemp("actplan-full")
+    result = measure(NAME, resolution=RES, threads=1, variants=("original", "merged", "linear", *FUSED),
+                     model_variants=("original",), timing=FAST, out=d / "m.jsonl", progress=False)
+    build_lut([result.path]).save(d / "lut.csv")
+    ruled = rule_lut(d / "lut.csv", [result.path])
+    frame = ruled.to_dataframe()
+    frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3  # partial states cheap enough to be chosen
+    LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+
+
+@pytest.mark.parametrize("which", ["rule", "cheap"])
+def test_the_check_on_mobilenet_v2(full_lut, which):
+    """Issue #47's check on MobileNetV2 itself: at every number of kept activations that a block-front plan keeps,
+    the activation front is never slower (predicted), and where it keeps no partial block it is that same front."""
+    prices = prices_of(NAME, full_lut[which], resolution=RES)
+    counts = [1] + [2] * 16
+    blocks = plan_front(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
+    acts = plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
+    whole = {p.k: p.latency_s for p in plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1,
+                                                       prices=prices, partial=False).points}
+    by_k = {p.k: p for p in acts.points}
+    assert sorted(by_k) == list(range(34))
+    partial = 0
+    for point in blocks.points:
+        k_acts = sum(n for n, keep in zip(counts, point.plan.keep) if keep)
+        assert by_k[k_acts].latency_s <= point.latency_s * (1 + 1e-12)
+        assert min(whole[a] for a in (2 * point.k, 2 * point.k - 1) if a in whole) == pytest.approx(point.latency_s,
+                                                                                                   rel=1e-12)
+        if any(any(a) and not all(a) for a in by_k[k_acts].plan.acts):
+            partial += 1
+            assert by_k[k_acts].latency_s < point.latency_s
+        else:
+            assert by_k[k_acts].latency_s == pytest.approx(whole[k_acts], rel=1e-12)
+    assert (partial > 0) == (which == "cheap")
+
+
+def test_unit_refusals(luts):
+    import dsprof
+    from dsprof.errors import UsageError
+
+    with pytest.raises(UsageError, match="counts one of block, activation"):
+        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="act")
+    with pytest.raises(UsageError, match="without importance"):
+        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="activation", importance=[0.1] * 7)
