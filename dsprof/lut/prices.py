@@ -225,9 +225,10 @@ class Prices:
                 i = piece.start
                 if piece.kept and partial_runs(layouts[i], plan.acts[i]):
                     variant = partial_variant(layouts[i], plan.acts[i])
-                    pieces[n] = (self.partial(i, variant) if variant is not None else
-                                 Piece(i, i + 1, "partial", math.nan, math.nan, kept=True, missing=f"block {self.blocks[i].spec.to_str()} "
-                                       f"with activations {list(plan.acts[i])} (a partial state the LUT does not time)"))
+                    what = f"block {self.blocks[i].spec.to_str()} with activations {list(plan.acts[i])}"
+                    pieces[n] = (self.partial(i, variant) if variant is not None else Piece(
+                        i, i + 1, "partial", math.nan, math.nan, kept=True,
+                        missing=f"{what} (a partial state of more than two activations: not timed yet)"))
         return pieces
 
     def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
