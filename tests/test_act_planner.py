@@ -159,6 +159,9 @@ def test_plan_unit_activation_from_the_command_line(luts, tmp_path):
     assert done.returncode == 0, done.stderr
     plan = Plan.from_json((tmp_path / "front.plan.json").read_text())
     assert kept_activations(plan.acts) == 7
+    shown = " ".join("".join(map(str, a)) for a in plan.acts)  # the table shows each block's activations
+    assert "activations kept" in done.stdout and any(line.startswith(" 7 ") and shown in line
+                                                     for line in done.stdout.splitlines())
     front = json.loads((tmp_path / "front.json").read_text())
     assert [p["k"] for p in front["points"]] == list(range(14)) and all("acts" in p for p in front["points"])
     done = dsprof_here("merge", *model, "--plan", str(tmp_path / "front.plan.json"), "--out", str(tmp_path / "m.pt"))
