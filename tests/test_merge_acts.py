@@ -123,10 +123,11 @@ class _RefBottleneck(nn.Module):
 
 def test_resnet_bottlenecks_with_their_shared_relu():
     """ResNet-50: one ReLU module serves all three activations of a block and the one after the addition (the tail,
-    kept): the partial block copies it where kept and leaves it out where not."""
+    kept): the partial block copies it where kept and leaves it out where not; with a projection shortcut at
+    stride 2 (block 3)."""
     model = _model("resnet50")
     blocks = find_blocks(model, (RES, RES))
-    acts = _alternating(blocks)
+    acts = _alternating(blocks)[:4] + [(1, 1)] * (len(blocks) - 4)  # layer1 and the first of layer2 (stride 2)
     merged = merge_model(model, Plan.from_acts("resnet50", acts, border="in_place"))
     ref = copy.deepcopy(model)
     for block, a in zip(blocks, acts):
