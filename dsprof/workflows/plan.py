@@ -22,7 +22,9 @@ from ..models.registry import model_entry
 from ..planning.contexts import ContextFronts, plan_contexts
 from ..planning.front import Front, FrontPoint, check_budget, resolve_k
 from ..planning.minimax import JointPoint
+from ..planning.activations import plan_front_acts
 from ..planning.planner import plan_front
+from ..names import PLAN_UNITS
 from ..records.importance import (
     check_importance_model,
     importance_resolution_note,
@@ -111,20 +113,28 @@ def plan_to_file(
     resolution: int | None = None,
     plan_out: str | Path | None = None,
     tie_break: TieBreak | float | None = None,
+    unit: str = PLAN_UNITS[0],
 ) -> Planned:
     """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file. With ``tie_break`` (a `TieBreak`, or
     its seconds), the plans of the chosen k tied with it are timed here and the measured best is the plan chosen
-    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``)."""
+    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``). ``unit="activation"``:
+    k counts kept activations, the plans carry ``acts`` (`dsprof.planning.activations.plan_front_acts`; no importance,
+    no tie-break)."""
     check_budget(budget_ms, speedup)  # before the LUT is read
+    _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break, choosing=not (keep is None and budget_ms is None and speedup is None),
                              importance=importance)
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
-        front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                           name=model.name, options=model.options, resolution=model.resolution)
+        if unit == "activation":
+            front = plan_front_acts(model, lut, max_span=max_span, device=device, method=method, name=model.name,
+                                    options=model.options, resolution=model.resolution)
+        else:
+            front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
+                               name=model.name, options=model.options, resolution=model.resolution)
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
@@ -137,6 +147,19 @@ def plan_to_file(
         data = json.loads(paths[0].read_text())
         atomic_write_text(paths[0], json.dumps({**data, "tie_break": broken.to_dict()}, indent=1) + "\n")
     return Planned(front, chosen, paths, chosen_path if chosen is not None else None, tie_break=broken)
+
+
+def _check_unit(unit: str, importance: Any, tie_break: Any = None) -> None:
+    """Refuse a planner unit that is not one (`PLAN_UNITS`), and importance or a tie-break at the level of
+    activations."""
+    if unit not in PLAN_UNITS:
+        raise UsageError(f"`unit={unit!r}`: the planner counts one of {', '.join(PLAN_UNITS)}")
+    if unit == "activation" and importance is not None:
+        raise UsageError("`unit='activation'` plans without importance (an importance file scores blocks): drop "
+                         "`importance=`, or plan with `unit='block'`")
+    if unit == "activation" and tie_break is not None:
+        raise UsageError("`unit='activation'` plans without a tie-break (its candidates are block plans): drop "
+                         "`tie_break=`, or plan with `unit='block'`")
 
 
 @contextlib.contextmanager
@@ -229,6 +252,7 @@ def plan(
     objective: str = "worst",
     accept_modified: bool = False,
     tie_break: TieBreak | float | None = None,
+    unit: str = PLAN_UNITS[0],
 ) -> Planned | PlannedContexts:
     """`dsprof plan`: the plan of lowest predicted latency for every k of the registered ``model`` (built with
     ``options`` at ``resolution``), from ``lut`` (a LUT, its file, or several). One context (``device_key``, or the
@@ -238,7 +262,10 @@ def plan(
     go to ``out`` and ``plan_out``. ``model`` is anything `dsprof.models.ModelRef.of` takes: a registered name, a
     ``path.py:factory`` file or an ``nn.Module`` (named ``name``, else its class name). ``tie_break`` (one context; a
     `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k tied by price with it are timed
-    here paired with the original, and the measured best is the plan written."""
+    here paired with the original, and the measured best is the plan written. ``unit``: what k counts, kept blocks
+    (the default) or kept activations (``"activation"``: plans at the level of single activations, one context,
+    `plan_to_file`)."""
+    _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
     model = ModelRef.of(model, name=name, options=options, resolution=resolution)
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
@@ -248,6 +275,8 @@ def plan(
         raise UsageError("`joint=` plans for several contexts; `device_key=`, `backend=` and `batch=` pick one: give "
                          "one or the other")
     if not picked and len(lut.devices()) > 1:
+        if unit != PLAN_UNITS[0]:
+            raise UsageError("`unit='activation'` plans one context: give `device_key=KEY` (or `backend=`, `batch=`)")
         if budget_ms is not None or speedup is not None:
             raise UsageError("several contexts: `budget_ms=` and `speedup=` choose within one; give `device_key=KEY` "
                              "(or `keep=K` with `joint=`)")
@@ -263,5 +292,5 @@ def plan(
     device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
                            max_span=max_span, device=device, method=method, options=options, resolution=resolution,
-                           plan_out=plan_out, tie_break=tie_break)
+                           plan_out=plan_out, tie_break=tie_break, unit=unit)
     return replace(outcome, predicted=lut.predicted_count(outcome.front.device))
