@@ -142,7 +142,9 @@ def register_model_file(spec: str) -> str:
         return _call(path, name, factory, resolution, num_classes)
 
     build.__name__ = name
-    build.dsprof_model_file = str(spec)  # type: ignore[attr-defined]  # how messages suggest commands for it
+    # how messages suggest commands for it: the resolved path, which runs from any folder (and whichever spelling
+    # of the path registered it first)
+    build.dsprof_model_file = f"{resolved}:{name}"  # type: ignore[attr-defined]
     register_model(label, default_resolution=resolution, family="file", description=f"{name} from {resolved}")(build)
     _REGISTERED[label] = resolved
     return label
