@@ -16,6 +16,7 @@ import importlib.machinery
 import sys
 import types
 import warnings
+from typing import Any, Mapping
 
 #: old module -> the modules that hold its names now, searched in order.
 MOVED = {
@@ -60,3 +61,29 @@ def install() -> None:
     """Put the old names into ``sys.modules`` (once; a real module of that name, if any, is left alone)."""
     for old, homes in MOVED.items():
         sys.modules.setdefault(old, MovedModule(old, homes))
+
+
+def moved_keywords(verb: str, given: Mapping[str, Any], homes: Mapping[str, tuple[str, str, str]],
+                   stacklevel: int = 3) -> dict[str, dict[str, Any]]:
+    """The keywords of before that a call of ``verb`` (e.g. ``"dsprof.measure"``) was ``given``, sorted by the
+    parameter that holds them now: ``homes`` maps each old keyword to (parameter, its object's type name, field), and
+    the answer maps each parameter to {field: value} (an empty type name: the keyword's value is the parameter's). Says so once, with a `DeprecationWarning` that names each new
+    parameter and field; a keyword ``homes`` does not know is the `TypeError` Python raises for it."""
+    unknown = sorted(set(given) - set(homes))
+    if unknown:
+        raise TypeError(f"{verb.rpartition('.')[2]}() got an unexpected keyword argument {unknown[0]!r}")
+    moved: dict[str, dict[str, Any]] = {}
+    for keyword, value in given.items():
+        moved.setdefault(homes[keyword][0], {})[homes[keyword][2]] = value
+    if moved:
+        now = ", ".join(
+            _now(parameter, homes[next(k for k in given if homes[k][0] == parameter)][1], fields)
+            for parameter, fields in moved.items())
+        warnings.warn(f"{verb}({'=, '.join(given)}=) is now {verb}({now}); the keywords of before go in dsprof 0.2",
+                      DeprecationWarning, stacklevel=stacklevel)
+    return moved
+
+
+def _now(parameter: str, kind: str, fields: Mapping[str, Any]) -> str:
+    """``workloads=Workloads(variants=, spans=)``, or ``progress=`` where the keyword is the parameter's value."""
+    return f"{parameter}={kind}({', '.join(f'{f}=' for f in fields)})" if kind else f"{parameter}="

@@ -191,7 +191,7 @@ def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp
     said = str(caught.value)
     assert said == "`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)"
     assert not FLAG.search(said)
-    with pytest.raises(UsageError, match="`budget_ms=` is the predicted latency per batch"):
+    with pytest.raises(UsageError, match=r"`budget=LatencyBudget\(budget_ms=\)` is the predicted latency per batch"):
         check_budget(-1.0, None)
     # the same errors on the command line: one line, the flags the user typed
     assert main(["merge", "--model", "mobilenet_v2", "--resolution", "32", "--plan", "mbv2-ds-a", "--merge-by", "lut",

@@ -13,7 +13,7 @@ from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
-from .options import add_accept_modified, add_model_args, keep_arg, model_ref_from_args
+from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, pricing_from_args
 
 
 def add(sub, fmt) -> None:
@@ -61,10 +61,13 @@ def run(args: argparse.Namespace) -> int:
     from ..api import plan
     from ..workflows.plan import PlannedContexts
 
+    from ..planning.front import LatencyBudget
+
     outcome = plan(
-        model_ref_from_args(args), args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
-        speedup=args.speedup, max_span=args.max_span, device_key=args.device_key, backend=args.backend,
-        batch=args.batch, method=args.method, plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
+        model_ref_from_args(args), [load_lut(path, args.accept_modified) for path in args.lut], keep=args.keep,
+        budget=LatencyBudget(args.budget_ms, args.speedup), importance=args.importance,
+        pricing=pricing_from_args(args), joint=args.joint, objective=args.objective, out=args.out,
+        plan_out=args.plan_out,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts

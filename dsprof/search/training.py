@@ -225,7 +225,7 @@ def save_training_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
 def load_training_checkpoint(path: str | Path) -> dict[str, Any]:
     """A checkpoint written by `save_training_checkpoint` (``weights_only=True``: no code runs)."""
     return load_torch_payload(path, CHECKPOINT_FORMAT, "dsprof training checkpoint",
-                              "nothing to resume (drop `resume=True` to start afresh)")
+                              "nothing to resume (drop `run=TrainRun(resume=True)` to start afresh)")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
