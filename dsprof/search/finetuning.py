@@ -187,8 +187,8 @@ def finetune(
 def _what_to_train(plan, model: Any, options) -> tuple[Plan | None, str, dict[str, Any]]:
     """The plan (read), the model's name and its build options: the plan's (checked against ``model`` and
     ``options`` where a model is given: `check_plan`), or ``model`` (a name or a `ModelRef`) and ``options``."""
-    if model is not None and not isinstance(model, str):  # a ModelRef: its name (or model file) and options
-        model, options = model.file or model.name, dict(model.options)
+    if model is not None and not isinstance(model, str):  # a ModelRef: its name and options
+        model, options = model.name, dict(model.options)
     if plan is not None:
         plan = Plan.coerce(plan)
         if model is not None or options:

@@ -123,7 +123,7 @@ def search(
     options, resolution = fields.get("options"), fields.get("resolution")
     if not isinstance(model, str) or fields:  # a module passed as an object (or a `ModelRef`): the one reference
         ref = ModelRef.of(model, options=options, resolution=resolution)
-        model = ref if ref.is_module else (model if isinstance(model, str) else ref.file or ref.entry)
+        model = ref if ref.is_module else ref.entry  # a model file: the name it is registered (and measured) by
         options, resolution = ref.options, ref.resolution
         weights = weights if weights is not None else (ref.weights or None)
     if resolution is None:
