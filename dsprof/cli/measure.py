@@ -12,9 +12,9 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
 from .flags import command_line_text
-from .options import (CliError, add_model_args, add_timing_args, add_workload_args, compile_from_args,
-                      merge_choice_from_args, model_options_from_args, model_ref_from_args, remote_from_args,
-                      settings_from_args, timing_from_args, weights_from_args, workloads_from_args)
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, merge_choice_from_args,
+                      model_options_from_args, model_ref_from_args, remote_from_args, settings_from_args,
+                      timing_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
