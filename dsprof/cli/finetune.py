@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..records.plan import load_plan
+from ..search.settings import DistillSettings, TrainRun
 from .flags import command_line_text
 from .options import (add_accept_modified, add_merge_by_arg, add_model_args, load_lut, model_options_from_args,
                       on_interrupt, weights_from_args)
@@ -44,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..lut.choice import MergeChoice
     from ..models.ref import ModelRef
-    from ..search.settings import DistillSettings, TrainRun
 
     plan = load_plan(args.plan) if args.plan else None
     options, weights = model_options_from_args(args), weights_from_args(args)

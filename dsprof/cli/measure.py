@@ -12,7 +12,7 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
 from .flags import command_line_text
-from .options import (CliError, add_model_args, add_timing_args, add_workload_args, merge_choice_from_args,
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, load_lut, merge_choice_from_args,
                       model_options_from_args, model_ref_from_args, remote_from_args, settings_from_args,
                       timing_from_args, workloads_from_args)
 
@@ -117,7 +117,6 @@ def _few(args: argparse.Namespace) -> int:
     if args.remote:
         raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
     from ..lut.choice import Pricing
-    from .options import load_lut
 
     options = model_options_from_args(args)
     result = measure_few(

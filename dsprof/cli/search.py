@@ -9,6 +9,7 @@ from pathlib import Path
 from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
+from ..search.settings import GateSettings, TrainRun
 from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, on_interrupt
 from .training import ThreadUse, add_proxy_args, add_training_args, checkpoint_note, proxy_settings, train_config
 
@@ -60,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from ..lut.choice import Pricing
     from ..planning.front import LatencyBudget
     from ..search.registry import search
-    from ..search.settings import GateSettings, TrainRun
 
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
     kept = (lambda: checkpoint_note(checkpoint)) if args.method == "differentiable" else (

@@ -261,9 +261,11 @@ class LatencyBudget:
 def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     """Refuse a latency budget or a speed-up that no plan can meet by construction: each must be above 0."""
     if budget_ms is not None and not budget_ms > 0:
-        raise UsageError(f"`budget=LatencyBudget(budget_ms=)` is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
+        raise UsageError(f"`budget=LatencyBudget(budget_ms=)` is the predicted latency per batch to stay within, above "
+                         f"0 ms; got {budget_ms:g}")
     if speedup is not None and not speedup > 0:
-        raise UsageError(f"`budget=LatencyBudget(speedup=)` is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
+        raise UsageError(f"`budget=LatencyBudget(speedup=)` is the predicted speed-up over the original to reach "
+                         f"(e.g. 1.3), above 0; "
                          f"got {speedup:g}")
 
 

@@ -26,7 +26,8 @@ from ..profiler.runner import measure
 from ..records.stats import Speedup, paired_speedup
 from ..units import percent
 
-__all__ = ["CheckSettings", "PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name"]
+__all__ = ["CheckSettings", "PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check",
+           "planned_name"]
 
 
 @dataclass(frozen=True)
