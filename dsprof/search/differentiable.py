@@ -96,8 +96,7 @@ def _search_hooks(gates, loop: Loop, config: TrainConfig, anneal_epochs: float, 
         if spread > runaway_spread(score_init):
             lines.append(f"warning: the gate scores ran away (spread {spread:.3g} > {runaway_spread(score_init):.3g}: "
                          f"{', '.join(f'{v:.3g}' for v in gates.scores.tolist())}); their ranking reflects the blow-up, "
-                         "not importance: use `settings=GateSettings(score_normalize=True, score_bound=)`, or lower "
-                         "`settings=GateSettings(score_lr=)`")
+                         "not importance: use `score_normalize=True` and `score_bound=`, or lower `score_lr=`")
         return {"keep": list(gates.keep()), "ranking": gates.ranking(), "score_spread": spread}, lines
 
     return EpochHooks(record, save, before_step=before_step, after_step=gates.clamp_, before_eval=before_eval)
