@@ -82,6 +82,9 @@ def rule_lut(lut_path: str | Path, records: str | Path | Iterable[str | Path],
     # paired ratios (in-model pieces, the calibration group) were timed, not ruled: a prediction that read them
     # would mix the clock with the rule, so each entry's ratio is its ruled median's (NaN: none)
     frame["ratio"] = frame["ratio_se"] = float("nan")
+    # nor how much of the CPU the run got: on a busy machine every run is contended, and its figures would be labelled
+    # drafts ("draft: LUT run contended, ..."); the rule's table records no share
+    frame["cpu_share"] = float("nan")
     fixed = LUT(frame, str(lut_path))
     fixed.save(lut_path)
     return fixed

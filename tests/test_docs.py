@@ -156,3 +156,13 @@ def test_the_model_zoo_table_is_the_same_in_the_readme_and_the_docs():
 
     readme, docs = zoo(README.read_text()), zoo((DOCS / "models.md").read_text())
     assert len(readme) >= 8 and readme == docs
+
+
+def test_the_development_page_code_runs_as_written():
+    """docs/development.md's python blocks: each concept imported from its one home (issue #44)."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert blocks, "docs/development.md shows no code"
+    for block in blocks:
+        exec(compile(block, "docs/development.md", "exec"), {})
+

@@ -195,8 +195,8 @@ def test_runner_imports_only_the_standard_library_numpy_runtimes_and_the_carried
     absolute, relative = _imports(RUNNER)
     assert absolute - allowed == set()
     assert "dsprof" not in absolute
-    assert sorted(relative) == ["..profiler:cpu_share", "..profiler:hardware", "..profiler:sessions",
-                                "..profiler:timing_loop"]  # inside dsprof; a bundle imports the copies
+    assert sorted(relative) == ["..portable:cpu_share", "..portable:hardware", "..portable:sessions",
+                                "..portable:timing_loop"]  # inside dsprof; a bundle imports the copies
     # hardware asks torch for its CUDA, if any, and pkg_resources for versions on Python < 3.8; sessions is given the
     # runtime's module, it imports none
     for carried, optional in zip(CARRIED, (set(), {"torch", "pkg_resources"}, set(), set())):

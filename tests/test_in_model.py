@@ -26,21 +26,28 @@ def test_pieces_that_save_what_they_saved_alone_keep_their_price():
 
 
 def test_scale_floor_and_price_by_hand():
-    # five pieces save 1 ms alone each; inside the model 0.6, 1.0 and three times 0.8 ms, each to 0.1 ms: scale 0.8
+    # five pieces save 1 ms alone each; inside the model 0.6, 1.0 and three times 0.8 ms, each to 0.1 ms: line 0.8
     alone = [0.001] * 5
     measured = [0.0006, 0.0010, 0.0008, 0.0008, 0.0008]
     se = [0.0001] * 5
     im = InModel.estimate(_pieces(alone, measured, se), R)
-    assert im.scale == pytest.approx(0.8) and im.scales == {"span": pytest.approx(0.8), "block": pytest.approx(0.8)}
-    # residuals -0.2, 0.2, 0, 0, 0 ms; less their noise (0.1 ms)^2: 0.03, 0.03, -0.01, -0.01, -0.01 ms^2. The half of
-    # the pieces that save least alone (at least 3; all save 1 ms: the first three) give tau0^2, the median of
-    # 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
+    # the line's standard error: residuals -0.2, 0.2, 0, 0, 0 ms; each piece's variance max(r^2 5/4, 0.1^2) = 0.05,
+    # 0.05, 0.01, 0.01, 0.01 ms^2; se^2 = sum(alone^2 v) / (sum alone^2)^2 = 1 x 0.13 / 5^2 (ms^2, alone in ms) =
+    # 0.0052. Shrunk toward 1 with a prior sd of 0.5 (w0 = 4): (0.8 / 0.0052 + 4) / (1 / 0.0052 + 4)
+    w = 1 / 0.0052
+    c = (0.8 * w + 4) / (w + 4)
+    assert c == pytest.approx(0.80408, abs=1e-5)
+    assert im.fitted == pytest.approx(0.8) and im.scale == pytest.approx(c, rel=1e-9)
+    assert im.scales == {"span": pytest.approx(c, rel=1e-9), "block": pytest.approx(c, rel=1e-9)}
+    # residuals around the (unshrunk) line -0.2, 0.2, 0, 0, 0 ms; less their noise (0.1 ms)^2: 0.03, 0.03, -0.01,
+    # -0.01, -0.01 ms^2. The half of the pieces that save least alone (at least 3; all save 1 ms: the first three) give
+    # tau0^2, the median of 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
     assert im.floor_s == pytest.approx(math.sqrt(0.03e-6)) and im.spread == 0.0
-    assert im.scale_se == pytest.approx(math.sqrt(2 * 0.0002 ** 2) / 0.005 / 0.8)
+    assert im.scale_se == pytest.approx(1 / math.sqrt(w + 4) / c, rel=1e-9)  # the shrunk scale's, relative
     # every piece, timed or not, at the scale times its saving alone, known to tau (its own measurement, one group,
     # does not move it: the planner would pick the pieces that measured high)
-    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), True)
-    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(0.0008), pytest.approx(math.sqrt(0.03e-6)), False)
+    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), True)
+    assert im.price(9, 10, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), False)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.03e-6))  # tau0 whatever it saves alone
     assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
 
@@ -59,8 +66,14 @@ def test_spans_and_lone_blocks_get_a_scale_each():
     assert im.spread == 0.0 and im.floor_s == pytest.approx(0.0, abs=1e-12)
     # with two spans only, spans take the line through every piece
     few = InModel.estimate(spans[:2] + lone, R)
-    line = (2 * 0.0004 * 0.002 + 3 * 0.0011 * 0.001) / (2 * 0.002 ** 2 + 3 * 0.001 ** 2)
-    assert few.scales == {"span": pytest.approx(line), "block": pytest.approx(1.1)}
+    line = (2 * 0.0004 * 0.002 + 3 * 0.0011 * 0.001) / (2 * 0.002 ** 2 + 3 * 0.001 ** 2)  # 4.9 / 11 = 0.4455
+    # ... shrunk toward 1: residuals 0.4 - 2 line (twice) and 1.1 - line (three times), ms; variances r^2 x 5/4
+    # (no measurement error given); se^2 = sum a^2 v / (sum a^2)^2, a = 2, 2, 1, 1, 1 ms
+    r_span, r_lone = 0.4 - 2 * line, 1.1 - line
+    se2 = 1.25 * (2 * 4 * r_span ** 2 + 3 * r_lone ** 2) / 11 ** 2
+    shrunk = (line / se2 + 4) / (1 / se2 + 4)
+    assert few.fitted == pytest.approx(line)
+    assert few.scales == {"span": pytest.approx(shrunk), "block": pytest.approx(1.1)}
 
 
 def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
@@ -96,12 +109,13 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     from dsprof.lut import LUT, model_label, predict_latency
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
     ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
     row = frame[frame.scope == "model"].iloc[0].to_dict()
     row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
@@ -114,6 +128,20 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     u = 1 - 1 / pred.speedup
     spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
+    # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
+    # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
+    row.update(ratio_se=0.0105)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    shrunk = (625 * 0.8 + 4) / 629
+    assert pred.total_s == pytest.approx(0.020 - shrunk * 3 * 0.00075, rel=1e-9)
+    assert f"together they save x{shrunk:.3f} of their sum" in pred.systematic_source
+    assert f"(x0.800, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
+    low = min(1.0, shrunk)
+    spread = math.sqrt((1 - low) ** 2 / 12 + (shrunk - (1 + low) / 2) ** 2) / shrunk
+    factor = math.hypot(spread, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
+    u = 1 - 1 / pred.speedup
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
 
 
 def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
@@ -127,12 +155,13 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     from dsprof.lut import LUT, model_label, predict_latency
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
     from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
 
     def predicted(ratio):
         row = frame[frame.scope == "model"].iloc[0].to_dict()
@@ -152,3 +181,44 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     assert pred.speedup_low < worst < pred.speedup
     # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
     assert predicted(1 - 0.2625).systematic == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_prior_and_the_weight_of_a_scale_by_hand():
+    """`shrink`: the precision-weighted mean of an estimate and 1 (prior sd 0.5: weight 4)."""
+    from dsprof.lut.inmodel import PRIOR_SD, shrink
+
+    assert PRIOR_SD == 0.5
+    value, se = shrink(1.8, 0.5)  # as sure as the prior: halfway
+    assert value == pytest.approx(1.4) and se == pytest.approx(1 / math.sqrt(8))
+    assert shrink(0.3, 0.05)[0] == pytest.approx((0.3 * 400 + 4) / 404)  # well pinned: hardly moved
+    assert shrink(1.77, 0.0) == (1.77, 0.0) and shrink(1.77, math.nan)[0] == 1.77  # exact, or unknown: as it is
+
+
+def test_pieces_that_save_nearly_nothing_alone_hardly_move_the_scale():
+    """Issue #46's pvrD: a lone-block scale of x1.77 fitted to pieces that save almost nothing alone. Five pieces on
+    the line 1.77 exactly, each measured to 0.02 ms inside the 10 ms model: saving 0.02 ms alone each, the line's
+    se^2 = sigma^2 / sum alone^2 = 0.02^2 / (5 x 0.02^2) = 1/5 (weight 5 against the prior's 4); saving 1 ms alone
+    each, se^2 = 0.02^2 / 5 (weight 12 500)."""
+    small = InModel.estimate(_pieces([0.00002] * 5, [1.77 * 0.00002] * 5, [0.00002] * 5), R)
+    assert small.fitted == pytest.approx(1.77) and small.scale == pytest.approx((5 * 1.77 + 4) / 9)  # 1.428
+    assert small.scale_se == pytest.approx(1 / 3 / small.scale)
+    big = InModel.estimate(_pieces([0.001] * 5, [0.00177] * 5, [0.00002] * 5), R)
+    assert big.scale == pytest.approx((12_500 * 1.77 + 4) / 12_504)  # 1.7698
+    assert "x1.428 (+-23.3%, x1.770 before shrinking toward 1)" in small.describe()
+
+
+def test_fewer_pieces_than_the_scales_need_give_one_line_shrunk():
+    """One piece saving 1 ms alone and 0.5 ms inside the model, to 0.25 ms: the line 0.5, se 0.25 (weight 16)."""
+    one = _pieces([0.001], [0.0005], [0.00025])
+    assert InModel.estimate(one, R) is None  # not enough for the scales of each kind
+    im = InModel.estimate(one, R, minimum=1)
+    assert im.few and im.fitted == pytest.approx(0.5)
+    assert im.scale == pytest.approx((16 * 0.5 + 4) / 20) and im.scale_se == pytest.approx(1 / math.sqrt(20) / 0.6)
+    assert im.scales == {"span": pytest.approx(0.6), "block": pytest.approx(0.6)}  # no kind of its own
+    # four pieces, three of them spans: still one line (below MIN_PIECES no kind gets its own)
+    four = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4)]
+    four.append(Timed(6, 7, "merged", 0.001, 0.0011, 0.0))
+    line = (3 * 0.0004 * 0.002 + 0.0011 * 0.001) / (3 * 0.002 ** 2 + 0.001 ** 2)
+    im = InModel.estimate(four, R, minimum=1)
+    assert im.fitted == pytest.approx(line) and im.scales["span"] == im.scales["block"] == im.scale
+    assert "4 pieces timed in the model (fewer than 5: one line through them)" in im.describe()

@@ -112,7 +112,16 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
             ratio = float(np.median(samples[(IN_SITU_SCOPE, b.name, v)] / samples[(IN_SITU_SCOPE, b.name, "original")]))
             measured[(b.name, v)] = reference * (1 - ratio)
             alone_of[(b.name, v)] = med[("block", b.name, "original")] - med[("block", b.name, v)]
-    c = sum(measured[p] * alone_of[p] for p in measured) / sum(a * a for a in alone_of.values())
+    fitted = sum(measured[p] * alone_of[p] for p in measured) / sum(a * a for a in alone_of.values())
+    # shrunk toward 1 by the line's own standard error (dsprof.lut.inmodel's rule, prior sd 0.5): each piece's
+    # variance max(r^2 n / (n - 1), sigma^2), sigma its paired ratio's standard error (the LUT entry's) times the
+    # reference
+    sigma = {(b.name, v): reference * lut.lookup(f"{label}@{b.name}", v, scope=IN_SITU_SCOPE, strict=True).ratio_se
+             for b in blocks for v in ("merged", "linear")}
+    var = {p: max((measured[p] - fitted * alone_of[p]) ** 2 * 14 / 13, sigma[p] ** 2) for p in measured}
+    square = sum(a * a for a in alone_of.values())
+    w = square ** 2 / sum(alone_of[p] ** 2 * var[p] for p in measured)
+    c = (w * fitted + 4) / (w + 4)
     if c > 0:
         assert auto.method == f"in-model (x{c:.3f}, 14 pieces timed in the model)"
         table = auto.blocks.set_index("block")
@@ -174,11 +183,26 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
             return predict_latency("mobilenet_v2", LUT(rows), plan, options=OPTIONS, resolution=32, strict=True)
 
     # with the 7 blocks timed inside the model (merged): each saved 3.75 % of the 20 ms reference there, 0.75 ms,
-    # against 0.5 ms alone: the scale is 1.5, every piece lies on it (spread 0), the three merged blocks save 2.25 ms
+    # against 0.5 ms alone: the line is 1.5, every piece lies on it (spread 0). Each piece's saving is known to sigma,
+    # from its group's two medians (IQR 2.7 ms of 25 samples each: 1.2533 x IQR / 1.349 / 5, sqrt 2 of it for the
+    # two) scaled from its group's model to the 20 ms reference; the line's standard error sqrt(sum a^2 sigma^2) /
+    # sum a^2 (a = 0.5 ms each) then shrinks it toward 1 (prior sd 0.5, dsprof.lut.inmodel): noisy pieces, a scale
+    # well under 1.5
+    one = 1.2533 * 0.0027 / 1.349 / 5
+    sigmas = [math.sqrt(2) * one * 0.020 / m for m in (0.020, 0.021, 0.019, 0.022, 0.020, 0.018, 0.020)]
+    w = (7 * 0.0005 ** 2) ** 2 / sum(0.0005 ** 2 * s * s for s in sigmas)
+    c = (w * 1.5 + 4) / (w + 4)
+    assert 1.2 < c < 1.25
     for rows in (frame, frame.assign(backend="onnxruntime")):
         pred = auto(rows)
-        assert pred.method == "in-model (x1.500, 7 pieces timed in the model)"
-        assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-12)
+        assert pred.method == f"in-model (x{c:.3f}, 7 pieces timed in the model)"
+        assert pred.total_s == pytest.approx(0.020 - c * 3 * 0.0005, rel=1e-9)
+    # pieces pinned exactly (their groups without noise) keep their line
+    pinned = frame.copy()
+    pinned.loc[pinned.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0
+    pred = auto(pinned)
+    assert pred.method == "in-model (x1.500, 7 pieces timed in the model)"
+    assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-12)
     # without them: the whole model 20 ms, its 7 blocks 2 ms each alone, no stem and head: phi = 20 / 14; the three
     # merged blocks save 0.5 ms each alone, times (1 + phi) / 2; from the reference, the median of the model's medians
     factor = (1 + 20 / 14) / 2

@@ -306,6 +306,13 @@ def test_each_contexts_answer_counts_the_joint_plan_measured_there(luts, tmp_pat
         assert f"{plan.name} (k = {K}) {m:.2f}x (95 % {low:.2f}-{high:.2f}x), predicted {predicted:.2f}x" in ort
     assert "no plan of this front was measured" not in ort
     assert "no plan of this front was measured" in lines[answers["torch"] + 2]
+    # the pages say what to run as the door they came through spells it: flags from `dsprof report`, calls from Python
+    page = (tmp_path / "report" / "index.md").read_text()
+    assert "`dsprof measure --plan" in page and "dsprof.measure(" not in page
+    import dsprof
+    dsprof.report([*timed, tmp_path / "checks"], tmp_path / "api-report", fronts=[tmp_path / "fronts.json"])
+    page = (tmp_path / "api-report" / "index.md").read_text()
+    assert "`dsprof.measure(plans=" in page and "dsprof measure --plan" not in page
     joint = next(i for i, line in enumerate(lines) if line.startswith("One plan for "))
     assert f"k = {K}, {plan.name})" in lines[joint]
     assert f"measured {m:.2f}x (95 % {low:.2f}-{high:.2f}x)" in lines[joint + 1]

@@ -1,6 +1,7 @@
 """Issue #13: ground-truth statistics, the ranking logic, bounded scores, and a tiny enumeration the search solves."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from dsprof.search.ground_truth import (
 from dsprof.planning.dp import nondominated
 from dsprof.search.importance import importance_keep
 from dsprof.search.gates import annealed_k, runaway_spread
+from dsprof.search.differentiable import GateScoresRanAway, runaway_message
 from rule_lut import rule_lut
 
 # -- statistics against independent references -----------------------------------------------------
@@ -145,13 +147,15 @@ def _search(weights, capsys, **kw):
 
 def test_score_spread_stays_bounded_where_it_ran_away(unstable_original, capsys):
     # before issue #13 (sum gradient, unbounded scores) with a large score learning rate: the scores run away
-    before, log = _search(unstable_original, capsys, score_lr=2.0)
+    with pytest.warns(GateScoresRanAway, match="the gate scores ran away"):
+        before, log = _search(unstable_original, capsys, score_lr=2.0)
     spread = max(before.scores) - min(before.scores)
     assert spread > runaway_spread(1.0), before.scores
-    assert "warning: the gate scores ran away" in log
     assert "ranking" in log and "score spread" in log
     # the same run with normalised, bounded scores: within [init - 1, init + 1] = [0, 2], no warning
-    after, log = _search(unstable_original, capsys, score_lr=2.0, score_normalize=True, score_bound=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GateScoresRanAway)
+        after, log = _search(unstable_original, capsys, score_lr=2.0, score_normalize=True, score_bound=1.0)
     assert all(0.0 <= s <= 2.0 for s in after.scores), after.scores
     assert "ran away" not in log
     assert len(after.history) == 2 and all("score_spread" in h and "ranking" in h for h in after.history)
@@ -227,3 +231,14 @@ def test_normalised_gradient_survives_a_gradient_scaler():
     gates.grad_scale = 1024.0
     (gates.refresh() * torch.tensor([-3.0, 1.5]) * 1024.0).sum().backward()
     assert (gates.scores.grad / 1024.0).tolist() == [-1.0, 0.5]
+
+
+def test_the_runaway_advice_names_parameters_to_python_and_options_to_the_command_line():
+    from dsprof.cli.flags import command_line_text
+
+    said = runaway_message(9.5, 4.0, [5.0, -4.5])
+    assert ("`settings=GateSettings(score_normalize=True)` and `settings=GateSettings(score_bound=)`, or lower "
+            "`settings=GateSettings(score_lr=)`") in said
+    shown = command_line_text(said, "search")
+    assert "--score-normalize and --score-bound, or lower --score-lr" in shown and "score_normalize" not in shown
+

@@ -37,6 +37,7 @@ ALIASES: Mapping[str, Mapping[str, str]] = {
     "measure": {"plans": "plan", "compile": "compile_mode", "n": "few", "lut_out": "few_lut_out"},
     "export": {"plans": "plan"},
     "predict": {"json_out": "json"},
+    "plan": {"candidates": "tie_break_candidates"},
     "report": {"fronts": "front"},
 }
 

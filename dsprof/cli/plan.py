@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
-from ..constants import DEFAULT_MAX_SPAN
+from ..constants import DEFAULT_MAX_SPAN, TIE_BREAK_CANDIDATES
 from ..models.spans_text import format_spans
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
@@ -52,6 +52,16 @@ def add(sub, fmt) -> None:
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
     add_accept_modified(p, "a LUT")
     p.add_argument("--out", type=Path, default=Path("front.json"), help="the front as JSON (and CSV beside it)")
+    p.add_argument("--tie-break", type=float, default=None, metavar="SECONDS",
+                   help="time the top-priced plans of the chosen k (--keep, --budget-ms or --speedup) that are priced "
+                        "inside each other's intervals, paired with the original on this machine for about SECONDS "
+                        "of timed rounds, and write the measured best (its measured speed-up beside the predicted one). "
+                        "Needs a LUT measured on this machine")
+    p.add_argument("--tie-break-candidates", type=int, default=TIE_BREAK_CANDIDATES, metavar="N",
+                   help="--tie-break: how many of the top-priced plans of the k are candidates")
+    p.add_argument("--tie-break-out", type=Path, default=None, metavar="DIR",
+                   help="--tie-break: the folder of its measurement file, which `dsprof build-lut` reads (default: "
+                        "tie-break/ beside --out)")
     p.add_argument("--plan-out", type=Path, default=None,
                    help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
     p.set_defaults(func=run)
@@ -59,15 +69,19 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import plan
-    from ..workflows.plan import PlannedContexts
+    from ..workflows.plan import PlannedContexts, TieBreak
 
     from ..planning.front import LatencyBudget
 
+    tie_break = None
+    if args.tie_break is not None:
+        tie_break = TieBreak(args.tie_break, args.tie_break_candidates,
+                             args.tie_break_out if args.tie_break_out is not None else args.out.parent / "tie-break")
     outcome = plan(
         model_ref_from_args(args), [load_lut(path, args.accept_modified) for path in args.lut], keep=args.keep,
         budget=LatencyBudget(args.budget_ms, args.speedup), importance=args.importance,
         pricing=pricing_from_args(args), joint=args.joint, objective=args.objective, out=args.out,
-        plan_out=args.plan_out,
+        plan_out=args.plan_out, tie_break=tie_break,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts
@@ -83,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
         if c is not None:
             print(f"\nchosen: k = {c.k}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
                   f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
-                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else ""))
+                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
+                  + (f"; {front.draft}" if front.draft else ""))
+        if outcome.tie_break is not None:
+            print(outcome.tie_break.line())
+            if outcome.tie_break.contention:
+                print(f"warning: {outcome.tie_break.contention}")
+            print(f"wrote {outcome.tie_break.path} (the timed plans' records: `dsprof build-lut` reads them)")
     for path in outcome.paths:
         print(f"wrote {path}")
     if outcome.plan_path is not None:  # the model the plan is for: the first context's, as all share it

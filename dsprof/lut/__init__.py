@@ -6,8 +6,8 @@ from .._lazy import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(("build_lut", "measurement_files"), ".build"),
-    **dict.fromkeys(("MethodFallbackWarning", "Prediction", "predict_latency", "predict_plan", "predict_ratio",
-                      "prices_of", "with_probe"), ".predict"),
+    **dict.fromkeys(("CalibrationFallbackWarning", "MethodFallbackWarning", "Prediction", "predict_latency",
+                      "predict_plan", "predict_ratio", "prices_of", "with_probe"), ".predict"),
     **dict.fromkeys(("Price", "Pricer"), ".pricer"),
     **dict.fromkeys(("MergeChoice", "Pricing"), ".choice"),
     **dict.fromkeys(("Estimate", "lut_probe", "plan_bounds", "probe_ratio", "ratio_bounds"), ".interval"),

@@ -11,6 +11,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError, LUTError
+from ..fields import MAX_THREADS
 from ..records.measurement import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
 from ..records.stats import summarize
 from .interval import IQR_TO_SD, median_error
@@ -88,6 +89,7 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
     sources: dict[tuple, list[str]] = defaultdict(list)
     names: dict[tuple, str] = {}
     times: dict[tuple, str] = {}
+    shares: dict[tuple, list[float]] = defaultdict(list)  # the CPU share each group got (CPU runs)
     for file in files:
         ok = [r for r in file.records if r.ok]
         bases = {(r.group, r.scope): r for r in ok if r.variant == "original"}
@@ -102,6 +104,9 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
                 sources[key].append(file.path.name)
             names.setdefault(key, r.device_name)
             times[key] = max(times.get(key, ""), r.time_utc)
+            share = r.state_after.get("process_cpu_share")
+            if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= MAX_THREADS:
+                shares[key].append(float(share))  # (a file from elsewhere may hold anything there)
     rows = []
     for key, values in samples.items():
         env_id, device, backend, dtype, layout, batch, threads, compiled, scope, workload, variant = key
@@ -116,6 +121,7 @@ def lut_from_files(files: Iterable[MeasurementFile]) -> LUT:
                 "noisy": stats.noisy, "sources": ";".join(sources[key]), "groups": len(medians[key]),
                 "group_iqr_s": summarize(medians[key]).iqr, "ratio": ratio, "ratio_se": ratio_se,
                 "time_utc": times[key],
+                "cpu_share": statistics.median(shares[key]) if shares.get(key) else float("nan"),
             }
         )
     frame = pd.DataFrame(rows, columns=list(COLUMNS))

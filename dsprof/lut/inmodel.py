@@ -15,7 +15,7 @@ From those pieces (at least `MIN_PIECES`), `InModel` estimates
   model, the least-squares line through the origin, c = sum m alone / sum alone^2 (pieces that cost time, ResNet's
   linear blocks, count as much as those that save it), for a kind with at least `MIN_KIND` pieces timed, else the line
   through all of them; paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other
-  groups, which the machine's drift between groups moves);
+  groups, which the machine's drift between groups moves), then **shrunk toward 1** (`shrink`, the rule below);
 - how far one piece's in-model saving lies from c times its saving alone, tau^2 = tau0^2 + (t c alone)^2: a part
   every piece has whatever it saves alone, tau0 (what a piece changes around it that its timing alone does not see,
   and the session a group runs in: ONNX Runtime's sessions of one model differ by a few per cent; seconds), and a
@@ -40,6 +40,31 @@ the calibration plan (`dsprof.lut.interval`).
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
 pay inside the model (ONNX Runtime's spans) is priced as it runs there.
+
+**Shrinkage** (issue #46; the one rule for the scales and rho, `shrink`): a scale is only as good as the pieces that
+pin it down. Pieces that save almost nothing alone say almost nothing of it: issue #46's pvrD front plans were
+priced 10-12 % high from a lone-block scale of x1.77 fitted to such pieces, with rho 1.26 on top. So each kind's
+scale c, and rho, is pulled toward 1 (a piece saves inside the model what it saves alone) by how well it is
+determined, the precision-weighted mean of the estimate and that prior (empirical Bayes with a normal prior; for
+the line, the same as a ridge penalty toward 1)::
+
+    c* = (w c + w0 x 1) / (w + w0),   w = 1 / se(c)^2,   w0 = 1 / PRIOR_SD^2,   se(c*) = 1 / sqrt(w + w0)
+
+with ``PRIOR_SD`` = 0.5: a scale is believed to lie within 1 +- 1 (0 to 2, 95 %) before any piece is timed -- the
+range of every scale and rho measured on this VM in issues #27 and #36 (0.14 for ONNX Runtime's spans to 1.4 for
+PyTorch eager's rho), no narrower, so that a well-timed model keeps what it measured. se(c) is the least-squares
+line's own standard error, sqrt(sum alone^2 v) / sum alone^2, with each piece's variance around the line v =
+max(r^2 n / (n - 1), sigma^2) (its residual, as the heteroskedasticity-robust HC1 estimate counts it, but never
+below its own measurement's error; one piece: sigma^2): a piece weighs by its saving alone squared, so pieces that
+save nearly nothing alone hardly move c, and a scale from few or noisy pieces stays near 1. rho's se is its
+calibration group's (`dsprof.lut.interval.Calibration.rho_se` times rho). A standard error of 0 (pieces exactly on
+their line, hand-made) leaves the estimate as it is; an unknown one (NaN) too. The floor and the spread are read from
+the pieces' residuals around their kind's own (unshrunk) line: the scatter of the pieces, not the shrinkage.
+
+Fewer than `MIN_PIECES` pieces (a model with 4 blocks and no spans has only 4 to time) estimate no scale of their
+own kinds; `InModel.estimate` with ``minimum=1`` still gives the one line through them, shrunk as above, which is
+what the prices fall back to then (`dsprof.lut.prices`, with a `CalibrationFallbackWarning`): it counts only what
+the pieces change, where the in-model factor counts the time of everything the whole model runs beyond its blocks.
 """
 
 from __future__ import annotations
@@ -48,14 +73,26 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "InModel", "Timed"]
+__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "shrink"]
 
-#: Fewer pieces timed in the model than this estimate no scale (the in-model factor is used instead).
+#: Fewer pieces timed in the model than this estimate no scale of their own kinds (the prices fall back to the one
+#: line through them, shrunk: see the module docstring).
 MIN_PIECES = 5
 #: A kind of piece (spans, lone blocks) gets a scale of its own from this many pieces timed on.
 MIN_KIND = 3
 #: Pieces that save less than this share of the model are left out of the spread's estimate: mostly noise.
 MIN_SHARE = 0.005
+#: The prior's standard deviation around 1 that the scales and rho shrink toward (`shrink`).
+PRIOR_SD = 0.5
+
+
+def shrink(value: float, se: float) -> tuple[float, float]:
+    """(``value`` shrunk toward 1, its standard error): the precision-weighted mean of ``value`` (absolute standard
+    error ``se``) and the prior 1 +- `PRIOR_SD` (the module docstring's rule). ``se`` 0 or NaN: ``value`` as it is."""
+    if not se > 0 or not value == value:
+        return value, (se if se == se else math.nan)
+    w, w0 = 1 / se ** 2, 1 / PRIOR_SD ** 2
+    return (w * value + w0) / (w + w0), 1 / math.sqrt(w + w0)
 
 
 @dataclass(frozen=True)
@@ -75,44 +112,53 @@ class Timed:
 class InModel:
     """The scales, spread and timed pieces of one model in one LUT context (see the module docstring)."""
 
-    scale: float  # the line through every piece timed
-    scale_se: float  # relative standard error of the scale
+    scale: float  # the line through every piece timed, shrunk toward 1
+    scale_se: float  # relative standard error of the (shrunk) scale
     spread: float
     reference_s: float
     floor_s: float  # tau0: what every piece's in-model saving is known to, whatever it saves alone (seconds)
     timed: dict[tuple[int, int, str], Timed] = field(repr=False)
     scales: dict[str, float] = field(default_factory=dict)  # "span", "block": each kind's own, where it has one
-    combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed)
+    combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed), shrunk
     combined_se: float = 0.0  # its relative standard error
     combined_source: str = ""
+    fitted: float = math.nan  # the line through every piece before shrinking
+
+    @property
+    def few(self) -> bool:
+        """Fewer pieces than `MIN_PIECES`: the one line through them, no scale of each kind (the prices' fallback)."""
+        return len(self.timed) < MIN_PIECES
 
     @classmethod
-    def estimate(cls, timed: Sequence[Timed], reference_s: float) -> "InModel | None":
-        """From the pieces timed in the model; None with fewer than `MIN_PIECES`, or where the scale is not positive."""
-        if len(timed) < MIN_PIECES or not reference_s > 0:
+    def estimate(cls, timed: Sequence[Timed], reference_s: float, minimum: int = MIN_PIECES) -> "InModel | None":
+        """From the pieces timed in the model; None with fewer than ``minimum`` (at least 1), or where the scale is
+        not positive. Below `MIN_PIECES` every kind takes the one line through all the pieces."""
+        if len(timed) < max(1, minimum) or not reference_s > 0:
             return None
-        scale = _line(timed)
+        fitted = _line(timed)
+        scale, scale_se = shrink(fitted, _line_se(timed, fitted))
         if not scale > 0:
             return None
-        scales = {}
+        lines, scales = {}, {}
         for kind in KINDS:
             mine = [t for t in timed if _kind(t.start, t.stop) == kind]
-            own = _line(mine) if len(mine) >= MIN_KIND else math.nan
-            scales[kind] = own if own > 0 else scale
-        residuals = [t.saving_s - scales[_kind(t.start, t.stop)] * t.alone_s for t in timed]
-        square = sum(t.alone_s ** 2 for t in timed)
-        scale_se = math.sqrt(sum((r * t.alone_s) ** 2 for r, t in zip(residuals, timed))) / square / scale
+            own = _line(mine) if len(mine) >= MIN_KIND and len(timed) >= MIN_PIECES else math.nan
+            lines[kind] = own if own > 0 else fitted
+            shrunk = shrink(own, _line_se(mine, own))[0] if own > 0 else math.nan
+            scales[kind] = shrunk if shrunk > 0 else scale
+        residuals = [t.saving_s - lines[_kind(t.start, t.stop)] * t.alone_s for t in timed]
         excess = [r * r - t.se_s ** 2 for r, t in zip(residuals, timed)]  # the residual's variance less its noise
         by_size = sorted(range(len(timed)), key=lambda i: abs(timed[i].alone_s))
         smallest = by_size[: max(3, len(timed) // 2)]
         floor = math.sqrt(max(0.0, _median([excess[i] for i in smallest])))
         terms = []
         for e, t in zip(excess, timed):
-            prior = scales[_kind(t.start, t.stop)] * t.alone_s
+            prior = lines[_kind(t.start, t.stop)] * t.alone_s
             if abs(prior) >= MIN_SHARE * reference_s:
                 terms.append(max(-1.0, min(1.0, (e - floor ** 2) / prior ** 2)))
         spread = math.sqrt(max(0.0, sum(terms) / len(terms))) if terms else 0.0
-        return cls(scale, scale_se, spread, reference_s, floor, {(t.start, t.stop, t.variant): t for t in timed}, scales)
+        return cls(scale, scale_se / scale if scale_se == scale_se else 0.0, spread, reference_s, floor,
+                   {(t.start, t.stop, t.variant): t for t in timed}, scales, fitted=fitted)
 
     def price(self, start: int, stop: int, variant: str, alone_s: float) -> tuple[float, float, bool]:
         """(saving, its standard error, whether the piece was timed in the model), seconds, of blocks start..stop-1 as
@@ -126,9 +172,12 @@ class InModel:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
         kinds = ", ".join(f"{'spans' if k == 'span' else 'lone blocks'} x{v:.3f}" for k, v in self.scales.items()
                           if v != self.scale)
-        line = (f"{len(self.timed)} pieces timed in the model save x{self.scale:.3f} (+-{self.scale_se:.1%}) of their "
-                f"savings alone{f' ({kinds})' if kinds else ''}; one piece lies +-{self.floor_s / self.reference_s:.2%} "
-                f"of the model and +-{self.spread:.0%} of its saving from that")
+        moved = f"{self.fitted:.3f}" != f"{self.scale:.3f}"
+        shrunk = f", x{self.fitted:.3f} before shrinking toward 1" if moved else ""
+        few = f" (fewer than {MIN_PIECES}: one line through them)" if self.few else ""
+        line = (f"{len(self.timed)} pieces timed in the model{few} save x{self.scale:.3f} (+-{self.scale_se:.1%}"
+                f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; one piece lies "
+                f"+-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} of its saving from that")
         if self.combined != 1.0:
             line += f"; together they save x{self.combined:.3f} of their sum ({self.combined_source})"
         return line
@@ -147,6 +196,19 @@ def _line(timed: Sequence[Timed]) -> float:
     pieces that save or cost anything alone)."""
     square = sum(t.alone_s ** 2 for t in timed)
     return sum(t.saving_s * t.alone_s for t in timed) / square if square > 0 else math.nan
+
+
+def _line_se(timed: Sequence[Timed], c: float) -> float:
+    """The standard error of the line through the origin ``c`` fitted to ``timed`` (absolute; NaN without pieces that
+    save or cost anything alone): sqrt(sum alone^2 v) / sum alone^2, each piece's variance v = max(r^2 n / (n - 1),
+    sigma^2) (r its residual; one piece: sigma^2)."""
+    square = sum(t.alone_s ** 2 for t in timed)
+    if not square > 0 or not c == c:
+        return math.nan
+    n = len(timed)
+    inflate = n / (n - 1) if n > 1 else 0.0
+    v = [max((t.saving_s - c * t.alone_s) ** 2 * inflate, t.se_s ** 2) for t in timed]
+    return math.sqrt(sum(t.alone_s ** 2 * x for t, x in zip(timed, v))) / square
 
 
 def _median(values: Sequence[float]) -> float:

@@ -17,8 +17,9 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   merged blocks saved 0.3-1.0 of their savings alone inside an ONNX Runtime session (benchmarks/RESULTS.md, issue
   #27). Where the LUT holds the **calibration group** (`dsprof measure --calibrate`, `dsprof.workflows.calibrate`:
   the whole model with every block linearised and merged by the LUT's rule, timed paired against the original),
-  its measured saving over the one the method predicts for that plan, rho, is a third point: the truth is taken
-  as uniform on the range of 1, phi and rho F (in savings alone). Where rho says nothing -- its plan is predicted
+  its measured saving over the one the method predicts for that plan, rho (shrunk toward 1 by its own error:
+  `dsprof.lut.inmodel`'s rule), is a third point: the truth is taken as uniform on the range of 1, phi and rho F
+  (in savings alone). Where rho says nothing -- its plan is predicted
   to save under `MIN_CALIBRATION_SAVING`, or it measured a loss where a saving was predicted -- the calibration
   group still measured how far a whole plan lands from the sum of its pieces, in the model's own units: the
   **gap** g (its measured saving less the predicted one, a share of the model). A plan that linearises a share f
@@ -60,7 +61,7 @@ from typing import Sequence
 from ..device_context import DeviceContext
 from ..records.measurement import PROBE_NAME, PROBE_SCOPE
 from ..records.stats import Estimate, summarize
-from .inmodel import InModel
+from .inmodel import InModel, shrink
 from .piece import Piece
 from .table import LUT, LUTEntry, LUTMissError
 
@@ -207,14 +208,16 @@ def terms_of(inputs: IntervalInputs) -> Terms:
 @dataclass(frozen=True)
 class Calibration:
     """What the LUT's calibration group says (`dsprof.workflows.calibrate`): ``rho``, the saving it measured over
-    the saving the method predicts for its plan (NaN where it says nothing), ``se`` the relative standard error of
-    its paired ratio (NaN without one), and ``source``: where rho came from, or why there is none."""
+    the saving the method predicts for its plan, shrunk toward 1 by its own error (`dsprof.lut.inmodel.shrink`, the
+    one rule; NaN where it says nothing), ``se`` the relative standard error of its paired ratio (NaN without one),
+    and ``source``: where rho came from, or why there is none."""
 
     rho: float
     se: float
     source: str
-    rho_se: float = math.nan  # rho's relative standard error (its ratio's error over the measured saving)
+    rho_se: float = math.nan  # rho's relative standard error (shrunk; else its ratio's error over the measured saving)
     gap: float = math.nan  # its measured saving less the predicted one, a share of the model (NaN: not timed)
+    fitted: float = math.nan  # rho as measured, before shrinking toward 1 (`dsprof.lut.inmodel.shrink`)
 
 
 def calibration_of(inputs: IntervalInputs) -> Calibration:
@@ -230,9 +233,14 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     said = f"calibration saved {measured:.1%} where {predicted:.1%} was predicted"
     if abs(predicted) < MIN_CALIBRATION_SAVING:
         return Calibration(nan, se, f"{said} (too little to scale by)", gap=measured - predicted)
-    rho = measured / predicted
-    return Calibration(rho, se, f"{said} (x{rho:.3f})", entry.ratio_se / abs(measured) if measured else math.nan,
-                       gap=measured - predicted)
+    fitted = measured / predicted
+    rho_se = entry.ratio_se / abs(measured) if measured else math.nan  # relative
+    if not fitted > 0:  # a loss where a saving was predicted: nothing to scale by (its gap widens the interval)
+        return Calibration(fitted, se, f"{said} (x{fitted:.3f})", rho_se, gap=measured - predicted, fitted=fitted)
+    rho, rho_abs_se = shrink(fitted, rho_se * fitted)
+    shrunk = f", shrunk to x{rho:.3f} by its error" if f"{rho:.3f}" != f"{fitted:.3f}" else ""
+    return Calibration(rho, se, f"{said} (x{fitted:.3f}{shrunk})", rho_abs_se / rho if rho_abs_se == rho_abs_se
+                       else math.nan, gap=measured - predicted, fitted=fitted)
 
 
 def _interaction(calibration: Calibration) -> tuple[float, str]:

@@ -17,13 +17,14 @@ from ..device_context import DeviceContext
 from ..merging.rule import check_merges
 from .lookup import in_model_factor
 from .piece import Piece, comparable
-from .prices import MethodFallbackWarning, Prices
+from .prices import CalibrationFallbackWarning, MethodFallbackWarning, Prices
 from .interval import Estimate, Estimated, plan_bounds, ratio_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .schema import model_label
 from .table import LUT, LUTMissError, LUTMissWarning
 
 __all__ = [
+    "CalibrationFallbackWarning",
     "MethodFallbackWarning",
     "Prediction",
     "auto_method",

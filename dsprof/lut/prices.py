@@ -10,7 +10,10 @@ the predicted latency is affine in the pieces' savings:
 - ``isolated``: rest + the pieces' latencies = (rest + the blocks' originals) - sum of savings;
 - ``in-situ-scaled``: the whole model's reference - factor * sum of isolated savings, the factor the model's
   in-situ over its isolated savings;
-- ``in-model``: the same with the factor the middle of 1 and the model's in-model factor (`in_model_factor`);
+- ``in-model``: the same with the factor the middle of 1 and the model's in-model factor (`in_model_factor`); where
+  the LUT timed pieces inside the model (`dsprof measure --calibrate`), each kind's scale from them
+  (`dsprof.lut.inmodel`); from fewer than `MIN_PIECES`, the one line through them, shrunk toward 1, with a
+  `CalibrationFallbackWarning` (one line: a calibration is never unused in silence, issue #46);
 - ``in-situ``: the whole model's reference - sum of savings measured inside the model (blocks only: a
   span has no in-situ entry).
 
@@ -34,7 +37,7 @@ from ..merging.block import deploys_alike
 from ..models import Block, format_span
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
-from .inmodel import InModel, Timed
+from .inmodel import MIN_PIECES, InModel, Timed
 from .inputs import interval_inputs
 from .interval import Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .lookup import Lookup, ModelEntries, in_model_factor, piece_name, span_key
@@ -42,7 +45,7 @@ from .piece import Piece, cheaper
 from .schema import in_situ_workload
 from .table import LUT, LUTEntry
 
-__all__ = ["MethodFallbackWarning", "Prices"]
+__all__ = ["CalibrationFallbackWarning", "MethodFallbackWarning", "Prices", "model_pieces"]
 
 
 @dataclass(frozen=True)
@@ -106,14 +109,18 @@ class Prices:
             reference = entries.whole_s
             in_model = None
             if method == "in-model" and reference > 0:
-                in_model = InModel.estimate(timed_pieces(
-                    lookup, label, blocks, entries.originals, reference, lambda a, b: span_key(blocks, a, b),
-                    lambda a, b: piece_name(blocks, a, b)), reference)
+                timed = timed_pieces(lookup, label, blocks, entries.originals, reference,
+                                     lambda a, b: span_key(blocks, a, b), lambda a, b: piece_name(blocks, a, b))
+                in_model = InModel.estimate(timed, reference)
+                if in_model is None and timed:  # calibrated, but too few pieces: never unused in silence
+                    in_model = InModel.estimate(timed, reference, minimum=1)
+                    _warn_few(label, blocks, lookup, timed, in_model, scale)
             if in_model is not None:
+                few = f", fewer than {MIN_PIECES}: one line, shrunk toward 1" if in_model.few else ""
                 costs = cls(**common, method=method, used=f"in-model (x{in_model.scale:.3f}, {len(in_model.timed)} "
-                            "pieces timed in the model)", rest_method=rest_method, rest_s=rest_s, reference_s=reference,
-                            factor=in_model.scale, base_errors=tuple(base_errors), missing=tuple(missing),
-                            in_model=in_model)
+                            f"pieces timed in the model{few})", rest_method=rest_method, rest_s=rest_s,
+                            reference_s=reference, factor=in_model.scale, base_errors=tuple(base_errors),
+                            missing=tuple(missing), in_model=in_model)
                 # how the pieces' savings combine in the whole model, if timed
                 calibration = calibration_of(interval_inputs(costs))
                 if calibration.rho > 0:
@@ -333,6 +340,40 @@ def _in_situ_factor(blocks: list[Block], entries: ModelEntries, lookup: Lookup) 
 
 class MethodFallbackWarning(UserWarning):
     """A prediction used another method than the one asked for (said in `Prediction.method` too)."""
+
+
+class CalibrationFallbackWarning(UserWarning):
+    """The LUT timed pieces inside the model (`dsprof measure --calibrate`), but too few for the in-model scales
+    (`dsprof.lut.inmodel.MIN_PIECES`): one line says how many, why no more could be timed where the model has no
+    more, and what the prices count instead (`Prediction.method` says it too)."""
+
+
+def model_pieces(n: int, has_span: Any) -> list[tuple[int, int]]:
+    """The pieces (start, stop) that a plan of a model of ``n`` blocks can deploy, and so time inside the model:
+    every block alone, then every span of 2 or more blocks for which ``has_span(start, stop)`` (the LUT holds its
+    merged entry). How many there are bounds how many pieces a model can have timed inside it
+    (`dsprof.workflows.calibrate`)."""
+    return [(i, i + 1) for i in range(n)] + [(a, b) for a in range(n) for b in range(a + 2, n + 1) if has_span(a, b)]
+
+
+def _warn_few(label: str, blocks: list[Block], lookup: Lookup, timed: Sequence[Timed], in_model: InModel | None,
+              factor: float | None) -> None:
+    """The one line a `CalibrationFallbackWarning` says: how many pieces were timed inside the model, how many it has,
+    and what the prices count instead."""
+    pieces = model_pieces(len(blocks), lambda a, b: lookup(span_key(blocks, a, b), "merged") is not None)
+    has = (f"the model has only {len(pieces)} to time ({len(blocks)} blocks, {len(pieces) - len(blocks)} spans "
+           "measured)" if len(pieces) < MIN_PIECES else
+           f"the model has {len(pieces)}: time it again with `calibrate=True` to time more")
+    if in_model is not None:
+        instead = (f"prices count each saving alone x{in_model.scale:.3f}, the line through those pieces' paired "
+                   f"savings (x{in_model.fitted:.3f}) shrunk toward 1 (+-{in_model.scale_se:.0%}), not the in-model "
+                   "factor, which counts time a plan cannot change")
+    else:
+        instead = (f"their line is not positive: prices count each saving alone x{factor:.3f}, the middle of 1 and the "
+                   "in-model factor" if factor is not None else "their line is not positive")
+    said = (f"{len(timed)} pieces timed inside the model, fewer than the {MIN_PIECES} the in-model scales need ({has})"
+            if len(timed) < MIN_PIECES else f"{len(timed)} pieces timed inside the model")
+    warnings.warn(f"{label}: {said}; {instead}", CalibrationFallbackWarning, stacklevel=5)
 
 
 def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: str) -> str | None:

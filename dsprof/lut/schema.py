@@ -44,6 +44,9 @@ ratio      paired time ratio of the key over its group's ``original`` (same grou
 ratio_se   standard error of ``ratio``: within each group from its per-round ratios, across groups from their
            spread, whichever is larger (empty with ``ratio``)
 time_utc   when the key's last group was timed (ISO 8601, UTC): the time the LUT's milliseconds belong to
+cpu_share  the median, over the groups that timed the key, of the share of the CPU time its threads could use
+           that the measuring process got (`dsprof.portable.cpu_share`; CPU runs only, else empty): well below 1, the
+           run was contended (`LUT.contention`). Optional: a table without the column loads with it empty
 ========== ==============================================================================
 
 The key of a row is every column from env_id to variant except device_name.
@@ -56,7 +59,7 @@ from typing import Any, Mapping
 
 from ..device_context import CONTEXT_FIELDS
 
-__all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "PREDICTED",
+__all__ = ["SCHEMA", "OLD_SCHEMAS", "GROUP_COLUMNS", "OPTIONAL_COLUMNS", "COLUMNS", "CONTEXT_COLUMNS", "KEY_COLUMNS", "PREDICTED",
            "in_situ_workload", "model_label", "span_piece", "split_label"]
 
 SCHEMA = "dsprof.lut/2"
@@ -68,10 +71,14 @@ COLUMNS = (
     ("schema", "env_id", "device_name")
     + CONTEXT_COLUMNS[1:]
     + ("scope", "workload", "variant", "median_s", "iqr_s", "n_samples", "noisy", "sources")
-    + ("groups", "group_iqr_s", "ratio", "ratio_se", "time_utc")
+    + ("groups", "group_iqr_s", "ratio", "ratio_se", "time_utc", "cpu_share")
 )
 #: The columns a ``dsprof.lut/1`` table lacks, with the values it loads with (one group, no paired ratio).
 GROUP_COLUMNS = {"groups": "1", "group_iqr_s": "0", "ratio": "", "ratio_se": "", "time_utc": ""}
+
+#: Columns a table of this schema may lack (written before they were added), with the value they load with: nothing
+#: recorded. Read by tables of any version; an older dsprof reads a table with them and ignores them.
+OPTIONAL_COLUMNS = {"cpu_share": ""}
 
 #: How the ``sources`` of a predicted entry start (`dsprof measure --few`): never mistaken for a measured one.
 PREDICTED = "predicted:"

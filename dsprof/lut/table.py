@@ -18,10 +18,11 @@ from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once
 from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_count, check_name, check_text,
                       check_token)
 from ..io import atomic_write_text, csv_frame, read_text
+from ..portable.cpu_share import CPU_SHARE_WARNING
 from ..models import BlockSpec
 from ..device_context import DeviceContext, compile_setting
 from ..records.measurement import IN_SITU_SCOPE
-from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, PREDICTED, SCHEMA
+from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, OPTIONAL_COLUMNS, PREDICTED, SCHEMA
 
 __all__ = ["LUT", "LUTEntry", "LUTError", "LUTMissError", "LUTMissWarning"]
 
@@ -57,12 +58,14 @@ class LUTEntry:
     ratio: float = math.nan
     ratio_se: float = math.nan
     time_utc: str = ""
+    cpu_share: float = math.nan
 
     @classmethod
     def of(cls, row: Any) -> "LUTEntry":
         """The entry of one table row (a pandas row or named tuple)."""
         return cls(float(row.median_s), float(row.iqr_s), int(row.n_samples), bool(row.noisy), str(row.sources),
-                   int(row.groups), float(row.group_iqr_s), float(row.ratio), float(row.ratio_se), str(row.time_utc))
+                   int(row.groups), float(row.group_iqr_s), float(row.ratio), float(row.ratio_se), str(row.time_utc),
+                   float(row.cpu_share))
 
     @property
     def predicted(self) -> bool:
@@ -193,6 +196,23 @@ class LUT:
         the moment the context's milliseconds belong to."""
         return str(self.entries(self.resolve(key))["time_utc"].max())
 
+    def contention(self, key: DeviceContext | str | None = None) -> float | None:
+        """The median CPU share (`cpu_share`) the groups of a single-threaded CPU context got, where it is below
+        `CPU_SHARE_WARNING` (the run was contended: its timings likely inflated, its figures drafts), else None (not
+        contended, not recorded, or several threads, where a low share can also mean serial code)."""
+        context = self.resolve(key)
+        shares = self.entries(context)["cpu_share"].dropna()
+        if context.threads != 1 or not len(shares):
+            return None
+        share = float(shares.median())
+        return share if share < CPU_SHARE_WARNING else None
+
+    def contention_label(self, key: DeviceContext | str | None = None) -> str:
+        """The short label that every figure built on a contended context carries where it is shown ("draft: LUT run
+        contended, 70 % CPU"; `contention`), "" where the context is not contended."""
+        share = self.contention(key)
+        return "" if share is None else f"draft: LUT run contended, {share * 100:.0f} % CPU"
+
     def entries(self, key: DeviceContext) -> pd.DataFrame:
         """The rows of one device context (every scope, workload and variant)."""
         f = self._frame
@@ -262,6 +282,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                       "know one group per entry and no paired ratios; rebuild it from its measurement files with "
                       "`dsprof build-lut` for intervals from the spread of group medians", stacklevel=4)
         frame = frame.assign(**GROUP_COLUMNS, schema=SCHEMA)
+    frame = frame.assign(**{c: v for c, v in OPTIONAL_COLUMNS.items() if c not in frame.columns})
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise LUTError(f"{source}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
@@ -287,6 +308,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                 "ratio": _optional_float(r["ratio"]),
                 "ratio_se": _optional_float(r["ratio_se"]),
                 "time_utc": str(r["time_utc"]),
+                "cpu_share": _optional_float(r["cpu_share"]),
                 "noisy": _BOOL[str(r["noisy"])] if not isinstance(r["noisy"], bool) else r["noisy"],
             }
         except (ValueError, KeyError, TypeError) as exc:
@@ -315,6 +337,9 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         if not typed["group_iqr_s"] >= 0 or not (math.isnan(typed["ratio"]) or typed["ratio"] > 0) \
                 or not (math.isnan(typed["ratio_se"]) or typed["ratio_se"] >= 0):
             raise LUTError(f"{where(i)}: group_iqr_s and ratio_se must be >= 0 and ratio > 0 (or empty)")
+        if not (math.isnan(typed["cpu_share"]) or 0 <= typed["cpu_share"] <= MAX_THREADS):
+            raise LUTError(f"{where(i)}: cpu_share must be a share of the CPU time, from 0 (or empty); got "
+                           f"{r['cpu_share']!r}")
         if r["scope"] not in SCOPES:
             raise LUTError(f"{where(i)}: unknown scope {r['scope']!r}; known: {', '.join(SCOPES)}")
         if r["scope"] == "block":

@@ -144,8 +144,8 @@ class ContextFronts:
         lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
-        lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts for note in (*f.limits, f.spans_note())
-                  if note]
+        lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts
+                  for note in (f.draft, *f.limits, f.spans_note()) if note]
         if self.fronts and self.fronts[0].blocks:
             lines += blocks_legend(self.fronts[0].blocks)
         if self.fronts:
@@ -174,7 +174,8 @@ class ContextFronts:
                              f"{f'{percent(worst.loss_low)} to {percent(worst.loss_high)}':>21} "
                              f"{percent(statistics.median(c.loss for c in points)):>9}"
                              + (f"  ({len(points)} of {len(shared)} k priced: {self.labels[b]}'s LUT lacks spans "
-                                f"the others use)" if len(points) < len(shared) else ""))
+                                f"the others use)" if len(points) < len(shared) else "")
+                             + (f"  ({worst.draft})" if worst.draft else ""))
         if self.joint is not None:
             lines += ["", _joint_title(self.joint, self.labels)]
             lines += _joint_lines(self.joint.points, [self.labels[c] for c in self.joint.contexts])

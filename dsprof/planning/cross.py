@@ -39,6 +39,8 @@ class CrossPoint(Estimated):
     own_latency_s: float
     own_speedup_estimate: Estimate
     loss_estimate: Estimate
+    #: where either context's LUT run was contended, its label (`Front.draft`; both joined by "; "), else ""
+    draft: str = ""
 
     @property
     def loss(self) -> float:
@@ -72,7 +74,7 @@ class CrossPoint(Estimated):
                 "high_s": self.high_s, "own_latency_s": self.own_latency_s, "loss": self.loss,
                 "loss_low": self.loss_low, "loss_high": self.loss_high, "speedup": self.speedup,
                 "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "own_speedup": self.own_speedup,
-                "own_speedup_low": self.own_speedup_low, "own_speedup_high": self.own_speedup_high}
+                "own_speedup_low": self.own_speedup_low, "own_speedup_high": self.own_speedup_high, "draft": self.draft}
 
 
 def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
@@ -81,6 +83,7 @@ def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
     ``chosen``'s plan (a span wider than it holds: each front plans with the spans its own LUT holds)."""
     out = []
     own_by_k = {p.k: p for p in own.points}
+    draft = "; ".join(dict.fromkeys(filter(None, [chosen.draft, own.draft])))
     for point in chosen.points:
         if point.k not in own_by_k:
             continue
@@ -91,5 +94,5 @@ def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
         except LUTMissError:  # a span the other context's LUT does not hold (each front plans with its own): no row
             continue
         out.append(CrossPoint(chosen.device, own.device, point.k, point.plan, pred.speedup_estimate,
-                              pred.latency_estimate, mine.latency_s, mine.speedup_estimate, loss))
+                              pred.latency_estimate, mine.latency_s, mine.speedup_estimate, loss, draft))
     return out

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from ..lut.piece import Piece
 
-__all__ = ["Solution", "best_per_k", "nondominated", "pareto_front"]
+__all__ = ["Solution", "best_per_k", "best_of_k", "nondominated", "pareto_front"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,42 @@ def best_per_k(n: int, options: Sequence[Piece],
                 if k2 not in row or cand > row[k2][0]:
                     row[k2] = (cand, o)
     return {k: _read_back(best, n, k) for k in sorted(best[n])}
+
+
+def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solution]:
+    """The ``count`` plans of blocks 0..n-1 with exactly ``k`` kept blocks whose summed gain is largest, largest
+    first (fewer where fewer exist): the k-best form of `best_per_k`, each state keeping its ``count`` best partial
+    plans,
+
+        top[j][k] = the count largest of  { t + gain(p) : p = [a, j),  t in top[a][k - kept(p)] }
+
+    Exact because the gain adds over pieces: a plan in the ``count`` best of the whole has a prefix in the ``count``
+    best of its state (else ``count`` better prefixes with the same suffix would beat it). Every plan differs from
+    the others in its pieces; of equal gains, the one built first comes first. O(n * n * max_span * count) steps."""
+    ending = _by_end(n, options)
+    # a partial plan: (gain, its last piece, its rank in the state it extends)
+    top: list[dict[int, list[tuple[float, Piece | None, int]]]] = [{0: [(0.0, None, -1)]}] + [{} for _ in range(n)]
+    for j in range(1, n + 1):
+        row: dict[int, list[tuple[float, Piece | None, int]]] = {}
+        for o in ending[j]:
+            for kk, partial in top[o.start].items():
+                k2 = kk + o.kept
+                if k2 > k:
+                    continue
+                row.setdefault(k2, []).extend((g + o.saving_s, o, rank) for rank, (g, _, _) in enumerate(partial))
+        for k2, found in row.items():  # sorted() is stable: of equal gains, the first built stays first
+            row[k2] = sorted(found, key=lambda t: -t[0])[:count]
+        top[j] = row
+    out = []
+    for rank in range(len(top[n].get(k, ()))):
+        pieces, j, kk, r = [], n, k, rank
+        while j > 0:
+            _, o, r = top[j][kk][r]
+            pieces.append(o)
+            j, kk = o.start, kk - o.kept
+        pieces.reverse()
+        out.append(Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces)))
+    return out
 
 
 def _read_back(best, n: int, k: int) -> Solution:

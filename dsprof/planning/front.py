@@ -97,6 +97,9 @@ class Front:
     #: what the LUT limited the planner to, one line each: spans narrower than asked, variants of blocks linearised
     #: alone other than the LUT's rule would deploy (`dsprof.planning.planner`: the planner plans with what the LUT holds)
     limits: tuple[str, ...] = ()
+    #: "draft: LUT run contended, 70 % CPU" where the LUT context's run was contended (`dsprof.lut.LUT.contention_label`):
+    #: every figure of the front is a draft; "" otherwise
+    draft: str = ""
 
     @property
     def fastest_k(self) -> int:
@@ -163,7 +166,7 @@ class Front:
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
                 "presets": [p.to_dict() for p in self.presets], "no_gain": list(self.no_gain),
-                "fastest_k": self.fastest_k, "notes": self.notes()}
+                "fastest_k": self.fastest_k, "draft": self.draft, "notes": self.notes()}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -192,7 +195,7 @@ class Front:
         """What the front says beyond its rows: what the LUT limited the spans to, where the front stops getting faster,
         and which blocks buy nothing alone."""
         fastest = self.at_k(self.fastest_k)
-        lines = list(self.limits)
+        lines = [*filter(None, [self.draft]), *self.limits]
         if self.fastest_k > min(p.k for p in self.points):
             lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
                          "activations makes the front no faster")

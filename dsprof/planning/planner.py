@@ -26,10 +26,10 @@ from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from ..records.plan import PRESETS, Plan, same_family
 from ..merging.spans import span_runs
-from .dp import Solution, best_per_k, pareto_front
+from .dp import Solution, best_of_k, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "context_suffix", "plan_front", "settle", "spans_held"]
+__all__ = ["best_plan", "context_suffix", "plan_front", "settle", "spans_held", "top_plans"]
 
 
 def plan_front(
@@ -83,7 +83,27 @@ def plan_front(
         original_s=original, points=points, least_loss=least_loss, pareto=pareto,
         presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
         limits=tuple(filter(None, [span_limit, variants_note(prices)])),
+        draft=prices.lookup.lut.contention_label(prices.key),
     )
+
+
+def top_plans(prices: Prices, k: int, count: int, *, max_span: int, name: str,
+              options: Mapping[str, Any] | None = None) -> tuple[FrontPoint, ...]:
+    """The ``count`` plans with ``k`` kept blocks that ``prices`` price fastest, fastest first, each priced as the front
+    prices its plans (`predict_plan`): the exact k-best search over the pieces the planner offers (`dp.best_of_k`; spans
+    of up to ``max_span`` blocks, the front's). The first is a fastest plan of that k, as the front's (of equal prices,
+    possibly another). Each is named after its content and context (``tied-k3-<digest>-torch``), so that plans timed
+    together, or in two runs, never share a name (`dsprof.records.plan.named_plans`)."""
+    if count < 1:
+        raise UsageError(f"count is at least 1 plan, got {count}")
+    choices = _options(prices, max_span, None)
+    _check_found(prices, choices, max_span)
+    ctx, where = _Context(prices, name, dict(options or {})), context_suffix(prices.key)
+    out = []
+    for solution in best_of_k(len(prices.blocks), choices, k, count):
+        plan = ctx.plan(solution, "")
+        out.append(ctx.point(solution, f"tied-k{k}-{plan.digest[:8]}-{where}"))
+    return tuple(out)
 
 
 def spans_held(prices: Prices, limit: int | None = None) -> int:

@@ -14,7 +14,11 @@ try:
 except ImportError:  # pragma: no cover - Windows
     resource = None
 
-__all__ = ["CpuShare", "involuntary_switches"]
+__all__ = ["CPU_SHARE_WARNING", "CpuShare", "involuntary_switches"]
+
+#: Below this median share of the CPU time its threads asked for, a run was contended: other processes competed for
+#: the cores (`dsprof.profiler.runner.contention_message` warns; a LUT of such a run labels its figures drafts).
+CPU_SHARE_WARNING = 0.8
 
 
 def involuntary_switches():

@@ -31,7 +31,7 @@ from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
-from ..portable.cpu_share import CpuShare
+from ..portable.cpu_share import CPU_SHARE_WARNING, CpuShare  # (recorded per group: ``state_after["process_cpu_share"]``)
 from .fingerprint import device_name, device_state, environment, environment_id
 from ..records.measurement import (
     Measurement,
@@ -72,9 +72,6 @@ __all__ = [
     "workload_groups",
 ]
 
-#: Below this median share of the CPU time its threads asked for, `measure` warns that other
-#: processes compete for the cores (recorded per group as ``state_after["process_cpu_share"]``).
-CPU_SHARE_WARNING = 0.8
 #: ... together with more involuntary context switches per second than this.
 SWITCHES_WARNING = 100.0
 #: CPU threads when none are given: one. Single-threaded timings repeat on a shared machine (whole

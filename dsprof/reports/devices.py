@@ -203,10 +203,11 @@ def cross_table(data: Mapping[str, Any]) -> pd.DataFrame:
     """The cross table of a file over several contexts, one row per ordered pair of distinct contexts and k."""
     rows = [{"chosen for": r["chosen_for_label"], "runs on": r["runs_on_label"], "k": int(r["k"]), "loss": r["loss"],
              "loss_low": r.get("loss_low"), "loss_high": r.get("loss_high"), "speedup": r.get("speedup"),
-             "own_speedup": r.get("own_speedup"), "keep": _bits(r.get("keep", ())), "spans": format_spans(r.get("spans"), "none")}
+             "own_speedup": r.get("own_speedup"), "keep": _bits(r.get("keep", ())), "spans": format_spans(r.get("spans"), "none"),
+             "draft": str(r.get("draft") or "")}
             for r in data.get("cross", []) if r["chosen_for_label"] != r["runs_on_label"]]
     return pd.DataFrame(rows, columns=["chosen for", "runs on", "k", "loss", "loss_low", "loss_high", "speedup",
-                                       "own_speedup", "keep", "spans"])
+                                       "own_speedup", "keep", "spans", "draft"])
 
 
 @plain_text
@@ -312,8 +313,10 @@ def devices_sections(singles: list[Mapping[str, Any]], multis: list[Mapping[str,
                               f"devices_{stem}_fronts", "fronts per device context")
         cross = cross_table(data)
         if len(cross):
+            drafts = "; ".join(dict.fromkeys(d for d in cross["draft"] if d))  # a contended LUT run's figures
             parts += _figure_part(write, cross, cross_figure(cross, f"{model}: what a plan chosen for one context "
-                                                                    "loses on another (%)"),
+                                                                    "loses on another (%)"
+                                                                    + (f" ({drafts})" if drafts else "")),
                                   f"devices_{stem}_cross", "cross table heat map")
         joint = data.get("joint")
         if joint:

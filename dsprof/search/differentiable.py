@@ -8,6 +8,7 @@ the ranking and the scores' spread, warns when they run away, and rewrites the p
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -24,7 +25,19 @@ from .objective import latency_penalty
 from .loop import EpochHooks, Loop, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
 from .training import TrainProcess, save_training_checkpoint, setup_runtime, teardown_runtime
 
-__all__ = ["search_differentiable"]
+__all__ = ["GateScoresRanAway", "runaway_message", "search_differentiable"]
+
+
+class GateScoresRanAway(UserWarning):
+    """The gate scores' spread passed `runaway_spread`: their ranking reflects the blow-up, not importance."""
+
+
+def runaway_message(spread: float, limit: float, scores: list[float]) -> str:
+    """What a run whose gate scores ran away says (a `GateScoresRanAway` warning), naming the parameters that bound
+    them (the command line spells them as its options)."""
+    return (f"the gate scores ran away (spread {spread:.3g} > {limit:.3g}: {', '.join(f'{v:.3g}' for v in scores)}); "
+            "their ranking reflects the blow-up, not importance: use `settings=GateSettings(score_normalize=True)` and "
+            "`settings=GateSettings(score_bound=)`, or lower `settings=GateSettings(score_lr=)`")
 
 
 def search_differentiable(req: SearchRequest) -> SearchResult:
@@ -93,10 +106,9 @@ def _search_hooks(gates, loop: Loop, config: TrainConfig, anneal_epochs: float, 
         lines = [f"search epoch {epoch}/{config.epochs}: val acc {acc:.4f} task {parts.get('task_loss', 0):.4f} "
                  f"penalty {parts.get('penalty', 0):.4f} keep {''.join(map(str, gates.keep()))} "
                  f"ranking {' '.join(map(str, gates.ranking()))} score spread {spread:.3g}"]
-        if spread > runaway_spread(score_init):
-            lines.append(f"warning: the gate scores ran away (spread {spread:.3g} > {runaway_spread(score_init):.3g}: "
-                         f"{', '.join(f'{v:.3g}' for v in gates.scores.tolist())}); their ranking reflects the blow-up, "
-                         "not importance: use `score_normalize=True` and `score_bound=`, or lower `score_lr=`")
+        if spread > runaway_spread(score_init):  # a warning: the command line names its options
+            warnings.warn(GateScoresRanAway(runaway_message(spread, runaway_spread(score_init), gates.scores.tolist())),
+                          stacklevel=2)
         return {"keep": list(gates.keep()), "ranking": gates.ranking(), "score_spread": spread}, lines
 
     return EpochHooks(record, save, before_step=before_step, after_step=gates.clamp_, before_eval=before_eval)

@@ -17,6 +17,7 @@ _EXPORTS = {
     **dict.fromkeys(("PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file",
                      "plan_to_file"), ".plan"),
     **dict.fromkeys(("Checked", "Predicted", "predict"), ".predict"),
+    **dict.fromkeys(("TieBreak", "TieBroken", "break_tie"), ".tiebreak"),
     **dict.fromkeys(("MergeOutcome", "checkpoint_facts", "format_cost_table", "merge"), ".merge"),
     **dict.fromkeys(("Report", "fingerprint_table", "memory_table", "read_accuracies", "report", "validation_rows"),
                     ".report"),

@@ -10,6 +10,11 @@ times every piece the front uses -- a block linearised alone, merged or not as t
 round (scope `IN_SITU_SCOPE`, named after the piece: a block's module name, or `dsprof.lut.schema.span_piece`). The
 in-model method then prices those pieces at what they saved there (`dsprof.lut.inmodel`). Priced anew, the
 front may take pieces not yet timed so: it is planned again, up to `IN_MODEL_ROUNDS` times, until it uses none.
+Where the front's pieces (of every k) are fewer than the in-model scales need (`dsprof.lut.inmodel.MIN_PIECES`),
+the model's other pieces are timed too, until there are enough (issue #46: a calibration is never unused in
+silence): the calibration group's blocks one by one, then the spans the run measured, the ones that save most
+alone first. A model with fewer pieces than that (4 blocks and no spans) has them all timed, and says so in one line
+(`dsprof.lut.prices.CalibrationFallbackWarning`; its prices say it again wherever they are used).
 
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
@@ -35,7 +40,9 @@ from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
 from ..lut.lookup import piece_name
+from ..lut.inmodel import MIN_PIECES
 from ..lut.predict import MethodFallbackWarning, prices_of
+from ..lut.prices import CalibrationFallbackWarning, model_pieces
 from ..lut.schema import in_situ_workload
 from ..merging import merge_model
 from ..records.plan import Plan
@@ -96,13 +103,16 @@ def _run_lut(label: str, records: Sequence[Measurement]) -> Any:
 def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],
                     context: DeviceContext, max_span: int) -> list[list[Workload]]:
     """One group per piece that the front planned from ``records`` (this run's) uses and that they do not time inside
-    the model yet: the whole model (variant ``original``) and the model with only that piece deployed (``merged``,
-    or ``linear`` for a lone block the rule leaves unmerged), scope `IN_SITU_SCOPE`, named after the piece. None where
-    the records cannot price the in-model method (no whole model yet)."""
+    the model yet, and, where those and the pieces timed before are fewer than `MIN_PIECES`, the model's other pieces
+    that make up the difference (`_more_pieces`): the whole model (variant ``original``) and the model with only that
+    piece deployed (``merged``, or ``linear`` for a lone block the rule leaves unmerged), scope `IN_SITU_SCOPE`, named
+    after the piece. None where the records cannot price the in-model method (no whole model yet). A model with
+    fewer pieces than `MIN_PIECES` says so with a `CalibrationFallbackWarning`, once (the round that times them)."""
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # what the prices fall back to is said where they are used, not here
         warnings.simplefilter("ignore", MethodFallbackWarning)
+        warnings.simplefilter("ignore", CalibrationFallbackWarning)
         prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
     if prices.method != "in-model":
         return []
@@ -116,9 +126,19 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         for p in prices.pieces(point.plan):
             if p.variant in ("merged", "linear", "span") and not timed(p.start, p.stop, p.variant):
                 wanted.setdefault((p.start, p.stop), p.variant)
+    n = len(prices.blocks)
+    pieces = model_pieces(n, lambda a, b: prices.span(a, b).found)
+    done = {(a, b) for a, b in pieces
+            if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
+    for start, stop, variant in _more_pieces(prices, pieces, done | set(wanted)):  # too few for the estimate
+        wanted[(start, stop)] = variant
     if not wanted:
         return []
-    n = len(prices.blocks)
+    if len(pieces) < MIN_PIECES:
+        warnings.warn(f"{label}: the model has only {len(pieces)} pieces to time inside it ({n} blocks, "
+                      f"{len(pieces) - n} spans measured), fewer than the {MIN_PIECES} the in-model scales need: all "
+                      "are timed, and its prices will count the one line through them, shrunk toward 1 (said where "
+                      "they are used)", CalibrationFallbackWarning, stacklevel=2)
     original = model_workload(net, label, "original", input_size)
     groups = []
     for (start, stop), variant in sorted(wanted.items()):
@@ -132,6 +152,29 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
                        replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])
     return groups
+
+
+def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]],
+                 have: set[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """Where the pieces timed or to be timed (``have``) are fewer than `MIN_PIECES`, the model's other ``pieces``
+    that make up the difference: the calibration group's blocks one by one (each linearised alone, merged or not as
+    the prices deploy it), then the spans the run measured, each kind the pieces that save most alone first (they
+    pin the scale: a piece weighs by its saving alone squared, `dsprof.lut.inmodel`); (start, stop, variant) each."""
+    need = MIN_PIECES - len(have)
+    if need <= 0:
+        return []
+    more = []
+    for start, stop in pieces:
+        if (start, stop) in have:
+            continue
+        if stop - start > 1:
+            p, variant = prices.span(start, stop), "span"
+        else:
+            p = prices.linearized(start)
+            variant = p.variant if p.variant in ("merged", "linear") else "merged"
+        if p.saving_s == p.saving_s:
+            more.append((stop - start > 1, -abs(p.saving_s), start, stop, variant))
+    return [(start, stop, variant) for *_, start, stop, variant in sorted(more)[:need]]
 
 
 def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -30,8 +31,9 @@ from ..records.importance import (
     is_importance_record,
     read_importance,
 )
+from .tiebreak import TieBreak, TieBroken, break_tie, tie_break_of
 
-__all__ = ["PlannedContexts", "Planned", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
+__all__ = ["PlannedContexts", "Planned", "TieBreak", "load_importance", "plan", "plan_contexts_to_file", "plan_to_file"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Planned:
     paths: tuple[Path, ...]
     plan_path: Path | None = None
     predicted: int = 0  # entries of the context predicted from another's (`dsprof measure --few`), not measured
+    tie_break: TieBroken | None = None  # with `tie_break=`: the tied plans timed, ``chosen`` their measured best
 
 
 @dataclass(frozen=True)
@@ -109,11 +112,16 @@ def plan_to_file(
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
     plan_out: str | Path | None = None,
+    tie_break: TieBreak | float | None = None,
 ) -> Planned:
     """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
-    ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file."""
+    ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file. With ``tie_break`` (a `TieBreak`, or
+    its seconds), the plans of the chosen k tied with it are timed here and the measured best is the plan chosen
+    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``)."""
     check_budget(budget_ms, speedup)  # before the LUT is read
+    tie_break = tie_break_of(tie_break, choosing=not (keep is None and budget_ms is None and speedup is None),
+                             importance=importance)
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
@@ -122,8 +130,15 @@ def plan_to_file(
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
+    broken = None
+    if tie_break is not None:
+        broken = break_tie(model, lut, front, chosen, tie_break, method=method)
+        chosen = broken.best.point
     paths = _write(front, out, chosen, chosen_path)
-    return Planned(front, chosen, paths, chosen_path if chosen is not None else None)
+    if broken is not None and out is not None:  # the front's JSON says what was measured
+        data = json.loads(paths[0].read_text())
+        atomic_write_text(paths[0], json.dumps({**data, "tie_break": broken.to_dict()}, indent=1) + "\n")
+    return Planned(front, chosen, paths, chosen_path if chosen is not None else None, tie_break=broken)
 
 
 @contextlib.contextmanager
@@ -217,6 +232,7 @@ def plan(
     objective: str = "worst",
     out: str | Path | None = None,
     plan_out: str | Path | None = None,
+    tie_break: TieBreak | float | None = None,
     **old: Any,
 ) -> Planned | PlannedContexts:
     """`dsprof plan`: the plan of lowest predicted latency for every k of ``model`` (anything
@@ -230,7 +246,9 @@ def plan(
     contexts: `plan_contexts_to_file`, each context's front and what its plans lose on the others, and with
     ``joint`` one plan for those contexts (the least ``objective`` loss, "worst" or "mean"; ``keep`` writes it).
     ``importance``: per-block losses, or the file `dsprof importance` wrote. The files go to ``out`` and ``plan_out``
-    (default: ``out`` with ``.plan.json``). The keywords of before (``name=``; ``budget_ms=``, ``speedup=``;
+    (default: ``out`` with ``.plan.json``). ``tie_break`` (one context; a `dsprof.workflows.tiebreak.TieBreak`, or
+    its seconds): the plans of the chosen k tied by price with it are timed here paired with the original, and the
+    measured best is the plan written. The keywords of before (``name=``; ``budget_ms=``, ``speedup=``;
     ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``accept_modified=``) still work for a
     release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.plan", old, _OLD_KEYWORDS)
@@ -241,6 +259,7 @@ def plan(
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
                          "prices the model at its own: give `resolution=`")
+    tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
     model = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
@@ -252,6 +271,9 @@ def plan(
         if budget.given:
             raise UsageError("several contexts: `budget=LatencyBudget(...)` chooses within one; give "
                              "`pricing=Pricing(device_key=KEY)` (or `keep=K` with `joint=`)")
+        if tie_break is not None:
+            raise UsageError("several contexts: `tie_break=` times the plans of one, on its machine; give "
+                             "`pricing=Pricing(device_key=KEY)`")
         outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
                                         method=method, joint=joint, objective=objective, plan_out=plan_out)
         return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
@@ -260,5 +282,5 @@ def plan(
                          "`pricing=Pricing(device_key=)`")
     device = pricing.context(lut) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
-                           max_span=max_span, device=device, method=method, plan_out=plan_out)
+                           max_span=max_span, device=device, method=method, plan_out=plan_out, tie_break=tie_break)
     return replace(outcome, predicted=lut.predicted_count(outcome.front.device))

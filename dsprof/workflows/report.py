@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -133,6 +133,7 @@ def report(
     accept_modified: bool = False,
     resolution: int | None = None,
     merge_by: str | None = None,
+    commands: Callable[[str], str] | None = None,
 ) -> Report:
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
@@ -149,7 +150,9 @@ def report(
     ``resolution``: only the records measured at that input size (pixels). Every input is read before ``out`` is
     written. A plan without a ``merge`` list is merged as the commands that built the measured models merge it
     (`dsprof.merging.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
-    in the LUT's one context), or by MACs with ``merge_by="macs"``.
+    in the LUT's one context), or by MACs with ``merge_by="macs"``. ``commands``: how the pages spell what they
+    suggest running, a function of each paragraph's text (the command line passes its own, so that a report made by
+    `dsprof report` names `dsprof measure --plan PLAN` where one made from Python names `dsprof.measure(plans=PLAN)`).
     """
     out = Path(out)
     paths = list(paths)
@@ -224,9 +227,21 @@ def report(
     sections.append(Section("Noisy entries (IQR/median > 10 %)", ["\n".join(f"- {n}" for n in noisy or ["none"])]))
     if report.skipped:
         sections.append(Section("Skipped", ["\n".join(f"- {s}" for s in report.skipped)]))
+    if commands is not None:
+        sections = [replace(s, parts=[_spelt(part, commands) for part in s.parts]) for s in sections]
     report.files.append(atomic_write_text(report.index, markdown_page("dsprof report", sections)))
     report.files.append(atomic_write_text(report.html, html_page("dsprof report", sections)))
     return report
+
+
+def _spelt(part: Any, commands: Callable[[str], str]) -> Any:
+    """A page's paragraph (text or lead) with what it suggests running spelt by ``commands``; tables and plots as
+    they are."""
+    if isinstance(part, str):
+        return commands(part)
+    if isinstance(part, Lead):
+        return replace(part, text=commands(part.text))
+    return part
 
 
 def _at_resolution(records: list[Measurement], resolution: int) -> list[Measurement]:
