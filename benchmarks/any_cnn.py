@@ -33,9 +33,9 @@ from dsprof.merging import merge_model, merge_report
 from dsprof.records.plan import Plan
 from dsprof.records.plan import load_preset
 from dsprof.planning.decide import merge_rule
-from dsprof.models import count_macs, discover_blocks, get_model
+from dsprof.models import ModelRef, count_macs, discover_blocks, get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 
 MODELS = [
     "mobilenet_v2", "mnasnet1_0", "mobilenet_v3_large", "mobilenet_v3_small", "shufflenet_v2_x1_0", "mnasnet_100",
@@ -58,11 +58,11 @@ def _merged_all(model: torch.nn.Module, name: str) -> tuple[torch.nn.Module | No
 def _time(models: dict[str, torch.nn.Module], label: str, args, out: Path) -> dict[str, float]:
     """Median seconds of each model, timed in one interleaved group through ONNX Runtime."""
     first, *rest = models
-    result = measure(
-        models[first], name=label, backend="onnxruntime", threads=args.threads, resolution=args.resolution,
-        variants=(), model_variants=("original",), extra_models={k: models[k] for k in rest},
-        timing=TimingConfig(budget_s=args.budget), out=out / f"{label}.jsonl", overwrite=True, progress=False,
-    )
+    result = measure(ModelRef.of(models[first], name=label, resolution=args.resolution),
+                     settings=BackendSettings(backend="onnxruntime", threads=args.threads),
+                     workloads=Workloads(variants=(), model_variants=("original",)),
+                     extra_models={k: models[k] for k in rest}, timing=TimingConfig(budget_s=args.budget),
+                     out=out / f"{label}.jsonl", overwrite=True, progress=False)
     medians = {}
     for r in result.measurements:
         if r.scope == "model" and not r.error:

@@ -76,7 +76,8 @@ def _need(path: Path, args) -> None:
 def stage_lut(args, key: str, folder: Path):
     from dsprof.lut import build_lut
     from dsprof.planning import joint_front, plan_contexts
-    from dsprof.profiler import measure
+    from dsprof.profiler import BackendSettings, Workloads, measure
+    from dsprof.models import ModelRef
 
     name, options = _model(args, key)
     files = []
@@ -86,8 +87,9 @@ def stage_lut(args, key: str, folder: Path):
         if not args.reuse:
             print(f"{key}: LUT entries through {backend}, one thread ({_load()})", flush=True)
             t = time.perf_counter()
-            measure(name, model_options=options, resolution=args.resolution, backend=backend, threads=1,
-                    variants=("original", "merged", "linear"), model_variants=("original",), spans=args.max_span,
+            measure(ModelRef.of(name, options=options, resolution=args.resolution),
+                    settings=BackendSettings(backend=backend, threads=1),
+                    workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=args.max_span),
                     timing=_timing(args.budget), out=path, resume=True, progress=False)
             print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
         files.append(path)
@@ -119,7 +121,8 @@ def _same(a, b) -> bool:
 def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
     from dsprof.merging import merge_model
     from dsprof.models import format_spans, get_model
-    from dsprof.profiler import measure
+    from dsprof.models import ModelRef
+    from dsprof.profiler import Workloads, measure
     from dsprof.records.measurement import read_measurements
     from dsprof.records.stats import paired_speedup
 
@@ -141,8 +144,8 @@ def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) 
                 merged = {plan_name: merge_model(model, plan) for plan_name, plan in plans.items()}
                 print(f"{key} on {label_b}, k={k}: {len(merged)} merged plans interleaved ({_load()})", flush=True)
                 t = time.perf_counter()
-                measure(model, name=name, variants=(), model_variants=(), blocks=None, extra_models=merged,
-                        timing=_timing(args.budget), out=path, resume=True, progress=False, **b.measure_options())
+                measure(ModelRef.of(model, name=name), settings=b, workloads=Workloads((), (), blocks=None),
+                        extra_models=merged, timing=_timing(args.budget), out=path, resume=True, progress=False)
                 print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
             records = {r.name: r for r in read_measurements(path) if r.scope == "model" and r.ok}
             for chosen in fronts.fronts:

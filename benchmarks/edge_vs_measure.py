@@ -25,7 +25,8 @@ from pathlib import Path
 
 from dsprof.edge import EDGE_OPSET, export_bundle, import_results
 from dsprof.lut import build_lut
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, measure
+from dsprof.models import ModelRef
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,8 +67,9 @@ def main() -> None:
         for side in (("direct", "runner") if r % 2 == 0 else ("runner", "direct")):
             t0 = time.perf_counter()
             if side == "direct":
-                res = measure("mobilenet_v2", resolution=args.resolution, backend="onnxruntime", threads=args.threads,
-                              timing=timing, out=out / "direct" / f"round{r}.jsonl", overwrite=True, progress=False)
+                res = measure(ModelRef.of("mobilenet_v2", resolution=args.resolution),
+                              settings=BackendSettings(backend="onnxruntime", threads=args.threads), timing=timing,
+                              out=out / "direct" / f"round{r}.jsonl", overwrite=True, progress=False)
                 direct.append(res.path)
             else:
                 results = out / "runner" / f"round{r}.jsonl"

@@ -44,7 +44,7 @@ from dsprof.names import PREDICT_METHODS as LUT_METHODS
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.interval import lut_probe, probe_ratio
 from dsprof.records.plan import Plan, load_plan
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 import dsprof
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.workflows.check import measure_planned_run, paired_check
@@ -110,12 +110,11 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
             "load_before": load(), "slug": f"{backend}-{slug(model_name)}", "seed": args.seed,
             "model_file": args.model_file if model_name.startswith("file:") else None}
     t0 = time.perf_counter()
-    lut_run = dsprof.measure(model_name, options=options, resolution=args.resolution,
+    lut_run = dsprof.measure(ModelRef.of(model_name, options=options, resolution=args.resolution),
                              workloads=Workloads(("original", "merged", "linear"), ("original",),
                                                  in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans),
-                             timing=timing,
-                             out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate, settings=settings,
-                             batch=args.batch).run
+                             timing=timing, out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate,
+                             settings=settings, batch=args.batch).run
     case["lut_wall_s"] = time.perf_counter() - t0
     lut = build_lut([lut_run.path])
     key = lut.devices()[0]

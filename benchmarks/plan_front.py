@@ -46,7 +46,8 @@ def _load() -> str:
 def stage_lut(args) -> None:
     from dsprof.lut import build_lut
     from dsprof.planning import plan_front
-    from dsprof.profiler import measure
+    from dsprof.profiler import BackendSettings, Workloads, measure
+    from dsprof.models import ModelRef
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,8 +55,9 @@ def stage_lut(args) -> None:
     for backend in args.backends:
         print(f"measuring {MODEL} {args.resolution} px on {backend}, one thread ({_load()})", flush=True)
         t = time.perf_counter()
-        result = measure(MODEL, resolution=args.resolution, backend=backend, threads=1,
-                         variants=("original", "merged", "linear"), model_variants=("original",), spans=args.max_span,
+        result = measure(ModelRef.of(MODEL, resolution=args.resolution),
+                         settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=args.max_span),
                          timing=_timing(args.budget), out=out / f"lut_{backend}.jsonl", overwrite=True, progress=False)
         files.append(result.path)
         print(f"  {time.perf_counter() - t:.0f} s", flush=True)
@@ -88,7 +90,8 @@ def stage_check(args) -> None:
     from dsprof.records.plan import load_preset
     from dsprof.models import get_model
     from dsprof.planning import plan_front
-    from dsprof.profiler import measure
+    from dsprof.models import ModelRef
+    from dsprof.profiler import Workloads, measure
 
     out = Path(args.out)
     lut = LUT.load(out / "lut.csv")
@@ -109,9 +112,10 @@ def stage_check(args) -> None:
         merged = {name: merge_model(model, Decider("lut", costs).decide(p.plan).plan) for name, (p, _) in checked.items()}
         print(f"\n{backend}: {len(merged)} merged models and the original, interleaved ({_load()})", flush=True)
         t = time.perf_counter()
-        result = measure(model, name=MODEL, variants=(), model_variants=("original",), blocks=None, extra_models=merged,
+        result = measure(ModelRef.of(model, name=MODEL), settings=key,
+                         workloads=Workloads((), ("original",), blocks=None), extra_models=merged,
                          timing=_timing(args.budget), out=out / f"check_{backend}.jsonl", overwrite=True,
-                         progress=False, **key.measure_options())
+                         progress=False)
         medians = {r.name: r.median_s for r in result.measurements if r.scope == "model" and r.ok}
         print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
         for name, (p, on_front) in checked.items():

@@ -64,7 +64,7 @@ from heldout_models import HELDOUT_46
 from dsprof.merging import merge_model
 from dsprof.records.plan import Plan, load_plan
 from dsprof.merging.fold import fold_batchnorm
-from dsprof.models import find_blocks, first_conv_in_channels, get_model
+from dsprof.models import ModelRef, find_blocks, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import plan_front
 import dsprof
@@ -107,7 +107,7 @@ def lut_of(name: str, backend: str, args: argparse.Namespace, case_dir: Path, lo
         return LUT.load(path)
     log["lut_load_before"] = load()
     t0 = time.perf_counter()
-    result = dsprof.measure(name, resolution=args.resolution, settings=BackendSettings(backend, threads=1),
+    result = dsprof.measure(ModelRef.of(name, resolution=args.resolution), settings=BackendSettings(backend, threads=1),
                             workloads=Workloads(("original", "merged", "linear"), ("original",), spans=MAX_SPAN),
                             calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut",
                             overwrite=True, progress=False).run

@@ -31,8 +31,9 @@ from pathlib import Path
 import torch
 import torch.utils.benchmark as tb
 
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.profiler import BackendSettings, TimingConfig, block_workloads, measure, model_workloads, time_interleaved
+from dsprof.profiler import Workloads
 from dsprof.profiler.backends.torch_eager import TorchBackend
 from dsprof.profiler.fingerprint import environment
 from dsprof.profiler.runner import DEFAULT_CPU_THREADS
@@ -49,9 +50,10 @@ def repeatability(args: argparse.Namespace) -> None:
     shares: dict[int, list[float]] = {t: [] for t in counts}
     for i in range(args.repeats):
         for t in counts:  # alternate the counts so that both see the same moments of the machine
-            result = measure("mobilenet_v2", resolution=args.resolution, threads=t, backend=args.backend, variants=(),
-                             model_variants=("original",), blocks=None, out=args.out / f"repeat-t{t}-{i}.jsonl",
-                             overwrite=True, progress=False)
+            result = measure(ModelRef.of("mobilenet_v2", resolution=args.resolution),
+                             settings=BackendSettings(threads=t, backend=args.backend),
+                             workloads=Workloads(variants=(), model_variants=("original",), blocks=None),
+                             out=args.out / f"repeat-t{t}-{i}.jsonl", overwrite=True, progress=False)
             r = next(m for m in result.measurements if m.scope == "model" and m.ok)
             medians[t].append(r.stats.median)
             shares[t].append(r.state_after.get("process_cpu_share", float("nan")))
@@ -88,11 +90,9 @@ def main() -> None:
     runs = []
     for i in (1, 2):
         start = time.perf_counter()
-        result = measure(
-            "mobilenet_v2", resolution=args.resolution, threads=threads, backend=args.backend,
-            out=args.out / f"{args.backend}-t{threads}-run{i}.jsonl",
-            overwrite=True, progress=False,
-        )
+        result = measure(ModelRef.of("mobilenet_v2", resolution=args.resolution),
+                         settings=BackendSettings(threads=threads, backend=args.backend),
+                         out=args.out / f"{args.backend}-t{threads}-run{i}.jsonl", overwrite=True, progress=False)
         wall = time.perf_counter() - start
         runs.append((wall, result))
         shares = [m.state_after.get("process_cpu_share") for m in result.measurements if "process_cpu_share" in m.state_after]

@@ -46,8 +46,8 @@ from dsprof.lut import DeviceContext, build_lut, predict_latency
 from dsprof.planning.decide import merge_rule
 from dsprof.merging import merge_model
 from dsprof.records.plan import Plan, load_preset
-from dsprof.models import get_model
-from dsprof.profiler import TimingConfig, measure
+from dsprof.models import ModelRef, get_model
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.records.measurement import Measurement, read_measurements
 from dsprof.reports import block_latency_figure, block_table, memory_figure, memory_table, render
 from dsprof.reports.plots import close
@@ -175,10 +175,10 @@ def run_measure(net: Net, s: Settings, *, backend: str | None = None, device: st
         return measured_records(net, s, backend or s.backend, device or s.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ONNX export/TFLite conversion chatter; errors still raise
-        result = measure(net.model, model_options=net.options, resolution=s.resolution, extra_models=extra,
-                         backend=backend or s.backend, device=device or s.device,
-                         batch=batch if batch is not None else s.batch, threads=s.threads,
-                         variants=variants, model_variants=model_variants, blocks="*" if variants else None,
+        result = measure(ModelRef.of(net.model, options=net.options, resolution=s.resolution), extra_models=extra,
+                         settings=BackendSettings(backend=backend or s.backend, device=device or s.device, threads=s.threads),
+                         batch=batch if batch is not None else s.batch,
+                         workloads=Workloads(variants=variants, model_variants=model_variants, blocks="*" if variants else None),
                          timing=s.timing, out=s.measurements, resume=True, progress=s.progress)
     failed = [r for r in result.measurements if not r.ok]
     for r in failed:

@@ -106,7 +106,8 @@ def stage_lut(args, key: str, folder: Path):
     from dsprof.errors import DsprofError
     from dsprof.lut import build_lut
     from dsprof.planning import plan_contexts
-    from dsprof.profiler import measure
+    from dsprof.models import ModelRef
+    from dsprof.profiler import BackendSettings, Workloads, measure
 
     name, options, _ = _model(args, key)
     files = []
@@ -116,9 +117,13 @@ def stage_lut(args, key: str, folder: Path):
             print(f"{key}: LUT entries through {SHOWN[runtime]}, one thread ({_load()})", flush=True)
             t = time.perf_counter()
             try:
-                result = measure(name, model_options=options, resolution=args.resolution, backend=runtime,
-                                 **_context(args), variants=("original", "merged", "linear"), model_variants=("original",),
-                                 spans=args.max_span, timing=_timing(args), out=path, resume=True, progress=False,
+                context = _context(args)
+                batch = context.pop("batch")
+                result = measure(ModelRef.of(name, options=options, resolution=args.resolution),
+                                 settings=BackendSettings(runtime, **context), batch=batch,
+                                 workloads=Workloads(("original", "merged", "linear"), ("original",),
+                                                     spans=args.max_span),
+                                 timing=_timing(args), out=path, resume=True, progress=False,
                                  log=lambda line: print(f"  {line}", flush=True))
             except DsprofError as exc:  # e.g. its extra is not installed: the other runtimes go on
                 _say(runtime, f"measure {key}", exc)
@@ -184,8 +189,8 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
     from dsprof.lut.predict import predict_plan
     from dsprof.merging import merge_model
     from dsprof.records.plan import load_plan
-    from dsprof.models import format_spans, get_model
-    from dsprof.profiler import measure
+    from dsprof.models import ModelRef, format_spans, get_model
+    from dsprof.profiler import Workloads, measure
     from dsprof.records.measurement import paired_with_original, read_measurements
     from dsprof.records.stats import paired_speedup
 
@@ -206,9 +211,9 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
                   flush=True)
             t = time.perf_counter()
             merged = {label: merge_model(model, plan) for label, plan in plans.items()}
-            measure(model, name=name, variants=(), model_variants=("original",), blocks=None, extra_models=merged,
-                    timing=_timing(args), out=path, resume=True, progress=False,
-                    log=lambda line: print(f"  {line}", flush=True), **front.device.measure_options())
+            measure(ModelRef.of(model, name=name), settings=front.device,
+                    workloads=Workloads((), ("original",), blocks=None), extra_models=merged, timing=_timing(args),
+                    out=path, resume=True, progress=False, log=lambda line: print(f"  {line}", flush=True))
             print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
         records = [r for r in read_measurements(path) if r.scope == "model"]
         original = next((r for r in records if r.variant == "original" and r.ok), None)

@@ -7,6 +7,9 @@ records, their statistics and the importance file live in `dsprof.records`, and 
 export bundles carry in `dsprof.portable`. Each old module name is an entry of
 ``sys.modules`` that forwards attribute lookups, so importing from it finds the new home; importing it does not
 replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
+
+The keywords a function took one by one before an object held them (`dsprof.measure(variants=...)`, now
+``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning.
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ class DeviceContext:
                    record.batch, record.threads or 0, record.compile)
 
     def measure_options(self) -> dict[str, Any]:
-        """The `dsprof.profiler.measure` keywords that time in this context (on this machine)."""
+        """The fields of `dsprof.profiler.BackendSettings` and the batch that time in this context (on this machine;
+        `dsprof.profiler.runner.timing_context` reads them)."""
         return {"backend": self.backend, "device": self.device, "dtype": self.dtype,
                 "channels_last": self.layout == "channels_last", "batch": self.batch,
                 "threads": self.threads or None, "compile": self.compile}

@@ -6,12 +6,13 @@ The engines' registries are keyed by these names (`dsprof.search.registry.SEARCH
 `dsprof.search.proxies.PROXIES`); tests check that they agree.
 """
 
-__all__ = ["BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
+__all__ = ["ACT_VARIANTS", "PLAN_UNITS", "BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
            "IN_SITU_VARIANTS", "MERGE_BY", "MODEL_VARIANTS", "OLD_METHOD_NAMES", "PREDICT_METHODS", "PROXY_NAMES", "SEARCH_METHODS"]
 
-#: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`) and of the whole model, and what it times
-#: unless told otherwise.
-BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear")
+#: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`; ``fused-expand``, ``fused-project``: the
+#: block with one of its two activations removed and the run beside it merged, `ACT_VARIANTS`) and of the whole model,
+#: and what it times unless told otherwise.
+BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear", "fused-expand", "fused-project")
 MODEL_VARIANTS = ("original", "merged", "flops_matched")
 DEFAULT_BLOCK_VARIANTS = ("original", "merged", "flops_matched")
 DEFAULT_MODEL_VARIANTS = ("original", "flops_matched")
@@ -20,6 +21,13 @@ DEFAULT_MODEL_VARIANTS = ("original", "flops_matched")
 PREDICT_METHODS = ("auto", "isolated", "in-model", "in-situ", "in-situ-scaled")
 #: The methods' names before "context" came to mean the device context only: read for one release, with a warning.
 OLD_METHOD_NAMES = {"context": "in-situ", "context-scaled": "in-situ-scaled"}
+#: A partial merge of a block (a plan at the level of activations, `dsprof.records.activations`), by where its run of
+#: units lies: holding the block's first unit (an inverted residual's expansion and depthwise, the Fused-MBConv form),
+#: its last (the depthwise and the projection), or neither.
+ACT_VARIANTS = ("fused-expand", "fused-project", "fused-inner")
+#: What the planner counts as kept (`dsprof plan --unit`): blocks (DepthShrinker's, the default) or single activations
+#: (`dsprof.planning.activations`).
+PLAN_UNITS = ("block", "activation")
 #: What a block can be swapped for while the whole model runs (`dsprof measure --in-situ`, `dsprof.profiler.insitu`).
 IN_SITU_VARIANTS = ("merged", "linear")
 #: How a plan without a ``merge`` list has it written (by the planner, `dsprof.planning.decide`): from a LUT (the rule

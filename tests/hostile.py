@@ -391,15 +391,16 @@ def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     from dsprof.cli import main
     from dsprof.lut import build_lut
-    from dsprof.profiler import TimingConfig, measure
+    from dsprof.profiler import TimingConfig, Workloads, measure
+    from dsprof.models import ModelRef
     from rule_lut import rule_lut
 
     src = tmp_path_factory.mktemp("received-files")
     fast = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                         min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
-    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32,
-                     variants=("original", "merged", "linear"), model_variants=("original",), timing=fast,
-                     out=src / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",)),
+                     timing=fast, out=src / "m.jsonl", progress=False)
     rule_lut(build_lut([result.path]).save(src / "lut.csv"), result.path)
     assert main(["plan", "--lut", str(src / "lut.csv"), *MODEL, "--max-span", "1", "--out",
                  str(src / "front.json")]) == 0

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import dsprof
-from dsprof.models import get_model
-from dsprof.profiler import TimingConfig, measure
+from dsprof.models import ModelRef, get_model
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.profiler.fingerprint import ENV_ID_FIELDS
 
 # Two 40 MB tensors made and freed per step, as a forward pass on a batch makes and frees activations.
@@ -63,8 +63,9 @@ def test_steady_allocator_removes_the_page_faults_of_freed_activations():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc thresholds: Linux only")
 def test_measure_records_the_allocator(tmp_path):
     timing = TimingConfig(warmup_s=0.002, warmup_max_s=0.05, min_samples=3, max_samples=5, budget_s=0.02, min_sample_s=2e-4)
-    result = measure(get_model("mobilenet_v2", resolution=32, depths=[1] * 7), name="tiny", variants=(),
-                     model_variants=("original",), blocks=None, out=tmp_path, progress=False, timing=timing)
+    result = measure(ModelRef.of(get_model("mobilenet_v2", resolution=32, depths=[1] * 7), name="tiny"),
+                     workloads=Workloads(variants=(), model_variants=("original",), blocks=None), out=tmp_path,
+                     progress=False, timing=timing)
     record = result.measurements[0]
     assert record.environment["allocator"] == "glibc malloc: no mmap, trim threshold 1024 MiB"
     assert "allocator" not in ENV_ID_FIELDS  # records before and after the change stay in one LUT context

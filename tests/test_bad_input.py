@@ -17,8 +17,8 @@ from dsprof.errors import BadFileError, DsprofError, OutputPathError, PlanError
 from dsprof.lut import LUT, build_lut
 from dsprof.merging import load_merged, merge_model, save_merged
 from dsprof.records.plan import Plan, load_preset
-from dsprof.models import get_model
-from dsprof.profiler import measure
+from dsprof.models import ModelRef, get_model
+from dsprof.profiler import Workloads, measure
 from dsprof.planning.decide import merge_rule
 
 from cli_run import dsprof_here as dsprof
@@ -203,8 +203,8 @@ def test_10_measure_checks_its_output_before_it_builds_anything(work):
     assert snapshot(work) == before
     # the library checks first too: the output, before the workloads that a bad --blocks would stop
     with pytest.raises(OutputPathError, match="a is a file, not a folder"):
-        measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32, blocks="no-such-block",
-                out=work / "a" / "r.jsonl", progress=False)
+        measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32),
+                workloads=Workloads(blocks="no-such-block"), out=work / "a" / "r.jsonl", progress=False)
     assert snapshot(work) == before
 
 

@@ -13,6 +13,7 @@ import statistics
 import pytest
 
 import dsprof
+from dsprof.models import ModelRef
 from dsprof.cli import main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
@@ -30,7 +31,7 @@ Z = 1.959964
 
 
 def _measure(out, **kw):
-    return dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32,
+    return dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
                           workloads=Workloads(("original", "merged", "linear"), ("original",)), timing=FAST, out=out,
                           progress=False, **kw).run
 
@@ -88,9 +89,10 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
 
 
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
-    with pytest.raises(UsageError, match="needs `variants=` with original and merged"):
-        dsprof.measure("mobilenet_v2", options=OPTIONS, resolution=32, workloads=Workloads(("original",), ("original",)),
-                       timing=FAST, out=tmp_path / "a.jsonl", progress=False, calibrate=True)
+    with pytest.raises(UsageError, match=r"needs `workloads=Workloads\(variants=\)` with original and merged"):
+        dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                       workloads=Workloads(("original",), ("original",)), timing=FAST, out=tmp_path / "a.jsonl",
+                       progress=False, calibrate=True)
     assert main(["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--calibrate", "--remote", "me@host",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -19,7 +19,7 @@ import dsprof
 from cli_run import dsprof_here
 from dsprof.lut import CalibrationFallbackWarning, build_lut, model_label, predict_latency
 from dsprof.lut.inmodel import MIN_PIECES, PRIOR_SD
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.profiler import TimingConfig, Workloads
 from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
 from dsprof.records.plan import Plan
@@ -36,8 +36,8 @@ def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("few")
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        measured = dsprof.measure(TINY_FILE, resolution=32, workloads=Workloads(("original", "merged", "linear"),
-                                                                                ("original",)),
+        measured = dsprof.measure(ModelRef.of(TINY_FILE, resolution=32),
+                                  workloads=Workloads(("original", "merged", "linear"), ("original",)),
                                   timing=FAST, out=folder / "m.jsonl", progress=False, calibrate=True).run
     lut = build_lut([measured.path])
     return measured, lut, [w for w in said if issubclass(w.category, CalibrationFallbackWarning)], folder
@@ -146,8 +146,8 @@ def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pi
     without a word of fallback."""
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        measured = dsprof.measure(TINY_FILE, resolution=32, workloads=Workloads(("original", "merged", "linear"),
-                                                                                ("original",), spans=2),
+        measured = dsprof.measure(ModelRef.of(TINY_FILE, resolution=32),
+                                  workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2),
                                   timing=FAST, out=tmp_path / "m.jsonl", progress=False, calibrate=True).run
         lut = build_lut([measured.path])
         pred = predict_latency(TINY_FILE, lut, Plan("file:tinyconv:build", (1, 0, 0), {}), resolution=32)

@@ -18,7 +18,7 @@ from dsprof.records.importance import ImportanceResolutionWarning
 from dsprof.cli.main import _text
 from dsprof.device_context import DeviceContext
 from dsprof.errors import ImportanceHint, LUTError, LUTMissError, MeasureHint, UsageError
-from dsprof.lut import LUTMissWarning
+from dsprof.lut import LUTMissWarning, MergeChoice
 from dsprof.planning.front import check_budget
 from test_layers import MODULES, ROOT, imports
 
@@ -187,6 +187,7 @@ def test_the_table_is_the_parsers_own():
     ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "finetune", "--resume needs (--out)"),
     ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "search", "--resume needs (--checkpoint)"),
     ("pass `lut=LUT.load(accept_modified=True)`", "predict", "pass --accept-modified"),
+    ("`joint=Joint(contexts='a,b', objective='mean')`", "plan", "--for a,b --objective mean"),
     ("`settings=GateSettings(score_normalize=True, score_bound=)`", "search", "--score-normalize --score-bound"),
     ("`pricing=Pricing()` `pricing=Pricing(no_such_field=1)`", "plan", " `pricing=Pricing(no_such_field=1)`"),
     # left as written: a label's options, a parameter no command takes, code that is not a parameter run
@@ -199,7 +200,7 @@ def test_parameters_become_the_commands_options(said, command, line):
 
 def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp_path, capsys):
     with pytest.raises(UsageError) as caught:  # refused before anything is built
-        dsprof.merge("mobilenet_v2", "mbv2-ds-a", resolution=32, merge_by="lut", out=tmp_path / "m.pt")
+        dsprof.merge("mobilenet_v2", "mbv2-ds-a", resolution=32, merge=MergeChoice(merge_by="lut"), out=tmp_path / "m.pt")
     said = str(caught.value)
     assert said == "`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)"
     assert not FLAG.search(said)

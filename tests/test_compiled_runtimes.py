@@ -25,7 +25,8 @@ from dsprof.device_context import DeviceContext, short_labels
 from dsprof.errors import DeviceError, DsprofError
 from dsprof.lut import LUT, build_lut
 from dsprof.merging.fold import fold_batchnorm
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.records.measurement import read_measurements
 from dsprof.profiler.backends import BackendSettings, WorkloadUnsupported, get_backend
 from dsprof.models.onnx_export import export_onnx
@@ -176,8 +177,9 @@ def runs(tmp_path_factory):
     out = {}
     for backend, refused in (("torch-compile", _Branchy()), ("openvino", _Unknown())):
         lines: list[str] = []
-        result = measure("mobilenet_v2", model_options=TINY, resolution=32, backend=backend, threads=1,
-                         blocks="features.2", variants=("original", "merged"), model_variants=("original",),
+        result = measure(ModelRef.of("mobilenet_v2", options=TINY, resolution=32),
+                         settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(blocks="features.2", variants=("original", "merged"), model_variants=("original",)),
                          extra_models={"refused": refused.eval()}, timing=FAST, out=tmp / f"{backend}.jsonl",
                          progress=False, log=lines.append)
         out[backend] = (result, lines)

@@ -28,9 +28,9 @@ from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA, MethodFallbackWarning, build_lut, model_label, predict_latency, with_probe
 from dsprof.lut.interval import lut_probe, probe_ratio
 from dsprof.lut.predict import resolve_method
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.records.plan import Plan
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.profiler.probe import probe_now
 from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
@@ -47,8 +47,9 @@ LABEL = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("drift") / "m.jsonl"
-    return measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged"),
-                   model_variants=("original",), timing=FAST, out=out, progress=False)
+    return measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                   workloads=Workloads(variants=("original", "merged"), model_variants=("original",)), timing=FAST,
+                   out=out, progress=False)
 
 
 # -- the probe in the records and the LUT -------------------------------------------------------------------
@@ -68,8 +69,9 @@ def test_every_group_is_followed_by_a_probe_record(run):
 
 
 def test_build_lut_pools_the_probe_of_every_run_under_one_key(run, tmp_path):
-    other = measure("mobilenet_v2", model_options={"depths": [1] * 7, "width": 0.5}, resolution=32, variants=(),
-                    model_variants=("original",), timing=FAST, out=tmp_path / "other.jsonl", progress=False)
+    other = measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7, "width": 0.5}, resolution=32),
+                    workloads=Workloads(variants=(), model_variants=("original",)), timing=FAST,
+                    out=tmp_path / "other.jsonl", progress=False)
     lut = build_lut([run.path, other.path])
     frame = lut.to_dataframe().query("scope == 'probe'")
     assert set(frame.workload) == {PROBE_NAME} and list(frame.variant) == ["original"]  # one probe, one row
@@ -391,8 +393,9 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
     os.sched_setaffinity(0, {core})
     busy = None
     try:
-        lut_run = measure("mobilenet_v2", model_options=OPTIONS, resolution=96, variants=("original",), model_variants=("original",),
-                          timing=timing, out=tmp_path / "lut.jsonl", progress=False)
+        lut_run = measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=96),
+                          workloads=Workloads(variants=("original",), model_variants=("original",)), timing=timing,
+                          out=tmp_path / "lut.jsonl", progress=False)
         lut = build_lut([lut_run.path])
         key = lut.devices()[0]
         pred = predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=96, method="isolated")

@@ -18,7 +18,8 @@ from dsprof import __version__
 from dsprof.cli import main
 from dsprof.edge import export_bundle, import_results, read_manifest
 from dsprof.lut import build_lut
-from dsprof.profiler import TimingConfig, environment, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, environment, measure
+from dsprof.models import ModelRef
 from dsprof.planning.decide import merge_rule
 from edge_env import edge_venv
 
@@ -66,8 +67,9 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
     assert done.returncode == 0, done.stderr
     results = bundle / "results" / "onnxruntime_cpu_t1.jsonl"
     imported = import_results(bundle, results, out=tmp_path / "imported")
-    direct = measure("mobilenet_v2", resolution=32, backend="onnxruntime", threads=1, timing=TIMING,
-                     out=tmp_path / "direct", progress=False)
+    direct = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                     settings=BackendSettings(backend="onnxruntime", threads=1), timing=TIMING, out=tmp_path / "direct",
+                     progress=False)
 
     # MobileNetV2: 17 blocks x (original, merged, flops_matched), the model x (original, flops_matched), stem, head;
     # `measure` also times the drift probe after each group, which a bundle does not carry (yet)
@@ -107,8 +109,9 @@ def test_tflite_bundle_timed_with_the_litert_interpreter_without_torch(tmp_path)
                          "--out", str(device / "r.jsonl"), cwd=device)
     assert done.returncode == 0, done.stderr
     assert main(["import", str(tmp_path / "bundle"), str(device / "r.jsonl"), "--out", str(tmp_path / "imported")]) == 0
-    direct = measure("mobilenet_v2", resolution=32, backend="tflite", threads=1, blocks="features.2",
-                     model_variants=(), timing=TIMING, out=tmp_path / "direct", progress=False)
+    direct = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(backend="tflite", threads=1),
+                     workloads=Workloads(blocks="features.2", model_variants=()), timing=TIMING,
+                     out=tmp_path / "direct", progress=False)
     edge, here = lut_keys(build_lut([tmp_path / "imported"])), lut_keys(build_lut([direct.path]))
     assert len(here) == 3 and set(edge) == set(here)
     assert all(edge[k] > 0 and here[k] > 0 for k in here)  # both timed every workload (sizes: the ONNX Runtime test)
@@ -390,8 +393,9 @@ def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_recor
         assert (r.runtime_info["performance_hint"], r.runtime_info["inference_num_threads"], r.runtime_info["inference_precision"],
                 r.runtime_info["cpu_pinning"]) == ("LATENCY", 1, "f32", False)
         assert r.runtime_info["device_name"] == ov.Core().get_property("CPU", "FULL_DEVICE_NAME")
-    direct = measure("mobilenet_v2", model_options=options, resolution=32, backend="openvino", threads=1,
-                     blocks="features.2", variants=("original", "merged"), model_variants=("original",),
+    direct = measure(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                     settings=BackendSettings(backend="openvino", threads=1),
+                     workloads=Workloads(blocks="features.2", variants=("original", "merged"), model_variants=("original",)),
                      timing=TIMING, out=tmp_path / "direct", progress=False)
     timed = [r for r in direct.measurements if r.scope != "probe"]
     assert sorted(r.workload_key for r in records) == sorted(r.workload_key for r in timed)

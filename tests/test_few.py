@@ -15,9 +15,9 @@ from dsprof.errors import UsageError
 from dsprof.lut import LUT, build_lut, model_label
 from dsprof.lut.few import GROUPS, candidates, choose, few_lut
 from dsprof.lut.predict import profiled_options
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.workflows.few import workload_macs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -31,8 +31,9 @@ DEPTHS = ["--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION)]
 def like(tmp_path_factory):
     """The full LUT file of the tiny model through PyTorch eager (blocks, spans of 2..3, the whole model)."""
     tmp = tmp_path_factory.mktemp("few")
-    result = measure(NAME, model_options=OPTIONS, resolution=RESOLUTION, backend="torch", threads=1,
-                     variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+    result = measure(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                     settings=BackendSettings(backend="torch", threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN),
                      timing=FAST, out=tmp / "torch.jsonl", progress=False)
     return build_lut([result.path]).save(tmp / "lut_torch.csv")
 

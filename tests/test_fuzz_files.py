@@ -54,7 +54,7 @@ FIELDS: dict[str, list[str]] = {
               "points.*.low_s", "points.*.high_s", "points.*.importance", "least_loss", "pareto", "presets",
               "no_gain", "fastest_k", "notes"],
     "plan": ["name", "format", "version", "model", "keep", "options", "options.depths", "free_activation", "border",
-             "merge", "source", "search", "spans", "options.pretrained", "options.num_classes", "options.width",
+             "merge", "source", "search", "spans", "acts", "options.pretrained", "options.num_classes", "options.width",
              "options.resolution"],
     "manifest": ["dtype", "batch", "bundle_id", "dsprof_version", "format", "formats", "groups", "model",
                  "model_options", "model_options.depths", "model_options.resolution", "onnx_opset", "results_format",

@@ -26,10 +26,10 @@ from dsprof.names import DEFAULT_PROXY as NAMED_DEFAULT, PROXY_NAMES
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut
 from dsprof.records.plan import Plan
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.workflows.plan import load_importance, plan_to_file
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.search import TrainConfig, search
 from dsprof.search.data import digits
 from dsprof.search.importance import importance_record
@@ -127,8 +127,9 @@ def lut(model_name, tmp_path_factory):
     tests/rule_lut.py's rule: whether the planner accepts it, and which blocks it holds back, must not hang on a
     busy machine's clock."""
     tmp = tmp_path_factory.mktemp("importance-lut")
-    result = measure(model_name, resolution=RES, variants=("original", "merged", "linear"),
-                     model_variants=("original",), timing=FAST, out=tmp / "tiny.jsonl", progress=False)
+    result = measure(ModelRef.of(model_name, resolution=RES),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",)),
+                     timing=FAST, out=tmp / "tiny.jsonl", progress=False)
     path = build_lut([result.path]).save(tmp / "tiny.csv")
     rule_lut(path, result.path)
     return path

@@ -11,7 +11,7 @@ from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import COLUMNS, LUT, SCHEMA, DeviceContext, LUTError, LUTMissError, LUTMissWarning, build_lut, model_label
 from dsprof.lut.predict import predict_latency
 from dsprof.records.plan import Plan
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.records.measurement import MeasurementWriter, read_measurements
 from dsprof.profiler.runner import measure
 from dsprof.profiler.timing import TimingConfig
@@ -24,8 +24,8 @@ FAST = TimingConfig(warmup_s=0.002, warmup_min_iters=1, warmup_max_s=0.05, min_s
 def measured(tmp_path_factory):
     """A real measurement file: MobileNetV2 (one block per stage) at 32x32 on this CPU."""
     out = tmp_path_factory.mktemp("measure")
-    result = measure("mobilenet_v2", model_options={"depths": [1] * 7}, resolution=32, out=out,
-                     timing=FAST, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32), out=out, timing=FAST,
+                     progress=False)
     return result.path
 
 

@@ -19,8 +19,8 @@ from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA, build_lut, model_label, predict_latency
 from dsprof.lut.predict import MethodFallbackWarning
 from dsprof.records.plan import Plan
-from dsprof.models import find_blocks, get_model
-from dsprof.profiler import TimingConfig, measure
+from dsprof.models import ModelRef, find_blocks, get_model
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.records.measurement import IN_SITU_SCOPE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -33,8 +33,9 @@ KEEP = (1, 0, 1, 0, 1, 1, 0)  # blocks 1, 3 and 6 lose their activations
 @pytest.fixture(scope="module")
 def in_situ_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ctx") / "m.jsonl"
-    return measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged", "linear"),
-                   model_variants=("original",), in_situ=("merged", "linear"), timing=FAST, out=out, progress=False)
+    return measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                   workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), in_situ=("merged", "linear")),
+                   timing=FAST, out=out, progress=False)
 
 
 def test_in_situ_groups_hold_the_whole_model_and_one_swap(in_situ_run):
@@ -143,8 +144,9 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
 
 
 def test_in_situ_method_without_in_situ_entries_is_a_loud_miss(tmp_path):
-    result = measure("mobilenet_v2", model_options=OPTIONS, resolution=32, variants=("original", "merged"),
-                     model_variants=("original",), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                     workloads=Workloads(variants=("original", "merged"), model_variants=("original",)), timing=FAST,
+                     out=tmp_path / "m.jsonl", progress=False)
     lut = build_lut([result.path])
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
     # stem + head + blocks: positive whatever the timing noise (model-minus-blocks can contradict itself under load)

@@ -54,7 +54,8 @@ def measured(tmp_path_factory):
     front planned at k = 1, and the plan file written: what every door below reads."""
     folder = tmp_path_factory.mktemp("doors")
     net = tiny()
-    run = dsprof.measure(net, resolution=32, workloads=SPANS, timing=QUICK, out=folder / "results", progress=False)
+    run = dsprof.measure(ModelRef.of(net, resolution=32), workloads=SPANS, timing=QUICK, out=folder / "results",
+                         progress=False)
     dsprof.build_lut([folder / "results"], folder / "lut.csv")
     lut = rule_lut(folder / "lut.csv", [folder / "results"])
     planned = dsprof.plan(net, lut, keep=1, max_span=2, out=folder / "front.json")
@@ -90,15 +91,32 @@ def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
     plan = Plan(model=net, keep=(1, 0, 0))
     assert plan.model == "TinyConv" and Plan.from_json(plan.to_json()) == plan
     with pytest.raises(dsprof.errors.PlanError, match="is for model 'TinyConv', not 'tiny-a'"):
-        dsprof.merge(other, plan, merge_by="macs", resolution=32)  # another module's plan
-    merged = dsprof.merge(net, plan, merge_by="macs", resolution=32)
+        dsprof.merge(other, plan, merge=MergeChoice.macs(), resolution=32)  # another module's plan
+    merged = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
     assert merged.report.plan.model == "TinyConv" and merged.merges.plan.merge is not None
     with pytest.warns(DeprecationWarning, match="merge\\(model=\\)"):  # the parameter's old name, for a release
-        renamed = dsprof.merge(model_name=net, plan=plan, merge_by="macs", resolution=32)
+        renamed = dsprof.merge(model_name=net, plan=plan, merge=MergeChoice.macs(), resolution=32)
     assert renamed.merges.plan == merged.merges.plan
     x = torch.randn(3, 3, 32, 32)
     reference = linearize_model(net, merged.merges.plan)
     torch.testing.assert_close(merged.model(x), reference(x), rtol=1e-4, atol=1e-4)  # the exact merge
+
+
+def test_merge_takes_one_merge_choice_and_the_loose_keywords_of_before_warn():
+    # dsprof.merge takes what decides the merges as one object, as dsprof.measure does (issue #44); its signature
+    # stays about a dozen parameters, and the keywords of before still work for a release, with a warning
+    import inspect
+
+    assert len(inspect.signature(dsprof.merge).parameters) <= 13
+    net = tiny(1)
+    plan = Plan(model=net, keep=(1, 0, 0))
+    chosen = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
+    with pytest.warns(DeprecationWarning, match=r"dsprof\.merge\(merge_by=\) is now dsprof\.merge\(merge=MergeChoice"):
+        loose = dsprof.merge(net, plan, merge_by="macs", resolution=32)
+    assert chosen.merges.by == loose.merges.by == "macs" and loose.merges.plan == chosen.merges.plan
+    assert len(chosen.merges.plan.merge) == 3 and not chosen.merges.plan.merge[0]  # block 0 keeps its activations
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lutt'"):
+        dsprof.merge(net, plan, lutt="lut.csv", resolution=32)
 
 
 def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_path):
@@ -131,9 +149,9 @@ def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_pat
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # the module passed is not changed
 
     # the plan's merged model timed beside the module, then the report with the LUT's validation of it
-    checked = dsprof.measure(net, resolution=32, workloads=Workloads((), ("original",)), plans=[planned.plan_path],
-                             merge=MergeChoice(lut),
-                             timing=QUICK, out=tmp_path / "results", progress=False)
+    checked = dsprof.measure(ModelRef.of(net, resolution=32), workloads=Workloads((), ("original",)),
+                             plans=[planned.plan_path], merge=MergeChoice(lut), timing=QUICK, out=tmp_path / "results",
+                             progress=False)
     assert list(checked.checks) == [plan.name] and checked.checks[plan.name] is not None
     pages = dsprof.report([tmp_path / "results"], tmp_path / "report", lut=lut, plans=[planned.plan_path])
     validation = (tmp_path / "report" / "tables" / "lut_validation.csv").read_text()
@@ -208,18 +226,21 @@ def test_the_timing_context_is_one_object(tmp_path):
     from dsprof.profiler import BackendSettings
 
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4))
-    quiet = dict(resolution=8, workloads=Workloads((), ("original",)), timing=QUICK, progress=False)
-    run = dsprof.measure(mlp, settings=BackendSettings("torch", threads=1), out=tmp_path / "a.jsonl", **quiet).run
+    quiet = dict(workloads=Workloads((), ("original",)), timing=QUICK, progress=False)
+    small = ModelRef.of(mlp, resolution=8)
+    run = dsprof.measure(small, settings=BackendSettings("torch", threads=1), out=tmp_path / "a.jsonl", **quiet).run
     (whole,) = [r for r in run.measurements if r.scope == "model"]
     assert (whole.backend, whole.threads, whole.batch) == ("torch", 1, 1)
-    again = dsprof.measure(mlp, settings=whole.context, out=tmp_path / "b.jsonl", **quiet).run  # a LUT key's context
+    again = dsprof.measure(small, settings=whole.context, out=tmp_path / "b.jsonl", **quiet).run  # a LUT key's context
     assert {r.context for r in again.measurements if r.scope == "model"} == {whole.context}
     quiet.pop("workloads")
-    with pytest.warns(DeprecationWarning) as said:
-        old = dsprof.measure(mlp, backend="torch", threads=1, variants=(), model_variants=("original",),
+    with pytest.warns(DeprecationWarning) as said:  # one warning, naming each keyword's parameter and field now
+        old = dsprof.measure(mlp, resolution=8, backend="torch", threads=1, variants=(), model_variants=("original",),
                              out=tmp_path / "c.jsonl", **quiet).run
-    assert {str(w.message).split(" is now ")[1] for w in said if w.category is DeprecationWarning} == {
-        "dsprof.measure(settings=BackendSettings(...))", "dsprof.measure(workloads=Workloads(...))"}
+    assert [str(w.message) for w in said if w.category is DeprecationWarning] == [
+        "dsprof.measure(resolution=, backend=, threads=, variants=, model_variants=) is now dsprof.measure("
+        "model=ModelRef.of(resolution=), settings=BackendSettings(backend=, threads=), "
+        "workloads=Workloads(variants=, model_variants=)); the keywords of before go in dsprof 0.2"]
     with pytest.warns(DeprecationWarning, match=r"merge_by=\) is now dsprof.export\(merge=MergeChoice"):
         dsprof.export(mlp, resolution=8, merge_by="macs", model_variants=("original",), variants=(),
                       out=tmp_path / "bundle-old")
@@ -241,7 +262,7 @@ def test_the_timing_context_is_one_object(tmp_path):
 def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 64), nn.ReLU(), nn.Linear(64, 10))
     with pytest.warns(UserWarning):  # no blocks: said, and the whole model timed
-        run = dsprof.measure(mlp, resolution=32, timing=QUICK, out=tmp_path / "mlp.jsonl", progress=False)
+        run = dsprof.measure(ModelRef.of(mlp, resolution=32), timing=QUICK, out=tmp_path / "mlp.jsonl", progress=False)
     (whole,) = [r for r in run.run.measurements if r.scope == "model"]
     assert whole.model == "Sequential" and whole.model_options["resolution"] == 32
     assert whole.macs == 3 * 32 * 32 * 64 + 64 * 10  # the two Linear layers at 32 px, by hand

@@ -28,11 +28,11 @@ from dsprof.errors import UsageError
 from dsprof.lut import build_lut
 from dsprof.merging import load_merged, merge_report
 from dsprof.records.plan import Plan
-from dsprof.models import format_spans, parse_spans
+from dsprof.models import ModelRef, format_spans, parse_spans
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import plan_front
 from dsprof.workflows.plan import plan_to_file
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table
 from dsprof.reports.plots import close
@@ -73,8 +73,9 @@ def lut_files(tmp_path_factory):
     what the planner chooses must not hang on a busy machine's clock). `FRONT` is what the rule makes the planner
     choose."""
     tmp = tmp_path_factory.mktemp("newuser")
-    result = measure(LABEL, resolution=32, variants=("original", "merged", "linear"), model_variants=("original",),
-                     spans=2, timing=FAST, out=tmp / "flatnet.jsonl", progress=False)
+    result = measure(ModelRef.of(LABEL, resolution=32),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2),
+                     timing=FAST, out=tmp / "flatnet.jsonl", progress=False)
     lut_path = build_lut([result.path]).save(tmp / "lut.csv")
     rule_lut(lut_path, result.path)
     return result.path, lut_path

@@ -38,9 +38,9 @@ from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.schema import PREDICTED
 from dsprof.merging import load_merged, merge_report
 from dsprof.records.plan import Plan
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.profiler import TimingConfig, format_summary, measure, summary_table
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, format_summary, measure, summary_table
 from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table, memory_figure, memory_table, prediction_figure
 from dsprof.reports import validation_rows
@@ -127,8 +127,9 @@ def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("devices")
     files = []
     for backend in BACKENDS:
-        result = measure(LABEL, resolution=32, backend=backend, threads=1, variants=("original", "merged", "linear"),
-                         model_variants=("original",), spans=2, timing=FAST, out=d / "measurements", progress=False)
+        result = measure(ModelRef.of(LABEL, resolution=32), settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2),
+                         timing=FAST, out=d / "measurements", progress=False)
         files.append(result.path)
     lut = build_lut(files).save(d / "lut.csv")
     rule_lut(lut, files, RULES)

@@ -18,7 +18,7 @@ from torch import nn
 
 import dsprof
 from cli_run import dsprof_here
-from dsprof.models import NothingToMergeWarning, UnsupportedBlockWarning, discover_blocks
+from dsprof.models import ModelRef, NothingToMergeWarning, UnsupportedBlockWarning, discover_blocks
 from dsprof.profiler import BackendSettings
 from dsprof.profiler.timing import TimingConfig
 from models import nothing
@@ -87,8 +87,8 @@ def test_measure_an_mlp_module_from_the_api_at_the_resolution_asked(tmp_path):
     net = nothing.mlp(resolution=32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        measured = dsprof.measure(net, name="mlp", resolution=32, settings=BackendSettings(threads=1), timing=FAST,
-                                  out=tmp_path, progress=False)
+        measured = dsprof.measure(ModelRef.of(net, name="mlp", resolution=32), settings=BackendSettings(threads=1),
+                                  timing=FAST, out=tmp_path, progress=False)
     ours = [w for w in caught if issubclass(w.category, (NothingToMergeWarning, UnsupportedBlockWarning))]
     assert [str(w.message) for w in ours] == [f"mlp: {WORDS['mlp']}; measured as a whole model"]
     assert not [w for w in caught if issubclass(w.category, DeprecationWarning) and "dsprof." in str(w.message)]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dsprof.cli import main
-from dsprof.records.plan import PlanError, check_plan, load_plan
+from dsprof.records.plan import Plan, PlanError, check_plan, load_plan
+from dsprof.lut import MergeChoice
 from dsprof.workflows.merge import merge
 from dsprof.cli.commands import model_flags
 from dsprof.models import normalized_options
@@ -46,7 +47,7 @@ def test_a_plan_of_the_same_family_is_retargeted_and_another_model_refused():
 def test_merge_accepts_explicit_defaults_from_the_cli_and_python(tmp_path, capsys):
     assert main(["merge", "--model", "mobilenet_v2", "--width", "1.0", "--depths", "1,2,3,4,3,3,1", "--resolution", "32",
                  "--plan", "mbv2-ds-a", "--merge-by", "macs", "--out", str(tmp_path / "x.pt")]) == 0, capsys.readouterr().err
-    outcome = merge("mobilenet_v2", "mbv2-ds-a", options={"width": 1.0}, resolution=32, merge_by="macs")
+    outcome = merge("mobilenet_v2", "mbv2-ds-a", options={"width": 1.0}, resolution=32, merge=MergeChoice.macs())
     assert outcome.costs["state"].isin(["merged", "linear"]).sum() == load_plan("mbv2-ds-a").keep.count(0) == 5
 
 
@@ -90,12 +91,14 @@ def test_search_refuses_a_keep_that_leaves_nothing_to_choose(tmp_path, capsys, m
 def test_predict_refuses_a_plan_for_other_options(tmp_path, capsys):
     from dsprof.lut import build_lut
     from dsprof.lut.predict import predict_latency
-    from dsprof.profiler import TimingConfig, measure
+    from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+    from dsprof.models import ModelRef
 
     timing = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0, min_samples=3,
                           max_samples=3, budget_s=0.01, min_sample_s=0.0)
-    result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", variants=("original",),
-                     model_variants=(), timing=timing, out=tmp_path / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(blocks="features.1", variants=("original",), model_variants=()), timing=timing,
+                     out=tmp_path / "m.jsonl", progress=False)
     lut = tmp_path / "lut.csv"
     build_lut([result.path]).save(lut)
     with pytest.raises(PlanError, match=r"is for mobilenet_v2 with options \{\}, not \{'width': 1.4\}"):
@@ -104,3 +107,16 @@ def test_predict_refuses_a_plan_for_other_options(tmp_path, capsys):
                  "--plan", "mbv2-ds-a"]) == 2
     assert "is for mobilenet_v2 with options {}, not {'width': 1.4}" in capsys.readouterr().err
     assert load_plan("mbv2-ds-a").options == {}
+
+
+def test_a_merge_list_marks_the_blocks_of_its_spans_merged():
+    # a span merges as one convolution, so a merge list that leaves one of its blocks unmerged contradicts itself:
+    # the plan refuses it when it is made or read, whatever then replays it (issue #44: one owner of the check)
+    keep, options, spans = (1, 1, 1, 0, 0, 1, 1), {"depths": [1] * 7}, ((3, 5),)
+    fine = Plan("mobilenet_v2", keep, options, spans=spans, merge=(False,) * 3 + (True, True) + (False,) * 2)
+    assert fine.merge[3:5] == (True, True) and Plan.from_json(fine.to_json()) == fine
+    half = dict(fine.to_dict(), merge=[False] * 3 + [True, False] + [False] * 2)
+    with pytest.raises(PlanError, match=r"leaves blocks \[4\] unmerged, but they lie in its spans"):
+        Plan.from_json(json.dumps(half))
+    with pytest.raises(PlanError, match=r"leaves blocks \[3, 4\] unmerged"):
+        fine.with_merge([False] * 7)

@@ -22,7 +22,8 @@ from dsprof.records.plan import Plan
 from dsprof.merging.spans import span_runs
 from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -38,8 +39,9 @@ def luts(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("contexts")
     out = {}
     for backend in BACKENDS:
-        result = measure(NAME, model_options=OPTIONS, resolution=RESOLUTION, backend=backend, threads=1,
-                         variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+        result = measure(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                         settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN),
                          timing=FAST, out=tmp / f"{backend}.jsonl", progress=False)
         out[backend] = build_lut([result.path]).save(tmp / f"lut_{backend}.csv")
     return out

@@ -31,7 +31,8 @@ from dsprof.lut.interval import Estimate, ratio_bounds
 from dsprof.lut.piece import Piece
 from dsprof.records.plan import Plan
 from dsprof.planning import plan_contexts
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.records.measurement import read_measurements
 from dsprof.reports.devices import cross_table, load_front_file
 from dsprof.reports.front import front_tables, joint_table
@@ -62,8 +63,9 @@ def luts(tmp_path_factory):
     d = tmp_path_factory.mktemp("seams")
     out = {}
     for backend in BACKENDS:
-        result = measure(NAME, model_options=OPTIONS, resolution=RESOLUTION, backend=backend, threads=1,
-                         variants=("original", "merged", "linear"), model_variants=("original",), spans=2,
+        result = measure(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                         settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2),
                          timing=FAST, out=d / f"{backend}.jsonl", progress=False)
         out[backend] = d / f"lut_{backend}.csv"
         build_lut([result.path]).save(out[backend])

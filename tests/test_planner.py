@@ -17,15 +17,15 @@ import torch
 
 from dsprof.cli import build_parser, main
 from dsprof.errors import LUTMissError
-from dsprof.lut import LUT, build_lut, model_label, predict_latency
+from dsprof.lut import LUT, MergeChoice, build_lut, model_label, predict_latency
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan
 from dsprof.workflows.merge import merge
 from dsprof.merging.spans import span_runs, span_spec
-from dsprof.models import find_blocks, get_model
+from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import best_plan, plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.workflows.report import report as write_report
 
 from conftest import randomise_bn
@@ -44,8 +44,9 @@ IMPORTANCE = [0.1, 0.3, 0.05, 0.2, 0.02, 0.4, 0.15, 0.25]
 
 def _measure(tmp, name, options, spans):
     out = tmp / f"{name}-{spans}.jsonl"
-    result = measure(name, model_options=options, resolution=32, variants=("original", "merged", "linear"),
-                     model_variants=("original",), spans=spans, timing=FAST, out=out, progress=False)
+    result = measure(ModelRef.of(name, options=options, resolution=32),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=spans),
+                     timing=FAST, out=out, progress=False)
     return rule_lut(build_lut([result.path]).save(out.with_suffix(".csv")), result.path)
 
 
@@ -172,9 +173,9 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     lut_path = LUT(frame).save(tmp_path / "lut.csv")
     plan_path = tmp_path / "plan.json"
     plan_path.write_text(Plan(name, (1, 0, 0, 1, 1, 1, 1), options).to_json())
-    by_macs = merge(name, str(plan_path), options=options, resolution=32, merge_by="macs")
+    by_macs = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice.macs())
     assert by_macs.report.decisions[1].merged and by_macs.merges.by == "macs"  # MACs say merge
-    by_lut = merge(name, str(plan_path), options=options, resolution=32, lut=lut_path)
+    by_lut = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice(lut_path))
     decisions = by_lut.report.decisions
     assert not decisions[1].merged and by_lut.merges.by == "lut" and "merge list" in decisions[1].reason
     # the LUT's own verdict for block 2, independently: merged below linear
@@ -187,7 +188,8 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     assert main(["merge", "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--plan", str(plan_path),
                  "--lut", str(lut_path)]) == 0
     # --spans auto with the LUT: the planner's partition for this keep
-    auto = merge(name, str(plan_path), options=options, resolution=32, lut=lut_path, spans="auto", max_span=2)
+    auto = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice(lut_path), spans="auto",
+                 max_span=2)
     assert auto.report.plan.spans == best_plan(name, LUT(frame), (1, 0, 0, 1, 1, 1, 1), options=options,
                                                resolution=32, max_span=2).spans
 

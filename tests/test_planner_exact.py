@@ -19,10 +19,10 @@ from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
 from dsprof.merging.spans import span_runs
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import best_plan, plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 
 from plans import every_plan, plan_count, random_plan
 from rule_lut import rule_lut
@@ -58,8 +58,9 @@ def case(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
     paths = []
     for backend in BACKENDS:
-        result = measure(name, model_options=options, resolution=RESOLUTION, backend=backend, threads=1,
-                         variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+        result = measure(ModelRef.of(name, options=options, resolution=RESOLUTION),
+                         settings=BackendSettings(backend=backend, threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN),
                          timing=FAST, out=tmp / f"{backend}.jsonl", progress=False)
         paths.append(result.path)
     lut = rule_lut(build_lut(paths).save(tmp / "lut.csv"), paths)

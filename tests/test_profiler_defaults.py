@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.profiler.runner import CPU_SHARE_WARNING, DEFAULT_CPU_THREADS, contention_message, threads_note
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -28,7 +29,8 @@ SPIN_LIMIT_S = 30  # the spinner ends on its own after this, whatever happens to
 def test_default_threads_is_one_and_recorded(tmp_path):
     torch.set_num_threads(2)  # the process's count must not leak into the timing
     try:
-        result = measure("mobilenet_v2", resolution=32, blocks="features.1", model_variants=(), timing=FAST,
+        result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST,
                          out=tmp_path / "m.jsonl", progress=False)
     finally:
         torch.set_num_threads(1)
@@ -36,7 +38,7 @@ def test_default_threads_is_one_and_recorded(tmp_path):
     assert result.threads == 1 and not result.threads_given
     assert all(r.threads == 1 for r in result.measurements)
     assert "the default" in threads_note(result.threads, result.threads_given)
-    assert "`threads=`" in threads_note(2, True) and "2" in threads_note(2, True)  # `dsprof measure` says --threads
+    assert "`settings=BackendSettings(threads=)`" in threads_note(2, True) and "2" in threads_note(2, True)  # `dsprof measure` says --threads
 
 
 def _with_signals(record, share, switches, load=None):
@@ -47,8 +49,9 @@ def _with_signals(record, share, switches, load=None):
 
 
 def test_contention_rule(tmp_path):
-    record = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", variants=("original",),
-                     model_variants=(), timing=FAST, out=tmp_path / "m.jsonl", progress=False).measurements[0]
+    record = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(blocks="features.1", variants=("original",), model_variants=()), timing=FAST,
+                     out=tmp_path / "m.jsonl", progress=False).measurements[0]
     quiet = [_with_signals(record, 0.97, 40.0)] * 3
     assert contention_message(quiet, 1) is None
     busy_one = [_with_signals(record, 0.5, 60.0, load=3.5)] * 3
@@ -56,7 +59,7 @@ def test_contention_rule(tmp_path):
     assert message is not None and "50%" in message and "load average 3.5" in message
     # several threads: a low share alone may be serial code; it also takes frequent preemption
     assert contention_message([_with_signals(record, 0.5, 60.0)] * 3, 2) is None
-    assert "`threads=1`" in contention_message([_with_signals(record, 0.5, 300.0)] * 3, 2)
+    assert "`settings=BackendSettings(threads=1)`" in contention_message([_with_signals(record, 0.5, 300.0)] * 3, 2)
     # the median over groups decides: one contended group of three does not
     assert contention_message(quiet[:2] + busy_one[:1], 1) is None
     assert contention_message([], 1) is None
@@ -81,8 +84,9 @@ def test_contention_warning_with_a_spinning_process(tmp_path, capsys):
                 "--budget", "0.4", "--min-samples", "20", "--target-precision", "0.000001", "--min-sample-time", "0.002"]
         assert main(args) == 0
         captured = capsys.readouterr()
-        result = measure("mobilenet_v2", resolution=32, blocks="features.1", variants=("original", "merged"),
-                         model_variants=(), timing=timing, out=tmp_path / "d.jsonl", progress=False)
+        result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                         workloads=Workloads(blocks="features.1", variants=("original", "merged"), model_variants=()),
+                         timing=timing, out=tmp_path / "d.jsonl", progress=False)
     finally:
         os.sched_setaffinity(0, saved)
         spinner.kill()

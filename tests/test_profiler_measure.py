@@ -4,6 +4,7 @@ No timing asserts: the tests check which records exist, what they hold, and that
 """
 
 import json
+from dataclasses import replace
 import os
 import signal
 import subprocess
@@ -15,9 +16,9 @@ import pytest
 import torch
 
 from dsprof.cli import main
-from dsprof.models import BlockSpec, find_blocks, get_model
+from dsprof.models import BlockSpec, ModelRef, find_blocks, get_model
 from dsprof.records.measurement import Measurement, read_measurements
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.profiler.backends.tflite import NetworkBlocked, no_network
 from dsprof.profiler.fingerprint import environment, environment_id
 
@@ -50,7 +51,8 @@ def check_block_records(records, model, variants, batch=1):
 
 
 def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FAST,
+                     out=tmp_path, progress=False)
     model = get_model("mobilenet_v2", resolution=32)
     check_block_records(result.measurements, model, VARIANTS)
     models = [r for r in result.measurements if r.scope == "model"]
@@ -79,7 +81,9 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
 
 
 def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.2", model_variants=(), timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(blocks="features.2", model_variants=()), timing=FAST, out=tmp_path / "m.jsonl",
+                     progress=False)
     lines = result.path.read_text().splitlines()
     assert len(lines) == 4  # three variants, then the drift probe timed after their group
     data = json.loads(lines[0])
@@ -91,11 +95,10 @@ def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
 
 def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
     tiny = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
-    result = measure(
-        "mobilenet_v2", resolution=32, dtype="bf16", channels_last=True, threads=1, blocks=["features.1", "features.5"],
-        variants=("original", "linear"), model_variants=("original",), extra_models={"tiny": tiny},
-        timing=FAST, out=tmp_path, progress=False,
-    )
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                     settings=BackendSettings(dtype="bf16", channels_last=True, threads=1),
+                     workloads=Workloads(blocks=["features.1", "features.5"], variants=("original", "linear"), model_variants=("original",)),
+                     extra_models={"tiny": tiny}, timing=FAST, out=tmp_path, progress=False)
     got = {(r.name, r.variant) for r in result.measurements if r.scope != "probe"}
     assert got == {("features.1", "original"), ("features.1", "linear"), ("features.5", "original"), ("features.5", "linear"), ("mobilenet_v2", "original"), ("tiny", "custom")}
     assert all(r.layout == "channels_last" and r.dtype == "bf16" and r.threads == 1 and r.ok for r in result.measurements)
@@ -103,7 +106,9 @@ def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
 
 
 def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure("mobilenet_v2", resolution=32, threads=1, backend="onnxruntime", timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+                     settings=BackendSettings(threads=1, backend="onnxruntime"), timing=FAST, out=tmp_path,
+                     progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32), VARIANTS)
     assert all(r.backend == "onnxruntime" and r.layout == "nchw" and r.ok for r in result.measurements)
     assert len([r for r in result.measurements if r.scope == "model"]) == 2
@@ -117,10 +122,9 @@ def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
     # `benchmarks/profiler_quality.py --backend tflite` runs all 17 blocks in all variants.
     blocks = ["features.1", "features.3"]
     variants = ("original", "merged")
-    result = measure(
-        "mobilenet_v2", resolution=32, backend="tflite", threads=1, blocks=blocks, variants=variants, model_variants=("original",),
-        timing=FAST, out=tmp_path, progress=False,
-    )
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(backend="tflite", threads=1),
+                     workloads=Workloads(blocks=blocks, variants=variants, model_variants=("original",)), timing=FAST,
+                     out=tmp_path, progress=False)
     records = result.measurements
     assert {(r.name, r.variant) for r in records if r.scope == "block"} == {(b, v) for b in blocks for v in variants}
     assert all(r.ok and r.layout == "nhwc" and r.backend == "tflite" for r in records), [r.error for r in records]
@@ -157,11 +161,14 @@ def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
 
 def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
     out = tmp_path / "m.jsonl"
-    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:100])  # the last write was cut off
     with pytest.warns(UserWarning, match="cut short"):
-        result = measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, resume=True, progress=False)
+        result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, resume=True,
+                         progress=False)
     assert result.new == 1 and result.skipped == 2
     assert [r.variant for r in read_measurements(out) if r.scope != "probe"] == ["original", "merged", "flops_matched"]
 
@@ -225,7 +232,8 @@ def test_corrupt_resume_file_is_a_clear_error(capsys, tmp_path):
 
 def test_resume_with_other_settings_is_a_clear_error(capsys, tmp_path):
     out = tmp_path / "m.jsonl"
-    measure("mobilenet_v2", resolution=32, threads=1, blocks="features.1", model_variants=(), timing=FAST, out=out, progress=False)
+    measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
     code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--resume", "--width", "1.4")
     assert code == 2 and "other settings" in err and "model_options" in err
 
@@ -270,7 +278,9 @@ cuda = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 @cuda
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_cuda_per_block_records(tmp_path, dtype):
-    result = measure("mobilenet_v2", resolution=64, device="cuda", dtype=dtype, batch=8, channels_last=True, timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=64),
+                     settings=BackendSettings(device="cuda", dtype=dtype, channels_last=True), batch=8, timing=FAST,
+                     out=tmp_path, progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS, batch=8)
     r = result.measurements[0]
     assert r.device == "cuda:0" and r.threads is None and r.batch == 8
@@ -281,7 +291,9 @@ def test_cuda_per_block_records(tmp_path, dtype):
 @cuda
 def test_cuda_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path):
     huge = 1 << 16  # a batch no GPU holds at 224 x 224 for the first blocks
-    result = measure("mobilenet_v2", resolution=224, device="cuda", batch=huge, blocks="features.1", model_variants=(), timing=FAST, out=tmp_path, progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", resolution=224), settings=BackendSettings(device="cuda"), batch=huge,
+                     workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=tmp_path,
+                     progress=False)
     assert all(r.error and "out of memory" in r.error for r in result.measurements)
 
 
@@ -292,3 +304,66 @@ def test_environment_id_separates_environments_not_hosts_or_times():
     assert environment_id(moved) == environment_id(env)
     upgraded = dict(env, versions=dict(env["versions"], torch="0.0"))
     assert environment_id(upgraded) != environment_id(env) and len(environment_id(env)) == 12
+
+
+def test_a_session_times_the_groups_it_is_given_in_one_file_and_resumes_them(tmp_path):
+    """The profiler only times the groups it is given (issue #44): one `MeasureSession` times the groups built from the
+    request, then a group built after them (as `dsprof.measure(calibrate=True)` builds its groups from the records),
+    into the one file; Ctrl-C during the later groups keeps what is timed, and a resumed session skips it."""
+    from dsprof.errors import Interrupted
+    from dsprof.profiler import MeasureRequest, model_workload, open_session
+
+    request = MeasureRequest(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                             workloads=Workloads(("original", "merged"), (), blocks="features.1"), timing=FAST,
+                             out=tmp_path / "m.jsonl")
+
+    def later(session):  # a group built from what is timed before it, then Ctrl-C before the next
+        assert [(r.name, r.variant) for r in session.records if r.scope == "block"] == [
+            ("features.1", "original"), ("features.1", "merged")]
+        yield [model_workload(session.net, session.label, "original", session.input_size)]
+        raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as stopped:
+        with open_session(request, progress=False) as session:
+            assert [[(w.name, w.variant) for w in g] for g in session.todo] == [
+                [("features.1", "original"), ("features.1", "merged")]]
+            try:
+                session.time(session.todo)
+                session.time(later(session))
+            except KeyboardInterrupt:
+                raise session.interrupted(" (then more)") from None
+    # both workloads of the built groups are in the file, and the later group's one as well
+    assert str(stopped.value) == (f"interrupted: 2 of 2 workloads saved in {tmp_path / 'm.jsonl'} (then more); "
+                                  "`resume=True` continues")
+    records = read_measurements(tmp_path / "m.jsonl")
+    assert [(r.scope, r.variant) for r in records] == [("block", "original"), ("block", "merged"), ("probe", "original"),
+                                                       ("model", "original"), ("probe", "original")]
+    assert len({r.group for r in records}) == 4  # two groups, each with its own probe after it
+    with open_session(replace(request, resume=True), progress=False) as again:
+        assert again.todo == [] and len(again.existing) == 5
+        again.time(again.todo)
+        again.time([[model_workload(again.net, again.label, "custom", again.input_size)]])
+    result = again.result()
+    assert (result.new, result.skipped, result.calibrated) == (1, 2, 1)  # the later group's one workload
+    assert len(read_measurements(tmp_path / "m.jsonl")) == 7
+
+
+def test_the_keywords_of_before_still_time_the_same_with_one_warning(tmp_path):
+    """`dsprof.profiler.measure`'s keywords of before (issue #44) time what the objects time, with one
+    DeprecationWarning that names each one's parameter and field now; `planned=` (the callback calibration was) is
+    gone."""
+    new = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                  workloads=Workloads(("original",), (), blocks="features.1"), timing=FAST, out=tmp_path / "new.jsonl",
+                  progress=False)
+    with pytest.warns(DeprecationWarning) as said:
+        old = measure("mobilenet_v2", resolution=32, threads=1, variants=("original",), model_variants=(),
+                      blocks="features.1", timing=FAST, out=tmp_path / "old.jsonl", progress=False)
+    assert [str(w.message) for w in said if w.category is DeprecationWarning] == [
+        "dsprof.profiler.measure(resolution=, threads=, variants=, model_variants=, blocks=) is now "
+        "dsprof.profiler.measure(model=ModelRef.of(resolution=), settings=BackendSettings(threads=), "
+        "workloads=Workloads(variants=, model_variants=, blocks=)); the keywords of before go in dsprof 0.2"]
+    key = lambda r: (r.scope, r.name, r.variant, r.spec, r.input_shape, r.threads, r.model_options)  # noqa: E731
+    assert [key(r) for r in old.measurements] == [key(r) for r in new.measurements]
+    assert [r.scope for r in old.measurements] == ["block", "probe"]
+    with pytest.raises(TypeError, match="'planned'"):
+        measure("mobilenet_v2", planned=lambda *a: [], out=tmp_path / "none.jsonl")

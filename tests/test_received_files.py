@@ -433,7 +433,7 @@ def test_hostile_values_in_every_field_are_refused_by_name_or_harmless(tmp_path,
         return tmp_path / "p.json"
 
     cases += _fuzz(plan, ["model", "name", "source", "keep", "options", "options.width", "options.pretrained",
-                          "border", "free_activation", "merge", "spans"], load_plan)
+                          "border", "free_activation", "merge", "spans", "acts"], load_plan)
 
     def front(field, value):
         (tmp_path / "front.json").write_text(json.dumps({**FRONT, field: value}))

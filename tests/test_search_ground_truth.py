@@ -9,7 +9,8 @@ from scipy import stats
 
 from dsprof.lut import build_lut, predict_latency
 from dsprof.records.plan import Plan
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.search import TrainConfig, search
 from dsprof.search.gates import ActivationGates
 from dsprof.search.ground_truth import (
@@ -175,8 +176,9 @@ def test_tiny_enumeration_the_importance_search_solves(original, tmp_path):
     # a LUT (its medians by tests/rule_lut.py's rule) as `predict_latency` prices it
     timing = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0, min_samples=3,
                           max_samples=4, budget_s=0.02, min_sample_s=0.0)
-    records = measure("mobilenet_v2", model_options=TINY, resolution=RES, variants=("original", "merged", "linear"),
-                      model_variants=("original",), timing=timing, out=tmp_path / "m.jsonl", progress=False).path
+    records = measure(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES),
+                      workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",)),
+                      timing=timing, out=tmp_path / "m.jsonl", progress=False).path
     lut = rule_lut(build_lut([records]).save(tmp_path / "lut.csv"), records)
     cfg = TrainConfig(epochs=1, lr=0.02)
     outcomes = enumerate_plans("mobilenet_v2", k=6, options=TINY, weights=original, resolution=RES, config=cfg,

@@ -10,7 +10,8 @@ from dsprof.errors import InputFileError, LUTMissError, UsageError
 from dsprof.lut import LUT, build_lut, predict_latency
 from dsprof.records.plan import Plan
 from dsprof.planning import plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.search import TrainConfig, search
 from rule_lut import rule_lut
 
@@ -26,9 +27,9 @@ ONE_STEP = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=
 def _lut(tmp, spans: int):
     """A real LUT of the tiny model on this CPU (short timing): block variants and spans up to ``spans``, with the
     medians of tests/rule_lut.py's rule (the planner's front must not hang on a busy machine's clock)."""
-    result = measure("mobilenet_v2", model_options=TINY, resolution=RES, variants=("original", "merged", "linear"),
-                     model_variants=("original",), spans=spans, timing=FAST, out=tmp / f"tiny-{spans}.jsonl",
-                     progress=False)
+    result = measure(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=spans),
+                     timing=FAST, out=tmp / f"tiny-{spans}.jsonl", progress=False)
     path = build_lut([result.path]).save(tmp / f"tiny-{spans}.csv")
     rule_lut(path, result.path)
     return path

@@ -33,7 +33,8 @@ from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of
 from dsprof.lut.schema import model_label
 from dsprof.planning.planner import top_plans
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.models import ModelRef
 from dsprof.records.measurement import read_measurements
 from dsprof.records.plan import Plan
 from dsprof.workflows.tiebreak import TieBreak
@@ -52,8 +53,9 @@ def lut_path(tmp_path_factory):
     """A LUT of this machine: blocks original, merged and linear, spans of two blocks, the whole model; medians from
     the rule."""
     d = tmp_path_factory.mktemp("tiebreak")
-    result = measure(NAME, model_options=OPTIONS, resolution=RESOLUTION, backend="torch", threads=1,
-                     variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN,
+    result = measure(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                     settings=BackendSettings(backend="torch", threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN),
                      timing=FAST, out=d / "lut-run" / "torch.jsonl", progress=False)
     path = d / "lut.csv"
     build_lut([result.path]).save(path)

@@ -113,6 +113,9 @@ def test_plan_takes_its_options_as_objects_and_the_keywords_of_before_warn(lut_p
     assert (old.chosen.k, old.chosen.plan.keep, old.chosen.plan.spans) == (new.chosen.k, new.chosen.plan.keep,
                                                                            new.chosen.plan.spans)
     assert max((b - a for a, b in new.chosen.plan.spans), default=1) <= 2  # spans of two blocks at most
+    with pytest.warns(DeprecationWarning, match=r"is now dsprof.plan\(joint=Joint\(objective=\)\)"):
+        one = dsprof.plan(TINY, lut, keep=new.chosen.k, objective="mean", pricing=Pricing(max_span=2))  # one context
+    assert one.chosen.plan.keep == new.chosen.plan.keep
     with pytest.raises(dsprof.errors.UsageError, match=r"budget=LatencyBudget\(speedup=\)"):
         LatencyBudget(speedup=0)  # refused where it is given, before any LUT is read
 

@@ -32,7 +32,7 @@ ALIASES: Mapping[str, Mapping[str, str]] = {
           "budget_s": "budget", "min_sample_s": "min_sample_time",  # fields of the TimingConfig the options build
           # fields of the objects a verb takes, named otherwise than the option that sets them (``Kind.field``)
           "Pricing.resolution": "lut_resolution", "DistillSettings.alpha": "distill_alpha",
-          "CheckSettings.out": "measure_out"},
+          "CheckSettings.out": "measure_out", "Joint.contexts": "joint"},
     "finetune": {"TrainRun.checkpoint": "out"},
     "measure": {"plans": "plan", "compile": "compile_mode", "n": "few", "lut_out": "few_lut_out"},
     "export": {"plans": "plan"},

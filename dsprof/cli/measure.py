@@ -86,9 +86,8 @@ def run(args: argparse.Namespace) -> int:
         model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch,
         workloads=workloads_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
         merge=merge_choice_from_args(args), calibrate=args.calibrate, timing=timing_from_args(args), out=args.out,
-        resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+        resume=args.resume, overwrite=args.overwrite, progress=False if args.no_progress else print,
         log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr), remote=remote_from_args(args),
-        say=None if args.no_progress else print,
     )
     for merges in measured.merges:
         print(command_line_text(merges.describe(), "measure"))

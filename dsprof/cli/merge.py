@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..constants import DEFAULT_MAX_SPAN, IMAGENET_CLASSES
 from .flags import command_line_text
-from .options import (add_accept_modified, add_merge_by_arg, add_model_args, model_options_from_args,
-                      model_ref_from_args, spans_arg, weights_from_args)
+from .options import (add_accept_modified, add_merge_by_arg, add_model_args, merge_choice_from_args,
+                      model_options_from_args, model_ref_from_args, spans_arg, weights_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = merge(
         model_ref_from_args(args), args.plan, options=model_options_from_args(args), resolution=args.resolution,
         weights=weights_from_args(args), checkpoint=args.checkpoint, out=args.out, onnx=args.onnx,
-        num_classes=args.num_classes, spans=spans_arg(args.spans), max_span=args.max_span, lut=args.lut,
-        device_key=args.device_key, merge_by=args.merge_by, accept_modified=args.accept_modified,
+        num_classes=args.num_classes, spans=spans_arg(args.spans), max_span=args.max_span,
+        merge=merge_choice_from_args(args),
     )
     print(command_line_text(outcome.merges.describe(), "merge"))
     print(command_line_text(str(outcome.report), "merge"))

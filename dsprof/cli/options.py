@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 from ..edge.host import RemoteHost
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
-from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
+from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 
@@ -158,7 +158,7 @@ def csv_list(text: str) -> tuple[str, ...]:
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
     """The options that pick what is timed, shared by `measure` and `export`."""
-    p.add_argument("--variants", default=",".join(DEFAULT_BLOCK_VARIANTS), help="block variants, comma-separated (original, merged, flops_matched, linear) or 'none'")
+    p.add_argument("--variants", default=",".join(DEFAULT_BLOCK_VARIANTS), help=f"block variants, comma-separated ({', '.join(BLOCK_VARIANTS)}) or 'none'")
     p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
     p.add_argument("--spans", type=int, default=0, metavar="N",

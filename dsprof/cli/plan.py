@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..constants import DEFAULT_MAX_SPAN, TIE_BREAK_CANDIDATES
 from ..models.spans_text import format_spans
-from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
@@ -62,6 +62,9 @@ def add(sub, fmt) -> None:
     p.add_argument("--tie-break-out", type=Path, default=None, metavar="DIR",
                    help="--tie-break: the folder of its measurement file, which `dsprof build-lut` reads (default: "
                         "tie-break/ beside --out)")
+    p.add_argument("--unit", default=PLAN_UNITS[0], choices=PLAN_UNITS,
+                   help="what k counts: blocks that keep their activations, or single activations kept (plans that "
+                        "keep one of a block's two activations and merge the run beside it: docs/activations.md)")
     p.add_argument("--plan-out", type=Path, default=None,
                    help="the chosen plan file (default: --out with .plan.json); for merge, finetune, measure --plan, export --plan, predict")
     p.set_defaults(func=run)
@@ -72,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from ..workflows.plan import PlannedContexts, TieBreak
 
     from ..planning.front import LatencyBudget
+    from ..planning.minimax import Joint
 
     tie_break = None
     if args.tie_break is not None:
@@ -80,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = plan(
         model_ref_from_args(args), [load_lut(path, args.accept_modified) for path in args.lut], keep=args.keep,
         budget=LatencyBudget(args.budget_ms, args.speedup), importance=args.importance,
-        pricing=pricing_from_args(args), joint=args.joint, objective=args.objective, out=args.out,
-        plan_out=args.plan_out, tie_break=tie_break,
+        pricing=pricing_from_args(args), joint=Joint(args.joint, args.objective) if args.joint else None,
+        out=args.out, plan_out=args.plan_out, tie_break=tie_break, unit=args.unit,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts

@@ -34,6 +34,8 @@ from typing import Any, Sequence
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
+from ..merging.partial import act_layouts
+from ..records.activations import partial_runs, partial_variant
 from ..models import Block, format_span
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
@@ -201,6 +203,17 @@ class Prices:
                                             f"span of blocks {format_span((start, stop))} {workload} [merged]")
         return self._pieces[key]
 
+    def partial(self, i: int, variant: str) -> Piece:
+        """Block ``i`` keeping some of its activations, its run beside them merged (``fused-expand``,
+        ``fused-project``: `dsprof.records.activations.partial_variant`): its entry in that variant; ``kept`` in the
+        block view (a block keeps its activations iff it keeps any)."""
+        key = ("partial", i, variant)
+        if key not in self._pieces:
+            spec = self.blocks[i].spec.to_str()
+            piece = self._piece(i, i + 1, variant, self.lookup(spec, variant), f"block {spec} [{variant}]")
+            self._pieces[key] = replace(piece, kept=True)
+        return self._pieces[key]
+
     def as_variant(self, i: int, variant: str) -> Piece:
         """Block ``i`` as ``variant`` (every block one variant, e.g. the paper's Tab. 1 ``flops_matched``)."""
         spec = self.blocks[i].spec.to_str()
@@ -211,7 +224,19 @@ class Prices:
         block order."""
         if plan is None:
             return [self.kept(i) for i in range(len(self.blocks))]
-        return self.pieces_of(plan.keep, plan.spans or (), plan.merge, plan.border)
+        pieces = self.pieces_of(plan.keep, plan.spans or (), plan.merge, plan.border)
+        if getattr(plan, "acts", None) is not None:  # a plan at the level of activations: its partial blocks
+            layouts = act_layouts(self.blocks)
+            plan.check_acts([layout.n_acts for layout in layouts])
+            for n, piece in enumerate(pieces):
+                i = piece.start
+                if piece.kept and partial_runs(layouts[i], plan.acts[i]):
+                    variant = partial_variant(layouts[i], plan.acts[i])
+                    what = f"block {self.blocks[i].spec.to_str()} with activations {list(plan.acts[i])}"
+                    pieces[n] = (self.partial(i, variant) if variant is not None else Piece(
+                        i, i + 1, "partial", math.nan, math.nan, kept=True,
+                        missing=f"{what} (a partial state of more than two activations: not timed yet)"))
+        return pieces
 
     def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),
                   merge: Sequence[bool] | None = None, border: str = "in_front") -> list[Piece]:

@@ -2,7 +2,8 @@
 
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
-`spans` (runs of blocks as one conv), `rule` (the plan's merge list as merging/ is told it: the planner decides it,
+`spans` (runs of blocks as one conv), `partial` (a block keeping some of its activations, its runs merged: plans at
+the level of activations), `rule` (the plan's merge list as merging/ is told it: the planner decides it,
 `dsprof.planning.decide`), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
 A plan (which blocks, JSON, the paper's presets) is `dsprof.records.plan.Plan`. This package merges what it is told and
 never imports the LUT or the planner.
@@ -19,7 +20,8 @@ _EXPORTS = {
     **dict.fromkeys(('conv_bn_pairs', 'fold_batchnorm', 'fold_bn_into_conv', 'set_submodule'), ".fold"),
     **dict.fromkeys(('BorderBias', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
     **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
-    **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_report'), ".model"),
+    **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_partial', 'merge_report'), ".model"),
+    **dict.fromkeys(('PartialBlock', 'partial_block'), ".partial"),
     **dict.fromkeys(('Merges', 'check_merges', 'replayed'), ".rule"),
 }
 

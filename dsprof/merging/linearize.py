@@ -39,6 +39,7 @@ from .algebra import MergeError, Padding, conv_from_module
 from .layers import ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from .spans import build_span, span_runs
+from .partial import partial_blocks
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]
 
@@ -175,6 +176,8 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     """A copy of ``model`` in which every block the plan marks 0 is `Linearized` (fine-tune this one).
 
     ``plan`` is a `Plan` (or anything `Plan.coerce` accepts: a preset name, JSON text, a keep list).
+    A plan with ``acts`` (activation level) also puts each block that keeps some of its activations as a
+    `dsprof.merging.partial.PartialBlock`, its runs without an activation linearised.
     The model's input is untouched. The plan is stored on the copy (``dsprof_plan``, JSON) so that
     `merge_model` can check it later, with the blocks' names (``dsprof_block_names``). A model with chains
     that no module owns comes back as a `dsprof.models.ChainGraph` (a torch.fx GraphModule) in which each
@@ -209,6 +212,11 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
         interior.update(range(start + 1, stop))
     for i, lin in linear.items():
         replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
+    # a plan at the level of activations: blocks that keep some, their runs linearised as blocks are
+    partial = partial_blocks(blocks, plan, lambda run, i: linearize_block(run, border=plan.border, free_activation=None,
+                                                                          index=i))
+    for i, part in partial.items():
+        replace_block(target, blocks[i].name, part)
     target.dsprof_plan = plan.to_json()
     target.dsprof_block_names = [b.name for b in blocks]  # a rewritten graph does not show every name again
     return target

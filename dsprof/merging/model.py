@@ -24,11 +24,13 @@ from .algebra import MergeError
 from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
+from .partial import PartialBlock
 from .rule import replayed
 from .spans import SpanLinearized
+from ..records.activations import ActLayout, run_variant
 from ..records.plan import Plan
 
-__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_report", "cost_table"]
+__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_partial", "merge_report", "cost_table"]
 
 REPORT_ATTR = "dsprof_merge_report"
 
@@ -109,9 +111,10 @@ def merge_model(
     names = _block_names(target, plan, size)
     merged = {index: _merged(index, block, names[index]) for index, (_, block) in sorted(linear.items())}
     decisions: list[BlockDecision] = []
+    partial = _merge_partials(target, names)  # a plan at the level of activations: the runs of partial blocks
     for index, keep in enumerate(plan.keep):
         if keep:
-            decisions.append(BlockDecision(index, names[index], "", True, False, "activations kept"))
+            decisions.append(partial.get(index) or BlockDecision(index, names[index], "", True, False, "activations kept"))
         elif index in interior:
             start = interior[index]
             decisions.append(BlockDecision(index, names[index], "", False, True, f"merged into the span starting at block {start}"))
@@ -129,6 +132,38 @@ def merge_model(
     return target
 
 
+def merge_partial(part: PartialBlock, name: str = "") -> list[tuple[tuple[int, int], str, BlockMergeInfo]]:
+    """Every linearised run of the `PartialBlock` ``part`` merged into one convolution (`merge_linearized`), in
+    place; per run, its units, its variant name (``fused-expand``...) and how it merged. ``name``: the block's, for
+    messages."""
+    done = []
+    n_units = max(stop for _, stop in part.runs)
+    for i, (stage, run) in enumerate(zip(list(part.stages), part.runs)):
+        if isinstance(stage, Linearized):
+            module, info = _merged(part.index, stage, name)
+            part.stages[i] = module
+            done.append((run, run_variant(ActLayout((False,) * n_units), run), info))
+    return done
+
+
+def _merge_partials(target: nn.Module, names: list[str]) -> dict[int, BlockDecision]:
+    """Every `PartialBlock` of ``target`` merged (`merge_partial`), in place; per block, the decision (its
+    activations kept, some of them: ``keep`` True, ``merged`` False in the block view) naming what merged."""
+    out = {}
+    for part in [m for m in target.modules() if isinstance(m, PartialBlock)]:
+        name, done = names[part.index], []
+        for run, variant, info in merge_partial(part, name):
+            done.append(f"units {run[0]}..{run[1] - 1} merged ({variant}, MACs {info.linear_macs / 1e6:.2f}M -> "
+                        f"{info.merged_macs / 1e6:.2f}M{'' if info.exact else ', NOT exact at the borders'})")
+            if not info.exact:
+                warnings.warn(f"block {part.index} ({name}): {variant} merged with a border error of "
+                              f"{info.border_error:.2e} relative to max|y|; fine-tune with border='in_front' for an "
+                              "exact merge", stacklevel=3)
+        out[part.index] = BlockDecision(part.index, name, part.spec, True, False,
+                                        f"activations {list(part.acts)} kept; " + "; ".join(done))
+    return out
+
+
 def _merged(index: int, block: nn.Module, name: str) -> tuple[nn.Module, BlockMergeInfo]:
     """Linearised block ``index`` merged into one convolution (`merge_linearized`), its failure naming the block."""
     try:
@@ -144,6 +179,8 @@ def _linearized_copy(model: nn.Module, plan: Plan, size: tuple[int, int]) -> nn.
         stored = getattr(model, "dsprof_plan", None)
         if stored is not None and Plan.from_json(stored).keep != plan.keep:
             raise PlanError("the model was linearised with a different plan (its 'keep' list differs)")
+        if stored is not None and Plan.from_json(stored).acts != plan.acts:
+            raise PlanError("the model was linearised with a different plan (its 'acts' list differs)")
         target = copy.deepcopy(model)
     else:
         target = linearize_model(model, plan, input_size=size)
@@ -165,7 +202,9 @@ def _linearized_blocks(target: nn.Module, plan: Plan) -> tuple[dict[int, tuple[s
     """The linearised blocks of ``target`` as {block index: (module name, module)}, a span under its first
     index; and {index of a block inside a span, after its first: the span's first index}. Raises
     `PlanError` when they are not the plan's."""
-    found = [(name, m) for name, m in target.named_modules() if isinstance(m, (Linearized, SpanLinearized))]
+    parts = [f"{name}." for name, m in target.named_modules() if isinstance(m, PartialBlock)]
+    found = [(name, m) for name, m in target.named_modules()
+             if isinstance(m, (Linearized, SpanLinearized)) and not name.startswith(tuple(parts))]  # runs: not blocks
     spans = [name for name, m in found if isinstance(m, SpanLinearized)]
     linear = {m.index: (name, m) for name, m in found if not any(name.startswith(f"{s}.") for s in spans)}
     interior = {i: start for start, stop in plan.spans or () for i in range(start + 1, stop)}

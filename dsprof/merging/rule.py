@@ -83,27 +83,21 @@ def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:
 
 def check_merges(plan: Any, identity: tuple[str, dict] | None = None, blocks: int | None = None) -> Plan:
     """``plan`` (anything `Plan.coerce` reads) checked against its model, where known: its model and options
-    (``identity``: registered name and options, `check_plan`), one entry per block (``blocks``), and, where it has a
-    ``merge`` list, its spans' blocks marked merged."""
+    (``identity``: registered name and options, `check_plan`) and one entry per block (``blocks``). (That a merge
+    list marks its spans' blocks merged, the `Plan` checks itself.)"""
     plan = Plan.coerce(plan)
     if identity is not None:  # one for another model (or other options) is refused, as merge refuses it
         plan = check_plan(plan, *identity)
     if blocks is not None:
         plan.check_blocks(blocks)
-    if plan.merge is not None:
-        unmarked = sorted(i for i in _in_spans(plan) if not plan.merge[i])
-        if unmarked:
-            raise PlanError(f"{plan.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
-                            "lie in its spans, which merge: mark them true (or drop the spans)")
     return plan
 
 
-def replayed(plan: Any) -> Merges:
-    """``plan`` with its ``merge`` list where nothing is left to decide: its own list (checked), or, where it
-    linearises no block outside its spans, the list that merges its spans' blocks and nothing else. A plan that
-    linearises a lone block and has no list is refused (`no_rule_message`): the planner decides such blocks
-    (`dsprof.planning.decide`), merge/ does not."""
-    plan = check_merges(plan)
+def replayed(plan: Plan) -> Merges:
+    """``plan`` (read and checked by the caller) with its ``merge`` list where nothing is left to decide: its own
+    list, or, where it linearises no block outside its spans, the list that merges its spans' blocks and nothing else.
+    A plan that linearises a lone block and has no list is refused (`no_rule_message`): the planner decides such
+    blocks (`dsprof.planning.decide`), merge/ does not."""
     if plan.merge is not None:
         return Merges(plan, "plan")
     in_span = _in_spans(plan)

@@ -18,7 +18,7 @@ _EXPORTS = {
     **dict.fromkeys(('Front', 'FrontPoint', 'LatencyBudget', 'PresetPoint'), ".front"),
     **dict.fromkeys(('best_plan', 'plan_front'), ".planner"),
     **dict.fromkeys(('ContextFronts', 'plan_contexts'), ".contexts"),
-    **dict.fromkeys(('JointFront', 'joint_front'), ".minimax"),
+    **dict.fromkeys(('Joint', 'JointFront', 'joint_front'), ".minimax"),
 }
 
 __all__ = sorted(_EXPORTS)

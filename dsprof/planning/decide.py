@@ -40,6 +40,7 @@ class Decider:
     by: str
     costs: Any = None
     context: str = ""
+    blocks: int | None = None  # the model's block count where a replaying decider knows it (a table knows its own)
 
     def decide(self, plan: Any, *, spans: Any = None, max_span: int = DEFAULT_MAX_SPAN,
                strict: bool = True) -> Merges:
@@ -49,10 +50,10 @@ class Decider:
         sequence of [start, stop) ranges puts those instead (the merges then decided again). ``strict=False``: a
         block the LUT cannot decide counts as merged (a partial prediction, which names the miss)."""
         costs = self.costs
-        plan = check_merges(plan, getattr(costs, "identity", None), None if costs is None else len(costs.blocks))
+        plan = check_merges(plan, getattr(costs, "identity", None), self.blocks if costs is None else len(costs.blocks))
         if spans is not None:  # spans chosen here: the merges are decided again
             given = None if isinstance(spans, str) else tuple(tuple(s) for s in spans) or None
-            plan = check_merges(replace(plan, merge=None, spans=given))
+            plan = replace(plan, merge=None, spans=given)
         if plan.merge is not None:
             return Merges(plan, "plan")
         if costs is None:
@@ -79,11 +80,16 @@ def merge_rule(
     unless ``merge_by="macs"``; on MACs with ``merge_by="macs"``; else one that replays a plan's own list and refuses
     one without. ``method``: what the LUT's prices read (a lone block's choice compares its entries whatever the
     method; spans chosen by the search follow it, ``auto`` as `dsprof plan`). With ``plan`` (anything `Plan.coerce`
-    reads), what cannot decide it is refused before anything is built (`rule_kind`), and a plan with its own list
-    gets the decider that replays it (nothing read or built)."""
-    kind = rule_kind(None if plan is None else Plan.coerce(plan), lut=lut is not None, merge_by=merge_by)
+    reads), what cannot decide it is refused before anything is built (`rule_kind`; a module built already: by
+    `Decider.decide`, after the plan's length), and a plan with its own list gets the decider that replays it
+    (nothing read)."""
+    given = None if plan is None else Plan.coerce(plan)
+    built = isinstance(model, nn.Module)
+    if built and given is not None and given.merge is None:  # its length first: `Decider.decide` refuses it after
+        given = None
+    kind = rule_kind(given, lut=lut is not None, merge_by=merge_by)
     if kind == "plan":  # a plan with its own list (replayed whatever else is given), or nothing to decide by
-        return Decider("plan")
+        return Decider("plan", blocks=len(find_blocks(model)) if built and plan is not None else None)
     if kind == "lut":
         prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution,
                            method=method)

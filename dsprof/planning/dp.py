@@ -54,10 +54,17 @@ def _by_end(n: int, options: Sequence[Piece]) -> list[list[Piece]]:
     return ending
 
 
+def _kept(o: Piece) -> int:
+    return int(o.kept)
+
+
 def best_per_k(n: int, options: Sequence[Piece],
-               score: Callable[[Piece], tuple[float, ...]] = lambda o: (o.saving_s,)) -> dict[int, Solution]:
+               score: Callable[[Piece], tuple[float, ...]] = lambda o: (o.saving_s,),
+               count: Callable[[Piece], int] = _kept) -> dict[int, Solution]:
     """{k: the plan of blocks 0..n-1 with k kept blocks whose summed ``score`` is largest (lexicographically)},
-    for every k some plan reaches. The default score is the gain: the fastest plan at each k."""
+    for every k some plan reaches. The default score is the gain: the fastest plan at each k. ``count``: what a piece
+    adds to k (a kept block 1; the planner at the level of activations counts a piece's kept activations,
+    `dsprof.planning.activations`)."""
     ending = _by_end(n, options)
     zero = tuple(0 * v for v in score(options[0])) if options else (0.0,)
     best: list[dict[int, tuple[tuple[float, ...], Piece | None]]] = [{0: (zero, None)}] + [{} for _ in range(n)]
@@ -66,11 +73,11 @@ def best_per_k(n: int, options: Sequence[Piece],
         for o in ending[j]:
             s = score(o)
             for k, (total, _) in best[o.start].items():
-                k2 = k + o.kept
+                k2 = k + count(o)
                 cand = tuple(a + b for a, b in zip(total, s))
                 if k2 not in row or cand > row[k2][0]:
                     row[k2] = (cand, o)
-    return {k: _read_back(best, n, k) for k in sorted(best[n])}
+    return {k: _read_back(best, n, k, count) for k in sorted(best[n])}
 
 
 def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solution]:
@@ -109,12 +116,12 @@ def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solu
     return out
 
 
-def _read_back(best, n: int, k: int) -> Solution:
+def _read_back(best, n: int, k: int, count: Callable[[Piece], int] = _kept) -> Solution:
     pieces, j = [], n
     while j > 0:
         o = best[j][k][1]
         pieces.append(o)
-        j, k = o.start, k - o.kept
+        j, k = o.start, k - count(o)
     pieces.reverse()
     return Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
 

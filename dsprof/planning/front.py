@@ -43,7 +43,8 @@ class FrontPoint(Estimated):
         return {"k": self.k, "keep": list(self.plan.keep), "merge": list(self.plan.merge or ()),
                 "spans": [list(s) for s in self.plan.spans or ()], "speedup": self.speedup,
                 "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "latency_s": self.latency_s,
-                "low_s": self.low_s, "high_s": self.high_s, "importance": self.importance}
+                "low_s": self.low_s, "high_s": self.high_s, "importance": self.importance,
+                **({"acts": [list(a) for a in self.plan.acts]} if self.plan.acts is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,10 @@ class Front:
         lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
                  f"original {self.original_s * 1e3:.3f} ms"]
         lines += self.notes()
-        lines += _point_lines("fastest plan for each k (blocks keeping activations)", self.points, self.original_s)
+        acts = any(p.plan.acts is not None for p in self.points)  # the planner at the level of activations
+        lines += _point_lines("fastest plan for each k (activations kept; a plan: each block's activations, 1 = kept)"
+                              if acts else "fastest plan for each k (blocks keeping activations)", self.points,
+                              self.original_s)
         if self.least_loss is not None:
             lines += _point_lines("least importance loss for each k", self.least_loss, self.original_s)
         if self.pareto is not None:
@@ -300,7 +304,8 @@ def _point_lines(title: str, points: tuple[FrontPoint, ...], original_s: float) 
               "plan (1 = kept)", "spans"]
     rows = [[str(p.k), f"{p.speedup:.2f}x", f"{p.latency_s * 1e3:.3f}", f"{p.speedup_low:.2f}-{p.speedup_high:.2f}x",
              f"{p.low_s * 1e3:.3f}-{p.high_s * 1e3:.3f}", *([f"{p.importance:.4f}"] if loss else []),
-             _bits(p.plan.keep), format_spans(p.plan.spans, "-")] for p in points]
+             _bits(p.plan.keep) if p.plan.acts is None else " ".join(map(_bits, p.plan.acts)),
+             format_spans(p.plan.spans, "-")] for p in points]
     return ["", f"{title}:", *_columns(header, rows, left={len(header) - 2, len(header) - 1})]
 
 

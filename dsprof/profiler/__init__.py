@@ -1,6 +1,6 @@
 """Timing of blocks, dense replacements and whole models on CPU, CUDA, ONNX Runtime and TFLite (issue #3).
 
-``measure(...)`` times (`dsprof.measure` runs it, with the models plans merge and the calibration). The parts: `workloads` (what is timed),
+``measure(...)`` times (`dsprof.measure` runs its `MeasureSession`, with the models plans merge and the calibration). The parts: `workloads` (what is timed),
 `backends` (how it runs), `timing` (its settings and timers over `timing_loop`: warm-up, interleaved rounds,
 adaptive stopping, in one standard-library file that export bundles carry), `fingerprint` (the environment),
 `summary` (the closing table), `insitu` (blocks timed in situ: inside the
@@ -21,8 +21,8 @@ _EXPORTS = {
     **dict.fromkeys(("device_state", "environment", "environment_id"), ".fingerprint"),
     **dict.fromkeys(("SCHEMA", "Measurement", "MeasurementFileError", "MeasurementWriter", "read_measurements",
                      "speedups"), "..records.measurement"),
-    **dict.fromkeys(("DEFAULT_CPU_THREADS", "MeasureRequest", "MeasureResult", "contention_message", "default_batch",
-                     "measure", "measure_request", "measurement_path"), ".runner"),
+    **dict.fromkeys(("DEFAULT_CPU_THREADS", "MeasureRequest", "MeasureResult", "MeasureSession", "contention_message",
+                     "default_batch", "measure", "measure_request", "measurement_path", "open_session"), ".runner"),
     **dict.fromkeys(("NOISE_THRESHOLD", "Estimate", "SampleStats", "Speedup", "median_ci", "median_relative_halfwidth",
                      "paired_speedup", "summarize"), "..records.stats"),
     **dict.fromkeys(("format_summary", "summary_table"), ".summary"),

@@ -4,10 +4,17 @@ Workloads are timed group by group (a block's variants together, then the whole-
 together), interleaved (`time_interleaved`); each group's records are appended to the JSON Lines
 file as soon as the group is done. With ``resume=True`` the workloads already in the file are
 skipped, after checking that the file was written with the same settings in the same environment.
+
+A run is one `MeasureSession` (`open_session`): it opens the file, the backend, the timing context and the drift
+probe once, and times the groups it is given (`MeasureSession.time`). `measure` and `measure_request` give it the
+groups built from the request (`workload_groups`); `dsprof.workflows.measure` then gives it the groups it builds from
+the run's own records (`dsprof.workflows.calibrate`), one at a time, in the same session and file. The profiler
+only times what it is given: nothing here plans or calls back up into the workflows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fnmatch
 import statistics
@@ -23,11 +30,11 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .._moved import moved_keywords
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders, output_path, slug
 from ..models import NothingToMergeWarning, ModelRef, find_blocks, input_size_of, nothing_to_merge
-from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
@@ -41,6 +48,7 @@ from ..records.measurement import (
     read_measurements,
     repair_truncated_tail,
 )
+from .selection import Workloads
 from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .insitu import in_situ_workloads
@@ -60,15 +68,20 @@ __all__ = [
     "CPU_SHARE_WARNING",
     "DEFAULT_CPU_THREADS",
     "SWITCHES_WARNING",
+    "MOVED_KEYWORDS",
     "MeasureRequest",
     "MeasureResult",
+    "MeasureSession",
     "check_measurement_out",
     "contention_message",
     "default_batch",
     "measure",
     "measure_request",
     "measurement_path",
+    "old_clock",
+    "open_session",
     "threads_note",
+    "timing_context",
     "workload_groups",
 ]
 
@@ -87,8 +100,10 @@ def threads_note(threads: int | None, given: bool) -> str:
         return "CPU threads: not used (the workloads run on the GPU)"
     if not given:
         return (f"CPU threads: {threads} (the default: single-threaded timings repeat on a shared machine, "
-                "multi-threaded ones drift by tens of per cent; `threads=N` times with N threads)")
-    return f"CPU threads: {threads} (`threads=`); the default is {DEFAULT_CPU_THREADS}, the setting that repeats best"
+                "multi-threaded ones drift by tens of per cent; `settings=BackendSettings(threads=N)` times with N "
+                "threads)")
+    return (f"CPU threads: {threads} (`settings=BackendSettings(threads=)`); the default is {DEFAULT_CPU_THREADS}, "
+            "the setting that repeats best")
 
 
 def contention_message(records: Sequence[Measurement], threads: int | None) -> str | None:
@@ -112,7 +127,7 @@ def contention_message(records: Sequence[Measurement], threads: int | None) -> s
         f"the machine is contended: this process got only {share:.0%} of the CPU time its {threads} thread(s) "
         f"could use and was preempted {switches:.0f} times a second (medians over the groups{load}); other "
         "processes compete for the cores and the timings below are likely inflated. Measure on an idle machine"
-        + (", or with `threads=1`." if threads != 1 else ".")
+        + (", or with `settings=BackendSettings(threads=1)`." if threads != 1 else ".")
     )
 
 
@@ -128,7 +143,7 @@ class MeasureResult:
     threads: int | None = None
     threads_given: bool = False
     contention: str | None = None
-    calibrated: int = 0  # of the ``new``, the workloads of the groups `--calibrate` planned from the others
+    calibrated: int = 0  # of the ``new``, the workloads of groups given after the built ones (`calibrate=True`'s)
 
 
 def default_batch(device: str) -> int:
@@ -238,93 +253,110 @@ def _select_blocks(groups: list[list[Workload]], pattern: str | Sequence[str] | 
 
 @dataclass(frozen=True)
 class MeasureRequest:
-    """What a `measure` run times and where it writes: `measure`'s keyword arguments as one record
-    (see `measure` for each). ``settings`` holds backend, device, dtype, layout, threads and compile."""
+    """What a `measure` run times and where it writes: `measure`'s parameters as one record (see `measure` for each).
+    ``model``: anything `ModelRef.of` takes; ``settings`` holds backend, device, dtype, layout, threads and compile;
+    ``workloads`` what is timed (`Workloads`)."""
 
-    model: str | nn.Module = "mobilenet_v2"
-    name: str | None = None
-    model_options: Mapping[str, Any] = field(default_factory=dict)
-    resolution: int | None = None
+    model: str | nn.Module | ModelRef = "mobilenet_v2"
     extra_models: Mapping[str, nn.Module] = field(default_factory=dict)
     settings: BackendSettings = BackendSettings()
     batch: int | None = None
-    variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS
-    model_variants: tuple[str, ...] = DEFAULT_MODEL_VARIANTS
-    blocks: str | Sequence[str] | None = "*"
-    in_situ: tuple[str, ...] = ()
-    spans: int = 0
+    workloads: Workloads = Workloads()
     timing: TimingConfig = TimingConfig()
     out: str | Path = "results"
     resume: bool = False
     overwrite: bool = False
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
-    planned: "PlannedGroups | None" = None
 
 
-#: The groups a run plans from its own records and times last, one at a time, each built from what was timed before
-#: it (`dsprof.workflows.calibrate`: what ends `dsprof measure --calibrate`). Called with the model, its label and
-#: input size, the run's records so far (a callable), its device context, its span length and the records the file
-#: held before the run.
-PlannedGroups = Callable[[nn.Module, str, tuple[int, int], Callable[[], Sequence[Measurement]], DeviceContext, int,
-                          Sequence[Measurement]], Iterable[list[Workload]]]
+#: The keywords `measure` took one by one before its objects held them (deprecated): each one's parameter, that
+#: parameter's object and its field there (`dsprof._moved.moved_keywords`).
+MOVED_KEYWORDS = {
+    "name": ("model", "ModelRef.of", "name"), "model_options": ("model", "ModelRef.of", "options"),
+    "resolution": ("model", "ModelRef.of", "resolution"),
+    **{k: ("settings", "BackendSettings", k)
+       for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")},
+    **{k: ("workloads", "Workloads", k) for k in ("variants", "model_variants", "blocks", "in_situ", "spans")},
+}
+
+
+def timing_context(settings: BackendSettings | DeviceContext | None, batch: int | None
+                   ) -> tuple[BackendSettings, int | None]:
+    """The settings and batch a run times with: ``settings`` (a `BackendSettings`; a `DeviceContext`, e.g. a LUT's
+    key, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU) and ``batch``."""
+    if isinstance(settings, DeviceContext):
+        given = settings.measure_options()
+        context_batch = given.pop("batch")
+        return BackendSettings(**given), batch if batch is not None else context_batch
+    return (settings if settings is not None else BackendSettings()), batch
 
 
 def measure(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
-    name: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    extra_models: Mapping[str, nn.Module] | None = None,
-    backend: str = "torch",
-    device: str = "cpu",
-    dtype: str = "fp32",
-    channels_last: bool = False,
+    settings: BackendSettings | DeviceContext | None = None,
     batch: int | None = None,
-    threads: int | None = None,
-    compile: str = "",
-    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
-    model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
-    blocks: str | Sequence[str] | None = "*",
-    in_situ: Sequence[str] = (),
-    spans: int = 0,
+    workloads: Workloads | None = None,
+    extra_models: Mapping[str, nn.Module] | None = None,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-    clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None,
-    planned: PlannedGroups | None = None,
+    **old: Any,
 ) -> MeasureResult:
-    """Measure a model's blocks (in ``variants``) and the whole model (in ``model_variants``).
+    """Measure a model's blocks and the whole model in the variants ``workloads`` chooses.
 
-    ``model`` is a registered name (built with ``model_options`` and ``resolution``) or any
-    ``nn.Module`` (give ``name``; its input size is ``resolution`` or the one `get_model` set).
-    ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model group,
-    variant ``custom``, named by their keys. ``in_situ`` (``merged``, ``linear``) also times, for each
-    chosen block, the whole model with that block swapped for the variant against the whole model, in
-    one interleaved group (scope `IN_SITU_SCOPE`, `dsprof.profiler.insitu`): the saving in situ, and
-    the device's drift from group to group. ``blocks`` is an fnmatch pattern (or several) of block
-    names to time, None for none; ``spans`` > 1 also times the dense convolution every run of up to that
-    many consecutive blocks merges into (`dsprof.merging.spans`); ``model_variants=()`` skips the whole model. ``batch`` defaults
-    to 1 on the CPU and 128 on CUDA; ``threads`` (CPU inference threads) to `DEFAULT_CPU_THREADS`,
-    one, the setting that repeats on a shared machine. ``backend`` is one of `dsprof.runtimes.BACKENDS`; ``compile``
-    the ``torch-compile`` backend's mode (`dsprof.device_context.COMPILE_MODES`; ``default`` when not given). Times are seconds everywhere. Returns a `MeasureResult`;
-    the records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the
-    settings is written), appended as they are measured. ``select`` takes the interleaved groups of workloads and
-    returns those to time (`dsprof measure --few` times a few chosen entries). ``planned`` ends the run with the
-    groups it plans from the run's records (`PlannedGroups`; `dsprof.measure(calibrate=True)` passes the
-    calibration's, `dsprof.workflows.calibrate`).
-    `measure_request` takes the same as a `MeasureRequest`.
+    ``model`` is anything `ModelRef.of` takes: a registered name, a ``path.py:factory`` model file, an ``nn.Module``
+    (named by its class name, or a `ModelRef` of it with ``name``; its input size is its reference's ``resolution``
+    or the one `get_model` set), or a `ModelRef` (``ModelRef.of("mobilenet_v2", options=..., resolution=32)``).
+    ``settings`` (`BackendSettings`, or a `DeviceContext` whose batch is used where ``batch`` is None: e.g. a LUT's
+    key, to time in that context again; default PyTorch on the CPU): ``backend`` one of `dsprof.runtimes.BACKENDS`,
+    ``device``, ``dtype``, ``channels_last``, ``threads`` (CPU inference threads; default `DEFAULT_CPU_THREADS`, one,
+    the setting that repeats on a shared machine) and ``compile``, the ``torch-compile`` backend's mode
+    (`dsprof.device_context.COMPILE_MODES`; ``default`` when not given). ``batch`` defaults to 1 on the CPU and 128
+    on CUDA. ``workloads`` (`Workloads`; default its defaults): ``blocks``, an fnmatch pattern (or several) of block
+    names to time, None for none, each in ``variants``; the whole model in ``model_variants`` (``()`` skips it);
+    ``in_situ`` (``merged``, ``linear``) also times, for each chosen block, the whole model with that block swapped
+    for the variant against the whole model, in one interleaved group (scope `IN_SITU_SCOPE`,
+    `dsprof.profiler.insitu`): the saving in situ, and the device's drift from group to group; ``spans`` > 1 also
+    times the dense convolution every run of up to that many consecutive blocks merges into
+    (`dsprof.merging.spans`). ``extra_models`` are more whole models (e.g. a merged model) timed in the whole-model
+    group, variant ``custom``, named by their keys. Times are seconds everywhere. Returns a `MeasureResult`; the
+    records are in ``out`` (a ``.jsonl`` file, or a folder where a file named after the settings is written),
+    appended as they are measured. ``select`` takes the interleaved groups of workloads and returns those to time
+    (`dsprof measure --few` times a few chosen entries). The keywords of before (``name=``, ``model_options=``,
+    ``resolution=``; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
+    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``) still work for a release, with a
+    `DeprecationWarning`. `measure_request` takes the same as a `MeasureRequest`; `open_session` times groups
+    given one at a time (what `dsprof.measure(calibrate=True)` does after the built ones). Both take the clock that
+    times CPU workloads (``clock=``: hardware-free tests), which ``measure(clock=)`` took before.
     """
-    request = MeasureRequest(
-        model, name, dict(model_options or {}), resolution, dict(extra_models or {}),
-        BackendSettings(backend, device, dtype, channels_last, threads, compile), batch, tuple(variants),
-        tuple(model_variants), blocks, tuple(in_situ), spans, timing, out, resume, overwrite, select, planned,
-    )
+    clock = old_clock(old, "dsprof.profiler.measure")
+    moved = moved_keywords("dsprof.profiler.measure", old, MOVED_KEYWORDS)
+    if "model" in moved:
+        given = moved["model"]
+        model = ModelRef.of(model, name=given.get("name"), options=given.get("options"),
+                            resolution=given.get("resolution"))
+    settings, batch = timing_context(settings, batch)
+    settings = replace(settings, **moved.get("settings", {}))
+    workloads = replace(workloads or Workloads(), **moved.get("workloads", {}))
+    request = MeasureRequest(model, dict(extra_models or {}), settings, batch, workloads, timing, out, resume,
+                             overwrite, select)
     return measure_request(request, progress=progress, clock=clock, log=log)
+
+
+def old_clock(old: dict[str, Any], verb: str) -> Clock:
+    """The ``clock=`` a call of ``verb`` was given (taken out of ``old``), with a `DeprecationWarning`; else the
+    default clock."""
+    if "clock" not in old:
+        return time.perf_counter_ns
+    warnings.warn(f"{verb}(clock=) goes in dsprof 0.2: the clock that times CPU workloads is "
+                  "dsprof.profiler.measure_request(clock=)'s and open_session(clock=)'s", DeprecationWarning,
+                  stacklevel=3)
+    return old.pop("clock")
 
 
 def measure_request(
@@ -334,104 +366,204 @@ def measure_request(
     clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
 ) -> MeasureResult:
-    """Run a `MeasureRequest` (what `measure` does with its keyword arguments)."""
-    saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored at the end
-    settings = request.settings
-    given = settings.threads is not None
-    if not given and settings.uses_cpu_threads:
-        settings = replace(settings, threads=DEFAULT_CPU_THREADS)
-    try:
-        result = _run(replace(request, settings=settings), progress, clock, log)
-        result.threads_given = given
-        return result
-    finally:
-        torch.set_num_threads(saved_threads)
+    """Run a `MeasureRequest` (what `measure` does with its parameters): its groups timed in one `MeasureSession`."""
+    with open_session(request, progress=progress, clock=clock, log=log) as session:
+        try:
+            session.time(session.todo)
+        except KeyboardInterrupt:
+            raise session.interrupted() from None
+    return session.result()
 
 
 def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
-    """The request with its device and batch resolved, and its backend; raises on what cannot run."""
+    """The request with its device, batch and threads resolved, and its backend; raises on what cannot run."""
     backend_impl = get_backend(request.settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
     settings = request.settings
     if settings.device == "cuda":
         settings = replace(settings, device="cuda:0")
+    if settings.threads is None and settings.uses_cpu_threads:
+        settings = replace(settings, threads=DEFAULT_CPU_THREADS)
     batch = request.batch if request.batch is not None else default_batch(settings.device)
     if batch < 1:
         raise UsageError(f"`batch={batch}`: give 1 or more images")
-    bad = [v for v in request.variants if v not in BLOCK_VARIANTS]
+    bad = [v for v in request.workloads.variants if v not in BLOCK_VARIANTS]
     if bad:
         raise UsageError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
-    bad = [v for v in request.model_variants if v not in MODEL_VARIANTS]
+    bad = [v for v in request.workloads.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
     return replace(request, settings=settings, batch=batch), backend_impl
 
 
-def _run(request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[str], None] | None) -> MeasureResult:
-    request, backend_impl = _checked(request)
-    check_measurement_out(request.out, request.resume, request.overwrite)  # before the model and its workloads are built (they take a while)
-    settings, batch = request.settings, request.batch
-    ref = ModelRef.of(request.model, name=request.name, options=request.model_options, resolution=request.resolution)
-    options, label, net = dict(ref.options), ref.name, ref.build()
-    net.eval()
-    input_size = (request.resolution, request.resolution) if request.resolution else input_size_of(net)
-    options["resolution"] = input_size[0]
-    if input_size[0] != input_size[1]:
-        options["resolution_w"] = input_size[1]
-    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
-    path = measurement_path(request.out, label + suffix, settings, batch, input_size[0])
-
-    # The workloads, grouped for interleaving. Built on one thread: folding and MAC counting run small
-    # convolutions, which OpenMP threads slow down tenfold when other processes share the cores.
-    timed_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def open_session(
+    request: MeasureRequest,
+    *,
+    progress: bool = True,
+    clock: Clock = time.perf_counter_ns,
+    log: Callable[[str], None] | None = None,
+) -> "MeasureSession":
+    """Open a measuring run (`MeasureSession`: use it in a ``with`` block): checks the request, builds the model and
+    its workload groups, opens the output file (resuming it where asked, after checking its settings), the backend,
+    the timing context and the drift probe. Nothing is timed until `MeasureSession.time`."""
+    saved_threads = torch.get_num_threads()  # the torch backend sets the process's count; restored on close
     try:
-        groups = workload_groups(net, label, request.variants, request.model_variants, request.blocks,
-                                 request.extra_models, input_size, request.in_situ, request.spans)
-        if request.select is not None:
-            groups = [g for g in request.select(groups) if g]
-    finally:
-        torch.set_num_threads(timed_threads)
-    writer, existing = _open_output(path, request.resume, request.overwrite)  # after the workloads: a bad --blocks leaves no file behind
-    with writer:
-        env = environment()
-        if settings.backend in TORCH_BACKENDS and not settings.is_cuda:
-            env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
-        if hasattr(backend_impl, "describe"):  # the runtime's versions, device and settings; not hashed either (the
-            env["runtime"] = backend_impl.describe()  # versions are, in `versions`; the settings are the context's)
-        threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
-        context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
-                                layout_of(settings.backend, settings.channels_last), batch, threads or 0, settings.compile)
-        run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
-        _check_resume(existing, run_settings, path)
-        done = {r.workload_key for r in existing if r.ok}
-        todo = [[w for w in g if _workload_key(w) not in done] for g in groups]
-        todo = [g for g in todo if g]
-        total = sum(len(g) for g in groups)
-        skipped = total - sum(len(g) for g in todo)
+        return MeasureSession(request, progress, clock, log, saved_threads)
+    except BaseException:
+        torch.set_num_threads(saved_threads)
+        raise
 
-        common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
-        desc = f"measure {label} ({settings.backend}, {settings.device})"
-        new_records: list[Measurement] = []
-        last = None
-        if request.planned is not None:  # built once the blocks are timed: their entries decide the groups
-            last = lambda: request.planned(net, label, input_size, lambda: existing + new_records,  # noqa: E731
-                                           context, request.spans, existing)
+
+class MeasureSession:
+    """One open measuring run (`open_session`): one output file, one backend, one timing context, one drift probe.
+
+    ``todo``: the groups built from the request that the file does not hold yet (``groups``: all of them; ``existing``:
+    the file's records before the run). `time` times groups -- these, or any built later from the run's records
+    (``records``), as `dsprof.workflows.calibrate` builds them -- appending each group's records to the file as it
+    ends. `result` says what the run did; `interrupted` is the one-line error for Ctrl-C. ``net``, ``label``,
+    ``input_size``, ``context`` and ``spans`` describe the model and context timed, for whoever builds more groups."""
+
+    def __init__(self, request: MeasureRequest, progress: bool, clock: Clock, log: Callable[[str], None] | None,
+                 saved_threads: int) -> None:
+        self._saved_threads, self._threads_given = saved_threads, request.settings.threads is not None
+        request, backend_impl = _checked(request)
+        # before the model and its workloads are built (they take a while)
+        check_measurement_out(request.out, request.resume, request.overwrite)
+        settings, batch, chosen = request.settings, request.batch, request.workloads
+        ref = ModelRef.of(request.model)
+        options, label, net = dict(ref.options), ref.name, ref.build()
+        net.eval()
+        input_size = (ref.resolution, ref.resolution) if ref.resolution else input_size_of(net)
+        options["resolution"] = input_size[0]
+        if input_size[0] != input_size[1]:
+            options["resolution_w"] = input_size[1]
+        suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
+        self.path = path = measurement_path(request.out, label + suffix, settings, batch, input_size[0])
+
+        # The workloads, grouped for interleaving. Built on one thread: folding and MAC counting run small
+        # convolutions, which OpenMP threads slow down tenfold when other processes share the cores.
+        timed_threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
-            _time_groups(todo, backend_impl, settings, batch, request.timing, clock, writer, common, desc, progress, log,
-                         new_records, last)
-        except KeyboardInterrupt:
-            saved = _saved(path, groups, len(existing) + len(new_records))
-            then = " (then the groups `calibrate=True` plans from them)" if request.planned is not None else ""
-            raise Interrupted(f"interrupted: {saved} of {total} workloads saved in {path}{then}; `resume=True` continues") from None
-    contention = contention_message(new_records, threads)
-    if log and contention:
-        log(contention)
-    measurements = existing + new_records
-    new = sum(r.scope != "probe" for r in new_records)  # workloads; the drift probe is not one
-    # the groups planned from the others (--calibrate) come last: what the planned groups did not time
-    calibrated = new - sum(len(g) for g in todo)
-    return MeasureResult(path, measurements, new, skipped, summary_table(measurements), threads,
-                         contention=contention, calibrated=calibrated)
+            groups = workload_groups(net, label, chosen.variants, chosen.model_variants, chosen.blocks,
+                                     request.extra_models, input_size, chosen.in_situ, chosen.spans)
+            if request.select is not None:
+                groups = [g for g in request.select(groups) if g]
+        finally:
+            torch.set_num_threads(timed_threads)
+        # after the workloads: a bad `workloads=Workloads(blocks=)` leaves no file behind
+        writer, existing = _open_output(path, request.resume, request.overwrite)
+        self._stack = contextlib.ExitStack()
+        try:
+            self._writer = self._stack.enter_context(writer)
+            env = environment()
+            if settings.backend in TORCH_BACKENDS and not settings.is_cuda:
+                env["allocator"] = steady_allocator()  # set by the backend; recorded, not part of the environment id
+            if hasattr(backend_impl, "describe"):  # the runtime's versions, device and settings; not hashed either (the
+                env["runtime"] = backend_impl.describe()  # versions are, in `versions`; the settings are the context's)
+            threads = (settings.threads or torch.get_num_threads()) if settings.uses_cpu_threads else None
+            context = DeviceContext(environment_id(env), settings.device, settings.backend, settings.dtype,
+                                    layout_of(settings.backend, settings.channels_last), batch, threads or 0,
+                                    settings.compile)
+            run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
+            _check_resume(existing, run_settings, path)
+            done = {r.workload_key for r in existing if r.ok}
+            todo = [[w for w in g if _workload_key(w) not in done] for g in groups]
+            self.todo = [g for g in todo if g]
+            self.groups, self.existing, self.new_records = groups, existing, []
+            self.net, self.label, self.input_size, self.context = net, label, input_size, context
+            self.spans = chosen.spans
+            self.threads, self._log, self._clock = threads, log, clock
+            self._backend, self._settings, self._batch, self._timing = backend_impl, settings, batch, request.timing
+            self._common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
+            self._run_id, self._index = uuid.uuid4().hex[:8], 0
+            self._bar = self._stack.enter_context(_progress_bar(len(self.todo), f"measure {label} ({settings.backend}, "
+                                                                f"{settings.device})", progress))
+            self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="dsprof-measure-")))
+            self._probe = self._stack.enter_context(_Probe(backend_impl, settings, batch, request.timing, clock,
+                                                           self._tmp / "probe", self._common, log))
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def __enter__(self) -> "MeasureSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file, the probe and the progress bar; restore the process's thread count."""
+        try:
+            self._stack.close()
+        finally:
+            torch.set_num_threads(self._saved_threads)
+
+    @property
+    def records(self) -> list[Measurement]:
+        """Every record of the file: those it held before the run, then the run's, as they are written."""
+        return self.existing + self.new_records
+
+    def expect(self, groups: int) -> None:
+        """Say that ``groups`` more groups will follow (for the progress bar; groups built one at a time)."""
+        self._bar.total += groups
+        self._bar.refresh()
+
+    def time(self, groups: Iterable[list[Workload]]) -> list[Measurement]:
+        """Time ``groups`` one after the other (each taken from the iterable only once the one before is timed, so it
+        can be built from the records before it), each interleaved and followed by the drift probe, appending each
+        group's records to the file as it ends and to ``new_records`` once written (what an interrupted run has
+        saved). Returns their records."""
+        timed: list[Measurement] = []
+        for group in groups:
+            if self._bar.n >= self._bar.total:  # a group built from the records: known one at a time
+                self.expect(1)
+            # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
+            timing = self._timing.first_group() if self._index == 0 else self._timing
+            records = _measure_group(group, self._backend, self._settings, self._batch, timing, self._clock,
+                                     self._tmp / str(self._index),
+                                     dict(self._common, group=f"{self._run_id}:{self._index}"))
+            # the machine's speed, right after the group
+            records += self._probe.time(f"{self._run_id}:probe{self._index}")
+            self._index += 1
+            self._write(records)
+            timed += records
+            for r in records:
+                if self._log and r.error:
+                    self._log(f"{r.name} {r.variant}: {r.error}")
+            self._bar.update(1)
+        return timed
+
+    def _write(self, records: list[Measurement]) -> None:
+        self._writer.write(records)
+        self.new_records += records
+
+    def interrupted(self, then: str = "") -> Interrupted:
+        """The one-line error for Ctrl-C: how many of the built groups' workloads the file holds, where, and that
+        ``resume=True`` continues (``then``: what else the run does after them, said in between)."""
+        saved = _saved(self.path, self.groups, len(self.records))
+        total = sum(len(g) for g in self.groups)
+        return Interrupted(f"interrupted: {saved} of {total} workloads saved in {self.path}{then}; "
+                           "`resume=True` continues")
+
+    def result(self) -> MeasureResult:
+        """What the run did: every record of the file, how many workloads it timed (``calibrated``: of those, the
+        workloads of groups given beyond ``todo``) and skipped, the summary and the contention warning (also to
+        ``log``)."""
+        contention = contention_message(self.new_records, self.threads)
+        if self._log and contention:
+            self._log(contention)
+        measurements = self.records
+        new = sum(r.scope != "probe" for r in self.new_records)  # workloads; the drift probe is not one
+        skipped = sum(len(g) for g in self.groups) - sum(len(g) for g in self.todo)
+        calibrated = new - sum(len(g) for g in self.todo)  # groups built later come last (calibration)
+        return MeasureResult(self.path, measurements, new, skipped, summary_table(measurements), self.threads,
+                             self._threads_given, contention=contention, calibrated=calibrated)
+
+
+def _progress_bar(total: int, desc: str, progress: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="group", disable=not progress, leave=False)
 
 
 def _workload_key(w: Workload) -> tuple[str, str, str, str | None]:
@@ -447,54 +579,6 @@ def _saved(path: Path, groups: list[list[Workload]], fallback: int) -> int:
     except Exception:  # noqa: BLE001 - a count for the message only; the file itself is checked on --resume
         return fallback
     return sum(_workload_key(w) in done for g in groups for w in g)
-
-
-def _time_groups(
-    todo: list[list[Workload]],
-    backend_impl: Any,
-    settings: BackendSettings,
-    batch: int,
-    timing: TimingConfig,
-    clock: Clock,
-    writer: MeasurementWriter,
-    common: dict[str, Any],
-    desc: str,
-    progress: bool,
-    log: Callable[[str], None] | None,
-    new_records: list[Measurement],
-    last: Callable[[], Iterable[list[Workload]]] | None = None,
-) -> None:
-    """Time the groups one after the other, appending each group's records to ``writer``'s file as it ends
-    and to ``new_records`` once written (what an interrupted run has saved); then the groups ``last`` yields, each
-    built from what was measured before it."""
-    from tqdm.auto import tqdm
-
-    run_id = uuid.uuid4().hex[:8]
-    with tqdm(total=len(todo) + (last is not None), desc=desc, unit="group", disable=not progress, leave=False) as bar, \
-            tempfile.TemporaryDirectory(prefix="dsprof-measure-") as tmp, \
-            _Probe(backend_impl, settings, batch, timing, clock, Path(tmp) / "probe", common, log) as probe:
-        for group_index, group in enumerate(_then(todo, last)):
-            if group_index >= bar.total:  # the groups ``last`` yields are known one at a time
-                bar.total = group_index + 1
-                bar.refresh()
-            # The first group also pays for thread-pool start-up and allocator growth: warm it longer.
-            group_timing = timing.first_group() if group_index == 0 else timing
-            records = _measure_group(group, backend_impl, settings, batch, group_timing, clock, Path(tmp) / str(group_index),
-                                     dict(common, group=f"{run_id}:{group_index}"))
-            records += probe.time(f"{run_id}:probe{group_index}")  # the machine's speed, right after the group
-            writer.write(records)
-            new_records += records
-            for r in records:
-                if log and r.error:
-                    log(f"{r.name} {r.variant}: {r.error}")
-            bar.update(1)
-
-
-def _then(todo: list[list[Workload]], last: Callable[[], Iterable[list[Workload]]] | None):
-    """The groups of ``todo``, then those ``last`` yields once they are timed."""
-    yield from todo
-    if last is not None:
-        yield from last()
 
 
 def workload_groups(

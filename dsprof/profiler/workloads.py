@@ -11,6 +11,9 @@ Variants of a block (DESIGN, "Workload"):
   factor ``a = sqrt(MACs_block / (k^2 * cin * cout * Ho * Wo))``; the input channels are
   ``round(a * cin)``, then the output channels are chosen to the nearest integer that matches the
   block's MACs given those input channels, so the in/out ratio of the block is kept.
+* ``fused-expand``, ``fused-project`` (a block of two removable activations, `dsprof.records.activations`): the
+  block with one of them removed and the run of units beside it merged into one convolution, as `merge_model`
+  deploys a plan at the level of activations (`deployed_partial`); a block without such a state has none.
 * ``linear``: the block without its activations, not merged, as `merge_model` deploys it when it does not
   merge under a plan's default border and free activation (`deployed_linear`): its tail activation (ResNet's
   ReLU after the addition) or ReLU6 after it, and its padding back in place where that is exact (inverted
@@ -41,8 +44,11 @@ from ..errors import MergeError, UsageError
 from ..merging.block import deployed_unmerged
 from ..merging.fold import fold_batchnorm
 from ..merging.linearize import linearize_block
+from ..merging.model import merge_partial
+from ..merging.partial import act_layout, partial_block
+from ..records.activations import partial_states
 from ..merging.spans import span_runs, span_spec
-from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
+from ..names import ACT_VARIANTS, BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
     BlockSpec,
@@ -68,6 +74,7 @@ __all__ = [
     "dense_counterpart_model",
     "flops_matched_channels",
     "deployed_linear",
+    "deployed_partial",
     "model_workload",
     "model_workloads",
     "span_workloads",
@@ -153,6 +160,19 @@ def deployed_linear(block: Block, index: int = 0) -> nn.Module:
     return fold_batchnorm(deployed, example).eval()
 
 
+def deployed_partial(block: Block, acts: tuple[int, ...], index: int = 0) -> nn.Module:
+    """``block`` with the activations ``acts`` marks 0 removed and its runs merged, as `merge_model` deploys it under
+    a plan's default border (padding in front), BatchNorm folded, in eval mode: what the ``fused-expand`` and
+    ``fused-project`` variants time."""
+    param = next(block.module.parameters())
+    part = partial_block(block, acts, lambda run: linearize_block(run, free_activation=None, index=index), index=index)
+    part = part.to(param.device).eval()
+    merge_partial(part, block.name)
+    spec = block.spec
+    example = torch.zeros(1, spec.in_channels, spec.in_h, spec.in_w, dtype=param.dtype, device=param.device)
+    return fold_batchnorm(part, example).eval()
+
+
 def _check_macs(what: str, got: int, want: int) -> None:
     if abs(got - want) > MACS_TOLERANCE * want:
         raise UsageError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
@@ -190,6 +210,15 @@ def block_workloads(
                     module, shape = deployed_linear(block, index), in_shape
                 except MergeError as exc:  # it cannot be linearised, so it never runs unmerged either: say so
                     warnings.warn(f"block {block.name}: {exc}; its linear workload is skipped", UserWarning, stacklevel=2)
+                    continue
+            elif variant in ACT_VARIANTS:
+                acts = partial_states(act_layout(block)).get(variant)
+                if acts is None:  # a block without that partial state (one activation, or more than two)
+                    continue
+                try:
+                    module, shape = deployed_partial(block, acts, index), in_shape
+                except MergeError as exc:
+                    warnings.warn(f"block {block.name}: {exc}; its {variant} workload is skipped", UserWarning, stacklevel=2)
                     continue
             else:
                 if variant == "merged":  # what the merge produces: the chain's composite kernel

@@ -4,6 +4,8 @@ A plan's ``keep`` list has one entry per block of the model (in `find_blocks` or
 block's activations, 0 removes them so the block can merge (paper Tab. 8, "1 = activations kept").
 ``merge`` optionally records, per block, whether it was merged (what `merge_model` decided), so that
 replaying a plan on a fresh model gives the same structure whatever decided it then.
+``acts`` optionally holds the plan at the level of single activations: per block, one 0/1 per removable activation
+(`dsprof.records.activations` has its rules: ``keep`` is then its block view, 1 where a block keeps any).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text
+from .activations import check_acts, keep_of_acts
 from ..io import read_json
 from ..models import is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
 
@@ -63,6 +66,7 @@ class Plan:
     source: str | None = None
     search: dict[str, Any] | None = None  # what `dsprof search` found: scores, ranking, weights (plain JSON)
     spans: tuple[tuple[int, int], ...] | None = None  # [start, stop) block ranges merged as one conv each
+    acts: tuple[tuple[int, ...], ...] | None = None  # per block, 1/0 per removable activation (None: the block plan)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", _model_name(self.model))
@@ -97,6 +101,19 @@ class Plan:
                     raise PlanError(f"span {list(span)} includes a block whose activations are kept")
                 last = span[1]
             object.__setattr__(self, "spans", spans or None)
+        if self.merge is not None and self.spans is not None:  # a span merges as one: its blocks are marked merged
+            unmarked = sorted(i for start, stop in self.spans for i in range(start, stop) if not self.merge[i])
+            if unmarked:
+                raise PlanError(f"{self.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
+                                "lie in its spans, which merge: mark them true (or drop the spans)")
+        if self.acts is not None:
+            acts = check_acts(self.acts, len(keep))
+            derived = keep_of_acts(acts)
+            wrong = [i for i, (k, d, a) in enumerate(zip(keep, derived, acts)) if a and k != d]
+            if wrong:
+                raise PlanError(f"'keep' disagrees with 'acts' at block {wrong[0]}: a block keeps its activations (1) "
+                                f"iff it keeps at least one of them, so 'keep' there is {derived[wrong[0]]}")
+            object.__setattr__(self, "acts", acts)
 
     @property
     def digest(self) -> str:
@@ -107,6 +124,8 @@ class Plan:
                    "merge": list(self.merge) if self.merge is not None else None,
                    "spans": [list(s) for s in self.spans] if self.spans is not None else None,
                    "free_activation": self.free_activation, "border": self.border}
+        if self.acts is not None:  # only then: a block plan's digest is what it was
+            content["acts"] = [list(a) for a in self.acts]
         text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -143,6 +162,10 @@ class Plan:
         data["keep"] = list(self.keep)
         data["merge"] = list(self.merge) if self.merge is not None else None
         data["spans"] = [list(s) for s in self.spans] if self.spans is not None else None
+        if self.acts is None:
+            data.pop("acts")  # a block plan's file is what it was
+        else:
+            data["acts"] = [list(a) for a in self.acts]
         return data
 
     def to_json(self) -> str:
@@ -182,6 +205,8 @@ class Plan:
             fields["merge"] = tuple(fields["merge"])
         if fields.get("spans") is not None:
             fields["spans"] = tuple(tuple(s) for s in fields["spans"])
+        if fields.get("acts") is not None:
+            fields["acts"] = check_acts(fields["acts"], len(fields["keep"]))
         return cls(**fields)
 
     @classmethod
@@ -192,6 +217,22 @@ class Plan:
         except json.JSONDecodeError as exc:
             raise PlanError(f"the plan is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
         return cls.from_dict(data)
+
+    @classmethod
+    def from_acts(cls, model: Any, acts: Sequence[Sequence[int]], **fields: Any) -> "Plan":
+        """A plan at the level of single activations: ``acts`` per block (1 = kept), its ``keep`` derived."""
+        acts = check_acts(acts)
+        return cls(model, keep_of_acts(acts), acts=acts, **fields)
+
+    def check_acts(self, counts: Sequence[int]) -> None:
+        """Raise a `PlanError` unless the plan's ``acts`` (if any) list ``counts[i]`` activations for block i."""
+        if self.acts is None:
+            return
+        for i, (a, n) in enumerate(zip(self.acts, counts)):
+            if len(a) != n:
+                label = self.name or "the plan"
+                raise PlanError(f"{label} lists {len(a)} activations for block {i}, which has {n} removable ones "
+                                f"(see `dsprof blocks` with `{model_args(self.model, self.options)}`)")
 
     @classmethod
     def coerce(cls, plan: "Plan | str | Path") -> "Plan":

@@ -36,6 +36,7 @@ from torch import nn
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
+from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
@@ -51,29 +52,33 @@ from ..planning.decide import merge_rule
 from ..models import find_blocks
 
 __all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",
-           "in_model_groups", "planned_groups"]
+           "in_model_groups"]
 
 #: How many times the front is planned from the run's records to find pieces not yet timed inside the model.
 IN_MODEL_ROUNDS = 3
 
 
-def check_calibration_request(model: Any, variants: Sequence[str], model_variants: Sequence[str], blocks: Any) -> None:
-    """Raise `UsageError` (one line, what to give) where a run cannot end with the calibration group."""
+def check_calibration_request(model: Any, workloads: Workloads) -> None:
+    """Raise `UsageError` (one line, what to give) where a run of ``model`` that times ``workloads`` cannot end with
+    the calibration group."""
+    variants, model_variants, blocks = workloads.variants, workloads.model_variants, workloads.blocks
     if not isinstance(model, str) and model_identity(model) is None:
         raise UsageError("`calibrate=True` merges the model by a plan, which names a registered model: give its name "
                          "(or a `model_file=`), or a module built by dsprof.models.get_model")
     if blocks is None or "merged" not in variants or "original" not in variants or "original" not in model_variants:
-        raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs `variants=` with "
-                         "original and merged (and linear), `model_variants=` with original, and blocks to time")
+        raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs "
+                         "`workloads=Workloads(variants=)` with original and merged (and linear), "
+                         "`workloads=Workloads(model_variants=)` with original, and blocks to time")
 
 
 def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
                        records: Callable[[], Sequence[Measurement]], context: DeviceContext, max_span: int,
-                       calibrate: bool = True) -> Iterator[list[Workload]]:
-    """The groups that end a `measure --calibrate` run, each built from the records timed before it (``records()``):
-    the front's pieces inside the model (`in_model_groups`, planned again until the front uses no piece untimed, at
-    most `IN_MODEL_ROUNDS` times), then, with ``calibrate`` (False where a resumed run has it), the calibration
-    group."""
+                       existing: Sequence[Measurement] = ()) -> Iterator[list[Workload]]:
+    """The groups that end a `measure --calibrate` run, each built from the records timed before it (``records()``;
+    `dsprof.workflows.measure` times each in the run's `dsprof.profiler.runner.MeasureSession` before it asks for the
+    next): the front's pieces inside the model (`in_model_groups`, planned again until the front uses no piece
+    untimed, at most `IN_MODEL_ROUNDS` times), then the calibration group, where the records the file held before the
+    run (``existing``: a resumed run) lack it."""
     for _ in range(IN_MODEL_ROUNDS):
         try:
             groups = in_model_groups(net, label, input_size, records(), context, max_span)
@@ -83,17 +88,8 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
         if not groups:
             break
         yield from groups
-    if calibrate:
+    if not any(r.ok and r.variant == CALIBRATION for r in existing):
         yield calibration_workloads(net, label, input_size, records(), context)
-
-
-def planned_groups(net: nn.Module, label: str, input_size: tuple[int, int],
-                   records: Callable[[], Sequence[Measurement]], context: DeviceContext, max_span: int,
-                   existing: Sequence[Measurement]) -> Iterator[list[Workload]]:
-    """The groups that end a `measure --calibrate` run (`dsprof.profiler.runner.PlannedGroups`): `calibration_groups`,
-    the calibration group only where the records the file held before (``existing``, a resumed run) lack it."""
-    calibrate = not any(r.ok and r.variant == CALIBRATION for r in existing)
-    return calibration_groups(net, label, input_size, records, context, max_span, calibrate)
 
 
 def _run_lut(label: str, records: Sequence[Measurement]) -> Any:

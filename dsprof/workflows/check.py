@@ -23,6 +23,7 @@ from ..models import ModelRef
 from ..records.plan import Plan
 from ..records.measurement import Measurement, original_in_group
 from ..profiler.runner import measure
+from ..profiler.selection import Workloads
 from ..records.stats import Speedup, paired_speedup
 from ..units import percent
 
@@ -93,9 +94,9 @@ def measure_planned_run(
         rule = merge_rule(net, lut=lut, device=context, merge_by=merge_by, name=name, options=options, plan=plan)
         extra[planned_name(plan)] = merge_model(net, rule.decide(plan).plan)
     more = {"timing": timing} if timing is not None else {}
-    return measure(net, name=name, model_options=options, variants=(), model_variants=("original",),
-                   extra_models=extra, blocks=None, out=out, overwrite=True, progress=progress,
-                   **context.measure_options(), **more)
+    return measure(ModelRef.of(net, name=name, options=options), settings=context,
+                   workloads=Workloads(variants=(), model_variants=("original",), blocks=None), extra_models=extra,
+                   out=out, overwrite=True, progress=progress, **more)
 
 
 def planned_name(plan: Any) -> str:

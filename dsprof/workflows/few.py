@@ -27,11 +27,11 @@ from ..merging.spans import span_runs
 from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front
-from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
 from ..profiler.backends import BackendSettings
+from ..profiler.runner import MeasureResult, check_measurement_out, measure, timing_context, workload_groups
+from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
-from .measure import request_objects
 
 __all__ = ["FewResult", "entry_names", "measure_few", "workload_macs"]
 
@@ -159,7 +159,7 @@ def measure_few(
     still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.measure_few", old, _OLD_KEYWORDS)
     pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
-    settings, batch = request_objects(settings, batch, None, None, {}, verb="measure_few")[:2]
+    settings, batch = timing_context(settings, batch)
     settings = replace(settings, **moved.get("settings", {}))
     max_span = pricing.max_span if pricing.max_span is not None else DEFAULT_MAX_SPAN
     check_measurement_out(out, resume, overwrite)
@@ -175,13 +175,12 @@ def measure_few(
     spans = max(c.span for c in chosen)
     if lut_out is not None:
         check_output_path(lut_out)
-    run = measure(net, name=registered, model_options=options, resolution=ref.resolution, batch=batch,
-                  backend=settings.backend, device=settings.device, dtype=settings.dtype,
-                  channels_last=settings.channels_last, threads=settings.threads, compile=settings.compile,
-                  variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
-                  model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
-                  spans=spans, timing=timing, out=out, resume=resume, overwrite=overwrite, progress=progress,
-                  select=_selector(keys, label))
+    chosen_workloads = Workloads(variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
+                                 model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
+                                 spans=spans)
+    run = measure(ModelRef.of(net, name=registered, options=options, resolution=ref.resolution), settings=settings,
+                  batch=batch, workloads=chosen_workloads, timing=timing, out=out, resume=resume, overwrite=overwrite,
+                  progress=progress, select=_selector(keys, label))
     measured = build_lut([run.path])
     for context_key in measured.devices():
         missing = [k for k in keys if measured.find(k[1], k[2], context_key, scope=k[0]) is None]

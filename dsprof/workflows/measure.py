@@ -4,20 +4,21 @@
 models that plans merge (each plan's merges written by the one rule, `dsprof.planning.decide.merge_rule`) and merged-model
 files are timed beside the original in its group, and each one's paired check is read from the run
 (`dsprof.workflows.check.paired_check`). With ``calibrate`` the run ends with the groups it plans from its own
-records (`dsprof.workflows.calibrate`); with ``remote`` it runs on another machine over ssh
-(`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
+records (`dsprof.workflows.calibrate.calibration_groups`), each built from the records timed before it and timed in
+the run's one `dsprof.profiler.runner.MeasureSession` (one file; a resumed run does not time again a calibration
+group the file holds; Ctrl-C keeps what is timed and says the calibration follows); with ``remote`` it runs on
+another machine over ssh (`dsprof.edge.remote`). `export` writes the same workloads as a bundle for a device without dsprof.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
+from .._moved import moved_keywords
 from ..device_context import DeviceContext
 from ..edge.export import ExportResult, export_bundle
 from ..edge.host import RemoteHost
@@ -33,13 +34,14 @@ from ..merging.rule import Merges, rule_kind
 from ..models import ModelRef
 from ..records.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings
-from ..profiler.runner import MeasureRequest, MeasureResult, check_measurement_out, default_batch, measure_request
+from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, old_clock,
+                               open_session, timing_context)
 from ..profiler.selection import Workloads
-from ..profiler.timing import Clock, TimingConfig
-from .calibrate import check_calibration_request, planned_groups
+from ..profiler.timing import TimingConfig
+from .calibrate import calibration_groups, check_calibration_request
 from .check import PairedCheck, paired_check
 
-__all__ = ["Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
+__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
 
 
 @dataclass(frozen=True)
@@ -55,27 +57,33 @@ class Measured:
     imported: ImportResult | None = None
 
 
-#: The keywords that set the timing context one by one before `BackendSettings` carried it, and those that chose what
-#: is timed before `Workloads` did (deprecated).
-_SETTINGS_KEYWORDS = ("backend", "device", "dtype", "channels_last", "threads", "compile")
-_WORKLOADS_KEYWORDS = ("variants", "model_variants", "blocks", "in_situ", "spans")
-_MERGE_KEYWORDS = ("lut", "device_key", "merge_by", "accept_modified")
-
-
-_REMOTE_KEYWORDS = {"ssh": "ssh", "remote_python": "python", "remote_dir": "dir"}
+#: The keywords that `dsprof.measure` took one by one before its objects held them (deprecated): each one's parameter,
+#: that parameter's object and its field there.
+_MODEL_KEYWORDS = {k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution", "weights")}
+_SETTINGS_KEYWORDS = {k: ("settings", "BackendSettings", k)
+                      for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")}
+_WORKLOADS_KEYWORDS = {k: ("workloads", "Workloads", k)
+                       for k in ("variants", "model_variants", "blocks", "in_situ", "spans")}
+_MERGE_KEYWORDS = {k: ("merge", "MergeChoice", k) for k in ("lut", "device_key", "merge_by", "accept_modified")}
+_REMOTE_KEYWORDS = {"ssh": ("remote", "RemoteHost", "ssh"), "remote_python": ("remote", "RemoteHost", "python"),
+                    "remote_dir": ("remote", "RemoteHost", "dir")}
+MOVED_KEYWORDS = {**_MODEL_KEYWORDS, **_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS, **_REMOTE_KEYWORDS,
+                  "say": ("progress", "", "say")}
 
 
 def remote_host(remote: str | RemoteHost | None, deprecated: dict[str, Any]) -> RemoteHost | None:
     """The machine a run times on (None: here), with the ``deprecated`` keywords of before (taken out of it: a
     `DeprecationWarning`) in place of its fields."""
-    old = {_REMOTE_KEYWORDS[k]: deprecated.pop(k) for k in list(deprecated) if k in _REMOTE_KEYWORDS}
-    if old:
-        warnings.warn(f"dsprof.measure({'=, '.join(k for k in _REMOTE_KEYWORDS if _REMOTE_KEYWORDS[k] in old)}=) is "
-                      "now dsprof.measure(remote=RemoteHost(...))", DeprecationWarning, stacklevel=3)
+    old = moved_keywords("dsprof.measure", {k: deprecated.pop(k) for k in list(deprecated) if k in _REMOTE_KEYWORDS},
+                         _REMOTE_KEYWORDS).get("remote", {})
+    return _host(remote, old)
+
+
+def _host(remote: str | RemoteHost | None, fields: Mapping[str, Any]) -> RemoteHost | None:
     if remote is None:
         return None
     host = remote if isinstance(remote, RemoteHost) else RemoteHost(str(remote))
-    return replace(host, **old) if old else host
+    return replace(host, **fields) if fields else host
 
 
 def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
@@ -85,25 +93,17 @@ def request_objects(settings: BackendSettings | DeviceContext | None, batch: int
     `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
     ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``deprecated``
     keywords of before (a `DeprecationWarning`) in place of their fields."""
-    unknown = sorted(set(deprecated) - set(_SETTINGS_KEYWORDS) - set(_WORKLOADS_KEYWORDS) - set(_MERGE_KEYWORDS))
-    if unknown:
-        raise TypeError(f"{verb}() got an unexpected keyword argument {unknown[0]!r}")
-    if isinstance(settings, DeviceContext):
-        given = settings.measure_options()
-        context_batch = given.pop("batch")
-        batch, settings = batch if batch is not None else context_batch, BackendSettings(**given)
-    settings = settings if settings is not None else BackendSettings()
-    objects = {"settings": settings, "workloads": workloads if workloads is not None else Workloads(),
-               "merge": merge if merge is not None else MergeChoice()}
-    for keywords, field_name in ((_SETTINGS_KEYWORDS, "settings"), (_WORKLOADS_KEYWORDS, "workloads"),
-                                 (_MERGE_KEYWORDS, "merge")):
-        old = {k: v for k, v in deprecated.items() if k in keywords}
-        if old:
-            kind = type(objects[field_name]).__name__
-            warnings.warn(f"dsprof.{verb}({'=, '.join(old)}=) is now dsprof.{verb}({field_name}={kind}(...))",
-                          DeprecationWarning, stacklevel=3)
-            objects[field_name] = replace(objects[field_name], **old)
-    return objects["settings"], batch, objects["workloads"], objects["merge"]
+    homes = {**_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS}
+    return _objects(settings, batch, workloads, merge, moved_keywords(f"dsprof.{verb}", deprecated, homes, stacklevel=4))
+
+
+def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
+             merge: MergeChoice | None, moved: Mapping[str, Mapping[str, Any]]
+             ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
+    settings, batch = timing_context(settings, batch)
+    return (replace(settings, **moved.get("settings", {})), batch,
+            replace(workloads if workloads is not None else Workloads(), **moved.get("workloads", {})),
+            replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {})))
 
 
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
@@ -145,10 +145,6 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
 def measure(
     model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path = False,
     settings: BackendSettings | DeviceContext | None = None,
     batch: int | None = None,
     workloads: Workloads | None = None,
@@ -160,62 +156,72 @@ def measure(
     out: str | Path = "results",
     resume: bool = False,
     overwrite: bool = False,
-    progress: bool = True,
+    progress: bool | Callable[[str], None] = True,
     log: Callable[[str], None] | None = None,
-    clock: Clock = time.perf_counter_ns,
     remote: str | RemoteHost | None = None,
-    say: Callable[[str], None] | None = None,
-    **deprecated: Any,
+    **old: Any,
 ) -> Measured:
-    """Time ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at
-    ``resolution`` from ``weights``, a model file, or a module named ``name``): what ``workloads`` chooses (a
+    """Time ``model`` -- anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` model
+    file, an ``nn.Module``, or a `dsprof.ModelRef` that gives it a name, options, resolution or weights
+    (``ModelRef.of("mobilenet_v2", options={"width": 1.4}, resolution=160)``) -- what ``workloads`` chooses (a
     `dsprof.profiler.Workloads`: blocks and their variants, the whole model's variants, blocks in situ, spans; default
     its defaults), in the timing context ``settings`` (a `BackendSettings`: backend, device, dtype, layout, threads,
     torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used where ``batch`` is None; default:
-    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). The separate
-    keywords of before (``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``;
-    ``variants=``, ``model_variants=``, ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``,
-    ``merge_by=``, ``accept_modified=``) still work for a release, with a `DeprecationWarning`. ``plans`` and
+    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` and
     ``merged_models`` add whole models timed beside the original (`plan_models`: ``merge``, a
     `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs --, decides the merges of the plans without their own
-    list); ``calibrate`` ends the run with the groups planned from its own records (`dsprof.workflows.calibrate`).
-    ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain ``ssh``) times fp32 bundles on
-    that machine instead (`dsprof.edge.remote`), saying each step to ``say`` (``ssh=``, ``remote_python=`` and
-    ``remote_dir=`` one by one still work for a release, with a `DeprecationWarning`). ``log`` gets the run's warnings.
-    Records go to ``out`` (a folder, or a ``.jsonl`` file). Returns a `Measured`."""
-    host = remote_host(remote, deprecated)  # takes its keywords of before out of ``deprecated``
-    settings, batch, workloads, merge = request_objects(settings, batch, workloads, merge, deprecated)
-    lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
-    remote, ssh, remote_python, remote_dir = (host.host, host.ssh, host.python, host.dir) if host else (None,) * 4
-    backend, device, dtype, channels_last, threads, compile = (
-        settings.backend, settings.device, settings.dtype, settings.channels_last, settings.threads, settings.compile)
-    variants, model_variants, blocks, in_situ, spans = (
-        workloads.variants, workloads.model_variants, workloads.blocks, workloads.in_situ, workloads.spans)
-    if calibrate and remote:
+    list); ``calibrate`` ends the run with the groups planned from its own records, timed in the same run
+    (`dsprof.workflows.calibrate`). ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain
+    ``ssh``) times fp32 bundles on that machine instead (`dsprof.edge.remote`). ``progress``: a progress bar here;
+    a callable (e.g. ``print``) also gets each step of a ``remote`` run. ``log`` gets the run's warnings. Records go
+    to ``out`` (a folder, or a ``.jsonl`` file; ``resume`` continues it, ``overwrite`` starts it over). Returns a
+    `Measured`. The keywords of before (``name=``, ``options=``, ``resolution=``, ``weights=``; ``backend=``,
+    ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``; ``variants=``, ``model_variants=``,
+    ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``; ``ssh=``,
+    ``remote_python=``, ``remote_dir=``; ``say=``; ``clock=``) still work for a release, with a `DeprecationWarning`
+    that names the parameter that holds each now."""
+    clock = old_clock(old, "dsprof.measure")
+    moved = moved_keywords("dsprof.measure", old, MOVED_KEYWORDS)
+    settings, batch, workloads, merge = _objects(settings, batch, workloads, merge, moved)
+    host = _host(remote, moved.get("remote", {}))
+    say = moved["progress"]["say"] if "progress" in moved else (progress if callable(progress) else None)
+    if calibrate and host:
         raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
                          "device without it, or run dsprof there")
-    if remote and (dtype != "fp32" or channels_last):
-        raise UsageError("`remote=` times fp32 bundles: drop `dtype=` and `channels_last=True`")
-    if not remote:
+    if host and (settings.dtype != "fp32" or settings.channels_last):
+        raise UsageError("`remote=` times fp32 bundles: drop `settings=BackendSettings(dtype=, channels_last=True)`")
+    if not host:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    ref = ModelRef.of(model, **moved.get("model", {}))
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
-    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
-                                device_key=device_key, merge_by=merge_by, accept_modified=accept_modified,
-                                backend=backend, dtype=dtype, batch=batch)
-    if remote:
+    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=merge.lut,
+                                device_key=merge.device_key, merge_by=merge.merge_by,
+                                accept_modified=merge.accept_modified, backend=settings.backend, dtype=settings.dtype,
+                                batch=batch)
+    if host:
         imported = measure_remote(
-            remote, net, backend=backend, device=device, threads=threads, ssh=tuple(ssh), python=remote_python,
-            remote_dir=remote_dir, out=out, overwrite=overwrite, log=say, name=name, model_options=options,
-            resolution=resolution, extra_models=extra, batch=batch or default_batch(device), variants=tuple(variants),
-            model_variants=tuple(model_variants), blocks=blocks, timing=timing)
+            host.host, net, backend=settings.backend, device=settings.device, threads=settings.threads,
+            ssh=tuple(host.ssh), python=host.python, remote_dir=host.dir, out=out, overwrite=overwrite, log=say,
+            name=name, model_options=options, resolution=resolution, extra_models=extra,
+            batch=batch or default_batch(settings.device), variants=workloads.variants,
+            model_variants=workloads.model_variants, blocks=workloads.blocks, timing=timing)
         return Measured(None, merges, {}, imported)
     if calibrate:
-        check_calibration_request(net, variants, model_variants, blocks)
-    request = MeasureRequest(net, name, options, resolution, extra, settings, batch, tuple(variants),
-                             tuple(model_variants), blocks, tuple(in_situ), spans, timing, out, resume, overwrite,
-                             planned=planned_groups if calibrate else None)
-    run = measure_request(request, progress=progress, clock=clock, log=log)
+        check_calibration_request(net, workloads)
+    request = MeasureRequest(ModelRef.of(net, name=name, options=options, resolution=resolution), extra, settings,
+                             batch, workloads, timing, out, resume, overwrite)
+    with open_session(request, progress=bool(progress), clock=clock, log=log) as session:
+        try:
+            session.time(session.todo)
+            if calibrate:  # then the groups built from what the run timed, one at a time, in the same session
+                session.expect(1)
+                session.time(calibration_groups(session.net, session.label, session.input_size,
+                                                lambda: session.records, session.context, session.spans,
+                                                existing=session.existing))
+        except KeyboardInterrupt:
+            then = " (then the groups `calibrate=True` plans from them)" if calibrate else ""
+            raise session.interrupted(then) from None
+    run = session.result()
     return Measured(run, merges, {n: paired_check(run.measurements, n) for n in extra})
 
 
@@ -241,7 +247,7 @@ def export(
     as in `measure` (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=`` one by one: a
     `DeprecationWarning`). Returns the bundle and the merges its plans' models were built with."""
     old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
-    merge = request_objects(None, None, None, merge, old, verb="export")[3]
+    merge = _objects(None, None, None, merge, moved_keywords("dsprof.export", old, _MERGE_KEYWORDS))[3]
     lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
     if workloads is not None:  # a bundle times blocks alone: no in-situ variants
         if workloads.in_situ:

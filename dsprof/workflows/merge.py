@@ -17,14 +17,16 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
 from ..planning.decide import merge_rule
+from ..lut.choice import MergeChoice
 from ..lut.table import LUT
 from ..merging.artifact import export_onnx, save_merged
 from ..merging.linearize import linearize_model
 from ..merging.model import MergeReport, cost_table, merge_model, merge_report
 from ..merging.rule import Merges
-from ..models import ModelRef, find_blocks, load_checkpoint
+from ..models import ModelRef, load_checkpoint
 from ..models.build import ClassCountError
 from ..records.plan import Plan, PlanError, check_plan
+from .measure import _MERGE_KEYWORDS, request_objects
 
 __all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table"]
 
@@ -54,11 +56,8 @@ def merge(
     num_classes: int | None = None,
     spans: str | tuple[tuple[int, int], ...] | None = None,
     max_span: int = DEFAULT_MAX_SPAN,
-    lut: Any = None,
-    device_key: Any = None,
-    merge_by: str | None = None,
-    accept_modified: bool = False,
-    **renamed: Any,
+    merge: MergeChoice | None = None,
+    **deprecated: Any,
 ) -> MergeOutcome:
     """Build ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
     ``nn.Module`` -- merged into a copy, never changed --), load ``checkpoint`` (a state dict of the linearised model from
@@ -70,45 +69,47 @@ def merge(
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
-    Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else ``lut``'s rule
-    (a `dsprof.lut.LUT` or its file, ``device_key`` its context, as `predict` prices it); else MACs, when
-    ``merge_by="macs"``; else the plan is refused in one line (one decision, the planner's:
-    `dsprof.planning.decide.merge_rule`). ``spans``: ``"auto"`` merges runs of consecutive linear blocks into one
-    convolution each where that pays (the planner's partition and merges for the plan's ``keep``, on ``lut`` or, with
-    ``merge_by="macs"``, on MACs; up to ``max_span`` blocks), explicit ``((start, stop), ...)`` ranges (the
-    other merges then decided again), or None for the plan's own. ``accept_modified``: use a LUT file changed after
-    `dsprof build-lut` wrote it. Both output paths are checked before anything
-    is built, the plan's length and the merge rule before anything is merged or written.
-    ``model_name=``, this parameter's name before ``model``, still works for a release (a `DeprecationWarning`).
+    Which linearised blocks merge: the plan's own ``merge`` list, replayed as written; else what ``merge`` chooses
+    (a `dsprof.lut.MergeChoice`: a LUT's rule in its context, as `predict` prices it, or MACs); else the plan is
+    refused in one line (one decision, the planner's: `dsprof.planning.decide.merge_rule`). ``spans``: ``"auto"``
+    merges runs of consecutive linear blocks into one convolution each where that pays (the planner's partition and
+    merges for the plan's ``keep``, on the LUT or on MACs; up to ``max_span`` blocks), explicit
+    ``((start, stop), ...)`` ranges (the other merges then decided again), or None for the plan's own. Both output
+    paths are checked before anything is built, the plan's length and the merge rule before anything is merged or
+    written. The keywords of before (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``, the fields of
+    ``merge``; ``model_name=``, ``model``'s name before) still work for a release (a `DeprecationWarning`).
     """
-    if set(renamed) - {"model_name"}:
-        raise TypeError(f"merge() got an unexpected keyword argument {sorted(set(renamed) - {'model_name'})[0]!r}")
-    if "model_name" in renamed:
+    if "model_name" in deprecated:
         warnings.warn("dsprof.merge(model_name=) is now dsprof.merge(model=)", DeprecationWarning, stacklevel=2)
-        model = renamed["model_name"] if model is None else model
-    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights) if model is not None else None
+        model = deprecated.pop("model_name") if model is None else model
+    unknown = sorted(set(deprecated) - set(_MERGE_KEYWORDS))
+    if unknown:
+        raise TypeError(f"merge() got an unexpected keyword argument {unknown[0]!r}")
+    choice = request_objects(None, None, None, merge, deprecated, verb="merge")[3]  # the old keywords: its fields
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     plan = _plan_of(plan, carried, checkpoint)
-    if ref is None:  # the plan's model, with its options unless others are given
+    if model is None:  # the plan's model, with its options unless others are given
         plan = Plan.coerce(plan)
-        ref = ModelRef.of(plan.model, options=options or dict(plan.options), resolution=resolution, weights=weights)
+        model, options = plan.model, options or dict(plan.options)
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights)
     model_name, options = ref.name, dict(ref.options)
-    plan = check_plan(plan, model_name, options)
+    plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
             check_output_path(path)
     if num_classes is None:
         num_classes = carried.get("num_classes")
+    lut = choice.lut
     if lut is not None:
-        lut = lut if isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
+        lut = lut if isinstance(lut, LUT) else LUT.load(lut, accept_modified=choice.accept_modified)
     if spans is not None:  # spans chosen here: the merges are decided again
         plan = replace(plan, merge=None, spans=None)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = ref.build(**extra)
-    plan.check_blocks(len(find_blocks(model)))  # a plan of the wrong length first: no rule would mend it
-    # refused before anything is merged; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
-    rule = merge_rule(model, lut=lut, device=device_key, merge_by=merge_by, name=model_name, options=options,
-                      plan=plan, method="auto" if spans == "auto" else "isolated")
+    # the planner settles the plan: its length checked first (no rule would mend it), then its merges (and spans)
+    # decided, or its own list replayed; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
+    rule = merge_rule(model, lut=lut, device=choice.device_key, merge_by=choice.merge_by, name=model_name,
+                      options=options, plan=plan, method="auto" if spans == "auto" else "isolated")
     merges = rule.decide(plan, spans=spans, max_span=max_span)
     plan = merges.plan
     source: nn.Module = model

@@ -23,8 +23,10 @@ from ..models.ref import ModelRef
 from ..models.registry import model_entry
 from ..planning.contexts import ContextFronts, plan_contexts
 from ..planning.front import Front, FrontPoint, LatencyBudget, check_budget, resolve_k
-from ..planning.minimax import JointPoint
+from ..planning.minimax import Joint, JointPoint
+from ..planning.activations import plan_front_acts
 from ..planning.planner import plan_front
+from ..names import PLAN_UNITS
 from ..records.importance import (
     check_importance_model,
     importance_resolution_note,
@@ -113,20 +115,28 @@ def plan_to_file(
     resolution: int | None = None,
     plan_out: str | Path | None = None,
     tie_break: TieBreak | float | None = None,
+    unit: str = PLAN_UNITS[0],
 ) -> Planned:
     """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file. With ``tie_break`` (a `TieBreak`, or
     its seconds), the plans of the chosen k tied with it are timed here and the measured best is the plan chosen
-    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``)."""
+    (`dsprof.workflows.tiebreak`; the front's JSON says what was measured under ``tie_break``). ``unit="activation"``:
+    k counts kept activations, the plans carry ``acts`` (`dsprof.planning.activations.plan_front_acts`; no importance,
+    no tie-break)."""
     check_budget(budget_ms, speedup)  # before the LUT is read
+    _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break, choosing=not (keep is None and budget_ms is None and speedup is None),
                              importance=importance)
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
-        front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                           name=model.name, options=model.options, resolution=model.resolution)
+        if unit == "activation":
+            front = plan_front_acts(model, lut, max_span=max_span, device=device, method=method, name=model.name,
+                                    options=model.options, resolution=model.resolution)
+        else:
+            front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
+                               name=model.name, options=model.options, resolution=model.resolution)
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
@@ -139,6 +149,19 @@ def plan_to_file(
         data = json.loads(paths[0].read_text())
         atomic_write_text(paths[0], json.dumps({**data, "tie_break": broken.to_dict()}, indent=1) + "\n")
     return Planned(front, chosen, paths, chosen_path if chosen is not None else None, tie_break=broken)
+
+
+def _check_unit(unit: str, importance: Any, tie_break: Any = None) -> None:
+    """Refuse a planner unit that is not one (`PLAN_UNITS`), and importance or a tie-break at the level of
+    activations."""
+    if unit not in PLAN_UNITS:
+        raise UsageError(f"`unit={unit!r}`: the planner counts one of {', '.join(PLAN_UNITS)}")
+    if unit == "activation" and importance is not None:
+        raise UsageError("`unit='activation'` plans without importance (an importance file scores blocks): drop "
+                         "`importance=`, or plan with `unit='block'`")
+    if unit == "activation" and tie_break is not None:
+        raise UsageError("`unit='activation'` plans without a tie-break (its candidates are block plans): drop "
+                         "`tie_break=`, or plan with `unit='block'`")
 
 
 @contextlib.contextmanager
@@ -214,8 +237,18 @@ _OLD_KEYWORDS = {
     "name": ("model", "ModelRef.of", "name"),
     **{k: ("budget", "LatencyBudget", k) for k in ("budget_ms", "speedup")},
     **{k: ("pricing", "Pricing", k) for k in ("max_span", "device_key", "backend", "batch", "method")},
+    "objective": ("joint", "Joint", "objective"),
     "accept_modified": ("lut", "LUT.load", "accept_modified"),
 }
+
+
+def _joint(joint: Any, moved: Mapping[str, Any]) -> tuple[Any, str]:
+    """The contexts of one plan for several (None: none) and its objective: ``joint``'s (a `Joint`, or its contexts
+    with the default objective), the ``objective=`` of before in place of its own."""
+    if not isinstance(joint, Joint):
+        joint = Joint(joint) if joint is not None else None
+    objective = moved.get("objective", joint.objective if joint is not None else "worst")
+    return (joint.contexts if joint is not None else None), objective
 
 
 def plan(
@@ -228,11 +261,11 @@ def plan(
     budget: LatencyBudget | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
     pricing: Pricing | None = None,
-    joint: str | Sequence[str] | None = None,
-    objective: str = "worst",
+    joint: str | Sequence[str] | Joint | None = None,
     out: str | Path | None = None,
     plan_out: str | Path | None = None,
     tie_break: TieBreak | float | None = None,
+    unit: str = PLAN_UNITS[0],
     **old: Any,
 ) -> Planned | PlannedContexts:
     """`dsprof plan`: the plan of lowest predicted latency for every k of ``model`` (anything
@@ -244,13 +277,15 @@ def plan(
     the LUTs hold): `plan_to_file`, with the plan for one budget (``keep`` blocks keeping their activations, a count
     or a fraction, or ``budget``: a `dsprof.planning.LatencyBudget`, ``budget_ms`` or ``speedup``). Several
     contexts: `plan_contexts_to_file`, each context's front and what its plans lose on the others, and with
-    ``joint`` one plan for those contexts (the least ``objective`` loss, "worst" or "mean"; ``keep`` writes it).
-    ``importance``: per-block losses, or the file `dsprof importance` wrote. The files go to ``out`` and ``plan_out``
-    (default: ``out`` with ``.plan.json``). ``tie_break`` (one context; a `dsprof.workflows.tiebreak.TieBreak`, or
-    its seconds): the plans of the chosen k tied by price with it are timed here paired with the original, and the
-    measured best is the plan written. The keywords of before (``name=``; ``budget_ms=``, ``speedup=``;
-    ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``accept_modified=``) still work for a
-    release, with a `DeprecationWarning`."""
+    ``joint`` (the contexts, or a `dsprof.planning.Joint` with its ``objective``: the least "worst" or "mean" loss)
+    one plan for those contexts (``keep`` writes it). ``importance``: per-block losses, or the file `dsprof
+    importance` wrote. The files go to ``out`` and ``plan_out`` (default: ``out`` with ``.plan.json``).
+    ``tie_break`` (one context; a `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k
+    tied by price with it are timed here paired with the original, and the measured best is the plan written.
+    ``unit``: what k counts, kept blocks (the default) or kept activations (``"activation"``: plans at the level of
+    single activations, one context, `plan_to_file`). The keywords of before (``name=``; ``budget_ms=``,
+    ``speedup=``; ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``objective=``;
+    ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.plan", old, _OLD_KEYWORDS)
     budget = replace(budget or LatencyBudget(), **moved.get("budget", {}))
     pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
@@ -259,6 +294,8 @@ def plan(
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
                          "prices the model at its own: give `resolution=`")
+    joint, objective = _joint(joint, moved.get("joint", {}))
+    _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
     model = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
@@ -268,6 +305,9 @@ def plan(
         raise UsageError("`joint=` plans for several contexts; `pricing=Pricing(device_key=, backend=, batch=)` picks "
                          "one: give one or the other")
     if not picked and len(lut.devices()) > 1:
+        if unit != PLAN_UNITS[0]:
+            raise UsageError("`unit='activation'` plans one context: give `pricing=Pricing(device_key=KEY)` (or "
+                             "`pricing=Pricing(backend=, batch=)`)")
         if budget.given:
             raise UsageError("several contexts: `budget=LatencyBudget(...)` chooses within one; give "
                              "`pricing=Pricing(device_key=KEY)` (or `keep=K` with `joint=`)")
@@ -282,5 +322,6 @@ def plan(
                          "`pricing=Pricing(device_key=)`")
     device = pricing.context(lut) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
-                           max_span=max_span, device=device, method=method, plan_out=plan_out, tie_break=tie_break)
+                           max_span=max_span, device=device, method=method, plan_out=plan_out, tie_break=tie_break,
+                           unit=unit)
     return replace(outcome, predicted=lut.predicted_count(outcome.front.device))

@@ -46,6 +46,7 @@ from ..planning.front import Front, FrontPoint
 from ..planning.planner import context_suffix, top_plans
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.runner import measure
+from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from .check import PairedCheck, paired_check
 
@@ -192,9 +193,9 @@ def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, reque
                        suffix=".jsonl", what="the tie-break's measurement file")
     size = len(tied) + 1
     timing = TimingConfig(budget_s=request.seconds / size, warmup_max_s=max(0.05, min(2.0, request.seconds / size)))
-    run = measure(net, name=model.name, model_options=model.options, resolution=model.resolution, extra_models=extra,
-                  variants=(), model_variants=("original",), blocks=None, timing=timing, out=path, progress=progress,
-                  **context.measure_options())
+    run = measure(ModelRef.of(net, name=model.name, options=model.options, resolution=model.resolution),
+                  settings=context, workloads=Workloads((), ("original",), blocks=None), extra_models=extra,
+                  timing=timing, out=path, progress=progress)
     candidates = []
     for p in tied:
         check = paired_check(run.measurements, p.plan.name)

@@ -1,0 +1,144 @@
+"""Partial merges: a block that keeps some of its activations, its runs of linear units each one convolution.
+
+A plan at the level of single activations (`Plan.acts`, rules in `dsprof.records.activations`) may remove one
+activation of an inverted residual and keep the other. The block's units are then cut into runs at the kept
+activations (`block_runs`), and each run of two or more units is linear: it is linearised as a block is
+(`Linearized`: its convolutions and BatchNorms, padding in front or in place by the plan's ``border``, no skip
+connection) and merges into one convolution exactly as a block does (`merge_linearized`):
+
+* expansion 1x1 then depthwise kxk -> one dense kxk convolution (``fused-expand``, the Fused-MBConv form); with the
+  padding in place, the expansion's bias along the borders is the `BorderBias` correction, exactly as for a block;
+* depthwise kxk then projection 1x1 -> one kxk convolution (``fused-project``); exact in both forms (the padded
+  convolution comes first).
+
+The activation after a run's last unit, where kept, follows its merged convolution; the block's skip connection and
+tail stay where they were (a partial block's output is its original one: no free activation is added). Which blocks
+are partial is the plan's; a partial run always merges (removing an activation without merging saves nothing).
+
+Here: the fine-tunable form (`PartialBlock`, built by `linearize_model` through `partial_blocks`), a run as a block
+record of its own (`run_block`: what is linearised, and its spec, the LUT's key); `merge_model` merges its runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ..models import Block, BlockSpec
+from ..records.activations import ActLayout, block_runs, partial_runs
+from ..records.plan import Plan
+from .algebra import MergeError
+
+__all__ = ["PartialBlock", "act_layout", "act_layouts", "partial_block", "partial_blocks", "run_block"]
+
+
+def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
+    """The `ActLayout` of a discovered block (``previous``: the block before it, to know whether it follows it)."""
+    return ActLayout(tuple(u.act is not None for u in block.units), block.shortcut is not None, block.tail is not None,
+                     previous is not None and previous.output_node == block.input_node)
+
+
+def act_layouts(blocks: Sequence[Block]) -> list[ActLayout]:
+    """The `ActLayout` of every block of a model, in order."""
+    return [act_layout(b, blocks[i - 1] if i else None) for i, b in enumerate(blocks)]
+
+
+class PartialBlock(nn.Module):
+    """A block with some activations removed: ``tail(stages(x) + shortcut(x))``. Each stage is one unit as it was
+    (an ``nn.Sequential`` of its convolution, BatchNorm and kept activation), or a run of units: a `Linearized`
+    (fine-tune this form) or, once merged, a `MergedConv`. ``runs`` are the stages' unit ranges, ``index`` the
+    block's position in the plan, ``acts`` its entry of the plan's ``acts``."""
+
+    dsprof_leaf = True  # an opaque leaf for block discovery: a partial block is not found again
+
+    def __init__(self, stages: list[nn.Module], runs: Sequence[tuple[int, int]], *, shortcut: nn.Module | None,
+                 tail: nn.Module | None, index: int, acts: Sequence[int], spec: str) -> None:
+        super().__init__()
+        self.stages = nn.Sequential(*stages)
+        self.runs = [tuple(r) for r in runs]
+        self.has_skip = shortcut is not None
+        self.shortcut = shortcut if shortcut is not None else nn.Identity()
+        self.tail = tail if tail is not None else nn.Identity()
+        self.index, self.acts, self.spec = index, tuple(acts), spec
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stages(x)
+        if self.has_skip:
+            y = y + self.shortcut(x)
+        return self.tail(y)
+
+
+def _unit_stage(unit) -> nn.Sequential:
+    """One unit that keeps its activation (or has none), as it runs: its convolution, BatchNorm and activation."""
+    parts: list[nn.Module] = [copy.deepcopy(unit.conv)]
+    if unit.norm is not None:
+        parts.append(copy.deepcopy(unit.norm))  # with its activation inside (timm's BatchNormAct2d), kept
+    if unit.act is not None and not unit.act_in_norm:
+        parts.append(copy.deepcopy(unit.act))
+    return nn.Sequential(*parts)
+
+
+def run_block(block: Block, run: tuple[int, int], keep_last: bool) -> Block:
+    """Units ``run`` = [start, stop) of ``block`` as a block record of their own: no skip connection, the last unit's
+    activation as its tail where the plan keeps it, its spec the run's chain of convolutions at the run's input size
+    (an inverted residual's depthwise and projection are a ``depthwise_separable`` spec; its expansion and depthwise a
+    ``chain``). `linearize_block` linearises it as it does a block."""
+    start, stop = run
+    spec = block.spec
+    h, w = spec.in_h, spec.in_w
+    for c in spec.convs[:start]:  # every padding style dsprof merges gives ceil(in / stride)
+        h, w = -(-h // c.stride), -(-w // c.stride)
+    run_spec = BlockSpec.from_convs(spec.convs[start:stop], padding=spec.padding, residual=False, projection=False,
+                                    in_h=h, in_w=w, act=spec.act)
+    last = block.units[stop - 1]
+    tail = copy.deepcopy(last.act) if keep_last and last.act is not None else None
+    return Block(f"{block.name} units {start}..{stop - 1}", block.module, run_spec, units=block.units[start:stop],
+                 shortcut=None, tail=tail)
+
+
+def partial_block(block: Block, acts: Sequence[int], linearize: Callable[[Block], nn.Module], *,
+                  index: int = 0) -> PartialBlock:
+    """The fine-tunable form of ``block`` with the activations ``acts`` marks 0 removed (copies: the model is
+    untouched): its units as stages, each run that removes an activation linearised by ``linearize`` (given a
+    `run_block` record: `linearize_block` with the plan's border). Refused (`MergeError`) for a block that keeps all
+    its activations or none (the block-level forms are for that)."""
+    layout = act_layout(block)
+    if not partial_runs(layout, acts):
+        raise MergeError(f"block {block.name} keeps {'all' if all(acts) else 'none'} of its activations: nothing "
+                         "merges partially (a block that keeps none is linearised whole)")
+    unit_acts = iter(acts)
+    kept = [next(unit_acts) if u.act is not None else None for u in block.units]
+    stages: list[nn.Module] = []
+    runs = block_runs(layout, acts)
+    for start, stop in runs:
+        if stop - start == 1 and kept[start] == 0:
+            raise MergeError(f"block {block.name} removes the activation of its unit {start} alone, with no linear unit "
+                             "beside it to merge with: keep that activation")
+        if stop - start == 1:
+            stages.append(_unit_stage(block.units[start]))
+        else:
+            stages.append(linearize(run_block(block, (start, stop), kept[stop - 1] == 1)))
+    shortcut = None
+    if block.shortcut is not None:
+        shortcut = nn.Sequential(*copy.deepcopy(list(block.shortcut))) if block.shortcut else nn.Identity()
+    tail = copy.deepcopy(block.tail) if block.tail is not None else None
+    return PartialBlock(stages, runs, shortcut=shortcut, tail=tail, index=index, acts=acts, spec=block.spec.to_str())
+
+
+def partial_blocks(blocks: Sequence[Block], plan: Plan, linearize: Callable[[Block, int], nn.Module]) -> dict[int, PartialBlock]:
+    """{block index: `PartialBlock`} for every block the plan's ``acts`` cut partially (none for a block plan);
+    ``linearize(run, index)`` linearises a run. Refused (`PlanError`) when the plan's ``acts`` do not fit the blocks."""
+    if plan.acts is None:
+        return {}
+    plan.check_acts([sum(u.act is not None for u in b.units) for b in blocks])
+    out = {}
+    for i, (block, acts) in enumerate(zip(blocks, plan.acts)):
+        if partial_runs(act_layout(block), acts):
+            try:
+                out[i] = partial_block(block, acts, lambda run, i=i: linearize(run, i), index=i)
+            except MergeError as exc:
+                raise MergeError(f"block {i} ({block.name}): {exc}") from None
+    return out

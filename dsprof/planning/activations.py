@@ -1,0 +1,134 @@
+"""The planner at the level of single activations (issue #47, item 2): ``unit="activation"``.
+
+The block-level planner (`dsprof.planning.planner.plan_front`) offers, for every block, the block kept, the block
+linearised alone (merged or not) and spans of linearised blocks; its DP (`dsprof.planning.dp.best_per_k`) counts the
+blocks kept. Here the same DP counts the *activations* kept, over the same pieces plus one more kind: a block that
+keeps one of its two activations, the run beside it merged (``fused-expand``, ``fused-project``: `Prices.partial`,
+the LUT's entries of those variants). A kept block counts its removable activations, a partial block one, a
+linearised block or a span none. So the block-level plans are among the candidates (the activation front is never
+slower than the block front at the same number of kept activations, and with no partial piece offered, it is the
+block front counted in activations); every piece adds its own saving, and the DP is exact as the block-level one is.
+
+What a partial state merges and how is `dsprof.merging.partial`'s; its rules (runs, names, segments) are
+`dsprof.records.activations`'. Partial states that the LUT does not hold are not offered, and `Front.limits` says so
+(the variants to measure); a block of more than two removable activations is offered whole (kept or linearised).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from torch import nn
+
+from ..errors import UsageError
+from ..lut import LUT
+from ..lut.piece import Piece
+from ..lut.predict import predict_plan, prices_of
+from ..lut.prices import Prices
+from ..merging.partial import act_layouts
+from ..names import ACT_VARIANTS, PLAN_UNITS
+from ..records.activations import partial_states
+from ..records.plan import Plan
+from .dp import Solution, best_per_k
+from .front import Front
+from .planner import DEFAULT_MAX_SPAN, _Context, _check_found, _no_gain, _options, _span_limit, _spans_predicted, \
+    context_suffix, variants_note
+
+__all__ = ["UNITS", "act_choices", "act_count", "plan_front_acts"]
+
+UNITS = PLAN_UNITS  # what the planner counts as kept: blocks (the default) or single activations
+
+
+def act_choices(prices: Prices, max_span: int) -> tuple[list[Piece], list[Piece]]:
+    """(the block-level pieces, the partial pieces the LUT holds): every piece a plan at the level of activations
+    can use, priced."""
+    blocks = _options(prices, max_span, None)
+    partial = []
+    for i, layout in enumerate(act_layouts(prices.blocks)):
+        for variant in partial_states(layout):
+            piece = prices.partial(i, variant)
+            if piece.found:
+                partial.append(piece)
+    return blocks, partial
+
+
+def act_count(prices: Prices) -> Callable[[Piece], int]:
+    """What a piece adds to the number of kept activations: a kept block its removable activations, a partial block
+    one, anything else none."""
+    counts = [layout.n_acts for layout in act_layouts(prices.blocks)]
+    return lambda o: 1 if o.variant in ACT_VARIANTS else counts[o.start] if o.kept else 0
+
+
+class _ActContext(_Context):
+    """A DP solution as a plan with its ``acts``."""
+
+    def plan(self, solution: Solution, label: str) -> Plan:
+        layouts = act_layouts(self.prices.blocks)
+        n = len(layouts)
+        acts: list[tuple[int, ...]] = [(1,) * lay.n_acts for lay in layouts]
+        merge, spans = [False] * n, []
+        for o in solution.pieces:
+            if o.variant in ACT_VARIANTS:
+                acts[o.start] = partial_states(layouts[o.start])[o.variant]
+                continue
+            if o.kept:
+                continue
+            if o.stop - o.start > 1:
+                spans.append((o.start, o.stop))
+            for i in range(o.start, o.stop):
+                acts[i] = (0,) * layouts[i].n_acts
+                merge[i] = o.merges
+        return Plan.from_acts(self.name, acts, options=self.options, merge=tuple(merge), spans=tuple(spans) or None,
+                              name=label, source=f"dsprof plan ({self.prices.key}, unit activation)")
+
+    def point(self, solution: Solution, label: str):
+        point = super().point(solution, label)
+        return type(point)(sum(map(sum, point.plan.acts)), point.plan, point.speedup_estimate, point.latency_estimate,
+                           point.importance)
+
+
+def plan_front_acts(
+    model: str | nn.Module,
+    lut: LUT | str | Path,
+    *,
+    max_span: int | None = None,
+    device: Any = None,
+    method: str = "auto",
+    rest: str = "auto",
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    resolution: int | None = None,
+    prices: Prices | None = None,
+    partial: bool = True,
+) -> Front:
+    """The front of ``model`` at the level of activations: for every number k of activations kept, the fastest plan
+    (a `Plan` with ``acts``; `FrontPoint.k` is that number). The keywords are `plan_front`'s (no importance: the
+    importance file scores blocks). ``partial=False`` offers no partial block: the block plans only, counted in
+    activations."""
+    if max_span is not None and max_span < 1:
+        raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
+    options = dict(options or {})
+    if prices is None:
+        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
+                           method=method)
+    asked = max_span or DEFAULT_MAX_SPAN
+    max_span, span_limit = _span_limit(prices, max_span)
+    blocks, partial_pieces = act_choices(prices, max_span)
+    _check_found(prices, blocks, max_span, hint_span=max(asked, max_span))
+    pieces = blocks + (partial_pieces if partial else [])
+    registered = name or str(model)
+    ctx = _ActContext(prices, registered, options)
+    where = context_suffix(prices.key)
+    n = len(prices.blocks)
+    points = tuple(ctx.point(s, f"front-a{k}-{where}") for k, s in best_per_k(n, pieces, count=act_count(prices)).items())
+    offered = sum(len(partial_states(lay)) for lay in act_layouts(prices.blocks))
+    lacking = (f"the LUT holds {len(partial_pieces)} of the {offered} partial states of {prices.label}'s blocks "
+               f"(variants {', '.join(ACT_VARIANTS[:2])}); the others are planned whole"
+               if partial and len(partial_pieces) < offered else None)
+    return Front(
+        model=prices.label, name=registered, options=options, device=prices.key,
+        method=f"{prices.used}, unit activation", max_span=max_span, blocks=tuple(b.name for b in prices.blocks),
+        spans_predicted=_spans_predicted(prices, blocks), original_s=predict_plan(prices, None).total_s, points=points,
+        no_gain=_no_gain(prices), limits=tuple(filter(None, [span_limit, variants_note(prices), lacking])),
+    )

@@ -1,0 +1,177 @@
+"""Plans at the level of single activations (issue #47, item 2): the record's rules, in plain data.
+
+A block is a chain of units (convolution, its BatchNorm, its removable activation; `dsprof.models.Unit`). A plan's
+``acts`` field holds, per block, one 0/1 for each of the block's removable activations, in unit order (1 = kept).
+What a block looks like to these rules is its `ActLayout`: which of its units carry a removable activation, whether
+its output is added to a skip connection, whether an activation follows its output (a tail, never removed), and
+whether its input is the previous block's output.
+
+* **The block view.** A block keeps its activations (``keep`` 1) iff it keeps at least one of them; ``keep`` 0 is
+  DepthShrinker's linearised block (all removed), and everything block-level (its merge, spans, the free activation
+  after it) is as it was. A plan without ``acts`` is a block plan: its ``acts`` are derived (`acts_of_keep`).
+* **A run** (`block_runs`) is a maximal range of a block's units with no kept activation between them. In a block
+  that keeps some activations, a run of two or more units is one *partial merge*, always merged into one dense
+  convolution (`dsprof.merging.partial`), named by where it lies (`run_variant`): ``fused-expand`` holds the block's
+  first unit (an inverted residual's expansion and depthwise: the Fused-MBConv form), ``fused-project`` its last
+  (the depthwise and the projection), ``fused-inner`` neither (chains of four units or more).
+* **A segment** (`segments`) is a maximal run of linear units between kept activations across the whole model. It
+  crosses a block border only where nothing non-linear or shared lies there: the block before has no tail, is not
+  a linearised block followed by the plan's free activation, and the block after reads that output only, i.e. a
+  block with a skip connection is crossed only when it is linear as a whole (as spans are). What merges today is a
+  segment's part inside one partial block (a run) and whole linearised blocks (a block, or a span of them); a
+  segment's other cuts at block borders run as separate pieces, exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import PlanError
+from ..names import ACT_VARIANTS
+
+__all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "keep_of_acts", "kept_activations",
+           "partial_runs", "partial_states", "partial_variant", "run_variant", "segments"]
+
+#: Removable activations one block may list in a plan read from a file.
+MAX_BLOCK_ACTS = 64
+
+
+@dataclass(frozen=True)
+class ActLayout:
+    """What the activation rules need of one block: ``units`` (True where that unit carries a removable
+    activation, in order), ``residual`` (its output is added to a skip connection), ``tail`` (an activation follows
+    the addition or the output, and stays), ``follows`` (its input is the previous block's output and nothing else's).
+    """
+
+    units: tuple[bool, ...]
+    residual: bool = False
+    tail: bool = False
+    follows: bool = True
+
+    @property
+    def n_acts(self) -> int:
+        return sum(self.units)
+
+
+def check_acts(acts: object, n_blocks: int | None = None) -> tuple[tuple[int, ...], ...]:
+    """``acts`` (a list of lists of 0/1, one list per block) as a tuple of tuples; `PlanError` naming what is wrong.
+    ``n_blocks``: the length it must have."""
+    if not isinstance(acts, (list, tuple)) or not acts:
+        raise PlanError(f"'acts' must be a non-empty list (one list of 0/1 per block), got {acts!r:.80}")
+    if n_blocks is not None and len(acts) != n_blocks:
+        raise PlanError(f"'acts' has {len(acts)} entries but 'keep' has {n_blocks}: one list of 0/1 per block")
+    out = []
+    for i, block in enumerate(acts):
+        if not isinstance(block, (list, tuple)) or len(block) > MAX_BLOCK_ACTS:
+            raise PlanError(f"'acts' entry {i} must be a list of at most {MAX_BLOCK_ACTS} 0/1 (1 = activation kept), "
+                            f"got {block!r:.80}")
+        if any(isinstance(a, bool) or a not in (0, 1) for a in block):
+            raise PlanError(f"'acts' entry {i} must hold 0/1 only (1 = activation kept), got {list(block)!r:.80}")
+        out.append(tuple(int(a) for a in block))
+    return tuple(out)
+
+
+def keep_of_acts(acts: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The block view of an activation plan: 1 where a block keeps at least one activation, 0 where it keeps none."""
+    return tuple(int(any(block)) for block in acts)
+
+
+def acts_of_keep(keep: Sequence[int], counts: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """The activation view of a block plan: every activation of a kept block kept, every one of a linearised block
+    removed; ``counts`` are the blocks' numbers of removable activations."""
+    if len(keep) != len(counts):
+        raise PlanError(f"the plan has {len(keep)} blocks but the model {len(counts)}")
+    return tuple((int(k),) * n for k, n in zip(keep, counts))
+
+
+def kept_activations(acts: Sequence[Sequence[int]]) -> int:
+    """How many activations a plan keeps (the activation view's k)."""
+    return sum(sum(block) for block in acts)
+
+
+def _unit_acts(layout: ActLayout, acts: Sequence[int]) -> list[int | None]:
+    """Per unit: 1/0 for its removable activation kept/removed, None where the unit has none."""
+    if len(acts) != layout.n_acts:
+        raise PlanError(f"a block with {layout.n_acts} removable activations was given {len(acts)} entries in 'acts'")
+    it = iter(acts)
+    return [next(it) if has else None for has in layout.units]
+
+
+def block_runs(layout: ActLayout, acts: Sequence[int]) -> list[tuple[int, int]]:
+    """A block's units cut into runs ``[start, stop)`` at every kept activation (the unit that carries it ends its
+    run); all of them, single units included, in order."""
+    runs, start = [], 0
+    for j, a in enumerate(_unit_acts(layout, acts)):
+        if a == 1:
+            runs.append((start, j + 1))
+            start = j + 1
+    if start < len(layout.units):
+        runs.append((start, len(layout.units)))
+    return runs
+
+
+def partial_runs(layout: ActLayout, acts: Sequence[int]) -> list[tuple[int, int]]:
+    """The runs of two or more units of a block that keeps some of its activations: its partial merges. None for a
+    block that keeps all (nothing merges) or none (the whole block is the block-level merge)."""
+    if not any(acts):
+        return []
+    return [r for r in block_runs(layout, acts) if r[1] - r[0] >= 2]
+
+
+def run_variant(layout: ActLayout, run: tuple[int, int]) -> str:
+    """The name of a partial merge by where its run lies: ``fused-expand`` (holds the block's first unit),
+    ``fused-project`` (its last), ``fused-inner`` (neither)."""
+    start, stop = run
+    return ACT_VARIANTS[0] if start == 0 else ACT_VARIANTS[1] if stop == len(layout.units) else ACT_VARIANTS[2]
+
+
+def partial_variant(layout: ActLayout, acts: Sequence[int]) -> str | None:
+    """The LUT variant of a block in the partial state ``acts``: its one partial run's name (`run_variant`) for a
+    block of two removable activations (an inverted residual, a bottleneck, a chain of three), where that name is
+    the state's alone; None for a block of more (its states are merged, not yet timed) or a state that is not
+    partial."""
+    runs = partial_runs(layout, acts)
+    if layout.n_acts != 2 or len(runs) != 1:
+        return None
+    return run_variant(layout, runs[0])
+
+
+def partial_states(layout: ActLayout) -> dict[str, tuple[int, ...]]:
+    """{variant: acts} of every partial state of a block that the LUT times (`partial_variant`)."""
+    out = {}
+    for acts in ((0, 1), (1, 0)) if layout.n_acts == 2 else ():
+        variant = partial_variant(layout, acts)
+        if variant is not None:
+            out[variant] = acts
+    return out
+
+
+def segments(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], *, free_activation: bool = True,
+             spans: Sequence[tuple[int, int]] | None = None) -> list[tuple[tuple[int, int], ...]]:
+    """The model's linear segments: maximal runs of units, as ``(block, unit)`` pairs, with no activation and no
+    shared map between them (the module docstring says where one crosses a block border). ``free_activation``: the
+    plan puts one after a linearised block without a tail (outside ``spans``, the plan's span ranges)."""
+    if len(layouts) != len(acts):
+        raise PlanError(f"'acts' has {len(acts)} entries but the model has {len(layouts)} blocks")
+    interior = {i for start, stop in spans or () for i in range(start, stop - 1)}  # blocks followed inside a span
+    out: list[tuple[tuple[int, int], ...]] = []
+    current: list[tuple[int, int]] = []
+    for b, (layout, block_acts) in enumerate(zip(layouts, acts)):
+        linear = not any(block_acts)
+        if current and not (layout.follows and (linear or not layout.residual)):
+            out.append(tuple(current))  # the previous segment cannot run into this block
+            current = []
+        unit_acts = _unit_acts(layout, block_acts)
+        for j, a in enumerate(unit_acts):
+            current.append((b, j))
+            if a == 1:
+                out.append(tuple(current))
+                current = []
+        ends = layout.tail or (layout.residual and not linear) or (linear and free_activation and b not in interior)
+        if current and ends:
+            out.append(tuple(current))
+            current = []
+    if current:
+        out.append(tuple(current))
+    return out

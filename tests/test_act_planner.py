@@ -1,0 +1,223 @@
+"""The LUT and the planner at the level of single activations (issue #47, item 2): the ``fused-expand`` and
+``fused-project`` block variants timed and priced, and the planner's DP counting kept activations, checked against
+every plan of a small MobileNetV2 (brute force), against the block-level front, and by merging its plans.
+
+The LUT is real (measured, built) with its medians from tests/rule_lut.py's rule (200 us a call + 0.1 ns a MAC), so
+that the numbers below are worked by hand from the architecture; a second LUT makes the partial states cheap
+(their medians x 0.3) so that the planner chooses them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import randomise_bn
+from dsprof.lut import LUT, build_lut
+from dsprof.lut.predict import predict_plan, prices_of
+from dsprof.merging import linearize_model, merge_model
+from dsprof.models import get_model
+from dsprof.planning.activations import plan_front_acts
+from dsprof.planning.planner import plan_front
+from dsprof.profiler import TimingConfig, measure
+from dsprof.records.activations import kept_activations
+from dsprof.records.plan import Plan
+from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+NAME, OPTIONS, RES = "mobilenet_v2", {"depths": [1] * 7}, 32
+# MobileNetV2 with one block per stage (7 blocks): block 0 depthwise-separable (one activation), blocks 1..6
+# inverted residuals (two); block 1 is 16 -> 96 -> 24, 3x3 depthwise stride 2, on the stem's 16x16 output.
+COUNTS = [1] + [2] * 6
+B1_ORIGINAL = 256 * 16 * 96 + 64 * 96 * 9 + 64 * 96 * 24  # 1x1 at 16x16, depthwise and 1x1 at 8x8: 595 968
+B1_FUSED_EXPAND = 64 * 96 * 16 * 9 + 64 * 96 * 24  # dense 3x3 stride 2 16 -> 96 at 8x8, then the 1x1: 1 032 192
+B1_FUSED_PROJECT = 256 * 16 * 96 + 64 * 24 * 96 * 9  # the 1x1, then dense 3x3 stride 2 96 -> 24: 1 720 320
+FUSED = ("fused-expand", "fused-project")
+
+
+@pytest.fixture(scope="module")
+def luts(tmp_path_factory):
+    d = tmp_path_factory.mktemp("actplan")
+    result = measure(NAME, model_options=OPTIONS, resolution=RES, threads=1,
+                     variants=("original", "merged", "linear", *FUSED), model_variants=("original",), spans=2,
+                     timing=FAST, out=d / "m.jsonl", progress=False)
+    build_lut([result.path]).save(d / "lut.csv")
+    ruled = rule_lut(d / "lut.csv", [result.path])
+    frame = ruled.to_dataframe()
+    frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3
+    LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+
+
+def _prices(path, method="auto"):
+    return prices_of(NAME, path, options=OPTIONS, resolution=RES, method=method)
+
+
+def test_partial_variants_are_timed_and_priced(luts):
+    lut = LUT.load(luts["rule"])
+    frame = lut.to_dataframe()
+    fused = frame[frame["variant"].isin(FUSED)]
+    assert len(fused) == 2 * 6  # both partial states of each inverted residual; block 0 has one activation
+    prices = _prices(luts["rule"], "isolated")  # the rest plus the pieces' entries, unscaled
+    spec = prices.blocks[1].spec.to_str()
+    for variant, macs in (("fused-expand", B1_FUSED_EXPAND), ("fused-project", B1_FUSED_PROJECT)):
+        (median,) = fused[(fused["workload"] == spec) & (fused["variant"] == variant)]["median_s"]
+        assert median == pytest.approx(OVERHEAD_S + S_PER_MAC * macs, rel=1e-12)
+    # a plan keeping block 1's depthwise activation only: the model's price, less block 1's original, plus its fused
+    everything = predict_plan(prices, Plan(NAME, (1,) * 7, OPTIONS)).total_s
+    acts = [(1,), (0, 1)] + [(1, 1)] * 5
+    plan = Plan.from_acts(NAME, acts, options=OPTIONS)
+    assert predict_plan(prices, plan).total_s - everything == pytest.approx(
+        S_PER_MAC * (B1_FUSED_EXPAND - B1_ORIGINAL), rel=1e-9)
+
+
+def _brute_force(prices):
+    """{kept activations: the lowest predicted total of any plan with that many}: every state of every block (kept,
+    each partial state, linearised alone and deployed the cheaper way), no spans."""
+    best: dict[int, float] = {}
+    states = [[(1,), (0,)]] + [[(1, 1), (0, 1), (1, 0), (0, 0)]] * 6
+    for acts in itertools.product(*states):
+        plan = Plan.from_acts(NAME, acts, options=OPTIONS)
+        total = prices.total_s(prices.pieces(plan))
+        k = kept_activations(acts)
+        best[k] = min(best.get(k, math.inf), total)
+    return best
+
+
+@pytest.mark.parametrize("which", ["rule", "cheap"])
+def test_the_activation_front_is_every_plans_best(luts, which):
+    """Brute force over all 2 * 4^6 = 8192 activation plans (no spans): the DP's fastest plan at each number of kept
+    activations is the cheapest of them all, and its plan prices at what the DP says."""
+    prices = _prices(luts[which])
+    front = plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES, max_span=1, prices=prices)
+    best = _brute_force(prices)
+    assert [p.k for p in front.points] == list(range(0, 14))
+    for point in front.points:
+        assert kept_activations(point.plan.acts) == point.k
+        assert prices.total_s(prices.pieces(point.plan)) == pytest.approx(best[point.k], rel=1e-12, abs=1e-15)
+    partial = [p for p in front.points if any(any(a) and not all(a) for a in point_acts(p))]
+    if which == "cheap":
+        assert partial  # cheap partial states are chosen
+    else:
+        assert not partial  # under the rule a fused form is one call with more MACs: never chosen
+
+
+def point_acts(point):
+    return [a for a in point.plan.acts if len(a) == 2]
+
+
+def test_never_slower_than_the_block_front(luts):
+    """Issue #47's check: at the same number of kept activations, the activation front is never slower than the
+    block front; and with no partial state offered, it is the block front (at k kept blocks, the faster of the
+    activation front's plans with 2k and 2k - 1 activations: block 0 keeps one, the others two)."""
+    for which in ("rule", "cheap"):
+        prices = _prices(luts[which])
+        blocks = plan_front(NAME, luts[which], options=OPTIONS, resolution=RES, max_span=2, prices=prices)
+        acts = {p.k: p.latency_s for p in plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES,
+                                                          max_span=2, prices=prices).points}
+        whole = {p.k: p.latency_s for p in plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES,
+                                                           max_span=2, prices=prices, partial=False).points}
+        for point in blocks.points:
+            k_acts = sum(n for n, keep in zip(COUNTS, point.plan.keep) if keep)
+            assert acts[k_acts] <= point.latency_s * (1 + 1e-12)
+            same = [whole[a] for a in (2 * point.k, 2 * point.k - 1) if a in whole]
+            assert min(same) == pytest.approx(point.latency_s, rel=1e-12)
+
+
+def test_front_plans_merge_exactly(luts):
+    """The cheap LUT's front plans (partial blocks, spans, lone merged blocks), merged: equal to their linearised
+    models in float64."""
+    front = plan_front_acts(NAME, luts["cheap"], options=OPTIONS, resolution=RES, max_span=2)
+    torch.manual_seed(0)
+    model = randomise_bn(get_model(NAME, resolution=RES, num_classes=10, **OPTIONS)).double().eval()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    chosen = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
+    assert chosen
+    for point in chosen[::3]:
+        merged = merge_model(model, point.plan)
+        linear = linearize_model(model, point.plan).eval()
+        with torch.no_grad():
+            ref = linear(x)
+            assert float((merged(x) - ref).abs().max() / ref.abs().max()) <= 1e-9
+
+
+def test_plan_unit_activation_from_the_command_line(luts, tmp_path):
+    """`dsprof plan --unit activation`: the front by kept activations, the chosen plan a plan file with ``acts``;
+    `dsprof merge` builds it. The block view stays the default (no ``acts`` in its plan file)."""
+    from cli_run import dsprof_here
+
+    model = ["--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RES)]
+    done = dsprof_here("plan", "--lut", str(luts["cheap"]), *model, "--unit", "activation", "--max-span", "1",
+                       "--keep", "7", "--out", str(tmp_path / "front.json"))
+    assert done.returncode == 0, done.stderr
+    plan = Plan.from_json((tmp_path / "front.plan.json").read_text())
+    assert kept_activations(plan.acts) == 7
+    shown = " ".join("".join(map(str, a)) for a in plan.acts)  # the table shows each block's activations
+    assert "activations kept" in done.stdout and any(line.startswith(" 7 ") and shown in line
+                                                     for line in done.stdout.splitlines())
+    front = json.loads((tmp_path / "front.json").read_text())
+    assert [p["k"] for p in front["points"]] == list(range(14)) and all("acts" in p for p in front["points"])
+    done = dsprof_here("merge", *model, "--plan", str(tmp_path / "front.plan.json"), "--out", str(tmp_path / "m.pt"))
+    assert done.returncode == 0, done.stderr
+    done = dsprof_here("plan", "--lut", str(luts["cheap"]), *model, "--max-span", "1", "--keep", "3",
+                       "--out", str(tmp_path / "blocks.json"))
+    assert done.returncode == 0, done.stderr
+    assert "acts" not in json.loads((tmp_path / "blocks.plan.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def full_lut(tmp_path_factory):
+    """MobileNetV2 as built (17 blocks, 33 removable activations) at 32 px: originals, merged, linear and the partial
+    states, the whole model; medians from the rule."""
+    d = tmp_path_factory.mktemp("actplan-full")
+    result = measure(NAME, resolution=RES, threads=1, variants=("original", "merged", "linear", *FUSED),
+                     model_variants=("original",), timing=FAST, out=d / "m.jsonl", progress=False)
+    build_lut([result.path]).save(d / "lut.csv")
+    ruled = rule_lut(d / "lut.csv", [result.path])
+    frame = ruled.to_dataframe()
+    frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3  # partial states cheap enough to be chosen
+    LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+
+
+@pytest.mark.parametrize("which", ["rule", "cheap"])
+def test_the_check_on_mobilenet_v2(full_lut, which):
+    """Issue #47's check on MobileNetV2 itself: at every number of kept activations that a block-front plan keeps,
+    the activation front is never slower (predicted), and where it keeps no partial block it is that same front."""
+    prices = prices_of(NAME, full_lut[which], resolution=RES)
+    counts = [1] + [2] * 16
+    blocks = plan_front(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
+    acts = plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
+    whole = {p.k: p.latency_s for p in plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1,
+                                                       prices=prices, partial=False).points}
+    by_k = {p.k: p for p in acts.points}
+    assert sorted(by_k) == list(range(34))
+    partial = 0
+    for point in blocks.points:
+        k_acts = sum(n for n, keep in zip(counts, point.plan.keep) if keep)
+        assert by_k[k_acts].latency_s <= point.latency_s * (1 + 1e-12)
+        assert min(whole[a] for a in (2 * point.k, 2 * point.k - 1) if a in whole) == pytest.approx(point.latency_s,
+                                                                                                   rel=1e-12)
+        if any(any(a) and not all(a) for a in by_k[k_acts].plan.acts):
+            partial += 1
+            assert by_k[k_acts].latency_s < point.latency_s
+        else:
+            assert by_k[k_acts].latency_s == pytest.approx(whole[k_acts], rel=1e-12)
+    assert (partial > 0) == (which == "cheap")
+
+
+def test_unit_refusals(luts):
+    import dsprof
+    from dsprof.errors import UsageError
+
+    with pytest.raises(UsageError, match="counts one of block, activation"):
+        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="act")
+    with pytest.raises(UsageError, match="without importance"):
+        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="activation", importance=[0.1] * 7)
