@@ -29,7 +29,7 @@ def test_each_function_of_the_api_has_an_example_and_is_what_dsprof_offers():
     for name in FUNCTIONS:
         assert f"dsprof.{name}(" in code, f"docs/api.md shows no example of dsprof.{name}"
         assert callable(getattr(dsprof, name)) and getattr(dsprof.api, name).__doc__
-    assert "check=True" in code  # predict with its paired check
+    assert "check=CheckSettings(" in code  # predict with its paired check
 
 def test_the_verbs_are_plain_functions_whose_help_shows_their_parameters():
     import inspect

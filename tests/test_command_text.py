@@ -177,6 +177,19 @@ def test_the_table_is_the_parsers_own():
     ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),
     ("`dsprof.plan(joint=..., keep=3)` writes it", "report", "`dsprof plan --for ... --keep 3` writes it"),
     ("`dsprof.measure_few()`, `dsprof.build_lut()`", "plan", "`dsprof measure --few`, `dsprof build-lut`"),
+    # an object given by its fields: each field as the option that sets it (issue #44: a verb takes objects)
+    ("or plan with the spans it holds: `pricing=Pricing(max_span=2)`", "plan",
+     "or plan with the spans it holds: --max-span 2"),
+    ("choose one with `pricing=Pricing(device_key=KEY)` to write its plan", "plan",
+     "choose one with --device-key KEY to write its plan"),
+    ("`budget=LatencyBudget(budget_ms=)` is the latency", "search", "--budget-ms is the latency"),
+    ("(`pricing=Pricing(resolution=224)`)", "search", "(--lut-resolution 224)"),  # a field named otherwise
+    ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "finetune", "--resume needs (--out)"),
+    ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "search", "--resume needs (--checkpoint)"),
+    ("pass `lut=LUT.load(accept_modified=True)`", "predict", "pass --accept-modified"),
+    ("`joint=Joint(contexts='a,b', objective='mean')`", "plan", "--for a,b --objective mean"),
+    ("`settings=GateSettings(score_normalize=True, score_bound=)`", "search", "--score-normalize --score-bound"),
+    ("`pricing=Pricing()` `pricing=Pricing(no_such_field=1)`", "plan", " `pricing=Pricing(no_such_field=1)`"),
     # left as written: a label's options, a parameter no command takes, code that is not a parameter run
     ("lacks mobilenet_v2{depths=[1]} `no_such_parameter=1` `dsprof.models.get_model`", "plan",
      "lacks mobilenet_v2{depths=[1]} `no_such_parameter=1` `dsprof.models.get_model`"),
@@ -191,7 +204,7 @@ def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp
     said = str(caught.value)
     assert said == "`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)"
     assert not FLAG.search(said)
-    with pytest.raises(UsageError, match="`budget_ms=` is the predicted latency per batch"):
+    with pytest.raises(UsageError, match=r"`budget=LatencyBudget\(budget_ms=\)` is the predicted latency per batch"):
         check_budget(-1.0, None)
     # the same errors on the command line: one line, the flags the user typed
     assert main(["merge", "--model", "mobilenet_v2", "--resolution", "32", "--plan", "mbv2-ds-a", "--merge-by", "lut",

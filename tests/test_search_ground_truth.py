@@ -239,7 +239,8 @@ def test_the_runaway_advice_names_parameters_to_python_and_options_to_the_comman
     from dsprof.cli.flags import command_line_text
 
     said = runaway_message(9.5, 4.0, [5.0, -4.5])
-    assert "`score_normalize=True` and `score_bound=`, or lower `score_lr=`" in said
+    assert ("`settings=GateSettings(score_normalize=True)` and `settings=GateSettings(score_bound=)`, or lower "
+            "`settings=GateSettings(score_lr=)`") in said
     shown = command_line_text(said, "search")
     assert "--score-normalize and --score-bound, or lower --score-lr" in shown and "score_normalize" not in shown
 

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..records.plan import load_plan
+from ..search.settings import DistillSettings, TrainRun
 from .flags import command_line_text
 from .options import (add_accept_modified, add_merge_by_arg, add_model_args, load_lut, model_options_from_args,
                       on_interrupt, weights_from_args)
@@ -42,17 +43,26 @@ def add(sub, fmt) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..search.finetuning import finetune  # PyTorch
 
+    from ..lut.choice import MergeChoice
+    from ..models.ref import ModelRef
+
     plan = load_plan(args.plan) if args.plan else None
-    model = args.model if args.model is not None or plan is not None else "mobilenet_v2"  # with a plan: the plan's
+    options, weights = model_options_from_args(args), weights_from_args(args)
+    if args.model is not None or plan is None:
+        model = ModelRef.of(args.model or "mobilenet_v2", options=options, resolution=args.resolution, weights=weights)
+    elif options or args.resolution is not None or weights:  # the plan's model, built as the options say
+        model = ModelRef.of(plan.model, options=options or plan.options, resolution=args.resolution, weights=weights)
+    else:
+        model = None  # the plan's, as it says
     with on_interrupt(lambda: checkpoint_note(args.out)), ThreadUse(args.threads) as use:
         result = finetune(
-            plan, model=model, options=model_options_from_args(args), data=args.data,
-            resolution=args.resolution, weights=weights_from_args(args), config=train_config(args), distill=args.distill,
-            distill_alpha=args.distill_alpha, temperature=args.temperature, layer_pruning=args.layer_prune,
-            out=args.out, resume=args.resume, merged_out=args.merged_out, check_merge=not args.no_merge_check,
-            device=args.device, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
-            lut=load_lut(args.lut, args.accept_modified), device_key=args.device_key,
-            lut_resolution=args.lut_resolution, merge_by=args.merge_by,
+            plan, model=model, data=args.data, config=train_config(args),
+            distill=DistillSettings(args.distill_alpha, args.temperature) if args.distill else False,
+            layer_pruning=args.layer_prune, ds_plus=args.ds_plus, linear_epochs=args.linear_epochs,
+            merged_out=args.merged_out, check_merge=not args.no_merge_check,
+            merge=MergeChoice(load_lut(args.lut, args.accept_modified), args.device_key, args.merge_by),
+            lut_resolution=args.lut_resolution,
+            run=TrainRun(args.device, args.out, args.resume),
         )
     if result.merges is not None:
         print(command_line_text(result.merges.describe(), "finetune"))

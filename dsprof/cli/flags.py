@@ -9,7 +9,9 @@ What a message may write, inside backquotes (anything else is left as it is):
 
 - a run of parameters, ``name=value, name=value``: each becomes ``--flag value``; ``name=`` and ``name=True`` become
   ``--flag``; a quoted string its text; a list or tuple its items joined by commas; ``options={...}`` (a model's build
-  options) one flag per option. The backquotes go: the command line names options bare.
+  options) one flag per option; a parameter that is an object given by its fields, ``pricing=Pricing(device_key=KEY,
+  max_span=2)`` or ``lut=LUT.load(accept_modified=True)``, the options of its fields (the command line sets each
+  field by an option). The backquotes go: the command line names options bare.
 - a call of an API verb, ``dsprof.VERB(parameters)``: the command ``dsprof VERB --flag value ...``, in backquotes.
 """
 
@@ -27,7 +29,11 @@ __all__ = ["ALIASES", "VERBS", "command_line_text", "flag_table", "learn", "para
 #: {parameter: dest}.
 ALIASES: Mapping[str, Mapping[str, str]] = {
     "*": {"model_name": "model", "luts": "lut", "merged_models": "merged_model",
-          "budget_s": "budget", "min_sample_s": "min_sample_time"},  # fields of the TimingConfig the options build
+          "budget_s": "budget", "min_sample_s": "min_sample_time",  # fields of the TimingConfig the options build
+          # fields of the objects a verb takes, named otherwise than the option that sets them (``Kind.field``)
+          "Pricing.resolution": "lut_resolution", "DistillSettings.alpha": "distill_alpha",
+          "CheckSettings.out": "measure_out", "Joint.contexts": "joint"},
+    "finetune": {"TrainRun.checkpoint": "out"},
     "measure": {"plans": "plan", "compile": "compile_mode", "n": "few", "lut_out": "few_lut_out"},
     "export": {"plans": "plan"},
     "predict": {"json_out": "json"},
@@ -41,6 +47,7 @@ VERBS: Mapping[str, str] = {"measure_few": "measure --few"}
 _NAME = r"[a-z_][a-z0-9_]*"
 _ONE = re.compile(rf"({_NAME})=(.*)", re.S)  # one parameter; ``out=``: named without a value (its flag alone)
 _CALL = re.compile(rf"dsprof\.({_NAME})\((.*)\)")
+_OBJECT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\((.*)\)", re.S)  # an object given by its fields: Pricing(max_span=2)
 _SPAN = re.compile(r"`([^`\n]+)`")
 
 
@@ -100,11 +107,12 @@ def _split(text: str) -> list[str] | None:
     return None if quote or depth else [*parts, text[start:]]
 
 
-def parameters_as_flags(text: str, command: str | None = None) -> str | None:
+def parameters_as_flags(text: str, command: str | None = None, kind: str = "") -> str | None:
     """The options of the parameters ``text`` (``name=value, ...``, every name one the table knows); None where it
     is not such a run. ``"max_span=1, merge_by='macs'"`` -> ``"--max-span 1 --merge-by macs"``. A value is read as a
     Python literal where it is one (a quoted string, a list, a dict of model options), else taken as written (``PLAN``,
-    ``1..5``); every value is one quoted word, whatever characters it holds."""
+    ``1..5``); every value is one quoted word, whatever characters it holds. ``kind``: the object whose fields
+    ``text`` gives (``Pricing``), where `ALIASES` names a field of it otherwise (``Pricing.resolution``)."""
     pieces = _split(text)
     if not pieces:
         return None
@@ -115,6 +123,14 @@ def parameters_as_flags(text: str, command: str | None = None) -> str | None:
         if match is None:
             return None
         name, value = match[1], match[2].strip()
+        fields = _OBJECT.fullmatch(value)
+        if fields is not None and not value.startswith("dsprof."):  # its fields' options, each as the command sets it
+            of = value[:value.index("(")].split(".")[0]
+            inner = parameters_as_flags(fields[1], command, of) if fields[1].strip() else ""
+            if inner is None:
+                return None
+            parts += [inner] if inner else []
+            continue
         try:
             literal = ast.literal_eval(value) if value else True
         except (ValueError, SyntaxError):
@@ -124,6 +140,7 @@ def parameters_as_flags(text: str, command: str | None = None) -> str | None:
                 flag = shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-")))
                 parts += [flag] if option is True else [flag, _shown(option)]  # a switch (--reparameterize) alone
             continue
+        name = f"{kind}.{name}" if f"{kind}.{name}" in table else name
         if name not in table:
             return None
         parts.append(table[name])

@@ -12,9 +12,9 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import COMPILE_MODES
 from ..runtimes import BACKENDS
 from .flags import command_line_text
-from .options import (CliError, add_model_args, add_timing_args, add_workload_args, compile_from_args,
-                      merge_choice_from_args, model_options_from_args, model_ref_from_args, remote_from_args,
-                      settings_from_args, timing_from_args, weights_from_args, workloads_from_args)
+from .options import (CliError, add_model_args, add_timing_args, add_workload_args, load_lut, merge_choice_from_args,
+                      model_options_from_args, model_ref_from_args, remote_from_args, settings_from_args,
+                      timing_from_args, workloads_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -115,14 +115,14 @@ def _few(args: argparse.Namespace) -> int:
 
     if args.remote:
         raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
+    from ..lut.choice import Pricing
+
     options = model_options_from_args(args)
     result = measure_few(
-        args.model, args.like, args.few, like_key=args.like_key, model_options=options, resolution=args.resolution,
-        weights=weights_from_args(args), max_span=args.spans if args.spans > 1 else DEFAULT_MAX_SPAN,
-        lut_out=args.few_lut_out, accept_modified=args.accept_modified, timing=timing_from_args(args), out=args.out,
-        resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress, backend=args.backend,
-        device=args.device, dtype=args.dtype, channels_last=args.channels_last, batch=args.batch, threads=args.threads,
-        compile=compile_from_args(args),
+        model_ref_from_args(args), load_lut(args.like, args.accept_modified), args.few,
+        pricing=Pricing(args.like_key, max_span=args.spans if args.spans > 1 else DEFAULT_MAX_SPAN),
+        settings=settings_from_args(args), batch=args.batch, timing=timing_from_args(args), out=args.out,
+        lut_out=args.few_lut_out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
     )
     print(command_line_text(threads_note(result.run.threads, result.run.threads_given), "measure"))
     print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "

@@ -241,6 +241,15 @@ def keep_arg(text: str) -> int | float:
         raise argparse.ArgumentTypeError(f"--keep takes a count (7) or a fraction (0.4), got {text!r}") from None
 
 
+def pricing_from_args(args: argparse.Namespace):
+    """The `dsprof.lut.Pricing` that `dsprof predict`'s or `dsprof plan`'s options give (those it has: --device-key,
+    --backend, --batch, --method, --rest, --strict, --max-span)."""
+    from ..lut.choice import Pricing
+
+    fields = ("device_key", "backend", "batch", "method", "rest", "strict", "max_span")
+    return Pricing(**{f: getattr(args, f) for f in fields if getattr(args, f, None) is not None})
+
+
 def load_lut(path: Path | None, accept_modified: bool = False):
     """The LUT at ``path`` (None without one), read as ``--accept-modified`` says: a LUT changed after
     `dsprof build-lut` wrote it is refused without it."""

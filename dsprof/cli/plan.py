@@ -13,7 +13,7 @@ from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
-from .options import add_accept_modified, add_model_args, keep_arg, model_ref_from_args
+from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, pricing_from_args
 
 
 def add(sub, fmt) -> None:
@@ -74,16 +74,18 @@ def run(args: argparse.Namespace) -> int:
     from ..api import plan
     from ..workflows.plan import PlannedContexts, TieBreak
 
+    from ..planning.front import LatencyBudget
+    from ..planning.minimax import Joint
+
     tie_break = None
     if args.tie_break is not None:
         tie_break = TieBreak(args.tie_break, args.tie_break_candidates,
                              args.tie_break_out if args.tie_break_out is not None else args.out.parent / "tie-break")
     outcome = plan(
-        model_ref_from_args(args), args.lut, out=args.out, importance=args.importance, keep=args.keep, budget_ms=args.budget_ms,
-        speedup=args.speedup, max_span=args.max_span, device_key=args.device_key, backend=args.backend,
-        batch=args.batch, method=args.method, plan_out=args.plan_out, joint=args.joint, objective=args.objective, accept_modified=args.accept_modified,
-        tie_break=tie_break,
-        unit=args.unit,
+        model_ref_from_args(args), [load_lut(path, args.accept_modified) for path in args.lut], keep=args.keep,
+        budget=LatencyBudget(args.budget_ms, args.speedup), importance=args.importance,
+        pricing=pricing_from_args(args), joint=Joint(args.joint, args.objective) if args.joint else None,
+        out=args.out, plan_out=args.plan_out, tie_break=tie_break, unit=args.unit,
     )
     if isinstance(outcome, PlannedContexts):
         fronts = outcome.fronts

@@ -9,7 +9,14 @@ from pathlib import Path
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from ..units import percent
 from .flags import command_line_text
-from .options import add_accept_modified, add_merge_by_arg, add_model_args, model_ref_from_args
+from .options import (
+    add_accept_modified,
+    add_merge_by_arg,
+    add_model_args,
+    load_lut,
+    model_ref_from_args,
+    pricing_from_args,
+)
 
 
 def add(sub, fmt) -> None:
@@ -61,11 +68,13 @@ def run(args: argparse.Namespace) -> int:
             print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the milliseconds by this "
                   "machine's speed now against the LUT's runs (the speed-up needs no scaling)")
 
+    from ..workflows.check import CheckSettings
+
     found = predict(
-        model_ref_from_args(args), args.lut, args.plan, device_key=args.device_key, backend=args.backend, batch=args.batch,
-        method=args.method, rest=args.rest, merge_by=args.merge_by, strict=args.strict, allow_partial=args.allow_partial,
-        probe=args.probe, check=args.measure, check_out=args.measure_out, progress=not args.no_progress,
-        json_out=args.json, accept_modified=args.accept_modified, on_prediction=shown,
+        model_ref_from_args(args), load_lut(args.lut, args.accept_modified), args.plan,
+        pricing=pricing_from_args(args), merge_by=args.merge_by, allow_partial=args.allow_partial, probe=args.probe,
+        check=CheckSettings(args.measure_out, progress=not args.no_progress) if args.measure else False,
+        json_out=args.json, on_prediction=shown,
     )
     if found.check is not None:
         _print_check(found.prediction, found.check)

@@ -9,8 +9,8 @@ from pathlib import Path
 from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
-from .options import (add_accept_modified, add_model_args, keep_arg, load_lut, model_options_from_args, on_interrupt,
-                      weights_from_args)
+from ..search.settings import GateSettings, TrainRun
+from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, on_interrupt
 from .training import ThreadUse, add_proxy_args, add_training_args, checkpoint_note, proxy_settings, train_config
 
 
@@ -58,6 +58,8 @@ def add(sub, fmt) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..lut.choice import Pricing
+    from ..planning.front import LatencyBudget
     from ..search.registry import search
 
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
@@ -65,15 +67,15 @@ def run(args: argparse.Namespace) -> int:
         lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
     with on_interrupt(kept), ThreadUse(args.threads) as use:
         result = search(
-            args.model, keep=args.keep, data=args.data, options=model_options_from_args(args),
-            resolution=args.resolution, weights=weights_from_args(args), method=args.method,
-            lut=load_lut(args.lut, args.accept_modified), device_key=args.device_key,
-            lut_resolution=args.lut_resolution, lam=args.lam, score_lr=args.score_lr,
-            score_normalize=args.score_normalize, score_bound=args.score_bound, anneal_epochs=args.anneal_epochs,
-            config=train_config(args), out=args.out, checkpoint=checkpoint, resume=args.resume,
-            device=args.device, name=args.name, weights_out=args.weights_out, budget_ms=args.budget_ms,
-            speedup=args.speedup, max_span=args.max_span, proxy=args.proxy,
-            proxy_settings=proxy_settings(args) if args.method == "importance" else None,
+            model_ref_from_args(args), keep=args.keep, budget=LatencyBudget(args.budget_ms, args.speedup),
+            data=args.data, method=args.method, lut=load_lut(args.lut, args.accept_modified),
+            pricing=Pricing(args.device_key, max_span=args.max_span, resolution=args.lut_resolution),
+            config=train_config(args),
+            settings=proxy_settings(args) if args.method == "importance" else GateSettings(
+                args.lam, args.score_lr, score_normalize=args.score_normalize, score_bound=args.score_bound,
+                anneal_epochs=args.anneal_epochs),
+            proxy=args.proxy, out=args.out, name=args.name,
+            run=TrainRun(args.device, checkpoint, args.resume, weights_out=args.weights_out),
         )
     keep = "".join(map(str, result.plan.keep))
     print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")

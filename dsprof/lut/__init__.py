@@ -9,7 +9,7 @@ _EXPORTS = {
     **dict.fromkeys(("CalibrationFallbackWarning", "MethodFallbackWarning", "Prediction", "predict_latency",
                       "predict_plan", "predict_ratio", "prices_of", "with_probe"), ".predict"),
     **dict.fromkeys(("Price", "Pricer"), ".pricer"),
-    "MergeChoice": ".choice",
+    **dict.fromkeys(("MergeChoice", "Pricing"), ".choice"),
     **dict.fromkeys(("Estimate", "lut_probe", "plan_bounds", "probe_ratio", "ratio_bounds"), ".interval"),
     "DeviceContext": "..device_context",
     **dict.fromkeys(("COLUMNS", "SCHEMA", "model_label"), ".schema"),

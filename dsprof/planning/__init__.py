@@ -15,10 +15,10 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(('BORDER_MODES', 'FREE_ACTIVATIONS', 'PRESETS', 'Plan', 'PlanError', 'PlanModelError', 'check_plan',
                      'list_presets', 'load_plan', 'load_preset', 'same_family'), "..records.plan"),
-    **dict.fromkeys(('Front', 'FrontPoint', 'PresetPoint'), ".front"),
+    **dict.fromkeys(('Front', 'FrontPoint', 'LatencyBudget', 'PresetPoint'), ".front"),
     **dict.fromkeys(('best_plan', 'plan_front'), ".planner"),
     **dict.fromkeys(('ContextFronts', 'plan_contexts'), ".contexts"),
-    **dict.fromkeys(('JointFront', 'joint_front'), ".minimax"),
+    **dict.fromkeys(('Joint', 'JointFront', 'joint_front'), ".minimax"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -19,7 +19,8 @@ from ..records.plan import Plan
 from ..models import format_spans
 from ..units import percent
 
-__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "PresetPoint", "blocks_legend", "check_budget", "resolve_k"]
+__all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "LatencyBudget", "PresetPoint", "blocks_legend", "check_budget",
+           "resolve_k"]
 
 FRONT_FORMAT = "dsprof.front"
 FRONT_VERSION = 1
@@ -246,12 +247,32 @@ def resolve_k(keep: int | float, n_blocks: int) -> int:
     return k
 
 
+@dataclass(frozen=True)
+class LatencyBudget:
+    """A plan chosen by its predicted latency rather than by how many blocks keep their activations: within
+    ``budget_ms`` per batch, or reaching ``speedup`` over the original, as the LUT predicts them (one of the two;
+    each above 0: `check_budget`)."""
+
+    budget_ms: float | None = None
+    speedup: float | None = None
+
+    def __post_init__(self) -> None:
+        check_budget(self.budget_ms, self.speedup)
+
+    @property
+    def given(self) -> bool:
+        """Whether a budget or a speed-up is given."""
+        return self.budget_ms is not None or self.speedup is not None
+
+
 def check_budget(budget_ms: float | None, speedup: float | None) -> None:
     """Refuse a latency budget or a speed-up that no plan can meet by construction: each must be above 0."""
     if budget_ms is not None and not budget_ms > 0:
-        raise UsageError(f"`budget_ms=` is the predicted latency per batch to stay within, above 0 ms; got {budget_ms:g}")
+        raise UsageError(f"`budget=LatencyBudget(budget_ms=)` is the predicted latency per batch to stay within, above "
+                         f"0 ms; got {budget_ms:g}")
     if speedup is not None and not speedup > 0:
-        raise UsageError(f"`speedup=` is the predicted speed-up over the original to reach (e.g. 1.3), above 0; "
+        raise UsageError(f"`budget=LatencyBudget(speedup=)` is the predicted speed-up over the original to reach "
+                         f"(e.g. 1.3), above 0; "
                          f"got {speedup:g}")
 
 

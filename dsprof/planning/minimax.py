@@ -54,10 +54,20 @@ from .dp import best_per_k
 from .front import Front
 from .planner import importance_values
 
-__all__ = ["OBJECTIVES", "JointFront", "JointPoint", "joint_front"]
+__all__ = ["OBJECTIVES", "Joint", "JointFront", "JointPoint", "joint_front"]
 
 OBJECTIVES = ("worst", "mean")
 _CHUNK = 256  # rows of a set checked for dominance at once
+
+
+@dataclass(frozen=True)
+class Joint:
+    """One plan for several contexts, as `dsprof.plan(joint=...)` asks for it: the ``contexts`` (labels as printed,
+    keys or backends; a comma-separated string or a sequence), chosen at each k by the least ``objective`` loss
+    against each context's own plan (`OBJECTIVES`: "worst" or "mean")."""
+
+    contexts: str | Sequence[str]
+    objective: str = "worst"
 
 
 @dataclass(frozen=True)

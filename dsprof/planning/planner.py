@@ -324,8 +324,8 @@ def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span:
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for p in choices)
     held = spans_held(prices, max_span)  # a width the LUT holds every span of
-    without = (f"; or plan with the spans it holds: `max_span={held}`" if held > 1 else
-               "; or plan without spans: `max_span=1`") if spans and max_span > 1 else ""
+    without = (f"; or plan with the spans it holds: `pricing=Pricing(max_span={held})`" if held > 1 else
+               "; or plan without spans: `pricing=Pricing(max_span=1)`") if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
         f"{measure}{without}", hint=hint

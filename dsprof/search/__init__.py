@@ -22,7 +22,7 @@ _EXPORTS = {
     **dict.fromkeys(('SearchRequest', 'SearchResult'), ".method"),
     **dict.fromkeys(('PROXIES', 'score_blocks'), ".proxies"),
     'DEFAULT_PROXY': "..names",
-    **dict.fromkeys(('ProxySettings', 'TrainConfig'), ".settings"),
+    **dict.fromkeys(('DistillSettings', 'GateSettings', 'ProxySettings', 'TrainConfig', 'TrainRun'), ".settings"),
     **dict.fromkeys(('SEARCHES', 'search'), ".registry"),
 }
 

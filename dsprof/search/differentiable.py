@@ -36,8 +36,8 @@ def runaway_message(spread: float, limit: float, scores: list[float]) -> str:
     """What a run whose gate scores ran away says (a `GateScoresRanAway` warning), naming the parameters that bound
     them (the command line spells them as its options)."""
     return (f"the gate scores ran away (spread {spread:.3g} > {limit:.3g}: {', '.join(f'{v:.3g}' for v in scores)}); "
-            "their ranking reflects the blow-up, not importance: use `score_normalize=True` and `score_bound=`, or "
-            "lower `score_lr=`")
+            "their ranking reflects the blow-up, not importance: use `settings=GateSettings(score_normalize=True)` and "
+            "`settings=GateSettings(score_bound=)`, or lower `settings=GateSettings(score_lr=)`")
 
 
 def search_differentiable(req: SearchRequest) -> SearchResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._moved import moved_keywords
 from ..errors import UsageError
+from ..lut.choice import MergeChoice
+from ..lut.table import LUT
 from ..merging import linearize_model, merge_model, save_merged
 from ..records.plan import Plan
 from ..records.plan import check_plan
@@ -30,6 +33,7 @@ from .baselines import layer_prune
 from .build import build_model, default_training_resolution
 from .data import load_data
 from .expand import expand_model, set_linear, shrink_model
+from .settings import DistillSettings, TrainRun
 from .loop import EpochHooks, TrainConfig, make_optimizer, prepare_loop, run_epochs, seed_all
 from .training import (
     TrainProcess,
@@ -64,50 +68,77 @@ def _distill_loss(student: torch.Tensor, teacher: torch.Tensor, temperature: flo
     return F.kl_div(F.log_softmax(student / t, 1), F.softmax(teacher / t, 1), reduction="batchmean") * t * t
 
 
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {
+    **{k: ("model", "ModelRef.of", k) for k in ("options", "resolution", "weights")},
+    "distill_alpha": ("distill", "DistillSettings", "alpha"),
+    "temperature": ("distill", "DistillSettings", "temperature"),
+    "out": ("run", "TrainRun", "checkpoint"),
+    **{k: ("run", "TrainRun", k) for k in ("resume", "device", "stop_after_epochs")},
+    **{k: ("merge", "MergeChoice", k) for k in ("lut", "device_key", "merge_by")},
+}
+
+
 def finetune(
     plan: Plan | str | Path | None = None,
     *,
     model: str | nn.Module | ModelRef | None = None,
-    options: dict[str, Any] | None = None,
     data: str | Path = "digits",
-    resolution: int | None = None,
-    weights: bool | str | Path | None = None,
     config: TrainConfig = TrainConfig(),
-    distill: bool = False,
-    distill_alpha: float = 0.5,
-    temperature: float = 2.0,
+    distill: bool | DistillSettings = False,
     layer_pruning: bool = False,
-    out: str | Path | None = None,
-    resume: bool = False,
-    merged_out: str | Path | None = None,
-    check_merge: bool = True,
-    device: str = "auto",
-    stop_after_epochs: int | None = None,
     ds_plus: bool = False,
     linear_epochs: int | None = None,
-    lut: Any = None,
-    device_key: Any = None,
+    merged_out: str | Path | None = None,
+    check_merge: bool = True,
+    merge: MergeChoice | None = None,
     lut_resolution: int | None = None,
-    merge_by: str | None = None,
+    run: TrainRun | None = None,
+    **old: Any,
 ) -> FinetuneResult:
     """Fine-tune the linearised model of ``plan`` (or train the original ``model`` when no plan) on ``data``.
 
-    Starting weights: ``weights`` (``"pretrained"`` or a file) for the original model. ``distill``: the
-    loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model as teacher.
-    ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``out`` is the checkpoint,
-    written every epoch (rank 0) and read by ``resume``; its ``state_dict`` is what `dsprof merge
-    --checkpoint` takes. With ``check_merge`` the merged model's accuracy and max |logit difference| to
-    the fine-tuned model are measured (``merged_out``: also save it). ``stop_after_epochs``: leave after
-    that many epochs of this call, checkpoint written, as a time-limited job would (resume later).
-    ``ds_plus`` (DepthShrinker+, no plan): train `expand_model(model)`, its expanded blocks linear for the
-    last ``linear_epochs`` (default a quarter), then shrink it back to the original architecture
-    (``merged_out``: its state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
-    ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
+    ``model``: a registered name, a model file, an ``nn.Module`` or a `dsprof.models.ModelRef` (with its options,
+    resolution -- None: `default_training_resolution`, 32 px on 'digits' and 'shapes' -- and starting weights,
+    ``"pretrained"`` or a file); with a plan, the plan's model where none is given. ``distill`` (True, or a
+    `DistillSettings`): the loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model
+    as teacher. ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``run`` (a `TrainRun`): the
+    device; the checkpoint (``run.checkpoint``), written every epoch (rank 0) and read by ``run.resume``, its
+    ``state_dict`` what `dsprof merge --checkpoint` takes; ``run.stop_after_epochs``: leave after that many epochs of
+    this call, checkpoint written, as a time-limited job would (resume later). With ``check_merge`` the merged model's
+    accuracy and max |logit difference| to the fine-tuned model are measured (``merged_out``: also save it).
+    ``ds_plus`` (DepthShrinker+, no plan): train `expand_model(model)`, its expanded blocks linear for the last
+    ``linear_epochs`` (default a quarter), then shrink it back to the original architecture (``merged_out``: its
+    state dict, a ``--weights`` file); the check compares shrunk and trained outputs.
     The check merges as every command does (`dsprof.planning.decide.merge_rule`, decided before training): the
-    plan's ``merge`` list, else ``lut``'s rule (context ``device_key``, read at ``lut_resolution``, default
-    ``resolution``), else MACs with ``merge_by="macs"``; a plan without a list and neither is refused at once.
+    plan's ``merge`` list, else ``merge``'s (a `dsprof.lut.MergeChoice`: the LUT's rule in its context
+    ``device_key``, read at ``lut_resolution``, default the training resolution; or MACs with ``merge_by="macs"``);
+    a plan without a list and neither is refused at once. The keywords of before (``options=``, ``resolution=``,
+    ``weights=``; ``distill_alpha=``, ``temperature=``; ``out=``, ``resume=``, ``device=``,
+    ``stop_after_epochs=``; ``lut=``, ``device_key=``, ``merge_by=``) still work for a release, with a
+    `DeprecationWarning`.
     """
-    ref = ModelRef.of(model, options=options) if model is not None and not isinstance(model, str) else None
+    moved = moved_keywords("dsprof.search.finetune", old, _OLD_KEYWORDS)
+    run = replace(run or TrainRun(), **moved.get("run", {}))
+    merge = replace(merge or MergeChoice(), **moved.get("merge", {}))
+    if "distill" in moved and distill:  # (without distillation, its settings of before were ignored)
+        distill = replace(distill if isinstance(distill, DistillSettings) else DistillSettings(), **moved["distill"])
+    if run.weights_out is not None:
+        raise UsageError("`run=TrainRun(weights_out=)` saves a search's weights; a fine-tune's are in its checkpoint "
+                         "(`run=TrainRun(checkpoint=)`) and, merged, in `merged_out=`")
+    teacher = distill if isinstance(distill, DistillSettings) else DistillSettings() if distill else None
+    lut, device_key, merge_by = merge.lut, merge.device_key, merge.merge_by
+    if lut is not None and not isinstance(lut, LUT):
+        lut = LUT.load(lut, accept_modified=merge.accept_modified)
+    out, resume, device, stop_after_epochs = run.checkpoint, run.resume, run.device, run.stop_after_epochs
+    fields = moved.get("model", {})
+    weights = fields.pop("weights", None)
+    options, resolution = fields.get("options"), fields.get("resolution")
+    ref = None
+    if model is not None and (not isinstance(model, str) or fields):
+        ref = ModelRef.of(model, options=options, resolution=resolution)
+        options, resolution = ref.options, ref.resolution
+        weights = weights if weights is not None else (ref.weights or None)
     plan, model_name, options = _what_to_train(plan, ref or model, options)
     source = ref if ref is not None and ref.is_module else model_name  # what builds the model: a module is copied
     if resolution is None:
@@ -124,7 +155,8 @@ def finetune(
         original = build_model(source, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
         student, kind, notes = _student(original, plan, resolution, ds_plus, layer_pruning)
         before_epoch = _linear_phase(student, config, linear_epochs) if ds_plus else None
-        loss_fn = _finetune_loss(_teacher(original, rt) if distill else None, distill_alpha, temperature, config, rt)
+        loss_fn = _finetune_loss(_teacher(original, rt) if teacher else None, teacher.alpha if teacher else 0.5,
+                                 teacher.temperature if teacher else 2.0, config, rt)
         optimizer = make_optimizer(student, config)
         ckpt = Path(out) if out is not None else None
         loop = prepare_loop(student, optimizer, ckpt, resume, kind, rt, splits, config, stop_after_epochs, model_name,

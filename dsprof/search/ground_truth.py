@@ -27,11 +27,12 @@ from ..merging import merge_model
 from ..records.plan import Plan
 from ..planning.decide import merge_rule
 from ..planning.dp import nondominated
-from ..models import count_macs, get_model
+from ..models import ModelRef, count_macs, get_model
 from .build import block_count
 from .data import load_data
 from .finetuning import finetune
 from .loop import quietly, TrainConfig
+from .settings import TrainRun
 from ..lut.predict import prices_of
 from ..lut.pricer import Pricer
 
@@ -158,13 +159,14 @@ def enumerate_plans(
     pricer = None
     if lut is not None:  # the model's pieces read once, each plan a sum (as `dsprof predict` prices it)
         pricer = Pricer(prices_of(model, lut, options=options, resolution=resolution))
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
     for i, keep in enumerate(keeps):
         plan = Plan(model, keep, options)
         accs = []
         for seed in seeds:
             cfg = replace(config, seed=seed)
-            r = quietly(lambda: finetune(plan, weights=weights, data=data, resolution=resolution, config=cfg,
-                                         check_merge=False, device=device))
+            r = quietly(lambda: finetune(plan, model=ref, data=data, config=cfg, check_merge=False,
+                                         run=TrainRun(device)))
             accs.append(r.accuracy)
         latency = pricer.price(plan).latency_s if pricer is not None else None
         macs = plan_macs(model, options, resolution, keep, num_classes=num_classes)

@@ -72,7 +72,7 @@ def _resume_state(path: Path | None, resume: bool, kind: str, model: str, option
     if not resume:
         return None
     if path is None:
-        raise UsageError("`resume=True` needs the checkpoint path (`checkpoint=` / `out=`)")
+        raise UsageError("`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)")
     state = load_training_checkpoint(path)
     if state.get("kind") != kind:
         raise UsageError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")
@@ -83,7 +83,7 @@ def _resume_state(path: Path | None, resume: bool, kind: str, model: str, option
             raise UsageError(f"it trained {state['model']!r}, not {model!r}")
     except (UsageError, PlanError) as exc:
         raise UsageError(f"cannot resume {path}: {exc}; give the model and options it was started with, "
-                         "or drop `resume=True` to start over") from None
+                         "or drop `run=TrainRun(resume=True)` to start over") from None
     return state
 
 

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..constants import DEFAULT_FINETUNE
+from ..models import ModelRef
 from ..records.plan import Plan
 from .build import block_count
 from .finetuning import finetune
 from .loop import TrainConfig, quietly
+from .settings import TrainRun
 
 __all__ = ["BlockImportance", "measure_importance"]
 
@@ -57,11 +59,12 @@ def measure_importance(
     alike (so that the fine-tuning itself is not counted as the block's importance)."""
     config = config or TrainConfig(**DEFAULT_FINETUNE)
     n = block_count(model, options, resolution)
-    common = dict(weights=weights, data=data, resolution=resolution, check_merge=False, device=device)
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
+    common = dict(model=ref, data=data, check_merge=False, run=TrainRun(device))
     base, per_block = [], [[] for _ in range(n)]
     for seed in seeds:
         cfg = replace(config, seed=seed)
-        base.append(quietly(lambda: finetune(model=model, options=options, config=cfg, **common)).accuracy)
+        base.append(quietly(lambda: finetune(config=cfg, **common)).accuracy)
         for b in range(n):
             plan = Plan(model, tuple(int(i != b) for i in range(n)), options)
             per_block[b].append(quietly(lambda: finetune(plan, config=cfg, **common)).accuracy)

@@ -64,7 +64,8 @@ class SearchRequest:
     def required_keep(self) -> int | float:
         """``keep``, for a method that needs it given."""
         if self.keep is None or self.budget_ms is not None or self.speedup is not None:
-            raise UsageError(f"`method={self.method!r}` takes `keep=`; a latency budget (`budget_ms=` or `speedup=`) is "
+            raise UsageError(f"`method={self.method!r}` takes `keep=`; a latency budget "
+                             "(`budget=LatencyBudget(...)`) is "
                              "chosen through the planner: `method='importance'` or `method='planner'`, with `lut=`")
         return self.keep
 

@@ -103,7 +103,8 @@ def lut_savings(
             f"the LUT {lut.source} has no original+merged latency for {len(missing)} block(s) in context {key}:\n  "
             + "\n  ".join(missing)
             + f"\nMeasure the model at this resolution on that device ({HINT}), "
-            "pass the resolution the LUT was measured at (`lut_resolution=`), or search without a LUT (MAC weights)",
+            "pass the resolution the LUT was measured at (`pricing=Pricing(resolution=)`), or search without a LUT "
+            "(MAC weights)",
             hint=MeasureHint(key, _model_args(model, input_size)),
         )
     return BlockWeights(tuple(b.name for b in blocks), tuple(specs), f"{lut.source} {key}", saving_s=tuple(savings))

@@ -9,6 +9,7 @@ priced.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -32,7 +33,8 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
                           name=str(req.model), options=req.options, resolution=req.lut_resolution or req.resolution)
     except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
-        exc.args = (str(exc.args[0]).replace("`resolution=", "`lut_resolution="), *exc.args[1:])
+        exc.args = (re.sub(r"`resolution=([^`]*)`", r"`pricing=Pricing(resolution=\1)`", str(exc.args[0])),
+                    *exc.args[1:])
         raise
 
 
@@ -40,7 +42,8 @@ def choose_point(front: Front, req: SearchRequest) -> FrontPoint:
     """The front plan for ``req``'s budget: ``keep`` blocks with activations, ``budget_ms`` or ``speedup``."""
     given = [v is not None for v in (req.keep, req.budget_ms, req.speedup)]
     if sum(given) != 1:
-        raise UsageError("choose the plan by one of `keep=`, `budget_ms=` or `speedup=`")
+        raise UsageError("choose the plan by one of `keep=`, `budget=LatencyBudget(budget_ms=)` or "
+                         "`budget=LatencyBudget(speedup=)`")
     if req.keep is not None:
         return front.choose(keep=resolve_k(req.keep, len(front.points[0].plan.keep)))
     budget_s = req.budget_ms / 1e3 if req.budget_ms is not None else None

@@ -6,20 +6,24 @@ method is one new module and one line in `SEARCHES` (and its name in `dsprof.nam
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .._moved import moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
+from ..lut.choice import Pricing
 from ..errors import UsageError, look_up
 from ..models import ModelRef
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
-from ..planning.front import check_budget
+from ..planning.front import LatencyBudget
 from .build import default_training_resolution
 from .differentiable import search_differentiable
 from .importance import search_importance
 from .method import SearchMethod, SearchRequest, SearchResult
 from .planned import search_planner
 from .proxies import ProxySettings
+from .settings import GateSettings, TrainRun
 from .random_plan import search_random
 from .loop import TrainConfig
 
@@ -35,77 +39,102 @@ def search_method(name: str) -> SearchMethod:
     return look_up(SEARCHES, name, "search method")
 
 
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {
+    **{k: ("model", "ModelRef.of", k) for k in ("options", "resolution", "weights")},
+    **{k: ("budget", "LatencyBudget", k) for k in ("budget_ms", "speedup")},
+    "device_key": ("pricing", "Pricing", "device_key"), "lut_resolution": ("pricing", "Pricing", "resolution"),
+    "max_span": ("pricing", "Pricing", "max_span"),
+    **{k: ("settings", "GateSettings", k) for k in ("lam", "score_lr", "score_init", "score_normalize", "score_bound",
+                                                     "anneal_epochs")},
+    "proxy_settings": ("settings", "", "proxy_settings"),
+    **{k: ("run", "TrainRun", k) for k in ("device", "checkpoint", "resume", "stop_after_epochs", "weights_out")},
+}
+
+
 def search(
-    model: str = "mobilenet_v2",
+    model: Any = "mobilenet_v2",
     *,
     keep: int | float | None = None,
+    budget: LatencyBudget | None = None,
     data: str | Path = "digits",
-    options: dict[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path | None = None,
     method: str = DEFAULT_SEARCH_METHOD,
-    lut: str | Path | None = None,
-    device_key: str | None = None,
-    lut_resolution: int | None = None,
-    lam: float = 1e-3,
-    score_lr: float = 0.01,
-    score_init: float = 1.0,
-    score_normalize: bool = False,
-    score_bound: float | None = None,
-    anneal_epochs: float = 0.0,
+    lut: Any = None,
+    pricing: Pricing | None = None,
     config: TrainConfig = TrainConfig(),
-    out: str | Path | None = None,
-    checkpoint: str | Path | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    name: str | None = None,
-    weights_out: str | Path | None = None,
-    stop_after_epochs: int | None = None,
-    budget_ms: float | None = None,
-    speedup: float | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    settings: GateSettings | ProxySettings | None = None,
     proxy: str | None = None,
-    proxy_settings: ProxySettings | None = None,
+    out: str | Path | None = None,
+    name: str | None = None,
+    run: TrainRun | None = None,
+    **old: Any,
 ) -> SearchResult:
-    """Search which blocks keep their activations (``keep``: count or fraction) and write the plan to ``out``.
+    """Search which blocks of ``model`` keep their activations (``keep``: count or fraction) and write the plan to
+    ``out`` (named ``name``; default after the method and k).
 
+    ``model``: a registered name, a model file, an ``nn.Module`` or a `dsprof.models.ModelRef` (with its options,
+    resolution and weights; resolution None: `default_training_resolution`, 32 px on 'digits' and 'shapes').
     ``method="importance"`` (the default: the one the ground truth supports, docs/search.md) scores each
-    block's importance with ``proxy`` (`proxies.PROXIES`, settings ``proxy_settings``; default
+    block's importance with ``proxy`` (`proxies.PROXIES`, ``settings`` a `ProxySettings`; default
     `proxies.DEFAULT_PROXY`; ``"finetune"``: the accuracy lost when it alone is linearised and fine-tuned
-    ``config.epochs``) and chooses through the planner: with ``lut`` the plan of least summed importance for ``keep`` (or
-    the least loss within ``budget_ms`` per batch or ``speedup`` over the original, as the LUT predicts
-    them), its merges and spans (up to ``max_span`` blocks) the LUT's; without a LUT the k most important
-    blocks keep their activations. ``method="differentiable"`` (paper Sec. 4.2) trains weights and gate
-    scores on ``data`` for ``config.epochs`` with task loss + ``lam`` * sum_b w_b |m_b| (w_b: LUT latency
-    saving for ``device_key``, measured at ``lut_resolution``, or MAC saving); ``score_normalize``
-    divides the scores' straight-through gradient by its largest entry, ``score_bound`` keeps the scores
-    in [-bound, bound], ``anneal_epochs`` lowers the number of kept blocks from all to k over that many
-    epochs. ``method="planner"``: the LUT's fastest plan for ``keep`` (or the most activations within
-    the budget), no training. ``method="random"`` draws k blocks with seed ``config.seed``. `SEARCHES`
-    lists them all.
-    ``resolution``: None for `default_training_resolution` (32 px on 'digits' and 'shapes').
-    The differentiable search rewrites the plan after every epoch, with a checkpoint (``checkpoint``,
-    default ``OUT.ckpt.pt``) that ``resume`` continues from; ``stop_after_epochs``: leave after that many
-    epochs of this call. ``weights_out``: also save the searched weights (original architecture).
+    ``config.epochs``) and chooses through the planner: with ``lut`` the plan of least summed importance for ``keep``
+    (or the least loss within ``budget``, a `dsprof.planning.LatencyBudget`: ``budget_ms`` per batch or ``speedup``
+    over the original, as the LUT predicts them), its merges and spans (up to ``pricing.max_span`` blocks, default
+    `DEFAULT_MAX_SPAN`) the LUT's; without a LUT the k most important blocks keep their activations.
+    ``method="differentiable"`` (paper Sec. 4.2) trains weights and gate scores on ``data`` for ``config.epochs``
+    (``settings`` a `GateSettings`: the decay ``lam`` weighted by each block's LUT latency saving, or MAC saving,
+    and the scores' options). ``lut`` is priced as ``pricing`` says (a `dsprof.lut.Pricing`: its context
+    ``device_key``, and ``resolution``, the input size its entries were measured at where it is not the training
+    one). ``method="planner"``: the LUT's fastest plan for ``keep`` (or the most activations within the budget), no
+    training. ``method="random"`` draws k blocks with seed ``config.seed``. `SEARCHES` lists them all.
+    ``run`` (a `TrainRun`): the device; the differentiable search rewrites the plan after every epoch, with a
+    checkpoint (``run.checkpoint``, default ``OUT.ckpt.pt``) that ``run.resume`` continues from;
+    ``run.stop_after_epochs``: leave after that many epochs of this call; ``run.weights_out``: also save the searched
+    weights (original architecture). The keywords of before (``options=``, ``resolution=``, ``weights=``;
+    ``budget_ms=``, ``speedup=``; ``device_key=``, ``lut_resolution=``, ``max_span=``; ``lam=``, ``score_lr=``,
+    ``score_init=``, ``score_normalize=``, ``score_bound=``, ``anneal_epochs=``, ``proxy_settings=``; ``device=``,
+    ``checkpoint=``, ``resume=``, ``stop_after_epochs=``, ``weights_out=``) still work for a release, with a
+    `DeprecationWarning`.
     """
+    moved = moved_keywords("dsprof.search.search", old, _OLD_KEYWORDS)
+    budget = replace(budget or LatencyBudget(), **moved.get("budget", {}))
+    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    run = replace(run or TrainRun(), **moved.get("run", {}))
+    scores = moved.get("settings", {})
+    settings = scores.pop("proxy_settings", settings)
+    if scores:  # the gate scores' keywords of before
+        settings = replace(settings if isinstance(settings, GateSettings) else GateSettings(), **scores)
+    gates = settings if isinstance(settings, GateSettings) else GateSettings()
+    proxy_settings = settings if isinstance(settings, ProxySettings) else None
+    if settings is not None and not isinstance(settings, (GateSettings, ProxySettings)):
+        raise UsageError(f"`settings=` is a GateSettings (method='differentiable') or a ProxySettings "
+                         f"(method='importance'), got {type(settings).__name__}")
     chosen = search_method(method)
-    check_budget(budget_ms, speedup)  # before any training
-    if resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
-        raise UsageError(f"`resume=True` continues a differentiable search from its checkpoint; `method={method!r}` "
-                         "keeps none: run it again without `resume=True`, or resume with `method='differentiable'`")
+    budget_ms, speedup = budget.budget_ms, budget.speedup
+    if run.resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
+        raise UsageError(f"`run=TrainRun(resume=True)` continues a differentiable search from its checkpoint; "
+                         f"`method={method!r}` keeps none: run it again without it, or resume with "
+                         "`method='differentiable'`")
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")
-    if not isinstance(model, str):  # a module passed as an object (or a `ModelRef`): the one reference, resolved here
-        model = ModelRef.of(model, options=options)
-        options = model.options
+    fields = moved.get("model", {})
+    weights = fields.pop("weights", None)
+    options, resolution = fields.get("options"), fields.get("resolution")
+    if not isinstance(model, str) or fields:  # a module passed as an object (or a `ModelRef`): the one reference
+        ref = ModelRef.of(model, options=options, resolution=resolution)
+        model = ref if ref.is_module else ref.entry  # a model file: the name it is registered (and measured) by
+        options, resolution = ref.options, ref.resolution
+        weights = weights if weights is not None else (ref.weights or None)
     if resolution is None:
         resolution = default_training_resolution(model, data)
     return chosen(SearchRequest(
         model=model, keep=keep, data=data, options=dict(options or {}), resolution=resolution, weights=weights,
-        lut=lut, device_key=device_key, lut_resolution=lut_resolution, lam=lam, score_lr=score_lr,
-        score_init=score_init, score_normalize=score_normalize, score_bound=score_bound, anneal_epochs=anneal_epochs,
-        config=config, out=out, checkpoint=checkpoint, resume=resume, device=device, name=name,
-        weights_out=weights_out, stop_after_epochs=stop_after_epochs, budget_ms=budget_ms, speedup=speedup,
-        max_span=max_span, method=method, proxy=proxy, proxy_settings=proxy_settings,
+        lut=lut, device_key=pricing.device_key, lut_resolution=pricing.resolution, lam=gates.lam,
+        score_lr=gates.score_lr, score_init=gates.score_init, score_normalize=gates.score_normalize,
+        score_bound=gates.score_bound, anneal_epochs=gates.anneal_epochs, config=config, out=out,
+        checkpoint=run.checkpoint, resume=run.resume, device=run.device, name=name, weights_out=run.weights_out,
+        stop_after_epochs=run.stop_after_epochs, budget_ms=budget_ms, speedup=speedup,
+        max_span=pricing.max_span if pricing.max_span is not None else DEFAULT_MAX_SPAN, method=method, proxy=proxy,
+        proxy_settings=proxy_settings,
     ))

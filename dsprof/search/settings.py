@@ -4,11 +4,12 @@ shows their defaults in `--help` from here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..constants import DEFAULT_FINETUNE
 from ..errors import UsageError
 
-__all__ = ["ProxySettings", "TrainConfig"]
+__all__ = ["DistillSettings", "GateSettings", "ProxySettings", "TrainConfig", "TrainRun"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,42 @@ class ProxySettings:
         for name in ("batches", "eval_batches", "steps", "batch_size"):
             if int(getattr(self, name)) < 1:
                 raise UsageError(f"proxy setting {name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The differentiable search's gate scores (paper Sec. 4.2): task loss + ``lam`` * sum_b w_b |m_b| (w_b: the
+    block's LUT latency saving, or its MAC saving); the scores start at ``score_init`` and learn at ``score_lr``;
+    ``score_normalize`` divides their straight-through gradient by its largest entry, ``score_bound`` keeps them in
+    [-bound, bound] (None: unbounded), ``anneal_epochs`` lowers the number of kept blocks from all to k over that
+    many epochs."""
+
+    lam: float = 1e-3
+    score_lr: float = 0.01
+    score_init: float = 1.0
+    score_normalize: bool = False
+    score_bound: float | None = None
+    anneal_epochs: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """How a training run runs and what it leaves besides its answer: on ``device`` ("auto": CUDA where there is
+    one), its checkpoint file (``checkpoint``; a search's default is its plan file with ``.ckpt.pt``), continued from
+    it with ``resume``, left after ``stop_after_epochs`` epochs of this call (as a time-limited job would; resume
+    later), and the trained weights of the original architecture saved to ``weights_out`` (a search)."""
+
+    device: str = "auto"
+    checkpoint: str | Path | None = None
+    resume: bool = False
+    stop_after_epochs: int | None = None
+    weights_out: str | Path | None = None
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """Knowledge distillation from the original model while fine-tuning: the loss is (1 - ``alpha``) * CE +
+    ``alpha`` * T^2 * KL(teacher || student) at temperature T = ``temperature``."""
+
+    alpha: float = 0.5
+    temperature: float = 2.0

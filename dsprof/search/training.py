@@ -73,7 +73,8 @@ def setup_runtime(device: str = "auto", threads: int | None = None) -> TrainProc
     ``threads``: the CPU threads PyTorch computes with in this process until `teardown_runtime` (None: as
     it is); training and search default to 1 (`TrainConfig.threads`), as timing does."""
     if threads is not None and threads < 1:
-        raise UsageError(f"`threads=` is the number of CPU threads to train with, at least 1; got {threads}")
+        raise UsageError(f"`config=TrainConfig(threads=)` is the number of CPU threads to train with, at least 1; "
+                         f"got {threads}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -225,7 +226,7 @@ def save_training_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
 def load_training_checkpoint(path: str | Path) -> dict[str, Any]:
     """A checkpoint written by `save_training_checkpoint` (``weights_only=True``: no code runs)."""
     return load_torch_payload(path, CHECKPOINT_FORMAT, "dsprof training checkpoint",
-                              "nothing to resume (drop `resume=True` to start afresh)")
+                              "nothing to resume (drop `run=TrainRun(resume=True)` to start afresh)")
 
 
 def unwrap(model: nn.Module) -> nn.Module:

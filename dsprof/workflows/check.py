@@ -27,7 +27,19 @@ from ..profiler.selection import Workloads
 from ..records.stats import Speedup, paired_speedup
 from ..units import percent
 
-__all__ = ["PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check", "planned_name"]
+__all__ = ["CheckSettings", "PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check",
+           "planned_name"]
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """How a prediction is checked here (`dsprof.predict(check=...)`): the measurement file goes to ``out``, timed
+    with ``timing`` (a `dsprof.profiler.TimingConfig`; None: `dsprof.profiler.measure`'s), with a progress bar where
+    ``progress``."""
+
+    out: str | Path = "results/predict"
+    timing: Any = None
+    progress: bool = True
 
 
 @dataclass(frozen=True)

@@ -5,16 +5,19 @@ predicted entries marked as such (`dsprof.lut.few.few_lut`), and plans the new c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import torch
 
+from .._moved import moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
+from ..device_context import DeviceContext
 from ..errors import LUTError
 from ..io import check_output_path
 from ..lut.build import build_lut
+from ..lut.choice import Pricing
 from ..lut.few import FewFit, candidates, choose, few_lut
 from ..lut.predict import profiled_options
 from ..lut.lookup import span_key
@@ -25,7 +28,7 @@ from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front
 from ..profiler.backends import BackendSettings
-from ..profiler.runner import MeasureResult, check_measurement_out, measure, workload_groups
+from ..profiler.runner import MeasureResult, check_measurement_out, measure, timing_context, workload_groups
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
@@ -115,52 +118,69 @@ def _selector(chosen: set[tuple[str, str, str]], label: str) -> Callable[[list[l
     return select
 
 
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {
+    **{k: ("model", "ModelRef.of", k) for k in ("name", "resolution", "weights")},
+    "model_options": ("model", "ModelRef.of", "options"),
+    "like_key": ("pricing", "Pricing", "device_key"), "max_span": ("pricing", "Pricing", "max_span"),
+    "accept_modified": ("like", "LUT.load", "accept_modified"),
+    **{k: ("settings", "BackendSettings", k) for k in ("backend", "device", "dtype", "channels_last", "threads",
+                                                        "compile")},
+}
+
+
 def measure_few(
     model: Any,
     like: Any,
     n: int = 10,
     *,
-    like_key: Any = None,
-    name: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path = False,
-    max_span: int = DEFAULT_MAX_SPAN,
-    lut_out: str | Path | None = None,
-    accept_modified: bool = False,
+    pricing: Pricing | None = None,
+    settings: BackendSettings | DeviceContext | None = None,
+    batch: int | None = None,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
+    lut_out: str | Path | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-    **context: Any,
+    **old: Any,
 ) -> FewResult:
-    """Time the ``n`` most informative entries of ``model`` in the context ``context`` gives (`measure`'s backend,
-    device, dtype, channels_last, batch, threads, compile), predict the rest from ``like`` (a LUT or its file; its
-    context ``like_key`` where it holds several) and write the new context's LUT to ``lut_out`` (default: the
-    measurement file with ``.lut.csv``), and plan it (`FewResult.front`). Spans of up to ``max_span`` blocks that
-    ``like`` holds are candidates. ``model``: a registered name built with ``model_options`` at ``resolution`` from
-    ``weights``, or a module with its ``name``."""
+    """Time the ``n`` most informative entries of ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered
+    name, a model file, an ``nn.Module``, or a `ModelRef` with its options, resolution and weights) in the timing
+    context ``settings`` (a `dsprof.profiler.BackendSettings`, or a `DeviceContext` whose batch is used where
+    ``batch`` is None; default PyTorch on the CPU) at ``batch``, predict the rest from ``like`` (a `LUT` or its file;
+    ``LUT.load(path, accept_modified=True)`` for a file changed since `dsprof build-lut` wrote it) in the context
+    ``pricing`` picks (a `dsprof.lut.Pricing`: ``device_key``, or ``backend`` and ``batch``, where it holds several;
+    spans of up to ``max_span`` blocks that ``like`` holds are candidates, default `DEFAULT_MAX_SPAN`), write the new
+    context's LUT to ``lut_out`` (default: the measurement file with ``.lut.csv``), and plan it (`FewResult.front`).
+    ``timing``, ``out``, ``resume``, ``overwrite`` and ``progress`` as `dsprof.measure`. The keywords of before
+    (``name=``, ``model_options=``, ``resolution=``, ``weights=``; ``like_key=``, ``max_span=``;
+    ``accept_modified=``; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``)
+    still work for a release, with a `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.measure_few", old, _OLD_KEYWORDS)
+    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    settings, batch = timing_context(settings, batch)
+    settings = replace(settings, **moved.get("settings", {}))
+    max_span = pricing.max_span if pricing.max_span is not None else DEFAULT_MAX_SPAN
     check_measurement_out(out, resume, overwrite)
     # the like LUT read once, before the model is built (a bad file is said at once)
-    like = like if isinstance(like, LUT) else LUT.load(like, accept_modified=accept_modified)
-    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution, weights=weights)
+    like = like if isinstance(like, LUT) else LUT.load(like, **moved.get("like", {}))
+    ref = ModelRef.of(model, **moved.get("model", {}))
     options, registered, net = dict(ref.options), ref.name, ref.build()
     label = model_label(registered, profiled_options(net, options))
     blocks = find_blocks(net)
-    cands = candidates(like, like.resolve(like_key), label, blocks, max_span, workload_macs(net, label, max_span))
+    cands = candidates(like, pricing.context(like), label, blocks, max_span, workload_macs(net, label, max_span))
     chosen = choose(cands, n)
     keys = {c.key for c in chosen}
     spans = max(c.span for c in chosen)
     if lut_out is not None:
         check_output_path(lut_out)
-    batch = context.pop("batch", None)
     chosen_workloads = Workloads(variants=tuple(sorted({c.variant for c in chosen if c.scope == "block"})),
                                  model_variants=("original",) if any(c.scope != "block" for c in chosen) else (),
                                  spans=spans)
-    run = measure(ModelRef.of(net, name=registered, options=options, resolution=resolution),
-                  settings=BackendSettings(**context), batch=batch, workloads=chosen_workloads, timing=timing, out=out,
-                  resume=resume, overwrite=overwrite, progress=progress, select=_selector(keys, label))
+    run = measure(ModelRef.of(net, name=registered, options=options, resolution=ref.resolution), settings=settings,
+                  batch=batch, workloads=chosen_workloads, timing=timing, out=out, resume=resume, overwrite=overwrite,
+                  progress=progress, select=_selector(keys, label))
     measured = build_lut([run.path])
     for context_key in measured.devices():
         missing = [k for k in keys if measured.find(k[1], k[2], context_key, scope=k[0]) is None]

@@ -13,15 +13,17 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from torch import nn
 
+from .._moved import moved_keywords
 from ..errors import BadFileError, PlanError, UsageError
 from ..io import atomic_write_text, check_output_path, read_json
+from ..lut.choice import Pricing
 from ..lut.table import LUT
 from ..models import nothing_to_merge
 from ..models.ref import ModelRef
 from ..models.registry import model_entry
 from ..planning.contexts import ContextFronts, plan_contexts
-from ..planning.front import Front, FrontPoint, check_budget, resolve_k
-from ..planning.minimax import JointPoint
+from ..planning.front import Front, FrontPoint, LatencyBudget, check_budget, resolve_k
+from ..planning.minimax import Joint, JointPoint
 from ..planning.activations import plan_front_acts
 from ..planning.planner import plan_front
 from ..names import PLAN_UNITS
@@ -216,8 +218,8 @@ def plan_contexts_to_file(
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
-        raise UsageError("several contexts: choose one with `device_key=KEY` to write its plan, or give "
-                         "`joint=CONTEXT,CONTEXT` for one plan for several")
+        raise UsageError("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its plan, or "
+                         "give `joint=CONTEXT,CONTEXT` for one plan for several")
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
@@ -230,67 +232,96 @@ def plan_contexts_to_file(
     return PlannedContexts(fronts, chosen, paths, chosen_path if chosen is not None else None)
 
 
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {
+    "name": ("model", "ModelRef.of", "name"),
+    **{k: ("budget", "LatencyBudget", k) for k in ("budget_ms", "speedup")},
+    **{k: ("pricing", "Pricing", k) for k in ("max_span", "device_key", "backend", "batch", "method")},
+    "objective": ("joint", "Joint", "objective"),
+    "accept_modified": ("lut", "LUT.load", "accept_modified"),
+}
+
+
+def _joint(joint: Any, moved: Mapping[str, Any]) -> tuple[Any, str]:
+    """The contexts of one plan for several (None: none) and its objective: ``joint``'s (a `Joint`, or its contexts
+    with the default objective), the ``objective=`` of before in place of its own."""
+    if not isinstance(joint, Joint):
+        joint = Joint(joint) if joint is not None else None
+    objective = moved.get("objective", joint.objective if joint is not None else "worst")
+    return (joint.contexts if joint is not None else None), objective
+
+
 def plan(
     model: str | nn.Module | ModelRef,
     lut: Any,
     *,
-    name: str | None = None,
-    out: str | Path | None = None,
-    importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
-    keep: int | float | None = None,
-    budget_ms: float | None = None,
-    speedup: float | None = None,
-    max_span: int | None = None,
-    device_key: Any = None,
-    backend: str | None = None,
-    batch: int | None = None,
-    method: str = "auto",
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
+    keep: int | float | None = None,
+    budget: LatencyBudget | None = None,
+    importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
+    pricing: Pricing | None = None,
+    joint: str | Sequence[str] | Joint | None = None,
+    out: str | Path | None = None,
     plan_out: str | Path | None = None,
-    joint: str | Sequence[str] | None = None,
-    objective: str = "worst",
-    accept_modified: bool = False,
     tie_break: TieBreak | float | None = None,
     unit: str = PLAN_UNITS[0],
+    **old: Any,
 ) -> Planned | PlannedContexts:
-    """`dsprof plan`: the plan of lowest predicted latency for every k of the registered ``model`` (built with
-    ``options`` at ``resolution``), from ``lut`` (a LUT, its file, or several). One context (``device_key``, or the
-    one ``backend`` and ``batch`` pick; the only one the LUTs hold): `plan_to_file`, with the plan for one budget
-    (``keep``, ``budget_ms`` or ``speedup``). Several contexts: `plan_contexts_to_file`, each context's front and
-    what its plans lose on the others, and with ``joint`` one plan for those contexts (``keep`` writes it). The files
-    go to ``out`` and ``plan_out``. ``model`` is anything `dsprof.models.ModelRef.of` takes: a registered name, a
-    ``path.py:factory`` file or an ``nn.Module`` (named ``name``, else its class name). ``tie_break`` (one context; a
-    `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k tied by price with it are timed
-    here paired with the original, and the measured best is the plan written. ``unit``: what k counts, kept blocks
-    (the default) or kept activations (``"activation"``: plans at the level of single activations, one context,
-    `plan_to_file`)."""
+    """`dsprof plan`: the plan of lowest predicted latency for every k of ``model`` (anything
+    `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at ``resolution``, a ``path.py:factory``
+    file, an ``nn.Module``, or a `ModelRef` carrying its name), from ``lut`` (a `LUT`, its file, or several;
+    ``LUT.load(path, accept_modified=True)`` for a file changed since `dsprof build-lut` wrote it), priced as
+    ``pricing`` says (a `dsprof.lut.Pricing`: spans of up to ``max_span`` blocks, the ``method``, and the context:
+    ``device_key``, or the one ``backend`` and ``batch`` pick). One context (the one ``pricing`` picks; the only one
+    the LUTs hold): `plan_to_file`, with the plan for one budget (``keep`` blocks keeping their activations, a count
+    or a fraction, or ``budget``: a `dsprof.planning.LatencyBudget`, ``budget_ms`` or ``speedup``). Several
+    contexts: `plan_contexts_to_file`, each context's front and what its plans lose on the others, and with
+    ``joint`` (the contexts, or a `dsprof.planning.Joint` with its ``objective``: the least "worst" or "mean" loss)
+    one plan for those contexts (``keep`` writes it). ``importance``: per-block losses, or the file `dsprof
+    importance` wrote. The files go to ``out`` and ``plan_out`` (default: ``out`` with ``.plan.json``).
+    ``tie_break`` (one context; a `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k
+    tied by price with it are timed here paired with the original, and the measured best is the plan written.
+    ``unit``: what k counts, kept blocks (the default) or kept activations (``"activation"``: plans at the level of
+    single activations, one context, `plan_to_file`). The keywords of before (``name=``; ``budget_ms=``,
+    ``speedup=``; ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``objective=``;
+    ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.plan", old, _OLD_KEYWORDS)
+    budget = replace(budget or LatencyBudget(), **moved.get("budget", {}))
+    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    accept_modified = moved.get("lut", {}).get("accept_modified", False)
+    budget_ms, speedup, max_span, method = budget.budget_ms, budget.speedup, pricing.max_span, pricing.method
+    if pricing.resolution is not None:
+        raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
+                         "prices the model at its own: give `resolution=`")
+    joint, objective = _joint(joint, moved.get("joint", {}))
     _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
-    model = ModelRef.of(model, name=name, options=options, resolution=resolution)
+    model = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
-    picked = device_key is not None or backend is not None or batch is not None
+    picked = pricing.picks
     if joint is not None and picked:
-        raise UsageError("`joint=` plans for several contexts; `device_key=`, `backend=` and `batch=` pick one: give "
-                         "one or the other")
+        raise UsageError("`joint=` plans for several contexts; `pricing=Pricing(device_key=, backend=, batch=)` picks "
+                         "one: give one or the other")
     if not picked and len(lut.devices()) > 1:
         if unit != PLAN_UNITS[0]:
-            raise UsageError("`unit='activation'` plans one context: give `device_key=KEY` (or `backend=`, `batch=`)")
-        if budget_ms is not None or speedup is not None:
-            raise UsageError("several contexts: `budget_ms=` and `speedup=` choose within one; give `device_key=KEY` "
-                             "(or `keep=K` with `joint=`)")
+            raise UsageError("`unit='activation'` plans one context: give `pricing=Pricing(device_key=KEY)` (or "
+                             "`pricing=Pricing(backend=, batch=)`)")
+        if budget.given:
+            raise UsageError("several contexts: `budget=LatencyBudget(...)` chooses within one; give "
+                             "`pricing=Pricing(device_key=KEY)` (or `keep=K` with `joint=`)")
         if tie_break is not None:
-            raise UsageError("several contexts: `tie_break=` times the plans of one, on its machine; give `device_key=KEY`")
+            raise UsageError("several contexts: `tie_break=` times the plans of one, on its machine; give "
+                             "`pricing=Pricing(device_key=KEY)`")
         outcome = plan_contexts_to_file(model, lut, out=out, importance=importance, keep=keep, max_span=max_span,
-                                        method=method, options=options, resolution=resolution, joint=joint,
-                                        objective=objective, plan_out=plan_out)
+                                        method=method, joint=joint, objective=objective, plan_out=plan_out)
         return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
     if joint is not None:
         raise UsageError("`joint=` plans for several contexts: give LUTs holding them (`lut=` repeated) without "
-                         "`device_key=`")
-    device = lut.resolve(device_key, backend=backend, batch=batch) if picked else None
+                         "`pricing=Pricing(device_key=)`")
+    device = pricing.context(lut) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
-                           max_span=max_span, device=device, method=method, options=options, resolution=resolution,
-                           plan_out=plan_out, tie_break=tie_break, unit=unit)
+                           max_span=max_span, device=device, method=method, plan_out=plan_out, tie_break=tie_break,
+                           unit=unit)
     return replace(outcome, predicted=lut.predicted_count(outcome.front.device))

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from torch import nn
 
-from ..errors import LUTMissError, PartialPredictionError
+from .._moved import moved_keywords
+from ..errors import LUTMissError, PartialPredictionError, UsageError
 from ..io import atomic_write_text, check_output_path
+from ..lut.choice import Pricing
 from ..lut.interval import lut_probe, probe_ratio
 from ..lut.predict import Prediction, predict_latency, with_probe
 from ..planning.decide import merge_rule
@@ -24,9 +26,9 @@ from ..models import ModelRef
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.probe import probe_now
 from ..profiler.timing import TimingConfig
-from .check import PairedCheck, measure_planned_run, paired_check, planned_name
+from .check import CheckSettings, PairedCheck, measure_planned_run, paired_check, planned_name
 
-__all__ = ["Checked", "Predicted", "predict"]
+__all__ = ["CheckSettings", "Checked", "Predicted", "predict"]
 
 
 @dataclass(frozen=True)
@@ -78,50 +80,64 @@ def partial_message(prediction: Prediction, name: str) -> str:
             f"{shown}. Measure {name} on that device and rebuild the LUT")
 
 
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {
+    **{k: ("model", "ModelRef.of", k) for k in ("name", "weights")},
+    **{k: ("pricing", "Pricing", k) for k in ("device_key", "backend", "batch", "method", "rest", "strict")},
+    "check_out": ("check", "CheckSettings", "out"), "check_timing": ("check", "CheckSettings", "timing"),
+    "progress": ("check", "CheckSettings", "progress"), "accept_modified": ("lut", "LUT.load", "accept_modified"),
+}
+
+
 def predict(
     model: str | nn.Module | ModelRef,
     lut: LUT | str | Path,
     plan: Any = None,
     *,
-    name: str | None = None,
     options: Mapping[str, Any] | None = None,
     resolution: int | None = None,
-    weights: bool | str | Path = False,
-    device_key: Any = None,
-    backend: str | None = None,
-    batch: int | None = None,
-    method: str = "auto",
-    rest: str = "auto",
+    pricing: Pricing | None = None,
     merge_by: str | None = None,
-    strict: bool = False,
     allow_partial: bool = True,
     probe: float | None = None,
-    check: bool = False,
-    check_out: str | Path = "results/predict",
-    check_timing: TimingConfig | None = None,
-    progress: bool = True,
+    check: bool | CheckSettings = False,
     json_out: str | Path | None = None,
-    accept_modified: bool = False,
     on_prediction: Callable[[Predicted], None] | None = None,
+    **old: Any,
 ) -> Predicted:
-    """The predicted speed-up and latency of ``model`` (a registered name built with ``options`` at ``resolution``
-    from ``weights``, or a module with its ``name``) merged by ``plan`` (a `Plan`, preset name or plan file; None:
-    the original) on one context of ``lut`` (``device_key``, or the one ``backend`` and ``batch`` leave).
+    """The predicted speed-up and latency of ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name
+    built with ``options`` at ``resolution``, a ``path.py:factory`` file, an ``nn.Module``, or a `ModelRef` carrying
+    its name and weights) merged by ``plan`` (a `Plan`, preset name or plan file; None: the original) on one context
+    of ``lut`` (a `LUT`, or its file; ``LUT.load(path, accept_modified=True)`` for a file changed since `dsprof
+    build-lut` wrote it), as ``pricing`` says (a `dsprof.lut.Pricing`: the context -- ``device_key``, or the one
+    ``backend`` and ``batch`` leave --, ``method`` and ``rest`` as `dsprof.lut.predict_latency`, and ``strict``: any
+    miss an error).
 
     The plan's merges are its own list, else the LUT's rule, else MACs with ``merge_by="macs"``
-    (`dsprof.planning.decide.merge_rule`); ``method`` and ``rest`` as `dsprof.lut.predict_latency`. ``probe`` (seconds)
-    times the drift probe here and scales the milliseconds by this machine's speed now against the LUT's runs.
-    A prediction that lacks some of the LUT's keys raises `PartialPredictionError` unless ``allow_partial``;
-    ``strict`` makes any miss an error. ``check`` times the merged model and the original interleaved here
-    (records in ``check_out``; ``check_timing``: a `TimingConfig`, default `dsprof.profiler.measure`'s). ``json_out``: also write `Predicted.to_dict` there. ``on_prediction`` is called
-    with the prediction before it is refused or checked (what `dsprof predict` prints first)."""
+    (`dsprof.planning.decide.merge_rule`). ``probe`` (seconds) times the drift probe here and scales the milliseconds
+    by this machine's speed now against the LUT's runs. A prediction that lacks some of the LUT's keys raises
+    `PartialPredictionError` unless ``allow_partial``. ``check`` (True, or a `CheckSettings`: where the records go,
+    the `TimingConfig`, the progress bar) times the merged model and the original interleaved here. ``json_out``:
+    also write `Predicted.to_dict` there. ``on_prediction`` is called with the prediction before it is refused or
+    checked (what `dsprof predict` prints first). The keywords of before (``name=``, ``weights=``; ``device_key=``,
+    ``backend=``, ``batch=``, ``method=``, ``rest=``, ``strict=``; ``check_out=``, ``check_timing=``,
+    ``progress=``; ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.predict", old, _OLD_KEYWORDS)
+    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    checking = replace(check if isinstance(check, CheckSettings) else CheckSettings(), **moved.get("check", {}))
+    accept_modified = moved.get("lut", {}).get("accept_modified", False)
+    method, rest, strict = pricing.method, pricing.rest, pricing.strict
+    if pricing.resolution is not None:
+        raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a "
+                         "prediction prices the model at its own: give `resolution=`")
+    check_out, check_timing, progress = checking.out, checking.timing, checking.progress
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)  # before the model is built: a bad file is said at once
     if json_out is not None:
         check_output_path(json_out)
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    ref = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
     name, options, model = ref.name, dict(ref.options), ref.build()
-    key = lut.resolve(device_key, backend=backend, batch=batch)
+    key = pricing.context(lut)
     merges = None
     if plan is not None:  # its merge list, written once (the LUT's rule, or MACs): priced and measured alike
         merges = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options,
@@ -167,3 +183,4 @@ def _check(model: nn.Module, name: str, options: Mapping[str, Any], lut: LUT, ke
     except LUTMissError:
         ratio = None
     return Checked(run.path, paired, measured_s, ratio, here)
+

@@ -80,13 +80,14 @@ class TieBreak:
 
 def tie_break_of(value: "TieBreak | float | None", *, choosing: bool = True, importance: Any = None) -> TieBreak | None:
     """``tie_break=`` as a `TieBreak`: given one, a number of seconds (the other settings their defaults), or None.
-    Refused in one line where no k is chosen (``choosing`` False: no `keep=`, `budget_ms=` or `speedup=`) or with
+    Refused in one line where no k is chosen (``choosing`` False: no `keep=` or ``budget``) or with
     ``importance`` (the plan of a k is then the one of least loss, not the fastest-priced)."""
     if value is None:
         return None
     request = value if isinstance(value, TieBreak) else TieBreak(value)
     if not choosing:
-        raise UsageError("`tie_break=` times the tied plans of the chosen k: give `keep=`, `budget_ms=` or `speedup=`")
+        raise UsageError("`tie_break=` times the tied plans of the chosen k: give `keep=`, "
+                         "`budget=LatencyBudget(budget_ms=)` or `budget=LatencyBudget(speedup=)`")
     if importance is not None:
         raise UsageError(_WITH_IMPORTANCE)
     return request
