@@ -21,7 +21,11 @@ ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of 
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
 `dsprof predict` prices, `dsprof.planning.decide.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
-keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
+keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan (rho).
+Where the run measured spans (``max_span`` > 1), the plan is the k = 0 plan of the front planned from the run's
+records, with its spans and merge list (issue #46: rho measured on lone blocks and applied to spans priced pvrD's
+front plans 10-12 % high); its record is named after that plan (`calibration_name`), so that the pricing side prices
+that very plan (`dsprof.lut.inputs.calibration_entry`). Where that plan merges no span, the plan of before.
 """
 
 from __future__ import annotations
