@@ -16,7 +16,7 @@ import itertools
 import pytest
 
 import dsprof
-from dsprof.lut import build_lut, model_label
+from dsprof.lut import LUT, build_lut, model_label
 from dsprof.lut.inputs import interval_inputs
 from dsprof.lut.interval import calibration_of
 from dsprof.lut.predict import prices_of
@@ -96,7 +96,7 @@ def test_the_name_carries_the_plan_and_reads_back():
     assert calibration_plan(name, "mobilenet_v2") == (((0, 2), (3, 5)), (2, 6))
     assert calibration_name("mobilenet_v2", [], [1]) == "mobilenet_v2"  # no spans: the name of every older file
     for old in ("mobilenet_v2", "mobilenet_v2 spans", "mobilenet_v2 spans 1-0", "mobilenet_v2 spans 0-1 unmerged x",
-                "resnet18 spans 0-1"):
+                "mobilenet_v2 spans 0-1 unmerged \u00b2", "mobilenet_v2 spans 0-1 unmerged 1  2", "resnet18 spans 0-1"):
         assert calibration_plan(old, "mobilenet_v2") is None, old
 
 
@@ -134,7 +134,8 @@ def _with_calibration(ruled, tmp_path, names, ratio=0.7):
     path = tmp_path / f"lut-{len(names)}.jsonl"
     with MeasurementWriter(path) as writer:
         writer.write(out)
-    return build_lut([path])
+    build_lut([path], out=path.with_suffix(".csv"))
+    return LUT.load(path.with_suffix(".csv"))  # the plan's name survives the LUT file
 
 
 def _calibration(lut, ruled):
@@ -152,7 +153,8 @@ def test_rho_is_priced_on_the_plan_the_record_names(ruled, tmp_path):
     predicted = (1.00 + 0.98 + 0.96 + 0.3) / 8.0
     assert calibration.fitted == pytest.approx(0.3 / predicted, rel=1e-9)
     assert calibration.gap == pytest.approx(0.3 - predicted, abs=1e-9)
-    assert "saved 30.0% where 40.5% was predicted" in calibration.source
+    assert calibration.source.startswith("calibration (spans 0-1 2-3 4-5 unmerged 6) saved 30.0% where 40.5% was "
+                                         "predicted"), calibration.source
     # another plan named: its own prediction (spans 1-2 3-4 5-6, block 0 merged alone: 0.99 + 0.97 + 0.95 + 0.2)
     other = calibration_name("mobilenet_v2", [(1, 3), (3, 5), (5, 7)])
     calibration = _calibration(_with_calibration(ruled, tmp_path / "other", [other]), ruled)
@@ -166,12 +168,16 @@ def test_an_old_calibration_record_is_priced_as_before(ruled, tmp_path):
     old = _calibration(_with_calibration(ruled, tmp_path, ["mobilenet_v2"]), ruled)
     assert old.fitted == pytest.approx(0.3 / (1.5 / 8.0), rel=1e-9)
     assert old.rho == pytest.approx(1.6, rel=1e-9)
+    assert old.source.startswith("calibration saved 30.0% where 18.8% was predicted"), old.source  # as before
     named = calibration_name("mobilenet_v2", [(0, 2), (2, 4), (4, 6)], [6])
     both = _calibration(_with_calibration(ruled, tmp_path / "both", ["mobilenet_v2", named]), ruled)
     assert both.fitted == pytest.approx(0.3 / ((1.00 + 0.98 + 0.96 + 0.3) / 8.0), rel=1e-9)
-    bad = calibration_name("mobilenet_v2", [(6, 8)])  # past the model's 7 blocks
-    ignored = _calibration(_with_calibration(ruled, tmp_path / "bad", ["mobilenet_v2", bad]), ruled)
-    assert ignored.fitted == pytest.approx(1.6, rel=1e-9)
+    for i, bad in enumerate([calibration_name("mobilenet_v2", [(6, 8)]),  # past the model's 7 blocks
+                             calibration_name("mobilenet_v2", [(0, 2), (1, 3)]),  # overlapping
+                             calibration_name("mobilenet_v2", [(0, 2)], [1]),  # a span's block alone too
+                             calibration_name("mobilenet_v2", [(0, 10 ** 15)])]):  # a hostile file's
+        ignored = _calibration(_with_calibration(ruled, tmp_path / f"bad{i}", ["mobilenet_v2", bad]), ruled)
+        assert ignored.fitted == pytest.approx(1.6, rel=1e-9), bad
 
 
 def test_a_real_run_names_what_it_timed_and_resume_does_not_time_it_again(run):

@@ -22,7 +22,7 @@ def interval_inputs(prices: Any) -> IntervalInputs:
     """The entries and numbers the intervals of ``prices`` (a model's `dsprof.lut.prices.Prices`) are estimated from
     (`dsprof.lut.interval.IntervalInputs`)."""
     entries = prices.entries
-    calibration, pieces = calibration_entry(prices)
+    calibration, pieces, plan = calibration_entry(prices)
     share = math.nan  # of the model, that the calibration group's plan is predicted to save
     if calibration is not None:
         original = prices.total_s(prices.pieces(None))
@@ -41,12 +41,14 @@ def interval_inputs(prices: Any) -> IntervalInputs:
     return IntervalInputs(
         tuple(entries.references), entries.whole, bool(entries.stem and entries.head), prices.method,
         prices.rest_method, prices.factor, in_model_factor(prices.entries), prices.in_model, prices.base_errors,
-        prices.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), prices.reference_s)
+        prices.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), prices.reference_s,
+        plan)
 
 
-def calibration_entry(prices: Any) -> tuple[Any, list[Piece]]:
-    """The calibration group's entry of ``prices``' model (a `dsprof.lut.table.LUTEntry`, or None) and the pieces of
-    the plan it timed, as ``prices`` price them. A record named after the front's plan with spans
+def calibration_entry(prices: Any) -> tuple[Any, list[Piece], str]:
+    """The calibration group's entry of ``prices``' model (a `dsprof.lut.table.LUTEntry`, or None), the pieces of
+    the plan it timed, as ``prices`` price them, and that plan as its record names it after the model (``spans 0-1
+    3-4 unmerged 6``; "" for the plan of before). A record named after the front's plan with spans
     (`dsprof.records.measurement.calibration_name`, issue #46) is that plan: its spans, each other block alone, merged
     but where its name says unmerged; of several such (runs whose fronts differed), the one of most groups, then the
     latest. Else the entry under the model's label (every file before it): every block linearised alone, merged
@@ -62,14 +64,16 @@ def calibration_entry(prices: Any) -> tuple[Any, list[Piece]]:
         if plan is None:
             continue
         spans, unmerged = plan
-        inside = [i for a, b in spans for i in range(a, b)]
-        if (len(set(inside)) != len(inside) or any(not 0 <= a < b <= n for a, b in spans)
-                or any(not 0 <= i < n or i in inside for i in unmerged)):
+        if any(not 0 <= a < b <= n for a, b in spans):
             continue  # not a plan of this model's blocks
+        inside = [i for a, b in spans for i in range(a, b)]
+        if len(set(inside)) != len(inside) or any(not 0 <= i < n or i in inside for i in unmerged):
+            continue
         found.append(((entry.groups, entry.time_utc, workload), entry, spans, unmerged))
     if found:
-        _, entry, spans, unmerged = max(found, key=lambda f: f[0])
+        (_, _, workload), entry, spans, unmerged = max(found, key=lambda f: f[0])
         merge = [i not in unmerged for i in range(n)]
-        return entry, prices.pieces_of((0,) * n, spans, merge)
+        shown = workload[len(name):len(workload) - len(options)].strip()
+        return entry, prices.pieces_of((0,) * n, spans, merge), shown
     entry = prices.lookup(prices.label, CALIBRATION, "model")
-    return entry, [prices.linearized(i) for i in range(n)] if entry is not None else []
+    return entry, [prices.linearized(i) for i in range(n)] if entry is not None else [], ""

@@ -96,7 +96,7 @@ def calibration_plan(name: str, model: str) -> tuple[tuple[tuple[int, int], ...]
         spans = parse_spans(spans_text)
     except DsprofError:
         return None
-    if rest and not all(p.isdigit() for p in rest.split(" ")):
+    if rest and not all(p.isdecimal() and len(p) <= 6 for p in rest.split(" ")):
         return None
     return spans, tuple(int(p) for p in rest.split(" ")) if rest else ()
 
