@@ -124,7 +124,9 @@ class IntervalInputs:
     starts from; ``probe``: the drift probe's entry; ``calibration``: the calibration group's entry and
     ``calibration_share`` the share of the model the method predicts its plan saves (NaN where an entry of that plan
     is missing); ``in_situ``: each block's in-situ group and swapped entry with the saving timed alone of the
-    same variant (seconds), and ``reference_s`` the whole model they are relative to."""
+    same variant (seconds), and ``reference_s`` the whole model they are relative to; ``calibration_plan``: the
+    calibration group's plan as its record names it (`dsprof.records.measurement.calibration_name`; "" for every
+    block linearised alone)."""
 
     references: tuple[LUTEntry, ...]
     whole: LUTEntry | None
@@ -140,6 +142,7 @@ class IntervalInputs:
     calibration_share: float
     in_situ: tuple[tuple[LUTEntry, LUTEntry, float], ...]
     reference_s: float
+    calibration_plan: str = ""  # the calibration group's plan where its record names one (``spans 0-1 3-4``)
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,8 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     if not inputs.calibration_share == inputs.calibration_share:
         return Calibration(nan, se, "calibration not used (the LUT lacks an entry of its plan)")
     predicted, measured = inputs.calibration_share, 1 - entry.ratio
-    said = f"calibration saved {measured:.1%} where {predicted:.1%} was predicted"
+    plan = f" ({inputs.calibration_plan})" if inputs.calibration_plan else ""
+    said = f"calibration{plan} saved {measured:.1%} where {predicted:.1%} was predicted"
     if abs(predicted) < MIN_CALIBRATION_SAVING:
         return Calibration(nan, se, f"{said} (too little to scale by)", gap=measured - predicted)
     fitted = measured / predicted

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
-from ..errors import InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
+from ..errors import DsprofError, InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import (
     MAX_BATCH,
     MAX_CHANNELS,
@@ -43,10 +43,11 @@ from ..fields import (
 )
 from ..io import read_text
 from ..models import BlockSpec
+from ..models.spans_text import format_spans, parse_spans
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["CALIBRATION", "CHECKSUM_FIELD", "IN_SITU_SCOPE", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
-           "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
+__all__ = ["CALIBRATION", "CALIBRATION_SPANS", "CHECKSUM_FIELD", "IN_SITU_SCOPE", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+           "calibration_name", "calibration_plan", "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
            "speedups"]
 
 SCHEMA = "dsprof.measurement/1"
@@ -60,9 +61,44 @@ IN_SITU_SCOPE = "context"
 #: The variant of the calibration group's model (`dsprof.workflows.calibrate`): the whole model, scope ``model``,
 #: with every block linearised and merged where the run's entries say it pays.
 CALIBRATION = "calibration"
+#: Where the calibration group timed the front's k = 0 plan with spans (a run that measured spans, issue #46), its
+#: record's name is the model's, this word, the spans and the lone blocks left unmerged (`calibration_name`:
+#: ``mobilenet_v2 spans 0-1 3-4 unmerged 2``), so that the LUT keeps it under its own workload and the pricing side
+#: prices that very plan (`calibration_plan`). A record named after the model alone (every file before it) timed
+#: every block linearised alone, merged where the run's entries say it pays.
+CALIBRATION_SPANS = " spans "
+_UNMERGED = " unmerged "
 #: How a whole model's variant is shown where models are rows (a custom model under its own name).
 MODEL_ROW_SUFFIX = {"merged": " (all blocks merged)", CALIBRATION: " (calibration: every block linearised)"}
 CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
+
+
+def calibration_name(model: str, spans: Iterable[tuple[int, int]], unmerged: Iterable[int] = ()) -> str:
+    """The name of the calibration group's record whose plan linearises every block, merges ``spans`` ([start,
+    stop) each) as one convolution each, and merges every other block alone but those in ``unmerged`` (block
+    indices): ``model`` alone where there are no spans (the plan of every file before issue #46)."""
+    spans = tuple(spans)
+    if not spans:
+        return model
+    rest = " ".join(str(i) for i in sorted(unmerged))
+    return f"{model}{CALIBRATION_SPANS}{format_spans(spans)}" + (f"{_UNMERGED}{rest}" if rest else "")
+
+
+def calibration_plan(name: str, model: str) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...]] | None:
+    """(spans, unmerged lone blocks) of the plan a calibration record named ``name`` (of ``model``) timed, read back
+    from `calibration_name`; None where ``name`` is not such a name (``model`` alone: every block linearised alone,
+    merged where the entries say it pays; or text that does not parse)."""
+    head = model + CALIBRATION_SPANS
+    if not name.startswith(head):
+        return None
+    spans_text, _, rest = name[len(head):].partition(_UNMERGED)
+    try:
+        spans = parse_spans(spans_text)
+    except DsprofError:
+        return None
+    if rest and not all(p.isdecimal() and len(p) <= 6 for p in rest.split(" ")):
+        return None
+    return spans, tuple(int(p) for p in rest.split(" ")) if rest else ()
 
 
 def _canonical_json(data: dict[str, Any]) -> str:

@@ -21,7 +21,11 @@ ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of 
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
 `dsprof predict` prices, `dsprof.planning.decide.merge_rule`), timed against the original round by round in one group,
 the last group of the run. Its records have scope ``model``, the model's name and variant `CALIBRATION`; the LUT
-keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan.
+keeps their paired ratio, and `dsprof.lut.interval` compares it with what the LUT predicts for the same plan (rho).
+Where the run measured spans (``max_span`` > 1), the plan is the k = 0 plan of the front planned from the run's
+records, with its spans and merge list (issue #46: rho measured on lone blocks and applied to spans priced pvrD's
+front plans 10-12 % high); its record is named after that plan (`calibration_name`), so that the pricing side prices
+that very plan (`dsprof.lut.inputs.calibration_entry`). Where that plan merges no span, the plan of before.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from torch import nn
 
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
-from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile
+from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile, calibration_name
 from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
 from ..models.registry import model_identity
@@ -89,7 +93,7 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
             break
         yield from groups
     if not any(r.ok and r.variant == CALIBRATION for r in existing):
-        yield calibration_workloads(net, label, input_size, records(), context)
+        yield calibration_workloads(net, label, input_size, records(), context, max_span)
 
 
 def _run_lut(label: str, records: Sequence[Measurement]) -> Any:
@@ -174,12 +178,40 @@ def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]],
 
 
 def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],
-                          context: DeviceContext) -> list[Workload]:
-    """The calibration group: ``net`` (variant ``original``) and ``net`` with every block linearised, merged where
-    ``records`` (this run's) say it pays (variant `CALIBRATION`), both named ``label``."""
+                          context: DeviceContext, max_span: int = 1) -> list[Workload]:
+    """The calibration group: ``net`` (variant ``original``) and ``net`` with every block linearised (variant
+    `CALIBRATION`), both timed under ``label``. Where the run measured spans (``max_span`` > 1) and the front planned
+    from ``records`` (this run's, priced as `in_model_groups` prices them) merges some at k = 0, that plan, spans and
+    merge list as planned, its record named after them (`calibration_name`: issue #46, rho is measured on a plan
+    with the front's spans); else every block alone, merged where ``records`` say it pays."""
     registered, options = model_identity(net)
     lut = _run_lut(label, records)
-    plan = Plan(registered, (0,) * len(find_blocks(net, input_size)), options, name=CALIBRATION)
-    rule = merge_rule(net, lut=lut, device=context, name=label, options=options)
-    merged = merge_model(net, rule.decide(plan, strict=False).plan)
-    return [model_workload(net, label, "original", input_size), model_workload(merged, label, CALIBRATION, input_size)]
+    plan = _front_plan(net, label, lut, context, max_span) if max_span > 1 else None
+    name = label
+    if plan is not None and plan.spans:
+        lone = [i for i in range(len(plan.keep)) if not any(a <= i < b for a, b in plan.spans)]
+        name = calibration_name(label, plan.spans, [i for i in lone if not plan.merge[i]])
+    else:
+        plan = Plan(registered, (0,) * len(find_blocks(net, input_size)), options, name=CALIBRATION)
+        rule = merge_rule(net, lut=lut, device=context, name=label, options=options)
+        plan = rule.decide(plan, strict=False).plan
+    merged = merge_model(net, plan)
+    return [model_workload(net, label, "original", input_size), model_workload(merged, name, CALIBRATION, input_size)]
+
+
+def _front_plan(net: nn.Module, label: str, lut: Any, context: DeviceContext, max_span: int) -> Plan | None:
+    """The k = 0 plan of the front planned from ``lut`` (this run's), priced as `in_model_groups` prices, with its
+    merge list; None where the run's entries cannot be planned."""
+    _, options = model_identity(net)
+    with warnings.catch_warnings():  # what the prices fall back to is said where they are used, not here
+        warnings.simplefilter("ignore", MethodFallbackWarning)
+        warnings.simplefilter("ignore", CalibrationFallbackWarning)
+        try:
+            prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
+            front = plan_front(net, lut, prices=prices, max_span=max_span, name=label, options=options)
+        except DsprofError as exc:
+            warnings.warn(f"{label}: the calibration group times every block alone (its front was not planned: "
+                          f"{exc})", stacklevel=3)
+            return None
+    plan = next((p.plan for p in front.points if p.k == 0), None)
+    return plan if plan is not None and plan.merge is not None else None
