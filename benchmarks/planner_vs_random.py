@@ -246,7 +246,7 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
 def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
     """(seconds to build the pricer, plans priced per second after it): ``count`` random plans, each keep list drawn
     at random and every run of linearised blocks cut at random into spans, priced by `dsprof.lut.Pricer`."""
-    from dsprof.merging.spans import span_runs
+    from dsprof.models.spans import span_runs
 
     rng = random.Random(seed)
     n = len(costs.blocks)

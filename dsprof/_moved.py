@@ -30,6 +30,7 @@ MOVED = {
     "dsprof.profiler.records": ("dsprof.records.measurement",),
     "dsprof.profiler.stats": ("dsprof.records.stats",),
     "dsprof.search.importance_file": ("dsprof.records.importance",),
+    "dsprof.merging.rule": ("dsprof.records.merges",),
     "dsprof.profiler.timing_loop": ("dsprof.portable.timing_loop",),
     "dsprof.profiler.hardware": ("dsprof.portable.hardware",),
     "dsprof.profiler.cpu_share": ("dsprof.portable.cpu_share",),

@@ -1,7 +1,7 @@
 """Plans for brute-force tests of the planner (issue #36): every plan of a small model, and random plans of a given k.
 
 A plan here is (keep, spans): ``keep`` one bit per block (1 = keeps its activations), ``spans`` the [start, stop)
-runs of linearised blocks merged as one convolution, each inside a run that `dsprof.merging.spans.span_runs` allows.
+runs of linearised blocks merged as one convolution, each inside a run that `dsprof.models.spans.span_runs` allows.
 Every plan is a candidate at its k: nothing is held back (a block that buys nothing linearised alone included).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from dsprof.merging.spans import span_runs
+from dsprof.models.spans import span_runs
 
 
 def partitions(run, max_span):

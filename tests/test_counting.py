@@ -7,7 +7,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from dsprof.merging import linearize_block, linearize_model, merge_linearized, merge_model
 from dsprof.records.plan import Plan
-from dsprof.merging.spans import span_spec
+from dsprof.models.spans import span_spec
 from dsprof.models import (
     BlockSpec,
     conv_macs,

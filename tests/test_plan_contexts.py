@@ -19,7 +19,7 @@ from dsprof.cli import build_parser, main
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
-from dsprof.merging.spans import span_runs
+from dsprof.models.spans import span_runs
 from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure

@@ -22,7 +22,7 @@ from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan
 from dsprof.workflows.merge import merge
-from dsprof.merging.spans import span_runs, span_spec
+from dsprof.models.spans import span_runs, span_spec
 from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import best_plan, plan_front
 from dsprof.profiler import TimingConfig, Workloads, measure

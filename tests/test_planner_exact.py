@@ -18,7 +18,7 @@ from dsprof.lut import LUT, build_lut
 from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
-from dsprof.merging.spans import span_runs
+from dsprof.models.spans import span_runs
 from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import best_plan, plan_front

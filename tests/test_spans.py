@@ -6,7 +6,8 @@ from torch import nn
 
 from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan, PlanError
-from dsprof.merging.spans import SpanLinearized, span_runs, span_spec
+from dsprof.merging.spans import SpanLinearized
+from dsprof.models.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model, spec_macs
 from dsprof.planning.decide import merge_rule
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from dsprof.merging import fold_batchnorm, merge_model
 from dsprof.records.plan import load_preset
-from dsprof.merging.spans import span_runs
+from dsprof.models.spans import span_runs
 from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, find_blocks, get_model
 

@@ -181,7 +181,7 @@ def blocks_from_args(args: argparse.Namespace) -> list[str] | None:
 
 
 def add_merge_by_arg(p: argparse.ArgumentParser) -> None:
-    """``--merge-by``: how a plan without a ``merge`` list has it written (`dsprof.merging.rule`), on every command
+    """``--merge-by``: how a plan without a ``merge`` list has it written (`dsprof.records.merges`), on every command
     that builds a merged model."""
     p.add_argument("--merge-by", choices=MERGE_BY, default=None,
                    help="how the linearised blocks of a plan without a merge list merge: lut (where the --lut LUT says "

@@ -38,7 +38,7 @@ from .lookup import Lookup, span_key
 from .interval import IQR_TO_SD, MEDIAN_SE
 from .schema import COLUMNS, PREDICTED, SCHEMA
 from .table import LUT, LUTEntry
-from ..merging.spans import span_runs
+from ..models.spans import span_runs
 
 __all__ = ["GROUPS", "Candidate", "FewFit", "candidates", "choose", "few_lut", "fit"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..device_context import DeviceContext
-from ..merging.spans import span_spec
+from ..models.spans import span_spec
 from ..models import Block
 from ..records.measurement import IN_SITU_SCOPE
 from .schema import in_situ_workload, span_piece, split_label

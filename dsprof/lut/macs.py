@@ -3,7 +3,7 @@ macs``), beside a LUT's `dsprof.lut.prices.Prices`.
 
 The same pieces as a LUT's, in MACs for one image (`dsprof.models.spec_macs`, the one count, from the blocks'
 descriptions): a kept block as built; a block linearised alone merged into its one convolution, or left unmerged
-(as built: removing activations moves no MAC); a span's one convolution (`dsprof.merging.spans.span_spec`). A
+(as built: removing activations moves no MAC); a span's one convolution (`dsprof.models.spans.span_spec`). A
 piece's ``latency_s`` holds its MACs and ``saving_s`` the MACs it removes, so that the planner's dynamic programme
 (`dsprof.planning.dp`) runs on it unchanged (`dsprof.planning.decide`).
 """
@@ -11,7 +11,7 @@ piece's ``latency_s`` holds its MACs and ``saving_s`` the MACs it removes, so th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ..merging.spans import span_spec
+from ..models.spans import span_spec
 from ..models import Block, spec_macs
 from .piece import Piece, cheaper
 

@@ -14,7 +14,7 @@ from torch import nn
 from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, ModelRef
 from ..device_context import DeviceContext
-from ..merging.rule import check_merges
+from ..records.merges import check_merges
 from .lookup import in_model_factor
 from .piece import Piece, comparable
 from .prices import CalibrationFallbackWarning, MethodFallbackWarning, Prices

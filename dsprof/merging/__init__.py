@@ -3,10 +3,10 @@
 Layers, from pure arithmetic up: `algebra` (convolutions as tensors: compose, residual, BN fold),
 `linearize` (blocks without their activations, the border rule), `block` (one block -> one conv),
 `spans` (runs of blocks as one conv), `partial` (a block keeping some of its activations, its runs merged: plans at
-the level of activations), `rule` (the plan's merge list as merging/ is told it: the planner decides it,
-`dsprof.planning.decide`), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file, ONNX export).
-A plan (which blocks, JSON, the paper's presets) is `dsprof.records.plan.Plan`. This package merges what it is told and
-never imports the LUT or the planner.
+the level of activations), `model` (whole-model merge with reported decisions), `artifact` (the merged-model file,
+ONNX export). A plan (which blocks, JSON, the paper's presets) is `dsprof.records.plan.Plan`; what it is told to
+merge (a plan's ``merge`` list, checked, and what decided it: `Merges`) is `dsprof.records.merges` -- the planner
+decides it, `dsprof.planning.decide`. This package merges what it is told and never imports the LUT or the planner.
 
 The API function is `dsprof.merge` (`dsprof.workflows.merge.merge`). The names below are imported on first use.
 """
@@ -22,7 +22,7 @@ _EXPORTS = {
     **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
     **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_partial', 'merge_report'), ".model"),
     **dict.fromkeys(('PartialBlock', 'partial_block'), ".partial"),
-    **dict.fromkeys(('Merges', 'check_merges', 'replayed'), ".rule"),
+    **dict.fromkeys(('Merges', 'check_merges', 'replayed'), "..records.merges"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -38,7 +38,8 @@ from ..models import Block, discover_blocks, find_blocks, format_span, input_siz
 from .algebra import MergeError, Padding, conv_from_module
 from .layers import ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
-from .spans import build_span, span_runs
+from ..models.spans import span_runs
+from .spans import build_span
 from .partial import partial_blocks
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]

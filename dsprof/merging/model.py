@@ -25,7 +25,7 @@ from .block import BlockMergeInfo, deployed_unmerged, merge_linearized
 from .fold import fold_batchnorm, set_submodule
 from .linearize import Linearized, linearize_model
 from .partial import PartialBlock
-from .rule import replayed
+from ..records.merges import replayed
 from .spans import SpanLinearized
 from ..records.activations import ActLayout, run_variant
 from ..records.plan import Plan

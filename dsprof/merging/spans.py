@@ -12,9 +12,10 @@ span's composite padding and every block runs unpadded, its skip connection read
 its input. The merged convolution computes exactly that, for every input size.
 
 Which spans merge is the planner's choice (`dsprof.planning.decide`: on a LUT, from the span workloads `dsprof measure
---spans N` times, priced as `predict` prices them, or on MACs, asked for with ``--merge-by macs``); here, which runs
-of blocks could merge as one (`span_runs`), the convolution a span merges into (`span_spec`) and the fine-tuned form
-(`SpanLinearized`).
+--spans N` times, priced as `predict` prices them, or on MACs, asked for with ``--merge-by macs``). Which runs
+of blocks could merge as one, and the convolution a span merges into, are block knowledge in `dsprof.models.spans`
+(`span_runs`, `span_spec`: the planner, the LUT and the profiler read them too); here, the fine-tuned form
+(`SpanLinearized`) and its exact merge.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ import copy
 import torch
 from torch import nn
 
-from ..models import Block, BlockSpec
 from .algebra import MergeError
 from .layers import ZeroPad, front_pad
 
-__all__ = ["SpanLinearized", "span_runs", "span_spec"]
+__all__ = ["SpanLinearized", "build_span"]
 
 class SpanLinearized(nn.Module):
     """Linearised blocks ``start..stop-1`` run as one: ``act(B_n(...B_1(pad(x))))`` with every block unpadded.
@@ -59,51 +59,6 @@ class SpanLinearized(nn.Module):
                 y = y + b.shortcut(h[..., top : h.shape[-2] - bottom, left : h.shape[-1] - right])
             h = y
         return self.act(h)
-
-
-def _adjacent(a: Block, b: Block) -> bool:
-    return a.output_node == b.input_node
-
-
-def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
-    """Maximal runs of >= 2 consecutive linearised blocks that could merge as one span.
-
-    A block ends a run when it keeps its activations, has an activation after its output (its tail),
-    uses TF 'SAME' padding, or has a skip connection that is not the identity at stride 1. (The plan's free
-    activation is not run inside a span: asking for a span is asking for none there.)
-    """
-
-    def spannable(i: int) -> bool:
-        b = blocks[i]
-        if keep[i] or b.spec.padding != "symmetric":
-            return False
-        if b.shortcut is not None and (b.shortcut != () or b.spec.stride != 1):
-            return False
-        return True
-
-    runs, run = [], []
-    for i in range(len(blocks)):
-        ok = spannable(i)
-        if ok and run and _adjacent(blocks[run[-1]], blocks[i]) and blocks[run[-1]].tail is None:
-            run.append(i)
-            continue
-        if len(run) >= 2:
-            runs.append(run)
-        run = [i] if ok else []
-    if len(run) >= 2:
-        runs.append(run)
-    return runs
-
-
-def span_spec(specs: list[BlockSpec]) -> BlockSpec:
-    """The one dense convolution a span of blocks merges into, as a ``conv`` spec (its LUT key)."""
-    kernel, step = 1, 1
-    for s in specs:
-        kernel += (s.merged_kernel - 1) * step
-        step *= s.stride
-    first, last = specs[0], specs[-1]
-    return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
-                     False, first.in_h, first.in_w)
 
 
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:

@@ -8,7 +8,7 @@ command that builds a merged model replays it.
 
 A `Decider` is built once per model from what the caller has (`merge_rule`: a LUT, MACs, or neither: then a plan's
 own list is replayed and a plan without one is refused), and ``decide(plan)`` returns the plan with its list and what
-decided it (`dsprof.merging.rule.Merges`). A plan's own list is replayed whatever the table.
+decided it (`dsprof.records.merges.Merges`). A plan's own list is replayed whatever the table.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..device_context import DeviceContext
 from ..lut.macs import MacPrices
 from ..lut.predict import prices_of
 from ..lut.table import LUT
-from ..merging.rule import Merges, check_merges, replayed, rule_kind
+from ..records.merges import Merges, check_merges, replayed, rule_kind
 from ..models import find_blocks, named_model
 from ..records.plan import Plan
 from .planner import settle

@@ -49,7 +49,7 @@ from ..lut.prices import Prices
 from ..lut.interval import Estimate
 from ..lut.predict import predict_plan, predict_ratio
 from ..records.plan import Plan
-from ..merging.spans import span_runs
+from ..models.spans import span_runs
 from .dp import best_per_k
 from .front import Front
 from .planner import importance_values

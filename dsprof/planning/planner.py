@@ -25,7 +25,7 @@ from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from ..records.plan import PRESETS, Plan, same_family
-from ..merging.spans import span_runs
+from ..models.spans import span_runs
 from .dp import Solution, best_of_k, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 

@@ -47,7 +47,7 @@ from ..merging.linearize import linearize_block
 from ..merging.model import merge_partial
 from ..merging.partial import act_layout, partial_block
 from ..records.activations import partial_states
-from ..merging.spans import span_runs, span_spec
+from ..models.spans import span_runs, span_spec
 from ..names import ACT_VARIANTS, BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,

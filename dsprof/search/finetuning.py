@@ -27,7 +27,7 @@ from ..merging import linearize_model, merge_model, save_merged
 from ..records.plan import Plan
 from ..records.plan import check_plan
 from ..planning.decide import merge_rule
-from ..merging.rule import Merges
+from ..records.merges import Merges
 from ..models import ModelRef
 from .baselines import layer_prune
 from .build import build_model, default_training_resolution

@@ -23,7 +23,7 @@ from ..lut.predict import profiled_options
 from ..lut.lookup import span_key
 from ..lut.schema import model_label
 from ..lut.table import LUT
-from ..merging.spans import span_runs
+from ..models.spans import span_runs
 from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front

@@ -30,7 +30,7 @@ from ..planning.decide import merge_rule
 from ..lut.table import LUT
 from ..merging.artifact import load_merged
 from ..merging.model import merge_model
-from ..merging.rule import Merges, rule_kind
+from ..records.merges import Merges, rule_kind
 from ..models import ModelRef
 from ..records.plan import load_plan, named_plans
 from ..profiler.backends import BackendSettings

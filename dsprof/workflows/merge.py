@@ -22,7 +22,7 @@ from ..lut.table import LUT
 from ..merging.artifact import export_onnx, save_merged
 from ..merging.linearize import linearize_model
 from ..merging.model import MergeReport, cost_table, merge_model, merge_report
-from ..merging.rule import Merges
+from ..records.merges import Merges
 from ..models import ModelRef, load_checkpoint
 from ..models.build import ClassCountError
 from ..records.plan import Plan, PlanError, check_plan

@@ -21,7 +21,7 @@ from ..lut.interval import lut_probe, probe_ratio
 from ..lut.predict import Prediction, predict_latency, with_probe
 from ..planning.decide import merge_rule
 from ..lut.table import LUT, LUTMissWarning
-from ..merging.rule import Merges
+from ..records.merges import Merges
 from ..models import ModelRef
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.probe import probe_now

@@ -26,7 +26,7 @@ from ..lut.interval import probe_ratio
 from ..planning.decide import merge_rule
 from ..lut.table import LUT
 from ..merging.artifact import merged_plan
-from ..merging.rule import rule_kind
+from ..records.merges import rule_kind
 from ..models import ModelRef, format_spans
 from ..records.plan import Plan, check_plan, named_plans
 from ..profiler.explain import load_explanation
@@ -149,7 +149,7 @@ def report(
     changed after they were written are left out (with a warning naming file and lines) unless ``accept_modified``;
     ``resolution``: only the records measured at that input size (pixels). Every input is read before ``out`` is
     written. A plan without a ``merge`` list is merged as the commands that built the measured models merge it
-    (`dsprof.merging.rule`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
+    (`dsprof.records.merges`): by the LUT's rule (in each record's context for the LUT validation; for the memory plot,
     in the LUT's one context), or by MACs with ``merge_by="macs"``. ``commands``: how the pages spell what they
     suggest running, a function of each paragraph's text (the command line passes its own, so that a report made by
     `dsprof report` names `dsprof measure --plan PLAN` where one made from Python names `dsprof.measure(plans=PLAN)`).

@@ -1,6 +1,6 @@
-"""What merges, as merge/ is told it: a plan's ``merge`` list and spans, checked, with what decided them.
+"""What merges, as merging/ is told it: a plan's ``merge`` list and spans, checked, with what decided them.
 
-merge/ decides nothing. Which linearised blocks of a plan merge, and which runs of them merge as one span, is
+merging/ decides nothing. Which linearised blocks of a plan merge, and which runs of them merge as one span, is
 chosen in one place: the planner's exact search (`dsprof.planning.decide`), over a price table (a LUT's `Prices`, the
 rule `dsprof predict` prices, or MACs, `dsprof.lut.macs.MacPrices`), and written into the plan's ``merge`` list;
 every command that builds a merged model replays it (``merge``, ``measure --plan``, ``export --plan``, ``predict
@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import PlanError, UsageError
 from ..names import MERGE_BY
-from ..records.plan import Plan, check_plan
+from .plan import Plan, check_plan
 
 __all__ = ["MERGE_BY", "Merges", "check_merges", "no_rule_message", "replayed", "rule_kind"]
 

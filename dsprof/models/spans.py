@@ -1,0 +1,55 @@
+"""Which runs of blocks could merge as one span (`span_runs`), and the one dense convolution a span merges into
+(`span_spec`, its LUT key): block knowledge that the merge (`dsprof.merging.spans`), the planner, the LUT and the
+profiler read alike. Span merge itself (the fine-tuned form, the exact merge) is `dsprof.merging.spans`."""
+
+from __future__ import annotations
+
+from .blockspec import BlockSpec
+from .records import Block
+
+__all__ = ["span_runs", "span_spec"]
+
+
+def _adjacent(a: Block, b: Block) -> bool:
+    return a.output_node == b.input_node
+
+
+def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
+    """Maximal runs of >= 2 consecutive linearised blocks that could merge as one span.
+
+    A block ends a run when it keeps its activations, has an activation after its output (its tail),
+    uses TF 'SAME' padding, or has a skip connection that is not the identity at stride 1. (The plan's free
+    activation is not run inside a span: asking for a span is asking for none there.)
+    """
+
+    def spannable(i: int) -> bool:
+        b = blocks[i]
+        if keep[i] or b.spec.padding != "symmetric":
+            return False
+        if b.shortcut is not None and (b.shortcut != () or b.spec.stride != 1):
+            return False
+        return True
+
+    runs, run = [], []
+    for i in range(len(blocks)):
+        ok = spannable(i)
+        if ok and run and _adjacent(blocks[run[-1]], blocks[i]) and blocks[run[-1]].tail is None:
+            run.append(i)
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = [i] if ok else []
+    if len(run) >= 2:
+        runs.append(run)
+    return runs
+
+
+def span_spec(specs: list[BlockSpec]) -> BlockSpec:
+    """The one dense convolution a span of blocks merges into, as a ``conv`` spec (its LUT key)."""
+    kernel, step = 1, 1
+    for s in specs:
+        kernel += (s.merged_kernel - 1) * step
+        step *= s.stride
+    first, last = specs[0], specs[-1]
+    return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
+                     False, first.in_h, first.in_w)
