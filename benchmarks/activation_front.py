@@ -14,6 +14,9 @@ runtime (PyTorch eager, ONNX Runtime, OpenVINO), one thread, batch 1, 224 px:
 3. those plans, each merged by `dsprof.merge` with the LUT (its merge list replayed), and the original timed together,
    interleaved round by round in one group per model and runtime by a plain loop of the runtime
    (`planner_vs_random.runner` and `time_group`); plans that deploy the same model are timed once;
+   Only a block of two removable activations has partial states: EfficientNet-B0's, VGG-11-BN's and MobileOne-S0's
+   blocks hold one at most, so their two fronts are the same plans ("same plan"); MobileNetV3-Large has 6 such blocks,
+   MobileNetV2 (``--models ...,mobilenet_v2``) 16;
 4. the table: per model, runtime and k, each plan's predicted speed-up (`dsprof.lut.predict_plan`, 95 % interval)
    and measured one (paired over the rounds, 95 % interval), the activation plan's partial merges (the blocks it
    fuses, ``fused-expand``/``fused-project``), and the MACs of each merged model against the original's.
@@ -159,7 +162,7 @@ def partial_of(plan: Plan, blocks) -> list[str]:
     if plan.acts is None:
         return []
     layouts = act_layouts(blocks)
-    return [f"{blocks[i].name}: {partial_variant(lay, a) or 'partial'}" for i, (lay, a) in enumerate(zip(layouts, plan.acts))
+    return [f"{block.name}: {partial_variant(lay, a) or 'partial'}" for block, lay, a in zip(blocks, layouts, plan.acts)
             if any(a) and partial_runs(lay, a)]
 
 
@@ -238,10 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-rounds", type=int, default=30)
     parser.add_argument("--max-span", type=int, default=4, help="spans of up to this many blocks in the LUT")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--reuse", action="store_true", help="take the LUTs, plans and checks under --out; measure what "
-                        "is missing")
-    parser.add_argument("--smoke", action="store_true", help="every stage at toy sizes (figures mean nothing; options given still apply): "
-                        + ", ".join(f"{k}={v}" for k, v in SMOKE.items()))
+    parser.add_argument("--reuse", action="store_true",
+                        help="take the LUTs, plans and checks under --out; measure what is missing")
+    parser.add_argument("--smoke", action="store_true", help="every stage at toy sizes (figures mean nothing; "
+                        "options given still apply): " + ", ".join(f"{k}={v}" for k, v in SMOKE.items()))
     args = parser.parse_args(argv)
     if args.smoke:  # its sizes where not given
         parser.set_defaults(**SMOKE)
