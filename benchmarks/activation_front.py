@@ -115,7 +115,7 @@ def deployed(plan: Plan, counts: list[int]) -> str:
     """What a plan deploys, as a key: plans with the same key merge into the same model and are timed once."""
     acts = plan.acts if plan.acts is not None else tuple((k,) * c for k, c in zip(plan.keep, counts))
     merge = [bool(m) for m, k in zip(plan.merge or [False] * len(counts), plan.keep) if not k]
-    return json.dumps([acts, merge, sorted(map(list, plan.spans or ())), plan.border])
+    return json.dumps([acts, merge, sorted(map(list, plan.spans or ())), plan.border, plan.free_activation])
 
 
 def merged_of(ref: ModelRef, plans: dict[str, Plan], lut: LUT) -> dict[str, tuple[torch.nn.Module, float]]:
