@@ -108,8 +108,9 @@ def lut_of(name: str, backend: str, args: argparse.Namespace, case_dir: Path, lo
     log["lut_load_before"] = load()
     t0 = time.perf_counter()
     result = dsprof.measure(ModelRef.of(name, resolution=args.resolution), settings=BackendSettings(backend, threads=1),
-                            workloads=Workloads(("original", "merged", "linear"), ("original",), spans=MAX_SPAN),
-                            calibrate=True, timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut",
+                            workloads=Workloads(("original", "merged", "linear"), ("original",), spans=MAX_SPAN,
+                                                calibrate=True),
+                            timing=TimingConfig(budget_s=args.budget), out=case_dir / "lut",
                             overwrite=True, progress=False).run
     log["lut_wall_s"] = time.perf_counter() - t0
     log["lut_load_after"] = load()

@@ -30,10 +30,10 @@ N_BLOCKS = 7  # one block per stage (depths 1 x 7)
 Z = 1.959964
 
 
-def _measure(out, **kw):
+def _measure(out, calibrate=False, **kw):
     return dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
-                          workloads=Workloads(("original", "merged", "linear"), ("original",)), timing=FAST, out=out,
-                          progress=False, **kw).run
+                          workloads=Workloads(("original", "merged", "linear"), ("original",), calibrate=calibrate),
+                          timing=FAST, out=out, progress=False, **kw).run
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +91,8 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
 def test_calibrate_needs_what_prices_its_plan(tmp_path, capsys):
     with pytest.raises(UsageError, match=r"needs `workloads=Workloads\(variants=\)` with original and merged"):
         dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
-                       workloads=Workloads(("original",), ("original",)), timing=FAST, out=tmp_path / "a.jsonl",
-                       progress=False, calibrate=True)
+                       workloads=Workloads(("original",), ("original",), calibrate=True), timing=FAST,
+                       out=tmp_path / "a.jsonl", progress=False)
     assert main(["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--calibrate", "--remote", "me@host",
                  "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

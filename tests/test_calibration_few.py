@@ -37,8 +37,8 @@ def run(tmp_path_factory):
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         measured = dsprof.measure(ModelRef.of(TINY_FILE, resolution=32),
-                                  workloads=Workloads(("original", "merged", "linear"), ("original",)),
-                                  timing=FAST, out=folder / "m.jsonl", progress=False, calibrate=True).run
+                                  workloads=Workloads(("original", "merged", "linear"), ("original",), calibrate=True),
+                                  timing=FAST, out=folder / "m.jsonl", progress=False).run
     lut = build_lut([measured.path])
     return measured, lut, [w for w in said if issubclass(w.category, CalibrationFallbackWarning)], folder
 
@@ -147,8 +147,8 @@ def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pi
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         measured = dsprof.measure(ModelRef.of(TINY_FILE, resolution=32),
-                                  workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2),
-                                  timing=FAST, out=tmp_path / "m.jsonl", progress=False, calibrate=True).run
+                                  workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2, calibrate=True),
+                                  timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
         lut = build_lut([measured.path])
         pred = predict_latency(TINY_FILE, lut, Plan("file:tinyconv:build", (1, 0, 0), {}), resolution=32)
     timed = [r.name for r in measured.measurements if r.scope == IN_SITU_SCOPE and r.variant != "original"]

@@ -37,8 +37,8 @@ MS = 1e-3
 
 def _measure(out, **kw):
     return dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
-                          workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2), timing=FAST,
-                          out=out, progress=False, calibrate=True, **kw).run
+                          workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2, calibrate=True),
+                          timing=FAST, out=out, progress=False, **kw).run
 
 
 @pytest.fixture(scope="module")

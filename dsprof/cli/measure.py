@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
         return _few(args)
     measured = measure(
         model_ref_from_args(args), settings=settings_from_args(args), batch=args.batch,
-        workloads=workloads_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
-        merge=merge_choice_from_args(args), calibrate=args.calibrate, timing=timing_from_args(args), out=args.out,
+        workloads=workloads_from_args(args), plans=[*(args.plan or ()), *(args.merged_model or ())],
+        merge=merge_choice_from_args(args), timing=timing_from_args(args), out=args.out,
         resume=args.resume, overwrite=args.overwrite, progress=False if args.no_progress else print,
         log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr), remote=remote_from_args(args),
     )

@@ -146,9 +146,10 @@ def remote_from_args(args: argparse.Namespace) -> RemoteHost | None:
 
 def workloads_from_args(args: argparse.Namespace):
     """What to time (`dsprof.profiler.Workloads`) as ``--variants``, ``--model-variants``, ``--blocks``,
-    ``--in-situ`` (where the command has it) and ``--spans`` give it."""
+    ``--in-situ`` and ``--calibrate`` (where the command has them) and ``--spans`` give it."""
     return Workloads(csv_list(args.variants), csv_list(args.model_variants), blocks_from_args(args),
-                     csv_list(getattr(args, "in_situ", None) or "none"), args.spans)
+                     csv_list(getattr(args, "in_situ", None) or "none"), args.spans,
+                     calibrate=bool(getattr(args, "calibrate", False)))
 
 
 def csv_list(text: str) -> tuple[str, ...]:

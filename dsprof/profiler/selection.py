@@ -18,13 +18,16 @@ class Workloads:
     ``flops_matched``, ``linear``: `dsprof.names.BLOCK_VARIANTS`); ``model_variants``: the whole model's
     (`dsprof.names.MODEL_VARIANTS`); ``blocks``: fnmatch pattern(s) of the block names to time (None: no block);
     ``in_situ``: each chosen block also timed inside the running model, ``merged`` or ``linear``; ``spans``: also the
-    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none)."""
+    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none); ``calibrate``: the run ends
+    with the groups it plans from its own records (`dsprof.workflows.calibrate`: the front's pieces inside the model,
+    then the calibration group)."""
 
     variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS
     model_variants: tuple[str, ...] = DEFAULT_MODEL_VARIANTS
     blocks: str | tuple[str, ...] | None = "*"
     in_situ: tuple[str, ...] = ()
     spans: int = 0
+    calibrate: bool = False
 
     def __post_init__(self) -> None:
         for name in ("variants", "model_variants", "in_situ"):
@@ -33,6 +36,6 @@ class Workloads:
             object.__setattr__(self, "blocks", tuple(self.blocks))
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The keywords the profiler's and the bundle's functions take them as."""
+        """The keywords the profiler's and the bundle's functions take them as (``calibrate`` is the workflow's)."""
         return {"variants": self.variants, "model_variants": self.model_variants, "blocks": self.blocks,
                 "in_situ": self.in_situ, "spans": self.spans}

@@ -63,12 +63,12 @@ _MODEL_KEYWORDS = {k: ("model", "ModelRef.of", k) for k in ("name", "options", "
 _SETTINGS_KEYWORDS = {k: ("settings", "BackendSettings", k)
                       for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")}
 _WORKLOADS_KEYWORDS = {k: ("workloads", "Workloads", k)
-                       for k in ("variants", "model_variants", "blocks", "in_situ", "spans")}
+                       for k in ("variants", "model_variants", "blocks", "in_situ", "spans", "calibrate")}
 _MERGE_KEYWORDS = {k: ("merge", "MergeChoice", k) for k in ("lut", "device_key", "merge_by", "accept_modified")}
 _REMOTE_KEYWORDS = {"ssh": ("remote", "RemoteHost", "ssh"), "remote_python": ("remote", "RemoteHost", "python"),
                     "remote_dir": ("remote", "RemoteHost", "dir")}
 MOVED_KEYWORDS = {**_MODEL_KEYWORDS, **_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS, **_REMOTE_KEYWORDS,
-                  "say": ("progress", "", "say")}
+                  "say": ("progress", "", "say"), "merged_models": ("plans", "", "merged_models")}
 
 
 def remote_host(remote: str | RemoteHost | None, deprecated: dict[str, Any]) -> RemoteHost | None:
@@ -106,15 +106,23 @@ def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None
             replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {})))
 
 
+def is_merged_model(source: Any) -> bool:
+    """Whether an entry of ``plans`` is a merged-model file (``.pt``, `dsprof merge --out`) rather than a plan: as
+    `dsprof.report` tells them apart."""
+    return isinstance(source, (str, Path)) and str(source).endswith(".pt")
+
+
 def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
-                plans: Sequence[Any] = (), merged_models: Sequence[str | Path] = (), lut: Any = None,
+                plans: Sequence[Any] = (), lut: Any = None,
                 device_key: Any = None, merge_by: str | None = None, accept_modified: bool = False,
                 **context: Any) -> tuple[dict[str, nn.Module], tuple[Merges, ...]]:
-    """The whole models that ``plans`` (presets, plan files or `Plan`\\ s, each named after its plan or file) and
-    ``merged_models`` (files of `dsprof merge --out`, named after the file) add to a run of ``model``, and the
+    """The whole models that ``plans`` add to a run of ``model``: presets, plan files or `Plan`\\ s (each named after
+    its plan or file), and merged-model files (``.pt``, `dsprof merge --out`, named after the file); and the
     merges each plan's model was built with: its own list, else ``lut``'s rule in the LUT context ``device_key`` (or
     the one that the run's ``context`` -- backend, dtype, batch -- picks), else MACs with ``merge_by="macs"``. A
     plan no rule can decide is refused before any model is merged."""
+    merged_models = [p for p in plans if is_merged_model(p)]
+    plans = [p for p in plans if not is_merged_model(p)]
     if not plans and not merged_models:
         return {}, ()
     loaded = list(named_plans((source, load_plan(source)) for source in plans).items())  # one name, one plan
@@ -149,9 +157,7 @@ def measure(
     batch: int | None = None,
     workloads: Workloads | None = None,
     plans: Sequence[Any] = (),
-    merged_models: Sequence[str | Path] = (),
     merge: MergeChoice | None = None,
-    calibrate: bool = False,
     timing: TimingConfig = TimingConfig(),
     out: str | Path = "results",
     resume: bool = False,
@@ -167,26 +173,29 @@ def measure(
     `dsprof.profiler.Workloads`: blocks and their variants, the whole model's variants, blocks in situ, spans; default
     its defaults), in the timing context ``settings`` (a `BackendSettings`: backend, device, dtype, layout, threads,
     torch.compile mode; or a `DeviceContext`, e.g. a LUT's key, whose batch is used where ``batch`` is None; default:
-    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` and
-    ``merged_models`` add whole models timed beside the original (`plan_models`: ``merge``, a
-    `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs --, decides the merges of the plans without their own
-    list); ``calibrate`` ends the run with the groups planned from its own records, timed in the same run
+    PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` add
+    whole models timed beside the original: plan files, presets or `Plan`\\ s, merged by their own list or as
+    ``merge`` (a `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs -- decides the plans without their own
+    list), and merged-model files (``.pt``, `dsprof merge --out`) as they are (`plan_models`). With
+    ``Workloads(calibrate=True)`` the run ends with the groups planned from its own records, timed in the same run
     (`dsprof.workflows.calibrate`). ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain
     ``ssh``) times fp32 bundles on that machine instead (`dsprof.edge.remote`). ``progress``: a progress bar here;
     a callable (e.g. ``print``) also gets each step of a ``remote`` run. ``log`` gets the run's warnings. Records go
     to ``out`` (a folder, or a ``.jsonl`` file; ``resume`` continues it, ``overwrite`` starts it over). Returns a
     `Measured`. The keywords of before (``name=``, ``options=``, ``resolution=``, ``weights=``; ``backend=``,
     ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``; ``variants=``, ``model_variants=``,
-    ``blocks=``, ``in_situ=``, ``spans=``; ``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``; ``ssh=``,
-    ``remote_python=``, ``remote_dir=``; ``say=``; ``clock=``) still work for a release, with a `DeprecationWarning`
+    ``blocks=``, ``in_situ=``, ``spans=``, ``calibrate=``; ``merged_models=``; ``lut=``, ``device_key=``, ``merge_by=``,
+    ``accept_modified=``; ``ssh=``, ``remote_python=``, ``remote_dir=``; ``say=``; ``clock=``) still work for a release, with a `DeprecationWarning`
     that names the parameter that holds each now."""
     clock = old_clock(old, "dsprof.measure")
     moved = moved_keywords("dsprof.measure", old, MOVED_KEYWORDS)
     settings, batch, workloads, merge = _objects(settings, batch, workloads, merge, moved)
     host = _host(remote, moved.get("remote", {}))
     say = moved["progress"]["say"] if "progress" in moved else (progress if callable(progress) else None)
+    plans = [*plans, *moved.get("plans", {}).get("merged_models", ())]
+    calibrate = workloads.calibrate
     if calibrate and host:
-        raise UsageError("`calibrate=True` times a plan built from the run's own entries, here: measure on the "
+        raise UsageError("`workloads=Workloads(calibrate=True)` times a plan built from the run's own entries, here: measure on the "
                          "device without it, or run dsprof there")
     if host and (settings.dtype != "fp32" or settings.channels_last):
         raise UsageError("`remote=` times fp32 bundles: drop `settings=BackendSettings(dtype=, channels_last=True)`")
@@ -194,7 +203,7 @@ def measure(
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
     ref = ModelRef.of(model, **moved.get("model", {}))
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
-    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=merge.lut,
+    extra, merges = plan_models(net, name, options=options, plans=plans, lut=merge.lut,
                                 device_key=merge.device_key, merge_by=merge.merge_by,
                                 accept_modified=merge.accept_modified, backend=settings.backend, dtype=settings.dtype,
                                 batch=batch)
@@ -219,7 +228,7 @@ def measure(
                                                 lambda: session.records, session.context, session.spans,
                                                 existing=session.existing))
         except KeyboardInterrupt:
-            then = " (then the groups `calibrate=True` plans from them)" if calibrate else ""
+            then = " (then the groups `workloads=Workloads(calibrate=True)` plans from them)" if calibrate else ""
             raise session.interrupted(then) from None
     run = session.result()
     return Measured(run, merges, {n: paired_check(run.measurements, n) for n in extra})
@@ -249,13 +258,16 @@ def export(
     old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
     merge = _objects(None, None, None, merge, moved_keywords("dsprof.export", old, _MERGE_KEYWORDS))[3]
     lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
-    if workloads is not None:  # a bundle times blocks alone: no in-situ variants
+    if workloads is not None:  # a bundle times blocks alone: no in-situ variants, nothing planned from its records
+        if workloads.calibrate:
+            raise UsageError("workloads.calibrate: a bundle times what it carries, not groups planned from its own "
+                             "records; leave it False (measure with it where dsprof runs)")
         if workloads.in_situ:
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
     ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
-    extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
+    extra, merges = plan_models(net, name, options=options, plans=[*plans, *merged_models], lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
     result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,
                            batch=batch, out=out, **bundle)
