@@ -5,7 +5,7 @@ For each model (EfficientNet-B0 and MobileNetV3-Large from the zoo, VGG-11-BN, M
 runtime (PyTorch eager, ONNX Runtime, OpenVINO), one thread, batch 1, 224 px:
 
 1. the LUT: `dsprof.measure` with every block as built, linearised, merged, ``fused-expand`` and ``fused-project``,
-   every span of up to 4 blocks, the whole model and ``calibrate=True`` (as `make demo` measures);
+   every span of up to 4 blocks, the whole model and ``Workloads(calibrate=True)`` (as `make demo` measures);
 2. the block-level front and the activation-level front (`dsprof.plan`, ``unit="activation"``); from each, the plan
    at k = 0 and at one middle k. The block plan's middle k is round(n/2) blocks keeping their activations; the
    activation plan's is the number of activations that block plan keeps (the sum, over its kept blocks, of each
@@ -82,7 +82,7 @@ def lut_of(ref: ModelRef, backend: str, args: argparse.Namespace, case: Path, lo
         return LUT.load(path)
     log["lut_load_before"], t0 = load(), time.perf_counter()
     run = dsprof.measure(ref, settings=BackendSettings(backend, threads=args.threads), batch=args.batch,
-                         workloads=Workloads(VARIANTS, ("original",), spans=args.max_span), calibrate=True,
+                         workloads=Workloads(VARIANTS, ("original",), spans=args.max_span, calibrate=True),
                          timing=TimingConfig(budget_s=args.budget), out=case / "lut", overwrite=True,
                          progress=False).run
     log.update(lut_wall_s=time.perf_counter() - t0, lut_load_after=load(),
