@@ -156,8 +156,9 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
 # -- the checks: a plain loop of the runtime -------------------------------------------------------------------
 
 
-def runner(module: torch.nn.Module, backend: str, shape: tuple[int, ...], workdir: Path):
-    """A function that runs ``module`` once on a fixed input in ``backend`` (BatchNorm folded, as deployed)."""
+def runner(module: torch.nn.Module, backend: str, shape: tuple[int, ...], workdir: Path, threads: int = 1):
+    """A function that runs ``module`` once on a fixed input in ``backend`` (BatchNorm folded, as deployed), on
+    ``threads`` threads (ONNX Runtime and OpenVINO; PyTorch takes `torch.set_num_threads`)."""
     module = fold_batchnorm(module, torch.zeros(1, *shape[1:])).eval()
     if backend == "onnxruntime":
         import onnxruntime as ort
@@ -165,18 +166,18 @@ def runner(module: torch.nn.Module, backend: str, shape: tuple[int, ...], workdi
         path = export_onnx(module, shape, workdir / f"{len(list(workdir.iterdir()))}.onnx")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         options.log_severity_level = 3
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed = {"input": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
         return lambda: session.run(None, feed)
-    if backend == "openvino":  # compiled as dsprof's OpenVINO backend compiles (one thread, latency hint)
+    if backend == "openvino":  # compiled as dsprof's OpenVINO backend compiles (latency hint)
         import openvino as ov
 
         from dsprof.profiler.backends.openvino import openvino_config
 
         path = export_onnx(module, shape, workdir / f"{len(list(workdir.iterdir()))}.onnx")
-        compiled = ov.Core().compile_model(str(path), "CPU", openvino_config(1))
+        compiled = ov.Core().compile_model(str(path), "CPU", openvino_config(threads))
         request = compiled.create_infer_request()
         data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         return lambda: request.infer([data])
