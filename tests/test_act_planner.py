@@ -76,6 +76,12 @@ def test_partial_variants_are_timed_and_priced(luts):
     plan = Plan.from_acts(NAME, acts, options=OPTIONS)
     assert predict_plan(prices, plan).total_s - everything == pytest.approx(
         S_PER_MAC * (B1_FUSED_EXPAND - B1_ORIGINAL), rel=1e-9)
+    # the fast pricer (the planner's tests, benchmarks) prices the partial block as predict does
+    from dsprof.lut.pricer import Pricer
+    fast, full = Pricer(prices).price(plan), predict_plan(prices, plan)
+    assert fast.latency_s == pytest.approx(full.total_s, rel=1e-12)
+    assert fast.latency_s - Pricer(prices).price(Plan(NAME, (1,) * 7, OPTIONS)).latency_s == pytest.approx(
+        S_PER_MAC * (B1_FUSED_EXPAND - B1_ORIGINAL), rel=1e-9)
 
 
 def _brute_force(prices):

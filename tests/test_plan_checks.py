@@ -120,3 +120,17 @@ def test_a_merge_list_marks_the_blocks_of_its_spans_merged():
         Plan.from_json(json.dumps(half))
     with pytest.raises(PlanError, match=r"leaves blocks \[3, 4\] unmerged"):
         fine.with_merge([False] * 7)
+
+
+def test_options_given_as_a_tuple_match_the_list_a_plan_file_reads_back(tmp_path):
+    """A plan made with ``depths=(1,)*7`` is written as a JSON list; read back, it is the plan of the same model."""
+    from dsprof.records.plan import Plan, check_plan, load_plan
+
+    path = tmp_path / "p.json"
+    path.write_text(Plan("mobilenet_v2", (0,) * 7, {"depths": (1,) * 7}, name="p").to_json())
+    back = load_plan(path)
+    assert back.options["depths"] == [1] * 7
+    assert check_plan(back, "mobilenet_v2", {"depths": (1,) * 7}).keep == (0,) * 7
+    with pytest.raises(PlanError, match="with options"):
+        check_plan(back, "mobilenet_v2", {"depths": (1,) * 6 + (2,)})
+

@@ -43,10 +43,10 @@ class Pricer:
 
     def price(self, plan: Any = None, *, keep: Sequence[int] | None = None,
               spans: Sequence[tuple[int, int]] = ()) -> Price:
-        """The `Price` of ``plan`` (a `dsprof.planning.Plan`: its keep, spans, merge list and border), or of ``keep``
+        """The `Price` of ``plan`` (a `dsprof.planning.Plan`: its keep, spans, merge list, border and ``acts``), or of ``keep``
         and ``spans`` with the LUT's merges. A piece the LUT lacks raises `LUTMissError` naming it."""
-        if plan is not None:
-            pieces = self.pieces(plan.keep, plan.spans or (), plan.merge, plan.border)
+        if plan is not None:  # what it deploys, partial blocks of a plan at the level of activations included
+            pieces = self.prices.pieces(plan)
         else:
             pieces = self.pieces(keep, spans)
         missing = next((p.missing for p in pieces if p.missing), None)

@@ -166,12 +166,13 @@ def model_identity(model: nn.Module) -> tuple[str, dict] | None:
 def normalized_options(name: str, options: dict | None) -> dict:
     """``options`` of the registered model ``name`` without those that only spell out a default (``width=1.0``
     for ``mobilenet_v2`` builds the model that no width does) and without ``num_classes`` (a classifier of
-    other classes keeps the blocks): the options that make another model. Sequences compare as lists."""
+    other classes keeps the blocks): the options that make another model. Sequences come back as lists, so that
+``depths=(1, 1)`` and ``[1, 1]`` (what a plan file reads back) compare equal."""
     entry = _REGISTRY.get(name)  # a user's model not registered in this process: only the common defaults known
     defaults = {**COMMON_OPTIONS, **(entry.option_defaults() if entry is not None else {})}
     plain = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
     return {
-        k: v for k, v in (options or {}).items()
+        k: plain(v) for k, v in (options or {}).items()
         if k != "num_classes" and not (k in defaults and plain(v) == plain(defaults[k]))
     }
 
