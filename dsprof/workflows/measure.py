@@ -226,12 +226,8 @@ def measure(
 
 
 def export(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path = False,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
     merge: MergeChoice | None = None,
@@ -240,20 +236,23 @@ def export(
     out: str | Path = "bundle",
     **bundle: Any,
 ) -> tuple[ExportResult, tuple[Merges, ...]]:
-    """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
-    (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
-    takes the other keywords: formats, timing, overwrite, log, opset; and what ``workloads`` chooses, or its
-    variants, model_variants, blocks and spans one by one). ``merge``: what merges the plans without their own list,
-    as in `measure` (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=`` one by one: a
-    `DeprecationWarning`). Returns the bundle and the merges its plans' models were built with."""
-    old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
-    merge = _objects(None, None, None, merge, moved_keywords("dsprof.export", old, _MERGE_KEYWORDS))[3]
+    """`dsprof export`: the workloads `measure` would time of ``model`` (anything `dsprof.models.ModelRef.of` takes,
+    as in `measure`), with the models ``plans`` and ``merged_models`` add (`plan_models`), written as a bundle for a
+    device that cannot host dsprof (`dsprof.edge.export_bundle`, which takes the other keywords: formats, timing,
+    overwrite, log, opset; and what ``workloads`` chooses, or its variants, model_variants, blocks and spans one by
+    one). ``merge``: what merges the plans without their own list, as in `measure`. The keywords of before
+    (``name=``, ``options=``, ``resolution=``, ``weights=``, the fields of ``model``'s `ModelRef`; ``lut=``,
+    ``device_key=``, ``merge_by=``, ``accept_modified=``, those of ``merge``) still work for a release, with a
+    `DeprecationWarning`. Returns the bundle and the merges its plans' models were built with."""
+    homes = {**_MODEL_KEYWORDS, **_MERGE_KEYWORDS}
+    moved = moved_keywords("dsprof.export", {k: bundle.pop(k) for k in homes if k in bundle}, homes)
+    merge = _objects(None, None, None, merge, moved)[3]
     lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
     if workloads is not None:  # a bundle times blocks alone: no in-situ variants
         if workloads.in_situ:
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    ref = ModelRef.of(model, **moved.get("model", {}))
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=plans, merged_models=merged_models, lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
