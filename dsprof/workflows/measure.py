@@ -41,7 +41,7 @@ from ..profiler.timing import TimingConfig
 from .calibrate import calibration_groups, check_calibration_request
 from .check import PairedCheck, paired_check
 
-__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
+__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host"]
 
 
 @dataclass(frozen=True)
@@ -86,20 +86,13 @@ def _host(remote: str | RemoteHost | None, fields: Mapping[str, Any]) -> RemoteH
     return replace(host, **fields) if fields else host
 
 
-def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
-                    merge: MergeChoice | None, deprecated: Mapping[str, Any], verb: str = "measure"
-                    ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
-    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
-    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
-    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``deprecated``
-    keywords of before (a `DeprecationWarning`) in place of their fields."""
-    homes = {**_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS}
-    return _objects(settings, batch, workloads, merge, moved_keywords(f"dsprof.{verb}", deprecated, homes, stacklevel=4))
-
-
 def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
              merge: MergeChoice | None, moved: Mapping[str, Mapping[str, Any]]
              ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
+    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
+    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
+    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``moved``
+    keywords of before (`moved_keywords`) in place of their fields."""
     settings, batch = timing_context(settings, batch)
     return (replace(settings, **moved.get("settings", {})), batch,
             replace(workloads if workloads is not None else Workloads(), **moved.get("workloads", {})),
