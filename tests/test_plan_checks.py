@@ -18,7 +18,7 @@ from dsprof.records.plan import Plan, PlanError, check_plan, load_plan
 from dsprof.lut import MergeChoice
 from dsprof.workflows.merge import merge
 from dsprof.cli.commands import model_flags
-from dsprof.models import normalized_options
+from dsprof.models import ModelRef, normalized_options
 from dsprof.search import finetune
 
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
