@@ -203,3 +203,15 @@ def test_merge_export_and_importance_take_the_model_as_one_reference_and_the_key
     assert _said(caught) == ["dsprof.importance(model=ModelRef.of(resolution=))"]
     assert scored.record["data"]["resolution"] == before.record["data"]["resolution"] == 16
     assert scored.scores.scores == before.scores.scores and len(scored.scores.scores) == 3  # the same seeded draws
+
+
+def test_plan_refuses_an_out_whose_table_would_overwrite_the_lut_it_reads(lut_path, tmp_path):
+    """`out="x.json"` writes the front's table to x.csv: where that is the LUT read (its file, or a LUT loaded from
+    it), one line, and the LUT is left as it was (a new user's LUT named x.csv was overwritten before)."""
+    lut_file = tmp_path / "x.csv"
+    lut_file.write_bytes(lut_path.read_bytes())
+    for given in (lut_file, LUT.load(lut_file)):
+        with pytest.raises(dsprof.errors.UsageError, match=r"x.csv over the LUT it plans from: choose another `out=`"):
+            dsprof.plan(TINY, given, keep=1, out=tmp_path / "x.json")
+    assert lut_file.read_bytes() == lut_path.read_bytes() and not (tmp_path / "x.json").exists()
+    assert dsprof.plan(TINY, lut_file, keep=1, out=tmp_path / "y.json").plan_path == tmp_path / "y.plan.json"

@@ -251,6 +251,22 @@ def _joint(joint: Any, moved: Mapping[str, Any]) -> tuple[Any, str]:
     return (joint.contexts if joint is not None else None), objective
 
 
+def _check_not_over_a_lut(out: str | Path | None, plan_out: str | Path | None, luts: Sequence[str | Path]) -> None:
+    """Refuse (one line) an ``out`` whose files (the front, its table ``.csv``, the cross and joint tables, the plan
+    file) would overwrite a LUT file the plan reads (``luts``: their files, or a loaded LUT's source):
+    ``out="lut.json"`` writes ``lut.csv``."""
+    if out is None:
+        return
+    out = Path(out)
+    written = [out, out.with_suffix(".csv"), out.with_suffix(".cross.csv"), out.with_suffix(".joint.csv"),
+               Path(plan_out) if plan_out is not None else out.with_suffix(".plan.json")]
+    read = {Path(x).resolve() for x in luts if Path(x).is_file()}
+    for path in written:
+        if path.resolve() in read:
+            raise UsageError(f"`out={str(out)!r}` would write {path} over the LUT it plans from: choose another "
+                             "`out=`")
+
+
 def plan(
     model: str | nn.Module | ModelRef,
     lut: Any,
@@ -298,6 +314,7 @@ def plan(
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
     model = ModelRef.of(model, **moved.get("model", {}))
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
+    _check_not_over_a_lut(out, plan_out, [x.source if isinstance(x, LUT) else x for x in luts])
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
     picked = pricing.picks
     if joint is not None and picked:
