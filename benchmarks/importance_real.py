@@ -69,9 +69,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dsprof-real-") as tmp:
         folder = draw_folder(Path(tmp) / "images", 1000, args.per_class, 64)
         t0 = time.perf_counter()
-        found = dsprof.importance("tf_efficientnet_lite0", proxy=args.proxy, data=folder,
-                                  out=Path(tmp) / "importance.json", resolution=args.resolution,
-                                  weights=weights, settings=settings, device="cpu")
+        model = dsprof.ModelRef.of("tf_efficientnet_lite0", resolution=args.resolution, weights=weights)
+        found = dsprof.importance(model, proxy=args.proxy, data=folder, out=Path(tmp) / "importance.json",
+                                  settings=settings, device="cpu")
         scored, record = found.scores, found.record
         total = time.perf_counter() - t0
     print(f"tf_efficientnet_lite0, ImageNet weights from {Path(weights).name}; {args.resolution} px, "

@@ -40,12 +40,14 @@ from dsprof.merging import merge_model
 from dsprof.records.plan import Plan
 from dsprof.planning.decide import merge_rule
 from dsprof.models import count_macs, get_model
-from dsprof.search import TrainConfig, finetune, layer_prune, random_keep, search
+from dsprof.models import ModelRef
+from dsprof.search import GateSettings, TrainConfig, TrainRun, finetune, layer_prune, random_keep, search
 
 METHODS = {  # --method: search() keywords
     "importance": dict(method="importance"),
     "differentiable": dict(method="differentiable"),
-    "differentiable-bounded": dict(method="differentiable", score_normalize=True, score_bound=1.0, anneal_epochs=2.0),
+    "differentiable-bounded": dict(method="differentiable", gates=dict(score_normalize=True, score_bound=1.0,
+                                                                        anneal_epochs=2.0)),
 }
 
 
@@ -82,7 +84,7 @@ def main() -> None:
     print(f"repeatability: torch {torch.__version__}, {args.threads} thread(s), {torch.backends.cpu.get_cpu_capability()} "
           "kernels; deterministic algorithms, manual seeds, seeded data order, no loader workers", flush=True)
     options = {"width": args.width, "depths": [int(d) for d in args.depths.split(",")]}
-    common = dict(data="digits", resolution=args.resolution, device="cpu")
+    model = ModelRef.of("mobilenet_v2", options=options, resolution=args.resolution)
     limit = 2 if args.quick else None
 
     def cfg(epochs: int, lr: float) -> TrainConfig:
@@ -92,23 +94,24 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="dsprof-search-digits-"))
 
     t = time.perf_counter()
-    original = finetune(model="mobilenet_v2", options=options, config=replace(cfg(args.train_epochs, 0.05), warmup_epochs=2),
-                        out=work / "original.pt", **common)
+    original = finetune(model=model, data="digits", config=replace(cfg(args.train_epochs, 0.05), warmup_epochs=2),
+                        run=TrainRun("cpu", work / "original.pt"))
     timings["train original"] = time.perf_counter() - t
     print(f"original: {original.accuracy:.4f}", flush=True)
 
     t = time.perf_counter()
     search_cfg = cfg(args.search_epochs, 0.01) if args.method != "importance" else replace(cfg(2, 0.02), seed=100)
-    found = search(
-        "mobilenet_v2", keep=args.keep, options=options, weights=work / "original.pt", lam=args.lam,
-        score_lr=args.score_lr, config=search_cfg, out=work / "plan.json", **METHODS[args.method], **common,
-    )
+    trained = ModelRef.of(model, weights=work / "original.pt")
+    chosen = dict(METHODS[args.method])
+    gates = GateSettings(lam=args.lam, score_lr=args.score_lr, **chosen.pop("gates", {}))
+    found = search(trained, keep=args.keep, data="digits", settings=gates, config=search_cfg, out=work / "plan.json",
+                   run=TrainRun("cpu"), **chosen)
     timings["search"] = time.perf_counter() - t
     print(f"searched plan: {found.plan.keep}, scores {[round(s, 3) for s in found.scores]}", flush=True)
 
-    tune = dict(weights=work / "original.pt", distill=True, config=cfg(args.finetune_epochs, 0.02), **common)
+    tune = dict(model=trained, data="digits", distill=True, config=cfg(args.finetune_epochs, 0.02))
     t = time.perf_counter()
-    tuned = finetune(found.plan, out=work / "searched.pt", merged_out=work / "merged.pt", **tune)
+    tuned = finetune(found.plan, run=TrainRun("cpu", work / "searched.pt"), merged_out=work / "merged.pt", **tune)
     timings["fine-tune searched"] = time.perf_counter() - t
     print(f"searched: {tuned.accuracy:.4f} merged {tuned.merged_accuracy:.4f} diff {tuned.merged_max_abs_diff:.2e}", flush=True)
 
@@ -117,14 +120,14 @@ def main() -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         keep = random_keep(len(found.plan.keep), args.keep, seed)
         plan = Plan("mobilenet_v2", keep, options, name=f"random-{seed}")
-        r = finetune(plan, out=work / f"random{seed}.pt", **tune)
+        r = finetune(plan, run=TrainRun("cpu", work / f"random{seed}.pt"), **tune)
         randoms.append({"seed": seed, "keep": list(keep), "accuracy": r.accuracy, "merged_accuracy": r.merged_accuracy,
                         "merged_max_abs_diff": r.merged_max_abs_diff, "macs": macs(options, args.resolution, keep)})
         print(f"random seed {seed} {keep}: {r.accuracy:.4f}", flush=True)
     timings["fine-tune random plans"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    pruned = finetune(found.plan, out=work / "pruned.pt", layer_pruning=True, **tune)
+    pruned = finetune(found.plan, run=TrainRun("cpu", work / "pruned.pt"), layer_pruning=True, **tune)
     timings["fine-tune layer-pruned"] = time.perf_counter() - t
     print(f"layer pruning: {pruned.accuracy:.4f}; " + "; ".join(pruned.notes), flush=True)
 

@@ -50,7 +50,9 @@ import torch
 from dsprof.io import atomic_write_text
 from dsprof.records.plan import Plan
 from dsprof.planning.dp import nondominated
-from dsprof.search import TrainConfig, finetune, search
+from dsprof.lut import Pricing
+from dsprof.models import ModelRef
+from dsprof.search import GateSettings, TrainConfig, TrainRun, finetune, search
 from dsprof.search.data import load_data
 from dsprof.search.ground_truth import (
     PlanOutcome,
@@ -123,8 +125,9 @@ def main() -> None:
     stored = json.loads(args.out.read_text()) if args.reuse else None
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    original = finetune(model=MODEL, options=options, config=TrainConfig(
-        epochs=args.train_epochs, lr=0.05, warmup_epochs=2, max_batches=limit), out=work / "original.pt", **common)
+    model = ModelRef.of(MODEL, options=options, resolution=args.resolution)
+    original = finetune(model=model, data=common["data"], config=TrainConfig(
+        epochs=args.train_epochs, lr=0.05, warmup_epochs=2, max_batches=limit), run=TrainRun("cpu", work / "original.pt"))
     timings["train original"] = time.perf_counter() - t
     print(f"original: {original.accuracy:.4f}", flush=True)
     if stored and abs(stored["original_accuracy"] - original.accuracy) > 1e-9:
@@ -175,9 +178,10 @@ def main() -> None:
             cfg = TrainConfig(epochs=args.search_epochs, lr=0.01, max_batches=limit, seed=100)
             if method == "importance":
                 cfg = replace(tune_cfg, seed=100)  # its own seed: not the ground truth's fine-tuning runs
-            found = search(MODEL, keep=args.keep, options=options, weights=work / "original.pt", lam=lam,
-                           score_lr=args.score_lr, config=cfg, lut=args.lut if weighted else None,
-                           max_span=args.max_span, **kw, **common)
+            gates = GateSettings(lam=lam, score_lr=args.score_lr, **{k: v for k, v in kw.items() if k != "method"})
+            found = search(ModelRef.of(model, weights=work / "original.pt"), keep=args.keep, method=kw["method"],
+                           data=common["data"], settings=gates, config=cfg, lut=args.lut if weighted else None,
+                           pricing=Pricing(max_span=args.max_span), run=TrainRun("cpu"))
             seconds = time.perf_counter() - t
             keep = tuple(found.plan.keep)
             o = by_keep[keep]
@@ -242,8 +246,10 @@ def judge_layer_pruning(keep: str, options: dict, weights: Path, seeds, tune_cfg
     from dsprof.search import layer_prune
 
     pruned_keep = tuple(int(c) for c in keep)
-    accs = [finetune(Plan(MODEL, pruned_keep, options), weights=weights, layer_pruning=True,
-                     config=replace(tune_cfg, seed=seed), check_merge=False, **common).accuracy for seed in seeds]
+    model = ModelRef.of(MODEL, options=options, resolution=resolution, weights=weights)
+    accs = [finetune(Plan(MODEL, pruned_keep, options), model=model, data=common["data"], layer_pruning=True,
+                     config=replace(tune_cfg, seed=seed), check_merge=False, run=TrainRun(common["device"])).accuracy
+            for seed in seeds]
     net = get_model(MODEL, resolution=resolution, num_classes=num_classes, **options)
     macs = count_macs(layer_prune(net, pruned_keep)[0], (resolution, resolution))
     return {"keep": keep, "accuracies": accs, "accuracy": statistics.fmean(accs), "macs": macs}

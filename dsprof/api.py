@@ -1,13 +1,14 @@
 """dsprof's Python API: what each `dsprof` command runs, as documented functions that return objects (docs/api.md).
 
     import dsprof
-    run = dsprof.measure("mobilenet_v2", resolution=64, out="results")            # `dsprof measure`
+    small = dsprof.ModelRef.of("mobilenet_v2", resolution=64)                     # the model, named once
+    run = dsprof.measure(small, out="results")                                    # `dsprof measure`
     lut = dsprof.build_lut(["results"], "lut.csv")                                # `dsprof build-lut`
-    planned = dsprof.plan("mobilenet_v2", lut, resolution=64, keep=7, out="front.json")   # `dsprof plan`
-    found = dsprof.predict("mobilenet_v2", lut, "front.plan.json", resolution=64, check=True)  # `dsprof predict`
-    merged = dsprof.merge("mobilenet_v2", "front.plan.json", resolution=64, out="merged.pt")  # `dsprof merge`
+    planned = dsprof.plan(small, lut, keep=7, out="front.json")                   # `dsprof plan`
+    found = dsprof.predict(small, lut, "front.plan.json", check=True)             # `dsprof predict`
+    merged = dsprof.merge(small, "front.plan.json", out="merged.pt")              # `dsprof merge`
     pages = dsprof.report(["results"], "report", lut=lut)                         # `dsprof report`
-    scores = dsprof.importance("mobilenet_v2", proxy="zero-shot", resolution=32)  # `dsprof importance`
+    scores = dsprof.importance(small, proxy="zero-shot")                          # `dsprof importance`
 
 The command line (`dsprof.cli`) parses its options and calls these; each lives in `dsprof.workflows` (and
 `build_lut` in `dsprof.lut.build`), above the engines it combines.

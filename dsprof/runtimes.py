@@ -43,7 +43,8 @@ BACKENDS = {b.name: b for b in (
     BackendEntry("torch", "torch_eager:TorchBackend", "torchscript"),
     BackendEntry("torch-compile", "torch_compile:TorchCompileBackend", None,
             "torch.compile builds its kernels with PyTorch and a C++ compiler (or Triton) on the machine that runs "
-            "them, which a bundle's runner does not carry: run `dsprof.measure(backend='torch-compile')` on the device"),
+            "them, which a bundle's runner does not carry: run "
+            "`dsprof.measure(settings=BackendSettings(backend='torch-compile'))` on the device"),
     BackendEntry("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
     BackendEntry("openvino", "openvino:OpenVINOBackend", "openvino"),
     BackendEntry("tflite", "tflite:TFLiteBackend", "tflite"),

@@ -224,6 +224,7 @@ def test_unit_refusals(luts):
     from dsprof.errors import UsageError
 
     with pytest.raises(UsageError, match="counts one of block, activation"):
-        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="act")
+        dsprof.plan(dsprof.ModelRef.of(NAME, options=OPTIONS, resolution=RES), luts["rule"], unit="act")
     with pytest.raises(UsageError, match="without importance"):
-        dsprof.plan(NAME, luts["rule"], options=OPTIONS, resolution=RES, unit="activation", importance=[0.1] * 7)
+        dsprof.plan(dsprof.ModelRef.of(NAME, options=OPTIONS, resolution=RES), luts["rule"], unit="activation",
+                    importance=[0.1] * 7)

@@ -200,9 +200,11 @@ def test_parameters_become_the_commands_options(said, command, line):
 
 def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp_path, capsys):
     with pytest.raises(UsageError) as caught:  # refused before anything is built
-        dsprof.merge("mobilenet_v2", "mbv2-ds-a", resolution=32, merge=MergeChoice(merge_by="lut"), out=tmp_path / "m.pt")
+        dsprof.merge(dsprof.ModelRef.of("mobilenet_v2", resolution=32), "mbv2-ds-a", merge=MergeChoice(merge_by="lut"),
+                     out=tmp_path / "m.pt")
     said = str(caught.value)
-    assert said == "`merge_by='lut'` decides the merges from a LUT: pass `lut=LUT` (or `merge_by='macs'`)"
+    assert said == ("`merge=MergeChoice(merge_by='lut')` decides the merges from a LUT: pass `merge=MergeChoice(lut=LUT)` "
+                    "(or `merge=MergeChoice(merge_by='macs')`)")
     assert not FLAG.search(said)
     with pytest.raises(UsageError, match=r"`budget=LatencyBudget\(budget_ms=\)` is the predicted latency per batch"):
         check_budget(-1.0, None)

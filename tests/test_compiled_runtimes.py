@@ -301,8 +301,9 @@ def test_older_spellings_of_torch_compile_read_as_the_torch_compile_backend(runs
 @pytest.mark.parametrize("settings, says", [
     (dict(backend="openvino", device="cuda"), "runs on the CPU only"),
     (dict(backend="openvino", dtype="fp16"), "fp16 on the CPU is not supported"),
-    (dict(backend="openvino", channels_last=True), "`channels_last=True` applies to `backend=` torch and torch-compile"),
-    (dict(backend="onnxruntime", compile="default"), "applies to `backend='torch-compile'` only"),
+    (dict(backend="openvino", channels_last=True), "`settings=BackendSettings(channels_last=True)` applies to "
+     "`settings=BackendSettings(backend=)` torch and torch-compile"),
+    (dict(backend="onnxruntime", compile="default"), "applies to `settings=BackendSettings(backend='torch-compile')` only"),
     (dict(backend="torch-compile", compile="reduce-overhead"), "unknown torch.compile mode 'reduce-overhead'"),
 ])
 def test_settings_that_cannot_run_are_refused_in_one_line(settings, says):

@@ -193,7 +193,7 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
     assert record["format"] == "dsprof.importance" and record["proxy"]["settings"]["batches"] == 2
     assert record["importance"][0] == 0.0 and record["ranking"][-1] == 0 and record["data"]["resolution"] == RES
     # the same through the Python function, and the importance search with that proxy
-    scored_fn = dsprof.importance(model_name, proxy="taylor", resolution=RES, weights=inert_model,
+    scored_fn = dsprof.importance(ModelRef.of(model_name, resolution=RES, weights=inert_model), proxy="taylor",
                                   settings=ProxySettings(batches=2), device="cpu").scores
     assert list(scored_fn.scores) == pytest.approx(record["importance"], rel=1e-9)
     found = search(model_name, keep=3, resolution=RES, weights=inert_model, device="cpu", proxy="taylor",

@@ -87,7 +87,7 @@ def test_first_depthwise_separable_block_is_not_merged_by_macs_and_decisions_are
     merged = merge_model(model, Plan("mobilenet_v2", (0,) * 17, merge=(True,) + (False,) * 16))
     assert [d.merged for d in merge_report(merged).decisions] == [True] + [False] * 16
     # without a list, MACs decide only when asked: one line that says what to pass
-    with pytest.raises(PlanError, match="no merge list: pass `lut=LUT` .* or `merge_by='macs'`"):
+    with pytest.raises(PlanError, match=r"no merge list: pass `merge=MergeChoice\(lut=LUT\)` .* or `merge=MergeChoice\(merge_by='macs'\)`"):
         merge_model(model, Plan("mobilenet_v2", (0,) * 17))
     assert merge_model(model, Plan("mobilenet_v2", (1,) * 17)) is not None  # nothing linearised: nothing to decide
     with pytest.raises(UsageError, match=r"decides nothing: decide it first .*merge_rule\(model, merge_by='macs'\)"):

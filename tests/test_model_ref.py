@@ -91,11 +91,11 @@ def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
     plan = Plan(model=net, keep=(1, 0, 0))
     assert plan.model == "TinyConv" and Plan.from_json(plan.to_json()) == plan
     with pytest.raises(dsprof.errors.PlanError, match="is for model 'TinyConv', not 'tiny-a'"):
-        dsprof.merge(other, plan, merge=MergeChoice.macs(), resolution=32)  # another module's plan
-    merged = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
+        dsprof.merge(ModelRef.of(other, resolution=32), plan, merge=MergeChoice.macs())  # another module's plan
+    merged = dsprof.merge(ModelRef.of(net, resolution=32), plan, merge=MergeChoice.macs())
     assert merged.report.plan.model == "TinyConv" and merged.merges.plan.merge is not None
     with pytest.warns(DeprecationWarning, match="merge\\(model=\\)"):  # the parameter's old name, for a release
-        renamed = dsprof.merge(model_name=net, plan=plan, merge=MergeChoice.macs(), resolution=32)
+        renamed = dsprof.merge(model_name=ModelRef.of(net, resolution=32), plan=plan, merge=MergeChoice.macs())
     assert renamed.merges.plan == merged.merges.plan
     x = torch.randn(3, 3, 32, 32)
     reference = linearize_model(net, merged.merges.plan)
@@ -110,13 +110,14 @@ def test_merge_takes_one_merge_choice_and_the_loose_keywords_of_before_warn():
     assert len(inspect.signature(dsprof.merge).parameters) <= 13
     net = tiny(1)
     plan = Plan(model=net, keep=(1, 0, 0))
-    chosen = dsprof.merge(net, plan, merge=MergeChoice.macs(), resolution=32)
-    with pytest.warns(DeprecationWarning, match=r"dsprof\.merge\(merge_by=\) is now dsprof\.merge\(merge=MergeChoice"):
+    chosen = dsprof.merge(ModelRef.of(net, resolution=32), plan, merge=MergeChoice.macs())
+    with pytest.warns(DeprecationWarning, match=r"dsprof\.merge\(merge_by=, resolution=\) is now dsprof\.merge\("
+                      r"merge=MergeChoice\(merge_by=\), model=ModelRef.of\(resolution=\)\)"):
         loose = dsprof.merge(net, plan, merge_by="macs", resolution=32)
     assert chosen.merges.by == loose.merges.by == "macs" and loose.merges.plan == chosen.merges.plan
     assert len(chosen.merges.plan.merge) == 3 and not chosen.merges.plan.merge[0]  # block 0 keeps its activations
     with pytest.raises(TypeError, match="unexpected keyword argument 'lutt'"):
-        dsprof.merge(net, plan, lutt="lut.csv", resolution=32)
+        dsprof.merge(net, plan, lutt="lut.csv")
 
 
 def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_path):
@@ -213,7 +214,7 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
 
 def test_export_takes_the_module(measured, tmp_path):
     _, net, run, _, _ = measured
-    result, merges = dsprof.export(net, resolution=32, workloads=SPANS, out=tmp_path / "bundle")
+    result, merges = dsprof.export(ModelRef.of(net, resolution=32), workloads=SPANS, out=tmp_path / "bundle")
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     timed = [r for r in run.run.measurements if r.scope != "probe"]  # a bundle does not time the drift probe
     assert merges == () and len(manifest["workloads"]) == len(timed)
@@ -241,7 +242,8 @@ def test_the_timing_context_is_one_object(tmp_path):
         "dsprof.measure(resolution=, backend=, threads=, variants=, model_variants=) is now dsprof.measure("
         "model=ModelRef.of(resolution=), settings=BackendSettings(backend=, threads=), "
         "workloads=Workloads(variants=, model_variants=)); the keywords of before go in dsprof 0.2"]
-    with pytest.warns(DeprecationWarning, match=r"merge_by=\) is now dsprof.export\(merge=MergeChoice"):
+    with pytest.warns(DeprecationWarning, match=r"export\(resolution=, merge_by=\) is now dsprof.export\("
+                      r"model=ModelRef.of\(resolution=\), merge=MergeChoice\(merge_by=\)\)"):
         dsprof.export(mlp, resolution=8, merge_by="macs", model_variants=("original",), variants=(),
                       out=tmp_path / "bundle-old")
     assert [(r.scope, r.context) for r in old.measurements if r.scope != "probe"] == [("model", whole.context)]
@@ -256,7 +258,7 @@ def test_the_timing_context_is_one_object(tmp_path):
     with pytest.raises(dsprof.errors.UsageError, match="fp32"):  # refused before anything is built or reached
         dsprof.measure(mlp, remote=host, settings=BackendSettings(dtype="fp16"), out=tmp_path / "e", **quiet)
     with pytest.raises(dsprof.errors.UsageError, match="workloads.in_situ"):
-        dsprof.export(mlp, resolution=8, workloads=Workloads(in_situ=("merged",)), out=tmp_path / "bundle")
+        dsprof.export(ModelRef.of(mlp, resolution=8), workloads=Workloads(in_situ=("merged",)), out=tmp_path / "bundle")
 
 
 def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):

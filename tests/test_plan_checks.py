@@ -18,7 +18,7 @@ from dsprof.records.plan import Plan, PlanError, check_plan, load_plan
 from dsprof.lut import MergeChoice
 from dsprof.workflows.merge import merge
 from dsprof.cli.commands import model_flags
-from dsprof.models import normalized_options
+from dsprof.models import ModelRef, normalized_options
 from dsprof.search import finetune
 
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
@@ -47,7 +47,7 @@ def test_a_plan_of_the_same_family_is_retargeted_and_another_model_refused():
 def test_merge_accepts_explicit_defaults_from_the_cli_and_python(tmp_path, capsys):
     assert main(["merge", "--model", "mobilenet_v2", "--width", "1.0", "--depths", "1,2,3,4,3,3,1", "--resolution", "32",
                  "--plan", "mbv2-ds-a", "--merge-by", "macs", "--out", str(tmp_path / "x.pt")]) == 0, capsys.readouterr().err
-    outcome = merge("mobilenet_v2", "mbv2-ds-a", options={"width": 1.0}, resolution=32, merge=MergeChoice.macs())
+    outcome = merge(ModelRef.of("mobilenet_v2", options={"width": 1.0}, resolution=32), "mbv2-ds-a", merge=MergeChoice.macs())
     assert outcome.costs["state"].isin(["merged", "linear"]).sum() == load_plan("mbv2-ds-a").keep.count(0) == 5
 
 

@@ -173,9 +173,9 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     lut_path = LUT(frame).save(tmp_path / "lut.csv")
     plan_path = tmp_path / "plan.json"
     plan_path.write_text(Plan(name, (1, 0, 0, 1, 1, 1, 1), options).to_json())
-    by_macs = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice.macs())
+    by_macs = merge(ModelRef.of(name, options=options, resolution=32), str(plan_path), merge=MergeChoice.macs())
     assert by_macs.report.decisions[1].merged and by_macs.merges.by == "macs"  # MACs say merge
-    by_lut = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice(lut_path))
+    by_lut = merge(ModelRef.of(name, options=options, resolution=32), str(plan_path), merge=MergeChoice(lut_path))
     decisions = by_lut.report.decisions
     assert not decisions[1].merged and by_lut.merges.by == "lut" and "merge list" in decisions[1].reason
     # the LUT's own verdict for block 2, independently: merged below linear
@@ -188,8 +188,8 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     assert main(["merge", "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--plan", str(plan_path),
                  "--lut", str(lut_path)]) == 0
     # --spans auto with the LUT: the planner's partition for this keep
-    auto = merge(name, str(plan_path), options=options, resolution=32, merge=MergeChoice(lut_path), spans="auto",
-                 max_span=2)
+    auto = merge(ModelRef.of(name, options=options, resolution=32), str(plan_path), merge=MergeChoice(lut_path),
+                 spans="auto", max_span=2)
     assert auto.report.plan.spans == best_plan(name, LUT(frame), (1, 0, 0, 1, 1, 1, 1), options=options,
                                                resolution=32, max_span=2).spans
 

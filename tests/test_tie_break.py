@@ -45,6 +45,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RESOLUTION, K, MAX_SPAN = "mobilenet_v2", {"depths": [1] * 7}, 32, 3, 2
+SMALL = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION)
 MODEL = ["--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION)]
 
 
@@ -67,7 +68,7 @@ def lut_path(tmp_path_factory):
 def broken(lut_path, tmp_path_factory):
     """`dsprof.plan` at k = 3 with a tie-break of 1 s over the 6 top-priced plans."""
     d = tmp_path_factory.mktemp("broken")
-    planned = dsprof.plan(NAME, lut_path, options=OPTIONS, resolution=RESOLUTION, keep=K, max_span=MAX_SPAN,
+    planned = dsprof.plan(SMALL, lut_path, keep=K, max_span=MAX_SPAN,
                           out=d / "front.json", tie_break=TieBreak(1.0, 6, d / "tie-break"))
     return planned, d
 
@@ -168,9 +169,9 @@ def test_a_bad_budget_is_one_line(lut_path, tmp_path, seconds):
 
 def test_refused_without_a_k_with_importance_and_over_several_contexts(lut_path, tmp_path):
     with pytest.raises(UsageError, match="give `keep=`"):
-        dsprof.plan(NAME, lut_path, options=OPTIONS, resolution=RESOLUTION, tie_break=1.0)
+        dsprof.plan(SMALL, lut_path, tie_break=1.0)
     with pytest.raises(UsageError, match="importance"):
-        dsprof.plan(NAME, lut_path, options=OPTIONS, resolution=RESOLUTION, keep=K, importance=[0.1] * 7,
+        dsprof.plan(SMALL, lut_path, keep=K, importance=[0.1] * 7,
                     tie_break=1.0)
     with pytest.raises(UsageError, match="candidates=0"):
         TieBreak(1.0, 0)
@@ -183,7 +184,7 @@ def test_a_lut_of_another_machine_is_refused(lut_path, tmp_path):
     other = tmp_path / "other.csv"
     LUT(frame, str(other)).save(other)
     with pytest.raises(DeviceError, match="this machine is"):
-        dsprof.plan(NAME, other, options=OPTIONS, resolution=RESOLUTION, keep=K, out=tmp_path / "front.json",
+        dsprof.plan(SMALL, other, keep=K, out=tmp_path / "front.json",
                     tie_break=TieBreak(0.5, 3, tmp_path / "tb"))
     assert not (tmp_path / "tb").exists()  # nothing timed
 
@@ -229,11 +230,11 @@ def test_a_contended_lut_run_is_labelled_a_draft_where_its_figures_are_shown(lut
     quiet = _with_share(lut_path, tmp_path / "quiet.csv", 0.95)
     assert LUT.load(quiet).contention() is None and LUT.load(quiet).contention_label() == ""
     # the front: its notes (table and JSON) and the chosen line
-    planned = dsprof.plan(NAME, contended, options=OPTIONS, resolution=RESOLUTION, keep=K, out=tmp_path / "f.json")
+    planned = dsprof.plan(SMALL, contended, keep=K, out=tmp_path / "f.json")
     assert planned.front.draft == DRAFT and planned.front.notes()[0] == DRAFT
     data = json.loads((tmp_path / "f.json").read_text())
     assert data["draft"] == DRAFT and data["notes"][0] == DRAFT
-    assert dsprof.plan(NAME, quiet, options=OPTIONS, resolution=RESOLUTION).front.draft == ""
+    assert dsprof.plan(SMALL, quiet).front.draft == ""
     done = dsprof_here("plan", *MODEL, "--lut", contended, "--keep", K, "--out", tmp_path / "cli.json")
     assert done.returncode == 0, done.stderr[-3000:]
     chosen = next(x for x in done.stdout.splitlines() if x.startswith("chosen: k = 3"))
@@ -242,7 +243,7 @@ def test_a_contended_lut_run_is_labelled_a_draft_where_its_figures_are_shown(lut
     both = tmp_path / "both.csv"
     LUT.concat([LUT.load(contended), LUT.load(_with_share(lut_path, tmp_path / "other.csv", 0.95, "onnxruntime"))]
                ).save(both)
-    outcome = dsprof.plan(NAME, both, options=OPTIONS, resolution=RESOLUTION, out=tmp_path / "two.json")
+    outcome = dsprof.plan(SMALL, both, out=tmp_path / "two.json")
     for c in outcome.fronts.cross:  # a figure built on the torch context's LUT is a draft; the other's alone is not
         assert c.draft == (DRAFT if "torch" in (c.chosen_for.backend, c.runs_on.backend) else "")
     assert any(c.draft == "" for c in outcome.fronts.cross) and any(c.draft for c in outcome.fronts.cross)

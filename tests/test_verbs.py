@@ -75,8 +75,8 @@ def test_predict_takes_its_options_as_objects_and_the_keywords_of_before_warn(lu
     with pytest.warns(DeprecationWarning) as caught:
         old = dsprof.predict(TINY_FILE, lut, resolution=32, device_key=str(key), method="isolated", strict=True,
                              weights=False)
-    assert _said(caught) == ["dsprof.predict(pricing=Pricing(device_key=, method=, strict=), "
-                             "model=ModelRef.of(weights=))"]
+    assert _said(caught) == ["dsprof.predict(model=ModelRef.of(resolution=, weights=), "
+                             "pricing=Pricing(device_key=, method=, strict=))"]
     assert old.prediction.latency_s == new.prediction.latency_s
     # the check: where its records go, with what timing, as one object (`check=True`: the defaults)
     checked = dsprof.predict(TINY, lut, check=CheckSettings(tmp_path / "new", QUICK, progress=False))
@@ -107,7 +107,8 @@ def test_plan_takes_its_options_as_objects_and_the_keywords_of_before_warn(lut_p
     with pytest.warns(DeprecationWarning) as caught:
         old = dsprof.plan(TINY_FILE, lut, resolution=32, speedup=1.05, max_span=2, device_key=key,
                           out=tmp_path / "old.json")
-    assert _said(caught) == ["dsprof.plan(budget=LatencyBudget(speedup=), pricing=Pricing(max_span=, device_key=))"]
+    assert _said(caught) == ["dsprof.plan(model=ModelRef.of(resolution=), budget=LatencyBudget(speedup=), "
+                             "pricing=Pricing(max_span=, device_key=))"]
     assert new.front.original_s == pytest.approx(rule_median_s(MACS_32, 3), rel=1e-9)
     assert new.chosen.speedup >= 1.05  # the budget: the plan reaches the speed-up asked for
     assert (old.chosen.k, old.chosen.plan.keep, old.chosen.plan.spans) == (new.chosen.k, new.chosen.plan.keep,
@@ -192,3 +193,47 @@ def test_measure_takes_merged_models_among_its_plans_and_calibration_as_a_worklo
         models = {r.name for r in run.measurements if r.scope == "model"}
         assert "all" in models  # the merged model, named after its file
         assert any(r.variant == CALIBRATION for r in run.measurements)
+
+
+def test_merge_export_and_importance_take_the_model_as_one_reference_and_the_keywords_of_before_warn(tmp_path):
+    """The model is one ``model`` on every verb (a `ModelRef` with its options, resolution and weights); the
+    keywords of before warn once and name ``model=ModelRef.of(...)``, and build the same model."""
+    plan = Plan(TINY.name, (1, 0, 1))  # block 1 linearised: one 3x3 stride-2 convolution 8 -> 16 at 8x8 once merged
+    new = dsprof.merge(TINY, plan, merge=MergeChoice.macs())
+    with pytest.warns(DeprecationWarning) as caught:
+        old = dsprof.merge(TINY_FILE, plan, resolution=32, merge_by="macs")
+    assert _said(caught) == ["dsprof.merge(model=ModelRef.of(resolution=), merge=MergeChoice(merge_by=))"]
+    # block 1's 116 736 MACs (tests/models/tinyconv.py) become 8*8 * 8*16*9 = 73 728 when merged: MACs drop, so merged
+    merged_macs = MACS_32 - 116_736 + 8 * 8 * 8 * 16 * 9
+    assert dsprof.count_macs(new.model, (32, 32)) == dsprof.count_macs(old.model, (32, 32)) == merged_macs
+
+    bundle = dsprof.export(TINY, workloads=Workloads(("original",), ("original",)), out=tmp_path / "new")[0]
+    with pytest.warns(DeprecationWarning) as caught:
+        loose = dsprof.export(TINY_FILE, resolution=32, workloads=Workloads(("original",), ("original",)),
+                              out=tmp_path / "old")[0]
+    assert _said(caught) == ["dsprof.export(model=ModelRef.of(resolution=))"]
+    assert bundle.manifest["model_options"]["resolution"] == loose.manifest["model_options"]["resolution"] == 32
+    assert bundle.workloads == loose.workloads == 3 + 3  # three blocks; the whole model, its stem and its head
+    whole = [w["macs"] for w in loose.manifest["workloads"] if w["scope"] == "model"]
+    assert whole == [w["macs"] for w in bundle.manifest["workloads"] if w["scope"] == "model"] == [MACS_32]  # at 32 px
+
+    # importance at the ModelRef's own resolution (16 px here, not the 32 px the digits default to)
+    at16 = dsprof.ModelRef.of(TINY_FILE, resolution=16)
+    scored = dsprof.importance(at16, config=TRAIN, device="cpu")
+    with pytest.warns(DeprecationWarning) as caught:
+        before = dsprof.importance(TINY_FILE, resolution=16, config=TRAIN, device="cpu")
+    assert _said(caught) == ["dsprof.importance(model=ModelRef.of(resolution=))"]
+    assert scored.record["data"]["resolution"] == before.record["data"]["resolution"] == 16
+    assert scored.scores.scores == before.scores.scores and len(scored.scores.scores) == 3  # the same seeded draws
+
+
+def test_plan_refuses_an_out_whose_table_would_overwrite_the_lut_it_reads(lut_path, tmp_path):
+    """`out="x.json"` writes the front's table to x.csv: where that is the LUT read (its file, or a LUT loaded from
+    it), one line, and the LUT is left as it was (a new user's LUT named x.csv was overwritten before)."""
+    lut_file = tmp_path / "x.csv"
+    lut_file.write_bytes(lut_path.read_bytes())
+    for given in (lut_file, LUT.load(lut_file)):
+        with pytest.raises(dsprof.errors.UsageError, match=r"x.csv over the LUT it plans from: choose another `out=`"):
+            dsprof.plan(TINY, given, keep=1, out=tmp_path / "x.json")
+    assert lut_file.read_bytes() == lut_path.read_bytes() and not (tmp_path / "x.json").exists()
+    assert dsprof.plan(TINY, lut_file, keep=1, out=tmp_path / "y.json").plan_path == tmp_path / "y.plan.json"

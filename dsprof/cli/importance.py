@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     with ThreadUse(args.threads) as use:
         found = importance(
             model_ref_from_args(args), proxy=args.proxy, data=args.data, out=args.out,
-            resolution=args.resolution, settings=proxy_settings(args, lr=args.lr),
+            settings=proxy_settings(args, lr=args.lr),
             config=config, device=args.device,
         )
     scored, record = found.scores, found.record

@@ -48,11 +48,13 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import merge
-    from ..workflows.merge import format_cost_table
+    from ..workflows.merge import format_cost_table, plan_model
 
+    ref = model_ref_from_args(args) or plan_model(  # no --model: the plan's, with the options given
+        args.plan, args.checkpoint, options=model_options_from_args(args), resolution=args.resolution,
+        weights=weights_from_args(args))
     outcome = merge(
-        model_ref_from_args(args), args.plan, options=model_options_from_args(args), resolution=args.resolution,
-        weights=weights_from_args(args), checkpoint=args.checkpoint, out=args.out, onnx=args.onnx,
+        ref, args.plan, checkpoint=args.checkpoint, out=args.out, onnx=args.onnx,
         num_classes=args.num_classes, spans=spans_arg(args.spans), max_span=args.max_span,
         merge=merge_choice_from_args(args),
     )

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..device_context import DeviceContext
+from ..errors import UsageError
+from ..merging.rule import MERGE_BY
 from .table import LUT
 
 __all__ = ["MergeChoice", "Pricing"]
@@ -26,6 +28,13 @@ class MergeChoice:
     device_key: Any = None
     merge_by: str | None = None
     accept_modified: bool = False
+
+    def __post_init__(self) -> None:
+        if self.merge_by not in (None, *MERGE_BY):
+            raise UsageError(f"`merge=MergeChoice(merge_by=)` is one of {', '.join(MERGE_BY)}, got {self.merge_by!r}")
+        if self.merge_by == "lut" and self.lut is None:  # said here, with the fields a caller gives
+            raise UsageError("`merge=MergeChoice(merge_by='lut')` decides the merges from a LUT: pass "
+                             "`merge=MergeChoice(lut=LUT)` (or `merge=MergeChoice(merge_by='macs')`)")
 
     @classmethod
     def macs(cls) -> "MergeChoice":

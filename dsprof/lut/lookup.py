@@ -59,7 +59,7 @@ class Lookup:
         if same:
             at = " or ".join(f"{r} px" for r in same)
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
-                    f"add `resolution={same[0]}`")
+                    f"add `model=ModelRef.of(resolution={same[0]})`")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
         return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 

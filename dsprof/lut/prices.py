@@ -411,7 +411,7 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
     if method == "in-model":
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
     return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
-            "the isolated ones (`dsprof.measure(in_situ='merged')`)")
+            "the isolated ones (`dsprof.measure(workloads=Workloads(in_situ='merged'))`)")
 
 
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,

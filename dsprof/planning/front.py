@@ -128,8 +128,8 @@ class Front:
                "no plan of this front uses a span: it plans without spans")
         what = "all" if predicted == read else f"{predicted} of the"
         return (f"spans: {what} {read} span entries are predicted from another context (`dsprof.measure_few()`), not "
-                f"measured; {how} (measure the model in full, `dsprof.measure(spans=N)`, to plan spans on measured "
-                "entries)")
+                f"measured; {how} (measure the model in full, `dsprof.measure(workloads=Workloads(spans=N))`, to plan "
+                "spans on measured entries)")
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:

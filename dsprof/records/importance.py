@@ -99,7 +99,7 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
     raise UsageError(
         f"importance file {path} is for {_named(name, their_options)}, not {_named(model, options)}: measure it for "
-        f"this model, e.g. {HINT} with its `weights=`", hint=ImportanceHint(model_args(model, options), str(data), proxy))
+        f"this model, e.g. {HINT} with its `model=ModelRef.of(weights=)`", hint=ImportanceHint(model_args(model, options), str(data), proxy))
 
 
 def _named(name: str, options: dict[str, Any] | None) -> str:

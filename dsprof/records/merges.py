@@ -56,8 +56,9 @@ def _indices(values: list[int]) -> str:
 
 def no_rule_message(plan: Plan) -> str:
     """The one line that refuses a plan without a ``merge`` list when neither a LUT nor MACs may decide it."""
-    return (f"{plan.name or 'the plan'} has no merge list: pass `lut=LUT` to merge where that LUT says merging pays "
-            "(the rule `dsprof predict` prices), or `merge_by='macs'` to merge where MACs drop")
+    return (f"{plan.name or 'the plan'} has no merge list: pass `merge=MergeChoice(lut=LUT)` to merge where that LUT "
+            "says merging pays (the rule `dsprof predict` prices), or `merge=MergeChoice(merge_by='macs')` to merge "
+            "where MACs drop")
 
 
 def rule_kind(plan: Plan | None, *, lut: bool, merge_by: str | None) -> str:

@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..models import ModelRef, find_blocks, get_model, load_checkpoint
 from .data import DIGITS, SHAPES
 
-__all__ = ["block_count", "build_model", "default_training_resolution", "replace_classifier"]
+__all__ = ["block_count", "build_model", "default_training_resolution", "replace_classifier", "training_model"]
 
 BUILTIN_DATA_RESOLUTION = 32
 
@@ -27,6 +27,23 @@ def default_training_resolution(model: str | nn.Module | ModelRef, data: str | P
     if str(data) in (DIGITS, SHAPES):
         return BUILTIN_DATA_RESOLUTION
     return ModelRef.of(model).input_size[0]
+
+
+def training_model(model: str | nn.Module | ModelRef, data: str | Path, options: dict[str, Any] | None = None,
+                   resolution: int | None = None, weights: bool | str | Path | None = None
+                   ) -> tuple[str | ModelRef, dict[str, Any], int, bool | str | Path | None]:
+    """(model, options, resolution, weights) that a training verb (`search`, `importance`) builds ``model`` from:
+    a registered name as it is (a model file: the name it is registered by), a module or a `ModelRef` (with the
+    ``options``, ``resolution`` and ``weights`` given here in place of its own) as its reference; resolution None:
+    `default_training_resolution` on ``data``."""
+    if not isinstance(model, str) or options or resolution is not None:  # the one reference
+        ref = ModelRef.of(model, options=options, resolution=resolution)
+        model = ref if ref.is_module else ref.entry  # a model file: the name it is registered (and measured) by
+        options, resolution = dict(ref.options), ref.resolution
+        weights = weights if weights is not None else (ref.weights or None)
+    if resolution is None:
+        resolution = default_training_resolution(model, data)
+    return model, dict(options or {}), resolution, weights
 
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:

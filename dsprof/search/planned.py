@@ -33,7 +33,8 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
                           name=str(req.model), options=req.options, resolution=req.lut_resolution or req.resolution)
     except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
-        exc.args = (re.sub(r"`resolution=([^`]*)`", r"`pricing=Pricing(resolution=\1)`", str(exc.args[0])),
+        exc.args = (re.sub(r"`(?:model=ModelRef\.of\()?resolution=([^`)]*)\)?`", r"`pricing=Pricing(resolution=\1)`",
+                           str(exc.args[0])),
                     *exc.args[1:])
         raise
 

@@ -77,7 +77,7 @@ class ProxyInput:
         identity = model_identity(self.model)
         if identity is None:
             raise UsageError("the proxies linearise blocks through a plan: build the model with dsprof.models.get_model "
-                             "(a registered name or the factory of a `model_file=`)")
+                             "(a registered name, or a model file PATH.py:FACTORY)")
         self.name = identity[0]
         self.options = {k: v for k, v in identity[1].items() if k != "num_classes"}  # the head is the data's
         self.model = self.model.to(self.device).eval()

@@ -14,10 +14,9 @@ from .._moved import moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..lut.choice import Pricing
 from ..errors import UsageError, look_up
-from ..models import ModelRef
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..planning.front import LatencyBudget
-from .build import default_training_resolution
+from .build import training_model
 from .differentiable import search_differentiable
 from .importance import search_importance
 from .method import SearchMethod, SearchRequest, SearchResult
@@ -118,18 +117,9 @@ def search(
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")
-    fields = moved.get("model", {})
-    weights = fields.pop("weights", None)
-    options, resolution = fields.get("options"), fields.get("resolution")
-    if not isinstance(model, str) or fields:  # a module passed as an object (or a `ModelRef`): the one reference
-        ref = ModelRef.of(model, options=options, resolution=resolution)
-        model = ref if ref.is_module else ref.entry  # a model file: the name it is registered (and measured) by
-        options, resolution = ref.options, ref.resolution
-        weights = weights if weights is not None else (ref.weights or None)
-    if resolution is None:
-        resolution = default_training_resolution(model, data)
+    model, options, resolution, weights = training_model(model, data, **moved.get("model", {}))
     return chosen(SearchRequest(
-        model=model, keep=keep, data=data, options=dict(options or {}), resolution=resolution, weights=weights,
+        model=model, keep=keep, data=data, options=options, resolution=resolution, weights=weights,
         lut=lut, device_key=pricing.device_key, lut_resolution=pricing.resolution, lam=gates.lam,
         score_lr=gates.score_lr, score_init=gates.score_init, score_normalize=gates.score_normalize,
         score_bound=gates.score_bound, anneal_epochs=gates.anneal_epochs, config=config, out=out,

@@ -68,7 +68,8 @@ def check_calibration_request(model: Any, workloads: Workloads) -> None:
     variants, model_variants, blocks = workloads.variants, workloads.model_variants, workloads.blocks
     if not isinstance(model, str) and model_identity(model) is None:
         raise UsageError("`calibrate=True` merges the model by a plan, which names a registered model: give its name "
-                         "(or a `model_file=`), or a module built by dsprof.models.get_model")
+                         "or its model file (PATH.py:FACTORY) as the model, or a module built by "
+                         "dsprof.models.get_model")
     if blocks is None or "merged" not in variants or "original" not in variants or "original" not in model_variants:
         raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs "
                          "`workloads=Workloads(variants=)` with original and merged (and linear), "

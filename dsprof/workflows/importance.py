@@ -10,11 +10,12 @@ from typing import Any
 
 from torch import nn
 
+from .._moved import moved_keywords
 from ..constants import DEFAULT_FINETUNE
 from ..io import check_output_path
 from ..models import ModelRef
 from ..names import DEFAULT_PROXY
-from ..search.build import default_training_resolution
+from ..search.build import training_model
 from ..search.importance import importance_record
 from ..records.importance import write_importance
 from ..search.proxies import ProxyScores, ProxySettings, proxy_input, score_blocks
@@ -23,6 +24,9 @@ from ..search.settings import TrainConfig
 from ..search.training import setup_runtime, teardown_runtime
 
 __all__ = ["Importance", "importance"]
+
+#: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
+_OLD_KEYWORDS = {k: ("model", "ModelRef.of", k) for k in ("options", "resolution", "weights")}
 
 
 @dataclass(frozen=True)
@@ -41,25 +45,21 @@ def importance(
     proxy: str = DEFAULT_PROXY,
     data: str | Path = "digits",
     out: str | Path | None = None,
-    options: dict[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path | None = None,
     settings: ProxySettings | None = None,
     config: TrainConfig | None = None,
     device: str = "auto",
+    **old: Any,
 ) -> Importance:
     """`dsprof importance`: every block's importance of ``model`` (a registered name, a ``path.py:factory`` file,
-    or an ``nn.Module``, scored on a copy; from ``weights``) on ``data`` by ``proxy``,
-    written to ``out`` as the file `dsprof plan --importance` takes (none: not written). ``resolution`` None:
-    `default_training_resolution`. ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
-    Returns the scores, the file's record and where it went (`Importance`)."""
+    an ``nn.Module``, scored on a copy, or a `ModelRef` with its options, resolution and weights: resolution None,
+    `default_training_resolution`) on ``data`` by ``proxy``, written to ``out`` as the file `dsprof plan
+    --importance` takes (none: not written). ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
+    Returns the scores, the file's record and where it went (`Importance`). The keywords of before (``options=``,
+    ``resolution=``, ``weights=``) still work for a release, with a `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.importance", old, _OLD_KEYWORDS)
     if out is not None:
         check_output_path(out, "the importance file ")
-    if not isinstance(model, str):  # a module passed as an object (or a `ModelRef`): scored on a copy
-        model = ModelRef.of(model, options=options)
-        options = model.options
-    if resolution is None:
-        resolution = default_training_resolution(model, data)
+    model, options, resolution, weights = training_model(model, data, **moved.get("model", {}))
     config = config or TrainConfig(**DEFAULT_FINETUNE)
     rt = setup_runtime(device, config.threads)
     try:

@@ -41,7 +41,7 @@ from ..profiler.timing import TimingConfig
 from .calibrate import calibration_groups, check_calibration_request
 from .check import PairedCheck, paired_check
 
-__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host", "request_objects"]
+__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host"]
 
 
 @dataclass(frozen=True)
@@ -86,20 +86,13 @@ def _host(remote: str | RemoteHost | None, fields: Mapping[str, Any]) -> RemoteH
     return replace(host, **fields) if fields else host
 
 
-def request_objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
-                    merge: MergeChoice | None, deprecated: Mapping[str, Any], verb: str = "measure"
-                    ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
-    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
-    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
-    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``deprecated``
-    keywords of before (a `DeprecationWarning`) in place of their fields."""
-    homes = {**_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS}
-    return _objects(settings, batch, workloads, merge, moved_keywords(f"dsprof.{verb}", deprecated, homes, stacklevel=4))
-
-
 def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None, workloads: Workloads | None,
              merge: MergeChoice | None, moved: Mapping[str, Mapping[str, Any]]
              ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
+    """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
+    `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
+    ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``moved``
+    keywords of before (`moved_keywords`) in place of their fields."""
     settings, batch = timing_context(settings, batch)
     return (replace(settings, **moved.get("settings", {})), batch,
             replace(workloads if workloads is not None else Workloads(), **moved.get("workloads", {})),
@@ -235,12 +228,8 @@ def measure(
 
 
 def export(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path = False,
     plans: Sequence[Any] = (),
     merged_models: Sequence[str | Path] = (),
     merge: MergeChoice | None = None,
@@ -249,14 +238,17 @@ def export(
     out: str | Path = "bundle",
     **bundle: Any,
 ) -> tuple[ExportResult, tuple[Merges, ...]]:
-    """`dsprof export`: the workloads `measure` would time, with the models ``plans`` and ``merged_models`` add
-    (`plan_models`), written as a bundle for a device that cannot host dsprof (`dsprof.edge.export_bundle`, which
-    takes the other keywords: formats, timing, overwrite, log, opset; and what ``workloads`` chooses, or its
-    variants, model_variants, blocks and spans one by one). ``merge``: what merges the plans without their own list,
-    as in `measure` (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=`` one by one: a
-    `DeprecationWarning`). Returns the bundle and the merges its plans' models were built with."""
-    old = {k: bundle.pop(k) for k in _MERGE_KEYWORDS if k in bundle}
-    merge = _objects(None, None, None, merge, moved_keywords("dsprof.export", old, _MERGE_KEYWORDS))[3]
+    """`dsprof export`: the workloads `measure` would time of ``model`` (anything `dsprof.models.ModelRef.of` takes,
+    as in `measure`), with the models ``plans`` and ``merged_models`` add (`plan_models`), written as a bundle for a
+    device that cannot host dsprof (`dsprof.edge.export_bundle`, which takes the other keywords: formats, timing,
+    overwrite, log, opset; and what ``workloads`` chooses, or its variants, model_variants, blocks and spans one by
+    one). ``merge``: what merges the plans without their own list, as in `measure`. The keywords of before
+    (``name=``, ``options=``, ``resolution=``, ``weights=``, the fields of ``model``'s `ModelRef`; ``lut=``,
+    ``device_key=``, ``merge_by=``, ``accept_modified=``, those of ``merge``) still work for a release, with a
+    `DeprecationWarning`. Returns the bundle and the merges its plans' models were built with."""
+    homes = {**_MODEL_KEYWORDS, **_MERGE_KEYWORDS}
+    moved = moved_keywords("dsprof.export", {k: bundle.pop(k) for k in homes if k in bundle}, homes)
+    merge = _objects(None, None, None, merge, moved)[3]
     lut, device_key, merge_by, accept_modified = merge.lut, merge.device_key, merge.merge_by, merge.accept_modified
     if workloads is not None:  # a bundle times blocks alone: no in-situ variants, nothing planned from its records
         if workloads.calibrate:
@@ -265,7 +257,7 @@ def export(
         if workloads.in_situ:
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution, weights=weights)
+    ref = ModelRef.of(model, **moved.get("model", {}))
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(net, name, options=options, plans=[*plans, *merged_models], lut=lut,
                                 device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)

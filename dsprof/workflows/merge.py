@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from .._moved import moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
@@ -26,9 +27,9 @@ from ..records.merges import Merges
 from ..models import ModelRef, load_checkpoint
 from ..models.build import ClassCountError
 from ..records.plan import Plan, PlanError, check_plan
-from .measure import _MERGE_KEYWORDS, request_objects
+from .measure import _MERGE_KEYWORDS, _MODEL_KEYWORDS
 
-__all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table"]
+__all__ = ["MergeOutcome", "checkpoint_facts", "merge", "format_cost_table", "plan_model"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,6 @@ def merge(
     model: str | nn.Module | ModelRef | None = None,
     plan: Plan | str | Path | None = None,
     *,
-    options: dict[str, Any] | None = None,
-    resolution: int | None = None,
-    weights: bool | str | Path = False,
     checkpoint: str | Path | None = None,
     out: str | Path | None = None,
     onnx: str | Path | None = None,
@@ -60,12 +58,13 @@ def merge(
     **deprecated: Any,
 ) -> MergeOutcome:
     """Build ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
-    ``nn.Module`` -- merged into a copy, never changed --), load ``checkpoint`` (a state dict of the linearised model from
-    `linearize_model`, or of the original model), merge by ``plan``, write ``out`` / ``onnx``.
+    ``nn.Module`` -- merged into a copy, never changed --, or a `ModelRef` with its options, resolution and
+    weights), load ``checkpoint`` (a state dict of the linearised model from `linearize_model`, or of the original
+    model), merge by ``plan``, write ``out`` / ``onnx``.
 
     A checkpoint that `dsprof finetune` wrote carries its class count and its plan (`checkpoint_facts`): then
     ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model``
-    None is the plan's model (with its options, unless ``options`` are given).
+    None is the plan's model, with its options.
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
     ``efficientnet_lite0``) is re-targeted; one made for other options (width, depths) is refused.
@@ -76,22 +75,22 @@ def merge(
     merges for the plan's ``keep``, on the LUT or on MACs; up to ``max_span`` blocks), explicit
     ``((start, stop), ...)`` ranges (the other merges then decided again), or None for the plan's own. Both output
     paths are checked before anything is built, the plan's length and the merge rule before anything is merged or
-    written. The keywords of before (``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``, the fields of
-    ``merge``; ``model_name=``, ``model``'s name before) still work for a release (a `DeprecationWarning`).
+    written. The keywords of before (``options=``, ``resolution=``, ``weights=``, the fields of ``model``'s
+    `ModelRef`; ``lut=``, ``device_key=``, ``merge_by=``, ``accept_modified=``, the fields of ``merge``;
+    ``model_name=``, ``model``'s name before) still work for a release (a `DeprecationWarning`).
     """
     if "model_name" in deprecated:
         warnings.warn("dsprof.merge(model_name=) is now dsprof.merge(model=)", DeprecationWarning, stacklevel=2)
         model = deprecated.pop("model_name") if model is None else model
-    unknown = sorted(set(deprecated) - set(_MERGE_KEYWORDS))
-    if unknown:
-        raise TypeError(f"merge() got an unexpected keyword argument {unknown[0]!r}")
-    choice = request_objects(None, None, None, merge, deprecated, verb="merge")[3]  # the old keywords: its fields
+    moved = moved_keywords("dsprof.merge", deprecated, {**_MODEL_KEYWORDS, **_MERGE_KEYWORDS})
+    choice = replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {}))
+    fields = moved.get("model", {})
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     plan = _plan_of(plan, carried, checkpoint)
     if model is None:  # the plan's model, with its options unless others are given
         plan = Plan.coerce(plan)
-        model, options = plan.model, options or dict(plan.options)
-    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights)
+        model, fields = plan.model, {"options": dict(plan.options), **fields}
+    ref = ModelRef.of(model, **fields)
     model_name, options = ref.name, dict(ref.options)
     plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
@@ -140,7 +139,8 @@ def merge(
 def checkpoint_facts(path: str | Path) -> dict[str, Any]:
     """What a checkpoint says about the model it holds besides its weights: ``num_classes`` (int) and ``plan`` (a
     `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
-    obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of `dsprof.finetune(out=)`")
+    obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of "
+                     "`dsprof.finetune(run=TrainRun(checkpoint=))`")
     facts: dict[str, Any] = {}
     if isinstance(obj, dict):
         if isinstance(obj.get("num_classes"), int) and not isinstance(obj["num_classes"], bool):
@@ -151,6 +151,15 @@ def checkpoint_facts(path: str | Path) -> dict[str, Any]:
             except PlanError as exc:
                 raise MergeError(f"checkpoint {path} carries a plan that cannot be read: {exc}") from None
     return facts
+
+
+def plan_model(plan: Plan | str | Path | None, checkpoint: str | Path | None = None, **fields: Any) -> ModelRef:
+    """The model of ``plan`` (None: the plan ``checkpoint`` carries), as `merge` builds it where given no model: a
+    `ModelRef` of the plan's model with the plan's options, or with the ``fields`` given (``options``,
+    ``resolution``, ``weights``; None or empty: the plan's)."""
+    carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
+    planned = Plan.coerce(_plan_of(plan, carried, checkpoint))
+    return ModelRef.of(planned.model, **{"options": dict(planned.options), **{k: v for k, v in fields.items() if v}})
 
 
 def _plan_of(plan: Plan | str | Path | None, carried: dict[str, Any], checkpoint) -> Plan | str | Path:

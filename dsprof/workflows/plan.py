@@ -234,7 +234,7 @@ def plan_contexts_to_file(
 
 #: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
 _OLD_KEYWORDS = {
-    "name": ("model", "ModelRef.of", "name"),
+    **{k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution")},
     **{k: ("budget", "LatencyBudget", k) for k in ("budget_ms", "speedup")},
     **{k: ("pricing", "Pricing", k) for k in ("max_span", "device_key", "backend", "batch", "method")},
     "objective": ("joint", "Joint", "objective"),
@@ -251,12 +251,26 @@ def _joint(joint: Any, moved: Mapping[str, Any]) -> tuple[Any, str]:
     return (joint.contexts if joint is not None else None), objective
 
 
+def _check_not_over_a_lut(out: str | Path | None, plan_out: str | Path | None, luts: Sequence[str | Path]) -> None:
+    """Refuse (one line) an ``out`` whose files (the front, its table ``.csv``, the cross and joint tables, the plan
+    file) would overwrite a LUT file the plan reads (``luts``: their files, or a loaded LUT's source):
+    ``out="lut.json"`` writes ``lut.csv``."""
+    if out is None:
+        return
+    out = Path(out)
+    written = [out, out.with_suffix(".csv"), out.with_suffix(".cross.csv"), out.with_suffix(".joint.csv"),
+               Path(plan_out) if plan_out is not None else out.with_suffix(".plan.json")]
+    read = {Path(x).resolve() for x in luts if Path(x).is_file()}
+    for path in written:
+        if path.resolve() in read:
+            raise UsageError(f"`out={str(out)!r}` would write {path} over the LUT it plans from: choose another "
+                             "`out=`")
+
+
 def plan(
     model: str | nn.Module | ModelRef,
     lut: Any,
     *,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     keep: int | float | None = None,
     budget: LatencyBudget | None = None,
     importance: Mapping[int, float] | Sequence[float] | str | Path | None = None,
@@ -269,8 +283,8 @@ def plan(
     **old: Any,
 ) -> Planned | PlannedContexts:
     """`dsprof plan`: the plan of lowest predicted latency for every k of ``model`` (anything
-    `dsprof.models.ModelRef.of` takes: a registered name built with ``options`` at ``resolution``, a ``path.py:factory``
-    file, an ``nn.Module``, or a `ModelRef` carrying its name), from ``lut`` (a `LUT`, its file, or several;
+    `dsprof.models.ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an ``nn.Module``, or a
+    `ModelRef` carrying its name, options and resolution), from ``lut`` (a `LUT`, its file, or several;
     ``LUT.load(path, accept_modified=True)`` for a file changed since `dsprof build-lut` wrote it), priced as
     ``pricing`` says (a `dsprof.lut.Pricing`: spans of up to ``max_span`` blocks, the ``method``, and the context:
     ``device_key``, or the one ``backend`` and ``batch`` pick). One context (the one ``pricing`` picks; the only one
@@ -283,7 +297,8 @@ def plan(
     ``tie_break`` (one context; a `dsprof.workflows.tiebreak.TieBreak`, or its seconds): the plans of the chosen k
     tied by price with it are timed here paired with the original, and the measured best is the plan written.
     ``unit``: what k counts, kept blocks (the default) or kept activations (``"activation"``: plans at the level of
-    single activations, one context, `plan_to_file`). The keywords of before (``name=``; ``budget_ms=``,
+    single activations, one context, `plan_to_file`). The keywords of before (``name=``, ``options=``,
+    ``resolution=``; ``budget_ms=``,
     ``speedup=``; ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``objective=``;
     ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.plan", old, _OLD_KEYWORDS)
@@ -293,12 +308,13 @@ def plan(
     budget_ms, speedup, max_span, method = budget.budget_ms, budget.speedup, pricing.max_span, pricing.method
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
-                         "prices the model at its own: give `resolution=`")
+                         "prices the model at its own: give `model=ModelRef.of(resolution=)`")
     joint, objective = _joint(joint, moved.get("joint", {}))
     _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
-    model = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
+    model = ModelRef.of(model, **moved.get("model", {}))
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
+    _check_not_over_a_lut(out, plan_out, [x.source if isinstance(x, LUT) else x for x in luts])
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])
     picked = pricing.picks
     if joint is not None and picked:

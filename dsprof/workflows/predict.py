@@ -82,7 +82,7 @@ def partial_message(prediction: Prediction, name: str) -> str:
 
 #: The keywords of before (deprecated): each old keyword -> (the parameter that holds it now, its object, field).
 _OLD_KEYWORDS = {
-    **{k: ("model", "ModelRef.of", k) for k in ("name", "weights")},
+    **{k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution", "weights")},
     **{k: ("pricing", "Pricing", k) for k in ("device_key", "backend", "batch", "method", "rest", "strict")},
     "check_out": ("check", "CheckSettings", "out"), "check_timing": ("check", "CheckSettings", "timing"),
     "progress": ("check", "CheckSettings", "progress"), "accept_modified": ("lut", "LUT.load", "accept_modified"),
@@ -94,8 +94,6 @@ def predict(
     lut: LUT | str | Path,
     plan: Any = None,
     *,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     pricing: Pricing | None = None,
     merge_by: str | None = None,
     allow_partial: bool = True,
@@ -105,9 +103,10 @@ def predict(
     on_prediction: Callable[[Predicted], None] | None = None,
     **old: Any,
 ) -> Predicted:
-    """The predicted speed-up and latency of ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name
-    built with ``options`` at ``resolution``, a ``path.py:factory`` file, an ``nn.Module``, or a `ModelRef` carrying
-    its name and weights) merged by ``plan`` (a `Plan`, preset name or plan file; None: the original) on one context
+    """The predicted speed-up and latency of ``model`` (anything `dsprof.models.ModelRef.of` takes: a registered name, a
+    ``path.py:factory`` file, an ``nn.Module``, or a `ModelRef` carrying its name, options, resolution and weights:
+    ``ModelRef.of("mobilenet_v2", options={"width": 1.4}, resolution=160)``) merged by ``plan`` (a `Plan`, preset
+    name or plan file; None: the original) on one context
     of ``lut`` (a `LUT`, or its file; ``LUT.load(path, accept_modified=True)`` for a file changed since `dsprof
     build-lut` wrote it), as ``pricing`` says (a `dsprof.lut.Pricing`: the context -- ``device_key``, or the one
     ``backend`` and ``batch`` leave --, ``method`` and ``rest`` as `dsprof.lut.predict_latency`, and ``strict``: any
@@ -119,7 +118,8 @@ def predict(
     `PartialPredictionError` unless ``allow_partial``. ``check`` (True, or a `CheckSettings`: where the records go,
     the `TimingConfig`, the progress bar) times the merged model and the original interleaved here. ``json_out``:
     also write `Predicted.to_dict` there. ``on_prediction`` is called with the prediction before it is refused or
-    checked (what `dsprof predict` prints first). The keywords of before (``name=``, ``weights=``; ``device_key=``,
+    checked (what `dsprof predict` prints first). The keywords of before (``name=``, ``options=``, ``resolution=``,
+    ``weights=``; ``device_key=``,
     ``backend=``, ``batch=``, ``method=``, ``rest=``, ``strict=``; ``check_out=``, ``check_timing=``,
     ``progress=``; ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.predict", old, _OLD_KEYWORDS)
@@ -129,13 +129,13 @@ def predict(
     method, rest, strict = pricing.method, pricing.rest, pricing.strict
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a "
-                         "prediction prices the model at its own: give `resolution=`")
+                         "prediction prices the model at its own: give `model=ModelRef.of(resolution=)`")
     check_out, check_timing, progress = checking.out, checking.timing, checking.progress
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)  # before the model is built: a bad file is said at once
     if json_out is not None:
         check_output_path(json_out)
-    ref = ModelRef.of(model, **{"options": options, "resolution": resolution, **moved.get("model", {})})
+    ref = ModelRef.of(model, **moved.get("model", {}))
     name, options, model = ref.name, dict(ref.options), ref.build()
     key = pricing.context(lut)
     merges = None

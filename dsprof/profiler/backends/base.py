@@ -114,52 +114,60 @@ def validate_settings(settings: BackendSettings) -> None:
     if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         raise DeviceError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'")
     if settings.threads is not None and settings.threads < 1:
-        raise DeviceError(f"`threads={settings.threads}`: give 1 or more")
+        raise DeviceError(f"`settings=BackendSettings(threads={settings.threads})`: give 1 or more")
     if settings.is_cuda:
         if settings.backend in ("tflite", "openvino"):
-            raise DeviceError(f"the {settings.backend} backend runs on the CPU only here; use `device='cpu'` (or "
-                              "`backend=` torch, torch-compile or onnxruntime for CUDA)")
+            raise DeviceError(f"the {settings.backend} backend runs on the CPU only here; use "
+                              "`settings=BackendSettings(device='cpu')` (or `settings=BackendSettings(backend=)` "
+                              "torch, torch-compile or onnxruntime for CUDA)")
         if settings.backend in TORCH_BACKENDS and not _cuda_available():
             raise DeviceError(
-                "`device='cuda'` was requested but PyTorch sees no CUDA GPU here "
-                "(torch.cuda.is_available() is False); use `device='cpu'`, or run on a machine with an NVIDIA GPU"
+                "`settings=BackendSettings(device='cuda')` was requested but PyTorch sees no CUDA GPU here "
+                "(torch.cuda.is_available() is False); use `settings=BackendSettings(device='cpu')`, or run on a "
+                "machine with an NVIDIA GPU"
             )
         if settings.backend in TORCH_BACKENDS and ":" in device:
             import torch
 
             if int(device[5:]) >= torch.cuda.device_count():
-                raise DeviceError(f"`device={device!r}`: PyTorch sees {torch.cuda.device_count()} GPU(s), numbered from 0")
+                raise DeviceError(f"`settings=BackendSettings(device={device!r})`: PyTorch sees "
+                                  f"{torch.cuda.device_count()} GPU(s), numbered from 0")
         if settings.backend == "onnxruntime":
             import onnxruntime
 
             if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
                 raise DeviceError(
-                    "`device='cuda'` with `backend='onnxruntime'` needs onnxruntime's CUDAExecutionProvider, "
+                    "`settings=BackendSettings(device='cuda', backend='onnxruntime')` needs onnxruntime's "
+                    "CUDAExecutionProvider, "
                     f"which this installation lacks (it has {', '.join(onnxruntime.get_available_providers())}); "
-                    "install onnxruntime-gpu, or use `device='cpu'`"
+                    "install onnxruntime-gpu, or use `settings=BackendSettings(device='cpu')`"
                 )
     else:
         if settings.dtype == "fp16":
-            raise DeviceError("fp16 on the CPU is not supported (CPU kernels are slow or missing); use `dtype=` fp32 or "
-                              "bf16 on the CPU, or `device='cuda'`")
+            raise DeviceError("fp16 on the CPU is not supported (CPU kernels are slow or missing); use "
+                              "`settings=BackendSettings(dtype=)` fp32 or bf16 on the CPU, or "
+                              "`settings=BackendSettings(device='cuda')`")
     if settings.backend in ("onnxruntime", "tflite") and settings.dtype != "fp32" and not (
         settings.backend == "onnxruntime" and settings.is_cuda and settings.dtype == "fp16"
     ):
         raise DeviceError(
-            f"`backend={settings.backend!r}` supports fp32 (and onnxruntime fp16 on CUDA); got {settings.dtype}; "
-            "use `backend='torch'` for other dtypes"
+            f"`settings=BackendSettings(backend={settings.backend!r})` supports fp32 (and onnxruntime fp16 on CUDA); "
+            f"got {settings.dtype}; "
+            "use `settings=BackendSettings(backend='torch')` for other dtypes"
         )
     if settings.backend == "openvino" and settings.dtype not in ("fp32", "bf16"):
-        raise DeviceError(f"`backend='openvino'` times fp32 or bf16 (its inference precision); got {settings.dtype}")
+        raise DeviceError(f"`settings=BackendSettings(backend='openvino')` times fp32 or bf16 (its inference "
+                          f"precision); got {settings.dtype}")
     if settings.channels_last and settings.backend not in TORCH_BACKENDS:
-        raise DeviceError("`channels_last=True` applies to `backend=` torch and torch-compile only (TFLite is always "
-                          "NHWC)")
+        raise DeviceError("`settings=BackendSettings(channels_last=True)` applies to "
+                          "`settings=BackendSettings(backend=)` torch and torch-compile only (TFLite is always NHWC)")
     if settings.compile and settings.backend != COMPILE_BACKEND:
-        raise DeviceError(f"a torch.compile mode applies to `backend={COMPILE_BACKEND!r}` only; got "
-                          f"`backend={settings.backend!r}` with mode {settings.compile!r}")
+        raise DeviceError(f"a torch.compile mode applies to `settings=BackendSettings(backend={COMPILE_BACKEND!r})` "
+                          "only; got "
+                          f"`settings=BackendSettings(backend={settings.backend!r})` with mode {settings.compile!r}")
     if settings.backend == COMPILE_BACKEND and settings.compile not in COMPILE_MODES:
-        raise DeviceError(f"unknown torch.compile mode {settings.compile!r}; `compile=` takes "
-                          f"{', '.join(COMPILE_MODES)}")
+        raise DeviceError(f"unknown torch.compile mode {settings.compile!r}; `settings=BackendSettings(compile=)` "
+                          f"takes {', '.join(COMPILE_MODES)}")
     if settings.backend == "openvino" and importlib.util.find_spec("openvino") is None:
         raise DeviceError("the openvino backend needs the 'openvino' extra: pip install 'dsprof[openvino]'")
     if settings.backend == "tflite" and (
