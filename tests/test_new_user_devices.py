@@ -719,16 +719,16 @@ def test_37_9_a_front_on_predicted_span_entries_says_so(setup, tmp_path):
     assert spans.sum() == len(SPANS)  # one entry per distinct span convolution (mynet's four differ)
     frame.loc[spans, "sources"] = f"{PREDICTED} from another context (this test)"
     LUT(frame, "few.csv").save(tmp_path / "few.csv")
-    out = ok("plan", *ARGS, "--lut", tmp_path / "few.csv", "--out", tmp_path / "few.json")
-    front = json.loads((tmp_path / "few.json").read_text())
+    out = ok("plan", *ARGS, "--lut", tmp_path / "few.csv", "--out", tmp_path / "front-few.json")
+    front = json.loads((tmp_path / "front-few.json").read_text())
     used = [p["k"] for p in front["points"] if p["spans"]]
     assert used and front["spans_predicted"] == [4, 4]
     assert (f"spans: all 4 span entries are predicted from another context (`dsprof measure --few`), not measured; "
             f"the plans at k = {', '.join(map(str, used))} use spans") in out
     frame.loc[spans, "median_s"] = frame.loc[spans, "median_s"].astype(float) * 20  # predicted far too slow
     LUT(frame, "few.csv").save(tmp_path / "slow.csv")
-    out = ok("plan", *ARGS, "--lut", tmp_path / "slow.csv", "--out", tmp_path / "slow.json")
-    assert not any(p["spans"] for p in json.loads((tmp_path / "slow.json").read_text())["points"])
+    out = ok("plan", *ARGS, "--lut", tmp_path / "slow.csv", "--out", tmp_path / "front-slow.json")
+    assert not any(p["spans"] for p in json.loads((tmp_path / "front-slow.json").read_text())["points"])
     assert "no plan of this front uses a span: it plans without spans" in out
     # a LUT measured in full says nothing of the kind
     assert "spans:" not in ok("plan", *ARGS, "--lut", setup["lut"], "--backend", "torch", "--out", tmp_path / "m.json")

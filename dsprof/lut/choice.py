@@ -12,7 +12,7 @@ from typing import Any
 
 from ..device_context import DeviceContext
 from ..errors import UsageError
-from ..merging.rule import MERGE_BY
+from ..names import MERGE_BY
 from .table import LUT
 
 __all__ = ["MergeChoice", "Pricing"]
