@@ -385,9 +385,18 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     sigma_u = math.hypot(entries, systematic)
     ln_s = math.hypot(speedup * sigma_u, terms.check)
     ln_t = math.sqrt((speedup * sigma_u) ** 2 + reference_var / original_s ** 2 + terms.drift ** 2)
-    return Bounds(Estimate(speedup, speedup * math.exp(-Z95 * ln_s), speedup * math.exp(Z95 * ln_s)),
-                  Estimate(total_s, total_s * math.exp(-Z95 * ln_t), total_s * math.exp(Z95 * ln_t)),
+    return Bounds(_log_normal(speedup, ln_s), _log_normal(total_s, ln_t),
                   Z95 * speedup * entries, Z95 * speedup * systematic, Z95 * terms.check, Z95 * terms.drift)
+
+
+def _log_normal(value: float, ln_sigma: float) -> Estimate:
+    """``value`` with its 95 % interval for a relative error ``ln_sigma`` on the log scale; an error too large to
+    exponentiate (entries with absurd spreads, e.g. from a hand-edited file) gives the interval (0, inf), not an
+    overflow."""
+    width = Z95 * ln_sigma
+    if width > 700:  # math.exp overflows past ~709
+        return Estimate(value, 0.0, math.inf)
+    return Estimate(value, value * math.exp(-width), value * math.exp(width))
 
 
 def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Piece], reference_s: float) -> Estimate:
