@@ -52,9 +52,9 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
                            weights=req.weights)
         req.k(len(find_blocks(base, (req.resolution, req.resolution))))  # refused where nothing is left to choose
         bw = decay_weights(base, req)
-        gated = gate_model(base, keep, input_size=(req.resolution, req.resolution), init=req.score_init)
-        gated.gates.normalize, gated.gates.bound = req.score_normalize, req.score_bound
-        optimizer = make_optimizer(gated, config, gated.gates.scores, req.score_lr)
+        gated = gate_model(base, keep, input_size=(req.resolution, req.resolution), init=req.gates.score_init)
+        gated.gates.normalize, gated.gates.bound = req.gates.score_normalize, req.gates.score_bound
+        optimizer = make_optimizer(gated, config, gated.gates.scores, req.gates.score_lr)
         out = req.out
         ckpt = Path(req.checkpoint) if req.checkpoint is not None else (Path(f"{out}.ckpt.pt") if out is not None else None)
         loop = prepare_loop(gated, optimizer, ckpt, req.resume, "search", rt, splits, config, req.stop_after_epochs,
@@ -68,9 +68,9 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
             write_plan(plan, out)
             return {"state_dict": gated.state_dict(), "plan": plan.to_json()}
 
-        loss_fn = _search_loss(gated.gates.scores, bw.weights.to(rt.device), req.lam, config)
-        run_epochs(loop, optimizer, loss_fn, _search_hooks(gated.gates, loop, config, req.anneal_epochs,
-                                                           req.score_init, save), rt, config)
+        loss_fn = _search_loss(gated.gates.scores, bw.weights.to(rt.device), req.gates.lam, config)
+        run_epochs(loop, optimizer, loss_fn, _search_hooks(gated.gates, loop, config, req.gates.anneal_epochs,
+                                                           req.gates.score_init, save), rt, config)
         return _save_search(plan_now(), gated, loop.history, out, req.weights_out, rt)
     finally:
         teardown_runtime(rt)
@@ -132,7 +132,7 @@ def _search_plan(req: SearchRequest, gated, bw, history) -> Plan:
     info = {
         "method": "differentiable",
         "k": g.k,
-        "lambda": req.lam,
+        "lambda": req.gates.lam,
         "score_normalize": g.normalize,
         "score_bound": g.bound,
         "scores": [round(float(v), 6) for v in g.scores.detach().cpu()],

@@ -22,6 +22,7 @@ from .gates import resolve_k
 from .objective import BlockWeights, block_weights
 from .proxies import ProxySettings
 from .loop import TrainConfig
+from .settings import GateSettings
 
 __all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "write_plan"]
 
@@ -40,12 +41,7 @@ class SearchRequest:
     lut: str | Path | None = None
     device_key: str | None = None
     lut_resolution: int | None = None
-    lam: float = 1e-3
-    score_lr: float = 0.01
-    score_init: float = 1.0
-    score_normalize: bool = False
-    score_bound: float | None = None
-    anneal_epochs: float = 0.0
+    gates: GateSettings = GateSettings()  # the differentiable search's scores and their latency weight
     config: TrainConfig = TrainConfig()
     out: str | Path | None = None
     checkpoint: str | Path | None = None

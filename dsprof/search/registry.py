@@ -120,9 +120,8 @@ def search(
     model, options, resolution, weights = training_model(model, data, **moved.get("model", {}))
     return chosen(SearchRequest(
         model=model, keep=keep, data=data, options=options, resolution=resolution, weights=weights,
-        lut=lut, device_key=pricing.device_key, lut_resolution=pricing.resolution, lam=gates.lam,
-        score_lr=gates.score_lr, score_init=gates.score_init, score_normalize=gates.score_normalize,
-        score_bound=gates.score_bound, anneal_epochs=gates.anneal_epochs, config=config, out=out,
+        lut=lut, device_key=pricing.device_key, lut_resolution=pricing.resolution, gates=gates,
+        config=config, out=out,
         checkpoint=run.checkpoint, resume=run.resume, device=run.device, name=name, weights_out=run.weights_out,
         stop_after_epochs=run.stop_after_epochs, budget_ms=budget_ms, speedup=speedup,
         max_span=pricing.max_span if pricing.max_span is not None else DEFAULT_MAX_SPAN, method=method, proxy=proxy,
