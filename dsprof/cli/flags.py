@@ -8,8 +8,10 @@ named otherwise than their option's ``dest``.
 What a message may write, inside backquotes (anything else is left as it is):
 
 - a run of parameters, ``name=value, name=value``: each becomes ``--flag value``; ``name=`` and ``name=True`` become
-  ``--flag``; a quoted string its text; a list or tuple its items joined by commas; ``options={...}`` (a model's build
-  options) one flag per option; a parameter that is an object given by its fields, ``pricing=Pricing(device_key=KEY,
+  ``--flag``; a quoted string its text; a list or tuple its items joined by commas; a model as
+  `dsprof.models.model_args` writes it, ``model='NAME'``, ``model='PATH.py:FACTORY'`` or ``model=ModelRef.of('NAME',
+  options={...}, resolution=N)``, the options that build it (``--model`` or ``--model-file``, one flag per build
+  option, ``--resolution``); a parameter that is an object given by its fields, ``pricing=Pricing(device_key=KEY,
   max_span=2)`` or ``lut=LUT.load(accept_modified=True)``, the options of its fields (the command line sets each
   field by an option). The backquotes go: the command line names options bare.
 - a call of an API verb, ``dsprof.VERB(parameters)``: the command ``dsprof VERB --flag value ...``, in backquotes.
@@ -22,6 +24,8 @@ import ast
 import re
 import shlex
 from typing import Mapping
+
+from ..models.registry import is_model_file_spec
 
 __all__ = ["ALIASES", "VERBS", "command_line_text", "flag_table", "learn", "parameters_as_flags"]
 
@@ -107,11 +111,58 @@ def _split(text: str) -> list[str] | None:
     return None if quote or depth else [*parts, text[start:]]
 
 
+def _model_words(model: str, table: Mapping[str, str]) -> list[str]:
+    """The option that names ``model``: ``--model NAME``, or ``--model-file PATH.py:FACTORY`` for a model file."""
+    return [table["model_file" if is_model_file_spec(model) else "model"], _shown(model)]
+
+
+def _option_words(options: Mapping[object, object], table: Mapping[str, str]) -> list[str]:
+    """A model's build options, one option each (``{'width': 1.4}`` -> ``--width 1.4``; a switch alone)."""
+    words: list[str] = []
+    for key, option in options.items():  # an option no command takes (a factory's own): spelt as argparse would
+        flag = shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-")))
+        words += [flag] if option is True else [flag, _shown(option)]  # a switch (--reparameterize) alone
+    return words
+
+
+def _model_reference(value: str, table: Mapping[str, str]) -> list[str] | None:
+    """The options of a model given as `dsprof.models.model_args` writes one, a call of literals
+    ``ModelRef.of('NAME', options={...}, resolution=N, weights=W)`` read with `ast` (the model, its options, its
+    resolution, its weights: True as ``pretrained``); None where ``value`` is not such a call (``ModelRef.of(weights=)``
+    names a field without a value: its fields are read as any object's)."""
+    try:
+        call = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(call, ast.Call) or ast.unparse(call.func) != "ModelRef.of" or len(call.args) > 1:
+        return None
+    try:
+        model = [ast.literal_eval(a) for a in call.args]
+        given = [(k.arg, ast.literal_eval(k.value)) for k in call.keywords]
+    except ValueError:
+        return None
+    if any(not isinstance(m, str) for m in model):
+        return None
+    words = _model_words(model[0], table) if model else []
+    for key, literal in given:
+        if key == "options" and isinstance(literal, dict):
+            words += _option_words(literal, table)
+        elif key == "resolution" and literal is not None:
+            words += [table["resolution"], _shown(literal)]
+        elif key == "weights" and (literal is True or isinstance(literal, str)):
+            words += [table["weights"], _shown("pretrained" if literal is True else literal)]
+        elif not (key in ("options", "resolution", "weights") and not literal):  # None, {}, False: as not given
+            return None  # a field no option sets (name=): left as written
+    return words
+
+
 def parameters_as_flags(text: str, command: str | None = None, kind: str = "") -> str | None:
     """The options of the parameters ``text`` (``name=value, ...``, every name one the table knows); None where it
     is not such a run. ``"max_span=1, merge_by='macs'"`` -> ``"--max-span 1 --merge-by macs"``. A value is read as a
     Python literal where it is one (a quoted string, a list, a dict of model options), else taken as written (``PLAN``,
-    ``1..5``); every value is one quoted word, whatever characters it holds. ``kind``: the object whose fields
+    ``1..5``); a model, ``model='NAME'`` or ``model=ModelRef.of('NAME', options={...}, resolution=N)``, as the options
+    that build it (``--model NAME`` or ``--model-file PATH.py:FACTORY``, each option, ``--resolution N``); every value
+    is one quoted word, whatever characters it holds. ``kind``: the object whose fields
     ``text`` gives (``Pricing``), where `ALIASES` names a field of it otherwise (``Pricing.resolution``)."""
     pieces = _split(text)
     if not pieces:
@@ -123,6 +174,10 @@ def parameters_as_flags(text: str, command: str | None = None, kind: str = "") -
         if match is None:
             return None
         name, value = match[1], match[2].strip()
+        model = _model_reference(value, table) if name == "model" else None
+        if model is not None:  # ModelRef.of('NAME', options={...}, resolution=N): the model's options
+            parts += model
+            continue
         fields = _OBJECT.fullmatch(value)
         if fields is not None and not value.startswith("dsprof."):  # its fields' options, each as the command sets it
             of = value[:value.index("(")].split(".")[0]
@@ -136,9 +191,10 @@ def parameters_as_flags(text: str, command: str | None = None, kind: str = "") -
         except (ValueError, SyntaxError):
             literal = value
         if name == "options" and isinstance(literal, dict):  # a model's build options: one option each
-            for key, option in literal.items():  # an option no command takes (a factory's own): spelt as argparse would
-                flag = shlex.quote(table.get(str(key), "--" + str(key).replace("_", "-")))
-                parts += [flag] if option is True else [flag, _shown(option)]  # a switch (--reparameterize) alone
+            parts += _option_words(literal, table)
+            continue
+        if name == "model" and isinstance(literal, str):  # a zoo name, or a model file (path.py:factory)
+            parts += _model_words(literal, table)
             continue
         name = f"{kind}.{name}" if f"{kind}.{name}" in table else name
         if name not in table:

@@ -9,6 +9,8 @@ from typing import Sequence
 
 from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, MeasureHint
+from ..models import registry
+from .schema import split_label
 
 __all__ = ["PriceHints"]
 
@@ -16,8 +18,8 @@ __all__ = ["PriceHints"]
 @dataclass(frozen=True)
 class PriceHints:
     """The hints of one model's prices in one LUT context ``key`` (of the LUT file ``source``): ``label`` the model's
-    LUT label, ``specs`` its blocks' specs, ``model_args`` the API parameters that build it (empty: its label's
-    name), ``in_situ`` whether its prices read (or could use) blocks timed in situ."""
+    LUT label, ``specs`` its blocks' specs, ``model_args`` the API argument that builds it (`dsprof.models.model_args`;
+    empty: read from its label), ``in_situ`` whether its prices read (or could use) blocks timed in situ."""
 
     key: DeviceContext
     source: str
@@ -28,8 +30,13 @@ class PriceHints:
 
     @property
     def measure_args(self) -> str:
-        """The API parameters that build this model (its label's name where none were given)."""
-        return self.model_args or f"model={self.label.split('{', 1)[0]!r}"
+        """The API argument that builds this model (`model_args`; where none was given, its label's name, options and
+        resolution)."""
+        if self.model_args:
+            return self.model_args
+        name, options = split_label(self.label)
+        resolution = options.pop("resolution", None)
+        return registry.model_args(name, {k: v for k, v in options.items() if k != "resolution_w"}, resolution)
 
     def measure_hint(self, max_span: int = 1) -> MeasureHint:
         """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""

@@ -303,8 +303,7 @@ def prices_of(
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
     prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
-    args = f"{model_args(name, options)}, resolution={input_size_of(net)[0]}"
-    return replace(prices, identity=model_identity(net), model_args=args)
+    return replace(prices, identity=model_identity(net), model_args=model_args(name, options, input_size_of(net)[0]))
 
 
 def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:

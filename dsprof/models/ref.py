@@ -15,15 +15,10 @@ from torch import nn
 from ..errors import UsageError
 from .build import check_resolution, get_model
 from .user_model import register_model_file
-from .registry import INPUT_SIZE_ATTR, input_size_of, model_entry, model_identity, module_name, registered_module
+from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, model_entry, model_identity, module_name,
+                       registered_module)
 
 __all__ = ["ModelRef", "is_model_file_spec", "named_model"]
-
-
-def is_model_file_spec(text: str) -> bool:
-    """True for ``path.py:factory`` (a model file and the function in it that builds the model)."""
-    path, sep, factory = str(text).rpartition(":")
-    return bool(sep) and path.endswith(".py") and factory.isidentifier()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
+    "is_model_file_spec",
     "model_args",
     "model_identity",
     "normalized_options",
@@ -109,7 +110,7 @@ def model_entry(name: str) -> ModelEntry:
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
             raise RegistryError(
-                f"model {name!r} is a user's model from a file; pass `model_file='PATH.py:FACTORY'` "
+                f"model {name!r} is a user's model from a file; pass `model='PATH.py:FACTORY'` "
                 "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
@@ -177,20 +178,31 @@ def normalized_options(name: str, options: dict | None) -> dict:
     }
 
 
-def model_args(name: str, options: dict | None = None) -> str:
-    """The API parameters that build model ``name`` with ``options`` (defaults and ``num_classes`` left out), for
-    messages that name a model: ``model='mobilenet_v2', options={'width': 1.4}``, or ``model_file='PATH.py:FACTORY'``
-    for a user's model (the command line spells them as its options, `dsprof.cli.flags`)."""
+def is_model_file_spec(text: str) -> bool:
+    """True for ``path.py:factory`` (a model file and the function in it that builds the model)."""
+    path, sep, factory = str(text).rpartition(":")
+    return bool(sep) and path.endswith(".py") and factory.isidentifier()
+
+
+def model_args(name: str, options: dict | None = None, resolution: int | None = None) -> str:
+    """The one API argument that builds model ``name`` with ``options`` at ``resolution`` pixels, for messages that
+    name a model, as every verb takes it (`dsprof.models.ModelRef`): ``model='mobilenet_v2'``, or with options (their
+    defaults and ``num_classes`` left out) or a resolution (the model's default left out)
+    ``model=ModelRef.of('mobilenet_v2', options={'width': 1.4}, resolution=32)``; a user's model by its file,
+    ``model='PATH.py:FACTORY'`` (``name`` may be that ``path.py:factory`` itself). The command line spells it as its
+    options (`dsprof.cli.flags`)."""
     entry = _REGISTRY.get(name)
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
-    if spec is not None:
-        args = f"model_file={spec!r}"
-    elif name.startswith("file:"):  # a user's model not registered in this process: its factory is known
-        args = f"model_file='PATH.py:{name.rsplit(':', 1)[-1]}'"
-    else:
-        args = f"model={name!r}"
-    shown = {k: list(v) if isinstance(v, tuple) else v for k, v in normalized_options(name, options).items()}
-    return args + (f", options={shown!r}" if shown else "")
+    if spec is None and is_model_file_spec(name):
+        spec = name
+    elif spec is None and name.startswith("file:"):  # a user's model not registered in this process: its factory is known
+        spec = f"PATH.py:{name.rsplit(':', 1)[-1]}"
+    if entry is not None and resolution == entry.default_resolution:
+        resolution = None
+    shown = normalized_options(name, options)
+    given = [f"options={shown!r}"] * bool(shown) + [f"resolution={resolution!r}"] * (resolution is not None)
+    model = spec or name
+    return f"model=ModelRef.of({', '.join([repr(model), *given])})" if given else f"model={model!r}"
 
 
 for _zoo_model in ZOO:

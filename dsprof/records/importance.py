@@ -103,12 +103,8 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
 
 
 def _named(name: str, options: dict[str, Any] | None) -> str:
-    """A registered model by its name and, in backquotes, the options that build it; a user's model by its file."""
-    args = model_args(name, options)
-    if not args.startswith("model="):
-        return f"`{args}`"
-    rest = args.partition(", ")[2]
-    return f"{name} `{rest}`" if rest else name
+    """A model as the API argument that builds it (`model_args`), in backquotes."""
+    return f"`{model_args(name, options)}`"
 
 
 def importance_resolution_note(record: dict[str, Any], model: str, options: dict[str, Any] | None, resolution: int,

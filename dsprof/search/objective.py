@@ -130,7 +130,6 @@ def latency_penalty(scores: torch.Tensor, weights: torch.Tensor) -> torch.Tensor
 
 
 def _model_args(model: nn.Module, input_size: tuple[int, int] | None) -> str:
-    """The API parameters that build ``model`` (built by `get_model`) at its resolution."""
-    identity = model_identity(model)
-    args = model_args(*identity) if identity is not None else "model_file='PATH.py:FACTORY'"
-    return f"{args}, resolution={(input_size or input_size_of(model))[0]}"
+    """The API argument that builds ``model`` (built by `get_model`) at its resolution (`model_args`)."""
+    name, options = model_identity(model) or ("PATH.py:FACTORY", None)  # a module from elsewhere: its file
+    return model_args(name, options, (input_size or input_size_of(model))[0])
