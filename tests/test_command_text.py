@@ -23,10 +23,10 @@ from dsprof.planning.front import check_budget
 from test_layers import MODULES, ROOT, imports
 
 CONTEXT = DeviceContext("3f9a1c2b7d4e", "cpu", "onnxruntime", "fp32", "nchw", 1, 4)
-REQUEST = MeasureHint(CONTEXT, "model='mobilenet_v2', resolution=32", max_span=3, in_situ=True)
+REQUEST = MeasureHint(CONTEXT, "model=ModelRef.of('mobilenet_v2', resolution=32)", max_span=3, in_situ=True)
 WORDS = ("`dsprof measure` (or dsprof.measure) in context 3f9a1c2b7d4e/cpu/onnxruntime/fp32/nchw/b1/t4 with the "
-         "model's options (model='mobilenet_v2', resolution=32), timing blocks original, merged and linear, spans of "
-         "up to 3 blocks, and each block inside the model")
+         "model's options (model=ModelRef.of('mobilenet_v2', resolution=32)), timing blocks original, merged and "
+         "linear, spans of up to 3 blocks, and each block inside the model")
 COMMAND = ("dsprof measure --model mobilenet_v2 --resolution 32 --device cpu --backend onnxruntime --dtype fp32 "
            "--batch 1 --threads 4 --variants original,merged,linear --spans 3 --in-situ merged,linear")
 
@@ -89,10 +89,11 @@ def test_a_miss_is_caught_as_before_and_the_command_line_shows_its_command():
 
 
 def test_an_importance_hint_in_words_and_as_the_command_line_writes_it():
-    hint = ImportanceHint("model='mobilenet_v2', options={'width': 0.5}", "my images", "taylor", "w/ck pt.pth", 160)
-    assert hint.describe() == ("`dsprof importance` (or dsprof.importance) for the model (model='mobilenet_v2', "
-                               "options={'width': 0.5}) at 160 px on my images with the proxy taylor, from the weights "
-                               "w/ck pt.pth")
+    hint = ImportanceHint("model=ModelRef.of('mobilenet_v2', options={'width': 0.5})", "my images", "taylor",
+                          "w/ck pt.pth", 160)
+    assert hint.describe() == ("`dsprof importance` (or dsprof.importance) for the model (model=ModelRef.of("
+                               "'mobilenet_v2', options={'width': 0.5})) at 160 px on my images with the proxy taylor, "
+                               "from the weights w/ck pt.pth")
     command = hint_command(hint)
     assert command == ("dsprof importance --model mobilenet_v2 --width 0.5 --resolution 160 --data 'my images' "
                        "--proxy taylor --weights 'w/ck pt.pth' --out importance.json")
@@ -168,10 +169,21 @@ def test_the_table_is_the_parsers_own():
     ("decide by MACs: `merge_by='macs'`.", "merge", "decide by MACs: --merge-by macs."),
     ("pass `overwrite=True` to replace it, or choose another `out=`", "export",
      "pass --overwrite to replace it, or choose another --out"),
-    ("(`model='mobilenet_v2', options={'depths': [1, 2], 'width': 1.4}, resolution=32`)", "measure",
+    # a model as `model_args` writes it (one `model=`, as every verb takes it): the options that build it
+    ("(`model=ModelRef.of('mobilenet_v2', options={'depths': [1, 2], 'width': 1.4}, resolution=32)`)", "measure",
      "(--model mobilenet_v2 --depths 1,2 --width 1.4 --resolution 32)"),
+    ("`model='my model.py:build'`", "plan", "--model-file 'my model.py:build'"),
+    ("`model=ModelRef.of('resnet18', resolution=160, weights=True)`", "importance",
+     "--model resnet18 --resolution 160 --weights pretrained"),
+    ("`model=ModelRef.of('x.py:f', weights='w/ck pt.pth')`", "merge", "--model-file x.py:f --weights 'w/ck pt.pth'"),
+    ("`model=ModelRef.of(resolution=32)` or `model=ModelRef.of(weights=)`", "plan", "--resolution 32 or --weights"),
+    # a field no option sets, or a value that is not a literal: left as written
+    ("`model=ModelRef.of('resnet18', name='mine')` `model=ModelRef.of(NAME, resolution=32)`", "plan",
+     "`model=ModelRef.of('resnet18', name='mine')` `model=ModelRef.of(NAME, resolution=32)`"),
+    # the old keywords (deprecated on the verbs, still read): the same options as before
     ("`model_file='my model.py:build'`", "plan", "--model-file 'my model.py:build'"),
     # a factory's own option, which no command takes: spelt as argparse spells a dest (as model_flags always did)
+    ("`model=ModelRef.of('m.py:f', options={'drop_rate': 0.1})`", "measure", "--model-file m.py:f --drop-rate 0.1"),
     ("`model_file='m.py:f', options={'drop_rate': 0.1}`", "measure", "--model-file m.py:f --drop-rate 0.1"),
     ("`dsprof.measure(resume=True)` repairs it", None, "`dsprof measure --resume` repairs it"),
     ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),

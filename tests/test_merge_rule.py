@@ -150,7 +150,7 @@ def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     gap = merge_rule("mobilenet_v2", lut=missing, options=OPTIONS, resolution=32)
     with pytest.raises(LUTMissError) as err:
         gap.decide(plan)
-    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    args = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32)"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     assert "block 3" in str(err.value) and err.value.hint.model == args
     assert (f"run `dsprof measure` (or dsprof.measure) in context {gap.costs.key} with the model's options ({args}), timing "

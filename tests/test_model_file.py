@@ -183,7 +183,7 @@ def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path, mon
 def test_an_unregistered_file_model_name_says_how_to_register_it():
     from dsprof.models import model_entry
 
-    with pytest.raises(KeyError, match=r"pass `model_file='PATH\.py:FACTORY'` \(or call dsprof\.models") as caught:
+    with pytest.raises(KeyError, match=r"pass `model='PATH\.py:FACTORY'` \(or call dsprof\.models") as caught:
         model_entry("file:never_registered:build")
     assert "pass --model-file PATH.py:FACTORY (or call" in _text(caught.value, "measure")  # on the command line
 

@@ -267,7 +267,7 @@ def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys)
     (missing,) = data["unplanned"]
     assert missing["key"].startswith("feedbeef0000/")
     # the JSON: what to time as data, and the reason in words; the printed table: the command that times it
-    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    args = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32)"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     assert missing["measure"] == {"key": missing["key"], "model": args, "max_span": 3, "in_situ": False}
     assert (f"`dsprof measure` (or dsprof.measure) in context {missing['key']} with the model's options ({args}), "

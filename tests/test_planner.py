@@ -240,7 +240,7 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     lut = LUT(frame[~((frame.workload == first) & (frame.variant == "original"))])  # and one block's original missing
     lut.save(tmp_path / "broken.csv")
     (context,) = lut.devices()
-    args = "model='mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32"
+    args = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32)"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     with pytest.raises(LUTMissError) as err:
         plan_front(name, lut, options=options, resolution=32, max_span=2)
