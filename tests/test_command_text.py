@@ -229,3 +229,46 @@ def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp
     assert _text(caught.value, "predict") == ("--merge-by lut decides the merges from a LUT: pass --lut LUT (or "
                                               "--merge-by macs)")
     assert not (tmp_path / "m.pt").exists()
+
+
+# A Python caller copies the model from a hint (issue #44): the one `model=` argument every verb takes now, which
+# builds the very reference the caller gave; the command line shows the same model as its options.
+
+def test_a_miss_names_the_model_as_the_verbs_take_it_and_the_command_line_as_its_options(tmp_path, capsys):
+    from test_lut import _hand_lut  # a LUT written by hand: every block of one model, nothing of any other
+
+    from dsprof.lut import model_label
+    from dsprof.models import ModelRef, find_blocks, get_model
+
+    held = {"depths": [1] * 7}
+    lut = _hand_lut(find_blocks(get_model("mobilenet_v2", resolution=32, **held)),
+                    model_label("mobilenet_v2", {**held, "resolution": 32}))
+    path = lut.save(tmp_path / "lut.csv")
+    # another width at another, non-default resolution: no block of it is in the LUT (other channels, other sizes)
+    given = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7, "width": 0.5}, resolution=48)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        with pytest.raises(LUTMissError) as caught:
+            dsprof.predict(given, path)
+        hint = caught.value.hint.model
+        assert hint == "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1], 'width': 0.5}, " \
+                       "resolution=48)"
+        assert f"with the model's options ({hint})" in str(caught.value)  # in words, for a Python caller
+        # the hint as written builds the reference the caller gave (no DeprecationWarning: the current form)
+        parameter, _, value = hint.partition("=")
+        built = eval(value, {"ModelRef": ModelRef})  # noqa: S307 -- the hint's own text, as a user would paste it
+        assert parameter == "model" and built == given
+        assert (built.name, built.entry, built.options, built.resolution, built.weights, built.file) == (
+            "mobilenet_v2", "mobilenet_v2", {"depths": [1] * 7, "width": 0.5}, 48, False, None)
+        assert built.input_size == (48, 48)
+    # the command line: the same miss, its model as the options that build it, in a command that parses as written
+    assert main(["predict", "--model", "mobilenet_v2", "--width", "0.5", "--depths", "1,1,1,1,1,1,1",
+                 "--resolution", "48", "--lut", str(path)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert len(line.splitlines()) == 1 and "ModelRef" not in line and "options=" not in line
+    command = line.split("`")[1]
+    assert command.startswith("dsprof measure --model mobilenet_v2 --width 0.5 --depths 1,1,1,1,1,1,1 --resolution 48 "
+                              "--device cpu --backend torch")  # the options in the order the command line gave them
+    args = build_parser().parse_args(command.split()[1:])
+    assert (args.model, args.model_file, args.depths, args.width, args.resolution) == (
+        "mobilenet_v2", None, "1,1,1,1,1,1,1", 0.5, 48)
