@@ -58,9 +58,9 @@ HINT = "{hint}"
 @dataclass(frozen=True)
 class MeasureHint:
     """What `dsprof measure` should time so that a LUT has what a message says it lacks: in the LUT context
-    ``context``, the model that the API parameters ``model`` build (``"model='mobilenet_v2', resolution=32"``:
-    `dsprof.models.model_args`; the command line spells them as its options), its blocks original, merged and linear,
-    spans of up to ``max_span`` blocks, and (``in_situ``) each block inside the model."""
+    ``context``, the model that the API argument ``model`` builds (``"model=ModelRef.of('mobilenet_v2',
+    resolution=32)"``: `dsprof.models.model_args`; the command line spells it as its options), its blocks original,
+    merged and linear, spans of up to ``max_span`` blocks, and (``in_situ``) each block inside the model."""
 
     context: Any  # a `dsprof.device_context.DeviceContext` (a module that imports this one)
     model: str
@@ -79,9 +79,9 @@ class MeasureHint:
 
 @dataclass(frozen=True)
 class ImportanceHint:
-    """What `dsprof importance` should score: the model that the API parameters ``model`` build (as `MeasureHint`'s), on ``data`` with
-    the proxy ``proxy``, from ``weights`` (True: pretrained; a path; None: not said), at ``resolution`` pixels (None:
-    the model's default)."""
+    """What `dsprof importance` should score: the model that the API argument ``model`` builds (as `MeasureHint`'s),
+    on ``data`` with the proxy ``proxy``, from ``weights`` (True: pretrained; a path; None: not said), at
+    ``resolution`` pixels (None: the model's default)."""
 
     model: str
     data: str

@@ -159,7 +159,8 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     assert main(["plan", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", str(RES), "--lut",
                  str(lut), "--importance", str(path), "--keep", "3", "--out", str(tmp_path / "f.json")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is for --model-file" in err and "inert.py:build, not --model mobilenet_v2" in err
+    assert (len(err.splitlines()) == 1 and "is for --model-file" in err
+            and "inert.py:build, not --model mobilenet_v2" in err)
     # the same model with other options (MobileNetV2 of another width): refused in one line, with a command that
     # measures it for the plan's model and runs as written
     record = {**importance_record(result, inp), "model": {"name": "mobilenet_v2", "options": {"width": 0.35}}}
@@ -167,9 +168,9 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     with pytest.raises(UsageError) as err:
         load_importance(other, "mobilenet_v2", {"width": 0.5, "depths": [1] * 7})
     message = str(err.value)  # for a Python caller the command in words, for the command line the command itself
-    assert "\n" not in message and ("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`, not "
-                                    "`model=ModelRef.of('mobilenet_v2', options={'width': 0.5, 'depths': [1, 1, 1, 1, 1, "
-                                    "1, 1]})`") in message
+    assert "\n" not in message and ("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`, "
+                                    "not `model=ModelRef.of('mobilenet_v2', options={'width': 0.5, 'depths': [1, 1, 1, "
+                                    "1, 1, 1, 1]})`") in message
     assert ("e.g. `dsprof importance` (or dsprof.importance) for the model (model=ModelRef.of('mobilenet_v2', "
             "options={'width': 0.5, 'depths': [1, 1, 1, 1, 1, 1, 1]})) on") in message
     assert ("is for --model mobilenet_v2 --width 0.35, not --model mobilenet_v2 --width 0.5 --depths"
@@ -177,7 +178,8 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     command = hint_command(err.value.hint).split()
     assert command[:2] == ["dsprof", "importance"] and command[command.index("--width") + 1] == "0.5"
     build_parser().parse_args(command[1:])
-    with pytest.raises(UsageError, match=re.escape("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`")):
+    refused = re.escape("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`")
+    with pytest.raises(UsageError, match=refused):
         plan_to_file("mobilenet_v2", lut, importance=other, options={"width": 0.5}, resolution=RES, keep=3, max_span=1)
     # the same options spelt with their defaults are the same model; the bare formats are read as they were
     assert load_importance(other, "mobilenet_v2", {"width": 0.35, "num_classes": 10}) == dict(enumerate(result.scores))

@@ -183,9 +183,9 @@ def test_register_model_file_names_it_and_builds_at_any_resolution(tmp_path, mon
 def test_an_unregistered_file_model_name_says_how_to_register_it():
     from dsprof.models import model_entry
 
-    with pytest.raises(KeyError, match=r"pass `model='PATH\.py:FACTORY'` \(or call dsprof\.models") as caught:
-        model_entry("file:never_registered:build")
-    assert "pass --model-file PATH.py:FACTORY (or call" in _text(caught.value, "measure")  # on the command line
+    with pytest.raises(KeyError, match=r"pass `model='PATH\.py:build'` \(or call dsprof\.models") as caught:
+        model_entry("file:never_registered:build")  # the model file, as every verb takes it: its factory is known
+    assert "pass --model-file PATH.py:build (or call" in _text(caught.value, "measure")  # on the command line
 
 
 @pytest.mark.slow  # measures 12 blocks and 3 models, then a report: about 30 s of CPU

@@ -40,7 +40,8 @@ def test_other_options_are_another_model(options):
 
 def test_a_plan_of_the_same_family_is_retargeted_and_another_model_refused():
     assert check_plan("efflite0-ds-a", "efficientnet_lite0").model == "efficientnet_lite0"
-    with pytest.raises(PlanError, match=re.escape("use it with the plan's model (`model=ModelRef.of('mobilenet_v2', options={'width': 1.4})`)")):
+    with pytest.raises(PlanError, match=re.escape(
+            "use it with the plan's model (`model=ModelRef.of('mobilenet_v2', options={'width': 1.4})`)")):
         check_plan("mbv2-1.4-ds-a", "resnet18")
 
 

@@ -72,7 +72,7 @@ class Prices:
     base_errors: tuple[float, ...]
     missing: tuple[str, ...]  # what the model (not a piece) lacks
     identity: tuple[str, dict] | None = None  # (registered name, options) of the model, to check plans against
-    model_args: str = ""  # the API parameters that build this model, for messages (`PriceHints.measure_args`)
+    model_args: str = ""  # the API argument that builds this model, for messages (`PriceHints.measure_args`)
     # in-model: the pieces timed inside the model (`dsprof measure --calibrate`), their scale and spread
     in_model: InModel | None = None
     # each piece read once: a planner or a benchmark prices thousands of plans from the same few pieces

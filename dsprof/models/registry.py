@@ -110,7 +110,7 @@ def model_entry(name: str) -> ModelEntry:
     except KeyError:
         if name.startswith("file:"):  # a user's model, named by dsprof.models.user_model
             raise RegistryError(
-                f"model {name!r} is a user's model from a file; pass `model='PATH.py:FACTORY'` "
+                f"model {name!r} is a user's model from a file; pass `{model_args(name)}` "
                 "(or call dsprof.models.user_model.register_model_file) first"
             ) from None
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
@@ -195,7 +195,7 @@ def model_args(name: str, options: dict | None = None, resolution: int | None = 
     spec = getattr(entry.builder, "dsprof_model_file", None) if entry is not None else None
     if spec is None and is_model_file_spec(name):
         spec = name
-    elif spec is None and name.startswith("file:"):  # a user's model not registered in this process: its factory is known
+    elif spec is None and name.startswith("file:"):  # a user's model not registered here: its factory is known
         spec = f"PATH.py:{name.rsplit(':', 1)[-1]}"
     if entry is not None and resolution == entry.default_resolution:
         resolution = None
