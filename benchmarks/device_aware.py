@@ -169,11 +169,11 @@ def stage_check(args, key: str, folder: Path, name: str, options: dict, fronts) 
 
 # -- 3. a new context from a few measurements --------------------------------------------------------
 def stage_few(args, key: str, name: str, options: dict, lut, fronts) -> list[dict]:
-    from dsprof.lut import LUT
+    from dsprof.lut import LUT, Pricing
     from dsprof.lut.few import candidates, choose, few_lut
     from dsprof.lut.predict import profiled_options
     from dsprof.lut.schema import model_label
-    from dsprof.models import find_blocks, get_model
+    from dsprof.models import ModelRef, find_blocks, get_model
     from dsprof.planning import plan_front
     from dsprof.planning.cross import cross_points
     from dsprof.workflows.few import workload_macs
@@ -197,7 +197,8 @@ def stage_few(args, key: str, name: str, options: dict, lut, fronts) -> list[dic
                 keys = {c.key for c in choose(cands, n)}
                 taken = [(s, w, v) in keys or s == "probe" for s, w, v in zip(mine.scope, mine.workload, mine.variant)]
                 predicted, fit = few_lut(lut, cands, LUT(mine[taken], f"{n} entries of {fronts.labels[target.device]}"))
-                front = plan_front(name, predicted, options=options, resolution=args.resolution, max_span=args.max_span)
+                front = plan_front(ModelRef.of(name, options=options, resolution=args.resolution), predicted,
+                                   pricing=Pricing(max_span=args.max_span))
                 points = cross_points(front, costs, target)
                 worst = max(points, key=lambda c: c.loss)
                 rows.append({"model": key, "full": fronts.labels[full.device], "new": fronts.labels[target.device],

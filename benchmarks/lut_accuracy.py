@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from dsprof.lut import MethodFallbackWarning, build_lut
+from dsprof.lut import MethodFallbackWarning, Pricing, build_lut
 from dsprof.names import PREDICT_METHODS as LUT_METHODS
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.lut.interval import lut_probe, probe_ratio
@@ -92,7 +92,8 @@ def front_plans(model: str, lut, key, options: dict, resolution: int, count: int
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        front = plan_front(model, lut, device=key, options=options, resolution=resolution, max_span=max_span)
+        front = plan_front(ModelRef.of(model, options=options, resolution=resolution), lut,
+                           pricing=Pricing(device_key=key, max_span=max_span))
     points = front.points
     chosen = sorted({round(i * (len(points) - 1) / max(count - 1, 1)) for i in range(count)})
     return [Plan(model, points[i].plan.keep, options, merge=points[i].plan.merge, spans=points[i].plan.spans,

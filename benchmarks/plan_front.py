@@ -44,7 +44,7 @@ def _load() -> str:
 
 
 def stage_lut(args) -> None:
-    from dsprof.lut import build_lut
+    from dsprof.lut import Pricing, build_lut
     from dsprof.planning import plan_front
     from dsprof.profiler import BackendSettings, Workloads, measure
     from dsprof.models import ModelRef
@@ -65,7 +65,8 @@ def stage_lut(args) -> None:
     lut.save(out / "lut.csv")
     for backend in args.backends:
         t = time.perf_counter()
-        front = plan_front(MODEL, lut, device=_key(lut, backend), max_span=args.max_span, resolution=args.resolution)
+        front = plan_front(ModelRef.of(MODEL, resolution=args.resolution), lut,
+                           pricing=Pricing(device_key=_key(lut, backend), max_span=args.max_span))
         elapsed = time.perf_counter() - t
         front.write(out / f"front_{backend}.json")
         print(f"\n{backend}: plan_front {elapsed:.2f} s ({_load()})")
@@ -83,7 +84,7 @@ def _chosen_ks(front, every: int) -> list[int]:
 
 
 def stage_check(args) -> None:
-    from dsprof.lut import LUT
+    from dsprof.lut import LUT, Pricing
     from dsprof.lut.predict import prices_of, predict_plan
     from dsprof.merging import merge_model
     from dsprof.planning.decide import Decider
@@ -98,7 +99,8 @@ def stage_check(args) -> None:
     rows = []
     for backend in args.backends:
         key = _key(lut, backend)
-        front = plan_front(MODEL, lut, device=key, max_span=args.max_span, resolution=args.resolution)
+        front = plan_front(ModelRef.of(MODEL, resolution=args.resolution), lut,
+                           pricing=Pricing(device_key=key, max_span=args.max_span))
         costs = prices_of(MODEL, lut, device=key, resolution=args.resolution)
         checked = {f"front-k{k}": (front.at_k(k), True) for k in _chosen_ks(front, args.every)}
         for name in PRESETS:
@@ -181,7 +183,7 @@ def stage_timing(args) -> None:
     if lut_path.exists():
         import torch
 
-        from dsprof.lut import LUT
+        from dsprof.lut import LUT, Pricing
         from dsprof.lut.predict import prices_of
         from dsprof.planning import plan_front
 
@@ -192,7 +194,7 @@ def stage_timing(args) -> None:
             costs = prices_of(MODEL, lut, device=_key(lut, backend), resolution=args.resolution)
             read = time.perf_counter() - t
             t = time.perf_counter()
-            front = plan_front(MODEL, lut, max_span=args.max_span, prices=costs)
+            front = plan_front(MODEL, lut, pricing=Pricing(max_span=args.max_span), prices=costs)
             print(f"{MODEL} (17 blocks, spans up to {args.max_span}) on {backend}: model built and traced, LUT read "
                   f"{read:.2f} s; plan_front (every piece priced, the search, {len(front.points)} front plans and "
                   f"{len(front.presets)} presets priced by predict_plan) {time.perf_counter() - t:.2f} s ({_load()})")

@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from dsprof.constants import DEFAULT_MAX_SPAN
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, prices_of
 from dsprof.planning.decide import Decider
 from dsprof.lut.pricer import Pricer
@@ -136,7 +136,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
             plan = load_plan(f)
             out.setdefault(sum(plan.keep), []).append(plan)
         return {k: sorted(v, key=lambda p: (not p.name.startswith("front"), p.name)) for k, v in out.items()}, costs
-    front = plan_front(name, lut, prices=costs, max_span=MAX_SPAN)
+    front = plan_front(name, lut, pricing=Pricing(max_span=MAX_SPAN), prices=costs)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for k in ks:

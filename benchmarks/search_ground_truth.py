@@ -296,8 +296,8 @@ def judge_proxies(args, options: dict, weights: Path, drops: list, marginal: lis
         if args.lut is not None:
             from dsprof.planning import plan_front
 
-            front = plan_front(MODEL, args.lut, importance=scores, max_span=args.max_span, options=options,
-                               resolution=args.resolution)
+            front = plan_front(ModelRef.of(MODEL, options=options, resolution=args.resolution), args.lut,
+                               pricing=Pricing(max_span=args.max_span), importance=scores)
             keep = tuple(front.choose(keep=args.keep).plan.keep)
         else:
             keep = importance_keep(scores, args.keep)

@@ -17,13 +17,14 @@ import pytest
 import torch
 
 from conftest import randomise_bn
-from dsprof.lut import LUT, build_lut
+from dsprof.errors import UsageError
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import predict_plan, prices_of
 from dsprof.merging import linearize_model, merge_model
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.planning.activations import plan_front_acts
 from dsprof.planning.planner import plan_front
-from dsprof.profiler import TimingConfig, measure
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.records.activations import kept_activations
 from dsprof.records.plan import Plan
 from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RES = "mobilenet_v2", {"depths": [1] * 7}, 32
+REF = ModelRef.of(NAME, options=OPTIONS, resolution=RES)
 # MobileNetV2 with one block per stage (7 blocks): block 0 depthwise-separable (one activation), blocks 1..6
 # inverted residuals (two); block 1 is 16 -> 96 -> 24, 3x3 depthwise stride 2, on the stem's 16x16 output.
 COUNTS = [1] + [2] * 6
@@ -45,8 +47,9 @@ FUSED = ("fused-expand", "fused-project")
 @pytest.fixture(scope="module")
 def luts(tmp_path_factory):
     d = tmp_path_factory.mktemp("actplan")
-    result = measure(NAME, model_options=OPTIONS, resolution=RES, threads=1,
-                     variants=("original", "merged", "linear", *FUSED), model_variants=("original",), spans=2,
+    result = measure(REF, settings=BackendSettings(threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear", *FUSED),
+                                         model_variants=("original",), spans=2),
                      timing=FAST, out=d / "m.jsonl", progress=False)
     build_lut([result.path]).save(d / "lut.csv")
     ruled = rule_lut(d / "lut.csv", [result.path])
@@ -102,7 +105,7 @@ def test_the_activation_front_is_every_plans_best(luts, which):
     """Brute force over all 2 * 4^6 = 8192 activation plans (no spans): the DP's fastest plan at each number of kept
     activations is the cheapest of them all, and its plan prices at what the DP says."""
     prices = _prices(luts[which])
-    front = plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES, max_span=1, prices=prices)
+    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=1), prices=prices)
     best = _brute_force(prices)
     assert [p.k for p in front.points] == list(range(0, 14))
     for point in front.points:
@@ -125,11 +128,11 @@ def test_never_slower_than_the_block_front(luts):
     activation front's plans with 2k and 2k - 1 activations: block 0 keeps one, the others two)."""
     for which in ("rule", "cheap"):
         prices = _prices(luts[which])
-        blocks = plan_front(NAME, luts[which], options=OPTIONS, resolution=RES, max_span=2, prices=prices)
-        acts = {p.k: p.latency_s for p in plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES,
-                                                          max_span=2, prices=prices).points}
-        whole = {p.k: p.latency_s for p in plan_front_acts(NAME, luts[which], options=OPTIONS, resolution=RES,
-                                                           max_span=2, prices=prices, partial=False).points}
+        pricing = Pricing(max_span=2)
+        blocks = plan_front(REF, luts[which], pricing=pricing, prices=prices)
+        acts = {p.k: p.latency_s for p in plan_front_acts(REF, luts[which], pricing=pricing, prices=prices).points}
+        whole = {p.k: p.latency_s for p in plan_front_acts(REF, luts[which], pricing=pricing, prices=prices,
+                                                           partial=False).points}
         for point in blocks.points:
             k_acts = sum(n for n, keep in zip(COUNTS, point.plan.keep) if keep)
             assert acts[k_acts] <= point.latency_s * (1 + 1e-12)
@@ -137,10 +140,36 @@ def test_never_slower_than_the_block_front(luts):
             assert min(same) == pytest.approx(point.latency_s, rel=1e-12)
 
 
+def test_both_planners_read_one_request_and_the_keywords_of_before_warn(luts):
+    """`plan_front` and `plan_front_acts` take the model as one `ModelRef` and how the LUT prices it (its context,
+    method, spans) as one `Pricing` (issue #44): the context named or picked by backend and batch plans the same
+    front, and the keywords of before plan it too, with one DeprecationWarning naming the new parameters."""
+    lut = LUT.load(luts["rule"])
+    (context,) = lut.devices()
+
+    def summary(front):
+        return front.name, dict(front.options), front.max_span, front.method, [(p.k, p.plan, p.latency_s)
+                                                                               for p in front.points]
+
+    for planner in (plan_front, plan_front_acts):
+        named = planner(REF, lut, pricing=Pricing(device_key=context, method="isolated", max_span=2))
+        picked = planner(REF, lut, pricing=Pricing(backend=context.backend, batch=context.batch, method="isolated",
+                                                   max_span=2))
+        with pytest.warns(DeprecationWarning, match=r"\(options=, resolution=, device=, method=, max_span=\) is now "
+                          r"dsprof\.planning\.[a-z.]*plan_front[a-z_]*\(model=ModelRef\.of\(options=, resolution=\), "
+                          r"pricing=Pricing\(device_key=, method=, max_span=\)\)"):
+            before = planner(NAME, lut, options=OPTIONS, resolution=RES, device=context, method="isolated", max_span=2)
+        assert summary(named) == summary(picked) == summary(before)
+        assert (named.name, dict(named.options), named.max_span) == (NAME, OPTIONS, 2)
+        assert named.method.startswith("isolated") and len(named.blocks) == 7
+        with pytest.raises(UsageError, match=r"`pricing=Pricing\(max_span=\)` is at least 1 \(1: no spans\), got 0"):
+            planner(REF, lut, pricing=Pricing(max_span=0))
+
+
 def test_front_plans_merge_exactly(luts):
     """The cheap LUT's front plans (partial blocks, spans, lone merged blocks), merged: equal to their linearised
     models in float64."""
-    front = plan_front_acts(NAME, luts["cheap"], options=OPTIONS, resolution=RES, max_span=2)
+    front = plan_front_acts(REF, luts["cheap"], pricing=Pricing(max_span=2))
     torch.manual_seed(0)
     model = randomise_bn(get_model(NAME, resolution=RES, num_classes=10, **OPTIONS)).double().eval()
     x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
@@ -183,8 +212,10 @@ def full_lut(tmp_path_factory):
     """MobileNetV2 as built (17 blocks, 33 removable activations) at 32 px: originals, merged, linear and the partial
     states, the whole model; medians from the rule."""
     d = tmp_path_factory.mktemp("actplan-full")
-    result = measure(NAME, resolution=RES, threads=1, variants=("original", "merged", "linear", *FUSED),
-                     model_variants=("original",), timing=FAST, out=d / "m.jsonl", progress=False)
+    result = measure(ModelRef.of(NAME, resolution=RES), settings=BackendSettings(threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear", *FUSED),
+                                         model_variants=("original",)),
+                     timing=FAST, out=d / "m.jsonl", progress=False)
     build_lut([result.path]).save(d / "lut.csv")
     ruled = rule_lut(d / "lut.csv", [result.path])
     frame = ruled.to_dataframe()
@@ -199,10 +230,11 @@ def test_the_check_on_mobilenet_v2(full_lut, which):
     the activation front is never slower (predicted), and where it keeps no partial block it is that same front."""
     prices = prices_of(NAME, full_lut[which], resolution=RES)
     counts = [1] + [2] * 16
-    blocks = plan_front(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
-    acts = plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1, prices=prices)
-    whole = {p.k: p.latency_s for p in plan_front_acts(NAME, full_lut[which], resolution=RES, max_span=1,
-                                                       prices=prices, partial=False).points}
+    full, pricing = ModelRef.of(NAME, resolution=RES), Pricing(max_span=1)
+    blocks = plan_front(full, full_lut[which], pricing=pricing, prices=prices)
+    acts = plan_front_acts(full, full_lut[which], pricing=pricing, prices=prices)
+    whole = {p.k: p.latency_s for p in plan_front_acts(full, full_lut[which], pricing=pricing, prices=prices,
+                                                       partial=False).points}
     by_k = {p.k: p for p in acts.points}
     assert sorted(by_k) == list(range(34))
     partial = 0

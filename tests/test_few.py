@@ -12,7 +12,7 @@ import pytest
 
 from dsprof.cli import main
 from dsprof.errors import UsageError
-from dsprof.lut import LUT, build_lut, model_label
+from dsprof.lut import LUT, Pricing, build_lut, model_label
 from dsprof.lut.few import GROUPS, candidates, choose, few_lut
 from dsprof.lut.predict import profiled_options
 from dsprof.models import ModelRef, find_blocks, get_model
@@ -114,7 +114,8 @@ def test_measure_few_times_the_chosen_entries_and_predicts_the_rest(like, model,
         if measured:
             assert row.sources == records_path.name
     assert new.predicted_count(key) == len(cands) - 8
-    front = plan_front(NAME, new, options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN)
+    front = plan_front(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), new,
+                       pricing=Pricing(max_span=MAX_SPAN))
     assert [p.k for p in front.points] == list(range(len(blocks) + 1))
 
 

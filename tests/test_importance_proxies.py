@@ -30,7 +30,7 @@ from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.workflows.plan import load_importance, plan_to_file
 from dsprof.profiler import TimingConfig, Workloads, measure
-from dsprof.search import TrainConfig, search
+from dsprof.search import TrainConfig, TrainRun, search
 from dsprof.search.data import digits
 from dsprof.search.importance import importance_record
 from dsprof.records.importance import write_importance
@@ -200,12 +200,12 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
     scored_fn = dsprof.importance(ModelRef.of(model_name, resolution=RES, weights=inert_model), proxy="taylor",
                                   settings=ProxySettings(batches=2), device="cpu").scores
     assert list(scored_fn.scores) == pytest.approx(record["importance"], rel=1e-9)
-    found = search(model_name, keep=3, resolution=RES, weights=inert_model, device="cpu", proxy="taylor",
-                   proxy_settings=ProxySettings(batches=2))
+    found = search(ModelRef.of(model_name, resolution=RES, weights=inert_model), keep=3, run=TrainRun(device="cpu"),
+                   proxy="taylor", settings=ProxySettings(batches=2))
     assert found.plan.search["proxy"] == "taylor" and found.scores == pytest.approx(record["importance"], rel=1e-9)
     assert found.plan.keep[0] == 0 and sum(found.plan.keep) == 3
     with pytest.raises(UsageError, match="`method='importance'`"):
-        search(model_name, keep=3, resolution=RES, method="random", proxy="taylor")
+        search(ModelRef.of(model_name, resolution=RES), keep=3, method="random", proxy="taylor")
 
 
 def test_the_command_line_names_the_registered_proxies():

@@ -17,7 +17,7 @@ from torch import nn
 
 import dsprof
 from dsprof.errors import UsageError
-from dsprof.lut import MergeChoice
+from dsprof.lut import MergeChoice, Pricing
 from dsprof.merging import linearize_model
 from dsprof.models import ModelRef, find_blocks, input_size_of, named_model
 from dsprof.records.plan import Plan, load_plan
@@ -58,7 +58,7 @@ def measured(tmp_path_factory):
                          progress=False)
     dsprof.build_lut([folder / "results"], folder / "lut.csv")
     lut = rule_lut(folder / "lut.csv", [folder / "results"])
-    planned = dsprof.plan(net, lut, keep=1, max_span=2, out=folder / "front.json")
+    planned = dsprof.plan(net, lut, keep=1, pricing=Pricing(max_span=2), out=folder / "front.json")
     return folder, net, run, lut, planned
 
 
@@ -188,7 +188,7 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
     from dsprof.search import ProxySettings
     from dsprof.search.finetuning import finetune
     from dsprof.search.registry import search
-    from dsprof.search.settings import TrainConfig
+    from dsprof.search.settings import TrainConfig, TrainRun
 
     before = state(net)
     settings = ProxySettings(batches=2, eval_batches=2, batch_size=16)
@@ -198,13 +198,16 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
     assert record["model"]["name"] == "TinyConv" and len(record["importance"]) == 3 == len(scored.scores.scores)
 
     config = TrainConfig(epochs=1, max_batches=2, max_eval_batches=1, batch_size=16)
-    found = search(net, keep=1, method="random", config=config, device="cpu", out=tmp_path / "random.json")
+    found = search(net, keep=1, method="random", config=config, run=TrainRun(device="cpu"),
+                   out=tmp_path / "random.json")
     assert found.plan.model == "TinyConv" and sum(found.plan.keep) == 1 and len(found.plan.keep) == 3
-    chosen = search(net, keep=1, method="planner", lut=lut, max_span=2, config=config, out=tmp_path / "planner.json")
+    chosen = search(net, keep=1, method="planner", lut=lut, pricing=Pricing(max_span=2), config=config,
+                    out=tmp_path / "planner.json")
     front_plan = load_plan(planned.plan_path)  # the planner's search and dsprof.plan: one plan for the module
     assert (chosen.plan.keep, chosen.plan.merge, chosen.plan.spans) == (front_plan.keep, front_plan.merge,
                                                                         front_plan.spans)
-    tuned = finetune(planned.plan_path, model=net, config=config, device="cpu", out=tmp_path / "ft.pt")
+    tuned = finetune(planned.plan_path, model=net, config=config,
+                     run=TrainRun(device="cpu", checkpoint=tmp_path / "ft.pt"))
     assert tuned.merged_max_abs_diff < 1e-4  # the fine-tuned model, merged exactly
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # trained on a copy
 

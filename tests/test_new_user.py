@@ -25,12 +25,12 @@ import torch
 
 from dsprof.cli import build_parser, main
 from dsprof.errors import UsageError
-from dsprof.lut import build_lut
+from dsprof.lut import Pricing, build_lut
 from dsprof.merging import load_merged, merge_report
 from dsprof.records.plan import Plan
 from dsprof.models import ModelRef, format_spans, parse_spans
 from dsprof.models.user_model import register_model_file
-from dsprof.planning import plan_front
+from dsprof.planning import LatencyBudget, plan_front
 from dsprof.workflows.plan import plan_to_file
 from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.records.measurement import read_measurements
@@ -123,7 +123,7 @@ def test_1_a_zero_budget_is_one_line_not_a_traceback(lut_files, tmp_path, capsys
 
 def test_1_the_api_refuses_budgets_of_zero_too(lut_files):
     _, lut_path = lut_files
-    front = plan_front(LABEL, lut_path, resolution=32, max_span=2)
+    front = plan_front(ModelRef.of(LABEL, resolution=32), lut_path, pricing=Pricing(max_span=2))
     for budget in ({"budget_s": 0.0}, {"speedup": 0.0}, {"budget_s": float("nan")}):
         with pytest.raises(UsageError, match="above 0"):
             front.choose(**budget)
@@ -132,7 +132,7 @@ def test_1_the_api_refuses_budgets_of_zero_too(lut_files):
     from dsprof.search import search
 
     with pytest.raises(UsageError, match="above 0"):  # refused before any training (importance fine-tunes first)
-        search(LABEL, keep=None, budget_ms=0.0, lut=lut_path, resolution=32)
+        search(ModelRef.of(LABEL, resolution=32), keep=None, budget=LatencyBudget(budget_ms=0.0), lut=lut_path)
 
 
 # -- 2. the report draws each span on its own -------------------------------------------------------------------
@@ -400,7 +400,7 @@ def test_28_5_plan_rows_lead_with_the_speedup_in_aligned_columns_and_echo_a_merg
         bits = "".join(map(str, point["keep"]))
         assert row.index(bits, keep_at) == keep_at  # aligned, whatever the spans of the rows above
     # a row with many spans (as MobileNetV2's "2-3 4-6 7-8 10-13 14-15") pushes nothing to its right
-    real = plan_front(LABEL, lut_path, resolution=32, max_span=2)
+    real = plan_front(ModelRef.of(LABEL, resolution=32), lut_path, pricing=Pricing(max_span=2))
     many = Plan(LABEL, (0,) * 6, spans=((0, 2), (2, 4), (4, 6)))
     table = replace(real, points=(replace(real.points[0], plan=many), *real.points[1:])).table().splitlines()
     start = table.index("fastest plan for each k (blocks keeping activations):") + 1

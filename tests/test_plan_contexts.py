@@ -16,7 +16,7 @@ import pytest
 
 import dsprof
 from dsprof.cli import build_parser, main
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
 from dsprof.models.spans import span_runs
@@ -127,7 +127,8 @@ def test_cross_equals_brute_force(luts, brute):
 @pytest.mark.parametrize("objective", ["worst", "mean"])
 def test_joint_plan_equals_brute_force(luts, brute, objective):
     plans, costs, latency = brute
-    fronts = [plan_front(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN, prices=costs[b])
+    ref = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION)
+    fronts = [plan_front(ref, luts[b], pricing=Pricing(max_span=MAX_SPAN), prices=costs[b])
               for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective=objective, max_span=MAX_SPAN)
     n = len(plans[0].keep)
@@ -171,7 +172,8 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
     for i in (1, 3, 5):  # the two contexts disagree on whether merging the block alone pays
         assert changed["torch"].linearized(i).variant == "merged" and changed["onnxruntime"].linearized(i).variant == "linear"
     latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
-    fronts = [plan_front(NAME, None, options=OPTIONS, max_span=MAX_SPAN, prices=changed[b]) for b in BACKENDS]
+    ref, pricing = ModelRef.of(NAME, options=OPTIONS), Pricing(max_span=MAX_SPAN)
+    fronts = [plan_front(ref, None, pricing=pricing, prices=changed[b]) for b in BACKENDS]
     joint = joint_front([changed[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
     fronts_by = dict(zip(BACKENDS, fronts))
     assert 3 in fronts_by["onnxruntime"].no_gain and 3 not in fronts_by["torch"].no_gain

@@ -17,7 +17,7 @@ import torch
 
 from dsprof.cli import build_parser, main
 from dsprof.errors import LUTMissError
-from dsprof.lut import LUT, MergeChoice, build_lut, model_label, predict_latency
+from dsprof.lut import LUT, MergeChoice, Pricing, build_lut, model_label, predict_latency
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan
@@ -83,7 +83,8 @@ def test_front_equals_brute_force(luts, key):
     costs = prices_of(name, lut, options=options, resolution=32)
     n = len(costs.blocks)
     importance = IMPORTANCE[:n]
-    front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN, importance=importance)
+    front = plan_front(ModelRef.of(name, options=options, resolution=32), lut, pricing=Pricing(max_span=MAX_SPAN),
+                       importance=importance)
     scored, with_spans = [], 0  # (k, exact loss, latency) of every plan, priced by the prediction function
     for plan in _every_plan(name, options, costs.blocks, MAX_SPAN):
         latency = predict_plan(costs, plan, strict=True).total_s
@@ -140,7 +141,7 @@ def test_span_plan_counts_the_span_entry_not_its_blocks(luts):
 def test_front_plan_round_trips_through_merge_and_predict(luts, tmp_path):
     name, options = MODELS["mbv2"]
     lut = luts["mbv2"]
-    front = plan_front(name, lut, options=options, resolution=32, max_span=MAX_SPAN)
+    front = plan_front(ModelRef.of(name, options=options, resolution=32), lut, pricing=Pricing(max_span=MAX_SPAN))
     point = next(p for p in front.points if p.plan.spans)  # a plan with a span (under the rule, spans pay)
     path = tmp_path / "plan.json"
     path.write_text(point.plan.to_json())
@@ -205,7 +206,8 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
     rows = (frame.scope == "block") & (frame.workload == spec)
     original_s = float(frame[rows & (frame.variant == "original")].median_s.iloc[0])
     frame.loc[rows & frame.variant.isin(["merged", "linear"]), "median_s"] = original_s * 10
-    front = plan_front(name, LUT(frame), resolution=32, max_span=1, method="isolated")  # savings as timed alone
+    front = plan_front(ModelRef.of(name, resolution=32), LUT(frame),
+                       pricing=Pricing(method="isolated", max_span=1))  # savings as timed alone
     blocks = find_blocks(get_model(name, resolution=32))
 
     def median(i, variant):
@@ -234,7 +236,8 @@ def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
 def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     name, options = MODELS["mbv2"]
     no_spans = _measure(tmp_path, name, options, 0)  # no span entries: planned without spans (issue #44)
-    assert plan_front(name, no_spans, options=options, resolution=32, max_span=2).max_span == 1
+    ref = ModelRef.of(name, options=options, resolution=32)
+    assert plan_front(ref, no_spans, pricing=Pricing(max_span=2)).max_span == 1
     frame = no_spans.to_dataframe()
     first = frame[(frame.scope == "block") & (frame.variant == "original")].workload.iloc[0]
     lut = LUT(frame[~((frame.workload == first) & (frame.variant == "original"))])  # and one block's original missing
@@ -243,7 +246,7 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     args = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32)"
     flags = "--model mobilenet_v2 --depths 1,1,1,1,1,1,1 --resolution 32"  # the same, as the command line spells it
     with pytest.raises(LUTMissError) as err:
-        plan_front(name, lut, options=options, resolution=32, max_span=2)
+        plan_front(ModelRef.of(name, options=options, resolution=32), lut, pricing=Pricing(max_span=2))
     # a Python caller: what to time as data (the spans asked for too), and in words in the one line
     request = err.value.hint
     assert (request.context, request.model, request.max_span, request.in_situ) == (context, args, 2, False)

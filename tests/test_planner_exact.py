@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
@@ -79,8 +79,8 @@ def test_no_plan_is_priced_faster_than_the_front(case):
         costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
         pricer = Pricer(costs)
         blocks, n = costs.blocks, len(costs.blocks)
-        front = plan_front(name, lut, device=context, options=options, resolution=RESOLUTION, max_span=MAX_SPAN,
-                           prices=costs)
+        front = plan_front(ModelRef.of(name, options=options, resolution=RESOLUTION), lut,
+                           pricing=Pricing(device_key=context, max_span=MAX_SPAN), prices=costs)
         assert [p.k for p in front.points] == list(range(n + 1))  # every k has a plan: nothing is held back
         contexts_with_no_gain += bool(front.no_gain)
         best = {p.k: p.latency_s for p in front.points}

@@ -23,9 +23,10 @@ import pytest
 
 import rule_lut as rule
 from dsprof.cli import main
-from dsprof.lut import LUT
+from dsprof.lut import LUT, Pricing
 from dsprof.lut.predict import prices_of, predict_plan
 from dsprof.records.plan import Plan
+from dsprof.models import ModelRef
 from dsprof.models.spans import span_runs
 from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
@@ -198,7 +199,8 @@ def test_plans_over_both_contexts_equal_brute_force(contexts):
         if a == b:
             assert point.loss == 0.0
     assert any(p.loss > 1e-6 for p in result.cross)  # the two contexts disagree somewhere
-    fronts = [plan_front(LABEL, luts[b], resolution=32, max_span=MAX_SPAN, prices=costs[b]) for b in BACKENDS]
+    ref, pricing = ModelRef.of(LABEL, resolution=32), Pricing(max_span=MAX_SPAN)
+    fronts = [plan_front(ref, luts[b], pricing=pricing, prices=costs[b]) for b in BACKENDS]
     joint = joint_front([costs[b] for b in BACKENDS], fronts, objective="worst", max_span=MAX_SPAN)
     assert [p.k for p in joint.points] == list(range(n + 1))
     for point in joint.points:

@@ -13,12 +13,14 @@ import torch
 from conftest import randomise_bn
 
 from dsprof.lut.schema import GROUP_COLUMNS
-from dsprof.lut import LUT, SCHEMA
+from dsprof.lut import LUT, SCHEMA, MergeChoice
 from dsprof.merging import linearize_block, load_merged, merge_linearized
 from dsprof.records.plan import Plan
-from dsprof.models import count_macs, find_blocks, get_model
+from dsprof.models import ModelRef, count_macs, find_blocks, get_model
 from dsprof.search import (
+    GateSettings,
     TrainConfig,
+    TrainRun,
     block_weights,
     digits,
     finetune,
@@ -198,10 +200,10 @@ def test_costly_block_loses_its_activations_first(tmp_path, costly):
     torch.save(tiny(1).state_dict(), model_file)
     _hand_made_lut(tmp_path / "lut.csv", tiny(), costly)
     result = search(
-        "mobilenet_v2", keep=6, data="digits", options=TINY, resolution=RES, weights=model_file,
-        lut=tmp_path / "lut.csv", lam=10.0, score_lr=0.05, method="differentiable",
+        ModelRef.of("mobilenet_v2", options=TINY, resolution=RES, weights=model_file), keep=6, data="digits",
+        lut=tmp_path / "lut.csv", settings=GateSettings(lam=10.0, score_lr=0.05), method="differentiable",
         config=TrainConfig(epochs=1, batch_size=32, max_batches=3, max_eval_batches=1, lr=0.01),
-        out=tmp_path / "plan.json", device="cpu",
+        out=tmp_path / "plan.json", run=TrainRun(device="cpu"),
     )
     assert result.plan.keep == tuple(int(i != costly) for i in range(7))
     assert result.ranking[-1] == costly
@@ -230,9 +232,10 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
     weights = tmp_path / "orig.pt"
     torch.save(tiny(2).state_dict(), weights)
     result = finetune(
-        plan, data="digits", resolution=RES, weights=weights, distill=True,
-        config=TrainConfig(epochs=1, batch_size=64, max_batches=4), out=tmp_path / "ft.pt",
-        merged_out=tmp_path / "merged.pt", device="cpu", merge_by="macs",
+        plan, model=ModelRef.of("mobilenet_v2", options=TINY, resolution=RES, weights=weights), data="digits",
+        distill=True, config=TrainConfig(epochs=1, batch_size=64, max_batches=4),
+        run=TrainRun(device="cpu", checkpoint=tmp_path / "ft.pt"), merged_out=tmp_path / "merged.pt",
+        merge=MergeChoice.macs(),
     )
     assert result.merged_accuracy == result.accuracy
     assert result.merged_max_abs_diff < 1e-4
@@ -274,12 +277,13 @@ def test_resume_continues_where_a_killed_run_stopped(tmp_path):
 
 @pytest.mark.slow
 def test_resume_is_the_uninterrupted_run(tmp_path):
-    cfg = dict(model="mobilenet_v2", options=TINY, data="digits", resolution=RES, check_merge=False, device="cpu",
+    cfg = dict(model=ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), data="digits", check_merge=False,
                config=TrainConfig(epochs=3, batch_size=16, max_batches=2, max_eval_batches=1))
-    straight = finetune(out=tmp_path / "a.pt", **cfg)
-    finetune(out=tmp_path / "b.pt", stop_after_epochs=1, **cfg)  # as if interrupted after epoch 1
+    straight = finetune(run=TrainRun(device="cpu", checkpoint=tmp_path / "a.pt"), **cfg)
+    # as if interrupted after epoch 1
+    finetune(run=TrainRun(device="cpu", checkpoint=tmp_path / "b.pt", stop_after_epochs=1), **cfg)
     assert torch.load(tmp_path / "b.pt", weights_only=True)["epoch"] == 1
-    resumed = finetune(out=tmp_path / "b.pt", resume=True, **cfg)
+    resumed = finetune(run=TrainRun(device="cpu", checkpoint=tmp_path / "b.pt", resume=True), **cfg)
     assert [h["epoch"] for h in resumed.history] == [1, 2, 3]
     assert resumed.accuracy == straight.accuracy
     for k, v in straight.model.state_dict().items():
@@ -396,13 +400,13 @@ def test_ds_plus_training_from_the_cli_shrinks_to_the_original_architecture(tmp_
 
 @pytest.mark.slow
 def test_search_resume_is_the_uninterrupted_search(tmp_path):
-    cfg = dict(keep=3, data="digits", options=TINY, resolution=RES, lam=0.5, score_lr=0.05, device="cpu",
-               method="differentiable",
+    model = ModelRef.of("mobilenet_v2", options=TINY, resolution=RES)
+    cfg = dict(keep=3, data="digits", settings=GateSettings(lam=0.5, score_lr=0.05), method="differentiable",
                config=TrainConfig(epochs=2, batch_size=16, max_batches=2, max_eval_batches=1))
-    straight = search("mobilenet_v2", out=tmp_path / "a.json", **cfg)
-    search("mobilenet_v2", out=tmp_path / "b.json", stop_after_epochs=1, **cfg)
+    straight = search(model, out=tmp_path / "a.json", run=TrainRun(device="cpu"), **cfg)
+    search(model, out=tmp_path / "b.json", run=TrainRun(device="cpu", stop_after_epochs=1), **cfg)
     assert torch.load(tmp_path / "b.json.ckpt.pt", weights_only=True)["epoch"] == 1
-    resumed = search("mobilenet_v2", out=tmp_path / "b.json", resume=True, **cfg)
+    resumed = search(model, out=tmp_path / "b.json", run=TrainRun(device="cpu", resume=True), **cfg)
     assert resumed.scores == straight.scores and resumed.plan.keep == straight.plan.keep
     assert [h["epoch"] for h in resumed.history] == [1, 2]
 
@@ -410,14 +414,14 @@ def test_search_resume_is_the_uninterrupted_search(tmp_path):
 
 def test_search_and_finetune_train_digits_at_32_px_without_a_resolution(tmp_path):
     cfg = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=1)
-    found = search("mobilenet_v2", keep=3, data="digits", options=TINY, config=cfg, out=tmp_path / "p.json", device="cpu",
-                   method="differentiable")
+    found = search(ModelRef.of("mobilenet_v2", options=TINY), keep=3, data="digits", config=cfg,
+                   out=tmp_path / "p.json", run=TrainRun(device="cpu"), method="differentiable")
     # the decay weights are the blocks' MAC savings at the training resolution; MobileNetV2's stem halves
     # it, so the first block sees 16x16 at 32 px (112x112 at the model's own 224)
     first = found.plan.search["weights"]["blocks"][0]["spec"]
     assert first.endswith(",in=16x16)"), first
-    finetune(model="mobilenet_v2", options=TINY, data="digits", config=cfg, out=tmp_path / "ft.pt", check_merge=False,
-             device="cpu")
+    finetune(model=ModelRef.of("mobilenet_v2", options=TINY), data="digits", config=cfg,
+             run=TrainRun(device="cpu", checkpoint=tmp_path / "ft.pt"), check_merge=False)
     assert torch.load(tmp_path / "ft.pt", weights_only=True)["resolution"] == 32
 
 def test_image_folder_tree_in_imagenet_layout(tmp_path):

@@ -11,7 +11,7 @@ from dsprof.lut import build_lut, predict_latency
 from dsprof.records.plan import Plan
 from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.models import ModelRef
-from dsprof.search import TrainConfig, search
+from dsprof.search import GateSettings, TrainConfig, TrainRun, search
 from dsprof.search.gates import ActivationGates
 from dsprof.search.ground_truth import (
     accuracy_percentile,
@@ -128,8 +128,8 @@ def _train(path, **cfg):
     from dsprof.search import finetune
 
     torch.set_num_threads(1)
-    return finetune(model="mobilenet_v2", options=TINY, data="digits", resolution=RES, device="cpu", out=path,
-                    config=TrainConfig(**cfg), check_merge=False)
+    return finetune(model=ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), data="digits",
+                    run=TrainRun(device="cpu", checkpoint=path), config=TrainConfig(**cfg), check_merge=False)
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +140,10 @@ def unstable_original(tmp_path_factory):
     return path
 
 
-def _search(weights, capsys, **kw):
-    found = search("mobilenet_v2", keep=3, options=TINY, data="digits", resolution=RES, device="cpu", weights=weights,
-                   method="differentiable", lam=0.0, config=TrainConfig(epochs=2, lr=0.01, seed=0), **kw)
+def _search(weights, capsys, **gates):
+    found = search(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES, weights=weights), keep=3, data="digits",
+                   run=TrainRun(device="cpu"), method="differentiable", settings=GateSettings(lam=0.0, **gates),
+                   config=TrainConfig(epochs=2, lr=0.01, seed=0))
     return found, capsys.readouterr().out
 
 
@@ -193,8 +194,9 @@ def test_tiny_enumeration_the_importance_search_solves(original, tmp_path):
     assert best - min(accs) > 0.01  # the plans differ by more than a few images: there is something to find
     # the full measurement (fine-tunes, its own seed 100, not the ground truth's runs); the cheaper default proxy
     # does not solve this one (zero-shot picks the 3rd of 7 plans: the two blocks at 1x1 pixel tie near zero)
-    found = search("mobilenet_v2", keep=6, options=TINY, data="digits", resolution=RES, device="cpu", weights=original,
-                   method="importance", proxy="finetune", lam=0.0, config=TrainConfig(epochs=1, lr=0.02, seed=100))
+    found = search(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES, weights=original), keep=6, data="digits",
+                   run=TrainRun(device="cpu"), method="importance", proxy="finetune", settings=GateSettings(lam=0.0),
+                   config=TrainConfig(epochs=1, lr=0.02, seed=100))
     chosen = next(o for o in outcomes if o.keep == tuple(found.plan.keep))
     seed_spread = sum(max(o.accuracies) - min(o.accuracies) for o in outcomes) / len(outcomes)
     table = [(o.keep_str, round(o.accuracy, 4), o.accuracies) for o in outcomes]

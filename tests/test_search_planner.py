@@ -7,12 +7,12 @@ import re
 import pytest
 
 from dsprof.errors import InputFileError, LUTMissError, UsageError
-from dsprof.lut import LUT, build_lut, predict_latency
+from dsprof.lut import LUT, Pricing, build_lut, predict_latency
 from dsprof.records.plan import Plan
-from dsprof.planning import plan_front
+from dsprof.planning import LatencyBudget, plan_front
 from dsprof.profiler import TimingConfig, Workloads, measure
 from dsprof.models import ModelRef
-from dsprof.search import TrainConfig, search
+from dsprof.search import TrainConfig, TrainRun, search
 from rule_lut import rule_lut
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -22,6 +22,8 @@ MAX_SPAN = 2
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 ONE_STEP = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=2, seed=3)
+TINY_REF = ModelRef.of("mobilenet_v2", options=TINY, resolution=RES)
+CPU = TrainRun(device="cpu")
 
 
 def _lut(tmp, spans: int):
@@ -41,7 +43,8 @@ def lut(tmp_path_factory):
 
 
 def _front(lut, importance=None):
-    return plan_front("mobilenet_v2", lut, importance=importance, max_span=MAX_SPAN, options=TINY, resolution=RES)
+    return plan_front(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), lut,
+                      pricing=Pricing(max_span=MAX_SPAN), importance=importance)
 
 
 def _same_plan(a: Plan, b: Plan) -> None:
@@ -50,8 +53,8 @@ def _same_plan(a: Plan, b: Plan) -> None:
 
 def test_importance_search_returns_the_planners_front_plan_for_its_importance(lut, tmp_path):
     out = tmp_path / "plan.json"
-    found = search("mobilenet_v2", keep=3, options=TINY, data="digits", resolution=RES, device="cpu", lut=lut,
-                   max_span=MAX_SPAN, config=ONE_STEP, out=out)  # the default method: importance
+    found = search(TINY_REF, keep=3, data="digits", run=CPU, lut=lut, pricing=Pricing(max_span=MAX_SPAN),
+                   config=ONE_STEP, out=out)  # the default method: importance
     drops = found.scores
     assert len(drops) == 7 and found.plan.search["method"] == "importance"
     # the planner's plan of least summed importance with 3 blocks keeping activations, for the measured importance
@@ -71,13 +74,13 @@ def test_importance_search_returns_the_planners_front_plan_for_its_importance(lu
 
 def test_planner_method_takes_k_or_a_budget_without_training(lut):
     front = _front(lut)
-    by_k = search("mobilenet_v2", keep=2, options=TINY, resolution=RES, lut=lut, max_span=MAX_SPAN, method="planner")
+    by_k = search(TINY_REF, keep=2, lut=lut, pricing=Pricing(max_span=MAX_SPAN), method="planner")
     _same_plan(by_k.plan, front.at_k(2).plan)
     # a budget between the fastest plans of k = 3 and k = 4: the plan of k = 3 is the most activations within it
     budget_s = (front.at_k(3).latency_s + front.at_k(4).latency_s) / 2
     assert front.at_k(3).latency_s < front.at_k(4).latency_s
-    by_budget = search("mobilenet_v2", options=TINY, resolution=RES, lut=lut, max_span=MAX_SPAN, method="planner",
-                       budget_ms=budget_s * 1e3)
+    by_budget = search(TINY_REF, lut=lut, pricing=Pricing(max_span=MAX_SPAN), method="planner",
+                       budget=LatencyBudget(budget_ms=budget_s * 1e3))
     _same_plan(by_budget.plan, front.choose(budget_s=budget_s).plan)
     assert by_budget.plan.search["planner"]["latency_s"] <= budget_s
 
@@ -86,15 +89,15 @@ def test_a_lut_lacking_a_block_or_a_budget_without_a_lut_fails_before_any_fine_t
     no_spans = _lut(tmp_path, 0)
     # a LUT without spans is planned without them (issue #44): the search goes on, to its data
     with pytest.raises(InputFileError, match="no-such-data-dir"):
-        search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=no_spans, max_span=MAX_SPAN,
-               data="no-such-data-dir", config=ONE_STEP, device="cpu")
+        search(TINY_REF, keep=3, lut=no_spans, pricing=Pricing(max_span=MAX_SPAN), data="no-such-data-dir",
+               config=ONE_STEP, run=CPU)
     frame = LUT.load(no_spans).to_dataframe()
     first = frame[(frame.scope == "block") & (frame.variant == "original")].workload.iloc[0]
     LUT(frame[~((frame.workload == first) & (frame.variant == "original"))]).save(tmp_path / "broken.csv")
     with pytest.raises(LUTMissError, match=f"lacks block {re.escape(first)}"):
-        search("mobilenet_v2", keep=3, options=TINY, resolution=RES, lut=tmp_path / "broken.csv", max_span=MAX_SPAN,
-               data="no-such-data-dir", config=ONE_STEP, device="cpu")  # data would fail later, if it got there
+        search(TINY_REF, keep=3, lut=tmp_path / "broken.csv", pricing=Pricing(max_span=MAX_SPAN),
+               data="no-such-data-dir", config=ONE_STEP, run=CPU)  # data would fail later, if it got there
     with pytest.raises(UsageError, match="give `lut=`"):
-        search("mobilenet_v2", budget_ms=1.0, options=TINY, resolution=RES, data="no-such-data-dir", device="cpu")
+        search(TINY_REF, budget=LatencyBudget(budget_ms=1.0), data="no-such-data-dir", run=CPU)
     with pytest.raises(UsageError, match="`method='differentiable'` takes `keep=`"):
-        search("mobilenet_v2", keep=3, budget_ms=1.0, options=TINY, resolution=RES, method="differentiable")
+        search(TINY_REF, keep=3, budget=LatencyBudget(budget_ms=1.0), method="differentiable")

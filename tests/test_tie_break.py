@@ -28,7 +28,7 @@ import pytest
 import dsprof
 from cli_run import dsprof_here
 from dsprof.errors import DeviceError, UsageError
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of
 from dsprof.lut.schema import model_label
@@ -68,7 +68,7 @@ def lut_path(tmp_path_factory):
 def broken(lut_path, tmp_path_factory):
     """`dsprof.plan` at k = 3 with a tie-break of 1 s over the 6 top-priced plans."""
     d = tmp_path_factory.mktemp("broken")
-    planned = dsprof.plan(SMALL, lut_path, keep=K, max_span=MAX_SPAN,
+    planned = dsprof.plan(SMALL, lut_path, keep=K, pricing=Pricing(max_span=MAX_SPAN),
                           out=d / "front.json", tie_break=TieBreak(1.0, 6, d / "tie-break"))
     return planned, d
 

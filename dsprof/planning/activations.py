@@ -17,23 +17,22 @@ What a partial state merges and how is `dsprof.merging.partial`'s; its rules (ru
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from torch import nn
 
-from ..errors import UsageError
 from ..lut import LUT
+from ..lut.choice import Pricing
 from ..lut.piece import Piece
-from ..lut.predict import predict_plan, prices_of
 from ..lut.prices import Prices
 from ..merging.partial import act_layouts
+from ..models.ref import ModelRef
 from ..names import ACT_VARIANTS, PLAN_UNITS
 from ..records.activations import partial_states
 from ..records.plan import Plan
 from .dp import Solution, best_per_k
 from .front import Front
-from .planner import DEFAULT_MAX_SPAN, _Context, _check_found, _no_gain, _options, _span_limit, _spans_predicted, \
-    context_suffix, variants_note
+from .planner import _Context, _check_found, _options, front_inputs, variants_note
 
 __all__ = ["UNITS", "act_choices", "act_count", "plan_front_acts"]
 
@@ -89,46 +88,32 @@ class _ActContext(_Context):
 
 
 def plan_front_acts(
-    model: str | nn.Module,
-    lut: LUT | str | Path,
+    model: str | nn.Module | ModelRef,
+    lut: LUT | str | Path | None,
     *,
-    max_span: int | None = None,
-    device: Any = None,
-    method: str = "auto",
-    rest: str = "auto",
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
+    pricing: Pricing | None = None,
     prices: Prices | None = None,
     partial: bool = True,
+    **old: Any,
 ) -> Front:
     """The front of ``model`` at the level of activations: for every number k of activations kept, the fastest plan
-    (a `Plan` with ``acts``; `FrontPoint.k` is that number). The keywords are `plan_front`'s (no importance: the
-    importance file scores blocks). ``partial=False`` offers no partial block: the block plans only, counted in
-    activations."""
-    if max_span is not None and max_span < 1:
-        raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
-    options = dict(options or {})
-    if prices is None:
-        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
-                           method=method)
-    asked = max_span or DEFAULT_MAX_SPAN
-    max_span, span_limit = _span_limit(prices, max_span)
+    (a `Plan` with ``acts``; `FrontPoint.k` is that number). ``model``, ``lut``, ``pricing`` and ``prices`` (and the
+    keywords of before) are `plan_front`'s, read by the same `front_inputs` (no importance: the importance file
+    scores blocks). ``partial=False`` offers no partial block: the block plans only, counted in activations."""
+    got = front_inputs("dsprof.planning.activations.plan_front_acts", model, lut, pricing, prices, old)
+    prices, max_span = got.prices, got.max_span
     blocks, partial_pieces = act_choices(prices, max_span)
-    _check_found(prices, blocks, max_span, hint_span=max(asked, max_span))
+    _check_found(prices, blocks, max_span, hint_span=got.asked)
     pieces = blocks + (partial_pieces if partial else [])
-    registered = name or str(model)
-    ctx = _ActContext(prices, registered, options)
-    where = context_suffix(prices.key)
+    ctx = _ActContext(prices, got.model.name, dict(got.model.options))
     n = len(prices.blocks)
-    points = tuple(ctx.point(s, f"front-a{k}-{where}") for k, s in best_per_k(n, pieces, count=act_count(prices)).items())
+    points = tuple(ctx.point(s, f"front-a{k}-{got.where}")
+                   for k, s in best_per_k(n, pieces, count=act_count(prices)).items())
     offered = sum(len(partial_states(lay)) for lay in act_layouts(prices.blocks))
     lacking = (f"the LUT holds {len(partial_pieces)} of the {offered} partial states of {prices.label}'s blocks "
                f"(variants {', '.join(ACT_VARIANTS[:2])}); the others are planned whole"
                if partial and len(partial_pieces) < offered else None)
     return Front(
-        model=prices.label, name=registered, options=options, device=prices.key,
-        method=f"{prices.used}, unit activation", max_span=max_span, blocks=tuple(b.name for b in prices.blocks),
-        spans_predicted=_spans_predicted(prices, blocks), original_s=predict_plan(prices, None).total_s, points=points,
-        no_gain=_no_gain(prices), limits=tuple(filter(None, [span_limit, variants_note(prices), lacking])),
+        **got.front_fields(blocks), method=f"{prices.used}, unit activation", points=points,
+        limits=tuple(filter(None, [got.span_limit, variants_note(prices), lacking])),
     )

@@ -21,7 +21,9 @@ from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
 from ..io import atomic_write_text, csv_row
 from ..lut import LUT
+from ..lut.choice import Pricing
 from ..lut.prices import Prices
+from ..models.ref import ModelRef
 from ..models.spans_text import format_spans
 from ..units import percent
 from ..lut.predict import prices_of
@@ -281,8 +283,8 @@ def plan_contexts(
                 warnings.simplefilter("always")
                 c = prices_of(model, lut, device=context, name=name, options=options, resolution=resolution, rest=rest,
                                method=method)
-                front = plan_front(model, lut, importance=importance, max_span=max_span, name=registered,
-                                   options=options, prices=c)
+                front = plan_front(ModelRef.of(model, name=registered, options=options), lut,
+                                   pricing=Pricing(max_span=max_span), importance=importance, prices=c)
         except LUTMissError as exc:
             unplanned.append(Unplanned(context, exc))
             continue

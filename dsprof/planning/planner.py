@@ -9,80 +9,132 @@ by `predict_plan`, the function `dsprof predict` uses, so the two show the same 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from torch import nn
 
+from .._moved import moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, UsageError
 from ..lut import LUT
+from ..lut.choice import Pricing
 from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
 from ..records.plan import PRESETS, Plan, same_family
+from ..models.ref import ModelRef
 from ..models.spans import span_runs
 from .dp import Solution, best_of_k, best_per_k, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["best_plan", "context_suffix", "plan_front", "settle", "spans_held", "top_plans"]
+__all__ = ["FrontInputs", "best_plan", "context_suffix", "front_inputs", "plan_front", "settle", "spans_held",
+           "top_plans"]
+
+
+#: The keywords `plan_front` and `plan_front_acts` took one by one before (deprecated): each -> (the parameter that
+#: holds it now, its object, field).
+_OLD_KEYWORDS = {
+    **{k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution")},
+    **{k: ("pricing", "Pricing", k) for k in ("max_span", "method", "rest")},
+    "device": ("pricing", "Pricing", "device_key"),
+}
+
+
+@dataclass(frozen=True)
+class FrontInputs:
+    """What both front planners (`plan_front`, `dsprof.planning.activations.plan_front_acts`) read from their one
+    request (a model, a LUT, a `Pricing`): the model's reference, its prices, the widest span offered
+    (``max_span``), the line saying what the LUT limited ("" where nothing) and the span width a hint to measure
+    asks for (``asked``)."""
+
+    model: ModelRef
+    prices: Prices
+    max_span: int
+    span_limit: str
+    asked: int
+
+    @property
+    def where(self) -> str:
+        """What a plan of this front carries in its name (`context_suffix`)."""
+        return context_suffix(self.prices.key)
+
+    def front_fields(self, pieces: list[Piece]) -> dict[str, Any]:
+        """The `Front` fields both planners fill alike (``pieces``: the block-level pieces offered)."""
+        prices = self.prices
+        return dict(model=prices.label, name=self.model.name, options=dict(self.model.options), device=prices.key,
+                    max_span=self.max_span, blocks=tuple(b.name for b in prices.blocks),
+                    spans_predicted=_spans_predicted(prices, pieces), original_s=predict_plan(prices, None).total_s,
+                    no_gain=_no_gain(prices))
+
+
+def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | Path | None, pricing: Pricing | None,
+                 prices: Prices | None, old: Mapping[str, Any]) -> FrontInputs:
+    """The one reading of a front planner's request (``verb``: the planner's name, for the warning about ``old``, the
+    keywords of before): ``model`` (anything `ModelRef.of` takes), priced on ``lut`` as ``pricing`` says (its context:
+    ``device_key``, or the one ``backend`` and ``batch`` leave; ``method``, ``rest``; ``resolution``: the size the LUT
+    was measured at, for a model trained at another; spans of up to ``max_span`` blocks), or by ``prices`` already
+    read (`prices_of`; they fix the context, method and rest). ``pricing.strict`` changes nothing: the planner
+    refuses every miss (`_check_found`)."""
+    moved = moved_keywords(verb, old, _OLD_KEYWORDS, stacklevel=4)
+    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    if pricing.max_span is not None and pricing.max_span < 1:
+        raise UsageError(f"`pricing=Pricing(max_span=)` is at least 1 (1: no spans), got {pricing.max_span}")
+    ref = ModelRef.of(model, **moved.get("model", {}))
+    if prices is None:
+        device = pricing.device_key
+        if pricing.backend is not None or pricing.batch is not None:
+            lut = lut if isinstance(lut, LUT) else LUT.load(lut)
+            device = pricing.context(lut)
+        prices = prices_of(ref, lut, device=device, resolution=pricing.resolution, rest=pricing.rest,
+                           method=pricing.method)
+    max_span, span_limit = _span_limit(prices, pricing.max_span)
+    return FrontInputs(ref, prices, max_span, span_limit, max(pricing.max_span or DEFAULT_MAX_SPAN, max_span))
 
 
 def plan_front(
-    model: str | nn.Module,
-    lut: LUT | str | Path,
+    model: str | nn.Module | ModelRef,
+    lut: LUT | str | Path | None,
     *,
+    pricing: Pricing | None = None,
     importance: Mapping[int, float] | Sequence[float] | None = None,
-    max_span: int | None = None,
-    device: Any = None,
-    method: str = "auto",
-    rest: str = "auto",
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     prices: Prices | None = None,
+    **old: Any,
 ) -> Front:
-    """The front of ``model`` on one LUT context (``device``): for every k the fastest plan, and with
-    ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans
-    of least summed loss for every latency. Spans of up to ``max_span`` consecutive linear blocks (1: none), and no
-    wider than the LUT holds (`spans_held`; None: as wide as it holds); where the LUT held the plans to fewer blocks
-    than asked (or than the default, `DEFAULT_MAX_SPAN`), `Front.limits` says so in one line (and where it holds
-    only one variant of a block linearised alone, `alone`).
+    """The front of ``model`` (anything `ModelRef.of` takes: a registered name, a model file, an ``nn.Module``, or a
+    `ModelRef` with its name, options and resolution) on one LUT context, for every k the fastest plan, and with
+    ``importance`` ({block index: accuracy loss without its activations}, or one value per block) the plans of least
+    summed loss for every latency. ``pricing`` (a `dsprof.lut.Pricing`): the context (``device_key``, or the one
+    ``backend`` and ``batch`` pick), ``method`` and ``rest``, and spans of up to ``max_span`` consecutive linear
+    blocks (1: none), no wider than the LUT holds (`spans_held`; None: as wide as it holds); where the LUT held the
+    plans to fewer blocks than asked (or than the default, `DEFAULT_MAX_SPAN`), `Front.limits` says so in one line
+    (and where it holds only one variant of a block linearised alone, `alone`).
     ``prices``: the model's `prices_of` when already read (they fix the LUT context, method and rest).
     A LUT entry the planner needs and lacks raises `LUTMissError` naming it and the `dsprof measure` to run (a LUT
-    of this model at another resolution: the ``resolution`` to give)."""
-    if max_span is not None and max_span < 1:
-        raise UsageError(f"max_span is at least 1 (1: no spans), got {max_span}")
-    options = dict(options or {})
-    if prices is None:
-        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
-                           method=method)
-    asked = max_span or DEFAULT_MAX_SPAN  # what a hint to measure asks for
-    max_span, span_limit = _span_limit(prices, max_span)
-    registered = name or str(model)
+    of this model at another resolution: the ``resolution`` to give). The keywords of before (``name=``,
+    ``options=``, ``resolution=``; ``max_span=``, ``device=``, ``method=``, ``rest=``) still work for a release, with
+    a `DeprecationWarning` (`front_inputs`)."""
+    got = front_inputs("dsprof.planning.plan_front", model, lut, pricing, prices, old)
+    prices, max_span = got.prices, got.max_span
     loss = _importance(importance, len(prices.blocks))
     choices = _options(prices, max_span, loss)
-    _check_found(prices, choices, max_span, hint_span=max(asked, max_span))
-    ctx = _Context(prices, registered, options, loss is not None)
+    _check_found(prices, choices, max_span, hint_span=got.asked)
+    ctx = _Context(prices, got.model.name, dict(got.model.options), loss is not None)
     pieces, n = choices, len(prices.blocks)
-    where = context_suffix(prices.key)  # a plan is named after its context: plans of two contexts never share a name
+    where = got.where  # a plan is named after its context: plans of two contexts never share a name
     points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces).items())
     least_loss, pareto = None, None
     if loss is not None:
         by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s))
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}-{where}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}-{where}") for i, s in enumerate(pareto_front(n, pieces)))
-    original = predict_plan(prices, None).total_s
     return Front(
-        model=prices.label, name=registered, options=options, device=prices.key, method=prices.used, max_span=max_span,
-        blocks=tuple(b.name for b in prices.blocks), spans_predicted=_spans_predicted(prices, choices),
-        original_s=original, points=points, least_loss=least_loss, pareto=pareto,
-        presets=tuple(_presets(ctx, points, loss)), no_gain=_no_gain(prices),
-        limits=tuple(filter(None, [span_limit, variants_note(prices)])),
+        **got.front_fields(choices), method=prices.used, points=points, least_loss=least_loss, pareto=pareto,
+        presets=tuple(_presets(ctx, points, loss)), limits=tuple(filter(None, [got.span_limit, variants_note(prices)])),
         draft=prices.lookup.lut.contention_label(prices.key),
     )
 

@@ -14,6 +14,8 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from ..errors import LUTMissError, UsageError
+from ..lut.choice import Pricing
+from ..models.ref import ModelRef
 from ..records.plan import Plan
 from ..planning import Front, FrontPoint, plan_front
 from .gates import resolve_k
@@ -30,8 +32,10 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         raise UsageError(f"`method={req.method!r}` chooses with a LUT's latencies: give `lut=` (from dsprof measure "
                          "and dsprof build-lut)")
     try:
-        return plan_front(req.model, req.lut, importance=importance, max_span=req.max_span, device=req.device_key,
-                          name=str(req.model), options=req.options, resolution=req.lut_resolution or req.resolution)
+        return plan_front(ModelRef.of(req.model, name=str(req.model), options=req.options), req.lut,
+                          pricing=Pricing(device_key=req.device_key, max_span=req.max_span,
+                                          resolution=req.lut_resolution or req.resolution),
+                          importance=importance)
     except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
         exc.args = (re.sub(r"`(?:model=ModelRef\.of\()?resolution=([^`)]*)\)?`", r"`pricing=Pricing(resolution=\1)`",
                            str(exc.args[0])),

@@ -42,8 +42,10 @@ from ..errors import DsprofError, UsageError
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile, calibration_name
 from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
+from ..models.ref import ModelRef
 from ..models.registry import model_identity
 from ..lut.build import lut_from_files
+from ..lut.choice import Pricing
 from ..lut.lookup import piece_name
 from ..lut.inmodel import MIN_PIECES
 from ..lut.predict import MethodFallbackWarning, prices_of
@@ -117,7 +119,8 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
     if prices.method != "in-model":
         return []
-    front = plan_front(net, lut, prices=prices, max_span=max(1, max_span), name=label, options=options)
+    front = plan_front(ModelRef.of(net, name=label, options=options), lut, pricing=Pricing(max_span=max(1, max_span)),
+                       prices=prices)
     def timed(start: int, stop: int, variant: str) -> bool:  # in the records, whether or not they price it yet
         workload = in_situ_workload(prices.label, piece_name(prices.blocks, start, stop))
         return prices.lookup(workload, "linear" if variant == "linear" else "merged", IN_SITU_SCOPE) is not None
@@ -209,7 +212,8 @@ def _front_plan(net: nn.Module, label: str, lut: Any, context: DeviceContext, ma
         warnings.simplefilter("ignore", CalibrationFallbackWarning)
         try:
             prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
-            front = plan_front(net, lut, prices=prices, max_span=max_span, name=label, options=options)
+            front = plan_front(ModelRef.of(net, name=label, options=options), lut, pricing=Pricing(max_span=max_span),
+                               prices=prices)
         except DsprofError as exc:
             warnings.warn(f"{label}: the calibration group times every block alone (its front was not planned: "
                           f"{exc})", stacklevel=3)

@@ -192,7 +192,7 @@ def measure_few(
     lut.save(path)
     names = entry_names(blocks, label, max_span)
     spans_held = max([1] + [c.span for c in cands])
-    front = plan_front(net, lut, max_span=spans_held, name=registered, options=options)
+    front = plan_front(ModelRef.of(net, name=registered, options=options), lut, pricing=Pricing(max_span=spans_held))
     return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), spans_held,
                      tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen), front)
 

@@ -130,13 +130,12 @@ def plan_to_file(
                              importance=importance)
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
+    pricing = Pricing(device_key=device, method=method, max_span=max_span)
     with _nothing_to_plan(model):
         if unit == "activation":
-            front = plan_front_acts(model, lut, max_span=max_span, device=device, method=method, name=model.name,
-                                    options=model.options, resolution=model.resolution)
+            front = plan_front_acts(model, lut, pricing=pricing)
         else:
-            front = plan_front(model, lut, importance=importance, max_span=max_span, device=device, method=method,
-                               name=model.name, options=model.options, resolution=model.resolution)
+            front = plan_front(model, lut, pricing=pricing, importance=importance)
     chosen = None
     if keep is not None or budget_ms is not None or speedup is not None:
         chosen = front.choose(keep=keep, budget_s=budget_ms / 1e3 if budget_ms is not None else None, speedup=speedup)
