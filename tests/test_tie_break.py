@@ -263,3 +263,18 @@ def test_a_lut_without_the_cpu_share_column_loads_and_a_bad_share_is_refused(lut
     frame["cpu_share"] = -0.5
     with pytest.raises(LUTError, match="cpu_share"):
         LUT(frame, "bad.csv")
+
+
+@pytest.mark.parametrize(("seconds", "size"), [(0.5, 21), (1.0, 7), (60.0, 3)])
+def test_warm_up_and_rounds_share_the_budget_asked_for(seconds, size):
+    """``tie_break=S`` is the time spent timing: the group's ``size`` workloads warm up (the first group's longer
+    warm-up included) and time within S in all -- before, the first group's 0.5 s warm-up each took a 0.5 s budget of
+    21 plans to 16 s. A share below 20 ms keeps the 10 ms floor of warm-up; the cap is the profiler's 2 s."""
+    from dsprof.workflows.tiebreak import _timing
+
+    timing = _timing(seconds, size)
+    first = timing.first_group()
+    per_workload = first.warmup_max_s + timing.budget_s
+    assert first.warmup_max_s == pytest.approx(min(2.0, max(0.01, seconds / size / 2)))
+    assert timing.budget_s == pytest.approx(seconds / size / 2)
+    assert size * per_workload <= seconds * 1.2 + size * 0.01

@@ -17,8 +17,8 @@ What `break_tie` does, for the chosen plan of a k (`dsprof.plan(keep=..., tie_br
 2. **Timing.** Each candidate's merged model (its ``merge`` list and spans, as priced) and the original, in one
    interleaved group on this machine in the LUT's context (`dsprof.profiler.measure`, whole models: variant
    ``custom`` named after the plan, beside the ``original``), the rounds stopped adaptively within ``seconds``
-   (`TimingConfig.budget_s`, per workload: ``seconds`` over the group's size; preparing the models -- an export,
-   a compilation -- comes on top). A LUT context of another environment is refused: its prices are not this
+   (``seconds`` over the group's size per workload, half of it warm-up, half interleaved rounds: `_timing`;
+   preparing the models -- an export, a compilation -- comes on top). A LUT context of another environment is refused: its prices are not this
    machine's.
 3. **Answer.** The candidate whose paired speed-up over the original (the median of the per-round ratios, with its
    95 % interval: `dsprof.records.stats.paired_speedup`) is highest is the plan written; its predicted speed-up is
@@ -47,6 +47,7 @@ from ..planning.planner import context_suffix, top_plans
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.runner import measure
 from ..profiler.selection import Workloads
+from ..portable.timing_loop import DEFAULTS
 from ..profiler.timing import TimingConfig
 from .check import PairedCheck, paired_check
 
@@ -165,6 +166,16 @@ def _tied(a: FrontPoint, b: FrontPoint) -> bool:
     return a.low_s <= b.latency_s <= a.high_s and b.low_s <= a.latency_s <= b.high_s
 
 
+def _timing(seconds: float, size: int) -> TimingConfig:
+    """The tie-break's timing: ``seconds`` shared by the ``size`` workloads of its one group, half for warm-up (the
+    first group's longer warm-up included: this group is the run's first) and half for the interleaved rounds, so
+    that the budget asked for is the time spent timing (10 ms of warm-up each at least)."""
+    share = seconds / size
+    warm = max(0.01, min(2.0, share / 2))
+    return TimingConfig(budget_s=max(share / 2, 1e-3), warmup_s=min(DEFAULTS["warmup_s"], warm), warmup_max_s=warm,
+                        first_warmup_s=warm)
+
+
 def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, request: TieBreak, *,
               method: str = "auto", progress: bool = False) -> TieBroken:
     """Time the plans of ``chosen.k`` tied with ``chosen`` (``front``'s plan of that k) paired with the original here,
@@ -192,7 +203,7 @@ def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, reque
     path = output_path(request.out, f"tie-break_{model.name}_k{chosen.k}_{context_suffix(context)}_{stamp}",
                        suffix=".jsonl", what="the tie-break's measurement file")
     size = len(tied) + 1
-    timing = TimingConfig(budget_s=request.seconds / size, warmup_max_s=max(0.05, min(2.0, request.seconds / size)))
+    timing = _timing(request.seconds, size)
     run = measure(ModelRef.of(net, name=model.name, options=model.options, resolution=model.resolution),
                   settings=context, workloads=Workloads((), ("original",), blocks=None), extra_models=extra,
                   timing=timing, out=path, progress=progress)
