@@ -10,6 +10,7 @@ from pathlib import Path
 import dsprof
 from dsprof.cli import build_parser
 from dsprof.constants import DEFAULT_FINETUNE, DEFAULT_MAX_SPAN, IMAGENET_CLASSES
+from dsprof.lut import Pricing
 from dsprof.models import get_model
 from dsprof.planning import plan_front
 from dsprof.search import TrainConfig
@@ -51,7 +52,8 @@ def test_no_default_types_a_constant_again():
 
 def test_defaults_are_the_constants():
     # the planner plans with the spans its LUT holds (None), up to DEFAULT_MAX_SPAN where it holds none (issue #44)
-    assert inspect.signature(plan_front).parameters["max_span"].default is None and DEFAULT_MAX_SPAN == 4
+    assert Pricing().max_span is None and "pricing" in inspect.signature(plan_front).parameters
+    assert DEFAULT_MAX_SPAN == 4
     assert get_model("resnet18", resolution=32).fc.out_features == IMAGENET_CLASSES == 1000
     config = TrainConfig(**DEFAULT_FINETUNE)
     assert (config.epochs, config.lr) == (1, 0.02)
