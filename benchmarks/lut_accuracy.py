@@ -113,8 +113,9 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
     t0 = time.perf_counter()
     lut_run = dsprof.measure(ModelRef.of(model_name, options=options, resolution=args.resolution),
                              workloads=Workloads(("original", "merged", "linear"), ("original",),
-                                                 in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans),
-                             timing=timing, out=out / f"lut-{case['slug']}", progress=False, calibrate=args.calibrate,
+                                                 in_situ=tuple(filter(None, args.in_situ.split(","))), spans=args.spans,
+                                                 calibrate=args.calibrate),
+                             timing=timing, out=out / f"lut-{case['slug']}", progress=False,
                              settings=settings, batch=args.batch).run
     case["lut_wall_s"] = time.perf_counter() - t0
     lut = build_lut([lut_run.path])

@@ -235,6 +235,9 @@ def test_a_contended_lut_run_is_labelled_a_draft_where_its_figures_are_shown(lut
     data = json.loads((tmp_path / "f.json").read_text())
     assert data["draft"] == DRAFT and data["notes"][0] == DRAFT
     assert dsprof.plan(SMALL, quiet).front.draft == ""
+    # the activation-level front reads the same LUT the same way (one place: `FrontInputs.front_fields`)
+    assert dsprof.plan(SMALL, contended, unit="activation").front.draft == DRAFT
+    assert dsprof.plan(SMALL, quiet, unit="activation").front.draft == ""
     done = dsprof_here("plan", *MODEL, "--lut", contended, "--keep", K, "--out", tmp_path / "cli.json")
     assert done.returncode == 0, done.stderr[-3000:]
     chosen = next(x for x in done.stdout.splitlines() if x.startswith("chosen: k = 3"))

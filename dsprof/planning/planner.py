@@ -64,12 +64,13 @@ class FrontInputs:
         return context_suffix(self.prices.key)
 
     def front_fields(self, pieces: list[Piece]) -> dict[str, Any]:
-        """The `Front` fields both planners fill alike (``pieces``: the block-level pieces offered)."""
+        """The `Front` fields both planners fill alike (``pieces``: the block-level pieces offered), the LUT run's
+        contention label (``draft``) among them."""
         prices = self.prices
         return dict(model=prices.label, name=self.model.name, options=dict(self.model.options), device=prices.key,
                     max_span=self.max_span, blocks=tuple(b.name for b in prices.blocks),
                     spans_predicted=_spans_predicted(prices, pieces), original_s=predict_plan(prices, None).total_s,
-                    no_gain=_no_gain(prices))
+                    no_gain=_no_gain(prices), draft=prices.lookup.lut.contention_label(prices.key))
 
 
 def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | Path | None, pricing: Pricing | None,
@@ -135,7 +136,6 @@ def plan_front(
     return Front(
         **got.front_fields(choices), method=prices.used, points=points, least_loss=least_loss, pareto=pareto,
         presets=tuple(_presets(ctx, points, loss)), limits=tuple(filter(None, [got.span_limit, variants_note(prices)])),
-        draft=prices.lookup.lut.contention_label(prices.key),
     )
 
 
