@@ -171,7 +171,7 @@ def _timing(seconds: float, size: int) -> TimingConfig:
     first group's longer warm-up included: this group is the run's first) and half for the interleaved rounds, so
     that the budget asked for is the time spent timing (10 ms of warm-up each at least)."""
     share = seconds / size
-    warm = max(0.01, min(2.0, share / 2))
+    warm = max(0.01, min(DEFAULTS["warmup_max_s"], share / 2))  # the profiler's cap on a warm-up
     return TimingConfig(budget_s=max(share / 2, 1e-3), warmup_s=min(DEFAULTS["warmup_s"], warm), warmup_max_s=warm,
                         first_warmup_s=warm)
 
