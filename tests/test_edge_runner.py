@@ -107,14 +107,14 @@ def test_profiler_and_bundle_runner_time_in_the_same_order_and_stop_alike(tmp_pa
 
 
 def test_runner_timing_loop_on_exact_costs():
-    """1 ms and 3 ms per call, no noise: samples are exactly those, 5 and 2 calls fill a 5 ms sample,
-    and the precision rule stops at min_samples."""
+    """1 ms and 3 ms per call, no noise: samples are exactly those; both take the 2 calls the slower needs to fill a
+    5 ms sample (one count for the group), and the precision rule stops at min_samples."""
     m = FakeMachine([("a", 1_000_000), ("b", 3_000_000)], 0.0, 0)
     config = dict(runner.TIMING_DEFAULTS, min_samples=7)
     out = runner.time_interleaved([("a", m.fn("a")), ("b", m.fn("b"))], config, clock=m.clock)
     assert out["a"]["samples_s"] == pytest.approx([1e-3] * 7, rel=1e-12)
     assert out["b"]["samples_s"] == pytest.approx([3e-3] * 7, rel=1e-12)
-    assert (out["a"]["iterations_per_sample"], out["b"]["iterations_per_sample"]) == (5, 2)
+    assert (out["a"]["iterations_per_sample"], out["b"]["iterations_per_sample"]) == (2, 2)
     assert out["a"]["stop_reason"] == "precision"
 
 

@@ -135,6 +135,29 @@ def test_iterations_per_sample_calibrated_from_warm_up():
     np.testing.assert_allclose(result.samples_s, [1e-4] * 5, rtol=1e-9)
 
 
+def test_one_count_of_calls_per_sample_for_the_group_keeps_a_cache_refill_out_of_the_ratio():
+    """Issue #46: the first call after another workload ran pays a refill (here 1 ms, on calls of 3 ms and 1 ms).
+    Both workloads take the slower one's count (2 calls fill a 5 ms sample), so each per-call sample carries the
+    same 0.5 ms: (1 + 0.5) / (3 + 0.5), worked by hand. With a count each (5 for the fast one) the fast one would
+    carry 0.2 ms and the ratio read (1 + 0.2) / (3 + 0.5) = 0.343, a saving over-stated by 8 points."""
+    clock, last = FakeClock(), []
+
+    def workload(name: str, seconds: float):
+        def run() -> None:
+            clock.advance(seconds + (1e-3 if last and last[-1] != name else 0.0))
+            last.append(name)
+
+        return run
+
+    config = TimingConfig(warmup_s=0.0, warmup_min_iters=6, warmup_max_s=1.0, min_sample_s=5e-3, min_samples=8,
+                          max_samples=8)
+    out = time_interleaved({"slow": workload("slow", 3e-3), "fast": workload("fast", 1e-3)}, config,
+                           CpuTimer(clock), clock)
+    assert out["slow"].iterations_per_sample == out["fast"].iterations_per_sample == 2
+    ratios = [f / s for s, f in zip(out["slow"].samples_s, out["fast"].samples_s)]
+    assert statistics.median(ratios) == pytest.approx(1.5 / 3.5, rel=1e-9)
+
+
 def test_warm_up_runs_on_until_the_call_time_settles():
     clock, calls = FakeClock(), []
 
