@@ -126,7 +126,46 @@ def test_bad_model_file_is_one_line(case, tmp_path, capsys):
 
 def test_model_file_without_a_factory_name_says_the_form(capsys):
     assert main(["measure", "--model-file", CSP]) == 2
-    assert "takes PATH.py:FACTORY" in capsys.readouterr().err
+    assert "takes the form PATH.py:FACTORY" in capsys.readouterr().err
+
+
+# A model file is PATH.py:FACTORY (dsprof.models.registry.model_file_parts): a file without the .py suffix is refused
+# by both doors in the same line, before anything is imported, whether it exists or not.
+NOT_A_SPEC = {
+    "txt": ("net.txt:build", "net.txt"),  # a real file of Python, but not named .py
+    "no factory": ("net.py", "net.py"),
+    "missing txt": ("missing.txt:build", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_A_SPEC))
+def test_a_model_file_not_named_path_py_factory_is_refused_alike_by_both_doors(case, tmp_path, monkeypatch, capsys):
+    from dsprof.models import ModelRef
+
+    spec, made = NOT_A_SPEC[case]
+    if made is not None:
+        write(tmp_path, made, "from torch import nn\ndef build():\n    return nn.Conv2d(3, 4, 1)\n")
+    monkeypatch.chdir(tmp_path)
+    expected = ("a model file takes the form PATH.py:FACTORY (a .py file and the function in it that builds the "
+                f"model), got {spec!r}")
+    with pytest.raises(ModelFileError) as by_file:
+        register_model_file(spec)
+    with pytest.raises(ModelFileError) as by_ref:
+        ModelRef.of(spec)
+    assert str(by_file.value) == str(by_ref.value) == expected
+    for option in ("--model-file", "--model"):  # the command line's two doors: the same one line
+        assert main(["blocks", option, spec]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"dsprof blocks: error: {expected}"]
+
+
+def test_a_registered_name_with_colons_is_not_read_as_a_file(tmp_path):
+    from dsprof.models import ModelRef
+
+    path = write(tmp_path, "colon_net.py", "from torch import nn\ndef build():\n    return nn.Conv2d(3, 4, 1)\n")
+    label = register_model_file(f"{path}:build")
+    assert label == "file:colon_net:build"  # two colons, no .py: a name
+    ref = ModelRef.of(label)
+    assert (ref.entry, ref.file) == (label, f"{Path(path).resolve()}:build")
 
 
 def test_model_and_model_file_exclude_each_other(capsys):

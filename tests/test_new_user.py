@@ -255,10 +255,25 @@ def test_5_c_a_forgotten_resolution_names_the_luts_and_the_flag(lut_files, tmp_p
     _, lut_path = lut_files
     line = one_line_error(capsys, "plan", "--model-file", FLATNET, "--lut", lut_path, "--max-span", "2",
                           "--out", tmp_path / "f.json")
-    assert "at 32 px, not at 224 px: add --resolution 32" in line
+    resolved = f"{MODELS.resolve() / 'flatnet.py'}:build"  # the path it was registered from, as every hint names it
+    assert f"at 32 px, not at 224 px: pass --model-file {shlex.quote(resolved)} --resolution 32" in line
     code, _, err = cli(capsys, "plan", "--model-file", FLATNET, "--lut", lut_path, "--max-span", "2",
                        "--out", tmp_path / "f.json", "--resolution", "32")
     assert code == 0, err  # the flag it names is the fix
+
+
+def test_5_c_a_python_caller_is_told_the_model_argument_that_fixes_it(lut_files, tmp_path):
+    # the hint is one `model=` argument, as every verb takes it: evaluated, the model at the LUT's resolution
+    import dsprof
+    from dsprof.errors import LUTMissError
+
+    _, lut_path = lut_files
+    with pytest.raises(LUTMissError, match="at 32 px, not at 224 px: pass `model=") as caught:
+        dsprof.plan(ModelRef.of(LABEL), lut_path, pricing=Pricing(max_span=2), out=tmp_path / "f.json")
+    argument = str(caught.value).split("pass `model=", 1)[1].split("`", 1)[0]
+    ref = eval(argument, {"ModelRef": ModelRef})  # noqa: S307 - the message's own text, in scope as the docs show it
+    assert isinstance(ref, ModelRef) and (ref.entry, ref.resolution, ref.options) == (LABEL, 32, {})
+    assert ref.input_size == (32, 32)
 
 
 def test_5_d_a_lut_of_spans_of_2_plans_with_them_and_says_so(lut_files, tmp_path, capsys):

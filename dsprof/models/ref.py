@@ -15,8 +15,8 @@ from torch import nn
 from ..errors import UsageError
 from .build import check_resolution, get_model
 from .user_model import register_model_file
-from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, model_entry, model_identity, module_name,
-                       registered_module)
+from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, meant_as_model_file, model_entry,
+                       model_identity, module_name, registered_module)
 
 __all__ = ["ModelRef", "is_model_file_spec", "named_model"]
 
@@ -81,7 +81,7 @@ class ModelRef:
         if module is not None:  # the name of a module passed as an object in this process: that module
             return cls._of_module(module, name or str(model), options, resolution, weights)
         spec = None
-        if is_model_file_spec(str(model)):  # imports the user's file
+        if meant_as_model_file(str(model)):  # imports the user's file (refuses a file not named PATH.py:FACTORY)
             spec, model = str(model), register_model_file(str(model))
         entry = model_entry(str(model))  # an unknown name lists the known ones
         return cls(name or entry.name, entry.name, dict(options or {}), resolution, weights or False,

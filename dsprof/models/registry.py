@@ -25,6 +25,8 @@ __all__ = [
     "model_entry",
     "input_size_of",
     "is_model_file_spec",
+    "meant_as_model_file",
+    "model_file_parts",
     "model_args",
     "model_identity",
     "normalized_options",
@@ -178,10 +180,33 @@ def normalized_options(name: str, options: dict | None) -> dict:
     }
 
 
-def is_model_file_spec(text: str) -> bool:
-    """True for ``path.py:factory`` (a model file and the function in it that builds the model)."""
+#: What a model file is named by, as messages say it.
+MODEL_FILE_FORM = "PATH.py:FACTORY (a .py file and the function in it that builds the model)"
+
+
+def model_file_parts(text: str) -> tuple[str, str] | None:
+    """(path, factory) of ``path.py:factory``, a model file and the function in it that builds the model; None for
+    anything else. The one reading of that form (`is_model_file_spec`, `dsprof.models.user_model`)."""
+    # Only a path ending in .py names a model file: Python imports a file by its path only with that suffix, and a
+    # registered name may hold colons too (a user's model is registered as file:<stem>:<factory>).
     path, sep, factory = str(text).rpartition(":")
-    return bool(sep) and path.endswith(".py") and factory.isidentifier()
+    return (path, factory) if sep and path.endswith(".py") and factory.isidentifier() else None
+
+
+def is_model_file_spec(text: str) -> bool:
+    """True for ``path.py:factory`` (a model file and the function in it that builds the model: `model_file_parts`)."""
+    return model_file_parts(text) is not None
+
+
+def meant_as_model_file(text: str) -> bool:
+    """True where ``text`` names a model file rather than a registered model: ``path.py:factory``, or a text read as a
+    file but not of that form (``net.py``, ``net.txt:build``), which `dsprof.models.user_model.register_model_file`
+    refuses in one line naming the form (`MODEL_FILE_FORM`), whichever door it came through. False for a registered
+    name and for a user's model's name (``file:<stem>:<factory>``, which `model_entry` explains)."""
+    text = str(text)
+    if is_model_file_spec(text):
+        return True
+    return text not in _REGISTRY and not text.startswith("file:") and (":" in text or text.endswith(".py"))
 
 
 def model_args(name: str, options: dict | None = None, resolution: int | None = None) -> str:

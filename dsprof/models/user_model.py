@@ -21,7 +21,7 @@ from typing import Callable
 from torch import nn
 
 from ..errors import ModelFileError  # noqa: F401  (defined once, in dsprof.errors)
-from .registry import list_models, register_model
+from .registry import MODEL_FILE_FORM, list_models, model_file_parts, register_model
 from ..io import read_text
 
 __all__ = ["ModelFileError", "load_model_file", "model_file_label", "register_model_file"]
@@ -33,12 +33,10 @@ _REGISTERED: dict[str, Path] = {}
 
 
 def _split(spec: str) -> tuple[Path, str]:
-    path_text, sep, factory = str(spec).rpartition(":")
-    if not sep or not path_text or not factory.isidentifier():
-        raise ModelFileError(
-            f"`model_file=` takes PATH.py:FACTORY (a file and the function in it that builds the model), got {spec!r}"
-        )
-    return Path(path_text), factory
+    parts = model_file_parts(spec)
+    if parts is None:
+        raise ModelFileError(f"a model file takes the form {MODEL_FILE_FORM}, got {spec!r}")
+    return Path(parts[0]), parts[1]
 
 
 def model_file_label(spec: str) -> str:
