@@ -79,3 +79,28 @@ def test_efficientnet(num_classes: int = 1000) -> nn.Module:
 
 def test_byobnet(num_classes: int = 1000) -> nn.Module:
     return _timm("test_byobnet", num_classes)
+
+
+# Issue #46's third held-out set, for the validation run after the timing loop's fix (one count of calls per sample
+# for a group): architectures no test or earlier benchmark uses, chosen before any of them was timed. Blocks dsprof
+# finds at 96 px (2026-11-28): mnasnet_small 15 (timm's small MnasNet: inverted residuals, depthwise-separable and
+# convolution chains), mobilenetv3_small_050 11 (MobileNetV3-Small at width 0.5: inverted residuals, the chains before
+# its squeeze-excitation gates), ghostnet_050 7 (GhostNet at width 0.5: depthwise-separable) and test_resnet 2 (timm's
+# smallest ResNet: a basic block and a chain).
+HELDOUT_46B = ("mnasnet_small", "mobilenetv3_small_050", "ghostnet_050", "test_resnet")
+
+
+def mnasnet_small(num_classes: int = 1000) -> nn.Module:
+    return _timm("mnasnet_small", num_classes)
+
+
+def mobilenetv3_small_050(num_classes: int = 1000) -> nn.Module:
+    return _timm("mobilenetv3_small_050", num_classes)
+
+
+def ghostnet_050(num_classes: int = 1000) -> nn.Module:
+    return _timm("ghostnet_050", num_classes)
+
+
+def test_resnet(num_classes: int = 1000) -> nn.Module:
+    return _timm("test_resnet", num_classes)
