@@ -12,10 +12,11 @@ without dsprof thus times a bundle exactly as ``dsprof measure`` times the same 
   make one sample: enough to last ``min_sample_s``, at most ``max_iterations_per_sample``.
 * **One count for the group** (`group_number`): every workload of a group takes as many calls per sample as the
   slowest one needs. The first call of a sample, right after another workload ran, pays to refill the caches;
-  a workload given more calls per sample spreads that cost thinner. With a count each, a merged model twice as
-  fast as its original took 2 calls a sample against the original's 1, and the paired ratio said it saved 62 %
-  where a loop giving both the same count measured 55-59 % (MobileNetV2-0.35 at 128 and 224 px on this VM, PyTorch
-  eager, issue #46): the in-model calibration over-stated every whole-plan saving it measured.
+  a workload given more calls per sample spreads that cost thinner, so a count each tilts a paired ratio toward
+  the faster one. Measured in the same rounds (`benchmarks/calls_per_sample.py`, issue #46): MobileNetV2-0.35 at
+  128 px with every block merged, 2 calls a sample against the original's 1, read a saving of 54.2 % where one
+  count for both read 52.9 % (a plain loop of one call each: 52.7 %); at 64 and 224 px the two agreed within
+  0.5 points. Small, but one-sided, and in the groups the in-model prices are fitted from.
 * **Rounds** (`round_order`): each round takes one sample of every workload of the group, in an order that
   rotates from round to round, so that drift hits all alike and sample ``i`` of each comes from round ``i``;
   two workloads keep one order (see `round_order`).
