@@ -166,24 +166,14 @@ def _tied(a: FrontPoint, b: FrontPoint) -> bool:
     return a.low_s <= b.latency_s <= a.high_s and b.low_s <= a.latency_s <= b.high_s
 
 
-#: The least a tie-break's sample lasts (seconds), where its share of the budget allows (a tenth of it at most): a
-#: group of up to 21 whole models timed one call each runs every call with the caches of another model, and the
-#: original pays more for that than merged plans do (issue #46: one plan measured 1.287x against its original in a
-#: group of 2, 1.374x in a group of 21, one call a sample); several calls a sample time the models warm, as a
-#: deployment runs one model back to back.
-WARM_SAMPLE_S = 0.05
-
-
 def _timing(seconds: float, size: int) -> TimingConfig:
     """The tie-break's timing: ``seconds`` shared by the ``size`` workloads of its one group, half for warm-up (the
     first group's longer warm-up included: this group is the run's first) and half for the interleaved rounds, so
-    that the budget asked for is the time spent timing (10 ms of warm-up each at least); samples of `WARM_SAMPLE_S`
-    where the share allows."""
+    that the budget asked for is the time spent timing (10 ms of warm-up each at least)."""
     share = seconds / size
     warm = max(0.01, min(DEFAULTS["warmup_max_s"], share / 2))  # the profiler's cap on a warm-up
-    sample = max(DEFAULTS["min_sample_s"], min(WARM_SAMPLE_S, share / 10))
     return TimingConfig(budget_s=max(share / 2, 1e-3), warmup_s=min(DEFAULTS["warmup_s"], warm), warmup_max_s=warm,
-                        first_warmup_s=warm, min_sample_s=sample)
+                        first_warmup_s=warm)
 
 
 def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, request: TieBreak, *,
