@@ -63,6 +63,11 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
         front = plan_front(name, lut, pricing=Pricing(max_span=MAX_SPAN), prices=prices)
     n = len(prices.blocks)
     model = ModelRef.of(name, resolution=resolution)
+    torch.set_num_threads(1)
+    if backend == "torch":
+        steady_allocator()
+    net = get_model(name, resolution=resolution).eval()
+    shape = (1, 3, resolution, resolution)
     rows = []
     for k in sorted({round(n / 4), round(n / 2), round(3 * n / 4)}):
         chosen = front.at_k(k)
@@ -74,11 +79,6 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
         ranked = [p.plan for p in top_plans(prices, k, args.candidates, max_span=MAX_SPAN, name=name)]
         group = {p.digest: p for p in [*ranked, chosen.plan, kept]}  # the 20, and the front's and kept plans
         plans = list(group.values())
-        torch.set_num_threads(1)
-        if backend == "torch":
-            steady_allocator()
-        net = get_model(name, resolution=resolution).eval()
-        shape = (1, 3, resolution, resolution)
         with tempfile.TemporaryDirectory(prefix="tie-check-") as tmp:
             runs = [runner(net, backend, shape, Path(tmp))] + [runner(merge_model(net, p), backend, shape, Path(tmp))
                                                               for p in plans]

@@ -12,7 +12,16 @@ from ..errors import HINT, LUTMissError, MeasureHint
 from ..models import registry
 from .schema import split_label
 
-__all__ = ["PriceHints"]
+__all__ = ["PriceHints", "label_model_args"]
+
+
+def label_model_args(label: str, resolution: int | None = None) -> str:
+    """The API argument that builds the model of a LUT ``label`` (`registry.model_args`: its name and build options),
+    at ``resolution`` pixels (None: the label's own)."""
+    name, options = split_label(label)
+    own = options.pop("resolution", None)
+    options.pop("resolution_w", None)
+    return registry.model_args(name, options, own if resolution is None else resolution)
 
 
 @dataclass(frozen=True)
@@ -32,11 +41,7 @@ class PriceHints:
     def measure_args(self) -> str:
         """The API argument that builds this model (`model_args`; where none was given, its label's name, options and
         resolution)."""
-        if self.model_args:
-            return self.model_args
-        name, options = split_label(self.label)
-        resolution = options.pop("resolution", None)
-        return registry.model_args(name, {k: v for k, v in options.items() if k != "resolution_w"}, resolution)
+        return self.model_args or label_model_args(self.label)
 
     def measure_hint(self, max_span: int = 1) -> MeasureHint:
         """What to time so that the LUT holds what these prices read, spans of up to ``max_span`` blocks included."""

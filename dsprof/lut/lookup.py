@@ -13,8 +13,8 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..models.spans import span_spec
 from ..models import Block
-from ..models.registry import model_args
 from ..records.measurement import IN_SITU_SCOPE
+from .hints import label_model_args
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
 
@@ -59,9 +59,8 @@ class Lookup:
                        and o.get("resolution") is not None}, key=str)
         if same:
             at = " or ".join(f"{r} px" for r in same)
-            built = {k: v for k, v in options.items() if k not in ("resolution", "resolution_w")}  # `profiled_options`
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
-                    f"pass `{model_args(name, built, same[0])}`")
+                    f"pass `{label_model_args(label, same[0])}`")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
         return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
 
