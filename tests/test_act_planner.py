@@ -21,6 +21,7 @@ from dsprof.errors import UsageError
 from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import predict_plan, prices_of
 from dsprof.merging import linearize_model, merge_model
+from dsprof.merging.partial import act_layouts
 from dsprof.models import ModelRef, get_model
 from dsprof.planning.activations import plan_front_acts
 from dsprof.planning.planner import plan_front
@@ -260,3 +261,28 @@ def test_unit_refusals(luts):
     with pytest.raises(UsageError, match="without importance"):
         dsprof.plan(dsprof.ModelRef.of(NAME, options=OPTIONS, resolution=RES), luts["rule"], unit="activation",
                     importance=[0.1] * 7)
+
+
+def test_a_block_without_activations_is_deployed_as_the_planner_priced_it(tmp_path):
+    """timm's EfficientNet-B0 ends in a block with no removable activation: its last projection (no activation after
+    it) and the head's 1x1 convolution, whose activation stays (a tail). Its ``acts`` are [] kept or linearised, so the
+    plan must say which in ``keep``. With that block's linearised and merged entries made 3x dearer, the DP keeps it at
+    every k; each front plan, as written, must be priced what the front quotes for it."""
+    ref = ModelRef.of("efficientnet_b0", resolution=32)
+    result = measure(ref, settings=BackendSettings(threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",)),
+                     timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+    build_lut([result.path]).save(tmp_path / "lut.csv")
+    frame = rule_lut(tmp_path / "lut.csv", [result.path]).to_dataframe()
+    prices = prices_of(ref, tmp_path / "lut.csv")
+    counts = [layout.n_acts for layout in act_layouts(prices.blocks)]
+    assert len(counts) == 17 and counts[-1] == 0 and all(c == 1 for c in counts[:-1])  # 16 MBConv chains, then it
+    last = prices.blocks[-1].spec.to_str()
+    frame.loc[(frame["workload"] == last) & frame["variant"].isin(("merged", "linear")), "median_s"] *= 3
+    LUT(frame, str(tmp_path / "dear.csv")).save(tmp_path / "dear.csv")
+    prices = prices_of(ref, tmp_path / "dear.csv", method="isolated")
+    front = plan_front_acts(ref, tmp_path / "dear.csv", pricing=Pricing(method="isolated"), prices=prices)
+    assert [p.k for p in front.points] == list(range(17))  # 0..16 activations
+    for point in front.points:
+        assert point.plan.acts[-1] == () and point.plan.keep[-1] == 1  # kept, as priced
+        assert predict_plan(prices, point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)

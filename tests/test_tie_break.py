@@ -9,10 +9,11 @@ mechanics, never a timing:
   priced by `dsprof.lut.Pricer`) gives the same latencies in the same order;
 - the plans timed are distinct plans of that k, the front's first, every one priced inside the front plan's
   interval and the front plan inside theirs;
-- the plan returned and written is the one whose paired speed-up, recomputed from the measurement file's raw samples
-  (the median of the per-round ratios), is highest;
-- `build_lut` reads the file: one entry per timed plan whose paired ratio is the file's, and the whole model's
-  original one group more;
+- each plan is timed in a group of its own with the original (one measurement file each, nothing else in it);
+- the plan returned and written is the one whose paired speed-up, recomputed from its file's raw samples (the median
+  of the per-round ratios over that file's original), is highest;
+- `build_lut` reads the folder: one entry per timed plan whose paired ratio is its file's, and the whole model's
+  original one group more per timed plan;
 - the command line prints the measured figure, labelled, beside the predicted one; a bad budget and a LUT of another
   machine are refused in one line.
 """
@@ -103,13 +104,16 @@ def test_the_tied_plans_are_timed_and_the_measured_best_is_kept(broken):
         assert sum(p.plan.keep) == K
         assert front.low_s <= p.latency_s <= front.high_s and p.low_s <= front.latency_s <= p.high_s
     # the paired speed-up of each, recomputed from the raw samples of the file: the median of the per-round ratios
-    records = [r for r in read_measurements(tb.path) if r.scope == "model" and r.ok]
-    (original,) = [r for r in records if r.variant == "original"]
+    files = sorted(tb.path.glob("*.jsonl"))
+    assert len(files) == len(plans)  # a group of two per plan
     measured = {}
-    for r in records:
-        if r.variant == "custom":
-            assert len(r.samples_s) == len(original.samples_s) >= 2
-            measured[r.name] = statistics.median(b / v for b, v in zip(original.samples_s, r.samples_s))
+    for f in files:
+        records = [r for r in read_measurements(f) if r.scope == "model" and r.ok]
+        assert sorted(r.variant for r in records) == ["custom", "original"]
+        (original,) = [r for r in records if r.variant == "original"]
+        (r,) = [r for r in records if r.variant == "custom"]
+        assert len(r.samples_s) == len(original.samples_s) >= 2
+        measured[r.name] = statistics.median(b / v for b, v in zip(original.samples_s, r.samples_s))
     assert set(measured) == {p.plan.name for p in plans}
     best = max(measured, key=measured.get)
     for c in tb.candidates:
@@ -134,17 +138,18 @@ def test_build_lut_reads_the_tie_break_records(broken, lut_path):
     lut = build_lut([lut_path.parent / "lut-run", tb.path])
     context = before.devices()[0]
     assert lut.devices() == [context]  # the same context: measured on this machine, in the LUT's settings
-    records = [r for r in read_measurements(tb.path) if r.scope == "model" and r.ok]
-    (original,) = [r for r in records if r.variant == "original"]
-    label = model_label(NAME, original.model_options)
     for c in tb.candidates:
-        (r,) = [r for r in records if r.name == c.point.plan.name]
+        (f,) = [f for f in tb.path.glob("*.jsonl") if f.stem == c.point.plan.name]
+        records = [r for r in read_measurements(f) if r.scope == "model" and r.ok]
+        (original,) = [r for r in records if r.variant == "original"]
+        (r,) = [r for r in records if r.variant == "custom"]
         entry = lut.find(model_label(r.name, r.model_options), "custom", context, scope="model")
-        assert entry is not None
+        assert entry is not None  # paired with the original of its own group
         assert entry.ratio == pytest.approx(statistics.median(v / b for v, b in zip(r.samples_s, original.samples_s)),
                                             rel=1e-12)
+    label = model_label(NAME, original.model_options)
     whole = lut.find(label, "original", context, scope="model")
-    assert whole.groups == before.find(label, "original", context, scope="model").groups + 1
+    assert whole.groups == before.find(label, "original", context, scope="model").groups + len(tb.candidates)
 
 
 def test_the_command_line_quotes_the_measured_figure(lut_path, tmp_path):
@@ -153,8 +158,10 @@ def test_the_command_line_quotes_the_measured_figure(lut_path, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("tie-break at k = 3:"))
     assert "measured" in line and "predicted" in line and "timed paired with the original (0.5 s)" in line
-    files = list((tmp_path / "tie-break").glob("tie-break_*.jsonl"))  # beside --out by default
-    assert len(files) == 1 and f"wrote {files[0]}" in done.stdout
+    (folder,) = (tmp_path / "tie-break").glob("tie-break_*")  # beside --out by default
+    assert folder.is_dir() and f"wrote {folder}" in done.stdout
+    timed = json.loads((tmp_path / "front.json").read_text())["tie_break"]["candidates"]
+    assert sorted(f.stem for f in folder.glob("*.jsonl")) == sorted(c["name"] for c in timed)
     assert json.loads((tmp_path / "front.json").read_text())["tie_break"]["ranked"] == 3
 
 

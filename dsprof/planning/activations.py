@@ -66,7 +66,7 @@ class _ActContext(_Context):
         layouts = act_layouts(self.prices.blocks)
         n = len(layouts)
         acts: list[tuple[int, ...]] = [(1,) * lay.n_acts for lay in layouts]
-        merge, spans = [False] * n, []
+        keep, merge, spans = [1] * n, [False] * n, []
         for o in solution.pieces:
             if o.variant in ACT_VARIANTS:
                 acts[o.start] = partial_states(layouts[o.start])[o.variant]
@@ -76,10 +76,12 @@ class _ActContext(_Context):
             if o.stop - o.start > 1:
                 spans.append((o.start, o.stop))
             for i in range(o.start, o.stop):
-                acts[i] = (0,) * layouts[i].n_acts
-                merge[i] = o.merges
-        return Plan.from_acts(self.name, acts, options=self.options, merge=tuple(merge), spans=tuple(spans) or None,
-                              name=label, source=f"dsprof plan ({self.prices.key}, unit activation)")
+                acts[i], keep[i], merge[i] = (0,) * layouts[i].n_acts, 0, o.merges
+        # ``keep`` as the DP chose, not derived from ``acts``: a block with no removable activation (a linear chain,
+        # EfficientNet-B0's projection and head) has ``acts`` [] either way, and kept or linearised it deploys and is
+        # priced differently
+        return Plan(self.name, tuple(keep), options=self.options, acts=tuple(acts), merge=tuple(merge),
+                    spans=tuple(spans) or None, name=label, source=f"dsprof plan ({self.prices.key}, unit activation)")
 
     def point(self, solution: Solution, label: str):
         point = super().point(solution, label)

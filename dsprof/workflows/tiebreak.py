@@ -14,17 +14,21 @@ What `break_tie` does, for the chosen plan of a k (`dsprof.plan(keep=..., tie_br
    is missed; one-swap neighbours of the front would miss plans two swaps away that tie as closely). The chosen plan
    first, then those *tied* with it: priced inside each other's 95 % intervals (the candidate's latency within the
    chosen plan's interval, and the chosen plan's within the candidate's).
-2. **Timing.** Each candidate's merged model (its ``merge`` list and spans, as priced) and the original, in one
-   interleaved group on this machine in the LUT's context (`dsprof.profiler.measure`, whole models: variant
-   ``custom`` named after the plan, beside the ``original``), the rounds stopped adaptively within ``seconds``
-   (``seconds`` over the group's size per workload, half of it warm-up, half interleaved rounds: `_timing`;
-   preparing the models -- an export, a compilation -- comes on top). A LUT context of another environment is refused: its prices are not this
-   machine's.
+2. **Timing.** Each candidate's merged model (its ``merge`` list and spans, as priced) and the original, in a group of
+   two of their own, one candidate after the other, on this machine in the LUT's context (`dsprof.profiler.measure`,
+   whole models: variant ``custom`` named after the plan, beside the ``original``), the rounds of each group stopped
+   adaptively within its share of ``seconds`` (half of it warm-up, half interleaved rounds: `_timing`; preparing the
+   models -- an export, a compilation -- comes on top). Groups of two, not one group of all: a model's time depends on
+   what ran just before each call, so in a group of 21 whole models the same plan read 1.34-1.48x over the original
+   where every group of two read 1.28-1.30x (issue #46, benchmarks/RESULTS.md); each ratio is paired inside its
+   group, so the machine's drift between groups cancels. A LUT context of another environment is refused: its prices
+   are not this machine's.
 3. **Answer.** The candidate whose paired speed-up over the original (the median of the per-round ratios, with its
    95 % interval: `dsprof.records.stats.paired_speedup`) is highest is the plan written; its predicted speed-up is
    quoted beside the measured one.
-4. **Records.** The group is an ordinary measurement file in ``out`` (``tie-break_<model>_k<k>_<time>.jsonl``, one
-   per run), which `dsprof build-lut` reads: see `TieBreak` for what it adds to a LUT.
+4. **Records.** Each group is an ordinary measurement file, ``PLAN.jsonl`` in the folder
+   ``tie-break_<model>_k<k>_<context>_<time>`` of ``out`` (one folder per run), which `dsprof build-lut` reads: see
+   `TieBreak` for what it adds to a LUT.
 """
 
 from __future__ import annotations
@@ -57,15 +61,16 @@ __all__ = ["Candidate", "TieBreak", "TieBroken", "break_tie", "tie_break_of"]
 @dataclass(frozen=True)
 class TieBreak:
     """A measured tie-break: time the ``candidates`` top-priced plans of the chosen k that are tied with the chosen
-    plan (inside each other's 95 % intervals) with the original, in one interleaved group within ``seconds`` of
-    timed rounds, and keep the measured best; the records go to the folder ``out``.
+    plan (inside each other's 95 % intervals), each with the original in a group of two, within ``seconds`` of
+    timing in all, and keep the measured best; the records go to the folder ``out``.
 
     What the records add to a LUT that `dsprof build-lut` builds with them (scope ``model``): one entry per timed plan
     (variant ``custom``, workload the model's label under the plan's name, ``tied-k3-<digest>-<backend>``) whose
-    ``ratio`` is that plan's paired time over the original's, measured inside the model; and one more group of the
-    whole model's ``original`` entry, the reference every in-model and in-situ price is read against (its median
-    pooled, and one more group median in the drift term of the intervals). The in-model scales and the calibration
-    factor are fitted from single pieces and the calibration plan, not from these whole plans."""
+    ``ratio`` is that plan's paired time over the original's, measured inside the model and paired with the original
+    of its own group; and, per timed plan, one more group of the whole model's ``original`` entry, the reference every
+    in-model and in-situ price is read against (its median pooled, and each group's median in the drift term of the
+    intervals). The in-model scales and the calibration factor are fitted from single pieces and the calibration
+    plan, not from these whole plans."""
 
     seconds: float
     candidates: int = TIE_BREAK_CANDIDATES
@@ -117,8 +122,8 @@ class Candidate:
 class TieBroken:
     """What `break_tie` did at ``k``: the front's plan (``front``, priced), the plans timed (``candidates``, the
     front's first, each with its paired speed-up), the measured best (``best``), how many of the ranked plans were
-    tied with the front's (``tied`` of ``ranked``), the measurement file and, where the group was timed on a
-    contended machine, `dsprof.profiler.runner.contention_message`'s warning."""
+    tied with the front's (``tied`` of ``ranked``), the folder of its measurement files and, where a group was timed
+    on a contended machine, `dsprof.profiler.runner.contention_message`'s warning."""
 
     k: int
     front: FrontPoint
@@ -167,9 +172,9 @@ def _tied(a: FrontPoint, b: FrontPoint) -> bool:
 
 
 def _timing(seconds: float, size: int) -> TimingConfig:
-    """The tie-break's timing: ``seconds`` shared by the ``size`` workloads of its one group, half for warm-up (the
-    first group's longer warm-up included: this group is the run's first) and half for the interleaved rounds, so
-    that the budget asked for is the time spent timing (10 ms of warm-up each at least)."""
+    """The timing of one of the tie-break's groups: ``seconds`` shared by the ``size`` workloads of the group, half
+    for warm-up (the first group's longer warm-up included: each group is its run's first) and half for the
+    interleaved rounds, so that the budget asked for is the time spent timing (10 ms of warm-up each at least)."""
     share = seconds / size
     warm = max(0.01, min(DEFAULTS["warmup_max_s"], share / 2))  # the profiler's cap on a warm-up
     return TimingConfig(budget_s=max(share / 2, 1e-3), warmup_s=min(DEFAULTS["warmup_s"], warm), warmup_max_s=warm,
@@ -198,20 +203,21 @@ def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, reque
     others = [p for p in ranked if p.plan.digest != chosen.plan.digest]
     tied = [chosen, *(p for p in others if _tied(chosen, p))][:request.candidates]
     net = model.build()
-    extra = {p.plan.name: merge_model(net, p.plan) for p in tied}
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    path = output_path(request.out, f"tie-break_{model.name}_k{chosen.k}_{context_suffix(context)}_{stamp}",
-                       suffix=".jsonl", what="the tie-break's measurement file")
-    size = len(tied) + 1
-    timing = _timing(request.seconds, size)
-    run = measure(ModelRef.of(net, name=model.name, options=model.options, resolution=model.resolution),
-                  settings=context, workloads=Workloads((), ("original",), blocks=None), extra_models=extra,
-                  timing=timing, out=path, progress=progress)
-    candidates = []
-    for p in tied:
+    folder = output_path(request.out, f"tie-break_{model.name}_k{chosen.k}_{context_suffix(context)}_{stamp}",
+                         what="the tie-break's measurement folder")
+    timing = _timing(request.seconds / len(tied), 2)
+    ref = ModelRef.of(net, name=model.name, options=model.options, resolution=model.resolution)
+    candidates, contention = [], None
+    for p in tied:  # one group of two per plan: the original and that plan, nothing else (module docstring, item 2)
+        run = measure(ref, settings=context, workloads=Workloads((), ("original",), blocks=None),
+                      extra_models={p.plan.name: merge_model(net, p.plan)}, timing=timing,
+                      out=output_path(folder, p.plan.name, suffix=".jsonl", what="a tie-break measurement file"),
+                      progress=progress)
+        contention = contention or run.contention
         check = paired_check(run.measurements, p.plan.name)
         if check is None:
             failed = next((r.error for r in run.measurements if r.name == p.plan.name and r.error), "not timed")
             raise DeviceError(f"the tie-break could not time {p.plan.name} ({failed}); plan without `tie_break=`")
         candidates.append(Candidate(p, check))
-    return TieBroken(chosen.k, chosen, tuple(candidates), len(ranked), run.path, request.seconds, run.contention)
+    return TieBroken(chosen.k, chosen, tuple(candidates), len(ranked), folder, request.seconds, contention)
