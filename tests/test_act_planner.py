@@ -286,3 +286,14 @@ def test_a_block_without_activations_is_deployed_as_the_planner_priced_it(tmp_pa
     for point in front.points:
         assert point.plan.acts[-1] == () and point.plan.keep[-1] == 1  # kept, as priced
         assert predict_plan(prices, point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
+
+
+def test_a_keep_beyond_the_activations_says_activations(luts):
+    """On a front of single activations k counts activations (the tiny MobileNetV2: 1 + 6 x 2 = 13), and a refusal
+    says so, not "blocks"."""
+    front = plan_front_acts(REF, luts["rule"], pricing=Pricing(max_span=2), prices=_prices(luts["rule"]))
+    assert front.choose(keep=13).k == 13 and front.choose(keep=0.5).k == 7  # floor(6.5 + 0.5)
+    with pytest.raises(UsageError) as caught:
+        front.choose(keep=14)
+    assert str(caught.value) == ("`keep=14` activations, but the model has 13; give `keep=` in 0..13, or a fraction "
+                                 "in [0, 1]")

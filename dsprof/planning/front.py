@@ -133,15 +133,16 @@ class Front:
 
     def choose(self, *, keep: int | float | None = None, budget_s: float | None = None,
                speedup: float | None = None) -> FrontPoint:
-        """The plan for one budget: ``keep`` blocks with activations (a count, or a fraction of the blocks:
-        `resolve_k`; with importance the least loss, else the fastest), or a latency ``budget_s`` / a
-        ``speedup`` over the original (with importance the least loss within it, else the plan keeping most
+        """The plan for one budget: ``keep`` blocks with activations, or activations on a front of single
+        activations (a count, or a fraction of them: `resolve_k`; with importance the least loss, else the fastest),
+        or a latency ``budget_s`` / a ``speedup`` over the original (with importance the least loss within it, else the plan keeping most
         activations within it)."""
         if sum(v is not None for v in (keep, budget_s, speedup)) != 1:
             raise UsageError("choose by one of keep, budget_s or speedup")
         check_budget(budget_s * 1e3 if budget_s is not None else None, speedup)
         if keep is not None:
-            k = resolve_k(keep, max(p.k for p in self.points))  # the original keeps every block
+            what = "activations" if self.points[0].plan.acts is not None else "blocks"  # `plan_front_acts`' front
+            k = resolve_k(keep, max(p.k for p in self.points), what)  # the original keeps every one
             point = self.at_k(k)
             if self.least_loss is not None:
                 point = next(p for p in self.least_loss if p.k == k)
@@ -229,20 +230,21 @@ class Front:
         return "\n".join(lines)
 
 
-def resolve_k(keep: int | float, n_blocks: int) -> int:
+def resolve_k(keep: int | float, n_blocks: int, what: str = "blocks") -> int:
     """The number of blocks that keep their activations: ``keep`` as a count (int, 0..``n_blocks``) or a
     fraction of ``n_blocks`` (float in [0, 1], rounded to the nearest count): what ``--keep`` takes in
-    `dsprof plan` and `dsprof search` alike (``7`` a count, ``0.4`` a fraction)."""
+    `dsprof plan` and `dsprof search` alike (``7`` a count, ``0.4`` a fraction). ``what`` the messages count:
+    ``activations`` where k counts single activations (``unit="activation"``)."""
     if isinstance(keep, bool):
         raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
     if isinstance(keep, float):
         if not 0.0 <= keep <= 1.0:
-            raise UsageError(f"`keep={keep}`: a fraction of the blocks lies in [0, 1]; give a count (from 0 to "
+            raise UsageError(f"`keep={keep}`: a fraction of the {what} lies in [0, 1]; give a count (from 0 to "
                              f"{n_blocks}) as a whole number")
         return int(math.floor(keep * n_blocks + 0.5))
     k = int(keep)
     if not 0 <= k <= n_blocks:
-        raise UsageError(f"`keep={k}` blocks, but the model has {n_blocks}; give `keep=` in 0..{n_blocks}, or a "
+        raise UsageError(f"`keep={k}` {what}, but the model has {n_blocks}; give `keep=` in 0..{n_blocks}, or a "
                          "fraction in [0, 1]")
     return k
 
