@@ -118,7 +118,7 @@ def test_prices_and_predict_latency_take_the_model_as_one_reference_and_the_keyw
     assert caught[0].filename == __file__
     now = prices_of(dsprof.ModelRef.of(TINY_FILE, name="tiny", resolution=32), lut, method="isolated")
     assert (before.label, before.model_args, len(before.blocks)) == (now.label, now.model_args, 3)
-    assert before.total_s(before.pieces(None)) == now.total_s(now.pieces(None)) == new.latency_s
+    assert before.label.startswith("tiny{") and before.total_s(before.pieces(None)) == now.total_s(now.pieces(None))
     with pytest.raises(TypeError, match="'width'"):
         prices_of(TINY, lut, width=2)
 

@@ -91,8 +91,8 @@ def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | 
         if pricing.backend is not None or pricing.batch is not None:
             lut = lut if isinstance(lut, LUT) else LUT.load(lut)
             device = pricing.context(lut)
-        prices = prices_of(ref, lut, device=device, resolution=pricing.resolution, rest=pricing.rest,
-                           method=pricing.method)
+        at = ModelRef.of(ref, resolution=pricing.resolution)  # priced at the LUT's size where it is another
+        prices = prices_of(at, lut, device=device, rest=pricing.rest, method=pricing.method)
     max_span, span_limit = _span_limit(prices, pricing.max_span)
     return FrontInputs(ref, prices, max_span, span_limit, max(pricing.max_span or DEFAULT_MAX_SPAN, max_span))
 
