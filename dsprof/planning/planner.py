@@ -195,9 +195,9 @@ def _span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
 def best_plan(model: str | nn.Module | ModelRef, lut: LUT | str | Path, keep: Sequence[int], *,
               max_span: int = DEFAULT_MAX_SPAN, prices: Prices | None = None, **pricing: Any) -> Plan:
     """For the fixed ``keep`` list, the plan of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its
-    name, options and resolution) with its ``merge`` and ``spans`` filled that the LUT prices lowest: what `dsprof
-    merge --spans auto --lut` deploys (`settle` on the LUT's prices). ``pricing``: `prices_of`'s keywords (device,
-    method, rest), or ``prices`` already read."""
+    name, options and resolution) with its ``merge`` and ``spans`` filled that the LUT prices lowest:
+    what `dsprof merge --spans auto --lut` deploys (`settle` on the LUT's prices). ``pricing``: `prices_of`'s
+    keywords (device, method, rest), or ``prices`` already read."""
     ref = ModelRef.of(model)
     prices = prices or prices_of(ref, lut, **pricing)
     keep = tuple(int(k) for k in keep)
