@@ -178,7 +178,7 @@ def run_case(args: argparse.Namespace, label: str, backend: str, logs: dict) -> 
     lut = lut_of(ref, backend, args, case, log)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        prices = prices_of(ref, lut, name=ref.name, options=ref.options, resolution=ref.resolution)
+        prices = prices_of(ref, lut)
     counts = [lay.n_acts for lay in act_layouts(prices.blocks)]
     plans = plans_of(ref, lut, args, case, counts)
     merged = merged_of(ref, plans, lut)

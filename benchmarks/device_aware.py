@@ -95,7 +95,7 @@ def stage_lut(args, key: str, folder: Path):
         files.append(path)
     lut = build_lut(files)
     lut.save(folder / "lut.csv")
-    fronts = plan_contexts(name, lut, options=options, resolution=args.resolution, max_span=args.max_span)
+    fronts = plan_contexts(ModelRef.of(name, options=options, resolution=args.resolution), lut, max_span=args.max_span)
     fronts.write(folder / "fronts.json")
     print(f"\n{key}:\n{fronts.table()}\n", flush=True)
     if len(fronts.fronts) > 1:  # one plan for all of them: the exact minimax's cost here

@@ -126,14 +126,14 @@ def measure_case(backend: str, model_name: str, options: dict, args: argparse.Na
              + range_plans(model_name, n, args.range_plans, args.seed, options))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        costs = prices_of(model_name, lut, device=key, options=options, resolution=args.resolution)
+        costs = prices_of(ModelRef.of(model_name, options=options, resolution=args.resolution), lut, device=key)
     plan_dir = out / "plans" / case["slug"]
     plan_dir.mkdir(parents=True, exist_ok=True)
     case["plans"] = []
     for plan in plans:
         deployed = Decider("lut", costs).decide(plan).plan  # its merge list: the planner on the LUT, as predict prices it and merge replays it
         (plan_dir / f"{plan.name}.json").write_text(deployed.to_json())
-        measure_planned_run(model, key, deployed, name=model_name, options=options, timing=timing,
+        measure_planned_run(ModelRef.of(model, name=model_name, options=options), key, deployed, timing=timing,
                             out=out / f"check-{case['slug']}-{plan.name}", progress=False)
         case["plans"].append(plan.name)
     case["load_after"] = load()
@@ -177,8 +177,8 @@ def score_case(case: dict, out: Path) -> list[dict]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)  # said in the method column
         for method in METHODS[:-1]:  # each method's prices, read once
-            costs[method] = prices_of(case["model"], lut, device=key, options=case["options"],
-                                       resolution=case["resolution"], method=method)
+            model = ModelRef.of(case["model"], options=case["options"], resolution=case["resolution"])
+            costs[method] = prices_of(model, lut, device=key, method=method)
     rows = []
     for plan in _plans_of(case, out):
         folder = out / f"check-{case['slug']}-{plan.name}"

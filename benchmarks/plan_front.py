@@ -101,7 +101,7 @@ def stage_check(args) -> None:
         key = _key(lut, backend)
         front = plan_front(ModelRef.of(MODEL, resolution=args.resolution), lut,
                            pricing=Pricing(device_key=key, max_span=args.max_span))
-        costs = prices_of(MODEL, lut, device=key, resolution=args.resolution)
+        costs = prices_of(ModelRef.of(MODEL, resolution=args.resolution), lut, device=key)
         checked = {f"front-k{k}": (front.at_k(k), True) for k in _chosen_ks(front, args.every)}
         for name in PRESETS:
             preset = load_preset(name)
@@ -185,13 +185,14 @@ def stage_timing(args) -> None:
 
         from dsprof.lut import LUT, Pricing
         from dsprof.lut.predict import prices_of
+        from dsprof.models import ModelRef
         from dsprof.planning import plan_front
 
         torch.set_num_threads(1)
         lut = LUT.load(lut_path)
         for backend in args.backends:
             t = time.perf_counter()
-            costs = prices_of(MODEL, lut, device=_key(lut, backend), resolution=args.resolution)
+            costs = prices_of(ModelRef.of(MODEL, resolution=args.resolution), lut, device=_key(lut, backend))
             read = time.perf_counter() - t
             t = time.perf_counter()
             front = plan_front(MODEL, lut, pricing=Pricing(max_span=args.max_span), prices=costs)

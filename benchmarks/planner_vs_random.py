@@ -126,7 +126,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
     """{k: [front plan, random plans...]} (merge lists written by the LUT's rule), stored in plans/; and the costs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        costs = prices_of(name, lut, resolution=args.resolution)
+        costs = prices_of(ModelRef.of(name, resolution=args.resolution), lut)
     n = len(costs.blocks)
     ks = sorted({round(n / 4), round(n / 2), round(3 * n / 4)})
     folder = case_dir / "plans"
@@ -294,7 +294,8 @@ def without_pieces(costs, name: str, resolution: int):
     frame = costs.lookup.lut.to_dataframe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        return prices_of(name, LUT(frame[frame.scope != IN_SITU_SCOPE]), device=costs.key, resolution=resolution)
+        return prices_of(ModelRef.of(name, resolution=resolution), LUT(frame[frame.scope != IN_SITU_SCOPE]),
+                         device=costs.key)
 
 
 def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], costs, checks: dict,
@@ -425,7 +426,7 @@ def run_case(args: argparse.Namespace, factory: str, backend: str, resolution: i
         other = LUT.load(args.score_lut / backend / case_folder(factory, resolution) / "lut.csv")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MethodFallbackWarning)
-            costs = prices_of(name, other, resolution=resolution)
+            costs = prices_of(ModelRef.of(name, resolution=resolution), other)
     case_rows = score(name, factory, backend, plans, costs, checks, resolution)
     print(f"  {inside_vs_alone(costs)}", flush=True)
     print(f"  done in {time.perf_counter() - t0:.0f} s, load {load()}; LUT {log.get('lut_utc', '?')} (load "

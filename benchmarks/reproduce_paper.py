@@ -157,7 +157,8 @@ def preset_plan(name: str, resolution: int) -> Plan:
     """Preset ``name`` with the merge list MACs write (`--merge-by macs`): the presets are timed before there is a
     LUT, so MACs decide which of their linearised blocks merge, and the LUT then prices that same list."""
     plan = load_preset(name)
-    return merge_rule(plan.model, merge_by="macs", options=plan.options, resolution=resolution).decide(plan).plan
+    model = ModelRef.of(plan.model, options=plan.options, resolution=resolution)
+    return merge_rule(model, merge_by="macs").decide(plan).plan
 
 
 def merged_presets(net: Net, resolution: int) -> dict[str, torch.nn.Module]:
@@ -283,7 +284,8 @@ def lut_table(lut, key: DeviceContext, runs: dict[str, list[Measurement]], nets:
     rows = []
     for label, records in runs.items():
         net = nets[label]
-        module = get_model(net.model, resolution=resolution, **net.options)  # built once for all its predictions
+        module = ModelRef.of(get_model(net.model, resolution=resolution, **net.options), name=net.model,
+                             options=net.options)  # built once for all its predictions
         cases = [(label, "original", None, None)]
         if by_model(records, "flops_matched"):
             cases.append((f"{label} dense", "flops_matched", "flops_matched", None))
@@ -294,8 +296,7 @@ def lut_table(lut, key: DeviceContext, runs: dict[str, list[Measurement]], nets:
             for rest, column in (("stem+head", "stem+head"), ("model-minus-blocks", "model-blocks")):
                 try:
                     pred = predict_latency(module, lut, preset_plan(plan, resolution) if plan else None, device=key,
-                                           name=net.model,
-                                           options=net.options, variant=every, strict=True, rest=rest)
+                                           variant=every, strict=True, rest=rest)
                 except (KeyError, ValueError):
                     row[f"{column} FPS"] = row[f"{column} error"] = math.nan
                     continue

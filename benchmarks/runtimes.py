@@ -138,7 +138,7 @@ def stage_lut(args, key: str, folder: Path):
         raise SystemExit(f"{key}: no runtime measured anything")
     lut = build_lut(files)
     lut.save(folder / "lut.csv")
-    fronts = plan_contexts(name, lut, options=options, resolution=args.resolution, max_span=args.max_span)
+    fronts = plan_contexts(ModelRef.of(name, options=options, resolution=args.resolution), lut, max_span=args.max_span)
     fronts.write(folder / "fronts.json")
     for missing in fronts.unplanned:
         print(f"  not planned: {missing.context}: {missing.reason}", flush=True)

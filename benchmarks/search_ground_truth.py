@@ -149,7 +149,7 @@ def main() -> None:
         from dsprof.lut import predict_latency
 
         outcomes = [o if o.latency_s is not None else replace(o, latency_s=predict_latency(
-            MODEL, args.lut, Plan(MODEL, o.keep, options), options=options, resolution=args.resolution).total_s)
+            model, args.lut, Plan(MODEL, o.keep, options)).total_s)
             for o in outcomes]
     drops = importance["drops"]
     by_keep = {o.keep: o for o in outcomes}

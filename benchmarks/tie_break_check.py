@@ -59,10 +59,10 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
     lut = LUT.load(args.luts / backend / case_folder(factory, resolution) / "lut.csv")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
-        prices = prices_of(name, lut, resolution=resolution)
-        front = plan_front(name, lut, pricing=Pricing(max_span=MAX_SPAN), prices=prices)
+        model = ModelRef.of(name, resolution=resolution)
+        prices = prices_of(model, lut)
+        front = plan_front(model, lut, pricing=Pricing(max_span=MAX_SPAN), prices=prices)
     n = len(prices.blocks)
-    model = ModelRef.of(name, resolution=resolution)
     torch.set_num_threads(1)
     if backend == "torch":
         steady_allocator()
@@ -76,7 +76,7 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
                 warnings.simplefilter("ignore")
                 broken = break_tie(model, lut, front, chosen, TieBreak(args.seconds, args.candidates, Path(tmp)))
         kept = broken.best.point.plan
-        ranked = [p.plan for p in top_plans(prices, k, args.candidates, max_span=MAX_SPAN, name=name)]
+        ranked = [p.plan for p in top_plans(prices, k, args.candidates, max_span=MAX_SPAN, model=model)]
         group = {p.digest: p for p in [*ranked, chosen.plan, kept]}  # the 20, and the front's and kept plans
         plans = list(group.values())
         measured = {}

@@ -61,7 +61,7 @@ def luts(tmp_path_factory):
 
 
 def _prices(path, method="auto"):
-    return prices_of(NAME, path, options=OPTIONS, resolution=RES, method=method)
+    return prices_of(ModelRef.of(NAME, options=OPTIONS, resolution=RES), path, method=method)
 
 
 def test_partial_variants_are_timed_and_priced(luts):
@@ -229,7 +229,7 @@ def full_lut(tmp_path_factory):
 def test_the_check_on_mobilenet_v2(full_lut, which):
     """Issue #47's check on MobileNetV2 itself: at every number of kept activations that a block-front plan keeps,
     the activation front is never slower (predicted), and where it keeps no partial block it is that same front."""
-    prices = prices_of(NAME, full_lut[which], resolution=RES)
+    prices = prices_of(ModelRef.of(NAME, resolution=RES), full_lut[which])
     counts = [1] + [2] * 16
     full, pricing = ModelRef.of(NAME, resolution=RES), Pricing(max_span=1)
     blocks = plan_front(full, full_lut[which], pricing=pricing, prices=prices)

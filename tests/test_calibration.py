@@ -122,7 +122,7 @@ def _with_calibration_ratio(run, tmp_path, ratio):
 
 
 def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tmp_path):
-    kw = dict(options=OPTIONS, resolution=32, method="in-model", strict=True)
+    model, kw = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32), dict(method="in-model", strict=True)
     plan = Plan("mobilenet_v2", (1, 0, 1, 0, 1, 1, 0), OPTIONS)
     every = Plan("mobilenet_v2", (0,) * N_BLOCKS, OPTIONS)
     without = _with_calibration_ratio(run, tmp_path, None)
@@ -132,14 +132,14 @@ def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tm
     phi = (float(median("model").iloc[0]) - float(median("stem").iloc[0]) - float(median("head").iloc[0])) / float(
         median("block").sum())
     F = (1 + phi) / 2
-    base = predict_latency("mobilenet_v2", without, plan, **kw)
+    base = predict_latency(model, without, plan, **kw)
     assert base.method == f"in-model (x{F:.3f})"
     u = 1 - 1 / base.speedup
     assert base.systematic == pytest.approx(Z * base.speedup * abs(u) * math.sqrt((phi - 1) ** 2 / 12 + (F - (1 + phi) / 2) ** 2) / F, rel=1e-9)
     # the calibration saved half of what the method predicts for its plan: rho = 0.5, a third point at 0.5 F
-    u_every = 1 - 1 / predict_latency("mobilenet_v2", without, every, **kw).speedup
+    u_every = 1 - 1 / predict_latency(model, without, every, **kw).speedup
     half = _with_calibration_ratio(run, tmp_path, 1 - 0.5 * u_every)
-    pred = predict_latency("mobilenet_v2", half, plan, **kw)
+    pred = predict_latency(model, half, plan, **kw)
     assert pred.speedup == pytest.approx(base.speedup, rel=1e-12)  # the prediction stays; its interval widens
     low, high = min(1, phi, 0.5 * F), max(1, phi, 0.5 * F)
     factor = math.sqrt((high - low) ** 2 / 12 + (F - (low + high) / 2) ** 2) / F
@@ -147,7 +147,7 @@ def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tm
     # a calibration that saved what the method predicts (rho = 1, inside [1, phi] / F) leaves the range as it was;
     # its LUT is built as `half`'s (the calibration group copied from the whole model's samples), so the interval's
     # other terms (the drift between groups) are the same in both
-    same = predict_latency("mobilenet_v2", _with_calibration_ratio(run, tmp_path, 1 - u_every), plan, **kw)
+    same = predict_latency(model, _with_calibration_ratio(run, tmp_path, 1 - u_every), plan, **kw)
     assert same.systematic == pytest.approx(base.systematic, rel=1e-6)
     if 0.5 * F < 1:  # the third point lies below the range [1, phi]: it widens (else, inside it, it changes nothing)
         assert pred.systematic > same.systematic

@@ -86,7 +86,7 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     plan = Plan("file:tinyconv:build", (1, 0, 0), {}, merge=(False, True, True))
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        pred = predict_latency(TINY_FILE, lut, plan, resolution=32, strict=True)
+        pred = predict_latency(ModelRef.of(TINY_FILE, resolution=32), lut, plan, strict=True)
     lines = [str(w.message) for w in said if issubclass(w.category, CalibrationFallbackWarning)]
     assert len(lines) == 1 and "\n" not in lines[0]
     assert "3 pieces timed inside the model, fewer than the 5 the in-model scales need (the model has only 3 to time " \
@@ -150,7 +150,7 @@ def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pi
                                   workloads=Workloads(("original", "merged", "linear"), ("original",), spans=2, calibrate=True),
                                   timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
         lut = build_lut([measured.path])
-        pred = predict_latency(TINY_FILE, lut, Plan("file:tinyconv:build", (1, 0, 0), {}), resolution=32)
+        pred = predict_latency(ModelRef.of(TINY_FILE, resolution=32), lut, Plan("file:tinyconv:build", (1, 0, 0), {}))
     timed = [r.name for r in measured.measurements if r.scope == IN_SITU_SCOPE and r.variant != "original"]
     assert sorted(timed) == ["blocks.0", "blocks.0..blocks.1", "blocks.1", "blocks.1..blocks.2", "blocks.2"]
     fell_back = [str(w.message) for w in said if issubclass(w.category, CalibrationFallbackWarning)]

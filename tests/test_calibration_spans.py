@@ -139,7 +139,7 @@ def _with_calibration(ruled, tmp_path, names, ratio=0.7):
 
 
 def _calibration(lut, ruled):
-    prices = prices_of("mobilenet_v2", lut, device=ruled[0].context, options=OPTIONS, resolution=32,
+    prices = prices_of(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32), lut, device=ruled[0].context,
                        method="in-model")
     assert prices.method == "in-model" and prices.factor == pytest.approx(1.0, abs=1e-12)  # phi = (8 - 1) / 7 = 1
     return calibration_of(interval_inputs(prices))

@@ -40,6 +40,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
+MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
 KEEP = (1, 0, 1, 0, 1, 1, 0)
 LABEL = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
 
@@ -47,7 +48,7 @@ LABEL = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("drift") / "m.jsonl"
-    return measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+    return measure(MODEL,
                    workloads=Workloads(variants=("original", "merged"), model_variants=("original",)), timing=FAST,
                    out=out, progress=False)
 
@@ -115,9 +116,9 @@ def _runs_of_the_whole_model(run, tmp_path, medians_s, noise):
 
 
 def test_a_latency_interval_comes_from_the_spread_of_group_medians_not_of_raw_samples(run, tmp_path):
-    kw = dict(options=OPTIONS, resolution=32, method="isolated")  # the original model: the whole model's entry
+    kw = dict(method="isolated")  # the original model: the whole model's entry
     # noisy samples (up to +-30 % in every run), medians that agree (10 ms in all 6 runs): narrow
-    agree = predict_latency("mobilenet_v2", _runs_of_the_whole_model(run, tmp_path, [0.010] * 6, 1.0), **kw)
+    agree = predict_latency(MODEL, _runs_of_the_whole_model(run, tmp_path, [0.010] * 6, 1.0), **kw)
     pooled = np.concatenate([0.010 * (1 + SPREAD)] * 6)
     q1, q3 = np.percentile(pooled, [25, 75])
     se = 1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(pooled))  # the error of the pooled median, nothing more
@@ -128,7 +129,7 @@ def test_a_latency_interval_comes_from_the_spread_of_group_medians_not_of_raw_sa
     assert (agree.high_s - agree.low_s) / 2 / agree.total_s < 0.05  # the raw samples' own spread is +-30 %
     # quiet samples (+-1 %), medians that move by up to 15 % from run to run: wide, as wide as they moved
     medians = [0.0095, 0.0100, 0.0110, 0.0085, 0.0105, 0.0115]
-    moved = predict_latency("mobilenet_v2", _runs_of_the_whole_model(run, tmp_path, medians, 0.01), **kw)
+    moved = predict_latency(MODEL, _runs_of_the_whole_model(run, tmp_path, medians, 0.01), **kw)
     q1, q3 = np.percentile(medians, [25, 75])
     drift = (q3 - q1) / 1.349 / np.median(np.concatenate([m * (1 + 0.01 * SPREAD) for m in medians]))  # the entry's
     assert moved.drift == pytest.approx(1.959964 * drift, rel=1e-9)
@@ -160,9 +161,9 @@ def _paired_block_lut(run, tmp_path, paired):
 
 def test_a_speedup_interval_comes_from_paired_ratios(run, tmp_path):
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    kw = dict(options=OPTIONS, resolution=32, method="isolated")
-    paired = predict_latency("mobilenet_v2", _paired_block_lut(run, tmp_path, True), plan, **kw)
-    apart = predict_latency("mobilenet_v2", _paired_block_lut(run, tmp_path, False), plan, **kw)
+    kw = dict(method="isolated")
+    paired = predict_latency(MODEL, _paired_block_lut(run, tmp_path, True), plan, **kw)
+    apart = predict_latency(MODEL, _paired_block_lut(run, tmp_path, False), plan, **kw)
     assert paired.speedup == pytest.approx(apart.speedup, rel=1e-12)  # the same medians
     lut = _paired_block_lut(run, tmp_path, True)
     spec = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))[1].spec
@@ -200,7 +201,7 @@ def _coverage(run, tmp_path, rng, trials, **kwargs):
         path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.jsonl"  # a new file: the writer appends
         with MeasurementWriter(path) as writer:
             writer.write(_drifting_records(run, rng, **kwargs))
-        pred = predict_latency("mobilenet_v2", build_lut([path]), options=OPTIONS, resolution=32, method="isolated")
+        pred = predict_latency(MODEL, build_lut([path]), method="isolated")
         later = 10e-3 * np.exp(rng.normal(0, SIGMA, 25))
         covered += [pred.contains(m) for m in later]
         halves.append((pred.high_s - pred.low_s) / 2 / pred.total_s)
@@ -249,7 +250,7 @@ PLAN = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
 
 
 def _predict(lut, **kwargs):
-    return predict_latency("mobilenet_v2", lut, PLAN, options=OPTIONS, resolution=32, strict=True, **kwargs)
+    return predict_latency(MODEL, lut, PLAN, strict=True, **kwargs)
 
 
 def test_explicit_in_situ_scaled_without_its_entries_says_it_fell_back_and_strict_does_not_raise():
@@ -301,7 +302,7 @@ def test_the_method_is_resolved_and_checked_before_any_lookup(monkeypatch):
         with pytest.raises(UsageError, match=message):
             _predict(lut, **kwargs)
     with pytest.raises(UsageError, match="predicts plans"):
-        predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=32, variant="merged", method="in-situ")
+        predict_latency(MODEL, lut, variant="merged", method="in-situ")
 
 
 # -- scaling by the probe -----------------------------------------------------------------------------------
@@ -398,14 +399,14 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
                           out=tmp_path / "lut.jsonl", progress=False)
         lut = build_lut([lut_run.path])
         key = lut.devices()[0]
-        pred = predict_latency("mobilenet_v2", lut, options=OPTIONS, resolution=96, method="isolated")
+        pred = predict_latency(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=96), lut, method="isolated")
         # the probe just after the LUT run: the LUT's own probe (a median over the whole run) and its one
         # whole-model group come from different moments; the ratio is taken in the test
         quiet = probe_now(key, 1.0)
         busy = [subprocess.Popen([sys.executable, "-c", _BUSY, str(core), "60"]) for _ in range(SPINNERS)]
         before = probe_now(key, 1.0)
-        measured_s = measure_planned(get_model("mobilenet_v2", resolution=96, **OPTIONS), key, name="mobilenet_v2",
-                                     out=tmp_path / "check", progress=False).median_s
+        net = ModelRef.of(get_model("mobilenet_v2", resolution=96, **OPTIONS), name="mobilenet_v2")
+        measured_s = measure_planned(net, key, out=tmp_path / "check", progress=False).median_s
         after = probe_now(key, 1.0)  # the probe on both sides of the check: what --probe gives, at its moment
         ratio = statistics.median(before + after) / statistics.median(quiet)
     finally:

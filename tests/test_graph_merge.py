@@ -30,6 +30,7 @@ from dsprof.merging import export_onnx, load_merged, merge_model, merge_report, 
 from dsprof.records.plan import Plan
 from dsprof.models import ChainGraph, discover_blocks, get_model, list_models, own_chains, register_model
 from dsprof.models.user_model import register_model_file
+from dsprof.models import ModelRef
 from models.csp import CSPClassifier
 from models.flat import FlatNet
 from cli_run import dsprof_here
@@ -198,7 +199,7 @@ def test_profile_lut_predict_merge_and_report_name_the_chains(tmp_path):
     predict = run("predict", *common, "--lut", "lut.csv", "--plan", str(plan), cwd=tmp_path)  # refuses misses
     assert "PARTIAL" not in predict.stdout + predict.stderr
     register_model_file(spec)
-    rows = predict_latency(label, tmp_path / "lut.csv", plan, resolution=RES[0]).blocks
+    rows = predict_latency(ModelRef.of(label, resolution=RES[0]), tmp_path / "lut.csv", plan).blocks
     assert rows.loc[rows.block == chain, "variant"].tolist() == ["merged"]  # as the plan's merge list says
     run("report", "m.jsonl", "-o", "report", cwd=tmp_path)
     assert any(chain in p.read_text() for p in (tmp_path / "report").rglob("*.md"))

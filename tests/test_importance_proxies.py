@@ -178,6 +178,14 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     command = hint_command(err.value.hint).split()
     assert command[:2] == ["dsprof", "importance"] and command[command.index("--width") + 1] == "0.5"
     build_parser().parse_args(command[1:])
+    assert "--weights" not in command and "weights=" not in message  # no weights given: none named, no placeholder
+    # the weights the plan's model is built from travel in the hint: said in words, and as the command's option
+    with pytest.raises(UsageError) as err:
+        load_importance(other, "mobilenet_v2", {"width": 0.5}, 32, True)
+    assert str(err.value).endswith("options={'width': 0.5})) on digits with the proxy taylor, from pretrained weights")
+    command = hint_command(err.value.hint).split()
+    assert command[command.index("--weights") + 1] == "pretrained"
+    build_parser().parse_args(command[1:])
     refused = re.escape("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`")
     with pytest.raises(UsageError, match=refused):
         plan_to_file("mobilenet_v2", lut, importance=other, options={"width": 0.5}, resolution=RES, keep=3, max_span=1)

@@ -110,7 +110,7 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
     from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
-    from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
+    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
@@ -121,7 +121,7 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
     lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    pred = predict_latency(MODEL, lut, plan, strict=True)
     rho = 0.8
     assert pred.total_s == pytest.approx(0.020 - rho * 3 * 0.00075, rel=1e-9)  # three merged blocks, x rho
     assert "together they save x0.800 of their sum" in pred.systematic_source
@@ -132,7 +132,7 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
     row.update(ratio_se=0.0105)
     lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+    pred = predict_latency(MODEL, lut, plan, strict=True)
     shrunk = (625 * 0.8 + 4) / 629
     assert pred.total_s == pytest.approx(0.020 - shrunk * 3 * 0.00075, rel=1e-9)
     assert f"together they save x{shrunk:.3f} of their sum" in pred.systematic_source
@@ -156,7 +156,7 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     from dsprof.records.plan import Plan
     from dsprof.models import find_blocks, get_model
     from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
-    from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
+    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
 
     blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
@@ -168,7 +168,7 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
         row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
         lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
         plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-        return predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+        return predict_latency(MODEL, lut, plan, strict=True)
 
     assert sum(1 - k for k in KEEP) == 3 and len(KEEP) == 7
     pred = predicted(1.02)

@@ -256,7 +256,8 @@ def test_prediction_equals_the_hand_sum():
     label = model_label("mobilenet_v2", {"depths": [1] * 7, "resolution": 32})
     lut = _hand_lut(blocks, label)
     keep = (1, 0, 1, 0, 0, 1, 1)
-    pred = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", keep, options), options=options, resolution=32, strict=True)
+    pred = predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                           lut, Plan("mobilenet_v2", keep, options), strict=True)
     expected = 0.5e-3 + sum((i + 1) * (1e-3 if k else 0.25e-3) for i, k in enumerate(keep))
     assert pred.total_s == pytest.approx(expected, rel=1e-12)
     assert pred.rest_method == "stem+head" and pred.coverage == 1.0
@@ -267,7 +268,7 @@ def test_prediction_equals_the_hand_sum():
     whole = 40e-3
     lut = _hand_lut(blocks, label, stem_head=False, whole=whole)
     plan = Plan("mobilenet_v2", keep, options)
-    pred = predict_latency("mobilenet_v2", lut, plan, options=options, resolution=32, method="isolated")
+    pred = predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32), lut, plan, method="isolated")
     saved = sum((i + 1) * 0.75e-3 for i, k in enumerate(keep) if not k)
     assert pred.total_s == pytest.approx(whole - saved, rel=1e-12)
     assert pred.rest_method == "model-minus-blocks"
@@ -276,13 +277,14 @@ def test_prediction_equals_the_hand_sum():
     # in-model (auto): the savings times the middle of 1 and the blocks' in-model factor, here 40 ms over the 28 ms
     # the blocks take alone (no stem and head: counted as 0)
     phi = whole / sum((i + 1) * 1e-3 for i in range(7))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=options, resolution=32)
+    pred = predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32), lut, plan)
     assert pred.method == f"in-model (x{(1 + phi) / 2:.3f})"
     assert pred.total_s == pytest.approx(whole - (1 + phi) / 2 * saved, rel=1e-12)
     assert pred.speedup == pytest.approx(whole / pred.total_s, rel=1e-12)
     # with stem and head (0.5 ms): phi = (40 - 0.5) / 28
     phi = (whole - 0.5e-3) / sum((i + 1) * 1e-3 for i in range(7))
-    pred = predict_latency("mobilenet_v2", _hand_lut(blocks, label, whole=whole), plan, options=options, resolution=32)
+    pred = predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                           _hand_lut(blocks, label, whole=whole), plan)
     assert pred.total_s == pytest.approx(whole - (1 + phi) / 2 * saved, rel=1e-12)
 
 
@@ -292,17 +294,17 @@ def test_prediction_rest_can_be_chosen():
     label = model_label("mobilenet_v2", {"depths": [1] * 7, "resolution": 32})
     both = _hand_lut(blocks, label, stem_head=True, whole=40e-3)
     blocks_s = sum((i + 1) * 1e-3 for i in range(7))
-    kw = dict(options=options, resolution=32, strict=True)
-    parts = predict_latency("mobilenet_v2", both, rest="stem+head", **kw)
+    model, kw = ModelRef.of("mobilenet_v2", options=options, resolution=32), dict(strict=True)
+    parts = predict_latency(model, both, rest="stem+head", **kw)
     assert parts.rest_method == "stem+head" and parts.total_s == pytest.approx(0.5e-3 + blocks_s, rel=1e-12)
-    auto = predict_latency("mobilenet_v2", both, **kw)  # the measured whole model first
+    auto = predict_latency(model, both, **kw)  # the measured whole model first
     assert auto.rest_method == "model-minus-blocks" and auto.total_s == pytest.approx(40e-3, rel=1e-12)
     assert auto.speedup == 1.0 and auto.original_s == auto.total_s
-    assert predict_latency("mobilenet_v2", _hand_lut(blocks, label), **kw).rest_method == "stem+head"
+    assert predict_latency(model, _hand_lut(blocks, label), **kw).rest_method == "stem+head"
     with pytest.raises(LUTMissError, match="stem/head entries"):
-        predict_latency("mobilenet_v2", _hand_lut(blocks, label, stem_head=False, whole=40e-3), rest="stem+head", **kw)
+        predict_latency(model, _hand_lut(blocks, label, stem_head=False, whole=40e-3), rest="stem+head", **kw)
     with pytest.raises(ValueError, match="rest is"):
-        predict_latency("mobilenet_v2", both, rest="sum", **kw)
+        predict_latency(model, both, rest="sum", **kw)
 
 
 def test_prediction_of_every_block_as_one_variant():
@@ -314,23 +316,26 @@ def test_prediction_of_every_block_as_one_variant():
     dense = frame[(frame.scope == "block") & (frame.variant == "original")].assign(variant="flops_matched")
     dense["median_s"] /= 8
     lut = LUT(pd.concat([frame, dense], ignore_index=True))
-    pred = predict_latency("mobilenet_v2", lut, options=options, resolution=32, variant="flops_matched", strict=True)
+    pred = predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                           lut, variant="flops_matched", strict=True)
     assert pred.total_s == pytest.approx(0.5e-3 + sum((i + 1) * 1e-3 / 8 for i in range(7)), rel=1e-12)
     assert set(pred.blocks.variant) == {"flops_matched"}
     with pytest.raises(LUTMissError, match="linear"):  # no such variant in the LUT: a loud miss
-        predict_latency("mobilenet_v2", _hand_lut(blocks, label, stem_head=True), options=options, resolution=32, variant="linear", strict=True)
+        predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                        _hand_lut(blocks, label, stem_head=True), variant="linear", strict=True)
     with pytest.raises(ValueError, match="not both"):
-        predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", (1,) * 7, options), options=options, resolution=32, variant="flops_matched")
+        predict_latency(ModelRef.of("mobilenet_v2", options=options, resolution=32),
+                        lut, Plan("mobilenet_v2", (1,) * 7, options), variant="flops_matched")
 
 
 def test_prediction_misses_are_loud():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
     lut = _hand_lut(find_blocks(model)[:5], "nothing")
     with pytest.warns(LUTMissWarning, match="lacks 3 key"):
-        pred = predict_latency("mobilenet_v2", lut, options={"depths": [1] * 7}, resolution=32)
+        pred = predict_latency(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32), lut)
     assert pred.coverage == pytest.approx(5 / 7)
     with pytest.raises(LUTMissError, match="stem/head"):
-        predict_latency("mobilenet_v2", lut, options={"depths": [1] * 7}, resolution=32, strict=True)
+        predict_latency(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32), lut, strict=True)
 
 
 def test_each_blocks_saving_is_priced_by_the_one_rule():

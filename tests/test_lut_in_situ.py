@@ -27,13 +27,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
+MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
 KEEP = (1, 0, 1, 0, 1, 1, 0)  # blocks 1, 3 and 6 lose their activations
 
 
 @pytest.fixture(scope="module")
 def in_situ_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ctx") / "m.jsonl"
-    return measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+    return measure(MODEL,
                    workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), in_situ=("merged", "linear")),
                    timing=FAST, out=out, progress=False)
 
@@ -66,7 +67,7 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
 
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="in-situ")
+    pred = predict_latency(MODEL, lut, plan, strict=True, method="in-situ")
     assert pred.method == "in-situ" and pred.rest_method == "whole-model"
 
     med = {(r.scope, r.name, r.variant): float(np.median(r.samples_s)) for r in in_situ_run.measurements}
@@ -78,7 +79,7 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
     assert pred.total_s == pytest.approx(reference - saved, rel=1e-9)
     assert list(pred.blocks.variant) == ["original" if k else "merged" for k in KEEP]
 
-    isolated = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="isolated")
+    isolated = predict_latency(MODEL, lut, plan, strict=True, method="isolated")
     assert isolated.method == "isolated"
     alone = {b.name: med[("block", b.name, "original")] - med[("block", b.name, "merged")] for b in blocks}
     saved_alone = sum(alone[b.name] for b, k in zip(blocks, KEEP) if not k)
@@ -91,7 +92,7 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
                           for b in blocks) / sum(alone.values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)  # on a loaded machine the two sums can disagree in sign
-        scaled = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
+        scaled = predict_latency(MODEL, lut, plan, strict=True,
                                  method="in-situ-scaled")
     if factor > 0:
         assert scaled.method == f"in-situ-scaled (x{factor:.3f})"
@@ -105,7 +106,7 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
     # is priced at c times its saving alone (dsprof.lut.inmodel; no calibration group here)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MethodFallbackWarning)
-        auto = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True)
+        auto = predict_latency(MODEL, lut, plan, strict=True)
     samples = {(r.scope, r.name, r.variant): np.array(r.samples_s) for r in in_situ_run.measurements}
     measured, alone_of = {}, {}
     for b in blocks:
@@ -144,15 +145,15 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
 
 
 def test_in_situ_method_without_in_situ_entries_is_a_loud_miss(tmp_path):
-    result = measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+    result = measure(MODEL,
                      workloads=Workloads(variants=("original", "merged"), model_variants=("original",)), timing=FAST,
                      out=tmp_path / "m.jsonl", progress=False)
     lut = build_lut([result.path])
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
     # stem + head + blocks: positive whatever the timing noise (model-minus-blocks can contradict itself under load)
-    assert predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, rest="stem+head").method == "isolated"
+    assert predict_latency(MODEL, lut, plan, rest="stem+head").method == "isolated"
     with pytest.raises(KeyError, match="in situ mobilenet_v2"):
-        predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True, method="in-situ")
+        predict_latency(MODEL, lut, plan, strict=True, method="in-situ")
 
 
 def _hand_in_situ_lut(label, blocks):
@@ -182,7 +183,7 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
     def auto(rows):
         with warnings.catch_warnings():
             warnings.simplefilter("error", MethodFallbackWarning)  # auto never falls back loudly
-            return predict_latency("mobilenet_v2", LUT(rows), plan, options=OPTIONS, resolution=32, strict=True)
+            return predict_latency(MODEL, LUT(rows), plan, strict=True)
 
     # with the 7 blocks timed inside the model (merged): each saved 3.75 % of the 20 ms reference there, 0.75 ms,
     # against 0.5 ms alone: the line is 1.5, every piece lies on it (spread 0). Each piece's saving is known to sigma,
@@ -214,7 +215,7 @@ def test_auto_is_in_model_in_every_context_where_the_lut_has_the_whole_model():
     # without the whole model: isolated, nothing fell back (the blocks alone, no rest: a miss said as such)
     alone = frame[frame.scope == "block"]
     with pytest.warns(UserWarning, match="stem/head entries or a whole-model entry"):
-        pred = predict_latency("mobilenet_v2", LUT(alone), plan, options=OPTIONS, resolution=32)
+        pred = predict_latency(MODEL, LUT(alone), plan)
     assert pred.method == "isolated"
 
 
@@ -223,7 +224,7 @@ def test_interval_by_hand():
     label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
     lut = _hand_in_situ_lut(label, blocks)
     plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-    pred = predict_latency("mobilenet_v2", lut, plan, options=OPTIONS, resolution=32, strict=True,
+    pred = predict_latency(MODEL, lut, plan, strict=True,
                            method="in-situ-scaled")
     # in situ each block saves 3.75 % of 20 ms = 0.75 ms, alone 0.5 ms: factor 1.5, three blocks save 2.25 ms
     assert pred.method == "in-situ-scaled (x1.500)" and pred.total_s == pytest.approx(0.01775, rel=1e-12)

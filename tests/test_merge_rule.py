@@ -23,6 +23,7 @@ from dsprof.planning.decide import merge_rule
 from dsprof.models import block_module, count_macs, find_blocks, get_model
 from dsprof.profiler import block_workloads
 from dsprof.records.measurement import read_measurements
+from dsprof.models import ModelRef
 
 from conftest import randomise_bn
 from rule_lut import rule_lut
@@ -30,6 +31,7 @@ from rule_lut import rule_lut
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 OPTIONS = {"depths": [1] * 7}
+MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
 FAST = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
         "--min-sample-time", "0", "--no-progress"]
 KEEP = (0, 0, 1, 0, 1, 0, 1)  # blocks 0, 1, 3, 5 linearised, as a preset would; no merge list
@@ -83,7 +85,7 @@ def test_measure_plan_times_the_merges_predict_priced(tiny_lut, tmp_path, capsys
     capsys.readouterr()
     assert main(["predict", "--lut", str(lut_path), *TINY, "--plan", str(plan_path)]) == 0
     predicted = _merged_line(capsys.readouterr().out, "tiny-ds")
-    table = predict_latency("mobilenet_v2", str(lut_path), str(plan_path), options=OPTIONS, resolution=32).blocks
+    table = predict_latency(MODEL, str(lut_path), str(plan_path)).blocks
     priced = [int(i) for i in table[table.variant == "merged"]["index"]]
     assert predicted == priced == by_lut
 
@@ -115,7 +117,7 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
     lut_path, _, _ = tiny_lut
     plan_path = tmp_path / "tiny-ds.json"
     plan_path.write_text(Plan("mobilenet_v2", KEEP, OPTIONS, name="tiny-ds").to_json())
-    priced = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32).decide(str(plan_path))
+    priced = merge_rule(MODEL, lut=str(lut_path)).decide(str(plan_path))
     assert priced.by == "lut"
     capsys.readouterr()
     out = tmp_path / "merged.pt"
@@ -133,7 +135,7 @@ def test_merge_and_export_replay_the_same_list(tiny_lut, tmp_path, capsys):
 
 def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
     lut_path, frame, specs = tiny_lut
-    rule = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32)
+    rule = merge_rule(MODEL, lut=str(lut_path))
     plan = Plan("mobilenet_v2", KEEP, OPTIONS)
     filled = rule.decide(plan).plan
     assert filled.keep == plan.keep and filled.merge is not None
@@ -147,7 +149,7 @@ def test_the_luts_rule_fills_a_plan_and_replays_one(tiny_lut):
         rule.decide(spanned.with_merge([False] * 7))
     # an entry the LUT lacks: one rule -- named, with the command that times it (strict), or counted as merged
     missing = LUT(frame[~((frame.workload == specs[3]) & (frame.variant == "merged"))])
-    gap = merge_rule("mobilenet_v2", lut=missing, options=OPTIONS, resolution=32)
+    gap = merge_rule(MODEL, lut=missing)
     with pytest.raises(LUTMissError) as err:
         gap.decide(plan)
     args = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=32)"
@@ -173,7 +175,7 @@ def test_one_decision_the_planners_on_the_lut_and_on_macs(tiny_lut):
                      .median_s.iloc[0])
 
     model = get_model("mobilenet_v2", resolution=32, **OPTIONS)
-    on_lut = merge_rule("mobilenet_v2", lut=str(lut_path), options=OPTIONS, resolution=32)
+    on_lut = merge_rule(MODEL, lut=str(lut_path))
     on_macs = merge_rule(model, merge_by="macs")
     blocks = find_blocks(model)
     for i in range(7):

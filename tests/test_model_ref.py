@@ -84,6 +84,20 @@ def test_a_model_reference_is_resolved_once_from_every_form():
         ModelRef.of(net, weights="w.pt")
 
 
+def test_a_reference_built_once_carries_its_name_options_and_size_and_names_its_own_call():
+    ref = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    built = ref.built()  # what an engine priced in several LUT contexts takes: the module built here, once
+    assert (built.name, built.options, built.input_size, built.is_module) == (
+        "mobilenet_v2", {"depths": [1] * 7}, (32, 32), True)
+    assert built.built() is built and built.build() is built.module
+    assert len(find_blocks(built.module)) == 7  # one block per stage: the depths given
+    # the API argument that builds it again, as a message names it (`model_args`), at its size or at another
+    call = "model=ModelRef.of('mobilenet_v2', options={'depths': [1, 1, 1, 1, 1, 1, 1]}, resolution=%d)"
+    assert ref.argument() == built.argument() == call % 32 and ref.argument(160) == call % 160
+    assert ModelRef.of("resnet18").argument() == "model='resnet18'"  # its own size: nothing more to say
+    assert ModelRef.of(tiny(), name="tiny-b").argument(64) == "model=ModelRef.of('tiny-b', resolution=64)"
+
+
 def test_a_plan_names_a_module_without_the_registry_and_replays_on_it():
     other = tiny(2)
     assert Plan(model=ModelRef.of(other, name="tiny-a"), keep=(1, 0, 0)).model == "tiny-a"

@@ -199,7 +199,7 @@ def test_37_1_importance_with_for_plans_the_least_loss_and_shows_it(setup, plann
     # among the plans of least loss, the least worst loss: brute force over what deploys keep 101001 (block 1 alone,
     # merged or not; blocks 3 and 4 as the span 3-4, or each alone, merged or not), priced in both contexts
     lut = LUT.load(setup["lut"])
-    costs = {b: prices_of(LABEL, lut, device=setup["contexts"][b], resolution=32) for b in BACKENDS}
+    costs = {b: prices_of(ModelRef.of(LABEL, resolution=32), lut, device=setup["contexts"][b]) for b in BACKENDS}
     own = {f["device"]: next(p["latency_s"] for p in f["points"] if p["k"] == K) for f in data["fronts"]}
     keep = tuple(int(c) for c in LEAST_LOSS[K][0])
     worst = []

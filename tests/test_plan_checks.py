@@ -103,7 +103,7 @@ def test_predict_refuses_a_plan_for_other_options(tmp_path, capsys):
     lut = tmp_path / "lut.csv"
     build_lut([result.path]).save(lut)
     with pytest.raises(PlanError, match=r"is for mobilenet_v2 with options \{\}, not \{'width': 1.4\}"):
-        predict_latency("mobilenet_v2", lut, "mbv2-ds-a", options={"width": 1.4}, resolution=32)
+        predict_latency(ModelRef.of("mobilenet_v2", options={"width": 1.4}, resolution=32), lut, "mbv2-ds-a")
     assert main(["predict", "--model", "mobilenet_v2", "--width", "1.4", "--resolution", "32", "--lut", str(lut),
                  "--plan", "mbv2-ds-a"]) == 2
     assert "is for mobilenet_v2 with options {}, not {'width': 1.4}" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def _every_plan(blocks, max_span):
 @pytest.fixture(scope="module")
 def brute(luts):
     """(plans, {backend: Prices}, {backend: [predicted latency of each plan]}): every plan priced in each context."""
-    costs = {b: prices_of(NAME, luts[b], options=OPTIONS, resolution=RESOLUTION) for b in BACKENDS}
+    costs = {b: prices_of(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), luts[b]) for b in BACKENDS}
     plans = list(_every_plan(costs["torch"].blocks, MAX_SPAN))
     latency = {b: [predict_plan(costs[b], p, strict=True).total_s for p in plans] for b in BACKENDS}
     return plans, costs, latency
@@ -99,7 +99,8 @@ def _best(plans, latency, k):
 def test_cross_equals_brute_force(luts, brute):
     plans, costs, latency = brute
     assert len(plans) > 4000  # keep lists x span partitions x merge choices were enumerated
-    result = plan_contexts(NAME, [luts[b] for b in BACKENDS], options=OPTIONS, resolution=RESOLUTION, max_span=MAX_SPAN)
+    result = plan_contexts(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                           [luts[b] for b in BACKENDS], max_span=MAX_SPAN)
     assert not result.unplanned and len(result.fronts) == 2
     backend_of = {f.device: f.device.backend for f in result.fronts}
     n = len(plans[0].keep)
@@ -167,8 +168,8 @@ def test_joint_plan_chooses_each_merge_where_contexts_disagree(luts, brute):
                 frame.loc[rows & (frame.variant == "linear"), "median_s"] = 1.2 * original
             linear = float(frame.loc[rows & (frame.variant == "linear"), "median_s"].iloc[0])
             frame.loc[rows & (frame.variant == "merged"), "median_s"] = scale * linear
-        changed[backend] = prices_of(NAME, LUT(frame, f"{backend}, merges changed"), options=OPTIONS,
-                                      resolution=RESOLUTION)
+        changed[backend] = prices_of(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                                     LUT(frame, f"{backend}, merges changed"))
     for i in (1, 3, 5):  # the two contexts disagree on whether merging the block alone pays
         assert changed["torch"].linearized(i).variant == "merged" and changed["onnxruntime"].linearized(i).variant == "linear"
     latency = {b: [predict_plan(changed[b], p, strict=True).total_s for p in plans] for b in BACKENDS}

@@ -88,7 +88,8 @@ def _estimates(row: dict, prefix: str = "") -> tuple:
 
 def test_one_plans_bounds_are_identical_in_front_predict_cross_joint_and_report(luts, contexts, tmp_path):
     ort, torch_ = contexts["onnxruntime"], contexts["torch"]
-    fronts = plan_contexts(NAME, [luts["torch"], luts["onnxruntime"]], options=OPTIONS, resolution=RESOLUTION,
+    fronts = plan_contexts(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                           [luts["torch"], luts["onnxruntime"]],
                            joint="torch,onnxruntime")
     paths = fronts.write(tmp_path / "fronts.json")
     assert paths[0] == tmp_path / "fronts.json"

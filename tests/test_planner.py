@@ -80,7 +80,7 @@ def _every_plan(name, options, blocks, max_span):
 def test_front_equals_brute_force(luts, key):
     name, options = MODELS[key]
     lut = luts[key]
-    costs = prices_of(name, lut, options=options, resolution=32)
+    costs = prices_of(ModelRef.of(name, options=options, resolution=32), lut)
     n = len(costs.blocks)
     importance = IMPORTANCE[:n]
     front = plan_front(ModelRef.of(name, options=options, resolution=32), lut, pricing=Pricing(max_span=MAX_SPAN),
@@ -128,12 +128,14 @@ def test_span_plan_counts_the_span_entry_not_its_blocks(luts):
     whole = median("model", label, "original")
     span = median("block", span_spec([b.spec for b in blocks[3:6]]).to_str(), "merged")
     originals = [median("block", b.spec.to_str(), "original") for b in blocks]
-    pred = predict_latency(name, lut, Plan(name, keep, options, spans=((3, 6),)), options=options, resolution=32,
+    pred = predict_latency(ModelRef.of(name, options=options, resolution=32),
+                           lut, Plan(name, keep, options, spans=((3, 6),)),
                            strict=True, method="isolated")
     # the whole model minus what blocks 3..5 took, plus the one convolution they became
     assert pred.total_s == pytest.approx(whole - sum(originals[3:6]) + span, rel=1e-12)
     assert list(pred.blocks.variant) == ["original"] * 3 + ["span"] * 3 + ["original"]
-    per_block = predict_latency(name, lut, Plan(name, keep, options), options=options, resolution=32, strict=True,
+    per_block = predict_latency(ModelRef.of(name, options=options, resolution=32),
+                                lut, Plan(name, keep, options), strict=True,
                                 method="isolated")
     assert per_block.total_s != pred.total_s
 
@@ -146,7 +148,8 @@ def test_front_plan_round_trips_through_merge_and_predict(luts, tmp_path):
     path = tmp_path / "plan.json"
     path.write_text(point.plan.to_json())
     # predict reads the plan file and gives the planner's number
-    assert predict_latency(name, lut, str(path), options=options, resolution=32, strict=True).total_s == point.latency_s
+    assert predict_latency(ModelRef.of(name, options=options, resolution=32),
+                           lut, str(path), strict=True).total_s == point.latency_s
     lut_path = lut.save(tmp_path / "lut.csv")
     assert main(["predict", "--lut", str(lut_path), "--model", name, "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
                  "--plan", str(path)]) == 0
@@ -191,8 +194,8 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
     # --spans auto with the LUT: the planner's partition for this keep
     auto = merge(ModelRef.of(name, options=options, resolution=32), str(plan_path), merge=MergeChoice(lut_path),
                  spans="auto", max_span=2)
-    assert auto.report.plan.spans == best_plan(name, LUT(frame), (1, 0, 0, 1, 1, 1, 1), options=options,
-                                               resolution=32, max_span=2).spans
+    assert auto.report.plan.spans == best_plan(ModelRef.of(name, options=options, resolution=32),
+                                               LUT(frame), (1, 0, 0, 1, 1, 1, 1), max_span=2).spans
 
 
 def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):
@@ -282,6 +285,6 @@ def test_cli_plan_writes_front_and_an_ordinary_plan(luts, tmp_path, capsys):
     assert len(pd.read_csv(out.with_suffix(".csv"))) >= 8
     plan = Plan.coerce(str(out.with_suffix(".plan.json")))
     assert sum(plan.keep) == 3 and plan.merge is not None
-    pred = predict_latency(name, str(lut_path), plan, options=options, resolution=32, strict=True)
+    pred = predict_latency(ModelRef.of(name, options=options, resolution=32), str(lut_path), plan, strict=True)
     least = next(p for p in data["least_loss"] if p["k"] == 3)
     assert pred.total_s == pytest.approx(least["latency_s"], rel=1e-12)

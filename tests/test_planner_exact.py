@@ -76,7 +76,7 @@ def test_no_plan_is_priced_faster_than_the_front(case):
     assert len(lut.devices()) == 2
     contexts_with_no_gain = 0
     for context in lut.devices():
-        costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
+        costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
         pricer = Pricer(costs)
         blocks, n = costs.blocks, len(costs.blocks)
         front = plan_front(ModelRef.of(name, options=options, resolution=RESOLUTION), lut,
@@ -110,7 +110,7 @@ def test_the_pricer_prices_as_predict_does(case):
     name, options, lut = case
     rng = random.Random(7)
     for context in lut.devices():
-        costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
+        costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
         pricer, n = Pricer(costs), len(costs.blocks)
         for _ in range(30):
             keep, spans = random_plan(costs.blocks, rng.randint(0, n), MAX_SPAN, rng)
@@ -125,12 +125,13 @@ def test_the_pricer_prices_as_predict_does(case):
 def test_best_plan_for_a_keep_list_is_the_least_of_its_span_partitions(case):
     name, options, lut = case
     context = lut.devices()[0]
-    costs = prices_of(name, lut, device=context, options=options, resolution=RESOLUTION)
+    costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
     pricer, blocks = Pricer(costs), costs.blocks
     rng = random.Random(11)
     for _ in range(5):
         keep, _ = random_plan(blocks, rng.randint(0, len(blocks) // 2), MAX_SPAN, rng)
-        chosen = best_plan(name, lut, keep, device=context, options=options, resolution=RESOLUTION, max_span=MAX_SPAN)
+        chosen = best_plan(ModelRef.of(name, options=options, resolution=RESOLUTION),
+                           lut, keep, device=context, max_span=MAX_SPAN)
         got = pricer.price(chosen).latency_s
         options_of_keep = [s for k, s in every_plan(blocks, MAX_SPAN) if k == keep] if len(blocks) <= ALL_PLANS else []
         for spans in options_of_keep:

@@ -121,11 +121,11 @@ def test_missing_checkpoint_file(tmp_path):
 
 
 def test_named_model_takes_a_name_or_a_module_with_or_without_its_name():
-    from dsprof.models import named_model
+    from dsprof.models import ModelRef, named_model
 
-    label, net = named_model("mobilenet_v2", resolution=32, options={"width": 0.5})
+    label, net = named_model(ModelRef.of("mobilenet_v2", resolution=32, options={"width": 0.5}))
     assert label == "mobilenet_v2" and input_size_of(net) == (32, 32)
-    assert named_model(net, "mine") == ("mine", net)
+    assert named_model(ModelRef.of(net, name="mine")) == ("mine", net)
     assert named_model(net) == ("mobilenet_v2", net)  # no name: the one get_model built it under (issue #44)
     other = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
     assert named_model(other) == ("Sequential", other)  # a module from elsewhere: its class name

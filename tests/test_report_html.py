@@ -28,6 +28,7 @@ from dsprof.lut import LUT, build_lut, predict_latency
 from dsprof.records.plan import load_plan
 from dsprof.records.measurement import read_measurements
 from dsprof.reports import device_labels, front_tables, load_front
+from dsprof.models import ModelRef
 from rule_lut import rule_lut
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # real profiler runs of MobileNetV2 (depths 1 x 7) at 32 px
@@ -254,8 +255,8 @@ def answer(tmp_path_factory):
     # The front's presets are the paper's, none for this model: tiny-ds is added as the planner adds a preset,
     # priced by the same LUT (`predict_latency`), set against the front's plan of its k
     front = json.loads((d / "plans" / "front.json").read_text())
-    preset = predict_latency("mobilenet_v2", LUT.load(d / "lut.csv"), load_plan(FIXTURES / "tiny-ds.json"),
-                             options={"depths": [1] * 7}, resolution=32)
+    preset = predict_latency(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32),
+                             LUT.load(d / "lut.csv"), load_plan(FIXTURES / "tiny-ds.json"))
     at_k = next(p for p in front["points"] if p["k"] == K)
     front["presets"] = [{"name": "tiny-ds", "k": K, "latency_s": preset.total_s, "low_s": preset.low_s,
                          "high_s": preset.high_s, "front_latency_s": at_k["latency_s"],

@@ -25,6 +25,7 @@ from dsprof.reports import (
     variant_table,
 )
 from dsprof.reports.plots import close
+from dsprof.models import ModelRef
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"  # made by make_report_fixtures.py (real profiler runs)
 
@@ -184,7 +185,8 @@ def test_block_latency_figure_series(records):
 def test_memory_table_and_figure():
     model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
     plan = Plan("mobilenet_v2", (1, 0, 1, 0, 0, 1, 1), {"depths": [1] * 7})
-    plan = merge_rule(model, merge_by="macs", name="mobilenet_v2").decide(plan).plan  # its merge list, by MACs
+    plan = merge_rule(ModelRef.of(model, name="mobilenet_v2"),
+                      merge_by="macs").decide(plan).plan  # its merge list, by MACs
     mem = memory_table(model, plan)
     blocks = find_blocks(model)
     # Block 1 (16->96->24, stride 2 at 16x16) merges into one 3x3 conv: 16*24*9 weights + 24 biases;

@@ -171,7 +171,7 @@ def _every_plan(blocks, max_span):
 
 def test_plans_over_both_contexts_equal_brute_force(contexts):
     luts = {"openvino": contexts["openvino"][1], "torch-compile": contexts["compiler"][1]}
-    costs = {b: prices_of(LABEL, luts[b], resolution=32) for b in BACKENDS}
+    costs = {b: prices_of(ModelRef.of(LABEL, resolution=32), luts[b]) for b in BACKENDS}
     for b in BACKENDS:  # the rules price a block's linear form as its original (flatnet pads in place): none is
         frame = LUT.load(luts[b]).to_dataframe()  # held back, every plan below is one the planner offers
         blocks = frame[frame.scope == "block"].set_index(["workload", "variant"]).median_s
@@ -186,7 +186,7 @@ def test_plans_over_both_contexts_equal_brute_force(contexts):
         low = min(latency[b][i] for i in mine)
         return low, [i for i in mine if latency[b][i] <= low * (1 + 1e-12)]
 
-    result = plan_contexts(LABEL, [luts[b] for b in BACKENDS], resolution=32, max_span=MAX_SPAN)
+    result = plan_contexts(ModelRef.of(LABEL, resolution=32), [luts[b] for b in BACKENDS], max_span=MAX_SPAN)
     assert not result.unplanned and len(result.cross) == 4 * (n + 1)
     backend_of = {f.device: f.device.backend for f in result.fronts}
     for point in result.cross:

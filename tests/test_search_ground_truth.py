@@ -186,8 +186,8 @@ def test_tiny_enumeration_the_importance_search_solves(original, tmp_path):
                                seeds=(0, 1), log=lambda _: None, lut=lut)
     assert len(outcomes) == 7 and sorted(o.keep.index(0) for o in outcomes) == list(range(7))
     for o in outcomes:
-        expected = predict_latency("mobilenet_v2", lut, Plan("mobilenet_v2", o.keep, TINY), options=TINY,
-                                   resolution=RES).total_s
+        expected = predict_latency(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES),
+                                   lut, Plan("mobilenet_v2", o.keep, TINY)).total_s
         assert o.latency_s == pytest.approx(expected, rel=1e-12)
     accs = [o.accuracy for o in outcomes]
     best = max(accs)

@@ -68,7 +68,7 @@ def test_importance_search_returns_the_planners_front_plan_for_its_importance(lu
     # the latency it reports is `dsprof predict`'s for that plan
     planner = found.plan.search["planner"]
     assert planner["latency_s"] == pytest.approx(
-        predict_latency("mobilenet_v2", lut, found.plan, options=TINY, resolution=RES).total_s, rel=1e-12)
+        predict_latency(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), lut, found.plan).total_s, rel=1e-12)
     assert planner["max_span"] == MAX_SPAN and planner["front"]
 
 

@@ -10,6 +10,7 @@ from dsprof.merging.spans import SpanLinearized
 from dsprof.models.spans import span_runs, span_spec
 from dsprof.models import find_blocks, get_model, spec_macs
 from dsprof.planning.decide import merge_rule
+from dsprof.models import ModelRef
 
 
 def _random_bn(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -119,7 +120,7 @@ def test_spans_from_a_lut_are_the_planners_and_take_the_longest_where_spans_cost
     rows += [dict(base, scope="block", workload=w, variant="merged", median_s=1e-9) for w in sorted(spans)]
     label = model_label("mobilenet_v2", {"resolution": 64})
     rows += [dict(base, scope=scope, workload=label, variant="original", median_s=1e-4) for scope in ("stem", "head")]
-    plan = best_plan("mobilenet_v2", LUT(pd.DataFrame(rows)), (1,) + (0,) * 16, max_span=4, resolution=64,
+    plan = best_plan(ModelRef.of("mobilenet_v2", resolution=64), LUT(pd.DataFrame(rows)), (1,) + (0,) * 16, max_span=4,
                      method="isolated")
     assert plan.spans == ((1, 5), (5, 9), (9, 13), (13, 17)) and plan.merge == (False,) + (True,) * 16
 

@@ -75,11 +75,11 @@ def broken(lut_path, tmp_path_factory):
 
 
 def test_the_candidates_are_the_top_priced_plans_of_their_k(lut_path):
-    prices = prices_of(NAME, lut_path, options=OPTIONS, resolution=RESOLUTION)
+    prices = prices_of(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), lut_path)
     pricer, blocks = Pricer(prices), prices.blocks
     brute = sorted(pricer.price(keep=keep, spans=spans).latency_s
                    for keep, spans in every_plan(blocks, MAX_SPAN) if sum(keep) == K)
-    top = top_plans(prices, K, 12, max_span=MAX_SPAN, name=NAME, options=OPTIONS)
+    top = top_plans(prices, K, 12, max_span=MAX_SPAN, model=ModelRef.of(NAME, options=OPTIONS))
     assert len(top) == 12
     assert len({p.plan.digest for p in top}) == 12  # distinct plans
     assert all(p.k == K and sum(p.plan.keep) == K for p in top)
@@ -88,7 +88,7 @@ def test_the_candidates_are_the_top_priced_plans_of_their_k(lut_path):
     for p in top:
         assert pricer.price(p.plan).latency_s == pytest.approx(p.latency_s, rel=1e-12)
     # fewer plans than asked where the k has fewer: k = 0 (every block linearised, spans of two over 7 blocks)
-    assert len(top_plans(prices, 0, 10_000, max_span=MAX_SPAN, name=NAME, options=OPTIONS)) == sum(
+    assert len(top_plans(prices, 0, 10_000, max_span=MAX_SPAN, model=ModelRef.of(NAME, options=OPTIONS))) == sum(
         1 for keep, _ in every_plan(blocks, MAX_SPAN) if sum(keep) == 0)
 
 

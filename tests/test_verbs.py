@@ -99,6 +99,51 @@ def test_predict_takes_its_options_as_objects_and_the_keywords_of_before_warn(lu
         dsprof.predict(TINY, lut, devicekey=key)
 
 
+def test_prices_and_predict_latency_take_the_model_as_one_reference_and_the_keywords_of_before_warn(lut_path):
+    from dsprof.lut import predict_latency
+    from dsprof.lut.predict import prices_of
+
+    lut = LUT.load(lut_path)
+    new = predict_latency(TINY, lut, method="isolated", strict=True)
+    # the original: the rule's whole model of three blocks (one call each and one for the rest)
+    assert new.latency_s == pytest.approx(rule_median_s(MACS_32, 3), rel=1e-9)
+    with pytest.warns(DeprecationWarning) as caught:
+        old = predict_latency(TINY_FILE, lut, resolution=32, method="isolated", strict=True)
+    assert _said(caught) == ["dsprof.lut.predict_latency(model=ModelRef.of(resolution=))"]
+    assert caught[0].filename == __file__  # said where the caller wrote the keyword
+    assert old.latency_s == new.latency_s
+    with pytest.warns(DeprecationWarning) as caught:
+        before = prices_of(TINY_FILE, lut, name="tiny", resolution=32, method="isolated")
+    assert _said(caught) == ["dsprof.lut.prices_of(model=ModelRef.of(name=, resolution=))"]
+    assert caught[0].filename == __file__
+    now = prices_of(dsprof.ModelRef.of(TINY_FILE, name="tiny", resolution=32), lut, method="isolated")
+    assert (before.label, before.model_args, len(before.blocks)) == (now.label, now.model_args, 3)
+    assert before.label.startswith("tiny{") and before.total_s(before.pieces(None)) == now.total_s(now.pieces(None))
+    with pytest.raises(TypeError, match="'width'"):
+        prices_of(TINY, lut, width=2)
+
+
+def test_a_size_given_to_the_pricing_names_the_model_at_that_size(lut_path):
+    """`pricing=Pricing(resolution=)` is for a model trained at another size (a search); `plan` and `predict` price
+    the model at its own, and say how to ask for the one asked for: its own call, at that size."""
+    small = dsprof.ModelRef.of("mobilenet_v2", options={"width": 0.5})
+    for verb, what in ((dsprof.plan, "a plan"), (dsprof.predict, "a prediction")):
+        with pytest.raises(dsprof.errors.UsageError) as caught:
+            verb(small, lut_path, pricing=Pricing(resolution=160))
+        assert str(caught.value) == (
+            "`pricing=Pricing(resolution=)` prices a model trained at another size (a search); "
+            f"{what} prices the model at its own: give "
+            "`model=ModelRef.of('mobilenet_v2', options={'width': 0.5}, resolution=160)`")
+        with pytest.raises(dsprof.errors.UsageError, match=r"give `model=ModelRef.of\('.*tinyconv.py:build', "
+                                                           r"resolution=64\)`$"):
+            verb(TINY, lut_path, pricing=Pricing(resolution=64))
+    # the text a Python caller is given, as the command line shows it: the model's options
+    from dsprof.cli.flags import command_line_text
+
+    assert command_line_text("give `model=ModelRef.of('mobilenet_v2', options={'width': 0.5}, resolution=160)`",
+                             "plan") == "give --model mobilenet_v2 --width 0.5 --resolution 160"
+
+
 def test_plan_takes_its_options_as_objects_and_the_keywords_of_before_warn(lut_path, tmp_path):
     lut = LUT.load(lut_path)
     key = lut.devices()[0]

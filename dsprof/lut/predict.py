@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 from torch import nn
 
+from .._moved import moved_keywords
 from ..errors import HINT, LUTError, UsageError
 from ..models import find_blocks, format_span, input_size_of, model_args, model_identity, ModelRef
 from ..device_context import DeviceContext
@@ -200,27 +201,27 @@ def profiled_options(model: nn.Module, options: Mapping[str, Any] | None = None)
 
 
 def predict_latency(
-    model: str | nn.Module,
+    model: str | nn.Module | ModelRef,
     lut: LUT | str | Path,
     plan: Any = None,
     *,
     device: DeviceContext | str | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     strict: bool = False,
     variant: str | None = None,
     rest: str = "auto",
     method: str = "auto",
+    **old: Any,
 ) -> Prediction:
-    """Latency of ``model`` (a registered name, or a module with ``name``) on one LUT context.
+    """Latency of ``model`` (anything `ModelRef.of` takes: a registered name, a ``path.py:factory`` file, an
+    ``nn.Module``, or a `ModelRef` with its name, options and resolution:
+    ``ModelRef.of("mobilenet_v2", options={"width": 1.4}, resolution=160)``) on one LUT context.
 
     ``plan`` (a `dsprof.planning.Plan`, preset name or plan file) says which blocks are merged: a
     linearised block counts as merged where the plan's ``merge`` list says so, else where the LUT
     prices merging lower (`Prices.linearized`: the planner's choice, the list every command that builds the merged
     model replays), and as ``linear`` (else ``original``) where not; each of the plan's ``spans`` counts its one convolution's entry
-    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.prices.Prices` prices the pieces. ``options`` are the
-    model's build options (``width``, ``depths``...). Misses warn, or raise with ``strict=True``.
+    (`dsprof measure --spans N`) instead of its blocks'. `dsprof.lut.prices.Prices` prices the pieces. Misses warn, or
+    raise with ``strict=True``.
     ``variant`` (instead of a plan) counts every block as that LUT variant, e.g. ``"flops_matched"``
     for the paper's Tab. 1 dense counterpart of the whole model. ``rest`` picks what stands for the
     part outside the blocks: ``"stem+head"`` (timed alone), ``"model-minus-blocks"`` (the measured
@@ -230,15 +231,17 @@ def predict_latency(
     model (``in-situ``, from `dsprof measure --in-situ` entries), or alone but scaled by the model's in-situ /
     isolated savings (``in-situ-scaled``); ``auto`` is `auto_method`'s choice. The prediction says which it used,
     and carries the speed-up over the original and the latency, each with its 95 % interval (`dsprof.lut.interval`).
+    The keywords of before (``name=``, ``options=``, ``resolution=``) still work for a release, with a
+    `DeprecationWarning`.
     """
+    ref = _model_ref(model, old, "dsprof.lut.predict_latency")
     method = method_name(method)
     if rest not in _RESTS:
         raise LUTError(f"rest is 'auto', 'stem+head' or 'model-minus-blocks', got {rest!r}")
     if variant is not None and plan is not None:
         raise LUTError("give a plan or a variant for every block, not both")
-    prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution, rest=rest,
-                       method=method, variant=variant)
-    return predict_plan(prices, plan, variant=variant, strict=strict, name=name or str(model))
+    prices = prices_of(ref, lut, device=device, rest=rest, method=method, variant=variant)
+    return predict_plan(prices, plan, variant=variant, strict=strict, name=ref.name)
 
 
 def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None, strict: bool = False,
@@ -281,29 +284,41 @@ def predict_ratio(prices: Prices, plan: Any, reference: Any) -> Estimate:
 
 
 def prices_of(
-    model: str | nn.Module,
+    model: str | nn.Module | ModelRef,
     lut: LUT | str | Path,
     *,
     device: DeviceContext | str | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     rest: str = "auto",
     method: str = "auto",
     variant: str | None = None,
+    **old: Any,
 ) -> Prices:
-    """The `Prices` that price every plan of ``model`` on one LUT context, with the method resolved
-    (``auto``: `auto_method`): what `predict_latency` and the planner both read."""
+    """The `Prices` that price every plan of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its name,
+    options and resolution) on one LUT context, with the method resolved (``auto``: `auto_method`): what
+    `predict_latency` and the planner both read. The keywords of before (``name=``, ``options=``, ``resolution=``)
+    still work for a release, with a `DeprecationWarning`."""
+    ref = _model_ref(model, old, "dsprof.lut.prices_of")
     lut = lut if isinstance(lut, LUT) else LUT.load(lut)
     key = lut.resolve(device)
     auto = method == "auto"
     method = resolve_method(method, key, rest=rest, variant=variant)  # before any lookup
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution)
     name, options, net = ref.name, dict(ref.options), ref.build()
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
     prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
     return replace(prices, identity=model_identity(net), model_args=model_args(name, options, input_size_of(net)[0]))
+
+
+#: The keywords `prices_of` and `predict_latency` took beside the model before (deprecated): each -> (the parameter
+#: that holds it now, its object, field).
+_OLD_KEYWORDS = {k: ("model", "ModelRef.of", k) for k in ("name", "options", "resolution")}
+
+
+def _model_ref(model: str | nn.Module | ModelRef, old: Mapping[str, Any], verb: str) -> ModelRef:
+    """``model`` as one `ModelRef` (`ModelRef.of`), with the keywords of before (``old``: ``name=``, ``options=``,
+    ``resolution=``) in place of its own, said once (`DeprecationWarning`, pointing at ``verb``'s caller)."""
+    moved = moved_keywords(verb, old, _OLD_KEYWORDS, stacklevel=4)
+    return ModelRef.of(model, **moved.get("model", {}))
 
 
 def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> list[Piece]:

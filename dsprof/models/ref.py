@@ -15,8 +15,8 @@ from torch import nn
 from ..errors import UsageError
 from .build import check_resolution, get_model
 from .user_model import register_model_file
-from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, meant_as_model_file, model_entry,
-                       model_identity, module_name, registered_module)
+from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, meant_as_model_file, model_args,
+                       model_entry, model_identity, module_name, registered_module)
 
 __all__ = ["ModelRef", "is_model_file_spec", "named_model"]
 
@@ -129,6 +129,21 @@ class ModelRef:
         extra = {"num_classes": num_classes} if num_classes is not None else {}
         return get_model(self.entry, resolution=self.resolution, pretrained=self.weights, **self.options, **extra)
 
+    def built(self) -> "ModelRef":
+        """This reference holding its module, built here once (`build`), with its name, options and resolution: what
+        several engines, or one engine in several LUT contexts, take without building the model again. A reference
+        that holds a module already is itself."""
+        if self.module is not None:
+            return self
+        return ModelRef._of_module(self.build(), self.name, self.options, self.resolution, None)
+
+    def argument(self, resolution: int | None = None) -> str:
+        """The API argument that builds this model again, at ``resolution`` pixels where given (else its own), for a
+        message to name (`model_args`): ``model=ModelRef.of('mobilenet_v2', resolution=160)``. A module passed as an
+        object is named by the name it was given in this process (`ModelRef.of` finds it by that name)."""
+        size = resolution if resolution is not None else self.resolution
+        return model_args(self.file or self.entry or self.name, dict(self.options), size)
+
     def replay(self) -> dict[str, Any]:
         """What builds this model again, as plain data: the registered name (or model file), options, resolution."""
         return {"model": self.file or self.entry or self.name, "options": dict(self.options),
@@ -140,8 +155,8 @@ def _file_spec(entry: Any) -> str | None:
     return getattr(entry.builder, "dsprof_model_file", None) if entry.builder is not None else None
 
 
-def named_model(model: "str | nn.Module | ModelRef", name: str | None = None, resolution: int | None = None,
-                options: Mapping[str, Any] | None = None) -> tuple[str, nn.Module]:
-    """(name, module) of anything `ModelRef.of` takes: what an engine that takes "a model" builds."""
-    ref = ModelRef.of(model, name=name, options=options, resolution=resolution)
+def named_model(model: "str | nn.Module | ModelRef") -> tuple[str, nn.Module]:
+    """(name, module) of anything `ModelRef.of` takes (a `ModelRef` carries its name, options and resolution): what an
+    engine that takes "a model" builds."""
+    ref = ModelRef.of(model)
     return ref.name, ref.build()

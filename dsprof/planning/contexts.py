@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from torch import nn
+
 from ..device_context import DeviceContext, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
 from ..io import atomic_write_text, csv_row
@@ -252,28 +254,27 @@ def pick_contexts(names: str | Sequence[str], labels: Mapping[DeviceContext, str
 
 
 def plan_contexts(
-    model: Any,
+    model: str | nn.Module | ModelRef,
     lut: LUT | str | Path | Sequence[LUT | str | Path],
     *,
     importance: Mapping[int, float] | Sequence[float] | None = None,
     max_span: int | None = None,
     method: str = "auto",
     rest: str = "auto",
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     contexts: Sequence[DeviceContext] | None = None,
     joint: str | Sequence[str] | None = None,
     objective: str = "worst",
 ) -> ContextFronts:
-    """`plan_front` in every context of ``lut`` (one LUT, its file, or several: `LUT.concat`), or in ``contexts``;
+    """`plan_front` of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its name, options and
+    resolution; built once for every context) in every context of ``lut`` (one LUT, its file, or several:
+    `LUT.concat`), or in ``contexts``;
     the cross table of every ordered pair of the planned ones; and with ``joint`` (contexts as `pick_contexts` takes
     them) the plan for those contexts of least ``objective`` (``worst`` or ``mean``) loss at each k, with spans as wide
     as every planned context's LUT holds. Keywords as `plan_front`'s. A context whose entries the planner lacks goes to ``unplanned`` with the planner's line."""
     luts = [lut] if isinstance(lut, (LUT, str, Path)) else list(lut)
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x) for x in luts])
-    options = dict(options or {})
-    registered = name or str(model)
+    ref = ModelRef.of(model).built()  # built once for every context's prices
+    registered, options = ref.name, dict(ref.options)
     every = list(contexts) if contexts is not None else lut.devices()
     labels = short_labels(every)
     fronts, prices, unplanned = [], {}, []
@@ -281,10 +282,8 @@ def plan_contexts(
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                c = prices_of(model, lut, device=context, name=name, options=options, resolution=resolution, rest=rest,
-                               method=method)
-                front = plan_front(ModelRef.of(model, name=registered, options=options), lut,
-                                   pricing=Pricing(max_span=max_span), importance=importance, prices=c)
+                c = prices_of(ref, lut, device=context, rest=rest, method=method)
+                front = plan_front(ref, lut, pricing=Pricing(max_span=max_span), importance=importance, prices=c)
         except LUTMissError as exc:
             unplanned.append(Unplanned(context, exc))
             continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from torch import nn
 
@@ -25,7 +25,7 @@ from ..lut.macs import MacPrices
 from ..lut.predict import prices_of
 from ..lut.table import LUT
 from ..records.merges import Merges, check_merges, replayed, rule_kind
-from ..models import find_blocks, named_model
+from ..models import ModelRef, find_blocks
 from ..records.plan import Plan
 from .planner import settle
 
@@ -64,35 +64,31 @@ class Decider:
 
 
 def merge_rule(
-    model: str | nn.Module,
+    model: str | nn.Module | ModelRef,
     *,
     lut: LUT | str | Path | None = None,
     device: DeviceContext | str | None = None,
     merge_by: str | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     plan: Any = None,
     method: str = "isolated",
 ) -> Decider:
-    """The `Decider` for ``model``'s plans (``model``: a registered name built with ``options`` at ``resolution``, or
-    a module with its ``name``): the planner on ``lut``'s prices in the context ``device`` (a `LUT` or its file),
-    unless ``merge_by="macs"``; on MACs with ``merge_by="macs"``; else one that replays a plan's own list and refuses
-    one without. ``method``: what the LUT's prices read (a lone block's choice compares its entries whatever the
-    method; spans chosen by the search follow it, ``auto`` as `dsprof plan`). With ``plan`` (anything `Plan.coerce`
-    reads), what cannot decide it is refused before anything is built (`rule_kind`; a module built already: by
-    `Decider.decide`, after the plan's length), and a plan with its own list gets the decider that replays it
-    (nothing read)."""
+    """The `Decider` for ``model``'s plans (``model``: anything `ModelRef.of` takes; a `ModelRef` carries the name,
+    options and resolution it is built with): the planner on ``lut``'s prices in the context ``device`` (a `LUT` or
+    its file), unless ``merge_by="macs"``; on MACs with ``merge_by="macs"``; else one that replays a plan's own list
+    and refuses one without. ``method``: what the LUT's prices read (a lone block's choice compares its entries
+    whatever the method; spans chosen by the search follow it, ``auto`` as `dsprof plan`). With ``plan`` (anything
+    `Plan.coerce` reads), what cannot decide it is refused before anything is built (`rule_kind`; a module built
+    already: by `Decider.decide`, after the plan's length), and a plan with its own list gets the decider that replays
+    it (nothing read)."""
     given = None if plan is None else Plan.coerce(plan)
-    built = isinstance(model, nn.Module)
-    if built and given is not None and given.merge is None:  # its length first: `Decider.decide` refuses it after
+    built = model.module if isinstance(model, ModelRef) else model if isinstance(model, nn.Module) else None
+    if built is not None and given is not None and given.merge is None:  # its length first: `Decider.decide` after
         given = None
     kind = rule_kind(given, lut=lut is not None, merge_by=merge_by)
     if kind == "plan":  # a plan with its own list (replayed whatever else is given), or nothing to decide by
-        return Decider("plan", blocks=len(find_blocks(model)) if built and plan is not None else None)
+        return Decider("plan", blocks=len(find_blocks(built)) if built is not None and plan is not None else None)
     if kind == "lut":
-        prices = prices_of(model, lut, device=device, name=name, options=options, resolution=resolution,
-                           method=method)
+        prices = prices_of(model, lut, device=device, method=method)
         return Decider("lut", prices, str(prices.key))
-    net = model if isinstance(model, nn.Module) else named_model(model, name, resolution, dict(options or {}))[1]
+    net = built if built is not None else ModelRef.of(model).build()  # a module as given (its mode untouched)
     return Decider("macs", MacPrices(find_blocks(net)))

@@ -91,8 +91,8 @@ def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | 
         if pricing.backend is not None or pricing.batch is not None:
             lut = lut if isinstance(lut, LUT) else LUT.load(lut)
             device = pricing.context(lut)
-        prices = prices_of(ref, lut, device=device, resolution=pricing.resolution, rest=pricing.rest,
-                           method=pricing.method)
+        at = ModelRef.of(ref, resolution=pricing.resolution)  # priced at the LUT's size where it is another
+        prices = prices_of(at, lut, device=device, rest=pricing.rest, method=pricing.method)
     max_span, span_limit = _span_limit(prices, pricing.max_span)
     return FrontInputs(ref, prices, max_span, span_limit, max(pricing.max_span or DEFAULT_MAX_SPAN, max_span))
 
@@ -139,18 +139,20 @@ def plan_front(
     )
 
 
-def top_plans(prices: Prices, k: int, count: int, *, max_span: int, name: str,
-              options: Mapping[str, Any] | None = None) -> tuple[FrontPoint, ...]:
-    """The ``count`` plans with ``k`` kept blocks that ``prices`` price fastest, fastest first, each priced as the front
-    prices its plans (`predict_plan`): the exact k-best search over the pieces the planner offers (`dp.best_of_k`; spans
-    of up to ``max_span`` blocks, the front's). The first is a fastest plan of that k, as the front's (of equal prices,
+def top_plans(prices: Prices, k: int, count: int, *, max_span: int,
+              model: str | nn.Module | ModelRef) -> tuple[FrontPoint, ...]:
+    """The ``count`` plans of ``model`` (anything `ModelRef.of` takes: the reference ``prices`` were read for, whose
+    name and options the plans carry) with ``k`` kept blocks that ``prices`` price fastest, fastest first, each priced
+    as the front prices its plans (`predict_plan`): the exact k-best search over the pieces the planner offers
+    (`dp.best_of_k`; spans of up to ``max_span`` blocks, the front's). The first is a fastest plan of that k, as the front's (of equal prices,
     possibly another). Each is named after its content and context (``tied-k3-<digest>-torch``), so that plans timed
     together, or in two runs, never share a name (`dsprof.records.plan.named_plans`)."""
     if count < 1:
         raise UsageError(f"count is at least 1 plan, got {count}")
     choices = _options(prices, max_span, None)
     _check_found(prices, choices, max_span)
-    ctx, where = _Context(prices, name, dict(options or {})), context_suffix(prices.key)
+    ref = ModelRef.of(model)
+    ctx, where = _Context(prices, ref.name, dict(ref.options)), context_suffix(prices.key)
     out = []
     for solution in best_of_k(len(prices.blocks), choices, k, count):
         plan = ctx.plan(solution, "")
@@ -190,18 +192,18 @@ def _span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
                   f"{prices.label} on {prices.key} (measure wider spans to plan them)")
 
 
-def best_plan(model: str | nn.Module, lut: LUT | str | Path, keep: Sequence[int], *, max_span: int = DEFAULT_MAX_SPAN,
-              prices: Prices | None = None, **pricing: Any) -> Plan:
-    """For the fixed ``keep`` list, the plan (its ``merge`` and ``spans`` filled) that the LUT prices lowest:
+def best_plan(model: str | nn.Module | ModelRef, lut: LUT | str | Path, keep: Sequence[int], *,
+              max_span: int = DEFAULT_MAX_SPAN, prices: Prices | None = None, **pricing: Any) -> Plan:
+    """For the fixed ``keep`` list, the plan of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its
+    name, options and resolution) with its ``merge`` and ``spans`` filled that the LUT prices lowest:
     what `dsprof merge --spans auto --lut` deploys (`settle` on the LUT's prices). ``pricing``: `prices_of`'s
-    keywords (device, method, rest, name, options, resolution), or ``prices`` already read."""
-    options = dict(pricing.pop("options", None) or {})
-    name = pricing.get("name") or str(model)
-    prices = prices or prices_of(model, lut, options=options, **pricing)
+    keywords (device, method, rest), or ``prices`` already read."""
+    ref = ModelRef.of(model)
+    prices = prices or prices_of(ref, lut, **pricing)
     keep = tuple(int(k) for k in keep)
     if len(keep) != len(prices.blocks):
         raise UsageError(f"keep has {len(keep)} entries but {prices.label} has {len(prices.blocks)} blocks")
-    settled = settle(prices, Plan(name, keep, options), max_span=max_span)
+    settled = settle(prices, Plan(ref.name, keep, dict(ref.options)), max_span=max_span)
     return replace(settled, name="best-spans", source=f"dsprof plan ({prices.key})")
 
 

@@ -85,10 +85,12 @@ def read_importance(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def check_importance_model(record: dict[str, Any], model: str, options: dict[str, Any] | None, path: str | Path) -> None:
+def check_importance_model(record: dict[str, Any], model: str, options: dict[str, Any] | None, path: str | Path,
+                           weights: bool | str | Path | None = None) -> None:
     """Refuse (one line, `UsageError`) an importance ``record`` measured for another model or other build options
     than ``model`` with ``options`` (a TF-ported twin, ``tf_efficientnet_lite0`` for ``efficientnet_lite0``, is
-    the same model); its hint is the `dsprof importance` that measures it for this one."""
+    the same model); its hint is the `dsprof importance` that measures it for this one, from ``weights`` (True:
+    pretrained; a checkpoint; None or False: not said)."""
     theirs = record["model"]
     name, their_options = theirs["name"], theirs.get("options") or {}
     ours = normalized_options(model, options)
@@ -99,7 +101,8 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     proxy = (record.get("proxy") or {}).get("name") or "zero-shot"
     raise UsageError(
         f"importance file {path} is for {_named(name, their_options)}, not {_named(model, options)}: measure it for "
-        f"this model, e.g. {HINT} with its `model=ModelRef.of(weights=)`", hint=ImportanceHint(model_args(model, options), str(data), proxy))
+        f"this model, e.g. {HINT}", hint=ImportanceHint(model_args(model, options), str(data), proxy,
+                                                        str(weights) if isinstance(weights, Path) else weights or None))
 
 
 def _named(name: str, options: dict[str, Any] | None) -> str:

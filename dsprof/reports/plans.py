@@ -65,16 +65,17 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
             continue
         resolution = r.model_options.get("resolution")
         try:
+            ref = ModelRef.of(r.model, options=r.build_options, resolution=resolution)
             if r.variant == "custom":
                 if r.name not in plans:
                     why.append(f"LUT validation of {what}: no plan named {r.name!r}; pass its plan file with `plans=`")
                     continue
                 plan = Plan.coerce(plans[r.name])
             else:
-                n = len(find_blocks(ModelRef.of(r.model, options=r.build_options, resolution=resolution).build()))
+                ref = ref.built()  # built once: its blocks counted and priced
+                n = len(find_blocks(ref.module))
                 plan = Plan(r.model, (0,) * n, r.build_options, merge=(True,) * n, name=f"{r.model}-all-merged")
-            pred = predict_latency(r.model, lut, plan, device=key, options=r.build_options,
-                                   resolution=resolution, strict=True)
+            pred = predict_latency(ref, lut, plan, device=key, strict=True)
         except (DsprofError, KeyError, ValueError) as exc:
             why.append(f"LUT validation of {what}: {' '.join(str(exc).split())}")
             continue

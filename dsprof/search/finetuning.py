@@ -145,8 +145,8 @@ def finetune(
         resolution = default_training_resolution(source, data)
     merges = None
     if plan is not None and check_merge and not (ds_plus or layer_pruning or all(plan.keep)):
-        merges = merge_rule(source, lut=lut, device=device_key, merge_by=merge_by, options=options,
-                            resolution=lut_resolution or resolution, plan=plan).decide(plan)
+        merges = merge_rule(ModelRef.of(source, options=options, resolution=lut_resolution or resolution), lut=lut,
+                            device=device_key, merge_by=merge_by, plan=plan).decide(plan)
         plan = merges.plan
     rt = setup_runtime(device, config.threads)
     try:

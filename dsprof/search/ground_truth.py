@@ -158,7 +158,7 @@ def enumerate_plans(
     outcomes = []
     pricer = None
     if lut is not None:  # the model's pieces read once, each plan a sum (as `dsprof predict` prices it)
-        pricer = Pricer(prices_of(model, lut, options=options, resolution=resolution))
+        pricer = Pricer(prices_of(ModelRef.of(model, options=options, resolution=resolution), lut))
     ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
     for i, keep in enumerate(keeps):
         plan = Plan(model, keep, options)

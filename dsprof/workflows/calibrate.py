@@ -116,11 +116,11 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
     with warnings.catch_warnings():  # what the prices fall back to is said where they are used, not here
         warnings.simplefilter("ignore", MethodFallbackWarning)
         warnings.simplefilter("ignore", CalibrationFallbackWarning)
-        prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
+        ref = ModelRef.of(net, name=label, options=options)
+        prices = prices_of(ref, lut, device=context, method="in-model")
     if prices.method != "in-model":
         return []
-    front = plan_front(ModelRef.of(net, name=label, options=options), lut, pricing=Pricing(max_span=max(1, max_span)),
-                       prices=prices)
+    front = plan_front(ref, lut, pricing=Pricing(max_span=max(1, max_span)), prices=prices)
     def timed(start: int, stop: int, variant: str) -> bool:  # in the records, whether or not they price it yet
         workload = in_situ_workload(prices.label, piece_name(prices.blocks, start, stop))
         return prices.lookup(workload, "linear" if variant == "linear" else "merged", IN_SITU_SCOPE) is not None
@@ -197,7 +197,7 @@ def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int
         name = calibration_name(label, plan.spans, [i for i in lone if not plan.merge[i]])
     else:
         plan = Plan(registered, (0,) * len(find_blocks(net, input_size)), options, name=CALIBRATION)
-        rule = merge_rule(net, lut=lut, device=context, name=label, options=options)
+        rule = merge_rule(ModelRef.of(net, name=label, options=options), lut=lut, device=context)
         plan = rule.decide(plan, strict=False).plan
     merged = merge_model(net, plan)
     return [model_workload(net, label, "original", input_size), model_workload(merged, name, CALIBRATION, input_size)]
@@ -211,9 +211,9 @@ def _front_plan(net: nn.Module, label: str, lut: Any, context: DeviceContext, ma
         warnings.simplefilter("ignore", MethodFallbackWarning)
         warnings.simplefilter("ignore", CalibrationFallbackWarning)
         try:
-            prices = prices_of(net, lut, device=context, name=label, options=options, method="in-model")
-            front = plan_front(ModelRef.of(net, name=label, options=options), lut, pricing=Pricing(max_span=max_span),
-                               prices=prices)
+            ref = ModelRef.of(net, name=label, options=options)
+            prices = prices_of(ref, lut, device=context, method="in-model")
+            front = plan_front(ref, lut, pricing=Pricing(max_span=max_span), prices=prices)
         except DsprofError as exc:
             warnings.warn(f"{label}: the calibration group times every block alone (its front was not planned: "
                           f"{exc})", stacklevel=3)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from torch import nn
 
@@ -69,32 +69,31 @@ def paired_check(records: Sequence[Measurement], name: str) -> PairedCheck | Non
 
 
 def measure_planned_run(
-    model: str | nn.Module,
+    model: str | nn.Module | ModelRef,
     context: DeviceContext,
     plan: Any = None,
     *,
     lut: Any = None,
     merge_by: str | None = None,
-    name: str | None = None,
-    options: Mapping[str, Any] | None = None,
     out: str | Path = "results/predict-check",
     progress: bool = True,
     timing: Any = None,
 ):
-    """Time ``model`` and, with a ``plan``, the model merged by it (its ``merge`` list replayed, or written by
-    ``lut``'s rule in ``context`` or by MACs with ``merge_by="macs"``: `dsprof.planning.decide.merge_rule`) interleaved in one group on this machine in ``context`` (its backend, dtype, layout, batch,
-    threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
+    """Time ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its name and options) and, with a ``plan``,
+    the model merged by it (its ``merge`` list replayed, or written by ``lut``'s rule in ``context`` or by MACs with
+    ``merge_by="macs"``: `dsprof.planning.decide.merge_rule`) interleaved in one group on this machine in ``context``
+    (its backend, dtype, layout, batch, threads): the original as variant ``original``, the merged model as ``custom`` named after the plan
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""
-    ref = ModelRef.of(model, name=name, options=options)
-    options, name, net = dict(ref.options), ref.name, ref.build()
+    ref = ModelRef.of(model).built()
+    net = ref.module
     extra = {}
     if plan is not None:
         plan = Plan.coerce(plan)
-        rule = merge_rule(net, lut=lut, device=context, merge_by=merge_by, name=name, options=options, plan=plan)
+        rule = merge_rule(ref, lut=lut, device=context, merge_by=merge_by, plan=plan)
         extra[planned_name(plan)] = merge_model(net, rule.decide(plan).plan)
     more = {"timing": timing} if timing is not None else {}
-    return measure(ModelRef.of(net, name=name, options=options), settings=context,
+    return measure(ref, settings=context,
                    workloads=Workloads(variants=(), model_variants=("original",), blocks=None), extra_models=extra,
                    out=out, overwrite=True, progress=progress, **more)
 
@@ -104,7 +103,8 @@ def planned_name(plan: Any) -> str:
     return plan.name or "plan"
 
 
-def measure_planned(model: str | nn.Module, context: DeviceContext, plan: Any = None, **kwargs: Any) -> Measurement:
+def measure_planned(model: str | nn.Module | ModelRef, context: DeviceContext, plan: Any = None,
+                    **kwargs: Any) -> Measurement:
     """`measure_planned_run`, returning the record of the model it checks: the merged model's with a plan, else
     the original's (its ``median_s`` in seconds per batch)."""
     result = measure_planned_run(model, context, plan, **kwargs)

@@ -133,7 +133,7 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
     merges = []
     if loaded:
         key = lut.resolve(device_key, **context) if lut is not None else None
-        rule = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options)
+        rule = merge_rule(ModelRef.of(model, name=name, options=options), lut=lut, device=key, merge_by=merge_by)
         for named, (_, plan) in loaded:
             decided = rule.decide(plan)
             extra[named] = merge_model(model, decided.plan)

@@ -107,8 +107,8 @@ def merge(
     model = ref.build(**extra)
     # the planner settles the plan: its length checked first (no rule would mend it), then its merges (and spans)
     # decided, or its own list replayed; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
-    rule = merge_rule(model, lut=lut, device=choice.device_key, merge_by=choice.merge_by, name=model_name,
-                      options=options, plan=plan, method="auto" if spans == "auto" else "isolated")
+    rule = merge_rule(ModelRef.of(model, name=model_name, options=options), lut=lut, device=choice.device_key,
+                      merge_by=choice.merge_by, plan=plan, method="auto" if spans == "auto" else "isolated")
     merges = rule.decide(plan, spans=spans, max_span=max_span)
     plan = merges.plan
     source: nn.Module = model

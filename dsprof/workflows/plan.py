@@ -65,9 +65,10 @@ class PlannedContexts:
 
 
 def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None,
-                    resolution: int | None = None) -> dict[int, float]:
+                    resolution: int | None = None, weights: bool | str | Path | None = None) -> dict[int, float]:
     """Per-block importance from a JSON file: what `dsprof importance` writes (refused when measured for another
-    model than ``model`` with ``options``, where given; scored at another input size than ``resolution`` -- None:
+    model than ``model`` with ``options``, where given, with the `dsprof importance` that scores it for ``model``
+    from ``weights``; scored at another input size than ``resolution`` -- None:
     the model's default --, an `ImportanceResolutionWarning` that says what differs), an object {block index: loss}
     or a list, one loss per block."""
     path = Path(path)
@@ -75,7 +76,7 @@ def load_importance(path: str | Path, model: str | None = None, options: Mapping
     if is_importance_record(data):
         record = read_importance(path)
         if model is not None:
-            check_importance_model(record, model, dict(options or {}), path)
+            check_importance_model(record, model, dict(options or {}), path, weights)
 
             size = resolution if resolution is not None else model_entry(model).default_resolution
             note = importance_resolution_note(record, model, dict(options or {}), size, path)
@@ -181,7 +182,7 @@ def _inputs(importance: Any, model: ModelRef, out: str | Path | None,
     """The importance (read where a file is given, checked against a registered ``model`` at its resolution) and
     where the chosen plan goes, both output paths checked."""
     if isinstance(importance, (str, Path)):
-        importance = load_importance(importance, model.entry, model.options, model.resolution)
+        importance = load_importance(importance, model.entry, model.options, model.resolution, model.weights)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:
@@ -222,8 +223,8 @@ def plan_contexts_to_file(
     model = ModelRef.of(model, options=options, resolution=resolution)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
-        fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, name=model.name,
-                               options=model.options, resolution=model.resolution, joint=joint, objective=objective)
+        fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, joint=joint,
+                               objective=objective)
     chosen = None
     if keep is not None and fronts.joint is not None:  # a count or a fraction of the blocks, as for one context
         chosen = fronts.joint.choose(resolve_k(keep, max(p.k for p in fronts.joint.points)))
@@ -305,13 +306,13 @@ def plan(
     pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     budget_ms, speedup, max_span, method = budget.budget_ms, budget.speedup, pricing.max_span, pricing.method
+    model = ModelRef.of(model, **moved.get("model", {}))
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
-                         "prices the model at its own: give `model=ModelRef.of(resolution=)`")
+                         f"prices the model at its own: give `{model.argument(pricing.resolution)}`")
     joint, objective = _joint(joint, moved.get("joint", {}))
     _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break)  # a bad budget is refused before the LUT is read
-    model = ModelRef.of(model, **moved.get("model", {}))
     luts = lut if isinstance(lut, (list, tuple)) else [lut]
     _check_not_over_a_lut(out, plan_out, [x.source if isinstance(x, LUT) else x for x in luts])
     lut = LUT.concat([x if isinstance(x, LUT) else LUT.load(x, accept_modified=accept_modified) for x in luts])

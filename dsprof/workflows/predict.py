@@ -9,7 +9,7 @@ import json
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from torch import nn
 
@@ -127,26 +127,25 @@ def predict(
     checking = replace(check if isinstance(check, CheckSettings) else CheckSettings(), **moved.get("check", {}))
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     method, rest, strict = pricing.method, pricing.rest, pricing.strict
+    ref = ModelRef.of(model, **moved.get("model", {}))  # resolved, not built
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a "
-                         "prediction prices the model at its own: give `model=ModelRef.of(resolution=)`")
+                         f"prediction prices the model at its own: give `{ref.argument(pricing.resolution)}`")
     check_out, check_timing, progress = checking.out, checking.timing, checking.progress
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)  # before the model is built: a bad file is said at once
     if json_out is not None:
         check_output_path(json_out)
-    ref = ModelRef.of(model, **moved.get("model", {}))
-    name, options, model = ref.name, dict(ref.options), ref.build()
+    ref = ref.built()  # built once: decided, priced and checked alike
+    name = ref.name
     key = pricing.context(lut)
     merges = None
     if plan is not None:  # its merge list, written once (the LUT's rule, or MACs): priced and measured alike
-        merges = merge_rule(model, lut=lut, device=key, merge_by=merge_by, name=name, options=options,
-                            plan=plan).decide(plan, strict=strict)
+        merges = merge_rule(ref, lut=lut, device=key, merge_by=merge_by, plan=plan).decide(plan, strict=strict)
     deployed = merges.plan if merges is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LUTMissWarning)  # the misses are in the prediction; said once, below
-        prediction = predict_latency(model, lut, deployed, device=key, name=name, options=options, strict=strict,
-                                     rest=rest, method=method)
+        prediction = predict_latency(ref, lut, deployed, device=key, strict=strict, rest=rest, method=method)
     if probe is not None:
         entry = lut_probe(lut, key)  # before timing: a LUT without the probe says so at once
         prediction = with_probe(prediction, probe_ratio(probe_now(key, probe), entry))  # another machine is refused
@@ -159,21 +158,20 @@ def predict(
                                          "partial prediction")
         warnings.warn(partial_message(prediction, name), stacklevel=2)
     if check:
-        result = Predicted(prediction, merges, _check(model, name, options, lut, key, deployed, check_out, progress,
-                                                   check_timing))
+        result = Predicted(prediction, merges, _check(ref, lut, key, deployed, check_out, progress, check_timing))
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(result.to_dict(), indent=1, default=str) + "\n")
     return result
 
 
-def _check(model: nn.Module, name: str, options: Mapping[str, Any], lut: LUT, key: Any, plan: Any, out: str | Path,
-           progress: bool, timing: TimingConfig | None) -> Checked:
+def _check(model: ModelRef, lut: LUT, key: Any, plan: Any, out: str | Path, progress: bool,
+           timing: TimingConfig | None) -> Checked:
     """The merged model (the plan's merge list, as priced) and the original timed interleaved in one group here."""
     here = environment_id(environment()) == key.env_id
     if not here:
         warnings.warn(f"the LUT context {key} is another environment than this machine's; the measurement is taken "
                       "here", stacklevel=3)
-    run = measure_planned_run(model, key, plan, name=name, options=options, out=out, progress=progress, timing=timing)
+    run = measure_planned_run(model, key, plan, out=out, progress=progress, timing=timing)
     paired = paired_check(run.measurements, planned_name(plan)) if plan is not None else None
     measured_s = (paired.merged_s if paired is not None else
                   next(r for r in run.measurements if r.scope == "model" and r.ok).median_s)

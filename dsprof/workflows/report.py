@@ -314,8 +314,10 @@ def _merges(plan, latest: list[Measurement], lut, merge_by: str | None):
     """``plan`` with its merge list, decided by the rule of its model at the resolution the records measured it (the
     LUT's, in its one context, or MACs)."""
     device = lut.devices()[0] if lut is not None and len(lut.devices()) == 1 else None
-    return merge_rule(plan.model, lut=lut, device=device, merge_by=merge_by, options=plan.options, plan=plan,
-                      resolution=_resolution_of(plan.model, latest)).decide(plan)
+    model = plan.model  # a plan that replays its own list builds nothing: its model need not be known here
+    if rule_kind(plan, lut=lut is not None, merge_by=merge_by) != "plan":
+        model = ModelRef.of(plan.model, options=plan.options, resolution=_resolution_of(plan.model, latest))
+    return merge_rule(model, lut=lut, device=device, merge_by=merge_by, plan=plan).decide(plan)
 
 
 def _figure_sections(latest: list[Measurement], plan_objs: dict, accuracies, notes: dict,
