@@ -35,7 +35,7 @@ from dsprof.lut.choice import Pricing
 from dsprof.lut.predict import prices_of
 from dsprof.lut.table import LUT
 from dsprof.merging import merge_model
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.planning.planner import plan_front, top_plans
 from dsprof.profiler.allocator import steady_allocator
 from dsprof.records.stats import paired_speedup
@@ -53,9 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     name, res = model_name(args.model), args.resolution
     lut = LUT.load(args.luts / "torch" / case_folder(args.model, res) / "lut.csv")
-    prices = prices_of(name, lut, resolution=res)
-    chosen = plan_front(name, lut, pricing=Pricing(max_span=MAX_SPAN), prices=prices).at_k(args.k).plan
-    ranked = [p.plan for p in top_plans(prices, args.k, 21, max_span=MAX_SPAN, name=name)]
+    model = ModelRef.of(name, resolution=res)
+    prices = prices_of(model, lut)
+    chosen = plan_front(model, lut, pricing=Pricing(max_span=MAX_SPAN), prices=prices).at_k(args.k).plan
+    ranked = [p.plan for p in top_plans(prices, args.k, 21, max_span=MAX_SPAN, model=model)]
     others = [p for p in ranked if p.digest != chosen.digest][:20]
     torch.set_num_threads(1)
     steady_allocator()

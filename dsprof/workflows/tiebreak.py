@@ -194,12 +194,11 @@ def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, reque
         raise DeviceError(f"the LUT context {context} was measured in environment {context.env_id}, this machine is "
                           f"{here}: a tie-break times the plans here against the LUT's prices. Plan without "
                           "`tie_break=`, or run it on the machine the LUT was measured on")
+    model = model.built()  # one module for the prices and the timing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)  # said once already, by the front
-        prices = prices_of(model, lut, device=context, name=model.name, options=model.options,
-                           resolution=model.resolution, method=method)
-    ranked = top_plans(prices, chosen.k, request.candidates, max_span=front.max_span, name=model.name,
-                       options=model.options)
+        prices = prices_of(model, lut, device=context, method=method)
+    ranked = top_plans(prices, chosen.k, request.candidates, max_span=front.max_span, model=model)
     others = [p for p in ranked if p.plan.digest != chosen.plan.digest]
     tied = [chosen, *(p for p in others if _tied(chosen, p))][:request.candidates]
     net = model.build()
@@ -207,10 +206,9 @@ def break_tie(model: ModelRef, lut: Any, front: Front, chosen: FrontPoint, reque
     folder = output_path(request.out, f"tie-break_{model.name}_k{chosen.k}_{context_suffix(context)}_{stamp}",
                          what="the tie-break's measurement folder")
     timing = _timing(request.seconds / len(tied), 2)
-    ref = ModelRef.of(net, name=model.name, options=model.options, resolution=model.resolution)
     candidates, contention = [], None
     for p in tied:  # one group of two per plan: the original and that plan, nothing else (module docstring, item 2)
-        run = measure(ref, settings=context, workloads=Workloads((), ("original",), blocks=None),
+        run = measure(model, settings=context, workloads=Workloads((), ("original",), blocks=None),
                       extra_models={p.plan.name: merge_model(net, p.plan)}, timing=timing,
                       out=output_path(folder, p.plan.name, suffix=".jsonl", what="a tie-break measurement file"),
                       progress=progress)
