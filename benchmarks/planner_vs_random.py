@@ -8,10 +8,12 @@ loads their own with ``--model-file``; none is used by a test or by another benc
 2. at k = round(n/4), round(n/2), round(3n/4) (blocks that keep their activations): the planner's front plan and
    ``--random`` random plans of the same k (kept blocks drawn uniformly, no spans), each merged by the one rule
    (its `merge` list written by the planner on the LUT, `dsprof.planning.decide`, as `dsprof merge --lut` does);
-3. later, each k's plans and the original timed together, interleaved round by round in one group, by a plain loop of
-   the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward under `inference_mode`, each
-   timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's timer): a plan's measured
-   speed-up is the median over the rounds of the original's time over the plan's;
+3. later, each plan timed with the original, interleaved round by round in a group of two of its own, one plan after
+   the other, by a plain loop of the runtime (an ONNX Runtime `InferenceSession.run`, or a PyTorch module's forward
+   under `inference_mode`, each timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's
+   timer): a plan's measured speed-up is the median over the rounds of the original's time over the plan's. Groups
+   of two since 2026-11-28 (``--check-groups one``: a k's plans and the original in one group, as the runs before):
+   a whole model's paired ratio moves with the other members of its group (benchmarks/RESULTS.md, issue #46);
 4. the scores: the front's measured speed-up, the best and the median random plan and the front's rank, and every
    plan's predicted speed-up (`dsprof.lut.Pricer`, the prices `dsprof predict` shows) with its 95 % interval against
    its measurement.
@@ -232,10 +234,18 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
     out = {"load_before": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "groups": {}}
     for k, group in plans.items():
         with tempfile.TemporaryDirectory(prefix="pvr-") as tmp:
-            runs = [runner(net, backend, shape, Path(tmp))] + [runner(merge_model(net, p), backend, shape, Path(tmp))
-                                                              for p in group]
-            samples = time_group(runs, args.check_seconds, args.min_rounds, seed=k)
-        out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0], "samples": samples[1:]}
+            original = runner(net, backend, shape, Path(tmp))
+            if args.check_groups == "one":
+                runs = [original] + [runner(merge_model(net, p), backend, shape, Path(tmp)) for p in group]
+                samples = time_group(runs, args.check_seconds, args.min_rounds, seed=k)
+                out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0],
+                                         "samples": samples[1:]}
+                continue
+            pairs = [time_group([original, runner(merge_model(net, p), backend, shape, Path(tmp))],
+                                args.check_seconds / len(group), args.min_rounds, seed=1000 * k + i)
+                     for i, p in enumerate(group)]
+        out["groups"][str(k)] = {"plans": [p.name for p in group], "originals": [s[0] for s in pairs],
+                                 "samples": [s[1] for s in pairs]}
     out["load_after"] = load()
     path.write_text(json.dumps(out))
     log["checks"] = {key: out[key] for key in ("load_before", "load_after", "utc")}
@@ -308,8 +318,9 @@ def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], cos
         timed = checks["groups"][str(k)]
         assert timed["plans"] == [p.name for p in group], "checks.json does not match the plans: --recheck"
         plans_rows = []
-        for plan, samples in zip(group, timed["samples"]):
-            s = paired_speedup(timed["original"], samples)
+        originals = timed.get("originals") or [timed["original"]] * len(group)  # pairs, or one group (before)
+        for plan, original, samples in zip(group, originals, timed["samples"]):
+            s = paired_speedup(original, samples)
             price, price_alone = pricer.price(plan), alone.price(plan)
             plans_rows.append({"plan": plan.name, "spans": [list(x) for x in plan.spans or ()],
                                "measured": s.ratio, "measured_low": s.low, "measured_high": s.high,
@@ -452,7 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random", type=int, default=10, help="random plans per k")
     parser.add_argument("--seed", default="36")
     parser.add_argument("--budget", type=float, default=1.0, help="LUT run: seconds of timing per workload at most")
-    parser.add_argument("--check-seconds", type=float, default=20.0, help="seconds of timed rounds per check group")
+    parser.add_argument("--check-seconds", type=float, default=20.0, help="seconds of timed rounds per k's check")
+    parser.add_argument("--check-groups", choices=("pairs", "one"), default="pairs",
+                        help="time each plan with the original in a group of two (its share of --check-seconds), or "
+                             "all of a k's plans in one group (the checks of the runs before 2026-11-28)")
     parser.add_argument("--min-rounds", type=int, default=30)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reuse", action="store_true", help="take the LUTs, plans and checks under --out; measure what is missing")
