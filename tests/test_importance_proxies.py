@@ -166,7 +166,7 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     record = {**importance_record(result, inp), "model": {"name": "mobilenet_v2", "options": {"width": 0.35}}}
     other = write_importance(tmp_path / "mbv2.json", record)
     with pytest.raises(UsageError) as err:
-        load_importance(other, "mobilenet_v2", {"width": 0.5, "depths": [1] * 7})
+        load_importance(other, ModelRef.of("mobilenet_v2", options={"width": 0.5, "depths": [1] * 7}))
     message = str(err.value)  # for a Python caller the command in words, for the command line the command itself
     assert "\n" not in message and ("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`, "
                                     "not `model=ModelRef.of('mobilenet_v2', options={'width': 0.5, 'depths': [1, 1, 1, "
@@ -181,18 +181,21 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     assert "--weights" not in command and "weights=" not in message  # no weights given: none named, no placeholder
     # the weights the plan's model is built from travel in the hint: said in words, and as the command's option
     with pytest.raises(UsageError) as err:
-        load_importance(other, "mobilenet_v2", {"width": 0.5}, 32, True)
+        load_importance(other, ModelRef.of("mobilenet_v2", options={"width": 0.5}, resolution=32, weights=True))
     assert str(err.value).endswith("options={'width': 0.5})) on digits with the proxy taylor, from pretrained weights")
     command = hint_command(err.value.hint).split()
     assert command[command.index("--weights") + 1] == "pretrained"
     build_parser().parse_args(command[1:])
     refused = re.escape("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`")
     with pytest.raises(UsageError, match=refused):
-        plan_to_file("mobilenet_v2", lut, importance=other, options={"width": 0.5}, resolution=RES, keep=3, max_span=1)
+        plan_to_file(ModelRef.of("mobilenet_v2", options={"width": 0.5}, resolution=RES), lut, importance=other, keep=3,
+                     max_span=1)
     # the same options spelt with their defaults are the same model; the bare formats are read as they were
-    assert load_importance(other, "mobilenet_v2", {"width": 0.35, "num_classes": 10}) == dict(enumerate(result.scores))
+    same = ModelRef.of("mobilenet_v2", options={"width": 0.35, "num_classes": 10})
+    assert load_importance(other, same) == dict(enumerate(result.scores))
     (tmp_path / "list.json").write_text(json.dumps(list(result.scores)))
-    assert load_importance(tmp_path / "list.json", "mobilenet_v2", {"width": 0.5}) == dict(enumerate(result.scores))
+    bare = load_importance(tmp_path / "list.json", ModelRef.of("mobilenet_v2", options={"width": 0.5}))
+    assert bare == dict(enumerate(result.scores))
 
 
 def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name, inert_model, tmp_path, capsys):
