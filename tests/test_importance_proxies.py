@@ -85,8 +85,8 @@ def scored(model_name, inert_model):
     """Every proxy's scores of the inert model."""
     out = {}
     for name in PROXIES:
-        inp = proxy_input(model_name, name, weights=inert_model, data="digits", resolution=RES, settings=SETTINGS,
-                          config=FINETUNE)
+        inp = proxy_input(ModelRef.of(model_name, resolution=RES), name, weights=inert_model, data="digits",
+                          settings=SETTINGS, config=FINETUNE)
         out[name] = (score_blocks(name, inp), inp)
     return out
 
@@ -108,8 +108,8 @@ def test_each_proxy_ranks_the_inert_block_least_important(scored, proxy):
 
 def test_the_label_free_proxies_read_no_labels_and_taylor_changes_no_weight(model_name, inert_model):
     """Shuffled labels leave output-distance and logit-distance unchanged (they read images only)."""
-    inp = proxy_input(model_name, "output-distance", weights=inert_model, data="digits", resolution=RES,
-                      settings=SETTINGS)
+    inp = proxy_input(ModelRef.of(model_name, resolution=RES), "output-distance", weights=inert_model,
+                      data="digits", settings=SETTINGS)
     before = {name: score_blocks(name, inp).scores for name in ("output-distance", "logit-distance")}
     shuffle = torch.Generator().manual_seed(1)
     inp._train = [(x, y[torch.randperm(len(y), generator=shuffle)]) for x, y in inp._train]
@@ -232,8 +232,8 @@ def test_block_counts_come_from_the_model_and_the_head_from_the_data(model_name,
     from dsprof.search.build import block_count
     from dsprof.search.ground_truth import enumerate_plans, plan_macs
 
-    assert block_count(model_name, {}, RES) == N_BLOCKS  # tests/models/inert.py: five blocks
-    assert block_count("mobilenet_v2", {"depths": [1, 2, 1, 1, 1, 1, 1]}, RES) == 8
+    assert block_count(ModelRef.of(model_name, resolution=RES)) == N_BLOCKS  # tests/models/inert.py: five blocks
+    assert block_count(ModelRef.of("mobilenet_v2", options={"depths": [1, 2, 1, 1, 1, 1, 1]}, resolution=RES)) == 8
     g = torch.Generator().manual_seed(0)
     for split in ("train", "val"):
         for c in range(3):
