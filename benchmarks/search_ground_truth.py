@@ -289,8 +289,8 @@ def judge_proxies(args, options: dict, weights: Path, drops: list, marginal: lis
     settings = ProxySettings(seed=100, **({"batches": 2, "eval_batches": 2, "steps": 2} if limit else {}))
     out, finetune_s = [], None
     for name in names:
-        inp = proxy_input(MODEL, name, options=options, weights=weights, data="digits", resolution=args.resolution,
-                          settings=settings, config=config)
+        inp = proxy_input(ModelRef.of(MODEL, options=options, resolution=args.resolution), name, weights=weights,
+                          data="digits", settings=settings, config=config)
         scored = score_blocks(name, inp)
         scores = list(scored.scores)
         if args.lut is not None:

@@ -85,8 +85,8 @@ def scored(model_name, inert_model):
     """Every proxy's scores of the inert model."""
     out = {}
     for name in PROXIES:
-        inp = proxy_input(model_name, name, weights=inert_model, data="digits", resolution=RES, settings=SETTINGS,
-                          config=FINETUNE)
+        inp = proxy_input(ModelRef.of(model_name, resolution=RES), name, weights=inert_model, data="digits",
+                          settings=SETTINGS, config=FINETUNE)
         out[name] = (score_blocks(name, inp), inp)
     return out
 
@@ -108,8 +108,8 @@ def test_each_proxy_ranks_the_inert_block_least_important(scored, proxy):
 
 def test_the_label_free_proxies_read_no_labels_and_taylor_changes_no_weight(model_name, inert_model):
     """Shuffled labels leave output-distance and logit-distance unchanged (they read images only)."""
-    inp = proxy_input(model_name, "output-distance", weights=inert_model, data="digits", resolution=RES,
-                      settings=SETTINGS)
+    inp = proxy_input(ModelRef.of(model_name, resolution=RES), "output-distance", weights=inert_model,
+                      data="digits", settings=SETTINGS)
     before = {name: score_blocks(name, inp).scores for name in ("output-distance", "logit-distance")}
     shuffle = torch.Generator().manual_seed(1)
     inp._train = [(x, y[torch.randperm(len(y), generator=shuffle)]) for x, y in inp._train]
@@ -166,7 +166,7 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     record = {**importance_record(result, inp), "model": {"name": "mobilenet_v2", "options": {"width": 0.35}}}
     other = write_importance(tmp_path / "mbv2.json", record)
     with pytest.raises(UsageError) as err:
-        load_importance(other, "mobilenet_v2", {"width": 0.5, "depths": [1] * 7})
+        load_importance(other, ModelRef.of("mobilenet_v2", options={"width": 0.5, "depths": [1] * 7}))
     message = str(err.value)  # for a Python caller the command in words, for the command line the command itself
     assert "\n" not in message and ("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`, "
                                     "not `model=ModelRef.of('mobilenet_v2', options={'width': 0.5, 'depths': [1, 1, 1, "
@@ -181,18 +181,21 @@ def test_a_proxy_file_for_another_model_is_refused(scored, lut, tmp_path, capsys
     assert "--weights" not in command and "weights=" not in message  # no weights given: none named, no placeholder
     # the weights the plan's model is built from travel in the hint: said in words, and as the command's option
     with pytest.raises(UsageError) as err:
-        load_importance(other, "mobilenet_v2", {"width": 0.5}, 32, True)
+        load_importance(other, ModelRef.of("mobilenet_v2", options={"width": 0.5}, resolution=32, weights=True))
     assert str(err.value).endswith("options={'width': 0.5})) on digits with the proxy taylor, from pretrained weights")
     command = hint_command(err.value.hint).split()
     assert command[command.index("--weights") + 1] == "pretrained"
     build_parser().parse_args(command[1:])
     refused = re.escape("is for `model=ModelRef.of('mobilenet_v2', options={'width': 0.35})`")
     with pytest.raises(UsageError, match=refused):
-        plan_to_file("mobilenet_v2", lut, importance=other, options={"width": 0.5}, resolution=RES, keep=3, max_span=1)
+        plan_to_file(ModelRef.of("mobilenet_v2", options={"width": 0.5}, resolution=RES), lut, importance=other, keep=3,
+                     max_span=1)
     # the same options spelt with their defaults are the same model; the bare formats are read as they were
-    assert load_importance(other, "mobilenet_v2", {"width": 0.35, "num_classes": 10}) == dict(enumerate(result.scores))
+    same = ModelRef.of("mobilenet_v2", options={"width": 0.35, "num_classes": 10})
+    assert load_importance(other, same) == dict(enumerate(result.scores))
     (tmp_path / "list.json").write_text(json.dumps(list(result.scores)))
-    assert load_importance(tmp_path / "list.json", "mobilenet_v2", {"width": 0.5}) == dict(enumerate(result.scores))
+    bare = load_importance(tmp_path / "list.json", ModelRef.of("mobilenet_v2", options={"width": 0.5}))
+    assert bare == dict(enumerate(result.scores))
 
 
 def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name, inert_model, tmp_path, capsys):
@@ -229,8 +232,8 @@ def test_block_counts_come_from_the_model_and_the_head_from_the_data(model_name,
     from dsprof.search.build import block_count
     from dsprof.search.ground_truth import enumerate_plans, plan_macs
 
-    assert block_count(model_name, {}, RES) == N_BLOCKS  # tests/models/inert.py: five blocks
-    assert block_count("mobilenet_v2", {"depths": [1, 2, 1, 1, 1, 1, 1]}, RES) == 8
+    assert block_count(ModelRef.of(model_name, resolution=RES)) == N_BLOCKS  # tests/models/inert.py: five blocks
+    assert block_count(ModelRef.of("mobilenet_v2", options={"depths": [1, 2, 1, 1, 1, 1, 1]}, resolution=RES)) == 8
     g = torch.Generator().manual_seed(0)
     for split in ("train", "val"):
         for c in range(3):

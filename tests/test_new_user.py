@@ -128,7 +128,7 @@ def test_1_the_api_refuses_budgets_of_zero_too(lut_files):
         with pytest.raises(UsageError, match="above 0"):
             front.choose(**budget)
     with pytest.raises(UsageError, match="above 0"):
-        plan_to_file(LABEL, lut_path, resolution=32, speedup=0.0, max_span=2)
+        plan_to_file(ModelRef.of(LABEL, resolution=32), lut_path, speedup=0.0, max_span=2)
     from dsprof.search import search
 
     with pytest.raises(UsageError, match="above 0"):  # refused before any training (importance fine-tunes first)

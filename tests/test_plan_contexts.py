@@ -326,8 +326,8 @@ def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
     records = [Path(luts[b]).parent / f"{b}.jsonl" for b in BACKENDS]
     several = tmp_path / "several" / "front.json"
     several.parent.mkdir()
-    outcome = plan_contexts_to_file(NAME, [luts[b] for b in BACKENDS], out=several, options=OPTIONS,
-                                    resolution=RESOLUTION, max_span=MAX_SPAN)
+    outcome = plan_contexts_to_file(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
+                                    [luts[b] for b in BACKENDS], out=several, max_span=MAX_SPAN)
     report = dsprof.report(records, tmp_path / "report", fronts=[several])
     plots = tmp_path / "report" / "plots"
     cross = pd.read_csv(plots / "devices_front_cross.csv")
@@ -350,8 +350,8 @@ def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
     # the same fronts as two files of one context each: overlaid too (no cross table without a file over both)
     singles = []
     for b in BACKENDS:
-        singles.append(plan_to_file(NAME, luts[b], out=tmp_path / f"{b}.front.json", options=OPTIONS,
-                                    resolution=RESOLUTION, max_span=MAX_SPAN).paths[0])
+        singles.append(plan_to_file(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), luts[b],
+                                    out=tmp_path / f"{b}.front.json", max_span=MAX_SPAN).paths[0])
     dsprof.report(records, tmp_path / "report2", fronts=singles)
     svgs = sorted((tmp_path / "report2" / "plots").glob("devices_*"))
     assert [p.suffix for p in svgs] == [".csv", ".png", ".svg"]

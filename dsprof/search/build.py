@@ -60,30 +60,27 @@ def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
 
 
 def build_model(
-    name: str | nn.Module | ModelRef,
+    model: str | nn.Module | ModelRef,
     *,
-    options: dict[str, Any] | None = None,
-    resolution: int | None = None,
     num_classes: int = IMAGENET_CLASSES,
     weights: bool | str | Path | None = None,
 ) -> nn.Module:
-    """``get_model(name)`` with ``num_classes`` outputs and starting ``weights``: None/False (random),
+    """``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its options, resolution and weights) built with
+    ``num_classes`` outputs and starting ``weights`` (None: the reference's): None/False (random),
     True or ``"pretrained"`` (torchvision/timm weights; the classifier is re-initialised when
     ``num_classes`` is not ImageNet's `IMAGENET_CLASSES`), or the path of a local state dict or dsprof training checkpoint.
-    ``name`` may be anything `ModelRef.of` takes: a module passed as an object is copied (training never changes
-    it), ``weights`` (a checkpoint) loaded into the copy and its classifier given ``num_classes`` outputs."""
-    if not isinstance(name, str):
-        ref = ModelRef.of(name, options=options, resolution=resolution)
-        if not ref.is_module:
-            return build_model(ref.entry, options=ref.options, resolution=ref.resolution, num_classes=num_classes,
-                               weights=weights if weights is not None else ref.weights)
+    A module passed as an object is copied (training never changes it), ``weights`` (a checkpoint) loaded into the
+    copy and its classifier given ``num_classes`` outputs."""
+    ref = ModelRef.of(model)
+    if ref.is_module:
         if weights is True or weights == "pretrained":
             raise UsageError("weights: a module passed as an object has no published weights; give a checkpoint's path")
-        model = copy.deepcopy(ref.module)
+        net = copy.deepcopy(ref.module)
         if weights:
-            load_checkpoint(model, weights)
-        return replace_classifier(model, num_classes).eval()
-    options = dict(options or {})
+            load_checkpoint(net, weights)
+        return replace_classifier(net, num_classes).eval()
+    name, options, resolution = ref.entry, dict(ref.options), ref.resolution
+    weights = weights if weights is not None else ref.weights
     if weights is True or weights == "pretrained":
         model = get_model(name, resolution=resolution, pretrained=True, **options)
         if num_classes != IMAGENET_CLASSES:
@@ -95,16 +92,16 @@ def build_model(
     return model
 
 
-def block_count(model: str | nn.Module | ModelRef, options: dict[str, Any] | None, resolution: int) -> int:
-    """The number of blocks (`find_blocks`) of the registered ``model`` with ``options`` at ``resolution``, for
-    callers that have no model built: counted once per process on the model with its own classifier (a head of
-    another size changes no block); a module passed as an object (or its `ModelRef`) is counted as it is."""
-    if not isinstance(model, str):
-        ref = ModelRef.of(model, options=options)
-        if ref.is_module:
-            return len(find_blocks(ref.module, (resolution, resolution)))
-        model, options = ref.entry, ref.options
-    return _block_count(model, json.dumps(options or {}, sort_keys=True), resolution)
+def block_count(model: str | nn.Module | ModelRef) -> int:
+    """The number of blocks (`find_blocks`) of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its
+    options and resolution) at its input size, for callers that have no model built: a registered model is counted
+    once per process on the model with its own classifier (a head of another size changes no block); a module passed
+    as an object (or its `ModelRef`) is counted as it is."""
+    ref = ModelRef.of(model)
+    size = ref.input_size
+    if ref.is_module:
+        return len(find_blocks(ref.module, size))
+    return _block_count(ref.entry, json.dumps(ref.options, sort_keys=True), size[0])
 
 
 @functools.lru_cache(maxsize=16)

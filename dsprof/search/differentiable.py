@@ -48,8 +48,7 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
     try:
         seed_all(config.seed)
         splits = load_data(req.data, req.resolution)
-        base = build_model(req.model, options=req.options, resolution=req.resolution, num_classes=splits.num_classes,
-                           weights=req.weights)
+        base = build_model(req.ref, num_classes=splits.num_classes, weights=req.weights)
         req.k(len(find_blocks(base, (req.resolution, req.resolution))))  # refused where nothing is left to choose
         bw = decay_weights(base, req)
         gated = gate_model(base, keep, input_size=(req.resolution, req.resolution), init=req.gates.score_init)

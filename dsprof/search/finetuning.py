@@ -152,7 +152,8 @@ def finetune(
     try:
         seed_all(config.seed)
         splits = load_data(data, resolution)
-        original = build_model(source, options=options, resolution=resolution, num_classes=splits.num_classes, weights=weights)
+        original = build_model(ModelRef.of(source, options=options, resolution=resolution),
+                               num_classes=splits.num_classes, weights=weights)
         student, kind, notes = _student(original, plan, resolution, ds_plus, layer_pruning)
         before_epoch = _linear_phase(student, config, linear_epochs) if ds_plus else None
         loss_fn = _finetune_loss(_teacher(original, rt) if teacher else None, teacher.alpha if teacher else 0.5,

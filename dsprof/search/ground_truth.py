@@ -152,14 +152,14 @@ def enumerate_plans(
     ``config`` once per seed (``config.seed`` replaced), no distillation; record accuracy, MACs and,
     with ``lut``, the predicted latency (seconds per batch of the LUT's context)."""
     config = config or TrainConfig(epochs=2, lr=0.02)
-    n = block_count(model, options, resolution)
+    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
+    n = block_count(ref)
     num_classes = load_data(data, resolution).num_classes
     keeps = list(keeps) if keeps is not None else all_keeps(n, k)
     outcomes = []
     pricer = None
     if lut is not None:  # the model's pieces read once, each plan a sum (as `dsprof predict` prices it)
         pricer = Pricer(prices_of(ModelRef.of(model, options=options, resolution=resolution), lut))
-    ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
     for i, keep in enumerate(keeps):
         plan = Plan(model, keep, options)
         accs = []

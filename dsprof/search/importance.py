@@ -69,8 +69,8 @@ def search_importance(req: SearchRequest) -> SearchResult:
         if req.lut is not None or req.keep is None:
             choose_point(planner_front(req), req)
         seed_all(config.seed)
-        inp = proxy_input(req.model, proxy, options=req.options, weights=req.weights, data=req.data,
-                          resolution=req.resolution, settings=req.proxy_settings, config=config, device=rt.device)
+        inp = proxy_input(req.ref, proxy, weights=req.weights, data=req.data, settings=req.proxy_settings,
+                          config=config, device=rt.device)
         n = len(inp.blocks)
         if req.lut is None:
             req.k(n)

@@ -58,8 +58,8 @@ def measure_importance(
     fine-tuned with ``config`` (default 1 epoch, lr 0.02) per seed, against the original fine-tuned
     alike (so that the fine-tuning itself is not counted as the block's importance)."""
     config = config or TrainConfig(**DEFAULT_FINETUNE)
-    n = block_count(model, options, resolution)
     ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
+    n = block_count(ref)
     common = dict(model=ref, data=data, check_merge=False, run=TrainRun(device))
     base, per_block = [], [[] for _ in range(n)]
     for seed in seeds:

@@ -17,6 +17,7 @@ from torch import nn
 from ..constants import DEFAULT_MAX_SPAN
 from ..errors import UsageError
 from ..io import atomic_write_text
+from ..models import ModelRef
 from ..records.plan import Plan
 from .gates import resolve_k
 from .objective import BlockWeights, block_weights
@@ -56,6 +57,11 @@ class SearchRequest:
     method: str = "importance"
     proxy: str | None = None  # the importance search's proxy (`proxies.PROXIES`); None: `proxies.DEFAULT_PROXY`
     proxy_settings: ProxySettings | None = None  # None: the defaults with config's seed and batch size
+
+    @property
+    def ref(self) -> ModelRef:
+        """The model to train as one reference: ``model`` with ``options``, at the training ``resolution``."""
+        return ModelRef.of(self.model, options=self.options, resolution=self.resolution)
 
     def required_keep(self) -> int | float:
         """``keep``, for a method that needs it given."""

@@ -43,7 +43,7 @@ from ..errors import UsageError, look_up
 from ..names import DEFAULT_PROXY
 from ..merging import linearize_block, linearize_model
 from ..records.plan import Plan
-from ..models import find_blocks, input_size_of, model_identity, own_chains, replace_block
+from ..models import ModelRef, find_blocks, input_size_of, model_identity, own_chains, replace_block
 from ..models.build import ClassCountError
 from .build import build_model, replace_classifier
 from .data import DataSplits, load_data
@@ -399,11 +399,12 @@ def block_importance(proxy: str, model: nn.Module, data: DataSplits, block: int,
     return score_blocks(proxy, inp, [block]).scores[0]
 
 
-def proxy_input(model: Any, proxy: str, *, options: dict[str, Any] | None = None, weights: bool | str | Path | None = None,
-                data: str | Path = "digits", resolution: int, settings: ProxySettings | None = None,
-                config: TrainConfig | None = None, device: str | torch.device = "cpu") -> ProxyInput:
-    """What ``proxy`` scores: the registered ``model`` built for ``data``'s classes from ``weights`` (True or
-    "pretrained": the library's; a path: a local checkpoint), the data at ``resolution`` pixels. A checkpoint
+def proxy_input(model: Any, proxy: str, *, weights: bool | str | Path | None = None, data: str | Path = "digits",
+                settings: ProxySettings | None = None, config: TrainConfig | None = None,
+                device: str | torch.device = "cpu") -> ProxyInput:
+    """What ``proxy`` scores: ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its options and the
+    resolution it is trained at) built for ``data``'s classes from ``weights`` (None: the reference's; True or
+    "pretrained": the library's; a path: a local checkpoint), the data at the model's resolution. A checkpoint
     whose classifier has other classes than the data serves the proxies that need no labels as it is, gets a
     classifier made afresh for those that train, and is refused for the others (zero-shot, taylor: their labels
     would index another classifier). ``settings`` default: the
@@ -411,16 +412,17 @@ def proxy_input(model: Any, proxy: str, *, options: dict[str, Any] | None = None
     chosen = get_proxy(proxy)
     config = config or TrainConfig(**DEFAULT_FINETUNE)
     settings = settings or ProxySettings(seed=config.seed, batch_size=config.batch_size)
+    ref = ModelRef.of(model)
+    resolution, weights = ref.input_size[0], weights if weights is not None else (ref.weights or None)
     splits = load_data(data, resolution)
-    build = dict(options=options, resolution=resolution, weights=weights)
     try:
-        net = build_model(model, num_classes=splits.num_classes, **build)
+        net = build_model(ref, num_classes=splits.num_classes, weights=weights)
     except ClassCountError as exc:
         if chosen.labels and not chosen.trains:
             raise UsageError(f"{exc.fact} (the classes of {data}): the {proxy} proxy reads labels of the data's "
                              "classes; give data with the checkpoint's classes, or `proxy='logit-distance'` (no labels)"
                              ) from None
-        net = build_model(model, num_classes=exc.num_classes, **build)
+        net = build_model(ref, num_classes=exc.num_classes, weights=weights)
         if chosen.labels:  # a proxy that trains: a classifier for the data's classes, made afresh
             replace_classifier(net, splits.num_classes)
     if chosen.labels and not chosen.trains and weights in (True, "pretrained") and splits.num_classes != IMAGENET_CLASSES:

@@ -13,7 +13,7 @@ __all__ = ["search_random"]
 def search_random(req: SearchRequest) -> SearchResult:
     """A plan that keeps k blocks drawn with seed ``req.config.seed`` (no training)."""
     seed = req.config.seed
-    n = block_count(req.model, req.options, req.resolution)
+    n = block_count(req.ref)
     k = req.k(n)
     plan = Plan(
         req.model, random_keep(n, k, seed), req.options, name=req.name or f"random-k{k}-s{seed}",

@@ -64,8 +64,8 @@ def importance(
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
-        inp = proxy_input(model, proxy, options=options, weights=weights, data=data, resolution=resolution,
-                          settings=settings, config=config, device=rt.device)
+        inp = proxy_input(ModelRef.of(model, options=options, resolution=resolution), proxy, weights=weights,
+                          data=data, settings=settings, config=config, device=rt.device)
         scored = score_blocks(proxy, inp)
         record = importance_record(scored, inp)
         if out is not None and rt.is_main:

@@ -105,15 +105,15 @@ def is_merged_model(source: Any) -> bool:
     return isinstance(source, (str, Path)) and str(source).endswith(".pt")
 
 
-def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | None = None,
-                plans: Sequence[Any] = (), lut: Any = None,
+def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (), lut: Any = None,
                 device_key: Any = None, merge_by: str | None = None, accept_modified: bool = False,
                 **context: Any) -> tuple[dict[str, nn.Module], tuple[Merges, ...]]:
-    """The whole models that ``plans`` add to a run of ``model``: presets, plan files or `Plan`\\ s (each named after
-    its plan or file), and merged-model files (``.pt``, `dsprof merge --out`, named after the file); and the
-    merges each plan's model was built with: its own list, else ``lut``'s rule in the LUT context ``device_key`` (or
-    the one that the run's ``context`` -- backend, dtype, batch -- picks), else MACs with ``merge_by="macs"``. A
-    plan no rule can decide is refused before any model is merged."""
+    """The whole models that ``plans`` add to a run of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its
+    name, options and resolution, and one that holds its module, `ModelRef.built`, is not built again): presets, plan
+    files or `Plan`\\ s (each named after its plan or file), and merged-model files (``.pt``, `dsprof merge --out`,
+    named after the file); and the merges each plan's model was built with: its own list, else ``lut``'s rule in the
+    LUT context ``device_key`` (or the one that the run's ``context`` -- backend, dtype, batch -- picks), else MACs
+    with ``merge_by="macs"``. A plan no rule can decide is refused before any model is merged."""
     merged_models = [p for p in plans if is_merged_model(p)]
     plans = [p for p in plans if not is_merged_model(p)]
     if not plans and not merged_models:
@@ -133,10 +133,11 @@ def plan_models(model: nn.Module, name: str, *, options: Mapping[str, Any] | Non
     merges = []
     if loaded:
         key = lut.resolve(device_key, **context) if lut is not None else None
-        rule = merge_rule(ModelRef.of(model, name=name, options=options), lut=lut, device=key, merge_by=merge_by)
+        ref = ModelRef.of(model).built()
+        rule = merge_rule(ref, lut=lut, device=key, merge_by=merge_by)
         for named, (_, plan) in loaded:
             decided = rule.decide(plan)
-            extra[named] = merge_model(model, decided.plan)
+            extra[named] = merge_model(ref.build(), decided.plan)
             merges.append(decided)
     for path in merged_models:
         extra[Path(path).stem] = load_merged(path)
@@ -194,10 +195,9 @@ def measure(
         raise UsageError("`remote=` times fp32 bundles: drop `settings=BackendSettings(dtype=, channels_last=True)`")
     if not host:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
-    ref = ModelRef.of(model, **moved.get("model", {}))
+    ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the run
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
-    extra, merges = plan_models(net, name, options=options, plans=plans, lut=merge.lut,
-                                device_key=merge.device_key, merge_by=merge.merge_by,
+    extra, merges = plan_models(ref, plans=plans, lut=merge.lut, device_key=merge.device_key, merge_by=merge.merge_by,
                                 accept_modified=merge.accept_modified, backend=settings.backend, dtype=settings.dtype,
                                 batch=batch)
     if host:
@@ -210,8 +210,7 @@ def measure(
         return Measured(None, merges, {}, imported)
     if calibrate:
         check_calibration_request(net, workloads)
-    request = MeasureRequest(ModelRef.of(net, name=name, options=options, resolution=resolution), extra, settings,
-                             batch, workloads, timing, out, resume, overwrite)
+    request = MeasureRequest(ref, extra, settings, batch, workloads, timing, out, resume, overwrite)
     with open_session(request, progress=bool(progress), clock=clock, log=log) as session:
         try:
             session.time(session.todo)
@@ -257,10 +256,10 @@ def export(
         if workloads.in_situ:
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
-    ref = ModelRef.of(model, **moved.get("model", {}))
+    ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the bundle
     name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
-    extra, merges = plan_models(net, name, options=options, plans=[*plans, *merged_models], lut=lut,
-                                device_key=device_key, merge_by=merge_by, accept_modified=accept_modified, batch=batch)
+    extra, merges = plan_models(ref, plans=[*plans, *merged_models], lut=lut, device_key=device_key,
+                                merge_by=merge_by, accept_modified=accept_modified, batch=batch)
     result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,
                            batch=batch, out=out, **bundle)
     return result, merges

@@ -20,7 +20,6 @@ from ..lut.choice import Pricing
 from ..lut.table import LUT
 from ..models import nothing_to_merge
 from ..models.ref import ModelRef
-from ..models.registry import model_entry
 from ..planning.contexts import ContextFronts, plan_contexts
 from ..planning.front import Front, FrontPoint, LatencyBudget, check_budget, resolve_k
 from ..planning.minimax import Joint, JointPoint
@@ -64,22 +63,21 @@ class PlannedContexts:
     predicted: Mapping[Any, int] | None = None  # per context, its entries predicted from another's (not measured)
 
 
-def load_importance(path: str | Path, model: str | None = None, options: Mapping[str, Any] | None = None,
-                    resolution: int | None = None, weights: bool | str | Path | None = None) -> dict[int, float]:
+def load_importance(path: str | Path, model: str | ModelRef | None = None) -> dict[int, float]:
     """Per-block importance from a JSON file: what `dsprof importance` writes (refused when measured for another
-    model than ``model`` with ``options``, where given, with the `dsprof importance` that scores it for ``model``
-    from ``weights``; scored at another input size than ``resolution`` -- None:
-    the model's default --, an `ImportanceResolutionWarning` that says what differs), an object {block index: loss}
-    or a list, one loss per block."""
+    model than ``model`` -- a registered name, or a `ModelRef` with its options, resolution and weights; where given
+    --, with the `dsprof importance` that scores it for ``model`` from its weights; scored at another input size than
+    the model's -- its resolution, else its default --, an `ImportanceResolutionWarning` that says what differs), an
+    object {block index: loss} or a list, one loss per block. A model passed as a module is not checked."""
     path = Path(path)
     data = read_json(path, "importance file (JSON)", _BARE)
     if is_importance_record(data):
         record = read_importance(path)
-        if model is not None:
-            check_importance_model(record, model, dict(options or {}), path, weights)
+        ref = ModelRef.of(model) if model is not None else None
+        if ref is not None and ref.entry is not None:
+            check_importance_model(record, ref.entry, dict(ref.options), path, ref.weights)
 
-            size = resolution if resolution is not None else model_entry(model).default_resolution
-            note = importance_resolution_note(record, model, dict(options or {}), size, path)
+            note = importance_resolution_note(record, ref.entry, dict(ref.options), ref.input_size[0], path)
             if note is not None:
                 warnings.warn(note, stacklevel=2)  # an ImportanceResolutionWarning
         return {i: float(v) for i, v in enumerate(record["importance"])}
@@ -112,13 +110,12 @@ def plan_to_file(
     max_span: int | None = None,
     device: Any = None,
     method: str = "auto",
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     plan_out: str | Path | None = None,
     tie_break: TieBreak | float | None = None,
     unit: str = PLAN_UNITS[0],
 ) -> Planned:
-    """`plan_front`, then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
+    """`plan_front` of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its options and resolution),
+    then the plan for one budget (``keep`` blocks with activations -- a count, or a fraction
     of the blocks --, ``budget_ms`` or ``speedup``, each above 0; `Front.choose`). Writes the front to ``out`` (JSON, and CSV beside it) and the chosen plan to
     ``plan_out`` (default: ``out`` with ``.plan.json``), an ordinary plan file. With ``tie_break`` (a `TieBreak`, or
     its seconds), the plans of the chosen k tied with it are timed here and the measured best is the plan chosen
@@ -129,7 +126,7 @@ def plan_to_file(
     _check_unit(unit, importance, tie_break)
     tie_break = tie_break_of(tie_break, choosing=not (keep is None and budget_ms is None and speedup is None),
                              importance=importance)
-    model = ModelRef.of(model, options=options, resolution=resolution)
+    model = ModelRef.of(model)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     pricing = Pricing(device_key=device, method=method, max_span=max_span)
     with _nothing_to_plan(model):
@@ -182,7 +179,7 @@ def _inputs(importance: Any, model: ModelRef, out: str | Path | None,
     """The importance (read where a file is given, checked against a registered ``model`` at its resolution) and
     where the chosen plan goes, both output paths checked."""
     if isinstance(importance, (str, Path)):
-        importance = load_importance(importance, model.entry, model.options, model.resolution, model.weights)
+        importance = load_importance(importance, model)
     chosen_path = Path(plan_out) if plan_out is not None else (Path(out).with_suffix(".plan.json") if out else None)
     for path in (out, chosen_path):
         if path is not None:
@@ -207,20 +204,19 @@ def plan_contexts_to_file(
     keep: int | float | None = None,
     max_span: int | None = None,
     method: str = "auto",
-    options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     joint: str | Sequence[str] | None = None,
     objective: str = "worst",
     plan_out: str | Path | None = None,
 ) -> PlannedContexts:
-    """`dsprof plan` over every context of ``luts`` (a LUT, a file, or several): `plan_contexts`. Writes its JSON to
+    """`dsprof plan` of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its options and resolution)
+    over every context of ``luts`` (a LUT, a file, or several): `plan_contexts`. Writes its JSON to
     ``out`` (the fronts, the cross table and the plan for several contexts as CSV beside it:
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
         raise UsageError("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its plan, or "
                          "give `joint=CONTEXT,CONTEXT` for one plan for several")
-    model = ModelRef.of(model, options=options, resolution=resolution)
+    model = ModelRef.of(model)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
         fronts = plan_contexts(model, luts, importance=importance, max_span=max_span, method=method, joint=joint,
