@@ -34,7 +34,8 @@ old folder names, so earlier runs still ``--reuse``), the runtimes ``openvino`` 
 ``onnxruntime`` and ``torch`` (the checks then run OpenVINO's compiled model, or ``torch.compile``'s module, in the
 same plain loop), and ``--models issue46``: the second held-out set of `benchmarks/heldout_models.py` (``HELDOUT_46``:
 architectures no test or earlier benchmark uses, two of them with at most 8 blocks); ``--models issue46b`` the third
-(``HELDOUT_46B``, for the validation run after the timing loop's fix). The summary scores every plan and
+(``HELDOUT_46B``, for the validation run after the timing loop's fix); ``--models issue46c`` the fourth
+(``HELDOUT_46C``, for the first validation run with every check in a group of two). The summary scores every plan and
 the front plans on their own, overall and per resolution and per model size (small: at most 8 blocks).
 
     ../shared/tools/quiet-run -- .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvrE --seed 46 \\
@@ -63,7 +64,7 @@ from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import MethodFallbackWarning, prices_of
 from dsprof.planning.decide import Decider
 from dsprof.lut.pricer import Pricer
-from heldout_models import HELDOUT_46, HELDOUT_46B
+from heldout_models import HELDOUT_46, HELDOUT_46B, HELDOUT_46C
 from dsprof.merging import merge_model
 from dsprof.records.plan import Plan, load_plan
 from dsprof.merging.fold import fold_batchnorm
@@ -87,7 +88,8 @@ NEAR_BEST = 0.02  # the front within 2 % of the best random plan, or above it
 WITHIN = 0.10  # predicted speed-up within +-10 % of measured
 HALF_WIDTH = 0.08  # median half-width of the 95 % interval
 SMALL = 8  # issue #46: a model of at most this many blocks is small
-SETS = {"issue46": ",".join(HELDOUT_46), "issue46b": ",".join(HELDOUT_46B)}  # --models issue46, issue46b
+SETS = {"issue46": ",".join(HELDOUT_46), "issue46b": ",".join(HELDOUT_46B),  # --models issue46, issue46b, issue46c
+        "issue46c": ",".join(HELDOUT_46C)}
 
 
 def load() -> str:
