@@ -90,3 +90,21 @@ def test_every_block_of_a_library_model_merges_exactly_in_float64(name):
     with torch.no_grad():
         assert _max_rel(merged(x), linear(x)) <= 1e-9
     assert all(d.merged for d in merge_report(merged).decisions)
+
+
+def test_a_model_that_does_not_run_at_the_resolution_asked_says_so_in_one_line(tmp_path):
+    """A model made for one size (here a classifier over a fixed 32x32 grid; timm's EfficientFormer is one such at
+    64 px) fails inside torch.fx's shape propagation, which prints its own traceback: the user gets one line that
+    says what failed and to give a resolution the model takes, and no traceback."""
+    (tmp_path / "fixed.py").write_text(
+        "from torch import nn\n\n"
+        "def build(num_classes: int = 10):\n"
+        "    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),\n"
+        "                         nn.Conv2d(8, 8, 1), nn.Flatten(), nn.Linear(8 * 32 * 32, num_classes))\n")
+    spec = f"{tmp_path / 'fixed.py'}:build"
+    refused = dsprof_here("blocks", "--model-file", spec, "--resolution", "64")
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not run on a 64x64 px input" in lines[0] and "--resolution" in lines[0], lines
+    shown = dsprof_here("blocks", "--model-file", spec, "--resolution", "32")
+    assert shown.returncode == 0, shown.stderr
