@@ -257,6 +257,7 @@ def _saving(costs, i: int) -> float:
 
 def stage_explain(args, key: str, folder: Path, name: str, options: dict, fronts) -> list[dict]:
     from dsprof.profiler import TimingConfig
+    from dsprof.models import ModelRef
     from dsprof.profiler.explain import explain_block, load_explanation
 
     eager = _front_of(fronts, EAGER)
@@ -281,7 +282,7 @@ def stage_explain(args, key: str, folder: Path, name: str, options: dict, fronts
                 if not path.exists():
                     _need(path, args)
                     try:
-                        e = explain_block(name, block, model_options=options, resolution=args.resolution,
+                        e = explain_block(ModelRef.of(name, options=options, resolution=args.resolution), block,
                                           backend=backend, threads=1,
                                           timing=TimingConfig(budget_s=0.02 if args.smoke else 0.5),
                                           profile_calls=3 if args.smoke else 20)

@@ -225,7 +225,7 @@ def test_training_and_explaining_take_the_module(measured, tmp_path):
     assert tuned.merged_max_abs_diff < 1e-4  # the fine-tuned model, merged exactly
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())  # trained on a copy
 
-    explained = explain_block(net, "blocks.1", resolution=32, timing=TimingConfig(budget_s=0.02), profile_calls=2)
+    explained = explain_block(ModelRef.of(net, resolution=32), "blocks.1", timing=TimingConfig(budget_s=0.02), profile_calls=2)
     assert explained.model == "TinyConv" and explained.spec.startswith("inverted_residual") and explained.block_s > 0
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from dsprof.cli import main
+from dsprof.models import ModelRef
 from dsprof.profiler import TimingConfig
 from dsprof.portable.cpu_share import CpuShare
 from dsprof.profiler.explain import _cpu_signals, explain_block, format_explanation, load_explanation
@@ -20,8 +21,17 @@ QUICK = TimingConfig(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.05, first_
                      min_samples=3, max_samples=5, budget_s=0.02, min_sample_s=0.0)
 
 
+def test_the_keywords_of_before_name_the_one_model_reference_with_a_warning():
+    with pytest.warns(DeprecationWarning, match=r"explain_block\(resolution=\) is now .*explain_block\(model=ModelRef.of\(resolution=\)\)"):
+        e = explain_block("mobilenet_v2", "features.2", resolution=64, timing=QUICK, profile_calls=2)
+    # the same block as through the reference: its input 16 x 32 x 32 at 64 px (the module docstring)
+    assert e.spec.startswith("inverted_residual(cin=16,hidden=96,cout=24,k=3,s=2") and "in=32x32" in e.spec
+    with pytest.raises(TypeError, match="model_option"):
+        explain_block("mobilenet_v2", "features.2", model_option={})
+
+
 def test_torch_operators_of_features_2(tmp_path):
-    e = explain_block("mobilenet_v2", "features.2", resolution=64, timing=QUICK, profile_calls=3)
+    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", timing=QUICK, profile_calls=3)
     alone = e.operators[e.operators.alone_s.notna()]
     # the leaf operators in execution order, each with the input it gets inside the block
     assert list(alone.operator) == ["Conv2d conv.0.0", "ReLU6 conv.0.2", "Conv2d conv.1.0", "ReLU6 conv.1.2", "Conv2d conv.2"]
@@ -41,7 +51,7 @@ def test_torch_operators_of_features_2(tmp_path):
 
 
 def test_onnxruntime_profile_of_features_2():
-    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="onnxruntime", timing=QUICK, profile_calls=3)
+    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="onnxruntime", timing=QUICK, profile_calls=3)
     convs = e.operators[e.operators.operator.str.startswith("Conv")]
     assert len(convs) == 3  # ONNX Runtime fuses each Clip into its Conv: the block's three convolutions remain
     assert "1x16x32x32" in set(convs["shape"])
@@ -61,7 +71,7 @@ def test_cli_explain(tmp_path, capsys):
 
 @pytest.mark.openvino
 def test_openvino_counters_show_which_layers_it_fused():
-    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="openvino", timing=QUICK, profile_calls=3)
+    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="openvino", timing=QUICK, profile_calls=3)
     ops = e.operators
     # features.2: a 1x1 expansion, a 3x3 depthwise and a 1x1 projection convolution; ReLU6 (ONNX Clip, OpenVINO
     # Clamp) after the first two. OpenVINO's CPU plugin runs an activation inside the convolution before it (a
@@ -78,7 +88,7 @@ def test_openvino_counters_show_which_layers_it_fused():
 
 
 def test_torch_compile_kernels_are_named_after_what_they_fuse():
-    e = explain_block("mobilenet_v2", "features.2", resolution=64, backend="torch-compile", timing=QUICK,
+    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="torch-compile", timing=QUICK,
                       profile_calls=3)
     kernels = [o for o in e.operators.operator if "cpp_fused_" in o]  # Inductor's generated C++ kernels
     assert kernels and f"Inductor generated {len(kernels)} kernel(s)" in e.finding

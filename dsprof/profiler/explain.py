@@ -40,7 +40,8 @@ from ..merging.fold import fold_batchnorm
 from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef
 from .backends import BackendSettings, get_backend
 from ..portable.cpu_share import CpuShare
-from .runner import DEFAULT_CPU_THREADS
+from .runner import DEFAULT_CPU_THREADS, MODEL_KEYWORDS
+from .._moved import moved_keywords
 from .timing import TimingConfig, time_interleaved
 from ..io import atomic_write_text, read_json
 from .backends.torch_compile import own_frame
@@ -310,27 +311,28 @@ def _finding(e: BlockExplanation) -> str:
 
 
 def explain_block(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     block: str = "features.2",
     *,
-    name: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     backend: str = "torch",
     threads: int | None = None,
     batch: int = 1,
     timing: TimingConfig = TimingConfig(budget_s=0.5),
     profile_calls: int = 20,
+    **old: Any,
 ) -> BlockExplanation:
     """Explain one block's latency on the CPU: the block timed as a unit, its per-operator profile
-    and its operators timed alone (see the module docstring). ``block`` is the block's module name
+    and its operators timed alone (see the module docstring). ``model`` is anything `ModelRef.of` takes (a
+    `ModelRef` carries its name, options and resolution); ``block`` is the block's module name
     (`dsprof blocks` lists them); ``backend`` is one of `EXPLAIN_BACKENDS` (``torch-compile`` in its
     ``default`` mode); ``threads`` defaults to `DEFAULT_CPU_THREADS`. BatchNorm is folded, as in every timed
-    module."""
+    module. The keywords of before (``name=``, ``model_options=``, ``resolution=``) still work for a release, with a
+    `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.profiler.explain.explain_block", old, MODEL_KEYWORDS).get("model", {})
     if backend not in EXPLAIN_BACKENDS:
         raise UsageError(f"explain supports `backend=` {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
-    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution)
+    ref = ModelRef.of(model, **moved)
     options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     blocks = find_blocks(net)
