@@ -46,3 +46,24 @@ def test_each_plan_is_built_then_timed_with_the_original_in_a_group_of_two_seede
     assert len(pairs) == 3 and all(len(o) == len(p) == 3 for o, p in pairs)  # (original's, plan's) samples, a round each
     assert all(s >= 0 for o, p in pairs for s in o + p)
 
+
+
+def test_identical_plans_are_pooled_before_the_front_is_scored_against_the_best():
+    """planner_vs_random's `near_best` and `below_median`: a random plan that deploys what the front deploys is the front
+    checked again. Worked by hand: the front (plan A) checked at 1.00x, three copies of A at 1.05, 0.98 and 1.10x, a
+    different plan B at 1.01 and 1.03x. Pooled, the front is the median of its four checks, 1.025x, B 1.02x: the front
+    is the best. As checked, the best random row is a copy of A at 1.10x, and the front (1.00x) would miss it by 9 %."""
+    pvr = load_script("planner_vs_random")
+    a, b = "[[0, 1], null, null, null]", "[[1, 0], null, null, null]"
+    row = {"front": {"plan": "front-k1", "content": a, "measured": 1.00},
+           "random": [{"plan": f"random-k1-{i}", "content": c, "measured": m}
+                      for i, (c, m) in enumerate([(a, 1.05), (a, 0.98), (a, 1.10), (b, 1.01), (b, 1.03)])]}
+    assert pvr.pooled(row) == (1.025, [1.02])
+    assert pvr.near_best(row) and not pvr.below_median(row)
+    assert row["front"]["measured"] < max(r["measured"] for r in row["random"]) * (1 - pvr.NEAR_BEST)  # as checked
+    # B better than the pooled front by more than 2 %: missed, and below the median of the plans that differ
+    row["random"][3]["measured"], row["random"][4]["measured"] = 1.06, 1.08
+    assert not pvr.near_best(row) and pvr.below_median(row)
+    # a k whose random plans are all the front: met, never below
+    only = {"front": row["front"], "random": row["random"][:3]}
+    assert pvr.near_best(only) and not pvr.below_median(only)
