@@ -108,3 +108,19 @@ def test_a_model_that_does_not_run_at_the_resolution_asked_says_so_in_one_line(t
     assert len(lines) == 1 and "does not run on a 64x64 px input" in lines[0] and "--resolution" in lines[0], lines
     shown = dsprof_here("blocks", "--model-file", spec, "--resolution", "32")
     assert shown.returncode == 0, shown.stderr
+
+
+def test_a_convolution_that_standardises_its_weights_is_refused_not_merged_wrong():
+    """timm's StdConv2d (BiT) and ScaledStdConv2d (NFNet) standardise their weights in forward: merging the stored weight
+    would compute another function. Such a chain is refused, naming the class; the same chain of nn.Conv2d is a block."""
+    from timm.layers import StdConv2d
+    from torch import nn
+
+    def chain(conv):
+        return nn.Sequential(conv(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), conv(8, 8, 3, padding=1),
+                             nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1), nn.BatchNorm2d(8))
+
+    plain = discover_blocks(chain(nn.Conv2d).eval(), input_size=(16, 16))
+    assert len(plain.blocks) == 1 and not plain.refusals
+    std = discover_blocks(chain(StdConv2d).eval(), input_size=(16, 16))
+    assert not std.blocks and "StdConv2d computes its own forward" in std.nothing

@@ -121,7 +121,18 @@ class UnitNodes:
         return self.act is not None or self.act_in_norm is not None
 
 
+#: Subclasses of nn.Conv2d whose own forward only pads (TensorFlow 'SAME', `dsprof.models.padding`) and then applies the
+#: stored weight: they merge as any convolution.
+PADDING_ONLY_CONVS = ("Conv2dSame", "Conv2dSameExport")
+
+
 def conv_problem(conv: nn.Conv2d) -> str | None:
+    kind = type(conv)
+    if kind.forward is not nn.Conv2d.forward and kind.__name__ not in PADDING_ONLY_CONVS:
+        # e.g. timm's StdConv2d / ScaledStdConv2d (NFNet, BiT): weights standardised in forward, which merging the
+        # stored weight would silently get wrong
+        return (f"{kind.__name__} computes its own forward (e.g. standardises its weights): dsprof merges convolutions "
+                "that apply their stored weight (nn.Conv2d, timm's Conv2dSame)")
     if conv.dilation != (1, 1):
         return f"dilated convolution (dilation {conv.dilation}) is not merged by dsprof"
     if conv.padding_mode != "zeros":
