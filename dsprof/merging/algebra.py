@@ -3,7 +3,8 @@
 A `LinearConv` is one affine convolution (weight, bias, stride, padding, dilation, groups). Two of
 them compose into one (`compose_convs`): kernel ``(k2 - 1) * d2 * s1 + (k1 - 1) * d1 + 1``
 (``(k2 - 1) * s1 + k1`` without dilation), stride ``s1 * s2``, bias carried through. A skip
-connection folds into the tap that reads the output's own pixel (`add_residual`).
+connection folds into the tap that reads the output's own pixel (`add_residual`); so does the input a Ghost
+module concatenates before its cheap operation's output (`concat_input`).
 
 **Padding convention.** The composite pads the *input* by ``p1 + s1 * p2`` on each side; it equals
 "pad the input once, then run both convolutions without padding" -- the *padding-in-front* form.
@@ -39,6 +40,7 @@ __all__ = [
     "compose_convs",
     "compose_all",
     "add_residual",
+    "concat_input",
     "apply_conv",
     "pad_input",
     "tf_same_padding",
@@ -245,6 +247,39 @@ def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> Linear
         raise MergeError("a shortcut convolution folds only into a dense (groups=1) merged convolution")
     weight[:, :, ti, tj] += tap
     return replace(conv, weight=weight, bias=bias + shortcut.bias.double())
+
+
+def concat_input(conv: LinearConv, keep: int) -> LinearConv:
+    """``cat([x, conv(x)], dim=1)[:, :keep]`` as one dense convolution (a Ghost module's output, its cheap
+    operation ``conv`` read from the primary convolution's output ``x``).
+
+    ``conv`` must keep the map's size: stride 1, no dilation, an odd square kernel k, padded by k // 2 on every side
+    (or TF 'SAME', the same at stride 1), or not at all (the padding-in-front form, where the input is cropped by
+    k // 2 to the cheap operation's output). The input's channels are the identity at the kernel's centre tap, the
+    tap that reads the output's own pixel in both forms; its bias is zero. Exact: every weight is copied or 1.
+    """
+    k = conv.kernel_size
+    if conv.stride != (1, 1) or conv.dilation != (1, 1) or k[0] != k[1] or k[0] % 2 == 0:
+        raise MergeError(
+            f"a concatenation after its own input needs a stride-1, undilated, odd square kernel; got kernel {k}, "
+            f"stride {conv.stride}, dilation {conv.dilation}"
+        )
+    c = k[0] // 2
+    if conv.padding not in (TF_SAME, (0, 0, 0, 0), (c, c, c, c)):
+        raise MergeError(f"padding {conv.padding} changes the map's size, so the input cannot be concatenated with "
+                         f"the output of the {k[0]}x{k[1]} convolution")
+    cin, cout = conv.in_channels, conv.out_channels
+    if not 0 < keep <= cin + cout:
+        raise MergeError(f"cannot keep {keep} of the {cin} + {cout} concatenated channels")
+    weight = torch.zeros(cin + cout, cin, *k, dtype=torch.float64)
+    weight[torch.arange(cin), torch.arange(cin), c, c] = 1.0
+    w = conv.weight.double()
+    for i in range(k[0]):
+        for j in range(k[1]):
+            weight[cin:, :, i, j] = _dense(w[:, :, i, j], conv.groups)
+    bias = torch.cat([torch.zeros(cin, dtype=torch.float64), conv.bias.double()])
+    padding = (c, c, c, c) if conv.padding == TF_SAME else conv.padding
+    return replace(conv, weight=weight[:keep].contiguous(), bias=bias[:keep].contiguous(), padding=padding, groups=1)
 
 
 def tf_same_padding(

@@ -18,6 +18,7 @@ from .algebra import (
     add_residual,
     apply_conv,
     compose_all,
+    concat_input,
     conv_from_module,
     fold_bn,
     output_size,
@@ -26,7 +27,7 @@ from ..models import Block
 from ..models.counting import conv_macs
 from ..models.padding import as_pair, conv_padding
 from ..models.ownership import shortcut_parts
-from .layers import BorderBias, MergedConv, ZeroPad, conv_module
+from .layers import BorderBias, ConcatInput, MergedConv, ZeroPad, conv_module
 from .linearize import Linearized
 from .spans import SpanLinearized
 
@@ -56,10 +57,30 @@ class BlockMergeInfo:
 
 def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None]:
     """The block's convolutions with their BatchNorms folded (eval-mode numerics), float64, and the
-    shortcut convolution (None for identity or no skip). Refuses anything else inside the body."""
+    shortcut convolution (None for identity or no skip). A Ghost module's concatenation (`ConcatInput`) is one
+    convolution (`concat_input`). Refuses anything else inside the body."""
+    convs = _folded(block.body)
+    shortcut = None
+    if block.has_skip and not isinstance(block.shortcut, nn.Identity):
+        parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
+        if parts is None:
+            raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
+        shortcut = conv_from_module(parts[0])
+        if len(parts) == 2:
+            shortcut = fold_bn(shortcut, parts[1])
+    return convs, shortcut
+
+
+def _folded(body: nn.Module) -> list[LinearConv]:
+    """The convolutions of a linearised body, their BatchNorms folded, float64."""
     convs: list[LinearConv] = []
-    for module in block.body:
-        if isinstance(module, nn.Conv2d):
+    for module in body:
+        if isinstance(module, ConcatInput):
+            inner = _folded(module.inner)
+            if len(inner) != 1:
+                raise MergeError("a concatenation after its input holds one convolution (with its BatchNorm)")
+            convs.append(concat_input(inner[0], module.keep))
+        elif isinstance(module, nn.Conv2d):
             convs.append(conv_from_module(module))
         elif isinstance(module, nn.BatchNorm2d):
             if not convs:
@@ -75,15 +96,7 @@ def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None
                 f"{type(module).__name__} between the convolutions: an activation left in between makes the block "
                 "non-linear, so it cannot merge into one convolution (the plan must mark it 0 to remove it)"
             )
-    shortcut = None
-    if block.has_skip and not isinstance(block.shortcut, nn.Identity):
-        parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
-        if parts is None:
-            raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
-        shortcut = conv_from_module(parts[0])
-        if len(parts) == 2:
-            shortcut = fold_bn(shortcut, parts[1])
-    return convs, shortcut
+    return convs
 
 
 def linear_reference(block: Linearized, x: torch.Tensor, *, in_place: bool | None = None) -> torch.Tensor:

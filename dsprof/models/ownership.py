@@ -102,7 +102,7 @@ class _Discovery:
                 self.break_convs.append(u.conv)
                 continue
             user = g.single_user(u.out)
-            v = by_conv.get(user) if user is not None else None
+            v = by_conv.get(user) if user is not None else u.feeds  # a Ghost module: the cheap unit beside the cat
             if v is not None and not v.bad:
                 nxt[u] = v
             else:
@@ -316,6 +316,7 @@ class _Discovery:
             units.append(Unit(
                 g.module(u.conv), g.module(u.norm) if u.norm is not None else None,  # type: ignore[arg-type]
                 act_module, u.act_in_norm is not None and act_module is not None, str(u.conv.target), act_name or "none",
+                u.concat,
             ))
             if act_name:
                 act_names.append(act_name)
@@ -330,7 +331,8 @@ class _Discovery:
             if tail_node is not None:
                 tail = g.module(tail_node) if tail_node.op == "call_module" else functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
                 out = tail_node
-        convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups) for u in units)
+        convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups,
+                                u.concat) for u in units)
         styles = {padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
@@ -378,11 +380,13 @@ class _Discovery:
             return any(pp.startswith(path + ".") for pp in self.partial_paths)
 
         reported: list[str] = [*self.refused_paths, *self.partial_paths]  # they cover what is inside them
-        chains = {r.name for r in self.refusals}  # a module already refused (mixed padding): said once
-        for path, module in self.g.modules.items():
+        chains = {r.name for r in self.refusals}  # a module already refused (mixed padding, skip path): said once,
+        for path, module in self.g.modules.items():  # with the modules inside it (a Ghost bottleneck's Ghost modules)
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
                 continue
-            if path in chains or any(r == "" or path == r or path.startswith(r + ".") for r in reported):
+            if any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
+                continue
+            if any(r == "" or path == r or path.startswith(r + ".") for r in reported):
                 continue
             inside = self.under[path]
             brk = next(((n, r, nm) for n, r, nm in self.breaks if n in inside), None)
