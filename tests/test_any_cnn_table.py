@@ -48,6 +48,12 @@ READINGS = {
     # 15 'ir' blocks the chain conv_pw -> conv_dw, before the 'ds' block's the stem into its depthwise, and the last
     # projection into conv_head (no activation between): 17 chains, nothing refused (issue #47)
     ("timm", "efficientnet_b0"): (17, {"chain": 17}, {}),
+    # timm/models/ghostnet.py ghostnet_100: 16 GhostBottlenecks; a Ghost module's cat([x1, cheap(x1)])[:, :n] is part
+    # of a chain (issue #47). The 7 without SE and with an identity skip are one ghost block each, the 7 with SE give
+    # two (ghost1 before the gate, ghost2 after it), the 5 dw + 1x1 skip paths are depthwise-separable blocks; the 2
+    # without SE whose skip path is dw + 1x1 (not one convolution) are refused: 7 + 14 + 5 = 26
+    ("timm", "ghostnet_100"): (26, {"ghost": 21, "depthwise_separable": 5},
+                               {"skip path Conv2d -> BatchNorm2d -> Conv2d -> BatchNorm2d": 2}),
     # torchvision/models/resnet.py resnet50: Bottlenecks [3, 4, 6, 3], identity or projection skips, all blocks
     ("torchvision", "resnet50"): (16, {"bottleneck": 16}, {}),
 }
