@@ -3,12 +3,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsprof.models import BLOCK_KINDS, PADDING_STYLES, BlockSpec
-from dsprof.models.blockspec import ACTIVATION_NAMES, ConvShape
+from dsprof.models.blockspec import ACTIVATION_NAMES, CHAIN_KINDS, ConvShape
 
 positive = st.integers(min_value=1, max_value=100_000)
 named_specs = st.builds(
     BlockSpec,
-    kind=st.sampled_from([k for k in BLOCK_KINDS if k != "chain"]),
+    kind=st.sampled_from([k for k in BLOCK_KINDS if k not in CHAIN_KINDS]),
     in_channels=positive,
     hidden_channels=positive,
     out_channels=positive,

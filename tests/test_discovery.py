@@ -202,13 +202,12 @@ def ghostnet_100() -> Expected:
     # ghost1 (GhostModule: primary 1x1 + BN + ReLU, cheap depthwise 3x3 + BN + ReLU, cat, slice) -> [conv_dw + bn_dw
     # at stride 2] -> [SE] -> ghost2 (the same, no activation) + shortcut (empty, or dw k s + BN + 1x1 + BN where the
     # shape changes). The concatenation after its own input is part of the chain (issue #47):
-    # - no SE, identity skip (0.0, 2.0, 6.0, 6.1, 6.2, 8.0, 8.2): the whole bottleneck, 4 convolutions + x;
+    # - no SE (0.0, 1.0, 2.0, 5.0, 6.0, 6.1, 6.2, 8.0, 8.2): the whole bottleneck, 4 convolutions (5 with conv_dw at
+    #   stride 2) + its skip: the input, or (1.0, 5.0) the dw + 1x1 path, which merges with it;
     # - SE (3.0, 4.0, 6.3, 6.4, 7.0, 8.1, 8.3): ghost1 before the gate (at stride 2 conv_dw is alone between them) and
-    #   ghost2 after it, each a block of its own (no skip: the addition reads the bottleneck's input);
-    # - a dw + 1x1 skip path (1.0, 3.0, 5.0, 6.3, 7.0): the path is a depthwise-separable chain of its own; where the
-    #   bottleneck has no SE (1.0, 5.0) the bottleneck itself is refused for that skip path.
-    # A Ghost bottleneck is kind "ghost" (a chain with a concatenation); its Ghost modules inside a refused one are
-    # covered by that refusal.
+    #   ghost2 after it, each a block of its own (no skip: the addition reads the bottleneck's input); a dw + 1x1 skip
+    #   path there (3.0, 6.3, 7.0) is a depthwise-separable chain of its own.
+    # A Ghost bottleneck is kind "ghost" (a chain with a concatenation). Nothing is refused.
     G = "ghost"
     blocks: list[tuple[str, str, bool]] = []
     for name, se, projection in [("0.0", False, False), ("1.0", False, True), ("2.0", False, False),
@@ -218,12 +217,11 @@ def ghostnet_100() -> Expected:
                                  ("8.3", True, False)]:
         if se:
             blocks += [(f"blocks.{name}.ghost1", G, False), (f"blocks.{name}.ghost2", G, False)]
-        elif not projection:
+        else:
             blocks.append((f"blocks.{name}", G, True))
-        if projection:
+        if se and projection:
             blocks.append((f"blocks.{name}.shortcut", DS, False))
-    refused = [(f"blocks.{n}", ("skip path", "Conv2d -> BatchNorm2d -> Conv2d -> BatchNorm2d")) for n in ("1.0", "5.0")]
-    return Expected(blocks, refused)
+    return Expected(blocks, [])
 
 
 def csp(sppf: bool = True) -> Expected:

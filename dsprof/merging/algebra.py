@@ -213,7 +213,9 @@ def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> Linear
 
     Legal when the shortcut is a 1x1 convolution without padding (or the identity) with the same
     stride as ``conv``, and ``conv``'s padding is static with the top-left pad on a tap: then the
-    tap at (pad_top, pad_left) reads exactly the pixel the shortcut reads.
+    tap at (pad_top, pad_left) reads exactly the pixel the shortcut reads. A kxk shortcut (GhostNet's depthwise
+    then 1x1, composed) with static padding q folds in at offset (pad_top - q_top, pad_left - q_left), where its
+    taps read the pixels they read alone, when it fits inside ``conv``'s kernel.
     """
     if conv.padding == TF_SAME:
         raise MergeError(
@@ -236,16 +238,27 @@ def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> Linear
         idx = torch.arange(conv.out_channels)
         weight[idx, idx % per_in, ti, tj] += 1.0
         return replace(conv, weight=weight, bias=bias)
-    if shortcut.kernel_size != (1, 1) or shortcut.padding != (0, 0, 0, 0) or shortcut.dilation != (1, 1):
-        raise MergeError("only a 1x1 unpadded shortcut convolution folds into the centre tap")
+    if shortcut.padding == TF_SAME or shortcut.dilation != (1, 1):
+        raise MergeError("only an undilated shortcut with static padding folds into the block's convolution")
     if shortcut.stride != conv.stride:
         raise MergeError(f"shortcut stride {shortcut.stride} differs from the block's stride {conv.stride}")
     if (shortcut.in_channels, shortcut.out_channels) != (conv.in_channels, conv.out_channels):
         raise MergeError("shortcut channels differ from the block's")
-    tap = _dense(shortcut.weight.double()[:, :, 0, 0], shortcut.groups)
     if conv.groups != 1:
         raise MergeError("a shortcut convolution folds only into a dense (groups=1) merged convolution")
-    weight[:, :, ti, tj] += tap
+    kh, kw = shortcut.kernel_size
+    oi, oj = top - shortcut.padding[0], left - shortcut.padding[2]
+    if (kh, kw) == (1, 1) and shortcut.padding == (0, 0, 0, 0):
+        oi, oj = ti, tj  # the tap that reads the output's own pixel (any dilation)
+    elif conv.dilation != (1, 1):
+        raise MergeError("a shortcut with a kernel folds only into an undilated convolution")
+    if oi < 0 or oj < 0 or oi + kh > conv.kernel_size[0] or oj + kw > conv.kernel_size[1]:
+        raise MergeError(f"the shortcut's {kh}x{kw} kernel (padding {shortcut.padding}) does not fit inside the block's "
+                         f"{conv.kernel_size} kernel (padding {conv.padding})")
+    sw = shortcut.weight.double()
+    for i in range(kh):
+        for j in range(kw):
+            weight[:, :, oi + i, oj + j] += _dense(sw[:, :, i, j], shortcut.groups)
     return replace(conv, weight=weight, bias=bias + shortcut.bias.double())
 
 

@@ -64,10 +64,9 @@ def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None
     if block.has_skip and not isinstance(block.shortcut, nn.Identity):
         parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
         if parts is None:
-            raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
-        shortcut = conv_from_module(parts[0])
-        if len(parts) == 2:
-            shortcut = fold_bn(shortcut, parts[1])
+            raise MergeError("the shortcut is neither the identity nor convolutions (1x1 after the first), each with an "
+                             "optional BatchNorm")
+        shortcut = compose_all(_folded(parts))
     return convs, shortcut
 
 

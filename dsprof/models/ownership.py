@@ -118,6 +118,9 @@ class _Discovery:
                 chain.append(nxt[chain[-1]])
             self._chain(chain)
         first_conv = {str(n.target): g.order[n] for n in g.nodes if g.is_conv(n)}
+        # a chain that is another block's skip path (GhostNet's depthwise + 1x1) merges with that block, not alone
+        on_skips = {id(m) for b in self.blocks for m in b.shortcut or ()}
+        self.blocks = [b for b in self.blocks if not all(id(u.conv) in on_skips for u in b.units)]
         self.blocks.sort(key=lambda b: first_conv[b.units[0].conv_name])
         self._refuse_bare_gates()
         self._refuse_leftovers()
@@ -344,13 +347,16 @@ class _Discovery:
                 name, type(module).__name__, f"its skip path ({kinds}) is neither the identity nor a convolution with an "
                 "optional BatchNorm, so the block cannot merge into one convolution; its activations stay", chain[0].conv.name))
             return
-        projection = bool(shortcut)  # a convolution (and BatchNorm) on the skip path
+        projection = bool(shortcut)  # convolutions (and BatchNorms) on the skip path
+        skip = tuple(ConvShape(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0], m.groups)
+                     for m in (shortcut_parts(shortcut) or () if shortcut else ()) if isinstance(m, nn.Conv2d))
         shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
         h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
         distinct = sorted(set(act_names))
         act = distinct[0] if distinct else "none"  # blocks with two kinds: the first name (alphabetical)
         spec = BlockSpec.from_convs(
             convs, padding=styles.pop(), residual=shortcut is not None, projection=projection, in_h=h, in_w=w, act=act,
+            skip=skip,
         )
         self.blocks.append(Block(name, module, spec, tuple(units), shortcut, tail, x.name, out.name, site))  # type: ignore[union-attr]
 
@@ -426,9 +432,16 @@ def plain_pairs(chain: list) -> list[list]:
 
 
 def shortcut_parts(shortcut) -> list | None:
-    """A skip path's convolution and optional BatchNorm, the form that merges with its chain
-    (`dsprof.merging.block.folded_chain`); None for any other path. Identities (a BatchNorm already folded) drop out."""
+    """A skip path's convolutions, each with an optional BatchNorm, the form that merges with its chain
+    (`dsprof.merging.block.folded_chain`): one convolution, or several where every one after the first is 1x1,
+    stride 1 and unpadded (GhostNet's depthwise kxk then 1x1), so that the path as built is the composite of its
+    convolutions exactly. None for any other path. Identities (a BatchNorm already folded) drop out."""
     parts = [m for m in shortcut if not isinstance(m, nn.Identity)]
-    first, rest = (parts[0], parts[1:]) if parts else (None, [])
-    ok = isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)
-    return parts if ok else None
+    if not parts or not isinstance(parts[0], nn.Conv2d):
+        return None
+    for i, m in enumerate(parts[1:], 1):
+        if isinstance(m, nn.BatchNorm2d) and type(parts[i - 1]) is not nn.BatchNorm2d:
+            continue
+        if type(m) is not nn.Conv2d or m.kernel_size != (1, 1) or m.stride != (1, 1) or any(m.padding) or m.groups != 1:
+            return None
+    return parts
