@@ -18,6 +18,8 @@ from torch import nn
 from cli_run import dsprof_here
 from conftest import randomise_bn
 from dsprof.merging import concat_input, linearize_block, linearize_model, load_merged, merge_linearized, merge_report
+from dsprof.merging.block import deployed_unmerged
+from dsprof.merging.layers import ConcatInput
 from dsprof.merging.algebra import LinearConv, apply_conv, compose_convs, conv_from_module, fold_bn
 from dsprof.models import BlockSpec, discover_blocks, get_model, spec_macs
 from dsprof.models.blockspec import ConvShape
@@ -216,3 +218,21 @@ def test_ghostnet_blocks_and_merge_from_the_command_line(tmp_path):
     # merged, to 1e-9: tests/test_any_cnn_merge.py (ghostnet_100)
     with torch.no_grad():
         assert _rel(merged(x), linearize_model(model, plan).eval()(x)) <= 1e-4
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_ghost_block_left_unmerged_keeps_its_depthwise_and_concatenation(case):
+    """What the LUT's ``linear`` entry times (`deployed_unmerged`): the linearised block with its padding done by its
+    first convolution, the cheap convolution still depthwise (never the dense convolution of the merge)."""
+    build, _, _ = CASES[case]
+    torch.manual_seed(0)
+    model = randomise_bn(build()).double().eval()
+    (block,) = discover_blocks(model, (SIZES[0], SIZES[0])).blocks
+    linear = linearize_block(block).eval()
+    deployed = deployed_unmerged(linear)
+    cheap = [m.inner[0] for m in deployed.modules() if isinstance(m, ConcatInput)]
+    assert cheap and all(c.groups == c.in_channels for c in cheap)
+    for size in SIZES:
+        x = torch.randn(2, 8, size, size, dtype=torch.float64)
+        with torch.no_grad():
+            assert _rel(deployed(x), linear(x)) <= TOL

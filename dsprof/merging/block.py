@@ -224,12 +224,14 @@ def unmerged_form(block: Linearized) -> Linearized | None:
     carries the constant bias of the 1x1 convolutions before it; moving that bias past the padded
     convolution (``+ sum(W) b``) makes the ordinary zero padding exact. Applies when only 1x1
     stride-1 convolutions precede the padded one (inverted residual, bottleneck). Otherwise (VGG's
-    3x3 -> 3x3) the padding in front is done by the block's first convolution where it is the same on
-    opposite sides (same numbers, and no Pad operator, whose output size an exported ONNX graph loses);
+    3x3 -> 3x3; a block with a Ghost module, which keeps its depthwise convolution and its concatenation) the
+    padding in front is done by the block's first convolution where it is the same on opposite sides (same numbers, and no Pad operator, whose output size an exported ONNX graph loses);
     else, and for blocks already in place, None (the block stays as it is).
     """
     if block.border != "in_front":
         return None
+    if any(isinstance(m, ConcatInput) for m in block.body):  # a Ghost module stays a depthwise and a concatenation
+        return _front_pad_in_first_conv(block)
     convs, shortcut = folded_chain(block)
     padded = _padded(block.inner_padding)
     if len(padded) != 1 or not pads_back_in_place([(c.kernel_size, c.stride, c.dilation) for c in convs],
@@ -272,7 +274,10 @@ def pads_back_in_place(geometry: Sequence[tuple[tuple[int, int], tuple[int, int]
 
 def deploys_alike(block: Block) -> bool:
     """`pads_back_in_place` for a discovered block (its convolutions as built): whether it runs unmerged in the
-    same form with its border in front or in place (what a LUT's ``linear`` entry, timed in front, then covers)."""
+    same form with its border in front or in place (what a LUT's ``linear`` entry, timed in front, then covers).
+    A block with a Ghost module does not: in front, its first convolution runs over the larger map."""
+    if any(u.concat for u in block.units):
+        return False
     convs = [u.conv for u in block.units]
     return pads_back_in_place([(as_pair(c.kernel_size), as_pair(c.stride), as_pair(c.dilation)) for c in convs],
                               [conv_padding(c) for c in convs])
