@@ -20,7 +20,9 @@ named_specs = st.builds(
     in_w=positive,
     act=st.none() | st.sampled_from(ACTIVATION_NAMES),
 )
-conv_shapes = st.builds(ConvShape, positive, positive, st.integers(1, 7), st.integers(1, 3), st.integers(1, 4))
+# cat > 0: a Ghost module's concatenation after the convolution's input (a ghost spec, issue #47)
+conv_shapes = st.builds(ConvShape, positive, positive, st.integers(1, 7), st.integers(1, 3), st.integers(1, 4),
+                        st.sampled_from([0, 0, 0, 1, 48]))
 chain_specs = st.builds(
     lambda convs, padding, res, h, w, act: BlockSpec.from_convs(
         convs, padding=padding, residual=res > 0, projection=res == 2, in_h=h, in_w=w, act=act
