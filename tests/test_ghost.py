@@ -236,3 +236,20 @@ def test_a_ghost_block_left_unmerged_keeps_its_depthwise_and_concatenation(case)
         x = torch.randn(2, 8, size, size, dtype=torch.float64)
         with torch.no_grad():
             assert _rel(deployed(x), linear(x)) <= TOL
+
+
+@pytest.mark.parametrize("case", ["bottleneck", "bottleneck_stride2"])
+def test_a_gated_ghost_block_is_the_block_or_its_linear_form(case):
+    """The activation search's gated block runs a Ghost module's concatenation: all gates on, the model as built;
+    all off, timm's module without activations (padding in place, as fine-tuned)."""
+    from dsprof.search.gates import gate_model
+
+    build, _, _ = CASES[case]
+    torch.manual_seed(0)
+    model = randomise_bn(nn.Sequential(build())).double().eval()  # the block a child: gating replaces it in place
+    twin = _linear_twin(model, lambda: nn.Sequential(build(nn.Identity)))
+    x = torch.randn(2, 8, SIZES[1], SIZES[1], dtype=torch.float64)
+    with torch.no_grad():
+        for keep, want in ((1, model(x)), (0, twin(x))):
+            gated = gate_model(model, keep, input_size=(SIZES[1], SIZES[1])).eval()
+            assert _rel(gated(x), want) <= TOL
