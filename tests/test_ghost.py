@@ -185,6 +185,8 @@ def test_a_ghost_block_is_found_and_merges_exactly(case):
                 if y_merged.shape[-1] > 2 * radius:
                     assert _rel(y_merged[inner], want[inner]) <= TOL
                 assert conv.conv.kernel_size == (kernel, kernel)
+                if size == SIZES[0]:  # the block as built: the cheap convolutions, the concatenated inputs free
+                    assert info.linear_macs == spec_macs(block.spec)
                 # in place, exact (with a border correction) only where 1x1s alone precede the padded convolution
                 assert info.exact == (border == "in_front" or case == "ghost_module")
 

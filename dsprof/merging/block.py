@@ -160,7 +160,7 @@ def merge_linearized(
                 ref = linear_reference(block, x, in_place=True)
                 border_error = float((ref - apply_conv(merged, x)).abs().max() / ref.abs().max())
 
-    linear_macs, _ = _linear_macs(original, shortcut, size)
+    linear_macs, _ = _linear_macs(block, size)
     info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, _macs(merged, size), size)
 
     act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
@@ -174,14 +174,23 @@ def _macs(conv: LinearConv, size: tuple[int, int]) -> int:
     return conv_macs(conv.in_channels, conv.out_channels, conv.kernel_size, output_size(conv, size), conv.groups)
 
 
-def _linear_macs(original: list[LinearConv], shortcut: LinearConv | None, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
-    """MACs of a linearised block as built (original paddings) and its output size."""
+def _linear_macs(block: Linearized, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
+    """MACs of a linearised block as built (original paddings: a Ghost module's cheap convolution, its concatenated
+    input costing nothing; a skip path convolution by convolution) and its output size."""
+    def built(modules) -> list[LinearConv]:
+        return [conv_from_module(m.inner[0] if isinstance(m, ConcatInput) else m) for m in modules
+                if isinstance(m, (nn.Conv2d, ConcatInput))]
+
     macs, h = 0, size
-    for c in original:
+    for c, p in zip(built(block.body), block.inner_padding):
+        c = replace(c, padding=p)
         macs += _macs(c, h)
         h = output_size(c, h)
-    if shortcut is not None:
-        macs += _macs(shortcut, size)
+    if block.has_skip:
+        s = size
+        for c in built(block.shortcut.modules()):
+            macs += _macs(c, s)
+            s = output_size(c, s)
     return macs, h
 
 
@@ -197,7 +206,7 @@ def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype,
     for b in span.blocks:
         convs, shortcut = folded_chain(b)
         pieces.append(_in_front_conv(b, convs, shortcut))
-        macs, h = _linear_macs([replace(c, padding=p) for c, p in zip(convs, b.inner_padding)], shortcut, h)
+        macs, h = _linear_macs(b, h)
         linear_macs += macs
     try:
         merged = compose_all(pieces)
@@ -225,7 +234,8 @@ def unmerged_form(block: Linearized) -> Linearized | None:
     convolution (``+ sum(W) b``) makes the ordinary zero padding exact. Applies when only 1x1
     stride-1 convolutions precede the padded one (inverted residual, bottleneck). Otherwise (VGG's
     3x3 -> 3x3; a block with a Ghost module, which keeps its depthwise convolution and its concatenation) the
-    padding in front is done by the block's first convolution where it is the same on opposite sides (same numbers, and no Pad operator, whose output size an exported ONNX graph loses);
+    padding in front is done by the block's first convolution where it is the same on opposite sides (same
+    numbers, and no Pad operator, whose output size an exported ONNX graph loses);
     else, and for blocks already in place, None (the block stays as it is).
     """
     if block.border != "in_front":

@@ -61,8 +61,8 @@ class Linearized(nn.Module):
 
     """A block without the activations inside it: ``act(body(pad(x)) + shortcut(x))``.
 
-    ``body`` holds only convolutions and BatchNorms (a Ghost module's cheap one inside a `ConcatInput`); ``pad`` is the padding moved in front
-    (``border="in_front"``) or None (``"in_place"``: the convolutions keep their own padding).
+    ``body`` holds only convolutions and BatchNorms (a Ghost module's cheap one inside a `ConcatInput`); ``pad`` is
+    the padding moved in front (``border="in_front"``) or None (``"in_place"``: the convolutions keep their own padding).
     ``index`` is the block's position in the plan, ``spec`` its `BlockSpec` string and
     ``inner_padding`` the padding each body convolution had in the original block.
     """
