@@ -58,7 +58,7 @@ def main() -> None:
     timing = TimingConfig()
     load_before = os.getloadavg()
     start = time.perf_counter()
-    bundle = export_bundle("mobilenet_v2", resolution=args.resolution, timing=timing, out=out / "bundle",
+    bundle = export_bundle(ModelRef.of("mobilenet_v2", resolution=args.resolution), timing=timing, out=out / "bundle",
                            overwrite=True, opset=args.opset).path
     print(f"export: {time.perf_counter() - start:.1f} s, {len(list((bundle / 'models').iterdir()))} files")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -223,6 +223,19 @@ def time_group(runs: list, seconds: float, min_rounds: int, seed: int) -> list[l
     return samples
 
 
+def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, seed: int
+               ) -> list[tuple[list[float], list[float]]]:
+    """Each of ``plans`` timed with ``original`` in a group of two (`time_group`), one plan after the other; a plan
+    each, (the original's samples, the plan's samples) in seconds, whose paired ratio is the plan's speed-up.
+    ``build(plan)`` makes the plan's run just before its group (two models held at a time); ``seconds`` and
+    ``min_rounds`` are each group's, its rounds shuffled with seed ``seed + i`` for the i-th plan."""
+    pairs = []
+    for i, plan in enumerate(plans):
+        original_s, plan_s = time_group([original, build(plan)], seconds, min_rounds, seed=seed + i)
+        pairs.append((original_s, plan_s))
+    return pairs
+
+
 def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argparse.Namespace, case_dir: Path,
               log: dict) -> dict:
     path = case_dir / "checks.json"
@@ -243,9 +256,8 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
                 out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0],
                                          "samples": samples[1:]}
                 continue
-            pairs = [time_group([original, runner(merge_model(net, p), backend, shape, Path(tmp))],
-                                args.check_seconds / len(group), args.min_rounds, seed=1000 * k + i)
-                     for i, p in enumerate(group)]
+            pairs = time_pairs(original, group, lambda p: runner(merge_model(net, p), backend, shape, Path(tmp)),
+                               args.check_seconds / len(group), args.min_rounds, seed=1000 * k)
         out["groups"][str(k)] = {"plans": [p.name for p in group], "originals": [s[0] for s in pairs],
                                  "samples": [s[1] for s in pairs]}
     out["load_after"] = load()

@@ -7,7 +7,8 @@ For each model, resolution and k (n/4, n/2, 3n/4 of its n blocks): the front pla
    the front's plan, timed paired with the original inside dsprof, the measured best kept;
 2. an independent check, later, in another loop: the 20 top-priced plans of that k (`dsprof.planning.planner.top_plans`,
    the tie-break's candidates before the tie filter), the front's and the tie-break's plans, each timed with the
-   original in a group of two of its own by the plain loop of `planner_vs_random.py` (the order shuffled every round),
+   original in a group of two of its own by the plain loop of `planner_vs_random.py` (`time_pairs`; the order
+   shuffled every round),
    ``--check-seconds`` of rounds per plan, ``--check-calls`` calls back to back a sample. Groups of two, as the
    tie-break times: in one group of all 22 models the same plan read 1.34-1.48x over its original where each group
    of two read 1.28-1.30x (benchmarks/RESULTS.md, issue #46), and two such large groups did not rank the plans alike.
@@ -40,7 +41,7 @@ from dsprof.planning.planner import plan_front, top_plans
 from dsprof.profiler.allocator import steady_allocator
 from dsprof.records.stats import paired_speedup
 from dsprof.workflows.tiebreak import TieBreak, break_tie
-from planner_vs_random import MAX_SPAN, case_folder, load, model_name, runner, time_group
+from planner_vs_random import MAX_SPAN, case_folder, load, model_name, runner, time_pairs
 
 NEAR = 0.02  # the issue's target: within 2 % of the measured best of the 20
 
@@ -79,13 +80,12 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
         ranked = [p.plan for p in top_plans(prices, k, args.candidates, max_span=MAX_SPAN, model=model)]
         group = {p.digest: p for p in [*ranked, chosen.plan, kept]}  # the 20, and the front's and kept plans
         plans = list(group.values())
-        measured = {}
         with tempfile.TemporaryDirectory(prefix="tie-check-") as tmp:
             original = burst(runner(net, backend, shape, Path(tmp)), args.check_calls)
-            for i, p in enumerate(plans):
-                merged = burst(runner(merge_model(net, p), backend, shape, Path(tmp)), args.check_calls)
-                samples = time_group([original, merged], args.check_seconds, 10, seed=1000 * k + i)
-                measured[p.digest] = paired_speedup(samples[0], samples[1]).ratio
+            pairs = time_pairs(original, plans,
+                               lambda p: burst(runner(merge_model(net, p), backend, shape, Path(tmp)), args.check_calls),
+                               args.check_seconds, 10, seed=1000 * k)
+        measured = {p.digest: paired_speedup(*pair).ratio for p, pair in zip(plans, pairs)}
         top = sorted((measured[p.digest] for p in ranked), reverse=True)
         best = top[0]
         row = {"model": factory, "backend": backend, "resolution": resolution, "k": k, "n": n,

@@ -190,6 +190,11 @@ class GraphTraceError(DsprofError, ValueError):
     """The model cannot be traced with torch.fx; the message names the module and what to do."""
 
 
+class ModelRunError(DsprofError, ValueError):
+    """The model does not run on the input its resolution gives (a model made for one size: attention over a fixed
+    grid); the message says what failed and to give a resolution it takes."""
+
+
 class EdgeError(DsprofError, ValueError):
     """A bundle or a results file that cannot be used, with what to do instead."""
 

@@ -52,8 +52,10 @@ def test_blocks_option_for_another_model_is_a_clear_error(capsys):
 
 def test_models_lists_with_pattern(capsys):
     assert main(["models", "resnet*"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    shown = capsys.readouterr()
+    lines = shown.out.splitlines()
     assert len(lines) == 5 and lines[0].startswith("resnet101")
+    assert "timm:NAME, torchvision:NAME" in shown.err
 
 
 # -- --weights: one meaning for every command ---------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
     device.mkdir()
     assert_no_torch_no_dsprof(python, device)
 
-    bundle = export_bundle("mobilenet_v2", resolution=32, timing=TIMING, out=tmp_path / "bundle").path
+    bundle = export_bundle(ModelRef.of("mobilenet_v2", resolution=32), timing=TIMING, out=tmp_path / "bundle").path
     done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
                          "--quiet", cwd=device)
     assert done.returncode == 0, done.stderr
@@ -369,6 +370,25 @@ def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     assert len(list(board.glob("*/results.jsonl"))) == 1  # ... without results
 
 
+def test_measure_remote_takes_the_keywords_of_before_with_a_warning(tmp_path):
+    """`dsprof.edge.remote.measure_remote` takes ``model`` as every engine does (issue #44); ``name=``,
+    ``model_options=`` and ``resolution=`` beside it still build that model, with one warning at the caller."""
+    from dsprof.edge.remote import measure_remote
+
+    python = edge_venv("onnxruntime")
+    with pytest.warns(DeprecationWarning) as caught:
+        imported = measure_remote("lab@board", "mobilenet_v2", name="small", model_options={"depths": [1] * 7},
+                                  resolution=32, blocks="features.1", variants=("original",), model_variants=(),
+                                  threads=1, timing=TIMING, ssh=shlex.split(SSH_STANDIN), python=str(python),
+                                  remote_dir=str(tmp_path / "board"), out=tmp_path / "m")
+    said = [str(w.message) for w in caught if w.category is DeprecationWarning]
+    assert len(said) == 1 and "measure_remote(model=ModelRef.of(name=, options=, resolution=))" in said[0], said
+    assert caught[0].filename == __file__
+    (record,) = imported.measurements  # one block in one variant, timed by the venv's runner
+    assert (record.model, record.name, record.variant) == ("small", "features.1", "original")
+    assert record.model_options == {"depths": [1] * 7, "resolution": 32} and record.samples_s
+
+
 @pytest.mark.openvino
 def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_records(tmp_path):
     """OpenVINO reads the bundle's ONNX files (no IR in bundles: docs/devices/): the runner's ``--runtime openvino``
@@ -378,7 +398,7 @@ def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_recor
     import openvino as ov
 
     options = {"depths": [1] * 7}
-    bundle = export_bundle("mobilenet_v2", model_options=options, resolution=32, blocks="features.2",
+    bundle = export_bundle(ModelRef.of("mobilenet_v2", options=options, resolution=32), blocks="features.2",
                            variants=("original", "merged"), model_variants=("original",), timing=TIMING,
                            out=tmp_path / "bundle").path
     done = run_on_device(Path(sys.executable), str(bundle / "run_bundle.py"), "--runtime", "openvino", "--threads",

@@ -88,12 +88,26 @@ def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
     assert im.spread == pytest.approx(math.sqrt(0.08 / 3))
 
 
-def test_too_few_pieces_or_no_positive_scale_estimate_nothing():
+def test_too_few_pieces_or_no_line_estimate_nothing():
     alone = [0.001] * (MIN_PIECES - 1)
     assert InModel.estimate(_pieces(alone, alone, [0.0] * len(alone)), R) is None
+    # pieces that neither save nor cost anything alone draw no line through the origin
+    assert InModel.estimate(_pieces([0.0] * MIN_PIECES, [0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R) is None
+
+
+def test_pieces_that_lose_inside_the_model_what_they_save_alone_are_priced_as_losses():
+    """Issue #46: at 64 px a model's merged pieces saved 1-2 % alone and cost 2-4 % inside it; a line below 0 is
+    kept (shrunk), not replaced by the in-model factor, which priced every plan 6-10 % faster than it ran."""
     five = [0.001] * MIN_PIECES
-    assert InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R) is None
-    assert InModel.estimate(_pieces([-0.001] * MIN_PIECES, five, [0.0] * MIN_PIECES), R) is None
+    # exactly on the line -1 (residuals and errors 0: a standard error of 0 leaves it unshrunk)
+    exact = InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0] * MIN_PIECES), R)
+    assert exact.scale == pytest.approx(-1.0) and exact.price(0, 1, "merged", 0.002)[0] == pytest.approx(-0.002)
+    assert InModel.estimate(_pieces([-0.001] * MIN_PIECES, five, [0.0] * MIN_PIECES), R).scale == pytest.approx(-1.0)
+    # each piece measured to 0.5 ms: se(c)^2 = sum(alone^2 sigma^2) / (sum alone^2)^2 = 5 x 0.25 / 25 = 0.05 (ms
+    # units cancel); shrunk toward 1 with w0 = 4: (-1 x 20 + 4) / (20 + 4) = -2/3, still a loss, se 1/sqrt(24)
+    noisy = InModel.estimate(_pieces(five, [-0.001] * MIN_PIECES, [0.0005] * MIN_PIECES), R)
+    assert noisy.fitted == pytest.approx(-1.0) and noisy.scale == pytest.approx(-2 / 3, rel=1e-9)
+    assert noisy.scale_se == pytest.approx((1 / math.sqrt(24)) / (2 / 3), rel=1e-9)  # relative to |scale|
     # pieces that cost time alone and inside the model (ResNet's linear blocks): a positive scale, 2 here
     costly = InModel.estimate(_pieces([-0.001] * MIN_PIECES, [-0.002] * MIN_PIECES, [0.0] * MIN_PIECES), R)
     assert costly.scale == pytest.approx(2.0) and costly.price(0, 1, "merged", -0.001)[0] == pytest.approx(-0.002)

@@ -202,6 +202,27 @@ def test_search_takes_its_options_as_objects_and_the_keywords_of_before_warn(lut
     assert GateSettings(lam=0.1, score_bound=1.0) == GateSettings(0.1, 0.01, 1.0, False, 1.0, 0.0)
 
 
+def test_a_search_trains_one_reference_however_the_model_is_named(tmp_path):
+    """`training_model` resolves the model once, into the reference a search trains (at the training size: 32 px on
+    digits, else its own) and the weights it starts from, beside it: a registered model by the registered name its
+    plans record, a module as it is. A model file named by its path alone is its registered name, as with a size."""
+    from dsprof.search.build import training_model
+    from models.tinyconv import build
+
+    ref, weights = training_model(TINY_FILE, "digits")
+    assert (ref.entry, ref.name, ref.resolution, ref.options, weights) == ("file:tinyconv:build",) * 2 + (32, {}, None)
+    checkpoint = tmp_path / "start.pt"
+    named = dsprof.ModelRef.of(TINY_FILE, name="mine", resolution=16, weights=checkpoint)
+    ref, weights = training_model(named, "digits")
+    assert (ref.name, ref.resolution, ref.weights, weights) == ("file:tinyconv:build", 16, False, checkpoint)
+    assert training_model(named, "digits", weights=True)[1] is True  # the weights given here win
+    module = build()
+    ref, weights = training_model(module, "digits", weights=checkpoint)
+    assert (ref.module is module, ref.resolution, weights) == (True, 32, checkpoint)
+    plans = [search(model, keep=1, method="random").plan for model in (TINY_FILE, TINY)]
+    assert plans[0] == plans[1] and plans[0].model == "file:tinyconv:build" and sum(plans[0].keep) == 1
+
+
 def test_finetune_takes_its_options_as_objects_and_the_keywords_of_before_warn(tmp_path):
     plan = Plan(TINY.name, (1, 0, 1))  # block 1 linearised: merged where that lowers its MACs
     new = finetune(plan, model=TINY, config=TRAIN, distill=DistillSettings(alpha=0.3),
@@ -270,6 +291,24 @@ def test_merge_export_and_importance_take_the_model_as_one_reference_and_the_key
     assert _said(caught) == ["dsprof.importance(model=ModelRef.of(resolution=))"]
     assert scored.record["data"]["resolution"] == before.record["data"]["resolution"] == 16
     assert scored.scores.scores == before.scores.scores and len(scored.scores.scores) == 3  # the same seeded draws
+
+
+def test_export_bundle_takes_the_model_as_one_reference_and_the_keywords_of_before_warn(tmp_path):
+    """`dsprof.edge.export_bundle` takes ``model`` as every engine does (issue #44); ``name=``, ``model_options=`` and
+    ``resolution=`` beside it warn once, at the caller, and write the same bundle."""
+    from dsprof.edge import export_bundle
+
+    mine = dsprof.ModelRef.of(TINY_FILE, name="tiny", resolution=32)
+    new = export_bundle(mine, blocks=None, out=tmp_path / "new")
+    with pytest.warns(DeprecationWarning) as caught:
+        old = export_bundle(TINY_FILE, name="tiny", model_options={}, resolution=32, blocks=None, out=tmp_path / "old")
+    assert _said(caught) == ["dsprof.edge.export_bundle(model=ModelRef.of(name=, options=, resolution=))"]
+    assert caught[0].filename == __file__  # said where the caller wrote the keyword
+    for bundle in (new, old):  # the whole model, its stem and its head, at 32 px, named as the reference names it
+        assert (bundle.manifest["model"], bundle.manifest["model_options"]) == ("tiny", {"resolution": 32})
+        assert [(w["name"], w["variant"]) for w in bundle.manifest["workloads"]][0] == ("tiny", "original")
+        assert bundle.manifest["workloads"][0]["macs"] == MACS_32
+    assert [w["macs"] for w in new.manifest["workloads"]] == [w["macs"] for w in old.manifest["workloads"]]
 
 
 def test_plan_refuses_an_out_whose_table_would_overwrite_the_lut_it_reads(lut_path, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..models.registry import list_models, model_entry
 from .options import CliError
@@ -22,4 +23,7 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         entry = model_entry(name)
         print(f"{name:<{width}}  {entry.default_resolution:>4}px  {entry.description}")
+    # on stderr, so that stdout stays one model a line for scripts
+    print("and any timm or torchvision classification model by its own name: timm:NAME, torchvision:NAME "
+          "(e.g. timm:mobilenetv4_conv_small)", file=sys.stderr)
     return 0

@@ -43,7 +43,9 @@ def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The options that pick and build a model, shared by every subcommand that takes one."""
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--model", default="mobilenet_v2", help="model name (see `dsprof models`)")
+    which.add_argument("--model", default="mobilenet_v2",
+                       help="model name (see `dsprof models`), or any timm or torchvision classification model as "
+                            "timm:NAME or torchvision:NAME (e.g. timm:mobilenetv4_conv_small)")
     add_model_file_arg(which)
     parser.add_argument("--width", type=float, default=None, help="width multiplier (mobilenet_v2 and resnet*), e.g. 1.4")
     parser.add_argument(

@@ -35,8 +35,9 @@ from torch import nn
 from .. import __version__
 from ..errors import OutputPathError, UsageError
 from ..io import atomic_write_text, make_parent_folders
-from ..models import input_size_of, ModelRef
-from ..profiler.runner import workload_groups
+from .._moved import moved_keywords
+from ..models import ModelRef
+from ..profiler.runner import MODEL_KEYWORDS, timed_model, workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
 from ..portable import cpu_share, hardware, sessions, timing_loop
 from ..profiler.timing import TimingConfig
@@ -140,11 +141,8 @@ def _not_a_bundle(out: Path) -> str:
 
 
 def export_bundle(
-    model: str | nn.Module = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
-    name: str | None = None,
-    model_options: Mapping[str, Any] | None = None,
-    resolution: int | None = None,
     extra_models: Mapping[str, nn.Module] | None = None,
     formats: Sequence[str] = ("onnx",),
     batch: int = 1,
@@ -157,11 +155,15 @@ def export_bundle(
     overwrite: bool = False,
     opset: int = EDGE_OPSET,
     log: Callable[[str], None] | None = None,
+    **old: Any,
 ) -> ExportResult:
     """Write a bundle folder ``out`` with the workloads `dsprof.profiler.measure` would time for the same
-    arguments (model, options, resolution, extra models, variants, blocks, spans), each as a model file in every
-    format of ``formats`` (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest;
-    and the runner. ``timing`` is the runner's timing protocol (seconds). Returns an `ExportResult`."""
+    arguments (``model``: anything `ModelRef.of` takes, e.g. ``ModelRef.of("mobilenet_v2", options=...,
+    resolution=32)``; extra models, variants, blocks, spans), each as a model file in every format of ``formats``
+    (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest; and the runner. ``timing`` is the
+    runner's timing protocol (seconds). Returns an `ExportResult`. The keywords of before (``name=``,
+    ``model_options=``, ``resolution=``) still work for a release, with a `DeprecationWarning`."""
+    moved = moved_keywords("dsprof.edge.export_bundle", old, MODEL_KEYWORDS)
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise UsageError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")
@@ -169,13 +171,7 @@ def export_bundle(
         raise UsageError(f"`batch={batch}`: give 1 or more images")
     out = Path(out)
     _check_out(out, overwrite)
-    ref = ModelRef.of(model, name=name, options=model_options, resolution=resolution)
-    options, label, net = dict(ref.options), ref.name, ref.build()
-    net.eval()
-    input_size = (resolution, resolution) if resolution else input_size_of(net)
-    options["resolution"] = input_size[0]
-    if input_size[0] != input_size[1]:
-        options["resolution_w"] = input_size[1]
+    label, options, net, input_size = timed_model(ModelRef.of(model, **moved.get("model", {})))
 
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU

@@ -18,7 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from torch import nn
+
+from .._moved import moved_keywords
 from ..errors import DeviceError
+from ..models import ModelRef
+from ..profiler.runner import MODEL_KEYWORDS
 from ..runtimes import BACKENDS, RUNTIMES
 from .export import export_bundle
 from .importer import ImportResult, import_results
@@ -36,7 +41,7 @@ def _tar(folder: Path) -> bytes:
 
 def measure_remote(
     host: str,
-    model: Any = "mobilenet_v2",
+    model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
     backend: str = "onnxruntime",
     device: str = "cpu",
@@ -51,12 +56,15 @@ def measure_remote(
 ) -> ImportResult:
     """Time ``model``'s workloads on ``host`` (reached with the ``ssh`` command prefix) and import them.
 
-    ``backend`` picks the runner's runtime: onnxruntime, openvino, tflite, or torch (TorchScript); ``device`` cpu or
-    cuda; ``threads`` the runtime's CPU threads (default: the remote cores). ``export_options`` go to
-    `export_bundle` (name, model_options, resolution, batch, variants, blocks, timing, extra_models...).
-    The results land in ``out`` as by `import_results`. Raises `EdgeError` when a remote step fails; the
-    local bundle is then kept and its path given.
+    ``model``: anything `ModelRef.of` takes (a `ModelRef` carries its name, options and resolution). ``backend``
+    picks the runner's runtime: onnxruntime, openvino, tflite, or torch (TorchScript); ``device`` cpu or cuda;
+    ``threads`` the runtime's CPU threads (default: the remote cores). ``export_options`` go to `export_bundle`
+    (batch, variants, blocks, timing, extra_models...). The results land in ``out`` as by `import_results`. Raises
+    `EdgeError` when a remote step fails; the local bundle is then kept and its path given. The keywords of before
+    (``name=``, ``model_options=``, ``resolution=``) still work for a release, with a `DeprecationWarning`.
     """
+    old = {k: export_options.pop(k) for k in MODEL_KEYWORDS if k in export_options}
+    model = ModelRef.of(model, **moved_keywords("dsprof.edge.measure_remote", old, MODEL_KEYWORDS).get("model", {}))
     remote = [b.name for b in BACKENDS.values() if b.remote_runtime]
     if backend not in BACKENDS:
         raise DeviceError(f"`remote=` times backends {', '.join(remote)}; got {backend!r}")

@@ -131,21 +131,23 @@ class InModel:
 
     @classmethod
     def estimate(cls, timed: Sequence[Timed], reference_s: float, minimum: int = MIN_PIECES) -> "InModel | None":
-        """From the pieces timed in the model; None with fewer than ``minimum`` (at least 1), or where the scale is
-        not positive. Below `MIN_PIECES` every kind takes the one line through all the pieces."""
+        """From the pieces timed in the model; None with fewer than ``minimum`` (at least 1), or where no piece saves
+        or costs anything alone (no line). Below `MIN_PIECES` every kind takes the one line through all the pieces.
+        A line that stays below 0 once shrunk is kept: the pieces lose time inside the model (issue #46: at 64 px,
+        hardcorenas_a's merged pieces saved 1-2 % of the model alone and cost 2-4 % inside it), and the prices say so,
+        where a fallback to the in-model factor priced every plan 6-10 % faster than it ran."""
         if len(timed) < max(1, minimum) or not reference_s > 0:
             return None
         fitted = _line(timed)
         scale, scale_se = shrink(fitted, _line_se(timed, fitted))
-        if not scale > 0:
+        if not scale == scale:
             return None
         lines, scales = {}, {}
         for kind in KINDS:
             mine = [t for t in timed if _kind(t.start, t.stop) == kind]
             own = _line(mine) if len(mine) >= MIN_KIND and len(timed) >= MIN_PIECES else math.nan
-            lines[kind] = own if own > 0 else fitted
-            shrunk = shrink(own, _line_se(mine, own))[0] if own > 0 else math.nan
-            scales[kind] = shrunk if shrunk > 0 else scale
+            lines[kind] = own if own == own else fitted
+            scales[kind] = shrink(own, _line_se(mine, own))[0] if own == own else scale
         residuals = [t.saving_s - lines[_kind(t.start, t.stop)] * t.alone_s for t in timed]
         excess = [r * r - t.se_s ** 2 for r, t in zip(residuals, timed)]  # the residual's variance less its noise
         by_size = sorted(range(len(timed)), key=lambda i: abs(timed[i].alone_s))
@@ -157,7 +159,7 @@ class InModel:
             if abs(prior) >= MIN_SHARE * reference_s:
                 terms.append(max(-1.0, min(1.0, (e - floor ** 2) / prior ** 2)))
         spread = math.sqrt(max(0.0, sum(terms) / len(terms))) if terms else 0.0
-        return cls(scale, scale_se / scale if scale_se == scale_se else 0.0, spread, reference_s, floor,
+        return cls(scale, scale_se / abs(scale) if scale_se == scale_se and scale else 0.0, spread, reference_s, floor,
                    {(t.start, t.stop, t.variant): t for t in timed}, scales, fitted=fitted)
 
     def price(self, start: int, stop: int, variant: str, alone_s: float) -> tuple[float, float, bool]:

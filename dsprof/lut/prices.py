@@ -394,8 +394,9 @@ def _warn_few(label: str, blocks: list[Block], lookup: Lookup, timed: Sequence[T
                    f"savings (x{in_model.fitted:.3f}) shrunk toward 1 (+-{in_model.scale_se:.0%}), not the in-model "
                    "factor, which counts time a plan cannot change")
     else:
-        instead = (f"their line is not positive: prices count each saving alone x{factor:.3f}, the middle of 1 and the "
-                   "in-model factor" if factor is not None else "their line is not positive")
+        no_line = "no piece saves or costs anything alone, so they draw no line"
+        instead = (f"{no_line}: prices count each saving alone x{factor:.3f}, the middle of 1 and the in-model factor"
+                   if factor is not None else no_line)
     said = (f"{len(timed)} pieces timed inside the model, fewer than the {MIN_PIECES} the in-model scales need ({has})"
             if len(timed) < MIN_PIECES else f"{len(timed)} pieces timed inside the model")
     warnings.warn(f"{label}: {said}; {instead}", CalibrationFallbackWarning, stacklevel=5)

@@ -12,7 +12,8 @@ from torch import nn
 from ..errors import BadFileError, InputFileError, ModelOptionError, UsageError
 from ..io import load_torch
 from .checkpoint_keys import adapt_keys
-from .registry import COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry, model_entry
+from .registry import (COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry,
+                       is_library_name, model_entry, register_model)
 
 __all__ = ["ClassCountError", "MIN_RESOLUTION", "check_resolution", "get_model", "load_checkpoint", "reparameterize"]
 
@@ -38,6 +39,25 @@ def check_resolution(size: int) -> int:
         raise UsageError(f"`resolution={size}`: give {MIN_RESOLUTION} pixels or more")
     return size
 
+def library_entry(name: str) -> ModelEntry:
+    """The registry entry of ``name``: a name ``LIBRARY:NAME`` (`dsprof.models.registry.is_library_name`) is registered
+    on first use, from the library (its builder; its default resolution, the one its published weights were trained at:
+    `dsprof.models.zoo.library_model`, which refuses an unknown name naming the library's closest); any other name is
+    `model_entry`'s."""
+    if not is_library_name(name):
+        return model_entry(name)
+    try:
+        return model_entry(name)
+    except KeyError:  # not yet registered in this process
+        from .zoo import library_model  # the library (timm: 1-2 s) only when one of its models is named
+
+        library, _, model = name.partition(":")
+        build, size = library_model(library, model)
+        register_model(name, default_resolution=size, family=library,
+                       description=f"{model} ({library}, by its own name)")(build)
+        return model_entry(name)
+
+
 def get_model(
     name: str,
     *,
@@ -53,7 +73,7 @@ def get_model(
     fuses the model's train-time branches into one convolution each once the weights are in (`reparameterize`).
     Other keyword options depend on the model (``width`` and ``depths`` for ``mobilenet_v2``, ...).
     """
-    entry = model_entry(name)
+    entry = library_entry(name)
     unknown = sorted(set(options) - set(entry.options()) - set(COMMON_OPTIONS))
     if unknown:
         raise ModelOptionError(

@@ -25,12 +25,16 @@ linearise, gate, merge, split and the profiler's workloads read the `Block` reco
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
+
 import torch
 import torch.fx as fx
 from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from ..errors import GraphTraceError
+from ..errors import GraphTraceError, ModelRunError
 from .leaves import register_leaf_module, trace_model
 from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
@@ -70,8 +74,17 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
     was_training = model.training
     try:
         gm.eval()
-        with torch.no_grad():
+        said = io.StringIO()  # ShapeProp prints a failing node's traceback itself: kept only where it succeeds
+        with torch.no_grad(), contextlib.redirect_stderr(said):
             ShapeProp(gm).propagate(x)
+        sys.stderr.write(said.getvalue())
+    except RuntimeError as exc:  # e.g. attention over a fixed grid, at another size: one line, not fx's traceback
+        root = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        first = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
+        raise ModelRunError(f"the model does not run on a {h}x{w} px input ({first}); give a `resolution=` it "
+                            "takes (the one it was made for)") from None
     finally:
         model.train(was_training)
     found = _Discovery(model, gm)

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from torch import nn
 
 from ..errors import UsageError
-from .build import check_resolution, get_model
+from .build import check_resolution, get_model, library_entry
 from .user_model import register_model_file
 from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, meant_as_model_file, model_args,
                        model_entry, model_identity, module_name, registered_module)
@@ -83,7 +83,7 @@ class ModelRef:
         spec = None
         if meant_as_model_file(str(model)):  # imports the user's file (refuses a file not named PATH.py:FACTORY)
             spec, model = str(model), register_model_file(str(model))
-        entry = model_entry(str(model))  # an unknown name lists the known ones
+        entry = library_entry(str(model))  # an unknown name lists the known ones (or a library's closest)
         return cls(name or entry.name, entry.name, dict(options or {}), resolution, weights or False,
                    spec or _file_spec(entry))
 
@@ -116,7 +116,7 @@ class ModelRef:
             return (self.resolution, self.resolution)
         if self.module is not None:
             return input_size_of(self.module)
-        size = model_entry(self.entry).default_resolution
+        size = library_entry(self.entry).default_resolution
         return (size, size)
 
     def build(self, *, num_classes: int | None = None) -> nn.Module:

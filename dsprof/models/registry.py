@@ -24,6 +24,7 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
+    "is_library_name",
     "is_model_file_spec",
     "meant_as_model_file",
     "model_file_parts",
@@ -100,6 +101,18 @@ def register_model(
     return wrap
 
 
+#: The libraries any of whose classification models a name ``LIBRARY:NAME`` builds (``timm:mobilenetv4_conv_small``,
+#: ``torchvision:efficientnet_v2_s``), beside the zoo's own names: registered when first built or referred to
+#: (`dsprof.models.build.library_entry`, which imports the library; this data layer does not).
+LIBRARIES = ("timm", "torchvision")
+
+
+def is_library_name(name: str) -> bool:
+    """True for ``LIBRARY:NAME`` with LIBRARY one of `LIBRARIES` (read without importing the library)."""
+    library, sep, model = str(name).partition(":")
+    return bool(sep) and library in LIBRARIES and bool(model) and not model.endswith(".py")
+
+
 def list_models(pattern: str = "*") -> list[str]:
     """Registered model names matching an fnmatch ``pattern`` (e.g. ``"mobilenet*"``), sorted."""
     return sorted(n for n in _REGISTRY if fnmatch.fnmatch(n, pattern))
@@ -118,7 +131,8 @@ def model_entry(name: str) -> ModelEntry:
         close = [n for n in _REGISTRY if name.lower().replace("-", "_") in n] or list_models()
         raise RegistryError(
             f"unknown model {name!r}. Known models: {', '.join(close)}. "
-            "List them all with `dsprof models` or dsprof.models.list_models()."
+            "List them all with `dsprof models` or dsprof.models.list_models(); any timm or torchvision "
+            "classification model is named timm:NAME or torchvision:NAME (e.g. timm:mobilenetv4_conv_small)."
         ) from None
 
 
@@ -206,7 +220,8 @@ def meant_as_model_file(text: str) -> bool:
     text = str(text)
     if is_model_file_spec(text):
         return True
-    return text not in _REGISTRY and not text.startswith("file:") and (":" in text or text.endswith(".py"))
+    return (text not in _REGISTRY and not text.startswith("file:") and not is_library_name(text)
+            and (":" in text or text.endswith(".py")))
 
 
 def model_args(name: str, options: dict | None = None, resolution: int | None = None) -> str:

@@ -9,6 +9,7 @@ timm supplies EfficientNet-Lite0..4 (``efficientnet_lite*`` with PyTorch padding
 
 from __future__ import annotations
 
+import difflib
 from functools import partial
 from typing import Callable, Sequence
 
@@ -17,10 +18,10 @@ from torch import nn
 from torchvision.models.mobilenetv2 import MobileNetV2
 
 from ..constants import IMAGENET_CLASSES
-from ..errors import UsageError
+from ..errors import RegistryError, UsageError
 from .catalog import MBV2_DEFAULT_DEPTHS, ZOO
 
-__all__ = ["MBV2_DEFAULT_DEPTHS", "builder", "mobilenet_v2"]
+__all__ = ["MBV2_DEFAULT_DEPTHS", "builder", "library_model", "mobilenet_v2"]
 
 # (expansion t, channels c, blocks n, stride s) per stage of MobileNetV2 (Sandler et al., Tab. 2).
 _MBV2_STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
@@ -100,6 +101,38 @@ def _resnet(name: str, width: float = 1.0, num_classes: int = IMAGENET_CLASSES, 
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
     return model
+
+
+def library_model(library: str, model: str) -> tuple[Callable[..., nn.Module], int]:
+    """(builder, default resolution) of any classification model of ``library`` (timm or torchvision) by its own name,
+    for names ``LIBRARY:NAME`` (`dsprof.models.registry.library_entry`): the resolution its published weights were
+    trained at (timm's pretrained config, torchvision's weights' crop size; 224 where neither says). An unknown name
+    raises `RegistryError` with the library's names closest to it."""
+    if library == "timm":
+        import timm  # 1-2 s to import: only for timm's models
+
+        if not timm.is_model(model):
+            _unknown(library, model, timm.list_models())
+        config = timm.get_pretrained_cfg(model)
+        size = config.input_size[-1] if config is not None and config.input_size else 224
+        return partial(_timm, model), int(size)
+    names = tvm.list_models(module=tvm)  # the classification models only
+    if model not in names:
+        _unknown(library, model, names)
+    weights = tvm.get_model_weights(model).DEFAULT
+    size = getattr(weights.transforms, "keywords", {}).get("crop_size", 224)
+    return partial(_torchvision, model), int(size)
+
+
+#: How each library lists its models, for the message that names none close.
+LISTS = {"timm": "timm.list_models()", "torchvision": "torchvision.models.list_models()"}
+
+
+def _unknown(library: str, model: str, names: Sequence[str]) -> None:
+    close = difflib.get_close_matches(model, names, n=6, cutoff=0.6)
+    shown = ", ".join(f"{library}:{n}" for n in close)
+    raise RegistryError(f"{library} has no classification model {model!r}"
+                        + (f"; close: {shown}" if shown else f"; list them with {LISTS[library]}"))
 
 
 def builder(name: str) -> Callable[..., nn.Module]:

@@ -68,6 +68,7 @@ __all__ = [
     "CPU_SHARE_WARNING",
     "DEFAULT_CPU_THREADS",
     "SWITCHES_WARNING",
+    "MODEL_KEYWORDS",
     "MOVED_KEYWORDS",
     "MeasureRequest",
     "MeasureResult",
@@ -81,6 +82,7 @@ __all__ = [
     "old_clock",
     "open_session",
     "threads_note",
+    "timed_model",
     "timing_context",
     "workload_groups",
 ]
@@ -269,15 +271,32 @@ class MeasureRequest:
     select: Callable[[list[list[Workload]]], list[list[Workload]]] | None = None
 
 
-#: The keywords `measure` took one by one before its objects held them (deprecated): each one's parameter, that
-#: parameter's object and its field there (`dsprof._moved.moved_keywords`).
-MOVED_KEYWORDS = {
+#: The keywords that `measure` (and `dsprof.edge.export_bundle`) took beside the model before its `ModelRef` held
+#: them (deprecated): each one's parameter, that parameter's object and its field there (`dsprof._moved.moved_keywords`).
+MODEL_KEYWORDS = {
     "name": ("model", "ModelRef.of", "name"), "model_options": ("model", "ModelRef.of", "options"),
     "resolution": ("model", "ModelRef.of", "resolution"),
+}
+#: All the keywords `measure` took one by one before its objects held them (deprecated), as `MODEL_KEYWORDS`.
+MOVED_KEYWORDS = {
+    **MODEL_KEYWORDS,
     **{k: ("settings", "BackendSettings", k)
        for k in ("backend", "device", "dtype", "channels_last", "threads", "compile")},
     **{k: ("workloads", "Workloads", k) for k in ("variants", "model_variants", "blocks", "in_situ", "spans")},
 }
+
+
+def timed_model(model: str | nn.Module | ModelRef) -> tuple[str, dict[str, Any], nn.Module, tuple[int, int]]:
+    """What a run times of ``model`` (anything `ModelRef.of` takes), and an export bundle carries: its label in the
+    records, its options as the records give them (with ``resolution``, and ``resolution_w`` where the input is not
+    square), the module in eval mode and its input (height, width) in pixels."""
+    ref = ModelRef.of(model)
+    options, net = dict(ref.options), ref.build().eval()
+    input_size = (ref.resolution, ref.resolution) if ref.resolution else input_size_of(net)
+    options["resolution"] = input_size[0]
+    if input_size[0] != input_size[1]:
+        options["resolution_w"] = input_size[1]
+    return ref.name, options, net, input_size
 
 
 def timing_context(settings: BackendSettings | DeviceContext | None, batch: int | None
@@ -429,13 +448,7 @@ class MeasureSession:
         # before the model and its workloads are built (they take a while)
         check_measurement_out(request.out, request.resume, request.overwrite)
         settings, batch, chosen = request.settings, request.batch, request.workloads
-        ref = ModelRef.of(request.model)
-        options, label, net = dict(ref.options), ref.name, ref.build()
-        net.eval()
-        input_size = (ref.resolution, ref.resolution) if ref.resolution else input_size_of(net)
-        options["resolution"] = input_size[0]
-        if input_size[0] != input_size[1]:
-            options["resolution_w"] = input_size[1]
+        label, options, net, input_size = timed_model(request.model)
         suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if k != "resolution")
         self.path = path = measurement_path(request.out, label + suffix, settings, batch, input_size[0])
 

@@ -20,7 +20,7 @@ from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text
 from .activations import check_acts, keep_of_acts
 from ..io import read_json
-from ..models import is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
+from ..models import is_library_name, is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
            "load_plan", "named_plans", "same_family"]
@@ -71,7 +71,9 @@ class Plan:
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", _model_name(self.model))
         try:
-            if not is_module_name(self.model):  # a module passed as an object here needs no registry entry
+            # a module passed as an object here needs no registry entry; a library's model (timm:NAME) is looked up
+            # in its library when built (reading a plan imports no library)
+            if not is_module_name(self.model) and not is_library_name(self.model):
                 model_entry(self.model)
         except KeyError as exc:
             raise PlanModelError(f"plan for an unknown model: {exc.args[0]}", self.model) from None

@@ -31,19 +31,23 @@ def default_training_resolution(model: str | nn.Module | ModelRef, data: str | P
 
 def training_model(model: str | nn.Module | ModelRef, data: str | Path, options: dict[str, Any] | None = None,
                    resolution: int | None = None, weights: bool | str | Path | None = None
-                   ) -> tuple[str | ModelRef, dict[str, Any], int, bool | str | Path | None]:
-    """(model, options, resolution, weights) that a training verb (`search`, `importance`) builds ``model`` from:
-    a registered name as it is (a model file: the name it is registered by), a module or a `ModelRef` (with the
-    ``options``, ``resolution`` and ``weights`` given here in place of its own) as its reference; resolution None:
-    `default_training_resolution` on ``data``."""
-    if not isinstance(model, str) or options or resolution is not None:  # the one reference
-        ref = ModelRef.of(model, options=options, resolution=resolution)
-        model = ref if ref.is_module else ref.entry  # a model file: the name it is registered (and measured) by
-        options, resolution = dict(ref.options), ref.resolution
-        weights = weights if weights is not None else (ref.weights or None)
-    if resolution is None:
-        resolution = default_training_resolution(model, data)
-    return model, dict(options or {}), resolution, weights
+                   ) -> tuple[ModelRef, bool | str | Path | None]:
+    """The model a training verb (`search`, `importance`) trains, as one reference, and the weights it starts from.
+
+    The reference is ``model`` (anything `ModelRef.of` takes, with the ``options`` and ``resolution`` given here in
+    place of its own) at the training resolution (None: `default_training_resolution` on ``data``): a registered
+    model by its registered name, the one its plans record (a model file: the name it is registered by), or a module
+    passed as an object. The weights are ``weights``, else the reference's own (None: random). They travel beside the
+    reference, not in it: `build_model` loads a checkpoint into a copy of a module passed as an object, whose
+    `ModelRef` holds no weights, and into a registered model built for the data's classes, known once the data is
+    read."""
+    ref = ModelRef.of(model, options=options, resolution=resolution)
+    weights = weights if weights is not None else (ref.weights or None)
+    if not ref.is_module:  # by its registered name, without weights (they are beside it)
+        ref = ModelRef.of(ref.entry, options=ref.options, resolution=ref.resolution)
+    if ref.resolution is None:
+        ref = ModelRef.of(ref, resolution=default_training_resolution(ref, data))
+    return ref, weights
 
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:

@@ -30,14 +30,13 @@ __all__ = ["SearchMethod", "SearchRequest", "SearchResult", "decay_weights", "wr
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """The options of one search (`search`'s arguments; ``resolution`` already resolved). ``model``: a registered
-    name, or the `dsprof.models.ModelRef` of a module passed as an object (its ``str`` is its name)."""
+    """The options of one search (`search`'s arguments, resolved). ``ref``: the model to train as one reference,
+    with its options at the training resolution, and ``weights``: the weights it starts from (both from
+    `dsprof.search.build.training_model`, which says why the weights travel beside the reference)."""
 
-    model: Any
+    ref: ModelRef
     keep: int | float | None  # blocks that keep their activations; None: a budget chooses (the planner)
     data: str | Path
-    options: dict[str, Any]
-    resolution: int
     weights: bool | str | Path | None = None
     lut: str | Path | None = None
     device_key: str | None = None
@@ -59,9 +58,20 @@ class SearchRequest:
     proxy_settings: ProxySettings | None = None  # None: the defaults with config's seed and batch size
 
     @property
-    def ref(self) -> ModelRef:
-        """The model to train as one reference: ``model`` with ``options``, at the training ``resolution``."""
-        return ModelRef.of(self.model, options=self.options, resolution=self.resolution)
+    def model(self) -> str | ModelRef:
+        """What the search's plans record as their model: the registered name, or the reference of a module passed
+        as an object (its ``str`` is its name, which a plan takes)."""
+        return self.ref if self.ref.is_module else self.ref.entry
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The model's build options (``width``, ``depths``...), as its plans record them."""
+        return dict(self.ref.options)
+
+    @property
+    def resolution(self) -> int:
+        """The input height and width (pixels) the model is trained at."""
+        return self.ref.input_size[0]
 
     def required_keep(self) -> int | float:
         """``keep``, for a method that needs it given."""

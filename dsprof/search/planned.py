@@ -15,7 +15,6 @@ from typing import Any, Sequence
 
 from ..errors import LUTMissError, UsageError
 from ..lut.choice import Pricing
-from ..models.ref import ModelRef
 from ..records.plan import Plan
 from ..planning import Front, FrontPoint, plan_front
 from .gates import resolve_k
@@ -32,7 +31,7 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         raise UsageError(f"`method={req.method!r}` chooses with a LUT's latencies: give `lut=` (from dsprof measure "
                          "and dsprof build-lut)")
     try:
-        return plan_front(ModelRef.of(req.model, name=str(req.model), options=req.options), req.lut,
+        return plan_front(req.ref, req.lut,
                           pricing=Pricing(device_key=req.device_key, max_span=req.max_span,
                                           resolution=req.lut_resolution or req.resolution),
                           importance=importance)

@@ -117,9 +117,9 @@ def search(
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")
-    model, options, resolution, weights = training_model(model, data, **moved.get("model", {}))
+    ref, weights = training_model(model, data, **moved.get("model", {}))
     return chosen(SearchRequest(
-        model=model, keep=keep, data=data, options=options, resolution=resolution, weights=weights,
+        ref=ref, keep=keep, data=data, weights=weights,
         lut=lut, device_key=pricing.device_key, lut_resolution=pricing.resolution, gates=gates,
         config=config, out=out,
         checkpoint=run.checkpoint, resume=run.resume, device=run.device, name=name, weights_out=run.weights_out,

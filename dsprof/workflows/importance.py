@@ -59,13 +59,12 @@ def importance(
     moved = moved_keywords("dsprof.importance", old, _OLD_KEYWORDS)
     if out is not None:
         check_output_path(out, "the importance file ")
-    model, options, resolution, weights = training_model(model, data, **moved.get("model", {}))
+    ref, weights = training_model(model, data, **moved.get("model", {}))
     config = config or TrainConfig(**DEFAULT_FINETUNE)
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
-        inp = proxy_input(ModelRef.of(model, options=options, resolution=resolution), proxy, weights=weights,
-                          data=data, settings=settings, config=config, device=rt.device)
+        inp = proxy_input(ref, proxy, weights=weights, data=data, settings=settings, config=config, device=rt.device)
         scored = score_blocks(proxy, inp)
         record = importance_record(scored, inp)
         if out is not None and rt.is_main:

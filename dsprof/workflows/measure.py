@@ -196,20 +196,18 @@ def measure(
     if not host:
         check_measurement_out(out, resume, overwrite)  # before the model (and the plans' merged models) is built
     ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the run
-    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(ref, plans=plans, lut=merge.lut, device_key=merge.device_key, merge_by=merge.merge_by,
                                 accept_modified=merge.accept_modified, backend=settings.backend, dtype=settings.dtype,
                                 batch=batch)
     if host:
         imported = measure_remote(
-            host.host, net, backend=settings.backend, device=settings.device, threads=settings.threads,
+            host.host, ref, backend=settings.backend, device=settings.device, threads=settings.threads,
             ssh=tuple(host.ssh), python=host.python, remote_dir=host.dir, out=out, overwrite=overwrite, log=say,
-            name=name, model_options=options, resolution=resolution, extra_models=extra,
-            batch=batch or default_batch(settings.device), variants=workloads.variants,
+            extra_models=extra, batch=batch or default_batch(settings.device), variants=workloads.variants,
             model_variants=workloads.model_variants, blocks=workloads.blocks, timing=timing)
         return Measured(None, merges, {}, imported)
     if calibrate:
-        check_calibration_request(net, workloads)
+        check_calibration_request(ref.build(), workloads)
     request = MeasureRequest(ref, extra, settings, batch, workloads, timing, out, resume, overwrite)
     with open_session(request, progress=bool(progress), clock=clock, log=log) as session:
         try:
@@ -257,9 +255,7 @@ def export(
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
     ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the bundle
-    name, options, resolution, net = ref.name, dict(ref.options), ref.resolution, ref.build()
     extra, merges = plan_models(ref, plans=[*plans, *merged_models], lut=lut, device_key=device_key,
                                 merge_by=merge_by, accept_modified=accept_modified, batch=batch)
-    result = export_bundle(net, name=name, model_options=options, resolution=resolution, extra_models=extra,
-                           batch=batch, out=out, **bundle)
+    result = export_bundle(ref, extra_models=extra, batch=batch, out=out, **bundle)
     return result, merges
