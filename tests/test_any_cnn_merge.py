@@ -64,6 +64,8 @@ ZOO = {
                                      "shufflenet_v2_x1_0", "mnasnet_100", "fbnetc_100")},
     # squeeze-excitation: the chain before each gate merges, the gate and what it multiplies stay (issue #47)
     "efficientnet_b0": ("efficientnet_b0", {}),
+    # Ghost modules: cat([x, cheap(x)])[:, :n] after the primary convolution merges as one convolution (issue #47)
+    "ghostnet_100": ("ghostnet_100", {}),
 }
 CASES = {key: (PREFIX + key, {}) for key in OUTSIDE_ZOO} | ZOO
 # ONNX Runtime against PyTorch, float32, relative to max|y|. EfficientNet-B0 linearised with random weights carries

@@ -48,6 +48,11 @@ READINGS = {
     # 15 'ir' blocks the chain conv_pw -> conv_dw, before the 'ds' block's the stem into its depthwise, and the last
     # projection into conv_head (no activation between): 17 chains, nothing refused (issue #47)
     ("timm", "efficientnet_b0"): (17, {"chain": 17}, {}),
+    # timm/models/ghostnet.py ghostnet_100: 16 GhostBottlenecks; a Ghost module's cat([x1, cheap(x1)])[:, :n] is part
+    # of a chain (issue #47). The 9 without SE are one ghost block each (with their skip: the input, or for 2 of them
+    # a dw + 1x1 path that merges with them), the 7 with SE give two (ghost1 before the gate, ghost2 after it), and
+    # the 3 dw + 1x1 skip paths beside an SE are depthwise-separable blocks: 9 + 14 + 3 = 26, nothing refused
+    ("timm", "ghostnet_100"): (26, {"ghost": 23, "depthwise_separable": 3}, {}),
     # torchvision/models/resnet.py resnet50: Bottlenecks [3, 4, 6, 3], identity or projection skips, all blocks
     ("torchvision", "resnet50"): (16, {"bottleneck": 16}, {}),
 }

@@ -3,12 +3,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsprof.models import BLOCK_KINDS, PADDING_STYLES, BlockSpec
-from dsprof.models.blockspec import ACTIVATION_NAMES, ConvShape
+from dsprof.models.blockspec import ACTIVATION_NAMES, CHAIN_KINDS, ConvShape
 
 positive = st.integers(min_value=1, max_value=100_000)
 named_specs = st.builds(
     BlockSpec,
-    kind=st.sampled_from([k for k in BLOCK_KINDS if k != "chain"]),
+    kind=st.sampled_from([k for k in BLOCK_KINDS if k not in CHAIN_KINDS]),
     in_channels=positive,
     hidden_channels=positive,
     out_channels=positive,
@@ -20,7 +20,9 @@ named_specs = st.builds(
     in_w=positive,
     act=st.none() | st.sampled_from(ACTIVATION_NAMES),
 )
-conv_shapes = st.builds(ConvShape, positive, positive, st.integers(1, 7), st.integers(1, 3), st.integers(1, 4))
+# cat > 0: a Ghost module's concatenation after the convolution's input (a ghost spec, issue #47)
+conv_shapes = st.builds(ConvShape, positive, positive, st.integers(1, 7), st.integers(1, 3), st.integers(1, 4),
+                        st.sampled_from([0, 0, 0, 1, 48]))
 chain_specs = st.builds(
     lambda convs, padding, res, h, w, act: BlockSpec.from_convs(
         convs, padding=padding, residual=res > 0, projection=res == 2, in_h=h, in_w=w, act=act

@@ -66,7 +66,7 @@ def test_help_version_and_models_import_no_heavy_library():
 def test_models_lists_the_whole_zoo_without_importing_torch():
     (run,) = _probe([["models"]])["runs"]
     listed = [line.split()[0] for line in run[3].splitlines()]
-    assert listed == sorted(z.name for z in ZOO) and len(listed) == 30
+    assert listed == sorted(z.name for z in ZOO) and len(listed) == 31
     assert run[2] == []
     mbv2 = next(line for line in run[3].splitlines() if line.startswith("mobilenet_v2 "))
     assert "224px" in mbv2 and "depths" in mbv2

@@ -197,6 +197,33 @@ def efficientnet_b0() -> Expected:
                     + [("blocks.6.0.conv_pwl..conv_head", CHAIN, False)], [])
 
 
+def ghostnet_100() -> Expected:
+    # timm/models/ghostnet.py cfgs (k, mid, out, se, stride) per stage, 16 GhostBottlenecks named blocks.{stage}.{i}:
+    # ghost1 (GhostModule: primary 1x1 + BN + ReLU, cheap depthwise 3x3 + BN + ReLU, cat, slice) -> [conv_dw + bn_dw
+    # at stride 2] -> [SE] -> ghost2 (the same, no activation) + shortcut (empty, or dw k s + BN + 1x1 + BN where the
+    # shape changes). The concatenation after its own input is part of the chain (issue #47):
+    # - no SE (0.0, 1.0, 2.0, 5.0, 6.0, 6.1, 6.2, 8.0, 8.2): the whole bottleneck, 4 convolutions (5 with conv_dw at
+    #   stride 2) + its skip: the input, or (1.0, 5.0) the dw + 1x1 path, which merges with it;
+    # - SE (3.0, 4.0, 6.3, 6.4, 7.0, 8.1, 8.3): ghost1 before the gate (at stride 2 conv_dw is alone between them) and
+    #   ghost2 after it, each a block of its own (no skip: the addition reads the bottleneck's input); a dw + 1x1 skip
+    #   path there (3.0, 6.3, 7.0) is a depthwise-separable chain of its own.
+    # A Ghost bottleneck is kind "ghost" (a chain with a concatenation). Nothing is refused.
+    G = "ghost"
+    blocks: list[tuple[str, str, bool]] = []
+    for name, se, projection in [("0.0", False, False), ("1.0", False, True), ("2.0", False, False),
+                                 ("3.0", True, True), ("4.0", True, False), ("5.0", False, True), ("6.0", False, False),
+                                 ("6.1", False, False), ("6.2", False, False), ("6.3", True, True), ("6.4", True, False),
+                                 ("7.0", True, True), ("8.0", False, False), ("8.1", True, False), ("8.2", False, False),
+                                 ("8.3", True, False)]:
+        if se:
+            blocks += [(f"blocks.{name}.ghost1", G, False), (f"blocks.{name}.ghost2", G, False)]
+        else:
+            blocks.append((f"blocks.{name}", G, True))
+        if se and projection:
+            blocks.append((f"blocks.{name}.shortcut", DS, False))
+    return Expected(blocks, [])
+
+
 def csp(sppf: bool = True) -> Expected:
     # tests/models/csp.py (its docstring walks through every part): backbone[0:2] is the stem Conv and the
     # first downsampling Conv (a chain of 2 whole Sequential children); each residual Bottleneck of the C3s
@@ -240,6 +267,7 @@ OTHER_MODELS = {
     "timm_efficientnet_lite0": (lambda: timm.create_model("efficientnet_lite0", pretrained=False),
                                 lambda: timm_ds_ir(lite_repeats(1.0))),
     "tv_densenet121": (lambda: tvm.densenet121(weights=None), densenet121),
+    "timm_ghostnet_100": (lambda: timm.create_model("ghostnet_100", pretrained=False), ghostnet_100),
     "csp": (lambda: CSPClassifier(num_classes=10), csp),
     "csp_no_sppf": (lambda: CSPClassifier(num_classes=10, sppf=False), lambda: csp(sppf=False)),
 }

@@ -14,11 +14,11 @@ The API function is `dsprof.merge` (`dsprof.workflows.merge.merge`). The names b
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(('LinearConv', 'MergeError', 'add_residual', 'apply_conv', 'compose_all', 'compose_convs', 'conv_from_module', 'fold_bn'), ".algebra"),
+    **dict.fromkeys(('LinearConv', 'MergeError', 'add_residual', 'apply_conv', 'compose_all', 'compose_convs', 'concat_input', 'conv_from_module', 'fold_bn'), ".algebra"),
     **dict.fromkeys(('export_onnx', 'load_merged', 'save_merged'), ".artifact"),
     **dict.fromkeys(('BlockMergeInfo', 'merge_linearized'), ".block"),
     **dict.fromkeys(('conv_bn_pairs', 'fold_batchnorm', 'fold_bn_into_conv', 'set_submodule'), ".fold"),
-    **dict.fromkeys(('BorderBias', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
+    **dict.fromkeys(('BorderBias', 'ConcatInput', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
     **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
     **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_partial', 'merge_report'), ".model"),
     **dict.fromkeys(('PartialBlock', 'partial_block'), ".partial"),

@@ -3,7 +3,8 @@
 A `LinearConv` is one affine convolution (weight, bias, stride, padding, dilation, groups). Two of
 them compose into one (`compose_convs`): kernel ``(k2 - 1) * d2 * s1 + (k1 - 1) * d1 + 1``
 (``(k2 - 1) * s1 + k1`` without dilation), stride ``s1 * s2``, bias carried through. A skip
-connection folds into the tap that reads the output's own pixel (`add_residual`).
+connection folds into the tap that reads the output's own pixel (`add_residual`); so does the input a Ghost
+module concatenates before its cheap operation's output (`concat_input`).
 
 **Padding convention.** The composite pads the *input* by ``p1 + s1 * p2`` on each side; it equals
 "pad the input once, then run both convolutions without padding" -- the *padding-in-front* form.
@@ -39,6 +40,7 @@ __all__ = [
     "compose_convs",
     "compose_all",
     "add_residual",
+    "concat_input",
     "apply_conv",
     "pad_input",
     "tf_same_padding",
@@ -211,7 +213,9 @@ def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> Linear
 
     Legal when the shortcut is a 1x1 convolution without padding (or the identity) with the same
     stride as ``conv``, and ``conv``'s padding is static with the top-left pad on a tap: then the
-    tap at (pad_top, pad_left) reads exactly the pixel the shortcut reads.
+    tap at (pad_top, pad_left) reads exactly the pixel the shortcut reads. A kxk shortcut (GhostNet's depthwise
+    then 1x1, composed) with static padding q folds in at offset (pad_top - q_top, pad_left - q_left), where its
+    taps read the pixels they read alone, when it fits inside ``conv``'s kernel.
     """
     if conv.padding == TF_SAME:
         raise MergeError(
@@ -234,17 +238,61 @@ def add_residual(conv: LinearConv, shortcut: LinearConv | None = None) -> Linear
         idx = torch.arange(conv.out_channels)
         weight[idx, idx % per_in, ti, tj] += 1.0
         return replace(conv, weight=weight, bias=bias)
-    if shortcut.kernel_size != (1, 1) or shortcut.padding != (0, 0, 0, 0) or shortcut.dilation != (1, 1):
-        raise MergeError("only a 1x1 unpadded shortcut convolution folds into the centre tap")
+    if shortcut.padding == TF_SAME or shortcut.dilation != (1, 1):
+        raise MergeError("only an undilated shortcut with static padding folds into the block's convolution")
     if shortcut.stride != conv.stride:
         raise MergeError(f"shortcut stride {shortcut.stride} differs from the block's stride {conv.stride}")
     if (shortcut.in_channels, shortcut.out_channels) != (conv.in_channels, conv.out_channels):
         raise MergeError("shortcut channels differ from the block's")
-    tap = _dense(shortcut.weight.double()[:, :, 0, 0], shortcut.groups)
     if conv.groups != 1:
         raise MergeError("a shortcut convolution folds only into a dense (groups=1) merged convolution")
-    weight[:, :, ti, tj] += tap
+    kh, kw = shortcut.kernel_size
+    oi, oj = top - shortcut.padding[0], left - shortcut.padding[2]
+    if (kh, kw) == (1, 1) and shortcut.padding == (0, 0, 0, 0):
+        oi, oj = ti, tj  # the tap that reads the output's own pixel (any dilation)
+    elif conv.dilation != (1, 1):
+        raise MergeError("a shortcut with a kernel folds only into an undilated convolution")
+    if oi < 0 or oj < 0 or oi + kh > conv.kernel_size[0] or oj + kw > conv.kernel_size[1]:
+        raise MergeError(f"the shortcut's {kh}x{kw} kernel (padding {shortcut.padding}) does not fit inside the block's "
+                         f"{conv.kernel_size} kernel (padding {conv.padding})")
+    sw = shortcut.weight.double()
+    for i in range(kh):
+        for j in range(kw):
+            weight[:, :, oi + i, oj + j] += _dense(sw[:, :, i, j], shortcut.groups)
     return replace(conv, weight=weight, bias=bias + shortcut.bias.double())
+
+
+def concat_input(conv: LinearConv, keep: int) -> LinearConv:
+    """``cat([x, conv(x)], dim=1)[:, :keep]`` as one dense convolution (a Ghost module's output, its cheap
+    operation ``conv`` read from the primary convolution's output ``x``).
+
+    ``conv`` must keep the map's size: stride 1, no dilation, an odd square kernel k, padded by k // 2 on every side
+    (or TF 'SAME', the same at stride 1), or not at all (the padding-in-front form, where the input is cropped by
+    k // 2 to the cheap operation's output). The input's channels are the identity at the kernel's centre tap, the
+    tap that reads the output's own pixel in both forms; its bias is zero. Exact: every weight is copied or 1.
+    """
+    k = conv.kernel_size
+    if conv.stride != (1, 1) or conv.dilation != (1, 1) or k[0] != k[1] or k[0] % 2 == 0:
+        raise MergeError(
+            f"a concatenation after its own input needs a stride-1, undilated, odd square kernel; got kernel {k}, "
+            f"stride {conv.stride}, dilation {conv.dilation}"
+        )
+    c = k[0] // 2
+    if conv.padding not in (TF_SAME, (0, 0, 0, 0), (c, c, c, c)):
+        raise MergeError(f"padding {conv.padding} changes the map's size, so the input cannot be concatenated with "
+                         f"the output of the {k[0]}x{k[1]} convolution")
+    cin, cout = conv.in_channels, conv.out_channels
+    if not 0 < keep <= cin + cout:
+        raise MergeError(f"cannot keep {keep} of the {cin} + {cout} concatenated channels")
+    weight = torch.zeros(cin + cout, cin, *k, dtype=torch.float64)
+    weight[torch.arange(cin), torch.arange(cin), c, c] = 1.0
+    w = conv.weight.double()
+    for i in range(k[0]):
+        for j in range(k[1]):
+            weight[cin:, :, i, j] = _dense(w[:, :, i, j], conv.groups)
+    bias = torch.cat([torch.zeros(cin, dtype=torch.float64), conv.bias.double()])
+    padding = (c, c, c, c) if conv.padding == TF_SAME else conv.padding
+    return replace(conv, weight=weight[:keep].contiguous(), bias=bias[:keep].contiguous(), padding=padding, groups=1)
 
 
 def tf_same_padding(

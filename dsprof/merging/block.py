@@ -18,6 +18,7 @@ from .algebra import (
     add_residual,
     apply_conv,
     compose_all,
+    concat_input,
     conv_from_module,
     fold_bn,
     output_size,
@@ -26,7 +27,7 @@ from ..models import Block
 from ..models.counting import conv_macs
 from ..models.padding import as_pair, conv_padding
 from ..models.ownership import shortcut_parts
-from .layers import BorderBias, MergedConv, ZeroPad, conv_module
+from .layers import BorderBias, ConcatInput, MergedConv, ZeroPad, conv_module
 from .linearize import Linearized
 from .spans import SpanLinearized
 
@@ -56,10 +57,29 @@ class BlockMergeInfo:
 
 def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None]:
     """The block's convolutions with their BatchNorms folded (eval-mode numerics), float64, and the
-    shortcut convolution (None for identity or no skip). Refuses anything else inside the body."""
+    shortcut convolution (None for identity or no skip). A Ghost module's concatenation (`ConcatInput`) is one
+    convolution (`concat_input`). Refuses anything else inside the body."""
+    convs = _folded(block.body)
+    shortcut = None
+    if block.has_skip and not isinstance(block.shortcut, nn.Identity):
+        parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
+        if parts is None:
+            raise MergeError("the shortcut is neither the identity nor convolutions (1x1 after the first), each with an "
+                             "optional BatchNorm")
+        shortcut = compose_all(_folded(parts))
+    return convs, shortcut
+
+
+def _folded(body: nn.Module) -> list[LinearConv]:
+    """The convolutions of a linearised body, their BatchNorms folded, float64."""
     convs: list[LinearConv] = []
-    for module in block.body:
-        if isinstance(module, nn.Conv2d):
+    for module in body:
+        if isinstance(module, ConcatInput):
+            inner = _folded(module.inner)
+            if len(inner) != 1:
+                raise MergeError("a concatenation after its input holds one convolution (with its BatchNorm)")
+            convs.append(concat_input(inner[0], module.keep))
+        elif isinstance(module, nn.Conv2d):
             convs.append(conv_from_module(module))
         elif isinstance(module, nn.BatchNorm2d):
             if not convs:
@@ -75,15 +95,7 @@ def folded_chain(block: Linearized) -> tuple[list[LinearConv], LinearConv | None
                 f"{type(module).__name__} between the convolutions: an activation left in between makes the block "
                 "non-linear, so it cannot merge into one convolution (the plan must mark it 0 to remove it)"
             )
-    shortcut = None
-    if block.has_skip and not isinstance(block.shortcut, nn.Identity):
-        parts = shortcut_parts(list(block.shortcut) if isinstance(block.shortcut, nn.Sequential) else [block.shortcut])
-        if parts is None:
-            raise MergeError("the shortcut is neither the identity nor a convolution with an optional BatchNorm")
-        shortcut = conv_from_module(parts[0])
-        if len(parts) == 2:
-            shortcut = fold_bn(shortcut, parts[1])
-    return convs, shortcut
+    return convs
 
 
 def linear_reference(block: Linearized, x: torch.Tensor, *, in_place: bool | None = None) -> torch.Tensor:
@@ -148,7 +160,7 @@ def merge_linearized(
                 ref = linear_reference(block, x, in_place=True)
                 border_error = float((ref - apply_conv(merged, x)).abs().max() / ref.abs().max())
 
-    linear_macs, _ = _linear_macs(original, shortcut, size)
+    linear_macs, _ = _linear_macs(block, size)
     info = BlockMergeInfo(merged, exact, corrected, border_error, linear_macs, _macs(merged, size), size)
 
     act = None if isinstance(block.act, nn.Identity) else copy.deepcopy(block.act)
@@ -162,14 +174,23 @@ def _macs(conv: LinearConv, size: tuple[int, int]) -> int:
     return conv_macs(conv.in_channels, conv.out_channels, conv.kernel_size, output_size(conv, size), conv.groups)
 
 
-def _linear_macs(original: list[LinearConv], shortcut: LinearConv | None, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
-    """MACs of a linearised block as built (original paddings) and its output size."""
+def _linear_macs(block: Linearized, size: tuple[int, int]) -> tuple[int, tuple[int, int]]:
+    """MACs of a linearised block as built (original paddings: a Ghost module's cheap convolution, its concatenated
+    input costing nothing; a skip path convolution by convolution) and its output size."""
+    def built(modules) -> list[LinearConv]:
+        return [conv_from_module(m.inner[0] if isinstance(m, ConcatInput) else m) for m in modules
+                if isinstance(m, (nn.Conv2d, ConcatInput))]
+
     macs, h = 0, size
-    for c in original:
+    for c, p in zip(built(block.body), block.inner_padding):
+        c = replace(c, padding=p)
         macs += _macs(c, h)
         h = output_size(c, h)
-    if shortcut is not None:
-        macs += _macs(shortcut, size)
+    if block.has_skip:
+        s = size
+        for c in built(block.shortcut.modules()):
+            macs += _macs(c, s)
+            s = output_size(c, s)
     return macs, h
 
 
@@ -185,7 +206,7 @@ def _merge_span(span: SpanLinearized, size: tuple[int, int], dtype: torch.dtype,
     for b in span.blocks:
         convs, shortcut = folded_chain(b)
         pieces.append(_in_front_conv(b, convs, shortcut))
-        macs, h = _linear_macs([replace(c, padding=p) for c, p in zip(convs, b.inner_padding)], shortcut, h)
+        macs, h = _linear_macs(b, h)
         linear_macs += macs
     try:
         merged = compose_all(pieces)
@@ -212,12 +233,15 @@ def unmerged_form(block: Linearized) -> Linearized | None:
     carries the constant bias of the 1x1 convolutions before it; moving that bias past the padded
     convolution (``+ sum(W) b``) makes the ordinary zero padding exact. Applies when only 1x1
     stride-1 convolutions precede the padded one (inverted residual, bottleneck). Otherwise (VGG's
-    3x3 -> 3x3) the padding in front is done by the block's first convolution where it is the same on
-    opposite sides (same numbers, and no Pad operator, whose output size an exported ONNX graph loses);
+    3x3 -> 3x3; a block with a Ghost module, which keeps its depthwise convolution and its concatenation) the
+    padding in front is done by the block's first convolution where it is the same on opposite sides (same
+    numbers, and no Pad operator, whose output size an exported ONNX graph loses);
     else, and for blocks already in place, None (the block stays as it is).
     """
     if block.border != "in_front":
         return None
+    if any(isinstance(m, ConcatInput) for m in block.body):  # a Ghost module stays a depthwise and a concatenation
+        return _front_pad_in_first_conv(block)
     convs, shortcut = folded_chain(block)
     padded = _padded(block.inner_padding)
     if len(padded) != 1 or not pads_back_in_place([(c.kernel_size, c.stride, c.dilation) for c in convs],
@@ -260,7 +284,10 @@ def pads_back_in_place(geometry: Sequence[tuple[tuple[int, int], tuple[int, int]
 
 def deploys_alike(block: Block) -> bool:
     """`pads_back_in_place` for a discovered block (its convolutions as built): whether it runs unmerged in the
-    same form with its border in front or in place (what a LUT's ``linear`` entry, timed in front, then covers)."""
+    same form with its border in front or in place (what a LUT's ``linear`` entry, timed in front, then covers).
+    A block with a Ghost module does not: in front, its first convolution runs over the larger map."""
+    if any(u.concat for u in block.units):
+        return False
     convs = [u.conv for u in block.units]
     return pads_back_in_place([(as_pair(c.kernel_size), as_pair(c.stride), as_pair(c.dilation)) for c in convs],
                               [conv_padding(c) for c in convs])

@@ -8,7 +8,7 @@ from torch import nn
 
 from .algebra import TF_SAME, LinearConv, Padding, compose_all, conv_from_module, pad_input, tf_same_padding
 
-__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "MergedConv", "conv_module", "front_pad"]
+__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "ConcatInput", "MergedConv", "conv_module", "front_pad"]
 
 
 class ZeroPad(nn.Module):
@@ -68,6 +68,27 @@ class BorderBias(nn.Module):
                 f"{tuple(x.shape[1:])}; merge again at this resolution, or fine-tune with padding in front"
             )
         return x + self.correction
+
+
+class ConcatInput(nn.Module):
+    """A Ghost module's cheap operation as a unit runs it: ``cat([x, inner(x)], dim=1)[:, :keep]``, ``inner`` its
+    convolution with BatchNorm (and activation, where kept). ``crop`` cuts the input to ``inner``'s output where that
+    runs unpadded (the padding-in-front form: ``crop`` = its kernel // 2); 0 where it keeps its own padding. As one
+    convolution: `dsprof.merging.algebra.concat_input`."""
+
+    def __init__(self, inner: nn.Module, keep: int, crop: int = 0) -> None:
+        super().__init__()
+        self.inner, self.keep, self.crop = inner, int(keep), int(crop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.inner(x)
+        if self.crop:
+            c = self.crop
+            x = x[:, :, c:x.shape[-2] - c, c:x.shape[-1] - c]
+        return torch.cat([x, y], dim=1)[:, : self.keep]
+
+    def extra_repr(self) -> str:
+        return f"keep={self.keep}" + (f", crop={self.crop}" if self.crop else "")
 
 
 class MergedConv(nn.Module):

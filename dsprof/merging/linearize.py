@@ -36,7 +36,7 @@ from torch import nn
 from ..errors import PlanError
 from ..models import Block, discover_blocks, find_blocks, format_span, input_size_of, own_chains, replace_block
 from .algebra import MergeError, Padding, conv_from_module
-from .layers import ZeroPad, front_pad
+from .layers import ConcatInput, ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from ..models.spans import span_runs
 from .spans import build_span
@@ -61,8 +61,8 @@ class Linearized(nn.Module):
 
     """A block without the activations inside it: ``act(body(pad(x)) + shortcut(x))``.
 
-    ``body`` holds only convolutions and BatchNorms; ``pad`` is the padding moved in front
-    (``border="in_front"``) or None (``"in_place"``: the convolutions keep their own padding).
+    ``body`` holds only convolutions and BatchNorms (a Ghost module's cheap one inside a `ConcatInput`); ``pad`` is
+    the padding moved in front (``border="in_front"``) or None (``"in_place"``: the convolutions keep their own padding).
     ``index`` is the block's position in the plan, ``spec`` its `BlockSpec` string and
     ``inner_padding`` the padding each body convolution had in the original block.
     """
@@ -147,9 +147,13 @@ def linearize_block(
     inner_padding = [conv_from_module(conv).padding for conv in convs]
     modules: list[nn.Module] = []
     for unit in block.units:
-        modules.append(_unpadded(unit.conv) if border == "in_front" else copy.deepcopy(unit.conv))
+        parts = [_unpadded(unit.conv) if border == "in_front" else copy.deepcopy(unit.conv)]
         if unit.norm is not None:
-            modules.append(_linear_bn(unit.norm))
+            parts.append(_linear_bn(unit.norm))
+        if unit.concat:  # unpadded (in front): the concatenated input is cut to the convolution's output
+            crop = unit.conv.kernel_size[0] // 2 if border == "in_front" else 0
+            parts = [ConcatInput(nn.Sequential(*parts), unit.concat, crop)]
+        modules.extend(parts)
     pad = None
     if border == "in_front":
         pad = front_pad(convs)

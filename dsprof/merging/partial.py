@@ -31,6 +31,7 @@ from ..models import Block, BlockSpec
 from ..records.activations import ActLayout, block_runs, partial_runs
 from ..records.plan import Plan
 from .algebra import MergeError
+from .layers import ConcatInput
 
 __all__ = ["PartialBlock", "act_layout", "act_layouts", "partial_block", "partial_blocks", "run_block"]
 
@@ -78,6 +79,8 @@ def _unit_stage(unit) -> nn.Sequential:
         parts.append(copy.deepcopy(unit.norm))  # with its activation inside (timm's BatchNormAct2d), kept
     if unit.act is not None and not unit.act_in_norm:
         parts.append(copy.deepcopy(unit.act))
+    if unit.concat:  # a Ghost module's cheap operation: its input concatenated before its output
+        return nn.Sequential(ConcatInput(nn.Sequential(*parts), unit.concat))
     return nn.Sequential(*parts)
 
 

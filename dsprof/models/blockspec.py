@@ -8,12 +8,16 @@ Examples::
     inverted_residual(cin=24,hidden=144,cout=32,k=3,s=2,pad=symmetric,res=0,in=112x112)
     inverted_residual(cin=40,hidden=240,cout=80,k=3,s=2,pad=symmetric,res=0,in=28x28,act=hardswish)
     chain(convs=32x64k1s1g1-64x64k3s1g1,pad=symmetric,res=1,in=16x16,act=silu)
+    ghost(convs=16x8k1s1g1-8x8k3s1g8c16,pad=symmetric,res=1,in=32x32)
 
 The four named kinds keep the form they had before generic chains existed (so existing measurement
 files and LUTs stay valid); ``,act=NAME`` is appended only when the block's removable activation is
 not the kind's usual one (ReLU6 for the mobile kinds, ReLU for the ResNet kinds and chains). A
 ``chain`` lists every convolution as ``{cin}x{cout}k{kernel}s{stride}g{groups}`` joined by ``-``;
-its ``res`` is ``0`` (no skip), ``1`` (identity skip) or ``proj`` (a 1x1 projection on the skip).
+its ``res`` is ``0`` (no skip), ``1`` (identity skip), ``proj`` (a 1x1 projection on the skip) or, for a skip path
+of other convolutions (GhostNet's depthwise kxk then 1x1), those convolutions written as the chain's are.
+A convolution whose output is concatenated after its own input and cut to ``n`` channels (a Ghost module's cheap
+operation: ``cat([x, conv(x)])[:, :n]``) ends in ``c{n}``; a chain with one is a ``ghost`` block, written as a chain.
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from dataclasses import dataclass, fields
 
 from ..errors import UsageError
 
-__all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]
+__all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "CHAIN_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]
 
 #: Block kinds dsprof knows. ``inverted_residual`` is pw-dw-pw (MobileNetV2, EfficientNet);
 #: ``depthwise_separable`` is dw-pw (the expansion-1 block); ``bottleneck`` and ``basic`` are
-#: the ResNet blocks; ``chain`` is any other chain of convolutions found in a traced graph;
+#: the ResNet blocks; ``chain`` is any other chain of convolutions found in a traced graph; ``ghost`` is a chain
+#: with a Ghost module's concatenation in it (GhostNet: a convolution's output concatenated after its input);
 #: ``conv`` is one plain convolution (a dense replacement).
-BLOCK_KINDS = ("inverted_residual", "depthwise_separable", "bottleneck", "basic", "chain", "conv")
+BLOCK_KINDS = ("inverted_residual", "depthwise_separable", "bottleneck", "basic", "chain", "ghost", "conv")
+#: The kinds written convolution by convolution (``kind(convs=...)``).
+CHAIN_KINDS = ("chain", "ghost")
 
 #: ``symmetric``: k//2 zeros on every side (PyTorch convention). ``tf_same``: TensorFlow 'SAME',
 #: which pads asymmetrically (more at the bottom/right) when the stride does not divide evenly.
@@ -45,10 +52,10 @@ _NAMED = re.compile(
     r"res=(?P<residual>[01]),in=(?P<in_h>\d+)x(?P<in_w>\d+)(?:,act=(?P<act>[a-z0-9_]+))?\)$"
 )
 _CHAIN = re.compile(
-    r"^chain\(convs=(?P<convs>[0-9xksg-]+),pad=(?P<padding>[a-z_]+),res=(?P<res>0|1|proj),"
+    r"^(?P<kind>chain|ghost)\(convs=(?P<convs>[0-9xksgc-]+),pad=(?P<padding>[a-z_]+),res=(?P<res>0|1|proj|[0-9xksgc-]+),"
     r"in=(?P<in_h>\d+)x(?P<in_w>\d+)(?:,act=(?P<act>[a-z0-9_]+))?\)$"
 )
-_CONV = re.compile(r"^(\d+)x(\d+)k(\d+)s(\d+)g(\d+)$")
+_CONV = re.compile(r"^(\d+)x(\d+)k(\d+)s(\d+)g(\d+)(?:c(\d+))?$")
 
 
 def _int(raw: str, text: str) -> int:
@@ -59,16 +66,26 @@ def _int(raw: str, text: str) -> int:
 
 @dataclass(frozen=True)
 class ConvShape:
-    """One convolution of a block: channels in and out, square kernel, stride and groups."""
+    """One convolution of a block: channels in and out, square kernel, stride and groups.
+
+    ``cat`` > 0: the output is ``cat([input, conv(input)], dim=1)[:, :cat]`` (a Ghost module's cheap operation after
+    its primary convolution), so the next convolution reads ``cat`` channels (`out`); 0: the convolution's own."""
 
     cin: int
     cout: int
     kernel: int
     stride: int
     groups: int = 1
+    cat: int = 0
 
     def to_str(self) -> str:
-        return f"{self.cin}x{self.cout}k{self.kernel}s{self.stride}g{self.groups}"
+        cat = f"c{self.cat}" if self.cat else ""
+        return f"{self.cin}x{self.cout}k{self.kernel}s{self.stride}g{self.groups}{cat}"
+
+    @property
+    def out(self) -> int:
+        """The channels the next convolution reads: ``cat`` where the output is concatenated, else ``cout``."""
+        return self.cat or self.cout
 
     @property
     def depthwise(self) -> bool:
@@ -79,9 +96,14 @@ class ConvShape:
         return self.kernel == 1 and self.stride == 1 and self.groups == 1
 
 
-def classify_convs(convs: tuple[ConvShape, ...], residual: bool, projection: bool) -> str:
-    """The block kind of a chain of convolutions with its skip connection (see `BLOCK_KINDS`)."""
+def classify_convs(convs: tuple[ConvShape, ...], residual: bool, projection: bool, skip: tuple[ConvShape, ...] = ()) -> str:
+    """The block kind of a chain of convolutions with its skip connection (see `BLOCK_KINDS`); ``skip``: the skip
+    path's convolutions where they are not one 1x1 projection."""
     c = convs
+    if any(x.cat for x in c):
+        return "ghost"
+    if skip:
+        return "chain"
     identity = residual and not projection
     if len(c) == 3 and c[0].pointwise and c[1].depthwise and c[2].pointwise and not projection:
         return "inverted_residual"
@@ -109,7 +131,8 @@ class BlockSpec:
     one of a chain; ``stride`` the block's total stride; ``in_h``/``in_w`` the block's input size.
     ``convs`` lists every convolution (derived for the named kinds, given for a ``chain``);
     ``projection`` is True when the skip connection has a convolution; ``act`` names the removable
-    activation (None: the kind's usual one).
+    activation (None: the kind's usual one); ``skip`` the skip path's convolutions where they are not the one 1x1
+    projection (``()`` for that one, for an identity skip and for none).
     """
 
     kind: str
@@ -125,6 +148,7 @@ class BlockSpec:
     act: str | None = None
     convs: tuple[ConvShape, ...] = ()
     projection: bool = False
+    skip: tuple[ConvShape, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in BLOCK_KINDS:
@@ -143,7 +167,12 @@ class BlockSpec:
             raise UsageError(f"unknown activation {self.act!r}; known: {', '.join(ACTIVATION_NAMES)}")
         if self.act == _DEFAULT_ACT.get(self.kind, "relu"):
             object.__setattr__(self, "act", None)  # one spec, one string
-        if self.kind == "chain":
+        skip = _plain_skip(tuple(self.skip), self.in_channels, self.out_channels, self.stride)
+        object.__setattr__(self, "skip", skip)
+        if skip and (self.kind not in CHAIN_KINDS or not self.projection):
+            raise UsageError("a skip path of convolutions belongs to a chain or ghost BlockSpec with projection=True; "
+                             "use BlockSpec.from_convs")
+        if self.kind in CHAIN_KINDS:
             self._check_chain()
         else:
             object.__setattr__(self, "convs", self._derived_convs())
@@ -167,7 +196,10 @@ class BlockSpec:
     def _check_chain(self) -> None:
         convs = tuple(self.convs)
         if len(convs) < 2 or not all(isinstance(c, ConvShape) for c in convs):
-            raise UsageError("a chain BlockSpec needs two or more ConvShape convs; use BlockSpec.from_convs")
+            raise UsageError(f"a {self.kind} BlockSpec needs two or more ConvShape convs; use BlockSpec.from_convs")
+        if (self.kind == "ghost") != any(c.cat for c in convs):
+            raise UsageError("a ghost BlockSpec has a concatenated convolution (cat > 0) and a chain has none; "
+                             "use BlockSpec.from_convs")
         object.__setattr__(self, "convs", convs)
         derived = _summary(convs)
         got = (self.in_channels, self.hidden_channels, self.out_channels, self.kernel, self.stride)
@@ -187,10 +219,16 @@ class BlockSpec:
         in_h: int,
         in_w: int,
         act: str | None = None,
+        skip: tuple[ConvShape, ...] | list[ConvShape] = (),
     ) -> "BlockSpec":
-        """The spec of a chain of convolutions, classified into its kind (named kinds keep their form)."""
+        """The spec of a chain of convolutions, classified into its kind (named kinds keep their form); ``skip``: the
+        convolutions of a projection skip path (one 1x1 is the plain ``proj``)."""
         convs = tuple(convs)
-        kind = classify_convs(convs, residual, projection)
+        stride = 1
+        for c in convs:
+            stride *= c.stride
+        skip = _plain_skip(tuple(skip), convs[0].cin, convs[-1].out, stride) if convs else ()
+        kind = classify_convs(convs, residual, projection, skip)
         cin, hidden, cout, kernel, stride = _summary(convs)
         if kind == "inverted_residual":
             hidden, kernel = convs[1].cin, convs[1].kernel
@@ -200,9 +238,9 @@ class BlockSpec:
             hidden, kernel = convs[1].cin, convs[1].kernel
         elif kind == "basic":
             hidden, kernel = convs[0].cout, convs[0].kernel
-        if kind != "chain":
+        if kind not in CHAIN_KINDS:
             return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act)
-        return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act, convs, projection)
+        return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act, convs, projection, skip)
 
     @property
     def out_h(self) -> int:
@@ -226,10 +264,10 @@ class BlockSpec:
     def to_str(self) -> str:
         """The canonical string form (the key of measurement files and latency tables)."""
         act = f",act={self.act}" if self.act is not None else ""
-        if self.kind == "chain":
-            res = "proj" if self.projection else str(int(self.residual))
+        if self.kind in CHAIN_KINDS:
+            res = "-".join(c.to_str() for c in self.skip) or ("proj" if self.projection else str(int(self.residual)))
             convs = "-".join(c.to_str() for c in self.convs)
-            return f"chain(convs={convs},pad={self.padding},res={res},in={self.in_h}x{self.in_w}{act})"
+            return f"{self.kind}(convs={convs},pad={self.padding},res={res},in={self.in_h}x{self.in_w}{act})"
         return (
             f"{self.kind}(cin={self.in_channels},hidden={self.hidden_channels},"
             f"cout={self.out_channels},k={self.kernel},s={self.stride},pad={self.padding},"
@@ -246,14 +284,12 @@ class BlockSpec:
         if chain is not None:
             convs = []
             for part in chain["convs"].split("-"):
-                m = _CONV.match(part)
-                if m is None:
-                    raise UsageError(f"not a chain convolution {part!r} (expected e.g. 32x64k3s1g1) in {text!r}")
-                convs.append(ConvShape(*(_int(v, text) for v in m.groups())))
+                convs.append(_conv_shape(part, text))
             res = chain["res"]
+            skip = [] if res in ("0", "1", "proj") else [_conv_shape(part, text) for part in res.split("-")]
             spec = cls.from_convs(
-                convs, padding=chain["padding"], residual=res != "0", projection=res == "proj",
-                in_h=_int(chain["in_h"], text), in_w=_int(chain["in_w"], text), act=chain["act"],
+                convs, padding=chain["padding"], residual=res != "0", projection=res == "proj" or bool(skip),
+                in_h=_int(chain["in_h"], text), in_w=_int(chain["in_w"], text), act=chain["act"], skip=skip,
             )
         else:
             match = _NAMED.match(text)
@@ -278,10 +314,37 @@ class BlockSpec:
         return spec
 
 
+def _conv_shape(part: str, text: str) -> ConvShape:
+    m = _CONV.match(part)
+    if m is None:
+        raise UsageError(f"not a chain convolution {part!r} (expected e.g. 32x64k3s1g1) in {text!r}")
+    return ConvShape(*(_int(v, text) for v in m.groups() if v is not None))
+
+
+def _plain_skip(skip: tuple[ConvShape, ...], cin: int, cout: int, stride: int) -> tuple[ConvShape, ...]:
+    """A skip path's convolutions, ``()`` where they are the one 1x1 projection (``proj``); checked against the block."""
+    if not skip:
+        return ()
+    if not all(isinstance(c, ConvShape) for c in skip):
+        raise UsageError("a skip path is a tuple of ConvShape")
+    if skip == (ConvShape(cin, cout, 1, stride),):
+        return ()
+    total = 1
+    for a, b in zip(skip, skip[1:]):
+        if a.out != b.cin:
+            raise UsageError(f"skip path convolutions do not chain: {a.to_str()} then {b.to_str()}")
+    for c in skip:
+        total *= c.stride
+    if skip[0].cin != cin or skip[-1].out != cout or total != stride:
+        raise UsageError(f"the skip path {'-'.join(c.to_str() for c in skip)} does not map {cin} channels to {cout} at "
+                         f"stride {stride}")
+    return skip
+
+
 def _summary(convs: tuple[ConvShape, ...]) -> tuple[int, int, int, int, int]:
-    """(in, hidden, out, kernel, stride) of a chain: hidden is the first conv's output, kernel the
-    largest, stride the product."""
+    """(in, hidden, out, kernel, stride) of a chain: hidden is the first conv's output (after its concatenation),
+    kernel the largest, stride the product."""
     stride = 1
     for c in convs:
         stride *= c.stride
-    return convs[0].cin, convs[0].cout, convs[-1].cout, max(c.kernel for c in convs), stride
+    return convs[0].cin, convs[0].out, convs[-1].out, max(c.kernel for c in convs), stride

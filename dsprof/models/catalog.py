@@ -60,4 +60,6 @@ ZOO: tuple[ZooModel, ...] = (
     ZooModel("fbnetc_100", "timm", 224, _PLAIN, "FBNet-C 1.0 (timm)"),
     ZooModel("efficientnet_b0", "timm", 224, _PLAIN,
              "EfficientNet-B0 (timm; squeeze-excitation gates stay, the chains before them merge)"),
+    ZooModel("ghostnet_100", "timm", 224, _PLAIN,
+             "GhostNet-1.0 (timm; each Ghost module's concatenation merges, squeeze-excitation gates stay)"),
 )

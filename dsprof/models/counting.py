@@ -73,19 +73,26 @@ def conv_macs(
 
 def spec_macs(spec: BlockSpec, merged: bool = False) -> int:
     """Multiply-accumulates of the block ``spec`` describes, for one image: as built (its convolutions, and the
-    1x1 projection on its skip where it has one), or, with ``merged``, of the one convolution it merges into
+    1x1 projection or the convolutions on its skip path where it has them), or, with ``merged``, of the one convolution it merges into
     (kernel `BlockSpec.merged_kernel`, the block's stride; grouped only where every convolution has the same
-    groups, e.g. a chain of depthwise ones). Block convolutions keep the map at ceil(size / stride) (odd kernels
+    groups, e.g. a chain of depthwise ones, and none is concatenated after its input). A Ghost module's
+    concatenated input costs nothing as built. Block convolutions keep the map at ceil(size / stride) (odd kernels
     padded by half, or TensorFlow 'SAME': what block discovery accepts)."""
     if merged:
         groups = {c.groups for c in spec.convs}
-        shared = groups.pop() if len(groups) == 1 and not spec.projection else 1
+        dense = spec.projection or any(c.cat for c in spec.convs)  # a concatenation after its input: dense
+        shared = groups.pop() if len(groups) == 1 and not dense else 1
         return conv_macs(spec.in_channels, spec.out_channels, spec.merged_kernel, (spec.out_h, spec.out_w), shared)
     macs, h, w = 0, spec.in_h, spec.in_w
     for c in spec.convs:
         h, w = -(-h // c.stride), -(-w // c.stride)
         macs += conv_macs(c.cin, c.cout, c.kernel, (h, w), c.groups)
-    if spec.projection:
+    if spec.skip:  # a skip path of other convolutions (GhostNet's depthwise then 1x1)
+        h, w = spec.in_h, spec.in_w
+        for c in spec.skip:
+            h, w = -(-h // c.stride), -(-w // c.stride)
+            macs += conv_macs(c.cin, c.cout, c.kernel, (h, w), c.groups)
+    elif spec.projection:
         macs += conv_macs(spec.in_channels, spec.out_channels, 1, (spec.out_h, spec.out_w))
     return macs
 

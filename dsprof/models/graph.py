@@ -6,8 +6,10 @@ The model is traced with ``torch.fx`` (convolutions, normalisations and activati
 1. a *unit* is a Conv2d optionally followed by a BatchNorm and an elementwise activation (ReLU,
    ReLU6, Hardswish, SiLU, GELU, LeakyReLU, Hardtanh -- module, functional or method form);
 2. a *chain* is a run of units in which every intermediate tensor has exactly one consumer (the next
-   convolution), optionally closed by a residual addition of the chain's input (identity, or a
-   convolution with an optional BatchNorm on the shortcut) and one activation after the addition;
+   convolution), optionally closed by a residual addition of the chain's input (identity, or convolutions --
+   1x1 after the first -- each with an optional BatchNorm on the shortcut) and one activation after the addition;
+   a Ghost module's ``cat([x, cheap(x)])[:, :n]`` continues a chain (the cheap unit concatenates its input,
+   `dsprof.models.patterns.ghost_concat`);
 3. a chain of two or more convolutions is split at module boundaries into *blocks*
    (`dsprof.models.ownership`): a block is owned by one module whose forward is exactly the chain (the
    deepest such module that is not a plain container), or is a run of consecutive children of an

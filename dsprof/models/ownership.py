@@ -102,7 +102,7 @@ class _Discovery:
                 self.break_convs.append(u.conv)
                 continue
             user = g.single_user(u.out)
-            v = by_conv.get(user) if user is not None else None
+            v = by_conv.get(user) if user is not None else u.feeds  # a Ghost module: the cheap unit beside the cat
             if v is not None and not v.bad:
                 nxt[u] = v
             else:
@@ -118,6 +118,9 @@ class _Discovery:
                 chain.append(nxt[chain[-1]])
             self._chain(chain)
         first_conv = {str(n.target): g.order[n] for n in g.nodes if g.is_conv(n)}
+        # a chain that is another block's skip path (GhostNet's depthwise + 1x1) merges with that block, not alone
+        on_skips = {id(m) for b in self.blocks for m in b.shortcut or ()}
+        self.blocks = [b for b in self.blocks if not all(id(u.conv) in on_skips for u in b.units)]
         self.blocks.sort(key=lambda b: first_conv[b.units[0].conv_name])
         self._refuse_bare_gates()
         self._refuse_leftovers()
@@ -316,6 +319,7 @@ class _Discovery:
             units.append(Unit(
                 g.module(u.conv), g.module(u.norm) if u.norm is not None else None,  # type: ignore[arg-type]
                 act_module, u.act_in_norm is not None and act_module is not None, str(u.conv.target), act_name or "none",
+                u.concat,
             ))
             if act_name:
                 act_names.append(act_name)
@@ -330,7 +334,8 @@ class _Discovery:
             if tail_node is not None:
                 tail = g.module(tail_node) if tail_node.op == "call_module" else functional_act_module(tail_node, g.act_name(tail_node))  # type: ignore[arg-type]
                 out = tail_node
-        convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups) for u in units)
+        convs = tuple(ConvShape(u.conv.in_channels, u.conv.out_channels, u.conv.kernel_size[0], u.conv.stride[0], u.conv.groups,
+                                u.concat) for u in units)
         styles = {padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
@@ -342,13 +347,16 @@ class _Discovery:
                 name, type(module).__name__, f"its skip path ({kinds}) is neither the identity nor a convolution with an "
                 "optional BatchNorm, so the block cannot merge into one convolution; its activations stay", chain[0].conv.name))
             return
-        projection = bool(shortcut)  # a convolution (and BatchNorm) on the skip path
+        projection = bool(shortcut)  # convolutions (and BatchNorms) on the skip path
+        skip = tuple(ConvShape(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0], m.groups)
+                     for m in (shortcut_parts(shortcut) or () if shortcut else ()) if isinstance(m, nn.Conv2d))
         shape = chain[0].conv.args[0].meta.get("tensor_meta")  # type: ignore[union-attr]
         h, w = (int(shape.shape[-2]), int(shape.shape[-1])) if shape is not None else (1, 1)
         distinct = sorted(set(act_names))
         act = distinct[0] if distinct else "none"  # blocks with two kinds: the first name (alphabetical)
         spec = BlockSpec.from_convs(
             convs, padding=styles.pop(), residual=shortcut is not None, projection=projection, in_h=h, in_w=w, act=act,
+            skip=skip,
         )
         self.blocks.append(Block(name, module, spec, tuple(units), shortcut, tail, x.name, out.name, site))  # type: ignore[union-attr]
 
@@ -378,11 +386,13 @@ class _Discovery:
             return any(pp.startswith(path + ".") for pp in self.partial_paths)
 
         reported: list[str] = [*self.refused_paths, *self.partial_paths]  # they cover what is inside them
-        chains = {r.name for r in self.refusals}  # a module already refused (mixed padding): said once
-        for path, module in self.g.modules.items():
+        chains = {r.name for r in self.refusals}  # a module already refused (mixed padding, skip path): said once,
+        for path, module in self.g.modules.items():  # with the modules inside it (a Ghost bottleneck's Ghost modules)
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
                 continue
-            if path in chains or any(r == "" or path == r or path.startswith(r + ".") for r in reported):
+            if any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
+                continue
+            if any(r == "" or path == r or path.startswith(r + ".") for r in reported):
                 continue
             inside = self.under[path]
             brk = next(((n, r, nm) for n, r, nm in self.breaks if n in inside), None)
@@ -422,9 +432,16 @@ def plain_pairs(chain: list) -> list[list]:
 
 
 def shortcut_parts(shortcut) -> list | None:
-    """A skip path's convolution and optional BatchNorm, the form that merges with its chain
-    (`dsprof.merging.block.folded_chain`); None for any other path. Identities (a BatchNorm already folded) drop out."""
+    """A skip path's convolutions, each with an optional BatchNorm, the form that merges with its chain
+    (`dsprof.merging.block.folded_chain`): one convolution, or several where every one after the first is 1x1,
+    stride 1 and unpadded (GhostNet's depthwise kxk then 1x1), so that the path as built is the composite of its
+    convolutions exactly. None for any other path. Identities (a BatchNorm already folded) drop out."""
     parts = [m for m in shortcut if not isinstance(m, nn.Identity)]
-    first, rest = (parts[0], parts[1:]) if parts else (None, [])
-    ok = isinstance(first, nn.Conv2d) and len(rest) <= 1 and all(isinstance(m, nn.BatchNorm2d) for m in rest)
-    return parts if ok else None
+    if not parts or not isinstance(parts[0], nn.Conv2d):
+        return None
+    for i, m in enumerate(parts[1:], 1):
+        if isinstance(m, nn.BatchNorm2d) and type(parts[i - 1]) is not nn.BatchNorm2d:
+            continue
+        if type(m) is not nn.Conv2d or m.kernel_size != (1, 1) or m.stride != (1, 1) or any(m.padding) or m.groups != 1:
+            return None
+    return parts

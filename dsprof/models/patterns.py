@@ -111,6 +111,8 @@ class UnitNodes:
     act: fx.Node | None = None  # activation node (None: no activation, or it lives in the norm)
     act_in_norm: nn.Module | None = None
     bad: str | None = None  # why this convolution cannot be part of a block
+    concat: int = 0  # > 0: the unit's output is cat([its input, conv output])[:, :concat] (a Ghost module)
+    feeds: "UnitNodes | None" = None  # the concatenating unit that reads this unit's output beside its concatenation
 
     @property
     def out(self) -> fx.Node:
@@ -176,7 +178,63 @@ def find_units(g: GraphView) -> list[UnitNodes]:
             unit.nodes.append(nxt)
             advance(unit)
         units.append(unit)
+    by_conv = {u.conv: u for u in units}
+    for unit in units:
+        found = ghost_concat(g, unit, by_conv)
+        if found is not None:
+            cheap, tail, keep = found
+            unit.feeds, cheap.concat = cheap, keep
+            cheap.nodes.extend(tail)
+            advance(cheap)
     return units
+
+
+def _channel_slice(index) -> int | None:
+    """``n`` when ``index`` (a getitem's) is ``[:, :n]`` on an NCHW tensor (trailing full slices or ``...`` allowed)."""
+    whole = slice(None, None, None)
+    if not isinstance(index, tuple) or len(index) < 2 or index[0] != whole:
+        return None
+    channels = index[1]
+    if not isinstance(channels, slice) or channels.start not in (None, 0) or channels.step not in (None, 1):
+        return None
+    if not isinstance(channels.stop, int) or channels.stop < 1:
+        return None
+    rest = index[2:]
+    if len(rest) > 2 or not all(r == whole or r is Ellipsis for r in rest):
+        return None
+    return channels.stop
+
+
+def ghost_concat(g: GraphView, unit: UnitNodes, by_conv: dict[fx.Node, UnitNodes]) -> tuple[UnitNodes, list[fx.Node], int] | None:
+    """A Ghost module after ``unit`` (its primary convolution): (the cheap unit, the concatenation's nodes, the
+    channels kept) when ``unit``'s output x is read by exactly one convolution unit and by ``cat([x, cheap(x)], dim=1)``,
+    the cheap unit's output is read by that concatenation alone, the cheap convolution keeps the map's size (stride
+    1, odd kernel padded by half), and the concatenation is followed by nothing or by a channel slice ``[:, :n]``.
+    Linear once the activations go: ``[x; D x]`` is one convolution (`dsprof.merging.algebra.concat_input`)."""
+    users = list(unit.out.users)
+    if len(users) != 2:
+        return None
+    cat = next((u for u in users if target_name(u) in ("cat", "concat")), None)
+    cheap = next((by_conv.get(u) for u in users if u is not cat), None)
+    if cat is None or cheap is None or cheap.bad or list(cheap.out.users) != [cat]:
+        return None
+    tensors = cat.args[0] if cat.args else cat.kwargs.get("tensors")
+    dim = cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)
+    if not isinstance(tensors, (list, tuple)) or list(tensors) != [unit.out, cheap.out] or dim not in (1, -3):
+        return None
+    conv = g.module(cheap.conv)
+    k = conv.kernel_size[0]  # type: ignore[union-attr]
+    if conv.stride != (1, 1) or k % 2 == 0 or padding_style(conv) != "symmetric":  # type: ignore[union-attr,arg-type]
+        return None
+    total = conv.in_channels + conv.out_channels  # type: ignore[union-attr]
+    tail = [cat]
+    users = list(cat.users)
+    if len(users) == 1 and users[0].op == "call_function" and target_name(users[0]) == "getitem":
+        n = _channel_slice(users[0].args[1])
+        if n is not None:
+            tail.append(users[0])
+            total = min(total, n)
+    return cheap, tail, total
 
 
 def break_reason(g: GraphView, out: fx.Node) -> tuple[str, str]:

@@ -33,7 +33,9 @@ class Unit:
     """One convolution of a block with its BatchNorm and its *removable* activation.
 
     ``act`` is the activation the search may remove (a module; functional activations get one);
-    ``act_in_norm`` is True when it lives inside ``norm`` (timm's BatchNormAct2d).
+    ``act_in_norm`` is True when it lives inside ``norm`` (timm's BatchNormAct2d). ``concat`` > 0: the unit's output
+    is ``cat([its input, act(norm(conv(input)))], dim=1)[:, :concat]`` (a Ghost module's cheap operation, its input
+    the primary convolution's output); 0: the unit's own output.
     """
 
     conv: nn.Conv2d
@@ -42,6 +44,7 @@ class Unit:
     act_in_norm: bool
     conv_name: str
     act_name: str = "none"
+    concat: int = 0
 
 
 @dataclass(frozen=True, eq=False)

@@ -227,10 +227,13 @@ class GatedBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x
         for unit, gate in zip(self._units, self.gated):
+            given = h
             h = unit.conv(h)
             if unit.norm is not None:  # a fused activation (timm BatchNormAct2d) is the gate's or the tail's
                 h = nn.BatchNorm2d.forward(unit.norm, h) if hasattr(unit.norm, "act") else unit.norm(h)
             h = gate(h)
+            if unit.concat:  # a Ghost module: its input concatenated before the cheap operation's output
+                h = torch.cat([given, h], dim=1)[:, : unit.concat]
         if self.has_skip:
             s = x
             for m in self._shortcut:
