@@ -132,6 +132,34 @@ def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
 
 
 @pytest.mark.tflite
+def test_tflite_conversion_computes_what_torch_computes_and_writes_no_saved_model(tmp_path):
+    # onnx2tf's SavedModel of each conversion is skipped (issue #44: four fifths of a conversion's time); the float32
+    # file must still compute the block: a 3x3 convolution 16 -> 24, stride 2, and ReLU6 at 16 px, against float64
+    # PyTorch. LiteRT takes NHWC: the input transposed in, the output transposed back.
+    from ai_edge_litert.interpreter import Interpreter
+
+    from dsprof.models.onnx_export import export_onnx
+    from dsprof.profiler.backends.tflite import convert_onnx_to_tflite
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Conv2d(16, 24, 3, stride=2, padding=1), torch.nn.ReLU6()).eval()
+    x = torch.randn(1, 16, 16, 16)
+    path = convert_onnx_to_tflite(export_onnx(block, (1, 16, 16, 16), tmp_path / "block.onnx"), tmp_path / "out")
+    assert path.name == "block_float32.tflite" and path.is_file()
+    assert not list(tmp_path.rglob("saved_model.pb")) and not (path.parent / "variables").exists()
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    interpreter.allocate_tensors()
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    assert tuple(inp["shape"]) == (1, 16, 16, 16) and tuple(out["shape"]) == (1, 8, 8, 24)  # NHWC
+    interpreter.set_tensor(inp["index"], x.permute(0, 2, 3, 1).contiguous().numpy())
+    interpreter.invoke()
+    got = torch.from_numpy(interpreter.get_tensor(out["index"])).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        ref = block.double()(x.double()).float()
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.tflite
 def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeypatch):
     from onnx2tf.utils.common_functions import download_test_image_data
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from cli_run import dsprof_here
 from conftest import randomise_bn
 
 from dsprof.lut.schema import GROUP_COLUMNS
@@ -241,12 +242,8 @@ def test_finetune_then_merge_gives_the_same_model(tmp_path):
     assert result.merged_max_abs_diff < 1e-4
     # `dsprof merge --checkpoint` takes the fine-tuning checkpoint and gives the same merged model
     out = tmp_path / "cli_merged.pt"
-    cli = subprocess.run(
-        DSPROF + ["merge", "--model", "mobilenet_v2", *TINY_ARGS, "--resolution", str(RES), "--num-classes", "10",
-                  "--plan", plan.to_json(), "--merge-by", "macs", "--checkpoint",
-                  str(tmp_path / "ft.pt"), "--out", str(out)],
-        capture_output=True, text=True, env=ENV, timeout=300,
-    )
+    cli = dsprof_here("merge", "--model", "mobilenet_v2", *TINY_ARGS, "--resolution", str(RES), "--num-classes", "10",
+                      "--plan", plan.to_json(), "--merge-by", "macs", "--checkpoint", tmp_path / "ft.pt", "--out", out)
     assert cli.returncode == 0, cli.stderr
     x = digits(RES).val[0][0][None]
     a, b = load_merged(out), load_merged(tmp_path / "merged.pt")

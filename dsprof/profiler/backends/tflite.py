@@ -5,6 +5,11 @@ the network: onnx2tf downloads sample images from GitHub when a model's input ha
 (to check its output against ONNX), unless a file of that name is in the working folder. We
 convert inside a private folder holding a locally generated file of that name, and with sockets
 blocked (`no_network`), so a conversion that would try to fetch anything fails loudly instead.
+
+onnx2tf also writes a TensorFlow SavedModel of every conversion, which nothing here reads (the float32 ``.tflite``
+is converted from the Keras model's concrete function, not from that folder) and which took four fifths of each
+conversion's time (Keras serialising the model's config, 2026-11-28, onnx2tf 1.28.8): `convert_onnx_to_tflite` skips
+that write (`_no_saved_model`).
 """
 
 from __future__ import annotations
@@ -53,8 +58,24 @@ def no_network() -> Iterator[None]:
         socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo = saved  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _no_saved_model() -> Iterator[None]:
+    """Make ``tf.saved_model.save`` write nothing while the block runs: onnx2tf saves a SavedModel it only reads back
+    for integer quantisation or signature defs (neither asked for here), after taking the concrete function that the
+    float32 ``.tflite`` is converted from."""
+    import tensorflow as tf
+
+    saved = tf.saved_model.save
+    tf.saved_model.save = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        tf.saved_model.save = saved
+
+
 def convert_onnx_to_tflite(onnx_path: Path, out_dir: Path) -> Path:
-    """Convert an ONNX file to a float32 ``.tflite`` file in ``out_dir``, offline; return its path."""
+    """Convert an ONNX file to a float32 ``.tflite`` file in ``out_dir``, offline; return its path. No SavedModel is
+    written beside it (`_no_saved_model`)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import onnx2tf
 
@@ -63,11 +84,14 @@ def convert_onnx_to_tflite(onnx_path: Path, out_dir: Path) -> Path:
     sample = out_dir / _ONNX2TF_SAMPLE
     if not sample.exists():
         np.save(sample, np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32))
-    with no_network(), contextlib.chdir(out_dir), open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+    with no_network(), _no_saved_model(), contextlib.chdir(out_dir), open(os.devnull, "w") as devnull, \
+            contextlib.redirect_stdout(devnull):
         onnx2tf.convert(
             input_onnx_file_path=str(Path(onnx_path).resolve()),
             output_folder_path=str(out_dir / "tf"),
             verbosity="error",
+            output_signaturedefs=False,  # both read the SavedModel back; the default, said because of _no_saved_model
+            output_integer_quantized_tflite=False,
         )
     tflite = out_dir / "tf" / f"{Path(onnx_path).stem}_float32.tflite"
     if not tflite.is_file():
