@@ -100,7 +100,7 @@ def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None
 
 
 def is_merged_model(source: Any) -> bool:
-    """Whether an entry of ``plans`` is a merged-model file (``.pt``, `dsprof merge --out`) rather than a plan: as
+    """Whether an entry of ``plans`` is a merged-model file (``.pt``, `dsprof.merge(out=)`) rather than a plan: as
     `dsprof.report` tells them apart."""
     return isinstance(source, (str, Path)) and str(source).endswith(".pt")
 
@@ -110,7 +110,7 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
                 **context: Any) -> tuple[dict[str, nn.Module], tuple[Merges, ...]]:
     """The whole models that ``plans`` add to a run of ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its
     name, options and resolution, and one that holds its module, `ModelRef.built`, is not built again): presets, plan
-    files or `Plan`\\ s (each named after its plan or file), and merged-model files (``.pt``, `dsprof merge --out`,
+    files or `Plan`\\ s (each named after its plan or file), and merged-model files (``.pt``, `dsprof.merge(out=)`,
     named after the file); and the merges each plan's model was built with: its own list, else ``lut``'s rule in the
     LUT context ``device_key`` (or the one that the run's ``context`` -- backend, dtype, batch -- picks), else MACs
     with ``merge_by="macs"``. A plan no rule can decide is refused before any model is merged."""
@@ -170,7 +170,7 @@ def measure(
     PyTorch on the CPU) at ``batch`` (`dsprof.profiler.runner.measure` says what each setting does). ``plans`` add
     whole models timed beside the original: plan files, presets or `Plan`\\ s, merged by their own list or as
     ``merge`` (a `dsprof.lut.MergeChoice` -- a LUT and its context, or MACs -- decides the plans without their own
-    list), and merged-model files (``.pt``, `dsprof merge --out`) as they are (`plan_models`). With
+    list), and merged-model files (``.pt``, `dsprof.merge(out=)`) as they are (`plan_models`). With
     ``Workloads(calibrate=True)`` the run ends with the groups planned from its own records, timed in the same run
     (`dsprof.workflows.calibrate`). ``remote`` (a `dsprof.edge.RemoteHost`, or its ``USER@HOST`` reached with plain
     ``ssh``) times fp32 bundles on that machine instead (`dsprof.edge.remote`). ``progress``: a progress bar here;

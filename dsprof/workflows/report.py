@@ -138,7 +138,7 @@ def report(
     """Write tables (text, Markdown, CSV, LaTeX), plots (PNG, SVG), ``index.md`` and ``report.html`` into ``out``.
 
     ``paths``: measurement files or folders. ``lut``: a LUT (or its file) for the prediction check;
-    ``plans``: plan files, preset names or merged model files (``.pt``, `dsprof merge --out`), marked in
+    ``plans``: plan files, preset names or merged model files (``.pt``, `dsprof.merge(out=)`), marked in
     the block plot, drawn in the memory plot and used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
     columns ``model,accuracy`` (fractions or %) for the accuracy-vs-FPS plot; ``explanations``: files
     written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
