@@ -39,23 +39,24 @@ def check_resolution(size: int) -> int:
         raise UsageError(f"`resolution={size}`: give {MIN_RESOLUTION} pixels or more")
     return size
 
+
 def library_entry(name: str) -> ModelEntry:
     """The registry entry of ``name``: a name ``LIBRARY:NAME`` (`dsprof.models.registry.is_library_name`) is registered
     on first use, from the library (its builder; its default resolution, the one its published weights were trained at:
     `dsprof.models.zoo.library_model`, which refuses an unknown name naming the library's closest); any other name is
     `model_entry`'s."""
-    if not is_library_name(name):
-        return model_entry(name)
     try:
         return model_entry(name)
-    except KeyError:  # not yet registered in this process
-        from .zoo import library_model  # the library (timm: 1-2 s) only when one of its models is named
+    except KeyError:
+        if not is_library_name(name):
+            raise  # an unknown name: the registry's message lists the known ones
+    from .zoo import library_model  # the library (timm: 1-2 s) only when one of its models is named
 
-        library, _, model = name.partition(":")
-        build, size = library_model(library, model)
-        register_model(name, default_resolution=size, family=library,
-                       description=f"{model} ({library}, by its own name)")(build)
-        return model_entry(name)
+    library, _, model = name.partition(":")
+    build, size = library_model(library, model)
+    register_model(name, default_resolution=size, family=library,
+                   description=f"{model} ({library}, by its own name)")(build)
+    return model_entry(name)
 
 
 def get_model(
