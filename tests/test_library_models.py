@@ -44,6 +44,24 @@ def test_a_library_name_is_not_a_model_file_and_is_read_without_the_library():
     assert not is_library_name("keras:resnet18") and not is_library_name("timm:") and not is_library_name("resnet18")
     assert not meant_as_model_file("timm:resnet18")
     assert meant_as_model_file("net.py:build") and meant_as_model_file("net.txt:build")
+    assert is_library_name("timm:resnet50.a1_in1k")  # timm's pretrained tags
+
+
+@pytest.mark.parametrize("hostile", ['timm:$(touch pwned)', 'timm:=HYPERLINK("http://x")', "timm:<script>x</script>",
+                                     "torchvision:../../etc/passwd", "timm:a b"])
+def test_a_plan_file_naming_a_hostile_library_model_is_refused_as_an_unknown_model(hostile, tmp_path):
+    """A plan file from someone else is data: a ``LIBRARY:NAME`` that no library could spell (a shell substitution, a
+    formula, markup, a path) is not read as a library's model (nor as a model file), so the plan is refused as one
+    for an unknown model, and nothing runs."""
+    assert not is_library_name(hostile) and not meant_as_model_file(hostile)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps({"format": "dsprof.plan", "version": 1, "model": hostile, "keep": [1, 0],
+                                "options": {}, "name": "h"}))
+    with pytest.raises(DsprofError, match="unknown model"):
+        load_plan(path)
+    refused = dsprof_here("blocks", "--model", hostile, cwd=tmp_path)
+    assert refused.returncode != 0 and "unknown model" in refused.stderr
+    assert list(tmp_path.iterdir()) == [path]  # nothing written, nothing run
 
 
 @pytest.mark.parametrize("name, close", [("timm:mobilenetv4_small", "timm:mobilenetv4_conv_small"),

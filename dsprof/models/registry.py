@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import re
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -107,10 +108,17 @@ def register_model(
 LIBRARIES = ("timm", "torchvision")
 
 
+#: How a library spells its models' names: letters, digits, ``_``, ``-`` and ``.`` (timm's pretrained tags,
+#: ``resnet50.a1_in1k``). A plan file from someone else that names anything else is refused as an unknown model.
+_LIBRARY_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 def is_library_name(name: str) -> bool:
-    """True for ``LIBRARY:NAME`` with LIBRARY one of `LIBRARIES` (read without importing the library)."""
+    """True for ``LIBRARY:NAME`` with LIBRARY one of `LIBRARIES` and NAME spelt as a library names a model (read
+    without importing the library)."""
     library, sep, model = str(name).partition(":")
-    return bool(sep) and library in LIBRARIES and bool(model) and not model.endswith(".py")
+    return (bool(sep) and library in LIBRARIES and _LIBRARY_MODEL.fullmatch(model) is not None
+            and not model.endswith(".py"))
 
 
 def list_models(pattern: str = "*") -> list[str]:
@@ -220,7 +228,7 @@ def meant_as_model_file(text: str) -> bool:
     text = str(text)
     if is_model_file_spec(text):
         return True
-    return (text not in _REGISTRY and not text.startswith("file:") and not is_library_name(text)
+    return (text not in _REGISTRY and not text.startswith("file:") and text.partition(":")[0] not in LIBRARIES
             and (":" in text or text.endswith(".py")))
 
 
