@@ -98,9 +98,11 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune the linearised model of ``plan`` (or train the original ``model`` when no plan) on ``data``.
 
-    ``model``: a registered name, a model file, an ``nn.Module`` or a `dsprof.models.ModelRef` (with its options,
-    resolution -- None: `default_training_resolution`, 32 px on 'digits' and 'shapes' -- and starting weights,
-    ``"pretrained"`` or a file); with a plan, the plan's model where none is given. ``distill`` (True, or a
+    ``model``: what `search` takes, read as it reads it (`dsprof.search.build.training_model`): a registered name,
+    ``timm:NAME`` or ``torchvision:NAME``, a ``PATH.py:factory`` model file, an ``nn.Module`` (trained on a copy) or a
+    `dsprof.models.ModelRef` (with its options, resolution -- None: `default_training_resolution`, 32 px on 'digits'
+    and 'shapes' -- and starting weights, ``"pretrained"`` or a file); with a plan, the plan's model (and options)
+    where none is given, and the plan checked against the model where one is (`check_plan`). ``distill`` (True, or a
     `DistillSettings`): the loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model
     as teacher. ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``run`` (a `TrainRun`): the
     device; the checkpoint (``run.checkpoint``), written every epoch (rank 0) and read by ``run.resume``, its
