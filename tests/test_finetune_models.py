@@ -131,3 +131,16 @@ def test_a_plan_for_another_model_is_refused_in_one_line_before_training(tmp_pat
         message = str(caught.value)
         assert said in message and "\n" not in message
     assert not (tmp_path / "f.pt").exists()  # refused before any epoch
+
+
+def test_a_bad_checkpoint_names_the_finetune_that_writes_a_good_one(tmp_path):
+    """`dsprof.merge` refusing a file that is no checkpoint names the function that writes one, as it is imported."""
+    import dsprof.search
+    from dsprof.errors import DsprofError
+    from dsprof.workflows.merge import checkpoint_facts
+
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint")
+    with pytest.raises(DsprofError, match=r"`dsprof\.search\.finetune\(run=TrainRun\(checkpoint=\)\)`"):
+        checkpoint_facts(bad)
+    assert dsprof.search.finetune is finetune
