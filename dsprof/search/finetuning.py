@@ -30,7 +30,7 @@ from ..planning.decide import merge_rule
 from ..records.merges import Merges
 from ..models import ModelRef
 from .baselines import layer_prune
-from .build import build_model, default_training_resolution
+from .build import build_model, training_model
 from .data import load_data
 from .expand import expand_model, set_linear, shrink_model
 from .settings import DistillSettings, TrainRun
@@ -98,9 +98,11 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune the linearised model of ``plan`` (or train the original ``model`` when no plan) on ``data``.
 
-    ``model``: a registered name, a model file, an ``nn.Module`` or a `dsprof.models.ModelRef` (with its options,
-    resolution -- None: `default_training_resolution`, 32 px on 'digits' and 'shapes' -- and starting weights,
-    ``"pretrained"`` or a file); with a plan, the plan's model where none is given. ``distill`` (True, or a
+    ``model``: what `search` takes, read as it reads it (`dsprof.search.build.training_model`): a registered name,
+    ``timm:NAME`` or ``torchvision:NAME``, a ``PATH.py:factory`` model file, an ``nn.Module`` (trained on a copy) or a
+    `dsprof.models.ModelRef` (with its options, resolution -- None: `default_training_resolution`, 32 px on 'digits'
+    and 'shapes' -- and starting weights, ``"pretrained"`` or a file); with a plan, the plan's model (and options)
+    where none is given, and the plan checked against the model where one is (`check_plan`). ``distill`` (True, or a
     `DistillSettings`): the loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model
     as teacher. ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``run`` (a `TrainRun`): the
     device; the checkpoint (``run.checkpoint``), written every epoch (rank 0) and read by ``run.resume``, its
@@ -131,38 +133,29 @@ def finetune(
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=merge.accept_modified)
     out, resume, device, stop_after_epochs = run.checkpoint, run.resume, run.device, run.stop_after_epochs
-    fields = moved.get("model", {})
-    weights = fields.pop("weights", None)
-    options, resolution = fields.get("options"), fields.get("resolution")
-    ref = None
-    if model is not None and (not isinstance(model, str) or fields):
-        ref = ModelRef.of(model, options=options, resolution=resolution)
-        options, resolution = ref.options, ref.resolution
-        weights = weights if weights is not None else (ref.weights or None)
-    plan, model_name, options = _what_to_train(plan, ref or model, options)
-    source = ref if ref is not None and ref.is_module else model_name  # what builds the model: a module is copied
-    if resolution is None:
-        resolution = default_training_resolution(source, data)
+    plan, ref, weights = _what_to_train(plan, model, data, moved.get("model", {}))
+    resolution = ref.input_size[0]
     merges = None
     if plan is not None and check_merge and not (ds_plus or layer_pruning or all(plan.keep)):
-        merges = merge_rule(ModelRef.of(source, options=options, resolution=lut_resolution or resolution), lut=lut,
-                            device=device_key, merge_by=merge_by, plan=plan).decide(plan)
+        priced = ref if lut_resolution in (None, resolution) else ModelRef.of(ref, resolution=lut_resolution)
+        merges = merge_rule(priced, lut=lut, device=device_key, merge_by=merge_by, plan=plan).decide(plan)
         plan = merges.plan
+        if priced is not ref and ref.is_module:  # a module is traced at the size its reference last set: this one
+            ref = ModelRef.of(ref, resolution=resolution)
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)
         splits = load_data(data, resolution)
-        original = build_model(ModelRef.of(source, options=options, resolution=resolution),
-                               num_classes=splits.num_classes, weights=weights)
+        original = build_model(ref, num_classes=splits.num_classes, weights=weights)
         student, kind, notes = _student(original, plan, resolution, ds_plus, layer_pruning)
         before_epoch = _linear_phase(student, config, linear_epochs) if ds_plus else None
         loss_fn = _finetune_loss(_teacher(original, rt) if teacher else None, teacher.alpha if teacher else 0.5,
                                  teacher.temperature if teacher else 2.0, config, rt)
         optimizer = make_optimizer(student, config)
         ckpt = Path(out) if out is not None else None
-        loop = prepare_loop(student, optimizer, ckpt, resume, kind, rt, splits, config, stop_after_epochs, model_name,
-                            options)
-        what = {"model": model_name, "options": json.dumps(options), "num_classes": splits.num_classes,
+        loop = prepare_loop(student, optimizer, ckpt, resume, kind, rt, splits, config, stop_after_epochs, ref.name,
+                            dict(ref.options))
+        what = {"model": ref.name, "options": json.dumps(ref.options), "num_classes": splits.num_classes,
                 "resolution": resolution, "plan": plan.to_json() if plan is not None else None, "epochs": config.epochs}
 
         def save(_epoch: int, acc: float) -> dict[str, Any]:
@@ -185,19 +178,19 @@ def finetune(
         teardown_runtime(rt)
 
 
-def _what_to_train(plan, model: Any, options) -> tuple[Plan | None, str, dict[str, Any]]:
-    """The plan (read), the model's name and its build options: the plan's (checked against ``model`` and
-    ``options`` where a model is given: `check_plan`), or ``model`` (a name or a `ModelRef`) and ``options``."""
-    if model is not None and not isinstance(model, str):  # a ModelRef: its name and options
-        model, options = model.name, dict(model.options)
-    if plan is not None:
-        plan = Plan.coerce(plan)
-        if model is not None or options:
-            plan = check_plan(plan, model or plan.model, options)
-        return plan, plan.model, dict(plan.options)
+def _what_to_train(plan, model: Any, data: str | Path, fields: dict[str, Any]
+                   ) -> tuple[Plan | None, ModelRef, bool | str | Path | None]:
+    """The plan (read, and checked against the model: `check_plan`), the model to train as one reference at the
+    training resolution and the weights it starts from, as `search` has them (`training_model`): ``model`` (anything
+    `ModelRef.of` takes), else the plan's model with the plan's options; ``fields``: the model's keywords of before
+    (``options``, ``resolution``, ``weights``), in place of its own."""
     if model is None:
-        raise UsageError("give a plan, or the model to train (no plan: the original model is trained)")
-    return None, model, dict(options or {})
+        if plan is None:
+            raise UsageError("give a plan, or the model to train (no plan: the original model is trained)")
+        plan = Plan.coerce(plan)
+        model, fields = plan.model, {**fields, "options": fields.get("options") or dict(plan.options)}
+    ref, weights = training_model(model, data, **fields)
+    return (check_plan(plan, ref, dict(ref.options)) if plan is not None else None), ref, weights
 
 
 def _student(original: nn.Module, plan: Plan | None, resolution: int, ds_plus: bool,

@@ -140,7 +140,7 @@ def checkpoint_facts(path: str | Path) -> dict[str, Any]:
     """What a checkpoint says about the model it holds besides its weights: ``num_classes`` (int) and ``plan`` (a
     `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
     obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of "
-                     "`dsprof.finetune(run=TrainRun(checkpoint=))`")
+                     "`dsprof.search.finetune(run=TrainRun(checkpoint=))`")
     facts: dict[str, Any] = {}
     if isinstance(obj, dict):
         if isinstance(obj.get("num_classes"), int) and not isinstance(obj["num_classes"], bool):
