@@ -143,7 +143,7 @@ class Plan:
             raise PlanError(
                 f"{label} has {len(self.keep)} entries but the model has {n_blocks} blocks; a plan needs one 0/1 per "
                 f"block (see `dsprof blocks` with `{model_args(self.model, self.options)}`), for the model and options "
-                f"it was made for ({self.model} {self.options or ''})"
+                f"it was made for ({' '.join(filter(None, [self.model, json.dumps(self.options) if self.options else '']))})"
             )
 
     def check_model(self, model: Any) -> None:
