@@ -297,3 +297,18 @@ def test_a_keep_beyond_the_activations_says_activations(luts):
         front.choose(keep=14)
     assert str(caught.value) == ("`keep=14` activations, but the model has 13; give `keep=` in 0..13, or a fraction "
                                  "in [0, 1]")
+
+
+def test_a_crossing_span_the_lut_lacks_is_named(luts):
+    """A span across block borders that keeps some activations of its end blocks (block 0's projection with block 1's
+    expansion and depthwise) merges into one convolution (tests/test_merge_crossing.py) but is not timed yet: predict
+    names it as a missing entry instead of pricing the span of whole blocks that the same range would be."""
+    prices = _prices(luts["rule"], "isolated")
+    plan = Plan.from_acts(NAME, [(1,), (0, 1)] + [(1, 1)] * 5, options=OPTIONS, spans=[(0, 2)])
+    pieces = prices.pieces(plan)
+    (crossing,) = [p for p in pieces if p.missing]
+    assert (crossing.start, crossing.stop, crossing.kept) == (0, 2, True)
+    assert "crossing span" in crossing.missing and "[1] [0, 1]" in crossing.missing
+    with pytest.warns(UserWarning, match="crossing span"):
+        prediction = predict_plan(prices, plan)
+    assert prediction.missing and "crossing span" in prediction.missing[0]

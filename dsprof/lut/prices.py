@@ -35,7 +35,7 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts
-from ..records.activations import partial_runs, partial_variant
+from ..records.activations import is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
@@ -230,7 +230,12 @@ class Prices:
             plan.check_acts([layout.n_acts for layout in layouts])
             for n, piece in enumerate(pieces):
                 i = piece.start
-                if piece.kept and partial_runs(layouts[i], plan.acts[i]):
+                if piece.stop - i > 1 and is_crossing(plan.acts, (i, piece.stop)):  # not its blocks' span entry
+                    what = " ".join(str(list(a)) for a in plan.acts[i:piece.stop])
+                    pieces[n] = Piece(i, piece.stop, "crossing", math.nan, math.nan, kept=True, missing=(
+                        f"the span of blocks {format_span((i, piece.stop))} across a partial block (activations "
+                        f"{what}: a crossing span, merged but not timed yet)"))
+                elif piece.kept and partial_runs(layouts[i], plan.acts[i]):
                     variant = partial_variant(layouts[i], plan.acts[i])
                     what = f"block {self.blocks[i].spec.to_str()} with activations {list(plan.acts[i])}"
                     pieces[n] = (self.partial(i, variant) if variant is not None else Piece(
