@@ -288,3 +288,28 @@ def test_the_planner_decides_the_other_blocks_and_keeps_the_crossing():
     # MACs a pixel, against 192 * (32 + 9 + 32) as built: it merges by MACs
     assert decided.merge[5] == (9 * 32 * 32 < 192 * (32 + 9 + 32))
     _check(model, decided, torch.randn(2, 3, RES, RES, dtype=torch.float64))
+
+
+def test_every_plan_of_two_blocks_with_and_without_their_span():
+    """Brute force on MobileNetV2 with one block per stage (no skip connection anywhere, so every border may be
+    crossed): every activation state of blocks 1 and 2 (16) and of block 0 kept or linearised, with and without the
+    span over blocks 1 and 2, and with the span over blocks 0 to 2 where block 1 is linearised; each merged against
+    the reference."""
+    import itertools
+
+    torch.manual_seed(0)
+    model = randomise_bn(get_model("mobilenet_v2", resolution=RES, num_classes=10, depths=[1] * 7)).double().eval()
+    assert not any(block.use_res_connect for block in list(model.features)[1:8])
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    n = 0
+    for b0, b1, b2 in itertools.product([(1,), (0,)], [(1, 1), (1, 0), (0, 1), (0, 0)], [(1, 1), (1, 0), (0, 1), (0, 0)]):
+        acts = [b0, b1, b2] + [(1, 1)] * 4
+        keep = [int(any(a)) for a in acts]
+        for spans in ([], [(1, 3)]) + (([(0, 3)],) if b1 == (0, 0) else ()):
+            plan = Plan.from_acts("mobilenet_v2", acts, options={"depths": [1] * 7}, spans=spans or None,
+                                  merge=[not k for k in keep])
+            merged = merge_model(model, plan)
+            with torch.no_grad():
+                assert _rel(merged(x), _reference(model, plan.acts, plan.spans or ())(x)) <= TOL, (acts, spans)
+            n += 1
+    assert n == 2 * 16 * 2 + 2 * 4
