@@ -299,16 +299,42 @@ def test_a_keep_beyond_the_activations_says_activations(luts):
                                  "in [0, 1]")
 
 
-def test_a_crossing_span_the_lut_lacks_is_named(luts):
-    """A span across block borders that keeps some activations of its end blocks (block 0's projection with block 1's
-    expansion and depthwise) merges into one convolution (tests/test_merge_crossing.py) but is not timed yet: predict
-    names it as a missing entry instead of pricing the span of whole blocks that the same range would be."""
+# Blocks 1 and 2 of the 7-block model as a crossing span: block 1 (16 -> 96 -> 24, depthwise stride 2, at 16x16) keeps
+# its expansion's ReLU6, block 2 (24 -> 144 -> 32, depthwise stride 2, at 8x8) its depthwise's. It deploys block 1's
+# expansion, one dense convolution 96 -> 144 (kernel 1 + 2 + 2 * 2 = 7, stride 4, to 4x4) and block 2's projection.
+B2_ORIGINAL = 64 * 24 * 144 + 16 * 144 * 9 + 16 * 144 * 32  # 315 648
+CROSSING_1_2 = 256 * 16 * 96 + 16 * 96 * 144 * 49 + 16 * 144 * 32  # 11 304 960
+
+
+def test_crossing_spans_are_timed_and_priced(luts):
+    """``measure --spans 2`` with the partial variants also times the crossing spans of two blocks as they deploy
+    (variant ``crossing``): for each pair of blocks, the first partial (fused-project's state) or linearised and the
+    second partial (fused-expand's state) or linearised, not both linearised; block 0 has one activation, so only
+    linearised: 1 + 5 * 3 = 16. Priced from its entry as a span is: the model's price less blocks 1 and 2's
+    originals, plus its entry (one call fewer)."""
+    frame = LUT.load(luts["rule"]).to_dataframe()
+    crossing = frame[frame["variant"] == "crossing"]
+    assert len(crossing) == 16
     prices = _prices(luts["rule"], "isolated")
-    plan = Plan.from_acts(NAME, [(1,), (0, 1)] + [(1, 1)] * 5, options=OPTIONS, spans=[(0, 2)])
-    pieces = prices.pieces(plan)
-    (crossing,) = [p for p in pieces if p.missing]
-    assert (crossing.start, crossing.stop, crossing.kept) == (0, 2, True)
-    assert "crossing span" in crossing.missing and "[1] [0, 1]" in crossing.missing
+    everything = predict_plan(prices, Plan(NAME, (1,) * 7, OPTIONS)).total_s
+    plan = Plan.from_acts(NAME, [(1,), (1, 0), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+    (piece,) = [p for p in prices.pieces(plan) if p.stop - p.start > 1]
+    assert (piece.start, piece.stop, piece.variant, piece.kept, piece.missing) == (1, 3, "crossing", True, None)
+    assert piece.latency_s == pytest.approx(OVERHEAD_S + S_PER_MAC * CROSSING_1_2, rel=1e-12)
+    assert predict_plan(prices, plan).total_s - everything == pytest.approx(
+        S_PER_MAC * (CROSSING_1_2 - B1_ORIGINAL - B2_ORIGINAL) - OVERHEAD_S, rel=1e-9)
+    from dsprof.lut.pricer import Pricer
+    assert Pricer(prices).price(plan).latency_s == pytest.approx(predict_plan(prices, plan).total_s, rel=1e-12)
+
+
+def test_a_crossing_span_the_lut_lacks_is_named(luts):
+    """A crossing span in a state that is not timed (block 1 keeps both activations: its projection with block 2's
+    expansion and depthwise) is named as a missing entry, never priced as the span of whole blocks."""
+    prices = _prices(luts["rule"], "isolated")
+    plan = Plan.from_acts(NAME, [(1,), (1, 1), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+    (crossing,) = [p for p in prices.pieces(plan) if p.missing]
+    assert (crossing.start, crossing.stop, crossing.kept) == (1, 3, True)
+    assert "crossing span of blocks" in crossing.missing and "[1, 1] [0, 1]" in crossing.missing
     with pytest.warns(UserWarning, match="crossing span"):
         prediction = predict_plan(prices, plan)
     assert prediction.missing and "crossing span" in prediction.missing[0]
