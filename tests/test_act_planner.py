@@ -57,7 +57,9 @@ def luts(tmp_path_factory):
     frame = ruled.to_dataframe()
     frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3
     LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
-    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+    frame.loc[frame["variant"] == "crossing", "median_s"] *= 0.05  # crossing spans cheaper still: chosen
+    LUT(frame, str(d / "crossing.csv")).save(d / "crossing.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv", "crossing": d / "crossing.csv"}
 
 
 def _prices(path, method="auto"):
@@ -167,16 +169,20 @@ def test_both_planners_read_one_request_and_the_keywords_of_before_warn(luts):
             planner(REF, lut, pricing=Pricing(max_span=0))
 
 
-def test_front_plans_merge_exactly(luts):
-    """The cheap LUT's front plans (partial blocks, spans, lone merged blocks), merged: equal to their linearised
-    models in float64."""
-    front = plan_front_acts(REF, luts["cheap"], pricing=Pricing(max_span=2))
+@pytest.mark.parametrize("which", ["cheap", "crossing"])
+def test_front_plans_merge_exactly(luts, which):
+    """The cheap LUTs' front plans (partial blocks, spans, crossing spans, lone merged blocks), merged: equal to their
+    linearised models in float64."""
+    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=2))
     torch.manual_seed(0)
     model = randomise_bn(get_model(NAME, resolution=RES, num_classes=10, **OPTIONS)).double().eval()
     x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
     chosen = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
     assert chosen
-    for point in chosen[::3]:
+    crossing = [p for p in chosen if any(any(map(any, p.plan.acts[a:b])) for a, b in p.plan.spans or ())]
+    if which == "crossing":
+        assert crossing  # and these are the plans merged below
+    for point in (crossing[::2] if which == "crossing" else chosen[::3]):
         merged = merge_model(model, point.plan)
         linear = linearize_model(model, point.plan).eval()
         with torch.no_grad():
@@ -222,7 +228,9 @@ def full_lut(tmp_path_factory):
     frame = ruled.to_dataframe()
     frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3  # partial states cheap enough to be chosen
     LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
-    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+    frame.loc[frame["variant"] == "crossing", "median_s"] *= 0.05  # crossing spans cheaper still: chosen
+    LUT(frame, str(d / "crossing.csv")).save(d / "crossing.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv", "crossing": d / "crossing.csv"}
 
 
 @pytest.mark.parametrize("which", ["rule", "cheap"])
@@ -338,3 +346,46 @@ def test_a_crossing_span_the_lut_lacks_is_named(luts):
     with pytest.warns(UserWarning, match="crossing span"):
         prediction = predict_plan(prices, plan)
     assert prediction.missing and "crossing span" in prediction.missing[0]
+
+
+def _span_sets(acts, i=0):
+    """Every set of two-block spans a plan with ``acts`` may hold: over blocks i and i + 1 where the first keeps none
+    of its activations or its first only (fused-project's state), and the second none or its second only
+    (fused-expand's state): a span of linearised blocks, or a crossing span."""
+    if i >= len(acts) - 1:
+        yield []
+        return
+    yield from _span_sets(acts, i + 1)
+    if acts[i] in ((0,), (0, 0), (1, 0)) and acts[i + 1] in ((0, 0), (0, 1)):
+        for rest in _span_sets(acts, i + 2):
+            yield [(i, i + 2)] + rest
+
+
+@pytest.mark.parametrize("which", ["rule", "crossing"])
+def test_the_front_with_crossings_is_every_plans_best(luts, which):
+    """Brute force over all 26,112 plans of the seven-block model with spans of two blocks (every activation state of
+    every block, and every set of spans its states allow, crossing spans among them), each priced by predict's
+    pieces: the DP's fastest plan at each number of kept activations is the cheapest of them all. On the LUT whose
+    crossing spans are cheap, the front uses them."""
+    prices = _prices(luts[which])
+    best: dict[int, float] = {}
+    states = [[(1,), (0,)]] + [[(1, 1), (0, 1), (1, 0), (0, 0)]] * 6
+    n = 0
+    for acts in itertools.product(*states):
+        for spans in _span_sets(acts):
+            plan = Plan.from_acts(NAME, acts, options=OPTIONS, spans=spans or None)
+            total = prices.total_s(prices.pieces(plan))
+            k = kept_activations(acts)
+            best[k] = min(best.get(k, math.inf), total)
+            n += 1
+    assert n == 26_112
+    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=2), prices=prices)
+    assert [p.k for p in front.points] == list(range(0, 14))
+    crossing = 0
+    for point in front.points:
+        assert kept_activations(point.plan.acts) == point.k
+        assert prices.total_s(prices.pieces(point.plan)) == pytest.approx(best[point.k], rel=1e-12, abs=1e-15)
+        assert predict_plan(prices, point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
+        crossing += sum(1 for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]])))
+    if which == "crossing":
+        assert crossing > 0

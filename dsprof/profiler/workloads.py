@@ -47,7 +47,7 @@ from ..merging.linearize import linearize_block
 from ..merging.model import merge_partial
 from ..merging.partial import PartialBlock, act_layout, act_layouts, crossing_modules, partial_block
 from ..merging.spans import SpanLinearized
-from ..records.activations import crossing_units, partial_states
+from ..records.activations import crossing_candidates, crossing_units, partial_states
 from ..models.spans import crossing_spec, span_runs, span_spec
 from ..names import ACT_VARIANTS, BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
@@ -205,39 +205,26 @@ def deployed_crossing(blocks: list[Block], acts: list[tuple[int, ...]], span: tu
 
 def crossing_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] | None = None) -> list[Workload]:
     """The crossing spans of 2..``max_len`` blocks as they deploy (`deployed_crossing`), keyed by what they deploy
-    (`dsprof.models.spans.crossing_spec`, variant ``crossing``), one per distinct key: every run of blocks that could
-    cross as one whose first block removes its last activation and keeps the others (``fused-project``'s state) or is
-    linearised, whose last block removes its first and keeps the others (``fused-expand``'s state) or is linearised,
-    at least one of the two partial, the blocks between linearised; named ``first+last``."""
+    (`dsprof.models.spans.crossing_spec`, variant ``crossing``), one per distinct key: those that
+    `dsprof.records.activations.crossing_candidates` lists and whose blocks can cross as one; named ``first+last``."""
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
-    layouts = act_layouts(blocks)
-    kept = [(1,) * layout.n_acts for layout in layouts]
+    kept = [(1,) * layout.n_acts for layout in act_layouts(blocks)]
     out, seen = [], set()
-    for start in range(len(blocks)):
-        for stop in range(start + 2, min(len(blocks), start + max_len) + 1):
-            firsts = [(0,) * layouts[start].n_acts, partial_states(layouts[start]).get(ACT_VARIANTS[1])]
-            lasts = [(0,) * layouts[stop - 1].n_acts, partial_states(layouts[stop - 1]).get(ACT_VARIANTS[0])]
-            for first in firsts:
-                for last in lasts:
-                    if first is None or last is None or not (any(first) or any(last)):
-                        continue
-                    acts = list(kept)
-                    acts[start], acts[stop - 1] = first, last
-                    for i in range(start + 1, stop - 1):
-                        acts[i] = (0,) * layouts[i].n_acts
-                    spec = crossing_spec(blocks, acts, (start, stop))
-                    if spec in seen:
-                        continue
-                    try:
-                        module = deployed_crossing(blocks, acts, (start, stop))
-                    except (PlanError, MergeError):  # not linear across these borders: nothing to time
-                        continue
-                    seen.add(spec)
-                    shape = (spec.in_channels, spec.in_h, spec.in_w)
-                    name = f"{blocks[start].name}+{blocks[stop - 1].name}"
-                    out.append(Workload("block", name, CROSSING_VARIANT, module, shape,
-                                        count_macs(module, shape[1:], shape[0]), count_params(module), spec, -1))
+    for (start, stop), inside in crossing_candidates(act_layouts(blocks), max_len):
+        acts = kept[:start] + list(inside) + kept[stop:]
+        spec = crossing_spec(blocks, acts, (start, stop))
+        if spec in seen:
+            continue
+        try:
+            module = deployed_crossing(blocks, acts, (start, stop))
+        except (PlanError, MergeError):  # the blocks cannot cross as one (padding, a skip that is not the identity)
+            continue
+        seen.add(spec)
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        name = f"{blocks[start].name}+{blocks[stop - 1].name}"
+        out.append(Workload("block", name, CROSSING_VARIANT, module, shape, count_macs(module, shape[1:], shape[0]),
+                            count_params(module), spec, -1))
     return out
 
 

@@ -35,7 +35,7 @@ from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "keep_of_acts", "kept_activations",
-           "crossing_units", "is_crossing", "partial_runs", "partial_states", "partial_variant", "run_variant", "segments",
+           "crossing_candidates", "crossing_units", "is_crossing", "partial_runs", "partial_states", "partial_variant", "run_variant", "segments",
            "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
@@ -228,3 +228,34 @@ def crossing_units(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], 
                         "a tail, or a skip connection of a block that is not linearised whole lies inside it; cut "
                         "the span there, or remove that activation")
     return units
+
+
+def crossing_candidates(layouts: Sequence[ActLayout], max_len: int
+                        ) -> list[tuple[tuple[int, int], tuple[tuple[int, ...], ...]]]:
+    """The crossing spans of 2..``max_len`` blocks that are timed and planned, as ``(span, acts of its blocks)``: every
+    range whose first block removes its last activation and keeps the others (``fused-project``'s state) or keeps
+    none, whose last block removes its first and keeps the others (``fused-expand``'s state) or keeps none, one of the
+    two partial, the blocks between keeping none, and which is linear across its borders (`crossing_units`, the
+    blocks outside it keeping all). What else a block must be to cross (symmetric padding, no skip but the identity)
+    the blocks know (`dsprof.models.spans.span_runs`)."""
+    kept = [(1,) * layout.n_acts for layout in layouts]
+    out = []
+    for start in range(len(layouts)):
+        for stop in range(start + 2, min(len(layouts), start + max_len) + 1):
+            states = partial_states(layouts[start]), partial_states(layouts[stop - 1])
+            firsts = [(0,) * layouts[start].n_acts, states[0].get(ACT_VARIANTS[1])]
+            lasts = [(0,) * layouts[stop - 1].n_acts, states[1].get(ACT_VARIANTS[0])]
+            for first in firsts:
+                for last in lasts:
+                    if first is None or last is None or not (any(first) or any(last)):
+                        continue
+                    acts = list(kept)
+                    acts[start], acts[stop - 1] = first, last
+                    for i in range(start + 1, stop - 1):
+                        acts[i] = (0,) * layouts[i].n_acts
+                    try:
+                        crossing_units(layouts, acts, (start, stop))
+                    except PlanError:
+                        continue
+                    out.append(((start, stop), tuple(acts[start:stop])))
+    return out
