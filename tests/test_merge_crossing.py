@@ -156,12 +156,15 @@ def _reference(model, acts, spans):
 
 
 def _check(model, plan, x):
+    """Merged at once, linearised (the form fine-tuned) and linearised then merged: each equal to the reference."""
     merged = merge_model(model, plan)
     linear = linearize_model(model, plan).eval()
+    again = merge_model(linear, plan)
     with torch.no_grad():
         expected = _reference(model, plan.acts, plan.spans or ())(x)
         assert _rel(merged(x), expected) <= TOL
         assert _rel(linear(x), expected) <= TOL
+        assert _rel(again(x), expected) <= TOL
     return merged
 
 

@@ -34,9 +34,9 @@ from typing import Sequence
 from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
-__all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "keep_of_acts", "kept_activations",
-           "crossing_candidates", "crossing_units", "is_crossing", "partial_runs", "partial_states", "partial_variant", "run_variant", "segments",
-           "span_units"]
+__all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
+           "crossing_units", "is_crossing", "keep_of_acts", "kept_activations", "partial_runs", "partial_states",
+           "partial_variant", "run_variant", "segments", "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
 MAX_BLOCK_ACTS = 64
