@@ -6,7 +6,7 @@ The engines' registries are keyed by these names (`dsprof.search.registry.SEARCH
 `dsprof.search.proxies.PROXIES`); tests check that they agree.
 """
 
-__all__ = ["ACT_VARIANTS", "PLAN_UNITS", "BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
+__all__ = ["ACT_VARIANTS", "CROSSING_VARIANT", "PLAN_UNITS", "BLOCK_VARIANTS", "DEFAULT_BLOCK_VARIANTS", "DEFAULT_MODEL_VARIANTS", "DEFAULT_PROXY", "DEFAULT_SEARCH_METHOD",
            "IN_SITU_VARIANTS", "MERGE_BY", "MODEL_VARIANTS", "OLD_METHOD_NAMES", "PREDICT_METHODS", "PROXY_NAMES", "SEARCH_METHODS"]
 
 #: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`; ``fused-expand``, ``fused-project``: the
@@ -25,6 +25,9 @@ OLD_METHOD_NAMES = {"context": "in-situ", "context-scaled": "in-situ-scaled"}
 #: units lies: holding the block's first unit (an inverted residual's expansion and depthwise, the Fused-MBConv form),
 #: its last (the depthwise and the projection), or neither.
 ACT_VARIANTS = ("fused-expand", "fused-project", "fused-inner")
+#: The LUT variant of a crossing span as it deploys (`dsprof.models.spans.crossing_spec`), timed by `dsprof measure`
+#: with ``--spans N`` and a partial variant (`ACT_VARIANTS`).
+CROSSING_VARIANT = "crossing"
 #: What the planner counts as kept (`dsprof plan --unit`): blocks (DepthShrinker's, the default) or single activations
 #: (`dsprof.planning.activations`).
 PLAN_UNITS = ("block", "activation")

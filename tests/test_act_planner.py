@@ -57,7 +57,9 @@ def luts(tmp_path_factory):
     frame = ruled.to_dataframe()
     frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3
     LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
-    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+    frame.loc[frame["variant"] == "crossing", "median_s"] *= 0.05  # crossing spans cheaper still: chosen
+    LUT(frame, str(d / "crossing.csv")).save(d / "crossing.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv", "crossing": d / "crossing.csv"}
 
 
 def _prices(path, method="auto"):
@@ -167,16 +169,20 @@ def test_both_planners_read_one_request_and_the_keywords_of_before_warn(luts):
             planner(REF, lut, pricing=Pricing(max_span=0))
 
 
-def test_front_plans_merge_exactly(luts):
-    """The cheap LUT's front plans (partial blocks, spans, lone merged blocks), merged: equal to their linearised
-    models in float64."""
-    front = plan_front_acts(REF, luts["cheap"], pricing=Pricing(max_span=2))
+@pytest.mark.parametrize("which", ["cheap", "crossing"])
+def test_front_plans_merge_exactly(luts, which):
+    """The cheap LUTs' front plans (partial blocks, spans, crossing spans, lone merged blocks), merged: equal to their
+    linearised models in float64."""
+    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=2))
     torch.manual_seed(0)
     model = randomise_bn(get_model(NAME, resolution=RES, num_classes=10, **OPTIONS)).double().eval()
     x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
     chosen = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
     assert chosen
-    for point in chosen[::3]:
+    crossing = [p for p in chosen if any(any(map(any, p.plan.acts[a:b])) for a, b in p.plan.spans or ())]
+    if which == "crossing":
+        assert crossing  # and these are the plans merged below
+    for point in (crossing[::2] if which == "crossing" else chosen[::3]):
         merged = merge_model(model, point.plan)
         linear = linearize_model(model, point.plan).eval()
         with torch.no_grad():
@@ -222,7 +228,9 @@ def full_lut(tmp_path_factory):
     frame = ruled.to_dataframe()
     frame.loc[frame["variant"].isin(FUSED), "median_s"] *= 0.3  # partial states cheap enough to be chosen
     LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
-    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+    frame.loc[frame["variant"] == "crossing", "median_s"] *= 0.05  # crossing spans cheaper still: chosen
+    LUT(frame, str(d / "crossing.csv")).save(d / "crossing.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv", "crossing": d / "crossing.csv"}
 
 
 @pytest.mark.parametrize("which", ["rule", "cheap"])
@@ -297,3 +305,87 @@ def test_a_keep_beyond_the_activations_says_activations(luts):
         front.choose(keep=14)
     assert str(caught.value) == ("`keep=14` activations, but the model has 13; give `keep=` in 0..13, or a fraction "
                                  "in [0, 1]")
+
+
+# Blocks 1 and 2 of the 7-block model as a crossing span: block 1 (16 -> 96 -> 24, depthwise stride 2, at 16x16) keeps
+# its expansion's ReLU6, block 2 (24 -> 144 -> 32, depthwise stride 2, at 8x8) its depthwise's. It deploys block 1's
+# expansion, one dense convolution 96 -> 144 (kernel 1 + 2 + 2 * 2 = 7, stride 4, to 4x4) and block 2's projection.
+B2_ORIGINAL = 64 * 24 * 144 + 16 * 144 * 9 + 16 * 144 * 32  # 315 648
+CROSSING_1_2 = 256 * 16 * 96 + 16 * 96 * 144 * 49 + 16 * 144 * 32  # 11 304 960
+
+
+def test_crossing_spans_are_timed_and_priced(luts):
+    """``measure --spans 2`` with the partial variants also times the crossing spans of two blocks as they deploy
+    (variant ``crossing``): for each pair of blocks, the first partial (fused-project's state) or linearised and the
+    second partial (fused-expand's state) or linearised, not both linearised; block 0 has one activation, so only
+    linearised: 1 + 5 * 3 = 16. Priced from its entry as a span is: the model's price less blocks 1 and 2's
+    originals, plus its entry (one call fewer)."""
+    frame = LUT.load(luts["rule"]).to_dataframe()
+    crossing = frame[frame["variant"] == "crossing"]
+    assert len(crossing) == 16
+    prices = _prices(luts["rule"], "isolated")
+    everything = predict_plan(prices, Plan(NAME, (1,) * 7, OPTIONS)).total_s
+    plan = Plan.from_acts(NAME, [(1,), (1, 0), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+    (piece,) = [p for p in prices.pieces(plan) if p.stop - p.start > 1]
+    assert (piece.start, piece.stop, piece.variant, piece.kept, piece.missing) == (1, 3, "crossing", True, None)
+    assert piece.latency_s == pytest.approx(OVERHEAD_S + S_PER_MAC * CROSSING_1_2, rel=1e-12)
+    assert predict_plan(prices, plan).total_s - everything == pytest.approx(
+        S_PER_MAC * (CROSSING_1_2 - B1_ORIGINAL - B2_ORIGINAL) - OVERHEAD_S, rel=1e-9)
+    from dsprof.lut.pricer import Pricer
+    assert Pricer(prices).price(plan).latency_s == pytest.approx(predict_plan(prices, plan).total_s, rel=1e-12)
+
+
+def test_a_crossing_span_the_lut_lacks_is_named(luts):
+    """A crossing span in a state that is not timed (block 1 keeps both activations: its projection with block 2's
+    expansion and depthwise) is named as a missing entry, never priced as the span of whole blocks."""
+    prices = _prices(luts["rule"], "isolated")
+    plan = Plan.from_acts(NAME, [(1,), (1, 1), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+    (crossing,) = [p for p in prices.pieces(plan) if p.missing]
+    assert (crossing.start, crossing.stop, crossing.kept) == (1, 3, True)
+    assert "crossing span of blocks" in crossing.missing and "[1, 1] [0, 1]" in crossing.missing
+    with pytest.warns(UserWarning, match="crossing span"):
+        prediction = predict_plan(prices, plan)
+    assert prediction.missing and "crossing span" in prediction.missing[0]
+
+
+def _span_sets(acts, i=0):
+    """Every set of two-block spans a plan with ``acts`` may hold: over blocks i and i + 1 where the first keeps none
+    of its activations or its first only (fused-project's state), and the second none or its second only
+    (fused-expand's state): a span of linearised blocks, or a crossing span."""
+    if i >= len(acts) - 1:
+        yield []
+        return
+    yield from _span_sets(acts, i + 1)
+    if acts[i] in ((0,), (0, 0), (1, 0)) and acts[i + 1] in ((0, 0), (0, 1)):
+        for rest in _span_sets(acts, i + 2):
+            yield [(i, i + 2)] + rest
+
+
+@pytest.mark.parametrize("which", ["rule", "crossing"])
+def test_the_front_with_crossings_is_every_plans_best(luts, which):
+    """Brute force over all 26,112 plans of the seven-block model with spans of two blocks (every activation state of
+    every block, and every set of spans its states allow, crossing spans among them), each priced by predict's
+    pieces: the DP's fastest plan at each number of kept activations is the cheapest of them all. On the LUT whose
+    crossing spans are cheap, the front uses them."""
+    prices = _prices(luts[which])
+    best: dict[int, float] = {}
+    states = [[(1,), (0,)]] + [[(1, 1), (0, 1), (1, 0), (0, 0)]] * 6
+    n = 0
+    for acts in itertools.product(*states):
+        for spans in _span_sets(acts):
+            plan = Plan.from_acts(NAME, acts, options=OPTIONS, spans=spans or None)
+            total = prices.total_s(prices.pieces(plan))
+            k = kept_activations(acts)
+            best[k] = min(best.get(k, math.inf), total)
+            n += 1
+    assert n == 26_112
+    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=2), prices=prices)
+    assert [p.k for p in front.points] == list(range(0, 14))
+    crossing = 0
+    for point in front.points:
+        assert kept_activations(point.plan.acts) == point.k
+        assert prices.total_s(prices.pieces(point.plan)) == pytest.approx(best[point.k], rel=1e-12, abs=1e-15)
+        assert predict_plan(prices, point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
+        crossing += sum(1 for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]])))
+    if which == "crossing":
+        assert crossing > 0

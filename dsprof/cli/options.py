@@ -165,7 +165,9 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
     p.add_argument("--spans", type=int, default=0, metavar="N",
-                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto)")
+                   help="also time the one convolution each run of 2..N consecutive blocks merges into (for merge --spans auto); "
+                        "with fused-expand or fused-project among --variants, also each crossing span of 2..N blocks "
+                        "as it deploys (for plans of single activations)")
     p.add_argument("--plan", action="append", default=None, metavar="PLAN",
                    help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
     p.add_argument("--lut", type=Path, default=None,

@@ -35,8 +35,10 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts
-from ..records.activations import partial_runs, partial_variant
+from ..records.activations import is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
+from ..models.spans import crossing_spec
+from ..names import CROSSING_VARIANT
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
 from .inmodel import MIN_PIECES, InModel, Timed
@@ -214,6 +216,21 @@ class Prices:
             self._pieces[key] = replace(piece, kept=True)
         return self._pieces[key]
 
+    def crossing(self, start: int, stop: int, acts: Sequence[Sequence[int]]) -> Piece:
+        """The crossing span ``[start, stop)`` of a plan with ``acts`` (its end blocks keep some activations) as it
+        deploys: its entry in the variant ``crossing`` (`dsprof.models.spans.crossing_spec`, timed by ``dsprof measure
+        --spans N`` with a partial variant); ``kept`` in the block view (its ends keep activations)."""
+        ends = (tuple(acts[start]), tuple(acts[stop - 1]))
+        key = ("crossing", start, stop, ends)
+        if key not in self._pieces:
+            spec = crossing_spec(self.blocks, acts, (start, stop)).to_str()
+            what = " ".join(str(list(a)) for a in acts[start:stop])
+            piece = self._piece(start, stop, CROSSING_VARIANT, self.lookup(spec, CROSSING_VARIANT),
+                                f"crossing span of blocks {format_span((start, stop))} (activations {what}) {spec} "
+                                f"[{CROSSING_VARIANT}]")
+            self._pieces[key] = replace(piece, kept=True)
+        return self._pieces[key]
+
     def as_variant(self, i: int, variant: str) -> Piece:
         """Block ``i`` as ``variant`` (every block one variant, e.g. the paper's Tab. 1 ``flops_matched``)."""
         spec = self.blocks[i].spec.to_str()
@@ -230,7 +247,9 @@ class Prices:
             plan.check_acts([layout.n_acts for layout in layouts])
             for n, piece in enumerate(pieces):
                 i = piece.start
-                if piece.kept and partial_runs(layouts[i], plan.acts[i]):
+                if piece.stop - i > 1 and is_crossing(plan.acts, (i, piece.stop)):  # not its blocks' span entry
+                    pieces[n] = self.crossing(i, piece.stop, plan.acts)
+                elif piece.kept and partial_runs(layouts[i], plan.acts[i]):
                     variant = partial_variant(layouts[i], plan.acts[i])
                     what = f"block {self.blocks[i].spec.to_str()} with activations {list(plan.acts[i])}"
                     pieces[n] = (self.partial(i, variant) if variant is not None else Piece(

@@ -40,7 +40,8 @@ from .layers import ConcatInput, ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from ..models.spans import span_runs
 from .spans import build_span
-from .partial import partial_blocks
+from .partial import act_layouts, crossing_modules, partial_blocks
+from ..records.activations import crossing_units, is_crossing
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]
 
@@ -206,7 +207,11 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
         except MergeError as exc:
             raise MergeError(f"block {i} ({block.name}): {exc}") from None
     interior = set()
+    crossed: dict[int, nn.Module] = {}  # the places of crossing spans' blocks (a plan with 'acts')
     for start, stop in plan.spans or ():
+        if is_crossing(plan.acts, (start, stop)):
+            crossed.update(_crossing(blocks, plan, (start, stop), linear))
+            continue
         runs = span_runs(blocks[start:stop], plan.keep[start:stop])
         if runs != [list(range(stop - start))]:
             raise MergeError(
@@ -216,13 +221,33 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
         linear[start] = build_span([linear[i] for i in range(start, stop)], start, stop)
         interior.update(range(start + 1, stop))
     for i, lin in linear.items():
-        replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
+        if i not in crossed:
+            replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
     # a plan at the level of activations: blocks that keep some, their runs linearised as blocks are
     partial = partial_blocks(blocks, plan, lambda run, i: linearize_block(run, border=plan.border, free_activation=None,
-                                                                          index=i))
-    for i, part in partial.items():
+                                                                          index=i), skip=crossed)
+    for i, part in {**partial, **crossed}.items():
         replace_block(target, blocks[i].name, part)
     target.dsprof_plan = plan.to_json()
     target.dsprof_block_names = [b.name for b in blocks]  # a rewritten graph does not show every name again
     return target
+
+
+def _crossing(blocks: list[Block], plan: Plan, span: tuple[int, int], linear: dict[int, Linearized]
+              ) -> dict[int, nn.Module]:
+    """The modules that take the places of the blocks of the crossing span ``span`` (`crossing_modules`), after the
+    checks that it is linear (`crossing_units`) and spannable as a span of blocks is (`span_runs`: symmetric padding,
+    no skip but the identity at stride 1, blocks that follow one another)."""
+    start, stop = span
+    plan.check_acts([sum(u.act is not None for u in b.units) for b in blocks])
+    crossing_units(act_layouts(blocks), plan.acts, span, spans=plan.spans,
+                   free_activation=make_activation(plan.free_activation) is not None)
+    if span_runs(blocks[start:stop], (0,) * (stop - start)) != [list(range(stop - start))]:
+        raise MergeError(f"blocks {format_span(span)} cannot merge as one span: each must follow the previous one and "
+                         "have symmetric padding and no skip but the identity at stride 1")
+    try:
+        return crossing_modules(blocks, plan.acts, span, linear, lambda run, i: linearize_block(
+            run, border=plan.border, free_activation=None, index=i))
+    except MergeError as exc:
+        raise MergeError(f"blocks {format_span(span)}: {exc}") from None
 

@@ -27,7 +27,7 @@ from .linearize import Linearized, linearize_model
 from .partial import PartialBlock
 from ..records.merges import replayed
 from .spans import SpanLinearized
-from ..records.activations import ActLayout, run_variant
+from ..records.activations import ActLayout, is_crossing, run_variant
 from ..records.plan import Plan
 
 __all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_partial", "merge_report", "cost_table"]
@@ -112,8 +112,16 @@ def merge_model(
     merged = {index: _merged(index, block, names[index]) for index, (_, block) in sorted(linear.items())}
     decisions: list[BlockDecision] = []
     partial = _merge_partials(target, names)  # a plan at the level of activations: the runs of partial blocks
+    crossing = {i: start for start, stop in plan.spans or () if is_crossing(plan.acts, (start, stop))
+                for i in range(start + 1, stop)}
     for index, keep in enumerate(plan.keep):
-        if keep:
+        if keep and index in crossing:  # the last block of a crossing span: its first run merged into the span
+            rest = partial.get(index)
+            more = rest.reason.split("; ", 1)[1] if rest and "; " in rest.reason else ""  # its later runs merged
+            decisions.append(BlockDecision(index, names[index], rest.spec if rest else "", True, False,
+                                           f"activations {list(plan.acts[index])} kept; its first run merged into the "
+                                           f"span starting at block {crossing[index]}" + (f"; {more}" if more else "")))
+        elif keep:
             decisions.append(partial.get(index) or BlockDecision(index, names[index], "", True, False, "activations kept"))
         elif index in interior:
             start = interior[index]
@@ -139,10 +147,12 @@ def merge_partial(part: PartialBlock, name: str = "") -> list[tuple[tuple[int, i
     done = []
     n_units = max(stop for _, stop in part.runs)
     for i, (stage, run) in enumerate(zip(list(part.stages), part.runs)):
-        if isinstance(stage, Linearized):
+        if isinstance(stage, (Linearized, SpanLinearized)):  # a span: the block's last run and the blocks after it
             module, info = _merged(part.index, stage, name)
             part.stages[i] = module
-            done.append((run, run_variant(ActLayout((False,) * n_units), run), info))
+            variant = (f"span of blocks {format_span((stage.start, stage.stop))}" if isinstance(stage, SpanLinearized)
+                       else run_variant(ActLayout((False,) * n_units), run))
+            done.append((run, variant, info))
     return done
 
 

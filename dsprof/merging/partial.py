@@ -22,7 +22,7 @@ record of its own (`run_block`: what is linearised, and its spec, the LUT's key)
 from __future__ import annotations
 
 import copy
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import torch
 from torch import nn
@@ -32,8 +32,10 @@ from ..records.activations import ActLayout, block_runs, partial_runs
 from ..records.plan import Plan
 from .algebra import MergeError
 from .layers import ConcatInput
+from .spans import build_span
 
-__all__ = ["PartialBlock", "act_layout", "act_layouts", "partial_block", "partial_blocks", "run_block"]
+__all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "partial_block", "partial_blocks",
+           "run_block"]
 
 
 def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
@@ -94,8 +96,12 @@ def run_block(block: Block, run: tuple[int, int], keep_last: bool) -> Block:
     h, w = spec.in_h, spec.in_w
     for c in spec.convs[:start]:  # every padding style dsprof merges gives ceil(in / stride)
         h, w = -(-h // c.stride), -(-w // c.stride)
-    run_spec = BlockSpec.from_convs(spec.convs[start:stop], padding=spec.padding, residual=False, projection=False,
-                                    in_h=h, in_w=w, act=spec.act)
+    if stop - start == 1:  # one unit (a crossing span's end, `crossing_modules`): a ``conv`` spec, as a span's is
+        c = spec.convs[start]
+        run_spec = BlockSpec("conv", c.cin, c.cout, c.cout, c.kernel, c.stride, spec.padding, False, h, w, spec.act)
+    else:
+        run_spec = BlockSpec.from_convs(spec.convs[start:stop], padding=spec.padding, residual=False, projection=False,
+                                        in_h=h, in_w=w, act=spec.act)
     last = block.units[stop - 1]
     tail = copy.deepcopy(last.act) if keep_last and last.act is not None else None
     return Block(f"{block.name} units {start}..{stop - 1}", block.module, run_spec, units=block.units[start:stop],
@@ -112,10 +118,26 @@ def partial_block(block: Block, acts: Sequence[int], linearize: Callable[[Block]
     if not partial_runs(layout, acts):
         raise MergeError(f"block {block.name} keeps {'all' if all(acts) else 'none'} of its activations: nothing "
                          "merges partially (a block that keeps none is linearised whole)")
-    unit_acts = iter(acts)
-    kept = [next(unit_acts) if u.act is not None else None for u in block.units]
-    stages: list[nn.Module] = []
     runs = block_runs(layout, acts)
+    stages = _stages(block, acts, runs, linearize)
+    shortcut = None
+    if block.shortcut is not None:
+        shortcut = nn.Sequential(*copy.deepcopy(list(block.shortcut))) if block.shortcut else nn.Identity()
+    tail = copy.deepcopy(block.tail) if block.tail is not None else None
+    return PartialBlock(stages, runs, shortcut=shortcut, tail=tail, index=index, acts=acts, spec=block.spec.to_str())
+
+
+def _kept(block: Block, acts: Sequence[int]) -> list[int | None]:
+    """Per unit of ``block``: 1/0 for its removable activation kept/removed by ``acts``, None where it has none."""
+    unit_acts = iter(acts)
+    return [next(unit_acts) if u.act is not None else None for u in block.units]
+
+
+def _stages(block: Block, acts: Sequence[int], runs: Sequence[tuple[int, int]],
+            linearize: Callable[[Block], nn.Module]) -> list[nn.Module]:
+    """The stages of ``block`` over its ``runs`` (of the plan's ``acts``): a single unit as it runs, a longer run
+    linearised by ``linearize`` (a `run_block` record). Refused (`MergeError`) for a single unit whose activation goes."""
+    kept, stages = _kept(block, acts), []
     for start, stop in runs:
         if stop - start == 1 and kept[start] == 0:
             raise MergeError(f"block {block.name} removes the activation of its unit {start} alone, with no linear unit "
@@ -124,22 +146,59 @@ def partial_block(block: Block, acts: Sequence[int], linearize: Callable[[Block]
             stages.append(_unit_stage(block.units[start]))
         else:
             stages.append(linearize(run_block(block, (start, stop), kept[stop - 1] == 1)))
-    shortcut = None
-    if block.shortcut is not None:
-        shortcut = nn.Sequential(*copy.deepcopy(list(block.shortcut))) if block.shortcut else nn.Identity()
-    tail = copy.deepcopy(block.tail) if block.tail is not None else None
-    return PartialBlock(stages, runs, shortcut=shortcut, tail=tail, index=index, acts=acts, spec=block.spec.to_str())
+    return stages
 
 
-def partial_blocks(blocks: Sequence[Block], plan: Plan, linearize: Callable[[Block, int], nn.Module]) -> dict[int, PartialBlock]:
-    """{block index: `PartialBlock`} for every block the plan's ``acts`` cut partially (none for a block plan);
-    ``linearize(run, index)`` linearises a run. Refused (`PlanError`) when the plan's ``acts`` do not fit the blocks."""
+def crossing_modules(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: tuple[int, int],
+                     linear: dict[int, nn.Module], linearize: Callable[[Block, int], nn.Module]) -> dict[int, nn.Module]:
+    """{block index: the module that takes its place} for the crossing span ``[start, stop)`` of a plan with ``acts``
+    (`dsprof.records.activations.span_units`; checked linear by the caller, `crossing_units`): its units run as one
+    `SpanLinearized` (padding in front) built from the first block's last run, the linearised blocks inside
+    (``linear``: `Linearized`, padding in front) and the last block's first run (``linearize(run, index)``: a
+    `run_block` record linearised). The first block's place holds what runs before its last run, then the span (a
+    `PartialBlock`, or the span itself where it is linearised whole); the last block's place what runs after its
+    first run, then its tail; the places between are ``nn.Identity``."""
+    start, stop = span
+    pieces: list[nn.Module] = []
+    rests: dict[int, list[tuple[int, int]]] = {}
+    joined: dict[int, tuple[int, int]] = {}
+    for b in range(start, stop):
+        block, block_acts = blocks[b], acts[b]
+        if not any(block_acts):
+            pieces.append(linear[b])
+            continue
+        runs = block_runs(act_layout(block), block_acts)
+        run, rests[b] = (runs[-1], runs[:-1]) if b == start else (runs[0], runs[1:])
+        joined[b] = run
+        pieces.append(linearize(run_block(block, run, b != start and _kept(block, block_acts)[run[1] - 1] == 1), b))
+    merged = build_span(pieces, start, stop)
+    out: dict[int, nn.Module] = {i: nn.Identity() for i in range(start + 1, stop)}
+    out[start] = merged
+    for b, rest in rests.items():
+        block = blocks[b]
+        stages = _stages(block, acts[b], rest, lambda run, b=b: linearize(run, b))
+        runs = list(rest)
+        if b == start:
+            stages, runs = stages + [merged], runs + [joined[b]]
+        elif not stages:  # the first run was the whole block: only its tail is left
+            out[b] = copy.deepcopy(block.tail) if block.tail is not None else nn.Identity()
+            continue
+        tail = copy.deepcopy(block.tail) if block.tail is not None and b != start else None
+        out[b] = PartialBlock(stages, runs, shortcut=None, tail=tail, index=b, acts=acts[b], spec=block.spec.to_str())
+    return out
+
+
+def partial_blocks(blocks: Sequence[Block], plan: Plan, linearize: Callable[[Block, int], nn.Module], *,
+                   skip: Collection[int] = ()) -> dict[int, PartialBlock]:
+    """{block index: `PartialBlock`} for every block the plan's ``acts`` cut partially (none for a block plan) but
+    those in ``skip`` (the ends of crossing spans: `crossing_modules`); ``linearize(run, index)`` linearises a run.
+    Refused (`PlanError`) when the plan's ``acts`` do not fit the blocks."""
     if plan.acts is None:
         return {}
     plan.check_acts([sum(u.act is not None for u in b.units) for b in blocks])
     out = {}
     for i, (block, acts) in enumerate(zip(blocks, plan.acts)):
-        if partial_runs(act_layout(block), acts):
+        if i not in skip and partial_runs(act_layout(block), acts):
             try:
                 out[i] = partial_block(block, acts, lambda run, i=i: linearize(run, i), index=i)
             except MergeError as exc:

@@ -5,7 +5,8 @@ linearised alone (merged or not) and spans of linearised blocks; its DP (`dsprof
 blocks kept. Here the same DP counts the *activations* kept, over the same pieces plus one more kind: a block that
 keeps one of its two activations, the run beside it merged (``fused-expand``, ``fused-project``: `Prices.partial`,
 the LUT's entries of those variants). A kept block counts its removable activations, a partial block one, a
-linearised block or a span none. So the block-level plans are among the candidates (the activation front is never
+linearised block or a span none; and crossing spans (a span whose end blocks keep some activations,
+`crossing_choices`), which count those their end blocks keep. So the block-level plans are among the candidates (the activation front is never
 slower than the block front at the same number of kept activations, and with no partial piece offered, it is the
 block front counted in activations); every piece adds its own saving, and the DP is exact as the block-level one is.
 
@@ -27,21 +28,22 @@ from ..lut.piece import Piece
 from ..lut.prices import Prices
 from ..merging.partial import act_layouts
 from ..models.ref import ModelRef
-from ..names import ACT_VARIANTS, PLAN_UNITS
-from ..records.activations import partial_states
+from ..names import ACT_VARIANTS, CROSSING_VARIANT, PLAN_UNITS
+from ..records.activations import crossing_candidates, partial_states
 from ..records.plan import Plan
 from .dp import Solution, best_per_k
 from .front import Front
 from .planner import _Context, _check_found, _options, front_inputs, variants_note
 
-__all__ = ["UNITS", "act_choices", "act_count", "plan_front_acts"]
+__all__ = ["UNITS", "act_choices", "act_count", "crossing_choices", "plan_front_acts"]
 
 UNITS = PLAN_UNITS  # what the planner counts as kept: blocks (the default) or single activations
 
 
 def act_choices(prices: Prices, max_span: int) -> tuple[list[Piece], list[Piece]]:
     """(the block-level pieces, the partial pieces the LUT holds): every piece a plan at the level of activations
-    can use, priced."""
+    can use, priced; the partial pieces include the crossing spans of up to ``max_span`` blocks that the LUT holds
+    (`crossing_choices`)."""
     blocks = _options(prices, max_span, None)
     partial = []
     for i, layout in enumerate(act_layouts(prices.blocks)):
@@ -49,18 +51,41 @@ def act_choices(prices: Prices, max_span: int) -> tuple[list[Piece], list[Piece]
             piece = prices.partial(i, variant)
             if piece.found:
                 partial.append(piece)
-    return blocks, partial
+    return blocks, partial + [piece for piece, _ in crossing_choices(prices, max_span).values()]
 
 
-def act_count(prices: Prices) -> Callable[[Piece], int]:
+def crossing_choices(prices: Prices, max_span: int) -> dict[int, tuple[Piece, tuple[tuple[int, ...], ...]]]:
+    """{id of the piece: (the piece, the ``acts`` of its blocks)} for every crossing span of 2..``max_span`` blocks
+    (`dsprof.records.activations.crossing_candidates`) whose entry the LUT holds (`Prices.crossing`, which returns
+    one piece object per span and state: two states priced alike stay two choices)."""
+    layouts = act_layouts(prices.blocks)
+    kept = [(1,) * layout.n_acts for layout in layouts]
+    out = {}
+    for (start, stop), inside in crossing_candidates(layouts, max_span):
+        piece = prices.crossing(start, stop, kept[:start] + list(inside) + kept[stop:])
+        if piece.found:
+            out[id(piece)] = (piece, inside)
+    return out
+
+
+def act_count(prices: Prices, crossings: dict[int, tuple[Piece, tuple[tuple[int, ...], ...]]] | None = None
+              ) -> Callable[[Piece], int]:
     """What a piece adds to the number of kept activations: a kept block its removable activations, a partial block
-    one, anything else none."""
+    one, a crossing span (``crossings``: `crossing_choices`) those its end blocks keep, anything else none."""
     counts = [layout.n_acts for layout in act_layouts(prices.blocks)]
-    return lambda o: 1 if o.variant in ACT_VARIANTS else counts[o.start] if o.kept else 0
+    crossings = crossings or {}
+
+    def count(o: Piece) -> int:
+        if o.variant == CROSSING_VARIANT:
+            return sum(map(sum, crossings[id(o)][1]))
+        return 1 if o.variant in ACT_VARIANTS else counts[o.start] if o.kept else 0
+    return count
 
 
 class _ActContext(_Context):
     """A DP solution as a plan with its ``acts``."""
+
+    crossings: dict[int, tuple[Piece, tuple[tuple[int, ...], ...]]] = {}  # `crossing_choices`
 
     def plan(self, solution: Solution, label: str) -> Plan:
         layouts = act_layouts(self.prices.blocks)
@@ -68,6 +93,11 @@ class _ActContext(_Context):
         acts: list[tuple[int, ...]] = [(1,) * lay.n_acts for lay in layouts]
         keep, merge, spans = [1] * n, [False] * n, []
         for o in solution.pieces:
+            if o.variant == CROSSING_VARIANT:  # its end blocks keep some activations, those inside none (merged)
+                spans.append((o.start, o.stop))
+                for i, block_acts in zip(range(o.start, o.stop), self.crossings[id(o)][1]):
+                    acts[i], keep[i], merge[i] = block_acts, int(any(block_acts)), not any(block_acts)
+                continue
             if o.variant in ACT_VARIANTS:
                 acts[o.start] = partial_states(layouts[o.start])[o.variant]
                 continue
@@ -81,7 +111,7 @@ class _ActContext(_Context):
         # EfficientNet-B0's projection and head) has ``acts`` [] either way, and kept or linearised it deploys and is
         # priced differently
         return Plan(self.name, tuple(keep), options=self.options, acts=tuple(acts), merge=tuple(merge),
-                    spans=tuple(spans) or None, name=label, source=f"dsprof plan ({self.prices.key}, unit activation)")
+                    spans=tuple(sorted(spans)) or None, name=label, source=f"dsprof plan ({self.prices.key}, unit activation)")
 
     def point(self, solution: Solution, label: str):
         point = super().point(solution, label)
@@ -108,13 +138,15 @@ def plan_front_acts(
     _check_found(prices, blocks, max_span, hint_span=got.asked)
     pieces = blocks + (partial_pieces if partial else [])
     ctx = _ActContext(prices, got.model.name, dict(got.model.options))
+    ctx.crossings = crossing_choices(prices, max_span) if partial else {}
     n = len(prices.blocks)
     points = tuple(ctx.point(s, f"front-a{k}-{got.where}")
-                   for k, s in best_per_k(n, pieces, count=act_count(prices)).items())
+                   for k, s in best_per_k(n, pieces, count=act_count(prices, ctx.crossings)).items())
     offered = sum(len(partial_states(lay)) for lay in act_layouts(prices.blocks))
-    lacking = (f"the LUT holds {len(partial_pieces)} of the {offered} partial states of {prices.label}'s blocks "
+    held = len(partial_pieces) - len(ctx.crossings)
+    lacking = (f"the LUT holds {held} of the {offered} partial states of {prices.label}'s blocks "
                f"(variants {', '.join(ACT_VARIANTS[:2])}); the others are planned whole"
-               if partial and len(partial_pieces) < offered else None)
+               if partial and held < offered else None)
     return Front(
         **got.front_fields(blocks), method=f"{prices.used}, unit activation", points=points,
         limits=tuple(filter(None, [got.span_limit, variants_note(prices), lacking])),

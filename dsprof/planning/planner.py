@@ -26,6 +26,7 @@ from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
+from ..records.activations import is_crossing
 from ..records.plan import PRESETS, Plan, same_family
 from ..models.ref import ModelRef
 from ..models.spans import span_runs
@@ -217,10 +218,15 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
     merged or unmerged entry the LUT lacks raises the table's miss (with ``strict=False`` it counts as merged, the
     miss named where it is priced); a missing span entry raises as the planner does (`_check_found`)."""
     n, keep, border = len(costs.blocks), tuple(plan.keep), plan.border
-    forced = dict(plan.spans or ()) if max_span is None else {}
-    inside = {i for start, stop in forced.items() for i in range(start, stop)}
+    # a crossing span (a plan with acts: its ends keep some activations) is the plan's own, kept whatever max_span
+    crossing = [s for s in plan.spans or () if is_crossing(plan.acts, s)]
+    forced = {a: b for a, b in plan.spans or () if (a, b) not in crossing} if max_span is None else {}
+    inside = {i for start, stop in [*forced.items(), *crossing] for i in range(start, stop)}
     pieces, undecided = [], []
+    crossed = {i for start, stop in crossing for i in range(start, stop)}
     for i in range(n):
+        if i in crossed:
+            continue
         if keep[i]:
             pieces.append(costs.kept(i))
         elif i not in inside:
@@ -228,8 +234,10 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
             if not comparable(costs.linearized(i, True, border), costs.linearized(i, False, border)):
                 undecided.append(i)
     pieces += [costs.span(start, stop) for start, stop in forced.items()]
+    pieces += [Piece(start, stop, "crossing", 0.0, 0.0, kept=True) for start, stop in crossing]  # fixed: no choice
     if max_span is not None:
-        pieces += [costs.span(start, stop) for start, stop in _spans(costs.blocks, keep, max_span)]
+        pieces += [costs.span(start, stop) for start, stop in _spans(costs.blocks, keep, max_span)
+                   if not any(a < stop and start < b for a, b in crossing)]
     if strict and max_span is not None:  # as the planner names a miss
         _check_found(costs, pieces, max_span)
     elif strict and undecided:
@@ -240,7 +248,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
         if p.stop - p.start > 1:
             spans.append((p.start, p.stop))
         for i in range(p.start, p.stop):
-            merge[i] = p.merges
+            merge[i] = p.merges or (p.variant == "crossing" and not keep[i])  # a crossing's linearised blocks merge
     return replace(plan, merge=tuple(merge), spans=tuple(spans) or None)
 
 

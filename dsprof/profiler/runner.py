@@ -53,6 +53,7 @@ from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .insitu import in_situ_workloads
 from .probe import PROBE_NAME, probe_timing, probe_workload
+from ..names import ACT_VARIANTS
 from .workloads import (
     BLOCK_VARIANTS,
     MODEL_VARIANTS,
@@ -60,6 +61,7 @@ from .workloads import (
     block_workloads,
     model_workload,
     model_workloads,
+    crossing_workloads,
     span_workloads,
     stem_head_workloads,
 )
@@ -621,6 +623,8 @@ def workload_groups(
         groups += _select_blocks(in_situ_workloads(net, in_situ, input_size, found), blocks)
     if spans > 1:
         groups += [[w] for w in span_workloads(net, spans, input_size)]
+    if spans > 1 and set(variants) & set(ACT_VARIANTS) and blocks is not None:  # measured for activation plans
+        groups += [[w] for w in crossing_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
     if "original" in model_variants and blocks is not None:  # stem and head: with the blocks, a LUT then predicts
         model_group += stem_head_workloads(net, label, input_size)  # the model without its measurement

@@ -18,7 +18,8 @@ class Workloads:
     ``flops_matched``, ``linear``: `dsprof.names.BLOCK_VARIANTS`); ``model_variants``: the whole model's
     (`dsprof.names.MODEL_VARIANTS`); ``blocks``: fnmatch pattern(s) of the block names to time (None: no block);
     ``in_situ``: each chosen block also timed inside the running model, ``merged`` or ``linear``; ``spans``: also the
-    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none); ``calibrate``: the run ends
+    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none), and, with a partial variant
+    (``fused-expand``, ``fused-project``), each crossing span of 2..``spans`` blocks as it deploys; ``calibrate``: the run ends
     with the groups it plans from its own records (`dsprof.workflows.calibrate`: the front's pieces inside the model,
     then the calibration group)."""
 

@@ -8,6 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..models.spans_text import format_span
+from ..names import CROSSING_VARIANT
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
@@ -34,7 +35,9 @@ def summary_table(records: Iterable[Measurement]) -> pd.DataFrame:
     Milliseconds here because this is for display; the records keep seconds. The last record
     of a workload wins (a resumed file may hold an earlier failed attempt).
     """
-    records = [r for r in records if r.ok and r.scope != "probe"]  # the drift probe: `dsprof report`, predict
+    # the drift probe: `dsprof report`, predict; a crossing span shares its name with the span of its blocks and has
+    # no column here (as a block's partial variants have none)
+    records = [r for r in records if r.ok and r.scope != "probe" and r.variant != CROSSING_VARIANT]
     latest: dict[tuple[str, str, str], Measurement] = {}
     for r in records:
         latest[(r.scope, r.name, r.variant)] = r

@@ -40,15 +40,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..errors import MergeError, UsageError
-from ..merging.block import deployed_unmerged
+from ..errors import MergeError, PlanError, UsageError
+from ..merging.block import deployed_unmerged, merge_linearized
 from ..merging.fold import fold_batchnorm
 from ..merging.linearize import linearize_block
 from ..merging.model import merge_partial
-from ..merging.partial import act_layout, partial_block
-from ..records.activations import partial_states
-from ..models.spans import span_runs, span_spec
-from ..names import ACT_VARIANTS, BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
+from ..merging.partial import PartialBlock, act_layout, act_layouts, crossing_modules, partial_block
+from ..merging.spans import SpanLinearized
+from ..records.activations import crossing_candidates, crossing_units, partial_states
+from ..models.spans import crossing_spec, span_runs, span_spec
+from ..names import ACT_VARIANTS, BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
     BlockSpec,
@@ -74,6 +75,8 @@ __all__ = [
     "dense_counterpart_model",
     "flops_matched_channels",
     "deployed_linear",
+    "crossing_workloads",
+    "deployed_crossing",
     "deployed_partial",
     "model_workload",
     "model_workloads",
@@ -171,6 +174,58 @@ def deployed_partial(block: Block, acts: tuple[int, ...], index: int = 0) -> nn.
     spec = block.spec
     example = torch.zeros(1, spec.in_channels, spec.in_h, spec.in_w, dtype=param.dtype, device=param.device)
     return fold_batchnorm(part, example).eval()
+
+
+def deployed_crossing(blocks: list[Block], acts: list[tuple[int, ...]], span: tuple[int, int]) -> nn.Module:
+    """Blocks ``span`` = [start, stop) of a plan with ``acts`` whose span crosses block borders (its end blocks keep
+    some activations), as `merge_model` deploys them under a plan's default border (padding in front) and free
+    activation: the first block's units before its last run, the span's one convolution, the last block's units after
+    its first run (`dsprof.merging.partial.crossing_modules`), merged, BatchNorm folded, in eval mode: what the
+    ``crossing`` variant times. Raises `PlanError`/`MergeError` where the span is not linear."""
+    start, stop = span
+    param = next(blocks[start].module.parameters())
+    crossing_units(act_layouts(blocks), acts, span, spans=[span])
+    if span_runs(blocks[start:stop], (0,) * (stop - start)) != [list(range(stop - start))]:
+        raise MergeError(f"blocks {start}..{stop - 1} cannot merge as one span")
+    linear = {i: linearize_block(blocks[i], index=i) for i in range(start, stop) if not any(acts[i])}
+    slots = crossing_modules(blocks, acts, span, linear,
+                             lambda run, i: linearize_block(run, free_activation=None, index=i))
+    parts = []
+    for i in range(start, stop):
+        module = slots[i].to(param.device).eval()
+        if isinstance(module, PartialBlock):
+            merge_partial(module, blocks[i].name)
+        elif isinstance(module, SpanLinearized):
+            module = merge_linearized(module)[0]
+        parts.append(module)
+    spec = blocks[start].spec
+    example = torch.zeros(1, spec.in_channels, spec.in_h, spec.in_w, dtype=param.dtype, device=param.device)
+    return fold_batchnorm(nn.Sequential(*parts), example).eval()
+
+
+def crossing_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] | None = None) -> list[Workload]:
+    """The crossing spans of 2..``max_len`` blocks as they deploy (`deployed_crossing`), keyed by what they deploy
+    (`dsprof.models.spans.crossing_spec`, variant ``crossing``), one per distinct key: those that
+    `dsprof.records.activations.crossing_candidates` lists and whose blocks can cross as one; named ``first+last``."""
+    input_size = input_size or input_size_of(model)
+    blocks = find_blocks(model, input_size)
+    kept = [(1,) * layout.n_acts for layout in act_layouts(blocks)]
+    out, seen = [], set()
+    for (start, stop), inside in crossing_candidates(act_layouts(blocks), max_len):
+        acts = kept[:start] + list(inside) + kept[stop:]
+        spec = crossing_spec(blocks, acts, (start, stop))
+        if spec in seen:
+            continue
+        try:
+            module = deployed_crossing(blocks, acts, (start, stop))
+        except (PlanError, MergeError):  # the blocks cannot cross as one (padding, a skip that is not the identity)
+            continue
+        seen.add(spec)
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        name = f"{blocks[start].name}+{blocks[stop - 1].name}"
+        out.append(Workload("block", name, CROSSING_VARIANT, module, shape, count_macs(module, shape[1:], shape[0]),
+                            count_params(module), spec, -1))
+    return out
 
 
 def _check_macs(what: str, got: int, want: int) -> None:

@@ -17,9 +17,13 @@ whether its input is the previous block's output.
 * **A segment** (`segments`) is a maximal run of linear units between kept activations across the whole model. It
   crosses a block border only where nothing non-linear or shared lies there: the block before has no tail, is not
   a linearised block followed by the plan's free activation, and the block after reads that output only, i.e. a
-  block with a skip connection is crossed only when it is linear as a whole (as spans are). What merges today is a
-  segment's part inside one partial block (a run) and whole linearised blocks (a block, or a span of them); a
-  segment's other cuts at block borders run as separate pieces, exactly.
+  block with a skip connection is crossed only when it is linear as a whole (as spans are). A segment's part inside
+  one partial block (a run) always merges; across block borders, what merges is what the plan's ``spans`` ask for,
+  and its other cuts at block borders run as separate pieces, exactly.
+* **A crossing span** (`span_units`): in a plan with ``acts``, a span's first and last block may keep some of their
+  activations (its interior blocks are linearised whole). The span then starts at its first block's last run and
+  ends with its last block's first run, e.g. an inverted residual's depthwise and projection, the next block's
+  expansion and depthwise: one dense convolution, when those units lie in one segment (`crossing_units`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from typing import Sequence
 from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
-__all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "keep_of_acts", "kept_activations",
-           "partial_runs", "partial_states", "partial_variant", "run_variant", "segments"]
+__all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
+           "crossing_units", "is_crossing", "keep_of_acts", "kept_activations", "partial_runs", "partial_states",
+           "partial_variant", "run_variant", "segments", "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
 MAX_BLOCK_ACTS = 64
@@ -174,4 +179,83 @@ def segments(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], *, fre
             current = []
     if current:
         out.append(tuple(current))
+    return out
+
+
+def is_crossing(acts: Sequence[Sequence[int]] | None, span: tuple[int, int]) -> bool:
+    """True when the span ``[start, stop)`` of a plan with ``acts`` is a crossing span: its first or last block keeps
+    some of its activations (a span of linearised blocks only is a span as block plans have them)."""
+    start, stop = span
+    return acts is not None and (any(acts[start]) or any(acts[stop - 1]))
+
+
+def span_units(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], span: tuple[int, int]
+               ) -> list[tuple[int, int]]:
+    """The units a span ``[start, stop)`` merges, as ``(block, unit)`` pairs: the first block's last run (all its units
+    where it is linearised), every unit of the blocks inside, the last block's first run (all its units where it is
+    linearised). `PlanError` where a block inside keeps an activation."""
+    start, stop = span
+    out: list[tuple[int, int]] = []
+    for b in range(start, stop):
+        n_units = len(layouts[b].units)
+        if not any(acts[b]):
+            out += [(b, j) for j in range(n_units)]
+        elif b not in (start, stop - 1):
+            raise PlanError(f"span [{start}, {stop}) includes block {b}, which keeps activations: only a span's "
+                            "first and last block may keep some")
+        elif b == start:
+            first, _ = block_runs(layouts[b], acts[b])[-1]
+            out += [(b, j) for j in range(first, n_units)]
+        else:
+            _, last = block_runs(layouts[b], acts[b])[0]
+            out += [(b, j) for j in range(last)]
+    return out
+
+
+def crossing_units(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], span: tuple[int, int], *,
+                   free_activation: bool = True, spans: Sequence[tuple[int, int]] | None = None
+                   ) -> list[tuple[int, int]]:
+    """`span_units` of a span, checked to be linear: they lie in one segment (`segments` of the plan, whose spans are
+    ``spans``), so nothing non-linear or shared lies between them. `PlanError` naming what does otherwise (a kept
+    activation, a skip connection of a block that is not linear as a whole, a tail, a map read twice)."""
+    units = span_units(layouts, acts, span)
+    where = {u: n for n, seg in enumerate(segments(layouts, acts, free_activation=free_activation,
+                                                   spans=spans if spans is not None else [span]))
+             for u in seg}
+    if len({where[u] for u in units}) != 1:
+        start, stop = span
+        raise PlanError(f"span [{start}, {stop}) is not linear across its blocks: an activation that the plan keeps, "
+                        "a tail, or a skip connection of a block that is not linearised whole lies inside it; cut "
+                        "the span there, or remove that activation")
+    return units
+
+
+def crossing_candidates(layouts: Sequence[ActLayout], max_len: int
+                        ) -> list[tuple[tuple[int, int], tuple[tuple[int, ...], ...]]]:
+    """The crossing spans of 2..``max_len`` blocks that are timed and planned, as ``(span, acts of its blocks)``: every
+    range whose first block removes its last activation and keeps the others (``fused-project``'s state) or keeps
+    none, whose last block removes its first and keeps the others (``fused-expand``'s state) or keeps none, one of the
+    two partial, the blocks between keeping none, and which is linear across its borders (`crossing_units`, the
+    blocks outside it keeping all). What else a block must be to cross (symmetric padding, no skip but the identity)
+    the blocks know (`dsprof.models.spans.span_runs`)."""
+    kept = [(1,) * layout.n_acts for layout in layouts]
+    out = []
+    for start in range(len(layouts)):
+        for stop in range(start + 2, min(len(layouts), start + max_len) + 1):
+            states = partial_states(layouts[start]), partial_states(layouts[stop - 1])
+            firsts = [(0,) * layouts[start].n_acts, states[0].get(ACT_VARIANTS[1])]
+            lasts = [(0,) * layouts[stop - 1].n_acts, states[1].get(ACT_VARIANTS[0])]
+            for first in firsts:
+                for last in lasts:
+                    if first is None or last is None or not (any(first) or any(last)):
+                        continue
+                    acts = list(kept)
+                    acts[start], acts[stop - 1] = first, last
+                    for i in range(start + 1, stop - 1):
+                        acts[i] = (0,) * layouts[i].n_acts
+                    try:
+                        crossing_units(layouts, acts, (start, stop))
+                    except PlanError:
+                        continue
+                    out.append(((start, stop), tuple(acts[start:stop])))
     return out

@@ -108,4 +108,5 @@ def replayed(plan: Plan) -> Merges:
 
 
 def _in_spans(plan: Plan) -> set[int]:
-    return {i for start, stop in plan.spans or () for i in range(start, stop)}
+    """The linearised blocks inside the plan's spans (a crossing span's ends keep some activations: not these)."""
+    return {i for start, stop in plan.spans or () for i in range(start, stop) if not plan.keep[i]}

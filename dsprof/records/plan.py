@@ -65,7 +65,8 @@ class Plan:
     name: str | None = None
     source: str | None = None
     search: dict[str, Any] | None = None  # what `dsprof search` found: scores, ranking, weights (plain JSON)
-    spans: tuple[tuple[int, int], ...] | None = None  # [start, stop) block ranges merged as one conv each
+    spans: tuple[tuple[int, int], ...] | None = None  # [start, stop) block ranges merged as one conv each (with
+    # ``acts``, its ends may keep some activations: a crossing span, `dsprof.records.activations.span_units`)
     acts: tuple[tuple[int, ...], ...] | None = None  # per block, 1/0 per removable activation (None: the block plan)
 
     def __post_init__(self) -> None:
@@ -99,12 +100,15 @@ class Plan:
             for span in spans:
                 if len(span) != 2 or not last <= span[0] < span[1] - 1 or span[1] > len(keep):
                     raise PlanError(f"'spans' must be sorted, non-overlapping [start, stop) ranges of 2+ blocks, got {list(self.spans)}")
-                if any(keep[i] for i in range(*span)):
-                    raise PlanError(f"span {list(span)} includes a block whose activations are kept")
+                ends = (span[0], span[1] - 1) if self.acts is not None else ()  # a crossing span's ends may keep some
+                if any(keep[i] for i in range(*span) if i not in ends):
+                    raise PlanError(f"span {list(span)} includes a block whose activations are kept"
+                                    + (" (only its first and last may keep some)" if ends else ""))
                 last = span[1]
             object.__setattr__(self, "spans", spans or None)
         if self.merge is not None and self.spans is not None:  # a span merges as one: its blocks are marked merged
-            unmarked = sorted(i for start, stop in self.spans for i in range(start, stop) if not self.merge[i])
+            unmarked = sorted(i for start, stop in self.spans for i in range(start, stop) if not self.merge[i]
+                              and not keep[i])
             if unmarked:
                 raise PlanError(f"{self.name or 'the plan'}'s merge list leaves blocks {unmarked} unmerged, but they "
                                 "lie in its spans, which merge: mark them true (or drop the spans)")

@@ -1,0 +1,318 @@
+"""Crossing spans (issue #47, item 2): a run of linear units across block borders merged into one convolution,
+exactly, float64.
+
+The reference is written here from torchvision's MobileNetV2 as built (each ``InvertedResidual`` is
+``x + conv(x)`` or ``conv(x)``, ``conv`` its chain of convolution, BatchNorm and ReLU6), not from dsprof's merge: the
+model with the removed activations replaced by ``nn.Identity``, and, for every linear piece the plan merges (a partial
+run, a linearised block, a span), its zero padding moved in front of it: the input of the piece padded once by
+``sum(p_j * prod(strides before j))`` and its convolutions unpadded, a skip connection inside it adding the centre of
+its (padded) input; the plan's free activation (ReLU6) after a linearised block that ends a piece.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from conftest import randomise_bn
+from dsprof.errors import DsprofError, PlanError
+from dsprof.merging import MergedConv, linearize_model, merge_model, merge_report
+from dsprof.merging.fold import set_submodule
+from dsprof.merging.partial import PartialBlock
+from dsprof.models import find_blocks, get_model
+from dsprof.records.plan import Plan
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+RES = 32
+TOL = 1e-9
+KEPT = [(1,)] + [(1, 1)] * 16  # MobileNetV2: a depthwise-separable block, then 16 inverted residuals
+
+
+def _model():
+    torch.manual_seed(0)
+    return randomise_bn(get_model("mobilenet_v2", resolution=RES, num_classes=10)).double().eval()
+
+
+def _rel(got, expected) -> float:
+    return float((got - expected).abs().max() / expected.abs().max())
+
+
+def _acts(**changes):
+    acts = list(KEPT)
+    for key, value in changes.items():
+        acts[int(key[1:])] = value
+    return acts
+
+
+def _convs(module):
+    """The convolutions of one torchvision InvertedResidual, in order (each carries its own activation or none)."""
+    return [m for m in module.conv.modules() if isinstance(m, nn.Conv2d)]
+
+
+def _acts_of(module):
+    """The activation after each convolution of an InvertedResidual (None for the projection), as torchvision builds
+    it: ``Conv2dNormActivation`` is (conv, BatchNorm, ReLU6)."""
+    return [seq[2] if isinstance(seq, nn.Sequential) and len(seq) == 3 else None for seq in module.conv]
+
+
+def _first_run_end(acts):
+    """Units [0, end) of a block up to and including its first kept activation (all its units when it keeps none)."""
+    return acts.index(1) + 1 if 1 in acts else len(acts) + 1
+
+
+def _last_run_start(acts):
+    """The first unit after the block's last kept activation (0 when it keeps none)."""
+    return max(j + 1 for j, a in enumerate(acts) if a) if 1 in acts else 0
+
+
+def _pieces(acts, spans):
+    """The linear pieces the plan merges, as lists of (block, unit): spans (from the first block's last run to the last
+    block's first run), linearised blocks outside them, and each run of two or more units inside a partial block."""
+    pieces, covered = [], set()
+    for start, stop in spans:
+        units = [(start, j) for j in range(_last_run_start(acts[start]), len(acts[start]) + 1)]
+        units += [(b, j) for b in range(start + 1, stop - 1) for j in range(len(acts[b]) + 1)]
+        units += [(stop - 1, j) for j in range(_first_run_end(acts[stop - 1]))]
+        pieces.append(units)
+        covered.update(units)
+    for b, a in enumerate(acts):
+        runs, begin = [], 0
+        for j in range(len(a) + 1):
+            if j == len(a) or a[j]:
+                runs.append(list(range(begin, j + 1)))
+                begin = j + 1
+        for run in runs:
+            units = [(b, j) for j in run]
+            if (len(run) >= 2 or not any(a)) and not covered.intersection(units):
+                pieces.append(units)
+    return pieces
+
+
+class _Pad(nn.Module):
+    def __init__(self, module, pad):
+        super().__init__()
+        self.module, self.pad = module, pad
+
+    def forward(self, x):
+        return self.module(F.pad(x, (self.pad,) * 4))
+
+
+class _CropSkip(nn.Module):
+    """A residual block with its padding in front: ``conv(x) + x`` cropped by its own padding."""
+
+    def __init__(self, body, crop):
+        super().__init__()
+        self.body, self.crop = body, crop
+
+    def forward(self, x):
+        c = self.crop
+        return self.body(x) + x[..., c:x.shape[-2] - c, c:x.shape[-1] - c]
+
+
+def _reference(model, acts, spans):
+    """The model the plan means, padding in front of each merged piece (module docstring)."""
+    ref = copy.deepcopy(model)
+    blocks = [ref.features[1 + b] for b in range(len(acts))]
+    for block, a in zip(blocks, acts):  # removed activations: Identity
+        for j, act in enumerate(_acts_of(block)):
+            if act is not None and not a[j]:
+                set_submodule(block, next(n for n, m in block.named_modules() if m is act), nn.Identity())
+    wrap = {}  # block index: what goes around it (padding in front, a cropped skip, the free activation after)
+    for units in _pieces(acts, spans):
+        convs = [_convs(blocks[b])[j] for b, j in units]
+        pad, step = 0, 1
+        for conv in convs:
+            pad += conv.padding[0] * step
+            step *= conv.stride[0]
+        whole = {b for b, _ in units if not any(acts[b])}
+        for b in whole:
+            if blocks[b].use_res_connect:
+                wrap.setdefault(b, {})["crop"] = sum(c.padding[0] for c in _convs(blocks[b]))
+        for conv in convs:
+            conv.padding = (0, 0)
+        first_block, last_block = units[0][0], units[-1][0]
+        if units[0][1] == 0 and first_block in whole:
+            wrap.setdefault(first_block, {})["pad"] = pad
+        else:
+            convs[0].padding = (pad, pad)
+        if last_block in whole:
+            wrap.setdefault(last_block, {})["act"] = True
+    for b, how in wrap.items():
+        module = blocks[b]
+        if "crop" in how:
+            module = _CropSkip(module.conv, how["crop"])
+        if "pad" in how:
+            module = _Pad(module, how["pad"])
+        if how.get("act"):
+            module = nn.Sequential(module, nn.ReLU6())
+        ref.features[1 + b] = module
+    return ref
+
+
+def _check(model, plan, x):
+    """Merged at once, linearised (the form fine-tuned) and linearised then merged: each equal to the reference."""
+    merged = merge_model(model, plan)
+    linear = linearize_model(model, plan).eval()
+    again = merge_model(linear, plan)
+    with torch.no_grad():
+        expected = _reference(model, plan.acts, plan.spans or ())(x)
+        assert _rel(merged(x), expected) <= TOL
+        assert _rel(linear(x), expected) <= TOL
+        assert _rel(again(x), expected) <= TOL
+    return merged
+
+
+def test_a_projection_with_the_next_expansion_and_depthwise_is_one_convolution():
+    """Block 0 (depthwise 3x3 on 32 channels -> projection 1x1 to 16) keeps its ReLU6, block 1 (16 -> 96 -> 24, depthwise 3x3
+    stride 2) removes its expansion's: the projection, expansion and depthwise are one dense 3x3 stride-2
+    convolution 32 -> 96 (padding 1 in front of the projection), then block 1's ReLU6, then its projection."""
+    model = _model()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    plan = Plan.from_acts("mobilenet_v2", _acts(b0=(1,), b1=(0, 1)), spans=[(0, 2)])
+    merged = _check(model, plan, x)
+    first = merged.features[1]
+    assert isinstance(first, PartialBlock) and isinstance(first.stages[-1], MergedConv)
+    conv = first.stages[-1].conv
+    assert (conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.groups) == (32, 96, (3, 3), (2, 2), 1)
+    assert isinstance(first.stages[-1].act, nn.ReLU6)
+    assert sum(isinstance(m, MergedConv) for m in merged.modules()) == 1
+    decisions = merge_report(merged).decisions
+    assert "span of blocks 0-1" in decisions[0].reason and "span starting at block 0" in decisions[1].reason
+
+
+def test_a_span_through_a_linearised_residual_block():
+    """Block 1 removes its depthwise's ReLU6 (depthwise 3x3 stride 2 + projection to 24), block 2 (24 -> 144 -> 24,
+    identity skip) is linearised whole, block 3 removes its expansion's (expansion to 144, depthwise 3x3 stride 2):
+    one convolution 96 -> 144, kernel 1 + 2 + 2*2 + 2*2 = 11, stride 4, padding 1 + 2 + 2 = 5."""
+    model = _model()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    plan = Plan.from_acts("mobilenet_v2", _acts(b1=(1, 0), b2=(0, 0), b3=(0, 1)), spans=[(1, 4)])
+    merged = _check(model, plan, x)
+    conv = merged.features[2].stages[-1].conv
+    assert (conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding) == (96, 144, (11, 11), (4, 4), (5, 5))
+    assert isinstance(merged.features[3], nn.Identity)
+    assert merge_report(merged).plan.merge[2] and not merge_report(merged).plan.merge[3]
+
+
+@pytest.mark.parametrize("acts, spans", [
+    (dict(b0=(0,), b1=(0, 1)), [(0, 2)]),  # a linearised first block: the span starts at its first unit
+    (dict(b0=(1,), b1=(1, 1)), [(0, 2)]),  # nothing removed: the projection and the next expansion (a layer merge)
+    (dict(b3=(1, 0), b4=(0, 0), b5=(0, 0)), [(3, 6)]),  # ends in a linearised block: the free ReLU6 after it
+    (dict(b0=(1,), b1=(0, 0), b2=(0, 0), b3=(0, 1), b6=(1, 0), b7=(0, 0), b8=(0, 0), b9=(0, 0), b10=(0, 1)),
+     [(0, 4), (6, 11)]),  # two spans, one through three residual blocks
+])
+def test_crossing_spans_of_every_shape(acts, spans):
+    model = _model()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    plan = Plan.from_acts("mobilenet_v2", _acts(**acts), spans=spans)
+    linearised = [i for i, k in enumerate(plan.keep) if not k and not any(a <= i < b for a, b in spans)]
+    if linearised:
+        plan = Plan.from_acts("mobilenet_v2", plan.acts, spans=spans, merge=[i in linearised or (not plan.keep[i])
+                                                                                for i in range(len(plan.keep))])
+    merged = _check(model, plan, x)
+    assert sum(isinstance(m, MergedConv) for m in merged.modules()) >= len(spans)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_plans_with_crossings(seed):
+    """Random activation plans on MobileNetV2 with spans taken at random wherever the architecture allows one (a
+    border is crossed where the block before is linearised or has no skip connection, and so is the block after;
+    a block inside a span is linearised): merged and linearised equal the reference."""
+    rng = random.Random(seed)
+    model = _model()
+    residual = [block.use_res_connect for block in list(model.features)[1:18]]
+    acts = [tuple(int(rng.random() < 0.4) for _ in a) for a in KEPT]
+    linear = [not any(a) for a in acts]
+    spans: list[tuple[int, int]] = []
+    for b in range(len(acts) - 1):
+        if not ((linear[b] or not residual[b]) and (linear[b + 1] or not residual[b + 1])):
+            continue
+        if spans and spans[-1][1] == b + 1:
+            if linear[b] and rng.random() < 0.7:
+                spans[-1] = (spans[-1][0], b + 2)
+        elif rng.random() < 0.6:
+            spans.append((b, b + 2))
+    assert spans
+    keep = [int(not x) for x in linear]
+    in_span = {i for a, b in spans for i in range(a, b)}
+    merge = [not k and (i in in_span or rng.random() < 0.7) for i, k in enumerate(keep)]
+    plan = Plan.from_acts("mobilenet_v2", acts, merge=merge, spans=spans)
+    _check(model, plan, torch.randn(2, 3, RES, RES, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("acts, spans, match", [
+    # block 2 has a skip connection and keeps an activation: its input is read twice, nothing crosses into it
+    (dict(b1=(1, 0), b2=(0, 1)), [(1, 3)], "not linear across its blocks"),
+    (dict(b2=(1, 0), b3=(0, 1)), [(2, 4)], "not linear across its blocks"),  # ... nor out of it
+    (dict(b1=(1, 0), b2=(1, 1), b3=(0, 1)), [(1, 4)], "only its first and last may keep some"),
+])
+def test_a_span_that_is_not_linear_is_refused(acts, spans, match):
+    """A span across a skip connection of a block that is not linearised whole is refused, in one line; the same
+    plan without the span still merges exactly, its cuts at the block borders as separate pieces."""
+    model = _model()
+    acts = _acts(**acts)
+    with pytest.raises(PlanError, match=match):
+        merge_model(model, Plan.from_acts("mobilenet_v2", acts, spans=spans))
+    _check(model, Plan.from_acts("mobilenet_v2", acts), torch.randn(2, 3, RES, RES, dtype=torch.float64))
+
+
+def test_a_crossing_span_needs_the_padding_in_front():
+    """As a span of blocks: with the padding in place a depthwise would precede another padded convolution, which no
+    single convolution computes exactly."""
+    plan = Plan.from_acts("mobilenet_v2", _acts(b1=(1, 0), b2=(0, 0), b3=(0, 1)), spans=[(1, 4)], border="in_place")
+    with pytest.raises(DsprofError, match="in_front"):
+        merge_model(_model(), plan)
+
+
+def test_a_block_plan_span_still_holds_linearised_blocks_only():
+    with pytest.raises(PlanError, match="includes a block whose activations are kept"):
+        Plan("mobilenet_v2", [1, 0, 1] + [1] * 14, spans=[(0, 3)])
+
+
+def test_the_planner_decides_the_other_blocks_and_keeps_the_crossing():
+    """A plan with a crossing span and a lone linearised block, without a merge list: the planner's search (on MACs
+    here) decides the lone block and leaves the crossing span as the plan has it, its linearised block inside it
+    marked merged and its ends (which keep activations) not; the decided plan merges exactly."""
+    from dsprof.planning.decide import merge_rule
+
+    model = _model()
+    acts = _acts(b1=(1, 0), b2=(0, 0), b3=(0, 1), b5=(0, 0))
+    plan = Plan.from_acts("mobilenet_v2", acts, spans=[(1, 4)])
+    decided = merge_rule(model, merge_by="macs").decide(plan).plan
+    assert decided.spans == ((1, 4),)
+    assert decided.merge[2] and not decided.merge[1] and not decided.merge[3]
+    # block 5 (features.6, 32 -> 192 -> 32, 3x3 depthwise at stride 1): merged, one dense 3x3 32 -> 32, 9 * 32 * 32
+    # MACs a pixel, against 192 * (32 + 9 + 32) as built: it merges by MACs
+    assert decided.merge[5] == (9 * 32 * 32 < 192 * (32 + 9 + 32))
+    _check(model, decided, torch.randn(2, 3, RES, RES, dtype=torch.float64))
+
+
+def test_every_plan_of_two_blocks_with_and_without_their_span():
+    """Brute force on MobileNetV2 with one block per stage (no skip connection anywhere, so every border may be
+    crossed): every activation state of blocks 1 and 2 (16) and of block 0 kept or linearised, with and without the
+    span over blocks 1 and 2, and with the span over blocks 0 to 2 where block 1 is linearised; each merged against
+    the reference."""
+    import itertools
+
+    torch.manual_seed(0)
+    model = randomise_bn(get_model("mobilenet_v2", resolution=RES, num_classes=10, depths=[1] * 7)).double().eval()
+    assert not any(block.use_res_connect for block in list(model.features)[1:8])
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    n = 0
+    for b0, b1, b2 in itertools.product([(1,), (0,)], [(1, 1), (1, 0), (0, 1), (0, 0)], [(1, 1), (1, 0), (0, 1), (0, 0)]):
+        acts = [b0, b1, b2] + [(1, 1)] * 4
+        keep = [int(any(a)) for a in acts]
+        for spans in ([], [(1, 3)]) + (([(0, 3)],) if b1 == (0, 0) else ()):
+            plan = Plan.from_acts("mobilenet_v2", acts, options={"depths": [1] * 7}, spans=spans or None,
+                                  merge=[not k for k in keep])
+            merged = merge_model(model, plan)
+            with torch.no_grad():
+                assert _rel(merged(x), _reference(model, plan.acts, plan.spans or ())(x)) <= TOL, (acts, spans)
+            n += 1
+    assert n == 2 * 16 * 2 + 2 * 4
