@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from typing import Iterable
 
 from ..errors import UsageError
 
-__all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "CHAIN_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs"]
+__all__ = ["BlockSpec", "ConvShape", "BLOCK_KINDS", "CHAIN_KINDS", "PADDING_STYLES", "ACTIVATION_NAMES", "classify_convs",
+           "composed"]
 
 #: Block kinds dsprof knows. ``inverted_residual`` is pw-dw-pw (MobileNetV2, EfficientNet);
 #: ``depthwise_separable`` is dw-pw (the expansion-1 block); ``bottleneck`` and ``basic`` are
@@ -254,12 +256,8 @@ class BlockSpec:
 
     @property
     def merged_kernel(self) -> int:
-        """Kernel of the one convolution the block merges into: 1 + sum((k_i - 1) * stride before i)."""
-        k, step = 1, 1
-        for c in self.convs:
-            k += (c.kernel - 1) * step
-            step *= c.stride
-        return k
+        """Kernel of the one convolution the block merges into (`composed`)."""
+        return composed((c.kernel, c.stride) for c in self.convs)[0]
 
     def to_str(self) -> str:
         """The canonical string form (the key of measurement files and latency tables)."""
@@ -339,6 +337,17 @@ def _plain_skip(skip: tuple[ConvShape, ...], cin: int, cout: int, stride: int) -
         raise UsageError(f"the skip path {'-'.join(c.to_str() for c in skip)} does not map {cin} channels to {cout} at "
                          f"stride {stride}")
     return skip
+
+
+def composed(layers: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """(kernel, stride) of the one convolution a chain of convolutions (kernel, stride), first to last, composes into:
+    kernel 1 + sum((k_i - 1) * the stride before i), stride the product. The one rule for a block, a span and a
+    crossing span (`dsprof.models.spans`)."""
+    kernel, step = 1, 1
+    for k, stride in layers:
+        kernel += (k - 1) * step
+        step *= stride
+    return kernel, step
 
 
 def _summary(convs: tuple[ConvShape, ...]) -> tuple[int, int, int, int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..records.activations import ActLayout, block_runs, span_units
-from .blockspec import BlockSpec, ConvShape, _summary
+from .blockspec import BlockSpec, ConvShape, _summary, composed
 from .records import Block
 
 __all__ = ["crossing_spec", "span_runs", "span_spec"]
@@ -51,10 +51,7 @@ def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
 
 def span_spec(specs: list[BlockSpec]) -> BlockSpec:
     """The one dense convolution a span of blocks merges into, as a ``conv`` spec (its LUT key)."""
-    kernel, step = 1, 1
-    for s in specs:
-        kernel += (s.merged_kernel - 1) * step
-        step *= s.stride
+    kernel, step = composed((s.merged_kernel, s.stride) for s in specs)
     first, last = specs[0], specs[-1]
     return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
                      False, first.in_h, first.in_w)
@@ -65,11 +62,7 @@ def _merged(convs: list[ConvShape]) -> ConvShape:
     ``1 + sum((k_i - 1) * stride before i)``, stride the product."""
     if len(convs) == 1:
         return convs[0]
-    kernel, step = 1, 1
-    for c in convs:
-        kernel += (c.kernel - 1) * step
-        step *= c.stride
-    return ConvShape(convs[0].cin, convs[-1].out, kernel, step)
+    return ConvShape(convs[0].cin, convs[-1].out, *composed((c.kernel, c.stride) for c in convs))
 
 
 def crossing_spec(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: tuple[int, int]) -> BlockSpec:
