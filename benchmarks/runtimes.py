@@ -261,6 +261,7 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
     from dsprof.models import ModelRef, get_model
     from dsprof.profiler import Workloads, measure
     from dsprof.records.measurement import paired_with_original, read_measurements
+    from dsprof.records.stats import paired_speedup
 
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     for row in (r for r in rows if r["model"] == key):
@@ -283,11 +284,17 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
                         resume=True, progress=False, log=lambda line: print(f"  {line}", flush=True))
             records = [r for r in read_measurements(path) if r.scope == "model"]
             record = next((r for r in records if r.name == label and r.ok), None)
-            s = paired_with_original(record, records) if record is not None else None
-            if s is not None:
-                row[cell]["pair" if what == "speedup" else "pair_loss"] = (s.ratio - (what == "loss"),
-                                                                            s.low - (what == "loss"),
-                                                                            s.high - (what == "loss"))
+            if record is None:
+                continue
+            if what == "speedup":  # the original over the plan
+                s = paired_with_original(record, records)
+                if s is not None:
+                    row[cell]["pair"] = (s.ratio, s.low, s.high)
+                continue
+            own = next((r for r in records if r.variant == "original" and r.ok), None)
+            if own is not None:  # eager's plan over the runtime's own, as the table's loss
+                loss = paired_speedup(record.samples_s, own.samples_s)
+                row[cell]["pair_loss"] = (loss.ratio - 1, loss.low - 1, loss.high - 1)
 
 
 # -- 3. the block-level reason -------------------------------------------------------------------------------

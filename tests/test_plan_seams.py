@@ -27,7 +27,7 @@ import pytest
 
 from cli_run import dsprof_here
 from dsprof.lut import LUT, build_lut
-from dsprof.lut.interval import Estimate, ratio_bounds
+from dsprof.lut.interval import Estimate, Terms, ratio_bounds
 from dsprof.lut.piece import Piece
 from dsprof.records.plan import Plan
 from dsprof.planning import plan_contexts
@@ -160,6 +160,22 @@ def test_the_ratio_of_two_plans_counts_only_the_pieces_one_of_them_deploys():
     loss = got.shifted(-1)  # a loss is the ratio minus 1, its interval too
     assert (loss.value, loss.low, loss.high) == pytest.approx((1.1 / 1.3 - 1, got.low - 1, got.high - 1), rel=1e-12)
     assert Estimate(2.0, 1.5, 3.0).scaled(2) == Estimate(4.0, 3.0, 6.0) and Estimate(2.0, 1.5, 3.0).contains(3.0)
+
+
+def test_the_ratio_of_two_plans_carries_the_factors_error_on_what_differs_and_a_checks_noise():
+    # issue #46: with the model's terms, the loss interval has the parts a plan's own interval has. Hand-worked: the
+    # pieces of the test above (entries' variance 10 us^2), a factor error of 20 % of the savings that differ
+    # (0.2 x |1.1/1.3 - 1|) and a check's noise of 1 % of the ratio (0.01 x 1.1/1.3), added in quadrature
+    shared = Piece(1, 2, "merged", 5e-4, 1e-4, (4e-6,))
+    a = [Piece(0, 1, "merged", 6e-4, 2e-4, (3e-6,)), shared]
+    b = [Piece(0, 1, "original", 8e-4, 0.0, (1e-6,)), shared]
+    terms = Terms(drift=0.05, drift_source="", check=0.01, check_source="", factor=0.2, factor_source="")
+    r = 1.1 / 1.3
+    half = 1.959964 * math.sqrt(10e-12 / 1.3e-3 ** 2 + (0.2 * (r - 1)) ** 2 + (0.01 * r) ** 2)
+    got = ratio_bounds(a, 1.1e-3, b, 1.3e-3, terms)
+    assert (got.value, got.low, got.high) == pytest.approx((r, r - half, r + half), rel=1e-12)
+    assert half == pytest.approx(0.0627, abs=5e-4)  # +-6.3 points, where the entries alone give +-0.5
+    assert ratio_bounds(a, 1.1e-3, a, 1.1e-3, terms) == Estimate(1.0, 1.0, 1.0)  # one plan: nothing differs
 
 
 # -- item 4: plans have identity ------------------------------------------------------------------------------------

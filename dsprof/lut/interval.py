@@ -399,7 +399,8 @@ def _log_normal(value: float, ln_sigma: float) -> Estimate:
     return Estimate(value, value * math.exp(-width), value * math.exp(width))
 
 
-def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Piece], reference_s: float) -> Estimate:
+def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Piece], reference_s: float,
+                 terms: Terms | None = None) -> Estimate:
     """The predicted ratio of two plans' latencies in one LUT context (``total_s`` of the plan deployed as
     ``pieces`` over ``reference_s`` of the plan deployed as ``reference``: a plan's loss against another is it minus
     1), with its 95 % interval. Both latencies come from one LUT, so what the two plans share -- the rest of the
@@ -408,14 +409,21 @@ def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Pi
 
         a / b = 1 + (a - b) / b,    a - b = the savings of b's own pieces - the savings of a's own pieces,
 
-    so the half-width is `Z95` x sqrt(sum of those pieces' squared median errors) / b (the errors `plan_bounds` sums;
-    the denominator's own error is second order and left out)."""
+    so the entries' part of the half-width is `Z95` x sqrt(sum of those pieces' squared median errors) / b (the errors
+    `plan_bounds` sums; the denominator's own error is second order and left out). With the model's ``terms`` (the
+    front's, `Terms`), two more parts, as a plan's own interval has them: the factor's systematic error, which
+    scales the savings only one plan deploys (``terms.factor`` x |a / b - 1|), and the noise of the paired check that
+    would measure the two plans (``terms.check``, relative). Issue #46: without them, eager's plans on other
+    runtimes at 96 px were given losses of +7 to +17 % within +-1 point and measured -0 to +12 %."""
     key = lambda p: (p.start, p.stop, p.variant, p.errors_s)  # noqa: E731
     mine, theirs = Counter(map(key, pieces)), Counter(map(key, reference))
     only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
     variance = sum(count * e * e for (_, _, _, errors), count in only.items() for e in errors)
-    half = Z95 * math.sqrt(variance) / reference_s
     value = total_s / reference_s
+    relative = variance / reference_s ** 2
+    if terms is not None and only:
+        relative += (terms.factor * (value - 1)) ** 2 + (terms.check * value) ** 2
+    half = Z95 * math.sqrt(relative)
     return Estimate(value, value - half, value + half)
 
 

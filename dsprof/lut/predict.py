@@ -277,10 +277,10 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
 def predict_ratio(prices: Prices, plan: Any, reference: Any) -> Estimate:
     """Predicted latency of ``plan`` over that of ``reference`` (each a `dsprof.planning.Plan`, or None for the original
     model) in ``prices``' context, both deployed as `predict_plan` deploys them, with the 95 % interval of
-    `dsprof.lut.interval.ratio_bounds` (a plan's loss against another is it minus 1)."""
+    `dsprof.lut.interval.ratio_bounds` with the model's terms (a plan's loss against another is it minus 1)."""
     a, b = predict_plan(prices, plan, strict=True), predict_plan(prices, reference, strict=True)  # misses raise
     mine, theirs = _pieces(prices, plan, None, True), _pieces(prices, reference, None, True)
-    return ratio_bounds(mine, a.total_s, theirs, b.total_s)
+    return ratio_bounds(mine, a.total_s, theirs, b.total_s, prices.terms)
 
 
 def prices_of(
