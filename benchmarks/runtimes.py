@@ -255,7 +255,7 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
     """Item 2 again in groups of two (``--stages ...,pairs``), as a deployment runs one model: the original against
     the planner's plan (``pair_speedup_RUNTIME.jsonl``), and the runtime's own plan against eager's plan
     (``pair_loss_RUNTIME.jsonl``, the loss). A group of five models interleaved reads each of them slower than it runs
-    alone where the weights outgrow the caches (96 px: the originals 20-45 % slower than in the LUT's own runs), so its
+    alone where the weights outgrow the caches (96 px, MobileNetV2: its originals 19-46 % slower than in the LUT runs), so its
     ratios are not the deployment's. Adds ``pair`` to the rows' cells."""
     from dsprof.merging import merge_model
     from dsprof.models import ModelRef, get_model
