@@ -34,10 +34,9 @@ from typing import Any, Sequence
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
-from ..merging.partial import act_layouts
+from ..merging.partial import act_layouts, crossing_spec
 from ..records.activations import is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
-from ..models.spans import crossing_spec
 from ..names import CROSSING_VARIANT
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
@@ -218,7 +217,7 @@ class Prices:
 
     def crossing(self, start: int, stop: int, acts: Sequence[Sequence[int]]) -> Piece:
         """The crossing span ``[start, stop)`` of a plan with ``acts`` (its end blocks keep some activations) as it
-        deploys: its entry in the variant ``crossing`` (`dsprof.models.spans.crossing_spec`, timed by ``dsprof measure
+        deploys: its entry in the variant ``crossing`` (`dsprof.merging.partial.crossing_spec`, timed by ``dsprof measure
         --spans N`` with a partial variant); ``kept`` in the block view (its ends keep activations)."""
         ends = (tuple(acts[start]), tuple(acts[stop - 1]))
         key = ("crossing", start, stop, ends)

@@ -28,14 +28,15 @@ import torch
 from torch import nn
 
 from ..models import Block, BlockSpec
-from ..records.activations import ActLayout, block_runs, partial_runs
+from ..models.blockspec import ConvShape, _summary, composed
+from ..records.activations import ActLayout, block_runs, partial_runs, span_units
 from ..records.plan import Plan
 from .algebra import MergeError
 from .layers import ConcatInput
 from .spans import build_span
 
-__all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "partial_block", "partial_blocks",
-           "run_block"]
+__all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "crossing_spec", "partial_block",
+           "partial_blocks", "run_block"]
 
 
 def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
@@ -204,3 +205,33 @@ def partial_blocks(blocks: Sequence[Block], plan: Plan, linearize: Callable[[Blo
             except MergeError as exc:
                 raise MergeError(f"block {i} ({block.name}): {exc}") from None
     return out
+
+
+def _merged(convs: list[ConvShape]) -> ConvShape:
+    """The one convolution a run of convolutions merges into: a single one as it is, else dense, kernel
+    ``1 + sum((k_i - 1) * stride before i)``, stride the product."""
+    if len(convs) == 1:
+        return convs[0]
+    return ConvShape(convs[0].cin, convs[-1].out, *composed((c.kernel, c.stride) for c in convs))
+
+
+def crossing_spec(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: tuple[int, int]) -> BlockSpec:
+    """What the crossing span ``[start, stop)`` of a plan with ``acts`` deploys, as one ``chain`` spec at its input
+    size: the first block's runs before its last run, the span's one convolution, the last block's runs after its
+    first run; a run of two or more units one dense convolution, a single unit as it is (a ``conv`` spec where only
+    the span's convolution is left). With the variant ``crossing``, its LUT key."""
+    start, stop = span
+    layouts = [ActLayout(tuple(u.act is not None for u in b.units)) for b in blocks]
+    convs = [b.spec.convs for b in blocks]
+    deployed: list[ConvShape] = []
+    if any(acts[start]):
+        deployed += [_merged(list(convs[start][a:b])) for a, b in block_runs(layouts[start], acts[start])[:-1]]
+    deployed.append(_merged([convs[b][j] for b, j in span_units(layouts, acts, span)]))
+    if any(acts[stop - 1]):
+        deployed += [_merged(list(convs[stop - 1][a:b])) for a, b in block_runs(layouts[stop - 1], acts[stop - 1])[1:]]
+    first = blocks[start].spec
+    if len(deployed) == 1:
+        c = deployed[0]
+        return BlockSpec("conv", c.cin, c.cout, c.cout, c.kernel, c.stride, first.padding, False, first.in_h, first.in_w)
+    return BlockSpec("chain", *_summary(tuple(deployed)), first.padding, False, first.in_h, first.in_w, first.act,
+                     tuple(deployed))

@@ -45,10 +45,11 @@ from ..merging.block import deployed_unmerged, merge_linearized
 from ..merging.fold import fold_batchnorm
 from ..merging.linearize import linearize_block
 from ..merging.model import merge_partial
-from ..merging.partial import PartialBlock, act_layout, act_layouts, crossing_modules, partial_block
+from ..merging.partial import (PartialBlock, act_layout, act_layouts, crossing_modules, crossing_spec,
+                               partial_block)
 from ..merging.spans import SpanLinearized
 from ..records.activations import crossing_candidates, crossing_units, partial_states
-from ..models.spans import crossing_spec, span_runs, span_spec
+from ..models.spans import span_runs, span_spec
 from ..names import ACT_VARIANTS, BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
@@ -205,7 +206,7 @@ def deployed_crossing(blocks: list[Block], acts: list[tuple[int, ...]], span: tu
 
 def crossing_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] | None = None) -> list[Workload]:
     """The crossing spans of 2..``max_len`` blocks as they deploy (`deployed_crossing`), keyed by what they deploy
-    (`dsprof.models.spans.crossing_spec`, variant ``crossing``), one per distinct key: those that
+    (`dsprof.merging.partial.crossing_spec`, variant ``crossing``), one per distinct key: those that
     `dsprof.records.activations.crossing_candidates` lists and whose blocks can cross as one; named ``first+last``."""
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
