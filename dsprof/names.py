@@ -25,8 +25,8 @@ OLD_METHOD_NAMES = {"context": "in-situ", "context-scaled": "in-situ-scaled"}
 #: units lies: holding the block's first unit (an inverted residual's expansion and depthwise, the Fused-MBConv form),
 #: its last (the depthwise and the projection), or neither.
 ACT_VARIANTS = ("fused-expand", "fused-project", "fused-inner")
-#: The LUT variant of a crossing span as it deploys (`dsprof.merging.partial.crossing_spec`), timed by `dsprof measure`
-#: with ``--spans N`` and a partial variant (`ACT_VARIANTS`).
+#: The LUT variant of a crossing span as it deploys (`dsprof.merging.partial.crossing_spec`), timed by `dsprof.measure`
+#: with ``Workloads(spans=N)`` and a partial variant (`ACT_VARIANTS`).
 CROSSING_VARIANT = "crossing"
 #: What the planner counts as kept (`dsprof plan --unit`): blocks (DepthShrinker's, the default) or single activations
 #: (`dsprof.planning.activations`).

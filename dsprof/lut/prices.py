@@ -217,8 +217,8 @@ class Prices:
 
     def crossing(self, start: int, stop: int, acts: Sequence[Sequence[int]]) -> Piece:
         """The crossing span ``[start, stop)`` of a plan with ``acts`` (its end blocks keep some activations) as it
-        deploys: its entry in the variant ``crossing`` (`dsprof.merging.partial.crossing_spec`, timed by ``dsprof measure
-        --spans N`` with a partial variant); ``kept`` in the block view (its ends keep activations)."""
+        deploys: its entry in the variant ``crossing`` (`dsprof.merging.partial.crossing_spec`, timed by `dsprof.measure`
+        with ``Workloads(spans=N)`` and a partial variant); ``kept`` in the block view (its ends keep activations)."""
         ends = (tuple(acts[start]), tuple(acts[stop - 1]))
         key = ("crossing", start, stop, ends)
         if key not in self._pieces:

@@ -221,7 +221,7 @@ def crossing_spec(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: 
     first run; a run of two or more units one dense convolution, a single unit as it is (a ``conv`` spec where only
     the span's convolution is left). With the variant ``crossing``, its LUT key."""
     start, stop = span
-    layouts = [ActLayout(tuple(u.act is not None for u in b.units)) for b in blocks]
+    layouts = act_layouts(blocks)
     convs = [b.spec.convs for b in blocks]
     deployed: list[ConvShape] = []
     if any(acts[start]):

@@ -210,9 +210,10 @@ def crossing_workloads(model: nn.Module, max_len: int, input_size: tuple[int, in
     `dsprof.records.activations.crossing_candidates` lists and whose blocks can cross as one; named ``first+last``."""
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
-    kept = [(1,) * layout.n_acts for layout in act_layouts(blocks)]
+    layouts = act_layouts(blocks)
+    kept = [(1,) * layout.n_acts for layout in layouts]
     out, seen = [], set()
-    for (start, stop), inside in crossing_candidates(act_layouts(blocks), max_len):
+    for (start, stop), inside in crossing_candidates(layouts, max_len):
         acts = kept[:start] + list(inside) + kept[stop:]
         spec = crossing_spec(blocks, acts, (start, stop))
         if spec in seen:
