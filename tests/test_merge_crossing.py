@@ -316,3 +316,20 @@ def test_every_plan_of_two_blocks_with_and_without_their_span():
                 assert _rel(merged(x), _reference(model, plan.acts, plan.spans or ())(x)) <= TOL, (acts, spans)
             n += 1
     assert n == 2 * 16 * 2 + 2 * 4
+
+
+def test_the_cost_table_of_a_crossing_plan_reads_what_reaches_the_last_blocks_place():
+    # `dsprof merge` (its cost table) failed on every crossing span whose last block keeps a remainder: that
+    # remainder was counted on the block's own input (24 channels) where it reads the span's output (144). Hand-worked,
+    # MobileNetV2 with one block per stage at 32 px: block 2 (features.3, 24 -> 144 -> 32, depthwise stride 2) with
+    # `acts` [0, 1] puts its expansion and depthwise into the span over blocks 1-2; what is left at its place is the
+    # 1x1 projection 144 -> 32 on a 4x4 map: 144 x 32 x 16 = 73,728 MACs.
+    from dsprof.merging import cost_table
+
+    model = get_model("mobilenet_v2", depths=(1,) * 7, resolution=32)
+    acts = ((1,), (1, 0), (0, 1)) + ((1, 1),) * 4
+    plan = Plan("mobilenet_v2", (1,) * 7, {"depths": [1] * 7}, acts=acts, spans=((1, 3),))
+    table = cost_table(model, merge_model(model, plan))
+    row = table[table["block"] == "features.3"].iloc[0]
+    assert row["macs_after"] == 144 * 32 * 4 * 4
+    assert row["params_after"] == 144 * 32 + 32  # the projection, its BatchNorm folded into a bias

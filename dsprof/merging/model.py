@@ -261,6 +261,25 @@ def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info:
     )
 
 
+def _inputs_reaching(model: nn.Module, modules: list[nn.Module], example: torch.Tensor) -> dict[int, tuple[int, ...]]:
+    """{i: (channels, height, width) of the input that reaches ``modules[i]``} in one forward pass of ``model``."""
+    seen: dict[int, tuple[int, ...]] = {}
+
+    def record(i: int):
+        def hook(_module, args) -> None:  # returns None: the input passes unchanged
+            seen.setdefault(i, tuple(args[0].shape[1:]))
+        return hook
+
+    hooks = [m.register_forward_pre_hook(record(i)) for i, m in enumerate(modules)]
+    try:
+        with torch.no_grad():
+            model.eval()(example.to(next(model.parameters()).dtype))
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
 def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, int] | None = None) -> pd.DataFrame:
     """MACs, params and memory (16-bit weights, peak activation) of every block before and after merging.
 
@@ -274,19 +293,23 @@ def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, in
     example = torch.zeros(1, first.in_channels, *size, dtype=next(original.parameters()).dtype)
     before_model = fold_batchnorm(original, example)
     blocks = find_blocks(before_model, size)
+    reaching = _inputs_reaching(merged, [block_module(merged, b.name) for b in blocks], example)
     rows = []
-    for block, decision in zip(blocks, report.decisions):
+    for i, (block, decision) in enumerate(zip(blocks, report.decisions)):
         spec = block.spec
         after = block_module(merged, block.name)
         shape = (spec.in_channels, spec.in_h, spec.in_w)
+        # what sits at a crossing span's later place reads the span's output, not the block's own input
+        after_shape = reaching.get(i, shape) if not isinstance(after, nn.Identity) else shape
+        after_shape = after_shape if after_shape[0] != shape[0] else shape
         mem_before = memory_footprint(block.module, shape, spec.residual)
-        mem_after = memory_footprint(after, shape, spec.residual and not decision.merged)
+        mem_after = memory_footprint(after, after_shape, spec.residual and not decision.merged)
         rows.append(
             {
                 "block": block.name,
                 "state": "kept" if decision.keep else ("merged" if decision.merged else "linear"),
                 "macs_before": count_macs(block.module, (spec.in_h, spec.in_w), spec.in_channels),
-                "macs_after": count_macs(after, (spec.in_h, spec.in_w), spec.in_channels),
+                "macs_after": count_macs(after, after_shape[1:], after_shape[0]),
                 "params_before": count_params(block.module),
                 "params_after": count_params(after),
                 "weight_bytes_before": mem_before.weight_bytes,
