@@ -129,7 +129,7 @@ def test_never_slower_than_the_block_front(luts):
     """Issue #47's check: at the same number of kept activations, the activation front is never slower than the
     block front; and with no partial state offered, it is the block front (at k kept blocks, the faster of the
     activation front's plans with 2k and 2k - 1 activations: block 0 keeps one, the others two)."""
-    for which in ("rule", "cheap"):
+    for which in ("rule", "cheap", "crossing"):
         prices = _prices(luts[which])
         pricing = Pricing(max_span=2)
         blocks = plan_front(REF, luts[which], pricing=pricing, prices=prices)
@@ -179,9 +179,10 @@ def test_front_plans_merge_exactly(luts, which):
     x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
     chosen = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
     assert chosen
-    crossing = [p for p in chosen if any(any(map(any, p.plan.acts[a:b])) for a, b in p.plan.spans or ())]
+    crossing = [p for p in front.points if any(any(map(any, p.plan.acts[a:b])) for a, b in p.plan.spans or ())]
     if which == "crossing":
-        assert crossing  # and these are the plans merged below
+        assert crossing  # and these are the plans merged below, some with an end that keeps all its activations
+        assert any(all(p.plan.acts[i]) for p in crossing[::2] for a, b in p.plan.spans or () for i in (a, b - 1))
     for point in (crossing[::2] if which == "crossing" else chosen[::3]):
         merged = merge_model(model, point.plan)
         linear = linearize_model(model, point.plan).eval()
@@ -312,17 +313,24 @@ def test_a_keep_beyond_the_activations_says_activations(luts):
 # expansion, one dense convolution 96 -> 144 (kernel 1 + 2 + 2 * 2 = 7, stride 4, to 4x4) and block 2's projection.
 B2_ORIGINAL = 64 * 24 * 144 + 16 * 144 * 9 + 16 * 144 * 32  # 315 648
 CROSSING_1_2 = 256 * 16 * 96 + 16 * 96 * 144 * 49 + 16 * 144 * 32  # 11 304 960
+# Block 1 keeping both its activations, block 2 its depthwise's: block 1's expansion and depthwise as built, its
+# projection with block 2's expansion and depthwise one dense 3x3 stride-2 convolution 96 -> 144 (to 4x4), block 2's
+# projection.
+KEPT_1_2 = 256 * 16 * 96 + 64 * 96 * 9 + 16 * 96 * 144 * 9 + 16 * 144 * 32  # 2 512 896
+# Both keeping all: block 1's projection and block 2's expansion one 1x1 96 -> 144 at 8x8 (a layer merge).
+KEPT_1_2_ALL = 256 * 16 * 96 + 64 * 96 * 9 + 64 * 96 * 144 + 16 * 144 * 9 + 16 * 144 * 32  # 1 427 712
 
 
 def test_crossing_spans_are_timed_and_priced(luts):
     """``measure --spans 2`` with the partial variants also times the crossing spans of two blocks as they deploy
-    (variant ``crossing``): for each pair of blocks, the first partial (fused-project's state) or linearised and the
-    second partial (fused-expand's state) or linearised, not both linearised; block 0 has one activation, so only
-    linearised: 1 + 5 * 3 = 16. Priced from its entry as a span is: the model's price less blocks 1 and 2's
+    (variant ``crossing``): for each pair of blocks, the first linearised, partial (fused-project's state) or keeping
+    all its activations, the second linearised, partial (fused-expand's state) or keeping all, not both linearised;
+    block 0 has one activation (linearised or kept): 2 * 3 - 1 + 5 * (3 * 3 - 1) = 45. Priced from its entry as a span
+    is, whatever its ends keep (one rule: the entry covers its blocks whole): the model's price less blocks 1 and 2's
     originals, plus its entry (one call fewer)."""
     frame = LUT.load(luts["rule"]).to_dataframe()
     crossing = frame[frame["variant"] == "crossing"]
-    assert len(crossing) == 16
+    assert len(crossing) == 45
     prices = _prices(luts["rule"], "isolated")
     everything = predict_plan(prices, Plan(NAME, (1,) * 7, OPTIONS)).total_s
     plan = Plan.from_acts(NAME, [(1,), (1, 0), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
@@ -333,16 +341,25 @@ def test_crossing_spans_are_timed_and_priced(luts):
         S_PER_MAC * (CROSSING_1_2 - B1_ORIGINAL - B2_ORIGINAL) - OVERHEAD_S, rel=1e-9)
     from dsprof.lut.pricer import Pricer
     assert Pricer(prices).price(plan).latency_s == pytest.approx(predict_plan(prices, plan).total_s, rel=1e-12)
+    # an end that keeps all its activations: timed and priced by the same rule
+    for ends, macs in (([(1, 1), (0, 1)], KEPT_1_2), ([(1, 1), (1, 1)], KEPT_1_2_ALL)):
+        plan = Plan.from_acts(NAME, [(1,), *ends] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+        (piece,) = [p for p in prices.pieces(plan) if p.stop - p.start > 1]
+        assert (piece.start, piece.stop, piece.variant, piece.kept, piece.missing) == (1, 3, "crossing", True, None)
+        assert piece.latency_s == pytest.approx(OVERHEAD_S + S_PER_MAC * macs, rel=1e-12)
+        assert predict_plan(prices, plan).total_s - everything == pytest.approx(
+            S_PER_MAC * (macs - B1_ORIGINAL - B2_ORIGINAL) - OVERHEAD_S, rel=1e-9)
+        assert Pricer(prices).price(plan).latency_s == pytest.approx(predict_plan(prices, plan).total_s, rel=1e-12)
 
 
 def test_a_crossing_span_the_lut_lacks_is_named(luts):
-    """A crossing span in a state that is not timed (block 1 keeps both activations: its projection with block 2's
-    expansion and depthwise) is named as a missing entry, never priced as the span of whole blocks."""
+    """A crossing span that is not timed (three blocks, in a LUT measured with spans of two: block 1's projection,
+    block 2 linearised, block 3's expansion) is named as a missing entry, never priced as the span of whole blocks."""
     prices = _prices(luts["rule"], "isolated")
-    plan = Plan.from_acts(NAME, [(1,), (1, 1), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
+    plan = Plan.from_acts(NAME, [(1,), (1, 1), (0, 0), (1, 1)] + [(1, 1)] * 3, options=OPTIONS, spans=[(1, 4)])
     (crossing,) = [p for p in prices.pieces(plan) if p.missing]
-    assert (crossing.start, crossing.stop, crossing.kept) == (1, 3, True)
-    assert "crossing span of blocks" in crossing.missing and "[1, 1] [0, 1]" in crossing.missing
+    assert (crossing.start, crossing.stop, crossing.kept) == (1, 4, True)
+    assert "crossing span of blocks" in crossing.missing and "[1, 1] [0, 0] [1, 1]" in crossing.missing
     with pytest.warns(UserWarning, match="crossing span"):
         prediction = predict_plan(prices, plan)
     assert prediction.missing and "crossing span" in prediction.missing[0]
@@ -350,42 +367,55 @@ def test_a_crossing_span_the_lut_lacks_is_named(luts):
 
 def _span_sets(acts, i=0):
     """Every set of two-block spans a plan with ``acts`` may hold: over blocks i and i + 1 where the first keeps none
-    of its activations or its first only (fused-project's state), and the second none or its second only
-    (fused-expand's state): a span of linearised blocks, or a crossing span."""
+    of its activations, its first only (fused-project's state) or all, and the second none, its second only
+    (fused-expand's state) or all: a span of linearised blocks, or a crossing span (no block of the model has a skip
+    connection: each is the first of its stage)."""
     if i >= len(acts) - 1:
         yield []
         return
     yield from _span_sets(acts, i + 1)
-    if acts[i] in ((0,), (0, 0), (1, 0)) and acts[i + 1] in ((0, 0), (0, 1)):
+    if acts[i] != (0, 1) and acts[i + 1] in ((0, 0), (0, 1), (1, 1)):
         for rest in _span_sets(acts, i + 2):
             yield [(i, i + 2)] + rest
 
 
-@pytest.mark.parametrize("which", ["rule", "crossing"])
-def test_the_front_with_crossings_is_every_plans_best(luts, which):
-    """Brute force over all 26,112 plans of the seven-block model with spans of two blocks (every activation state of
-    every block, and every set of spans its states allow, crossing spans among them), each priced by predict's
-    pieces: the DP's fastest plan at each number of kept activations is the cheapest of them all. On the LUT whose
-    crossing spans are cheap, the front uses them."""
-    prices = _prices(luts[which])
-    best: dict[int, float] = {}
+def test_the_front_with_crossings_is_every_plans_best(luts):
+    """Brute force over all 74,042 plans of the seven-block model with spans of two blocks (every activation state of
+    every block, and every set of spans its states allow, crossing spans among them, their ends partial, linearised or
+    keeping all), each priced by predict's pieces on both LUTs (the plans built once): the DP's fastest plan at each number of kept activations is the
+    cheapest of them all. On the LUT whose crossing spans are cheap, the front uses them, ends that keep all among
+    them.
+
+    The count, by hand: walking the blocks, let a_s be the plans of blocks 0..i with block i in state s and not yet in
+    a span, b_s those with block i ending a span. Block 0: a = 1 for each of its 2 states, b = 0. Block i + 1 in state
+    t: a_t = sum(a + b) (any state before), b_t = sum of a_s over the states s that may start a span (all but (0, 1))
+    where t may end one ((0, 0), (0, 1), (1, 1)), else 0. Block 1: a = 2 each, b = 2, 2, 0, 2 for (1, 1), (0, 1),
+    (1, 0), (0, 0) (sum 14); block 2: a = 14 each, b = 6 (a of the three states that start a span); ... to a total of
+    74,042 at block 6 (26,112 with the states of before: spans from (0,), (0, 0), (1, 0) to (0, 0), (0, 1))."""
+    which = ("rule", "crossing")
+    prices = {w: _prices(luts[w]) for w in which}
+    best: dict[str, dict[int, float]] = {w: {} for w in which}
     states = [[(1,), (0,)]] + [[(1, 1), (0, 1), (1, 0), (0, 0)]] * 6
     n = 0
     for acts in itertools.product(*states):
+        k = kept_activations(acts)
         for spans in _span_sets(acts):
             plan = Plan.from_acts(NAME, acts, options=OPTIONS, spans=spans or None)
-            total = prices.total_s(prices.pieces(plan))
-            k = kept_activations(acts)
-            best[k] = min(best.get(k, math.inf), total)
+            for w in which:
+                total = prices[w].total_s(prices[w].pieces(plan))
+                best[w][k] = min(best[w].get(k, math.inf), total)
             n += 1
-    assert n == 26_112
-    front = plan_front_acts(REF, luts[which], pricing=Pricing(max_span=2), prices=prices)
-    assert [p.k for p in front.points] == list(range(0, 14))
-    crossing = 0
-    for point in front.points:
-        assert kept_activations(point.plan.acts) == point.k
-        assert prices.total_s(prices.pieces(point.plan)) == pytest.approx(best[point.k], rel=1e-12, abs=1e-15)
-        assert predict_plan(prices, point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
-        crossing += sum(1 for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]])))
-    if which == "crossing":
-        assert crossing > 0
+    assert n == 74_042
+    for w in which:
+        front = plan_front_acts(REF, luts[w], pricing=Pricing(max_span=2), prices=prices[w])
+        assert [p.k for p in front.points] == list(range(0, 14))
+        crossing, kept_end = 0, 0
+        for point in front.points:
+            assert kept_activations(point.plan.acts) == point.k
+            assert prices[w].total_s(prices[w].pieces(point.plan)) == pytest.approx(best[w][point.k], rel=1e-12,
+                                                                                    abs=1e-15)
+            assert predict_plan(prices[w], point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
+            crossing += sum(1 for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]])))
+            kept_end += sum(1 for s in point.plan.spans or () for i in (s[0], s[1] - 1) if all(point.plan.acts[i]))
+        if w == "crossing":
+            assert crossing > 0 and kept_end > 0

@@ -333,3 +333,86 @@ def test_the_cost_table_of_a_crossing_plan_reads_what_reaches_the_last_blocks_pl
     row = table[table["block"] == "features.3"].iloc[0]
     assert row["macs_after"] == 144 * 32 * 4 * 4
     assert row["params_after"] == 144 * 32 + 32  # the projection, its BatchNorm folded into a bias
+
+
+def _end_states(n_acts, residual, partial):
+    """From torchvision's architecture: the states in which a block ends a timed crossing span: linearised always;
+    where it has no skip connection (its output read once), also keeping all its activations (its projection or its
+    expansion alone crosses) and, with two activations, the partial state ``partial``."""
+    states = [(0,) * n_acts]
+    if not residual:
+        states += [(1,) * n_acts] + ([partial] if n_acts == 2 else [])
+    return states
+
+
+def test_the_crossings_timed_include_ends_that_keep_all():
+    """`crossing_candidates` on MobileNetV2 (17 blocks: block 0 depthwise-separable, one activation; skip connections
+    where torchvision sets ``use_res_connect``, on 10 blocks): for each range of 2..N blocks, its first block
+    linearised, in fused-project's state or keeping all, its last linearised, in fused-expand's state or keeping all
+    (a block with a skip connection only linearised), the blocks between linearised, not both ends linearised. Two
+    blocks: 25 (11 before ends that keep all were timed); up to three: 50 (22)."""
+    from dsprof.merging.partial import act_layouts
+    from dsprof.records.activations import crossing_candidates
+
+    model = _model()
+    residual = [block.use_res_connect for block in list(model.features)[1:18]]
+    counts = [1] + [2] * 16
+    layouts = act_layouts(find_blocks(model, (RES, RES)))
+    for max_len, total, before in ((2, 25, 11), (3, 50, 22)):
+        expected = set()
+        for start in range(17):
+            for stop in range(start + 2, min(17, start + max_len) + 1):
+                for first in _end_states(counts[start], residual[start], (1, 0)):
+                    for last in _end_states(counts[stop - 1], residual[stop - 1], (0, 1)):
+                        if any(first) or any(last):
+                            inside = tuple((0, 0) for _ in range(start + 1, stop - 1))
+                            expected.add(((start, stop), (first, *inside, last)))
+        got = crossing_candidates(layouts, max_len)
+        assert len(got) == len(set(got)) == len(expected) == total
+        assert set(got) == expected
+        keeps_all = [all(a[0]) or all(a[-1]) for _, a in got]  # no block here is without removable activations
+        assert keeps_all.count(False) == before
+
+
+@pytest.mark.parametrize("acts, span, deployed", [
+    # block 0 keeps its ReLU6 (after its depthwise 3x3 on 32 channels at 16x16), block 1 both of its: block 0's
+    # projection 32 -> 16 and block 1's expansion 16 -> 96, one 1x1, then block 1's depthwise (3x3 stride 2, to 8x8)
+    # and projection 96 -> 24
+    (dict(b0=(1,), b1=(1, 1)), (0, 2),
+     [(32, 32, 3, 1, 32), (32, 96, 1, 1, 1), (96, 96, 3, 2, 96), (96, 24, 1, 1, 1)]),
+    # block 1 keeps both (expansion 16 -> 96 at 16x16, depthwise stride 2), its projection, block 2 (24 -> 144 -> 24,
+    # identity skip, linearised) and block 3's expansion one dense 3x3 96 -> 144 at 8x8, then block 3's depthwise
+    # (stride 2, to 4x4) and projection 144 -> 32
+    (dict(b1=(1, 1), b2=(0, 0), b3=(1, 1)), (1, 4),
+     [(16, 96, 1, 1, 1), (96, 96, 3, 2, 96), (96, 144, 3, 1, 1), (144, 144, 3, 2, 144), (144, 32, 1, 1, 1)]),
+    # ... and ending in the linearised residual block 2: block 1's projection with it, one dense 3x3 96 -> 24
+    (dict(b1=(1, 1), b2=(0, 0)), (1, 3), [(16, 96, 1, 1, 1), (96, 96, 3, 2, 96), (96, 24, 3, 1, 1)]),
+])
+def test_a_crossing_with_an_end_that_keeps_all_is_timed_as_it_merges(acts, span, deployed):
+    """What `measure` times for a crossing span whose end keeps all its activations (`deployed_crossing`, variant
+    ``crossing``): keyed by the convolutions it deploys (`crossing_spec`, hand-worked above, with their MACs at 32 px),
+    and computing, in float64, what the reference computes for those blocks."""
+    from dsprof.merging.partial import crossing_spec
+    from dsprof.models.blockspec import ConvShape
+    from dsprof.models import count_macs
+    from dsprof.profiler.workloads import deployed_crossing
+
+    model = _model()
+    acts = _acts(**acts)
+    blocks = find_blocks(model, (RES, RES))
+    spec = crossing_spec(blocks, acts, span)
+    assert spec.convs == tuple(ConvShape(cin, cout, k, s, g) for cin, cout, k, s, g in deployed)
+    module = deployed_crossing(blocks, acts, span)
+    h = RES // 2  # the stem's stride 2
+    assert (spec.in_channels, spec.in_h, spec.in_w) == (deployed[0][0], h, h)
+    macs = 0
+    for cin, cout, k, s, g in deployed:
+        h //= s
+        macs += h * h * cout * k * k * cin // g
+    assert count_macs(module, (spec.in_h, spec.in_w), spec.in_channels) == macs
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    ref = _reference(model, acts, [span])
+    with torch.no_grad():
+        inner = ref.features[:1 + span[0]](x)
+        expected = ref.features[1 + span[0]:1 + span[1]](inner)
+        assert _rel(module(inner), expected) <= TOL
