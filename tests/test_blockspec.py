@@ -117,3 +117,28 @@ def test_default_activation_is_not_written():
     assert b.to_str().endswith(",act=hardswish)")
     with pytest.raises(ValueError, match="canonical"):
         BlockSpec.from_str(a.to_str()[:-1] + ",act=relu6)")
+
+
+def test_one_dense_convolution_is_one_constructor_and_its_lut_keys_are_those_of_before():
+    """A span, a crossing span and one unit of a block merge to one dense convolution, each spelled by
+    `BlockSpec.one_conv` (issue #44), under the keys LUTs written before hold. Expected keys by hand, MobileNetV2 at
+    32 px: the stem halves to 16x16; block 0 is depthwise 3x3 on 32 then 1x1 to 16, block 1 expands 16 -> 96, depthwise
+    3x3 stride 2 (to 8x8), projects to 24. Kernels compose as k1 + (k2 - 1) * s1."""
+    from dsprof.merging.partial import crossing_spec, run_block
+    from dsprof.models import find_blocks, get_model
+    from dsprof.models.spans import span_spec
+
+    assert BlockSpec.one_conv(16, 32, 5, 2, padding="symmetric", in_h=32, in_w=32).to_str() == (
+        "conv(cin=16,hidden=32,cout=32,k=5,s=2,pad=symmetric,res=0,in=32x32)")
+    assert BlockSpec.one_conv(8, 8, 1, 1, padding="tf_same", in_h=7, in_w=9, act="hardswish").to_str() == (
+        "conv(cin=8,hidden=8,cout=8,k=1,s=1,pad=tf_same,res=0,in=7x9,act=hardswish)")
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, depths=[1] * 7), (32, 32))
+    # a span of blocks 0-1: 3x3 then 3x3 stride 2 -> kernel 3 + 2 = 5, stride 2, 32 -> 24 channels at 16x16
+    assert span_spec([blocks[0].spec, blocks[1].spec]).to_str() == (
+        "conv(cin=32,hidden=24,cout=24,k=5,s=2,pad=symmetric,res=0,in=16x16)")
+    # the same two blocks as a span of a plan at the level of activations, every activation removed
+    assert crossing_spec(blocks, [(0,), (0, 0)] + [(1, 1)] * 5, (0, 2)).to_str() == (
+        "conv(cin=32,hidden=24,cout=24,k=5,s=2,pad=symmetric,res=0,in=16x16)")
+    # block 1's projection alone (its third unit), read at 8x8 after the stride-2 depthwise
+    assert run_block(blocks[1], (2, 3), keep_last=False).spec.to_str() == (
+        "conv(cin=96,hidden=24,cout=24,k=1,s=1,pad=symmetric,res=0,in=8x8)")

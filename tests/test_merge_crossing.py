@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 
 import pytest
 import torch
@@ -184,6 +185,26 @@ def test_a_projection_with_the_next_expansion_and_depthwise_is_one_convolution()
     assert sum(isinstance(m, MergedConv) for m in merged.modules()) == 1
     decisions = merge_report(merged).decisions
     assert "span of blocks 0-1" in decisions[0].reason and "span starting at block 0" in decisions[1].reason
+
+
+def test_the_last_block_of_a_crossing_span_says_what_merged_of_its_later_runs():
+    """Block 1 keeps its expansion's ReLU6 and removes its depthwise's: its first run (the expansion) merges with
+    block 0's projection (the span 0-2), its later run (depthwise 3x3 stride 2 on 96 channels, then the projection
+    to 24, at 8x8 out) into one dense 3x3 stride-2 convolution 96 -> 24. Its decision carries that run as a field
+    (issue #44: not read back from another decision's text), and its line says both. MACs by hand: depthwise
+    96 * 9 * 64 + projection 96 * 24 * 64 = 202752 (0.20M); merged 96 * 24 * 9 * 64 = 1327104 (1.33M)."""
+    model = _model()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    merged = _check(model, Plan.from_acts("mobilenet_v2", _acts(b0=(1,), b1=(1, 0)), spans=[(0, 2)]), x)
+    decision = merge_report(merged).decisions[1]
+    (run,) = decision.merged_runs
+    assert re.fullmatch(r"units 1\.\.2 merged \([\w-]+, MACs 0\.20M -> 1\.33M\)", run)
+    assert decision.reason == f"activations [1, 0] kept; its first run merged into the span starting at block 0; {run}"
+    assert (decision.keep, decision.merged) == (True, False)
+    # block 0's projection 32 -> 16 and block 1's expansion 16 -> 96 at 16x16: 131072 + 393216 MACs, merged
+    # 32 -> 96: 786432; block 0's decision carries it as its one merged run
+    assert merge_report(merged).decisions[0].merged_runs == ("units 1..1 merged (span of blocks 0-1, MACs 0.52M -> "
+                                                             "0.79M)",)
 
 
 def test_a_span_through_a_linearised_residual_block():

@@ -58,7 +58,8 @@ def measured(tmp_path_factory):
                          progress=False)
     dsprof.build_lut([folder / "results"], folder / "lut.csv")
     lut = rule_lut(folder / "lut.csv", [folder / "results"])
-    planned = dsprof.plan(net, lut, keep=1, pricing=Pricing(max_span=2), out=folder / "front.json")
+    planned = dsprof.plan(ModelRef.of(net, resolution=32), lut, keep=1, pricing=Pricing(max_span=2),
+                          out=folder / "front.json")
     return folder, net, run, lut, planned
 
 
@@ -76,7 +77,9 @@ def test_a_model_reference_is_resolved_once_from_every_form():
     net = tiny()
     module = ModelRef.of(net, resolution=32)
     assert (module.name, module.entry, module.is_module, module.input_size) == ("TinyConv", None, True, (32, 32))
-    assert module.build() is net and input_size_of(net) == (32, 32)  # traced at the size given, not at 224
+    built = module.build()  # traced at the size given, not at 224, and the caller's module left as it was
+    assert input_size_of(built) == (32, 32) and input_size_of(net) == (224, 224) and not hasattr(net, "dsprof_input_size")
+    assert built.stem[0].weight is net.stem[0].weight and module.module is net  # its weights, not a copy of them
     assert ModelRef.of(net, name="mine").name == "mine" and str(ModelRef.of(net, name="mine")) == "mine"
     assert ModelRef.of("mine").build() is net  # the name finds the module it was given to, in this process
     assert named_model(net) == ("mine", net)  # the name it was last given
@@ -151,11 +154,11 @@ def test_measure_plan_predict_merge_and_report_take_the_module(measured, tmp_pat
     assert plan.model == "TinyConv" and sum(plan.keep) == 1 and len(plan.keep) == 3
 
     # predict prices the plan as the planner did (one latency model), for the module as for its plan file
-    found = dsprof.predict(net, lut, planned.plan_path)
+    found = dsprof.predict(ModelRef.of(net, resolution=32), lut, planned.plan_path)
     assert found.prediction.speedup == pytest.approx(planned.front.original_s / planned.chosen.latency_s, rel=1e-9)
 
     before = state(net)
-    merged = dsprof.merge(net, planned.plan_path, out=tmp_path / "merged.pt")
+    merged = dsprof.merge(ModelRef.of(net, resolution=32), planned.plan_path, out=tmp_path / "merged.pt")
     again = dsprof.merge(None, planned.plan_path)  # the plan's model: the module it names, found by its name
     x = torch.randn(2, 3, 32, 32)
     reference = linearize_model(net, merged.merges.plan)
@@ -285,3 +288,39 @@ def test_an_mlp_object_is_measured_at_the_resolution_given(tmp_path):
     (whole,) = [r for r in run.run.measurements if r.scope == "model"]
     assert whole.model == "Sequential" and whole.model_options["resolution"] == 32
     assert whole.macs == 3 * 32 * 32 * 64 + 64 * 10  # the two Linear layers at 32 px, by hand
+
+
+def test_a_module_given_a_resolution_keeps_its_own_for_the_next_call(measured, tmp_path):
+    """`ModelRef.of(module, resolution=32)` traces, times and prices at 32 px without touching the caller's module
+    (issue #44): the module passed again with no resolution is at its own size, 224 px (the size `input_size_of`
+    gives a module dsprof did not build, torchvision's own for MobileNetV2) -- timed there, and refused by a LUT that
+    holds it at 32 px only. The fixture's TinyConv was measured, planned, predicted and merged at 32 px before."""
+    from torchvision.models import MobileNetV2
+
+    net = MobileNetV2(num_classes=10, width_mult=0.25, inverted_residual_setting=[[1, 16, 1, 1], [6, 24, 1, 2]]).eval()
+    own = set(vars(net))
+    sizes = []
+    for i, model in enumerate((ModelRef.of(net, resolution=32), net, ModelRef.of(net, resolution=64))):
+        run = dsprof.measure(model, workloads=Workloads((), ("original",)), timing=QUICK, out=tmp_path / f"r{i}",
+                             progress=False)
+        (whole,) = [r for r in run.run.measurements if r.scope == "model"]
+        sizes.append(whole.model_options["resolution"])
+        assert set(vars(net)) - {"dsprof_model"} == own and net.training is False  # its name only, as documented
+    assert sizes == [32, 224, 64] and not hasattr(net, "dsprof_input_size") and input_size_of(net) == (224, 224)
+    at_32 = ModelRef.of(net, resolution=32)  # priced at another size (as `finetune` prices at `lut_resolution`) ...
+    assert input_size_of(ModelRef.of(at_32, resolution=64).build()) == (64, 64)
+    assert input_size_of(at_32.build()) == (32, 32)  # ... it stays at its own: nothing to set back
+    assert ModelRef.of(at_32.build()).input_size == (32, 32) and ModelRef.of(at_32.build()).module is net  # its view
+
+    _, tiny_net, _, lut, planned = measured
+    assert not hasattr(tiny_net, "dsprof_input_size") and input_size_of(tiny_net) == (224, 224)
+    at_32 = dsprof.plan(ModelRef.of(tiny_net, resolution=32), lut, keep=1, pricing=Pricing(max_span=2),
+                        out=tmp_path / "again.json")
+    assert at_32.chosen.k == 1
+    miss = "holds TinyConv at 32 px, not at 224 px"
+    with pytest.raises(dsprof.errors.LUTMissError, match=miss):
+        dsprof.plan(tiny_net, lut, keep=1, pricing=Pricing(max_span=2), out=tmp_path / "at224.json")
+    dsprof.predict(ModelRef.of(tiny_net, resolution=32), lut, planned.plan_path)
+    with pytest.raises(dsprof.errors.LUTMissError, match=miss):
+        dsprof.predict(tiny_net, lut, planned.plan_path)
+    assert not hasattr(tiny_net, "dsprof_input_size")

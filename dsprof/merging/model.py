@@ -37,7 +37,9 @@ REPORT_ATTR = "dsprof_merge_report"
 
 @dataclass(frozen=True)
 class BlockDecision:
-    """What happened to one block: kept, merged, or linearised but left unmerged, and why."""
+    """What happened to one block: kept, merged, or linearised but left unmerged, and why. ``merged_runs``: for a
+    block whose activations are partly kept, what merged of its linearised runs, one line each (``reason`` says
+    them too)."""
 
     index: int
     name: str
@@ -50,6 +52,7 @@ class BlockDecision:
     exact: bool | None = None
     border_corrected: bool | None = None
     border_error: float | None = None
+    merged_runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,11 @@ def merge_model(
     for index, keep in enumerate(plan.keep):
         if keep and index in crossing:  # the last block of a crossing span: its first run merged into the span
             rest = partial.get(index)
-            more = rest.reason.split("; ", 1)[1] if rest and "; " in rest.reason else ""  # its later runs merged
+            more = rest.merged_runs if rest else ()  # its later runs merged
             decisions.append(BlockDecision(index, names[index], rest.spec if rest else "", True, False,
-                                           f"activations {list(plan.acts[index])} kept; its first run merged into the "
-                                           f"span starting at block {crossing[index]}" + (f"; {more}" if more else "")))
+                                           "; ".join((f"activations {list(plan.acts[index])} kept", "its first run "
+                                                      f"merged into the span starting at block {crossing[index]}",
+                                                      *more)), merged_runs=more))
         elif keep:
             decisions.append(partial.get(index) or BlockDecision(index, names[index], "", True, False, "activations kept"))
         elif index in interior:
@@ -170,7 +174,8 @@ def _merge_partials(target: nn.Module, names: list[str]) -> dict[int, BlockDecis
                               f"{info.border_error:.2e} relative to max|y|; fine-tune with border='in_front' for an "
                               "exact merge", stacklevel=3)
         out[part.index] = BlockDecision(part.index, name, part.spec, True, False,
-                                        f"activations {list(part.acts)} kept; " + "; ".join(done))
+                                        f"activations {list(part.acts)} kept; " + "; ".join(done),
+                                        merged_runs=tuple(done))
     return out
 
 

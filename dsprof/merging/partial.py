@@ -99,7 +99,8 @@ def run_block(block: Block, run: tuple[int, int], keep_last: bool) -> Block:
         h, w = -(-h // c.stride), -(-w // c.stride)
     if stop - start == 1:  # one unit (a crossing span's end, `crossing_modules`): a ``conv`` spec, as a span's is
         c = spec.convs[start]
-        run_spec = BlockSpec("conv", c.cin, c.cout, c.cout, c.kernel, c.stride, spec.padding, False, h, w, spec.act)
+        run_spec = BlockSpec.one_conv(c.cin, c.cout, c.kernel, c.stride, padding=spec.padding, in_h=h, in_w=w,
+                                      act=spec.act)
     else:
         run_spec = BlockSpec.from_convs(spec.convs[start:stop], padding=spec.padding, residual=False, projection=False,
                                         in_h=h, in_w=w, act=spec.act)
@@ -232,6 +233,7 @@ def crossing_spec(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: 
     first = blocks[start].spec
     if len(deployed) == 1:
         c = deployed[0]
-        return BlockSpec("conv", c.cin, c.cout, c.cout, c.kernel, c.stride, first.padding, False, first.in_h, first.in_w)
+        return BlockSpec.one_conv(c.cin, c.cout, c.kernel, c.stride, padding=first.padding, in_h=first.in_h,
+                                  in_w=first.in_w)
     return BlockSpec("chain", *_summary(tuple(deployed)), first.padding, False, first.in_h, first.in_w, first.act,
                      tuple(deployed))

@@ -244,6 +244,15 @@ class BlockSpec:
             return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act)
         return cls(kind, cin, hidden, cout, kernel, stride, padding, residual, in_h, in_w, act, convs, projection, skip)
 
+    @classmethod
+    def one_conv(cls, cin: int, cout: int, kernel: int, stride: int, *, padding: str, in_h: int, in_w: int,
+                 act: str | None = None) -> "BlockSpec":
+        """One dense convolution from ``cin`` to ``cout`` channels with this square ``kernel``, ``stride`` and
+        ``padding`` style at the input size ``in_h`` x ``in_w``, as a ``conv`` spec (no skip): the LUT key of what a
+        span of blocks (`dsprof.models.spans.span_spec`), a crossing span or one unit of a block merges to (``act``:
+        its removable activation where a block's own is kept after it)."""
+        return cls("conv", cin, cout, cout, kernel, stride, padding, False, in_h, in_w, act)
+
     @property
     def out_h(self) -> int:
         """Output height, for both padding styles: ceil(in / stride)."""

@@ -15,8 +15,8 @@ from torch import nn
 from ..errors import UsageError
 from .build import check_resolution, get_model, library_entry
 from .user_model import register_model_file
-from .registry import (INPUT_SIZE_ATTR, input_size_of, is_model_file_spec, meant_as_model_file, model_args,
-                       model_entry, model_identity, module_name, registered_module)
+from .registry import (at_size, input_size_of, is_model_file_spec, meant_as_model_file, model_args, model_entry,
+                       model_identity, module_name, registered_module, sized_from)
 
 __all__ = ["ModelRef", "is_model_file_spec", "named_model"]
 
@@ -29,7 +29,11 @@ class ModelRef:
     name or ``file:<stem>:<factory>``); None for a module passed as an object (``module``). ``options`` (the
     builder's keyword options, e.g. ``width``, ``depths``), ``resolution`` (input height and width in pixels; None:
     the model's own) and ``weights`` (False, True for torchvision/timm weights, or a local checkpoint) build it;
-    ``file``: the ``path.py:factory`` a model file was named by."""
+    ``file``: the ``path.py:factory`` a model file was named by. ``sized``: the module passed as engines take it
+    (`build`), at this reference's size without touching the caller's object (`registry.at_size`): the module itself
+    where it is built for that size (or no resolution is given), else a shallow copy of it sharing its submodules,
+    parameters and buffers that carries the size; passed to `ModelRef.of` again, that copy is its module at that
+    size."""
 
     name: str
     entry: str | None = None
@@ -38,6 +42,7 @@ class ModelRef:
     weights: bool | str | Path = False
     file: str | None = None
     module: nn.Module | None = field(default=None, compare=False, repr=False)
+    sized: nn.Module | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", dict(self.options))
@@ -45,6 +50,9 @@ class ModelRef:
             raise UsageError("a ModelRef names a registered model (entry) or holds a module, not both or neither")
         if self.resolution is not None:
             check_resolution(self.resolution)
+        if self.module is not None:
+            size = (self.resolution,) * 2 if self.resolution is not None else input_size_of(self.module)
+            object.__setattr__(self, "sized", at_size(self.module, size))
 
     @classmethod
     def of(
@@ -67,7 +75,7 @@ class ModelRef:
             changed.update({"options": dict(options)} if options else {}, **({"weights": weights} if weights else {}))
             if not changed:
                 return model
-            if model.module is not None:  # the module carries its name and size: given them again
+            if model.module is not None:  # the module carries its name: given it again, with the size
                 given = {**{"name": model.name, "options": model.options, "resolution": model.resolution}, **changed}
                 return cls._of_module(model.module, given["name"], given["options"], given["resolution"],
                                       given.get("weights"))
@@ -93,12 +101,12 @@ class ModelRef:
         if weights:
             raise UsageError("weights are for a model dsprof builds; load them into the module before passing it "
                              "(module.load_state_dict, or dsprof.models.load_checkpoint)")
+        if sized_from(module) is not module:  # a reference's module at its size (`sized`): that module at that size
+            module, resolution = sized_from(module), resolution or input_size_of(module)[0]
         identity = model_identity(module)
         if identity is not None and options is None and name is None:
             options = identity[1]  # its own: a model `get_model` built, or a module named here before
         label = module_name(module, name, options)  # a module from elsewhere carries them, for plans and proxies
-        if resolution is not None:
-            setattr(module, INPUT_SIZE_ATTR, (resolution, resolution))  # traced, counted and timed at that size
         return cls(label, None, dict(options or {}), resolution, False, None, module)
 
     def __str__(self) -> str:
@@ -121,11 +129,13 @@ class ModelRef:
 
     def build(self, *, num_classes: int | None = None) -> nn.Module:
         """The module, in eval mode: built from the registry with this reference's options, resolution and weights
-        (with ``num_classes`` outputs where given), or the module passed (itself, not a copy)."""
+        (with ``num_classes`` outputs where given), or the module passed as engines take it at this reference's size
+        (``sized``: itself, or a shallow copy sharing its weights that carries the size; the caller's object keeps
+        its own)."""
         if self.module is not None:
             if num_classes is not None:
                 raise UsageError("num_classes: a model passed as a module is built already; build it with its classes")
-            return self.module.eval()
+            return self.sized.eval()
         extra = {"num_classes": num_classes} if num_classes is not None else {}
         return get_model(self.entry, resolution=self.resolution, pretrained=self.weights, **self.options, **extra)
 

@@ -25,6 +25,8 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
+    "at_size",
+    "sized_from",
     "is_library_name",
     "is_model_file_spec",
     "meant_as_model_file",
@@ -55,6 +57,8 @@ COMMON_OPTIONS: dict[str, object] = {"reparameterize": False}
 # The modules passed as objects (`module_name`), by name, held weakly: a plan for one is a plan for a known model in
 # this process, and its name finds it again (`registered_module`) while the caller keeps it.
 _MODULES: dict[str, weakref.ref] = {}
+# The shallow copies that carry another input size than their module's (`at_size`), each to the module it copies.
+_SIZED: "weakref.WeakKeyDictionary[nn.Module, nn.Module]" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,7 @@ def module_name(model: "nn.Module", name: str | None = None, options: dict | Non
     built it under, else its class name. A module from elsewhere carries the name (and the ``options`` it is recorded
     with, where given) it was last given here, so that a plan made for it is checked against it as against a
     registered model's."""
+    model = sized_from(model)  # a copy at another size (`at_size`): named as its module is
     identity = model_identity(model)
     label = name or (identity[0] if identity is not None else type(model).__name__)
     register_module_name(label, model)  # nothing for a registered name
@@ -180,6 +185,25 @@ def module_name(model: "nn.Module", name: str | None = None, options: dict | Non
 def input_size_of(model: nn.Module, default: tuple[int, int] = (224, 224)) -> tuple[int, int]:
     """The (height, width) a model was built for by `get_model`, else ``default``."""
     return tuple(getattr(model, INPUT_SIZE_ATTR, default))  # type: ignore[return-value]
+
+
+def at_size(model: nn.Module, size: tuple[int, int]) -> nn.Module:
+    """``model`` traced, counted and timed at ``size`` (height, width) without touching it: itself where that is its
+    own size (`input_size_of`), else a shallow copy of it -- its attributes, submodules, parameters and buffers
+    shared -- that carries the size (`sized_from` finds the module again)."""
+    model = sized_from(model)
+    if input_size_of(model) == tuple(size):
+        return model
+    view = type(model).__new__(type(model))
+    view.__dict__.update(model.__dict__)
+    setattr(view, INPUT_SIZE_ATTR, tuple(size))
+    _SIZED[view] = model
+    return view
+
+
+def sized_from(model: nn.Module) -> nn.Module:
+    """The module a copy made by `at_size` shares everything with; any other module itself."""
+    return _SIZED.get(model, model)
 
 
 def model_identity(model: nn.Module) -> tuple[str, dict] | None:

@@ -49,5 +49,5 @@ def span_spec(specs: list[BlockSpec]) -> BlockSpec:
     """The one dense convolution a span of blocks merges into, as a ``conv`` spec (its LUT key)."""
     kernel, step = composed((s.merged_kernel, s.stride) for s in specs)
     first, last = specs[0], specs[-1]
-    return BlockSpec("conv", first.in_channels, last.out_channels, last.out_channels, kernel, step, first.padding,
-                     False, first.in_h, first.in_w)
+    return BlockSpec.one_conv(first.in_channels, last.out_channels, kernel, step, padding=first.padding,
+                              in_h=first.in_h, in_w=first.in_w)

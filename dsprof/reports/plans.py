@@ -73,7 +73,7 @@ def validation_rows(records: Iterable[Measurement], lut: LUT, plans: Mapping[str
                 plan = Plan.coerce(plans[r.name])
             else:
                 ref = ref.built()  # built once: its blocks counted and priced
-                n = len(find_blocks(ref.module))
+                n = len(find_blocks(ref.build()))
                 plan = Plan(r.model, (0,) * n, r.build_options, merge=(True,) * n, name=f"{r.model}-all-merged")
             pred = predict_latency(ref, lut, plan, device=key, strict=True)
         except (DsprofError, KeyError, ValueError) as exc:

@@ -79,7 +79,7 @@ def build_model(
     if ref.is_module:
         if weights is True or weights == "pretrained":
             raise UsageError("weights: a module passed as an object has no published weights; give a checkpoint's path")
-        net = copy.deepcopy(ref.module)
+        net = copy.deepcopy(ref.sized)  # at the reference's size
         if weights:
             load_checkpoint(net, weights)
         return replace_classifier(net, num_classes).eval()

@@ -140,8 +140,6 @@ def finetune(
         priced = ref if lut_resolution in (None, resolution) else ModelRef.of(ref, resolution=lut_resolution)
         merges = merge_rule(priced, lut=lut, device=device_key, merge_by=merge_by, plan=plan).decide(plan)
         plan = merges.plan
-        if priced is not ref and ref.is_module:  # a module is traced at the size its reference last set: this one
-            ref = ModelRef.of(ref, resolution=resolution)
     rt = setup_runtime(device, config.threads)
     try:
         seed_all(config.seed)

@@ -86,7 +86,7 @@ def measure_planned_run(
     (`paired_check` reads the pair). ``timing``: a `TimingConfig` (default: `measure`'s). Returns the
     `MeasureResult` (the drift probe's records too)."""
     ref = ModelRef.of(model).built()
-    net = ref.module
+    net = ref.build()
     extra = {}
     if plan is not None:
         plan = Plan.coerce(plan)
