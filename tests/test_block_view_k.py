@@ -15,6 +15,7 @@ are the ones the architecture gives, as before the change.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -171,3 +172,27 @@ def test_a_front_file_with_a_bad_uncounted_list_is_refused(eff_luts, tmp_path):
         path.write_text(json.dumps(data))
         with pytest.raises(BadFileError, match="uncounted"):
             load_front(path)
+
+
+def test_the_report_places_a_measured_plan_at_the_k_the_front_counts(tmp_path):
+    """tests/fixtures/reports: real runs of the 7-block MobileNetV2 at 32 px, the original and the plan tiny-ds (keep
+    1010011, timed beside it). In a front whose ``uncounted`` names block 6 (hand-made, as if it had no activation),
+    the report places tiny-ds at k = 3 (blocks 0, 2 and 5; block 6 not counted), and the original at k = 6, the
+    front's largest k, not at the sums of their keep lists (4 and 7)."""
+    from dsprof.records.measurement import read_measurements
+    from dsprof.reports import front_tables, load_front
+
+    fixtures = Path(__file__).parent / "fixtures" / "reports"
+    records = [r for p in sorted(fixtures.glob("*.jsonl")) for r in read_measurements(p)]
+    context = next(r.context for r in records if r.backend == "torch")
+    points = [{"k": k, "keep": [1] * k + [0] * (6 - k) + [1], "merge": [0] * 7, "spans": [], "latency_s": 0.003 + k / 1e3,
+               "low_s": 0.002, "high_s": 0.012, "speedup": 0.010 / (0.003 + k / 1e3), "importance": None}
+              for k in range(7)]
+    front = {"format": "dsprof.front", "version": 1, "model": 'mobilenet_v2{"depths":[1,1,1,1,1,1,1],"resolution":32}',
+             "name": "mobilenet_v2", "options": {"depths": [1] * 7}, "device": str(context),
+             "context": context.as_dict(), "method": "isolated", "max_span": 1, "original_s": 0.010, "points": points,
+             "least_loss": None, "pareto": None, "presets": [], "uncounted": [6]}
+    path = tmp_path / "front.json"
+    path.write_text(json.dumps(front))
+    _, _, measured = front_tables(load_front(path), records, {"tiny-ds": fixtures / "tiny-ds.json"})
+    assert {row.name: row.k for row in measured.itertuples()} == {"tiny-ds": 3, "original": 6}
