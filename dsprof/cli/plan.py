@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(command_line_text(front.table(), "plan"))
         _predicted_note(outcome.predicted, str(front.device))
         if c is not None:
-            print(f"\nchosen: k = {c.k}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
+            # of the blocks with a removable activation (a block without one is kept or not by price: the notes say
+            # which), or of the activations on a front of single activations
+            of = f"{max(p.k for p in front.points)} {'activations' if c.plan.acts is not None else 'blocks'}"
+            print(f"\nchosen: k = {c.k} of {of}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
                   f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
                   + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
                   + (f"; {front.draft}" if front.draft else ""))

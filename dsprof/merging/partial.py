@@ -36,7 +36,7 @@ from .layers import ConcatInput
 from .spans import build_span
 
 __all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "crossing_spec", "partial_block",
-           "partial_blocks", "run_block"]
+           "partial_blocks", "run_block", "with_acts"]
 
 
 def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
@@ -48,6 +48,14 @@ def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
 def act_layouts(blocks: Sequence[Block]) -> list[ActLayout]:
     """The `ActLayout` of every block of a model, in order."""
     return [act_layout(b, blocks[i - 1] if i else None) for i, b in enumerate(blocks)]
+
+
+def with_acts(blocks: Sequence[Block]) -> tuple[bool, ...]:
+    """Per block of a model, whether it has a removable activation (`ActLayout.n_acts` above 0): the blocks the block
+    view's k counts. A block without one is a chain that is linear already (timm's EfficientNet-B0 ends in one):
+    linearised, it loses no activation (no accuracy, only latency), so a plan keeps it or not by price alone, at no
+    cost in k."""
+    return tuple(layout.n_acts > 0 for layout in act_layouts(blocks))
 
 
 class PartialBlock(nn.Module):

@@ -9,7 +9,8 @@ Fastest plan for each k (blocks that keep their activations), over the pieces p 
 
     best[0][0] = 0,    best[j][k] = max_p  best[a][k - kept(p)] + gain(p)
 
-with kept(p) = 1 for a kept block and 0 otherwise; O(n * n * max_span) steps, the plan read back through
+with kept(p) = 1 for a kept block and 0 otherwise (0 too for a kept block without a removable activation: it is
+linear already, so it is kept or linearised by price alone, at no cost in k: `block_count`); O(n * n * max_span) steps, the plan read back through
 the pointers (gain: the piece's ``saving_s``, seconds; `--for`'s mean weighs each context's). The same recurrence,
 scored lexicographically by (-loss, gain), gives the plan of least
 summed loss at each k (the fastest among equals).
@@ -30,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..lut.piece import Piece
 
-__all__ = ["Solution", "best_per_k", "best_of_k", "nondominated", "pareto_front"]
+__all__ = ["Solution", "best_per_k", "best_of_k", "block_count", "nondominated", "pareto_front"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Solution:
 
     @property
     def k(self) -> int:
-        """Blocks that keep their activations."""
+        """Kept pieces (blocks left with their activations); the planner's k counts them with `block_count`."""
         return sum(p.kept for p in self.pieces)
 
 
@@ -56,6 +57,14 @@ def _by_end(n: int, options: Sequence[Piece]) -> list[list[Piece]]:
 
 def _kept(o: Piece) -> int:
     return int(o.kept)
+
+
+def block_count(counted: Sequence[bool]) -> Callable[[Piece], int]:
+    """What a piece adds to k in the block view: 1 for a kept block that has a removable activation (``counted[i]``:
+    `dsprof.merging.partial.with_acts`), else 0. A block without one costs no accuracy linearised, so keeping it or
+    not is a matter of price alone, at no cost in k."""
+    counted = tuple(counted)
+    return lambda o: int(o.kept and counted[o.start])
 
 
 def best_per_k(n: int, options: Sequence[Piece],
@@ -80,10 +89,11 @@ def best_per_k(n: int, options: Sequence[Piece],
     return {k: _read_back(best, n, k, count) for k in sorted(best[n])}
 
 
-def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solution]:
+def best_of_k(n: int, options: Sequence[Piece], k: int, count: int,
+              kept: Callable[[Piece], int] = _kept) -> list[Solution]:
     """The ``count`` plans of blocks 0..n-1 with exactly ``k`` kept blocks whose summed gain is largest, largest
     first (fewer where fewer exist): the k-best form of `best_per_k`, each state keeping its ``count`` best partial
-    plans,
+    plans (``kept``: what a piece adds to k, as `best_per_k`'s ``count``),
 
         top[j][k] = the count largest of  { t + gain(p) : p = [a, j),  t in top[a][k - kept(p)] }
 
@@ -97,7 +107,7 @@ def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solu
         row: dict[int, list[tuple[float, Piece | None, int]]] = {}
         for o in ending[j]:
             for kk, partial in top[o.start].items():
-                k2 = kk + o.kept
+                k2 = kk + kept(o)
                 if k2 > k:
                     continue
                 row.setdefault(k2, []).extend((g + o.saving_s, o, rank) for rank, (g, _, _) in enumerate(partial))
@@ -110,7 +120,7 @@ def best_of_k(n: int, options: Sequence[Piece], k: int, count: int) -> list[Solu
         while j > 0:
             _, o, r = top[j][kk][r]
             pieces.append(o)
-            j, kk = o.start, kk - o.kept
+            j, kk = o.start, kk - kept(o)
         pieces.reverse()
         out.append(Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces)))
     return out

@@ -101,6 +101,9 @@ class Front:
     #: "draft: LUT run contended, 70 % CPU" where the LUT context's run was contended (`dsprof.lut.LUT.contention_label`):
     #: every figure of the front is a draft; "" otherwise
     draft: str = ""
+    #: the blocks without a removable activation (linear already): k does not count them, and each plan keeps them
+    #: as built or linearises them as priced
+    uncounted: tuple[int, ...] = ()
 
     @property
     def fastest_k(self) -> int:
@@ -168,7 +171,8 @@ class Front:
                 "method": self.method, "max_span": self.max_span, "original_s": self.original_s,
                 "points": points(self.points), "least_loss": points(self.least_loss), "pareto": points(self.pareto),
                 "presets": [p.to_dict() for p in self.presets], "no_gain": list(self.no_gain),
-                "fastest_k": self.fastest_k, "draft": self.draft, "notes": self.notes()}
+                "fastest_k": self.fastest_k, "draft": self.draft, "notes": self.notes(),
+                "uncounted": list(self.uncounted)}
 
     def to_csv(self) -> str:
         """One row per plan: ``set`` says which list it is from (front, least_loss, pareto, preset)."""
@@ -201,6 +205,11 @@ class Front:
         if self.fastest_k > min(p.k for p in self.points):
             lines.append(f"fastest at k = {self.fastest_k} ({fastest.speedup:.2f}x): below it, removing more "
                          "activations makes the front no faster")
+        if self.uncounted:
+            one = len(self.uncounted) == 1
+            lines.append(f"{'block' if one else 'blocks'} {_indices(self.uncounted)} {'has' if one else 'have'} no "
+                         f"removable activation (linear already): k does not count {'it' if one else 'them'}; each "
+                         f"plan keeps or linearises {'it' if one else 'them'} as priced")
         if self.no_gain:
             lines.append(f"no gain alone: blocks {_indices(self.no_gain)} are predicted no faster linearised alone "
                          "than with their activations (a plan still takes them where its k needs them, or in a span)")

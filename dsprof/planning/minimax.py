@@ -37,7 +37,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -48,9 +48,10 @@ from ..lut.piece import Piece
 from ..lut.prices import Prices
 from ..lut.interval import Estimate
 from ..lut.predict import predict_plan, predict_ratio
+from ..merging.partial import with_acts
 from ..records.plan import Plan
 from ..models.spans import span_runs
-from .dp import best_per_k
+from .dp import _kept, best_per_k, block_count
 from .front import Front
 from .planner import importance_values
 
@@ -217,7 +218,7 @@ def _plan(pieces: Sequence[Piece], n: int, name: str, options: dict, k: int, obj
 
 
 def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndarray],
-           least_loss: bool = False) -> tuple[dict[int, list[Piece]], int]:
+           least_loss: bool = False, count: Callable[[Piece], int] = _kept) -> tuple[dict[int, list[Piece]], int]:
     """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
     With ``least_loss``: for each k the plan of least summed ``loss`` of its pieces, the minimax among equals.
 
@@ -225,16 +226,16 @@ def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndar
     blocks can save there (`_reach`), each context on its own -- is still worse than a plan already known
     (`_incumbents`) for every k it can end at is dropped (it cannot be optimal); and the sets are filtered with
     NumPy. With ``least_loss`` the known plans are least-loss ones, and a k counts only while the partial plan can
-    still reach that k's least loss."""
+    still reach that k's least loss. ``count``: what a piece adds to k (`dsprof.planning.dp.block_count`)."""
     m = len(base)
     savings = np.array([p.savings_s for p in pieces], dtype=float).reshape(len(pieces), m)
-    upper = _incumbents(n, pieces, savings, base, own, least_loss)
-    reach = _reach(n, pieces, savings)
+    upper = _incumbents(n, pieces, savings, base, own, least_loss, count)
+    reach = _reach(n, pieces, savings, count=count)
     losses = None
     if least_loss:  # one more column, to maximise: minus the loss
         lost = np.array([float(p.loss) for p in pieces])
         tolerance = 1e-9 * max(1.0, float(np.abs(lost).sum()))
-        losses = (_least_losses(n, pieces), _reach(n, pieces, lost, np.minimum, np.inf), tolerance)
+        losses = (_least_losses(n, pieces, count), _reach(n, pieces, lost, np.minimum, np.inf, count), tolerance)
         savings = np.hstack([savings, -lost[:, None]])
     ending: list[list[int]] = [[] for _ in range(n + 1)]
     for i, p in enumerate(pieces):
@@ -248,7 +249,7 @@ def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndar
         for i in ending[j]:
             p = pieces[i]
             for k, (vectors, _, _) in sets[p.start].items():
-                grouped.setdefault(k + p.kept, []).append(
+                grouped.setdefault(k + count(p), []).append(
                     (vectors + savings[i], np.full(len(vectors), i), np.arange(len(vectors))))
         for k, parts in grouped.items():
             vectors = np.vstack([v for v, _, _ in parts])
@@ -271,7 +272,7 @@ def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndar
             least, _, tol = losses
             rows = rows[-vectors[:, m] <= float(least[k]) + tol]
         order = np.lexsort((relative[rows].mean(axis=1), relative[rows].max(axis=1)))  # worst first, then the mean
-        best[k] = _read_back(sets, pieces, n, k, int(rows[order[0]]))
+        best[k] = _read_back(sets, pieces, n, k, int(rows[order[0]]), count)
     return best, largest
 
 
@@ -296,7 +297,8 @@ def _nondominated(vectors: np.ndarray) -> np.ndarray:
     return np.concatenate(chosen) if chosen else np.empty(0, dtype=int)
 
 
-def _reach(n: int, pieces: list[Piece], values: np.ndarray, best=np.maximum, none: float = -np.inf) -> np.ndarray:
+def _reach(n: int, pieces: list[Piece], values: np.ndarray, best=np.maximum, none: float = -np.inf,
+           count: Callable[[Piece], int] = _kept) -> np.ndarray:
     """reach[j, r(, c)]: the ``best`` (np.maximum for savings, np.minimum for losses) that blocks j..n-1 with r kept
     blocks can add of the pieces' ``values`` (one row per piece; per context c where it has columns, each context on
     its own); ``none`` where no plan has r kept blocks."""
@@ -308,7 +310,7 @@ def _reach(n: int, pieces: list[Piece], values: np.ndarray, best=np.maximum, non
     for j in range(n - 1, -1, -1):
         for i in starting[j]:
             p = pieces[i]
-            if p.kept:
+            if count(p):
                 reach[j, 1:] = best(reach[j, 1:], values[i] + reach[p.stop, :-1])
             else:
                 reach[j] = best(reach[j], values[i] + reach[p.stop])
@@ -333,27 +335,30 @@ def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, ow
     return alive
 
 
-def _least_losses(n: int, pieces: list[Piece]) -> dict[int, Fraction]:
+def _least_losses(n: int, pieces: list[Piece], count: Callable[[Piece], int] = _kept) -> dict[int, Fraction]:
     """The least summed loss of a complete plan with k kept blocks, for every k (exact)."""
-    return {k: s.loss for k, s in best_per_k(n, pieces, score=lambda o: (-o.loss,)).items()}
+    return {k: s.loss for k, s in best_per_k(n, pieces, score=lambda o: (-o.loss,), count=count).items()}
 
 
-def _weighted(n: int, pieces: list[Piece], weights: np.ndarray, least_loss: bool = False) -> dict[int, list[Piece]]:
+def _weighted(n: int, pieces: list[Piece], weights: np.ndarray, least_loss: bool = False,
+              count: Callable[[Piece], int] = _kept) -> dict[int, list[Piece]]:
     """For every k, the plan (as pieces) of largest ``sum over contexts of weights[c] x saving[c]``: the planner's DP
     (with ``least_loss``: of least summed loss first, then that)."""
     options = [replace(p, saving_s=float(np.dot(p.savings_s, weights))) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
     score = (lambda o: (-o.loss, o.saving_s)) if least_loss else (lambda o: (o.saving_s,))
-    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score).items()}
+    return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score, count).items()}
 
 
 def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: np.ndarray,
-                own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, float]:
+                own: dict[int, np.ndarray], least_loss: bool = False,
+                count: Callable[[Piece], int] = _kept) -> dict[int, float]:
     """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean
     (with ``least_loss``: each of them among the plans of least loss)."""
     m = savings.shape[1]
     upper = {k: np.inf for k in own}
-    plans = [_weighted(n, pieces, np.eye(m)[c], least_loss) for c in range(m)] + [_mean(n, pieces, own, least_loss)]
+    plans = [_weighted(n, pieces, np.eye(m)[c], least_loss, count) for c in range(m)] + [
+        _mean(n, pieces, own, least_loss, count)]
     for by_k in plans:
         for k, chosen in by_k.items():
             if k in own:
@@ -362,22 +367,24 @@ def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: np.ndarr
     return upper
 
 
-def _read_back(sets, pieces: list[Piece], n: int, k: int, index: int) -> list[Piece]:
+def _read_back(sets, pieces: list[Piece], n: int, k: int, index: int,
+               count: Callable[[Piece], int] = _kept) -> list[Piece]:
     out, j = [], n
     while j > 0:
         _, last, parent = sets[j][k]
         piece = pieces[int(last[index])]
         out.append(piece)
-        j, k, index = piece.start, k - piece.kept, int(parent[index])
+        j, k, index = piece.start, k - count(piece), int(parent[index])
     return out[::-1]
 
 
-def _mean(n: int, pieces: list[Piece], own: dict[int, np.ndarray], least_loss: bool = False) -> dict[int, list[Piece]]:
+def _mean(n: int, pieces: list[Piece], own: dict[int, np.ndarray], least_loss: bool = False,
+          count: Callable[[Piece], int] = _kept) -> dict[int, list[Piece]]:
     """The plan of least mean relative latency for each k: the planner's DP with each piece's savings weighted by
     1 / R_c(k), once per k (with ``least_loss``: among the plans of least loss at k)."""
     best = {}
     for k, reference in own.items():
-        chosen = _weighted(n, pieces, 1.0 / reference, least_loss).get(k)
+        chosen = _weighted(n, pieces, 1.0 / reference, least_loss, count).get(k)
         if chosen is not None:
             best[k] = chosen
     return best
@@ -404,6 +411,7 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
     if importance is not None:
         loss = [Fraction(v) for v in importance_values(importance, n)]
     pieces = _pieces(prices, max_span, loss)
+    count = block_count(with_acts(prices[0].blocks))  # k counts the blocks with a removable activation, as the fronts'
     base = np.array([predict_plan(c, None, strict=True).total_s for c in prices])
     ks = sorted(set.intersection(*[{p.k for p in f.points} for f in fronts]))
     if not ks:
@@ -420,16 +428,16 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
         return tuple(out)
 
     if objective == "worst":
-        chosen, states = _worst(n, pieces, base, own)
+        chosen, states = _worst(n, pieces, base, own, count=count)
     else:
-        chosen, states = _mean(n, pieces, own), 1
+        chosen, states = _mean(n, pieces, own, count=count), 1
     least_loss = None
     if loss is not None:
         if objective == "worst":
-            by_loss, more = _worst(n, pieces, base, own, least_loss=True)
+            by_loss, more = _worst(n, pieces, base, own, least_loss=True, count=count)
             states = max(states, more)
         else:
-            by_loss = _mean(n, pieces, own, least_loss=True)
+            by_loss = _mean(n, pieces, own, least_loss=True, count=count)
         least_loss = points(by_loss, f"least-loss-{objective}")
     return JointFront(contexts, objective, points(chosen, objective), states, least_loss)
 

@@ -1,6 +1,7 @@
 """The planner: from a model and a LUT, the exact plan of lowest predicted latency for every budget.
 
-For each k (blocks that keep their activations, 0..n) the plan -- which blocks keep their activations,
+For each k (blocks that keep their activations, 0..n, counting only the blocks that have a removable activation: one
+without is linear already, kept or linearised by price alone) the plan -- which blocks keep their activations,
 which linearised blocks merge, which consecutive ones merge as one span -- that `predict_latency` prices
 lowest; with per-block importance (the accuracy a block loses without its activations), the
 accuracy-latency front. The search is `dp` (dynamic programming, exact); every plan it returns is priced
@@ -26,11 +27,12 @@ from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
 from ..lut.predict import prices_of, predict_plan
+from ..merging.partial import with_acts
 from ..records.activations import is_crossing
 from ..records.plan import PRESETS, Plan, same_family
 from ..models.ref import ModelRef
 from ..models.spans import span_runs
-from .dp import Solution, best_of_k, best_per_k, pareto_front
+from .dp import Solution, best_of_k, best_per_k, block_count, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
 __all__ = ["FrontInputs", "best_plan", "context_suffix", "front_inputs", "plan_front", "settle", "spans_held",
@@ -71,7 +73,8 @@ class FrontInputs:
         return dict(model=prices.label, name=self.model.name, options=dict(self.model.options), device=prices.key,
                     max_span=self.max_span, blocks=tuple(b.name for b in prices.blocks),
                     spans_predicted=_spans_predicted(prices, pieces), original_s=predict_plan(prices, None).total_s,
-                    no_gain=_no_gain(prices), draft=prices.lookup.lut.contention_label(prices.key))
+                    no_gain=_no_gain(prices), draft=prices.lookup.lut.contention_label(prices.key),
+                    uncounted=tuple(i for i, counted in enumerate(with_acts(prices.blocks)) if not counted))
 
 
 def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | Path | None, pricing: Pricing | None,
@@ -126,12 +129,12 @@ def plan_front(
     choices = _options(prices, max_span, loss)
     _check_found(prices, choices, max_span, hint_span=got.asked)
     ctx = _Context(prices, got.model.name, dict(got.model.options), loss is not None)
-    pieces, n = choices, len(prices.blocks)
+    pieces, n, count = choices, len(prices.blocks), ctx.count
     where = got.where  # a plan is named after its context: plans of two contexts never share a name
-    points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces).items())
+    points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces, count=count).items())
     least_loss, pareto = None, None
     if loss is not None:
-        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s))
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s), count=count)
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}-{where}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}-{where}") for i, s in enumerate(pareto_front(n, pieces)))
     return Front(
@@ -155,7 +158,7 @@ def top_plans(prices: Prices, k: int, count: int, *, max_span: int,
     ref = ModelRef.of(model)
     ctx, where = _Context(prices, ref.name, dict(ref.options)), context_suffix(prices.key)
     out = []
-    for solution in best_of_k(len(prices.blocks), choices, k, count):
+    for solution in best_of_k(len(prices.blocks), choices, k, count, kept=ctx.count):
         plan = ctx.plan(solution, "")
         out.append(ctx.point(solution, f"tied-k{k}-{plan.digest[:8]}-{where}"))
     return tuple(out)
@@ -276,6 +279,8 @@ class _Context:
 
     def __init__(self, prices: Prices, name: str, options: dict[str, Any], with_loss: bool = False) -> None:
         self.prices, self.name, self.options, self.with_loss = prices, name, options, with_loss
+        self.counted = with_acts(prices.blocks)  # the blocks k counts: those with a removable activation
+        self.count = block_count(self.counted)
 
     def plan(self, solution: Solution, label: str) -> Plan:
         n = len(self.prices.blocks)
@@ -294,7 +299,7 @@ class _Context:
     def point(self, solution: Solution, label: str) -> FrontPoint:
         plan = self.plan(solution, label)
         pred = predict_plan(self.prices, plan, strict=True, name=self.name)
-        return FrontPoint(solution.k, plan, pred.speedup_estimate, pred.latency_estimate,
+        return FrontPoint(sum(map(self.count, solution.pieces)), plan, pred.speedup_estimate, pred.latency_estimate,
                           float(solution.loss) if self.with_loss else None)
 
 
@@ -403,7 +408,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
                 or len(preset.keep) != len(ctx.prices.blocks):
             continue
         pred = predict_plan(ctx.prices, preset, strict=True, name=ctx.name)
-        k = sum(preset.keep)
+        k = sum(kept for kept, counted in zip(preset.keep, ctx.counted) if counted)
         front = by_k[k].latency_s
         importance = sum(loss[i] for i in preset.linearized) if loss is not None else None
         out.append(PresetPoint(preset_name, k, pred.speedup_estimate, pred.latency_estimate, front, importance))

@@ -145,7 +145,10 @@ def joint_answer(data: Mapping[str, Any], records: list[Measurement], plans: Map
                 plan = Plan.coerce(plans[r.name])
             except (DsprofError, KeyError, ValueError):
                 continue
-            k, shape = sum(plan.keep), (_bits(plan.keep), format_spans(plan.spans, "none"))
+            shape = (_bits(plan.keep), format_spans(plan.spans, "none"))
+            # the k of the joint plan it is (k counts only blocks with a removable activation: not ``sum(keep)``)
+            k = next((kk for kk, p in by_k.items()
+                      if shape == (_bits(p["keep"]), format_spans(p.get("spans"), "none"))), None)
         elif r.name in named:  # measured, its plan file not given: the file holds the plan under that name
             k = named[r.name]
             shape = (_bits(by_k[k]["keep"]), format_spans(by_k[k].get("spans"), "none"))

@@ -9,8 +9,9 @@ model: name and options), ``name`` (its registered name), ``device`` (the LUT co
 ``max_span``, ``original_s``, ``points`` (``k``, ``keep``, ``merge``, ``spans``, ``latency_s``,
 ``low_s``, ``high_s``, ``speedup``, ``importance``; ``speedup_low``, ``speedup_high`` where written, else
 from ``high_s`` and ``low_s``) and ``presets`` (``name``, ``k``, ``latency_s``, ``low_s``, ``high_s``,
-``front_latency_s``, ``gap``; ``speedup`` where written, else ``original_s / latency_s``); seconds inside, ms
-when shown. The report reads these fields only.
+``front_latency_s``, ``gap``; ``speedup`` where written, else ``original_s / latency_s``), and ``uncounted`` (where
+written: the blocks without a removable activation, which k does not count); seconds inside, ms when shown. The
+report reads these fields only.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def _check_numbers(front: dict[str, Any]) -> None:
     preset an object with its name, k and latency; the fastest k. A bad one raises `FieldError` naming it."""
     check_number(front["original_s"], "original_s", 0)
     check_count(front.get("fastest_k"), "fastest_k", 0, MAX_COUNT, none=True)
+    uncounted = front.get("uncounted") or []
+    if not isinstance(uncounted, list):
+        raise FieldError("field 'uncounted' must be a list of block indices")
+    for i, index in enumerate(uncounted):
+        check_count(index, f"uncounted[{i}]", 0, MAX_COUNT)
     presets = front.get("presets") or []
     if not isinstance(presets, list) or not all(isinstance(p, dict) for p in presets):
         raise FieldError("field 'presets' must be a list of objects")
@@ -164,6 +170,7 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         known.setdefault(name, name)
     measured = []
     n = len(front["points"][0]["keep"]) if front["points"] else 0
+    uncounted = set(front.get("uncounted") or ())  # blocks without a removable activation: k does not count them
     joint = joint_table(front)  # the plan for several contexts, in this context: known by name from the file itself
     joint_plans = {str(p.name): (str(p.keep), str(p.spans)) for p in joint.itertuples()}
     priced = {(p.keep, p.spans): p.speedup for p in joint.itertuples()}
@@ -190,7 +197,8 @@ def front_tables(front: Mapping[str, Any], records: list[Measurement], plans: Ma
         keep = tuple(int(b) for b in bits)
         predicted = (presets.loc[presets["name"] == name, "speedup"].iloc[0] if name in set(presets["name"])
                      else priced.get((bits, text), nan))
-        measured.append({"name": name, "k": sum(keep), "keep": bits, "spans": text,
+        k = sum(v for i, v in enumerate(keep) if i not in uncounted)  # as the front counts: blocks with activations
+        measured.append({"name": name, "k": k, "keep": bits, "spans": text,
                          "speedup": up[0], "speedup_low": up[1], "speedup_high": up[2], "predicted": predicted,
                          "measured_ms": r.median_s * 1e3, "device": label[r.context]})
     columns = ["name", "k", "keep", "spans", "speedup", "speedup_low", "speedup_high", "predicted", "measured_ms",

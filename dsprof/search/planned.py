@@ -17,7 +17,6 @@ from ..errors import LUTMissError, UsageError
 from ..lut.choice import Pricing
 from ..records.plan import Plan
 from ..planning import Front, FrontPoint, plan_front
-from .gates import resolve_k
 from .method import SearchRequest, SearchResult, write_plan
 
 __all__ = ["choose_point", "planned", "planner_front", "search_planner"]
@@ -49,7 +48,7 @@ def choose_point(front: Front, req: SearchRequest) -> FrontPoint:
         raise UsageError("choose the plan by one of `keep=`, `budget=LatencyBudget(budget_ms=)` or "
                          "`budget=LatencyBudget(speedup=)`")
     if req.keep is not None:
-        return front.choose(keep=resolve_k(req.keep, len(front.points[0].plan.keep)))
+        return front.choose(keep=req.keep)  # a count or a fraction of the blocks the front's k counts (`resolve_k`)
     budget_s = req.budget_ms / 1e3 if req.budget_ms is not None else None
     return front.choose(budget_s=budget_s, speedup=req.speedup)
 
