@@ -52,7 +52,7 @@ FIELDS: dict[str, list[str]] = {
               "max_span", "original_s", "points", "points.*.k", "points.*.keep", "points.*.merge", "points.*.spans",
               "points.*.speedup", "points.*.speedup_low", "points.*.speedup_high", "points.*.latency_s",
               "points.*.low_s", "points.*.high_s", "points.*.importance", "least_loss", "pareto", "presets",
-              "no_gain", "fastest_k", "notes"],
+              "no_gain", "fastest_k", "notes", "uncounted"],
     "plan": ["name", "format", "version", "model", "keep", "options", "options.depths", "free_activation", "border",
              "merge", "source", "search", "spans", "acts", "options.pretrained", "options.num_classes", "options.width",
              "options.resolution"],
