@@ -196,3 +196,23 @@ def test_the_report_places_a_measured_plan_at_the_k_the_front_counts(tmp_path):
     path.write_text(json.dumps(front))
     _, _, measured = front_tables(load_front(path), records, {"tiny-ds": fixtures / "tiny-ds.json"})
     assert {row.name: row.k for row in measured.itertuples()} == {"tiny-ds": 3, "original": 6}
+
+
+@pytest.mark.parametrize("which", ["rule", "cheap"])
+def test_a_planner_search_counts_k_as_the_front(eff_luts, which, tmp_path, capsys):
+    """`dsprof search --method planner --keep 0.5` on EfficientNet-B0 is the front's k = 8 plan (8 of the 16 counted
+    blocks, a fraction of 16), and its line counts as `dsprof plan` does: 8 of 16, block 16 named, whether the plan
+    keeps block 16 as built (the rule: its sum of keep is 9) or merges it (the cheap LUT: 8)."""
+    from dsprof.cli import main
+    from dsprof.records.plan import Plan
+
+    front = plan_front(EFF, eff_luts[which], pricing=Pricing(max_span=1))
+    out = tmp_path / "p.json"
+    assert main(["search", "--method", "planner", "--model", "efficientnet_b0", "--resolution", "32", "--lut",
+                 str(eff_luts[which]), "--max-span", "1", "--keep", "0.5", "--out", str(out)]) == 0
+    plan = Plan.from_json(out.read_text())
+    assert plan.keep == front.at_k(8).plan.keep and sum(plan.keep[:LAST]) == 8 and plan.search["k"] == 8
+    assert plan.keep[LAST] == (0 if which == "cheap" else 1)
+    keep = "".join(map(str, plan.keep))
+    assert (f"keep {keep} (8 of 16 blocks keep their activations; block 16 has no removable activation: not counted)"
+            in capsys.readouterr().out)

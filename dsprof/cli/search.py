@@ -24,7 +24,7 @@ def add(sub, fmt) -> None:
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--keep", type=keep_arg, default=None,
                         help="blocks that keep their activations: a count (7) or a fraction of the blocks (0.4), as "
-                             "plan --keep")
+                             "plan --keep (of the blocks with a removable activation)")
     budget.add_argument("--budget-ms", type=float, default=None,
                         help="instead of --keep: the LUT's predicted latency per batch at most (importance, planner)")
     budget.add_argument("--speedup", type=float, default=None,
@@ -78,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
             run=TrainRun(args.device, checkpoint, args.resume, weights_out=args.weights_out),
         )
     keep = "".join(map(str, result.plan.keep))
-    print(f"keep {keep} ({sum(result.plan.keep)} of {len(result.plan.keep)} blocks keep their activations)")
+    counted = result.counted or (True,) * len(result.plan.keep)
+    # k of the blocks with a removable activation, as dsprof plan counts it (a block without one: kept or not by price)
+    uncounted = [str(i) for i, c in enumerate(counted) if not c]
+    one = len(uncounted) == 1
+    none = (f"; {'block' if one else 'blocks'} {', '.join(uncounted)} {'has' if one else 'have'} no removable "
+            "activation: not counted" if uncounted else "")
+    print(f"keep {keep} ({result.k} of {sum(counted)} blocks keep their activations{none})")
     proxy = (result.plan.search or {}).get("proxy")
     if proxy:
         print(f"importance by {proxy} in {result.plan.search['seconds']:.1f} s")

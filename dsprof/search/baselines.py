@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -16,11 +17,19 @@ from .gates import resolve_k
 __all__ = ["LayerPruneDecision", "layer_prune", "random_keep"]
 
 
-def random_keep(n_blocks: int, keep: int | float, seed: int) -> tuple[int, ...]:
-    """A keep list with exactly k ones (k from ``keep``, count or fraction) at seeded random places."""
-    k = resolve_k(keep, n_blocks)
-    order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(seed)).tolist()
-    chosen = set(order[:k])
+def random_keep(n_blocks: int, keep: int | float, seed: int, counted: Sequence[bool] | None = None
+                ) -> tuple[int, ...]:
+    """A keep list with exactly k ones (k from ``keep``, count or fraction) at seeded random places, drawn among the
+    ``counted`` blocks (None: all; the search passes `dsprof.merging.partial.with_acts`: those with a removable
+    activation, which k counts, as the planner's k). A block not counted is 0 (linearised: it loses nothing, and the
+    merge rule merges it or not by price). With every block counted, the draw is the one of all blocks."""
+    counted = tuple(counted) if counted is not None else (True,) * n_blocks
+    if len(counted) != n_blocks:
+        raise PlanError(f"{len(counted)} counted flags for {n_blocks} blocks")
+    places = [i for i in range(n_blocks) if counted[i]]
+    k = resolve_k(keep, len(places))
+    order = torch.randperm(len(places), generator=torch.Generator().manual_seed(seed)).tolist()
+    chosen = {places[j] for j in order[:k]}
     return tuple(int(i in chosen) for i in range(n_blocks))
 
 

@@ -12,10 +12,12 @@ from torch import nn
 
 from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
+from ..merging.partial import with_acts
 from ..models import ModelRef, find_blocks, get_model, load_checkpoint
 from .data import DIGITS, SHAPES
 
-__all__ = ["block_count", "build_model", "default_training_resolution", "replace_classifier", "training_model"]
+__all__ = ["block_acts", "block_count", "build_model", "default_training_resolution", "replace_classifier",
+           "training_model"]
 
 BUILTIN_DATA_RESOLUTION = 32
 
@@ -101,14 +103,20 @@ def block_count(model: str | nn.Module | ModelRef) -> int:
     options and resolution) at its input size, for callers that have no model built: a registered model is counted
     once per process on the model with its own classifier (a head of another size changes no block); a module passed
     as an object (or its `ModelRef`) is counted as it is."""
+    return len(block_acts(model))
+
+
+def block_acts(model: str | nn.Module | ModelRef) -> tuple[bool, ...]:
+    """Per block of ``model`` (as `block_count` finds them), whether it has a removable activation
+    (`dsprof.merging.partial.with_acts`): the blocks a search's k counts, as the planner's."""
     ref = ModelRef.of(model)
     size = ref.input_size
     if ref.is_module:
-        return len(find_blocks(ref.module, size))
-    return _block_count(ref.entry, json.dumps(ref.options, sort_keys=True), size[0])
+        return with_acts(find_blocks(ref.module, size))
+    return _block_acts(ref.entry, json.dumps(ref.options, sort_keys=True), size[0])
 
 
 @functools.lru_cache(maxsize=16)
-def _block_count(model: str, options_json: str, resolution: int) -> int:
+def _block_acts(model: str, options_json: str, resolution: int) -> tuple[bool, ...]:
     net = get_model(model, resolution=resolution, **json.loads(options_json))
-    return len(find_blocks(net, (resolution, resolution)))
+    return with_acts(find_blocks(net, (resolution, resolution)))

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..records.plan import Plan
+from ..merging.partial import with_acts
 from ..models import find_blocks
 from .build import build_model
 from .data import load_data
@@ -49,7 +50,8 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
         seed_all(config.seed)
         splits = load_data(req.data, req.resolution)
         base = build_model(req.ref, num_classes=splits.num_classes, weights=req.weights)
-        req.k(len(find_blocks(base, (req.resolution, req.resolution))))  # refused where nothing is left to choose
+        # k of the blocks with a removable activation, as the planner's; refused where nothing is left to choose
+        req.k(sum(with_acts(find_blocks(base, (req.resolution, req.resolution)))))
         bw = decay_weights(base, req)
         gated = gate_model(base, keep, input_size=(req.resolution, req.resolution), init=req.gates.score_init)
         gated.gates.normalize, gated.gates.bound = req.gates.score_normalize, req.gates.score_bound
@@ -89,7 +91,7 @@ def _search_loss(scores: nn.Parameter, block_w: torch.Tensor, lam: float, config
 def _search_hooks(gates, loop: Loop, config: TrainConfig, anneal_epochs: float, score_init: float, save) -> EpochHooks:
     """The differentiable search's part of the epoch loop: the annealed k of each step, the scores'
     bound after it, the target k for evaluation, the ranking and spread in the history and the log."""
-    n_blocks, k_final = len(gates.names), gates.k
+    n_blocks, k_final = gates.n_counted, gates.k  # anneals from every block k counts
     anneal_steps = int(round(anneal_epochs * loop.per_epoch))
 
     def before_step(s: int) -> None:
@@ -123,7 +125,7 @@ def _save_search(plan: Plan, gated, history: list, out, weights_out, rt: TrainPr
         gated.to(rt.device)
     g = gated.gates
     return SearchResult(plan, [float(v) for v in g.scores.detach().cpu()], g.ranking(), history,
-                        Path(out) if out is not None else None)
+                        Path(out) if out is not None else None, g.counted)
 
 
 def _search_plan(req: SearchRequest, gated, bw, history) -> Plan:

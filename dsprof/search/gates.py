@@ -5,6 +5,9 @@ Paper Sec. 4.2: a gated activation computes ``m * act(x) + (1 - m) * x`` with a 
 passes straight through to the real-valued score (backward). The activations of one block share its
 score (both activations of an inverted residual block go or stay together). Only the blocks that
 `find_blocks` reports are gated: the stem, the head and anything between blocks keep their activations.
+k counts the blocks with a removable activation (`dsprof.merging.partial.with_acts`, as the planner's k): a block
+without one (EfficientNet-B0's last) has a score but is never one of the top k; its mask entry is 0 (linearised,
+which loses nothing: the merge rule merges it or not by price, as the planner does).
 
     gated = gate_model(model, keep=7)     # a copy; the scores are gated.gates.scores
     logits = gated(images)                # the mask is recomputed at every forward pass
@@ -14,11 +17,13 @@ score (both activations of an inverted residual block go or stay together). Only
 from __future__ import annotations
 
 import copy
+from typing import Sequence
 
 import torch
 from torch import nn
 
 from ..errors import UsageError
+from ..merging.partial import with_acts
 from ..models import Block, find_blocks, input_size_of, own_chains, replace_block
 from ..planning.front import resolve_k  # one meaning of --keep for plan and search
 
@@ -36,8 +41,8 @@ __all__ = [
 
 
 def annealed_k(step: int, anneal_steps: int, n_blocks: int, k: int) -> int:
-    """The number of kept blocks at ``step``: all ``n_blocks`` at step 0, falling linearly to ``k`` at
-    ``anneal_steps`` (and ``k`` from then on, or throughout when ``anneal_steps`` is 0)."""
+    """The number of kept blocks at ``step``: all ``n_blocks`` (those k counts) at step 0, falling linearly to ``k``
+    at ``anneal_steps`` (and ``k`` from then on, or throughout when ``anneal_steps`` is 0)."""
     if anneal_steps <= 0 or step >= anneal_steps:
         return k
     return int(round(n_blocks - (n_blocks - k) * step / anneal_steps))
@@ -52,7 +57,9 @@ class ActivationGates(nn.Module):
     """The scores of the gated blocks and the binary top-k mask made from them.
 
     ``scores`` (one per block, in `find_blocks` order) are a parameter; `refresh` computes the mask of
-    the current forward pass: exactly ``k`` ones, straight-through gradient to ``scores``.
+    the current forward pass: exactly ``k`` ones, straight-through gradient to ``scores``. ``counted`` (one per
+    block; None: all): the blocks that can be among the k (`with_acts`: those with a removable activation); ``k`` (a
+    count or a fraction, `resolve_k`) is resolved against their number, and a block not counted is never kept.
 
     Two options keep the scores a ranking rather than a blow-up (issue #13):
     ``normalize``: the straight-through part of the scores' gradient is divided by its largest absolute
@@ -65,11 +72,14 @@ class ActivationGates(nn.Module):
     (set before each step), so that the normalised gradient is 1 after the scaler unscales it.
     """
 
-    def __init__(self, names: list[str], k: int, init: float = 1.0, *, normalize: bool = False,
-                 bound: float | None = None) -> None:
+    def __init__(self, names: list[str], k: int | float, init: float = 1.0, *, normalize: bool = False,
+                 bound: float | None = None, counted: Sequence[bool] | None = None) -> None:
         super().__init__()
         self.names = tuple(names)
-        self.k = resolve_k(k, len(names))
+        self.counted = tuple(bool(c) for c in counted) if counted is not None else (True,) * len(self.names)
+        if len(self.counted) != len(self.names):
+            raise UsageError(f"{len(self.counted)} counted flags for {len(self.names)} blocks")
+        self.k = resolve_k(k, self.n_counted)
         self.normalize = normalize
         self.bound = bound
         self.init = float(init)
@@ -78,13 +88,22 @@ class ActivationGates(nn.Module):
         self.current: torch.Tensor | None = None
         self.current_on: list[bool] = []
 
+    @property
+    def n_counted(self) -> int:
+        """The number of blocks k counts (``counted``)."""
+        return sum(self.counted)
+
     def hard_mask(self) -> torch.Tensor:
-        """The binary mask of the current scores (no gradient): 1 for the k highest scores (ties: the
-        earlier block), exactly k ones."""
+        """The binary mask of the current scores (no gradient): 1 for the k highest scores of the counted blocks
+        (ties: the earlier block), exactly k ones; 0 for a block not counted."""
         s = self.scores.detach()
         mask = torch.zeros_like(s)
-        if self.k:
-            mask[torch.argsort(-s, stable=True)[: self.k]] = 1.0
+        if self.k:  # a block not counted ranks last (k is at most the counted blocks' number)
+            ranked = s
+            if not all(self.counted):
+                ranked = s.clone()
+                ranked[[i for i, c in enumerate(self.counted) if not c]] = float("-inf")
+            mask[torch.argsort(-ranked, stable=True)[: self.k]] = 1.0
         return mask
 
     def refresh(self) -> torch.Tensor:
@@ -123,7 +142,8 @@ class ActivationGates(nn.Module):
         return sorted(range(len(s)), key=lambda i: (-s[i], i))
 
     def extra_repr(self) -> str:
-        return f"blocks={len(self.names)}, k={self.k}, normalize={self.normalize}, bound={self.bound}"
+        return (f"blocks={len(self.names)}, counted={self.n_counted}, k={self.k}, normalize={self.normalize}, "
+                f"bound={self.bound}")
 
 
 class _MaxNormGrad(torch.autograd.Function):
@@ -274,8 +294,9 @@ def gate_model(
 ) -> GatedModel:
     """``model`` (a copy unless ``inplace``) with the activations of its blocks gated, top-``keep`` kept.
 
-    ``keep`` is a count of blocks or a fraction of them. Scores start at ``init``; stem and head are
-    never gated. A model without blocks raises with what to do.
+    ``keep`` is a count of blocks or a fraction of them, of the blocks with a removable activation (`with_acts`: a
+    block without one is never among them). Scores start at ``init``; stem and head are never gated. A model
+    without blocks raises with what to do.
     """
     target = model if inplace else copy.deepcopy(model)
     size = input_size or input_size_of(model)
@@ -285,7 +306,7 @@ def gate_model(
             "the model has no blocks to gate (plain convolutions only?); the activation search works on models built "
             "from inverted residual, depthwise-separable or ResNet blocks (`dsprof blocks` lists them)"
         )
-    gates = ActivationGates([b.name for b in blocks], resolve_k(keep, len(blocks)), init)
+    gates = ActivationGates([b.name for b in blocks], keep, init, counted=with_acts(blocks))
     target = own_chains(target, blocks)  # chains no module owns become modules (a rewritten graph)
     for index, block in enumerate(blocks):
         replace_block(target, block.name, GatedBlock(block, gates, index))

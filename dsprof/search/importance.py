@@ -8,7 +8,8 @@ docs/search.md), or ``finetune``, the full measurement (`measured.measure_import
 `search_importance` (`search(method="importance")`) hands the importances to the planner (`planned`,
 `dsprof.plan`): with a LUT, the plan of least summed importance for k blocks with activations (the
 fastest among equals, its merges and spans chosen by the LUT), or for a latency budget the least loss
-within it; without a LUT, the k blocks of highest importance (`importance_keep`).
+within it; without a LUT, the k blocks of highest importance (`importance_keep`). k counts the blocks with a
+removable activation (`dsprof.merging.partial.with_acts`), as the planner's k does.
 """
 
 from __future__ import annotations
@@ -33,17 +34,23 @@ __all__ = ["BlockImportance", "importance_info", "importance_keep", "importance_
 
 
 def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float] | None = None,
-                    lam: float = 0.0) -> tuple[int, ...]:
+                    lam: float = 0.0, counted: Sequence[bool] | None = None) -> tuple[int, ...]:
     """The keep list of the ``k`` blocks with the highest ``importance_b - lam * weights_b`` (ties: the
-    earlier block first)."""
+    earlier block first), chosen among the ``counted`` blocks (None: all; the search passes
+    `dsprof.merging.partial.with_acts`: those with a removable activation, which k counts). A block not counted is 0
+    (linearised: it loses nothing, and the merge rule merges it or not by price)."""
     n = len(importance)
-    if not 0 <= k <= n:
-        raise UsageError(f"k={k} must lie in 0..{n}")
+    counted = tuple(counted) if counted is not None else (True,) * n
+    if len(counted) != n:
+        raise UsageError(f"{len(counted)} counted flags for {n} blocks")
+    places = [i for i in range(n) if counted[i]]
+    if not 0 <= k <= len(places):
+        raise UsageError(f"k={k} must lie in 0..{len(places)}")
     w = list(weights) if weights is not None else [0.0] * n
     if len(w) != n:
         raise UsageError(f"{len(w)} weights for {n} blocks")
     merit = [float(importance[i]) - lam * float(w[i]) for i in range(n)]
-    chosen = set(sorted(range(n), key=lambda i: (-merit[i], i))[:k])
+    chosen = set(sorted(places, key=lambda i: (-merit[i], i))[:k])
     return tuple(int(i in chosen) for i in range(n))
 
 
@@ -71,7 +78,7 @@ def search_importance(req: SearchRequest) -> SearchResult:
         seed_all(config.seed)
         inp = proxy_input(req.ref, proxy, weights=req.weights, data=req.data, settings=req.proxy_settings,
                           config=config, device=rt.device)
-        n = len(inp.blocks)
+        n = sum(inp.counted)  # k counts the blocks with a removable activation, as the planner's k
         if req.lut is None:
             req.k(n)
         scored = score_blocks(proxy, inp)
@@ -82,14 +89,16 @@ def search_importance(req: SearchRequest) -> SearchResult:
             plan = planned(req, front, choose_point(front, req), info)
         else:
             k = req.k(n)
-            plan = Plan(req.model, importance_keep(drops, k), req.options, name=req.name or f"importance-k{k}",
+            plan = Plan(req.model, importance_keep(drops, k, counted=inp.counted), req.options,
+                        name=req.name or f"importance-k{k}",
                         source="dsprof search, method importance (no LUT: top k)",
                         search={"method": "importance", "k": k, **info})
         rt.log(f"importance search ({proxy}, {scored.seconds:.1f} s): keep {''.join(map(str, plan.keep))} "
                f"ranking {' '.join(map(str, scored.ranking))}")
         if rt.is_main:
             write_plan(plan, req.out)
-        return SearchResult(plan, drops, scored.ranking, [], Path(req.out) if req.out is not None else None)
+        return SearchResult(plan, drops, scored.ranking, [], Path(req.out) if req.out is not None else None,
+                            inp.counted)
     finally:
         teardown_runtime(rt)
 

@@ -82,26 +82,35 @@ class SearchRequest:
         return self.keep
 
     def k(self, n_blocks: int) -> int:
-        """The number of blocks that keep their activations (``keep`` resolved for ``n_blocks``), refused where
-        nothing is left to choose (none or all of them)."""
+        """The number of blocks that keep their activations (``keep`` resolved for ``n_blocks``: the blocks k counts,
+        those with a removable activation, `dsprof.merging.partial.with_acts`, as the planner counts them), refused
+        where nothing is left to choose (none or all of them)."""
         keep = self.required_keep()
-        k = resolve_k(keep, n_blocks)
+        k = resolve_k(keep, n_blocks, "blocks with a removable activation")
         if k in (0, n_blocks):
             every = "no block keeps" if k == 0 else "every block keeps"
-            raise UsageError(f"`keep={keep}` of {n_blocks} blocks: {every} its activations, so there is nothing to "
-                             f"choose; give `keep=1..{n_blocks - 1}`")
+            raise UsageError(f"`keep={keep}` of {n_blocks} blocks with a removable activation: {every} its "
+                             f"activations, so there is nothing to choose; give `keep=1..{n_blocks - 1}`")
         return k
 
 
 @dataclass
 class SearchResult:
-    """The plan a search wrote and what led to it."""
+    """The plan a search wrote and what led to it. ``counted``: per block, whether the search's k counts it (it has
+    a removable activation: `dsprof.merging.partial.with_acts`); None: every block."""
 
     plan: Plan
     scores: list[float]
     ranking: list[int]
     history: list[dict[str, Any]] = field(default_factory=list)
     out: Path | None = None
+    counted: tuple[bool, ...] | None = None
+
+    @property
+    def k(self) -> int:
+        """The blocks that keep their activations, of those k counts (``counted``)."""
+        counted = self.counted or (True,) * len(self.plan.keep)
+        return sum(kept for kept, c in zip(self.plan.keep, counted) if c)
 
 
 SearchMethod = Callable[[SearchRequest], SearchResult]

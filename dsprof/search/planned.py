@@ -41,6 +41,12 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
         raise
 
 
+def _front_counted(front: Front) -> tuple[bool, ...]:
+    """Per block, whether ``front``'s k counts it (all but its ``uncounted`` blocks: those without a removable
+    activation)."""
+    return tuple(i not in front.uncounted for i in range(len(front.blocks)))
+
+
 def choose_point(front: Front, req: SearchRequest) -> FrontPoint:
     """The front plan for ``req``'s budget: ``keep`` blocks with activations, ``budget_ms`` or ``speedup``."""
     given = [v is not None for v in (req.keep, req.budget_ms, req.speedup)]
@@ -76,4 +82,4 @@ def search_planner(req: SearchRequest) -> SearchResult:
     ``budget_ms`` / ``speedup`` (no training, no importance)."""
     front = planner_front(req)
     plan = planned(req, front, choose_point(front, req), {})
-    return SearchResult(plan, [], [], [], write_plan(plan, req.out))
+    return SearchResult(plan, [], [], [], write_plan(plan, req.out), _front_counted(front))

@@ -42,6 +42,7 @@ from ..constants import DEFAULT_FINETUNE, IMAGENET_CLASSES
 from ..errors import UsageError, look_up
 from ..names import DEFAULT_PROXY
 from ..merging import linearize_block, linearize_model
+from ..merging.partial import with_acts
 from ..records.plan import Plan
 from ..models import ModelRef, find_blocks, input_size_of, model_identity, own_chains, replace_block
 from ..models.build import ClassCountError
@@ -81,7 +82,9 @@ class ProxyInput:
         self.name = identity[0]
         self.options = {k: v for k, v in identity[1].items() if k != "num_classes"}  # the head is the data's
         self.model = self.model.to(self.device).eval()
-        self.blocks = [b.name for b in find_blocks(self.model, self.size)]
+        found = find_blocks(self.model, self.size)
+        self.blocks = [b.name for b in found]
+        self.counted = with_acts(found)  # the blocks a search's k counts: those with a removable activation
         if not self.blocks:
             raise UsageError("the model has no blocks whose activations could go (`dsprof blocks` lists what it finds)")
 
