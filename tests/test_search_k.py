@@ -147,3 +147,24 @@ def test_importance_search_without_a_lut_keeps_k_of_16():
     assert found.scores[LAST] == pytest.approx(0.0, abs=1e-6)
     assert keep[LAST] == 0 and sum(keep) == 8 and found.k == 8 and found.plan.search["k"] == 8
     assert {i for i, v in enumerate(keep) if v} == _top(found.scores, 8, range(16))
+
+
+def test_the_block_left_linearised_loses_nothing():
+    """Why a search may leave block 16 linearised: without its (absent) activations it computes what it computed
+    (float64, the whole model with only block 16 linearised equals the original to 1e-12), and the merge rule on
+    MACs leaves it unmerged (its merged 1x1 1152 -> 1280 has more MACs than its two 1x1s: 1 474 560 against 778 240 at
+    1x1 pixels), which merges exactly."""
+    from dsprof.merging import linearize_model, merge_model
+    from dsprof.planning.decide import merge_rule
+    from dsprof.records.plan import Plan
+
+    model = EFF.build().eval().double()
+    decided = merge_rule(model, merge_by="macs").decide(Plan("efficientnet_b0", (1,) * 16 + (0,))).plan
+    assert decided.merge == (False,) * 17
+    linear = linearize_model(model, decided).eval()
+    merged = merge_model(linear, decided).eval()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model(x)
+        assert float((linear(x) - want).abs().max()) <= 1e-12
+        assert float((merged(x) - want).abs().max()) <= 1e-12
