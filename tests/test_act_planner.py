@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -181,8 +182,11 @@ def test_front_plans_merge_exactly(luts, which):
     assert chosen
     crossing = [p for p in front.points if any(any(map(any, p.plan.acts[a:b])) for a, b in p.plan.spans or ())]
     if which == "crossing":
-        assert crossing  # and these are the plans merged below, some with an end that keeps all its activations
+        assert crossing  # and these are the plans merged below, some with an end that keeps all its activations,
+        # some with a first block in fused-expand's state or a last in fused-project's
         assert any(all(p.plan.acts[i]) for p in crossing[::2] for a, b in p.plan.spans or () for i in (a, b - 1))
+        assert any(p.plan.acts[a] == (0, 1) or p.plan.acts[b - 1] == (1, 0)
+                   for p in crossing[::2] for a, b in p.plan.spans or ())
     for point in (crossing[::2] if which == "crossing" else chosen[::3]):
         merged = merge_model(model, point.plan)
         linear = linearize_model(model, point.plan).eval()
@@ -319,18 +323,21 @@ CROSSING_1_2 = 256 * 16 * 96 + 16 * 96 * 144 * 49 + 16 * 144 * 32  # 11 304 960
 KEPT_1_2 = 256 * 16 * 96 + 64 * 96 * 9 + 16 * 96 * 144 * 9 + 16 * 144 * 32  # 2 512 896
 # Both keeping all: block 1's projection and block 2's expansion one 1x1 96 -> 144 at 8x8 (a layer merge).
 KEPT_1_2_ALL = 256 * 16 * 96 + 64 * 96 * 9 + 64 * 96 * 144 + 16 * 144 * 9 + 16 * 144 * 32  # 1 427 712
+# Block 1 in fused-expand's state (its depthwise's ReLU6 kept), block 2 in fused-project's (its expansion's): block 1's
+# expansion and depthwise one dense 3x3 stride-2 16 -> 96 (to 8x8), its projection with block 2's expansion one 1x1
+# 96 -> 144 at 8x8, block 2's depthwise and projection one dense 3x3 stride-2 144 -> 32 (to 4x4).
+ENDS_1_2 = 64 * 96 * 16 * 9 + 64 * 96 * 144 + 16 * 32 * 144 * 9  # 2 433 024
 
 
 def test_crossing_spans_are_timed_and_priced(luts):
     """``measure --spans 2`` with the partial variants also times the crossing spans of two blocks as they deploy
-    (variant ``crossing``): for each pair of blocks, the first linearised, partial (fused-project's state) or keeping
-    all its activations, the second linearised, partial (fused-expand's state) or keeping all, not both linearised;
-    block 0 has one activation (linearised or kept): 2 * 3 - 1 + 5 * (3 * 3 - 1) = 45. Priced from its entry as a span
-    is, whatever its ends keep (one rule: the entry covers its blocks whole): the model's price less blocks 1 and 2's
-    originals, plus its entry (one call fewer)."""
+    (variant ``crossing``): for each pair of blocks, each in any of its states (no block of this model has a skip
+    connection), not both linearised; block 0 has one activation (linearised or kept), the others two (four states):
+    2 * 4 - 1 + 5 * (4 * 4 - 1) = 82. Priced from its entry as a span is, whatever its ends keep (one rule: the entry
+    covers its blocks whole): the model's price less blocks 1 and 2's originals, plus its entry (one call fewer)."""
     frame = LUT.load(luts["rule"]).to_dataframe()
     crossing = frame[frame["variant"] == "crossing"]
-    assert len(crossing) == 45
+    assert len(crossing) == 82
     prices = _prices(luts["rule"], "isolated")
     everything = predict_plan(prices, Plan(NAME, (1,) * 7, OPTIONS)).total_s
     plan = Plan.from_acts(NAME, [(1,), (1, 0), (0, 1)] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
@@ -341,8 +348,9 @@ def test_crossing_spans_are_timed_and_priced(luts):
         S_PER_MAC * (CROSSING_1_2 - B1_ORIGINAL - B2_ORIGINAL) - OVERHEAD_S, rel=1e-9)
     from dsprof.lut.pricer import Pricer
     assert Pricer(prices).price(plan).latency_s == pytest.approx(predict_plan(prices, plan).total_s, rel=1e-12)
-    # an end that keeps all its activations: timed and priced by the same rule
-    for ends, macs in (([(1, 1), (0, 1)], KEPT_1_2), ([(1, 1), (1, 1)], KEPT_1_2_ALL)):
+    # an end that keeps all its activations, a first block in fused-expand's state, a last in fused-project's: timed
+    # and priced by the same rule
+    for ends, macs in (([(1, 1), (0, 1)], KEPT_1_2), ([(1, 1), (1, 1)], KEPT_1_2_ALL), ([(0, 1), (1, 0)], ENDS_1_2)):
         plan = Plan.from_acts(NAME, [(1,), *ends] + [(1, 1)] * 4, options=OPTIONS, spans=[(1, 3)])
         (piece,) = [p for p in prices.pieces(plan) if p.stop - p.start > 1]
         assert (piece.start, piece.stop, piece.variant, piece.kept, piece.missing) == (1, 3, "crossing", True, None)
@@ -365,35 +373,83 @@ def test_a_crossing_span_the_lut_lacks_is_named(luts):
     assert prediction.missing and "crossing span" in prediction.missing[0]
 
 
+def test_an_end_state_the_lut_lacks_is_named_and_not_planned(luts, tmp_path):
+    """A LUT that lacks a crossing span's entry in one end state (here: timed before such ends were, block 1 in
+    fused-expand's state and block 2 in fused-project's dropped): a plan using it names that one entry, in one line,
+    and the planner does not offer it (its other crossings of blocks 1-2 stay)."""
+    from dsprof.planning.activations import crossing_choices
+
+    ends = [(1,), (0, 1), (1, 0)] + [(1, 1)] * 4
+    path = _without_crossings(luts["rule"], tmp_path / "lacking.csv",
+                              lambda span, acts: (span, acts) == ((1, 3), tuple(ends[1:3])))
+    prices = _prices(path, "isolated")
+    plan = Plan.from_acts(NAME, ends, options=OPTIONS, spans=[(1, 3)])
+    (crossing,) = [p for p in prices.pieces(plan) if p.missing]
+    assert (crossing.start, crossing.stop, crossing.kept) == (1, 3, True)
+    assert "\n" not in crossing.missing
+    assert re.fullmatch(r"crossing span of blocks 1-2 \(activations \[0, 1\] \[1, 0\]\) \S+ \[crossing\]",
+                        crossing.missing)
+    offered = {(piece.start, acts) for piece, acts in crossing_choices(prices, 2).values()}
+    assert (1, ((0, 1), (1, 0))) not in offered and len(offered) == 82 - 1
+
+
+#: The two-block spans the brute force below may cross (`test_the_front_with_crossings_is_every_plans_best`).
+CROSSING_PAIRS = ((0, 2), (2, 4))
+
+
+def _without_crossings(path, out, drop):
+    """The LUT at ``path`` without the crossing entries of the candidates ``(span, acts of its blocks)`` that ``drop``
+    picks, saved at ``out``; the entries dropped are those the crossing's key names (one per candidate here)."""
+    from dsprof.merging.partial import crossing_spec
+    from dsprof.records.activations import crossing_candidates
+
+    blocks = _prices(path).blocks
+    kept = [(1,) * n for n in COUNTS]
+    keys = {crossing_spec(blocks, kept[:a] + list(acts) + kept[b:], (a, b)).to_str()
+            for (a, b), acts in crossing_candidates(act_layouts(blocks), 2) if drop((a, b), acts)}
+    frame = LUT.load(path).to_dataframe()
+    gone = (frame["variant"] == "crossing") & frame["workload"].isin(keys)
+    assert gone.sum() == len(keys)
+    LUT(frame[~gone], str(out)).save(out)
+    return out
+
+
 def _span_sets(acts, i=0):
-    """Every set of two-block spans a plan with ``acts`` may hold: over blocks i and i + 1 where the first keeps none
-    of its activations, its first only (fused-project's state) or all, and the second none, its second only
-    (fused-expand's state) or all: a span of linearised blocks, or a crossing span (no block of the model has a skip
-    connection: each is the first of its stage)."""
+    """Every set of two-block spans a plan with ``acts`` may hold when crossing spans are offered over
+    `CROSSING_PAIRS` only: a span of two linearised blocks anywhere, and over those pairs blocks in any state (no block
+    of the model has a skip connection: each is the first of its stage)."""
     if i >= len(acts) - 1:
         yield []
         return
     yield from _span_sets(acts, i + 1)
-    if acts[i] != (0, 1) and acts[i + 1] in ((0, 0), (0, 1), (1, 1)):
+    if (i, i + 2) in CROSSING_PAIRS or not (any(acts[i]) or any(acts[i + 1])):
         for rest in _span_sets(acts, i + 2):
             yield [(i, i + 2)] + rest
 
 
-def test_the_front_with_crossings_is_every_plans_best(luts):
-    """Brute force over all 74,042 plans of the seven-block model with spans of two blocks (every activation state of
-    every block, and every set of spans its states allow, crossing spans among them, their ends partial, linearised or
-    keeping all), each priced by predict's pieces on both LUTs (the plans built once): the DP's fastest plan at each number of kept activations is the
-    cheapest of them all. On the LUT whose crossing spans are cheap, the front uses them, ends that keep all among
-    them.
+def test_the_front_with_crossings_is_every_plans_best(luts, tmp_path):
+    """Brute force over all 38,562 plans of the seven-block model with spans of two blocks whose crossing spans lie
+    over blocks 0-1 and 2-3 (every activation state of every block, and every set of spans its states allow), each
+    priced by predict's pieces on both LUTs (the plans built once), the LUTs without the other crossing entries (so the
+    DP is offered exactly these): the DP's fastest plan at each number of kept activations is the cheapest of them all.
+    On the LUT whose crossing spans are cheap, the front uses them, ends that keep all among them, and ends in the
+    partial state on the other side (a first block in fused-expand's, a last in fused-project's).
+
+    Why those two pairs: every pair may cross now (each block's four states may end a span on either side), which
+    makes 2 * 4^6 states times 21 span sets (the ways to place disjoint pairs on a path of seven) = 172,032 plans,
+    too slow for the suite. Blocks 0-1 and 2-3 still hold every end state: block 0 linearised or kept as a first, block
+    2 in each of its four states as a first, blocks 1 and 3 in each of theirs as a last (and two crossings that meet).
 
     The count, by hand: walking the blocks, let a_s be the plans of blocks 0..i with block i in state s and not yet in
-    a span, b_s those with block i ending a span. Block 0: a = 1 for each of its 2 states, b = 0. Block i + 1 in state
-    t: a_t = sum(a + b) (any state before), b_t = sum of a_s over the states s that may start a span (all but (0, 1))
-    where t may end one ((0, 0), (0, 1), (1, 1)), else 0. Block 1: a = 2 each, b = 2, 2, 0, 2 for (1, 1), (0, 1),
-    (1, 0), (0, 0) (sum 14); block 2: a = 14 each, b = 6 (a of the three states that start a span); ... to a total of
-    74,042 at block 6 (26,112 with the states of before: spans from (0,), (0, 0), (1, 0) to (0, 0), (0, 1))."""
+    a span, b_s those with block i ending a span, T their sum. Block 0: a = 1 for each of its 2 states, T = 2. Block
+    1 (a crossing pair: any states): a = 2 and b = 2 for each of 4 states, T = 16. Block 2 (only a span of two
+    linearised blocks): a = 16 each, b = 2 for (0, 0) (block 1's a), T = 66. Block 3 (a crossing pair): a = 66 and
+    b = 4 * 16 = 64 each, T = 520. Blocks 4, 5, 6: T = 4 T + a_(0, 0) of the block before: 4 * 520 + 66 = 2146,
+    4 * 2146 + 520 = 9104, 4 * 9104 + 2146 = 38,562."""
     which = ("rule", "crossing")
-    prices = {w: _prices(luts[w]) for w in which}
+    paths = {w: _without_crossings(luts[w], tmp_path / f"{w}.csv", lambda span, acts: span not in CROSSING_PAIRS)
+             for w in which}
+    prices = {w: _prices(paths[w]) for w in which}
     best: dict[str, dict[int, float]] = {w: {} for w in which}
     states = [[(1,), (0,)]] + [[(1, 1), (0, 1), (1, 0), (0, 0)]] * 6
     n = 0
@@ -405,17 +461,19 @@ def test_the_front_with_crossings_is_every_plans_best(luts):
                 total = prices[w].total_s(prices[w].pieces(plan))
                 best[w][k] = min(best[w].get(k, math.inf), total)
             n += 1
-    assert n == 74_042
+    assert n == 38_562
     for w in which:
-        front = plan_front_acts(REF, luts[w], pricing=Pricing(max_span=2), prices=prices[w])
+        front = plan_front_acts(REF, paths[w], pricing=Pricing(max_span=2), prices=prices[w])
         assert [p.k for p in front.points] == list(range(0, 14))
-        crossing, kept_end = 0, 0
+        crossing, kept_end, partial_end = 0, 0, 0
         for point in front.points:
             assert kept_activations(point.plan.acts) == point.k
             assert prices[w].total_s(prices[w].pieces(point.plan)) == pytest.approx(best[w][point.k], rel=1e-12,
                                                                                     abs=1e-15)
             assert predict_plan(prices[w], point.plan).total_s == pytest.approx(point.latency_s, rel=1e-9)
-            crossing += sum(1 for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]])))
-            kept_end += sum(1 for s in point.plan.spans or () for i in (s[0], s[1] - 1) if all(point.plan.acts[i]))
+            spans = [s for s in point.plan.spans or () if any(map(any, point.plan.acts[s[0]:s[1]]))]
+            crossing += len(spans)
+            kept_end += sum(1 for s in spans for i in (s[0], s[1] - 1) if all(point.plan.acts[i]))
+            partial_end += sum(1 for a, b in spans if point.plan.acts[a] == (0, 1) or point.plan.acts[b - 1] == (1, 0))
         if w == "crossing":
-            assert crossing > 0 and kept_end > 0
+            assert crossing > 0 and kept_end > 0 and partial_end > 0

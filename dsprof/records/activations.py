@@ -233,21 +233,19 @@ def crossing_units(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]], 
 def crossing_candidates(layouts: Sequence[ActLayout], max_len: int
                         ) -> list[tuple[tuple[int, int], tuple[tuple[int, ...], ...]]]:
     """The crossing spans of 2..``max_len`` blocks that are timed and planned, as ``(span, acts of its blocks)``: every
-    range whose first block keeps none of its activations, removes its last and keeps the others (``fused-project``'s
-    state) or keeps all (its last run, the projection alone, crosses), whose last block keeps none, removes its first
-    and keeps the others (``fused-expand``'s state) or keeps all (its first run, the expansion alone, crosses), not
-    both ends keeping none (a span of linearised blocks), the blocks between keeping none, and which is linear across
-    its borders (`crossing_units`, the blocks outside it keeping all: e.g. a first block whose kept projection feeds
-    its skip connection does not cross). What else a block must be to cross (symmetric padding, no skip but the
-    identity) the blocks know (`dsprof.models.spans.span_runs`)."""
+    range whose end blocks are each in a state the planner offers a block in (`_end_states`: linearised, keeping all,
+    or a partial state the LUT times), not both linearised (a span of linearised blocks), the blocks between keeping
+    none, and which is linear across its borders (`crossing_units`, the blocks outside it keeping all: e.g. a first
+    block whose kept projection feeds its skip connection does not cross). The span takes its first block's last run
+    and its last block's first run, whatever runs the rest of each end block holds (they deploy as in that state).
+    What else a block must be to cross (symmetric padding, no skip but the identity) the blocks know
+    (`dsprof.models.spans.span_runs`)."""
     kept = [(1,) * layout.n_acts for layout in layouts]
     out = []
     for start in range(len(layouts)):
         for stop in range(start + 2, min(len(layouts), start + max_len) + 1):
-            firsts = _end_states(layouts[start], ACT_VARIANTS[1])
-            lasts = _end_states(layouts[stop - 1], ACT_VARIANTS[0])
-            for first in firsts:
-                for last in lasts:
+            for first in _end_states(layouts[start]):
+                for last in _end_states(layouts[stop - 1]):
                     if not (any(first) or any(last)):
                         continue
                     acts = list(kept)
@@ -262,9 +260,11 @@ def crossing_candidates(layouts: Sequence[ActLayout], max_len: int
     return out
 
 
-def _end_states(layout: ActLayout, variant: str) -> list[tuple[int, ...]]:
-    """The states in which a block may end a crossing span that is timed: linearised, ``variant``'s partial state
-    (`partial_states`: ``fused-project`` at the span's start, ``fused-expand`` at its end) where the block has one,
-    and keeping all its activations; each once (a block without removable activations has one state)."""
-    states = [(0,) * layout.n_acts, partial_states(layout).get(variant), (1,) * layout.n_acts]
-    return list(dict.fromkeys(s for s in states if s is not None))
+def _end_states(layout: ActLayout) -> list[tuple[int, ...]]:
+    """The states in which a block may end a crossing span: every state the planner offers it in, i.e. linearised,
+    keeping all its activations, and each partial state the LUT times (`partial_states`); each once (a block without
+    removable activations has one state). Whatever the state, the run at the span's border (the block's last run at
+    its start, its first run at its end) is one linear run that crosses; a block of more than two removable
+    activations is offered whole, so ends a span whole."""
+    states = [(0,) * layout.n_acts, *partial_states(layout).values(), (1,) * layout.n_acts]
+    return list(dict.fromkeys(states))
