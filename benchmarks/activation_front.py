@@ -19,7 +19,7 @@ runtime (PyTorch eager, ONNX Runtime, OpenVINO), one thread, batch 1, 224 px:
    MobileNetV2 (``--models ...,mobilenet_v2``) 16;
 4. the table: per model, runtime and k, each plan's predicted speed-up (`dsprof.lut.predict_plan`, 95 % interval)
    and measured one (paired over the rounds, 95 % interval), the activation plan's partial merges (the blocks it
-   fuses, ``fused-expand``/``fused-project``), and the MACs of each merged model against the original's.
+   fuses, ``fused-expand``/``fused-project``) and crossing spans (``crossing A-B``), and the MACs of each merged model against the original's.
 
 Every file stays under ``--out`` (RUNTIME/MODEL/: the LUT run and lut.csv, the fronts, plans/, checks.json;
 results.json and results.md at the top). ``--reuse`` takes the LUTs, plans and checks there and measures only what
@@ -50,7 +50,7 @@ from dsprof.merging.partial import act_layouts
 from dsprof.models import ModelRef, first_conv_in_channels
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads
 from dsprof.profiler.allocator import steady_allocator
-from dsprof.records.activations import partial_runs, partial_variant
+from dsprof.records.activations import is_crossing, partial_runs, partial_variant
 from dsprof.records.plan import Plan, load_plan
 from dsprof.records.stats import paired_speedup
 from planner_vs_random import load, runner, time_group
@@ -157,13 +157,18 @@ def checks_of(ref: ModelRef, backend: str, plans: dict[str, Plan], merged: dict,
 
 
 def partial_of(plan: Plan, blocks) -> list[str]:
-    """The partial merges of an activation plan: ``BLOCK: VARIANT`` for each block that keeps some of its
-    activations and fuses the run beside them."""
+    """The partial merges of an activation plan: ``BLOCK: VARIANT`` for each block outside a span that keeps some of
+    its activations and fuses the run beside them, and ``crossing A-B`` for each crossing span (blocks A to B, one
+    convolution across their borders, `dsprof.records.activations.is_crossing`)."""
     if plan.acts is None:
         return []
     layouts = act_layouts(blocks)
-    return [f"{block.name}: {partial_variant(lay, a) or 'partial'}" for block, lay, a in zip(blocks, layouts, plan.acts)
-            if any(a) and partial_runs(lay, a)]
+    spans = list(plan.spans or ())
+    inside = {i for a, b in spans for i in range(a, b)}
+    fused = [f"{block.name}: {partial_variant(lay, a) or 'partial'}"
+             for i, (block, lay, a) in enumerate(zip(blocks, layouts, plan.acts))
+             if i not in inside and any(a) and partial_runs(lay, a)]
+    return fused + [f"crossing {a}-{b - 1}" for a, b in spans if is_crossing(plan.acts, (a, b))]
 
 
 def run_case(args: argparse.Namespace, label: str, backend: str, logs: dict) -> list[dict]:
@@ -214,7 +219,7 @@ def _x(d: dict, key: str) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = ["| model | runtime | px | k blocks (acts) of n | block plan predicted | block plan measured | "
-             "activation plan predicted | activation plan measured | partial (fused) merges | MMACs original / "
+             "activation plan predicted | activation plan measured | partial (fused) merges and crossings | MMACs original / "
              "block plan / activation plan |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         b, a = r["block"], r["activation"]
