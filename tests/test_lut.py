@@ -370,6 +370,16 @@ def test_cli_build_lut_and_predict(measured, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_build_lut_takes_one_path_as_a_path_not_as_its_letters(measured):
+    # dsprof.build_lut("results") iterated over the string's letters ("r does not exist"); one path is one path
+    import dsprof
+
+    entries = len(build_lut([measured.parent]))
+    assert entries > 7  # seven blocks, each in several variants, and the whole model
+    for one in (measured.parent, str(measured.parent), measured, str(measured)):
+        assert len(dsprof.build_lut(one)) == entries
+
+
 def test_prediction_accuracy_metrics():
     from dsprof.lut import prediction_accuracy
 

@@ -21,10 +21,11 @@ from .table import LUT
 __all__ = ["build_lut", "lut_from_files", "measurement_files", "read_measurement_files", "workload_of"]
 
 
-def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The ``.jsonl`` files that ``paths`` name: files as given, folders searched recursively."""
+def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """The ``.jsonl`` files that ``paths`` (one path, or several) name: files as given, folders searched
+    recursively."""
     files: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
         if p.is_dir():
             files += sorted(p.rglob("*.jsonl"))
         elif p.is_file():
@@ -36,7 +37,7 @@ def measurement_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def read_measurement_files(paths: Iterable[str | Path], *, accept_modified: bool = False) -> list[MeasurementFile]:
+def read_measurement_files(paths: str | Path | Iterable[str | Path], *, accept_modified: bool = False) -> list[MeasurementFile]:
     """`read_measurement_file` of every file that ``paths`` name (`measurement_files`)."""
     return [read_measurement_file(p, accept_modified=accept_modified) for p in measurement_files(paths)]
 
@@ -57,8 +58,9 @@ def _key(r: Measurement) -> tuple:
     return r.context.as_tuple() + (r.scope, workload_of(r), r.variant)
 
 
-def build_lut(paths: Iterable[str | Path], out: str | Path | None = None, *, accept_modified: bool = False) -> LUT:
-    """One LUT entry per key from all records of ``paths`` (files or folders), as `lut_from_files` pools
+def build_lut(paths: str | Path | Iterable[str | Path], out: str | Path | None = None, *,
+              accept_modified: bool = False) -> LUT:
+    """One LUT entry per key from all records of ``paths`` (a file or folder, or several), as `lut_from_files` pools
     them (`dsprof build-lut`). Records changed after they were written are left out (with a warning naming file and
     lines) unless ``accept_modified``; the LUT's ``modified`` counts them. With ``out`` the LUT is written there
     (CSV, whole, at the end); one without an entry is refused then."""
