@@ -67,3 +67,17 @@ def test_identical_plans_are_pooled_before_the_front_is_scored_against_the_best(
     # a k whose random plans are all the front: met, never below
     only = {"front": row["front"], "random": row["random"][:3]}
     assert pvr.near_best(only) and not pvr.below_median(only)
+
+
+def test_a_front_within_the_noise_of_the_best_random_plan_is_told_apart_from_one_beyond_it():
+    """planner_vs_random's `within_noise_of_best` (a diagnostic beside the near-best target): the front's measured
+    95 % interval reaches the best random plan's. Worked by hand: front 1.00x (0.98-1.02), best random 1.05x
+    (1.01-1.09): 1.01 <= 1.02, within the noise; best random 1.08x (1.05-1.11): beyond it."""
+    pvr = load_script("planner_vs_random")
+    front = {"plan": "front-k1", "measured": 1.00, "measured_low": 0.98, "measured_high": 1.02}
+    other = {"plan": "random-k1-0", "measured": 0.99, "measured_low": 0.97, "measured_high": 1.01}
+    best = {"plan": "random-k1-1", "measured": 1.05, "measured_low": 1.01, "measured_high": 1.09}
+    assert pvr.within_noise_of_best({"front": front, "random": [other, best]})
+    best.update(measured=1.08, measured_low=1.05, measured_high=1.11)
+    assert not pvr.within_noise_of_best({"front": front, "random": [other, best]})
+    assert not pvr.within_noise_of_best({"front": front, "random": []})
