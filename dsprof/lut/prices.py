@@ -35,7 +35,7 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts, crossing_spec
-from ..records.activations import is_crossing, partial_runs, partial_variant
+from ..records.activations import MAX_TIMED_ACTS, is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
 from ..names import CROSSING_VARIANT
 from ..records.measurement import IN_SITU_SCOPE
@@ -205,9 +205,9 @@ class Prices:
         return self._pieces[key]
 
     def partial(self, i: int, variant: str) -> Piece:
-        """Block ``i`` keeping some of its activations, its run beside them merged (``fused-expand``,
-        ``fused-project``: `dsprof.records.activations.partial_variant`): its entry in that variant; ``kept`` in the
-        block view (a block keeps its activations iff it keeps any)."""
+        """Block ``i`` keeping some of its activations, its runs between them merged (``fused-expand``,
+        ``fused-project``, ``fused-010``...: `dsprof.records.activations.partial_variant`): its entry in that
+        variant; ``kept`` in the block view (a block keeps its activations iff it keeps any)."""
         key = ("partial", i, variant)
         if key not in self._pieces:
             spec = self.blocks[i].spec.to_str()
@@ -253,7 +253,7 @@ class Prices:
                     what = f"block {self.blocks[i].spec.to_str()} with activations {list(plan.acts[i])}"
                     pieces[n] = (self.partial(i, variant) if variant is not None else Piece(
                         i, i + 1, "partial", math.nan, math.nan, kept=True,
-                        missing=f"{what} (a partial state of more than two activations: not timed yet)"))
+                        missing=f"{what} (a partial state of a block of more than {MAX_TIMED_ACTS} activations: not timed)"))
         return pieces
 
     def pieces_of(self, keep: Sequence[int], spans: Sequence[tuple[int, int]] = (),

@@ -3,16 +3,18 @@
 The block-level planner (`dsprof.planning.planner.plan_front`) offers, for every block, the block kept, the block
 linearised alone (merged or not) and spans of linearised blocks; its DP (`dsprof.planning.dp.best_per_k`) counts the
 blocks kept. Here the same DP counts the *activations* kept, over the same pieces plus one more kind: a block that
-keeps one of its two activations, the run beside it merged (``fused-expand``, ``fused-project``: `Prices.partial`,
-the LUT's entries of those variants). A kept block counts its removable activations, a partial block one, a
-linearised block or a span none; and crossing spans (a span whose end blocks keep some activations,
+keeps some of its activations, the runs between them merged (``fused-expand``, ``fused-project`` for a block of two,
+``fused-010``... for a block of more: `Prices.partial`, the LUT's entries of those variants,
+`dsprof.records.activations.partial_states`). A kept block counts its removable activations, a partial block those
+its state keeps, a linearised block or a span none; and crossing spans (a span whose end blocks keep some activations,
 `crossing_choices`), which count those their end blocks keep. So the block-level plans are among the candidates (the activation front is never
 slower than the block front at the same number of kept activations, and with no partial piece offered, it is the
 block front counted in activations); every piece adds its own saving, and the DP is exact as the block-level one is.
 
 What a partial state merges and how is `dsprof.merging.partial`'s; its rules (runs, names, segments) are
 `dsprof.records.activations`'. Partial states that the LUT does not hold are not offered, and `Front.limits` says so
-(the variants to measure); a block of more than two removable activations is offered whole (kept or linearised).
+(the variants to measure); a block of more than `dsprof.records.activations.MAX_TIMED_ACTS` removable activations
+is offered whole (kept or linearised).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ..lut.prices import Prices
 from ..merging.partial import act_layouts
 from ..models.ref import ModelRef
 from ..names import ACT_VARIANTS, CROSSING_VARIANT, PLAN_UNITS
-from ..records.activations import crossing_candidates, partial_states
+from ..records.activations import crossing_candidates, is_partial_variant, partial_states
 from ..records.plan import Plan
 from .dp import Solution, best_per_k
 from .front import Front
@@ -71,14 +73,17 @@ def crossing_choices(prices: Prices, max_span: int) -> dict[int, tuple[Piece, tu
 def act_count(prices: Prices, crossings: dict[int, tuple[Piece, tuple[tuple[int, ...], ...]]] | None = None
               ) -> Callable[[Piece], int]:
     """What a piece adds to the number of kept activations: a kept block its removable activations, a partial block
-    one, a crossing span (``crossings``: `crossing_choices`) those its end blocks keep, anything else none."""
-    counts = [layout.n_acts for layout in act_layouts(prices.blocks)]
+    those its state keeps (`partial_states`), a crossing span (``crossings``: `crossing_choices`) those its end
+    blocks keep, anything else none."""
+    layouts = act_layouts(prices.blocks)
     crossings = crossings or {}
 
     def count(o: Piece) -> int:
         if o.variant == CROSSING_VARIANT:
             return sum(map(sum, crossings[id(o)][1]))
-        return 1 if o.variant in ACT_VARIANTS else counts[o.start] if o.kept else 0
+        if is_partial_variant(o.variant):
+            return sum(partial_states(layouts[o.start])[o.variant])
+        return layouts[o.start].n_acts if o.kept else 0
     return count
 
 
@@ -98,7 +103,7 @@ class _ActContext(_Context):
                 for i, block_acts in zip(range(o.start, o.stop), self.crossings[id(o)][1]):
                     acts[i], keep[i], merge[i] = block_acts, int(any(block_acts)), not any(block_acts)
                 continue
-            if o.variant in ACT_VARIANTS:
+            if is_partial_variant(o.variant):
                 acts[o.start] = partial_states(layouts[o.start])[o.variant]
                 continue
             if o.kept:
@@ -145,7 +150,8 @@ def plan_front_acts(
     offered = sum(len(partial_states(lay)) for lay in act_layouts(prices.blocks))
     held = len(partial_pieces) - len(ctx.crossings)
     lacking = (f"the LUT holds {held} of the {offered} partial states of {prices.label}'s blocks "
-               f"(variants {', '.join(ACT_VARIANTS[:2])}); the others are planned whole"
+               f"(variants {', '.join(ACT_VARIANTS[:2])}, and fused-<kept 0/1> for blocks of more than two "
+               "activations); the others are planned whole"
                if partial and held < offered else None)
     return Front(
         **got.front_fields(blocks), method=f"{prices.used}, unit activation", points=points,

@@ -53,7 +53,7 @@ from .summary import summary_table
 from .timing import Clock, CpuTimer, TimingConfig, time_interleaved
 from .insitu import in_situ_workloads
 from .probe import PROBE_NAME, probe_timing, probe_workload
-from ..names import ACT_VARIANTS
+from ..records.activations import is_partial_variant
 from .workloads import (
     BLOCK_VARIANTS,
     MODEL_VARIANTS,
@@ -623,7 +623,7 @@ def workload_groups(
         groups += _select_blocks(in_situ_workloads(net, in_situ, input_size, found), blocks)
     if spans > 1:
         groups += [[w] for w in span_workloads(net, spans, input_size)]
-    if spans > 1 and set(variants) & set(ACT_VARIANTS) and blocks is not None:  # measured for activation plans
+    if spans > 1 and any(map(is_partial_variant, variants)) and blocks is not None:  # measured for activation plans
         groups += [[w] for w in crossing_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
     if "original" in model_variants and blocks is not None:  # stem and head: with the blocks, a LUT then predicts

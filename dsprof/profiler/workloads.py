@@ -13,7 +13,9 @@ Variants of a block (DESIGN, "Workload"):
   block's MACs given those input channels, so the in/out ratio of the block is kept.
 * ``fused-expand``, ``fused-project`` (a block of two removable activations, `dsprof.records.activations`): the
   block with one of them removed and the run of units beside it merged into one convolution, as `merge_model`
-  deploys a plan at the level of activations (`deployed_partial`); a block without such a state has none.
+  deploys a plan at the level of activations (`deployed_partial`); a block without such a state has none. A block
+  of more than two (up to `dsprof.records.activations.MAX_TIMED_ACTS`) has every partial state timed when either
+  is asked, each named by the activations it keeps (``fused-010``: `dsprof.records.activations.partial_variant`).
 * ``linear``: the block without its activations, not merged, as `merge_model` deploys it when it does not
   merge under a plan's default border and free activation (`deployed_linear`): its tail activation (ResNet's
   ReLU after the addition) or ReLU6 after it, and its padding back in place where that is exact (inverted
@@ -36,6 +38,7 @@ import copy
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -48,9 +51,10 @@ from ..merging.model import merge_partial
 from ..merging.partial import (PartialBlock, act_layout, act_layouts, crossing_modules, crossing_spec,
                                partial_block)
 from ..merging.spans import SpanLinearized
-from ..records.activations import crossing_candidates, crossing_units, partial_states
+from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant,
+                                   partial_states)
 from ..models.spans import span_runs, span_spec
-from ..names import ACT_VARIANTS, BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
+from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
     BlockSpec,
@@ -235,6 +239,25 @@ def _check_macs(what: str, got: int, want: int) -> None:
         raise UsageError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
 
 
+def _with_states(variants: Sequence[str], layout: ActLayout) -> list[tuple[str, tuple[int, ...] | None]]:
+    """The variants timed of a block with ``layout``, each with its partial state (None for a variant that is not
+    partial): the variants asked, in order, a partial one (``fused-expand``, ``fused-project``) as the block's state
+    of that name where it has one; a block of more than two removable activations has all its partial states
+    (``fused-010``...: `partial_states`) in place of the first partial variant asked."""
+    states = partial_states(layout)
+    first = next((v for v in variants if is_partial_variant(v)), None)
+    out: list[tuple[str, tuple[int, ...] | None]] = []
+    for variant in variants:
+        if not is_partial_variant(variant):
+            out.append((variant, None))
+        elif layout.n_acts == 2:
+            if variant in states:
+                out.append((variant, states[variant]))
+        elif variant == first:
+            out += states.items()
+    return out
+
+
 def block_workloads(
     model: nn.Module,
     variants: tuple[str, ...] = DEFAULT_BLOCK_VARIANTS,
@@ -258,7 +281,7 @@ def block_workloads(
         in_shape = (spec.in_channels, spec.in_h, spec.in_w)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = []
-        for variant in variants:
+        for variant, acts in _with_states(variants, act_layout(block)):
             channels = None
             if variant == "original":
                 module, shape = original, in_shape
@@ -268,10 +291,7 @@ def block_workloads(
                 except MergeError as exc:  # it cannot be linearised, so it never runs unmerged either: say so
                     warnings.warn(f"block {block.name}: {exc}; its linear workload is skipped", UserWarning, stacklevel=2)
                     continue
-            elif variant in ACT_VARIANTS:
-                acts = partial_states(act_layout(block)).get(variant)
-                if acts is None:  # a block without that partial state (one activation, or more than two)
-                    continue
+            elif acts is not None:
                 try:
                     module, shape = deployed_partial(block, acts, index), in_shape
                 except MergeError as exc:

@@ -28,6 +28,8 @@ whether its input is the previous block's output.
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -35,7 +37,7 @@ from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
-           "crossing_units", "is_crossing", "keep_of_acts", "kept_activations", "partial_runs", "partial_states",
+           "crossing_units", "is_crossing", "is_partial_variant", "keep_of_acts", "kept_activations", "partial_runs", "partial_states",
            "partial_variant", "run_variant", "segments", "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
@@ -131,21 +133,45 @@ def run_variant(layout: ActLayout, run: tuple[int, int]) -> str:
     return ACT_VARIANTS[0] if start == 0 else ACT_VARIANTS[1] if stop == len(layout.units) else ACT_VARIANTS[2]
 
 
+#: A block of more than two removable activations has its partial states timed (`partial_states`) up to this many
+#: (2^n - 2 states); a block of more is planned whole (kept or linearised), and a plan using one of its partial
+#: states names the missing entry.
+MAX_TIMED_ACTS = 6
+#: The variant of a partial state of a block of more than two removable activations: ``fused-`` and one 0/1 per
+#: activation, in unit order (1 = kept), e.g. ``fused-010``.
+STATE_PREFIX = "fused-"
+_STATE_VARIANT = re.compile(rf"{STATE_PREFIX}[01]{{3,{MAX_TIMED_ACTS}}}")
+
+
+def is_partial_variant(variant: str) -> bool:
+    """True for the LUT variant of a partial state (`partial_variant`): ``fused-expand``, ``fused-project`` (a block
+    of two removable activations) or ``fused-`` and its kept activations (a block of more, e.g. ``fused-010``)."""
+    return variant in ACT_VARIANTS[:2] or _STATE_VARIANT.fullmatch(variant) is not None
+
+
 def partial_variant(layout: ActLayout, acts: Sequence[int]) -> str | None:
-    """The LUT variant of a block in the partial state ``acts``: its one partial run's name (`run_variant`) for a
-    block of two removable activations (an inverted residual, a bottleneck, a chain of three), where that name is
-    the state's alone; None for a block of more (its states are merged, not yet timed) or a state that is not
-    partial."""
+    """The LUT variant of a block in the partial state ``acts`` (some activations kept, some removed, a run of two or
+    more units merged): for a block of two removable activations (an inverted residual, a bottleneck, a chain of
+    three) its one partial run's name (`run_variant`), which is the state's alone; for a block of 3..`MAX_TIMED_ACTS`
+    the state itself (``fused-010``: `STATE_PREFIX` and ``acts``); None for a block of more or a state that is not
+    partial (nothing merges)."""
     runs = partial_runs(layout, acts)
-    if layout.n_acts != 2 or len(runs) != 1:
-        return None
-    return run_variant(layout, runs[0])
+    if layout.n_acts == 2:
+        return run_variant(layout, runs[0]) if len(runs) == 1 else None
+    if runs and not all(acts) and layout.n_acts <= MAX_TIMED_ACTS:
+        return STATE_PREFIX + "".join(str(int(a)) for a in acts)
+    return None
 
 
 def partial_states(layout: ActLayout) -> dict[str, tuple[int, ...]]:
-    """{variant: acts} of every partial state of a block that the LUT times (`partial_variant`)."""
+    """{variant: acts} of every partial state of a block that the LUT times (`partial_variant`): the inverse of
+    `partial_variant`, the one mapping between a state and its variant. A block of n removable activations
+    (3 <= n <= `MAX_TIMED_ACTS`) has up to 2^n - 2 (those where a run merges), in counting order."""
+    n = layout.n_acts
+    if n < 2 or n > MAX_TIMED_ACTS:
+        return {}
     out = {}
-    for acts in ((0, 1), (1, 0)) if layout.n_acts == 2 else ():
+    for acts in itertools.product((0, 1), repeat=n):
         variant = partial_variant(layout, acts)
         if variant is not None:
             out[variant] = acts
@@ -264,7 +290,6 @@ def _end_states(layout: ActLayout) -> list[tuple[int, ...]]:
     """The states in which a block may end a crossing span: every state the planner offers it in, i.e. linearised,
     keeping all its activations, and each partial state the LUT times (`partial_states`); each once (a block without
     removable activations has one state). Whatever the state, the run at the span's border (the block's last run at
-    its start, its first run at its end) is one linear run that crosses; a block of more than two removable
-    activations is offered whole, so ends a span whole."""
+    its start, its first run at its end) is one linear run that crosses."""
     states = [(0,) * layout.n_acts, *partial_states(layout).values(), (1,) * layout.n_acts]
     return list(dict.fromkeys(states))

@@ -1,0 +1,191 @@
+"""Blocks of more than two removable activations at the level of activations (issue #47, item 2): every partial
+state of such a block named (``fused-`` and its kept activations), deployed exactly, timed by `measure`, priced,
+counted right and planned; the DP checked against every plan of a two-block model (brute force).
+
+The model is tests/models/three.py: a stem, then two blocks conv 1x1 8 -> 16, depthwise 3x3, conv 1x1 16 -> 16,
+conv 1x1 16 -> 8 (BatchNorm after each, ReLU after the first three: three removable activations), an identity
+skip, at 16x16 (32 px input). The MACs below are worked by hand from that reading. The LUT is real (measured,
+built), its medians rewritten by tests/rule_lut.py's rule (200 us a call + 0.1 ns a MAC); a second one makes the
+partial states cheap (x 0.3).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import randomise_bn
+from dsprof.fields import check_token
+from dsprof.lut import LUT, Pricing, build_lut
+from dsprof.lut.predict import prices_of
+from dsprof.merging import merge_model
+from dsprof.merging.partial import act_layouts
+from dsprof.models import ModelRef, block_module, find_blocks, get_model
+from dsprof.models.user_model import register_model_file
+from dsprof.planning.activations import act_choices, act_count, plan_front_acts
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler.workloads import block_workloads, deployed_partial
+from dsprof.records.activations import is_partial_variant, kept_activations, partial_states, partial_variant
+from dsprof.records.plan import Plan
+from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FILE = str(Path(__file__).parent / "models" / "three.py") + ":net"
+RES = 32
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
+# At 16x16 (256 positions): 1x1 8 -> 16: 32 768; depthwise 3x3 on 16: 36 864; 1x1 16 -> 16: 65 536; 1x1 16 -> 8:
+# 32 768; a dense 3x3 8 -> 16 or 16 -> 8: 294 912; a dense 3x3 16 -> 16: 589 824.
+ORIGINAL = 32_768 + 36_864 + 65_536 + 32_768  # 167 936
+STATE_MACS = {  # state (1 = kept) -> the runs cut at kept activations, each merged into one convolution
+    (0, 0, 1): 294_912 + 32_768,  # (1x1, dw, 1x1) -> dense 3x3 8 -> 16; the projection alone
+    (0, 1, 0): 294_912 + 32_768,  # (1x1, dw) -> dense 3x3 8 -> 16; (1x1, 1x1) -> 1x1 16 -> 8
+    (0, 1, 1): 294_912 + 65_536 + 32_768,  # (1x1, dw) -> dense 3x3; the two 1x1s alone
+    (1, 0, 0): 32_768 + 294_912,  # the expansion alone; (dw, 1x1, 1x1) -> dense 3x3 16 -> 8
+    (1, 0, 1): 32_768 + 589_824 + 32_768,  # (dw, 1x1) -> dense 3x3 16 -> 16
+    (1, 1, 0): 32_768 + 36_864 + 32_768,  # (1x1, 1x1) -> 1x1 16 -> 8
+}
+ACTS = (2, 5, 8)  # the ReLUs' indices in a block's ``body``
+
+
+@pytest.fixture(scope="module")
+def name():
+    return register_model_file(FILE)
+
+
+def _model(name):
+    return get_model(name, resolution=RES)
+
+
+def test_the_states_of_a_three_activation_block_are_named_and_counted(name):
+    blocks = find_blocks(_model(name))
+    layouts = act_layouts(blocks)
+    assert [lay.n_acts for lay in layouts] == [3, 3]
+    states = partial_states(layouts[0])
+    assert states == {f"fused-{''.join(map(str, s))}": s for s in sorted(STATE_MACS)}  # 2^3 - 2, in counting order
+    for variant, acts in states.items():
+        assert partial_variant(layouts[0], acts) == variant and is_partial_variant(variant)
+        assert check_token(variant, "variant") == variant  # a LUT file's variant may hold it
+    assert partial_variant(layouts[0], (1, 1, 1)) is None and partial_variant(layouts[0], (0, 0, 0)) is None
+    for word in ("fused-expand", "fused-project"):  # the two-activation names stay
+        assert is_partial_variant(word)
+    for word in ("fused-inner", "fused-01", "fused-012", "merged", "crossing", "fused-1111111"):
+        assert not is_partial_variant(word)
+    # measure's workloads: each partial state once per block (asked by either two-activation name), MACs by hand
+    groups = block_workloads(_model(name), ("original", "fused-expand", "fused-project"), blocks=blocks)
+    for group in groups:
+        macs = {w.variant: w.macs for w in group}
+        assert macs == {"original": ORIGINAL, **{partial_variant(layouts[0], s): m for s, m in STATE_MACS.items()}}
+
+
+def _reference(block: nn.Module, acts) -> nn.Module:
+    """The block with the activations ``acts`` marks 0 replaced by nn.Identity; where the expansion's is removed, in
+    the padding-in-front form that a plan's default border deploys (docs/merging.md): the expansion runs over the
+    input padded by one, the depthwise without padding."""
+    ref = copy.deepcopy(block)
+    for keep, index in zip(acts, ACTS):
+        if not keep:
+            ref.body[index] = nn.Identity()
+    if not acts[0]:
+        ref.body[0] = nn.Sequential(nn.ZeroPad2d(1), ref.body[0])
+        ref.body[3].padding = (0, 0)
+    return ref
+
+
+def test_each_state_deploys_exactly(name):
+    """Each partial state as deployed (BatchNorm folded, runs merged: what `measure` times) equals the block with
+    those activations replaced by nn.Identity (`_reference`), in float64; and so does merge_model of a plan keeping
+    a different state in each block."""
+    torch.manual_seed(0)
+    model = randomise_bn(_model(name)).double().eval()
+    blocks = find_blocks(model)
+    x = torch.randn(2, 8, 16, 16, dtype=torch.float64)
+    for acts in STATE_MACS:
+        ref = _reference(block_module(model, blocks[0].name), acts)
+        deployed = deployed_partial(blocks[0], acts).double()
+        with torch.no_grad():
+            want = ref(x)
+            assert float((deployed(x) - want).abs().max() / want.abs().max()) <= 1e-9, acts
+    for states in (((0, 1, 0), (1, 0, 1)), ((1, 1, 0), (0, 0, 1))):
+        plan = Plan.from_acts(name, states, merge=(False, False))
+        ref = copy.deepcopy(model)
+        for b, acts in zip((3, 4), states):
+            ref[b] = _reference(ref[b], acts)
+        image = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+        with torch.no_grad():
+            want = ref(image)
+            assert float((merge_model(model, plan)(image) - want).abs().max() / want.abs().max()) <= 1e-9, states
+
+
+@pytest.fixture(scope="module")
+def luts(tmp_path_factory, name):
+    d = tmp_path_factory.mktemp("three")
+    result = measure(ModelRef.of(FILE, resolution=RES), settings=BackendSettings(threads=1),
+                     workloads=Workloads(variants=("original", "merged", "linear", "fused-expand", "fused-project"),
+                                         model_variants=("original",), spans=2),
+                     timing=FAST, out=d / "m.jsonl", progress=False)
+    build_lut([result.path]).save(d / "lut.csv")
+    frame = rule_lut(d / "lut.csv", [result.path]).to_dataframe()
+    frame.loc[frame["variant"].map(is_partial_variant), "median_s"] *= 0.3
+    LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
+    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+
+
+def _prices(path, method="isolated"):
+    return prices_of(ModelRef.of(FILE, resolution=RES), path, method=method)
+
+
+def test_a_measured_lut_holds_every_state_and_prices_it(luts, name):
+    frame = LUT.load(luts["rule"]).to_dataframe()
+    fused = frame[frame["variant"].map(is_partial_variant)]
+    # each state once: the two blocks are alike, so share their keys
+    assert sorted(fused["variant"]) == [f"fused-{''.join(map(str, s))}" for s in sorted(STATE_MACS)]
+    prices = _prices(luts["rule"])
+    for acts, macs in STATE_MACS.items():
+        plan = Plan.from_acts(name, [acts, (1, 1, 1)])
+        piece, _ = prices.pieces(plan)
+        assert piece.missing is None and piece.kept and piece.variant == partial_variant(act_layouts(prices.blocks)[0], acts)
+        assert piece.latency_s == pytest.approx(OVERHEAD_S + S_PER_MAC * macs, rel=1e-12)
+    counts = act_count(prices)
+    _, partial = act_choices(prices, 1)
+    assert sorted((p.start, counts(p)) for p in partial) == sorted((b, sum(s)) for b in (0, 1) for s in STATE_MACS)
+
+
+def _brute_force(prices, name, spans):
+    """{kept activations: the lowest total of any plan with that many}: every state of each block (8 x 8), each
+    linearised block deployed the cheaper way, and with ``spans``, the two linearised blocks as one span too."""
+    best: dict[int, float] = {}
+    states = list(itertools.product((0, 1), repeat=3))
+    for acts in itertools.product(states, states):
+        plans = [Plan.from_acts(name, acts)]
+        if spans and not any(map(any, acts)):
+            plans.append(Plan.from_acts(name, acts, spans=[(0, 2)]))
+        for plan in plans:
+            total = prices.total_s(prices.pieces(plan))
+            k = kept_activations(acts)
+            best[k] = min(best.get(k, math.inf), total)
+    return best
+
+
+@pytest.mark.parametrize("which", ["rule", "cheap"])
+@pytest.mark.parametrize("max_span", [1, 2])
+def test_the_activation_front_is_every_plans_best(luts, name, which, max_span):
+    prices = _prices(luts[which], "auto")
+    front = plan_front_acts(ModelRef.of(FILE, resolution=RES), luts[which], pricing=Pricing(max_span=max_span),
+                            prices=prices)
+    best = _brute_force(prices, name, max_span > 1)
+    assert [p.k for p in front.points] == list(range(0, 7))
+    for point in front.points:
+        assert kept_activations(point.plan.acts) == point.k
+        assert prices.total_s(prices.pieces(point.plan)) == pytest.approx(best[point.k], rel=1e-12, abs=1e-15)
+        assert point.latency_s == pytest.approx(best[point.k], rel=1e-9)
+    partial = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
+    assert partial  # fused-110 has fewer MACs than the original: chosen under the rule too
+    assert front.limits == () or not any("partial states" in limit for limit in front.limits)
