@@ -24,11 +24,11 @@ from conftest import randomise_bn
 from dsprof.fields import check_token
 from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import prices_of
-from dsprof.merging import merge_model
+from dsprof.merging import linearize_model, merge_model
 from dsprof.merging.partial import act_layouts
 from dsprof.models import ModelRef, block_module, find_blocks, get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.planning.activations import act_choices, act_count, plan_front_acts
+from dsprof.planning.activations import act_choices, act_count, crossing_choices, plan_front_acts
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.profiler.workloads import block_workloads, deployed_partial
 from dsprof.records.activations import is_partial_variant, kept_activations, partial_states, partial_variant
@@ -38,6 +38,7 @@ from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 FILE = str(Path(__file__).parent / "models" / "three.py") + ":net"
+PLAIN = FILE[:-len("net")] + "plain"  # the same blocks without their skips: crossing spans
 RES = 32
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
@@ -58,6 +59,11 @@ ACTS = (2, 5, 8)  # the ReLUs' indices in a block's ``body``
 @pytest.fixture(scope="module")
 def name():
     return register_model_file(FILE)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return register_model_file(PLAIN)
 
 
 def _model(name):
@@ -125,29 +131,34 @@ def test_each_state_deploys_exactly(name):
 
 
 @pytest.fixture(scope="module")
-def luts(tmp_path_factory, name):
-    d = tmp_path_factory.mktemp("three")
-    result = measure(ModelRef.of(FILE, resolution=RES), settings=BackendSettings(threads=1),
-                     workloads=Workloads(variants=("original", "merged", "linear", "fused-expand", "fused-project"),
-                                         model_variants=("original",), spans=2),
-                     timing=FAST, out=d / "m.jsonl", progress=False)
-    build_lut([result.path]).save(d / "lut.csv")
-    frame = rule_lut(d / "lut.csv", [result.path]).to_dataframe()
-    frame.loc[frame["variant"].map(is_partial_variant), "median_s"] *= 0.3
-    LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
-    return {"rule": d / "lut.csv", "cheap": d / "cheap.csv"}
+def luts(tmp_path_factory, name, plain):
+    """{(model file, which): LUT path}: each model measured (its blocks, spans of two and crossing spans), its LUT
+    rewritten by the rule ("rule") and with the partial states x 0.3 ("cheap")."""
+    out = {}
+    for file in (FILE, PLAIN):
+        d = tmp_path_factory.mktemp("three")
+        result = measure(ModelRef.of(file, resolution=RES), settings=BackendSettings(threads=1),
+                         workloads=Workloads(variants=("original", "merged", "linear", "fused-expand",
+                                                       "fused-project"), model_variants=("original",), spans=2),
+                         timing=FAST, out=d / "m.jsonl", progress=False)
+        build_lut([result.path]).save(d / "lut.csv")
+        frame = rule_lut(d / "lut.csv", [result.path]).to_dataframe()
+        frame.loc[frame["variant"].map(is_partial_variant), "median_s"] *= 0.3
+        LUT(frame, str(d / "cheap.csv")).save(d / "cheap.csv")
+        out[file, "rule"], out[file, "cheap"] = d / "lut.csv", d / "cheap.csv"
+    return out
 
 
-def _prices(path, method="isolated"):
-    return prices_of(ModelRef.of(FILE, resolution=RES), path, method=method)
+def _prices(path, method="isolated", file=FILE):
+    return prices_of(ModelRef.of(file, resolution=RES), path, method=method)
 
 
 def test_a_measured_lut_holds_every_state_and_prices_it(luts, name):
-    frame = LUT.load(luts["rule"]).to_dataframe()
+    frame = LUT.load(luts[FILE, "rule"]).to_dataframe()
     fused = frame[frame["variant"].map(is_partial_variant)]
     # each state once: the two blocks are alike, so share their keys
     assert sorted(fused["variant"]) == [f"fused-{''.join(map(str, s))}" for s in sorted(STATE_MACS)]
-    prices = _prices(luts["rule"])
+    prices = _prices(luts[FILE, "rule"])
     for acts, macs in STATE_MACS.items():
         plan = Plan.from_acts(name, [acts, (1, 1, 1)])
         piece, _ = prices.pieces(plan)
@@ -160,27 +171,32 @@ def test_a_measured_lut_holds_every_state_and_prices_it(luts, name):
 
 def _brute_force(prices, name, spans):
     """{kept activations: the lowest total of any plan with that many}: every state of each block (8 x 8), each
-    linearised block deployed the cheaper way, and with ``spans``, the two linearised blocks as one span too."""
+    linearised block deployed the cheaper way, and with ``spans``, both blocks as one span too (a span of linearised
+    blocks, or a crossing span where the blocks have no skip; a plan with a piece the LUT lacks is no candidate)."""
     best: dict[int, float] = {}
     states = list(itertools.product((0, 1), repeat=3))
     for acts in itertools.product(states, states):
-        plans = [Plan.from_acts(name, acts)]
-        if spans and not any(map(any, acts)):
-            plans.append(Plan.from_acts(name, acts, spans=[(0, 2)]))
+        plans = [Plan.from_acts(name, acts)] + ([Plan.from_acts(name, acts, spans=[(0, 2)])] if spans else [])
         for plan in plans:
-            total = prices.total_s(prices.pieces(plan))
+            pieces = prices.pieces(plan)
+            if any(p.missing for p in pieces):  # not timed (a span that cannot cross a skip): not a candidate
+                continue
+            total = prices.total_s(pieces)
             k = kept_activations(acts)
             best[k] = min(best.get(k, math.inf), total)
     return best
 
 
+@pytest.mark.parametrize("file", [FILE, PLAIN], ids=["skip", "plain"])
 @pytest.mark.parametrize("which", ["rule", "cheap"])
 @pytest.mark.parametrize("max_span", [1, 2])
-def test_the_activation_front_is_every_plans_best(luts, name, which, max_span):
-    prices = _prices(luts[which], "auto")
-    front = plan_front_acts(ModelRef.of(FILE, resolution=RES), luts[which], pricing=Pricing(max_span=max_span),
+def test_the_activation_front_is_every_plans_best(luts, name, plain, file, which, max_span):
+    """The DP's fastest plan at each number of kept activations is the cheapest of all 64 `acts` plans (and, with
+    spans, each with the span of both blocks), and prices at what the DP says."""
+    prices = _prices(luts[file, which], "auto", file)
+    front = plan_front_acts(ModelRef.of(file, resolution=RES), luts[file, which], pricing=Pricing(max_span=max_span),
                             prices=prices)
-    best = _brute_force(prices, name, max_span > 1)
+    best = _brute_force(prices, name if file == FILE else plain, max_span > 1)
     assert [p.k for p in front.points] == list(range(0, 7))
     for point in front.points:
         assert kept_activations(point.plan.acts) == point.k
@@ -188,4 +204,29 @@ def test_the_activation_front_is_every_plans_best(luts, name, which, max_span):
         assert point.latency_s == pytest.approx(best[point.k], rel=1e-9)
     partial = [p for p in front.points if any(any(a) and not all(a) for a in p.plan.acts)]
     assert partial  # fused-110 has fewer MACs than the original: chosen under the rule too
-    assert front.limits == () or not any("partial states" in limit for limit in front.limits)
+    assert not any("partial states" in limit for limit in front.limits)  # the LUT holds them all
+    if file == PLAIN and max_span > 1:  # crossing spans chosen, some with an end block in a partial state
+        crossing = [p.plan.acts for p in front.points if p.plan.spans and any(map(any, p.plan.acts))]
+        assert any(any(a) and not all(a) for acts in crossing for a in acts)
+
+
+def test_crossing_spans_of_three_activation_blocks(luts, plain):
+    """Without skips, the two blocks cross in every pair of end states the planner offers (each block linearised, in
+    one of its six partial states or keeping all: 8 x 8, less both linearised, which is a span of blocks): 63,
+    all timed and priced by the measured LUT, and each merges exactly (float64, against the linearised model)."""
+    prices = _prices(luts[PLAIN, "rule"], file=PLAIN)
+    choices = crossing_choices(prices, 2)
+    assert len(choices) == 63
+    assert {acts for _, acts in choices.values()} == {
+        (a, b) for a in itertools.product((0, 1), repeat=3) for b in itertools.product((0, 1), repeat=3)
+        if any(a) or any(b)}
+    torch.manual_seed(0)
+    model = randomise_bn(get_model(plain, resolution=RES)).double().eval()
+    image = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    for _, acts in list(choices.values())[::4]:
+        plan = Plan.from_acts(plain, acts, spans=[(0, 2)], merge=tuple(not any(a) for a in acts))
+        (piece,) = prices.pieces(plan)
+        assert (piece.variant, piece.missing) == ("crossing", None)
+        with torch.no_grad():
+            want = linearize_model(model, plan).eval()(image)
+            assert float((merge_model(model, plan)(image) - want).abs().max() / want.abs().max()) <= 1e-9, acts
