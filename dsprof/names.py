@@ -10,8 +10,10 @@ __all__ = ["ACT_VARIANTS", "CROSSING_VARIANT", "PLAN_UNITS", "BLOCK_VARIANTS", "
            "IN_SITU_VARIANTS", "MERGE_BY", "MODEL_VARIANTS", "OLD_METHOD_NAMES", "PREDICT_METHODS", "PROXY_NAMES", "SEARCH_METHODS"]
 
 #: What `dsprof measure` can time of a block (`dsprof.profiler.workloads`; ``fused-expand``, ``fused-project``: the
-#: block with one of its two activations removed and the run beside it merged, `ACT_VARIANTS`) and of the whole model,
-#: and what it times unless told otherwise.
+#: block with one of its two activations removed and the run beside it merged, `ACT_VARIANTS`; asked for, they also
+#: time each partial state of a block of 3-6 activations, variant ``fused-`` and its kept activations, e.g.
+#: ``fused-010``: `dsprof.records.activations.partial_variant`) and of the whole model, and what it times unless told
+#: otherwise.
 BLOCK_VARIANTS = ("original", "merged", "flops_matched", "linear", "fused-expand", "fused-project")
 MODEL_VARIANTS = ("original", "merged", "flops_matched")
 DEFAULT_BLOCK_VARIANTS = ("original", "merged", "flops_matched")

@@ -37,8 +37,8 @@ from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
-           "crossing_units", "is_crossing", "is_partial_variant", "keep_of_acts", "kept_activations", "partial_runs", "partial_states",
-           "partial_variant", "run_variant", "segments", "span_units"]
+           "crossing_units", "is_crossing", "is_partial_variant", "keep_of_acts", "kept_activations", "partial_runs",
+           "partial_states", "partial_variant", "run_variant", "segments", "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
 MAX_BLOCK_ACTS = 64
@@ -172,6 +172,8 @@ def partial_states(layout: ActLayout) -> dict[str, tuple[int, ...]]:
         return {}
     out = {}
     for acts in itertools.product((0, 1), repeat=n):
+        if not 0 < sum(acts) < n:  # linearised or kept whole: not a partial state
+            continue
         variant = partial_variant(layout, acts)
         if variant is not None:
             out[variant] = acts
