@@ -12,7 +12,7 @@ from torch import nn
 
 from ..errors import PlanError
 from ..models import find_blocks, input_size_of, own_chains, replace_block
-from .gates import resolve_k
+from .gates import counted_flags, resolve_k
 
 __all__ = ["LayerPruneDecision", "layer_prune", "random_keep"]
 
@@ -23,10 +23,7 @@ def random_keep(n_blocks: int, keep: int | float, seed: int, counted: Sequence[b
     ``counted`` blocks (None: all; the search passes `dsprof.merging.partial.with_acts`: those with a removable
     activation, which k counts, as the planner's k). A block not counted is 0 (linearised: it loses nothing, and the
     merge rule merges it or not by price). With every block counted, the draw is the one of all blocks."""
-    counted = tuple(counted) if counted is not None else (True,) * n_blocks
-    if len(counted) != n_blocks:
-        raise PlanError(f"{len(counted)} counted flags for {n_blocks} blocks")
-    places = [i for i in range(n_blocks) if counted[i]]
+    places = [i for i, c in enumerate(counted_flags(counted, n_blocks)) if c]
     k = resolve_k(keep, len(places))
     order = torch.randperm(len(places), generator=torch.Generator().manual_seed(seed)).tolist()
     chosen = {places[j] for j in order[:k]}

@@ -33,11 +33,22 @@ __all__ = [
     "GatedBlock",
     "GatedModel",
     "annealed_k",
+    "counted_flags",
     "gate_model",
     "resolve_k",
     "runaway_spread",
     "ungate",
 ]
+
+
+def counted_flags(counted: Sequence[bool] | None, n: int) -> tuple[bool, ...]:
+    """One flag per block of ``n``: whether k counts it (the search passes `dsprof.merging.partial.with_acts`, the
+    blocks with a removable activation, as the planner's k); None: every block. Another length is refused in one
+    line."""
+    flags = tuple(bool(c) for c in counted) if counted is not None else (True,) * n
+    if len(flags) != n:
+        raise UsageError(f"{len(flags)} counted flags for {n} blocks")
+    return flags
 
 
 def annealed_k(step: int, anneal_steps: int, n_blocks: int, k: int) -> int:
@@ -76,9 +87,7 @@ class ActivationGates(nn.Module):
                  bound: float | None = None, counted: Sequence[bool] | None = None) -> None:
         super().__init__()
         self.names = tuple(names)
-        self.counted = tuple(bool(c) for c in counted) if counted is not None else (True,) * len(self.names)
-        if len(self.counted) != len(self.names):
-            raise UsageError(f"{len(self.counted)} counted flags for {len(self.names)} blocks")
+        self.counted = counted_flags(counted, len(self.names))
         self.k = resolve_k(k, self.n_counted)
         self.normalize = normalize
         self.bound = bound

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import UsageError
 from ..records.plan import Plan
+from .gates import counted_flags
 from .measured import BlockImportance, measure_importance  # noqa: F401  (importable from here, as before)
 from .method import SearchRequest, SearchResult, write_plan
 from .planned import choose_point, planned, planner_front
@@ -40,10 +41,7 @@ def importance_keep(importance: Sequence[float], k: int, weights: Sequence[float
     `dsprof.merging.partial.with_acts`: those with a removable activation, which k counts). A block not counted is 0
     (linearised: it loses nothing, and the merge rule merges it or not by price)."""
     n = len(importance)
-    counted = tuple(counted) if counted is not None else (True,) * n
-    if len(counted) != n:
-        raise UsageError(f"{len(counted)} counted flags for {n} blocks")
-    places = [i for i in range(n) if counted[i]]
+    places = [i for i, c in enumerate(counted_flags(counted, n)) if c]
     if not 0 <= k <= len(places):
         raise UsageError(f"k={k} must lie in 0..{len(places)}")
     w = list(weights) if weights is not None else [0.0] * n
