@@ -6,7 +6,7 @@ ResNet-18; 224 px, batch 1, one thread) and each runtime (PyTorch eager, torch.c
 TFLite/LiteRT):
 
 1. ``lut``: the blocks as built, linearised and merged, every span of 2..``--max-span`` blocks merged, the whole model
-   (``OUT/MODEL/lut_RUNTIME.jsonl``, resumable); one LUT over the runtimes; `dsprof plan` over them
+   and, with ``--calibrate``, the pieces timed inside the model (``OUT/MODEL/lut_RUNTIME.jsonl``, resumable); one LUT over the runtimes; `dsprof plan` over them
    (``OUT/MODEL/fronts.json``: each runtime's front and the cross table).
 2. ``table``: in each runtime, one interleaved group (``OUT/MODEL/table_RUNTIME.jsonl``, resumable) of the original
    and, merged as deployed (BatchNorm folded; which linearised blocks merge: that runtime's LUT): the paper's preset of
@@ -110,7 +110,8 @@ def stage_lut(args, key: str, folder: Path):
     from dsprof.lut import build_lut
     from dsprof.planning import plan_contexts
     from dsprof.models import ModelRef
-    from dsprof.profiler import BackendSettings, Workloads, measure
+    from dsprof import measure
+    from dsprof.profiler import BackendSettings, Workloads
 
     name, options, _ = _model(args, key)
     files = []
@@ -125,9 +126,9 @@ def stage_lut(args, key: str, folder: Path):
                 result = measure(ModelRef.of(name, options=options, resolution=args.resolution),
                                  settings=BackendSettings(runtime, **context), batch=batch,
                                  workloads=Workloads(("original", "merged", "linear"), ("original",),
-                                                     spans=args.max_span),
+                                                     spans=args.max_span, calibrate=args.calibrate),
                                  timing=_timing(args), out=path, resume=True, progress=False,
-                                 log=lambda line: print(f"  {line}", flush=True))
+                                 log=lambda line: print(f"  {line}", flush=True)).run
             except DsprofError as exc:  # e.g. its extra is not installed: the other runtimes go on
                 _say(runtime, f"measure {key}", exc)
                 continue
@@ -469,6 +470,9 @@ def main() -> None:
     parser.add_argument("--stages", default="lut,table,explain", help="comma-separated, of lut, table, pairs, "
                         "explain (lut always runs: the others read its files; pairs needs table)")
     parser.add_argument("--explain-blocks", type=int, default=2, help="blocks explained per model and compiler")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="end each LUT run with the pieces of its front timed inside the model and the calibration "
+                             "group (`dsprof measure --calibrate`), as a user betting on the figures would measure")
     parser.add_argument("--reuse", action="store_true", help="time nothing: re-score from the files in --out")
     parser.add_argument("--smoke", action="store_true",
                         help="the whole path in minutes: MobileNetV2 with one block per stage at 32 px, spans of 2, "

@@ -174,3 +174,18 @@ def test_cli_measure_calibrate_shows_its_row_and_predict_names_it(tmp_path, caps
     # entries could not be planned, e.g. a tiny model that a loaded machine timed faster than its blocks) the factor
     assert ("systematic: in-model factor" in shown or "pieces timed in the model save" in shown), shown
     assert "calibration" in shown, shown
+
+
+def test_the_profilers_measure_refuses_calibrate_in_one_line_and_writes_nothing(tmp_path):
+    """`dsprof.profiler.measure` times the groups it builds and nothing after them, so `calibrate=True` given there
+    was once dropped without a word: the run wrote a LUT without its calibration group. It is now refused, before
+    anything is built or written, in one line that names the door that calibrates."""
+    from dsprof.profiler import measure
+
+    out = tmp_path / "m.jsonl"
+    with pytest.raises(UsageError) as err:
+        measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                workloads=Workloads(("original",), ("original",), calibrate=True), timing=FAST, out=out,
+                progress=False)
+    assert "\n" not in str(err.value) and "dsprof.measure" in str(err.value)
+    assert not out.exists() and list(tmp_path.iterdir()) == []

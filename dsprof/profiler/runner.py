@@ -387,7 +387,12 @@ def measure_request(
     clock: Clock = time.perf_counter_ns,
     log: Callable[[str], None] | None = None,
 ) -> MeasureResult:
-    """Run a `MeasureRequest` (what `measure` does with its parameters): its groups timed in one `MeasureSession`."""
+    """Run a `MeasureRequest` (what `measure` does with its parameters): its groups timed in one `MeasureSession`.
+    ``Workloads(calibrate=True)`` is refused here, not ignored: calibration is a step of the measure workflow
+    (`dsprof.measure`), which plans its groups from the run's own records."""
+    if request.workloads.calibrate:
+        raise UsageError("`workloads=Workloads(calibrate=True)` is a step of `dsprof.measure`, which plans the groups "
+                         "from the run's own records: call `dsprof.measure` with the same arguments")
     with open_session(request, progress=progress, clock=clock, log=log) as session:
         try:
             session.time(session.todo)
