@@ -198,6 +198,9 @@ def test_a_lut_of_another_machine_is_refused(lut_path, tmp_path):
 
 # -- item 4's last sentence: a figure built on a contended LUT run says so where it is shown --------------------------
 DRAFT = "draft: LUT run contended, 70 % CPU"
+#: this module's LUT times no piece inside the model: every front built on it carries this label too (issue #46)
+ALONE = "draft: priced from pieces timed alone, none timed inside the model"
+BOTH = f"{DRAFT}; {ALONE}"
 
 
 def test_build_lut_keeps_the_cpu_share_each_entry_was_timed_with(lut_path):
@@ -238,30 +241,30 @@ def test_a_contended_lut_run_is_labelled_a_draft_where_its_figures_are_shown(lut
     assert LUT.load(quiet).contention() is None and LUT.load(quiet).contention_label() == ""
     # the front: its notes (table and JSON) and the chosen line
     planned = dsprof.plan(SMALL, contended, keep=K, out=tmp_path / "f.json")
-    assert planned.front.draft == DRAFT and planned.front.notes()[0] == DRAFT
+    assert planned.front.draft == BOTH and planned.front.notes()[0] == BOTH
     data = json.loads((tmp_path / "f.json").read_text())
-    assert data["draft"] == DRAFT and data["notes"][0] == DRAFT
-    assert dsprof.plan(SMALL, quiet).front.draft == ""
-    # the activation-level front reads the same LUT the same way (one place: `FrontInputs.front_fields`)
-    assert dsprof.plan(SMALL, contended, unit="activation").front.draft == DRAFT
-    assert dsprof.plan(SMALL, quiet, unit="activation").front.draft == ""
+    assert data["draft"] == BOTH and data["notes"][0] == BOTH
+    assert dsprof.plan(SMALL, quiet).front.draft == ALONE
+    # the activation-level front reads the same LUT the same way (one place: `Prices.draft`)
+    assert dsprof.plan(SMALL, contended, unit="activation").front.draft == BOTH
+    assert dsprof.plan(SMALL, quiet, unit="activation").front.draft == ALONE
     done = dsprof_here("plan", *MODEL, "--lut", contended, "--keep", K, "--out", tmp_path / "cli.json")
     assert done.returncode == 0, done.stderr[-3000:]
     chosen = next(x for x in done.stdout.splitlines() if x.startswith("chosen: k = 3"))
-    assert chosen.endswith(f"; {DRAFT}")
+    assert chosen.endswith(f"; {BOTH}")
     # the cross table: two contexts, one contended (torch), one not (the same rows as another backend's)
     both = tmp_path / "both.csv"
     LUT.concat([LUT.load(contended), LUT.load(_with_share(lut_path, tmp_path / "other.csv", 0.95, "onnxruntime"))]
                ).save(both)
     outcome = dsprof.plan(SMALL, both, out=tmp_path / "two.json")
-    for c in outcome.fronts.cross:  # a figure built on the torch context's LUT is a draft; the other's alone is not
-        assert c.draft == (DRAFT if "torch" in (c.chosen_for.backend, c.runs_on.backend) else "")
-    assert any(c.draft == "" for c in outcome.fronts.cross) and any(c.draft for c in outcome.fronts.cross)
-    rows = [x for x in outcome.fronts.table().splitlines() if x.endswith(f"({DRAFT})")]
+    for c in outcome.fronts.cross:  # a figure built on the torch context's LUT is contended; the other's is not
+        assert c.draft == (BOTH if "torch" in (c.chosen_for.backend, c.runs_on.backend) else ALONE)
+    assert any(c.draft == ALONE for c in outcome.fronts.cross) and any(c.draft == BOTH for c in outcome.fronts.cross)
+    rows = [x for x in outcome.fronts.table().splitlines() if x.endswith(f"({BOTH})")]
     assert len(rows) == 2  # both ordered pairs of the cross table
     from dsprof.reports.devices import cross_table
     table = cross_table(json.loads((tmp_path / "two.json").read_text()))
-    assert len(table) and set(table["draft"]) == {DRAFT}
+    assert len(table) and set(table["draft"]) == {BOTH}
 
 
 def test_a_lut_without_the_cpu_share_column_loads_and_a_bad_share_is_refused(lut_path, tmp_path):

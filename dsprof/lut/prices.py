@@ -148,6 +148,17 @@ class Prices:
         return self.lookup.lut.measured_utc(self.key)
 
     @cached_property
+    def draft(self) -> str:
+        """Why every figure priced here is a draft, as a label ("draft: ..."; "" where none): the LUT run was
+        contended (`LUT.contention_label`), or the in-model method priced the pieces from their times alone, with no
+        piece timed inside the model (benchmarks/RESULTS.md, "Cross-runtime losses from LUTs with their pieces
+        timed inside the model": the same run priced both ways)."""
+        labels = [self.lookup.lut.contention_label(self.key)]
+        if self.method == "in-model" and self.in_model is None:
+            labels.append("draft: priced from pieces timed alone, none timed inside the model")
+        return "; ".join(filter(None, labels))
+
+    @cached_property
     def hints(self) -> PriceHints:
         """What messages about these prices name (`dsprof.lut.hints.PriceHints`): the `dsprof measure` that times
         what they read, and the miss of a lone block the planner cannot decide."""

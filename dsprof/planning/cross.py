@@ -39,7 +39,8 @@ class CrossPoint(Estimated):
     own_latency_s: float
     own_speedup_estimate: Estimate
     loss_estimate: Estimate
-    #: where either context's LUT run was contended, its label (`Front.draft`; both joined by "; "), else ""
+    #: where either context's figures are drafts, why (`Front.draft`: a contended LUT run, or no piece timed inside
+    #: the model; both joined by "; "), else ""
     draft: str = ""
 
     @property
@@ -83,7 +84,7 @@ def cross_points(chosen: Front, prices: Prices, own: Front) -> list[CrossPoint]:
     ``chosen``'s plan (a span wider than it holds: each front plans with the spans its own LUT holds)."""
     out = []
     own_by_k = {p.k: p for p in own.points}
-    draft = "; ".join(dict.fromkeys(filter(None, [chosen.draft, own.draft])))
+    draft = "; ".join(sorted({part for front in (chosen, own) for part in front.draft.split("; ") if part}))
     for point in chosen.points:
         if point.k not in own_by_k:
             continue

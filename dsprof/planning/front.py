@@ -98,8 +98,8 @@ class Front:
     #: what the LUT limited the planner to, one line each: spans narrower than asked, variants of blocks linearised
     #: alone other than the LUT's rule would deploy (`dsprof.planning.planner`: the planner plans with what the LUT holds)
     limits: tuple[str, ...] = ()
-    #: "draft: LUT run contended, 70 % CPU" where the LUT context's run was contended (`dsprof.lut.LUT.contention_label`):
-    #: every figure of the front is a draft; "" otherwise
+    #: why every figure of the front is a draft (`Prices.draft`): "draft: LUT run contended, 70 % CPU" where the LUT
+    #: context's run was contended, a label where no piece was timed inside the model; "" otherwise
     draft: str = ""
     #: the blocks without a removable activation (linear already): k does not count them, and each plan keeps them
     #: as built or linearises them as priced

@@ -73,7 +73,7 @@ class FrontInputs:
         return dict(model=prices.label, name=self.model.name, options=dict(self.model.options), device=prices.key,
                     max_span=self.max_span, blocks=tuple(b.name for b in prices.blocks),
                     spans_predicted=_spans_predicted(prices, pieces), original_s=predict_plan(prices, None).total_s,
-                    no_gain=_no_gain(prices), draft=prices.lookup.lut.contention_label(prices.key),
+                    no_gain=_no_gain(prices), draft=prices.draft,
                     uncounted=tuple(i for i, counted in enumerate(with_acts(prices.blocks)) if not counted))
 
 
