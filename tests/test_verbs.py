@@ -321,3 +321,15 @@ def test_plan_refuses_an_out_whose_table_would_overwrite_the_lut_it_reads(lut_pa
             dsprof.plan(TINY, given, keep=1, out=tmp_path / "x.json")
     assert lut_file.read_bytes() == lut_path.read_bytes() and not (tmp_path / "x.json").exists()
     assert dsprof.plan(TINY, lut_file, keep=1, out=tmp_path / "y.json").plan_path == tmp_path / "y.plan.json"
+
+
+def test_timing_none_is_the_default_timing_not_an_attribute_error(tmp_path):
+    """`dsprof.measure(timing=None)` read ``None.budget_s`` deep in the run; None is the defaults, as for every
+    other optional object of the verbs. The record carries the default budget, 1 s per workload (`TimingConfig()`)."""
+    from dsprof.models import ModelRef
+
+    run = dsprof.measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32),
+                         workloads=Workloads((), ("original",), blocks=None), timing=None,
+                         out=tmp_path / "m.jsonl", progress=False).run
+    timed = [r for r in run.measurements if r.scope == "model"]
+    assert len(timed) == 1 and timed[0].ok and timed[0].budget_s == 1.0

@@ -410,6 +410,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     if settings.threads is None and settings.uses_cpu_threads:
         settings = replace(settings, threads=DEFAULT_CPU_THREADS)
     batch = request.batch if request.batch is not None else default_batch(settings.device)
+    timing = request.timing if request.timing is not None else TimingConfig()  # None: the defaults, as elsewhere
     if batch < 1:
         raise UsageError(f"`batch={batch}`: give 1 or more images")
     bad = [v for v in request.workloads.variants if v not in BLOCK_VARIANTS]
@@ -418,7 +419,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     bad = [v for v in request.workloads.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
-    return replace(request, settings=settings, batch=batch), backend_impl
+    return replace(request, settings=settings, batch=batch, timing=timing), backend_impl
 
 
 def open_session(
