@@ -51,7 +51,7 @@ from ..merging.model import merge_partial
 from ..merging.partial import (PartialBlock, act_layout, act_layouts, crossing_modules, crossing_spec,
                                partial_block)
 from ..merging.spans import SpanLinearized
-from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant,
+from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant, kept_runs,
                                    partial_states)
 from ..models.spans import span_runs, span_spec
 from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
@@ -189,11 +189,12 @@ def deployed_crossing(blocks: list[Block], acts: list[tuple[int, ...]], span: tu
     ``crossing`` variant times. Raises `PlanError`/`MergeError` where the span is not linear."""
     start, stop = span
     param = next(blocks[start].module.parameters())
-    crossing_units(act_layouts(blocks), acts, span, spans=[span])
+    layouts = act_layouts(blocks)
+    crossing_units(layouts, acts, span, spans=[span])
     if span_runs(blocks[start:stop], (0,) * (stop - start)) != [list(range(stop - start))]:
         raise MergeError(f"blocks {start}..{stop - 1} cannot merge as one span")
     linear = {i: linearize_block(blocks[i], index=i) for i in range(start, stop) if not any(acts[i])}
-    slots = crossing_modules(blocks, acts, span, linear,
+    slots = crossing_modules(blocks, acts, kept_runs(layouts, acts), span, linear,
                              lambda run, i: linearize_block(run, free_activation=None, index=i))
     parts = []
     for i in range(start, stop):
