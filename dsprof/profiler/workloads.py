@@ -53,7 +53,7 @@ from ..merging.partial import (PartialBlock, act_layout, act_layouts, crossing_m
 from ..merging.spans import SpanLinearized
 from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant, kept_runs,
                                    partial_states)
-from ..models.spans import span_runs, span_spec
+from ..models.spans import span_ranges, span_runs, span_spec
 from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
@@ -489,18 +489,15 @@ def span_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] |
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
     out, seen = [], set()
-    for run in span_runs(blocks, (0,) * len(blocks)):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_len) + 1):
-                specs = [blocks[i].spec for i in run[a:b]]
-                spec = span_spec(specs)
-                if spec in seen:
-                    continue
-                seen.add(spec)
-                module = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
-                                    (spec.in_h, spec.in_w)).eval()
-                shape = (spec.in_channels, spec.in_h, spec.in_w)
-                name = f"{blocks[run[a]].name}+{blocks[run[b - 1]].name}"
-                out.append(Workload("block", name, "merged", module, shape, count_macs(module, shape[1:], shape[0]),
-                                    count_params(module), spec, -1, (spec.in_channels, spec.out_channels)))
+    for start, stop in span_ranges(blocks, (0,) * len(blocks), max_len):
+        spec = span_spec([blocks[i].spec for i in range(start, stop)])
+        if spec in seen:
+            continue
+        seen.add(spec)
+        module = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
+                            (spec.in_h, spec.in_w)).eval()
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        name = f"{blocks[start].name}+{blocks[stop - 1].name}"
+        out.append(Workload("block", name, "merged", module, shape, count_macs(module, shape[1:], shape[0]),
+                            count_params(module), spec, -1, (spec.in_channels, spec.out_channels)))
     return out
