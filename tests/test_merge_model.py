@@ -13,6 +13,7 @@ from dsprof.merging import (
     export_onnx,
     linearize_model,
     load_merged,
+    merge_linearized_model,
     merge_model,
     merge_report,
     save_merged,
@@ -55,6 +56,25 @@ def test_every_block_merged_equals_the_linearised_model(name, options, n_blocks,
     x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
     with torch.no_grad():
         _relclose(merged(x), linear(x), 1e-9)
+
+
+def test_a_linearised_model_is_merged_in_place_as_merge_model_merges_a_copy_of_it():
+    model = _model("mobilenet_v2")
+    plan = merge_rule(model, merge_by="macs").decide(load_preset("mbv2-ds-d")).plan
+    linear = linearize_model(model, plan).eval()
+    x = torch.randn(2, 3, RES, RES, dtype=torch.float64)
+    with torch.no_grad():
+        expected = linear(x)  # the linearised model is what the merged one computes
+    copied = merge_model(linear, plan)
+    assert sum(isinstance(m, Linearized) for m in linear.modules()) == len(plan.linearized)  # a copy was merged
+    merged = merge_linearized_model(linear, plan)
+    assert merged is linear and not any(isinstance(m, Linearized) for m in merged.modules())
+    assert merge_report(merged).decisions == merge_report(copied).decisions
+    with torch.no_grad():
+        _relclose(merged(x), expected, 1e-9)
+        _relclose(copied(x), expected, 1e-9)
+    with pytest.raises(PlanError, match="merge"):  # nothing decided which linearised blocks merge
+        merge_linearized_model(linearize_model(model, plan), Plan("mobilenet_v2", plan.keep))
 
 
 def test_float32_whole_model_and_odd_input():

@@ -87,6 +87,26 @@ def test_cli_merge_replays_a_checkpoint_of_the_linearised_model(tmp_path):
         torch.testing.assert_close(load_merged(out)(x), merge_model(linear, merge_rule(model, merge_by="macs").decide("mbv2-ds-b").plan)(x), rtol=0, atol=0)
 
 
+def test_merge_loads_a_checkpoint_of_the_original_model_before_it_linearises_it(tmp_path):
+    import dsprof
+    from conftest import randomise_bn
+    from dsprof.merging import linearize_model
+
+    torch.manual_seed(0)
+    trained = randomise_bn(get_model("mobilenet_v2", resolution=32, num_classes=10)).to(torch.float64).eval()
+    ckpt = tmp_path / "original.pt"
+    torch.save(trained.state_dict(), ckpt)
+    given = get_model("mobilenet_v2", resolution=32, num_classes=10).to(torch.float64).eval()  # other weights
+    before = {k: v.clone() for k, v in given.state_dict().items()}
+    plan = merge_rule(trained, merge_by="macs").decide("mbv2-ds-b").plan
+    out = dsprof.merge(given, plan, checkpoint=ckpt)
+    assert all(torch.equal(before[k], v) for k, v in given.state_dict().items())  # the module given is never changed
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    with torch.no_grad():  # what merges is the checkpoint's model linearised: its output, to float64 rounding
+        expected = linearize_model(trained, plan).eval()(x)
+        torch.testing.assert_close(out.model(x), expected, rtol=0, atol=1e-9 * expected.abs().max().item())
+
+
 @pytest.mark.parametrize(
     "plan_text,message",
     [

@@ -7,7 +7,7 @@ from torch import nn
 from dsprof.merging import linearize_model, merge_model, merge_report
 from dsprof.records.plan import Plan, PlanError
 from dsprof.merging.spans import SpanLinearized
-from dsprof.models.spans import span_runs, span_spec
+from dsprof.models.spans import span_ranges, span_runs, span_spec
 from dsprof.models import find_blocks, get_model, spec_macs
 from dsprof.planning.decide import merge_rule
 from dsprof.models import ModelRef
@@ -61,6 +61,17 @@ def test_spans_are_refused_where_something_separates_the_blocks():
     blocks = find_blocks(model)
     assert span_runs(blocks, (0,) * 17) == [list(range(17))]
     assert span_runs(blocks, (0, 0, 1) + (0,) * 14) == [[0, 1], list(range(3, 17))]
+
+
+def test_span_ranges_lists_every_span_inside_the_runs_by_hand():
+    blocks = find_blocks(get_model("mobilenet_v2", width=0.5, resolution=32))
+    keep = (0, 0, 1, 0, 0, 0) + (1,) * 11  # runs [0, 1] and [3, 4, 5] (as span_runs finds them, above)
+    assert span_ranges(blocks, keep, 1) == []  # one block is no span
+    assert span_ranges(blocks, keep, 2) == [(0, 2), (3, 5), (4, 6)]
+    assert span_ranges(blocks, keep, 3) == [(0, 2), (3, 5), (3, 6), (4, 6)]
+    assert span_ranges(blocks, keep, 9) == span_ranges(blocks, keep, 3)  # no run is longer than 3 blocks
+    # the whole MobileNetV2 is one run of 17: spans of 2 start at blocks 0..15, of 3 at 0..14
+    assert len(span_ranges(blocks, (0,) * 17, 3)) == 16 + 15
 
 
 def test_planning_spans_by_macs_picks_only_spans_that_lower_macs():

@@ -38,7 +38,7 @@ from .lookup import Lookup, span_key
 from .interval import IQR_TO_SD, MEDIAN_SE
 from .schema import COLUMNS, PREDICTED, SCHEMA
 from .table import LUT, LUTEntry
-from ..models.spans import span_runs
+from ..models.spans import span_ranges
 
 __all__ = ["GROUPS", "Candidate", "FewFit", "candidates", "choose", "few_lut", "fit"]
 
@@ -85,10 +85,8 @@ def candidates(like: LUT, key: DeviceContext, label: str, blocks: list[Block], m
         add("block", spec, "original", "original")
         add("block", spec, "linear", "linear")
         add("block", spec, "merged", "dense")
-    for run in span_runs(blocks, (0,) * len(blocks)):
-        for a in range(len(run)):
-            for stop in range(a + 2, min(len(run), a + max_span) + 1):
-                add("block", span_key(blocks, run[a], run[stop - 1] + 1), "merged", "dense", stop - a)
+    for start, stop in span_ranges(blocks, (0,) * len(blocks), max_span):
+        add("block", span_key(blocks, start, stop), "merged", "dense", stop - start)
     add("stem", label, "original", "rest")
     add("head", label, "original", "rest")
     if not found:

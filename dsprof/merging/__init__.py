@@ -20,7 +20,7 @@ _EXPORTS = {
     **dict.fromkeys(('conv_bn_pairs', 'fold_batchnorm', 'fold_bn_into_conv', 'set_submodule'), ".fold"),
     **dict.fromkeys(('BorderBias', 'ConcatInput', 'MergedConv', 'PaddedConv2d', 'ZeroPad'), ".layers"),
     **dict.fromkeys(('Linearized', 'linearize_block', 'linearize_model'), ".linearize"),
-    **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_model', 'merge_partial', 'merge_report'), ".model"),
+    **dict.fromkeys(('BlockDecision', 'MergeReport', 'cost_table', 'merge_linearized_model', 'merge_model', 'merge_partial', 'merge_report'), ".model"),
     **dict.fromkeys(('PartialBlock', 'partial_block'), ".partial"),
     **dict.fromkeys(('Merges', 'check_merges', 'replayed'), "..records.merges"),
 }

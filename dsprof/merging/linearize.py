@@ -29,6 +29,7 @@ free activation (ReLU6, paper Sec. 4.3).
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,8 +41,8 @@ from .layers import ConcatInput, ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from ..models.spans import span_runs
 from .spans import build_span
-from .partial import act_layouts, crossing_modules, partial_blocks
-from ..records.activations import crossing_units, is_crossing
+from .partial import act_layouts, crossing_modules, partial_of_runs
+from ..records.activations import crossing_units, is_crossing, kept_runs, partial_runs
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Linearized", "linearize_block", "linearize_model", "make_activation"]
 
@@ -196,7 +197,7 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     target = copy.deepcopy(model)
     size = input_size or input_size_of(model)
     blocks = find_blocks(target, size)
-    plan.check_blocks(len(blocks))
+    work = _read(blocks, plan)  # the plan read against the blocks, once: the build below reads only this
     target = own_chains(target, blocks)  # chains no module owns become modules of a rewritten graph
     linear: dict[int, Linearized] = {}
     for i, (block, keep) in enumerate(zip(blocks, plan.keep)):
@@ -207,25 +208,27 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
         except MergeError as exc:
             raise MergeError(f"block {i} ({block.name}): {exc}") from None
     interior = set()
-    crossed: dict[int, nn.Module] = {}  # the places of crossing spans' blocks (a plan with 'acts')
-    for start, stop in plan.spans or ():
-        if is_crossing(plan.acts, (start, stop)):
-            crossed.update(_crossing(blocks, plan, (start, stop), linear))
-            continue
-        runs = span_runs(blocks[start:stop], plan.keep[start:stop])
-        if runs != [list(range(stop - start))]:
-            raise MergeError(
-                f"blocks {format_span((start, stop))} cannot merge as one span: each must be linearised, follow the previous one, "
-                "have no activation after its output (but the last), symmetric padding and no skip but the identity"
-            )
+    for start, stop in work.spans:
         linear[start] = build_span([linear[i] for i in range(start, stop)], start, stop)
         interior.update(range(start + 1, stop))
+    crossed: dict[int, nn.Module] = {}  # the places of crossing spans' blocks (a plan with 'acts')
+    for span in work.crossing:
+        try:
+            crossed.update(crossing_modules(blocks, plan.acts, work.runs, span, linear, lambda run, i: linearize_block(
+                run, border=plan.border, free_activation=None, index=i)))
+        except MergeError as exc:
+            raise MergeError(f"blocks {format_span(span)}: {exc}") from None
     for i, lin in linear.items():
         if i not in crossed:
             replace_block(target, blocks[i].name, nn.Identity() if i in interior else lin)
     # a plan at the level of activations: blocks that keep some, their runs linearised as blocks are
-    partial = partial_blocks(blocks, plan, lambda run, i: linearize_block(run, border=plan.border, free_activation=None,
-                                                                          index=i), skip=crossed)
+    partial: dict[int, nn.Module] = {}
+    for i in work.partial:
+        try:
+            partial[i] = partial_of_runs(blocks[i], plan.acts[i], work.runs[i], lambda run, i=i: linearize_block(
+                run, border=plan.border, free_activation=None, index=i), index=i)
+        except MergeError as exc:
+            raise MergeError(f"block {i} ({blocks[i].name}): {exc}") from None
     for i, part in {**partial, **crossed}.items():
         replace_block(target, blocks[i].name, part)
     target.dsprof_plan = plan.to_json()
@@ -233,21 +236,41 @@ def linearize_model(model: nn.Module, plan, *, input_size: tuple[int, int] | Non
     return target
 
 
-def _crossing(blocks: list[Block], plan: Plan, span: tuple[int, int], linear: dict[int, Linearized]
-              ) -> dict[int, nn.Module]:
-    """The modules that take the places of the blocks of the crossing span ``span`` (`crossing_modules`), after the
-    checks that it is linear (`crossing_units`) and spannable as a span of blocks is (`span_runs`: symmetric padding,
-    no skip but the identity at stride 1, blocks that follow one another)."""
-    start, stop = span
-    plan.check_acts([sum(u.act is not None for u in b.units) for b in blocks])
-    crossing_units(act_layouts(blocks), plan.acts, span, spans=plan.spans,
-                   free_activation=make_activation(plan.free_activation) is not None)
-    if span_runs(blocks[start:stop], (0,) * (stop - start)) != [list(range(stop - start))]:
-        raise MergeError(f"blocks {format_span(span)} cannot merge as one span: each must follow the previous one and "
-                         "have symmetric padding and no skip but the identity at stride 1")
-    try:
-        return crossing_modules(blocks, plan.acts, span, linear, lambda run, i: linearize_block(
-            run, border=plan.border, free_activation=None, index=i))
-    except MergeError as exc:
-        raise MergeError(f"blocks {format_span(span)}: {exc}") from None
+@dataclass(frozen=True)
+class _Work:
+    """What `linearize_model` builds, read once from a plan and the model's blocks (`_read`): ``spans``, the plan's
+    spans of linearised blocks (each merges as one, `build_span`); ``crossing``, its crossing spans (a plan with
+    ``acts``: their end blocks keep some activations, `crossing_modules`); ``runs``, {block index: its units cut into
+    runs at the activations it keeps} for every block that keeps some (`kept_runs`); ``partial``, the blocks outside
+    crossing spans that merge a run of their units (`partial_of_runs`)."""
 
+    spans: tuple[tuple[int, int], ...]
+    crossing: tuple[tuple[int, int], ...]
+    runs: dict[int, list[tuple[int, int]]]
+    partial: tuple[int, ...]
+
+
+def _read(blocks: list[Block], plan: Plan) -> _Work:
+    """The plan checked against ``blocks`` and read into `_Work`: its length and its ``acts``, then every span, a
+    crossing one checked linear (`crossing_units`) and every one spannable (`span_runs`: linearised blocks that
+    follow one another, symmetric padding, no skip but the identity), in the plan's order."""
+    layouts = act_layouts(blocks)
+    free = make_activation(plan.free_activation) is not None  # a free activation ends a linearised block
+    plan.check_blocks(len(blocks))
+    plan.check_acts([layout.n_acts for layout in layouts])
+    crossing = tuple(s for s in plan.spans or () if is_crossing(plan.acts, s))
+    crossed = {i for start, stop in crossing for i in range(start, stop)}
+    runs = kept_runs(layouts, plan.acts or ())
+    partial = tuple(i for i in runs if i not in crossed and partial_runs(layouts[i], plan.acts[i]))
+    for start, stop in plan.spans or ():
+        if (start, stop) in crossing:
+            crossing_units(layouts, plan.acts, (start, stop), spans=plan.spans, free_activation=free)
+            keep, why = (0,) * (stop - start), ("each must follow the previous one and have symmetric padding and no "
+                                                "skip but the identity at stride 1")
+        else:
+            keep, why = plan.keep[start:stop], ("each must be linearised, follow the previous one, have no activation "
+                                                "after its output (but the last), symmetric padding and no skip but "
+                                                "the identity")
+        if span_runs(blocks[start:stop], keep) != [list(range(stop - start))]:
+            raise MergeError(f"blocks {format_span((start, stop))} cannot merge as one span: {why}")
+    return _Work(tuple(s for s in plan.spans or () if s not in crossing), crossing, runs, partial)

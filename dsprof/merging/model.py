@@ -30,7 +30,8 @@ from .spans import SpanLinearized
 from ..records.activations import ActLayout, is_crossing, run_variant
 from ..records.plan import Plan
 
-__all__ = ["BlockDecision", "MergeReport", "merge_model", "merge_partial", "merge_report", "cost_table"]
+__all__ = ["BlockDecision", "MergeReport", "merge_linearized_model", "merge_model", "merge_partial", "merge_report",
+           "cost_table"]
 
 REPORT_ATTR = "dsprof_merge_report"
 
@@ -108,7 +109,22 @@ def merge_model(
                          ".decide(plan).plan, and pass that plan")
     plan = Plan.coerce(plan)
     size = input_size or input_size_of(model)
-    target = _linearized_copy(model, plan, size)  # a plan of the wrong length first: no decision would mend it
+    if any(isinstance(m, (Linearized, SpanLinearized)) for m in model.modules()):
+        _check_linearized_by(model, plan)
+        target = copy.deepcopy(model)
+    else:
+        target = linearize_model(model, plan, input_size=size)  # a plan of the wrong length first: nothing mends it
+    return merge_linearized_model(target, plan, input_size=size, fold=fold)
+
+
+def merge_linearized_model(target: nn.Module, plan: Plan, *, input_size: tuple[int, int] | None = None,
+                           fold: bool = True) -> nn.Module:
+    """``target``, a model that `linearize_model` returned by ``plan`` (a `Plan` with its ``merge`` list, as the
+    planner settled it), merged in place and returned: what `merge_model` does once it holds a linearised copy (the
+    caller that linearised the model itself, `dsprof.merge`, linearises it once). A plan without a ``merge`` list
+    that linearises a block outside its spans is refused (`PlanError`) before anything merges."""
+    size = input_size or input_size_of(target)
+    target.eval()
     plan = replayed(plan).plan  # refused before anything merges where nothing decided it
     linear, interior = _linearized_blocks(target, plan)
     names = _block_names(target, plan, size)
@@ -187,19 +203,14 @@ def _merged(index: int, block: nn.Module, name: str) -> tuple[nn.Module, BlockMe
         raise MergeError(f"block {index} ({name}): {exc}") from None
 
 
-def _linearized_copy(model: nn.Module, plan: Plan, size: tuple[int, int]) -> nn.Module:
-    """A linearised copy of ``model`` in eval mode: a copy of it when it is linearised already (by the same
-    plan's ``keep``), else `linearize_model` of it."""
-    if any(isinstance(m, (Linearized, SpanLinearized)) for m in model.modules()):
-        stored = getattr(model, "dsprof_plan", None)
-        if stored is not None and Plan.from_json(stored).keep != plan.keep:
-            raise PlanError("the model was linearised with a different plan (its 'keep' list differs)")
-        if stored is not None and Plan.from_json(stored).acts != plan.acts:
-            raise PlanError("the model was linearised with a different plan (its 'acts' list differs)")
-        target = copy.deepcopy(model)
-    else:
-        target = linearize_model(model, plan, input_size=size)
-    return target.eval()
+def _check_linearized_by(model: nn.Module, plan: Plan) -> None:
+    """Refuses (`PlanError`) a linearised ``model`` whose stored plan (``dsprof_plan``, where it has one) keeps other
+    blocks or other activations than ``plan``."""
+    stored = getattr(model, "dsprof_plan", None)
+    if stored is not None and Plan.from_json(stored).keep != plan.keep:
+        raise PlanError("the model was linearised with a different plan (its 'keep' list differs)")
+    if stored is not None and Plan.from_json(stored).acts != plan.acts:
+        raise PlanError("the model was linearised with a different plan (its 'acts' list differs)")
 
 
 def _block_names(target: nn.Module, plan: Plan, size: tuple[int, int]) -> list[str]:

@@ -15,14 +15,14 @@ The activation after a run's last unit, where kept, follows its merged convoluti
 tail stay where they were (a partial block's output is its original one: no free activation is added). Which blocks
 are partial is the plan's; a partial run always merges (removing an activation without merging saves nothing).
 
-Here: the fine-tunable form (`PartialBlock`, built by `linearize_model` through `partial_blocks`), a run as a block
+Here: the fine-tunable form (`PartialBlock`, built by `linearize_model` through `partial_of_runs`), a run as a block
 record of its own (`run_block`: what is linearised, and its spec, the LUT's key); `merge_model` merges its runs.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Callable, Collection, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -30,13 +30,12 @@ from torch import nn
 from ..models import Block, BlockSpec
 from ..models.blockspec import ConvShape, _summary, composed
 from ..records.activations import ActLayout, block_runs, partial_runs, span_units
-from ..records.plan import Plan
 from .algebra import MergeError
 from .layers import ConcatInput
 from .spans import build_span
 
 __all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "crossing_spec", "partial_block",
-           "partial_blocks", "run_block", "with_acts"]
+           "partial_of_runs", "run_block", "with_acts"]
 
 
 def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
@@ -128,7 +127,14 @@ def partial_block(block: Block, acts: Sequence[int], linearize: Callable[[Block]
     if not partial_runs(layout, acts):
         raise MergeError(f"block {block.name} keeps {'all' if all(acts) else 'none'} of its activations: nothing "
                          "merges partially (a block that keeps none is linearised whole)")
-    runs = block_runs(layout, acts)
+    return partial_of_runs(block, acts, block_runs(layout, acts), linearize, index=index)
+
+
+def partial_of_runs(block: Block, acts: Sequence[int], runs: Sequence[tuple[int, int]],
+                    linearize: Callable[[Block], nn.Module], *, index: int = 0) -> PartialBlock:
+    """The `PartialBlock` of ``block`` over its ``runs`` (`block_runs` of its ``acts``, read by the caller:
+    `partial_block`, or `linearize_model` from the whole plan): its units as stages, each run of two or more
+    linearised by ``linearize``, its skip connection and tail copied."""
     stages = _stages(block, acts, runs, linearize)
     shortcut = None
     if block.shortcut is not None:
@@ -159,11 +165,13 @@ def _stages(block: Block, acts: Sequence[int], runs: Sequence[tuple[int, int]],
     return stages
 
 
-def crossing_modules(blocks: Sequence[Block], acts: Sequence[Sequence[int]], span: tuple[int, int],
-                     linear: dict[int, nn.Module], linearize: Callable[[Block, int], nn.Module]) -> dict[int, nn.Module]:
+def crossing_modules(blocks: Sequence[Block], acts: Sequence[Sequence[int]],
+                     runs: Mapping[int, Sequence[tuple[int, int]]], span: tuple[int, int], linear: dict[int, nn.Module],
+                     linearize: Callable[[Block, int], nn.Module]) -> dict[int, nn.Module]:
     """{block index: the module that takes its place} for the crossing span ``[start, stop)`` of a plan with ``acts``
-    (`dsprof.records.activations.span_units`; checked linear by the caller, `crossing_units`): its units run as one
-    `SpanLinearized` (padding in front) built from the first block's last run, the linearised blocks inside
+    (``runs``: their `dsprof.records.activations.kept_runs`; `dsprof.records.activations.span_units`; checked linear
+    by the caller, `crossing_units`): its units run as one `SpanLinearized` (padding in front) built from the first
+    block's last run, the linearised blocks inside
     (``linear``: `Linearized`, padding in front) and the last block's first run (``linearize(run, index)``: a
     `run_block` record linearised). The first block's place holds what runs before its last run, then the span (a
     `PartialBlock`, or the span itself where it is linearised whole); the last block's place what runs after its
@@ -177,8 +185,8 @@ def crossing_modules(blocks: Sequence[Block], acts: Sequence[Sequence[int]], spa
         if not any(block_acts):
             pieces.append(linear[b])
             continue
-        runs = block_runs(act_layout(block), block_acts)
-        run, rests[b] = (runs[-1], runs[:-1]) if b == start else (runs[0], runs[1:])
+        cut = runs[b]
+        run, rests[b] = (cut[-1], cut[:-1]) if b == start else (cut[0], cut[1:])
         joined[b] = run
         pieces.append(linearize(run_block(block, run, b != start and _kept(block, block_acts)[run[1] - 1] == 1), b))
     merged = build_span(pieces, start, stop)
@@ -187,32 +195,14 @@ def crossing_modules(blocks: Sequence[Block], acts: Sequence[Sequence[int]], spa
     for b, rest in rests.items():
         block = blocks[b]
         stages = _stages(block, acts[b], rest, lambda run, b=b: linearize(run, b))
-        runs = list(rest)
+        places = list(rest)
         if b == start:
-            stages, runs = stages + [merged], runs + [joined[b]]
+            stages, places = stages + [merged], places + [joined[b]]
         elif not stages:  # the first run was the whole block: only its tail is left
             out[b] = copy.deepcopy(block.tail) if block.tail is not None else nn.Identity()
             continue
         tail = copy.deepcopy(block.tail) if block.tail is not None and b != start else None
-        out[b] = PartialBlock(stages, runs, shortcut=None, tail=tail, index=b, acts=acts[b], spec=block.spec.to_str())
-    return out
-
-
-def partial_blocks(blocks: Sequence[Block], plan: Plan, linearize: Callable[[Block, int], nn.Module], *,
-                   skip: Collection[int] = ()) -> dict[int, PartialBlock]:
-    """{block index: `PartialBlock`} for every block the plan's ``acts`` cut partially (none for a block plan) but
-    those in ``skip`` (the ends of crossing spans: `crossing_modules`); ``linearize(run, index)`` linearises a run.
-    Refused (`PlanError`) when the plan's ``acts`` do not fit the blocks."""
-    if plan.acts is None:
-        return {}
-    plan.check_acts([sum(u.act is not None for u in b.units) for b in blocks])
-    out = {}
-    for i, (block, acts) in enumerate(zip(blocks, plan.acts)):
-        if i not in skip and partial_runs(act_layout(block), acts):
-            try:
-                out[i] = partial_block(block, acts, lambda run, i=i: linearize(run, i), index=i)
-            except MergeError as exc:
-                raise MergeError(f"block {i} ({block.name}): {exc}") from None
+        out[b] = PartialBlock(stages, places, shortcut=None, tail=tail, index=b, acts=acts[b], spec=block.spec.to_str())
     return out
 
 

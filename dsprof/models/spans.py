@@ -1,14 +1,15 @@
-"""Which runs of blocks could merge as one span (`span_runs`), and the one dense convolution a span merges into
-(`span_spec`, its LUT key): block knowledge that the merge (`dsprof.merging.spans`), the planner, the LUT and the
-profiler read alike. Span merge itself (the fine-tuned form, the exact merge) is `dsprof.merging.spans`; what a
-crossing span deploys, its LUT key, is `dsprof.merging.partial.crossing_spec`."""
+"""Which runs of blocks could merge as one span (`span_runs`; every span within them, `span_ranges`), and the one
+dense convolution a span merges into (`span_spec`, its LUT key): block knowledge that the merge
+(`dsprof.merging.spans`), the planner, the LUT and the profiler read alike. Span merge itself (the fine-tuned form,
+the exact merge) is `dsprof.merging.spans`; what a crossing span deploys, its LUT key, is
+`dsprof.merging.partial.crossing_spec`."""
 
 from __future__ import annotations
 
 from .blockspec import BlockSpec, composed
 from .records import Block
 
-__all__ = ["span_runs", "span_spec"]
+__all__ = ["span_ranges", "span_runs", "span_spec"]
 
 
 def _adjacent(a: Block, b: Block) -> bool:
@@ -43,6 +44,17 @@ def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
     if len(run) >= 2:
         runs.append(run)
     return runs
+
+
+def span_ranges(blocks: list[Block], keep: tuple[int, ...], max_span: int) -> list[tuple[int, int]]:
+    """Every span of 2..``max_span`` consecutive blocks that ``keep`` linearises and that merge as one convolution
+    (`span_runs`), as [start, stop), run by run, shortest first from each start."""
+    out = []
+    for run in span_runs(blocks, tuple(keep)):
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + max_span) + 1):
+                out.append((run[a], run[b - 1] + 1))
+    return out
 
 
 def span_spec(specs: list[BlockSpec]) -> BlockSpec:

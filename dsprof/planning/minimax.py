@@ -50,7 +50,7 @@ from ..lut.interval import Estimate
 from ..lut.predict import predict_plan, predict_ratio
 from ..merging.partial import with_acts
 from ..records.plan import Plan
-from ..models.spans import span_runs
+from ..models.spans import span_ranges
 from .dp import _kept, best_per_k, block_count
 from .front import Front
 from .planner import importance_values
@@ -193,11 +193,8 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
         # as merged)
         for merge in sorted({c.linearized(i).merges for c in prices}, reverse=True):
             add(i, i + 1, False, merge, lambda c, m=merge: c.linearized(i, m))
-    for run in span_runs(prices[0].blocks, (0,) * n):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_span) + 1):
-                start, stop = run[a], run[b - 1] + 1
-                add(start, stop, False, True, lambda c: c.span(start, stop))
+    for start, stop in span_ranges(prices[0].blocks, (0,) * n, max_span):
+        add(start, stop, False, True, lambda c: c.span(start, stop))
     return out
 
 

@@ -31,7 +31,7 @@ from ..merging.partial import with_acts
 from ..records.activations import is_crossing
 from ..records.plan import PRESETS, Plan, same_family
 from ..models.ref import ModelRef
-from ..models.spans import span_runs
+from ..models.spans import span_ranges, span_runs
 from .dp import Solution, best_of_k, best_per_k, block_count, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
@@ -217,7 +217,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
     calls it for every command that builds a merged model). ``costs`` is the price table: a LUT's `Prices` or MACs
     (`dsprof.lut.macs.MacPrices`). Each block the plan linearises alone is offered as its table deploys it cheaper
     (`dsprof.lut.piece.cheaper`); ``max_span`` None keeps the plan's own spans, else every span of up to
-    ``max_span`` blocks (`span_runs`) is offered and the search keeps those that save most. A lone block whose
+    ``max_span`` blocks (`span_ranges`) is offered and the search keeps those that save most. A lone block whose
     merged or unmerged entry the LUT lacks raises the table's miss (with ``strict=False`` it counts as merged, the
     miss named where it is priced); a missing span entry raises as the planner does (`_check_found`)."""
     n, keep, border = len(costs.blocks), tuple(plan.keep), plan.border
@@ -239,7 +239,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
     pieces += [costs.span(start, stop) for start, stop in forced.items()]
     pieces += [Piece(start, stop, "crossing", 0.0, 0.0, kept=True) for start, stop in crossing]  # fixed: no choice
     if max_span is not None:
-        pieces += [costs.span(start, stop) for start, stop in _spans(costs.blocks, keep, max_span)
+        pieces += [costs.span(start, stop) for start, stop in span_ranges(costs.blocks, keep, max_span)
                    if not any(a < stop and start < b for a, b in crossing)]
     if strict and max_span is not None:  # as the planner names a miss
         _check_found(costs, pieces, max_span)
@@ -253,17 +253,6 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
         for i in range(p.start, p.stop):
             merge[i] = p.merges or (p.variant == "crossing" and not keep[i])  # a crossing's linearised blocks merge
     return replace(plan, merge=tuple(merge), spans=tuple(spans) or None)
-
-
-def _spans(blocks: Sequence[Any], keep: Sequence[int], max_span: int) -> list[tuple[int, int]]:
-    """Every span of 2..``max_span`` consecutive blocks that ``keep`` linearises and that merge as one convolution
-    (`span_runs`), as [start, stop)."""
-    out = []
-    for run in span_runs(blocks, tuple(keep)):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_span) + 1):
-                out.append((run[a], run[b - 1] + 1))
-    return out
 
 
 def context_suffix(context: DeviceContext) -> str:
@@ -323,7 +312,7 @@ def _importance(importance: Mapping[int, float] | Sequence[float] | None, n: int
 def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[Piece]:
     """Every piece a plan can use, priced: each block kept or linearised alone (merged or not as the LUT's rule
     decides, the way `predict` prices a plan without a merge list), each span of 2..max_span blocks inside a run of
-    spannable blocks (`span_runs`). Nothing is held back: a block that buys nothing linearised alone is still
+    spannable blocks (`span_ranges`). Nothing is held back: a block that buys nothing linearised alone is still
     offered, so the front is the fastest plan of every k under the prices `predict` shows (issue #36); `_no_gain`
     names such blocks."""
     n = len(prices.blocks)
@@ -333,7 +322,7 @@ def _options(prices: Prices, max_span: int, loss: list[float] | None) -> list[Pi
     for i in range(n):
         out.append(prices.kept(i))
         out.append(replace(alone(prices, i), loss=loss[i]))
-    for start, stop in _spans(prices.blocks, (0,) * n, max_span):
+    for start, stop in span_ranges(prices.blocks, (0,) * n, max_span):
         out.append(replace(prices.span(start, stop), loss=sum(loss[start:stop])))
     return out
 

@@ -51,9 +51,9 @@ from ..merging.model import merge_partial
 from ..merging.partial import (PartialBlock, act_layout, act_layouts, crossing_modules, crossing_spec,
                                partial_block)
 from ..merging.spans import SpanLinearized
-from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant,
+from ..records.activations import (ActLayout, crossing_candidates, crossing_units, is_partial_variant, kept_runs,
                                    partial_states)
-from ..models.spans import span_runs, span_spec
+from ..models.spans import span_ranges, span_runs, span_spec
 from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
 from ..models import (
     Block,
@@ -189,11 +189,12 @@ def deployed_crossing(blocks: list[Block], acts: list[tuple[int, ...]], span: tu
     ``crossing`` variant times. Raises `PlanError`/`MergeError` where the span is not linear."""
     start, stop = span
     param = next(blocks[start].module.parameters())
-    crossing_units(act_layouts(blocks), acts, span, spans=[span])
+    layouts = act_layouts(blocks)
+    crossing_units(layouts, acts, span, spans=[span])
     if span_runs(blocks[start:stop], (0,) * (stop - start)) != [list(range(stop - start))]:
         raise MergeError(f"blocks {start}..{stop - 1} cannot merge as one span")
     linear = {i: linearize_block(blocks[i], index=i) for i in range(start, stop) if not any(acts[i])}
-    slots = crossing_modules(blocks, acts, span, linear,
+    slots = crossing_modules(blocks, acts, kept_runs(layouts, acts), span, linear,
                              lambda run, i: linearize_block(run, free_activation=None, index=i))
     parts = []
     for i in range(start, stop):
@@ -488,18 +489,15 @@ def span_workloads(model: nn.Module, max_len: int, input_size: tuple[int, int] |
     input_size = input_size or input_size_of(model)
     blocks = find_blocks(model, input_size)
     out, seen = [], set()
-    for run in span_runs(blocks, (0,) * len(blocks)):
-        for a in range(len(run)):
-            for b in range(a + 2, min(len(run), a + max_len) + 1):
-                specs = [blocks[i].spec for i in run[a:b]]
-                spec = span_spec(specs)
-                if spec in seen:
-                    continue
-                seen.add(spec)
-                module = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
-                                    (spec.in_h, spec.in_w)).eval()
-                shape = (spec.in_channels, spec.in_h, spec.in_w)
-                name = f"{blocks[run[a]].name}+{blocks[run[b - 1]].name}"
-                out.append(Workload("block", name, "merged", module, shape, count_macs(module, shape[1:], shape[0]),
-                                    count_params(module), spec, -1, (spec.in_channels, spec.out_channels)))
+    for start, stop in span_ranges(blocks, (0,) * len(blocks), max_len):
+        spec = span_spec([blocks[i].spec for i in range(start, stop)])
+        if spec in seen:
+            continue
+        seen.add(spec)
+        module = dense_conv(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding,
+                            (spec.in_h, spec.in_w)).eval()
+        shape = (spec.in_channels, spec.in_h, spec.in_w)
+        name = f"{blocks[start].name}+{blocks[stop - 1].name}"
+        out.append(Workload("block", name, "merged", module, shape, count_macs(module, shape[1:], shape[0]),
+                            count_params(module), spec, -1, (spec.in_channels, spec.out_channels)))
     return out

@@ -37,7 +37,8 @@ from ..errors import PlanError
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
-           "crossing_units", "is_crossing", "is_partial_variant", "keep_of_acts", "kept_activations", "partial_runs",
+           "crossing_units", "is_crossing", "is_partial_variant", "keep_of_acts", "kept_activations", "kept_runs",
+           "partial_runs",
            "partial_states", "partial_variant", "run_variant", "segments", "span_units"]
 
 #: Removable activations one block may list in a plan read from a file.
@@ -116,6 +117,12 @@ def block_runs(layout: ActLayout, acts: Sequence[int]) -> list[tuple[int, int]]:
     if start < len(layout.units):
         runs.append((start, len(layout.units)))
     return runs
+
+
+def kept_runs(layouts: Sequence[ActLayout], acts: Sequence[Sequence[int]]) -> dict[int, list[tuple[int, int]]]:
+    """{block index: its units cut into runs at the activations it keeps (`block_runs`)} for every block of a model
+    (``layouts``, in order) that keeps some of its activations under a plan's ``acts``."""
+    return {i: block_runs(layout, a) for i, (layout, a) in enumerate(zip(layouts, acts)) if any(a)}
 
 
 def partial_runs(layout: ActLayout, acts: Sequence[int]) -> list[tuple[int, int]]:

@@ -23,7 +23,7 @@ from ..lut.predict import profiled_options
 from ..lut.lookup import span_key
 from ..lut.schema import model_label
 from ..lut.table import LUT
-from ..models.spans import span_runs
+from ..models.spans import span_ranges
 from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front
@@ -75,11 +75,8 @@ def entry_names(blocks: list, label: str, max_span: int) -> dict[tuple[str, str,
     owners: dict[tuple[str, str], list[str]] = {}
     for i, b in enumerate(blocks):
         owners.setdefault(("block", b.spec.to_str()), []).append(f"{i} ({b.name})")
-    for run in span_runs(blocks, (0,) * len(blocks)):
-        for a in range(len(run)):
-            for stop in range(a + 2, min(len(run), a + max_span) + 1):
-                start, end = run[a], run[stop - 1] + 1
-                owners.setdefault(("span", span_key(blocks, start, end)), []).append(format_span((start, end)))
+    for start, end in span_ranges(blocks, (0,) * len(blocks), max_span):
+        owners.setdefault(("span", span_key(blocks, start, end)), []).append(format_span((start, end)))
     names: dict[tuple[str, str, str], str] = {}
     for variant in ("original", "merged", "linear"):
         for (kind, workload), where in owners.items():

@@ -22,7 +22,7 @@ from ..lut.choice import MergeChoice
 from ..lut.table import LUT
 from ..merging.artifact import export_onnx, save_merged
 from ..merging.linearize import linearize_model
-from ..merging.model import MergeReport, cost_table, merge_model, merge_report
+from ..merging.model import MergeReport, cost_table, merge_linearized_model, merge_report
 from ..records.merges import Merges
 from ..models import ModelRef, load_checkpoint
 from ..models.build import ClassCountError
@@ -111,24 +111,23 @@ def merge(
                       merge_by=choice.merge_by, plan=plan, method="auto" if spans == "auto" else "isolated")
     merges = rule.decide(plan, spans=spans, max_span=max_span)
     plan = merges.plan
-    source: nn.Module = model
+    linear = linearize_model(model, plan)  # linearised once: its checkpoint loaded, then merged in place
     if checkpoint is not None:
-        linear = linearize_model(model, plan)
         try:
             load_checkpoint(linear, checkpoint)
-            source = linear
         except ClassCountError as exc:  # the linearised and the original model share their classifier
             raise MergeError(f"{exc.fact}; pass `num_classes={exc.num_classes}`") from None
         except ValueError as first_error:
             if ref.is_module:  # the weights go into a copy: a module passed in is never changed
-                model = source = copy.deepcopy(model)
+                model = copy.deepcopy(model)
             try:
                 load_checkpoint(model, checkpoint)
             except ValueError:
                 raise MergeError(
                     f"{first_error}. It fits neither the linearised model (dsprof.merging.linearize_model) nor the original."
                 ) from None
-    merged = merge_model(source, plan)
+            linear = linearize_model(model, plan)  # the original's weights, linearised
+    merged = merge_linearized_model(linear, plan)
     costs = cost_table(model, merged)
     # the export first: it is the step that can still fail (an operator ONNX lacks), and then no file is written
     onnx_path = export_onnx(merged, onnx) if onnx is not None else None
