@@ -89,7 +89,7 @@ class DeviceContext:
         if len(parts) != 7 or not parts[5].startswith("b") or not parts[6].startswith("t"):
             raise LUTError(
                 f"not a device key: {text!r}; expected ENV_ID/DEVICE/BACKEND/DTYPE/LAYOUT/bBATCH/tTHREADS"
-                "[/MODE], as `dsprof build-lut` and LUT.devices() print them"
+                "[/MODE], as `LUT.devices()` prints them"
             )
         try:
             batch, threads = int(parts[5][1:]), int(parts[6][1:])

@@ -189,6 +189,10 @@ def test_the_table_is_the_parsers_own():
     ("`dsprof.measure(plans=FILE)` times it", "report", "`dsprof measure --plan FILE` times it"),
     ("`dsprof.plan(joint=..., keep=3)` writes it", "report", "`dsprof plan --for ... --keep 3` writes it"),
     ("`dsprof.measure_few()`, `dsprof.build_lut()`", "plan", "`dsprof measure --few`, `dsprof build-lut`"),
+    # a call's leading arguments without a name are the command's own words, each one quoted word
+    ("with `dsprof.build_lut(FILES, out='lut.csv')`", "predict", "with `dsprof build-lut FILES --output lut.csv`"),
+    ("`dsprof.build_lut('my runs', out='a b.csv', accept_modified=True)`", None,
+     "`dsprof build-lut 'my runs' --output 'a b.csv' --accept-modified`"),
     # an object given by its fields: each field as the option that sets it (issue #44: a verb takes objects)
     ("or plan with the spans it holds: `pricing=Pricing(max_span=2)`", "plan",
      "or plan with the spans it holds: --max-span 2"),
@@ -229,6 +233,22 @@ def test_a_python_caller_is_told_the_parameter_and_the_command_line_the_flag(tmp
     assert _text(caught.value, "predict") == ("--merge-by lut decides the merges from a LUT: pass --lut LUT (or "
                                               "--merge-by macs)")
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_a_folder_given_as_a_lut_is_told_to_build_one_as_each_caller_builds_it(tmp_path, capsys):
+    """A new user passed the folder `dsprof.measure` wrote as the LUT: Python was told `dsprof build-lut FILES -o
+    lut.csv`, a command with a short flag; it is now the API call, and the command line gets the command."""
+    from dsprof.lut import LUT
+
+    with pytest.raises(LUTError) as caught:
+        LUT.load(tmp_path)
+    said = str(caught.value)
+    assert said == (f"{tmp_path} is a folder, not a LUT file; build one from measurement files with "
+                    "`dsprof.build_lut(FILES, out='lut.csv')`")
+    assert not FLAG.search(said) and " -o " not in said
+    assert main(["predict", "--model", "mobilenet_v2", "--resolution", "32", "--lut", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.endswith("build one from measurement files with "
+                                            "`dsprof build-lut FILES --output lut.csv`\n")
 
 
 # A Python caller copies the model from a hint (issue #44): the one `model=` argument every verb takes now, which

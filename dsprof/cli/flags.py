@@ -43,6 +43,7 @@ ALIASES: Mapping[str, Mapping[str, str]] = {
     "predict": {"json_out": "json"},
     "plan": {"candidates": "tie_break_candidates"},
     "report": {"fronts": "front"},
+    "build-lut": {"out": "output"},
 }
 
 #: API verbs (`dsprof.VERB`) whose command is not their name with hyphens.
@@ -214,11 +215,26 @@ def _span(match: re.Match, command: str | None) -> str:
     if call is not None:
         verb, arguments = call.groups()
         name = VERBS.get(verb, verb.replace("_", "-"))
-        if name.split()[0] in _parsed():
-            flags = parameters_as_flags(arguments, name.split()[0]) if arguments else ""
+        pieces = _split(arguments) if arguments else []
+        if name.split()[0] in _parsed() and pieces is not None:
+            # leading arguments without a name are the command's own words (`dsprof.build_lut(FILES, out=...)`)
+            lead = 0
+            while lead < len(pieces) and _ONE.fullmatch(pieces[lead].strip()) is None:
+                lead += 1
+            words = [_shown(_literal(p.strip())) for p in pieces[:lead]]
+            rest = ",".join(pieces[lead:])
+            flags = parameters_as_flags(rest, name.split()[0]) if rest else ""
             if flags is not None:
-                return f"`{' '.join(['dsprof', name, flags]).rstrip()}`"
+                return f"`{' '.join(['dsprof', name, *words, flags]).rstrip()}`"
     return match.group(0)
+
+
+def _literal(text: str) -> object:
+    """``text`` read as a Python literal where it is one (``'lut.csv'``), else as written (``FILES``)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def command_line_text(message: str, command: str | None = None) -> str:

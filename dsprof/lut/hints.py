@@ -55,6 +55,6 @@ class PriceHints:
         return LUTMissError(
             f"the LUT {self.source} lacks the merged or the unmerged entry (linear, else original) of "
             f"block {undecided[0]} ({spec}) of {self.label} on {self.key}{more}, so it cannot decide whether it "
-            f"merges: run {HINT} and rebuild the LUT with `dsprof build-lut` (or decide by MACs: `merge_by='macs'`)",
+            f"merges: run {HINT} and rebuild the LUT with `dsprof.build_lut()` (or decide by MACs: `merge_by='macs'`)",
             hint=self.measure_hint(),
         )

@@ -98,7 +98,7 @@ class LUT:
                     context = DeviceContext(*key[:len(CONTEXT_COLUMNS)])
                     raise LUTError(f"{seen[key]} and {lut.source} both hold {key[-3]} {key[-2]} [{key[-1]}] in {context}: "
                                    "give each context once, or build one LUT from all the measurement files with "
-                                   "`dsprof build-lut`")
+                                   "`dsprof.build_lut()`")
                 seen[key] = lut.source
         frame = pd.concat([lut._frame for lut in luts], ignore_index=True)
         return cls(frame, " + ".join(lut.source for lut in luts))
@@ -117,8 +117,9 @@ class LUT:
         unless ``accept_modified``; so does a table without a checksum (an older dsprof's, or one edited by hand:
         nothing tells them apart). The checksum catches accidents and edits; it does not prove who wrote the file."""
         path = Path(path)
-        rebuild = "build one from measurement files with `dsprof build-lut FILES -o lut.csv`"
-        text = read_text(path, "LUT file", rebuild, kind="lut", if_missing=f"build one with `dsprof build-lut FILES -o {path}`",
+        rebuild = "build one from measurement files with `dsprof.build_lut(FILES, out='lut.csv')`"
+        text = read_text(path, "LUT file", rebuild, kind="lut",
+                         if_missing=f"build one with `dsprof.build_lut(FILES, out={str(path)!r})`",
                          error=LUTError)
         body, _, last = text.rstrip("\n").rpartition("\n")
         data_rows = sum(1 for line in body.split("\n")[1:] if line and not line.startswith("#"))
@@ -126,18 +127,18 @@ class LUT:
         if end is None or end[1] != str(data_rows):
             raise LUTError(
                 f"{path}: truncated or altered (it must end with '{_END}{data_rows} sha256=...'); "
-                "rebuild it with `dsprof build-lut`"
+                "rebuild it with `dsprof.build_lut()`"
             )
         if end[2] is None and not accept_modified:
             raise LUTError(
                 f"{path}: its end line carries no checksum (written by an older dsprof, or edited), so nothing tells "
-                "it from a changed table; rebuild it from the measurement files with `dsprof build-lut`, or pass "
+                "it from a changed table; rebuild it from the measurement files with `dsprof.build_lut()`, or pass "
                 "`accept_modified=True` to use it as it is"
             )
         if end[2] is not None and end[2] != table_checksum(body + "\n") and not accept_modified:
             raise LUTError(
-                f"{path}: changed after `dsprof build-lut` wrote it (its checksum does not match its rows); "
-                "rebuild it from the measurement files with `dsprof build-lut`, or pass `accept_modified=True` to use it "
+                f"{path}: changed after `dsprof.build_lut()` wrote it (its checksum does not match its rows); "
+                "rebuild it from the measurement files with `dsprof.build_lut()`, or pass `accept_modified=True` to use it "
                 "as it is"
             )
         try:
@@ -280,7 +281,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     if old and not set(GROUP_COLUMNS) & set(frame.columns):
         warnings.warn(f"{source}: a {frame['schema'].iloc[0]} table, from before the group columns: its intervals "
                       "know one group per entry and no paired ratios; rebuild it from its measurement files with "
-                      "`dsprof build-lut` for intervals from the spread of group medians", stacklevel=4)
+                      "`dsprof.build_lut()` for intervals from the spread of group medians", stacklevel=4)
         frame = frame.assign(**GROUP_COLUMNS, schema=SCHEMA)
     frame = frame.assign(**{c: v for c, v in OPTIONAL_COLUMNS.items() if c not in frame.columns})
     missing = [c for c in COLUMNS if c not in frame.columns]
@@ -325,7 +326,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             check_text(r["workload"], "workload", limit=2000)
             check_text(r["sources"], "sources", limit=1_000_000)
         except FieldError as exc:
-            raise LUTError(f"{where(i)}: {exc}; rebuild the LUT with `dsprof build-lut`") from None
+            raise LUTError(f"{where(i)}: {exc}; rebuild the LUT with `dsprof.build_lut()`") from None
         if typed["median_s"] > MAX_SAMPLE_S:
             raise LUTError(f"{where(i)}: median_s must be at most {MAX_SAMPLE_S:.0f} seconds, got {r['median_s']!r}")
         if not math.isfinite(typed["median_s"]) or typed["median_s"] <= 0:

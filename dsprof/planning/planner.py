@@ -373,7 +373,7 @@ def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span:
     if not missing:
         return
     hint = prices.hints.measure_hint(hint_span or max_span)  # spans as wide as asked, where the LUT held them narrower
-    measure = f"{HINT} and rebuild the LUT with `dsprof build-lut`"
+    measure = f"{HINT} and rebuild the LUT with `dsprof.build_lut()`"
     note = prices.lookup.other_model_note(prices.label)
     if note is not None:
         raise LUTMissError(f"{note}; or measure {prices.label} on {prices.key}: run {measure}", hint=hint)

@@ -27,8 +27,8 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
     ``max_span`` blocks), with per-block ``importance`` (accuracy lost without its activations) when given.
     A missing LUT, or an entry the LUT lacks, is one line that says what to measure (`plan_front`)."""
     if req.lut is None:
-        raise UsageError(f"`method={req.method!r}` chooses with a LUT's latencies: give `lut=` (from dsprof measure "
-                         "and dsprof build-lut)")
+        raise UsageError(f"`method={req.method!r}` chooses with a LUT's latencies: give `lut=` (from `dsprof.measure()` "
+                         "and `dsprof.build_lut()`)")
     try:
         return plan_front(req.ref, req.lut,
                           pricing=Pricing(device_key=req.device_key, max_span=req.max_span,
