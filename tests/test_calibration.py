@@ -208,7 +208,8 @@ def test_a_front_priced_without_pieces_timed_inside_the_model_says_it_is_a_draft
                              if r["scope"] != IN_SITU_SCOPE and r["group"] not in groups))
     assert len(alone.read_text().splitlines()) < len(lines)  # something was taken out
     model = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)
+    # (a run timed while the machine is loaded, as a test run may be, also carries the contended label: not this one's)
     calibrated = dsprof.plan(model, build_lut([run.path]))
-    assert calibrated.front.draft == "" and ALONE not in calibrated.front.notes()
+    assert ALONE not in calibrated.front.draft.split("; ") and ALONE not in calibrated.front.notes()
     planned = dsprof.plan(model, build_lut([alone]))
-    assert planned.front.draft == ALONE and planned.front.notes()[0] == ALONE
+    assert planned.front.draft.split("; ")[-1] == ALONE and planned.front.notes()[0] == planned.front.draft
