@@ -35,7 +35,7 @@ from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts, crossing_spec
-from ..records.activations import MAX_TIMED_ACTS, is_crossing, partial_runs, partial_variant
+from ..records.activations import MAX_TIMED_ACTS, ActLayout, is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
 from ..names import CROSSING_VARIANT
 from ..records.measurement import IN_SITU_SCOPE
@@ -148,6 +148,12 @@ class Prices:
         return self.lookup.lut.measured_utc(self.key)
 
     @cached_property
+    def layouts(self) -> list[ActLayout]:
+        """Each block's activations as the planner and merge read them (`act_layouts`), worked out once per prices:
+        an activation plan's pieces read them at every plan the planner prices."""
+        return act_layouts(self.blocks)
+
+    @cached_property
     def draft(self) -> str:
         """Why every figure priced here is a draft, as a label ("draft: ..."; "" where none): the LUT run was
         contended (`LUT.contention_label`), or the in-model method priced the pieces from their times alone, with no
@@ -253,7 +259,7 @@ class Prices:
             return [self.kept(i) for i in range(len(self.blocks))]
         pieces = self.pieces_of(plan.keep, plan.spans or (), plan.merge, plan.border)
         if getattr(plan, "acts", None) is not None:  # a plan at the level of activations: its partial blocks
-            layouts = act_layouts(self.blocks)
+            layouts = self.layouts
             plan.check_acts([layout.n_acts for layout in layouts])
             for n, piece in enumerate(pieces):
                 i = piece.start

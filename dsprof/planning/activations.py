@@ -28,7 +28,6 @@ from ..lut import LUT
 from ..lut.choice import Pricing
 from ..lut.piece import Piece
 from ..lut.prices import Prices
-from ..merging.partial import act_layouts
 from ..models.ref import ModelRef
 from ..names import ACT_VARIANTS, CROSSING_VARIANT, PLAN_UNITS
 from ..records.activations import crossing_candidates, is_partial_variant, partial_states
@@ -48,7 +47,7 @@ def act_choices(prices: Prices, max_span: int) -> tuple[list[Piece], list[Piece]
     (`crossing_choices`)."""
     blocks = _options(prices, max_span, None)
     partial = []
-    for i, layout in enumerate(act_layouts(prices.blocks)):
+    for i, layout in enumerate(prices.layouts):
         for variant in partial_states(layout):
             piece = prices.partial(i, variant)
             if piece.found:
@@ -60,7 +59,7 @@ def crossing_choices(prices: Prices, max_span: int) -> dict[int, tuple[Piece, tu
     """{id of the piece: (the piece, the ``acts`` of its blocks)} for every crossing span of 2..``max_span`` blocks
     (`dsprof.records.activations.crossing_candidates`) whose entry the LUT holds (`Prices.crossing`, which returns
     one piece object per span and state: two states priced alike stay two choices)."""
-    layouts = act_layouts(prices.blocks)
+    layouts = prices.layouts
     kept = [(1,) * layout.n_acts for layout in layouts]
     out = {}
     for (start, stop), inside in crossing_candidates(layouts, max_span):
@@ -75,7 +74,7 @@ def act_count(prices: Prices, crossings: dict[int, tuple[Piece, tuple[tuple[int,
     """What a piece adds to the number of kept activations: a kept block its removable activations, a partial block
     those its state keeps (`partial_states`), a crossing span (``crossings``: `crossing_choices`) those its end
     blocks keep, anything else none."""
-    layouts = act_layouts(prices.blocks)
+    layouts = prices.layouts
     crossings = crossings or {}
 
     def count(o: Piece) -> int:
@@ -93,7 +92,7 @@ class _ActContext(_Context):
     crossings: dict[int, tuple[Piece, tuple[tuple[int, ...], ...]]] = {}  # `crossing_choices`
 
     def plan(self, solution: Solution, label: str) -> Plan:
-        layouts = act_layouts(self.prices.blocks)
+        layouts = self.prices.layouts
         n = len(layouts)
         acts: list[tuple[int, ...]] = [(1,) * lay.n_acts for lay in layouts]
         keep, merge, spans = [1] * n, [False] * n, []
@@ -147,7 +146,7 @@ def plan_front_acts(
     n = len(prices.blocks)
     points = tuple(ctx.point(s, f"front-a{k}-{got.where}")
                    for k, s in best_per_k(n, pieces, count=act_count(prices, ctx.crossings)).items())
-    offered = sum(len(partial_states(lay)) for lay in act_layouts(prices.blocks))
+    offered = sum(len(partial_states(lay)) for lay in prices.layouts)
     held = len(partial_pieces) - len(ctx.crossings)
     lacking = (f"the LUT holds {held} of the {offered} partial states of {prices.label}'s blocks "
                f"(variants {', '.join(ACT_VARIANTS[:2])}, and fused-<kept 0/1> for blocks of more than two "
