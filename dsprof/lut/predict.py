@@ -257,11 +257,12 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     widest = max((p.stop - p.start for p in pieces if p.missing), default=1)  # the spans to time, if any
     _report_misses(prices, name, table, missing, strict, widest)
     total, rest_s, rest_method = prices.total_s(pieces), prices.shown_rest_s(pieces), prices.rest_method
-    if total <= 0 and rest_method == "model-minus-blocks" and found.all():
+    if total <= 0 and found.all():  # no latency is 0 or less, whichever method priced it
+        why = ("the whole model measured faster than its blocks by more than they take"
+               if prices.method == "isolated" else "the savings it prices add up to more than the whole model takes")
         raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
-            "the whole model measured faster than its blocks by more than they take. Measure again on a "
-            "quiet machine (see the noisy column) and rebuild the LUT."
+            f"{why}. Measure again on a quiet machine (see the noisy column) and rebuild the LUT."
         )
     coverage = float(found.mean()) if len(table) else 1.0
     original = prices.total_s(prices.pieces(None))
