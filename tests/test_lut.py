@@ -1,5 +1,6 @@
 import dataclasses
 import math
+import re
 import statistics
 import threading
 
@@ -221,14 +222,20 @@ def test_miss_names_the_key_and_the_nearest(measured):
         lut.lookup(wanted, "merged", strict=True)
 
 
-def test_device_key_round_trip_and_resolve_errors(measured):
+def test_device_key_round_trip_and_resolve_errors(measured, tmp_path):
     lut = build_lut([measured])
     key = lut.devices()[0]
     assert DeviceContext.from_str(key.to_str()) == key
     assert lut.resolve(key.to_str()) == key
     assert DeviceContext.from_str("abc/cuda:0/torch/fp16/channels_last/b128/t0/compiled").compile
-    with pytest.raises(LUTError, match="no context matches"):
-        lut.resolve(backend="tflite")
+    with pytest.raises(LUTError) as caught:
+        lut.resolve(backend="tflite", batch=None)
+    # what was asked in words, the parameter that names a context (a field of `Pricing` and `MergeChoice`), the list
+    assert str(caught.value) == (f"<built>: no context matches backend tflite; give one of these as `device_key=`:\n"
+                                 f"  {key}  ({lut.device_name(key)})")
+    written = build_lut([measured], tmp_path / "x.csv")  # one written names its file, as one loaded from it does
+    with pytest.raises(LUTError, match=rf"^{re.escape(str(tmp_path / 'x.csv'))}: no context matches backend tflite;"):
+        written.resolve(backend="tflite")
     with pytest.raises(ValueError, match="not a device key"):
         DeviceContext.from_str("cpu/torch")
 

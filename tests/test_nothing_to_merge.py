@@ -96,3 +96,34 @@ def test_measure_an_mlp_module_from_the_api_at_the_resolution_asked(tmp_path):
     models = [m for m in measured.run.measurements if m.scope == "model"]
     assert [(m.name, m.variant, m.input_shape) for m in models] == [("mlp", "original", (1, 3, 32, 32))]
     assert models[0].macs == 3 * 32 * 32 * 64 + 64 * 10  # the two Linear layers, one image
+
+
+MERGE_WORDS = "there is no plan to merge it by, only the whole model to time"
+
+
+@pytest.mark.parametrize("plan", [None, "mbv2-ds-a"])
+def test_merge_of_an_mlp_from_the_command_line_says_why_in_one_line(tmp_path, plan):
+    """No plan, or another model's: the MLP is told it has nothing to merge, not to find "a plan for" it (issue #44)."""
+    given = ("--plan", plan) if plan else ()
+    out = dsprof_here("merge", "--model-file", f"{FILE}:mlp", "--resolution", "32", *given, "--out",
+                      tmp_path / "m.pt", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"dsprof merge: error: file:nothing:mlp: {WORDS['mlp']}; {MERGE_WORDS}"]
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_merge_of_an_mlp_module_from_the_api_says_why(tmp_path):
+    mlp = ModelRef.of(nothing.mlp(resolution=32), name="mlp", resolution=32)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"model": "mlp", "keep": []}')
+    for plan in ("mbv2-ds-a", empty):
+        with pytest.raises(dsprof.errors.UsageError) as caught:
+            dsprof.merge(mlp, plan)
+        assert str(caught.value) == f"mlp: {WORDS['mlp']}; {MERGE_WORDS}"
+
+
+def test_merge_of_a_model_with_blocks_still_names_the_plan_s_model():
+    """The line is for models without a block only: one_conv's sibling with a block keeps the plan's refusal."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
+    with pytest.raises(dsprof.errors.PlanError, match=r"^mbv2-ds-a is for model 'mobilenet_v2', not 'pair'"):
+        dsprof.merge(ModelRef.of(net, name="pair", resolution=16), "mbv2-ds-a")

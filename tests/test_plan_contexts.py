@@ -356,3 +356,23 @@ def test_report_overlays_the_fronts_and_draws_the_cross_table(luts, tmp_path):
     svgs = sorted((tmp_path / "report2" / "plots").glob("devices_*"))
     assert [p.suffix for p in svgs] == [".csv", ".png", ".svg"]
     assert svgs[2].read_text().count("<title>") == 16
+
+
+def test_several_contexts_and_a_keep_name_a_call_that_runs_as_written(luts, tmp_path, capsys):
+    """Issue #44: the hint names `joint=` as a Python value (a quoted string, which `Joint` splits at commas), so the
+    call runs once CONTEXT is filled in; the command line reads it as --for CONTEXT,CONTEXT, no Python left in it."""
+    import dsprof
+
+    model = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION)
+    both = [luts[b] for b in BACKENDS]
+    with pytest.raises(dsprof.errors.UsageError) as caught:
+        dsprof.plan(model, both, keep=3, out=tmp_path / "f.json")
+    assert str(caught.value) == ("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its "
+                                 "plan, or give `joint='CONTEXT,CONTEXT'` for one plan for several")
+    planned = dsprof.plan(model, both, keep=3, out=tmp_path / "f.json", joint="torch,onnxruntime")
+    assert planned.chosen.k == 3 and sum(planned.chosen.plan.keep) == 3
+    assert main(["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION), "--lut",
+                 str(luts["torch"]), "--lut", str(luts["onnxruntime"]), "--keep", "3", "--out", str(tmp_path / "g.json")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "dsprof plan: error: several contexts: choose one with --device-key KEY to write its plan, or give --for "
+        "CONTEXT,CONTEXT for one plan for several"]

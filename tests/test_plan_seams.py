@@ -290,6 +290,20 @@ def test_a_hint_names_a_span_width_the_lut_holds(luts, tmp_path):
     assert "or plan with the spans it holds: --max-span 2" in done.stderr and "--max-span 1" not in done.stderr
 
 
+def test_a_python_caller_of_merge_is_told_its_own_parameter(luts, tmp_path):
+    """Issue #44: `dsprof.merge` takes ``max_span=`` (not the planner's `pricing=`): the hint names it, and the call
+    with that value merges."""
+    import dsprof
+    from dsprof.lut import MergeChoice
+
+    model, plan = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), _plan_file(tmp_path)
+    with pytest.raises(dsprof.errors.LUTMissError) as caught:
+        dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]))
+    assert str(caught.value).endswith("; or plan with the spans it holds: `max_span=2`")
+    merged = dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]), max_span=2)
+    assert all(stop - start <= 2 for start, stop in merged.merges.plan.spans or ())
+
+
 def _plan_file(folder: Path) -> Path:
     path = folder / "k3.json"
     path.write_text(Plan(NAME, (1, 0, 0, 0, 0, 1, 1), OPTIONS, name="k3").to_json())

@@ -124,12 +124,35 @@ def round_ratios(records, context, name: str) -> list[float]:
 def test_a_bad_front_file_is_one_clear_error(tmp_path):
     path = tmp_path / "front.json"
     path.write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(BadFileError, match=r"not a planner's front.*`dsprof\.plan\(out='FRONT\.json'\)`"):
+    with pytest.raises(BadFileError, match=r"not a planner's front.*; write one with "
+                                            r"`dsprof\.plan\(model=MODEL, lut=LUT, out='FRONT\.json'\)`$"):
         load_front(path)
     path.write_text(json.dumps({"format": "dsprof.front", "version": 1, "model": "m", "device": "d", "original_s": 1,
                                 "points": [{"k": 0}]}))
     with pytest.raises(BadFileError, match="lacks high_s, keep, latency_s, low_s"):
         load_front(path)
+
+
+def test_a_python_caller_is_told_calls_that_run_as_written(records, tmp_path, monkeypatch):
+    """Issue #44: a report without a front names the calls that write one and read it, each runnable once its
+    capitals are filled in (the plan's with the parameters `dsprof.plan` takes; the report's with its records and
+    folder, and one front file as a plain path); a folder that is a file is refused in a Python caller's words, no
+    short flag; one path may be given as a string, as `dsprof.build_lut` takes it."""
+    import inspect
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(dsprof.errors.OutputPathError) as caught:
+        dsprof.report(str(FIXTURES), "taken")
+    assert str(caught.value) == "cannot write the report in taken: taken is a file, not a folder; choose another `out=` folder"
+    answer = dsprof.report(str(FIXTURES), "first").answer  # one folder as a string, not its letters
+    assert answer[0] == ("No planner's front among the inputs: `dsprof.plan(model=MODEL, lut=LUT, out='FRONT.json')` "
+                         "writes one, and `dsprof.report(FILES, out=OUT, fronts='FRONT.json')` opens with what it predicts.")
+    inspect.signature(dsprof.plan).bind(model="MODEL", lut="LUT", out="FRONT.json")  # raises where it would not run
+    (tmp_path / "FRONT.json").write_text(json.dumps(front_json(records)))
+    call = re.search(r"`(dsprof\.report\(.*?\))`", answer[0])[1].replace("FILES", repr(str(FIXTURES))).replace("OUT", "'second'")
+    again = eval(call, {"dsprof": dsprof})  # as written, its capitals filled in
+    assert again.answer[0].startswith("On ") and "DepthShrinker's plans run up to 3.33x faster (k = 0" in again.answer[1]
 
 
 def test_the_page_needs_nothing_from_outside(report):

@@ -71,6 +71,7 @@ def build_lut(paths: str | Path | Iterable[str | Path], out: str | Path | None =
         if not len(lut):
             raise LUTError("the measurement files hold no successful record; nothing to tabulate")
         lut.save(out)
+        lut.source = str(out)  # its messages name the file written, as a LUT loaded from it does
     return lut
 
 

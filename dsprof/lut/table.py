@@ -187,7 +187,8 @@ class LUT:
             return candidates[0]
         listing = "\n  ".join(f"{d}  ({self._name_of(d)})" for d in self.devices()) or "(none)"
         what = "no context matches" if not candidates else "several contexts match"
-        raise LUTError(f"{self.source}: {what} {key or filters}; give one of:\n  {listing}")
+        asked = str(key) if key is not None else ", ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
+        raise LUTError(f"{self.source}: {what}{f' {asked}' if asked else ''}; give one of these as `device_key=`:\n  {listing}")
 
     def _name_of(self, key: DeviceContext) -> str:
         return str(self.entries(key)["device_name"].iloc[0])

@@ -242,7 +242,7 @@ def settle(costs: Any, plan: Plan, *, max_span: int | None = None, strict: bool 
         pieces += [costs.span(start, stop) for start, stop in span_ranges(costs.blocks, keep, max_span)
                    if not any(a < stop and start < b for a, b in crossing)]
     if strict and max_span is not None:  # as the planner names a miss
-        _check_found(costs, pieces, max_span)
+        _check_found(costs, pieces, max_span, spans_by="max_span={}")  # merge(max_span=), best_plan(max_span=)
     elif strict and undecided:
         raise costs.hints.undecided(undecided)
     (solution,) = best_per_k(n, pieces).values()
@@ -365,10 +365,12 @@ def _no_gain(prices: Prices) -> tuple[int, ...]:
     return tuple(i for i in range(len(prices.blocks)) if not alone(prices, i).saving_s > 0 and alone(prices, i).found)
 
 
-def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span: int | None = None) -> None:
+def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span: int | None = None, *,
+                 spans_by: str = "pricing=Pricing(max_span={})") -> None:
     """One line naming what the LUT lacks and what to time (a `MeasureHint`, spans of up to ``hint_span`` blocks,
     default ``max_span``): first whether the LUT holds another model (or this one at another resolution), then the
-    first entry missing; where spans lack entries, the widest the LUT holds every span of, to plan with."""
+    first entry missing; where spans lack entries, the widest the LUT holds every span of, to plan with, as the
+    caller's parameter ``spans_by`` sets it (the planner's `Pricing`; `settle`'s callers take ``max_span=``)."""
     missing = list(prices.missing) + [p.missing for p in choices if p.missing]
     if not missing:
         return
@@ -380,8 +382,8 @@ def _check_found(prices: Prices, choices: list[Piece], max_span: int, hint_span:
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     spans = any(not p.found and p.stop - p.start > 1 for p in choices)
     held = spans_held(prices, max_span)  # a width the LUT holds every span of
-    without = (f"; or plan with the spans it holds: `pricing=Pricing(max_span={held})`" if held > 1 else
-               "; or plan without spans: `pricing=Pricing(max_span=1)`") if spans and max_span > 1 else ""
+    without = (f"; or plan with the spans it holds: `{spans_by.format(held)}`" if held > 1 else
+               f"; or plan without spans: `{spans_by.format(1)}`") if spans and max_span > 1 else ""
     raise LUTMissError(
         f"the LUT {prices.lookup.lut.source} lacks {missing[0]}{more} for {prices.label} on {prices.key}: run "
         f"{measure}{without}", hint=hint

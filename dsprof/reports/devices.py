@@ -33,7 +33,7 @@ from ..records.measurement import Measurement, paired_with_original
 from .front import FRONT_FORMAT, check_front
 from .page import Section
 from .plots import _colors, _points, k_axes, plain_text
-from .summary import JointAnswer, PlanAnswer
+from .summary import WRITE_FRONT, JointAnswer, PlanAnswer
 from .svg import tip
 from .tables import latest_records
 from ..records.plan import Plan
@@ -48,18 +48,18 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     """The fronts in a file `dsprof plan --out` wrote: (its fronts, None) for one context; (each context's front,
     the whole file) for several. Each front is checked as `dsprof.reports.front.load_front` checks one."""
     path = Path(path)
-    data = read_json(path, "planner's front (JSON)", "write one with `dsprof.plan(out='FRONT.json')`", kind="front")
+    data = read_json(path, "planner's front (JSON)", f"write one with {WRITE_FRONT}", kind="front")
     if not isinstance(data, dict) or data.get("format") != FRONTS_FORMAT:
         return [check_front(data, path)], None
     if data.get("version") != 1:
         raise BadFileError(f"{path}: fronts format version {data.get('version')!r}; this dsprof reads version 1")
     fronts = data.get("fronts")
     if not isinstance(fronts, list) or not isinstance(data.get("cross", []), list):
-        raise BadFileError(f"{path}: 'fronts' and 'cross' must be lists; write it again with `dsprof.plan(out=)`")
+        raise BadFileError(f"{path}: 'fronts' and 'cross' must be lists; write it again with {WRITE_FRONT}")
     checked = []
     for i, front in enumerate(fronts):
         if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
-            raise BadFileError(f"{path}: front {i} is not a planner's front; write it again with `dsprof.plan(out=)`")
+            raise BadFileError(f"{path}: front {i} is not a planner's front; write it again with {WRITE_FRONT}")
         front = check_front(front, path)
         front["stem"] = f"{path.name.removesuffix('.json').replace('.', '-')}-{i}"
         joint = _joint_of(data.get("joint"), front)
@@ -69,7 +69,7 @@ def load_front_file(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, A
     missing = sorted({k for row in data.get("cross", []) for k in ("chosen_for_label", "runs_on_label", "k", "loss")
                       if k not in row})
     if missing:
-        raise BadFileError(f"{path}: the cross table lacks {', '.join(missing)}; write it again with `dsprof.plan(out=)`")
+        raise BadFileError(f"{path}: the cross table lacks {', '.join(missing)}; write it again with {WRITE_FRONT}")
     data["path"] = str(path)
     return checked, data
 

@@ -31,7 +31,7 @@ from ..models.spans_text import format_spans
 from ..records.measurement import Measurement, paired_with_original
 from . import plots
 from .page import Plot, Section
-from .summary import Answer, device_line, front_answer
+from .summary import WRITE_FRONT, Answer, device_line, front_answer
 from .tables import device_labels, latest_records, model_title
 from ..lut.schema import model_label
 from ..records.plan import Plan
@@ -44,7 +44,7 @@ FRONT_FORMAT = "dsprof.front"
 def load_front(path: str | Path) -> dict[str, Any]:
     """A front file written by `dsprof plan --out`, checked for its format and the fields the report reads."""
     path = Path(path)
-    front = read_json(path, "planner's front (JSON)", "write one with `dsprof.plan(out='FRONT.json')`", kind="front")
+    front = read_json(path, "planner's front (JSON)", f"write one with {WRITE_FRONT}", kind="front")
     return check_front(front, path)
 
 
@@ -52,15 +52,15 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
     """A front read from ``path`` (alone, or one of a file over several contexts), checked as `load_front` says."""
     if not isinstance(front, dict) or front.get("format") != FRONT_FORMAT:
         raise BadFileError(f"{path} is not a planner's front (no \"format\": \"{FRONT_FORMAT}\"); "
-                           "write one with `dsprof.plan(out='FRONT.json')`")
+                           f"write one with {WRITE_FRONT}")
     if front.get("version") != 1:
         raise BadFileError(f"{path}: front format version {front.get('version')!r}; this dsprof reads version 1")
     if not isinstance(front.get("points", []), list) or not all(isinstance(p, dict) for p in front.get("points", [])):
-        raise BadFileError(f"{path}: 'points' must be a list of objects; write it again with `dsprof.plan(out=)`")
+        raise BadFileError(f"{path}: 'points' must be a list of objects; write it again with {WRITE_FRONT}")
     missing = [k for k in ("model", "device", "original_s", "points") if k not in front]
     missing += sorted({k for p in front["points"] for k in ("k", "keep", "latency_s", "low_s", "high_s") if k not in p})
     if missing:
-        raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with `dsprof.plan(out=)`")
+        raise BadFileError(f"{path}: the front lacks {', '.join(missing)}; write it again with {WRITE_FRONT}")
     try:  # what a front from someone else may carry into pages, tables and commands: `dsprof.fields`
         for name in ("model", "name", "method"):
             check_text(front.get(name), name, none=name != "model")
@@ -80,7 +80,7 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
             check_text(preset.get("name") if isinstance(preset, dict) else preset, f"presets[{i}].name")
         _check_numbers(front)
     except FieldError as exc:
-        raise BadFileError(f"{path}: {exc}; write it again with `dsprof.plan(out=)`") from None
+        raise BadFileError(f"{path}: {exc}; write it again with {WRITE_FRONT}") from None
     front["path"] = str(path)
     return front
 

@@ -32,6 +32,10 @@ __all__ = ["Answer", "JointAnswer", "PlanAnswer", "front_answer", "measured_answ
 _BACKENDS = {"torch": "PyTorch eager", "torch-compile": "PyTorch, torch.compile", "onnxruntime": "ONNX Runtime",
              "openvino": "OpenVINO", "tflite": "TFLite", "torchscript": "TorchScript"}
 
+# the call that writes a planner's front, as every message that asks for one names it (runs as written, its
+# capitals filled in; the command line reads it as `dsprof plan --model MODEL --lut LUT --out FRONT.json`)
+WRITE_FRONT = "`dsprof.plan(model=MODEL, lut=LUT, out='FRONT.json')`"
+
 
 def x(speedup: float) -> str:
     """A speed-up as shown everywhere in the answer: ``1.53x``."""
@@ -203,8 +207,8 @@ def _others(runs: Mapping[str, Any], shown: set[str]) -> tuple[PlanAnswer, ...]:
 
 def measured_answer(records: Sequence[Measurement], plans: Mapping[str, Any]) -> list[str]:
     """Without a front: per device context, each plan measured beside the original, paired (one line each)."""
-    lines = ["No planner's front among the inputs: `dsprof.plan(lut=LUT, out='FRONT.json')` writes one, and "
-             "`dsprof.report(fronts='FRONT.json')` opens with what it predicts."]
+    lines = [f"No planner's front among the inputs: {WRITE_FRONT} writes one, and "
+             "`dsprof.report(FILES, out=OUT, fronts='FRONT.json')` opens with what it predicts."]
     contexts: dict[Any, list[Measurement]] = {}
     for r in records:
         contexts.setdefault(r.context, []).append(r)

@@ -4,11 +4,12 @@ tabulate. It sits with the planner, above `dsprof.merging` (which merges what it
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 from torch import nn
@@ -24,7 +25,7 @@ from ..merging.artifact import export_onnx, save_merged
 from ..merging.linearize import linearize_model
 from ..merging.model import MergeReport, cost_table, merge_linearized_model, merge_report
 from ..records.merges import Merges
-from ..models import ModelRef, load_checkpoint
+from ..models import ModelRef, load_checkpoint, nothing_to_merge
 from ..models.build import ClassCountError
 from ..records.plan import Plan, PlanError, check_plan
 from .measure import _MERGE_KEYWORDS, _MODEL_KEYWORDS
@@ -86,13 +87,15 @@ def merge(
     choice = replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {}))
     fields = moved.get("model", {})
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
-    plan = _plan_of(plan, carried, checkpoint)
+    with _nothing_to_merge(ModelRef.of(model, **fields) if model is not None else None):
+        plan = _plan_of(plan, carried, checkpoint)
     if model is None:  # the plan's model, with its options unless others are given
         plan = Plan.coerce(plan)
         model, fields = plan.model, {"options": dict(plan.options), **fields}
     ref = ModelRef.of(model, **fields)
     model_name, options = ref.name, dict(ref.options)
-    plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
+    with _nothing_to_merge(ref):
+        plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
     for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
         if path is not None:
             check_output_path(path)
@@ -159,6 +162,19 @@ def plan_model(plan: Plan | str | Path | None, checkpoint: str | Path | None = N
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     planned = Plan.coerce(_plan_of(plan, carried, checkpoint))
     return ModelRef.of(planned.model, **{"options": dict(planned.options), **{k: v for k, v in fields.items() if v}})
+
+
+@contextlib.contextmanager
+def _nothing_to_merge(ref: ModelRef | None) -> Iterator[None]:
+    """A model without a block has no plan to merge by: a refused plan (one for another model, none given, an empty
+    one) becomes the one line that says why (`dsprof.models.nothing_to_merge`), as `dsprof.plan` says it."""
+    try:
+        yield
+    except (PlanError, UsageError):
+        nothing = nothing_to_merge(ref.build()) if ref is not None else None
+        if nothing is None:
+            raise
+        raise UsageError(f"{ref.name}: {nothing}; there is no plan to merge it by, only the whole model to time") from None
 
 
 def _plan_of(plan: Plan | str | Path | None, carried: dict[str, Any], checkpoint) -> Plan | str | Path:

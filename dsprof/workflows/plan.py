@@ -215,7 +215,7 @@ def plan_contexts_to_file(
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
         raise UsageError("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its plan, or "
-                         "give `joint=CONTEXT,CONTEXT` for one plan for several")
+                         "give `joint='CONTEXT,CONTEXT'` for one plan for several")
     model = ModelRef.of(model)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):

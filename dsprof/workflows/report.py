@@ -155,7 +155,7 @@ def report(
     `dsprof report` names `dsprof measure --plan PLAN` where one made from Python names `dsprof.measure(plans=PLAN)`).
     """
     out = Path(out)
-    paths = list(paths)
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # one file or folder, as build_lut takes it
     records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
     if resolution is not None:
         records = _at_resolution(records, resolution)
@@ -184,12 +184,12 @@ def report(
         plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
     front_files, several = [], []  # every context's front; the files of `dsprof plan` over several contexts
-    for path in (_fronts(paths) if fronts is None else fronts):
+    for path in (_fronts(paths) if fronts is None else [fronts] if isinstance(fronts, (str, Path)) else fronts):
         each, whole = load_front_file(path)
         front_files += each
         several += [whole] if whole is not None else []
     attach_joint(front_files, several)  # a front of one context counts the plan for several measured there too
-    check_output_path(out, "the report in ", "choose another -o folder", folder=True)
+    check_output_path(out, "the report in ", "choose another `out=` folder", folder=True)
     report = Report(output_path(out, "index.md"), output_path(out, "report.html"))
     write = _Writer(out, report)
     # The answer first (one paragraph per front, then one per plan for several contexts, so that the first screen
