@@ -567,8 +567,8 @@ def test_37_4_every_flag_a_message_or_next_line_suggests_is_one_the_command_take
     three = tmp_path / "three.json"  # blocks 0-2 linearised: a span of three blocks is a candidate
     three.write_text(Plan(LABEL, (0, 0, 0, 1, 1, 1), name="three").to_json())
     seen += flags_of(error_line("merge", *ARGS[:4], "--lut", setup["lut"], "--device-key",
-                                str(setup["contexts"]["torch"]), "--plan", three, "--spans", "auto", "--out",
-                                tmp_path / "m.pt"), "merge")  # spans of 2 only, --max-span 4
+                                str(setup["contexts"]["torch"]), "--plan", three, "--spans", "auto",
+                                "--max-span", "4", "--out", tmp_path / "m.pt"), "merge")  # spans of 2 only: 4 asked
     seen += flags_of(error_line("plan", "--model-file", MYNET, "--lut", setup["lut"], "--backend", "torch",
                                 "--max-span", "2", "--out", tmp_path / "f.json"), "plan")  # 224 px by default
     out = ok("plan", *ARGS, "--lut", setup["lut"], "--backend", "torch", "--keep", "2", "--out", tmp_path / "f.json")

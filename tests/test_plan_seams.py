@@ -291,17 +291,33 @@ def test_a_hint_names_a_span_width_the_lut_holds(luts, tmp_path):
 
 
 def test_a_python_caller_of_merge_is_told_its_own_parameter(luts, tmp_path):
-    """Issue #44: `dsprof.merge` takes ``max_span=`` (not the planner's `pricing=`): the hint names it, and the call
-    with that value merges."""
+    """Issue #44: `dsprof.merge` takes ``max_span=`` (not the planner's `pricing=`): a width asked that the LUT lacks
+    names it, and the call with that value merges."""
     import dsprof
     from dsprof.lut import MergeChoice
 
     model, plan = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), _plan_file(tmp_path)
     with pytest.raises(dsprof.errors.LUTMissError) as caught:
-        dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]))
+        dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]), max_span=4)
     assert str(caught.value).endswith("; or plan with the spans it holds: `max_span=2`")
     merged = dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]), max_span=2)
     assert all(stop - start <= 2 for start, stop in merged.merges.plan.spans or ())
+
+
+def test_merge_with_spans_auto_follows_the_lut_as_plan_does_and_says_so(luts, tmp_path):
+    """Issue #44, item 5, through the merge door: with no ``max_span`` the search offers spans no wider than the LUT
+    holds (2 here: the torch LUT timed spans of two blocks), says so in one line, and merges what `max_span=2`
+    merges."""
+    import dsprof
+    from dsprof.lut import MergeChoice
+
+    model, plan = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), _plan_file(tmp_path)
+    merged = dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]))
+    asked = dsprof.merge(model, plan, spans="auto", merge=MergeChoice(lut=luts["torch"]), max_span=2)
+    assert merged.merges.plan == asked.merges.plan
+    assert merged.merges.limit.startswith("spans up to 2 blocks, not the default 4: the LUT holds every span of up to "
+                                          "2 blocks, not all of 3")
+    assert merged.merges.describe().endswith(f"; {merged.merges.limit}") and asked.merges.limit == ""
 
 
 def _plan_file(folder: Path) -> Path:

@@ -35,7 +35,8 @@ def add(sub, fmt) -> None:
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, or MACs with --merge-by macs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 "
                         "and 4); default: the plan's")
-    p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN, help="blocks per span at most (--spans auto)")
+    p.add_argument("--max-span", type=int, default=None,
+                   help=f"blocks per span at most (--spans auto; default {DEFAULT_MAX_SPAN}, no wider than the LUT holds)")
     p.add_argument("--lut", type=Path, default=None,
                    help="latency table that decides which linearised blocks of a plan without a merge list merge (the "
                         "rule predict prices) and, with --spans auto, the spans (the planner's; span entries: dsprof "

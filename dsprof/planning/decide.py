@@ -27,7 +27,7 @@ from ..lut.table import LUT
 from ..records.merges import Merges, check_merges, replayed, rule_kind
 from ..models import ModelRef, find_blocks
 from ..records.plan import Plan
-from .planner import settle
+from .planner import settle, span_limit
 
 __all__ = ["Decider", "merge_rule"]
 
@@ -42,11 +42,12 @@ class Decider:
     context: str = ""
     blocks: int | None = None  # the model's block count where a replaying decider knows it (a table knows its own)
 
-    def decide(self, plan: Any, *, spans: Any = None, max_span: int = DEFAULT_MAX_SPAN,
+    def decide(self, plan: Any, *, spans: Any = None, max_span: int | None = None,
                strict: bool = True) -> Merges:
         """``plan`` (anything `Plan.coerce` reads) with its ``merge`` list, and what decided it: its own list where it
         has one (checked) and ``spans`` is None; else the planner's choice (`settle`) for its ``keep``. ``spans``:
-        None keeps the plan's own; ``"auto"`` lets the search choose them too, of up to ``max_span`` blocks; a
+        None keeps the plan's own; ``"auto"`` lets the search choose them too, of up to ``max_span`` blocks (None: as
+        `dsprof.plan` offers them, up to the default and no wider than the LUT holds, saying what that limited); a
         sequence of [start, stop) ranges puts those instead (the merges then decided again). ``strict=False``: a
         block the LUT cannot decide counts as merged (a partial prediction, which names the miss)."""
         costs = self.costs
@@ -60,7 +61,11 @@ class Decider:
             return replayed(plan)
         auto = isinstance(spans, str)
         by = "planner" if auto and self.by == "lut" else self.by
-        return Merges(settle(costs, plan, max_span=max_span if auto else None, strict=strict), by, self.context)
+        limit = ""
+        if auto and max_span is None:  # as the planner offers them: no wider than a LUT holds (MACs price any)
+            max_span, limit = span_limit(costs, None) if self.by == "lut" else (DEFAULT_MAX_SPAN, "")
+        return Merges(settle(costs, plan, max_span=max_span if auto else None, strict=strict), by, self.context,
+                      limit)
 
 
 def merge_rule(

@@ -35,7 +35,7 @@ from ..models.spans import span_ranges, span_runs
 from .dp import Solution, best_of_k, best_per_k, block_count, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 
-__all__ = ["FrontInputs", "best_plan", "context_suffix", "front_inputs", "plan_front", "settle", "spans_held",
+__all__ = ["FrontInputs", "best_plan", "context_suffix", "front_inputs", "plan_front", "settle", "span_limit", "spans_held",
            "top_plans"]
 
 
@@ -97,8 +97,8 @@ def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | 
             device = pricing.context(lut)
         at = ModelRef.of(ref, resolution=pricing.resolution)  # priced at the LUT's size where it is another
         prices = prices_of(at, lut, device=device, rest=pricing.rest, method=pricing.method)
-    max_span, span_limit = _span_limit(prices, pricing.max_span)
-    return FrontInputs(ref, prices, max_span, span_limit, max(pricing.max_span or DEFAULT_MAX_SPAN, max_span))
+    max_span, limited = span_limit(prices, pricing.max_span)
+    return FrontInputs(ref, prices, max_span, limited, max(pricing.max_span or DEFAULT_MAX_SPAN, max_span))
 
 
 def plan_front(
@@ -178,7 +178,7 @@ def spans_held(prices: Prices, limit: int | None = None) -> int:
     return held
 
 
-def _span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
+def span_limit(prices: Prices, asked: int | None) -> tuple[int, str]:
     """The widest span the planner offers -- ``asked`` (None: `DEFAULT_MAX_SPAN` at most where the LUT holds none
     wider, else as wide as it holds), no wider than the LUT holds (`spans_held`) -- and one line saying what the LUT
     limited ("" where it limited nothing)."""

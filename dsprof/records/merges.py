@@ -30,6 +30,9 @@ class Merges:
     plan: Plan
     by: str
     context: str = ""
+    #: what the LUT limited where the search chose spans (`dsprof.planning.planner.span_limit`: "spans up to 2
+    #: blocks, not the default 4: ..."), else ""
+    limit: str = ""
 
     @property
     def merged(self) -> list[int]:
@@ -47,7 +50,7 @@ class Merges:
         }[self.by]
         linear = [i for i in self.plan.linearized if i not in self.merged]
         return (f"{self.plan.name or 'plan'}: merged blocks {_indices(self.merged)}; linear, unmerged "
-                f"{_indices(linear)} (decided by {how})")
+                f"{_indices(linear)} (decided by {how})" + (f"; {self.limit}" if self.limit else ""))
 
 
 def _indices(values: list[int]) -> str:

@@ -15,7 +15,6 @@ import pandas as pd
 from torch import nn
 
 from .._moved import moved_keywords
-from ..constants import DEFAULT_MAX_SPAN
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
 from ..planning.decide import merge_rule
@@ -54,7 +53,7 @@ def merge(
     onnx: str | Path | None = None,
     num_classes: int | None = None,
     spans: str | tuple[tuple[int, int], ...] | None = None,
-    max_span: int = DEFAULT_MAX_SPAN,
+    max_span: int | None = None,
     merge: MergeChoice | None = None,
     **deprecated: Any,
 ) -> MergeOutcome:
@@ -73,7 +72,8 @@ def merge(
     (a `dsprof.lut.MergeChoice`: a LUT's rule in its context, as `predict` prices it, or MACs); else the plan is
     refused in one line (one decision, the planner's: `dsprof.planning.decide.merge_rule`). ``spans``: ``"auto"``
     merges runs of consecutive linear blocks into one convolution each where that pays (the planner's partition and
-    merges for the plan's ``keep``, on the LUT or on MACs; up to ``max_span`` blocks), explicit
+    merges for the plan's ``keep``, on the LUT or on MACs; up to ``max_span`` blocks, None: as `dsprof.plan` offers
+    them, up to 4 and no wider than the LUT holds, what that limited said in ``merges``), explicit
     ``((start, stop), ...)`` ranges (the other merges then decided again), or None for the plan's own. Both output
     paths are checked before anything is built, the plan's length and the merge rule before anything is merged or
     written. The keywords of before (``options=``, ``resolution=``, ``weights=``, the fields of ``model``'s
