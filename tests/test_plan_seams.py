@@ -285,7 +285,7 @@ def test_a_lut_without_merged_blocks_plans_them_unmerged_and_says_so(luts, tmp_p
 
 def test_a_hint_names_a_span_width_the_lut_holds(luts, tmp_path):
     done = dsprof_here("merge", *MODEL, "--plan", _plan_file(tmp_path), "--spans", "auto", "--lut", luts["torch"],
-                       "--out", tmp_path / "merged.pt")
+                       "--max-span", "4", "--out", tmp_path / "merged.pt")  # a width asked that the LUT lacks
     assert done.returncode == 2, done.stderr
     assert "or plan with the spans it holds: --max-span 2" in done.stderr and "--max-span 1" not in done.stderr
 
