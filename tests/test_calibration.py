@@ -9,6 +9,7 @@ samples to a known per-round ratio and computes the expected half-width by hand 
 import dataclasses
 import math
 import statistics
+import warnings
 
 import pytest
 
@@ -213,3 +214,21 @@ def test_a_front_priced_without_pieces_timed_inside_the_model_says_it_is_a_draft
     assert ALONE not in calibrated.front.draft.split("; ") and ALONE not in calibrated.front.notes()
     planned = dsprof.plan(model, build_lut([alone]))
     assert planned.front.draft.split("; ")[-1] == ALONE and planned.front.notes()[0] == planned.front.draft
+
+
+def test_a_block_that_cannot_be_linearised_stays_as_built_in_the_calibration_group(tmp_path):
+    """timm's tf_mobilenetv3_small_075 (TensorFlow's dynamic 'SAME' padding): its first block chains the stem's 3x3
+    stride-2 convolution into the first depthwise 3x3, two spatial convolutions that dsprof cannot linearise. The
+    calibration plan linearised every block, so `measure --calibrate` failed with a traceback after everything was
+    timed; the group now keeps that block as built and says so in one line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = dsprof.measure(ModelRef.of("timm:tf_mobilenetv3_small_075", resolution=32),
+                             workloads=Workloads(("original", "merged"), ("original",), calibrate=True), timing=FAST,
+                             out=tmp_path / "m.jsonl", progress=False).run
+    said = [str(w.message) for w in caught if "calibration group keeps" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(
+        "timm:tf_mobilenetv3_small_075: the calibration group keeps block(s) 0 as built: they cannot be linearised "
+        "(TensorFlow 'SAME' padding is dynamic")
+    calibration = [r for r in run.measurements if r.variant == CALIBRATION]
+    assert len(calibration) == 1 and calibration[0].ok
