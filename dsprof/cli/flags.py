@@ -187,10 +187,7 @@ def parameters_as_flags(text: str, command: str | None = None, kind: str = "") -
                 return None
             parts += [inner] if inner else []
             continue
-        try:
-            literal = ast.literal_eval(value) if value else True
-        except (ValueError, SyntaxError):
-            literal = value
+        literal = _literal(value) if value else True
         if name == "options" and isinstance(literal, dict):  # a model's build options: one option each
             parts += _option_words(literal, table)
             continue

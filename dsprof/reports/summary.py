@@ -33,7 +33,7 @@ _BACKENDS = {"torch": "PyTorch eager", "torch-compile": "PyTorch, torch.compile"
              "openvino": "OpenVINO", "tflite": "TFLite", "torchscript": "TorchScript"}
 
 # the call that writes a planner's front, as every message that asks for one names it (runs as written, its
-# capitals filled in; the command line reads it as `dsprof plan --model MODEL --lut LUT --out FRONT.json`)
+# capitals filled in; the command line shows it as the `dsprof plan` command with the options that set them)
 WRITE_FRONT = "`dsprof.plan(model=MODEL, lut=LUT, out='FRONT.json')`"
 
 

@@ -197,14 +197,14 @@ def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int
         lone = [i for i in range(len(plan.keep)) if not any(a <= i < b for a, b in plan.spans)]
         name = calibration_name(label, plan.spans, [i for i in lone if not plan.merge[i]])
     else:
-        plan = Plan(registered, _linearizable_off(net, label, input_size), options, name=CALIBRATION)
+        plan = Plan(registered, _calibration_keep(net, label, input_size), options, name=CALIBRATION)
         rule = merge_rule(ModelRef.of(net, name=label, options=options), lut=lut, device=context)
         plan = rule.decide(plan, strict=False).plan
     merged = merge_model(net, plan)
     return [model_workload(net, label, "original", input_size), model_workload(merged, name, CALIBRATION, input_size)]
 
 
-def _linearizable_off(net: nn.Module, label: str, input_size: tuple[int, int]) -> tuple[int, ...]:
+def _calibration_keep(net: nn.Module, label: str, input_size: tuple[int, int]) -> tuple[int, ...]:
     """The calibration plan's ``keep``: 0 (linearised) for every block, 1 for a block that cannot be linearised (e.g.
     two spatial convolutions with TensorFlow's dynamic 'SAME' padding, timm's ``tf_`` models), which stays as
     built and is named in one warning line. Before, such a block failed the run here, after everything was timed."""
