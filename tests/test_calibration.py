@@ -216,19 +216,30 @@ def test_a_front_priced_without_pieces_timed_inside_the_model_says_it_is_a_draft
     assert planned.front.draft.split("; ")[-1] == ALONE and planned.front.notes()[0] == planned.front.draft
 
 
-def test_a_block_that_cannot_be_linearised_stays_as_built_in_the_calibration_group(tmp_path):
-    """timm's tf_mobilenetv3_small_075 (TensorFlow's dynamic 'SAME' padding): its first block chains the stem's 3x3
-    stride-2 convolution into the first depthwise 3x3, two spatial convolutions that dsprof cannot linearise. The
-    calibration plan linearised every block, so `measure --calibrate` failed with a traceback after everything was
-    timed; the group now keeps that block as built and says so in one line."""
+def test_a_chain_that_cannot_merge_is_no_block_so_every_front_plan_of_a_tf_model_merges(tmp_path):
+    """timm's tf_mobilenetv3_small_075 chains the stem's 3x3 stride-2 convolution into the first depthwise 3x3
+    stride-2, both with TensorFlow's dynamic 'SAME' padding. No one padding in front of their composite is right at
+    every input size (`dsprof.models.padding.tf_same_chain_problem`), so they cannot merge. That chain was a block:
+    `measure --calibrate` failed on it after everything was timed, and the planner offered plans that linearised it,
+    which `merge` refused. Discovery refuses it now, with the reason, and every plan of the front merges.
+
+    From the architecture: 11 inverted-residual or depthwise-separable blocks after the stem; the first one's
+    squeeze-excitation gate leaves no chain to merge there, so the 10 others are the blocks."""
+    from dsprof.models import discover_blocks
+
+    ref = ModelRef.of("timm:tf_mobilenetv3_small_075", resolution=32)
+    found = discover_blocks(ref.build(), (32, 32))
+    assert len(found.blocks) == 10 and not any("conv_stem" in b.name for b in found.blocks)
+    assert any(r.name.startswith("conv_stem") and "TensorFlow 'SAME' padding is dynamic" in r.reason
+               for r in found.refusals)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run = dsprof.measure(ModelRef.of("timm:tf_mobilenetv3_small_075", resolution=32),
-                             workloads=Workloads(("original", "merged"), ("original",), calibrate=True), timing=FAST,
-                             out=tmp_path / "m.jsonl", progress=False).run
-    said = [str(w.message) for w in caught if "calibration group keeps" in str(w.message)]
-    assert len(said) == 1 and said[0].startswith(
-        "timm:tf_mobilenetv3_small_075: the calibration group keeps block(s) 0 as built: they cannot be linearised "
-        "(TensorFlow 'SAME' padding is dynamic")
+        run = dsprof.measure(ref, workloads=Workloads(("original", "merged"), ("original",), calibrate=True),
+                             timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
+    assert not [w for w in caught if "cannot be linearised" in str(w.message)]
     calibration = [r for r in run.measurements if r.variant == CALIBRATION]
     assert len(calibration) == 1 and calibration[0].ok
+    front = dsprof.plan(ref, build_lut([run.path])).front
+    assert len(front.points) >= 5
+    for point in front.points:  # each merges, or the line raises MergeError
+        dsprof.merge(ref, point.plan)

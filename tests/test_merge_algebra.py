@@ -10,6 +10,7 @@ from torch import nn
 
 from dsprof.merging import LinearConv, MergeError, add_residual, apply_conv, compose_convs, conv_from_module
 from dsprof.merging.algebra import TF_SAME, output_size, pad_input
+from dsprof.models.padding import tf_same_chain_problem
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -119,6 +120,28 @@ def test_tf_same_next_to_a_spatial_conv_is_refused():
     b = conv_from_module(nn.Conv2d(4, 4, 3, padding=1))
     with pytest.raises(MergeError, match="dynamic"):
         compose_convs(a, b)
+
+
+def test_two_stride_2_tf_same_convolutions_need_a_padding_no_tf_same_gives():
+    """Why such a chain is refused, checked by hand: on a 32 px input a 3x3 stride-2 'SAME' convolution pads
+    (0, 1) (total (16 - 1) * 2 + 3 - 32 = 1); on its 16 px output the next one pads (0, 1) too. Padded in front of
+    both, that is 0 + 2 * 0 = 0 at the top and 1 + 2 * 1 = 3 at the bottom. The composite 7x7 stride-4 'SAME'
+    convolution pads (1, 2) (total (8 - 1) * 4 + 7 - 32 = 3). Unbiased, so padding in front is exact: the two
+    convolutions run in float64 equal the composite padded (0, 3), not (1, 2)."""
+    torch.manual_seed(0)
+    a, b = Conv2dSame(2, 3, 3, stride=2, bias=False).double(), Conv2dSame(3, 2, 3, stride=2, bias=False).double()
+    x = torch.randn(1, 2, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        expected = b(a(x))
+    la, lb = conv_from_module(a), conv_from_module(b)
+    assert tf_same_chain_problem([(c.padding, c.kernel_size, c.stride) for c in (la, lb)]) is not None
+    with pytest.raises(MergeError, match="dynamic"):
+        compose_convs(la, lb)
+    static = compose_convs(LinearConv(la.weight, la.bias, la.stride, (0, 1, 0, 1)),
+                           LinearConv(lb.weight, lb.bias, lb.stride, (0, 1, 0, 1)))
+    assert static.padding == (0, 3, 0, 3) and static.kernel_size == (7, 7) and static.stride == (4, 4)
+    assert_relclose(apply_conv(static, x), expected, torch.float64)
+    assert not torch.allclose(apply_conv(LinearConv(static.weight, static.bias, (4, 4), TF_SAME), x), expected)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MergeError  # noqa: F401  (defined once, in dsprof.errors)
-from ..models.padding import TF_SAME, Padding, as_pair, conv_padding, static_tf_same
+from ..models.padding import TF_SAME, Padding, as_pair, conv_padding, static_tf_same, tf_same_chain_problem
 from .fold import fold_bn_into_conv
 
 __all__ = [
@@ -152,15 +152,10 @@ def compose_convs(first: LinearConv, second: LinearConv) -> LinearConv:
     # Padding: static pads add up; dynamic TF 'SAME' survives only next to a pointwise convolution.
     padding: Padding
     if TF_SAME in (first.padding, second.padding):
-        if first.padding == TF_SAME and second.is_pointwise():
-            padding = TF_SAME
-        elif second.padding == TF_SAME and first.is_pointwise():
-            padding = TF_SAME
-        else:
-            raise MergeError(
-                "TensorFlow 'SAME' padding is dynamic (it depends on the input size) and merges only next to "
-                "1x1 stride-1 convolutions; this pair has a second spatial convolution"
-            )
+        problem = tf_same_chain_problem([(c.padding, c.kernel_size, c.stride) for c in (first, second)])
+        if problem:
+            raise MergeError(problem)
+        padding = TF_SAME
     else:
         p1, p2 = first.padding, second.padding
         padding = (p1[0] + s1[0] * p2[0], p1[1] + s1[0] * p2[1], p1[2] + s1[1] * p2[2], p1[3] + s1[1] * p2[3])

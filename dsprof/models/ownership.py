@@ -18,7 +18,7 @@ from torch import nn
 
 from .blockspec import BlockSpec, ConvShape
 from .leaves import act_module_name
-from .padding import padding_style
+from .padding import conv_padding, padding_style, tf_same_chain_problem
 from .patterns import GraphView, UnitNodes, break_reason, find_units, functional_act_module, se_gates
 from .records import Block, ChainSite, Refusal, Unit
 from .registry import IDENTITY_ATTR, REPARAMETERIZE_METHODS
@@ -339,6 +339,11 @@ class _Discovery:
         styles = {padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
         if len(styles) > 1:
             self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
+            return
+        same = tf_same_chain_problem([(conv_padding(u.conv), u.conv.kernel_size, u.conv.stride) for u in units])
+        if same:  # e.g. timm's tf_ MobileNetV3: the stem's stride-2 convolution chained into a stride-2 depthwise
+            self.refusals.append(Refusal(name, type(module).__name__, f"{same}, so its activations stay",
+                                         chain[0].conv.name))
             return
         if shortcut and shortcut_parts(shortcut) is None:
             # e.g. ResNet-D's average pooling before the 1x1 convolution: neither merged nor timed linear

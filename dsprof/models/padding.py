@@ -13,7 +13,7 @@ from typing import Union
 
 from torch import nn
 
-__all__ = ["TF_SAME", "Padding", "as_pair", "conv_padding", "padding_style", "static_tf_same"]
+__all__ = ["TF_SAME", "Padding", "as_pair", "conv_padding", "padding_style", "static_tf_same", "tf_same_chain_problem"]
 
 TF_SAME = "tf_same"
 # (top, bottom, left, right) zero padding of the input, or "tf_same" (dynamic, TensorFlow 'SAME').
@@ -59,3 +59,24 @@ def padding_style(conv: nn.Conv2d) -> str | None:
         return TF_SAME
     k = conv.kernel_size[0]
     return "symmetric" if k % 2 == 1 and all(p == k // 2 for p in padding) else None
+
+
+#: Why a chain with dynamic TF 'SAME' padding does not compose (`tf_same_chain_problem`).
+TF_SAME_CHAIN = ("TensorFlow 'SAME' padding is dynamic (it depends on the input size) and merges only next to 1x1 "
+                 "stride-1 convolutions")
+
+
+def tf_same_chain_problem(convs: list[tuple[Padding, tuple[int, int], tuple[int, int]]]) -> str | None:
+    """Why a chain of convolutions, each given as (padding, kernel, stride), cannot compose into one convolution with
+    one padding in front; None when it can.
+
+    Static paddings always add up. A dynamic 'SAME' padding composes only when every other convolution of the chain
+    is pointwise (1x1, stride 1, unpadded): beside any other spatial convolution, the padding in front would depend on
+    the input size in a way that is no 'SAME' padding of the composite kernel (two 3x3 stride-2 'SAME' convolutions
+    pad a 32 px input (0, 3); the composite 7x7 stride-4 'SAME' convolution pads it (1, 2)).
+    """
+    dynamic = [i for i, (padding, _, _) in enumerate(convs) if padding == TF_SAME]
+    pointwise = [tuple(k) == (1, 1) and tuple(s) == (1, 1) and p == (0, 0, 0, 0) for p, k, s in convs]
+    if dynamic and not all(pointwise[i] for i in range(len(convs)) if i != dynamic[0]):
+        return f"{TF_SAME_CHAIN}; this chain has a second spatial convolution"
+    return None

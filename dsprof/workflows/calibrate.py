@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 from torch import nn
 
 from ..device_context import DeviceContext
-from ..errors import DsprofError, MergeError, UsageError
+from ..errors import DsprofError, UsageError
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile, calibration_name
 from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
@@ -52,7 +52,6 @@ from ..lut.predict import MethodFallbackWarning, prices_of
 from ..lut.prices import CalibrationFallbackWarning, model_pieces
 from ..lut.schema import in_situ_workload
 from ..merging import merge_model
-from ..merging.linearize import linearize_block
 from ..records.plan import Plan
 from ..planning.planner import plan_front
 from ..planning.decide import merge_rule
@@ -197,29 +196,11 @@ def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int
         lone = [i for i in range(len(plan.keep)) if not any(a <= i < b for a, b in plan.spans)]
         name = calibration_name(label, plan.spans, [i for i in lone if not plan.merge[i]])
     else:
-        plan = Plan(registered, _calibration_keep(net, label, input_size), options, name=CALIBRATION)
+        plan = Plan(registered, (0,) * len(find_blocks(net, input_size)), options, name=CALIBRATION)
         rule = merge_rule(ModelRef.of(net, name=label, options=options), lut=lut, device=context)
         plan = rule.decide(plan, strict=False).plan
     merged = merge_model(net, plan)
     return [model_workload(net, label, "original", input_size), model_workload(merged, name, CALIBRATION, input_size)]
-
-
-def _calibration_keep(net: nn.Module, label: str, input_size: tuple[int, int]) -> tuple[int, ...]:
-    """The calibration plan's ``keep``: 0 (linearised) for every block, 1 for a block that cannot be linearised (e.g.
-    two spatial convolutions with TensorFlow's dynamic 'SAME' padding, timm's ``tf_`` models), which stays as
-    built and is named in one warning line. Before, such a block failed the run here, after everything was timed."""
-    keep, why = [], {}
-    for i, block in enumerate(find_blocks(net, input_size)):
-        try:
-            linearize_block(block, index=i)
-            keep.append(0)
-        except MergeError as exc:
-            keep.append(1)
-            why[i] = str(exc)
-    if why:
-        warnings.warn(f"{label}: the calibration group keeps block(s) {', '.join(map(str, why))} as built: they cannot "
-                      f"be linearised ({next(iter(why.values()))})", stacklevel=3)
-    return tuple(keep)
 
 
 def _front_plan(net: nn.Module, label: str, lut: Any, context: DeviceContext, max_span: int) -> Plan | None:
