@@ -377,3 +377,18 @@ def test_each_contexts_answer_counts_the_joint_plan_measured_there(luts, tmp_pat
     ort = [" ".join(lines[i:i + 3]) for i, line in enumerate(lines) if line.startswith("On ") and "ONNX Runtime" in line]
     assert len(ort) == 2 and all("no plan of this front was measured" not in a and f"{m:.2f}x" in a for a in ort), ort
 
+
+
+def test_a_preset_for_other_options_is_refused_for_its_options_before_the_merge_rule_is_asked(tmp_path):
+    """`dsprof.measure(plans=['mbv2-ds-a'])` of MobileNetV2 with one block a stage: the preset is for the default
+    MobileNetV2 (17 blocks). It was refused first for having no merge rule (give `merge=`), and a user who gave one was
+    then told the preset is for other options. The options come first now, and nothing is written."""
+    import dsprof
+    from dsprof.errors import PlanError
+
+    with pytest.raises(PlanError) as info:
+        dsprof.measure(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32), plans=["mbv2-ds-a"],
+                       out=tmp_path / "m.jsonl", progress=False)
+    said = str(info.value)
+    assert said.startswith("mbv2-ds-a is for mobilenet_v2 with options {}, not {'depths': [1, 1, 1, 1, 1, 1, 1]}")
+    assert "merge" not in said and not (tmp_path / "m.jsonl").exists()

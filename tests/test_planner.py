@@ -9,6 +9,7 @@ timing asserts.
 
 import itertools
 import json
+from pathlib import Path
 from fractions import Fraction
 
 import pandas as pd
@@ -196,6 +197,30 @@ def test_merge_with_a_lut_decides_single_blocks_by_the_lut(luts, tmp_path):
                  spans="auto", max_span=2)
     assert auto.report.plan.spans == best_plan(ModelRef.of(name, options=options, resolution=32),
                                                LUT(frame), (1, 0, 0, 1, 1, 1, 1), max_span=2).spans
+
+
+def test_intervals_too_wide_to_act_on_are_said_in_one_line(luts, tmp_path):
+    """A LUT whose medians scatter (each block's merged and linear entries with an IQR 5x their median, as a run
+    beside other work may give) prices plans whose 95 % intervals say nothing. The front says so in one line, in its
+    table, its JSON and the report; the same LUT with the rule's 2 % IQRs does not. MobileNetV2 with one block per
+    stage: 7 blocks, so k = 0..7, and only k = 7 (nothing linearised) is priced from the originals alone."""
+    model = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    pricing = Pricing(method="isolated", max_span=1)
+    quiet = plan_front(model, luts["mbv2"], pricing=pricing)
+    assert not [n for n in quiet.notes() if n.startswith("too wide")]
+    frame = luts["mbv2"].to_dataframe()
+    rows = (frame.scope == "block") & frame.variant.isin(["merged", "linear"])
+    frame.loc[rows, "iqr_s"] = frame.loc[rows, "median_s"] * 5
+    front = plan_front(model, LUT(frame), pricing=pricing)
+    said = [n for n in front.notes() if n.startswith("too wide")]
+    assert len(said) == 1 and said[0].startswith("too wide to act on: 7 of the 8 plans' 95 % intervals span more "
+                                                 "than a factor of 2 (k = ")
+    worst = front.at_k(int(said[0].split("(k = ")[1].split(":")[0]))
+    assert worst.k < 7 and worst.speedup_high > 2 * worst.speedup_low
+    assert said[0] in front.table() and said[0] in front.to_dict()["notes"]
+    front_file, _ = front.write(tmp_path / "front.json")
+    write_report([Path(str(luts["mbv2"].source)).with_suffix(".jsonl")], tmp_path / "report", fronts=[front_file])
+    assert "Too wide to act on: 7 of the 8 plans" in (tmp_path / "report" / "index.md").read_text()
 
 
 def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):

@@ -121,7 +121,10 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
     loaded = list(named_plans((source, load_plan(source)) for source in plans).items())  # one name, one plan
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)
-    for _, (_, plan) in loaded:  # refused before any model is merged
+    ref = ModelRef.of(model).built()
+    for _, (_, plan) in loaded:  # refused before any model is merged: a plan for another model or options first
+        plan.check_model(ref.build())
+    for _, (_, plan) in loaded:
         rule_kind(plan, lut=lut is not None, merge_by=merge_by)
     taken = {named: str(source) for named, (source, _) in loaded}
     for path in merged_models:  # a merged model is named after its file
@@ -133,7 +136,6 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
     merges = []
     if loaded:
         key = lut.resolve(device_key, **context) if lut is not None else None
-        ref = ModelRef.of(model).built()
         rule = merge_rule(ref, lut=lut, device=key, merge_by=merge_by)
         for named, (_, plan) in loaded:
             decided = rule.decide(plan)
