@@ -121,9 +121,9 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
     loaded = list(named_plans((source, load_plan(source)) for source in plans).items())  # one name, one plan
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)
-    ref = ModelRef.of(model).built()
+    ref = ModelRef.of(model).built() if loaded else None
     for _, (_, plan) in loaded:  # refused before any model is merged: a plan for another model or options first
-        plan.check_model(ref.build())
+        plan.check_model(ref.build())  # type: ignore[union-attr]
     for _, (_, plan) in loaded:
         rule_kind(plan, lut=lut is not None, merge_by=merge_by)
     taken = {named: str(source) for named, (source, _) in loaded}
