@@ -264,17 +264,23 @@ def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, se
     return pairs
 
 
-def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argparse.Namespace, case_dir: Path,
-              log: dict) -> dict:
-    path = case_dir / "checks.json"
-    if path.is_file() and not args.recheck and (args.reuse or args.rescore):
-        return json.loads(path.read_text())
+def _timed_model(name: str, backend: str, args: argparse.Namespace) -> tuple[torch.nn.Module, tuple[int, ...], dict]:
+    """What a stage that times whole models starts from (the checks, the head-to-head): one thread, PyTorch's heap as
+    dsprof sets it, the original model and its input shape, and the stored record's header (load, time)."""
     torch.set_num_threads(1)
     if backend in ("torch", "torch-compile"):
         steady_allocator()  # the heap setting dsprof times PyTorch with (dsprof.profiler.allocator), not its timer
     net = get_model(name, resolution=args.resolution).eval()
     shape = (1, first_conv_in_channels(net), args.resolution, args.resolution)
-    out = {"load_before": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "groups": {}}
+    return net, shape, {"load_before": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "groups": {}}
+
+
+def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argparse.Namespace, case_dir: Path,
+              log: dict) -> dict:
+    path = case_dir / "checks.json"
+    if path.is_file() and not args.recheck and (args.reuse or args.rescore):
+        return json.loads(path.read_text())
+    net, shape, out = _timed_model(name, backend, args)
     for k, group in plans.items():
         with tempfile.TemporaryDirectory(prefix="pvr-") as tmp:
             original = runner(net, backend, shape, Path(tmp))
@@ -306,12 +312,7 @@ def head_to_head_of(name: str, backend: str, plans: dict[int, list[Plan]], rows:
         return json.loads(path.read_text())
     if args.rescore:
         return {}
-    torch.set_num_threads(1)
-    if backend in ("torch", "torch-compile"):
-        steady_allocator()
-    net = get_model(name, resolution=args.resolution).eval()
-    shape = (1, first_conv_in_channels(net), args.resolution, args.resolution)
-    out = {"load_before": load(), "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "groups": {}}
+    net, shape, out = _timed_model(name, backend, args)
     for row in rows:
         best = best_other(row)
         if best is None:  # every random plan deploys what the front deploys
@@ -331,14 +332,10 @@ def head_to_head_of(name: str, backend: str, plans: dict[int, list[Plan]], rows:
 def best_other(row: dict) -> str | None:
     """The name of the plan that checked best among those that deploy something other than the front (identical
     plans pooled by their median, as `pooled` pools them), or None where every plan is the front."""
-    front = row["front"].get("content", row["front"]["plan"])
-    by: dict[str, list[dict]] = {}
-    for p in row["random"]:
-        if p.get("content", p["plan"]) != front:
-            by.setdefault(p.get("content", p["plan"]), []).append(p)
-    if not by:
+    _, others = _copies(row)
+    if not others:
         return None
-    best = max(by.values(), key=lambda copies: statistics.median(p["measured"] for p in copies))
+    best = max(others, key=lambda copies: statistics.median(p["measured"] for p in copies))
     return best[0]["plan"]
 
 
@@ -421,11 +418,18 @@ def pooled(row: dict) -> tuple[float, list[float]]:
     front deploys is the front checked again, so its checks join the front's (the median of them all), and each other
     plan's copies likewise. Scored on the rows as checked (each copy its own plan), the best of ten checks of one plan
     beats one check of it by chance (ResNet-10-T's k = 0 and 2 have one plan each)."""
-    by: dict[str, list[float]] = {}
+    front, others = _copies(row)
+    return statistics.median(p["measured"] for p in front), [statistics.median(p["measured"] for p in o) for o in others]
+
+
+def _copies(row: dict) -> tuple[list[dict], list[list[dict]]]:
+    """A case's checked plans by what they deploy (`content`): the front's copies (the front and every random plan
+    that deploys what it deploys), and each other plan's copies."""
+    by: dict[str, list[dict]] = {}
     for p in [row["front"], *row["random"]]:
-        by.setdefault(p.get("content", p["plan"]), []).append(p["measured"])
-    front = statistics.median(by.pop(row["front"].get("content", row["front"]["plan"])))
-    return front, [statistics.median(v) for v in by.values()]
+        by.setdefault(p.get("content", p["plan"]), []).append(p)
+    front = by.pop(row["front"].get("content", row["front"]["plan"]))
+    return front, list(by.values())
 
 
 def near_best(row: dict) -> bool:
