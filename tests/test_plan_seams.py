@@ -378,7 +378,6 @@ def test_each_contexts_answer_counts_the_joint_plan_measured_there(luts, tmp_pat
     assert len(ort) == 2 and all("no plan of this front was measured" not in a and f"{m:.2f}x" in a for a in ort), ort
 
 
-
 def test_a_preset_for_other_options_is_refused_for_its_options_before_the_merge_rule_is_asked(tmp_path):
     """`dsprof.measure(plans=['mbv2-ds-a'])` of MobileNetV2 with one block a stage: the preset is for the default
     MobileNetV2 (17 blocks). It was refused first for having no merge rule (give `merge=`), and a user who gave one was

@@ -124,7 +124,7 @@ class Front:
         raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
 
     def spans_note(self) -> str:
-        """Where the spans this front could use are priced by predicted entries (a LUT of `dsprof measure --few`): one
+        """Where the spans this front could use are priced by predicted entries (a LUT of `dsprof.measure_few()`): one
         line that says how many, and whether any plan of the front uses a span; "" where none is predicted."""
         predicted, read = self.spans_predicted
         if not predicted:

@@ -407,7 +407,7 @@ def _presets(ctx: _Context, points: tuple[FrontPoint, ...], loss: list[float] | 
 
 
 def _spans_predicted(prices: Prices, choices: list[Piece]) -> tuple[int, int]:
-    """(of the span entries the planner read, how many were predicted from another context (`dsprof measure --few`),
+    """(of the span entries the planner read, how many were predicted from another context (`dsprof.measure_few()`),
     how many it read): each distinct convolution once."""
     keys = {span_key(prices.blocks, o.start, o.stop) for o in choices if o.stop - o.start > 1}
     entries = [prices.lookup(k, "merged") for k in keys]

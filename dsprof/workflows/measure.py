@@ -122,9 +122,9 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)
     ref = ModelRef.of(model).built() if loaded else None
-    for _, (_, plan) in loaded:  # refused before any model is merged: a plan for another model or options first
-        plan.check_model(ref.build())  # type: ignore[union-attr]
-    for _, (_, plan) in loaded:
+    net = ref.build() if ref is not None else None
+    for _, (_, plan) in loaded:  # refused before any model is merged: a plan for other options, then one no rule decides
+        plan.check_model(net)
         rule_kind(plan, lut=lut is not None, merge_by=merge_by)
     taken = {named: str(source) for named, (source, _) in loaded}
     for path in merged_models:  # a merged model is named after its file
