@@ -34,9 +34,22 @@ what they measured over-predicted the front plans by a median 2.3 %, against 1.5
 Pieces timed one at a time do not add up exactly when several are deployed together: the calibration group (the
 whole model with every block linearised, merged by the LUT's rule, timed paired with the original) measures how
 much of the sum of its pieces' prices a whole plan realises, ``combined`` = rho (on this VM 0.93 for MobileNetV2
-through ONNX Runtime, 1.1-1.4 through PyTorch eager), and every piece's saving counts that much: a plan's predicted
-saving is rho times the sum of its pieces'. The interval's systematic term covers the plans that interact less than
-the calibration plan (`dsprof.lut.interval`).
+through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). What the pieces gain or lose together beyond
+their sum, (rho - 1) S_cal (S_cal the sum of the calibration plan's pieces' prices), comes from blocks deployed
+side by side: pairs of them. A plan that linearises m of the n blocks holds m (m - 1) / 2 of the calibration plan's
+n (n - 1) / 2 pairs, and that share of the interaction (``InModel.together``, the one rule)::
+
+    saving = S + (rho - 1) S_cal q,   S = the sum of the plan's pieces' prices,   q = m (m - 1) / (n (n - 1))
+
+the calibration plan's measured saving for itself (q = 1), its pieces' sum for one block linearised alone (q = 0),
+which is what the in-model scales price, as they were measured. Issue #46's pvrK is why: rho from every block
+linearised at once (x2.1-2.7 through torch.compile at 96 px) priced plans that linearise half the blocks 10-14 % high,
+where they ran about as their pieces add up. The term depends on m = n - k alone, so the planner's exact search,
+which sums pieces for each k, picks the same plans. The interval's systematic term covers plans whose pairs interact
+otherwise (`InModel.together_error_s`, `dsprof.lut.interval`): the interaction uniform between none and the plan's
+share of blocks, m / n, of the calibration plan's (the most a plan of m blocks would carry if the interaction came
+from single blocks), around its share of pairs; rho's own error carried by q; and the scale's error where the
+calibration does not pin the plan down (1 - q of it).
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
 pay inside the model (ONNX Runtime's spans) is priced as it runs there.
@@ -73,7 +86,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "shrink"]
+__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "pair_share", "shrink"]
 
 #: Fewer pieces timed in the model than this estimate no scale of their own kinds (the prices fall back to the one
 #: line through them, shrunk: see the module docstring).
@@ -122,6 +135,7 @@ class InModel:
     combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed), shrunk
     combined_se: float = 0.0  # its relative standard error
     combined_source: str = ""
+    calibration_s: float = math.nan  # the sum of the calibration plan's pieces' prices (NaN: rho counts in full)
     fitted: float = math.nan  # the line through every piece before shrinking
 
     @property
@@ -164,11 +178,40 @@ class InModel:
 
     def price(self, start: int, stop: int, variant: str, alone_s: float) -> tuple[float, float, bool]:
         """(saving, its standard error, whether the piece was timed in the model), seconds, of blocks start..stop-1 as
-        ``variant`` that save ``alone_s`` timed alone: its kind's scale times ``alone_s``, times `combined`."""
+        ``variant`` that save ``alone_s`` timed alone: its kind's scale times ``alone_s`` (how a plan's pieces combine
+        is the plan's: `together`)."""
         prior = self.scales.get(_kind(start, stop), self.scale) * alone_s
-        tau = math.hypot(self.floor_s, self.spread * prior)
-        c = self.combined
-        return c * prior, c * tau, (start, stop, variant) in self.timed
+        return prior, math.hypot(self.floor_s, self.spread * prior), (start, stop, variant) in self.timed
+
+    def interaction_s(self, changed: int, blocks: int) -> float:
+        """What a plan that linearises ``changed`` of the ``blocks`` blocks saves beyond its pieces' sum (seconds): its
+        share q of the calibration plan's pairs times what that plan saved beyond its own sum (the module
+        docstring's rule). Without the calibration plan's sum (a hand-made `InModel`): rho's excess over every piece."""
+        if self.combined == 1.0 or not self.calibration_s == self.calibration_s:
+            return 0.0
+        return (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
+
+    def together(self, saving_s: float, changed: int, blocks: int) -> float:
+        """What a plan saves (seconds) whose pieces' prices sum to ``saving_s`` and which linearises ``changed`` of the
+        ``blocks`` blocks (`dsprof.lut.piece.linearised`)."""
+        if self.combined != 1.0 and not self.calibration_s == self.calibration_s:
+            return self.combined * saving_s
+        return saving_s + self.interaction_s(changed, blocks)
+
+    def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
+        """The systematic error (seconds) of `together`: the interaction uniform between none and the plan's share of
+        blocks of the calibration plan's, around its share of pairs; rho's own error times that share of pairs; and
+        the scale's own error on the pieces' sum where the calibration does not pin it down (1 - q of it). The scale's
+        error alone where no calibration group says how the pieces combine."""
+        q = pair_share(changed, blocks)
+        scale = abs(saving_s) * self.scale_se
+        if self.combined == 1.0 or not self.calibration_s == self.calibration_s:
+            return scale
+        full = (self.combined - 1) * self.calibration_s
+        linear = full * (changed / blocks if blocks else 1.0)
+        spread = math.sqrt(linear ** 2 / 12 + (full * q - linear / 2) ** 2)
+        se = self.combined_se * self.combined if self.combined_se == self.combined_se else 0.0
+        return math.sqrt(spread ** 2 + (se * self.calibration_s * q) ** 2 + (scale * (1 - q)) ** 2)
 
     def describe(self) -> str:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
@@ -181,8 +224,17 @@ class InModel:
                 f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; one piece lies "
                 f"+-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} of its saving from that")
         if self.combined != 1.0:
-            line += f"; together they save x{self.combined:.3f} of their sum ({self.combined_source})"
+            line += (f"; the calibration plan's pieces together save x{self.combined:.3f} of their sum, and a plan "
+                     f"that linearises some of its blocks its share of their pairs of that ({self.combined_source})")
         return line
+
+
+def pair_share(changed: int, blocks: int) -> float:
+    """The share of the calibration plan's pairs of linearised blocks (every one of ``blocks``) that a plan which
+    linearises ``changed`` of them holds: m (m - 1) / (n (n - 1)); m / n for a model of one block."""
+    if blocks <= 1:
+        return changed / blocks if blocks else 0.0
+    return changed * (changed - 1) / (blocks * (blocks - 1))
 
 
 #: The kinds of piece that get a scale of their own: a span, or a block linearised alone (merged or not).

@@ -27,7 +27,7 @@ def interval_inputs(prices: Any) -> IntervalInputs:
     if calibration is not None:
         original = prices.total_s(prices.pieces(None))
         if all(p.found for p in pieces) and original > 0:
-            share = 1 - prices.total_s(pieces) / original
+            share = 1 - prices.total_s(pieces, together=False) / original
     in_situ = []
     for block, original_entry in zip(prices.blocks, entries.originals):
         base = entries.in_situ.get(block.name)

@@ -62,7 +62,7 @@ from ..device_context import DeviceContext
 from ..records.measurement import PROBE_NAME, PROBE_SCOPE
 from ..records.stats import Estimate, summarize
 from .inmodel import InModel, shrink
-from .piece import Piece
+from .piece import Piece, linearised
 from .table import LUT, LUTEntry, LUTMissError
 
 
@@ -161,6 +161,7 @@ class Terms:
     reference_groups: int = 1  # how many groups the original's predicted latency is a median of
     base_errors: tuple[float, ...] = ()  # the errors (seconds) of the entries the original's prediction starts from
     interaction: float = 0.0  # the gap's error, a share of the model, for a plan that linearises every block
+    in_model: InModel | None = None  # how an in-model plan's pieces combine (`InModel.together_error_s`)
 
 
 def terms_of(inputs: IntervalInputs) -> Terms:
@@ -180,17 +181,18 @@ def terms_of(inputs: IntervalInputs) -> Terms:
         im = inputs.in_model
         interaction, gap_source = _interaction(calibration) if im.combined == 1.0 else (0.0, "")
         if im.combined != 1.0:
-            # a plan's pieces combine between not at all (x1) and as the calibration plan's did (rho, what the
-            # prices count): uniform on that range, around rho, plus rho's own error
+            # a plan's pieces combine between not at all (x1) and as the calibration plan's did (rho), each plan by
+            # its share of the calibration plan (`plan_bounds` asks `InModel.together_error_s`); the relative error
+            # here is the calibration plan's own, which `ratio_bounds` reads
             low, high = min(1.0, im.combined), max(1.0, im.combined)
-            spread = math.sqrt((high - low) ** 2 / 12 + (im.combined - (low + high) / 2) ** 2) / im.combined
-            factor = math.hypot(spread, im.combined_se if im.combined_se == im.combined_se else 0.0)
+            full = im.calibration_s if im.calibration_s == im.calibration_s else 1.0
+            factor = im.together_error_s(full, 1, 1) / abs(im.together(full, 1, 1)) if full else 0.0
             source = f"{im.describe()}: a plan's pieces combine between x{low:.3f} and x{high:.3f} of their sum"
         else:  # no calibration group, or one that says nothing of rho: the scale's error (and the gap's)
             factor = im.scale_se
             source = f"{im.describe()}; {gap_source or calibration.source or 'no calibration group'}"
         return Terms(drift, drift_source, check, check_source, factor, source, max(groups, 1), inputs.base_errors,
-                     interaction)
+                     interaction, im)
     points = [1.0] + ([phi] if phi is not None else []) + ([calibration.rho * used] if calibration.rho == calibration.rho else [])
     interaction, gap_source = _interaction(calibration)
     if len(points) < 2:
@@ -381,7 +383,12 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
     reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
-    systematic = math.hypot(abs(u) * terms.factor, terms.interaction * changed / blocks if blocks else 0.0)
+    if terms.in_model is not None:  # in-model pieces: the scale's error, and how the plan's pieces combine
+        summed = sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
+        own = terms.in_model.together_error_s(summed, *linearised(pieces)) / original_s
+    else:
+        own = abs(u) * terms.factor
+    systematic = math.hypot(own, terms.interaction * changed / blocks if blocks else 0.0)
     sigma_u = math.hypot(entries, systematic)
     ln_s = math.hypot(speedup * sigma_u, terms.check)
     ln_t = math.sqrt((speedup * sigma_u) ** 2 + reference_var / original_s ** 2 + terms.drift ** 2)

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Piece", "cheaper", "comparable"]
+__all__ = ["Piece", "cheaper", "comparable", "linearised"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,9 @@ def cheaper(merged: Piece, unmerged: Piece) -> Piece:
     if not comparable(merged, unmerged):
         return merged
     return merged if merged.latency_s < unmerged.latency_s else unmerged
+
+
+def linearised(pieces: "list[Piece] | tuple[Piece, ...]") -> tuple[int, int]:
+    """(how many blocks ``pieces`` linearise, how many they cover): a plan's share of the calibration plan, which
+    linearises every block (`dsprof.lut.inmodel.InModel.together`)."""
+    return (sum(p.stop - p.start for p in pieces if not p.kept), sum(p.stop - p.start for p in pieces))

@@ -44,7 +44,7 @@ from .inmodel import MIN_PIECES, InModel, Timed
 from .inputs import interval_inputs
 from .interval import Terms, calibration_of, entry_error_s, saving_error_s, terms_of
 from .lookup import Lookup, ModelEntries, in_model_factor, piece_name, span_key
-from .piece import Piece, cheaper
+from .piece import Piece, cheaper, linearised
 from .schema import in_situ_workload
 from .table import LUT, LUTEntry
 
@@ -125,11 +125,13 @@ class Prices:
                             reference_s=reference, factor=in_model.scale, base_errors=tuple(base_errors),
                             missing=tuple(missing), in_model=in_model)
                 # how the pieces' savings combine in the whole model, if timed
-                calibration = calibration_of(interval_inputs(costs))
+                inputs = interval_inputs(costs)
+                calibration = calibration_of(inputs)
                 if calibration.rho > 0:
-                    costs = replace(costs, in_model=replace(in_model, combined=calibration.rho,
-                                                            combined_se=calibration.rho_se,
-                                                            combined_source=calibration.source))
+                    costs = replace(costs, in_model=replace(
+                        in_model, combined=calibration.rho, combined_se=calibration.rho_se,
+                        combined_source=calibration.source,
+                        calibration_s=inputs.calibration_share * inputs.reference_s))
                 return costs
             why_not = _why_not_scaled(method, scale, rest_method, label)
             if why_not is None:
@@ -306,7 +308,7 @@ class Prices:
         if self.in_model is not None and found:
             kind = "span" if stop - start > 1 else variant
             saving, se, timed = self.in_model.price(start, stop, kind, alone)
-            scale = saving / alone if alone else self.in_model.combined * self.factor
+            scale = saving / alone if alone else self.factor
             errors = (se, *(scale * e for e in self._alone_errors(originals, entry)))
             return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
         saving = self.factor * alone
@@ -341,12 +343,17 @@ class Prices:
         return self.reference_s * (1 - swap.median_s / base.median_s), errors, None
 
     # -- totals ------------------------------------------------------------------------------------
-    def total_s(self, pieces: list[Piece]) -> float:
+    def total_s(self, pieces: list[Piece], together: bool = True) -> float:
         """A plan's predicted latency (seconds per batch); a missing piece is left out (isolated) or counted as
-        the original blocks (the in-situ method)."""
+        the original blocks (the in-situ method). In-model pieces add the plan's share of what the calibration
+        plan saved beyond its pieces (`dsprof.lut.inmodel.InModel.together`); ``together`` False: their plain sum (what the
+        calibration group's rho is measured against)."""
         if self.method == "isolated":
             return self.rest_s + sum(p.latency_s for p in pieces if p.latency_s == p.latency_s)
-        return self.reference_s - sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
+        saving = sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
+        if together and self.in_model is not None:
+            saving = self.in_model.together(saving, *linearised(pieces))
+        return self.reference_s - saving
 
     def shown_rest_s(self, pieces: list[Piece]) -> float:
         """The part outside the blocks as the prediction shows it: the isolated rest, else the total minus
