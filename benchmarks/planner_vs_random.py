@@ -46,7 +46,8 @@ architectures no test or earlier benchmark uses, two of them with at most 8 bloc
 (``HELDOUT_46C``, for the first validation run with every check in a group of two); ``--models issue46d`` the fifth
 (``HELDOUT_46D``, models named ``zoo:timm:NAME``); ``--models issue46e`` the sixth (``HELDOUT_46E``, for a
 validation run on ONNX Runtime and eager); ``--models issue46f`` the seventh (``HELDOUT_46F``, for OpenVINO and
-torch.compile); ``--models issue46g`` the eighth (``HELDOUT_46G``, for torch.compile at 96 and 128 px). The summary scores every plan and
+torch.compile); ``--models issue46g`` the eighth (``HELDOUT_46G``, for torch.compile at 96 and 128 px);
+``--models issue46h`` the ninth (``HELDOUT_46H``, for torch.compile and OpenVINO at 96 px). The summary scores every plan and
 the front plans on their own, overall and per resolution and per model size (small: at most 8 blocks).
 
     ../shared/tools/quiet-run -- .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvrE --seed 46 \\
@@ -120,10 +121,16 @@ HELDOUT_46F = ("zoo:timm:tf_mobilenetv3_small_100", "zoo:timm:mobilenetv1_100", 
 #: timed, none used by a test, a doc or another benchmark. Blocks at 96 px: MobileNetV2-0.5 17 (inverted residuals),
 #: CS3-DarkNet-Focus-S 13 (cross-stage-partial chains, SiLU), DLA-46-C 10 (bottlenecks joined by aggregation nodes).
 HELDOUT_46G = ("zoo:timm:mobilenetv2_050", "zoo:timm:cs3darknet_focus_s", "zoo:timm:dla46_c")
+#: The ninth held-out set (issue #46), for the validation run of the in-model pieces combined by rho's direction (by
+#: pairs above 1, in full below: `dsprof.lut.inmodel`) on torch.compile and OpenVINO at 96 px: chosen 2026-11-29
+#: before any of it was timed, none used by a test, a doc or another benchmark. Blocks at 96 px: GENet-S 14 (plain,
+#: bottleneck and depthwise stages), GhostNetV2-1.0 20 (Ghost modules with decoupled attention), ResNet-50-D 14
+#: (bottlenecks; its pooled shortcuts refused).
+HELDOUT_46H = ("zoo:timm:gernet_s", "zoo:timm:ghostnetv2_100", "zoo:timm:resnet50d")
 SETS = {"issue46": ",".join(HELDOUT_46), "issue46b": ",".join(HELDOUT_46B),  # --models issue46, issue46b, issue46c,
         "issue46c": ",".join(HELDOUT_46C), "issue46d": ",".join(HELDOUT_46D),  # issue46d, issue46e, issue46f,
-        "issue46e": ",".join(HELDOUT_46E), "issue46f": ",".join(HELDOUT_46F),  # issue46g
-        "issue46g": ",".join(HELDOUT_46G)}
+        "issue46e": ",".join(HELDOUT_46E), "issue46f": ",".join(HELDOUT_46F),  # issue46g, issue46h
+        "issue46g": ",".join(HELDOUT_46G), "issue46h": ",".join(HELDOUT_46H)}
 
 
 def load() -> str:

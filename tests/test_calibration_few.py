@@ -97,11 +97,11 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
                            "toward 1)")
     assert pred.factor == pytest.approx(scale, rel=1e-9)
     # the plan's saving: that scale times the two linearised blocks' savings alone (merged, as its list says), from
-    # the whole model's reference: no stem, head or factor of the model's other parts in it; plus its share of the
-    # calibration plan's pairs of blocks (2 of 3 linearised: 2 x 1 / (3 x 2)) of what that plan saved beyond its
-    # pieces, (rho - 1) x its pieces' sum, rho the calibration group's measured saving over the one these prices
-    # predict for its plan (every block linearised, the cheaper of merged and linear), shrunk toward 1 by its own
-    # error, where it says one
+    # the whole model's reference: no stem, head or factor of the model's other parts in it; rho the calibration
+    # group's measured saving over the one these prices predict for its plan (every block linearised, the cheaper of
+    # merged and linear), shrunk toward 1 by its own error, where it says one: below 1, times rho; above, plus its
+    # share of the calibration plan's pairs of blocks (2 of 3 linearised: 2 x 1 / (3 x 2)) of what that plan saved
+    # beyond its pieces, (rho - 1) x its pieces' sum
     blocks = find_blocks(get_model("file:tinyconv:build", resolution=32))
     median = lambda b, v: lut.lookup(b.spec.to_str(), v, strict=True).median_s  # noqa: E731
     alone = sum(median(b, "original") - median(b, "merged") for b in blocks[1:])
@@ -115,8 +115,8 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
         rho = (w * rho + 1 / PRIOR_SD ** 2) / (w + 1 / PRIOR_SD ** 2)
     else:
         rho = 1.0
-    assert pred.total_s == pytest.approx(reference - scale * alone - (rho - 1) * scale * every * (2 * 1) / (3 * 2),
-                                         rel=1e-9)
+    saving = rho * scale * alone if rho <= 1 else scale * alone + (rho - 1) * scale * every * (2 * 1) / (3 * 2)
+    assert pred.total_s == pytest.approx(reference - saving, rel=1e-9)
     # the factor it does not use: the middle of 1 and the in-model factor (the whole model less stem and head over the
     # blocks alone)
     phi = pred.in_model_factor

@@ -114,14 +114,10 @@ def test_pieces_that_lose_inside_the_model_what_they_save_alone_are_priced_as_lo
 
 
 def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
-    """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5, the
-    pieces exactly on their line: no scale error), and a calibration group whose every-block-merged model ran at
-    ``ratio`` of the original: it saved 1 - ratio where the pieces' sum predicts 7 x 0.75 / 20 = 26.25 %, rho = (1 -
-    ratio) / 0.2625, so (rho - 1) x 5.25 ms beyond its pieces. A plan that linearises m of the 7 blocks adds its share
-    of the calibration plan's pairs of that, m (m - 1) / 42 (issue #46: what pieces gain or lose together comes from
-    pairs of them). Its systematic error: that interaction uniform between none and its share of blocks, m / 7,
-    around its share of pairs, and rho's own error times the share of pairs. The calibration plan itself is
-    predicted at what it measured."""
+    """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5), and a
+    calibration group whose every-block-merged model ran at ``ratio`` of the original: it saved 1 - ratio where the
+    pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Below 1, every saving then counts rho = (1 - ratio) / 0.2625, and the
+    systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here)."""
     import pandas as pd
 
     from dsprof.lut import LUT, model_label, predict_latency
@@ -138,26 +134,75 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     row = frame[frame.scope == "model"].iloc[0].to_dict()
     row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
     lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))  # linearises 3 of the 7 blocks
+    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
     pred = predict_latency(MODEL, lut, plan, strict=True)
-    pairs, share = 3 * 2 / (7 * 6), 3 / 7
-    full = (0.8 - 1) * 7 * 0.00075  # what the calibration plan saved beyond its pieces: -1.05 ms
-    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * pairs), rel=1e-9)  # 17.9 ms
-    assert "together save x0.800 of their sum" in pred.systematic_source
-    spread = math.sqrt((full * share) ** 2 / 12 + (full * pairs - full * share / 2) ** 2)  # 0.15 ms
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * spread / 0.020, rel=1e-9)
-    every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # the calibration plan: what it measured
-    assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(0.020 * ratio, rel=1e-9)
+    rho = 0.8
+    assert pred.total_s == pytest.approx(0.020 - rho * 3 * 0.00075, rel=1e-9)  # three merged blocks, x rho
+    assert "together save x0.800 of their sum, and so does every plan" in pred.systematic_source
+    u = 1 - 1 / pred.speedup
+    spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
     row.update(ratio_se=0.0105)
     lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
     pred = predict_latency(MODEL, lut, plan, strict=True)
     shrunk = (625 * 0.8 + 4) / 629
+    assert pred.total_s == pytest.approx(0.020 - shrunk * 3 * 0.00075, rel=1e-9)
+    assert f"together save x{shrunk:.3f} of their sum, and so does every plan" in pred.systematic_source
+    assert f"(x0.800, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
+    low = min(1.0, shrunk)
+    spread = math.sqrt((1 - low) ** 2 / 12 + (shrunk - (1 + low) / 2) ** 2) / shrunk
+    factor = math.hypot(spread, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
+    u = 1 - 1 / pred.speedup
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
+
+
+def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_share_of_pairs_by_hand():
+    """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5, the
+    pieces exactly on their line: no scale error), and a calibration group whose every-block-merged model ran at
+    ``ratio`` of the original: it saved 1 - ratio where the pieces' sum predicts 7 x 0.75 / 20 = 26.25 %, rho = (1 -
+    ratio) / 0.2625 = 1.2 (above 1), so (rho - 1) x 5.25 ms beyond its pieces. A plan that linearises m of the 7 blocks adds its share
+    of the calibration plan's pairs of that, m (m - 1) / 42 (issue #46: what pieces gain or lose together comes from
+    pairs of them). Its systematic error: that interaction uniform between none and its share of blocks, m / 7,
+    around its share of pairs, and rho's own error times the share of pairs. The calibration plan itself is
+    predicted at what it measured."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.records.plan import Plan
+    from dsprof.models import find_blocks, get_model
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
+    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
+    ratio = 1 - 1.2 * 0.2625  # the calibration plan saved 1.2 times what its pieces add up to
+    row = frame[frame.scope == "model"].iloc[0].to_dict()
+    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))  # linearises 3 of the 7 blocks
+    pred = predict_latency(MODEL, lut, plan, strict=True)
+    pairs, share = 3 * 2 / (7 * 6), 3 / 7
+    full = (1.2 - 1) * 7 * 0.00075  # what the calibration plan saved beyond its pieces: 1.05 ms
+    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * pairs), rel=1e-9)  # 17.6 ms
+    assert "together save x1.200 of their sum, a plan that linearises some" in pred.systematic_source
+    spread = math.sqrt((full * share) ** 2 / 12 + (full * pairs - full * share / 2) ** 2)  # 0.15 ms
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * spread / 0.020, rel=1e-9)
+    every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # the calibration plan: what it measured
+    assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(0.020 * ratio, rel=1e-9)
+    # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
+    # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 1.2 + 4) / 629
+    row.update(ratio_se=0.0105)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    pred = predict_latency(MODEL, lut, plan, strict=True)
+    shrunk = (625 * 1.2 + 4) / 629
     full = (shrunk - 1) * 7 * 0.00075
     assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * pairs), rel=1e-9)
     assert f"together save x{shrunk:.3f} of their sum" in pred.systematic_source
-    assert f"(x0.800, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
+    assert f"(x1.200, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
     spread = math.sqrt((full * share) ** 2 / 12 + (full * pairs - full * share / 2) ** 2)
     error = math.hypot(spread, 1 / math.sqrt(629) * 7 * 0.00075 * pairs)  # plus rho's own (shrunk) error
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * error / 0.020, rel=1e-9)

@@ -158,6 +158,16 @@ def test_a_model_file_not_named_path_py_factory_is_refused_alike_by_both_doors(c
         assert capsys.readouterr().err.strip().splitlines() == [f"dsprof blocks: error: {expected}"]
 
 
+def test_a_library_model_under_a_prefix_is_refused_naming_the_name_it_likely_means(capsys):
+    """RESULTS' tables label library models as the benchmarks do (``zoo:timm:darknet17``); typed as a model name it
+    is refused as a model file is, and the line names what to type instead."""
+    assert main(["blocks", "--model", "zoo:timm:darknet17"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dsprof blocks: error: a model file takes the form PATH.py:FACTORY (a .py file and the function in "
+                   "it that builds the model), got 'zoo:timm:darknet17'; a timm model is named timm:NAME (here "
+                   "timm:darknet17)"]
+
+
 def test_a_registered_name_with_colons_is_not_read_as_a_file(tmp_path):
     from dsprof.models import ModelRef
 

@@ -34,22 +34,32 @@ what they measured over-predicted the front plans by a median 2.3 %, against 1.5
 Pieces timed one at a time do not add up exactly when several are deployed together: the calibration group (the
 whole model with every block linearised, merged by the LUT's rule, timed paired with the original) measures how
 much of the sum of its pieces' prices a whole plan realises, ``combined`` = rho (on this VM 0.93 for MobileNetV2
-through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). What the pieces gain or lose together beyond
-their sum, (rho - 1) S_cal (S_cal the sum of the calibration plan's pieces' prices), comes from blocks deployed
-side by side: pairs of them. A plan that linearises m of the n blocks holds m (m - 1) / 2 of the calibration plan's
-n (n - 1) / 2 pairs, and that share of the interaction (``InModel.together``, the one rule)::
+through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). How a plan's pieces combine depends on which way
+rho points (``InModel.together``, the one rule):
 
-    saving = S + (rho - 1) S_cal q,   S = the sum of the plan's pieces' prices,   q = m (m - 1) / (n (n - 1))
+- **rho below 1**: the pieces together save less than their sum, and every plan's saving counts rho::
 
-the calibration plan's measured saving for itself (q = 1), its pieces' sum for one block linearised alone (q = 0),
-which is what the in-model scales price, as they were measured. Issue #46's pvrK is why: rho from every block
-linearised at once (x2.1-2.7 through torch.compile at 96 px) priced plans that linearise half the blocks 10-14 % high,
-where they ran about as their pieces add up. The term depends on m = n - k alone, so the planner's exact search,
-which sums pieces for each k, picks the same plans. The interval's systematic term covers plans whose pairs interact
-otherwise (`InModel.together_error_s`, `dsprof.lut.interval`): the interaction uniform between none and the plan's
-share of blocks, m / n, of the calibration plan's (the most a plan of m blocks would carry if the interaction came
-from single blocks), around its share of pairs; rho's own error carried by q; and the scale's error where the
-calibration does not pin the plan down (1 - q of it).
+      saving = rho S,   S = the sum of the plan's pieces' prices
+
+  what the whole model then runs short of (a session's fixed costs, memory traffic) takes a share of every saving.
+- **rho above 1**: they save more than their sum, (rho - 1) S_cal beyond it (S_cal the calibration plan's sum), and
+  that comes from blocks deployed side by side: pairs of them (a compiler fuses linear neighbours). A plan that
+  linearises m of the n blocks holds m (m - 1) / 2 of the calibration plan's n (n - 1) / 2 pairs, and that share::
+
+      saving = S + (rho - 1) S_cal q,   q = m (m - 1) / (n (n - 1))
+
+  the calibration plan's measured saving for itself (q = 1), its pieces' sum for one block alone (q = 0), which is
+  what the in-model scales price, as they were measured. The term depends on m = n - k alone, so the planner's exact
+  search, which sums pieces for each k, picks the same plans either way.
+
+Issue #46's runs are why (benchmarks/RESULTS.md, pvrK-pvrM): rho in full priced torch.compile's fronts at 96 px 10-14 %
+high where rho was 2.1-2.7 (plans that linearise half the blocks ran about as their pieces add up); the pairs, tried
+next on new models, priced the plans of LUTs whose rho was below 1 up to 5 points higher than rho in full, and worse.
+The interval's systematic term covers plans that combine otherwise (`InModel.together_error_s`,
+`dsprof.lut.interval`): below 1, uniform between x1 and rho around rho, as a share of the saving; above 1, the
+interaction uniform between none and the plan's share of blocks, m / n, of the calibration plan's (the most a plan of m
+blocks would carry if it came from single blocks), around its share of pairs, rho's own error carried by q, and the
+scale's error where the calibration does not pin the plan down (1 - q of it).
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
 pay inside the model (ONNX Runtime's spans) is priced as it runs there.
@@ -183,35 +193,37 @@ class InModel:
         prior = self.scales.get(_kind(start, stop), self.scale) * alone_s
         return prior, math.hypot(self.floor_s, self.spread * prior), (start, stop, variant) in self.timed
 
-    def interaction_s(self, changed: int, blocks: int) -> float:
-        """What a plan that linearises ``changed`` of the ``blocks`` blocks saves beyond its pieces' sum (seconds): its
-        share q of the calibration plan's pairs times what that plan saved beyond its own sum (the module
-        docstring's rule). Without the calibration plan's sum (a hand-made `InModel`): rho's excess over every piece."""
-        if self.combined == 1.0 or not self.calibration_s == self.calibration_s:
-            return 0.0
-        return (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
+    @property
+    def by_pairs(self) -> bool:
+        """Whether the pieces combine by pairs (rho above 1, the calibration plan's sum known), else by rho in full."""
+        return self.combined > 1.0 and self.calibration_s == self.calibration_s
 
     def together(self, saving_s: float, changed: int, blocks: int) -> float:
         """What a plan saves (seconds) whose pieces' prices sum to ``saving_s`` and which linearises ``changed`` of the
-        ``blocks`` blocks (`dsprof.lut.piece.linearised`)."""
-        if self.combined != 1.0 and not self.calibration_s == self.calibration_s:
+        ``blocks`` blocks (`dsprof.lut.piece.linearised`): rho times the sum below 1, the sum plus its share of the
+        calibration plan's pairs of what that plan saved beyond its sum above 1 (the module docstring's rule)."""
+        if not self.by_pairs:
             return self.combined * saving_s
-        return saving_s + self.interaction_s(changed, blocks)
+        return saving_s + (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
 
     def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
-        """The systematic error (seconds) of `together`: the interaction uniform between none and the plan's share of
-        blocks of the calibration plan's, around its share of pairs; rho's own error times that share of pairs; and
-        the scale's own error on the pieces' sum where the calibration does not pin it down (1 - q of it). The scale's
-        error alone where no calibration group says how the pieces combine."""
-        q = pair_share(changed, blocks)
+        """The systematic error (seconds) of `together` (the module docstring's rule): by rho in full, a uniform
+        between x1 and rho around rho, and rho's own error, as shares of the saving; by pairs, the interaction uniform
+        between none and the plan's share of blocks of the calibration plan's, around its share of pairs, rho's own
+        error times that share of pairs, and the scale's own error on the pieces' sum where the calibration does not
+        pin it down (1 - q of it). The scale's error alone where no calibration group says how the pieces combine."""
         scale = abs(saving_s) * self.scale_se
-        if self.combined == 1.0 or not self.calibration_s == self.calibration_s:
+        se = self.combined_se if self.combined_se == self.combined_se else 0.0
+        if self.combined == 1.0:
             return scale
+        if not self.by_pairs:  # rho in full: uniform between x1 and rho around rho, and rho's own error
+            spread = abs(self.combined - 1) / math.sqrt(3) / self.combined
+            return abs(self.together(saving_s, changed, blocks)) * math.hypot(spread, se)
+        q = pair_share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)
         spread = math.sqrt(linear ** 2 / 12 + (full * q - linear / 2) ** 2)
-        se = self.combined_se * self.combined if self.combined_se == self.combined_se else 0.0
-        return math.sqrt(spread ** 2 + (se * self.calibration_s * q) ** 2 + (scale * (1 - q)) ** 2)
+        return math.sqrt(spread ** 2 + (se * self.combined * self.calibration_s * q) ** 2 + (scale * (1 - q)) ** 2)
 
     def describe(self) -> str:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
@@ -224,8 +236,10 @@ class InModel:
                 f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; one piece lies "
                 f"+-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} of its saving from that")
         if self.combined != 1.0:
-            line += (f"; the calibration plan's pieces together save x{self.combined:.3f} of their sum, and a plan "
-                     f"that linearises some of its blocks its share of their pairs of that ({self.combined_source})")
+            how = ("a plan that linearises some of its blocks its share of their pairs of the excess" if self.by_pairs
+                   else "and so does every plan")
+            line += (f"; the calibration plan's pieces together save x{self.combined:.3f} of their sum, {how} "
+                     f"({self.combined_source})")
         return line
 
 

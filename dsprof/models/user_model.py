@@ -21,7 +21,7 @@ from typing import Callable
 from torch import nn
 
 from ..errors import ModelFileError  # noqa: F401  (defined once, in dsprof.errors)
-from .registry import MODEL_FILE_FORM, list_models, model_file_parts, register_model
+from .registry import LIBRARIES, MODEL_FILE_FORM, list_models, model_file_parts, register_model
 from ..io import read_text
 
 __all__ = ["ModelFileError", "load_model_file", "model_file_label", "register_model_file"]
@@ -35,8 +35,18 @@ _REGISTERED: dict[str, Path] = {}
 def _split(spec: str) -> tuple[Path, str]:
     parts = model_file_parts(spec)
     if parts is None:
-        raise ModelFileError(f"a model file takes the form {MODEL_FILE_FORM}, got {spec!r}")
+        raise ModelFileError(f"a model file takes the form {MODEL_FILE_FORM}, got {spec!r}{_library_meant(spec)}")
     return Path(parts[0]), parts[1]
+
+
+def _library_meant(spec: str) -> str:
+    """Where ``spec`` holds a library's name after a prefix (``zoo:timm:resnet14t``, as the benchmarks label their
+    models): the library model it likely means, as a model name takes it; else ""."""
+    pieces = str(spec).split(":")
+    for i, library in enumerate(pieces[1:-1], start=1):
+        if library in LIBRARIES and pieces[-1].isidentifier():
+            return f"; a {library} model is named {library}:NAME (here {library}:{pieces[-1]})"
+    return ""
 
 
 def model_file_label(spec: str) -> str:
