@@ -81,6 +81,7 @@ from heldout_models import HELDOUT_46, HELDOUT_46B, HELDOUT_46C
 from dsprof.merging import merge_model
 from dsprof.records.plan import Plan, load_plan
 from dsprof.merging.fold import fold_batchnorm
+from dsprof.merging.partial import with_acts
 from dsprof.models import ModelRef, find_blocks, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import plan_front
@@ -172,7 +173,8 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MethodFallbackWarning)
         costs = prices_of(ModelRef.of(name, resolution=args.resolution), lut)
-    n = len(costs.blocks)
+    counted = counted_blocks(costs)  # k counts these, as the front does (`dsprof.planning.Front.uncounted`)
+    n = len(counted)
     ks = sorted({round(n / 4), round(n / 2), round(3 * n / 4)})
     folder = case_dir / "plans"
     stored = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -180,7 +182,7 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
         out: dict[int, list[Plan]] = {}
         for f in stored:
             plan = load_plan(f)
-            out.setdefault(sum(plan.keep), []).append(plan)
+            out.setdefault(sum(plan.keep[i] for i in counted), []).append(plan)
         return {k: sorted(v, key=lambda p: (not p.name.startswith("front"), p.name)) for k, v in out.items()}, costs
     front = plan_front(name, lut, pricing=Pricing(max_span=MAX_SPAN), prices=costs)
     folder.mkdir(parents=True, exist_ok=True)
@@ -189,9 +191,9 @@ def plans_of(name: str, lut: LUT, args: argparse.Namespace, case_dir: Path) -> t
         rng = random.Random(f"{args.seed}:{name}:{k}")
         point = front.at_k(k).plan
         plans = [replace(point, name=f"front-k{k}")]
-        for i in range(args.random):
-            kept = set(rng.sample(range(n), k))
-            keep = tuple(int(b in kept) for b in range(n))
+        for i in range(args.random):  # the blocks k does not count (linear already) as the front's plan has them
+            kept = set(rng.sample(counted, k))
+            keep = tuple(int(b in kept) if b in counted else point.keep[b] for b in range(len(costs.blocks)))
             plans.append(Decider("lut", costs).decide(Plan(name, keep, {}, name=f"random-k{k}-{i}")).plan)
         for p in plans:
             (folder / f"{p.name}.json").write_text(p.to_json())
@@ -368,6 +370,12 @@ def head_to_head(row: dict, timed: dict) -> dict | None:
 # -- scores ----------------------------------------------------------------------------------------------------
 
 
+def counted_blocks(costs) -> list[int]:
+    """The blocks that k counts: those with an activation to remove (GhostNetV2's second Ghost modules, linear
+    already, are not), as the front counts them."""
+    return [i for i, counted in enumerate(with_acts(costs.blocks)) if counted]
+
+
 def pricing_rate(costs, seed: str, count: int = 1000) -> tuple[float, float]:
     """(seconds to build the pricer, plans priced per second after it): ``count`` random plans, each keep list drawn
     at random and every run of linearised blocks cut at random into spans, priced by `dsprof.lut.Pricer`."""
@@ -486,7 +494,7 @@ def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], cos
                                "predicted_alone": price_alone.speedup})
         front, randoms = plans_rows[0], plans_rows[1:]
         measured = sorted((r["measured"] for r in plans_rows), reverse=True)
-        rows.append({"model": label, "backend": backend, "resolution": resolution, "k": k, "n": len(costs.blocks),
+        rows.append({"model": label, "backend": backend, "resolution": resolution, "k": k, "n": len(counted_blocks(costs)),
                      "front": front,
                      "random": randoms, "best_random": max(r["measured"] for r in randoms),
                      "median_random": statistics.median(r["measured"] for r in randoms),

@@ -91,6 +91,10 @@ def test_a_keep_k_plan_keeps_exactly_k_blocks_with_activations(eff_luts, which):
     assert [p.k for p in front.points] == list(range(17))
     assert front.uncounted == (LAST,) and front.to_dict()["uncounted"] == [LAST]
     assert any("block 16 has no removable activation" in line for line in front.notes())
+    with pytest.raises(UsageError) as asked:  # k past the blocks it counts: the refusal says why there are 16
+        front.at_k(17)
+    assert str(asked.value) == ("k is 0..16 (blocks that keep their activations), got 17; 1 of the 17 blocks has no "
+                                "removable activation (linear already), and k does not count it")
     cheap = which == "cheap"
     for point in front.points:
         plan = point.plan

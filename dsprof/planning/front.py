@@ -121,7 +121,12 @@ class Front:
             if p.k == k:
                 return p
         ks = [p.k for p in self.points]
-        raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}")
+        why = ""
+        if self.uncounted:  # e.g. GhostNetV2 at 96 px: 18 of its 20 blocks are linear already, so k is 0..2
+            one = len(self.uncounted) == 1
+            why = (f"; {len(self.uncounted)} of the {len(self.blocks) or '?'} blocks {'has' if one else 'have'} no "
+                   f"removable activation (linear already), and k does not count {'it' if one else 'them'}")
+        raise UsageError(f"k is {min(ks)}..{max(ks)} (blocks that keep their activations), got {k}{why}")
 
     def spans_note(self) -> str:
         """Where the spans this front could use are priced by predicted entries (a LUT of `dsprof.measure_few()`): one
