@@ -34,8 +34,8 @@ what they measured over-predicted the front plans by a median 2.3 %, against 1.5
 Pieces timed one at a time do not add up exactly when several are deployed together: the calibration group (the
 whole model with every block linearised, merged by the LUT's rule, timed paired with the original) measures how
 much of the sum of its pieces' prices a whole plan realises, ``combined`` = rho (on this VM 0.93 for MobileNetV2
-through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). How a plan's pieces combine depends on which way
-rho points (``InModel.together``, the one rule):
+through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). How a plan's pieces
+combine depends on which way rho points (``InModel.together``, the one rule):
 
 - **rho below 1**: the pieces together save less than their sum, and every plan's saving counts rho::
 
@@ -52,7 +52,7 @@ rho points (``InModel.together``, the one rule):
   what the in-model scales price, as they were measured. The term depends on m = n - k alone, so the planner's exact
   search, which sums pieces for each k, picks the same plans either way.
 
-Issue #46's runs are why (benchmarks/RESULTS.md, pvrK-pvrM): rho in full priced torch.compile's fronts at 96 px 10-14 %
+Issue #46's runs are why (benchmarks/RESULTS.md, pvrK-pvrN): rho in full priced torch.compile's fronts at 96 px 10-14 %
 high where rho was 2.1-2.7 (plans that linearise half the blocks ran about as their pieces add up); the pairs, tried
 next on new models, priced the plans of LUTs whose rho was below 1 up to 5 points higher than rho in full, and worse.
 The interval's systematic term covers plans that combine otherwise (`InModel.together_error_s`,
