@@ -113,28 +113,38 @@ def test_pieces_that_lose_inside_the_model_what_they_save_alone_are_priced_as_lo
     assert costly.scale == pytest.approx(2.0) and costly.price(0, 1, "merged", -0.001)[0] == pytest.approx(-0.002)
 
 
+def _hand_calibrated(ratio: float, ratio_se: float):
+    """(LUT, plan): the hand LUT of tests/test_lut_in_situ.py with its pieces pinned exactly (their scale is not
+    shrunk) and a calibration group whose every-block-merged model ran at ``ratio`` of the 20 ms original, its paired
+    ratio known to ``ratio_se``; and the plan that linearises and merges blocks 1, 3 and 6."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label
+    from dsprof.models import find_blocks, get_model
+    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
+    from dsprof.records.plan import Plan
+    from test_lut_in_situ import KEEP, OPTIONS, _hand_in_situ_lut
+
+    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
+    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0
+    row = frame[frame.scope == "model"].iloc[0].to_dict()
+    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=ratio_se)
+    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    return lut, Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+
+
 def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5), and a
     calibration group whose every-block-merged model ran at ``ratio`` of the original: it saved 1 - ratio where the
     pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Below 1, every saving then counts rho = (1 - ratio) / 0.2625, and the
     systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here)."""
-    import pandas as pd
+    from dsprof.lut import predict_latency
+    from test_lut_in_situ import MODEL
 
-    from dsprof.lut import LUT, model_label, predict_latency
-    from dsprof.records.plan import Plan
-    from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
-    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
-
-    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
-    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
-    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
-    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
     ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
-    row = frame[frame.scope == "model"].iloc[0].to_dict()
-    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
-    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+    lut, plan = _hand_calibrated(ratio, 0.0)
     pred = predict_latency(MODEL, lut, plan, strict=True)
     rho = 0.8
     assert pred.total_s == pytest.approx(0.020 - rho * 3 * 0.00075, rel=1e-9)  # three merged blocks, x rho
@@ -144,8 +154,7 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
-    row.update(ratio_se=0.0105)
-    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    lut, plan = _hand_calibrated(ratio, 0.0105)
     pred = predict_latency(MODEL, lut, plan, strict=True)
     shrunk = (625 * 0.8 + 4) / 629
     assert pred.total_s == pytest.approx(0.020 - shrunk * 3 * 0.00075, rel=1e-9)
@@ -167,23 +176,12 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     pairs of them). Its systematic error: that interaction uniform between none and its share of blocks, m / 7,
     around its share of pairs, and rho's own error times the share of pairs. The calibration plan itself is
     predicted at what it measured."""
-    import pandas as pd
-
-    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.lut import predict_latency
     from dsprof.records.plan import Plan
-    from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
-    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
+    from test_lut_in_situ import MODEL, OPTIONS
 
-    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
-    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
-    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
-    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
     ratio = 1 - 1.2 * 0.2625  # the calibration plan saved 1.2 times what its pieces add up to
-    row = frame[frame.scope == "model"].iloc[0].to_dict()
-    row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
-    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-    plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))  # linearises 3 of the 7 blocks
+    lut, plan = _hand_calibrated(ratio, 0.0)  # the plan linearises 3 of the 7 blocks
     pred = predict_latency(MODEL, lut, plan, strict=True)
     pairs, share = 3 * 2 / (7 * 6), 3 / 7
     full = (1.2 - 1) * 7 * 0.00075  # what the calibration plan saved beyond its pieces: 1.05 ms
@@ -195,8 +193,7 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(0.020 * ratio, rel=1e-9)
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 1.2 + 4) / 629
-    row.update(ratio_se=0.0105)
-    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
+    lut, plan = _hand_calibrated(ratio, 0.0105)
     pred = predict_latency(MODEL, lut, plan, strict=True)
     shrunk = (625 * 1.2 + 4) / 629
     full = (shrunk - 1) * 7 * 0.00075
@@ -214,25 +211,11 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     what a plan linearising every block may miss by; a plan that linearises 3 of the 7 blocks, by between 0 and
     3/7 g (a uniform, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
     line). Worked out from the module docstring of dsprof.lut.interval, not from the code's output."""
-    import pandas as pd
-
-    from dsprof.lut import LUT, model_label, predict_latency
-    from dsprof.records.plan import Plan
-    from dsprof.models import find_blocks, get_model
-    from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE
-    from test_lut_in_situ import KEEP, MODEL, OPTIONS, _hand_in_situ_lut
-
-    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
-    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
-    frame = _hand_in_situ_lut(label, blocks).to_dataframe()
-    frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0  # the pieces pinned exactly: their scale is not shrunk
+    from dsprof.lut import predict_latency
+    from test_lut_in_situ import KEEP, MODEL
 
     def predicted(ratio):
-        row = frame[frame.scope == "model"].iloc[0].to_dict()
-        row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=0.0)
-        lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-        plan = Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
-        return predict_latency(MODEL, lut, plan, strict=True)
+        return predict_latency(MODEL, *_hand_calibrated(ratio, 0.0), strict=True)
 
     assert sum(1 - k for k in KEEP) == 3 and len(KEEP) == 7
     pred = predicted(1.02)

@@ -206,6 +206,15 @@ class InModel:
             return self.combined * saving_s
         return saving_s + (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
 
+    @property
+    def combined_error(self) -> float:
+        """The relative error of how the calibration plan's pieces combine: uniform between x1 and rho around rho, and
+        rho's own error (0 without a calibration). By pairs, the calibration plan itself (q = 1) has the same."""
+        if self.combined == 1.0:
+            return 0.0
+        se = self.combined_se if self.combined_se == self.combined_se else 0.0
+        return math.hypot(abs(self.combined - 1) / math.sqrt(3) / self.combined, se)
+
     def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
         """The systematic error (seconds) of `together` (the module docstring's rule): by rho in full, a uniform
         between x1 and rho around rho, and rho's own error, as shares of the saving; by pairs, the interaction uniform
@@ -213,12 +222,11 @@ class InModel:
         error times that share of pairs, and the scale's own error on the pieces' sum where the calibration does not
         pin it down (1 - q of it). The scale's error alone where no calibration group says how the pieces combine."""
         scale = abs(saving_s) * self.scale_se
-        se = self.combined_se if self.combined_se == self.combined_se else 0.0
         if self.combined == 1.0:
             return scale
-        if not self.by_pairs:  # rho in full: uniform between x1 and rho around rho, and rho's own error
-            spread = abs(self.combined - 1) / math.sqrt(3) / self.combined
-            return abs(self.together(saving_s, changed, blocks)) * math.hypot(spread, se)
+        if not self.by_pairs:  # rho in full: the calibration plan's relative error, on this plan's saving
+            return abs(self.together(saving_s, changed, blocks)) * self.combined_error
+        se = self.combined_se if self.combined_se == self.combined_se else 0.0
         q = pair_share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)

@@ -185,8 +185,7 @@ def terms_of(inputs: IntervalInputs) -> Terms:
             # its share of the calibration plan (`plan_bounds` asks `InModel.together_error_s`); the relative error
             # here is the calibration plan's own, which `ratio_bounds` reads
             low, high = min(1.0, im.combined), max(1.0, im.combined)
-            full = im.calibration_s if im.calibration_s == im.calibration_s else 1.0
-            factor = im.together_error_s(full, 1, 1) / abs(im.together(full, 1, 1)) if full else 0.0
+            factor = im.combined_error
             source = f"{im.describe()}: a plan's pieces combine between x{low:.3f} and x{high:.3f} of their sum"
         else:  # no calibration group, or one that says nothing of rho: the scale's error (and the gap's)
             factor = im.scale_se

@@ -43,7 +43,7 @@ def _library_meant(spec: str) -> str:
     """Where ``spec`` holds a library's name after a prefix (``zoo:timm:resnet14t``, as the benchmarks label their
     models): the library model it likely means, as a model name takes it; else ""."""
     pieces = str(spec).split(":")
-    for i, library in enumerate(pieces[1:-1], start=1):
+    for library in pieces[1:-1]:
         if library in LIBRARIES and pieces[-1].isidentifier():
             return f"; a {library} model is named {library}:NAME (here {library}:{pieces[-1]})"
     return ""
