@@ -205,6 +205,27 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * error / 0.020, rel=1e-9)
 
 
+@pytest.mark.parametrize("rho, carried", [(0.8, 0.8), (1.2, 1.0)])
+def test_the_pieces_own_errors_count_as_their_sum_does(rho, carried):
+    """Below 1 a plan saves rho times its pieces' sum, so the sum's error counts rho times too (Var(rho S) = rho^2
+    Var(S)); by pairs (above 1) the added term does not depend on the sum, so its error counts once. The hand LUT,
+    with each block's two entries given an IQR of 0.2 ms of 25 samples: each merged piece's saving alone then has the
+    standard error e = sqrt(2) x 1.2533 x 0.2 ms / 1.349 / 5, 1.5 e inside the model (the scale). Only the entries'
+    part of the interval moves with it: its square grows by (Z95 S)^2 carried^2 x 3 (1.5 e)^2 / R^2 (S the speed-up,
+    R the 20 ms original; the three merged blocks of the plan)."""
+    from dsprof.lut import LUT, predict_latency
+    from test_lut_in_situ import MODEL
+
+    lut, plan = _hand_calibrated(1 - rho * 0.2625, 0.0)
+    frame = lut.to_dataframe()
+    noisy = frame.assign(iqr_s=frame.iqr_s.where(frame.scope != "block", 0.0002))
+    exact, spread = (predict_latency(MODEL, LUT(f), plan, strict=True) for f in (frame, noisy))
+    assert spread.total_s == pytest.approx(exact.total_s, rel=1e-12)  # the errors move no price
+    e = math.sqrt(2) * 1.2533 * 0.0002 / 1.349 / 5
+    grown = (1.959964 * exact.speedup * carried) ** 2 * 3 * (1.5 * e) ** 2 / 0.020 ** 2
+    assert spread.lut_spread ** 2 - exact.lut_spread ** 2 == pytest.approx(grown, rel=1e-6)
+
+
 def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     """The same hand LUT, but the every-block-merged model ran 2 % slower than the original where its pieces add up
     to a 26.25 % saving: rho would be negative, so no saving is scaled. The gap, g = -2 % - 26.25 % of the model, is

@@ -59,7 +59,8 @@ The interval's systematic term covers plans that combine otherwise (`InModel.tog
 `dsprof.lut.interval`): below 1, uniform between x1 and rho around rho, as a share of the saving; above 1, the
 interaction uniform between none and the plan's share of blocks, m / n, of the calibration plan's (the most a plan of m
 blocks would carry if it came from single blocks), around its share of pairs, rho's own error carried by q, and the
-scale's error where the calibration does not pin the plan down (1 - q of it).
+scale's error where the calibration does not pin the plan down (1 - q of it). The pieces' own errors count as their
+sum does (`InModel.marginal`): rho times below 1, once by pairs.
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
 pay inside the model (ONNX Runtime's spans) is priced as it runs there.
@@ -205,6 +206,13 @@ class InModel:
         if not self.by_pairs:
             return self.combined * saving_s
         return saving_s + (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
+
+    @property
+    def marginal(self) -> float:
+        """What one second more of a plan's pieces' sum adds to its saving under `together`: rho below 1, 1 by pairs
+        (the pairs' term depends on how many blocks the plan linearises, not on the sum). The pieces' own errors carry
+        it (`dsprof.lut.interval.plan_bounds`, `ratio_bounds`), as their prices do."""
+        return 1.0 if self.by_pairs else self.combined
 
     @property
     def combined_error(self) -> float:

@@ -379,6 +379,8 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
             saving_var += errors + (p.saving_s * terms.drift) ** 2
     # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
     # standard error of a median of G: `median_error` with sigma the drift)
+    if terms.in_model is not None:  # the pieces' sum counts as `InModel.together` counts it, and so do its errors
+        saving_var *= terms.in_model.marginal ** 2
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
     reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
@@ -426,6 +428,8 @@ def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Pi
     only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
     variance = sum(count * e * e for (_, _, _, errors), count in only.items() for e in errors)
     value = total_s / reference_s
+    if terms is not None and terms.in_model is not None:  # as `plan_bounds` counts the pieces' errors
+        variance *= terms.in_model.marginal ** 2
     relative = variance / reference_s ** 2
     if terms is not None and only:
         relative += (terms.factor * (value - 1)) ** 2 + (terms.check * value) ** 2
