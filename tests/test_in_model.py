@@ -232,6 +232,8 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     what a plan linearising every block may miss by; a plan that linearises 3 of the 7 blocks, by between 0 and
     3/7 g (a uniform, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
     line). Worked out from the module docstring of dsprof.lut.interval, not from the code's output."""
+    from dataclasses import replace
+
     from dsprof.lut import predict_latency
     from test_lut_in_situ import KEEP, MODEL
 
@@ -249,6 +251,12 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     assert pred.speedup_low < worst < pred.speedup
     # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
     assert predicted(1 - 0.2625).systematic == pytest.approx(0.0, abs=1e-12)
+    # the same 3 blocks linearised and left unmerged: the hand LUT has no `linear` entry, so each reads its original
+    # and saves nothing, yet the plan still removes 3 of the 7 blocks' activations and lands up to 3/7 g away
+    lut, plan = _hand_calibrated(1.02, 0.0)
+    unmerged = predict_latency(MODEL, lut, replace(plan, merge=(False,) * 7), strict=True)
+    assert unmerged.total_s == pytest.approx(0.020, rel=1e-9)
+    assert unmerged.systematic == pytest.approx(1.959964 * 3 / 7 * abs(gap) / math.sqrt(3), rel=1e-6)
 
 
 def test_the_prior_and_the_weight_of_a_scale_by_hand():

@@ -368,10 +368,8 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     speedup = original_s / total_s
     u = 1 - total_s / original_s
     saving_var, reference_var = 0.0, 0.0
-    blocks, changed = 0, 0  # how many blocks the plan has, and linearises (the gap's share f)
+    changed, blocks = linearised(pieces)  # its share of the calibration plan: the gap's f, the pairs' m / n
     for p in pieces:
-        blocks += p.stop - p.start
-        changed += (p.stop - p.start) if p.variant != "original" else 0
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
             reference_var += errors
@@ -386,7 +384,7 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
     if terms.in_model is not None:  # in-model pieces: the scale's error, and how the plan's pieces combine
         summed = sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
-        own = terms.in_model.together_error_s(summed, *linearised(pieces)) / original_s
+        own = terms.in_model.together_error_s(summed, changed, blocks) / original_s
     else:
         own = abs(u) * terms.factor
     systematic = math.hypot(own, terms.interaction * changed / blocks if blocks else 0.0)
