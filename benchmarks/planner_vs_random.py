@@ -494,7 +494,7 @@ def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], cos
     """One row per case (model, runtime, k): the front against the random plans, and every plan's prediction."""
     pricer = Pricer(costs)
     alone = Pricer(without_pieces(costs, name, resolution))  # diagnostic: as priced before issue #36
-    rows = []
+    rows, n = [], len(counted_blocks(costs))
     for k, group in plans.items():
         timed = checks["groups"][str(k)]
         assert timed["plans"] == [p.name for p in group], "checks.json does not match the plans: --recheck"
@@ -509,7 +509,7 @@ def score(name: str, label: str, backend: str, plans: dict[int, list[Plan]], cos
                                "predicted_alone": price_alone.speedup})
         front, randoms = plans_rows[0], plans_rows[1:]
         measured = sorted((r["measured"] for r in plans_rows), reverse=True)
-        rows.append({"model": label, "backend": backend, "resolution": resolution, "k": k, "n": len(counted_blocks(costs)),
+        rows.append({"model": label, "backend": backend, "resolution": resolution, "k": k, "n": n,
                      "front": front,
                      "random": randoms, "best_random": max(r["measured"] for r in randoms),
                      "median_random": statistics.median(r["measured"] for r in randoms),

@@ -375,10 +375,10 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
             reference_var += errors
         elif p.saving_s == p.saving_s:
             saving_var += errors + (p.saving_s * terms.drift) ** 2
-    # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
-    # standard error of a median of G: `median_error` with sigma the drift)
     if terms.in_model is not None:  # the pieces' sum counts as `InModel.together` counts it, and so do its errors
         saving_var *= terms.in_model.marginal ** 2
+    # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
+    # standard error of a median of G: `median_error` with sigma the drift)
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
     reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
