@@ -49,7 +49,8 @@ validation run on ONNX Runtime and eager); ``--models issue46f`` the seventh (``
 torch.compile); ``--models issue46g`` the eighth (``HELDOUT_46G``, for torch.compile at 96 and 128 px);
 ``--models issue46h`` the ninth (``HELDOUT_46H``, for torch.compile and OpenVINO at 96 px); ``--models issue46i`` the
 tenth (``HELDOUT_46I``, for torch.compile at 64 px and eager at 128 px); ``--models issue46j`` the eleventh
-(``HELDOUT_46J``, for torch.compile and eager at 96 px). The summary scores every plan and
+(``HELDOUT_46J``, for torch.compile and eager at 96 px); ``--models issue46k`` the twelfth (``HELDOUT_46K``, for
+the session pairs' validation run on four runtimes at 96 px). The summary scores every plan and
 the front plans on their own, overall and per resolution and per model size (small: at most 8 blocks).
 
     ../shared/tools/quiet-run -- .venv/bin/python benchmarks/planner_vs_random.py --out /work/data/pvrE --seed 46 \\
@@ -142,11 +143,13 @@ HELDOUT_46I = ("zoo:timm:mobilenetv3_large_075", "zoo:timm:mobilenetv2_110d", "z
 #: part of the channels), HGNetV2-B0 9 (light depthwise-separable convolutions, aggregated), RegNetY-400MF 16 (group
 #: convolution bottlenecks, squeeze-excitation).
 HELDOUT_46J = ("zoo:timm:rexnet_100", "zoo:timm:hgnetv2_b0", "zoo:timm:regnety_004")
+HELDOUT_46K = ("zoo:timm:darknet21", "zoo:timm:tinynet_c", "zoo:timm:semnasnet_075")
 SETS = {"issue46": ",".join(HELDOUT_46), "issue46b": ",".join(HELDOUT_46B),  # --models issue46, issue46b, issue46c,
         "issue46c": ",".join(HELDOUT_46C), "issue46d": ",".join(HELDOUT_46D),  # issue46d, issue46e, issue46f,
         "issue46e": ",".join(HELDOUT_46E), "issue46f": ",".join(HELDOUT_46F),  # issue46g, issue46h
         "issue46g": ",".join(HELDOUT_46G), "issue46h": ",".join(HELDOUT_46H),  # issue46i, issue46j
-        "issue46i": ",".join(HELDOUT_46I), "issue46j": ",".join(HELDOUT_46J)}
+        "issue46i": ",".join(HELDOUT_46I), "issue46j": ",".join(HELDOUT_46J),  # issue46k
+        "issue46k": ",".join(HELDOUT_46K)}
 
 
 def load() -> str:

@@ -20,7 +20,10 @@ from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
 from dsprof.records.plan import Plan
 from dsprof.profiler import TimingConfig, Workloads
-from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, read_measurements
+from dsprof.lut.predict import prices_of
+from dsprof.records.measurement import (CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN, MeasurementWriter, is_session_pair,
+                                        read_measurements)
+from dsprof.workflows.calibrate import SESSION_PAIRS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
@@ -54,6 +57,30 @@ def test_the_run_ends_with_the_calibration_group(run):
     assert entry.ratio == pytest.approx(statistics.median(rounds), rel=1e-12) and entry.ratio_se == entry.ratio_se
 
 
+def test_before_it_the_model_is_timed_against_itself_and_the_checks_noise_is_read_from_those_pairs(run):
+    """`SESSION_PAIRS` groups of the whole model twice, each built anew, come before the calibration group; the
+    intervals' check term is then the root mean square of their paired ratios' distance from 1, each ratio the median
+    of its rounds' ratios (worked out here from the records' samples), with nothing added for the calibration
+    group's rounds (a pair's ratio holds its own)."""
+    timed = [r for r in run.measurements if r.scope != "probe"]
+    pairs = [r for r in timed if r.scope == IN_SITU_SCOPE and is_session_pair(r.name)]
+    assert [(r.name, r.variant) for r in pairs] == [
+        (f"(session {i})", v) for i in range(1, SESSION_PAIRS + 1) for v in ("original", SESSION_AGAIN)]
+    assert [len({r.group for r in pairs[i:i + 2]}) for i in range(0, len(pairs), 2)] == [1] * SESSION_PAIRS
+    assert len({r.group for r in pairs}) == SESSION_PAIRS
+    calibration = next(i for i, r in enumerate(timed) if r.variant == CALIBRATION)
+    assert max(timed.index(r) for r in pairs) < calibration
+    ratios = [statistics.median(b / a for a, b in zip(first.samples_s, second.samples_s))
+              for first, second in zip(pairs[::2], pairs[1::2])]
+    expected = math.sqrt(sum((1 - q) ** 2 for q in ratios) / len(ratios))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prices = prices_of(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32), build_lut([run.path]))
+    assert prices.method == "in-model"
+    assert prices.terms.check == pytest.approx(expected, rel=1e-9)
+    assert prices.terms.check_source == f"{SESSION_PAIRS} session pairs (the whole model against itself)"
+
+
 def test_the_calibration_model_is_every_block_linearised_merged_where_the_run_says(run):
     """Its MACs are the stem's and head's plus, per block, those of the variant the rule picks from the same
     run: merged where its median is below the linear one's (the records' own MACs, counted per workload)."""
@@ -82,7 +109,7 @@ def test_resume_times_only_what_is_missing(run, tmp_path):
     timed = [r for r in read_measurements(plain) if r.scope != "probe"]
     new = timed[len(timed) - resumed.new:]
     # the calibration group last; before it only pieces of the front that the file did not time inside the model yet
-    # (the front planned from the file's records may take some: issue #36), none timed twice
+    # (the front planned from the file's records may take some: issue #36), none timed twice (nor a session pair)
     assert [r.variant for r in new[-2:]] == ["original", CALIBRATION]
     assert all(r.scope == IN_SITU_SCOPE for r in new[:-2])
     keys = [(r.name, r.variant) for r in timed if r.scope == IN_SITU_SCOPE]

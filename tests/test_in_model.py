@@ -52,6 +52,20 @@ def test_scale_floor_and_price_by_hand():
     assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
 
 
+def test_the_sessions_part_of_each_pieces_measurement_is_not_its_own_scatter():
+    # test_scale_floor_and_price_by_hand's pieces, each timed in a group whose two sessions differ by 0.1 ms beyond
+    # its rounds (the session pairs' part, s R): each excess loses 0.01 ms^2 more, 0.02, 0.02, -0.02 ms^2 for the
+    # three that save least, so tau0^2 = 0.02 ms^2; the line and its shrinkage do not move
+    alone, measured, se = [0.001] * 5, [0.0006, 0.0010, 0.0008, 0.0008, 0.0008], [0.0001] * 5
+    before = InModel.estimate(_pieces(alone, measured, se), R)
+    im = InModel.estimate(_pieces(alone, measured, se), R, session_s=0.0001)
+    assert im.floor_s == pytest.approx(math.sqrt(0.02e-6)) and before.floor_s == pytest.approx(math.sqrt(0.03e-6))
+    assert (im.scale, im.scale_se, im.spread) == (before.scale, before.scale_se, before.spread)
+    assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.02e-6))
+    # sessions that differ by more than the pieces scatter leave no floor: 0.03 - 0.04 < 0
+    assert InModel.estimate(_pieces(alone, measured, se), R, session_s=0.0002).floor_s == 0.0
+
+
 def test_spans_and_lone_blocks_get_a_scale_each():
     # three spans save 2 ms alone and 0.4 ms inside the model (ONNX Runtime's case: x0.2), three lone blocks 1 ms and
     # 1.1 ms (x1.1)

@@ -20,7 +20,10 @@ From those pieces (at least `MIN_PIECES`), `InModel` estimates
   every piece has whatever it saves alone, tau0 (what a piece changes around it that its timing alone does not see,
   and the session a group runs in: ONNX Runtime's sessions of one model differ by a few per cent; seconds), and a
   part that grows with the saving, the **spread** t (relative). Both by the method of moments on the squared
-  residuals less their measurement error, r^2 - sigma^2 (r = m - c alone): tau0^2 their median over the half of the
+  residuals less their measurement error, r^2 - sigma^2 - s^2 (r = m - c alone; s the part of a group's paired ratio
+  that two sessions of one model differ by beyond its rounds, from the LUT's session pairs where it has them,
+  `dsprof.lut.interval.session_noise`, times R: each piece's group is a session pair of its own, and a later check
+  carries its own, `Terms.check`): tau0^2 their median over the half of the
   pieces that save least alone (at least 3), at least 0; t^2 the mean of (r^2 - sigma^2 - tau0^2) / (c alone)^2 over
   the pieces that save at least `MIN_SHARE` of the model, each term clipped to [-1, 1], at least 0. It is how far the
   LUT's paired ratios move between its groups, beyond what the scales explain: the part of a prediction's error that
@@ -155,12 +158,15 @@ class InModel:
         return len(self.timed) < MIN_PIECES
 
     @classmethod
-    def estimate(cls, timed: Sequence[Timed], reference_s: float, minimum: int = MIN_PIECES) -> "InModel | None":
+    def estimate(cls, timed: Sequence[Timed], reference_s: float, minimum: int = MIN_PIECES,
+                 session_s: float = 0.0) -> "InModel | None":
         """From the pieces timed in the model; None with fewer than ``minimum`` (at least 1), or where no piece saves
         or costs anything alone (no line). Below `MIN_PIECES` every kind takes the one line through all the pieces.
         A line that stays below 0 once shrunk is kept: the pieces lose time inside the model (issue #46: at 64 px,
         hardcorenas_a's merged pieces saved 1-2 % of the model alone and cost 2-4 % inside it), and the prices say so,
-        where a fallback to the in-model factor priced every plan 6-10 % faster than it ran."""
+        where a fallback to the in-model factor priced every plan 6-10 % faster than it ran. ``session_s``: what a
+        piece's measured saving carries from its group's two sessions beyond its standard error (seconds; s R in the
+        module docstring)."""
         if len(timed) < max(1, minimum) or not reference_s > 0:
             return None
         fitted = _line(timed)
@@ -174,7 +180,8 @@ class InModel:
             lines[kind] = own if own == own else fitted
             scales[kind] = shrink(own, _line_se(mine, own))[0] if own == own else scale
         residuals = [t.saving_s - lines[_kind(t.start, t.stop)] * t.alone_s for t in timed]
-        excess = [r * r - t.se_s ** 2 for r, t in zip(residuals, timed)]  # the residual's variance less its noise
+        # the residual's variance less its measurement's noise: its rounds' and its sessions'
+        excess = [r * r - t.se_s ** 2 - session_s ** 2 for r, t in zip(residuals, timed)]
         by_size = sorted(range(len(timed)), key=lambda i: abs(timed[i].alone_s))
         smallest = by_size[: max(3, len(timed) // 2)]
         floor = math.sqrt(max(0.0, _median([excess[i] for i in smallest])))

@@ -42,7 +42,7 @@ def interval_inputs(prices: Any) -> IntervalInputs:
         tuple(entries.references), entries.whole, bool(entries.stem and entries.head), prices.method,
         prices.rest_method, prices.factor, in_model_factor(prices.entries), prices.in_model, prices.base_errors,
         prices.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), prices.reference_s,
-        plan)
+        plan, entries.sessions)
 
 
 def calibration_entry(prices: Any) -> tuple[Any, list[Piece], str]:

@@ -68,7 +68,7 @@ from .table import LUT, LUTEntry, LUTMissError
 
 __all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "Estimate", "Estimated", "IntervalInputs", "Terms",
            "calibration_of", "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio",
-           "ratio_bounds", "relative_spread", "saving_error_s", "terms_of"]
+           "ratio_bounds", "relative_spread", "saving_error_s", "session_noise", "terms_of"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
 #: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
@@ -82,6 +82,8 @@ MIN_GROUPS = 3
 ENOUGH_GROUPS = 5
 #: A calibration plan predicted to save less than this share of the model says nothing of how savings add up.
 MIN_CALIBRATION_SAVING = 0.02
+#: Fewer session pairs than this say nothing of a check's noise (`session_noise`).
+MIN_SESSION_PAIRS = 3
 
 
 def median_error(iqr: float, n: int) -> float:
@@ -102,6 +104,19 @@ def saving_error_s(original: LUTEntry, variant: LUTEntry) -> float:
     if variant.ratio_se == variant.ratio_se:
         return original.median_s * variant.ratio_se
     return math.hypot(entry_error_s(original), entry_error_s(variant))
+
+
+def session_noise(sessions: Sequence[LUTEntry]) -> tuple[float, float]:
+    """(a check's noise, the sessions' part of it), relative sigmas, from the session pairs' second sessions
+    (`dsprof.records.measurement.SESSION_AGAIN`: the whole model twice in one group, so their paired ratio is 1 but
+    for the noise): the root mean square of their ratios' distance from 1, and of that what their rounds' noise
+    (each ratio's standard error) does not explain, at least 0. (NaN, NaN) from fewer than `MIN_SESSION_PAIRS`."""
+    paired = [e for e in sessions if e.ratio == e.ratio and e.ratio_se == e.ratio_se]
+    if len(paired) < MIN_SESSION_PAIRS:
+        return math.nan, math.nan
+    check = math.sqrt(statistics.fmean((1 - e.ratio) ** 2 for e in paired))
+    rounds = statistics.fmean(e.ratio_se ** 2 for e in paired)
+    return check, math.sqrt(max(0.0, check ** 2 - rounds))
 
 
 def relative_spread(values: Sequence[float]) -> float:
@@ -126,7 +141,7 @@ class IntervalInputs:
     is missing); ``in_situ``: each block's in-situ group and swapped entry with the saving timed alone of the
     same variant (seconds), and ``reference_s`` the whole model they are relative to; ``calibration_plan``: the
     calibration group's plan as its record names it (`dsprof.records.measurement.calibration_name`; "" for every
-    block linearised alone)."""
+    block linearised alone); ``sessions``: the session pairs' second sessions (`session_noise`)."""
 
     references: tuple[LUTEntry, ...]
     whole: LUTEntry | None
@@ -143,6 +158,7 @@ class IntervalInputs:
     in_situ: tuple[tuple[LUTEntry, LUTEntry, float], ...]
     reference_s: float
     calibration_plan: str = ""  # the calibration group's plan where its record names one (``spans 0-1 3-4``)
+    sessions: tuple[LUTEntry, ...] = ()  # the session pairs' second sessions (`session_noise`)
 
 
 @dataclass(frozen=True)
@@ -167,14 +183,14 @@ class Terms:
 def terms_of(inputs: IntervalInputs) -> Terms:
     """The model-level `Terms` of one model in one LUT context under one method."""
     drift, drift_source = _drift(inputs)
-    check, check_source = _check(inputs)
+    check, check_source, direct = _check(inputs)
     whole = inputs.whole
     groups = (sum(e.groups for e in inputs.references) if inputs.method != "isolated"
               else whole.groups if whole is not None and inputs.rest_method == "model-minus-blocks" else 1)
     phi = inputs.in_model_factor
     used = inputs.factor
     calibration = calibration_of(inputs)
-    if calibration.se == calibration.se:
+    if calibration.se == calibration.se and not direct:  # a session pair's ratio holds its rounds' noise already
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
     if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): how the pieces combine is left
@@ -278,20 +294,25 @@ def _drift(inputs: IntervalInputs) -> tuple[float, str]:
     return 0.0, "nothing (fewer than 3 group medians of the model or the drift probe)"
 
 
-def _check(inputs: IntervalInputs) -> tuple[float, str]:
-    """The noise (relative sigma) of a paired check: one group of two whole models, in two sessions. Where the LUT
-    timed the model's blocks in situ, that is what each in-situ group is: the spread (IQR) of their
-    savings (the swapped model over the whole one, paired per round) around the isolated savings the method
+def _check(inputs: IntervalInputs) -> tuple[float, str, bool]:
+    """The noise (relative sigma) of a paired check: one group of two whole models, in two sessions, its source, and
+    whether it was measured as such. Where the LUT timed session pairs and prices in-model pieces (whose own scatter
+    the pieces' errors carry), the pairs are such checks of one model against itself (`session_noise`). Else, where
+    the LUT timed the model's blocks in situ, each in-situ group is one, of one block swapped: the spread (IQR) of
+    their savings (the swapped model over the whole one, paired per round) around the isolated savings the method
     counts -- the rounds' noise, what a session or a block's surroundings add. Else sqrt(2) times the error the
     whole model's median has in one of the LUT's groups."""
+    pairs, _ = session_noise(inputs.sessions)
+    if inputs.in_model is not None and pairs == pairs:
+        return pairs, f"{len(inputs.sessions)} session pairs (the whole model against itself)", True
     residuals = _in_situ_residuals(inputs)
     if len(residuals) >= ENOUGH_GROUPS:
-        return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-situ groups"
+        return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-situ groups", False
     references = inputs.references
     if not references:
-        return 0.0, "nothing (no whole-model entry)"
+        return 0.0, "nothing (no whole-model entry)", False
     one = statistics.median(median_error(e.iqr_s, max(1, e.n_samples // e.groups)) / e.median_s for e in references)
-    return math.sqrt(2) * one, f"the whole model's medians in {len(references)} groups"
+    return math.sqrt(2) * one, f"the whole model's medians in {len(references)} groups", False
 
 
 def _in_situ_residuals(inputs: IntervalInputs) -> list[float]:

@@ -13,7 +13,7 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..models.spans import span_spec
 from ..models import Block
-from ..records.measurement import IN_SITU_SCOPE
+from ..records.measurement import IN_SITU_SCOPE, SESSION_AGAIN, session_pair_name
 from .hints import label_model_args
 from .schema import in_situ_workload, span_piece, split_label
 from .table import LUT, LUTEntry
@@ -68,7 +68,8 @@ class Lookup:
 @dataclass(frozen=True)
 class ModelEntries:
     """What a prediction reads of one model besides its blocks' chosen variants: each block's original,
-    the whole model, its stem and head, and the whole model in each block's in-situ group (by block name)."""
+    the whole model, its stem and head, the whole model in each block's in-situ group (by block name), and the
+    session pairs' second sessions (`dsprof.records.measurement.SESSION_AGAIN`, in order, up to the first missing)."""
 
     label: str
     originals: list[LUTEntry | None]
@@ -76,6 +77,7 @@ class ModelEntries:
     stem: LUTEntry | None
     head: LUTEntry | None
     in_situ: dict[str, LUTEntry | None]
+    sessions: tuple[LUTEntry, ...] = ()
 
     @classmethod
     def read(cls, lookup: Lookup, label: str, blocks: list[Block]) -> "ModelEntries":
@@ -86,6 +88,7 @@ class ModelEntries:
             lookup(label, "original", "stem"),
             lookup(label, "original", "head"),
             {b.name: lookup(in_situ_workload(label, b.name), "original", IN_SITU_SCOPE) for b in blocks},
+            tuple(_session_pairs(lookup, label)),
         )
 
     @property
@@ -100,6 +103,14 @@ class ModelEntries:
         its in-situ groups agreed with the later checks."""
         references = self.references
         return statistics.median(e.median_s for e in references) if references else math.nan
+
+
+def _session_pairs(lookup: Lookup, label: str) -> list[LUTEntry]:
+    found, number = [], 1
+    while (entry := lookup(in_situ_workload(label, session_pair_name(number)), SESSION_AGAIN, IN_SITU_SCOPE)) is not None:
+        found.append(entry)
+        number += 1
+    return found
 
 
 def in_model_factor(entries: ModelEntries) -> float | None:

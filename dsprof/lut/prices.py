@@ -42,7 +42,7 @@ from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
 from .inmodel import MIN_PIECES, InModel, Timed
 from .inputs import interval_inputs
-from .interval import Terms, calibration_of, entry_error_s, saving_error_s, terms_of
+from .interval import Terms, calibration_of, entry_error_s, saving_error_s, session_noise, terms_of
 from .lookup import Lookup, ModelEntries, in_model_factor, piece_name, span_key
 from .piece import Piece, cheaper, linearised
 from .schema import in_situ_workload
@@ -114,9 +114,11 @@ class Prices:
             if method == "in-model" and reference > 0:
                 timed = timed_pieces(lookup, label, blocks, entries.originals, reference,
                                      lambda a, b: span_key(blocks, a, b), lambda a, b: piece_name(blocks, a, b))
-                in_model = InModel.estimate(timed, reference)
+                _, sessions = session_noise(entries.sessions)
+                session_s = sessions * reference if sessions == sessions else 0.0
+                in_model = InModel.estimate(timed, reference, session_s=session_s)
                 if in_model is None and timed:  # calibrated, but too few pieces: never unused in silence
-                    in_model = InModel.estimate(timed, reference, minimum=1)
+                    in_model = InModel.estimate(timed, reference, minimum=1, session_s=session_s)
                     _warn_few(label, blocks, lookup, timed, in_model, scale)
             if in_model is not None:
                 few = f", fewer than {MIN_PIECES}: one line, shrunk toward 1" if in_model.few else ""

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..models.spans_text import format_span
 from ..names import CROSSING_VARIANT
-from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, speedups
+from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, MODEL_ROW_SUFFIX, Measurement, is_session_pair, speedups
 
 __all__ = ["SUMMARY_COLUMNS", "format_summary", "summary_table"]
 
@@ -117,7 +117,8 @@ def format_summary(table: pd.DataFrame) -> str:
             fps = " / ".join(parts)
         body.append([
             _name(row) if row["scope"] == "block" else (
-                f"model with {row['name']} swapped" if row["scope"] == IN_SITU_SCOPE else f"{row['scope']}: {row['name']}"),
+                (f"model against itself {row['name']}" if is_session_pair(row["name"]) else
+                 f"model with {row['name']} swapped") if row["scope"] == IN_SITU_SCOPE else f"{row['scope']}: {row['name']}"),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
             _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
         ])

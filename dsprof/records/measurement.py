@@ -46,8 +46,8 @@ from ..models import BlockSpec
 from ..models.spans_text import format_spans, parse_spans
 from .stats import SampleStats, Speedup, paired_speedup, summarize
 
-__all__ = ["CALIBRATION", "CALIBRATION_SPANS", "CHECKSUM_FIELD", "IN_SITU_SCOPE", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
-           "calibration_name", "calibration_plan", "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum",
+__all__ = ["CALIBRATION", "CALIBRATION_SPANS", "CHECKSUM_FIELD", "IN_SITU_SCOPE", "MODEL_ROW_SUFFIX", "PROBE_NAME", "PROBE_SCOPE", "SCHEMA", "SESSION_AGAIN", "Measurement", "MeasurementFile", "MeasurementFileError", "MeasurementWriter",
+           "calibration_name", "calibration_plan", "is_session_pair", "original_in_group", "paired_with_original", "read_measurement_file", "read_measurements", "record_checksum", "session_pair_name",
            "speedups"]
 
 SCHEMA = "dsprof.measurement/1"
@@ -67,10 +67,26 @@ CALIBRATION = "calibration"
 #: prices that very plan (`calibration_plan`). A record named after the model alone (every file before it) timed
 #: every block linearised alone, merged where the run's entries say it pays.
 CALIBRATION_SPANS = " spans "
+#: A session pair (`dsprof.workflows.calibrate`, issue #46): the whole model twice in one group, scope
+#: `IN_SITU_SCOPE`, ``original`` and this variant (a second session of the same model, built anew), named
+#: `session_pair_name`. Their paired ratio is 1 but for how two sessions of one model differ and the rounds' noise:
+#: what one later check of a plan carries, and what every piece timed inside the model carries beside its saving.
+SESSION_AGAIN = "again"
 _UNMERGED = " unmerged "
 #: How a whole model's variant is shown where models are rows (a custom model under its own name).
 MODEL_ROW_SUFFIX = {"merged": " (all blocks merged)", CALIBRATION: " (calibration: every block linearised)"}
 CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
+
+
+def session_pair_name(number: int) -> str:
+    """The name of the ``number``-th session pair (from 1): ``(session 3)`` (a block's in-situ groups go by its module path, which a
+    model would have to name so)."""
+    return f"(session {number})"
+
+
+def is_session_pair(name: str) -> bool:
+    """Whether ``name`` is a session pair's (`session_pair_name`)."""
+    return name.startswith("(session ") and name.endswith(")") and name[9:-1].isdecimal()
 
 
 def calibration_name(model: str, spans: Iterable[tuple[int, int]], unmerged: Iterable[int] = ()) -> str:

@@ -16,6 +16,15 @@ silence): the calibration group's blocks one by one, then the spans the run meas
 alone first. A model with fewer pieces than that (4 blocks and no spans) has them all timed, and says so in one line
 (`dsprof.lut.prices.CalibrationFallbackWarning`; its prices say it again wherever they are used).
 
+Then the session pairs (issue #46): `SESSION_PAIRS` groups of the whole model against itself, each model built
+anew (two sessions, as every group has), scope `IN_SITU_SCOPE`, variants ``original`` and
+`dsprof.records.measurement.SESSION_AGAIN`, named `dsprof.records.measurement.session_pair_name`. Their paired ratio
+is 1 but for the noise of one group: the rounds' and how two sessions of one model differ (on this 2-vCPU VM 1-2 % of
+the model through torch.compile and 2-3 % through ONNX Runtime and OpenVINO, for FBNetV3-B at 64 px). That noise is
+what one later check of a plan carries (`dsprof.lut.interval`'s check term), and what each piece timed inside the
+model carries beside its saving (`dsprof.lut.inmodel`'s floor leaves it out); without them both were read from the
+pieces' scatter, which holds the pieces' own too, and counted twice.
+
 Then the calibration group (how much of the *sum* of the savings a merged model realises depends on the runtime:
 ONNX Runtime saved 0.3-1.0 of it on CPU models where PyTorch saved about all of it: benchmarks/RESULTS.md, issue #27):
 the whole model with every block linearised, each merged where this run's entries say merging pays (the rule
@@ -39,7 +48,8 @@ from torch import nn
 
 from ..device_context import DeviceContext
 from ..errors import DsprofError, UsageError
-from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, Measurement, MeasurementFile, calibration_name
+from ..records.measurement import (CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN, Measurement, MeasurementFile,
+                                   calibration_name, session_pair_name)
 from ..profiler.selection import Workloads
 from ..profiler.workloads import Workload, model_workload
 from ..models.ref import ModelRef
@@ -57,11 +67,13 @@ from ..planning.planner import plan_front
 from ..planning.decide import merge_rule
 from ..models import find_blocks
 
-__all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "calibration_groups", "calibration_workloads", "check_calibration_request",
-           "in_model_groups"]
+__all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups", "calibration_workloads",
+           "check_calibration_request", "in_model_groups", "session_pairs"]
 
 #: How many times the front is planned from the run's records to find pieces not yet timed inside the model.
 IN_MODEL_ROUNDS = 3
+#: How many session pairs a run times: their noise is then known to about +-30 % (one sigma).
+SESSION_PAIRS = 6
 
 
 def check_calibration_request(model: Any, workloads: Workloads) -> None:
@@ -84,8 +96,8 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
     """The groups that end a `measure --calibrate` run, each built from the records timed before it (``records()``;
     `dsprof.workflows.measure` times each in the run's `dsprof.profiler.runner.MeasureSession` before it asks for the
     next): the front's pieces inside the model (`in_model_groups`, planned again until the front uses no piece
-    untimed, at most `IN_MODEL_ROUNDS` times), then the calibration group, where the records the file held before the
-    run (``existing``: a resumed run) lack it."""
+    untimed, at most `IN_MODEL_ROUNDS` times), the session pairs the records lack (`session_pairs`), then the
+    calibration group, where the records the file held before the run (``existing``: a resumed run) lack it."""
     for _ in range(IN_MODEL_ROUNDS):
         try:
             groups = in_model_groups(net, label, input_size, records(), context, max_span)
@@ -95,6 +107,7 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
         if not groups:
             break
         yield from groups
+    yield from session_pairs(net, label, input_size, records())
     if not any(r.ok and r.variant == CALIBRATION for r in existing):
         yield calibration_workloads(net, label, input_size, records(), context, max_span)
 
@@ -155,6 +168,21 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         spec, swap_variant = prices.blocks[start].spec, "linear" if variant == "linear" else "merged"
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
                        replace(swapped, scope=IN_SITU_SCOPE, name=name, variant=swap_variant, spec=spec, index=start)])
+    return groups
+
+
+def session_pairs(net: nn.Module, label: str, input_size: tuple[int, int],
+                  records: Sequence[Measurement]) -> list[list[Workload]]:
+    """The session pairs of ``net`` that ``records`` lack, of `SESSION_PAIRS` (the module docstring): each the whole
+    model twice, each built anew, ``original`` and `SESSION_AGAIN`, scope `IN_SITU_SCOPE`, named
+    `session_pair_name`."""
+    done = {r.name for r in records if r.ok and r.scope == IN_SITU_SCOPE and r.variant == SESSION_AGAIN}
+    groups = []
+    for number in range(1, SESSION_PAIRS + 1):
+        name = session_pair_name(number)
+        if name not in done:  # model_workload folds a copy: two modules, two sessions
+            groups.append([replace(model_workload(net, label, variant, input_size), scope=IN_SITU_SCOPE, name=name)
+                           for variant in ("original", SESSION_AGAIN)])
     return groups
 
 
