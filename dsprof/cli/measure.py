@@ -43,9 +43,11 @@ def add(sub, fmt) -> None:
                         "these variants (merged, linear; comma-separated) against the model, interleaved; 'none' to "
                         "skip (--context: its older name, read until the next release)")
     p.add_argument("--calibrate", action="store_true",
-                   help="end with the calibration group: the whole model with every block linearised, merged where this "
-                        "run's entries say it pays, against the original, paired (its saving widens the intervals of "
-                        "predictions to what the runtime realises; docs/predictions.md)")
+                   help="end with the groups planned from this run's records: the front's pieces inside the model, six "
+                        "session pairs (the whole model against itself: the noise of one check), then the calibration "
+                        "group (the whole model with every block linearised, merged where this run's entries say it "
+                        "pays, against the original, paired); predictions then price what the pieces save inside the "
+                        "model, with intervals from all three (docs/predictions.md)")
     add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("results"), help="folder for the measurement file (named after the settings), or a .jsonl file")
     p.add_argument("--resume", action="store_true", help="continue an existing file, skipping what it holds")

@@ -23,9 +23,12 @@ scope      ``block``, ``model``, ``stem``, ``head`` or ``context`` (a block time
            ``probe`` (the drift
            probe every run times after each group, `dsprof.profiler.probe`; pooled over all runs)
 workload   a block's `BlockSpec` string; for ``context`` the model label, ``@`` and the block's
-           module name (`in_situ_workload`; a span's first and last block names joined by ``..``, `span_piece`); for ``probe`` the probe's name; for other scopes the model label
+           module name (`in_situ_workload`; a span's first and last block names joined by ``..``, `span_piece`; a
+           session pair's ``(session N)``, `dsprof.records.measurement.session_pair_name`); for ``probe`` the probe's
+           name; for other scopes the model label
            (name plus options, e.g. ``mobilenet_v2{"resolution":224,"width":1.4}``)
-variant    ``original``, ``merged``, ``flops_matched``, ``linear`` or ``custom``; ``linear`` is the block without
+variant    ``original``, ``merged``, ``flops_matched``, ``linear``, ``custom``, ``calibration`` (the calibration group's
+           model) or ``again`` (a session pair's second session of the whole model); ``linear`` is the block without
            its activations, unmerged, in the form `merge_model` deploys it with a plan's default border
            (padding in front, `dsprof.profiler.workloads.deployed_linear`): the border is part of what it times
 median_s   median latency of one forward pass of one batch, seconds (pooled samples)
