@@ -46,7 +46,8 @@ def run(tmp_path_factory):
 def test_every_piece_the_model_has_is_timed_inside_it_and_the_run_says_why_no_more(run):
     measured, _, said, _ = run
     assert MIN_PIECES == 5
-    timed = [r for r in measured.measurements if r.scope == IN_SITU_SCOPE and r.variant not in ("original", SESSION_AGAIN)]
+    timed = [r for r in measured.measurements
+             if r.scope == IN_SITU_SCOPE and r.variant not in ("original", SESSION_AGAIN)]
     assert sorted(r.name for r in timed) == ["blocks.0", "blocks.1", "blocks.2"]  # each block once, all three
     assert len(said) == 1  # one line, once
     text = str(said[0].message)
@@ -150,7 +151,8 @@ def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pi
                                   timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
         lut = build_lut([measured.path])
         pred = predict_latency(ModelRef.of(TINY_FILE, resolution=32), lut, Plan("file:tinyconv:build", (1, 0, 0), {}))
-    timed = [r.name for r in measured.measurements if r.scope == IN_SITU_SCOPE and r.variant not in ("original", SESSION_AGAIN)]
+    timed = [r.name for r in measured.measurements
+             if r.scope == IN_SITU_SCOPE and r.variant not in ("original", SESSION_AGAIN)]
     assert sorted(timed) == ["blocks.0", "blocks.0..blocks.1", "blocks.1", "blocks.1..blocks.2", "blocks.2"]
     fell_back = [str(w.message) for w in said if issubclass(w.category, CalibrationFallbackWarning)]
     # whatever sign their line takes on a loaded machine, the five pieces price the plan, without a word of fallback

@@ -106,10 +106,11 @@ class ModelEntries:
 
 
 def _session_pairs(lookup: Lookup, label: str) -> list[LUTEntry]:
-    found, number = [], 1
-    while (entry := lookup(in_situ_workload(label, session_pair_name(number)), SESSION_AGAIN, IN_SITU_SCOPE)) is not None:
+    """The second sessions of ``label``'s session pairs, (session 1) on, up to the first the LUT lacks."""
+    found = []
+    while (entry := lookup(in_situ_workload(label, session_pair_name(len(found) + 1)), SESSION_AGAIN,
+                           IN_SITU_SCOPE)) is not None:
         found.append(entry)
-        number += 1
     return found
 
 

@@ -99,6 +99,16 @@ def _name(row: pd.Series) -> str:
     return f"{int(index)} {row['name']}" if index is not None and index == index and index >= 0 else row["name"]
 
 
+def _label(row: pd.Series) -> str:
+    """A row as the summary names it: a block or span (`_name`), a piece swapped into the model, the model against
+    itself (a session pair), or a scope and its name."""
+    if row["scope"] == "block":
+        return _name(row)
+    if row["scope"] != IN_SITU_SCOPE:
+        return f"{row['scope']}: {row['name']}"
+    return f"model against itself {row['name']}" if is_session_pair(row["name"]) else f"model with {row['name']} swapped"
+
+
 def format_summary(table: pd.DataFrame) -> str:
     """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS."""
     if table.empty:
@@ -116,9 +126,7 @@ def format_summary(table: pd.DataFrame) -> str:
                     parts.append(f"{v:.1f}")
             fps = " / ".join(parts)
         body.append([
-            _name(row) if row["scope"] == "block" else (
-                (f"model against itself {row['name']}" if is_session_pair(row["name"]) else
-                 f"model with {row['name']} swapped") if row["scope"] == IN_SITU_SCOPE else f"{row['scope']}: {row['name']}"),
+            _label(row),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
             _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
         ])

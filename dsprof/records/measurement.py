@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import warnings
 
 try:
@@ -78,15 +79,18 @@ MODEL_ROW_SUFFIX = {"merged": " (all blocks merged)", CALIBRATION: " (calibratio
 CHECKSUM_FIELD = "sha256"  # each record's checksum (`record_checksum`); not a field of `Measurement`
 
 
+_SESSION_PAIR = re.compile(r"\(session ([0-9]+)\)")
+
+
 def session_pair_name(number: int) -> str:
-    """The name of the ``number``-th session pair (from 1): ``(session 3)`` (a block's in-situ groups go by its module path, which a
-    model would have to name so)."""
+    """The name of the ``number``-th session pair (from 1): ``(session 3)`` (a block's in-situ groups go by its
+    module path, which a model would have to name so)."""
     return f"(session {number})"
 
 
 def is_session_pair(name: str) -> bool:
     """Whether ``name`` is a session pair's (`session_pair_name`)."""
-    return name.startswith("(session ") and name.endswith(")") and name[9:-1].isdecimal()
+    return _SESSION_PAIR.fullmatch(name) is not None
 
 
 def calibration_name(model: str, spans: Iterable[tuple[int, int]], unmerged: Iterable[int] = ()) -> str:
