@@ -41,6 +41,24 @@ def test_default_threads_is_one_and_recorded(tmp_path):
     assert "`settings=BackendSettings(threads=)`" in threads_note(2, True) and "2" in threads_note(2, True)  # `dsprof measure` says --threads
 
 
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime", "openvino"])
+def test_the_default_one_thread_is_the_count_the_runtime_times_with(backend, tmp_path):
+    """Not only recorded: the runtime runs on one thread. A record's CPU share is the CPU time the process got over
+    what its recorded threads could use, so one thread reads at most 1 (plus a little bookkeeping), where two threads
+    on two cores read near 2 (each runtime spins or splits its convolutions; measured 1.99 before the fix)."""
+    torch.set_num_threads(2)  # the process's count (this machine's cores): what an unset count fell back to
+    try:
+        result = measure(ModelRef.of("mobilenet_v2", resolution=64), settings=BackendSettings(backend),
+                         workloads=Workloads(blocks=None, variants=(), model_variants=("original",)),
+                         timing=dataclasses.replace(FAST, min_samples=10, max_samples=20, budget_s=0.3),
+                         out=tmp_path / "m.jsonl", progress=False)
+    finally:
+        torch.set_num_threads(1)
+    (record,) = [r for r in result.measurements if r.scope == "model"]
+    assert record.threads == 1 and result.threads == 1
+    assert 0.5 < record.state_after["process_cpu_share"] < 1.15
+
+
 def _with_signals(record, share, switches, load=None):
     state = {"process_cpu_share": share, "involuntary_switches_per_s": switches}
     if load is not None:

@@ -403,12 +403,13 @@ def measure_request(
 
 def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     """The request with its device, batch and threads resolved, and its backend; raises on what cannot run."""
-    backend_impl = get_backend(request.settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
     settings = request.settings
     if settings.device == "cuda":
         settings = replace(settings, device="cuda:0")
     if settings.threads is None and settings.uses_cpu_threads:
         settings = replace(settings, threads=DEFAULT_CPU_THREADS)
+    # from the resolved settings: the backend times with the thread count the records carry
+    backend_impl = get_backend(settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
     batch = request.batch if request.batch is not None else default_batch(settings.device)
     timing = request.timing if request.timing is not None else TimingConfig()  # None: the defaults, as elsewhere
     if batch < 1:
@@ -707,6 +708,9 @@ def _measure_group(
             if settings.is_cuda:
                 torch.cuda.empty_cache()
     for p in prepared.values():
+        if p.threads and common["threads"] and p.threads != common["threads"]:  # the records would say otherwise
+            raise RuntimeError(f"the {settings.backend} backend prepared {p.threads} CPU threads where this run's "
+                               f"records say {common['threads']}")
         if isinstance(p.timer, CpuTimer):
             p.timer.clock = clock  # the injectable clock times CPU workloads and keeps the budget
     results = {}
