@@ -23,6 +23,7 @@ from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.profiler import TimingConfig, Workloads
 from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN
 from dsprof.records.plan import Plan
+from dsprof.workflows.calibrate import COSTLY_PIECES
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
@@ -151,10 +152,16 @@ def test_a_front_of_fewer_pieces_than_the_scales_need_times_the_model_s_other_pi
                                   timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
         lut = build_lut([measured.path])
         pred = predict_latency(ModelRef.of(TINY_FILE, resolution=32), lut, Plan("file:tinyconv:build", (1, 0, 0), {}))
-    timed = [r.name for r in measured.measurements
+    timed = [(r.name, r.variant) for r in measured.measurements
              if r.scope == IN_SITU_SCOPE and r.variant not in ("original", SESSION_AGAIN)]
-    assert sorted(timed) == ["blocks.0", "blocks.0..blocks.1", "blocks.1", "blocks.1..blocks.2", "blocks.2"]
+    assert sorted({name for name, _ in timed}) == ["blocks.0", "blocks.0..blocks.1", "blocks.1", "blocks.1..blocks.2",
+                                                   "blocks.2"]
+    # beyond one piece each, at most COSTLY_PIECES lone blocks in their other form, each one that costs time alone
+    alone = {(r.name, r.variant): r.median_s for r in measured.measurements if r.scope == "block" and r.ok}
+    assert len(timed) - 5 <= COSTLY_PIECES and len(set(timed)) == len(timed)
+    for name in {n for n, _ in timed if [m for m, _ in timed].count(n) == 2}:  # of the two, the extra costs time alone
+        assert any(alone[(name, v)] > alone[(name, "original")] for n, v in timed if n == name)
     fell_back = [str(w.message) for w in said if issubclass(w.category, CalibrationFallbackWarning)]
-    # whatever sign their line takes on a loaded machine, the five pieces price the plan, without a word of fallback
-    assert pred.method.startswith("in-model (x") and pred.method.endswith(", 5 pieces timed in the model)")
+    # whatever sign their line takes on a loaded machine, the pieces price the plan, without a word of fallback
+    assert pred.method.startswith("in-model (x") and pred.method.endswith(f", {len(timed)} pieces timed in the model)")
     assert not fell_back

@@ -127,6 +127,27 @@ def test_pieces_that_lose_inside_the_model_what_they_save_alone_are_priced_as_lo
     assert costly.scale == pytest.approx(2.0) and costly.price(0, 1, "merged", -0.001)[0] == pytest.approx(-0.002)
 
 
+def test_pieces_that_cost_time_alone_get_their_own_line_where_three_are_timed():
+    """Issue #46, item 4: a piece that costs time alone is what another runtime's plan takes and this runtime's front
+    never does. On ONNX Runtime MobileNetV2's spans saved 0.2-0.9 of their savings alone inside the model while the
+    spans that cost time cost 1.6-3.3 times their cost alone (benchmarks/RESULTS.md): one line for both priced those
+    costs at a fraction of themselves. Here five spans save 2 ms alone and 0.4 ms inside (x0.2) and three cost 0.1 ms
+    alone and 0.25 ms inside (x2.5), exactly: each kind on its own line."""
+    saving = [Timed(i, i + 2, "span", 0.002, 0.0004, 0.0) for i in (0, 2, 4, 6, 8)]
+    costly = [Timed(i, i + 2, "span", -0.0001, -0.00025, 0.0) for i in (10, 12, 14)]
+    im = InModel.estimate(saving + costly, R)
+    assert im.scales["span"] == pytest.approx(0.2) and im.scales["cost"] == pytest.approx(2.5)
+    assert im.price(20, 22, "span", -0.0002)[0] == pytest.approx(-0.0005)  # an untimed span that costs: x2.5
+    assert im.price(20, 22, "span", 0.001)[0] == pytest.approx(0.0002)  # one that saves: the spans' x0.2
+    assert im.spread == pytest.approx(0.0, abs=1e-12) and im.floor_s == pytest.approx(0.0, abs=1e-12)  # every piece on its kind's line
+    assert "pieces that cost time alone x2.500" in im.describe()
+    # two pieces that cost are too few for a line: they stay with the spans, one line through all seven, as before
+    two = InModel.estimate(saving + costly[:2], R)
+    line = (5 * 0.0004 * 0.002 + 2 * 0.00025 * 0.0001) / (5 * 0.002 ** 2 + 2 * 0.0001 ** 2)
+    assert "cost" not in two.scales and two.fitted == pytest.approx(line)
+    assert two.price(20, 22, "span", -0.0002)[0] == pytest.approx(two.scales["span"] * -0.0002)
+
+
 def _hand_calibrated(ratio: float, ratio_se: float):
     """(LUT, plan): the hand LUT of tests/test_lut_in_situ.py with its pieces pinned exactly (their scale is not
     shrunk) and a calibration group whose every-block-merged model ran at ``ratio`` of the 20 ms original, its paired

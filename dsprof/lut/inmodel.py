@@ -100,7 +100,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "pair_share", "shrink"]
+__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "costs_apart", "pair_share", "shrink"]
 
 #: Fewer pieces timed in the model than this estimate no scale of their own kinds (the prices fall back to the one
 #: line through them, shrunk: see the module docstring).
@@ -145,7 +145,7 @@ class InModel:
     reference_s: float
     floor_s: float  # tau0: what every piece's in-model saving is known to, whatever it saves alone (seconds)
     timed: dict[tuple[int, int, str], Timed] = field(repr=False)
-    scales: dict[str, float] = field(default_factory=dict)  # "span", "block": each kind's own, where it has one
+    scales: dict[str, float] = field(default_factory=dict)  # "span", "block" (and "cost"): each kind's own, where it has one
     combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed), shrunk
     combined_se: float = 0.0  # its relative standard error
     combined_source: str = ""
@@ -174,12 +174,13 @@ class InModel:
         if not scale == scale:
             return None
         lines, scales = {}, {}
-        for kind in KINDS:
-            mine = [t for t in timed if _kind(t.start, t.stop) == kind]
+        apart = costs_apart(timed)
+        for kind in KINDS if apart else KINDS[:-1]:
+            mine = [t for t in timed if _kind(t.start, t.stop, t.alone_s, apart) == kind]
             own = _line(mine) if len(mine) >= MIN_KIND and len(timed) >= MIN_PIECES else math.nan
             lines[kind] = own if own == own else fitted
             scales[kind] = shrink(own, _line_se(mine, own))[0] if own == own else scale
-        residuals = [t.saving_s - lines[_kind(t.start, t.stop)] * t.alone_s for t in timed]
+        residuals = [t.saving_s - lines[_kind(t.start, t.stop, t.alone_s, apart)] * t.alone_s for t in timed]
         # the residual's variance less its measurement's noise: its rounds' and its sessions'
         excess = [r * r - t.se_s ** 2 - session_s ** 2 for r, t in zip(residuals, timed)]
         by_size = sorted(range(len(timed)), key=lambda i: abs(timed[i].alone_s))
@@ -187,7 +188,7 @@ class InModel:
         floor = math.sqrt(max(0.0, _median([excess[i] for i in smallest])))
         terms = []
         for e, t in zip(excess, timed):
-            prior = lines[_kind(t.start, t.stop)] * t.alone_s
+            prior = lines[_kind(t.start, t.stop, t.alone_s, apart)] * t.alone_s
             if abs(prior) >= MIN_SHARE * reference_s:
                 terms.append(max(-1.0, min(1.0, (e - floor ** 2) / prior ** 2)))
         spread = math.sqrt(max(0.0, sum(terms) / len(terms))) if terms else 0.0
@@ -197,8 +198,9 @@ class InModel:
     def price(self, start: int, stop: int, variant: str, alone_s: float) -> tuple[float, float, bool]:
         """(saving, its standard error, whether the piece was timed in the model), seconds, of blocks start..stop-1 as
         ``variant`` that save ``alone_s`` timed alone: its kind's scale times ``alone_s`` (how a plan's pieces combine
-        is the plan's: `together`)."""
-        prior = self.scales.get(_kind(start, stop), self.scale) * alone_s
+        is the plan's: `together`); a piece that costs time alone is of the kind ``cost`` where the pieces timed had
+        their own line for those (`costs_apart`)."""
+        prior = self.scales.get(_kind(start, stop, alone_s, "cost" in self.scales), self.scale) * alone_s
         return prior, math.hypot(self.floor_s, self.spread * prior), (start, stop, variant) in self.timed
 
     @property
@@ -250,8 +252,7 @@ class InModel:
 
     def describe(self) -> str:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
-        kinds = ", ".join(f"{'spans' if k == 'span' else 'lone blocks'} x{v:.3f}" for k, v in self.scales.items()
-                          if v != self.scale)
+        kinds = ", ".join(f"{KIND_NAMES[k]} x{v:.3f}" for k, v in self.scales.items() if v != self.scale)
         moved = f"{self.fitted:.3f}" != f"{self.scale:.3f}"
         shrunk = f", x{self.fitted:.3f} before shrinking toward 1" if moved else ""
         few = f" (fewer than {MIN_PIECES}: one line through them)" if self.few else ""
@@ -274,11 +275,25 @@ def pair_share(changed: int, blocks: int) -> float:
     return changed * (changed - 1) / (blocks * (blocks - 1))
 
 
-#: The kinds of piece that get a scale of their own: a span, or a block linearised alone (merged or not).
-KINDS = ("span", "block")
+#: The kinds of piece that get a scale of their own: a span, a block linearised alone (merged or not), and, where
+#: enough of them were timed (`costs_apart`), a piece of either that costs time alone.
+KINDS = ("span", "block", "cost")
+KIND_NAMES = {"span": "spans", "block": "lone blocks", "cost": "pieces that cost time alone"}
 
 
-def _kind(start: int, stop: int) -> str:
+def costs_apart(timed: Sequence[Timed]) -> bool:
+    """Whether the pieces that cost time alone get a line of their own: at least `MIN_KIND` of them among at least
+    `MIN_PIECES` pieces timed. A piece that costs time alone is one no front of its own runtime takes, but another
+    runtime's plan does (issue #46, item 4): on ONNX Runtime, OpenVINO and torch.compile, two of MobileNetV2's spans that cost
+    12-250 us alone at 96 px cost 115-801 us inside the model (benchmarks/RESULTS.md), where the spans' line, drawn
+    through spans that save, prices a cost at 0.16-0.89 of itself on this VM's ONNX Runtime LUTs. Fewer: they stay with their span or block
+    line, as before `measure --calibrate` timed them (`dsprof.workflows.calibrate.COSTLY_PIECES`)."""
+    return len(timed) >= MIN_PIECES and sum(t.alone_s < 0 for t in timed) >= MIN_KIND
+
+
+def _kind(start: int, stop: int, alone_s: float = 0.0, apart: bool = False) -> str:
+    if apart and alone_s < 0:
+        return "cost"
     return "span" if stop - start > 1 else "block"
 
 

@@ -67,13 +67,15 @@ from ..planning.planner import plan_front
 from ..planning.decide import merge_rule
 from ..models import find_blocks
 
-__all__ = ["CALIBRATION", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups", "calibration_workloads",
+__all__ = ["CALIBRATION", "COSTLY_PIECES", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups", "calibration_workloads",
            "check_calibration_request", "in_model_groups", "session_pairs"]
 
 #: How many times the front is planned from the run's records to find pieces not yet timed inside the model.
 IN_MODEL_ROUNDS = 3
 #: How many session pairs a run times: their noise is then known to about +-30 % (one sigma).
 SESSION_PAIRS = 6
+#: How many of the pieces that cost the most time alone a run times inside the model (the module docstring).
+COSTLY_PIECES = 3
 
 
 def check_calibration_request(model: Any, workloads: Workloads) -> None:
@@ -149,7 +151,10 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
             if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
     for start, stop, variant in _more_pieces(prices, pieces, done | set(wanted)):  # too few for the estimate
         wanted[(start, stop)] = variant
-    if not wanted:
+    todo = {(start, stop, variant) for (start, stop), variant in wanted.items()}
+    if len(pieces) >= MIN_PIECES:  # (a model of fewer has every piece timed, and one line through them)
+        todo |= {piece for piece in _costly_pieces(prices, pieces) if not timed(*piece)}  # other runtimes' plans
+    if not todo:
         return []
     if len(pieces) < MIN_PIECES:
         warnings.warn(f"{label}: the model has only {len(pieces)} pieces to time inside it ({n} blocks, "
@@ -158,7 +163,7 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
                       "they are used)", CalibrationFallbackWarning, stacklevel=2)
     original = model_workload(net, label, "original", input_size)
     groups = []
-    for (start, stop), variant in sorted(wanted.items()):
+    for start, stop, variant in sorted(todo):
         inside = [start <= i < stop for i in range(n)]
         keep = tuple(int(not x) for x in inside)
         plan = Plan(registered, keep, options, merge=tuple(x and variant != "linear" for x in inside),
@@ -207,6 +212,28 @@ def _more_pieces(prices: Any, pieces: Sequence[tuple[int, int]],
         if p.saving_s == p.saving_s:
             more.append((stop - start > 1, -abs(p.saving_s), start, stop, variant))
     return [(start, stop, variant) for *_, start, stop, variant in sorted(more)[:need]]
+
+
+def _costly_pieces(prices: Any, pieces: Sequence[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """The `COSTLY_PIECES` pieces that cost the most time alone, the costliest first: of each lone block merged and
+    unmerged (one of the two), and each span the run measured, only those that cost time; the same each round, so
+    that a run times at most that many. (start, stop, variant) each (the module docstring)."""
+    originals = prices.entries.originals
+    costly = []
+    for start, stop in pieces:
+        options = ([(prices.span(start, stop), "span")] if stop - start > 1 else
+                   [(prices.linearized(start, merge), "merged" if merge else "linear") for merge in (True, False)])
+        for p, variant in options:
+            if p.variant not in ("merged", "linear", "span") or any(o is None for o in originals[start:stop]):
+                continue
+            alone = sum(o.median_s for o in originals[start:stop]) - p.latency_s  # its saving alone, unscaled
+            if alone < 0:
+                costly.append((alone, start, stop, variant))
+    chosen: dict[tuple[int, int], str] = {}
+    for _, start, stop, variant in sorted(costly):  # the costliest first; one variant of a block
+        if len(chosen) < COSTLY_PIECES:
+            chosen.setdefault((start, stop), variant)
+    return [(start, stop, variant) for (start, stop), variant in chosen.items()]
 
 
 def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int], records: Sequence[Measurement],
