@@ -11,7 +11,8 @@ piece's measured saving is ``m = R (1 - ratio)`` (R the whole model's median) wi
 
 From those pieces (at least `MIN_PIECES`), `InModel` estimates
 
-- the **scale** of each kind of piece, spans and lone blocks: how much of their savings alone they save inside the
+- the **scale** of each kind of piece, spans and lone blocks (and, where at least `MIN_KIND` are timed, the pieces
+  that cost time alone, whichever their form: `costs_apart`): how much of their savings alone they save inside the
   model, the least-squares line through the origin, c = sum m alone / sum alone^2 (pieces that cost time, ResNet's
   linear blocks, count as much as those that save it), for a kind with at least `MIN_KIND` pieces timed, else the line
   through all of them; paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other

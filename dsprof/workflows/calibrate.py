@@ -16,6 +16,13 @@ silence): the calibration group's blocks one by one, then the spans the run meas
 alone first. A model with fewer pieces than that (4 blocks and no spans) has them all timed, and says so in one line
 (`dsprof.lut.prices.CalibrationFallbackWarning`; its prices say it again wherever they are used).
 
+A model of `MIN_PIECES` pieces or more also has the `COSTLY_PIECES` pieces that cost the most time alone timed inside
+it (issue #46, item 4): of each lone block merged and unmerged, and each span the run measured, those that cost time,
+the costliest first, one form of a block. The front never takes them, but another runtime's plan does, and the
+cross table prices that plan with this LUT. On ONNX Runtime, OpenVINO and torch.compile, two of MobileNetV2's spans at
+96 px that cost 12-250 us alone cost 115-801 us inside the model. The spans' line, drawn through spans that save,
+priced them at a fraction of that (`dsprof.lut.inmodel.costs_apart`: such pieces get a line of their own).
+
 Then the session pairs (issue #46): `SESSION_PAIRS` groups of the whole model against itself, each model built
 anew (two sessions, as every group has), scope `IN_SITU_SCOPE`, variants ``original`` and
 `dsprof.records.measurement.SESSION_AGAIN`, named `dsprof.records.measurement.session_pair_name`. Their paired ratio
