@@ -43,10 +43,10 @@ def add(sub, fmt) -> None:
                         "these variants (merged, linear; comma-separated) against the model, interleaved; 'none' to "
                         "skip (--context: its older name, read until the next release)")
     p.add_argument("--calibrate", action="store_true",
-                   help="end with the groups planned from this run's records: the front's pieces inside the model (and the three "
-                        "that cost the most time alone, which other runtimes' plans take), six "
-                        "session pairs (the whole model against itself: the noise of one check), then the calibration "
-                        "group (the whole model with every block linearised, merged where this run's entries say it "
+                   help="end with the groups planned from this run's records: the front's pieces inside the model (and "
+                        "the three that cost the most time alone, which other runtimes' plans take), six session pairs "
+                        "(the whole model against itself: the noise of one check), then the calibration group (the "
+                        "whole model with every block linearised, merged where this run's entries say it "
                         "pays, against the original, paired); predictions then price what the pieces save inside the "
                         "model, with intervals from all three (docs/predictions.md)")
     add_timing_args(p)

@@ -101,7 +101,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "costs_apart", "pair_share", "shrink"]
+__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "costs_apart", "pair_share",
+           "shrink"]
 
 #: Fewer pieces timed in the model than this estimate no scale of their own kinds (the prices fall back to the one
 #: line through them, shrunk: see the module docstring).
@@ -146,7 +147,7 @@ class InModel:
     reference_s: float
     floor_s: float  # tau0: what every piece's in-model saving is known to, whatever it saves alone (seconds)
     timed: dict[tuple[int, int, str], Timed] = field(repr=False)
-    scales: dict[str, float] = field(default_factory=dict)  # "span", "block" (and "cost"): each kind's own, where it has one
+    scales: dict[str, float] = field(default_factory=dict)  # "span", "block", "cost": each kind's own, where it has one
     combined: float = 1.0  # the calibration group's measured saving over the sum of its pieces' (1: not timed), shrunk
     combined_se: float = 0.0  # its relative standard error
     combined_source: str = ""
@@ -285,14 +286,14 @@ KIND_NAMES = {"span": "spans", "block": "lone blocks", "cost": "pieces that cost
 def costs_apart(timed: Sequence[Timed]) -> bool:
     """Whether the pieces that cost time alone get a line of their own: at least `MIN_KIND` of them among at least
     `MIN_PIECES` pieces timed. A piece that costs time alone is one no front of its own runtime takes, but another
-    runtime's plan does (issue #46, item 4): on ONNX Runtime, OpenVINO and torch.compile, two of MobileNetV2's spans that cost
-    12-250 us alone at 96 px cost 115-801 us inside the model (benchmarks/RESULTS.md), where the spans' line, drawn
-    through spans that save, prices a cost at 0.16-0.89 of itself on this VM's ONNX Runtime LUTs. Fewer: they stay with their span or block
-    line, as before `measure --calibrate` timed them (`dsprof.workflows.calibrate.COSTLY_PIECES`)."""
+    runtime's plan does (issue #46, item 4): on ONNX Runtime, OpenVINO and torch.compile, two of MobileNetV2's spans
+    that cost 12-250 us alone at 96 px cost 115-801 us inside the model (benchmarks/RESULTS.md), where the spans' line,
+    drawn through spans that save, prices a cost at 0.16-0.89 of itself on this VM's ONNX Runtime LUTs. Fewer: they
+    stay with their span or block line, as before `dsprof.workflows.calibrate.COSTLY_PIECES` were timed."""
     return len(timed) >= MIN_PIECES and sum(t.alone_s < 0 for t in timed) >= MIN_KIND
 
 
-def _kind(start: int, stop: int, alone_s: float = 0.0, apart: bool = False) -> str:
+def _kind(start: int, stop: int, alone_s: float, apart: bool) -> str:
     if apart and alone_s < 0:
         return "cost"
     return "span" if stop - start > 1 else "block"

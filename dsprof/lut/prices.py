@@ -48,7 +48,7 @@ from .piece import Piece, cheaper, linearised
 from .schema import in_situ_workload
 from .table import LUT, LUTEntry
 
-__all__ = ["CalibrationFallbackWarning", "MethodFallbackWarning", "Prices", "model_pieces"]
+__all__ = ["CalibrationFallbackWarning", "MethodFallbackWarning", "Prices", "model_pieces", "saving_alone_s"]
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ class Prices:
             saving, errors, missing = self._in_situ(start, stop, variant, name)
             return Piece(start, stop, variant, entry.median_s, saving, errors, missing, entry.noisy)
         found = all(o is not None for o in originals)
-        alone = sum(o.median_s for o in originals) - entry.median_s if found else math.nan
+        alone = saving_alone_s(originals, entry.median_s)
         if self.in_model is not None and found:
             kind = "span" if stop - start > 1 else variant
             saving, se, timed = self.in_model.price(start, stop, kind, alone)
@@ -459,6 +459,14 @@ def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: 
             "the isolated ones (`dsprof.measure(workloads=Workloads(in_situ='merged'))`)")
 
 
+def saving_alone_s(originals: Sequence[Any], latency_s: float) -> float:
+    """What a piece of these blocks saves timed alone: their original entries' medians less its own ``latency_s``
+    (seconds; NaN where an original entry is missing). Negative: it costs time alone."""
+    if any(o is None for o in originals):
+        return math.nan
+    return sum(o.median_s for o in originals) - latency_s
+
+
 def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequence[Any], reference_s: float,
                  span_key: Any, in_model_name: Any) -> list[Timed]:
     """Every piece of ``label`` the LUT context (``lookup``) timed inside the model, with its saving alone:
@@ -480,5 +488,5 @@ def timed_pieces(lookup: Any, label: str, blocks: Sequence[Any], originals: Sequ
         ratio = swap.ratio if swap.ratio == swap.ratio else swap.median_s / base.median_s
         saving = reference_s * (1 - ratio)
         se = saving_error_s(base, swap) * reference_s / base.median_s
-        out.append(Timed(start, stop, variant, sum(o.median_s for o in group) - alone_entry.median_s, saving, se))
+        out.append(Timed(start, stop, variant, saving_alone_s(group, alone_entry.median_s), saving, se))
     return out

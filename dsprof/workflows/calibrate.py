@@ -66,7 +66,7 @@ from ..lut.choice import Pricing
 from ..lut.lookup import piece_name
 from ..lut.inmodel import MIN_PIECES
 from ..lut.predict import MethodFallbackWarning, prices_of
-from ..lut.prices import CalibrationFallbackWarning, model_pieces
+from ..lut.prices import CalibrationFallbackWarning, model_pieces, saving_alone_s
 from ..lut.schema import in_situ_workload
 from ..merging import merge_model
 from ..records.plan import Plan
@@ -74,8 +74,8 @@ from ..planning.planner import plan_front
 from ..planning.decide import merge_rule
 from ..models import find_blocks
 
-__all__ = ["CALIBRATION", "COSTLY_PIECES", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups", "calibration_workloads",
-           "check_calibration_request", "in_model_groups", "session_pairs"]
+__all__ = ["CALIBRATION", "COSTLY_PIECES", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups",
+           "calibration_workloads", "check_calibration_request", "in_model_groups", "session_pairs"]
 
 #: How many times the front is planned from the run's records to find pieces not yet timed inside the model.
 IN_MODEL_ROUNDS = 3
@@ -225,16 +225,13 @@ def _costly_pieces(prices: Any, pieces: Sequence[tuple[int, int]]) -> list[tuple
     """The `COSTLY_PIECES` pieces that cost the most time alone, the costliest first: of each lone block merged and
     unmerged (one of the two), and each span the run measured, only those that cost time; the same each round, so
     that a run times at most that many. (start, stop, variant) each (the module docstring)."""
-    originals = prices.entries.originals
     costly = []
     for start, stop in pieces:
         options = ([(prices.span(start, stop), "span")] if stop - start > 1 else
                    [(prices.linearized(start, merge), "merged" if merge else "linear") for merge in (True, False)])
         for p, variant in options:
-            if p.variant not in ("merged", "linear", "span") or any(o is None for o in originals[start:stop]):
-                continue
-            alone = sum(o.median_s for o in originals[start:stop]) - p.latency_s  # its saving alone, unscaled
-            if alone < 0:
+            alone = saving_alone_s(prices.entries.originals[start:stop], p.latency_s)  # unscaled (NaN: not < 0)
+            if p.variant in ("merged", "linear", "span") and alone < 0:
                 costly.append((alone, start, stop, variant))
     chosen: dict[tuple[int, int], str] = {}
     for _, start, stop, variant in sorted(costly):  # the costliest first; one variant of a block
