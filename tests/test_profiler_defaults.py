@@ -56,7 +56,8 @@ def test_the_default_one_thread_is_the_count_the_runtime_times_with(backend, tmp
         torch.set_num_threads(1)
     (record,) = [r for r in result.measurements if r.scope == "model"]
     assert record.threads == 1 and result.threads == 1
-    assert 0.5 < record.state_after["process_cpu_share"] < 1.15
+    # at most one thread's worth (how far below 1 it reads depends on how busy the machine is: not asserted)
+    assert 0 < record.state_after["process_cpu_share"] < 1.15
 
 
 def _with_signals(record, share, switches, load=None):
