@@ -120,9 +120,10 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     saving = rho * scale * alone if rho <= 1 else scale * alone + (rho - 1) * scale * every * (2 * 1) / (3 * 2)
     assert pred.total_s == pytest.approx(reference - saving, rel=1e-9)
     # the factor it does not use: the middle of 1 and the in-model factor (the whole model less stem and head over the
-    # blocks alone)
+    # blocks alone), told apart as numbers, not by the method's three decimals (asserted above): a real run's
+    # (1 + phi) / 2 (x0.91-1.11 in 35 runs) and its line (x0.82-1.44) round to the same three in a few runs of 1000
     phi = pred.in_model_factor
-    assert phi is not None and f"x{(1 + phi) / 2:.3f}" not in pred.method
+    assert phi is not None and pred.factor != pytest.approx((1 + phi) / 2, rel=1e-9)
 
 
 def test_predict_and_plan_on_the_command_line_say_the_one_line(run):
