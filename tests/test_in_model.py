@@ -63,7 +63,12 @@ def test_the_sessions_part_of_each_pieces_measurement_is_not_its_own_scatter():
     assert (im.scale, im.scale_se, im.spread) == (before.scale, before.scale_se, before.spread)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.02e-6))
     # sessions that differ by more than the pieces scatter leave no floor: 0.03 - 0.04 < 0
-    assert InModel.estimate(_pieces(alone, measured, se), R, session_s=0.0002).floor_s == 0.0
+    none = InModel.estimate(_pieces(alone, measured, se), R, session_s=0.0002)
+    assert none.floor_s == 0.0 and none.spread == 0.0
+    # ... which the line says in words, not as a "+-0.00 %" that reads as a precise zero; a floor above 0 is a figure
+    assert "the pieces lie within their own timing noise of that line" in none.describe()
+    assert "one piece lies" not in none.describe()
+    assert f"one piece lies +-{math.sqrt(0.02e-6) / R:.2%} of the model and +-0% of its saving" in im.describe()
 
 
 def test_spans_and_lone_blocks_get_a_scale_each():

@@ -259,8 +259,12 @@ class InModel:
         shrunk = f", x{self.fitted:.3f} before shrinking toward 1" if moved else ""
         few = f" (fewer than {MIN_PIECES}: one line through them)" if self.few else ""
         line = (f"{len(self.timed)} pieces timed in the model{few} save x{self.scale:.3f} (+-{self.scale_se:.1%}"
-                f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; one piece lies "
-                f"+-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} of its saving from that")
+                f"{shrunk}) of their savings alone{f' ({kinds})' if kinds else ''}; ")
+        if self.floor_s == 0 and self.spread == 0:  # the estimates' floor at 0: no scatter beyond the timing's own
+            line += "the pieces lie within their own timing noise of that line"
+        else:
+            line += (f"one piece lies +-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} "
+                     "of its saving from that")
         if self.combined != 1.0:
             how = ("a plan that linearises some of its blocks its share of their pairs of the excess" if self.by_pairs
                    else "and so does every plan")

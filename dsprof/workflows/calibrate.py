@@ -175,7 +175,7 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
         keep = tuple(int(not x) for x in inside)
         plan = Plan(registered, keep, options, merge=tuple(x and variant != "linear" for x in inside),
                     spans=((start, stop),) if stop - start > 1 else None, name=piece_name(prices.blocks, start, stop))
-        swapped = model_workload(merge_model(net, plan), label, "merged", input_size)
+        swapped = model_workload(merge_model(net, plan), label, "merged", input_size, fold=False)  # merge_model folds
         name = piece_name(prices.blocks, start, stop)
         spec, swap_variant = prices.blocks[start].spec, "linear" if variant == "linear" else "merged"
         groups.append([replace(original, scope=IN_SITU_SCOPE, name=name, spec=spec, index=start),
@@ -259,7 +259,9 @@ def calibration_workloads(net: nn.Module, label: str, input_size: tuple[int, int
         rule = merge_rule(ModelRef.of(net, name=label, options=options), lut=lut, device=context)
         plan = rule.decide(plan, strict=False).plan
     merged = merge_model(net, plan)
-    return [model_workload(net, label, "original", input_size), model_workload(merged, name, CALIBRATION, input_size)]
+    # merge_model folds its BatchNorms already: its model needs no folded copy
+    return [model_workload(net, label, "original", input_size),
+            model_workload(merged, name, CALIBRATION, input_size, fold=False)]
 
 
 def _front_plan(net: nn.Module, label: str, lut: Any, context: DeviceContext, max_span: int) -> Plan | None:
