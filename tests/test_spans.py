@@ -167,3 +167,77 @@ def test_gates_attach_to_the_discovered_activations_of_any_model(name, options):
             # depthwise, before its gate: issue #47) comes back as the rewritten graph, its modules under the chain's
             assert list(back.state_dict()) == list(model.state_dict())
         assert torch.equal(back(x), want_on)
+
+
+class _SqueezeExcite(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, c // 4, 1), nn.Conv2d(c // 4, c, 1)
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
+
+
+class _Residual(nn.Module):
+    """An inverted residual with an identity skip; with ``se``, a squeeze-excitation between its depthwise and its
+    last convolution, so that only its first two convolutions form a block (a chain), whose input the addition
+    also reads."""
+
+    def __init__(self, c, se=False):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, 2 * c, 1, bias=False), nn.BatchNorm2d(2 * c)
+        self.conv2, self.bn2 = nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c, bias=False), nn.BatchNorm2d(2 * c)
+        self.se = _SqueezeExcite(2 * c) if se else nn.Identity()
+        self.conv3, self.bn3 = nn.Conv2d(2 * c, c, 1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.se(torch.relu(self.bn2(self.conv2(y))))
+        return x + self.bn3(self.conv3(y))
+
+
+def test_a_block_whose_input_is_also_read_outside_it_ends_no_span():
+    # found by a new user (2026-11-29): in a residual block with a squeeze-excitation, the block is the chain before
+    # the SE; the addition after the SE also reads the chain's input. A span ending in that chain merged the block
+    # before it away and the addition lost its input (a size mismatch in the merge, and in `measure --calibrate
+    # --spans`). GhostNet's ghost modules beside their shortcut block, timm's SE blocks and RegNetY were hit the same way.
+    model = _random_bn(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), _Residual(8),
+                                     _Residual(8, se=True), _Residual(8), _Residual(8)).double().eval())
+    blocks = find_blocks(model, (16, 16))
+    assert [b.name for b in blocks] == ["3", "4.conv1..4.conv2", "5", "6"]
+    assert [b.input_shared for b in blocks] == [False, True, False, False]
+    # blocks 0 and 1 follow each other, but the addition reads block 0's output too: no span 0-2 (block 1's output
+    # goes into the SE, not block 2: no span 1-3 either); blocks 2 and 3 follow each other alone
+    assert blocks[1].input_node == blocks[0].output_node and not blocks[1].follows(blocks[0])
+    assert span_runs(blocks, (0,) * 4) == [[2, 3]]
+    assert span_ranges(blocks, (0,) * 4, 4) == [(2, 4)]
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for spans in (((2, 4),), None):
+        plan = merge_rule(model, merge_by="macs").decide(Plan(model, (0,) * 4, free_activation=None, spans=spans)).plan
+        linear, merged = linearize_model(model, plan).eval(), merge_model(model, plan).eval()
+        with torch.no_grad():
+            want, got = linear(x), merged(x)
+        assert (got - want).abs().max() <= 1e-9 * want.abs().max(), spans
+
+
+def test_a_span_of_ghost_blocks_keeps_their_map_and_merges_exactly():
+    # GhostNet's blocks 6.0-6.2 (stride 1, 80 channels, a 4x4 map at 64 px): each Ghost module's cheap operation, a
+    # 3x3 depthwise convolution inside its concatenation, must be padded for in front of the span like every other
+    # convolution. Before, it was not: the span's front padding counted only the 1x1 convolutions, the span returned a
+    # 2x2 map for its 4x4 input (at 128 px, 4x4 for 8x8, which the global pooling then hid) and a span of three blocks
+    # failed at 64 and 96 px. Four Ghost modules of two 3x3 cheap operations each: pad 2 per block, 3 blocks: 6.
+    model = _random_bn(get_model("ghostnet_100", resolution=64).double().eval())
+    blocks = find_blocks(model)
+    assert [b.name for b in blocks[9:12]] == ["blocks.6.0", "blocks.6.1", "blocks.6.2"]
+    plan = Plan("ghostnet_100", (0,) * len(blocks), merge=(True,) * len(blocks), free_activation=None,
+                spans=((9, 12),))
+    linear = linearize_model(model, plan).eval()
+    span = next(m for m in linear.modules() if isinstance(m, SpanLinearized))
+    assert span.pad.padding == (6, 6, 6, 6)
+    seen = []
+    span.register_forward_hook(lambda _m, inputs, out: seen.append((inputs[0].shape[-2:], out.shape[-2:])))
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, got = linear(x), merge_model(model, plan).eval()(x)
+    assert seen == [(torch.Size([4, 4]), torch.Size([4, 4]))]  # stride 1: the map it was given
+    assert (got - want).abs().max() <= 1e-9 * want.abs().max()

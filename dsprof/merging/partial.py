@@ -41,7 +41,7 @@ __all__ = ["PartialBlock", "act_layout", "act_layouts", "crossing_modules", "cro
 def act_layout(block: Block, previous: Block | None = None) -> ActLayout:
     """The `ActLayout` of a discovered block (``previous``: the block before it, to know whether it follows it)."""
     return ActLayout(tuple(u.act is not None for u in block.units), block.shortcut is not None, block.tail is not None,
-                     previous is not None and previous.output_node == block.input_node)
+                     previous is not None and block.follows(previous))
 
 
 def act_layouts(blocks: Sequence[Block]) -> list[ActLayout]:

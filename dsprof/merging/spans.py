@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .algebra import MergeError
-from .layers import ZeroPad, front_pad
+from .layers import ConcatInput, ZeroPad, front_pad
 
 __all__ = ["SpanLinearized", "build_span"]
 
@@ -61,6 +61,19 @@ class SpanLinearized(nn.Module):
         return self.act(h)
 
 
+def _body_convs(body: nn.Module) -> list[nn.Conv2d]:
+    """A linearised block's convolutions in order, one per unit (its ``inner_padding``'s): a Ghost module's cheap
+    operation's too, inside its `ConcatInput` (left out, a span's front padding fell short by its kernel, and a span
+    of Ghost blocks returned a smaller map than its blocks: 8x8 in, 4x4 out at stride 1)."""
+    convs: list[nn.Conv2d] = []
+    for m in body:
+        if isinstance(m, nn.Conv2d):
+            convs.append(m)
+        elif isinstance(m, ConcatInput):
+            convs += [c for c in m.inner.modules() if isinstance(c, nn.Conv2d)]
+    return convs
+
+
 def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinearized:
     """One `SpanLinearized` from the padding-in-front `Linearized` blocks start..stop-1 (copies).
 
@@ -69,7 +82,7 @@ def build_span(linearized: list[nn.Module], start: int, stop: int) -> SpanLinear
     for b in linearized:
         if getattr(b, "border", None) != "in_front":
             raise MergeError("a span is built from linearised blocks in the padding-in-front form (border 'in_front')")
-    convs = [m for b in linearized for m in b.body if isinstance(m, nn.Conv2d)]
+    convs = [conv for b in linearized for conv in _body_convs(b.body)]
     pad = front_pad(convs, paddings=[p for b in linearized for p in b.inner_padding])
     last_act = linearized[-1].act
     act = None if isinstance(last_act, nn.Identity) else copy.deepcopy(last_act)

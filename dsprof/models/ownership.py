@@ -363,7 +363,12 @@ class _Discovery:
             convs, padding=styles.pop(), residual=shortcut is not None, projection=projection, in_h=h, in_w=w, act=act,
             skip=skip,
         )
-        self.blocks.append(Block(name, module, spec, tuple(units), shortcut, tail, x.name, out.name, site))  # type: ignore[union-attr]
+        readers = {chain[0].conv}  # of the block's input: its first convolution, and its addition and skip path
+        if closed is not None:
+            readers |= {closed[0], *closed[1]}
+        shared = any(user not in readers for user in x.users)  # type: ignore[union-attr]
+        self.blocks.append(Block(name, module, spec, tuple(units), shortcut, tail, x.name, out.name, site,  # type: ignore[union-attr]
+                                 shared))
 
     def _refuse_leftovers(self) -> None:
         """Modules with two or more convolutions (or linear layers) and no block in or around them, outermost

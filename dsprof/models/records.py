@@ -58,7 +58,9 @@ class Block:
     where such a chain lies in the graph (None for a block a module owns).
     ``units`` are its convolutions in order; ``shortcut`` is None without a skip connection, ``()`` for
     an identity skip, else the modules on the skip path; ``tail`` the activation after the block's
-    output (kept by the merge: ResNet's ReLU after the addition, a chain's last activation).
+    output (kept by the merge: ResNet's ReLU after the addition, a chain's last activation). ``input_shared``: its
+    input is also read outside the block (a chain inside a residual block whose addition it does not own, e.g. the
+    convolutions before a squeeze-excitation), so it cannot merge with the block before it (`follows`).
     """
 
     name: str
@@ -70,6 +72,12 @@ class Block:
     input_node: str = ""
     output_node: str = ""
     site: ChainSite | None = None
+    input_shared: bool = False
+
+    def follows(self, previous: "Block") -> bool:
+        """Whether this block reads ``previous``'s output and is its only reader: then the two can merge as one
+        span (the output they share goes away)."""
+        return previous.output_node == self.input_node and not self.input_shared
 
     @property
     def residual(self) -> bool:

@@ -12,15 +12,12 @@ from .records import Block
 __all__ = ["span_ranges", "span_runs", "span_spec"]
 
 
-def _adjacent(a: Block, b: Block) -> bool:
-    return a.output_node == b.input_node
-
-
 def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
     """Maximal runs of >= 2 consecutive linearised blocks that could merge as one span.
 
     A block ends a run when it keeps its activations, has an activation after its output (its tail),
-    uses TF 'SAME' padding, or has a skip connection that is not the identity at stride 1. (The plan's free
+    uses TF 'SAME' padding, or has a skip connection that is not the identity at stride 1; a run continues only into
+    a block that `follows` it (reads its output, and nothing outside that block reads it too). (The plan's free
     activation is not run inside a span: asking for a span is asking for none there.)
     """
 
@@ -35,7 +32,7 @@ def span_runs(blocks: list[Block], keep: tuple[int, ...]) -> list[list[int]]:
     runs, run = [], []
     for i in range(len(blocks)):
         ok = spannable(i)
-        if ok and run and _adjacent(blocks[run[-1]], blocks[i]) and blocks[run[-1]].tail is None:
+        if ok and run and blocks[i].follows(blocks[run[-1]]) and blocks[run[-1]].tail is None:
             run.append(i)
             continue
         if len(run) >= 2:
