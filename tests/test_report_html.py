@@ -322,6 +322,19 @@ def test_report_prints_the_answer_last(answer):
     assert index.index(" ".join(lines)) < index.index("![planner's front]") < index.index("|")  # before any table
 
 
+@pytest.mark.slow
+def test_the_fronts_own_plan_file_counts_its_run_as_measured_without_being_given_again(answer):
+    # found by a new user: `dsprof plan --out front.json` writes front.plan.json beside it, `dsprof measure --plan
+    # front.plan.json` times it; `dsprof report` given the front, not the plan again, said "no plan of this front
+    # was measured beside the original yet". It reads the front's own plan file now.
+    folder, front, _ = answer
+    printed = cli("report", folder / "measurements", folder / "checks", "--front", folder / "plans" / "front.json",
+                  "-o", folder / "report-front-only")
+    numbers = expected_answer(folder, front)
+    assert printed[-1].startswith(f"at k = {K} ") and numbers[f"front-k{K}-torch"] in printed[-1]
+    assert "no plan of this front was measured" not in " ".join(printed)
+
+
 # Every element's box inside the window, and no box with content that overflows it sideways (a scrolled table)
 FITS = """(function () {
     var wide = [];

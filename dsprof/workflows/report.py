@@ -76,6 +76,24 @@ def _fronts(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def _front_plans(fronts: Iterable[str | Path], latest: list[Measurement]) -> dict[str, Any]:
+    """The plan file `dsprof.plan` wrote beside each front (``front.json``: ``front.plan.json``, its chosen plan), by
+    name: so that a run of it (`dsprof.measure(plans=)`) counts as measured without the file given again. One that
+    cannot be read here (a plan for a module not given to this process), or does not fit the records' models, is
+    left out: the front is drawn as before."""
+    found: dict[str, Any] = {}
+    for front in fronts:
+        path = Path(str(front)).with_suffix(".plan.json")
+        if not path.is_file():
+            continue
+        try:
+            plan = _measured_plan(Plan.coerce(path), latest)
+        except DsprofError:
+            continue
+        found.setdefault(plan.name or path.stem, plan)
+    return found
+
+
 class _Writer:
     """Writes a report's table and figure files into ``out`` and returns them as page parts. Every name goes through
     `output_path` (a plan's name, a front's stem, a block's name come from files: slugged, and nothing lands outside
@@ -141,9 +159,9 @@ def report(
     ``plans``: plan files, preset names or merged model files (``.pt``, `dsprof.merge(out=)`), marked in
     the block plot, drawn in the memory plot and used to predict models measured under their names; ``accuracies``: a mapping or a CSV with
     columns ``model,accuracy`` (fractions or %) for the accuracy-vs-FPS plot; ``explanations``: files
-    written by `dsprof explain --out` (default: the ``*.explain.json`` files in the measurement
+    that `dsprof.profiler.explain_block` wrote (`BlockExplanation.save`; default: the ``*.explain.json`` files in the measurement
     folders), shown as tables and as notes on the block plot; ``fronts``: front files written by
-    `dsprof plan --out` (default: the ``front.json`` and ``*.front.json`` files in the measurement
+    `dsprof.plan(out=)` (default: the ``front.json`` and ``*.front.json`` files in the measurement
     folders), drawn with the presets and the measured plans; a file of `dsprof plan` over several contexts gives each
     context's front, the fronts overlaid and its cross table as a heat map (`dsprof.reports.devices`); records
     changed after they were written are left out (with a warning naming file and lines) unless ``accept_modified``;
@@ -174,6 +192,9 @@ def report(
         raise PlanError(f"{named[clash[0]][0]} and {merged[clash[0]][0]} are both named {clash[0]!r}; a record names "
                         "the model it timed, so give each its own name (rename the file, or the plan's 'name')")
     plan_objs = {name: plan for name, (_, plan) in {**named, **merged}.items()}
+    front_paths = _fronts(paths) if fronts is None else [fronts] if isinstance(fronts, (str, Path)) else list(fronts)
+    for name, plan in _front_plans(front_paths, latest).items():  # each front's own plan, where `plans` lacks it
+        plan_objs.setdefault(name, plan)
     if isinstance(accuracies, (str, Path)):
         accuracies = read_accuracies(accuracies)
     lut = lut if lut is None or isinstance(lut, LUT) else LUT.load(lut, accept_modified=accept_modified)
@@ -184,7 +205,7 @@ def report(
         plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
     found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
     front_files, several = [], []  # every context's front; the files of `dsprof plan` over several contexts
-    for path in (_fronts(paths) if fronts is None else [fronts] if isinstance(fronts, (str, Path)) else fronts):
+    for path in front_paths:
         each, whole = load_front_file(path)
         front_files += each
         several += [whole] if whole is not None else []
@@ -260,15 +281,18 @@ def _measured_plan(plan, latest: list[Measurement]):
     """``plan``, checked (`check_plan`) against the models the records measured: refused when it fits none."""
     measured = {(r.model, json.dumps({k: v for k, v in r.model_options.items() if not k.startswith("resolution")},
                                      sort_keys=True)) for r in latest if r.scope != IN_SITU_SCOPE}
-    errors = []
     if not measured:
         return plan
     for model, options in sorted(measured):
         try:
             return check_plan(plan, model, json.loads(options))
-        except PlanError as exc:
-            errors.append(str(exc))
-    raise PlanError(f"{errors[0]} (the measurement files hold {', '.join(sorted({m for m, _ in measured}))})")
+        except PlanError:
+            continue
+    # (not check_plan's own words: they name the model to build, which a report, reading records, takes none of)
+    options = f" with options {json.dumps(plan.options, sort_keys=True)}" if plan.options else ""
+    raise PlanError(f"plan {plan.name or ''!s}{' ' if plan.name else ''}is for {plan.model}{options}, which the "
+                    f"measurement files do not hold (they hold {', '.join(sorted({m for m, _ in measured}))}): give "
+                    "the plans of the measured models")
 
 
 def _table_sections(latest: list[Measurement], accuracies, write: _Writer) -> list[Section]:
