@@ -9,7 +9,9 @@ export bundles carry in `dsprof.portable`. Each old module name is an entry of
 replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
 
 The keywords a function took one by one before an object held them (`dsprof.measure(variants=...)`, now
-``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning.
+``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning, and `as_request` puts them into the request
+object each verb takes (`Pricing`, `Workloads`, ...), the one check of that object at the door: anything else for the
+parameter, or an old keyword that contradicts the object, is refused in one line naming the parameter.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import importlib.machinery
 import sys
 import types
 import warnings
+from dataclasses import replace
 from typing import Any, Mapping
+
+from .errors import UsageError
 
 #: old module -> the modules that hold its names now, searched in order.
 MOVED = {
@@ -91,3 +96,34 @@ def moved_keywords(verb: str, given: Mapping[str, Any], homes: Mapping[str, tupl
 def _now(parameter: str, kind: str, fields: Mapping[str, Any]) -> str:
     """``workloads=Workloads(variants=, spans=)``, or ``progress=`` where the keyword is the parameter's value."""
     return f"{parameter}={kind}({', '.join(f'{f}=' for f in fields)})" if kind else f"{parameter}="
+
+
+def as_request(value: Any, kind: type, parameter: str, moved: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+    """The request object of ``parameter`` (``value``, a ``kind``; None: ``kind``'s defaults), with the keywords of
+    before that `moved_keywords` sorted to it in place of their fields. Anything else for ``parameter``, or an old
+    keyword that contradicts a field the object sets, is refused in one line that names the parameter."""
+    given = (moved or {}).get(parameter, {})
+    if value is None:
+        value = kind()
+    elif not isinstance(value, kind):
+        text = repr(value)
+        raise UsageError(f"`{parameter}=` takes a {_home(kind)}, not {type(value).__name__} "
+                         f"{text if len(text) <= 40 else text[:37] + '...'}")
+    else:
+        default = kind()
+        for field, old in given.items():
+            own = getattr(value, field)
+            if own != getattr(default, field) and own != old:
+                raise UsageError(f"`{field}=` and `{parameter}={kind.__name__}({field}=)` disagree ({old!r} and "
+                                 f"{own!r}): give it once, in `{parameter}=` (`{field}=` is its old spelling)")
+    return replace(value, **given) if given else value
+
+
+def _home(kind: type) -> str:
+    """``kind``'s public name: the shortest package of its module that exports it (``dsprof.lut.Pricing``)."""
+    parts = kind.__module__.split(".")
+    for end in range(1, len(parts) + 1):
+        package = sys.modules.get(".".join(parts[:end]))
+        if package is not None and getattr(package, "__dict__", {}).get(kind.__name__) is kind:
+            return f"{'.'.join(parts[:end])}.{kind.__name__}"
+    return f"{kind.__module__}.{kind.__name__}"

@@ -308,7 +308,7 @@ def test_a_keep_beyond_the_activations_says_activations(luts):
     assert front.choose(keep=13).k == 13 and front.choose(keep=0.5).k == 7  # floor(6.5 + 0.5)
     with pytest.raises(UsageError) as caught:
         front.choose(keep=14)
-    assert str(caught.value) == ("`keep=14` activations, but the model has 13; give `keep=` in 0..13, or a fraction "
+    assert str(caught.value) == ("`keep=14` activations, but a plan keeps 0 to 13 of them; give `keep=` in 0..13, or a fraction "
                                  "in [0, 1]")
 
 

@@ -109,7 +109,7 @@ def test_a_keep_k_plan_keeps_exactly_k_blocks_with_activations(eff_luts, which):
     # a `keep=` of the 16 counted blocks: a count or a fraction of them; 17 is refused in their count
     assert sum(front.choose(keep=16).plan.keep[:LAST]) == 16
     assert front.choose(keep=0.5).k == 8
-    with pytest.raises(UsageError, match=r"`keep=17` blocks, but the model has 16"):
+    with pytest.raises(UsageError, match=r"`keep=17` blocks, but a plan keeps 0 to 16 of them"):
         front.choose(keep=17)
     # the original keeps every block: as priced (the rule) it is the front's k = 16 plan; with the cheap merge, not
     top = front.at_k(16)

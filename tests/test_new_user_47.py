@@ -51,9 +51,9 @@ def test_a_keep_beyond_the_blocks_names_the_parameter_that_fixes_it():
     assert resolve_k(16, 16) == 16 and resolve_k(0.5, 16) == 8
     with pytest.raises(UsageError) as count:
         resolve_k(99, 16)
-    assert str(count.value) == "`keep=99` blocks, but the model has 16; give `keep=` in 0..16, or a fraction in [0, 1]"
+    assert str(count.value) == "`keep=99` blocks, but a plan keeps 0 to 16 of them; give `keep=` in 0..16, or a fraction in [0, 1]"
     assert command_line_text(str(count.value), "plan") == (
-        "--keep 99 blocks, but the model has 16; give --keep in 0..16, or a fraction in [0, 1]")
+        "--keep 99 blocks, but a plan keeps 0 to 16 of them; give --keep in 0..16, or a fraction in [0, 1]")
     with pytest.raises(UsageError) as fraction:
         resolve_k(1.5, 16)
     assert command_line_text(str(fraction.value), "plan") == (

@@ -367,12 +367,14 @@ def test_several_contexts_and_a_keep_name_a_call_that_runs_as_written(luts, tmp_
     both = [luts[b] for b in BACKENDS]
     with pytest.raises(dsprof.errors.UsageError) as caught:
         dsprof.plan(model, both, keep=3, out=tmp_path / "f.json")
-    assert str(caught.value) == ("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its "
-                                 "plan, or give `joint='CONTEXT,CONTEXT'` for one plan for several")
+    keys = ", ".join(str(d) for d in LUT.concat([LUT.load(x) for x in both]).devices())  # the keys to choose from
+    assert str(caught.value) == (f"several contexts (the LUT holds {keys}): choose one with "
+                                 "`pricing=Pricing(device_key=KEY)` (or `pricing=Pricing(backend=, batch=)`) to write "
+                                 "its plan, or give `joint='CONTEXT,CONTEXT'` for one plan for several")
     planned = dsprof.plan(model, both, keep=3, out=tmp_path / "f.json", joint="torch,onnxruntime")
     assert planned.chosen.k == 3 and sum(planned.chosen.plan.keep) == 3
     assert main(["plan", "--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION), "--lut",
                  str(luts["torch"]), "--lut", str(luts["onnxruntime"]), "--keep", "3", "--out", str(tmp_path / "g.json")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "dsprof plan: error: several contexts: choose one with --device-key KEY to write its plan, or give --for "
-        "CONTEXT,CONTEXT for one plan for several"]
+        f"dsprof plan: error: several contexts (the LUT holds {keys}): choose one with --device-key KEY (or --backend "
+        "--batch) to write its plan, or give --for CONTEXT,CONTEXT for one plan for several"]

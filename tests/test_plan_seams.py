@@ -176,6 +176,11 @@ def test_the_ratio_of_two_plans_carries_the_factors_error_on_what_differs_and_a_
     assert (got.value, got.low, got.high) == pytest.approx((r, r - half, r + half), rel=1e-12)
     assert half == pytest.approx(0.0627, abs=5e-4)  # +-6.3 points, where the entries alone give +-0.5
     assert ratio_bounds(a, 1.1e-3, a, 1.1e-3, terms) == Estimate(1.0, 1.0, 1.0)  # one plan: nothing differs
+    # a factor error of 150 % (a LUT of a few samples): the half-width, 1.96 x 1.5 x |r - 1| and the rest, is above
+    # r; a ratio of two latencies still ends at 0 (a loss of -100 %), not below (a new user read "-104.8 %")
+    wide = ratio_bounds(a, 1.1e-3, b, 1.3e-3, Terms(drift=0.05, drift_source="", check=0.5, check_source="",
+                                                   factor=1.5, factor_source=""))
+    assert wide.value == pytest.approx(r) and wide.high > 2 * r and wide.low == 0.0
 
 
 # -- item 4: plans have identity ------------------------------------------------------------------------------------

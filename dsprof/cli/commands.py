@@ -105,15 +105,15 @@ def plan_command(lut: str | Path, name: str, options: Mapping[str, Any], resolut
                  like: str | Path | None = None, accept_modified: bool = False) -> str:
     """The `dsprof plan` command that plans the context of the LUT ``lut`` for the registered model ``name`` with
     ``options`` at ``resolution`` pixels (the model's default when None); with ``like``, how to plan it beside the
-    context that LUT holds too."""
+    context that LUT holds too, as a second command on a line of its own (each line pastes as it is)."""
     words: list[Any] = ["dsprof", "plan", "--lut", lut, *_words(model_flags(name, options))]
     if resolution:
         words += ["--resolution", resolution]
     command = shell_command(words)
     if like is None:
         return command
-    beside = shell_command(["--lut", like, *(["--accept-modified"] if accept_modified else [])])
-    return f"{command} (with {beside}: both contexts side by side)"
+    beside = shell_command([*words, "--lut", like, *(["--accept-modified"] if accept_modified else [])])
+    return f"{command}\n  both contexts side by side: {beside}"
 
 
 def import_command(bundle: str | Path, results: str | Path = "RESULTS.jsonl") -> str:

@@ -25,7 +25,10 @@ def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The ``.jsonl`` files that ``paths`` (one path, or several) name: files as given, folders searched
     recursively."""
     files: list[Path] = []
-    for p in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
+    given = [paths] if isinstance(paths, (str, Path)) else paths
+    if not isinstance(given, Iterable) or any(not isinstance(p, (str, Path)) for p in given):
+        raise InputFileError(f"give measurement files (.jsonl) or folders holding them, as paths; not {paths!r:.60}")
+    for p in map(Path, given):
         if p.is_dir():
             files += sorted(p.rglob("*.jsonl"))
         elif p.is_file():

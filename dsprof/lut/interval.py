@@ -453,7 +453,9 @@ def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Pi
     if terms is not None and only:
         relative += (terms.factor * (value - 1)) ** 2 + (terms.check * value) ** 2
     half = Z95 * math.sqrt(relative)
-    return Estimate(value, value - half, value + half)
+    # a ratio of two latencies is above 0: a half-width wider than the ratio (a LUT of a few samples) ends there,
+    # not at a loss below -100 %
+    return Estimate(value, max(value - half, 0.0), value + half)
 
 
 # -- the drift probe: this machine now against the LUT's runs ----------------------------------------------

@@ -116,6 +116,8 @@ class LUT:
         the text before it (`table_checksum`): a table changed after `dsprof build-lut` wrote it raises `LUTError`
         unless ``accept_modified``; so does a table without a checksum (an older dsprof's, or one edited by hand:
         nothing tells them apart). The checksum catches accidents and edits; it does not prove who wrote the file."""
+        if not isinstance(path, (str, Path)):
+            raise LUTError(f"`lut=` takes a LUT or the path of a LUT file, not {type(path).__name__} {str(path)[:40]}")
         path = Path(path)
         rebuild = "build one from measurement files with `dsprof.build_lut(FILES, out='lut.csv')`"
         text = read_text(path, "LUT file", rebuild, kind="lut",

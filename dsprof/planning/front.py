@@ -260,8 +260,8 @@ def resolve_k(keep: int | float, n_blocks: int, what: str = "blocks") -> int:
     fraction of ``n_blocks`` (float in [0, 1], rounded to the nearest count): what ``--keep`` takes in
     `dsprof plan` and `dsprof search` alike (``7`` a count, ``0.4`` a fraction). ``what`` the messages count:
     ``activations`` where k counts single activations (``unit="activation"``)."""
-    if isinstance(keep, bool):
-        raise UsageError(f"keep must be a count or a fraction, got {keep!r}")
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or keep != keep:
+        raise UsageError(f"`keep={keep!r}`: give a count of {what} (from 0 to {n_blocks}) or a fraction in [0, 1]")
     if isinstance(keep, float):
         if not 0.0 <= keep <= 1.0:
             raise UsageError(f"`keep={keep}`: a fraction of the {what} lies in [0, 1]; give a count (from 0 to "
@@ -269,7 +269,7 @@ def resolve_k(keep: int | float, n_blocks: int, what: str = "blocks") -> int:
         return int(math.floor(keep * n_blocks + 0.5))
     k = int(keep)
     if not 0 <= k <= n_blocks:
-        raise UsageError(f"`keep={k}` {what}, but the model has {n_blocks}; give `keep=` in 0..{n_blocks}, or a "
+        raise UsageError(f"`keep={k}` {what}, but a plan keeps 0 to {n_blocks} of them; give `keep=` in 0..{n_blocks}, or a "
                          "fraction in [0, 1]")
     return k
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import HINT, LUTMissError, UsageError
@@ -86,7 +86,7 @@ def front_inputs(verb: str, model: str | nn.Module | ModelRef, lut: LUT | str | 
     read (`prices_of`; they fix the context, method and rest). ``pricing.strict`` changes nothing: the planner
     refuses every miss (`_check_found`)."""
     moved = moved_keywords(verb, old, _OLD_KEYWORDS, stacklevel=4)
-    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    pricing = as_request(pricing, Pricing, "pricing", moved)
     if pricing.max_span is not None and pricing.max_span < 1:
         raise UsageError(f"`pricing=Pricing(max_span=)` is at least 1 (1: no spans), got {pricing.max_span}")
     ref = ModelRef.of(model, **moved.get("model", {}))

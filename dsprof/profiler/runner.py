@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
 from ..io import check_output_path, make_parent_folders, output_path, slug
@@ -309,6 +309,10 @@ def timing_context(settings: BackendSettings | DeviceContext | None, batch: int 
         given = settings.measure_options()
         context_batch = given.pop("batch")
         return BackendSettings(**given), batch if batch is not None else context_batch
+    if settings is not None and not isinstance(settings, BackendSettings):
+        text = repr(settings)
+        raise UsageError(f"`settings=` takes a dsprof.profiler.BackendSettings (or a dsprof.DeviceContext), not "
+                         f"{type(settings).__name__} {text if len(text) <= 40 else text[:37] + '...'}")
     return (settings if settings is not None else BackendSettings()), batch
 
 
@@ -362,8 +366,8 @@ def measure(
         model = ModelRef.of(model, name=given.get("name"), options=given.get("options"),
                             resolution=given.get("resolution"))
     settings, batch = timing_context(settings, batch)
-    settings = replace(settings, **moved.get("settings", {}))
-    workloads = replace(workloads or Workloads(), **moved.get("workloads", {}))
+    settings = as_request(settings, BackendSettings, "settings", moved)
+    workloads = as_request(workloads, Workloads, "workloads", moved)
     request = MeasureRequest(model, dict(extra_models or {}), settings, batch, workloads, timing, out, resume,
                              overwrite, select)
     return measure_request(request, progress=progress, clock=clock, log=log)
@@ -411,7 +415,7 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     # from the resolved settings: the backend times with the thread count the records carry
     backend_impl = get_backend(settings)  # validates: unknown backend/dtype, fp16 on CPU, CUDA without CUDA
     batch = request.batch if request.batch is not None else default_batch(settings.device)
-    timing = request.timing if request.timing is not None else TimingConfig()  # None: the defaults, as elsewhere
+    timing = as_request(request.timing, TimingConfig, "timing")  # None: the defaults, as elsewhere
     if batch < 1:
         raise UsageError(f"`batch={batch}`: give 1 or more images")
     bad = [v for v in request.workloads.variants if v not in BLOCK_VARIANTS]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UsageError
 from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
 
 __all__ = ["Workloads"]
@@ -35,6 +36,9 @@ class Workloads:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.blocks is not None and not isinstance(self.blocks, str):
             object.__setattr__(self, "blocks", tuple(self.blocks))
+        if isinstance(self.spans, bool) or not isinstance(self.spans, int) or self.spans < 0:
+            raise UsageError(f"`Workloads(spans={self.spans!r})`: give the most blocks a span merges (2 or more), "
+                             "or 0 for no spans")
 
     def as_kwargs(self) -> dict[str, Any]:
         """The keywords the profiler's and the bundle's functions take them as (``calibrate`` is the workflow's)."""

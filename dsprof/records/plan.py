@@ -76,8 +76,12 @@ class Plan:
             # in its library when built (reading a plan imports no library)
             if not is_module_name(self.model) and not is_library_name(self.model):
                 model_entry(self.model)
-        except KeyError as exc:
-            raise PlanModelError(f"plan for an unknown model: {exc.args[0]}", self.model) from None
+        except KeyError:
+            raise PlanModelError(
+                f"plan for an unknown model {self.model!r}: neither a registered model (`dsprof.list_models()`) nor "
+                "a module given in this process; a plan made for your own nn.Module is read once that module is named "
+                f"here (`dsprof.ModelRef.of(module, name={self.model!r})`), and one for a model file with that file "
+                "(`path.py:factory`) as the model", self.model) from None
         keep = tuple(self.keep)
         if not keep or any(isinstance(k, str) or k not in (0, 1) for k in keep):
             raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {list(self.keep)}")
@@ -348,6 +352,9 @@ def load_preset(name: str) -> Plan:
 
 def load_plan(source: str | Path) -> Plan:
     """A plan from a preset name, a JSON file, or JSON text."""
+    if not isinstance(source, (str, Path)):
+        raise PlanError(f"`plan=` takes a Plan, a preset name, a plan file or its JSON text, not "
+                        f"{type(source).__name__} {str(source)[:40]}")
     text = str(source)
     if isinstance(source, str) and source.lower() in PRESETS:
         return load_preset(source)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..errors import UsageError
 from ..lut.choice import MergeChoice
 from ..lut.table import LUT
@@ -106,7 +106,7 @@ def finetune(
     `DistillSettings`): the loss is (1 - alpha) * CE + alpha * T^2 * KL(teacher || student) with the original model
     as teacher. ``layer_pruning``: drop the plan's linearised blocks instead (baseline). ``run`` (a `TrainRun`): the
     device; the checkpoint (``run.checkpoint``), written every epoch (rank 0) and read by ``run.resume``, its
-    ``state_dict`` what `dsprof merge --checkpoint` takes; ``run.stop_after_epochs``: leave after that many epochs of
+    ``state_dict`` what `dsprof.merge(checkpoint=)` takes; ``run.stop_after_epochs``: leave after that many epochs of
     this call, checkpoint written, as a time-limited job would (resume later). With ``check_merge`` the merged model's
     accuracy and max |logit difference| to the fine-tuned model are measured (``merged_out``: also save it).
     ``ds_plus`` (DepthShrinker+, no plan): train `expand_model(model)`, its expanded blocks linear for the last
@@ -121,8 +121,8 @@ def finetune(
     `DeprecationWarning`.
     """
     moved = moved_keywords("dsprof.search.finetune", old, _OLD_KEYWORDS)
-    run = replace(run or TrainRun(), **moved.get("run", {}))
-    merge = replace(merge or MergeChoice(), **moved.get("merge", {}))
+    run = as_request(run, TrainRun, "run", moved)
+    merge = as_request(merge, MergeChoice, "merge", moved)
     if "distill" in moved and distill:  # (without distillation, its settings of before were ignored)
         distill = replace(distill if isinstance(distill, DistillSettings) else DistillSettings(), **moved["distill"])
     if run.weights_out is not None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..lut.choice import Pricing
 from ..errors import UsageError, look_up
@@ -96,9 +96,9 @@ def search(
     `DeprecationWarning`.
     """
     moved = moved_keywords("dsprof.search.search", old, _OLD_KEYWORDS)
-    budget = replace(budget or LatencyBudget(), **moved.get("budget", {}))
-    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
-    run = replace(run or TrainRun(), **moved.get("run", {}))
+    budget = as_request(budget, LatencyBudget, "budget", moved)
+    pricing = as_request(pricing, Pricing, "pricing", moved)
+    run = as_request(run, TrainRun, "run", moved)
     scores = moved.get("settings", {})
     settings = scores.pop("proxy_settings", settings)
     if scores:  # the gate scores' keywords of before

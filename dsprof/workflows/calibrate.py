@@ -72,7 +72,7 @@ from ..merging import merge_model
 from ..records.plan import Plan
 from ..planning.planner import plan_front
 from ..planning.decide import merge_rule
-from ..models import find_blocks
+from ..models import find_blocks, nothing_to_merge
 
 __all__ = ["CALIBRATION", "COSTLY_PIECES", "IN_MODEL_ROUNDS", "SESSION_PAIRS", "calibration_groups",
            "calibration_workloads", "check_calibration_request", "in_model_groups", "session_pairs"]
@@ -85,9 +85,9 @@ SESSION_PAIRS = 6
 COSTLY_PIECES = 3
 
 
-def check_calibration_request(model: Any, workloads: Workloads) -> None:
-    """Raise `UsageError` (one line, what to give) where a run of ``model`` that times ``workloads`` cannot end with
-    the calibration group."""
+def check_calibration_request(model: Any, workloads: Workloads, input_size: tuple[int, int] | None = None) -> None:
+    """Raise `UsageError` (one line, what to give) where a run of ``model`` (at ``input_size``) that times
+    ``workloads`` cannot end with the calibration group: before anything is timed."""
     variants, model_variants, blocks = workloads.variants, workloads.model_variants, workloads.blocks
     if not isinstance(model, str) and model_identity(model) is None:
         raise UsageError("`calibrate=True` merges the model by a plan, which names a registered model: give its name "
@@ -97,6 +97,10 @@ def check_calibration_request(model: Any, workloads: Workloads) -> None:
         raise UsageError("`calibrate=True` prices a plan from this run's own entries: it needs "
                          "`workloads=Workloads(variants=)` with original and merged (and linear), "
                          "`workloads=Workloads(model_variants=)` with original, and blocks to time")
+    nothing = nothing_to_merge(model, input_size) if isinstance(model, nn.Module) else None
+    if nothing is not None:
+        raise UsageError(f"{nothing}: there is no plan to calibrate; time the whole model without "
+                         "`workloads=Workloads(calibrate=True)`")
 
 
 def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..device_context import DeviceContext
 from ..errors import LUTError
@@ -155,7 +155,7 @@ def measure_few(
     ``accept_modified=``; ``backend=``, ``device=``, ``dtype=``, ``channels_last=``, ``threads=``, ``compile=``)
     still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.measure_few", old, _OLD_KEYWORDS)
-    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    pricing = as_request(pricing, Pricing, "pricing", moved)
     settings, batch = timing_context(settings, batch)
     settings = replace(settings, **moved.get("settings", {}))
     max_span = pricing.max_span if pricing.max_span is not None else DEFAULT_MAX_SPAN

@@ -52,8 +52,8 @@ def importance(
 ) -> Importance:
     """`dsprof importance`: every block's importance of ``model`` (a registered name, a ``path.py:factory`` file,
     an ``nn.Module``, scored on a copy, or a `ModelRef` with its options, resolution and weights: resolution None,
-    `default_training_resolution`) on ``data`` by ``proxy``, written to ``out`` as the file `dsprof plan
-    --importance` takes (none: not written). ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
+    `default_training_resolution`) on ``data`` by ``proxy``, written to ``out`` as the file `dsprof.plan(importance=)`
+    takes (none: not written). ``config``: the full measurement's fine-tunes (``proxy="finetune"``).
     Returns the scores, the file's record and where it went (`Importance`). The keywords of before (``options=``,
     ``resolution=``, ``weights=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.importance", old, _OLD_KEYWORDS)

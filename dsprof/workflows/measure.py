@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..device_context import DeviceContext
 from ..edge.export import ExportResult, export_bundle
 from ..edge.host import RemoteHost
@@ -94,9 +94,9 @@ def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None
     ``workloads`` (None: `Workloads`' defaults) and ``merge`` (None: a plan's own list only), with the ``moved``
     keywords of before (`moved_keywords`) in place of their fields."""
     settings, batch = timing_context(settings, batch)
-    return (replace(settings, **moved.get("settings", {})), batch,
-            replace(workloads if workloads is not None else Workloads(), **moved.get("workloads", {})),
-            replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {})))
+    return (as_request(settings, BackendSettings, "settings", moved), batch,
+            as_request(workloads, Workloads, "workloads", moved),
+            as_request(merge, MergeChoice, "merge", moved))
 
 
 def is_merged_model(source: Any) -> bool:
@@ -209,7 +209,7 @@ def measure(
             model_variants=workloads.model_variants, blocks=workloads.blocks, timing=timing)
         return Measured(None, merges, {}, imported)
     if calibrate:
-        check_calibration_request(ref.build(), workloads)
+        check_calibration_request(ref.build(), workloads, ref.input_size)
     request = MeasureRequest(ref, extra, settings, batch, workloads, timing, out, resume, overwrite)
     with open_session(request, progress=bool(progress), clock=clock, log=log) as session:
         try:

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pandas as pd
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..errors import MergeError, UsageError
 from ..io import check_output_path, load_torch
 from ..planning.decide import merge_rule
@@ -84,7 +84,12 @@ def merge(
         warnings.warn("dsprof.merge(model_name=) is now dsprof.merge(model=)", DeprecationWarning, stacklevel=2)
         model = deprecated.pop("model_name") if model is None else model
     moved = moved_keywords("dsprof.merge", deprecated, {**_MODEL_KEYWORDS, **_MERGE_KEYWORDS})
-    choice = replace(merge if merge is not None else MergeChoice(), **moved.get("merge", {}))
+    choice = as_request(merge, MergeChoice, "merge", moved)
+    if isinstance(spans, str) and spans != "auto":
+        raise UsageError(f"`spans={spans!r}`: give \"auto\" (the planner's), a sequence of [start, stop) block ranges "
+                         "such as ((0, 2), (5, 8)), () for none, or None for the plan's own")
+    if max_span is not None and (isinstance(max_span, bool) or not isinstance(max_span, int) or max_span < 1):
+        raise UsageError(f"`max_span={max_span!r}`: give the most blocks one span merges, 1 or more")
     fields = moved.get("model", {})
     carried = checkpoint_facts(checkpoint) if checkpoint is not None else {}
     with _nothing_to_merge(ModelRef.of(model, **fields) if model is not None else None):

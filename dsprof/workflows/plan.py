@@ -13,7 +13,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..errors import BadFileError, PlanError, UsageError
 from ..io import atomic_write_text, check_output_path, read_json
 from ..lut.choice import Pricing
@@ -214,8 +214,10 @@ def plan_contexts_to_file(
     `ContextFronts.write`); with ``joint`` and ``keep``, the plan for those contexts with ``keep`` kept blocks as an
     ordinary plan file at ``plan_out`` (default: ``out`` with ``.plan.json``)."""
     if keep is not None and joint is None:
-        raise UsageError("several contexts: choose one with `pricing=Pricing(device_key=KEY)` to write its plan, or "
-                         "give `joint='CONTEXT,CONTEXT'` for one plan for several")
+        held = f" (the LUT holds {', '.join(map(str, luts.devices()))})" if isinstance(luts, LUT) else ""
+        raise UsageError(f"several contexts{held}: choose one with `pricing=Pricing(device_key=KEY)` (or "
+                         "`pricing=Pricing(backend=, batch=)`) to write its plan, or give `joint='CONTEXT,CONTEXT'` for "
+                         "one plan for several")
     model = ModelRef.of(model)
     importance, chosen_path = _inputs(importance, model, out, plan_out)
     with _nothing_to_plan(model):
@@ -298,10 +300,12 @@ def plan(
     ``speedup=``; ``max_span=``, ``device_key=``, ``backend=``, ``batch=``, ``method=``; ``objective=``;
     ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.plan", old, _OLD_KEYWORDS)
-    budget = replace(budget or LatencyBudget(), **moved.get("budget", {}))
-    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    budget = as_request(budget, LatencyBudget, "budget", moved)
+    pricing = as_request(pricing, Pricing, "pricing", moved)
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     budget_ms, speedup, max_span, method = budget.budget_ms, budget.speedup, pricing.max_span, pricing.method
+    if keep is not None and budget.given:
+        raise UsageError("a plan is chosen by `keep=` or by `budget=LatencyBudget(...)`: give one of them")
     model = ModelRef.of(model, **moved.get("model", {}))
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
@@ -330,8 +334,8 @@ def plan(
                                         method=method, joint=joint, objective=objective, plan_out=plan_out)
         return replace(outcome, predicted={f.device: lut.predicted_count(f.device) for f in outcome.fronts.fronts})
     if joint is not None:
-        raise UsageError("`joint=` plans for several contexts: give LUTs holding them (`lut=` repeated) without "
-                         "`pricing=Pricing(device_key=)`")
+        raise UsageError("`joint=` plans for several contexts: give `lut=` a LUT (or a list of LUTs) holding them, "
+                         "without `pricing=Pricing(device_key=)`")
     device = pricing.context(lut) if picked else None
     outcome = plan_to_file(model, lut, out=out, importance=importance, keep=keep, budget_ms=budget_ms, speedup=speedup,
                            max_span=max_span, device=device, method=method, plan_out=plan_out, tie_break=tie_break,

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..errors import LUTMissError, PartialPredictionError, UsageError
 from ..io import atomic_write_text, check_output_path
 from ..lut.choice import Pricing
@@ -123,7 +123,7 @@ def predict(
     ``backend=``, ``batch=``, ``method=``, ``rest=``, ``strict=``; ``check_out=``, ``check_timing=``,
     ``progress=``; ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.predict", old, _OLD_KEYWORDS)
-    pricing = replace(pricing or Pricing(), **moved.get("pricing", {}))
+    pricing = as_request(pricing, Pricing, "pricing", moved)
     checking = replace(check if isinstance(check, CheckSettings) else CheckSettings(), **moved.get("check", {}))
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     method, rest, strict = pricing.method, pricing.rest, pricing.strict
