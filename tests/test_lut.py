@@ -400,3 +400,17 @@ def test_prediction_accuracy_metrics():
     assert prediction_accuracy([3, 2, 1], [1, 2, 3]).kendall_tau == pytest.approx(-1.0)
     with pytest.raises(ValueError):
         prediction_accuracy([1.0], [0.0])
+
+
+def test_a_row_deleted_by_hand_is_refused_naming_both_counts_and_accept_modified_takes_the_rest(measured, tmp_path):
+    # a new user deleted one row: the message asked for an end line of the count it now has (which the file could not
+    # have) and accept_modified did not help
+    path = build_lut([measured]).save(tmp_path / "lut.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    n = sum(1 for line in lines[1:] if not line.startswith("#"))
+    path.write_text("".join(lines[:1] + lines[2:]))  # the first row gone
+    with pytest.raises(LUTError) as info:
+        LUT.load(path)
+    assert str(info.value) == (f"{path}: truncated or altered: its end line counts {n} rows, it holds {n - 1}; rebuild "
+                               "it with `dsprof.build_lut()`, or pass `accept_modified=True` to use the rows it holds")
+    assert len(LUT.load(path, accept_modified=True)) == n - 1

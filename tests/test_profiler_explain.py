@@ -30,6 +30,16 @@ def test_the_keywords_of_before_name_the_one_model_reference_with_a_warning():
         explain_block("mobilenet_v2", "features.2", model_option={})
 
 
+def test_a_block_is_named_by_its_name_or_the_index_every_table_gives_it():
+    # a new user's `dsprof explain --block 13` was refused, where every table numbers the blocks 0, 1, 2...
+    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), 1, timing=QUICK, profile_calls=2)
+    assert e.spec.startswith("inverted_residual(cin=16,hidden=96,cout=24,k=3,s=2")  # block 1 is features.2
+    from dsprof.errors import UsageError
+    with pytest.raises(UsageError, match=r"no block named '17'; give a block's name or its index \(0 to 16\): "
+                                         r"features.1, features.2"):
+        explain_block(ModelRef.of("mobilenet_v2", resolution=64), "17", timing=QUICK)
+
+
 def test_torch_operators_of_features_2(tmp_path):
     e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", timing=QUICK, profile_calls=3)
     alone = e.operators[e.operators.alone_s.notna()]

@@ -241,3 +241,22 @@ def test_a_span_of_ghost_blocks_keeps_their_map_and_merges_exactly():
         want, got = linear(x), merge_model(model, plan).eval()(x)
     assert seen == [(torch.Size([4, 4]), torch.Size([4, 4]))]  # stride 1: the map it was given
     assert (got - want).abs().max() <= 1e-9 * want.abs().max()
+
+
+def test_spans_asked_of_a_model_where_no_blocks_can_merge_as_one_are_said_to_be_none():
+    # a new user's `measure --model timm:lcnet_035 --spans 2` timed no span and said nothing (every LCNet block ends
+    # with its activation); ResNet's basic blocks end with the ReLU after their addition, the same way
+    import warnings
+
+    from dsprof.profiler.runner import workload_groups
+
+    names = lambda groups: [w.name for g in groups for w in g if w.scope == "block" and "+" in w.name]  # noqa: E731
+    resnet = get_model("resnet18", width=0.5, resolution=32)
+    with pytest.warns(UserWarning, match="resnet18: no run of blocks merges as one span .*: no span is timed"):
+        groups = workload_groups(resnet, "resnet18", ("original",), (), "*", None, (32, 32), spans=2)
+    assert names(groups) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # MobileNetV2: spans, and no word about them
+        groups = workload_groups(get_model("mobilenet_v2", width=0.5, resolution=32), "mobilenet_v2", ("original",),
+                                 (), "*", None, (32, 32), spans=2)
+    assert names(groups)[:2] == ["features.1+features.2", "features.2+features.3"]

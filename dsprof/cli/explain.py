@@ -17,7 +17,7 @@ def add(sub, fmt) -> None:
         formatter_class=fmt,
     )
     add_model_args(p)
-    p.add_argument("--block", required=True, help="the block's module name, e.g. features.2 (see `dsprof blocks`)")
+    p.add_argument("--block", required=True, help="the block's module name, e.g. features.2, or its index, e.g. 1 (see `dsprof blocks`)")
     p.add_argument("--backend", default="torch", help="torch, torch-compile, onnxruntime or openvino (CPU)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1); with more, the block is also timed on 1")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")

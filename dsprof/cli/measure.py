@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {check_line(check)}" if check is not None else
               f"{name}: not paired with the original model (time it in one group with --model-variants original)")
     then = f" ({result.calibrated} of them in the groups --calibrate planned from the others)" if result.calibrated else ""
-    print(f"{result.new} workloads measured{then}, {result.skipped} already in the file; records: {result.path}")
+    print(f"{result.new} workload{'' if result.new == 1 else 's'} measured{then}, {result.skipped} already in the file; records: {result.path}")
     return 0
 
 

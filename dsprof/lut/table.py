@@ -126,10 +126,13 @@ class LUT:
         body, _, last = text.rstrip("\n").rpartition("\n")
         data_rows = sum(1 for line in body.split("\n")[1:] if line and not line.startswith("#"))
         end = _END_LINE.fullmatch(last)
-        if end is None or end[1] != str(data_rows):
+        if end is None:  # cut short (or not a LUT at all): nothing to use as it is
+            raise LUTError(f"{path}: truncated, or not a LUT (it must end with '{_END}{data_rows} sha256=...'); "
+                           "rebuild it with `dsprof.build_lut()`")
+        if end[1] != str(data_rows) and not accept_modified:  # rows deleted or added by hand
             raise LUTError(
-                f"{path}: truncated or altered (it must end with '{_END}{data_rows} sha256=...'); "
-                "rebuild it with `dsprof.build_lut()`"
+                f"{path}: truncated or altered: its end line counts {end[1]} rows, it holds {data_rows}; rebuild it "
+                "with `dsprof.build_lut()`, or pass `accept_modified=True` to use the rows it holds"
             )
         if end[2] is None and not accept_modified:
             raise LUTError(

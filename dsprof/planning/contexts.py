@@ -145,7 +145,8 @@ class ContextFronts:
         """The fronts side by side (speed-up per context for each k), the cross table (worst and median loss per
         ordered pair), the plan for several contexts, and the contexts not planned, each with what to time
         (``command``: the command line that times a `MeasureHint`; None: in words)."""
-        lines = [f"{self.model}: {len(self.fronts)} contexts planned, spans up to {self.max_span} blocks"]
+        lines = [f"{self.model}: {len(self.fronts)} contexts planned, "
+                 f"{'spans up to ' + str(self.max_span) + ' blocks' if self.max_span > 1 else 'no spans'}"]
         lines += [f"  {self.labels[f.device]:<24} {f.device}  (method {f.method}; original {f.original_s * 1e3:.3f} ms)"
                   for f in self.fronts]
         lines += [f"  {self.labels[f.device]}: {note}" for f in self.fronts

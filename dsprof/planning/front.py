@@ -234,7 +234,8 @@ class Front:
     def table(self) -> str:
         """The front for the terminal: one line per plan, the speed-up over the original first, then the
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""
-        lines = [f"{self.model} on {self.device}, method {self.method}, spans up to {self.max_span} blocks; "
+        lines = [f"{self.model} on {self.device}, method {self.method}, "
+                 f"{'spans up to ' + str(self.max_span) + ' blocks' if self.max_span > 1 else 'no spans'}; "
                  f"original {self.original_s * 1e3:.3f} ms"]
         lines += self.notes()
         acts = any(p.plan.acts is not None for p in self.points)  # the planner at the level of activations

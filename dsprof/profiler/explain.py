@@ -37,7 +37,7 @@ from torch import nn
 from ..device_context import COMPILE_MODES
 from ..errors import UsageError
 from ..merging.fold import fold_batchnorm
-from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef
+from ..models import block_module, find_blocks, first_conv_in_channels, input_size_of, ModelRef, nothing_to_merge
 from .backends import BackendSettings, get_backend
 from ..portable.cpu_share import CpuShare
 from .runner import DEFAULT_CPU_THREADS, MODEL_KEYWORDS
@@ -336,9 +336,15 @@ def explain_block(
     options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     blocks = find_blocks(net)
-    found = [b for b in blocks if b.name == block]
+    found = [b for b in blocks if b.name == str(block)]
+    if not found and str(block).isdigit() and int(block) < len(blocks):  # the index every table numbers it by
+        found = [blocks[int(block)]]
+    if not blocks:
+        raise UsageError(f"{label}: {nothing_to_merge(net)}; there is no block to explain")
     if not found:
-        raise UsageError(f"no block named {block!r}; the model's blocks are: {', '.join(b.name for b in blocks)}")
+        raise UsageError(f"no block named {block!r}; give a block's name or its index (0 to {len(blocks) - 1}): "
+                         f"{', '.join(b.name for b in blocks)}")
+    block = found[0].name
     spec = found[0].spec
     saved = torch.get_num_threads()
     try:

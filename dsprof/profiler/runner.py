@@ -633,7 +633,12 @@ def workload_groups(
     if in_situ and blocks is not None:
         groups += _select_blocks(in_situ_workloads(net, in_situ, input_size, found), blocks)
     if spans > 1:
-        groups += [[w] for w in span_workloads(net, spans, input_size)]
+        spanned = span_workloads(net, spans, input_size)
+        if not spanned:  # e.g. LCNet, every block ending with its activation: said, not timed as nothing in silence
+            warnings.warn(f"{label}: no run of blocks merges as one span (a span needs blocks that follow one "
+                          "another with no activation after their outputs but the last, symmetric padding and no skip "
+                          "but the identity): no span is timed", UserWarning, stacklevel=2)
+        groups += [[w] for w in spanned]
     if spans > 1 and any(map(is_partial_variant, variants)) and blocks is not None:  # measured for activation plans
         groups += [[w] for w in crossing_workloads(net, spans, input_size)]
     model_group: list[Workload] = list(model_workloads(net, label, tuple(model_variants), input_size)) if model_variants else []
