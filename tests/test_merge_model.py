@@ -19,7 +19,7 @@ from dsprof.merging import (
     save_merged,
 )
 from dsprof.records.plan import Plan, PlanError, load_preset
-from dsprof.models import get_model
+from dsprof.models import find_blocks, get_model
 from dsprof.errors import UsageError
 from dsprof.planning.decide import merge_rule
 
@@ -149,6 +149,18 @@ def test_saved_file_loads_with_weights_only_and_onnx_runtime_agrees(tmp_path, bo
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     got = session.run(None, {"input": x.numpy()})[0]
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-4 * expected.abs().max().item())
+
+
+def test_a_merged_model_whose_modules_check_their_state_version_loads_back(tmp_path):
+    # found by a new user: torchvision's MNASNet refuses a state dict without its version (the state dict's
+    # metadata), which the merged file dropped; `load_merged` then called its own file damaged
+    model = get_model("mnasnet0_5", resolution=32).eval()
+    n = len(find_blocks(model))
+    merged = merge_model(model, Plan("mnasnet0_5", (0,) * n, merge=(True,) * n))
+    loaded = load_merged(save_merged(merged, tmp_path / "mnasnet.pt"))
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), merged(x), rtol=0, atol=0)
 
 
 def test_inexact_border_merge_is_reported_and_warned():

@@ -34,6 +34,8 @@ def _one_line(exc: DsprofError, *names: str) -> str:
      ("`settings=`", "BackendSettings", "'onnxruntime'")),
     (lambda tmp: dsprof.measure("mobilenet_v2", timing={}, out=tmp), ("`timing=`", "TimingConfig", "dict")),
     (lambda tmp: dsprof.merge("mobilenet_v2", "mbv2-ds-a", merge="lut"), ("`merge=`", "MergeChoice", "'lut'")),
+    (lambda tmp: dsprof.predict("mobilenet_v2", tmp / "no.csv", "mbv2-ds-a", check="yes"),
+     ("`check=`", "CheckSettings", "'yes'")),  # it ran a check: a string is truthy
 ])
 def test_a_request_object_of_the_wrong_type_is_refused_naming_its_parameter(tmp_path, call, names):
     with pytest.raises(UsageError) as caught:
@@ -86,6 +88,12 @@ def test_merge_refuses_spans_it_cannot_read_instead_of_planning_them_itself():
         with pytest.raises(UsageError) as caught:
             dsprof.merge("mobilenet_v2", "mbv2-ds-a", spans="auto", max_span=max_span)
         _one_line(caught.value, f"`max_span={max_span!r}`", "1 or more")
+    # spans of one's own decide the merges again: without a LUT or MACs to decide them it said the plan "has no merge
+    # list" (a new user's plan had one, for its own spans)
+    with pytest.raises(UsageError) as caught:
+        dsprof.merge("mobilenet_v2", "mbv2-ds-a", spans=((1, 3),))
+    _one_line(caught.value, "`spans=` decides the plan's merges again", "`merge=MergeChoice(lut=LUT)`",
+              "`merge=MergeChoice(merge_by='macs')`")
     with pytest.raises(UsageError) as caught:
         Workloads(spans=-1)
     _one_line(caught.value, "`Workloads(spans=-1)`", "0 for no spans")

@@ -16,6 +16,7 @@ from conftest import randomise_bn
 from dsprof.lut.schema import GROUP_COLUMNS
 from dsprof.lut import LUT, SCHEMA, MergeChoice
 from dsprof.merging import linearize_block, load_merged, merge_linearized
+from dsprof.errors import UsageError
 from dsprof.records.plan import Plan
 from dsprof.models import ModelRef, count_macs, find_blocks, get_model
 from dsprof.search import (
@@ -287,6 +288,23 @@ def test_resume_is_the_uninterrupted_run(tmp_path):
         torch.testing.assert_close(resumed.model.state_dict()[k], v, rtol=0, atol=0, msg=k)
 
 
+def test_resuming_with_another_plan_of_the_model_is_refused_naming_the_plan_it_started_with(tmp_path):
+    # a new user resumed a fine-tune with another plan of the same model: a raw load_state_dict traceback (missing
+    # and unexpected keys), where the model and options it checks were the same
+    cfg = dict(model=ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), data="digits", check_merge=False,
+               config=TrainConfig(epochs=2, batch_size=16, max_batches=1, max_eval_batches=1))
+    ckpt = tmp_path / "ft.pt"
+    finetune(Plan("mobilenet_v2", (1, 0, 1, 1, 1, 0, 0), TINY),
+             run=TrainRun(device="cpu", checkpoint=ckpt, stop_after_epochs=1), **cfg)
+    with pytest.raises(UsageError) as caught:
+        finetune(Plan("mobilenet_v2", (0, 1, 1, 1, 1, 1, 0), TINY), run=TrainRun(device="cpu", checkpoint=ckpt,
+                                                                                resume=True), **cfg)
+    text = str(caught.value)
+    assert text.startswith(f"cannot resume {ckpt}: its weights do not fit this run's model (") and "\n" not in text
+    assert text.endswith("(it was started with the plan that keeps 1011100); give the plan it was started with, or "
+                         "drop `run=TrainRun(resume=True)` to start over")
+
+
 @pytest.mark.slow
 def test_torchrun_two_cpu_processes(tmp_path):
     plan = tmp_path / "plan.json"
@@ -420,6 +438,15 @@ def test_search_and_finetune_train_digits_at_32_px_without_a_resolution(tmp_path
     finetune(model=ModelRef.of("mobilenet_v2", options=TINY), data="digits", config=cfg,
              run=TrainRun(device="cpu", checkpoint=tmp_path / "ft.pt"), check_merge=False)
     assert torch.load(tmp_path / "ft.pt", weights_only=True)["resolution"] == 32
+    # and `merge` of that checkpoint, given no resolution, merges the model at the 32 px it was fine-tuned at (a new
+    # user's merged file said 224 px, with its MACs table for 224)
+    import dsprof
+    from dsprof.models import spec_macs
+    merged = dsprof.merge(plan=found.plan, checkpoint=tmp_path / "ft.pt", out=tmp_path / "merged.pt",
+                          merge=MergeChoice.macs())
+    assert torch.load(tmp_path / "merged.pt", weights_only=True)["resolution"] == [32, 32]
+    at_32 = [spec_macs(b.spec) for b in find_blocks(get_model("mobilenet_v2", resolution=32, **TINY))]
+    assert list(merged.costs["macs_before"].dropna())[:len(at_32)] == pytest.approx(at_32, rel=1e-9)
 
 def test_image_folder_tree_in_imagenet_layout(tmp_path):
     from PIL import Image
@@ -439,3 +466,41 @@ def test_image_folder_tree_in_imagenet_layout(tmp_path):
     assert x.shape == (3, 16, 16) and splits.val[3][1] == 1
     with pytest.raises(FileNotFoundError, match="ImageNet layout"):
         image_folder(tmp_path / "train")
+    # what a new user's folders did (tracebacks, or training on one class): each one line, before any epoch
+    from dsprof.errors import DsprofError
+    with pytest.raises(DsprofError, match="does not exist: give the root of an image folder .* or `data='shapes'`"):
+        image_folder(tmp_path / "nowhere")
+    (tmp_path / "train" / "bird").mkdir()
+    (tmp_path / "val" / "bird").mkdir()
+    with pytest.raises(DsprofError, match=r"Couldn't find any class folder|Found no valid file for the classes bird"):
+        image_folder(tmp_path)
+    for split in ("train", "val"):
+        for cls in ("bird", "dog"):
+            for f in (tmp_path / split / cls).iterdir():
+                f.unlink()
+            (tmp_path / split / cls).rmdir()
+    with pytest.raises(UsageError, match="train/ has 1 class folder \\(cat\\); a model learns nothing to tell apart"):
+        image_folder(tmp_path)
+    (tmp_path / "train" / "dog").mkdir()
+    (tmp_path / "val" / "dog").mkdir()
+    for split in ("train", "val"):
+        (tmp_path / split / "dog" / "0.png").write_bytes(b"not a png")
+    broken = image_folder(tmp_path, 16)
+    with pytest.raises(DsprofError, match="0.png is not an image that can be read .*; remove it from the image folder"):
+        broken.train[len(broken.train) - 1]
+
+
+def test_an_interrupted_search_says_its_plan_file_is_not_its_answer_yet(tmp_path):
+    # the differentiable search rewrites --out every epoch: interrupted, the file held epoch 1's plan and nothing
+    # said so (a new user fine-tuned by it)
+    from dsprof.cli.search import interrupted_note
+
+    out, ckpt = tmp_path / "plan.json", tmp_path / "plan.json.ckpt.pt"
+    assert interrupted_note("importance", out, ckpt) == f"interrupted: {out} not written (the plan is written at the end)"
+    assert interrupted_note("differentiable", out, ckpt) == (
+        f"interrupted before the first epoch ended; nothing saved ({ckpt} not written)")
+    out.write_text("{}")
+    ckpt.write_bytes(b"")
+    assert interrupted_note("differentiable", out, ckpt) == (
+        f"interrupted: {ckpt} holds the epochs finished; the same command with --resume continues; {out} is not the "
+        "search's answer (it holds the plan of the last epoch finished, or an earlier run's)")

@@ -57,15 +57,24 @@ def add(sub, fmt) -> None:
     p.set_defaults(func=run)
 
 
+def interrupted_note(method: str, out: Path, checkpoint: Path) -> str:
+    """What an interrupted search kept, and how to go on: the differentiable search's checkpoint; the plan file it
+    rewrites every epoch is not its answer yet (a new user took it for one)."""
+    if method != "differentiable":
+        return f"interrupted: {out} not written (the plan is written at the end)"
+    note = checkpoint_note(checkpoint)
+    if out.exists():
+        note += f"; {out} is not the search's answer (it holds the plan of the last epoch finished, or an earlier run's)"
+    return note
+
+
 def run(args: argparse.Namespace) -> int:
     from ..lut.choice import Pricing
     from ..planning.front import LatencyBudget
     from ..search.registry import search
 
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
-    kept = (lambda: checkpoint_note(checkpoint)) if args.method == "differentiable" else (
-        lambda: f"interrupted: {args.out} not written (the plan is written at the end)")
-    with on_interrupt(kept), ThreadUse(args.threads) as use:
+    with on_interrupt(lambda: interrupted_note(args.method, args.out, checkpoint)), ThreadUse(args.threads) as use:
         result = search(
             model_ref_from_args(args), keep=args.keep, budget=LatencyBudget(args.budget_ms, args.speedup),
             data=args.data, method=args.method, lut=load_lut(args.lut, args.accept_modified),

@@ -6,7 +6,7 @@ The file is ``torch.save`` of a dict of plain values and tensors, readable with
     {"format": "dsprof.merged", "version": 1,
      "model": "mobilenet_v2", "options": {"width": 1.4}, "num_classes": 1000, "resolution": [224, 224],
      "plan": "<plan JSON, with the per-block merge decisions>", "dtype": "float32",
-     "graph": null, "state_dict": {...}}
+     "graph": null, "state_dict": {...}, "state_metadata": {"": {"version": 1}, ...}}
 
 `load_merged` rebuilds the architecture by replaying the plan on a fresh model of that name and
 options (no weights are downloaded), then loads the state dict strictly. A model whose chains no module
@@ -17,6 +17,7 @@ the same, node for node, so that the weights go where they were: no code from th
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -67,6 +68,7 @@ def _check_graph(path: str | Path, saved: list[str] | None, model: nn.Module) ->
 def save_merged(model: nn.Module, path: str | Path) -> Path:
     """Write a model returned by `merge_model` to ``path`` (atomically); returns the path."""
     plan = merge_report(model).plan
+    state = model.state_dict()
     payload = {
         "format": MERGED_FORMAT,
         "version": MERGED_VERSION,
@@ -77,7 +79,10 @@ def save_merged(model: nn.Module, path: str | Path) -> Path:
         "plan": plan.to_json(),
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "graph": graph_lines(model),
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "state_dict": {k: v.detach().cpu() for k, v in state.items()},
+        # each module's state version (plain data), which a plain dict drops: torchvision's MNASNet refuses to load
+        # without its own
+        "state_metadata": {k: dict(v) for k, v in getattr(state, "_metadata", {}).items()},
     }
     return atomic_torch_save(path, payload)
 
@@ -111,7 +116,9 @@ def load_merged(path: str | Path) -> nn.Module:
         fresh = fresh.to(getattr(torch, dtype))
         model = merge_model(fresh, plan)
         _check_graph(path, payload.get("graph"), model)
-        model.load_state_dict(payload["state_dict"], strict=True)
+        state = OrderedDict(payload["state_dict"])
+        state._metadata = payload.get("state_metadata", {})  # type: ignore[attr-defined]
+        model.load_state_dict(state, strict=True)
     except DsprofError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:  # fields missing or damaged

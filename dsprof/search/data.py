@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -128,6 +129,9 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     from torchvision import datasets, transforms
 
     root = Path(root)
+    if not root.is_dir():
+        raise InputFileError(f"{root} does not exist: give the root of an image folder (ROOT/train/CLASS/*.jpg and "
+                             "ROOT/val/CLASS/*.jpg), or `data='digits'` or `data='shapes'`")
     missing = [s for s in ("train", "val") if not (root / s).is_dir()]
     if missing:
         raise InputFileError(
@@ -141,11 +145,29 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
     val_tf = transforms.Compose(
         [transforms.Resize(int(round(resolution / 0.875))), transforms.CenterCrop(resolution), transforms.ToTensor(), normalize]
     )
-    train = datasets.ImageFolder(str(root / "train"), train_tf)
-    val = datasets.ImageFolder(str(root / "val"), val_tf)
+    try:
+        train = datasets.ImageFolder(str(root / "train"), train_tf, loader=_image)
+        val = datasets.ImageFolder(str(root / "val"), val_tf, loader=_image)
+    except FileNotFoundError as exc:  # a class folder without an image (torchvision's words name it)
+        raise InputFileError(f"{root}: {exc}") from None
     if train.classes != val.classes:
         raise UsageError(f"{root}: train/ and val/ have different class folders")
+    if len(train.classes) < 2:
+        raise UsageError(f"{root}: train/ has {len(train.classes)} class folder ({', '.join(train.classes)}); a model "
+                         "learns nothing to tell apart from one: give two classes or more")
     return DataSplits(train, val, len(train.classes), str(root))
+
+
+def _image(path: str) -> Any:
+    """One image of an image folder, as RGB; a file that is no image PIL reads is named in one line, not in a
+    traceback in the middle of an epoch."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with open(path, "rb") as f:
+            return Image.open(f).convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputFileError(f"{path} is not an image that can be read ({exc}); remove it from the image folder") from None
 
 
 def load_data(data: str | Path, resolution: int) -> DataSplits:

@@ -124,7 +124,15 @@ def prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, 
     start, step, history = 0, 0, []
     if state is not None:
         module.to(rt.device)
-        start, step, history = _restore(module, optimizer, scaler, state)
+        try:
+            start, step, history = _restore(module, optimizer, scaler, state)
+        except RuntimeError as exc:  # its weights are another model's: e.g. another plan's linearised blocks
+            started = ""
+            if state.get("plan"):
+                started = f" (it was started with the plan that keeps {''.join(map(str, Plan.from_json(state['plan']).keep))})"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"cannot resume {ckpt}: its weights do not fit this run's model ({first}){started}; give "
+                             "the plan it was started with, or drop `run=TrainRun(resume=True)` to start over") from None
         rt.log(f"resumed {ckpt} after epoch {start}")
     net = _wrap(module, rt)
     train_loader = make_loader(splits.train, config.batch_size, rt, train=True, seed=config.seed, workers=config.workers)

@@ -62,8 +62,8 @@ def merge(
     weights), load ``checkpoint`` (a state dict of the linearised model from `linearize_model`, or of the original
     model), merge by ``plan``, write ``out`` / ``onnx``.
 
-    A checkpoint that `dsprof finetune` wrote carries its class count and its plan (`checkpoint_facts`): then
-    ``num_classes`` and ``plan`` may be None (a plan given must keep the same activations), and ``model``
+    A checkpoint that `dsprof finetune` wrote carries its class count, its resolution and its plan
+    (`checkpoint_facts`): then ``num_classes``, the resolution and ``plan`` may be None (a plan given must keep the same activations), and ``model``
     None is the plan's model, with its options.
 
     A plan made for another model of the same family (``tf_efficientnet_lite0`` and
@@ -98,6 +98,8 @@ def merge(
         plan = Plan.coerce(plan)
         model, fields = plan.model, {"options": dict(plan.options), **fields}
     ref = ModelRef.of(model, **fields)
+    if ref.resolution is None and "resolution" in carried:  # the size it was fine-tuned at, unless one is given
+        ref = ModelRef.of(ref, resolution=carried["resolution"])
     model_name, options = ref.name, dict(ref.options)
     with _nothing_to_merge(ref):
         plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
@@ -110,6 +112,10 @@ def merge(
     if lut is not None:
         lut = lut if isinstance(lut, LUT) else LUT.load(lut, accept_modified=choice.accept_modified)
     if spans is not None:  # spans chosen here: the merges are decided again
+        if lut is None and choice.merge_by is None:  # (its own list was for its own spans)
+            raise UsageError("`spans=` decides the plan's merges again, its own list being for its own spans: give "
+                             "`merge=MergeChoice(lut=LUT)` to merge where that LUT says merging pays, or "
+                             "`merge=MergeChoice(merge_by='macs')` to merge where MACs drop")
         plan = replace(plan, merge=None, spans=None)
     extra = {"num_classes": num_classes} if num_classes is not None else {}  # e.g. a model fine-tuned on 10 classes
     model = ref.build(**extra)
@@ -144,14 +150,15 @@ def merge(
 
 
 def checkpoint_facts(path: str | Path) -> dict[str, Any]:
-    """What a checkpoint says about the model it holds besides its weights: ``num_classes`` (int) and ``plan`` (a
-    `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
+    """What a checkpoint says about the model it holds besides its weights: ``num_classes`` and ``resolution`` (ints)
+    and ``plan`` (a `Plan`) where it carries them, as `dsprof finetune`'s do; {} for a plain state dict."""
     obj = load_torch(path, "checkpoint", "give the path of a saved state dict or of "
                      "`dsprof.search.finetune(run=TrainRun(checkpoint=))`")
     facts: dict[str, Any] = {}
     if isinstance(obj, dict):
-        if isinstance(obj.get("num_classes"), int) and not isinstance(obj["num_classes"], bool):
-            facts["num_classes"] = obj["num_classes"]
+        for key in ("num_classes", "resolution"):
+            if isinstance(obj.get(key), int) and not isinstance(obj[key], bool) and obj[key] > 0:
+                facts[key] = obj[key]
         if isinstance(obj.get("plan"), str):
             try:
                 facts["plan"] = Plan.from_json(obj["plan"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -124,7 +124,10 @@ def predict(
     ``progress=``; ``accept_modified=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.predict", old, _OLD_KEYWORDS)
     pricing = as_request(pricing, Pricing, "pricing", moved)
-    checking = replace(check if isinstance(check, CheckSettings) else CheckSettings(), **moved.get("check", {}))
+    if not isinstance(check, (bool, CheckSettings)):
+        raise UsageError(f"`check=` is True, False or a CheckSettings(...) (where its records go, its timing), not "
+                         f"{type(check).__name__} {check!r:.40}")
+    checking = as_request(check if isinstance(check, CheckSettings) else None, CheckSettings, "check", moved)
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     method, rest, strict = pricing.method, pricing.rest, pricing.strict
     ref = ModelRef.of(model, **moved.get("model", {}))  # resolved, not built
