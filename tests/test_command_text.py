@@ -96,7 +96,7 @@ def test_an_importance_hint_in_words_and_as_the_command_line_writes_it():
                                "from the weights w/ck pt.pth")
     command = hint_command(hint)
     assert command == ("dsprof importance --model mobilenet_v2 --width 0.5 --resolution 160 --data 'my images' "
-                       "--proxy taylor --weights 'w/ck pt.pth' --out importance.json")
+                       "--proxy taylor --weights 'w/ck pt.pth' --out importance-160px.json")  # not over a file at another
     build_parser().parse_args(["importance", "--model", "mobilenet_v2", "--width", "0.5", "--resolution", "160",
                                "--data", "my images", "--proxy", "taylor", "--weights", "w/ck pt.pth", "--out",
                                "importance.json"])  # the command as a shell splits it

@@ -77,7 +77,8 @@ def hint_command(hint: MeasureHint | ImportanceHint) -> str:
 
 
 def importance_command(hint: ImportanceHint) -> str:
-    """The `dsprof importance` command that scores the blocks as ``hint`` says, into importance.json."""
+    """The `dsprof importance` command that scores the blocks as ``hint`` says, into importance.json, or
+    importance-Rpx.json at a resolution said (a hint for another size must not overwrite the file it is about)."""
     words: list[Any] = ["dsprof", "importance", *_words(_flags(hint.model))]
     if hint.resolution:
         words += ["--resolution", hint.resolution]
@@ -86,7 +87,8 @@ def importance_command(hint: ImportanceHint) -> str:
         words += ["--weights", "pretrained"]
     elif isinstance(hint.weights, str):
         words += ["--weights", hint.weights]
-    return shell_command([*words, "--out", "importance.json"])
+    out = f"importance-{hint.resolution}px.json" if hint.resolution else "importance.json"
+    return shell_command([*words, "--out", out])
 
 
 def merge_command(name: str, options: Mapping[str, Any], plan_path: str | Path, resolution: int | None = None) -> str:
