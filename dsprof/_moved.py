@@ -9,9 +9,9 @@ export bundles carry in `dsprof.portable`. Each old module name is an entry of
 replace the API function on the ``dsprof`` package (Python binds a submodule onto its parent only when it loads one).
 
 The keywords a function took one by one before an object held them (`dsprof.measure(variants=...)`, now
-``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning, and `as_request` puts them into the request
-object each verb takes (`Pricing`, `Workloads`, ...), the one check of that object at the door: anything else for the
-parameter, or an old keyword that contradicts the object, is refused in one line naming the parameter.
+``workloads=Workloads(variants=...)``) are sorted to their new parameter by `moved_keywords`, with one warning, and `as_request` puts them into the
+request object each verb takes (`Pricing`, `Workloads`, ...): the one check of that object at the door. Anything else
+for the parameter, or an old keyword that contradicts the object, is refused in one line naming the parameter.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=_TRAIN.workers, help="data-loading worker processes")
     add_train_threads_arg(p)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda; under torchrun each process takes its LOCAL_RANK GPU")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint of an interrupted run (finetune, and search --method differentiable: "
-                   "the importance search keeps none)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint of an interrupted run (finetune, and search --method "
+                        "differentiable: the importance search keeps none)")
 
 
 def add_train_threads_arg(p: argparse.ArgumentParser) -> None:

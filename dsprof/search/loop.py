@@ -129,7 +129,8 @@ def prepare_loop(module: nn.Module, optimizer, ckpt: Path | None, resume: bool, 
         except RuntimeError as exc:  # its weights are another model's: e.g. another plan's linearised blocks
             started = ""
             if state.get("plan"):
-                started = f" (it was started with the plan that keeps {''.join(map(str, Plan.from_json(state['plan']).keep))})"
+                keep = "".join(map(str, Plan.from_json(state["plan"]).keep))
+                started = f" (it was started with the plan that keeps {keep})"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"cannot resume {ckpt}: its weights do not fit this run's model ({first}){started}; give "
                              "the plan it was started with, or drop `run=TrainRun(resume=True)` to start over") from None
