@@ -504,3 +504,51 @@ def test_an_interrupted_search_says_its_plan_file_is_not_its_answer_yet(tmp_path
     assert interrupted_note("differentiable", out, ckpt) == (
         f"interrupted: {ckpt} holds the epochs finished; the same command with --resume continues; {out} is not the "
         "search's answer (it holds the plan of the last epoch finished, or an earlier run's)")
+    ckpt.write_text('{"format": "dsprof.importance-progress"}\n')  # the importance search's fine-tunes, kept
+    assert interrupted_note("importance", out, ckpt, "finetune") == (
+        f"interrupted: {out} not written (the plan is written at the end); {ckpt} holds the fine-tunes finished, and "
+        "the same command with --resume continues from them")
+
+
+def test_the_finetune_proxys_fine_tunes_are_kept_as_they_end_and_a_resumed_run_does_not_repeat_them(tmp_path):
+    # a new user's Ctrl-C of `search --proxy finetune` lost every fine-tune done (n + 1 per seed: hours on ImageNet)
+    # and --resume was refused. Each now ends as one line of the checkpoint; a run given resume takes them.
+    import json as _json
+
+    from dsprof.search.measured import measure_importance
+
+    weights = tmp_path / "w.pt"
+    torch.save(tiny(10).state_dict(), weights)
+    cfg = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=2)
+    common = dict(options=TINY, weights=weights, data="digits", resolution=RES, config=cfg, log=lambda _: None)
+    progress = tmp_path / "plan.json.ckpt.pt"
+    straight = measure_importance("mobilenet_v2", progress=progress, **common)
+    lines = progress.read_text().splitlines()
+    assert len(lines) == 1 + 7  # the original and each of the 7 blocks, seed 0
+    assert [_json.loads(x)["block"] for x in lines] == [None, *range(7)]
+    # killed after three fine-tunes, the fourth line cut mid-write: resumed, it fine-tunes the other five only
+    progress.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])
+    resumed = measure_importance("mobilenet_v2", progress=progress, resume=True, **common)
+    again = progress.read_text().splitlines()
+    assert again[:3] == lines[:3] and len(again) == 3 + 5  # the cut line left out, then five new ones
+    assert [_json.loads(x)["block"] for x in again] == [None, *range(7)]
+    assert resumed.base_accuracy == straight.base_accuracy  # read back, not trained again
+    assert resumed.linearised_accuracy[:2] == straight.linearised_accuracy[:2]
+    # the file is data: another run's fine-tunes, or a line that is none, are refused in one line
+    other = dict(common, config=TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=1))
+    with pytest.raises(UsageError, match="cannot resume .*: it holds the fine-tunes of another run"):
+        measure_importance("mobilenet_v2", progress=progress, resume=True, **other)
+    progress.write_text('{"format": "dsprof.importance-progress", "seed": 0, "block": 99, "accuracy": 0.5}\n{}\n')
+    with pytest.raises(UsageError, match="line 1 is not a fine-tune of an importance search"):
+        measure_importance("mobilenet_v2", progress=progress, resume=True, **common)
+    # without resume a run starts the file over
+    measure_importance("mobilenet_v2", progress=progress, **other)
+    assert len(progress.read_text().splitlines()) == 8
+
+
+def test_resume_is_refused_where_the_search_keeps_nothing_to_resume_from():
+    cfg = dict(keep=3, data="digits", run=TrainRun(device="cpu", resume=True))
+    with pytest.raises(UsageError, match=r"`method='importance'` with `proxy='zero-shot'` keeps none"):
+        search(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), method="importance", proxy="zero-shot", **cfg)
+    with pytest.raises(UsageError, match=r"needs the checkpoint path"):
+        search(ModelRef.of("mobilenet_v2", options=TINY, resolution=RES), method="importance", proxy="finetune", **cfg)

@@ -51,15 +51,20 @@ def add(sub, fmt) -> None:
     p.add_argument("--anneal-epochs", type=float, default=0.0, help="lower the kept blocks from all to --keep over this many epochs")
     p.add_argument("--name", default=None, help="name stored in the plan")
     p.add_argument("--out", type=Path, required=True, help="the plan file to write (JSON)")
-    p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (none given: OUT.ckpt.pt)")
+    p.add_argument("--checkpoint", type=Path, default=None, help="search checkpoint, written every epoch (the importance search with --proxy finetune: each "
+                        "fine-tune as it ends, one JSON line each) (none given: OUT.ckpt.pt)")
     p.add_argument("--weights-out", type=Path, default=None, help="also save the searched weights (original architecture)")
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=run)
 
 
-def interrupted_note(method: str, out: Path, checkpoint: Path) -> str:
+def interrupted_note(method: str, out: Path, checkpoint: Path, proxy: str | None = None) -> str:
     """What an interrupted search kept, and how to go on: the differentiable search's checkpoint; the plan file it
-    rewrites every epoch is not its answer yet (a new user took it for one)."""
+    rewrites every epoch is not its answer yet (a new user took it for one); the importance search's fine-tunes
+    (``proxy`` finetune), kept in the checkpoint as each ends."""
+    if method == "importance" and proxy == "finetune" and checkpoint.exists() and checkpoint.stat().st_size:
+        return (f"interrupted: {out} not written (the plan is written at the end); {checkpoint} holds the fine-tunes "
+                "finished, and the same command with --resume continues from them")
     if method != "differentiable":
         return f"interrupted: {out} not written (the plan is written at the end)"
     note = checkpoint_note(checkpoint)
@@ -74,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from ..search.registry import search
 
     checkpoint = args.checkpoint or Path(f"{args.out}.ckpt.pt")
-    with on_interrupt(lambda: interrupted_note(args.method, args.out, checkpoint)), ThreadUse(args.threads) as use:
+    note = lambda: interrupted_note(args.method, args.out, checkpoint, args.proxy)  # noqa: E731
+    with on_interrupt(note), ThreadUse(args.threads) as use:
         result = search(
             model_ref_from_args(args), keep=args.keep, budget=LatencyBudget(args.budget_ms, args.speedup),
             data=args.data, method=args.method, lut=load_lut(args.lut, args.accept_modified),

@@ -34,8 +34,8 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     add_train_threads_arg(p)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda; under torchrun each process takes its LOCAL_RANK GPU")
     p.add_argument("--resume", action="store_true",
-                   help="continue from the checkpoint of an interrupted run (finetune, and search --method "
-                        "differentiable: the importance search keeps none)")
+                   help="continue from the checkpoint of an interrupted run (finetune; search --method "
+                        "differentiable; search --method importance --proxy finetune, its fine-tunes done)")
 
 
 def add_train_threads_arg(p: argparse.ArgumentParser) -> None:

@@ -71,6 +71,10 @@ class ProxyInput:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     config: TrainConfig = field(default_factory=lambda: TrainConfig(**DEFAULT_FINETUNE))  # the full measurement's
     source: dict[str, Any] = field(default_factory=dict)
+    #: the full measurement's progress file (`dsprof.search.measured`): each fine-tune kept as it ends; ``resume``
+    #: takes the ones it holds
+    progress: Path | None = None
+    resume: bool = False
     _train: list = field(default_factory=list, repr=False)
     _val: list | None = field(default=None, repr=False)
 
@@ -342,7 +346,8 @@ def _finetune(inp: ProxyInput, blocks: Sequence[int]) -> tuple[list[float], dict
         torch.save(inp.model.state_dict(), weights)
         measured = measure_importance(inp.name, options=inp.options, weights=weights, data=source["data"],
                                       resolution=inp.resolution, config=replace(inp.config, seed=inp.settings.seed),
-                                      seeds=(inp.settings.seed,), device=str(inp.device), log=lambda _line: None)
+                                      seeds=(inp.settings.seed,), device=str(inp.device), log=lambda _line: None,
+                                      progress=inp.progress, resume=inp.resume)
     drops = measured.drops
     return [drops[b] for b in blocks], {"accuracy": measured.base_accuracy}
 
@@ -404,14 +409,16 @@ def block_importance(proxy: str, model: nn.Module, data: DataSplits, block: int,
 
 def proxy_input(model: Any, proxy: str, *, weights: bool | str | Path | None = None, data: str | Path = "digits",
                 settings: ProxySettings | None = None, config: TrainConfig | None = None,
-                device: str | torch.device = "cpu") -> ProxyInput:
+                device: str | torch.device = "cpu", progress: str | Path | None = None,
+                resume: bool = False) -> ProxyInput:
     """What ``proxy`` scores: ``model`` (anything `ModelRef.of` takes; a `ModelRef` carries its options and the
     resolution it is trained at) built for ``data``'s classes from ``weights`` (None: the reference's; True or
     "pretrained": the library's; a path: a local checkpoint), the data at the model's resolution. A checkpoint
     whose classifier has other classes than the data serves the proxies that need no labels as it is, gets a
     classifier made afresh for those that train, and is refused for the others (zero-shot, taylor: their labels
     would index another classifier). ``settings`` default: the
-    `ProxySettings` defaults with ``config``'s seed and batch size."""
+    `ProxySettings` defaults with ``config``'s seed and batch size. ``progress`` and ``resume``: the full
+    measurement's (``finetune``) file of the fine-tunes done (`ProxyInput.progress`)."""
     chosen = get_proxy(proxy)
     config = config or TrainConfig(**DEFAULT_FINETUNE)
     settings = settings or ProxySettings(seed=config.seed, batch_size=config.batch_size)
@@ -433,4 +440,5 @@ def proxy_input(model: Any, proxy: str, *, weights: bool | str | Path | None = N
                          f"{proxy} proxy would score a classifier made afresh; use `proxy='logit-distance'` (no labels) "
                          f"or finetune, or data with the {IMAGENET_CLASSES} ImageNet classes")
     return ProxyInput(net, splits, resolution, settings, torch.device(device), config,
-                      source={"data": str(data), "weights": None if weights in (None, False) else str(weights)})
+                      source={"data": str(data), "weights": None if weights in (None, False) else str(weights)},
+                      progress=Path(progress) if progress is not None else None, resume=resume)

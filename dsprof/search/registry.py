@@ -110,10 +110,14 @@ def search(
                          f"(method='importance'), got {type(settings).__name__}")
     chosen = search_method(method)
     budget_ms, speedup = budget.budget_ms, budget.speedup
-    if run.resume and method != "differentiable":  # the only method that trains for epochs and checkpoints them
-        raise UsageError(f"`run=TrainRun(resume=True)` continues a differentiable search from its checkpoint; "
-                         f"`method={method!r}` keeps none: run it again without it, or resume with "
-                         "`method='differentiable'`")
+    keeps = method == "differentiable" or (method == "importance" and proxy == "finetune")  # a checkpoint
+    if run.resume and not keeps:
+        raise UsageError(f"`run=TrainRun(resume=True)` continues a differentiable search, or an importance search's "
+                         f"fine-tunes (`proxy='finetune'`), from its checkpoint; `method={method!r}`"
+                         f"{f' with `proxy={proxy!r}`' if method == 'importance' else ''} keeps none: run it again "
+                         "without it")
+    if run.resume and run.checkpoint is None and method == "importance":  # (the differentiable search's: `loop`)
+        raise UsageError("`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)")
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")
