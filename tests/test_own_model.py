@@ -97,4 +97,4 @@ def test_own_model_through_every_command_with_the_defaults(tmp_path, capsys, mon
                  "--keep", "2", "--method", "differentiable", *TRAIN, "--out", "d.json", "--resume", code=2)
     assert "cannot resume d.json.ckpt.pt" in err and f"--model-file {MYNET}" in err
     _, err = run(capsys, "search", "--model-file", MYNET, "--keep", "2", *TRAIN, "--out", "p.json", "--resume", code=2)
-    assert "--method importance keeps none" in err
+    assert "--method importance with --proxy zero-shot keeps none" in err  # the default proxy keeps nothing

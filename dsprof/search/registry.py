@@ -14,7 +14,7 @@ from .._moved import as_request, moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..lut.choice import Pricing
 from ..errors import UsageError, look_up
-from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
+from ..names import DEFAULT_PROXY, DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..planning.front import LatencyBudget
 from .build import training_model
 from .differentiable import search_differentiable
@@ -114,7 +114,7 @@ def search(
     if run.resume and not keeps:
         raise UsageError(f"`run=TrainRun(resume=True)` continues a differentiable search, or an importance search's "
                          f"fine-tunes (`proxy='finetune'`), from its checkpoint; `method={method!r}`"
-                         f"{f' with `proxy={proxy!r}`' if method == 'importance' else ''} keeps none: run it again "
+                         f"{f' with `proxy={proxy or DEFAULT_PROXY!r}`' if method == 'importance' else ''} keeps none: run it again "
                          "without it")
     if run.resume and run.checkpoint is None and method == "importance":  # (the differentiable search's: `loop`)
         raise UsageError("`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)")
