@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from .errors import UsageError
+from .fields import shown
 
 #: old module -> the modules that hold its names now, searched in order.
 MOVED = {
@@ -106,9 +107,7 @@ def as_request(value: Any, kind: type, parameter: str, moved: Mapping[str, Mappi
     if value is None:
         value = kind()
     elif not isinstance(value, kind):
-        text = repr(value)
-        raise UsageError(f"`{parameter}=` takes a {_home(kind)}, not {type(value).__name__} "
-                         f"{text if len(text) <= 40 else text[:37] + '...'}")
+        raise UsageError(f"`{parameter}=` takes a {_home(kind)}, not {type(value).__name__} {shown(value)}")
     else:
         default = kind()
         for field, old in given.items():

@@ -19,7 +19,7 @@ from .errors import BadFileError
 __all__ = ["FieldError", "MAX_BATCH", "MAX_CHANNELS", "MAX_COUNT", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S",
            "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_environment",
            "check_model_options", "check_name", "check_number", "check_plain", "check_shape", "check_samples",
-           "check_text", "check_token"]
+           "check_text", "check_token", "shown"]
 
 
 class FieldError(BadFileError):
@@ -69,7 +69,7 @@ def check_token(value: Any, field: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise FieldError(f"field {field!r} must be a string, got {type(value).__name__}")
     if len(value) > MAX_TOKEN or not _TOKEN.fullmatch(value):
-        raise FieldError(f"field {field!r} is {_shown(value)}: it may hold up to {MAX_TOKEN} letters, digits and "
+        raise FieldError(f"field {field!r} is {shown(value)}: it may hold up to {MAX_TOKEN} letters, digits and "
                          "_ . : + - (starting with a letter or digit)")
     return value
 
@@ -83,7 +83,7 @@ def check_name(value: Any, field: str) -> str:
     if not value or len(value) > MAX_NAME or bad is not None or not value[0].isalnum():
         why = (f"it holds {bad!r}" if bad is not None else "it is empty" if not value else
                f"it is longer than {MAX_NAME} characters" if len(value) > MAX_NAME else "it starts with punctuation")
-        raise FieldError(f"field {field!r} is {_shown(value)}: {why}; a name holds up to {MAX_NAME} letters, digits, "
+        raise FieldError(f"field {field!r} is {shown(value)}: {why}; a name holds up to {MAX_NAME} letters, digits, "
                          "spaces and _ . , : ( ) @ + / # - ' & *, starting with a letter or digit")
     return value
 
@@ -106,7 +106,7 @@ def check_count(value: Any, field: str, low: int, high: int, *, none: bool = Fal
     if value is None and none:
         return None
     if not isinstance(value, int) or isinstance(value, bool):
-        raise FieldError(f"field {field!r} must be an integer, got {_shown(value)}")
+        raise FieldError(f"field {field!r} must be an integer, got {shown(value)}")
     if not low <= value <= high:
         raise FieldError(f"field {field!r} is {value}: it must be from {low} to {high}")
     return value
@@ -121,7 +121,7 @@ def check_samples(values: Any, field: str = "samples_s") -> tuple[float, ...]:
         raise FieldError(f"field {field!r} holds {len(values)} samples, more than {MAX_SAMPLES}")
     for i, v in enumerate(values):
         if not _number(v) or not math.isfinite(v) or not 0 < v <= MAX_SAMPLE_S:
-            raise FieldError(f"field {field!r}, sample {i + 1} is {_shown(v)}: a sample is a number of seconds "
+            raise FieldError(f"field {field!r}, sample {i + 1} is {shown(v)}: a sample is a number of seconds "
                              f"above 0 and at most {MAX_SAMPLE_S:.0f}")
     return tuple(float(v) for v in values)
 
@@ -129,7 +129,7 @@ def check_samples(values: Any, field: str = "samples_s") -> tuple[float, ...]:
 def check_shape(values: Any, field: str = "input_shape") -> tuple[int, ...]:
     """``values`` as an input shape (N, C, H, W): four positive integers, the batch, channels and sides bounded."""
     if not isinstance(values, (list, tuple)) or len(values) != 4:
-        raise FieldError(f"field {field!r} must be a list of 4 integers (N, C, H, W), got {_shown(values)}")
+        raise FieldError(f"field {field!r} must be a list of 4 integers (N, C, H, W), got {shown(values)}")
     highs = (MAX_BATCH, MAX_CHANNELS, MAX_RESOLUTION, MAX_RESOLUTION)
     return tuple(check_count(v, f"{field}[{i}]", 1, high) for i, (v, high) in enumerate(zip(values, highs)))
 
@@ -154,19 +154,19 @@ def check_model_options(options: Any, field: str = "model_options") -> dict[str,
         for item in items:
             if isinstance(item, str):
                 if "/" in item or "\\" in item or item.startswith("~") or len(item) > MAX_TOKEN:
-                    raise FieldError(f"field {name!r} is {_shown(item)}: an option read from a file cannot name a "
+                    raise FieldError(f"field {name!r} is {shown(item)}: an option read from a file cannot name a "
                                      f"path (or exceed {MAX_TOKEN} characters); give weights yourself (the weights "
                                      "parameter)")
                 if key in OPTION_BOUNDS:
-                    raise FieldError(f"field {name!r} must be a number, got {_shown(item)}")
+                    raise FieldError(f"field {name!r} must be a number, got {shown(item)}")
                 check_token(item, name)
             elif item is None or isinstance(item, bool):
                 if key in OPTION_BOUNDS:
-                    raise FieldError(f"field {name!r} must be a number, got {_shown(item)}")
+                    raise FieldError(f"field {name!r} must be a number, got {shown(item)}")
             elif not _number(item) or not math.isfinite(item) or not low <= item <= high:
-                raise FieldError(f"field {name!r} is {_shown(item)}: it must be a number from {low:g} to {high:g}")
+                raise FieldError(f"field {name!r} is {shown(item)}: it must be a number from {low:g} to {high:g}")
             elif key in _INTEGER_OPTIONS and not isinstance(item, int):
-                raise FieldError(f"field {name!r} is {_shown(item)}: it must be an integer")
+                raise FieldError(f"field {name!r} is {shown(item)}: it must be an integer")
     return options
 
 
@@ -177,7 +177,7 @@ def check_number(value: Any, field: str, low: float = -math.inf, high: float = m
     if value is None and none:
         return None
     if not _number(value):
-        raise FieldError(f"field {field!r} must be a number, got {_shown(value)}")
+        raise FieldError(f"field {field!r} must be a number, got {shown(value)}")
     if finite and not math.isfinite(value):
         raise FieldError(f"field {field!r} is {value}: it must be a finite number")
     if not math.isnan(value) and not low <= value <= high:
@@ -201,7 +201,7 @@ def check_plain(value: Any, field: str, *, depth: int = 4) -> Any:
     elif _number(value):
         check_number(value, field)
     elif not (value is None or isinstance(value, bool)):
-        raise FieldError(f"field {field!r} holds {_shown(value)}: more nested than {depth} levels")
+        raise FieldError(f"field {field!r} holds {shown(value)}: more nested than {depth} levels")
     return value
 
 
@@ -217,7 +217,7 @@ def check_environment(env: Any, field: str = "environment") -> dict[str, Any]:
             raise FieldError(f"field '{field}.{key}' must be an object, got {type(env[key]).__name__}")
     gpu = env.get("gpu", [])
     if not isinstance(gpu, list) or not all(isinstance(g, dict) for g in gpu):
-        raise FieldError(f"field '{field}.gpu' must be a list of objects, got {_shown(gpu)}")
+        raise FieldError(f"field '{field}.gpu' must be a list of objects, got {shown(gpu)}")
     for key in ("host", "allocator"):
         check_text(env.get(key), f"{field}.{key}", none=True)
     for key, version in env.get("versions", {}).items():
@@ -225,7 +225,7 @@ def check_environment(env: Any, field: str = "environment") -> dict[str, Any]:
     return env
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """``value`` for a message: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -11,7 +11,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import InputFileError, LUTError
-from ..fields import MAX_THREADS
+from ..fields import MAX_THREADS, shown
 from ..records.measurement import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
 from ..records.stats import summarize
 from .interval import IQR_TO_SD, median_error
@@ -27,7 +27,7 @@ def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     files: list[Path] = []
     given = [paths] if isinstance(paths, (str, Path)) else paths
     if not isinstance(given, Iterable) or any(not isinstance(p, (str, Path)) for p in given):
-        raise InputFileError(f"give measurement files (.jsonl) or folders holding them, as paths; not {paths!r:.60}")
+        raise InputFileError(f"give measurement files (.jsonl) or folders holding them, as paths; not {shown(paths)}")
     for p in map(Path, given):
         if p.is_dir():
             files += sorted(p.rglob("*.jsonl"))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once, in dsprof.errors)
 from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_count, check_name, check_text,
-                      check_token)
+                      check_token, shown)
 from ..io import atomic_write_text, csv_frame, read_text
 from ..portable.cpu_share import CPU_SHARE_WARNING
 from ..models import BlockSpec
@@ -117,7 +117,7 @@ class LUT:
         unless ``accept_modified``; so does a table without a checksum (an older dsprof's, or one edited by hand:
         nothing tells them apart). The checksum catches accidents and edits; it does not prove who wrote the file."""
         if not isinstance(path, (str, Path)):
-            raise LUTError(f"`lut=` takes a LUT or the path of a LUT file, not {type(path).__name__} {str(path)[:40]}")
+            raise LUTError(f"`lut=` takes a LUT or the path of a LUT file, not {type(path).__name__} {shown(path)}")
         path = Path(path)
         rebuild = "build one from measurement files with `dsprof.build_lut(FILES, out='lut.csv')`"
         text = read_text(path, "LUT file", rebuild, kind="lut",

@@ -336,11 +336,11 @@ def explain_block(
     options, label, net = dict(ref.options), ref.name, ref.build()
     net.eval()
     blocks = find_blocks(net)
+    if not blocks:
+        raise UsageError(f"{label}: {nothing_to_merge(net)}; there is no block to explain")
     found = [b for b in blocks if b.name == str(block)]
     if not found and str(block).isdigit() and int(block) < len(blocks):  # the index every table numbers it by
         found = [blocks[int(block)]]
-    if not blocks:
-        raise UsageError(f"{label}: {nothing_to_merge(net)}; there is no block to explain")
     if not found:
         raise UsageError(f"no block named {block!r}; give a block's name or its index (0 to {len(blocks) - 1}): "
                          f"{', '.join(b.name for b in blocks)}")

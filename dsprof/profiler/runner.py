@@ -33,6 +33,7 @@ from torch import nn
 from .._moved import as_request, moved_keywords
 from ..device_context import COMPILE_MODES, DeviceContext, layout_of
 from ..errors import Interrupted, OutputPathError, UsageError
+from ..fields import shown
 from ..io import check_output_path, make_parent_folders, output_path, slug
 from ..models import NothingToMergeWarning, ModelRef, find_blocks, input_size_of, nothing_to_merge
 from .allocator import steady_allocator
@@ -310,9 +311,8 @@ def timing_context(settings: BackendSettings | DeviceContext | None, batch: int 
         context_batch = given.pop("batch")
         return BackendSettings(**given), batch if batch is not None else context_batch
     if settings is not None and not isinstance(settings, BackendSettings):
-        text = repr(settings)
         raise UsageError(f"`settings=` takes a dsprof.profiler.BackendSettings (or a dsprof.DeviceContext), not "
-                         f"{type(settings).__name__} {text if len(text) <= 40 else text[:37] + '...'}")
+                         f"{type(settings).__name__} {shown(settings)}")
     return (settings if settings is not None else BackendSettings()), batch
 
 

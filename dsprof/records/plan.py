@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
-from ..fields import FieldError, check_model_options, check_text
+from ..fields import FieldError, check_model_options, check_text, shown
 from .activations import check_acts, keep_of_acts
 from ..io import read_json
 from ..models import is_library_name, is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
@@ -354,7 +354,7 @@ def load_plan(source: str | Path) -> Plan:
     """A plan from a preset name, a JSON file, or JSON text."""
     if not isinstance(source, (str, Path)):
         raise PlanError(f"`plan=` takes a Plan, a preset name, a plan file or its JSON text, not "
-                        f"{type(source).__name__} {str(source)[:40]}")
+                        f"{type(source).__name__} {shown(source)}")
     text = str(source)
     if isinstance(source, str) and source.lower() in PRESETS:
         return load_preset(source)

@@ -57,7 +57,7 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
         gated.gates.normalize, gated.gates.bound = req.gates.score_normalize, req.gates.score_bound
         optimizer = make_optimizer(gated, config, gated.gates.scores, req.gates.score_lr)
         out = req.out
-        ckpt = Path(req.checkpoint) if req.checkpoint is not None else (Path(f"{out}.ckpt.pt") if out is not None else None)
+        ckpt = req.checkpoint_path
         loop = prepare_loop(gated, optimizer, ckpt, req.resume, "search", rt, splits, config, req.stop_after_epochs,
                             req.model, req.options)
 

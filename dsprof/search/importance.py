@@ -75,7 +75,7 @@ def search_importance(req: SearchRequest) -> SearchResult:
             choose_point(planner_front(req), req)
         seed_all(config.seed)
         inp = proxy_input(req.ref, proxy, weights=req.weights, data=req.data, settings=req.proxy_settings,
-                          config=config, device=rt.device, progress=req.checkpoint if proxy == "finetune" else None,
+                          config=config, device=rt.device, progress=req.checkpoint_path if proxy == "finetune" else None,
                           resume=req.resume)  # the full measurement keeps each fine-tune in the checkpoint
         n = sum(inp.counted)  # k counts the blocks with a removable activation, as the planner's k
         if req.lut is None:

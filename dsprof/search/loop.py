@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import PlanError, UsageError
 from ..records.plan import Plan, check_plan
-from .settings import TrainConfig
+from .settings import NO_CHECKPOINT, TrainConfig
 from .training import (
     TrainProcess,
     cosine_lr,
@@ -72,7 +72,7 @@ def _resume_state(path: Path | None, resume: bool, kind: str, model: str, option
     if not resume:
         return None
     if path is None:
-        raise UsageError("`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)")
+        raise UsageError(NO_CHECKPOINT)
     state = load_training_checkpoint(path)
     if state.get("kind") != kind:
         raise UsageError(f"{path} is a {state.get('kind')!r} checkpoint, not a {kind!r} one")

@@ -30,7 +30,7 @@ from ..records.plan import Plan
 from .build import block_count
 from .finetuning import finetune
 from .loop import TrainConfig, quietly
-from .settings import TrainRun
+from .settings import NO_CHECKPOINT, TrainRun
 
 __all__ = ["PROGRESS_FORMAT", "BlockImportance", "measure_importance"]
 
@@ -78,8 +78,12 @@ def measure_importance(
     ref = ModelRef.of(model, options=options, resolution=resolution, weights=weights or False)
     n = block_count(ref)
     common = dict(model=ref, data=data, check_merge=False, run=TrainRun(device))
-    key = _run_key(model, options, resolution, data, config, weights)
-    done = _progress(Path(progress), key, n, resume) if progress is not None else {}
+    if resume and progress is None:
+        raise UsageError(NO_CHECKPOINT)
+    key, done = "", {}
+    if progress is not None:  # the weights read back and hashed only where a file keeps the fine-tunes
+        key = _run_key(model, options, resolution, data, config, weights)
+        done = _progress(Path(progress), key, n, resume)
 
     def accuracy(seed: int, block: int | None, plan: Plan | None, cfg: TrainConfig) -> float:
         if (seed, block) in done:

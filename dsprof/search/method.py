@@ -69,6 +69,14 @@ class SearchRequest:
         return dict(self.ref.options)
 
     @property
+    def checkpoint_path(self) -> Path | None:
+        """Where the search keeps what it can resume from: ``checkpoint``, else the plan file with ``.ckpt.pt``
+        (None without either)."""
+        if self.checkpoint is not None:
+            return Path(self.checkpoint)
+        return Path(f"{self.out}.ckpt.pt") if self.out is not None else None
+
+    @property
     def resolution(self) -> int:
         """The input height and width (pixels) the model is trained at."""
         return self.ref.input_size[0]

@@ -116,8 +116,6 @@ def search(
                          f"fine-tunes (`proxy='finetune'`), from its checkpoint; `method={method!r}`"
                          f"{f' with `proxy={proxy or DEFAULT_PROXY!r}`' if method == 'importance' else ''} keeps none: run it again "
                          "without it")
-    if run.resume and run.checkpoint is None and method == "importance":  # (the differentiable search's: `loop`)
-        raise UsageError("`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)")
     if proxy is not None and method != "importance":
         raise UsageError(f"`proxy=` scores blocks for `method='importance'`, not {method}: drop it, or use "
                          "`method='importance'`")

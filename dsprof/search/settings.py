@@ -64,6 +64,10 @@ class GateSettings:
     anneal_epochs: float = 0.0
 
 
+#: What a run asked to resume with no checkpoint to resume from is told.
+NO_CHECKPOINT = "`run=TrainRun(resume=True)` needs the checkpoint path (`run=TrainRun(checkpoint=)`)"
+
+
 @dataclass(frozen=True)
 class TrainRun:
     """How a training run runs and what it leaves besides its answer: on ``device`` ("auto": CUDA where there is

@@ -15,6 +15,7 @@ from torch import nn
 
 from .._moved import as_request, moved_keywords
 from ..errors import LUTMissError, PartialPredictionError, UsageError
+from ..fields import shown
 from ..io import atomic_write_text, check_output_path
 from ..lut.choice import Pricing
 from ..lut.interval import lut_probe, probe_ratio
@@ -126,7 +127,7 @@ def predict(
     pricing = as_request(pricing, Pricing, "pricing", moved)
     if not isinstance(check, (bool, CheckSettings)):
         raise UsageError(f"`check=` is True, False or a CheckSettings(...) (where its records go, its timing), not "
-                         f"{type(check).__name__} {check!r:.40}")
+                         f"{type(check).__name__} {shown(check)}")
     checking = as_request(check if isinstance(check, CheckSettings) else None, CheckSettings, "check", moved)
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     method, rest, strict = pricing.method, pricing.rest, pricing.strict
