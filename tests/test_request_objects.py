@@ -156,3 +156,20 @@ def test_a_report_given_a_plan_of_a_model_it_has_no_records_of_names_both_and_no
     assert _one_line(caught.value) == ("plan other-k0 is for resnet18, which the measurement files do not hold (they "
                                        "hold mobilenet_v2): give the plans of the measured models")
     assert not (tmp_path / "report").exists()
+
+
+def test_a_checkpoint_whose_sizes_are_out_of_bounds_is_refused_before_anything_is_built(tmp_path):
+    # the resolution a fine-tuning checkpoint carries is used where none is given: a file's size is data, and a
+    # hostile one (a million pixels) must not build a model for hours
+    import torch
+
+    from dsprof.workflows.merge import checkpoint_facts
+
+    path = tmp_path / "ft.pt"
+    torch.save({"state_dict": {}, "num_classes": 10, "resolution": 32}, path)
+    assert checkpoint_facts(path) == {"num_classes": 10, "resolution": 32}
+    torch.save({"state_dict": {}, "num_classes": 10, "resolution": 1_000_000}, path)
+    with pytest.raises(DsprofError) as caught:
+        dsprof.merge("mobilenet_v2", "mbv2-ds-a", checkpoint=path, merge=dsprof.lut.MergeChoice.macs())
+    assert _one_line(caught.value) == (f"checkpoint {path} carries resolution 1000000, outside 8..4096: give a "
+                                       "checkpoint that `dsprof finetune` wrote, or a plain state dict")

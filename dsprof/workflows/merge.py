@@ -16,6 +16,7 @@ from torch import nn
 
 from .._moved import as_request, moved_keywords
 from ..errors import MergeError, UsageError
+from ..fields import OPTION_BOUNDS
 from ..io import check_output_path, load_torch
 from ..planning.decide import merge_rule
 from ..lut.choice import MergeChoice
@@ -157,8 +158,13 @@ def checkpoint_facts(path: str | Path) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     if isinstance(obj, dict):
         for key in ("num_classes", "resolution"):
-            if isinstance(obj.get(key), int) and not isinstance(obj[key], bool) and obj[key] > 0:
-                facts[key] = obj[key]
+            value = obj.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                low, high = OPTION_BOUNDS[key]  # a file's sizes are data: a million pixels would build for hours
+                if not low <= value <= high:
+                    raise MergeError(f"checkpoint {path} carries {key} {value}, outside {low}..{high}: give a "
+                                     "checkpoint that `dsprof finetune` wrote, or a plain state dict")
+                facts[key] = value
         if isinstance(obj.get("plan"), str):
             try:
                 facts["plan"] = Plan.from_json(obj["plan"])
