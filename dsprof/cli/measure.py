@@ -133,7 +133,8 @@ def _few(args: argparse.Namespace) -> int:
     print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
           f"{result.fit.loo_error:.1%}); records: {result.run.path}")
     print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
-    print(command_line_text(result.front.table(), "measure"))
+    if result.front is not None:  # else the warning above said why no front was planned
+        print(command_line_text(result.front.table(), "measure"))
     command = plan_command(result.lut_path, args.model, options, args.resolution, like=args.like,
                            accept_modified=args.accept_modified)
     print(f"\nnext: {command}")

@@ -5,6 +5,8 @@ predicted entries marked as such (`dsprof.lut.few.few_lut`), and plans the new c
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -49,7 +51,7 @@ class FewResult:
     candidates: int
     max_span: int
     names: tuple[str, ...] = ()  # the chosen entries as people read them (`entry_names`), in ``chosen`` order
-    front: Front | None = None  # the new context's plans for every k (`plan_front`)
+    front: Front | None = None  # the new context's plans for every k (`plan_front`); None where its LUT contradicts itself
 
 
 def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, int] | None = None
@@ -189,7 +191,12 @@ def measure_few(
     lut.save(path)
     names = entry_names(blocks, label, max_span)
     spans_held = max([1] + [c.span for c in cands])
-    front = plan_front(ModelRef.of(net, name=registered, options=options), lut, pricing=Pricing(max_span=spans_held))
+    try:
+        front = plan_front(ModelRef.of(net, name=registered, options=options), lut,
+                           pricing=Pricing(max_span=spans_held))
+    except LUTError as exc:  # a few noisy entries can contradict the fit: the run and the LUT are kept, and said
+        warnings.warn(f"{path}: no front planned from it: {exc}", UserWarning, stacklevel=2)
+        front = None
     return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), spans_held,
                      tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen), front)
 
