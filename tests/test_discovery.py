@@ -339,6 +339,20 @@ def test_find_blocks_warns_with_the_refusals_and_strict_raises(one_thread):
     assert SE in str(info.value) and "blocks.3" in str(info.value)
 
 
+def test_a_refused_chain_is_said_once_not_again_as_the_module_around_it():
+    """timm's DLA-34 (dla.py): the first DlaBasic of the level2, level3 and level4 trees halves the map, and its tree
+    adds back its input through `project` (MaxPool2d, then a 1x1 Conv2d and BatchNorm2d), which cannot merge with
+    the conv1 -> conv2 chain. Each is refused once, as that chain; before, the DlaBasic around it was refused again
+    ("no mergeable chain: followed by add")."""
+    model = timm.create_model("dla34", pretrained=False).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsupportedBlockWarning)
+        found = discover_blocks(model, input_size=RES)
+    firsts = ["level2.tree1", "level3.tree1.tree1", "level4.tree1.tree1"]
+    assert sorted(r.name for r in found.refusals) == [f"{m}.conv1..{m}.conv2" for m in firsts]
+    assert all("skip path (MaxPool2d -> Conv2d -> BatchNorm2d)" in r.reason for r in found.refusals)
+
+
 def test_find_blocks_is_silent_without_refusals(one_thread):
     model = tvm.mnasnet1_0(weights=None).eval()
     with warnings.catch_warnings():

@@ -397,10 +397,11 @@ class _Discovery:
 
         reported: list[str] = [*self.refused_paths, *self.partial_paths]  # they cover what is inside them
         chains = {r.name for r in self.refusals}  # a module already refused (mixed padding, skip path): said once,
-        for path, module in self.g.modules.items():  # with the modules inside it (a Ghost bottleneck's Ghost modules)
+        around = {_owner(r.name) for r in self.refusals}  # with the modules inside it (a Ghost bottleneck's Ghost
+        for path, module in self.g.modules.items():  # modules), as is the module right around a refused chain (DLA)
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
                 continue
-            if any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
+            if path in around or any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
                 continue
             if any(r == "" or path == r or path.startswith(r + ".") for r in reported):
                 continue
@@ -455,3 +456,17 @@ def shortcut_parts(shortcut) -> list | None:
         if type(m) is not nn.Conv2d or m.kernel_size != (1, 1) or m.stride != (1, 1) or any(m.padding) or m.groups != 1:
             return None
     return parts
+
+
+def _owner(name: str) -> str:
+    """The innermost module holding a refused chain of convolutions ``first..last`` (DLA's basic block around a
+    chain whose skip path cannot merge; "" if none); a module's refusal: its path."""
+    if ".." not in name:
+        return name
+    first, last = (part.split(".") for part in name.split("..", 1))
+    common = []
+    for a, b in zip(first[:-1], last[:-1]):
+        if a != b:
+            break
+        common.append(a)
+    return ".".join(common)
