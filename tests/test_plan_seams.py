@@ -396,3 +396,20 @@ def test_a_preset_for_other_options_is_refused_for_its_options_before_the_merge_
     said = str(info.value)
     assert said.startswith("mbv2-ds-a is for mobilenet_v2 with options {}, not {'depths': [1, 1, 1, 1, 1, 1, 1]}")
     assert "merge" not in said and not (tmp_path / "m.jsonl").exists()
+
+
+def test_measure_times_plan_objects_as_it_times_plan_files(tmp_path):
+    """`dsprof.measure(plans=)` says it takes `Plan`s; it refused them ("takes a Plan ..., not Plan"), so a notebook
+    had to write each plan to a file first. A Plan object with a name is timed under it, one without under ``plan-``
+    and its digest; each is a whole model beside the original, merged by its own list."""
+    import dsprof
+
+    tiny = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    keep = (1, 0, 1, 0, 1, 1, 1)  # one block a stage: 7 blocks
+    named = Plan("mobilenet_v2", keep, {"depths": [1] * 7}, merge=tuple(not k for k in keep), name="mine")
+    nameless = Plan("mobilenet_v2", (0,) * 7, {"depths": [1] * 7}, merge=(True,) * 7)
+    quick = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+    dsprof.measure(tiny, workloads=Workloads((), ("original",)), plans=[named, nameless],
+                   settings=BackendSettings(threads=1), timing=quick, out=tmp_path / "m.jsonl", progress=False)
+    timed = {r.name for r in read_measurements(tmp_path / "m.jsonl") if r.scope == "model" and r.ok}
+    assert timed == {"mobilenet_v2", "mine", f"plan-{nameless.digest}"}

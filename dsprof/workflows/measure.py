@@ -32,7 +32,7 @@ from ..merging.artifact import load_merged
 from ..merging.model import merge_model
 from ..records.merges import Merges, rule_kind
 from ..models import ModelRef
-from ..records.plan import load_plan, named_plans
+from ..records.plan import Plan, named_plans
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, old_clock,
                                open_session, timing_context)
@@ -118,7 +118,7 @@ def plan_models(model: str | nn.Module | ModelRef, *, plans: Sequence[Any] = (),
     plans = [p for p in plans if not is_merged_model(p)]
     if not plans and not merged_models:
         return {}, ()
-    loaded = list(named_plans((source, load_plan(source)) for source in plans).items())  # one name, one plan
+    loaded = list(named_plans((source, Plan.coerce(source)) for source in plans).items())  # one name, one plan
     if lut is not None and not isinstance(lut, LUT):
         lut = LUT.load(lut, accept_modified=accept_modified)
     ref = ModelRef.of(model).built() if loaded else None
