@@ -81,13 +81,15 @@ class MeasureHint:
 class ImportanceHint:
     """What `dsprof importance` should score: the model that the API argument ``model`` builds (as `MeasureHint`'s),
     on ``data`` with the proxy ``proxy``, from ``weights`` (True: pretrained; a path; None: not said), at
-    ``resolution`` pixels (None: the model's default)."""
+    ``resolution`` pixels (None: the model's default), into ``out`` (None: importance.json, or importance-Rpx.json at
+    a resolution said)."""
 
     model: str
     data: str
     proxy: str
     weights: bool | str | None = None
     resolution: int | None = None
+    out: str | None = None
 
     def describe(self) -> str:
         at = f" at {self.resolution} px" if self.resolution else ""

@@ -292,3 +292,16 @@ def test_a_miss_names_the_model_as_the_verbs_take_it_and_the_command_line_as_its
     args = build_parser().parse_args(command.split()[1:])
     assert (args.model, args.model_file, args.depths, args.width, args.resolution) == (
         "mobilenet_v2", None, "1,1,1,1,1,1,1", 0.5, 48)
+
+
+def test_the_importance_for_another_model_is_not_scored_over_the_file_it_refused(tmp_path):
+    """`plan --importance importance.json` with a file scored for ResNet-18, planning MobileNetV2: the refusal's
+    command scores MobileNetV2 into a file of its own. It wrote importance.json, over the user's ResNet-18 scores."""
+    from dsprof.errors import UsageError
+    from dsprof.records.importance import check_importance_model
+
+    record = {"model": {"name": "resnet18", "options": {}}, "data": {"name": "digits"}, "proxy": {"name": "taylor"}}
+    with pytest.raises(UsageError) as refused:
+        check_importance_model(record, "mobilenet_v2", {"width": 0.5}, tmp_path / "importance.json")
+    assert hint_command(refused.value.hint) == ("dsprof importance --model mobilenet_v2 --width 0.5 --data digits "
+                                                "--proxy taylor --out importance-mobilenet_v2.json")

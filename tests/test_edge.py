@@ -18,7 +18,7 @@ from scipy.stats import kendalltau
 from dsprof import __version__
 from dsprof.cli import main
 from dsprof.edge import export_bundle, import_results, read_manifest
-from dsprof.lut import build_lut
+from dsprof.lut import LUT, build_lut
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, environment, measure
 from dsprof.models import ModelRef
 from dsprof.planning.decide import merge_rule
@@ -211,6 +211,22 @@ def test_import_errors_are_one_clear_line(small, tmp_path, capsys):
     assert f"written by dsprof 0.0.1, this is dsprof {__version__}" in err
 
     assert "does not exist" in _import_error(capsys, str(bundle), str(tmp_path / "none.jsonl"), *out)
+
+
+def test_imports_next_command_runs_as_written_and_builds_the_lut_beside_the_records(small, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """`dsprof import` ends with the `build-lut` to run next. It wrote ./lut.csv, over a LUT the user kept there;
+    it now writes the LUT into the folder of the imported records, and the command runs as printed."""
+    bundle, results, _ = small
+    monkeypatch.chdir(tmp_path)
+    Path("lut.csv").write_text("the user's own LUT\n")
+    capsys.readouterr()
+    assert main(["import", str(bundle), str(results), "--out", "imported records"]) == 0
+    command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("next: "))[6:]
+    assert command == "dsprof build-lut 'imported records' -o 'imported records/lut.csv'"
+    assert main(shlex.split(command)[1:]) == 0
+    assert Path("lut.csv").read_text() == "the user's own LUT\n"
+    assert len(LUT.load("imported records/lut.csv")) == 6  # the bundle's six workloads
 
 
 def test_export_keeps_results_and_checks_its_options(small, tmp_path, capsys):

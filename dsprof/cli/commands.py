@@ -77,8 +77,8 @@ def hint_command(hint: MeasureHint | ImportanceHint) -> str:
 
 
 def importance_command(hint: ImportanceHint) -> str:
-    """The `dsprof importance` command that scores the blocks as ``hint`` says, into importance.json, or
-    importance-Rpx.json at a resolution said (a hint for another size must not overwrite the file it is about)."""
+    """The `dsprof importance` command that scores the blocks as ``hint`` says, into its ``out``, else importance.json,
+    or importance-Rpx.json at a resolution said (a hint must not overwrite the file it is about)."""
     words: list[Any] = ["dsprof", "importance", *_words(_flags(hint.model))]
     if hint.resolution:
         words += ["--resolution", hint.resolution]
@@ -87,7 +87,7 @@ def importance_command(hint: ImportanceHint) -> str:
         words += ["--weights", "pretrained"]
     elif isinstance(hint.weights, str):
         words += ["--weights", hint.weights]
-    out = f"importance-{hint.resolution}px.json" if hint.resolution else "importance.json"
+    out = hint.out or (f"importance-{hint.resolution}px.json" if hint.resolution else "importance.json")
     return shell_command([*words, "--out", out])
 
 

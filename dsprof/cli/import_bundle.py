@@ -32,5 +32,6 @@ def run(args: argparse.Namespace) -> int:
           f"device {first.device_name} ({first.backend}, {first.device}, {first.threads} threads), env {first.env_id}")
     print("its records carry fresh checksums: from here on they show whether the file was changed, they do not vouch "
           "for what the device sent")
-    print(f"next: {build_lut_command(result.path.parent)}")
+    folder = result.path.parent  # the LUT of that folder's files, beside them: not over a lut.csv the user has here
+    print(f"next: {build_lut_command(folder, folder / 'lut.csv')}")
     return 0

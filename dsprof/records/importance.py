@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,13 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
     raise UsageError(
         f"importance file {path} is for {_named(name, their_options)}, not {_named(model, options)}: measure it for "
         f"this model, e.g. {HINT}", hint=ImportanceHint(model_args(model, options), str(data), proxy,
-                                                        str(weights) if isinstance(weights, Path) else weights or None))
+                                                        str(weights) if isinstance(weights, Path) else weights or None,
+                                                        out=_own_file(model)))
+
+
+def _own_file(model: str) -> str:
+    """The file a hint scores ``model`` into: importance-MODEL.json, never the other model's file it was given."""
+    return f"importance-{re.sub(r'[^A-Za-z0-9_.-]+', '-', model).strip('-.') or 'model'}.json"
 
 
 def _named(name: str, options: dict[str, Any] | None) -> str:
