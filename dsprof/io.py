@@ -17,7 +17,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
 
@@ -26,8 +26,17 @@ if TYPE_CHECKING:
 
 __all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
            "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
-           "load_torch_payload", "make_parent_folders", "output_path", "read_csv", "read_json", "read_text", "slug",
+           "load_torch_payload", "make_parent_folders", "one_or_many", "output_path", "read_csv", "read_json", "read_text", "slug",
            "sniff"]
+
+
+def one_or_many(value: Any, single: tuple[type, ...] = (str, Path)) -> list:
+    """``value`` as a list: one item of the ``single`` types (a path, by default) as a list of one, an iterable (a
+    generator too, read once here) as its items. Anything else comes back as a list of one, for the caller's own
+    type check to refuse in its words."""
+    if isinstance(value, single) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
 
 
 # -- where dsprof writes: one way to an output path ------------------------------------------------------------

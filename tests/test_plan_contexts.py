@@ -378,3 +378,16 @@ def test_several_contexts_and_a_keep_name_a_call_that_runs_as_written(luts, tmp_
     assert capsys.readouterr().err.strip().splitlines() == [
         f"dsprof plan: error: several contexts (the LUT holds {keys}): choose one with --device-key KEY (or --backend "
         "--batch) to write its plan, or give --for CONTEXT,CONTEXT for one plan for several"]
+
+
+def test_joint_takes_the_contexts_as_the_lut_gives_them(luts, tmp_path):
+    """`joint=` names contexts by label, key or backend; a key as `lut.devices()` gives it (a `DeviceContext`) was
+    refused ("names no context"). The same plan either way."""
+    import dsprof
+
+    model = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION)
+    both = [luts[b] for b in BACKENDS]
+    keys = LUT.concat([LUT.load(x) for x in both]).devices()
+    by_key = dsprof.plan(model, both, keep=3, out=tmp_path / "a.json", joint=keys)
+    by_text = dsprof.plan(model, both, keep=3, out=tmp_path / "b.json", joint=",".join(map(str, keys)))
+    assert by_key.chosen.plan.digest == by_text.chosen.plan.digest and sum(by_key.chosen.plan.keep) == 3

@@ -199,7 +199,7 @@ def test_plain_edge_results_import_with_fresh_checksums(bundle, tmp_path):
     assert [r.samples_s for r in read_measurements(path)] == [(0.0011, 0.0010, 0.0012)] * len(
         json.loads((bundle / "manifest.json").read_text())["workloads"])
     (suggested,) = [line.removeprefix("next: ") for line in done.stdout.splitlines() if line.startswith("next: ")]
-    assert shlex.split(suggested) == ["dsprof", "build-lut", str(path.parent), "-o", "lut.csv"]
+    assert shlex.split(suggested) == ["dsprof", "build-lut", str(path.parent), "-o", str(path.parent / "lut.csv")]
 
 
 @pytest.mark.parametrize("changes, says", [

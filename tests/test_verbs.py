@@ -12,7 +12,9 @@ known in advance: the original is the rule's whole model of three blocks)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import inspect
+import json
 import warnings
 from pathlib import Path
 
@@ -344,3 +346,40 @@ def test_timing_none_is_the_default_timing_not_an_attribute_error(tmp_path):
                          out=tmp_path / "m.jsonl", progress=False).run
     timed = [r for r in run.measurements if r.scope == "model"]
     assert len(timed) == 1 and timed[0].ok and timed[0].budget_s == 1.0
+
+
+def test_every_door_takes_one_path_or_several_and_none_for_the_default_timing(lut_path, tmp_path):
+    """Found by reading each verb's docstring and calling it with each form it names (this session's API audit):
+    `build_lut` of a generator read it empty in its check and found no files; `measure(plans=)`, `export(plans=)` and
+    `report(plans=)` took one plan file only in a list (a Path: TypeError; a str: read one character at a time);
+    `export(timing=None)` failed where `measure(timing=None)` takes the defaults; a preset named by a Path was "no
+    preset ... presets: ..., mbv2-ds-a"."""
+    records = lut_path.parent / "results"
+    assert len(dsprof.build_lut(p for p in [records])) == len(dsprof.build_lut([records])) == len(LUT.load(lut_path))
+
+    plan = Plan(TINY.name, (1, 0, 1), merge=(False, True, False), name="one")
+    plan_file = tmp_path / "one.plan.json"
+    plan_file.write_text(plan.to_json())
+    for i, one in enumerate((plan_file, str(plan_file))):
+        run = dsprof.measure(TINY, workloads=Workloads((), ("original",)), plans=one, timing=QUICK,
+                             settings=BackendSettings(threads=1), out=tmp_path / f"m{i}.jsonl", progress=False)
+        assert set(run.checks) == {"one"}
+    bundle = dsprof.export(TINY, plans=plan_file, timing=None, out=tmp_path / "bundle")
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["timing"] == dataclasses.asdict(TimingConfig()) and bundle[0].workloads >= 2
+    report = dsprof.report([tmp_path / "m0.jsonl"], tmp_path / "report", plans=str(plan_file))
+    assert "one" in report.index.read_text()
+
+    assert Plan.coerce(Path("mbv2-ds-a")) == Plan.coerce("mbv2-ds-a")  # no file of that name here: the preset
+
+
+def test_a_search_at_another_size_than_its_lut_is_told_the_pricing_that_prices_it_there(lut_path, tmp_path):
+    """A search trains at its model's size and prices at the LUT's with `pricing=Pricing(resolution=)`; the refusal
+    said "pass `model=ModelRef.of(..., resolution=32)`" instead, which would train at 32 px (its rewrite looked for a
+    model given by its name alone)."""
+    from dsprof.lut import LUTMissError
+
+    with pytest.raises(LUTMissError) as refused:
+        search(dsprof.ModelRef.of(TINY_FILE, resolution=64), keep=1, method="planner", lut=lut_path,
+               out=tmp_path / "s.json")
+    assert "at 32 px, not at 64 px: pass `pricing=Pricing(resolution=32)`; or measure" in str(refused.value)

@@ -35,7 +35,7 @@ from torch import nn
 from .. import __version__
 from ..errors import OutputPathError, UsageError
 from ..io import atomic_write_text, make_parent_folders
-from .._moved import moved_keywords
+from .._moved import as_request, moved_keywords
 from ..models import ModelRef
 from ..profiler.runner import MODEL_KEYWORDS, timed_model, workload_groups
 from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
@@ -164,6 +164,7 @@ def export_bundle(
     runner's timing protocol (seconds). Returns an `ExportResult`. The keywords of before (``name=``,
     ``model_options=``, ``resolution=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.edge.export_bundle", old, MODEL_KEYWORDS)
+    timing = as_request(timing, TimingConfig, "timing")  # None: the defaults, as `measure` takes it
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise UsageError(f"unknown format(s) {bad or formats}; known: {', '.join(FORMATS)}")

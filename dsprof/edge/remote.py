@@ -74,7 +74,11 @@ def measure_remote(
     fmt = RUNTIMES[runtime].format
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
-    bundle = export_bundle(model, formats=(fmt,), out=work / "bundle", **export_options)
+    try:
+        bundle = export_bundle(model, formats=(fmt,), out=work / "bundle", **export_options)
+    except BaseException:  # nothing was sent: nothing to keep (a failed remote step keeps the bundle, below)
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     folder = f"{remote_dir.rstrip('/')}/{bundle.manifest['bundle_id']}"
     q = shlex.quote
     results = f"{folder}/results.jsonl"

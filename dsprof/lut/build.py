@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..errors import InputFileError, LUTError
 from ..fields import MAX_THREADS, shown
+from ..io import one_or_many
 from ..records.measurement import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
 from ..records.stats import summarize
 from .interval import IQR_TO_SD, median_error
@@ -25,8 +26,8 @@ def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """The ``.jsonl`` files that ``paths`` (one path, or several) name: files as given, folders searched
     recursively."""
     files: list[Path] = []
-    given = [paths] if isinstance(paths, (str, Path)) else paths
-    if not isinstance(given, Iterable) or any(not isinstance(p, (str, Path)) for p in given):
+    given = one_or_many(paths)  # a generator read once, not emptied by the check
+    if any(not isinstance(p, (str, Path)) for p in given):
         raise InputFileError(f"give measurement files (.jsonl) or folders holding them, as paths; not {shown(paths)}")
     for p in map(Path, given):
         if p.is_dir():

@@ -233,14 +233,17 @@ def _rows_csv(rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def pick_contexts(names: str | Sequence[str], labels: Mapping[DeviceContext, str]) -> list[DeviceContext]:
-    """The contexts that ``names`` (comma-separated, or a list) name: each a context's key, its label (`short_labels`)
-    or a backend that only one of them has. Raises `UsageError` listing the labels otherwise."""
+def pick_contexts(names: str | Sequence[str | DeviceContext],
+                  labels: Mapping[DeviceContext, str]) -> list[DeviceContext]:
+    """The contexts that ``names`` (comma-separated, or a list) name: each a context's key (a `DeviceContext`, as
+    ``lut.devices()`` gives them, or its text), its label (`short_labels`) or a backend that only one of them has.
+    Raises `UsageError` listing the labels otherwise."""
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     listing = "; ".join(f"{label} ({c})" for c, label in labels.items())
     out = []
     for text in names:
+        text = str(text) if isinstance(text, DeviceContext) else text  # a key, as its text names it
         found = [c for c, label in labels.items() if text in (str(c), label)]
         found = found or [c for c in labels if c.backend == text]
         if len(found) != 1:

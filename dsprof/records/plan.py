@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text, shown
 from .activations import check_acts, keep_of_acts
-from ..io import read_json
+from ..io import one_or_many, read_json
 from ..models import is_library_name, is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
@@ -288,6 +288,12 @@ def check_plan(plan: "Plan | str | Path", model: Any, options: dict[str, Any] | 
     return plan if plan.model == model else replace(plan, model=model)
 
 
+def plan_sources(plans: Any) -> list:
+    """``plans`` as a list: one plan (a `Plan`, a preset name, a plan or merged-model file, JSON text) as a list of
+    one, several as they are."""
+    return one_or_many(plans, (str, Path, Plan))
+
+
 def named_plans(plans: Iterable[tuple[Any, "Plan"]]) -> dict[str, tuple[Any, "Plan"]]:
     """``(source, plan)`` pairs under the name each is timed and reported by: the plan's ``name``, else its source's
     file stem, else (a `Plan` object without a name) ``plan-`` and its digest. The same plan (one `Plan.digest`) given twice under one name is kept once; two different plans under one
@@ -351,13 +357,13 @@ def load_preset(name: str) -> Plan:
 
 
 def load_plan(source: str | Path) -> Plan:
-    """A plan from a preset name, a JSON file, or JSON text."""
+    """A plan from a preset name, a JSON file, or JSON text (a `Path` is a file where one exists, else a preset)."""
     if not isinstance(source, (str, Path)):
         raise PlanError(f"`plan=` takes a Plan, a preset name, a plan file or its JSON text, not "
                         f"{type(source).__name__} {shown(source)}")
     text = str(source)
-    if isinstance(source, str) and source.lower() in PRESETS:
-        return load_preset(source)
+    if text.lower() in PRESETS and (isinstance(source, str) or not Path(source).exists()):
+        return load_preset(text)
     if text.lstrip().startswith("{"):
         return Plan.from_json(text)
     path = Path(source)

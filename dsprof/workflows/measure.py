@@ -32,7 +32,7 @@ from ..merging.artifact import load_merged
 from ..merging.model import merge_model
 from ..records.merges import Merges, rule_kind
 from ..models import ModelRef
-from ..records.plan import Plan, named_plans
+from ..records.plan import Plan, named_plans, plan_sources
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, old_clock,
                                open_session, timing_context)
@@ -188,7 +188,7 @@ def measure(
     settings, batch, workloads, merge = _objects(settings, batch, workloads, merge, moved)
     host = _host(remote, moved.get("remote", {}))
     say = moved["progress"]["say"] if "progress" in moved else (progress if callable(progress) else None)
-    plans = [*plans, *moved.get("plans", {}).get("merged_models", ())]
+    plans = [*plan_sources(plans), *moved.get("plans", {}).get("merged_models", ())]
     calibrate = workloads.calibrate
     if calibrate and host:
         raise UsageError("`workloads=Workloads(calibrate=True)` times a plan built from the run's own entries, here: measure on the "
@@ -257,7 +257,7 @@ def export(
             raise UsageError("workloads.in_situ: a bundle times blocks alone, not inside the model; leave it empty")
         bundle.update({k: v for k, v in workloads.as_kwargs().items() if k != "in_situ"})
     ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the bundle
-    extra, merges = plan_models(ref, plans=[*plans, *merged_models], lut=lut, device_key=device_key,
+    extra, merges = plan_models(ref, plans=[*plan_sources(plans), *plan_sources(merged_models)], lut=lut, device_key=device_key,
                                 merge_by=merge_by, accept_modified=accept_modified, batch=batch)
     result = export_bundle(ref, extra_models=extra, batch=batch, out=out, **bundle)
     return result, merges

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import DsprofError, MeasurementFileError, PlanError
-from ..io import atomic_output, atomic_write_text, check_output_path, output_path, slug
+from ..io import atomic_output, atomic_write_text, check_output_path, one_or_many, output_path, slug
 from ..lut.build import read_measurement_files
 from ..lut.interval import probe_ratio
 from ..planning.decide import merge_rule
@@ -28,7 +28,7 @@ from ..lut.table import LUT
 from ..merging.artifact import merged_plan
 from ..records.merges import rule_kind
 from ..models import ModelRef, format_spans
-from ..records.plan import Plan, check_plan, named_plans
+from ..records.plan import Plan, check_plan, named_plans, plan_sources
 from ..profiler.explain import load_explanation
 from ..records.measurement import IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, Measurement
 from ..reports import plots
@@ -173,7 +173,7 @@ def report(
     `dsprof report` names `dsprof measure --plan PLAN` where one made from Python names `dsprof.measure(plans=PLAN)`).
     """
     out = Path(out)
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)  # one file or folder, as build_lut takes it
+    paths = one_or_many(paths)  # one file or folder, as build_lut takes it
     records = [r for f in read_measurement_files(paths, accept_modified=accept_modified) for r in f.records]
     if resolution is not None:
         records = _at_resolution(records, resolution)
@@ -181,7 +181,7 @@ def report(
     if not latest:
         raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
     given, merged = [], {}
-    for p in (plans.values() if isinstance(plans, Mapping) else plans):
+    for p in (plans.values() if isinstance(plans, Mapping) else plan_sources(plans)):
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
             merged[Path(str(p)).stem] = (p, _measured_plan(merged_plan(p), latest))
             continue
@@ -192,7 +192,7 @@ def report(
         raise PlanError(f"{named[clash[0]][0]} and {merged[clash[0]][0]} are both named {clash[0]!r}; a record names "
                         "the model it timed, so give each its own name (rename the file, or the plan's 'name')")
     plan_objs = {name: plan for name, (_, plan) in {**named, **merged}.items()}
-    front_paths = _fronts(paths) if fronts is None else [fronts] if isinstance(fronts, (str, Path)) else list(fronts)
+    front_paths = _fronts(paths) if fronts is None else one_or_many(fronts)
     for name, plan in _front_plans(front_paths, latest).items():  # each front's own plan, where `plans` lacks it
         plan_objs.setdefault(name, plan)
     if isinstance(accuracies, (str, Path)):
@@ -203,7 +203,7 @@ def report(
             rule_kind(plan, lut=lut is not None, merge_by=merge_by)  # --merge-by lut without --lut is refused
     if merge_by == "macs":  # the lists by MACs, written once: validated and drawn alike
         plan_objs = {name: _merges(plan, latest, None, "macs").plan for name, plan in plan_objs.items()}
-    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in explanations]
+    found = _explanations(paths) if explanations is None else [load_explanation(p) for p in one_or_many(explanations)]
     front_files, several = [], []  # every context's front; the files of `dsprof plan` over several contexts
     for path in front_paths:
         each, whole = load_front_file(path)
