@@ -144,3 +144,24 @@ def test_a_bad_checkpoint_names_the_finetune_that_writes_a_good_one(tmp_path):
     with pytest.raises(DsprofError, match=r"`dsprof\.search\.finetune\(run=TrainRun\(checkpoint=\)\)`"):
         checkpoint_facts(bad)
     assert dsprof.search.finetune is finetune
+
+
+def test_a_checkpoint_for_other_classes_is_fine_tuned_from_its_features_with_a_new_classifier(tmp_path):
+    """A user's checkpoint of 1000 classes, fine-tuned on data of 10: its features are kept and the classifier made
+    afresh, as published weights and a module passed as an object are. From a model file it was refused ("build the
+    model with num_classes=1000", which `finetune` has no parameter for)."""
+    torch.manual_seed(5)
+    start = tmp_path / "imagenet.pt"
+    checkpoint = build(num_classes=1000).state_dict()
+    torch.save(checkpoint, start)
+    tuned = finetune(Plan(ModelRef.of(TINY_FILE).name, KEEP), model=ModelRef.of(TINY_FILE, weights=start),
+                     data="shapes", config=TRAIN, run=TrainRun("cpu"), merge=MACS)
+    head = [m for m in tuned.model.modules() if isinstance(m, nn.Linear)][-1]
+    assert head.out_features == 10
+    fresh = build(num_classes=10).state_dict()
+    trained = tuned.model.state_dict()
+    # every convolution kept: two batches at the training rate move it far less than a fresh start lies from it
+    convs = [k for k, v in checkpoint.items() if v.ndim == 4 and k in trained]
+    assert len(convs) >= 4
+    for k in convs:
+        assert float((trained[k] - checkpoint[k]).norm()) < 0.2 * float((fresh[k] - checkpoint[k]).norm()), k

@@ -13,11 +13,11 @@ from torch import nn
 from ..constants import IMAGENET_CLASSES
 from ..errors import UsageError
 from ..merging.partial import with_acts
-from ..models import ModelRef, find_blocks, get_model, load_checkpoint
+from ..models import ClassCountError, ModelRef, find_blocks, get_model, load_checkpoint
 from .data import DIGITS, SHAPES
 
 __all__ = ["block_acts", "block_count", "build_model", "default_training_resolution", "replace_classifier",
-           "training_model"]
+           "trainable_model", "training_model"]
 
 BUILTIN_DATA_RESOLUTION = 32
 
@@ -96,6 +96,17 @@ def build_model(
     if weights:
         load_checkpoint(model, weights)
     return model
+
+
+def trainable_model(model: str | nn.Module | ModelRef, *, num_classes: int,
+                    weights: bool | str | Path | None = None) -> nn.Module:
+    """`build_model` for training on data of ``num_classes`` classes: a checkpoint for another number of classes keeps
+    its features and gets a classifier for the data's, made afresh, as published weights and a module passed as an
+    object do (a fine-tune or a search from a user's 1000-class checkpoint on their own data)."""
+    try:
+        return build_model(model, num_classes=num_classes, weights=weights)
+    except ClassCountError as exc:
+        return replace_classifier(build_model(model, num_classes=exc.num_classes, weights=weights), num_classes).eval()
 
 
 def block_count(model: str | nn.Module | ModelRef) -> int:

@@ -18,7 +18,7 @@ from torch import nn
 from ..records.plan import Plan
 from ..merging.partial import with_acts
 from ..models import find_blocks
-from .build import build_model
+from .build import trainable_model
 from .data import load_data
 from .gates import annealed_k, gate_model, runaway_spread, ungate
 from .method import SearchRequest, SearchResult, decay_weights, write_plan
@@ -49,7 +49,7 @@ def search_differentiable(req: SearchRequest) -> SearchResult:
     try:
         seed_all(config.seed)
         splits = load_data(req.data, req.resolution)
-        base = build_model(req.ref, num_classes=splits.num_classes, weights=req.weights)
+        base = trainable_model(req.ref, num_classes=splits.num_classes, weights=req.weights)
         # k of the blocks with a removable activation, as the planner's; refused where nothing is left to choose
         req.k(sum(with_acts(find_blocks(base, (req.resolution, req.resolution)))))
         bw = decay_weights(base, req)

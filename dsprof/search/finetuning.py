@@ -30,7 +30,7 @@ from ..planning.decide import merge_rule
 from ..records.merges import Merges
 from ..models import ModelRef
 from .baselines import layer_prune
-from .build import build_model, training_model
+from .build import trainable_model, training_model
 from .data import load_data
 from .expand import expand_model, set_linear, shrink_model
 from .settings import DistillSettings, TrainRun
@@ -144,7 +144,7 @@ def finetune(
     try:
         seed_all(config.seed)
         splits = load_data(data, resolution)
-        original = build_model(ref, num_classes=splits.num_classes, weights=weights)
+        original = trainable_model(ref, num_classes=splits.num_classes, weights=weights)
         student, kind, notes = _student(original, plan, resolution, ds_plus, layer_pruning)
         before_epoch = _linear_phase(student, config, linear_epochs) if ds_plus else None
         loss_fn = _finetune_loss(_teacher(original, rt) if teacher else None, teacher.alpha if teacher else 0.5,
