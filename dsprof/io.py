@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
            "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
-           "load_torch_payload", "make_parent_folders", "one_or_many", "output_path", "read_csv", "read_json", "read_text", "slug",
-           "sniff"]
+           "load_torch_payload", "make_parent_folders", "one_or_many", "output_path", "read_csv", "read_json", "read_text",
+           "slug", "sniff"]
 
 
 def one_or_many(value: Any, single: tuple[type, ...] = (str, Path)) -> list:

@@ -296,9 +296,10 @@ def plan_sources(plans: Any) -> list:
 
 def named_plans(plans: Iterable[tuple[Any, "Plan"]]) -> dict[str, tuple[Any, "Plan"]]:
     """``(source, plan)`` pairs under the name each is timed and reported by: the plan's ``name``, else its source's
-    file stem, else (a `Plan` object without a name) ``plan-`` and its digest. The same plan (one `Plan.digest`) given twice under one name is kept once; two different plans under one
-    name are refused in one line (`PlanError`) naming both: a measurement record names the plan it timed, so two plans
-    in one slot would leave one of them untimed and the other's numbers under an ambiguous name."""
+    file stem, else (a `Plan` object without a name) ``plan-`` and its digest. The same plan (one `Plan.digest`) given
+    twice under one name is kept once; two different plans under one name are refused in one line (`PlanError`) naming
+    both: a measurement record names the plan it timed, so two plans in one slot would leave one of them untimed and
+    the other's numbers under an ambiguous name."""
     out: dict[str, tuple[Any, Plan]] = {}
     where = lambda source: str(source) if isinstance(source, (str, Path)) else "a Plan object"  # noqa: E731
     for source, plan in plans:

@@ -35,8 +35,8 @@ def planner_front(req: SearchRequest, importance: Sequence[float] | None = None)
                                           resolution=req.lut_resolution or req.resolution),
                           importance=importance)
     except LUTMissError as exc:  # the planner's resolution is this search's LUT resolution: name that parameter
-        exc.args = (re.sub(r"`(?:model=ModelRef\.of\([^`]*?)?resolution=([^`)]*)\)?`", r"`pricing=Pricing(resolution=\1)`",
-                           str(exc.args[0])),
+        exc.args = (re.sub(r"`(?:model=ModelRef\.of\([^`]*?)?resolution=([^`)]*)\)?`",
+                           r"`pricing=Pricing(resolution=\1)`", str(exc.args[0])),
                     *exc.args[1:])
         raise
 
