@@ -28,7 +28,7 @@ WORDS = ("`dsprof measure` (or dsprof.measure) in context 3f9a1c2b7d4e/cpu/onnxr
          "model's options (model=ModelRef.of('mobilenet_v2', resolution=32)), timing blocks original, merged and "
          "linear, spans of up to 3 blocks, and each block inside the model")
 COMMAND = ("dsprof measure --model mobilenet_v2 --resolution 32 --device cpu --backend onnxruntime --dtype fp32 "
-           "--batch 1 --threads 4 --variants original,merged,linear --spans 3 --in-situ merged,linear")
+           "--batch 1 --threads 4 --variants original,merged,linear --spans 3 --in-situ merged,linear --resume")
 
 
 def test_only_the_command_line_imports_its_command_text():

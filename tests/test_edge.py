@@ -172,6 +172,20 @@ def test_torchscript_runtime_gives_the_same_keys(small, tmp_path):
     assert all(r.ok and r.median_s > 0 for r in ts.measurements)
 
 
+def test_a_runner_whose_runtime_fails_every_workload_says_so_and_suggests_no_import(small, tmp_path):
+    """The runner under a Python without the runtime (TorchScript where torch is not installed): every workload
+    fails to prepare. It said "6 workloads timed" with exit 0 and `next: dsprof import ...`, which then failed with
+    "results for 0 of 6 workloads"; now one line says that all failed and why, with exit 1."""
+    bundle, _, python = small
+    out = tmp_path / "none.jsonl"
+    done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "torchscript", "--threads", "1",
+                         "--out", str(out), "--quiet", cwd=tmp_path)
+    assert done.returncode == 1 and "next:" not in done.stdout
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("run_bundle: error: all 6 workloads failed (e.g. failed to prepare: ModuleNotFoundError")
+    assert str(out) in line and len(out.read_text().splitlines()) == 6  # each failure kept, with its error
+
+
 def _import_error(capsys, *args: str) -> str:
     assert main(["import", *args]) == 2
     err = capsys.readouterr().err.strip()

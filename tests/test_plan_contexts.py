@@ -278,7 +278,7 @@ def test_cli_plans_every_context_names_the_one_it_cannot(luts, tmp_path, capsys)
     (shown,) = [line for line in text.splitlines() if line.startswith("not planned: torch/cpu t1 env feedbeef0000")]
     command = shown.split("`")[1]
     assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
-                       "--variants original,merged,linear --spans 3")
+                       "--variants original,merged,linear --spans 3 --resume")
     build_parser().parse_args(command.split()[1:])  # a command that runs as written
     assert "torch/cpu t1" in text and "onnxruntime/cpu t1" in text and "worst loss" in text
     plan = json.loads((tmp_path / "front.plan.json").read_text())
@@ -302,7 +302,7 @@ def test_when_no_context_can_be_planned_the_line_names_the_first_ones_command(lu
     assert line.startswith("dsprof plan: error: no context of the LUT has what the planner needs for this model: ")
     commands = line.split("`")[1::2]
     first = next(c for c in commands if c.startswith("dsprof measure --model"))
-    assert first.startswith(f"dsprof measure {flags} --device cpu --backend ") and first.endswith(" --spans 3"), line
+    assert first.startswith(f"dsprof measure {flags} --device cpu --backend ") and first.endswith(" --spans 3 --resume"), line
     build_parser().parse_args(first.split()[1:])  # a command that runs as written
     assert "(or dsprof.measure) in context " in line  # the second context: in words
     assert not (tmp_path / "f.json").exists()

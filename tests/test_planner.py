@@ -292,7 +292,7 @@ def test_a_missing_entry_is_one_clear_line(tmp_path, capsys):
     assert line.startswith("dsprof plan: error: ") and line.count("\n") == 1 and f"lacks block {first}" in line
     command = line.split("`")[1]
     assert command == (f"dsprof measure {flags} --device cpu --backend torch --dtype fp32 --batch 1 --threads 1 "
-                       "--variants original,merged,linear --spans 2")
+                       "--variants original,merged,linear --spans 2 --resume")
     build_parser().parse_args(command.split()[1:])  # a command that runs as written
 
 

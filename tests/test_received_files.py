@@ -372,7 +372,9 @@ def test_every_command_dsprof_prints_keeps_a_hostile_value_one_quoted_word(hosti
     assert shlex.split(shell_command(["dsprof", hostile])) == ["dsprof", hostile]
     beside = plan_command("lut.csv", "mobilenet_v2", {}, like=hostile, accept_modified=True)
     first, second = beside.split("\n  both contexts side by side: ")  # each a command of its own, pasted as it is
-    assert shlex.split(second) == [*shlex.split(first), "--lut", hostile, "--accept-modified"]
+    mine = shlex.split(first)  # each writes its front beside the LUT, not over a front.json of the user's
+    assert mine[-2:] == ["--out", "lut.front.json"]
+    assert shlex.split(second) == [*mine[:-2], "--lut", hostile, "--accept-modified", "--out", "lut.both.front.json"]
 
 
 # -- a fuzz of hostile values through every field of each kind of file ------------------------------------------------

@@ -52,7 +52,9 @@ def _words(flags: str) -> list[str]:
 def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in_situ: bool = False) -> str:
     """The `dsprof measure` command that times, with the model options ``flags`` in the LUT context ``context``, what
     the planner and the merge rule read: blocks original, merged and linear, spans of up to ``max_span`` blocks,
-    and (``in_situ``) each block timed inside the model."""
+    and (``in_situ``) each block timed inside the model. With ``--resume``: it runs as written whether or not the
+    default records file of that model and context exists (the user's first run, there by default), and times only
+    what that file lacks."""
     words: list[Any] = ["dsprof", "measure", *_words(flags), "--device", context.device, "--backend", context.backend,
                         "--dtype", context.dtype, "--batch", context.batch]
     if context.threads:
@@ -66,7 +68,7 @@ def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in
         words += ["--spans", max_span]
     if in_situ:
         words += ["--in-situ", "merged,linear"]
-    return shell_command(words)
+    return shell_command([*words, "--resume"])
 
 
 def hint_command(hint: MeasureHint | ImportanceHint) -> str:
@@ -106,15 +108,19 @@ def merge_command(name: str, options: Mapping[str, Any], plan_path: str | Path, 
 def plan_command(lut: str | Path, name: str, options: Mapping[str, Any], resolution: int | None = None, *,
                  like: str | Path | None = None, accept_modified: bool = False) -> str:
     """The `dsprof plan` command that plans the context of the LUT ``lut`` for the registered model ``name`` with
-    ``options`` at ``resolution`` pixels (the model's default when None); with ``like``, how to plan it beside the
-    context that LUT holds too, as a second command on a line of its own (each line pastes as it is)."""
+    ``options`` at ``resolution`` pixels (the model's default when None), writing its front beside the LUT (not over
+    a front.json of the user's); with ``like``, how to plan it beside the context that LUT holds too, as a second
+    command on a line of its own (each line pastes as it is)."""
+    lut = Path(lut)
+    base = lut.parent / lut.name.removesuffix(".csv").removesuffix(".lut")
     words: list[Any] = ["dsprof", "plan", "--lut", lut, *_words(model_flags(name, options))]
     if resolution:
         words += ["--resolution", resolution]
-    command = shell_command(words)
+    command = shell_command([*words, "--out", f"{base}.front.json"])
     if like is None:
         return command
-    beside = shell_command([*words, "--lut", like, *(["--accept-modified"] if accept_modified else [])])
+    beside = shell_command([*words, "--lut", like, *(["--accept-modified"] if accept_modified else []), "--out",
+                            f"{base}.both.front.json"])
     return f"{command}\n  both contexts side by side: {beside}"
 
 

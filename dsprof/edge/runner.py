@@ -480,7 +480,8 @@ def _settings(args, manifest):
 
 
 def run(args):
-    """Time every workload of the bundle that the results file lacks; return (new, skipped) counts."""
+    """Time every workload of the bundle that the results file lacks; return (new, skipped) counts and the errors of
+    the workloads that failed ({workload: error})."""
     manifest = load_manifest(args.bundle)
     file_format, layout = RUNTIMES[args.runtime]
     if file_format not in manifest["formats"]:
@@ -513,7 +514,7 @@ def run(args):
                                os.path.dirname(os.path.abspath(args.out)))
         bench.threads = args.threads
     run_id = "%08x" % random.getrandbits(32)
-    new = 0
+    new, failed = 0, {}
     todo = [[wid for wid in group if wid not in done] for group in manifest["groups"]]
     skipped = sum(len(g) for g in manifest["groups"]) - sum(len(g) for g in todo)
     todo = [g for g in todo if g]
@@ -564,11 +565,12 @@ def run(args):
             ))
         _append(args.out, records)
         new += len(records)
+        failed.update((wid, errors[wid]) for wid in group if wid not in results and wid in errors)
         if not args.quiet:
             shown = ", ".join("%s %.3f ms" % (workloads[w]["label"], statistics.median(results[w]["samples_s"]) * 1e3)
                               for w in group if w in results)
             print("[%d/%d] %s" % (index + 1, len(todo), shown or "failed: " + "; ".join(errors.values())))
-    return new, skipped
+    return new, skipped, failed
 
 
 def build_parser():
@@ -603,11 +605,16 @@ def main(argv=None):
         folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        new, skipped = run(args)
+        new, skipped, failed = run(args)
     except RunnerError as exc:
         print("run_bundle: error: %s" % exc, file=sys.stderr)
         return 2
-    print("%d workloads timed, %d already in the file; results: %s" % (new, skipped, args.out))
+    if failed and len(failed) == new and not skipped:  # nothing timed: no import can use it
+        print("run_bundle: error: all %d workloads failed (e.g. %s); fix that and run again, the same command "
+              "resumes (results: %s)" % (new, sorted(failed.values())[0], args.out), file=sys.stderr)
+        return 1
+    lost = ", %d failed (their errors are in the file)" % len(failed) if failed else ""
+    print("%d workloads timed%s, %d already in the file; results: %s" % (new - len(failed), lost, skipped, args.out))
     print("next: dsprof import %s %s" % (shlex.quote(args.bundle), shlex.quote(args.out)))
     return 0
 

@@ -306,8 +306,9 @@ def prices_of(
     name, options, net = ref.name, dict(ref.options), ref.build()
     label = model_label(name, profiled_options(net, options))
     blocks = find_blocks(net)
-    prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto)
-    return replace(prices, identity=model_identity(net), model_args=model_args(name, options, input_size_of(net)[0]))
+    args = model_args(name, options, input_size_of(net)[0])
+    prices = Prices.read(lut, key, label, blocks, method=method, rest=rest, variant=variant, auto=auto, model_args=args)
+    return replace(prices, identity=model_identity(net))
 
 
 #: The keywords `prices_of` and `predict_latency` took beside the model before (deprecated): each -> (the parameter

@@ -81,16 +81,18 @@ class Prices:
 
     @classmethod
     def read(cls, lut: LUT, key: DeviceContext, label: str, blocks: list[Block], *, method: str,
-             rest: str = "auto", variant: str | None = None, auto: bool = False) -> "Prices":
+             rest: str = "auto", variant: str | None = None, auto: bool = False, model_args: str = "") -> "Prices":
         """The prices of ``label``'s plans; ``method`` is isolated, in-situ, in-situ-scaled or in-model (resolved),
         ``rest`` auto, stem+head or model-minus-blocks. Where a scaled method cannot apply, isolated is used:
         asked for by name, ``used`` says why, with a `MethodFallbackWarning` (a method's fallback, not a LUT
-        miss); chosen by ``auto``, silently (the LUT lacks what the method reads)."""
+        miss); chosen by ``auto``, silently (the LUT lacks what the method reads). ``model_args``: the API argument
+        that builds the model, which the call a message suggests names."""
         lookup = Lookup.of(lut, key)
         entries = ModelEntries.read(lookup, label, blocks)
         missing: list[str] = []
         factor = _in_situ_factor(blocks, entries, lookup) if variant is None else None
-        common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, in_situ_factor=factor)
+        common = dict(label=label, key=key, blocks=blocks, lookup=lookup, entries=entries, in_situ_factor=factor,
+                      model_args=model_args)
         if method == "in-situ":
             if variant is not None:
                 raise UsageError("the in-situ method predicts plans; give a plan, not a variant for every block")
@@ -135,7 +137,7 @@ class Prices:
                         combined_source=calibration.source,
                         calibration_s=inputs.calibration_share * inputs.reference_s))
                 return costs
-            why_not = _why_not_scaled(method, scale, rest_method, label)
+            why_not = _why_not_scaled(method, scale, rest_method, label, model_args)
             if why_not is None:
                 return cls(**common, method=method, used=f"{method} (x{scale:.3f})", rest_method=rest_method,
                            rest_s=rest_s, reference_s=reference, factor=scale, base_errors=tuple(base_errors),
@@ -446,17 +448,20 @@ def _warn_few(label: str, blocks: list[Block], lookup: Lookup, timed: Sequence[T
     warnings.warn(f"{label}: {said}; {instead}", CalibrationFallbackWarning, stacklevel=5)
 
 
-def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: str) -> str | None:
+def _why_not_scaled(method: str, factor: float | None, rest_method: str, label: str, model_args: str = ""
+                    ) -> str | None:
     """Why a scaled method (``in-situ-scaled``, ``in-model``) cannot predict here (None: it can): both start from
-    the whole model with every block, and need their factor."""
+    the whole model with every block, and need their factor. ``model_args``: the model's API argument, for the call
+    the message suggests (without one, no call is suggested: it would time another model)."""
     if rest_method != "model-minus-blocks":
         return f"the LUT lacks {label}'s whole-model entry or one of its blocks' originals"
     if factor is not None:
         return None
     if method == "in-model":
         return f"{label}'s whole model measured shorter than its stem and head (measure again on a quiet machine)"
+    call = f" (`dsprof.measure({model_args}, workloads=Workloads(in_situ='merged'))`)" if model_args else ""
     return (f"the LUT lacks in-situ entries (merged) of {label}'s blocks whose savings agree in sign with "
-            "the isolated ones (`dsprof.measure(workloads=Workloads(in_situ='merged'))`)")
+            f"the isolated ones{call}")
 
 
 def saving_alone_s(originals: Sequence[Any], latency_s: float) -> float:
