@@ -432,3 +432,18 @@ def test_report_shows_the_probe_against_the_lut(run, tmp_path):
     assert "## Drift probe" in page and "over 8 groups" in page
     # the records are the LUT's own: the same samples, a ratio of exactly 1
     assert "1.000x its time in the LUT's runs" in page
+
+
+def test_the_measure_call_a_fallback_suggests_names_the_model_and_the_command_line_runs_it_for_that_model():
+    """The fallback's suggestion named `dsprof.measure(workloads=...)` without the model: the command line showed
+    `dsprof measure --in-situ merged`, which timed the default MobileNetV2 at 224 px."""
+    from dsprof.cli.flags import command_line_text
+    from dsprof.cli import build_parser
+
+    with pytest.warns(MethodFallbackWarning) as caught:
+        _predict(_hand_lut(in_situ=False), method="in-situ-scaled")
+    said = str(caught[0].message)
+    assert "(`dsprof.measure(model=ModelRef.of('mobilenet_v2', options=" in said
+    command = command_line_text(said, "predict").split("`")[1]
+    assert command.startswith("dsprof measure --model mobilenet_v2 --depths") and command.endswith("--in-situ merged")
+    build_parser().parse_args(command.split()[1:])  # a command that runs as written
