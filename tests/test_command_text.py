@@ -204,6 +204,8 @@ def test_the_table_is_the_parsers_own():
     ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "search", "--resume needs (--checkpoint)"),
     ("pass `lut=LUT.load(accept_modified=True)`", "predict", "pass --accept-modified"),
     ("`joint=Joint(contexts='a,b', objective='mean')`", "plan", "--for a,b --objective mean"),
+    ("`dsprof.report(FILES, out=OUT, fronts='FRONT.json')` opens", "report",
+     "`dsprof report FILES --output OUT --front FRONT.json` opens"),  # report's out= is -o/--output
     ("`settings=GateSettings(score_normalize=True, score_bound=)`", "search", "--score-normalize --score-bound"),
     ("`pricing=Pricing()` `pricing=Pricing(no_such_field=1)`", "plan", " `pricing=Pricing(no_such_field=1)`"),
     # left as written: a label's options, a parameter no command takes, code that is not a parameter run
@@ -305,3 +307,10 @@ def test_the_importance_for_another_model_is_not_scored_over_the_file_it_refused
         check_importance_model(record, "mobilenet_v2", {"width": 0.5}, tmp_path / "importance.json")
     assert hint_command(refused.value.hint) == ("dsprof importance --model mobilenet_v2 --width 0.5 --data digits "
                                                 "--proxy taylor --out importance-mobilenet_v2.json")
+
+
+def test_reports_repeated_plans_and_fronts_add_up_as_one_list_does():
+    """`dsprof report r --plans A --plans B` kept only B (a new list each time); now each flag adds to the list."""
+    once = build_parser().parse_args(["report", "r", "--plans", "A", "B", "--front", "f", "g"])
+    repeated = build_parser().parse_args(["report", "r", "--plans", "A", "--plans", "B", "--front", "f", "--front", "g"])
+    assert once.plans == repeated.plans == ["A", "B"] and once.front == repeated.front and len(once.front) == 2

@@ -42,7 +42,7 @@ ALIASES: Mapping[str, Mapping[str, str]] = {
     "export": {"plans": "plan"},
     "predict": {"json_out": "json"},
     "plan": {"candidates": "tie_break_candidates"},
-    "report": {"fronts": "front"},
+    "report": {"fronts": "front", "out": "output"},
     "build-lut": {"out": "output"},
 }
 

@@ -23,7 +23,7 @@ def add(sub, fmt) -> None:
     p = sub.add_parser("predict", help="predict a model's latency from a LUT (and --measure it to check)", formatter_class=fmt)
     add_model_args(p)
     p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut`")
-    p.add_argument("--plan", default=None, help="a plan file (JSON) or preset name (e.g. mbv2-ds-a); none: the original model")
+    p.add_argument("--plan", default=None, help="a plan file (JSON) or preset name (e.g. mbv2-ds-a); without it: the original model")
     p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
     p.add_argument("--backend", default=None, help="pick the LUT context by backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")

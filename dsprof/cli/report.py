@@ -19,12 +19,12 @@ def add(sub, fmt) -> None:
                    help="report the records measured at this input size in pixels, as measure took it (default: "
                         "every resolution the files hold)")
     p.add_argument("--lut", type=Path, default=None, help="a LUT: predicted vs measured latency of merged and plan models")
-    p.add_argument("--plans", nargs="*", default=[],
+    p.add_argument("--plans", nargs="+", action="extend", default=[],  # --plans A B and --plans A --plans B alike
                    help="plan files, preset names or merged models (.pt, `dsprof merge --out`): marked in the block plot, drawn "
                         "in the memory plot, predicted where measured")
     p.add_argument("--accuracies", type=Path, default=None,
                    help="CSV with columns model,accuracy (fractions or %%, detected) for the accuracy-vs-FPS plot")
-    p.add_argument("--front", type=Path, nargs="*", default=None,
+    p.add_argument("--front", type=Path, nargs="+", action="extend", default=None,
                    help="front files of `dsprof plan --out` (default: front.json and *.front.json in the measurement folders)")
     add_merge_by_arg(p)
     add_accept_modified(p, "records and a LUT")
