@@ -88,7 +88,15 @@ def get_model(
     options = {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
     if entry.takes_resolution:
         options = {**options, "resolution": size}
-    model = _build(entry, pretrained=bool(pretrained) and local_file is None, **options)
+    download = bool(pretrained) and local_file is None
+    try:
+        model = _build(entry, pretrained=download, **options)
+    except OSError as exc:  # no network, a proxy, a full disk: urllib's, requests' and the hub's errors are OSErrors
+        if not download:
+            raise
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].split(". ")[0][:200]
+        raise UsageError(f"could not download the published weights of {name} ({type(exc).__name__}: {reason}); "
+                         "give a local checkpoint as `weights=PATH`") from None
     if local_file is not None:
         load_checkpoint(model, local_file)
     if fuse:
