@@ -166,3 +166,25 @@ def test_ctrl_c_in_finetune_names_the_checkpoint_and_resume_finishes(tmp_path):
     assert 1 <= done < 3
     assert main([*args, "--resume"]) == 0
     assert int(load_training_checkpoint(ckpt)["epoch"]) == 3
+
+
+def test_a_traced_model_that_breaks_on_other_channels_is_named_without_a_traceback(capfd):
+    """The FLOPs-matched whole model of a model rewritten as a graph (chains no module owns) can break where a part
+    that is no block takes the original channels; torch.fx printed its own traceback to stderr before dsprof's one
+    line (timm's MobileNetV4 at 32 px). The probe keeps it to itself and names the layer."""
+    import torch
+    import torch.fx as fx
+    from torch import nn
+
+    from dsprof.profiler.workloads import _channel_break
+
+    class Two(nn.Module):  # two branches of 8 and 16 channels added: the traced forward's own line fails
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 8, 1), nn.Conv2d(3, 16, 1)
+
+        def forward(self, x):
+            return self.a(x) + self.b(x)
+
+    assert _channel_break(fx.symbolic_trace(Two()), torch.zeros(1, 3, 8, 8)) == "b"
+    assert capfd.readouterr().err == ""

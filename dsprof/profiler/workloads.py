@@ -34,7 +34,9 @@ BatchNorm is folded in every timed module, original and dense alike (DESIGN: fai
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -401,8 +403,8 @@ def _channel_break(model: nn.Module, x: torch.Tensor) -> str | None:
     entered: list[str] = []
     hooks = [m.register_forward_pre_hook(lambda _m, _i, name=name: entered.append(name))
              for name, m in model.named_modules() if name and not any(True for _ in m.children())]
-    try:
-        with torch.no_grad():
+    try:  # a traced model's failure is printed by torch.fx to stderr before it raises: the caller says it in one line
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             model(x)
     except RuntimeError:
         return entered[-1] if entered else "a layer"
