@@ -204,6 +204,8 @@ def test_the_table_is_the_parsers_own():
     ("`run=TrainRun(resume=True)` needs (`run=TrainRun(checkpoint=)`)", "search", "--resume needs (--checkpoint)"),
     ("pass `lut=LUT.load(accept_modified=True)`", "predict", "pass --accept-modified"),
     ("`joint=Joint(contexts='a,b', objective='mean')`", "plan", "--for a,b --objective mean"),
+    ("several contexts: `budget=LatencyBudget(budget_ms=, speedup=)` chooses within one", "plan",
+     "several contexts: --budget-ms --speedup chooses within one"),  # the budget's fields, not `(...)`
     ("`dsprof.report(FILES, out=OUT, fronts='FRONT.json')` opens", "report",
      "`dsprof report FILES --output OUT --front FRONT.json` opens"),  # report's out= is -o/--output
     ("`settings=GateSettings(score_normalize=True, score_bound=)`", "search", "--score-normalize --score-bound"),

@@ -57,7 +57,7 @@ def test_a_field_given_in_the_object_and_as_its_old_keyword_with_two_values_is_r
 def test_keep_and_a_budget_together_or_a_keep_that_is_no_number_are_refused_by_their_parameters(tmp_path):
     with pytest.raises(UsageError) as both:
         dsprof.plan("mobilenet_v2", tmp_path / "no.csv", keep=1, budget=LatencyBudget(speedup=1.1))
-    _one_line(both.value, "`keep=`", "`budget=LatencyBudget(...)`")
+    _one_line(both.value, "`keep=`", "`budget=LatencyBudget(budget_ms=, speedup=)`")
     from dsprof.planning.front import resolve_k
     for bad in ("two", None, float("nan"), True):
         with pytest.raises(UsageError) as caught:

@@ -85,7 +85,7 @@ class SearchRequest:
         """``keep``, for a method that needs it given."""
         if self.keep is None or self.budget_ms is not None or self.speedup is not None:
             raise UsageError(f"`method={self.method!r}` takes `keep=`; a latency budget "
-                             "(`budget=LatencyBudget(...)`) is "
+                             "(`budget=LatencyBudget(budget_ms=, speedup=)`) is "
                              "chosen through the planner: `method='importance'` or `method='planner'`, with `lut=`")
         return self.keep
 

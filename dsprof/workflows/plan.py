@@ -305,7 +305,7 @@ def plan(
     accept_modified = moved.get("lut", {}).get("accept_modified", False)
     budget_ms, speedup, max_span, method = budget.budget_ms, budget.speedup, pricing.max_span, pricing.method
     if keep is not None and budget.given:
-        raise UsageError("a plan is chosen by `keep=` or by `budget=LatencyBudget(...)`: give one of them")
+        raise UsageError("a plan is chosen by `keep=` or by `budget=LatencyBudget(budget_ms=, speedup=)`: give one of them")
     model = ModelRef.of(model, **moved.get("model", {}))
     if pricing.resolution is not None:
         raise UsageError("`pricing=Pricing(resolution=)` prices a model trained at another size (a search); a plan "
@@ -325,7 +325,7 @@ def plan(
             raise UsageError("`unit='activation'` plans one context: give `pricing=Pricing(device_key=KEY)` (or "
                              "`pricing=Pricing(backend=, batch=)`)")
         if budget.given:
-            raise UsageError("several contexts: `budget=LatencyBudget(...)` chooses within one; give "
+            raise UsageError("several contexts: `budget=LatencyBudget(budget_ms=, speedup=)` chooses within one; give "
                              "`pricing=Pricing(device_key=KEY)` (or `keep=K` with `joint=`)")
         if tie_break is not None:
             raise UsageError("several contexts: `tie_break=` times the plans of one, on its machine; give "
