@@ -257,7 +257,7 @@ class FileKind:
 
 
 KINDS = (
-    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model goes to `merged_models=`"),
+    FileKind("merged", b"dsprof.merged", "a dsprof merged model (PyTorch file)", "a merged model is timed by `dsprof.measure(plans=)`"),
     FileKind("training", b"dsprof.training", "a dsprof training checkpoint (PyTorch file)",
              "a checkpoint goes to `dsprof.merge(checkpoint=)`"),
     FileKind("measurement", b"dsprof.measurement/", "a dsprof measurement file (JSON Lines)",

@@ -225,7 +225,7 @@ def test_a_pytorch_file_where_text_belongs_is_named(seeds):
         line = assert_clean(command[0], status, err)
         assert line is not None and "Traceback" not in err
         assert f"{merged} is a dsprof merged model (PyTorch file), not a" in line
-        assert "a merged model goes to --merged-model" in line
+        assert "a merged model is timed by `dsprof measure --plan`" in line
 
 
 def test_accuracies_with_other_columns_say_which_columns(seeds, tmp_path):
