@@ -28,7 +28,7 @@ def add(sub, fmt) -> None:
                         "--device-key or --backend, a LUT (or LUTs) holding several contexts plans each, and prints "
                         "what each context's plans lose on the others")
     p.add_argument("--importance", type=Path, default=None,
-                   help="the file `dsprof importance` writes (refused when measured for another model), or JSON: "
+                   help="the file `dsprof importance` writes (refused when measured for another model), or a JSON file of "
                         "{block index: accuracy loss without its activations} or a list, one per block")
     p.add_argument("--for", dest="joint", default=None, metavar="CONTEXT,CONTEXT[,...]",
                    help="also one plan for several contexts (labels as printed, keys, or backends): at each k the "
