@@ -27,7 +27,7 @@ def add(sub, fmt) -> None:
     p.add_argument("--temperature", type=float, default=2.0, help="distillation temperature")
     p.add_argument("--layer-prune", action="store_true", help="baseline: drop the plan's linearised blocks instead (where shapes allow)")
     p.add_argument("--out", type=Path, default=Path("finetune.pt"), help="checkpoint, every epoch; `dsprof merge --checkpoint` takes it")
-    p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (dsprof.merging.load_merged)")
+    p.add_argument("--merged-out", type=Path, default=None, help="also write the merged model (a file `dsprof measure --merged-model` times)")
     p.add_argument("--no-merge-check", action="store_true", help="skip merging and comparing the merged model's outputs")
     p.add_argument("--lut", type=Path, default=None,
                    help="a LUT whose rule merges the linearised blocks of a plan without a merge list (as predict prices)")

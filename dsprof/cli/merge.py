@@ -21,12 +21,12 @@ def add(sub, fmt) -> None:
     add_model_args(p)
     p.set_defaults(model=None)  # no --model (or --model-file): the plan's model
     p.add_argument("--plan", default=None,
-                   help="a preset (e.g. mbv2-1.4-ds-e, see dsprof.planning.list_presets()) or a plan JSON file; default: "
+                   help="a preset of the paper's Tab. 8 (e.g. mbv2-1.4-ds-e; an unknown name lists them) or a plan JSON file; default: "
                         "the plan the --checkpoint carries (`dsprof finetune --out` writes it there)")
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="state dict of the fine-tuned linearised model (or of the original); `dsprof finetune --out` "
                         "also carries the plan and the class count")
-    p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan; dsprof.merging.load_merged)")
+    p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan: a file `dsprof measure --merged-model` times)")
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
     p.add_argument("--num-classes", type=int, default=None,
                    help="classes of the checkpoint's classifier (default: the checkpoint's where it says, as "

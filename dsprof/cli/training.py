@@ -19,7 +19,7 @@ _TRAIN, _PROXY = TrainConfig(), ProxySettings()
 
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated, dsprof.search.data.shapes) or an ImageFolder root with train/ and val/")
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's 8x8 digits, upsampled), 'shapes' (generated, nothing downloaded) or an ImageFolder root with train/ and val/")
     p.add_argument("--epochs", type=int, default=_TRAIN.epochs, help="training epochs")
     p.add_argument("--batch-size", type=int, default=_TRAIN.batch_size, help="images per step and process")
     p.add_argument("--lr", type=float, default=_TRAIN.lr, help="SGD learning rate at the top of the cosine schedule (per process batch)")
