@@ -413,3 +413,13 @@ def test_measure_times_plan_objects_as_it_times_plan_files(tmp_path):
                    settings=BackendSettings(threads=1), timing=quick, out=tmp_path / "m.jsonl", progress=False)
     timed = {r.name for r in read_measurements(tmp_path / "m.jsonl") if r.scope == "model" and r.ok}
     assert timed == {"mobilenet_v2", "mine", f"plan-{nameless.digest}"}
+
+
+def test_a_span_over_a_kept_block_is_said_as_the_command_line_writes_spans():
+    """`merge --spans 0-1` over a block that keeps its activation was refused as "span [0, 2]" (the file's half-open
+    range); now as the user wrote it, with the block."""
+    from dsprof.errors import PlanError
+
+    with pytest.raises(PlanError) as refused:
+        Plan("mobilenet_v2", (1, 0, 1, 1, 1, 1, 1), {"depths": [1] * 7}, spans=((0, 2),))
+    assert str(refused.value) == "span 0-1 includes a block whose activations are kept (block 0)"

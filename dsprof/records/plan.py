@@ -20,7 +20,8 @@ from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import FieldError, check_model_options, check_text, shown
 from .activations import check_acts, keep_of_acts
 from ..io import one_or_many, read_json
-from ..models import is_library_name, is_module_name, model_entry, model_args, model_identity, module_name, normalized_options
+from ..models import (format_span, is_library_name, is_module_name, model_entry, model_args, model_identity, module_name,
+                      normalized_options)
 
 __all__ = ["BORDER_MODES", "FREE_ACTIVATIONS", "Plan", "PlanError", "PlanModelError", "PRESETS", "check_plan", "list_presets", "load_preset",
            "load_plan", "named_plans", "same_family"]
@@ -105,9 +106,10 @@ class Plan:
                 if len(span) != 2 or not last <= span[0] < span[1] - 1 or span[1] > len(keep):
                     raise PlanError(f"'spans' must be sorted, non-overlapping [start, stop) ranges of 2+ blocks, got {list(self.spans)}")
                 ends = (span[0], span[1] - 1) if self.acts is not None else ()  # a crossing span's ends may keep some
-                if any(keep[i] for i in range(*span) if i not in ends):
-                    raise PlanError(f"span {list(span)} includes a block whose activations are kept"
-                                    + (" (only its first and last may keep some)" if ends else ""))
+                kept = [i for i in range(*span) if keep[i] and i not in ends]
+                if kept:  # said as the command line writes spans (first-last), with the block
+                    raise PlanError(f"span {format_span(span)} includes a block whose activations are kept (block "
+                                    f"{kept[0]})" + (" (only its first and last may keep some)" if ends else ""))
                 last = span[1]
             object.__setattr__(self, "spans", spans or None)
         if self.merge is not None and self.spans is not None:  # a span merges as one: its blocks are marked merged
