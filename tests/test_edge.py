@@ -249,7 +249,7 @@ def test_export_keeps_results_and_checks_its_options(small, tmp_path, capsys):
     kept = bundle / "results" / "r.jsonl"
     kept.write_text(results.read_text())
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--out", str(bundle), "--overwrite"]) == 2
-    assert "holds results" in capsys.readouterr().err
+    assert "holds results (r.jsonl), which replacing the bundle would delete: move them out of" in capsys.readouterr().err
     assert kept.read_text() == results.read_text()
     assert main(["export", "--format", "onnx,caffe", "--out", str(tmp_path / "b")]) == 2
     assert "unknown format(s) ['caffe']" in capsys.readouterr().err

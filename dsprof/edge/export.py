@@ -112,7 +112,8 @@ def _check_out(out: Path, overwrite: bool) -> None:
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
         raise OutputPathError(
-            f"{out} holds results ({results[0].name}); import or move them first, or choose another `out=`"
+            f"{out} holds results ({results[0].name}), which replacing the bundle would delete: move them out of "
+            f"{out / 'results'} first (`dsprof import` copies them, it does not move them), or choose another `out=`"
         )
 
 
