@@ -381,6 +381,33 @@ def test_bundle_files_compute_the_workloads(small, tmp_path):
 SSH_STANDIN = """sh -c 'test "$1" = -- && exec sh -c "$3"' ssh"""  # dsprof ends ssh's options before the host
 
 
+def test_a_failed_remote_copy_says_what_is_left_as_commands_that_run_as_written(tmp_path, capsys):
+    """The copy over ssh fails (the link drops once): the line lists what is left -- copy, run, fetch, import -- each a
+    command that runs as written. It said to resume a runner that was never copied, and to import results it never
+    said how to fetch. Run in a shell as printed, the records arrive."""
+    python = edge_venv("onnxruntime")
+    mark = tmp_path / "dropped once"
+    flaky = tmp_path / "flaky_ssh.sh"  # like SSH_STANDIN, but the first call fails as a dropped link does
+    flaky.write_text(f'if [ ! -e {shlex.quote(str(mark))} ]; then : > {shlex.quote(str(mark))}; exit 255; fi\n'
+                     'test "$1" = -- && exec sh -c "$3"\n')
+    board = tmp_path / "the board"
+    code = main(["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1",
+                 "--model-variants", "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS,
+                 "--remote", "lab@board", "--ssh", f"sh {shlex.quote(str(flaky))}", "--remote-dir", str(board),
+                 "--remote-python", str(python), "--out", str(tmp_path / "m"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "copying the bundle on lab@board failed (exit 255" in err, err
+    commands = err.split("go on by hand: `", 1)[1].rstrip("`").split("`, then `")
+    assert [c.split()[0] for c in commands] == ["tar", "sh", "sh", "dsprof"]  # copy, run, fetch, import
+    script = "\n".join(["set -e", f"dsprof() {{ {shlex.quote(sys.executable)} -m dsprof \"$@\"; }}", *commands])
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert done.returncode == 0, done.stderr
+    (path,) = (tmp_path / "m").glob("*.jsonl")
+    assert sorted(json.loads(line)["variant"] for line in path.read_text().splitlines()) == [
+        "flops_matched", "merged", "original"]
+
+
 def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     python = edge_venv("onnxruntime")
     board = tmp_path / "the board"  # a space: every word of the remote command is quoted

@@ -88,26 +88,33 @@ def measure_remote(
         run += ["--threads", str(threads)]
     run_command = f"cd && {shlex.join(run)}"  # every word quoted: the remote shell runs it
 
+    unpack = f"cd && mkdir -p {q(folder)} && tar xzf - -C {q(folder)}"
+    fetched = work / "results.jsonl"
+    copy = f"tar czf - -C {q(str(bundle.path))} . | {shlex.join([*ssh, '--', host, unpack])}"
+    fetch = f"{shlex.join([*ssh, '--', host, f'cd && cat {q(results)}'])} > {q(str(fetched))}"
+    finish = [shlex.join([*ssh, "--", host, run_command]), fetch,
+              shlex.join(["dsprof", "import", str(bundle.path), str(fetched), "--out", str(out)])]
+    steps = {"copying the bundle": [copy, *finish], "the runner": finish, "fetching the results": finish[1:]}
+
     def remote(command: str, what: str, stdin: bytes | None = None, capture: bool = False) -> bytes:
         # "--" ends ssh's options: a host that starts with "-" is a host, never an option
         done = subprocess.run([*ssh, "--", host, command], input=stdin, stdout=subprocess.PIPE if capture else None,
                               stderr=subprocess.PIPE if capture else None)
         if done.returncode != 0:
             detail = (done.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] if capture else []
+            then = "`, then `".join(steps[what])
             raise EdgeError(
                 f"{what} on {host} failed (exit {done.returncode}{': ' + detail[0] if detail else ''}); the bundle is "
-                f"kept in {bundle.path}. Check `{shlex.join([*ssh, '--', host, 'true'])}`, then resume the run with "
-                f"`{shlex.join([*ssh, '--', host, run_command])}` and `{shlex.join(['dsprof', 'import', str(bundle.path)])} RESULTS`"
+                f"kept in {bundle.path}. Check `{shlex.join([*ssh, '--', host, 'true'])}`, then go on by hand: "
+                f"`{then}`"
             )
         return done.stdout or b""
 
     say(f"copying {bundle.workloads} workloads to {host}:{folder}")
-    remote(f"cd && mkdir -p {q(folder)} && tar xzf - -C {q(folder)}", "copying the bundle", stdin=_tar(bundle.path),
-           capture=True)
+    remote(unpack, "copying the bundle", stdin=_tar(bundle.path), capture=True)
     say(f"running {runtime} on {host}")
     remote(run_command, "the runner")
-    local = work / "results.jsonl"
-    local.write_bytes(remote(f"cd && cat {q(results)}", "fetching the results", capture=True))
-    imported = import_results(bundle.path, local, out=out, overwrite=overwrite)
+    fetched.write_bytes(remote(f"cd && cat {q(results)}", "fetching the results", capture=True))
+    imported = import_results(bundle.path, fetched, out=out, overwrite=overwrite)
     shutil.rmtree(work, ignore_errors=True)
     return imported
