@@ -279,3 +279,17 @@ def test_published_weights_that_cannot_be_downloaded_end_in_one_line_naming_the_
     assert done.stderr.strip().splitlines()[-1] == (
         "dsprof blocks: error: could not download the published weights of mnasnet0_5 (URLError: <urlopen error "
         "[Errno 111] Connection refused>); give a local checkpoint as --weights PATH")
+
+
+def test_measure_refuses_an_output_of_another_kind_and_an_empty_selection_and_leaves_nothing(work):
+    """`--out m/x.csv` made a folder named x.csv; a selection of nothing (`--variants none --blocks none
+    --model-variants none`) wrote an empty file that the next run then refused as existing. Both are one line now,
+    before anything is written."""
+    model = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+    before = snapshot(work)
+    result = console_script("measure", *model, *FAST, "--out", "m/x.csv", cwd=work)
+    assert_one_line_error(result, "measure", "m/x.csv: measurements are JSON Lines; give a .jsonl file or a folder")
+    result = console_script("measure", *model, *FAST, "--variants", "none", "--blocks", "none", "--model-variants",
+                            "none", "--out", "m", cwd=work)
+    assert_one_line_error(result, "measure", "nothing to measure: no block matched and no whole-model variant or plan")
+    assert snapshot(work) == before and not (work / "m").exists()

@@ -174,6 +174,8 @@ def _names_a_file(out: Path) -> bool:
 
 
 _OUT_INSTEAD = "choose another `out=` folder (or a .jsonl file)"
+#: Suffixes of files that are not measurement files: an `out=` ending so is refused, not made a folder of that name.
+_OTHER_FILES = (".csv", ".json", ".txt", ".md", ".html", ".pt", ".pth", ".onnx", ".png", ".svg", ".pdf")
 
 
 def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool = False) -> None:
@@ -183,6 +185,9 @@ def check_measurement_out(out: str | Path, resume: bool = False, overwrite: bool
     out = Path(out)
     if resume and overwrite:
         raise UsageError("`resume=True` continues the file and `overwrite=True` starts it over: give one of them")
+    if out.suffix.lower() in _OTHER_FILES and not out.exists():  # a typo for .jsonl, not a folder to make
+        raise OutputPathError(f"cannot write the measurement file {out}: measurements are JSON Lines; give a .jsonl "
+                              "file or a folder")
     if _names_a_file(out):
         check_output_path(out, "the measurement file ", _OUT_INSTEAD)
         if out.exists() and not (resume or overwrite):
@@ -476,6 +481,8 @@ class MeasureSession:
                 groups = [g for g in request.select(groups) if g]
         finally:
             torch.set_num_threads(timed_threads)
+        if not groups and request.select is None and not chosen.calibrate:  # as `export` says it; no empty file left
+            raise UsageError("nothing to measure: no block matched and no whole-model variant or plan was asked for")
         # after the workloads: a bad `workloads=Workloads(blocks=)` leaves no file behind
         writer, existing = _open_output(path, request.resume, request.overwrite)
         self._stack = contextlib.ExitStack()
