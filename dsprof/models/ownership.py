@@ -45,6 +45,7 @@ class _Discovery:
         self.breaks: list[tuple[fx.Node, str, str]] = []  # (node, reason, node name)
         self.break_convs: list[fx.Node] = []  # the convolution of each break's unit
         self.refused_paths: set[str] = set()
+        self.refused_around: set[str] = set()  # the innermost module around each chain `_record` refused
         self.se_paths: dict[str, fx.Node] = {}  # module holding a squeeze-excitation gate -> its multiplication
         self.partial_paths: set[str] = set()  # such modules with a block before the gate
 
@@ -300,6 +301,12 @@ class _Discovery:
         site = ChainSite(tuple(sorted(opened)), tuple(map(signature, main)), tuple(map(signature, path)))
         self._record(name, module, chain, closed, tail_node, site)
 
+    def _refuse(self, name: str, module: nn.Module, chain: list[UnitNodes], reason: str) -> None:
+        """Refuse the chain ``name``: said once, as the chain, and not again as the module right around it (DLA's
+        stride-2 basic block around a chain whose skip path cannot merge)."""
+        self.refusals.append(Refusal(name, type(module).__name__, reason, chain[0].conv.name))
+        self.refused_around.add(self._common([u.conv for u in chain])[-1])
+
     def _record(self, name: str, module: nn.Module, chain: list[UnitNodes], closed, tail_node: fx.Node | None,
                 site: ChainSite | None = None) -> None:
         g = self.g
@@ -338,19 +345,17 @@ class _Discovery:
                                 u.concat) for u in units)
         styles = {padding_style(u.conv) for u in units if u.conv.kernel_size[0] > 1} or {"symmetric"}
         if len(styles) > 1:
-            self.refusals.append(Refusal(name, type(module).__name__, "mixed padding styles (symmetric and TF 'SAME')", chain[0].conv.name))
+            self._refuse(name, module, chain, "mixed padding styles (symmetric and TF 'SAME')")
             return
         same = tf_same_chain_problem([(conv_padding(u.conv), u.conv.kernel_size, u.conv.stride) for u in units])
         if same:  # e.g. timm's tf_ MobileNetV3: the stem's stride-2 convolution chained into a stride-2 depthwise
-            self.refusals.append(Refusal(name, type(module).__name__, f"{same}, so its activations stay",
-                                         chain[0].conv.name))
+            self._refuse(name, module, chain, f"{same}, so its activations stay")
             return
         if shortcut and shortcut_parts(shortcut) is None:
             # e.g. ResNet-D's average pooling before the 1x1 convolution: neither merged nor timed linear
             kinds = " -> ".join(type(m).__name__ if m is not None else "a function" for m in shortcut)
-            self.refusals.append(Refusal(
-                name, type(module).__name__, f"its skip path ({kinds}) is neither the identity nor a convolution with an "
-                "optional BatchNorm, so the block cannot merge into one convolution; its activations stay", chain[0].conv.name))
+            self._refuse(name, module, chain, f"its skip path ({kinds}) is neither the identity nor a convolution with "
+                         "an optional BatchNorm, so the block cannot merge into one convolution; its activations stay")
             return
         projection = bool(shortcut)  # convolutions (and BatchNorms) on the skip path
         skip = tuple(ConvShape(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0], m.groups)
@@ -397,11 +402,12 @@ class _Discovery:
 
         reported: list[str] = [*self.refused_paths, *self.partial_paths]  # they cover what is inside them
         chains = {r.name for r in self.refusals}  # a module already refused (mixed padding, skip path): said once,
-        around = {_owner(r.name) for r in self.refusals}  # with the modules inside it (a Ghost bottleneck's Ghost
-        for path, module in self.g.modules.items():  # modules), as is the module right around a refused chain (DLA)
+        for path, module in self.g.modules.items():  # with the modules inside it (a Ghost bottleneck's Ghost modules)
             if not path or isinstance(module, _CONTAINERS) or self.convs_under[path] < 2 or related(path):
                 continue
-            if path in around or any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
+            if path in self.refused_around:  # the module right around a refused chain: said as the chain
+                continue
+            if any(path == r or path.startswith(r + ".") for r in chains if r and r != "(model)"):
                 continue
             if any(r == "" or path == r or path.startswith(r + ".") for r in reported):
                 continue
@@ -457,16 +463,3 @@ def shortcut_parts(shortcut) -> list | None:
             return None
     return parts
 
-
-def _owner(name: str) -> str:
-    """The innermost module holding a refused chain of convolutions ``first..last`` (DLA's basic block around a
-    chain whose skip path cannot merge; "" if none); a module's refusal: its path."""
-    if ".." not in name:
-        return name
-    first, last = (part.split(".") for part in name.split("..", 1))
-    common = []
-    for a, b in zip(first[:-1], last[:-1]):
-        if a != b:
-            break
-        common.append(a)
-    return ".".join(common)
