@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
 from ..fields import FieldError, check_model_options, check_plain, check_text
-from ..io import atomic_write_text, read_json
+from ..io import atomic_write_text, read_json, slug
 from ..models.registry import model_args, normalized_options
 from .plan import same_family
 
@@ -109,7 +108,7 @@ def check_importance_model(record: dict[str, Any], model: str, options: dict[str
 
 def _own_file(model: str) -> str:
     """The file a hint scores ``model`` into: importance-MODEL.json, never the other model's file it was given."""
-    return f"importance-{re.sub(r'[^A-Za-z0-9_.-]+', '-', model).strip('-.') or 'model'}.json"
+    return f"importance-{slug(model)}.json"  # the one way a name from data becomes a file name
 
 
 def _named(name: str, options: dict[str, Any] | None) -> str:
