@@ -8,8 +8,8 @@ Each class also subclasses the built-in exception callers caught before it exist
 ``KeyError``, ``FileExistsError``, ...), so ``except ValueError`` around a dsprof call keeps working.
 
 A message that names the command to run (a LUT miss: `dsprof measure`; an importance file for another model:
-`dsprof importance`) holds the token ``{hint}`` there and the command as plain data, its ``hint`` (`MeasureHint`,
-`ImportanceHint`). ``str`` puts the hint there in words (for Python callers); the command line puts the command
+`dsprof importance`; results fetched from a device by hand: `dsprof import`) holds the token ``{hint}`` there and the
+command as plain data, its ``hint`` (`MeasureHint`, `ImportanceHint`, `ImportHint`). ``str`` puts the hint there in words (for Python callers); the command line puts the command
 there (`dsprof.cli.commands`): no layer below the CLI writes command lines.
 
 A message names the parameters of dsprof's Python functions, in backquotes (`` `max_span=1` ``,
@@ -29,6 +29,7 @@ __all__ = [
     "EdgeError",
     "GraphTraceError",
     "HINT",
+    "ImportHint",
     "ImportanceHint",
     "InputFileError",
     "Interrupted",
@@ -99,12 +100,29 @@ class ImportanceHint:
                 f"proxy {self.proxy}{weights}")
 
 
+@dataclass(frozen=True)
+class ImportHint:
+    """What `dsprof import` should turn into measurement records: the bundle runner's ``results`` file for the bundle
+    folder ``bundle``, written into ``out`` (a folder or a ``.jsonl`` file)."""
+
+    bundle: str
+    results: str
+    out: str
+
+    def describe(self) -> str:
+        return (f"`dsprof import` (or dsprof.edge.import_results) of {self.results} for the bundle {self.bundle}, "
+                f"into {self.out}")
+
+
+Hint = MeasureHint | ImportanceHint | ImportHint
+
+
 class WithHint:
     """An exception or a warning whose message may name, at its `HINT` token, the command that fixes what it says,
-    as plain data (``hint``: a `MeasureHint` or an `ImportanceHint`). ``str`` says it in words; `text` puts a
-    command line there. No layer below the command line writes command lines."""
+    as plain data (``hint``: a `MeasureHint`, an `ImportanceHint` or an `ImportHint`). ``str`` says it in words;
+    `text` puts a command line there. No layer below the command line writes command lines."""
 
-    def __init__(self, *args: Any, hint: MeasureHint | ImportanceHint | None = None):
+    def __init__(self, *args: Any, hint: Hint | None = None):
         super().__init__(*args)
         self.hint = hint
 

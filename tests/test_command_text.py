@@ -316,3 +316,15 @@ def test_reports_repeated_plans_and_fronts_add_up_as_one_list_does():
     once = build_parser().parse_args(["report", "r", "--plans", "A", "B", "--front", "f", "g"])
     repeated = build_parser().parse_args(["report", "r", "--plans", "A", "--plans", "B", "--front", "f", "--front", "g"])
     assert once.plans == repeated.plans == ["A", "B"] and once.front == repeated.front and len(once.front) == 2
+
+
+def test_an_import_hint_in_words_and_as_the_command_line_writes_it():
+    """What a failed remote step leaves to import by hand: data below the command line, a command only there."""
+    from dsprof.errors import EdgeError, ImportHint
+
+    hint = ImportHint("/tmp/b b/bundle", "/tmp/b b/results.jsonl", "m")
+    failed = EdgeError("fetching failed; then {hint}", hint=hint)
+    assert str(failed) == ("fetching failed; then `dsprof import` (or dsprof.edge.import_results) of "
+                           "/tmp/b b/results.jsonl for the bundle /tmp/b b/bundle, into m")
+    assert failed.text(hint_command(hint)) == ("fetching failed; then `dsprof import '/tmp/b b/bundle' "
+                                               "'/tmp/b b/results.jsonl' --out m`")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..device_context import DeviceContext
-from ..errors import ImportanceHint, MeasureHint
+from ..errors import Hint, ImportanceHint, ImportHint
 from ..models.registry import model_args
 from .flags import parameters_as_flags
 
@@ -71,10 +71,13 @@ def measure_command(context: DeviceContext, flags: str, *, max_span: int = 1, in
     return shell_command([*words, "--resume"])
 
 
-def hint_command(hint: MeasureHint | ImportanceHint) -> str:
-    """The command line of a message's hint: `measure_command` of what to time, or `importance_command`."""
+def hint_command(hint: Hint) -> str:
+    """The command line of a message's hint: `measure_command` of what to time, `importance_command`, or
+    `import_command`."""
     if isinstance(hint, ImportanceHint):
         return importance_command(hint)
+    if isinstance(hint, ImportHint):
+        return import_command(hint.bundle, hint.results, hint.out)
     return measure_command(hint.context, _flags(hint.model), max_span=hint.max_span, in_situ=hint.in_situ)
 
 
@@ -124,9 +127,10 @@ def plan_command(lut: str | Path, name: str, options: Mapping[str, Any], resolut
     return f"{command}\n  both contexts side by side: {beside}"
 
 
-def import_command(bundle: str | Path, results: str | Path = "RESULTS.jsonl") -> str:
-    """The `dsprof import` command that turns the runner's ``results`` for ``bundle`` into measurement records."""
-    return shell_command(["dsprof", "import", bundle, results])
+def import_command(bundle: str | Path, results: str | Path = "RESULTS.jsonl", out: str | Path | None = None) -> str:
+    """The `dsprof import` command that turns the runner's ``results`` for ``bundle`` into measurement records (in
+    ``out``; None: import's default)."""
+    return shell_command(["dsprof", "import", bundle, results, *(["--out", out] if out is not None else [])])
 
 
 def runner_command(runtime: str) -> str:

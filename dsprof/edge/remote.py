@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from torch import nn
 
 from .._moved import moved_keywords
-from ..errors import DeviceError
+from ..errors import HINT, DeviceError, ImportHint
 from ..models import ModelRef
 from ..profiler.runner import MODEL_KEYWORDS
 from ..runtimes import BACKENDS, RUNTIMES
@@ -89,12 +89,14 @@ def measure_remote(
     run_command = f"cd && {shlex.join(run)}"  # every word quoted: the remote shell runs it
 
     unpack = f"cd && mkdir -p {q(folder)} && tar xzf - -C {q(folder)}"
+    read_back = f"cd && cat {q(results)}"
     fetched = work / "results.jsonl"
+    # what is left to do by hand after each remote step fails: shell commands of ssh and tar, then the import, as data
     copy = f"tar czf - -C {q(str(bundle.path))} . | {shlex.join([*ssh, '--', host, unpack])}"
-    fetch = f"{shlex.join([*ssh, '--', host, f'cd && cat {q(results)}'])} > {q(str(fetched))}"
-    finish = [shlex.join([*ssh, "--", host, run_command]), fetch,
-              shlex.join(["dsprof", "import", str(bundle.path), str(fetched), "--out", str(out)])]
-    steps = {"copying the bundle": [copy, *finish], "the runner": finish, "fetching the results": finish[1:]}
+    fetch = f"{shlex.join([*ssh, '--', host, read_back])} > {q(str(fetched))}"
+    left = [copy, shlex.join([*ssh, "--", host, run_command]), fetch]
+    steps = {"copying the bundle": left, "the runner": left[1:], "fetching the results": left[2:]}
+    importing = ImportHint(str(bundle.path), str(fetched), str(out))
 
     def remote(command: str, what: str, stdin: bytes | None = None, capture: bool = False) -> bytes:
         # "--" ends ssh's options: a host that starts with "-" is a host, never an option
@@ -106,7 +108,7 @@ def measure_remote(
             raise EdgeError(
                 f"{what} on {host} failed (exit {done.returncode}{': ' + detail[0] if detail else ''}); the bundle is "
                 f"kept in {bundle.path}. Check `{shlex.join([*ssh, '--', host, 'true'])}`, then go on by hand: "
-                f"`{then}`"
+                f"`{then}`, then {HINT}", hint=importing
             )
         return done.stdout or b""
 
@@ -114,7 +116,7 @@ def measure_remote(
     remote(unpack, "copying the bundle", stdin=_tar(bundle.path), capture=True)
     say(f"running {runtime} on {host}")
     remote(run_command, "the runner")
-    fetched.write_bytes(remote(f"cd && cat {q(results)}", "fetching the results", capture=True))
+    fetched.write_bytes(remote(read_back, "fetching the results", capture=True))
     imported = import_results(bundle.path, fetched, out=out, overwrite=overwrite)
     shutil.rmtree(work, ignore_errors=True)
     return imported
