@@ -119,3 +119,31 @@ def test_a_local_weights_file_is_read_by_blocks_merge_and_finetune(tmp_path, cap
     torch.save(get_model("mobilenet_v2", resolution=32, width=0.35, depths=[1] * 7).state_dict(), whole)
     assert main(_weights_commands(str(whole), tmp_path)["blocks"]) == 0
     assert "7 blocks" in capsys.readouterr().out
+
+
+def test_a_checkpoint_for_other_classes_is_built_with_num_classes_by_every_command_that_reads_a_model(tmp_path, capsys):
+    """A fine-tune on 10 classes given to blocks or plan: refused in one line that names the option which builds the
+    model with its classes, --num-classes 10 (every command that reads a model takes it); given that, it loads. Its
+    classifier is 10x(last width), as the architecture makes it: mobilenet_v2 at width 0.35 ends in 1280 channels."""
+    from dsprof.models import get_model
+
+    path = tmp_path / "w10.pt"
+    torch.save(get_model("mobilenet_v2", resolution=32, num_classes=10, width=0.35, depths=[1] * 7).state_dict(), path)
+    argv = ["blocks", *TINY_ARGS, "--resolution", "32", "--weights", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"dsprof blocks: error: checkpoint {path} is for 10 classes (classifier.1.weight is 10x1280), the "
+                   "model has 1000; build the model with its 10 classes: --model mobilenet_v2 --width 0.35 --depths "
+                   "1,1,1,1,1,1,1 --num-classes 10 --resolution 32")
+    assert main([*argv, "--num-classes", "10"]) == 0
+    assert "7 blocks" in capsys.readouterr().out
+    import argparse
+
+    from dsprof.cli import build_parser
+
+    commands = next(a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    reading = {name for name, sub in commands.items() if "--model" in sub._option_string_actions}
+    assert {"blocks", "measure", "plan", "predict", "explain", "export", "importance", "search", "finetune",
+            "merge"} <= reading
+    for name in reading:
+        assert "--num-classes" in commands[name]._option_string_actions, name

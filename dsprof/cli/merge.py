@@ -18,7 +18,8 @@ def add(sub, fmt) -> None:
         help="merge the blocks a plan linearises into dense convolutions (exact); write the merged model",
         formatter_class=fmt,
     )
-    add_model_args(p)
+    add_model_args(p, classes_help="classes of the checkpoint's classifier (default: the checkpoint's where it says, "
+                   f"as `dsprof finetune`'s do, else the model's, {IMAGENET_CLASSES})")
     p.set_defaults(model=None)  # no --model (or --model-file): the plan's model
     p.add_argument("--plan", default=None,
                    help="a preset of the paper's Tab. 8 (e.g. mbv2-1.4-ds-e; an unknown name lists them) or a plan JSON file; default: "
@@ -28,9 +29,6 @@ def add(sub, fmt) -> None:
                         "also carries the plan and the class count")
     p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan: a file `dsprof measure --merged-model` times)")
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
-    p.add_argument("--num-classes", type=int, default=None,
-                   help="classes of the checkpoint's classifier (default: the checkpoint's where it says, as "
-                        f"`dsprof finetune`'s do, else the model's, {IMAGENET_CLASSES})")
     p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "
                         "(--lut, or MACs with --merge-by macs), or inclusive block ranges (0-1,3-4: blocks 0 and 1, 3 "

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..constants import IMAGENET_CLASSES
 from ..edge.host import RemoteHost
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
@@ -40,8 +41,9 @@ def on_interrupt(message: Callable[[], str]) -> Iterator[None]:
         raise Interrupted(message()) from None
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """The options that pick and build a model, shared by every subcommand that takes one."""
+def add_model_args(parser: argparse.ArgumentParser, classes_help: str | None = None) -> None:
+    """The options that pick and build a model, shared by every subcommand that takes one (``classes_help``: what
+    ``--num-classes`` means for a command that reads it otherwise)."""
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default="mobilenet_v2",
                        help="model name (see `dsprof models`), or any timm or torchvision classification model as "
@@ -52,6 +54,10 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--depths", default=None, help="blocks per stage (mobilenet_v2 only), 7 comma-separated ints, e.g. 1,2,3,4,3,3,1"
     )
     parser.add_argument("--resolution", type=int, default=None, help="input height and width in pixels (default: the model's)")
+    parser.add_argument("--num-classes", type=int, default=None, metavar="N",
+                        help=classes_help or f"classes of the model's classifier (default: the model's own, "
+                        f"{IMAGENET_CLASSES} for the zoo's); a --weights checkpoint fine-tuned on other classes "
+                        "needs its count")
     parser.add_argument("--reparameterize", action="store_true",
                         help="fuse the model's train-time branches into one convolution each first (timm's "
                         "reparameterize_model: MobileOne, RepVGG...), so that its plain chains are blocks")
@@ -84,8 +90,10 @@ def use_model_file(args: argparse.Namespace) -> None:
 
 
 def model_options_from_args(args: argparse.Namespace) -> dict[str, object]:
-    """The model's build options (width, depths, reparameterize) that `add_model_args` options give."""
+    """The model's build options (width, depths, reparameterize, num_classes) that `add_model_args` options give."""
     options: dict[str, object] = {}
+    if getattr(args, "num_classes", None) is not None:
+        options["num_classes"] = args.num_classes
     if getattr(args, "reparameterize", False):
         options["reparameterize"] = True
     if args.width is not None:

@@ -112,7 +112,7 @@ def load_merged(path: str | Path) -> nn.Module:
                 raise FieldError(f"field 'dtype' is {dtype!r}: one of {', '.join(MERGED_DTYPES)}")
         except FieldError as exc:
             raise MergeError(f"{path}: {exc}; write it again with `dsprof.merge(out=)`") from None
-        fresh = get_model(payload["model"], resolution=h, num_classes=payload["num_classes"], **payload["options"])
+        fresh = get_model(payload["model"], resolution=h, **{**payload["options"], "num_classes": payload["num_classes"]})
         fresh = fresh.to(getattr(torch, dtype))
         model = merge_model(fresh, plan)
         _check_graph(path, payload.get("graph"), model)

@@ -13,7 +13,7 @@ from ..errors import BadFileError, InputFileError, ModelOptionError, UsageError
 from ..io import load_torch
 from .checkpoint_keys import adapt_keys
 from .registry import (COMMON_OPTIONS, IDENTITY_ATTR, INPUT_SIZE_ATTR, REPARAMETERIZE_METHODS, ModelEntry,
-                       is_library_name, model_entry, register_model)
+                       is_library_name, model_args, model_entry, register_model)
 
 __all__ = ["ClassCountError", "MIN_RESOLUTION", "check_resolution", "get_model", "load_checkpoint", "reparameterize"]
 
@@ -98,7 +98,11 @@ def get_model(
         raise UsageError(f"could not download the published weights of {name} ({type(exc).__name__}: {reason}); "
                          "give a local checkpoint as `weights=PATH`") from None
     if local_file is not None:
-        load_checkpoint(model, local_file)
+        try:
+            load_checkpoint(model, local_file)
+        except ClassCountError as exc:  # the argument (or the options) that builds it with the checkpoint's classes
+            classes = {**built_with, "num_classes": exc.num_classes}
+            raise ClassCountError(exc.fact, exc.num_classes, model_args(name, classes, resolution)) from None
     if fuse:
         model = reparameterize(model, name)
     setattr(model, INPUT_SIZE_ATTR, (size, size))
@@ -121,10 +125,11 @@ def reparameterize(model: nn.Module, name: str = "the model") -> nn.Module:
 
 class ClassCountError(UsageError):
     """A checkpoint whose classifier has another number of classes than the model; ``num_classes`` is the
-    checkpoint's (a command that builds the model says which option sets it)."""
+    checkpoint's; ``model``: the argument that builds the model with them (`get_model` knows it), where known."""
 
-    def __init__(self, fact: str, num_classes: int) -> None:
-        super().__init__(f"{fact}; build the model with num_classes={num_classes}")
+    def __init__(self, fact: str, num_classes: int, model: str | None = None) -> None:
+        fix = f"`{model}`" if model is not None else f"num_classes={num_classes}"
+        super().__init__(f"{fact}; build the model with its {num_classes} classes: {fix}")
         self.fact, self.num_classes = fact, num_classes
 
 

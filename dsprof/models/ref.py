@@ -136,8 +136,8 @@ class ModelRef:
             if num_classes is not None:
                 raise UsageError("num_classes: a model passed as a module is built already; build it with its classes")
             return self.sized.eval()
-        extra = {"num_classes": num_classes} if num_classes is not None else {}
-        return get_model(self.entry, resolution=self.resolution, pretrained=self.weights, **self.options, **extra)
+        extra = {"num_classes": num_classes} if num_classes is not None else {}  # in place of its options' own
+        return get_model(self.entry, resolution=self.resolution, pretrained=self.weights, **{**self.options, **extra})
 
     def built(self) -> "ModelRef":
         """This reference holding its module, built here once (`build`), with its name, options and resolution: what

@@ -259,7 +259,7 @@ def meant_as_model_file(text: str) -> bool:
 def model_args(name: str, options: dict | None = None, resolution: int | None = None) -> str:
     """The one API argument that builds model ``name`` with ``options`` at ``resolution`` pixels, for messages that
     name a model, as every verb takes it (`dsprof.models.ModelRef`): ``model='mobilenet_v2'``, or with options (their
-    defaults and ``num_classes`` left out) or a resolution (the model's default left out)
+    defaults left out) or a resolution (the model's default left out)
     ``model=ModelRef.of('mobilenet_v2', options={'width': 1.4}, resolution=32)``; a user's model by its file,
     ``model='PATH.py:FACTORY'`` (``name`` may be that ``path.py:factory`` itself). The command line spells it as its
     options (`dsprof.cli.flags`)."""
@@ -272,6 +272,9 @@ def model_args(name: str, options: dict | None = None, resolution: int | None = 
     if entry is not None and resolution == entry.default_resolution:
         resolution = None
     shown = normalized_options(name, options)
+    classes = (options or {}).get("num_classes")  # not the model's identity, but what builds it again
+    if classes is not None and classes != (entry.option_defaults() if entry is not None else {}).get("num_classes"):
+        shown["num_classes"] = classes
     given = [f"options={shown!r}"] * bool(shown) + [f"resolution={resolution!r}"] * (resolution is not None)
     model = spec or name
     return f"model=ModelRef.of({', '.join([repr(model), *given])})" if given else f"model={model!r}"

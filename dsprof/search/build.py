@@ -87,12 +87,13 @@ def build_model(
         return replace_classifier(net, num_classes).eval()
     name, options, resolution = ref.entry, dict(ref.options), ref.resolution
     weights = weights if weights is not None else ref.weights
-    if weights is True or weights == "pretrained":
+    if weights is True or weights == "pretrained":  # published weights: their own classes, then the data's
+        options.pop("num_classes", None)
         model = get_model(name, resolution=resolution, pretrained=True, **options)
         if num_classes != IMAGENET_CLASSES:
             replace_classifier(model, num_classes)
         return model.eval()
-    model = get_model(name, resolution=resolution, num_classes=num_classes, **options)
+    model = get_model(name, resolution=resolution, **{**options, "num_classes": num_classes})
     if weights:
         load_checkpoint(model, weights)
     return model

@@ -127,7 +127,7 @@ def plan_macs(model: str, options: dict[str, Any], resolution: int, keep: Sequen
     """MACs (one image) of ``model`` with a ``num_classes``-way classifier (the data's), merged by the plan ``keep``
     (all ones: the original), its blocks merged where that lowers their MACs (``merge_by="macs"``: no LUT is at
     hand here)."""
-    net = get_model(model, resolution=resolution, num_classes=num_classes, **options).eval()
+    net = get_model(model, resolution=resolution, **{**options, "num_classes": num_classes}).eval()
     if not all(keep):
         net = merge_model(net, merge_rule(net, merge_by="macs").decide(Plan(model, tuple(keep), options)).plan)
     return count_macs(net, (resolution, resolution))
