@@ -180,3 +180,14 @@ def short_labels(contexts: Iterable[DeviceContext]) -> dict[DeviceContext, str]:
         return " ".join([head] + extra)
 
     return _distinct(list(dict.fromkeys(contexts)), ("backend", "device", "threads"), render)
+
+
+def contexts_named(name: "str | DeviceContext", contexts: Iterable[DeviceContext]) -> list[DeviceContext]:
+    """The contexts among ``contexts`` that ``name`` names: a key (a `DeviceContext`, or its text), a label
+    (`short_labels` of ``contexts``, as `dsprof plan` prints them: ``onnxruntime/cpu t1``), else a backend. The one
+    reading of a context's name (``device_key=``, ``joint=``); none or several are the caller's to refuse."""
+    contexts = list(dict.fromkeys(contexts))
+    text = str(name).strip()
+    labels = short_labels(contexts)
+    found = [c for c in contexts if text in (str(c), labels[c])]
+    return found or [c for c in contexts if c.backend == text]

@@ -231,8 +231,12 @@ def test_device_key_round_trip_and_resolve_errors(measured, tmp_path):
     with pytest.raises(LUTError) as caught:
         lut.resolve(backend="tflite", batch=None)
     # what was asked in words, the parameter that names a context (a field of `Pricing` and `MergeChoice`), the list
-    assert str(caught.value) == (f"<built>: no context matches backend tflite; give one of these as `device_key=`:\n"
-                                 f"  {key}  ({lut.device_name(key)})")
+    assert str(caught.value) == (f"<built>: no context matches backend tflite; give one of these, by its key or its "
+                                 f"label, as `device_key=`:\n  {key}  (torch/cpu t1; {lut.device_name(key)})")
+    # named as `dsprof plan` labels it (backend/device tTHREADS) or by its backend, as `joint=` names contexts
+    assert lut.resolve("torch/cpu t1") == lut.resolve("torch") == lut.resolve(f" {key} ") == key
+    with pytest.raises(LUTError, match=r"no context matches onnxruntime/cpu t1; give one of these"):
+        lut.resolve("onnxruntime/cpu t1")
     written = build_lut([measured], tmp_path / "x.csv")  # one written names its file, as one loaded from it does
     with pytest.raises(LUTError, match=rf"^{re.escape(str(tmp_path / 'x.csv'))}: no context matches backend tflite;"):
         written.resolve(backend="tflite")

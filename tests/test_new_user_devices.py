@@ -486,6 +486,16 @@ def test_37_4_plan_takes_the_flag_its_message_names_and_picks_a_context_by_backe
     line = error_line("plan", *ARGS, "--lut", setup["lut"], "--backend", "torch", "--for", "torch,onnxruntime",
                       "--out", tmp_path / "t.json")
     assert "--for" in line and "--backend" in line
+    # --device-key names a context as --for does: by the label plan prints, its key, or its backend; each the same
+    for backend in BACKENDS:
+        fronts = {}
+        for name in (LABELS[backend], str(setup["contexts"][backend]), backend):
+            ok("plan", *ARGS, "--lut", setup["lut"], "--device-key", name, "--out", tmp_path / "k.json")
+            fronts[name] = json.loads((tmp_path / "k.json").read_text())
+            assert fronts[name]["context"]["backend"] == backend, name
+        assert len({json.dumps(f["points"], sort_keys=True) for f in fronts.values()}) == 1
+    line = error_line("plan", *ARGS, "--lut", setup["lut"], "--device-key", "openvino/cpu t1", "--out", tmp_path / "o.json")
+    assert "no context matches openvino/cpu t1" in line and LABELS["torch"] in line and LABELS["onnxruntime"] in line
 
 
 def flags_of(line: str, command: str) -> list[tuple[str, str]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 from ..records.plan import load_plan
 from ..search.settings import DistillSettings, TrainRun
 from .flags import command_line_text
-from .options import (add_accept_modified, add_merge_by_arg, add_model_args, load_lut, model_options_from_args,
-                      on_interrupt, weights_from_args)
+from .options import (add_accept_modified, add_device_key_arg, add_merge_by_arg, add_model_args, load_lut,
+                      model_options_from_args, on_interrupt, weights_from_args)
 from .training import ThreadUse, add_training_args, checkpoint_note, train_config
 
 
@@ -31,7 +31,7 @@ def add(sub, fmt) -> None:
     p.add_argument("--no-merge-check", action="store_true", help="skip merging and comparing the merged model's outputs")
     p.add_argument("--lut", type=Path, default=None,
                    help="a LUT whose rule merges the linearised blocks of a plan without a merge list (as predict prices)")
-    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_device_key_arg(p)
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
     add_merge_by_arg(p)
     add_accept_modified(p, "a LUT")

@@ -66,7 +66,7 @@ def add(sub, fmt) -> None:
                         "entries marked) and plan it; spans up to --spans blocks (default 4)")
     p.add_argument("--like", type=Path, default=None, metavar="LUT",
                    help="--few: a full LUT of the model in another context (`dsprof build-lut`)")
-    p.add_argument("--like-key", default=None, help="--few: the --like LUT's context, when it holds several")
+    p.add_argument("--like-key", default=None, help="--few: the --like LUT's context where it holds several (its key, label or backend, as --device-key)")
     p.add_argument("--few-lut-out", type=Path, default=None,
                    help="--few: the new context's LUT (default: the measurement file with .lut.csv)")
     p.set_defaults(func=run)

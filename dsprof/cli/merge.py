@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..constants import DEFAULT_MAX_SPAN, IMAGENET_CLASSES
 from .flags import command_line_text
-from .options import (add_accept_modified, add_merge_by_arg, add_model_args, merge_choice_from_args,
-                      model_options_from_args, model_ref_from_args, spans_arg, weights_from_args)
+from .options import (add_accept_modified, add_device_key_arg, add_merge_by_arg, add_model_args,
+                      merge_choice_from_args, model_options_from_args, model_ref_from_args, spans_arg, weights_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -39,7 +39,7 @@ def add(sub, fmt) -> None:
                    help="latency table that decides which linearised blocks of a plan without a merge list merge (the "
                         "rule predict prices) and, with --spans auto, the spans (the planner's; span entries: dsprof "
                         "measure --spans N)")
-    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_device_key_arg(p)
     add_merge_by_arg(p)
     add_accept_modified(p, "a LUT")
     p.set_defaults(func=run)

@@ -18,7 +18,7 @@ from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIAN
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 
-__all__ = ["CliError", "add_accept_modified", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
+__all__ = ["CliError", "add_accept_modified", "add_device_key_arg", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
            "add_timing_args", "add_workload_args", "blocks_from_args", "compile_from_args", "csv_list", "keep_arg",
            "load_lut", "merge_choice_from_args", "model_from_args", "model_options_from_args", "model_ref_from_args",
            "on_interrupt", "remote_from_args", "settings_from_args", "spans_arg", "timing_from_args", "use_model_file",
@@ -66,6 +66,14 @@ def add_model_args(parser: argparse.ArgumentParser, classes_help: str | None = N
         default=None,
         help="'pretrained' for torchvision/timm weights (downloads), or the path of a local state-dict checkpoint",
     )
+
+
+def add_device_key_arg(parser) -> None:
+    """``--device-key``: which context of a LUT holding several, named as `dsprof.lut.LUT.resolve` reads a name."""
+    parser.add_argument("--device-key", default=None, metavar="CONTEXT",
+                        help="the LUT context to use where it holds several: its key (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/"
+                        "bN/tN), its label as `dsprof plan` prints it ('onnxruntime/cpu t1'), or a backend only one "
+                        "context has")
 
 
 def add_model_file_arg(parser) -> None:
@@ -180,7 +188,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
                    help="also time the model merged by this plan (preset name or JSON file) as a whole model; repeatable")
     p.add_argument("--lut", type=Path, default=None,
                    help="a LUT whose rule merges the linearised blocks of a --plan without a merge list (as predict prices)")
-    p.add_argument("--device-key", default=None, help="the LUT context to use when it holds several")
+    add_device_key_arg(p)
     add_merge_by_arg(p)
     add_accept_modified(p, "a LUT")
     p.add_argument("--merged-model", action="append", default=None, type=Path, metavar="FILE",

@@ -13,7 +13,8 @@ from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
 from .flags import command_line_text
-from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, pricing_from_args
+from .options import (add_accept_modified, add_device_key_arg, add_model_args, keep_arg, load_lut, model_ref_from_args,
+                      pricing_from_args)
 
 
 def add(sub, fmt) -> None:
@@ -46,8 +47,7 @@ def add(sub, fmt) -> None:
                    help="blocks per span at most (1: no spans; default: as wide as the LUT holds every span of; "
                         f"the front says so where that is under {DEFAULT_MAX_SPAN}); never wider than the LUT holds")
     p.add_argument("--method", default="auto", choices=(*PREDICT_METHODS, *OLD_METHOD_NAMES), help="how block changes are counted (see dsprof predict)")
-    p.add_argument("--device-key", default=None,
-                   help="the LUT context to plan (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    add_device_key_arg(p)
     p.add_argument("--backend", default=None, help="pick the LUT context to plan by backend, as predict --backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context to plan by batch size")
     add_accept_modified(p, "a LUT")

@@ -11,6 +11,7 @@ from ..units import percent
 from .flags import command_line_text
 from .options import (
     add_accept_modified,
+    add_device_key_arg,
     add_merge_by_arg,
     add_model_args,
     load_lut,
@@ -24,7 +25,7 @@ def add(sub, fmt) -> None:
     add_model_args(p)
     p.add_argument("--lut", type=Path, required=True, help="LUT file from `dsprof build-lut`")
     p.add_argument("--plan", default=None, help="a plan file (JSON) or preset name (e.g. mbv2-ds-a); without it: the original model")
-    p.add_argument("--device-key", default=None, help="LUT context ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN; needed when the LUT holds several")
+    add_device_key_arg(p)
     p.add_argument("--backend", default=None, help="pick the LUT context by backend")
     p.add_argument("--batch", type=int, default=None, help="pick the LUT context by batch size")
     p.add_argument("--strict", action="store_true", help="a LUT miss is an error (raised by the library, naming the key)")

@@ -10,7 +10,8 @@ from ..constants import DEFAULT_MAX_SPAN
 from ..models.spans_text import format_spans
 from ..names import DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..search.settings import GateSettings, TrainRun
-from .options import add_accept_modified, add_model_args, keep_arg, load_lut, model_ref_from_args, on_interrupt
+from .options import (add_accept_modified, add_device_key_arg, add_model_args, keep_arg, load_lut, model_ref_from_args,
+                      on_interrupt)
 from .training import ThreadUse, add_proxy_args, add_training_args, checkpoint_note, proxy_settings, train_config
 
 
@@ -38,7 +39,7 @@ def add(sub, fmt) -> None:
     add_proxy_args(p, None)
     p.add_argument("--lut", type=Path, default=None, help="LUT file: the planner's latencies (importance, planner); the "
                    "differentiable search's decay weights = each block's latency saving there (default: MAC saving)")
-    p.add_argument("--device-key", default=None, help="the LUT context (ENV/DEVICE/BACKEND/DTYPE/LAYOUT/bN/tN) when it holds several")
+    add_device_key_arg(p)
     p.add_argument("--lut-resolution", type=int, default=None, help="the resolution the LUT was measured at (default: --resolution)")
     p.add_argument("--max-span", type=int, default=DEFAULT_MAX_SPAN,
                    help="the planner's spans: consecutive linear blocks merged as one, at most this many (1: none; span "

@@ -20,7 +20,7 @@ from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_co
 from ..io import atomic_write_text, csv_frame, read_text
 from ..portable.cpu_share import CPU_SHARE_WARNING
 from ..models import BlockSpec
-from ..device_context import DeviceContext, compile_setting
+from ..device_context import DeviceContext, compile_setting, contexts_named, short_labels
 from ..records.measurement import IN_SITU_SCOPE
 from .schema import COLUMNS, CONTEXT_COLUMNS, GROUP_COLUMNS, KEY_COLUMNS, OLD_SCHEMAS, OPTIONAL_COLUMNS, PREDICTED, SCHEMA
 
@@ -178,22 +178,22 @@ class LUT:
         return str(rows["device_name"].iloc[0])
 
     def resolve(self, key: DeviceContext | str | None = None, **filters: Any) -> DeviceContext:
-        """The one context that ``key`` names, or that ``filters`` (e.g. backend="onnxruntime",
-        batch=1) leave; none or several raise an error that lists what the table has."""
-        if isinstance(key, str):
-            key = DeviceContext.from_str(key)
+        """The one context that ``key`` names (its key, its label as `dsprof plan` prints it, or a backend:
+        `contexts_named`), or that ``filters`` (e.g. backend="onnxruntime", batch=1) leave; none or several raise an
+        error that lists what the table has."""
         candidates = self.devices()
         if key is not None:
-            candidates = [d for d in candidates if d == key]
+            candidates = contexts_named(key, candidates)
         for name, value in filters.items():
             if value is not None:
                 candidates = [d for d in candidates if getattr(d, name) == value]
         if len(candidates) == 1:
             return candidates[0]
-        listing = "\n  ".join(f"{d}  ({self._name_of(d)})" for d in self.devices()) or "(none)"
+        labels = short_labels(self.devices())
+        listing = "\n  ".join(f"{d}  ({labels[d]}; {self._name_of(d)})" for d in self.devices()) or "(none)"
         what = "no context matches" if not candidates else "several contexts match"
         asked = str(key) if key is not None else ", ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
-        raise LUTError(f"{self.source}: {what}{f' {asked}' if asked else ''}; give one of these as `device_key=`:\n  {listing}")
+        raise LUTError(f"{self.source}: {what}{f' {asked}' if asked else ''}; give one of these, by its key or its label, as `device_key=`:\n  {listing}")
 
     def _name_of(self, key: DeviceContext) -> str:
         return str(self.entries(key)["device_name"].iloc[0])

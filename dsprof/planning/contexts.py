@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from torch import nn
 
-from ..device_context import DeviceContext, short_labels
+from ..device_context import DeviceContext, contexts_named, short_labels
 from ..errors import LUTMissError, MeasureHint, UsageError
 from ..io import atomic_write_text, csv_row
 from ..lut import LUT
@@ -243,9 +243,7 @@ def pick_contexts(names: str | Sequence[str | DeviceContext],
     listing = "; ".join(f"{label} ({c})" for c, label in labels.items())
     out = []
     for text in names:
-        text = str(text) if isinstance(text, DeviceContext) else text  # a key, as its text names it
-        found = [c for c, label in labels.items() if text in (str(c), label)]
-        found = found or [c for c in labels if c.backend == text]
+        found = contexts_named(text, labels)
         if len(found) != 1:
             what = "names no context" if not found else "names several contexts"
             raise UsageError(f"`joint=` {text!r} {what}; give labels, keys or backends of: {listing}")
