@@ -630,6 +630,24 @@ def test_37_5_measure_names_blocks_by_index_and_spans_by_range(setup):
     assert not any("+" in line for line in lines)
 
 
+def test_37_5_the_summary_shows_the_linear_variant_it_timed(setup):
+    """The run timed each block linear too (activations removed, not merged): its column holds each block's median
+    as the records give it, and its speed-up column the paired ratio's median; a run without it shows no such column."""
+    records = read_measurements(setup["files"][0])
+    lines = format_summary(summary_table(records)).splitlines()
+    head = [c.strip() for c in re.split(r"\s{2,}", lines[0])]
+    assert head[:7] == ["block", "original ms", "merged ms", "flops-matched ms", "linear ms", "merged speed-up",
+                        "flops-matched speed-up"] and head[7] == "linear speed-up"
+    assert lines[-1].endswith("; linear: activations removed, not merged")
+    linear = {r.name: r for r in records if r.scope == "block" and r.variant == "linear" and r.ok}
+    for i, name in enumerate(BLOCKS):
+        line = next(line for line in lines if line.startswith(f"{i} {name} "))
+        times = re.findall(r"(?<![\d.\[])(\d+\.\d{3})(?![\dx\]])", line)  # original, merged, linear ms
+        assert float(times[2]) == pytest.approx(statistics.median(linear[name].samples_s) * 1e3, abs=6e-4), line
+    without = [r for r in records if r.variant != "linear"]
+    assert "linear" not in format_summary(summary_table(without))
+
+
 def test_37_5_measure_few_names_the_entries_it_timed(setup, tmp_path):
     out = ok("measure", *ARGS[:4], "--backend", "onnxruntime", "--few", "6", "--like", setup["lut"], "--like-key",
              str(setup["contexts"]["torch"]), "--spans", "2", *QUICK, "--out", tmp_path / "few")

@@ -17,6 +17,7 @@ SUMMARY_COLUMNS = [
     "scope", "name", "index", "span", "original_ms", "merged_ms", "flops_matched_ms", "linear_ms",
     "merged_speedup", "merged_speedup_low", "merged_speedup_high",
     "flops_matched_speedup", "flops_matched_speedup_low", "flops_matched_speedup_high",
+    "linear_speedup", "linear_speedup_low", "linear_speedup_high",
     "noisy", "fps",
 ]
 
@@ -110,11 +111,14 @@ def _label(row: pd.Series) -> str:
 
 
 def format_summary(table: pd.DataFrame) -> str:
-    """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS."""
+    """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS; the
+    linear variant's ms and speed-up too where it was timed (`--variants ...,linear`)."""
     if table.empty:
         return "(nothing measured)"
+    linear = "linear_ms" in table and bool(table["linear_ms"].notna().any())
     lines = []
-    header = ["block", "original ms", "merged ms", "flops-matched ms", "merged speed-up", "flops-matched speed-up", "FPS", ""]
+    header = ["block", "original ms", "merged ms", "flops-matched ms", *["linear ms"] * linear, "merged speed-up",
+              "flops-matched speed-up", *["linear speed-up"] * linear, "FPS", ""]
     body = []
     for _, row in table.iterrows():
         fps = ""
@@ -128,7 +132,9 @@ def format_summary(table: pd.DataFrame) -> str:
         body.append([
             _label(row),
             _ms(row["original_ms"]), _ms(row["merged_ms"]), _ms(row["flops_matched_ms"]),
-            _up(row, "merged"), _up(row, "flops_matched"), fps, "noisy" if row["noisy"] else "",
+            *[_ms(row["linear_ms"])] * linear,
+            _up(row, "merged"), _up(row, "flops_matched"), *[_up(row, "linear")] * linear,
+            fps, "noisy" if row["noisy"] else "",
         ])
     widths = [max(len(r[i]) for r in body + [header]) for i in range(len(header))]
     fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()  # noqa: E731
@@ -137,5 +143,6 @@ def format_summary(table: pd.DataFrame) -> str:
     lines.append(
         "medians; speed-up = original / variant time, median of paired rounds [95 % interval]; "
         "FPS = batch / median (original / merged / flops-matched); noisy: IQR/median > 10 %; BatchNorm folded everywhere"
+        + ("; linear: activations removed, not merged" if linear else "")
     )
     return "\n".join(lines)
