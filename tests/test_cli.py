@@ -137,6 +137,10 @@ def test_a_checkpoint_for_other_classes_is_built_with_num_classes_by_every_comma
                    "1,1,1,1,1,1,1 --num-classes 10 --resolution 32")
     assert main([*argv, "--num-classes", "10"]) == 0
     assert "7 blocks" in capsys.readouterr().out
+    for wrong in ("0", "-3"):  # one line naming the option, not a traceback from the classifier's shape
+        assert main([*argv, "--num-classes", wrong]) == 2
+        assert capsys.readouterr().err.strip() == (f"dsprof blocks: error: --num-classes {wrong}: give the classifier's "
+                                                   "classes, 1 or more")
     import argparse
 
     from dsprof.cli import build_parser

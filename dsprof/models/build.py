@@ -4,6 +4,7 @@ model's builder (`dsprof.models.zoo`, torchvision and timm) is imported when suc
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 import torch
@@ -81,6 +82,9 @@ def get_model(
             f"model {name!r} takes no option(s) {', '.join(unknown)}; "
             f"its options are: {', '.join([*entry.options(), *COMMON_OPTIONS]) or 'none'}"
         )
+    classes = options.get("num_classes", 1)
+    if isinstance(classes, bool) or not isinstance(classes, numbers.Integral) or classes < 1:
+        raise ModelOptionError(f"`options={{'num_classes': {classes!r}}}`: give the classifier's classes, 1 or more")
     fuse = bool(options.get("reparameterize", False))
     local_file = pretrained if isinstance(pretrained, (str, Path)) else None
     size = check_resolution(resolution or entry.default_resolution)
