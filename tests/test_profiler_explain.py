@@ -6,6 +6,9 @@ depthwise conv makes 96 x 16 x 16.
 """
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -77,6 +80,18 @@ def test_cli_explain(tmp_path, capsys):
     assert json.loads(out.read_text())["block"] == "features.2"
     assert main(["explain", "--block", "features.99", "--resolution", "64"]) == 2
     assert "features.2" in capsys.readouterr().err  # the error lists the blocks there are
+
+
+def test_explain_prints_none_of_kinetos_own_lines(tmp_path):
+    """The PyTorch profiler's C++ side (Kineto) prints its start and stop, and on a machine without a GPU "gpuGetDeviceCount
+    failed", to the process's stderr: a fresh process shows whether any reaches the user."""
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "dsprof", "explain", "--block", "features.2", "--resolution", "32",
+                           "--budget", "0.02"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "aten::" in done.stdout  # profiled
+    assert [line for line in done.stderr.splitlines()
+            if "profiler_start" in line or "gpuGetDeviceCount" in line or "ActivityProfiler" in line] == []
 
 
 @pytest.mark.openvino

@@ -136,8 +136,22 @@ def _leaf_calls(block: nn.Module, x: torch.Tensor) -> list[tuple[str, nn.Module,
     return calls
 
 
-def _torch_profile(block: nn.Module, x: torch.Tensor, calls: int) -> pd.DataFrame:
+#: Kineto's log level (its ``KINETO_LOG_LEVEL``, read when the profiler first starts) above every level it prints at:
+#: its own lines (``profiler_start``, and ``gpuGetDeviceCount failed`` on a machine without a GPU) are not the user's.
+#: A level the user set stays theirs.
+_KINETO_QUIET = "6"
+
+
+def _profiler() -> tuple[Any, Any]:
+    """(``ProfilerActivity``, ``profile``) of ``torch.profiler``, with Kineto quiet (`_KINETO_QUIET`)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", _KINETO_QUIET)
     from torch.profiler import ProfilerActivity, profile
+
+    return ProfilerActivity, profile
+
+
+def _torch_profile(block: nn.Module, x: torch.Tensor, calls: int) -> pd.DataFrame:
+    ProfilerActivity, profile = _profiler()
 
     with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(calls):
@@ -177,8 +191,8 @@ def _compiled_profile(block: nn.Module, x: torch.Tensor, calls: int, mode: str) 
     operators it fused (``cpp_fused_convolution_hardtanh_0``; ``triton_`` on CUDA); convolutions it leaves to a
     library show as their aten or mkldnn call."""
     from torch._inductor import config as inductor_config
-    from torch.profiler import ProfilerActivity, profile
 
+    ProfilerActivity, profile = _profiler()
 
     compiled = torch.compile(own_frame(block), mode=mode, fullgraph=True)
     with inductor_config.patch({"cpp.enable_kernel_profile": True}), torch.inference_mode():
