@@ -35,7 +35,7 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from ..errors import GraphTraceError, ModelRunError
-from .leaves import register_leaf_module, trace_model
+from .leaves import register_leaf_module, trace_opaque
 from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
 from .registry import input_size_of
@@ -66,7 +66,8 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
     ``input_size`` is the model input (height, width) in pixels; default: the resolution the model was
     built for by `get_model`, else 224x224. Raises `GraphTraceError` when torch.fx cannot trace it.
     """
-    gm = fx.GraphModule(model, trace_model(model))
+    graph, opaque = trace_opaque(model)
+    gm = fx.GraphModule(model, graph)
     h, w = input_size or input_size_of(model)
     param = next(model.parameters(), None)
     x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype if param is not None else None,
@@ -89,7 +90,10 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
         model.train(was_training)
     found = _Discovery(model, gm)
     found.run()
-    return Discovery(found.blocks, found.refusals, gm, found.nothing_to_merge())
+    kept = [Refusal(path, type(model.get_submodule(path)).__name__,
+                    f"torch.fx cannot trace it ({why}), so every module of its class is kept whole and its activations "
+                    "stay", path.replace(".", "_")) for path, why in opaque.items()]
+    return Discovery(found.blocks, kept + found.refusals, gm, found.nothing_to_merge())
 
 
 def block_module(model: nn.Module, name: str) -> nn.Module:

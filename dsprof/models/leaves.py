@@ -18,7 +18,7 @@ from torch import nn
 
 from ..errors import GraphTraceError
 
-__all__ = ["register_leaf_module", "trace_model", "act_module_name"]
+__all__ = ["register_leaf_module", "trace_model", "trace_opaque", "act_module_name"]
 
 _ACT_MODULES: tuple[tuple[type, str], ...] = (
     (nn.ReLU6, "relu6"), (nn.ReLU, "relu"), (nn.Hardswish, "hardswish"), (nn.SiLU, "silu"),
@@ -69,18 +69,19 @@ def act_module_name(m: nn.Module) -> str | None:
 
 
 class _Tracer(fx.Tracer):
-    def __init__(self, opened: set[str] | None = None) -> None:
+    def __init__(self, opened: set[str] | None = None, opaque: tuple[type, ...] = ()) -> None:
         super().__init__()
         self.path_stack: list[str] = []
         self.failed_at: str | None = None
         self.opened = opened
+        self.opaque = opaque
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if self.opened is not None:
             return qualname not in self.opened
         if isinstance(m, (nn.Conv2d, nn.BatchNorm2d, _PASS_MODULES)) or act_module_name(m) is not None:
             return True
-        if isinstance(m, tuple(_LEAF_TYPES)) or getattr(type(m), "dsprof_leaf", False):
+        if isinstance(m, tuple(_LEAF_TYPES) + self.opaque) or getattr(type(m), "dsprof_leaf", False):
             return True
         return super().is_leaf_module(m, qualname)
 
@@ -116,29 +117,48 @@ def _timm_leaves() -> None:
             register_leaf_module(cls)
 
 
+#: Classes of a user's model that discovery keeps whole because torch.fx cannot trace them, at most (each costs a
+#: trace of the model; beyond it the model is refused naming the module).
+MAX_OPAQUE_CLASSES = 16
+
+
 def trace_model(model: nn.Module, opened: set[str] | None = None) -> fx.Graph:
     """The graph of ``model`` traced in eval mode (training branches resolved as inference runs them).
 
     ``opened`` (module paths, "" for the model): trace through these modules only and keep every other one
-    whole, as graph surgery does; default: discovery's leaves. Raises `GraphTraceError` naming the module
-    that fails."""
+    whole, as graph surgery does; default: discovery's leaves, and every module of a class torch.fx cannot trace
+    kept whole (`trace_opaque`). Raises `GraphTraceError` naming the module that fails."""
+    return trace_opaque(model, opened)[0]
+
+
+def trace_opaque(model: nn.Module, opened: set[str] | None = None) -> tuple[fx.Graph, dict[str, str]]:
+    """`trace_model`'s graph, and the modules kept whole because torch.fx cannot trace their class ({path of the
+    first of its class that failed: why}): an attention or a Python branch on tensor values inside a CNN (timm's
+    EfficientViT, MobileViT) ends the chains it touches, as a leaf does, and the rest of the model is traced. Only
+    where the model itself traces (a failure in its own forward is refused) and ``opened`` is None."""
     _timm_leaves()
-    tracer = _Tracer(opened)
+    opaque: dict[type, tuple[str, str]] = {}
     was_training = model.training
     model.eval()  # tracing resolves `if self.training` branches: trace what inference runs
     try:
-        graph = tracer.trace(model)
-    except Exception as exc:  # noqa: BLE001 - any tracing failure becomes one clear error
-        where = tracer.failed_at or ""
-        module = model.get_submodule(where) if where else model
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise GraphTraceError(
-            f"torch.fx cannot trace {where or 'the model'} ({type(module).__name__}): {first[:200]}. dsprof finds "
-            "blocks in the traced graph: make that module traceable (no Python control flow on tensor values), or "
-            "mark it opaque with dsprof.models.register_leaf_module(<its class>) so the rest can be traced"
-        ) from None
+        while True:
+            tracer = _Tracer(opened, tuple(opaque))
+            try:
+                graph = tracer.trace(model)
+                break
+            except Exception as exc:  # noqa: BLE001 - any tracing failure becomes one clear error
+                where = tracer.failed_at or ""
+                module = model.get_submodule(where) if where else model
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if opened is None and where and type(module) not in opaque and len(opaque) < MAX_OPAQUE_CLASSES:
+                    opaque[type(module)] = (where, first[:200])  # kept whole, and the model traced again
+                    continue
+                raise GraphTraceError(
+                    f"torch.fx cannot trace {where or 'the model'} ({type(module).__name__}): {first[:200]}. dsprof "
+                    "finds blocks in the traced graph: make that module traceable (no Python control flow on tensor "
+                    "values), or mark it opaque with dsprof.models.register_leaf_module(<its class>) so the rest can "
+                    "be traced"
+                ) from None
     finally:
         model.train(was_training)
-    return graph
-
-
+    return graph, {where: why for where, why in opaque.values()}
