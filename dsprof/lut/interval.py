@@ -29,7 +29,8 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   slower, and every plan that linearised most blocks ran 2-3 % slower than predicted. Estimated from the LUT's
   runs, never from a later check.
 * **the check's noise** (speed-up; `Terms.check`): a later check is a group of two whole models timed round by
-  round, in two sessions. The LUT's in-situ groups are such checks, of one block swapped each: the spread of
+  round, in two sessions. The LUT's session pairs are such checks of the model against itself (their root mean
+  square, widened to Student's t of that many pairs: `session_noise`, `_check`). The LUT's in-situ groups are such checks, of one block swapped each: the spread of
   their paired savings around the isolated ones says how far one check lands from what the LUT adds up (the
   rounds' noise, a session's offset, a block's surroundings). Without them, sqrt(2) times the error the whole
   model's median has in one of the LUT's groups (a median's standard error: sigma over the square root of n).
@@ -57,6 +58,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
+
+from scipy.stats import t as student_t
 
 from ..device_context import DeviceContext
 from ..records.measurement import PROBE_NAME, PROBE_SCOPE
@@ -304,7 +307,11 @@ def _check(inputs: IntervalInputs) -> tuple[float, str, bool]:
     whole model's median has in one of the LUT's groups."""
     pairs, _ = session_noise(inputs.sessions)
     if inputs.in_model is not None and pairs == pairs:
-        return pairs, f"{len(inputs.sessions)} session pairs (the whole model against itself)", True
+        # the pairs' root mean square is itself estimated from a few pairs (one degree of freedom each): the check's
+        # 95 % interval is Student's t's, not the normal's (x1.25 for six pairs)
+        n = sum(1 for e in inputs.sessions if e.ratio == e.ratio and e.ratio_se == e.ratio_se)
+        widen = float(student_t.ppf(0.975, n)) / Z95
+        return pairs * widen, f"{len(inputs.sessions)} session pairs (the whole model against itself)", True
     residuals = _in_situ_residuals(inputs)
     if len(residuals) >= ENOUGH_GROUPS:
         return summarize(residuals).iqr * IQR_TO_SD, f"{len(residuals)} in-situ groups", False
