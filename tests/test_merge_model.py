@@ -216,3 +216,33 @@ def test_unmerged_linear_basic_blocks_cost_the_ring_of_their_first_convolution(r
             cin = cout
     assert count_macs(merged, (res, res)) - count_macs(original, (res, res)) == extra
     assert all(not d.merged for d in merge_report(merged).decisions)
+
+
+@pytest.mark.parametrize("res", [32, 63])
+def test_macs_price_an_unmerged_basic_block_with_its_ring_so_merging_by_macs_counts_no_more(res):
+    """MACs price a basic block left linear as it deploys: with the ring of its first 3x3 (the closed form of the
+    test above, per block). So `merge_by='macs'` merges a block where that lowers the count, and the model it merges
+    counts no more MACs (FlopCounterMode) than merging every block or none; before, it priced the block as built and
+    kept blocks whose ring cost more than merging."""
+    import dsprof
+    from dsprof.lut import MergeChoice
+    from dsprof.lut.macs import MacPrices
+    from dsprof.models import ModelRef, count_macs, spec_macs
+
+    ref = ModelRef.of("resnet18", options={"num_classes": 10}, resolution=res)
+    model = ref.build()
+    prices = MacPrices(find_blocks(model))
+    size = ((res + 2 * 3 - 7) // 2 + 1 + 2 - 3) // 2 + 1  # the stem and the max-pool, as above
+    i, cin = 0, 64
+    for stage, cout in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            size = (size + 2 - 3) // (2 if stage and not block else 1) + 1
+            ring = ((size + 2) ** 2 - size**2) * cin * cout * 9
+            assert prices.linearized(i, merge=False).latency_s == spec_macs(prices.blocks[i].spec) + ring
+            i, cin = i + 1, cout
+    plan = Plan("resnet18", (0,) * 8)
+    by_macs = dsprof.merge(ref, plan, merge=MergeChoice(merge_by="macs")).model
+    every = merge_model(ref.build(), plan.with_merge([True] * 8))
+    none = merge_model(ref.build(), plan.with_merge([False] * 8))
+    counted = {name: count_macs(m, (res, res)) for name, m in (("macs", by_macs), ("every", every), ("none", none))}
+    assert counted["macs"] <= min(counted["every"], counted["none"]), counted

@@ -3,7 +3,7 @@ macs``), beside a LUT's `dsprof.lut.prices.Prices`.
 
 The same pieces as a LUT's, in MACs for one image (`dsprof.models.spec_macs`, the one count, from the blocks'
 descriptions): a kept block as built; a block linearised alone merged into its one convolution, or left unmerged
-(as built: removing activations moves no MAC); a span's one convolution (`dsprof.models.spans.span_spec`). A
+(as it deploys: as built, removing activations moves no MAC, or with the ring a padding in front adds); a span's one convolution (`dsprof.models.spans.span_spec`). A
 piece's ``latency_s`` holds its MACs and ``saving_s`` the MACs it removes, so that the planner's dynamic programme
 (`dsprof.planning.dp`) runs on it unchanged (`dsprof.planning.decide`).
 """
@@ -11,6 +11,7 @@ piece's ``latency_s`` holds its MACs and ``saving_s`` the MACs it removes, so th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from ..merging.block import deploys_alike
 from ..models.spans import span_spec
 from ..models import Block, spec_macs
 from .piece import Piece, cheaper
@@ -38,12 +39,16 @@ class MacPrices:
         return Piece(i, i + 1, "original", self._built[i], 0, kept=True)
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:
-        """Block ``i`` without activations, alone: merged into one convolution, left unmerged (its MACs as built:
-        ``border`` moves none), or (None) the one with fewer MACs (`dsprof.lut.piece.cheaper`)."""
+        """Block ``i`` without activations, alone: merged into one convolution, left unmerged (as it deploys: its
+        MACs as built, or with the ring its padding in front adds where ``border`` is in front and the padding cannot
+        go back in place, `deploys_alike`: ResNet's basic blocks, VGG's 3x3 pairs), or (None) the one with fewer MACs
+        (`dsprof.lut.piece.cheaper`)."""
         if merge is None:
             return cheaper(self.linearized(i, True, border), self.linearized(i, False, border))
         if not merge:
-            return Piece(i, i + 1, "linear", self._built[i], 0)
+            ring = border == "in_front" and not deploys_alike(self.blocks[i])
+            macs = spec_macs(self.blocks[i].spec, in_front=True) if ring else self._built[i]
+            return Piece(i, i + 1, "linear", macs, self._built[i] - macs)
         macs = spec_macs(self.blocks[i].spec, merged=True)
         return Piece(i, i + 1, "merged", macs, self._built[i] - macs)
 

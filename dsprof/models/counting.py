@@ -71,22 +71,26 @@ def conv_macs(
     return out_channels * (in_channels // groups) * kh * kw * out_size[0] * out_size[1]
 
 
-def spec_macs(spec: BlockSpec, merged: bool = False) -> int:
+def spec_macs(spec: BlockSpec, merged: bool = False, in_front: bool = False) -> int:
     """Multiply-accumulates of the block ``spec`` describes, for one image: as built (its convolutions, and the
     1x1 projection or the convolutions on its skip path where it has them), or, with ``merged``, of the one convolution it merges into
     (kernel `BlockSpec.merged_kernel`, the block's stride; grouped only where every convolution has the same
     groups, e.g. a chain of depthwise ones, and none is concatenated after its input). A Ghost module's
     concatenated input costs nothing as built. Block convolutions keep the map at ceil(size / stride) (odd kernels
-    padded by half, or TensorFlow 'SAME': what block discovery accepts)."""
+    padded by half, or TensorFlow 'SAME': what block discovery accepts). ``in_front``: linearised, with all its
+    padding in front (how a block whose padding cannot go back in place deploys unmerged,
+    `dsprof.merging.block.deploys_alike`): each convolution also computes the ring of its output that the later ones
+    read as their padding (symmetric padding; 'SAME' as built)."""
     if merged:
         groups = {c.groups for c in spec.convs}
         dense = spec.projection or any(c.cat for c in spec.convs)  # a concatenation after its input: dense
         shared = groups.pop() if len(groups) == 1 and not dense else 1
         return conv_macs(spec.in_channels, spec.out_channels, spec.merged_kernel, (spec.out_h, spec.out_w), shared)
+    rings = _rings(spec.convs) if in_front and spec.padding == "symmetric" else [0] * len(spec.convs)
     macs, h, w = 0, spec.in_h, spec.in_w
-    for c in spec.convs:
+    for c, ring in zip(spec.convs, rings):
         h, w = -(-h // c.stride), -(-w // c.stride)
-        macs += conv_macs(c.cin, c.cout, c.kernel, (h, w), c.groups)
+        macs += conv_macs(c.cin, c.cout, c.kernel, (h + 2 * ring, w + 2 * ring), c.groups)
     if spec.skip:  # a skip path of other convolutions (GhostNet's depthwise then 1x1)
         h, w = spec.in_h, spec.in_w
         for c in spec.skip:
@@ -95,6 +99,16 @@ def spec_macs(spec: BlockSpec, merged: bool = False) -> int:
     elif spec.projection:
         macs += conv_macs(spec.in_channels, spec.out_channels, 1, (spec.out_h, spec.out_w))
     return macs
+
+
+def _rings(convs) -> list[int]:
+    """Per convolution, the pixels on each side by which its output map grows when the block's padding is all in
+    front: what the later convolutions read as their padding, each later stride multiplying it (the last: 0)."""
+    rings, after = [], 0
+    for c in reversed(convs):
+        rings.append(after)
+        after = (c.kernel - 1) // 2 + c.stride * after
+    return rings[::-1]
 
 
 def count_params(module: nn.Module) -> int:
