@@ -27,6 +27,7 @@ from ..errors import DsprofError, MergeError
 from ..fields import MERGED_DTYPES, FieldError, check_model_options
 from ..io import atomic_torch_save, load_torch_payload
 from ..models import ChainGraph, get_model, input_size_of
+from ..models.tracing import eval_forward, first_conv_in_channels
 from .model import merge_model, merge_report
 from ..records.plan import Plan
 from ..models.onnx_export import export_onnx as export_at_shape
@@ -38,10 +39,19 @@ MERGED_VERSION = 1
 
 
 def _num_classes(model: nn.Module) -> int:
+    """The classes the model outputs: its last Linear layer's outputs, else (a convolution as the classifier: DLA)
+    the width of its output for one image at its input size."""
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise MergeError("cannot tell the number of classes: the model has no Linear classifier")
-    return linears[-1].out_features
+    if linears:
+        return linears[-1].out_features
+    h, w = input_size_of(model)
+    param = next(model.parameters())
+    x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype, device=param.device)
+    out = eval_forward(model, x)
+    if not isinstance(out, torch.Tensor) or out.dim() != 2:
+        raise MergeError(f"cannot tell the number of classes: the model outputs {tuple(getattr(out, 'shape', ()))} "
+                         "for one image, not (1, classes)")
+    return int(out.shape[1])
 
 
 def graph_lines(model: nn.Module) -> list[str] | None:

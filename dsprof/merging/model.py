@@ -15,7 +15,6 @@ from ..models import (
     count_macs,
     count_params,
     discover_blocks,
-    find_blocks,
     format_span,
     input_size_of,
     memory_footprint,
@@ -308,7 +307,7 @@ def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, in
     first = next(m for m in original.modules() if isinstance(m, nn.Conv2d))
     example = torch.zeros(1, first.in_channels, *size, dtype=next(original.parameters()).dtype)
     before_model = fold_batchnorm(original, example)
-    blocks = find_blocks(before_model, size)
+    blocks = discover_blocks(before_model, size).blocks  # its refusals were said when the original's blocks were found
     reaching = _inputs_reaching(merged, [block_module(merged, b.name) for b in blocks], example)
     rows = []
     for i, (block, decision) in enumerate(zip(blocks, report.decisions)):

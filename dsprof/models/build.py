@@ -5,6 +5,7 @@ model's builder (`dsprof.models.zoo`, torchvision and timm) is imported when suc
 from __future__ import annotations
 
 import numbers
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -158,6 +159,12 @@ def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], path: Path) 
                      "Check the model name and its width/depth options.")
 
 
+def _unwrapped(key: object) -> str:
+    """A state dict's key (or its metadata's module name) without the ``module.`` that DistributedDataParallel adds."""
+    key = str(key)
+    return "" if key == "module" else key.removeprefix("module.")
+
+
 def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
     """Load a local checkpoint into ``model`` (in place) without running code from the file.
 
@@ -176,10 +183,19 @@ def load_checkpoint(model: nn.Module, path: str | Path) -> nn.Module:
                 break
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise BadFileError(f"checkpoint {path} does not hold a state dict of tensors")
-    state = {str(k).removeprefix("module."): v for k, v in obj.items()}
+    state = {_unwrapped(k): v for k, v in obj.items()}
     state = adapt_keys(state, list(model.state_dict()))  # another implementation's names (checkpoint_keys)
     _check_shapes(model, state, path)
-    result = model.load_state_dict(state, strict=False)
+    metadata = getattr(obj, "_metadata", None)  # each module's state version: torchvision's MNASNet needs its own
+    if isinstance(metadata, dict):
+        state = OrderedDict(state)
+        state._metadata = {_unwrapped(k): v for k, v in metadata.items()}  # type: ignore[attr-defined]
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except (RuntimeError, ValueError) as exc:  # a module's own loading refuses it (its version, a shape of its own)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise UsageError(f"checkpoint {path} does not load into this model ({first}); save it with "
+                         "torch.save(model.state_dict(), path) from the model it was trained as") from None
     if result.missing_keys or result.unexpected_keys:
         raise UsageError(
             f"checkpoint {path} does not fit this model: "

@@ -288,9 +288,14 @@ class _Discovery:
         main = [chain[0].conv]
         while main[-1] is not out:  # every node before the output has one consumer, the next one
             users = list(main[-1].users)
-            if len(users) != 1:
+            if len(users) != 1:  # said as the innermost module around the chain (a Ghost module), once
                 reason, node = break_reason(g, main[-1])
-                self.refusals.append(Refusal("(model)", type(self.model).__name__, f"no mergeable chain: {reason}", node))
+                where = next((p for p in reversed(self._common([u.conv for u in chain]))
+                              if p and not isinstance(g.modules[p], _CONTAINERS)), "")
+                around = g.modules[where] if where else self.model
+                if not (where and any(r.name == where for r in self.refusals)):
+                    self.refusals.append(Refusal(where or "(model)", type(around).__name__,
+                                                 f"no mergeable chain: {reason}", node))
                 return
             main.append(users[0])
         opened = {""}

@@ -122,9 +122,10 @@ def merge(
     model = ref.build(**extra)
     # the planner settles the plan: its length checked first (no rule would mend it), then its merges (and spans)
     # decided, or its own list replayed; spans chosen by the search follow the LUT's method, as `dsprof plan`'s
-    rule = merge_rule(ModelRef.of(model, name=model_name, options=options), lut=lut, device=choice.device_key,
-                      merge_by=choice.merge_by, plan=plan, method="auto" if spans == "auto" else "isolated")
-    merges = rule.decide(plan, spans=spans, max_span=max_span)
+    with _nothing_to_merge(ref):  # a plan of any length for a model without a block: why there is none
+        rule = merge_rule(ModelRef.of(model, name=model_name, options=options), lut=lut, device=choice.device_key,
+                          merge_by=choice.merge_by, plan=plan, method="auto" if spans == "auto" else "isolated")
+        merges = rule.decide(plan, spans=spans, max_span=max_span)
     plan = merges.plan
     linear = linearize_model(model, plan)  # linearised once: its checkpoint loaded, then merged in place
     if checkpoint is not None:
