@@ -329,3 +329,50 @@ def test_the_command_line_refuses_them_in_one_line(argv, says, tmp_path, capsys)
 def test_workload_unsupported_is_what_the_runner_records():
     # the runner records a RuntimeError raised while preparing and goes on; WorkloadUnsupported is one
     assert issubclass(WorkloadUnsupported, RuntimeError) and not issubclass(WorkloadUnsupported, DsprofError)
+
+
+class _CachesOnce(nn.Module):
+    """Fills a dict on its first call that its forward reads from then on, as timm's EfficientViT keeps its attention
+    biases: compiled again once, on the second call, then settled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.cache: dict[str, torch.Tensor] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "bias" not in self.cache:
+            self.cache["bias"] = torch.full((1, 8, 1, 1), 0.5)
+        return self.conv(x) + self.cache["bias"]
+
+
+class _NewTagEveryCall(nn.Module):
+    """A string attribute its forward branches on, changed on every call: its guards fail on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.calls = 0
+        self.tag = ""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.tag = "odd" if self.tag != "odd" else "even"
+        return self.conv(x) * (2.0 if self.tag == "odd" else 3.0)
+
+
+def test_a_module_that_fills_a_cache_on_its_first_call_is_timed_compiled_and_one_that_never_settles_is_refused():
+    """timm's EfficientViT-M0 was refused by torch.compile's timing ("compiled it again on its second call") although
+    its second compile is its last. A module like it is timed compiled and computes what it does eagerly; one whose
+    guards fail on every call is still refused, in one line."""
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    impl = get_backend(BackendSettings("torch-compile", threads=1))
+    module = _CachesOnce().eval()
+    call, info = impl.ready(module, x)
+    with torch.inference_mode():
+        torch.testing.assert_close(call(x), module.conv(x) + 0.5, rtol=1e-5, atol=1e-5)
+    assert info["graph_breaks"] == 0
+    with pytest.raises(WorkloadUnsupported) as refused:
+        impl.ready(_NewTagEveryCall().eval(), x)
+    assert str(refused.value) == ("torch.compile (default) compiled it again on call 3 (its guards keep failing); it "
+                                  "cannot be timed compiled")
