@@ -76,3 +76,17 @@ def test_ghostnetv2s_attention_ghost_modules_are_each_refused_once_by_name():
     refusals = discover_blocks(model).refusals
     assert len(attention) == 14
     assert sorted((r.name, r.type_name) for r in refusals) == sorted((n, "GhostModuleV2") for n in attention)
+
+
+def test_calibration_times_only_spans_that_merge_even_where_another_run_shares_their_lut_key():
+    """EfficientViT-M0 at 96 px: blocks 11-12 merge as one span; 10-12 do not (an attention module, kept whole, sits
+    between 10 and 11), but block 10 is 1x1 convolutions, so the span 10-12 has the same shapes, and LUT key, as 11-12.
+    The calibration's pieces counted it and then could not build it, so no piece was timed inside the model."""
+    from dsprof.lut.lookup import span_key
+    from dsprof.lut.prices import model_pieces
+
+    blocks = find_blocks(get_model("timm:efficientvit_m0", resolution=96))
+    assert span_key(blocks, 10, 13) == span_key(blocks, 11, 13)
+    pieces = model_pieces(blocks, lambda a, b: True)
+    assert (11, 13) in pieces and (10, 13) not in pieces
+    assert [p for p in pieces if p[1] - p[0] > 1] == [(4, 6), (11, 13)]

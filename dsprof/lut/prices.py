@@ -37,6 +37,7 @@ from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts, crossing_spec
 from ..records.activations import MAX_TIMED_ACTS, ActLayout, is_crossing, partial_runs, partial_variant
 from ..models import Block, format_span
+from ..models.spans import span_ranges
 from ..names import CROSSING_VARIANT
 from ..records.measurement import IN_SITU_SCOPE
 from .hints import PriceHints
@@ -419,19 +420,22 @@ class CalibrationFallbackWarning(UserWarning):
     more, and what the prices count instead (`Prediction.method` says it too)."""
 
 
-def model_pieces(n: int, has_span: Any) -> list[tuple[int, int]]:
-    """The pieces (start, stop) that a plan of a model of ``n`` blocks can deploy, and so time inside the model:
-    every block alone, then every span of 2 or more blocks for which ``has_span(start, stop)`` (the LUT holds its
-    merged entry). How many there are bounds how many pieces a model can have timed inside it
-    (`dsprof.workflows.calibrate`)."""
-    return [(i, i + 1) for i in range(n)] + [(a, b) for a in range(n) for b in range(a + 2, n + 1) if has_span(a, b)]
+def model_pieces(blocks: list[Block], has_span: Any) -> list[tuple[int, int]]:
+    """The pieces (start, stop) that a plan of the model of ``blocks`` can deploy, and so time inside the model:
+    every block alone, then every span of 2 or more blocks that can merge as one (`span_ranges`) and for which
+    ``has_span(start, stop)`` (the LUT holds its merged entry: keyed by shapes, which blocks that cannot merge as one
+    may share with a span that can, EfficientViT's 10-12 with its 11-12). How many there are bounds how many pieces a
+    model can have timed inside it (`dsprof.workflows.calibrate`)."""
+    n = len(blocks)
+    spans = sorted(span_ranges(blocks, (0,) * n, n))
+    return [(i, i + 1) for i in range(n)] + [(a, b) for a, b in spans if has_span(a, b)]
 
 
 def _warn_few(label: str, blocks: list[Block], lookup: Lookup, timed: Sequence[Timed], in_model: InModel | None,
               factor: float | None) -> None:
     """The one line a `CalibrationFallbackWarning` says: how many pieces were timed inside the model, how many it has,
     and what the prices count instead."""
-    pieces = model_pieces(len(blocks), lambda a, b: lookup(span_key(blocks, a, b), "merged") is not None)
+    pieces = model_pieces(blocks, lambda a, b: lookup(span_key(blocks, a, b), "merged") is not None)
     has = (f"the model has only {len(pieces)} to time ({len(blocks)} blocks, {len(pieces) - len(blocks)} spans "
            "measured)" if len(pieces) < MIN_PIECES else
            f"the model has {len(pieces)}: time it again with `calibrate=True` to time more")

@@ -157,7 +157,7 @@ def in_model_groups(net: nn.Module, label: str, input_size: tuple[int, int], rec
             if p.variant in ("merged", "linear", "span") and not timed(p.start, p.stop, p.variant):
                 wanted.setdefault((p.start, p.stop), p.variant)
     n = len(prices.blocks)
-    pieces = model_pieces(n, lambda a, b: prices.span(a, b).found)
+    pieces = model_pieces(prices.blocks, lambda a, b: prices.span(a, b).found)
     done = {(a, b) for a, b in pieces
             if any(timed(a, b, v) for v in (("span",) if b - a > 1 else ("merged", "linear")))}
     for start, stop, variant in _more_pieces(prices, pieces, done | set(wanted)):  # too few for the estimate
