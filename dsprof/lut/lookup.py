@@ -62,7 +62,11 @@ class Lookup:
             return (f"the LUT {self.lut.source} holds {name} at {at}, not at {options.get('resolution', '?')} px: "
                     f"pass `{label_model_args(label, same[0])}`")
         shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
-        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give that model's options"
+        if any(split_label(h)[0] == name for h in held):  # the same model with other build options
+            return (f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give the options it was "
+                    "measured with")
+        return (f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: time this one into a LUT "
+                f"of its own (`dsprof.measure({label_model_args(label)})`, then `dsprof.build_lut()`)")
 
 
 @dataclass(frozen=True)
