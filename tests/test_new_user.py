@@ -249,8 +249,10 @@ def test_5_b_a_lut_of_another_model_says_which_it_holds(lut_files, tmp_path, cap
     line = one_line_error(capsys, "plan", "--model-file", MYNET, "--resolution", "32", "--lut", lut_path,
                           "--out", tmp_path / "f.json")
     assert "this LUT" in line and "holds another model" in line and f'{LABEL}{{"resolution":32}}' in line
-    # what to do, for the model asked about: time it into a LUT of its own, as the command line spells it
-    assert f"`dsprof measure --model-file {MYNET} --resolution 32`, then `dsprof build-lut`" in line, line
+    # what to do: name the model it holds (not "give that model's options": another model, not other options), or
+    # time this one, one command
+    assert "not file:mynet:build" in line and ": name the model it holds; or measure file:mynet:build" in line, line
+    assert "give that model's options" not in line and line.count("`dsprof measure ") == 1, line
 
 
 def test_5_c_a_forgotten_resolution_names_the_luts_and_the_flag(lut_files, tmp_path, capsys):

@@ -65,8 +65,7 @@ class Lookup:
         if any(split_label(h)[0] == name for h in held):  # the same model with other build options
             return (f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: give the options it was "
                     "measured with")
-        return (f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: time this one into a LUT "
-                f"of its own (`dsprof.measure({label_model_args(label)})`, then `dsprof.build_lut()`)")
+        return f"this LUT ({self.lut.source}) holds another model ({shown}), not {label}: name the model it holds"
 
 
 @dataclass(frozen=True)
