@@ -109,12 +109,18 @@ def saving_error_s(original: LUTEntry, variant: LUTEntry) -> float:
     return math.hypot(entry_error_s(original), entry_error_s(variant))
 
 
+def _paired_sessions(sessions: Sequence[LUTEntry]) -> list[LUTEntry]:
+    """The session pairs' second sessions that carry a paired ratio and its standard error: what `session_noise`
+    reads, one degree of freedom each."""
+    return [e for e in sessions if e.ratio == e.ratio and e.ratio_se == e.ratio_se]
+
+
 def session_noise(sessions: Sequence[LUTEntry]) -> tuple[float, float]:
     """(a check's noise, the sessions' part of it), relative sigmas, from the session pairs' second sessions
     (`dsprof.records.measurement.SESSION_AGAIN`: the whole model twice in one group, so their paired ratio is 1 but
     for the noise): the root mean square of their ratios' distance from 1, and of that what their rounds' noise
     (each ratio's standard error) does not explain, at least 0. (NaN, NaN) from fewer than `MIN_SESSION_PAIRS`."""
-    paired = [e for e in sessions if e.ratio == e.ratio and e.ratio_se == e.ratio_se]
+    paired = _paired_sessions(sessions)
     if len(paired) < MIN_SESSION_PAIRS:
         return math.nan, math.nan
     check = math.sqrt(statistics.fmean((1 - e.ratio) ** 2 for e in paired))
@@ -309,8 +315,7 @@ def _check(inputs: IntervalInputs) -> tuple[float, str, bool]:
     if inputs.in_model is not None and pairs == pairs:
         # the pairs' root mean square is itself estimated from a few pairs (one degree of freedom each): the check's
         # 95 % interval is Student's t's, not the normal's (x1.25 for six pairs)
-        n = sum(1 for e in inputs.sessions if e.ratio == e.ratio and e.ratio_se == e.ratio_se)
-        widen = float(student_t.ppf(0.975, n)) / Z95
+        widen = float(student_t.ppf(0.975, len(_paired_sessions(inputs.sessions)))) / Z95
         return pairs * widen, f"{len(inputs.sessions)} session pairs (the whole model against itself)", True
     residuals = _in_situ_residuals(inputs)
     if len(residuals) >= ENOUGH_GROUPS:

@@ -106,8 +106,8 @@ def get_model(
         try:
             load_checkpoint(model, local_file)
         except ClassCountError as exc:  # the argument (or the options) that builds it with the checkpoint's classes
-            classes = {**built_with, "num_classes": exc.num_classes}
-            raise ClassCountError(exc.fact, exc.num_classes, model_args(name, classes, resolution)) from None
+            fitting = {**built_with, "num_classes": exc.num_classes}
+            raise ClassCountError(exc.fact, exc.num_classes, model_args(name, fitting, resolution)) from None
     if fuse:
         model = reparameterize(model, name)
     setattr(model, INPUT_SIZE_ATTR, (size, size))

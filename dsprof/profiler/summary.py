@@ -112,7 +112,7 @@ def _label(row: pd.Series) -> str:
 
 def format_summary(table: pd.DataFrame) -> str:
     """The summary as text: block, original / merged / flops-matched ms, speed-ups with 95 % intervals, FPS; the
-    linear variant's ms and speed-up too where it was timed (`--variants ...,linear`)."""
+    linear variant's ms and speed-up too where it was timed (`workloads=Workloads(variants=(..., 'linear'))`)."""
     if table.empty:
         return "(nothing measured)"
     linear = "linear_ms" in table and bool(table["linear_ms"].notna().any())
