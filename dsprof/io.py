@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
-           "csv_frame", "csv_row", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
+           "csv_frame", "csv_row", "file_kind", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
            "load_torch_payload", "make_parent_folders", "one_or_many", "output_path", "read_csv", "read_json", "read_text",
            "slug", "sniff"]
 
@@ -122,13 +122,17 @@ def csv_frame(frame: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def check_output_path(path: str | Path, what: str = "", instead: str = "choose another path", *,
-                      folder: bool = False) -> None:
+                      folder: bool = False, kind: str | None = None) -> None:
     """Raise `OutputPathError` ("cannot write {what}{path}: ...; {instead}") where ``path`` cannot be written:
-    it is a folder (unless ``folder``: a folder to write into), a folder on its way is a file, or the nearest
-    existing folder is not writable. Creates nothing: a command checks its outputs before it builds or writes."""
+    it is a folder (unless ``folder``: a folder to write into), a folder on its way is a file, the nearest
+    existing folder is not writable, or (``kind``: the `file_kind` to be written) it holds a file of another kind,
+    which `atomic_output` would refuse to replace anyway, but only once the work is done. Creates nothing: a
+    command checks its outputs before it builds or writes."""
     path = Path(path)
     if path.is_dir() and not folder:
         raise OutputPathError(f"cannot write {what}{path}: it is a folder; {instead}")
+    if kind is not None and path.is_file() and path.stat().st_size and file_kind(_head(path)) != kind:
+        raise _other_kind(path, f"{what}{path}", kind)
     folders = [path, *path.parents] if folder else list(path.parents)
     blocking = next((p for p in reversed(folders) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -163,10 +167,40 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         os.close(fd)
     try:
         yield Path(tmp)
+        _check_replaceable(path, Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _check_replaceable(path: Path, new: Path) -> None:
+    """Raise `OutputPathError` where writing ``new`` over ``path`` would replace a file of another kind: a
+    fine-tuned checkpoint by a merged model, a LUT or a measurement file by a front, a model's Python source by
+    anything. A file is replaced only by one of its own kind (`file_kind`); an empty one by anything."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    if file_kind(_head(path)) != file_kind(_head(new)):
+        raise _other_kind(path, str(path), sniff(_head(new))[0])
+
+
+def _other_kind(path: Path, what: str, new: str) -> OutputPathError:
+    """The refusal to replace the file ``path`` by one of the kind ``new`` (a `file_kind` or `sniff` name)."""
+    kind = next((k for k in KINDS if k.id == new), None)
+    return OutputPathError(f"cannot write {what}: it holds {sniff(_head(path))[0]}, which this would replace with "
+                           f"{kind.name if kind else new}; choose another path, or move that file away first")
+
+
+def file_kind(head: bytes) -> str:
+    """The kind of a file that starts with ``head``, as coarse as a file may be replaced by another of it: one of
+    dsprof's `KINDS`, else what `sniff` says without a CSV's header or where bytes stop being UTF-8 text ("a CSV
+    file", "binary data", "JSON text", "Python source", "a PNG image", ...)."""
+    name, kind = sniff(head)
+    if kind is not None:
+        return kind.id
+    if name.startswith("not UTF-8 text"):
+        return "binary data"
+    return name.split(" with the header ")[0]
 
 
 def _umask() -> int:

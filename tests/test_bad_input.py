@@ -178,7 +178,8 @@ def test_9_merge_checks_every_output_before_it_writes_one(work):
     result = dsprof("merge", *TINY, "--plan", "plan.json", "--out", "bad/x.pt", "--onnx", "ok.onnx", cwd=work)
     assert_one_line_error(result, "merge", "cannot write bad/x.pt: bad is a file, not a folder")
     assert snapshot(work) == before  # neither ok.pt nor ok.onnx
-    (work / "ok.pt").write_bytes(b"an earlier merged model")  # one that was there: merge replaces it only on success
+    # an earlier merged model that was there: merge replaces it only on success
+    assert dsprof("merge", *TINY, "--plan", "plan.json", "--merge-by", "macs", "--out", "ok.pt", cwd=work).returncode == 0
     before = snapshot(work)
     result = dsprof("merge", *TINY, "--plan", "plan.json", "--out", "ok.pt", "--onnx", "bad/x.onnx", cwd=work)
     assert_one_line_error(result, "merge", "cannot write bad/x.onnx")

@@ -26,11 +26,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dsprof
 from dsprof.cli import main
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, MergeChoice, build_lut
 from dsprof.merging import merge_model, save_merged
 from dsprof.records.plan import Plan
-from dsprof.models import get_model
+from dsprof.models import ModelRef, get_model
 from dsprof.planning.decide import merge_rule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
@@ -340,6 +341,38 @@ def test_a_changed_lut_is_refused_unless_accepted(seeds, tmp_path):
     # the checksum: SHA-256 of the text before the end line
     body, end = text.rstrip("\n").rsplit("\n", 1)
     assert end == f"# end rows={len(accepted)} sha256={hashlib.sha256((body + chr(10)).encode()).hexdigest()}"
+
+
+# -- outputs: a file is replaced only by one of its kind ---------------------------------------------------------
+
+def test_an_output_never_replaces_a_file_of_another_kind_and_replaces_one_of_its_own(seeds, tmp_path):
+    """The fine-tuned checkpoint named as merge's --out, a model's source as its --out, another run's LUT beside
+    plan's --out (where the front's CSV goes): each is refused in one line and left byte for byte; a merged model is replaced by
+    the next merge, as before."""
+    checkpoint, source = (shutil.copy(seeds[k], tmp_path / seeds[k].name) for k in ("checkpoint", "model_file"))
+    lut = shutil.copy(seeds["lut"], tmp_path / "other.csv")  # a LUT of another run, not the one plan reads
+    before = {p: Path(p).read_bytes() for p in (checkpoint, source, lut)}
+    merge = ["merge", *TINY, "--num-classes", "10", "--plan", seeds["plan"], "--merge-by", "macs"]
+    for out in (checkpoint, source):
+        status, _, err = run_cli(*merge, "--checkpoint", checkpoint, "--out", out)
+        line = assert_clean("merge", status, err)
+        assert line is not None and f"cannot write {out}: it holds " in line and "choose another path" in line, err
+    # the front is JSON at --out and CSV beside it: other.csv, that LUT
+    status, _, err = run_cli("plan", *TINY, "--lut", seeds["lut"], "--keep", "2", "--out", tmp_path / "other.json",
+                             "--plan-out", tmp_path / "chosen.plan.json")
+    line = assert_clean("plan", status, err)
+    assert line is not None and f"cannot write {lut}: it holds a dsprof LUT (CSV)" in line, err
+    assert {p: Path(p).read_bytes() for p in before} == before
+    merged = tmp_path / "merged.pt"
+    for _ in range(2):  # written, then replaced by one of its kind
+        status, out, err = run_cli(*merge, "--checkpoint", checkpoint, "--out", merged)
+        assert status == 0 and f"wrote {merged}" in out, err
+    from dsprof.errors import OutputPathError
+
+    with pytest.raises(OutputPathError, match="it holds a PyTorch file"):
+        dsprof.merge(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7, "num_classes": 10}, resolution=32),
+                     seeds["plan"], checkpoint=checkpoint, out=checkpoint, merge=MergeChoice(merge_by="macs"))
+    assert Path(checkpoint).read_bytes() == before[checkpoint]
 
 
 # -- umask ----------------------------------------------------------------------------------------------------------

@@ -104,9 +104,11 @@ def merge(
     model_name, options = ref.name, dict(ref.options)
     with _nothing_to_merge(ref):
         plan = check_plan(plan, model_name, options)  # the one check of the plan against the model, at the door
-    for path in (out, onnx):  # before building anything: a bad second path must not come after the first file
+    # before building anything: a bad second path must not come after the first file, nor a file of another kind
+    # (the fine-tuned checkpoint itself) be replaced by the merged model
+    for path, kind in ((out, "merged"), (onnx, "binary data")):
         if path is not None:
-            check_output_path(path)
+            check_output_path(path, kind=kind)
     if num_classes is None:
         num_classes = carried.get("num_classes")
     lut = choice.lut
