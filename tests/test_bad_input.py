@@ -297,3 +297,22 @@ def test_measure_refuses_an_output_of_another_kind_and_an_empty_selection_and_le
                             "none", "--out", "m", cwd=work)
     assert_one_line_error(result, "measure", "nothing to measure: no block matched and no whole-model variant or plan")
     assert snapshot(work) == before and not (work / "m").exists()
+
+
+@pytest.mark.parametrize("size", [(1, 3, 32, 32), (32,), "32", (32.0, 32), (0, 32)])
+def test_an_input_size_that_is_not_height_and_width_is_one_line_naming_the_parameter(size):
+    """torch's habit is an input's whole shape (N, C, H, W); `find_blocks`, `count_macs` and `summarize_blocks` take
+    the image's (height, width). Anything else was a bare ValueError from inside the tracer."""
+    import dsprof
+    from dsprof.errors import UsageError
+
+    model = get_model("mobilenet_v2", resolution=32, depths=[1] * 7)
+    for call in (dsprof.find_blocks, dsprof.count_macs, dsprof.summarize_blocks):
+        with pytest.raises(UsageError, match=r"^`input_size=.*`: give the image's \(height, width\) in pixels") as err:
+            call(model, size)
+        assert ("(not the input tensor's whole shape), e.g. (32, 32)" in str(err.value)) == (len(size) == 4)
+    # (height, width) as a tuple or a list: 7 blocks (one per stage of depths 1); the convolutions' MACs grow with the
+    # area (both sizes divide by the stride 32), the classifier's (1280 x 1000) do not
+    assert len(dsprof.find_blocks(model, [32, 32])) == len(dsprof.find_blocks(model, (64, 64))) == 7
+    classifier = 1280 * 1000
+    assert dsprof.count_macs(model, (64, 64)) == 4 * (dsprof.count_macs(model, [32, 32]) - classifier) + classifier

@@ -27,7 +27,8 @@ def add(sub, fmt) -> None:
     p.add_argument("--checkpoint", type=Path, default=None,
                    help="state dict of the fine-tuned linearised model (or of the original); `dsprof finetune --out` "
                         "also carries the plan and the class count")
-    p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan: a file `dsprof measure --merged-model` times)")
+    p.add_argument("--out", type=Path, default=None, help="write the merged model here (state dict + plan: a file `dsprof measure --merged-model` times); "
+                        "a file there is replaced only if it is a merged model too")
     p.add_argument("--onnx", type=Path, default=None, help="also export the merged model to this ONNX file (batch 1)")
     p.add_argument("--spans", default=None, metavar="auto|none|A-B,...",
                    help="merge runs of consecutive linear blocks into one convolution each: 'auto' where it pays "

@@ -262,11 +262,12 @@ def _merge_block(target: nn.Module, index: int, path: str, block: nn.Module, mer
 
 def _merge_reason(block: nn.Module, info: BlockMergeInfo, do: bool) -> tuple[bool, str]:
     """(merge, why) for one linearised block: a span always merges (the planner chose it where it pays); else the
-    plan's list (``do``), replayed."""
+    merge list (``do``), whatever decided it -- the plan's own list, a LUT, MACs: `dsprof.records.merges.Merges`
+    says which, above the rows."""
     macs = f"MACs {info.linear_macs / 1e6:.2f}M -> {info.merged_macs / 1e6:.2f}M merged"
     if isinstance(block, SpanLinearized):
         return True, f"span of blocks {format_span((block.start, block.stop))}: {macs}"
-    return do, f"the plan's merge list; {macs}"
+    return do, f"by the merge list; {macs}"
 
 
 def _decision(index: int, name: str, spec: str, merged: bool, reason: str, info: BlockMergeInfo) -> BlockDecision:

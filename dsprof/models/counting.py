@@ -31,7 +31,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .blocks import Block, find_blocks
 from .blockspec import BlockSpec
-from .registry import input_size_of
+from .registry import input_size_or_own
 from .tracing import eval_forward, first_conv_in_channels
 
 __all__ = ["conv_macs", "count_macs", "count_params", "MemoryFootprint", "memory_footprint", "spec_macs",
@@ -39,7 +39,7 @@ __all__ = ["conv_macs", "count_macs", "count_params", "MemoryFootprint", "memory
 
 
 def _dummy_input(module: nn.Module, input_size: tuple[int, int] | None, in_channels: int | None) -> torch.Tensor:
-    h, w = input_size or input_size_of(module)
+    h, w = input_size_or_own(module, input_size)
     param = next(module.parameters(), None)
     dtype = param.dtype if param is not None else torch.float32
     return torch.zeros(1, in_channels or first_conv_in_channels(module), h, w, dtype=dtype)
@@ -170,7 +170,7 @@ def summarize_blocks(
 
     MACs of all blocks come from one counted forward pass of the whole model.
     """
-    input_size = input_size or input_size_of(model)
+    input_size = input_size_or_own(model, input_size)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
     per_module = _flop_counts(model, _dummy_input(model, input_size, None)).get_flop_counts()
     prefix = type(model).__name__

@@ -38,7 +38,7 @@ from ..errors import GraphTraceError, ModelRunError
 from .leaves import register_leaf_module, trace_opaque
 from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
-from .registry import input_size_of
+from .registry import input_size_or_own
 from .surgery import Chain, ChainGraph, chain_attr, is_chain_name, own_chains, replace_block, run_of
 from .tracing import first_conv_in_channels
 
@@ -68,7 +68,7 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
     """
     graph, opaque = trace_opaque(model)
     gm = fx.GraphModule(model, graph)
-    h, w = input_size or input_size_of(model)
+    h, w = input_size_or_own(model, input_size)
     param = next(model.parameters(), None)
     x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype if param is not None else None,
                     device=param.device if param is not None else None)

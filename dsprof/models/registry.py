@@ -25,6 +25,7 @@ __all__ = [
     "list_models",
     "model_entry",
     "input_size_of",
+    "input_size_or_own",
     "at_size",
     "sized_from",
     "is_library_name",
@@ -185,6 +186,19 @@ def module_name(model: "nn.Module", name: str | None = None, options: dict | Non
 def input_size_of(model: nn.Module, default: tuple[int, int] = (224, 224)) -> tuple[int, int]:
     """The (height, width) a model was built for by `get_model`, else ``default``."""
     return tuple(getattr(model, INPUT_SIZE_ATTR, default))  # type: ignore[return-value]
+
+
+def input_size_or_own(model: nn.Module, input_size: object = None) -> tuple[int, int]:
+    """``input_size`` where given -- an image's (height, width) in pixels --, else the model's own (`input_size_of`);
+    anything else, an input tensor's whole shape ``(1, 3, 224, 224)`` among them, is one line naming the parameter."""
+    if input_size is None:
+        return input_size_of(model)
+    size = tuple(input_size) if isinstance(input_size, (tuple, list)) else ()
+    if len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size):
+        shape = " (not the input tensor's whole shape)" if len(size) == 4 else ""
+        raise UsageError(f"`input_size={input_size!r}`: give the image's (height, width) in pixels{shape}, e.g. "
+                         f"({size[-2] if len(size) == 4 else 224}, {size[-1] if len(size) == 4 else 224})")
+    return size  # type: ignore[return-value]
 
 
 def at_size(model: nn.Module, size: tuple[int, int]) -> nn.Module:
