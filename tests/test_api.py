@@ -98,3 +98,28 @@ def test_the_examples_run_as_written(tmp_path, monkeypatch, capsys, one_thread):
     importance = json.loads(Path("importance.json").read_text())
     assert importance["format"] == "dsprof.importance" and len(importance["importance"]) == 7
     assert list(scope["scored"].scores.ranking) == importance["ranking"]
+
+
+def test_a_planned_front_prints_as_dsprof_plan_prints_it(tmp_path, capsys):
+    """`print(dsprof.plan(...))` in a notebook showed a dataclass's repr, hundreds of characters of fields. It prints
+    the table `dsprof plan` prints now, and the chosen line, from one place: the same rows through both doors."""
+    from dsprof.cli import main
+    from dsprof.lut import build_lut
+
+    lut = build_lut([Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"], tmp_path / "lut.csv")
+    model = dsprof.ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    planned = dsprof.plan(model, lut, keep=3, out=tmp_path / "api.json")
+    assert main(["plan", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--lut",
+                 str(tmp_path / "lut.csv"), "--keep", "3", "--out", str(tmp_path / "cli.json")]) == 0
+    cli = capsys.readouterr().out.splitlines()
+    text = str(planned).splitlines()
+    rows = [line for line in text if re.match(r"\d+ +\d+\.\d\dx ", line)]
+    assert len(rows) == 8 and rows == [line for line in cli if re.match(r"\d+ +\d+\.\d\dx ", line)]  # k = 0..7
+    chosen = [line for line in text if line.startswith("chosen: ")]
+    assert chosen == [line for line in cli if line.startswith("chosen: ")] and len(chosen) == 1
+    # its speed-up is the original's milliseconds over its own, as the first line and the k = 3 row print them
+    original_ms = float(re.search(r"original ([\d.]+) ms", text[0]).group(1))
+    speedup, ms = re.search(r"chosen: k = 3 of 7 blocks, ([\d.]+)x, ([\d.]+) ms", chosen[0]).groups()
+    assert float(speedup) == pytest.approx(original_ms / float(ms), abs=0.006)
+    assert re.match(rf"3 +{speedup}x +{ms} ", rows[3])
+    assert str(planned.front) == planned.front.table() and "Front(" not in str(planned)

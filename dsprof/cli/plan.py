@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Sequence
 
 from ..constants import DEFAULT_MAX_SPAN, TIE_BREAK_CANDIDATES
-from ..models.spans_text import format_spans
 from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
 from ..units import percent
 from .commands import merge_command, hint_command
@@ -95,17 +94,10 @@ def run(args: argparse.Namespace) -> int:
         if outcome.chosen is not None:
             print("\n" + joint_chosen_line(outcome.chosen, [fronts.labels[c] for c in fronts.joint.contexts]))
     else:
-        front, c = outcome.front, outcome.chosen
-        print(command_line_text(front.table(), "plan"))
-        _predicted_note(outcome.predicted, str(front.device))
-        if c is not None:
-            # of the blocks with a removable activation (a block without one is kept or not by price: the notes say
-            # which), or of the activations on a front of single activations
-            of = f"{max(p.k for p in front.points)} {'activations' if c.plan.acts is not None else 'blocks'}"
-            print(f"\nchosen: k = {c.k} of {of}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
-                  f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
-                  + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
-                  + (f"; {front.draft}" if front.draft else ""))
+        print(command_line_text(outcome.front.table(), "plan"))
+        _predicted_note(outcome.predicted, str(outcome.front.device))
+        if outcome.chosen is not None:
+            print("\n" + outcome.chosen_line())
         if outcome.tie_break is not None:
             print(outcome.tie_break.line())
             if outcome.tie_break.contention:

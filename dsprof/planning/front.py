@@ -231,6 +231,9 @@ class Front:
                          "quiet machine, with a longer budget, they narrow")
         return lines
 
+    def __str__(self) -> str:
+        return self.table()
+
     def table(self) -> str:
         """The front for the terminal: one line per plan, the speed-up over the original first, then the
         predicted milliseconds; then the presets against it. Columns fit their widest cell, spans last."""

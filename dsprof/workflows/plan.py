@@ -20,6 +20,7 @@ from ..lut.choice import Pricing
 from ..lut.table import LUT
 from ..models import nothing_to_merge
 from ..models.ref import ModelRef
+from ..models.spans_text import format_spans
 from ..planning.contexts import ContextFronts, plan_contexts
 from ..planning.front import Front, FrontPoint, LatencyBudget, check_budget, resolve_k
 from ..planning.minimax import Joint, JointPoint
@@ -48,6 +49,24 @@ class Planned:
     plan_path: Path | None = None
     predicted: int = 0  # entries of the context predicted from another's (`dsprof measure --few`), not measured
     tie_break: TieBroken | None = None  # with `tie_break=`: the tied plans timed, ``chosen`` their measured best
+
+    def chosen_line(self) -> str | None:
+        """The chosen plan in one line (None without one): its k of the blocks with a removable activation (a block
+        without one is kept or not by price: the front's notes say which), or of the activations on a front of
+        single activations; its predicted speed-up, milliseconds with the 95 % interval, spans and importance loss."""
+        front, c = self.front, self.chosen
+        if c is None:
+            return None
+        of = f"{max(p.k for p in front.points)} {'activations' if c.plan.acts is not None else 'blocks'}"
+        return (f"chosen: k = {c.k} of {of}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
+                f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
+                + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
+                + (f"; {front.draft}" if front.draft else ""))
+
+    def __str__(self) -> str:
+        """What `dsprof plan` prints: the front (`Front.table`), then the chosen plan."""
+        chosen = self.chosen_line()
+        return self.front.table() + (f"\n\n{chosen}" if chosen else "")
 
 
 @dataclass(frozen=True)
