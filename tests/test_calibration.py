@@ -8,6 +8,7 @@ samples to a known per-round ratio and computes the expected half-width by hand 
 
 import dataclasses
 import math
+import re
 import statistics
 import warnings
 
@@ -310,3 +311,22 @@ def test_a_chain_that_cannot_merge_is_no_block_so_every_front_plan_of_a_tf_model
     assert len(front.points) >= 5
     for point in front.points:  # each merges, or the line raises MergeError
         dsprof.merge(ref, point.plan)
+
+
+def test_the_progress_bar_grows_by_each_batch_of_calibration_groups_and_says_what_they_are(tmp_path, capsys):
+    """The groups `calibrate=True` plans from the run are known a batch at a time: the bar's total used to grow by one
+    group at a time, at 100 % after each. It grows by a batch now (the front's pieces of a round; the session pairs and
+    the calibration group), says what they are, and ends at the number of groups the records hold."""
+    from dsprof.workflows.calibrate import IN_MODEL_ROUNDS
+
+    run = dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
+                         workloads=Workloads(("original", "merged", "linear"), ("original",), calibrate=True),
+                         timing=FAST, out=tmp_path / "m.jsonl", progress=True).run
+    err = capsys.readouterr().err.replace("\r", "\n")
+    groups = len({r.group for r in run.measurements if r.scope != "probe"})
+    # each change of the total is drawn at once (the counts between may be skipped: tqdm draws at most every 0.1 s)
+    totals = list(dict.fromkeys(int(total) for total in re.findall(r"\| *\d+/(\d+) \[", err)))  # in order, once each
+    assert totals[-1] == groups
+    assert 2 <= len(totals) <= 1 + IN_MODEL_ROUNDS + 1, totals
+    assert totals[-1] - totals[-2] >= SESSION_PAIRS + 1  # the pairs and the calibration group, told at once
+    assert "then the calibration's groups, planned from these" in err

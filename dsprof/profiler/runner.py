@@ -509,8 +509,8 @@ class MeasureSession:
             self._backend, self._settings, self._batch, self._timing = backend_impl, settings, batch, request.timing
             self._common = dict(run_settings, device_name=device_name(env, settings.device), environment=env)
             self._run_id, self._index = uuid.uuid4().hex[:8], 0
-            self._bar = self._stack.enter_context(_progress_bar(len(self.todo), f"measure {label} ({settings.backend}, "
-                                                                f"{settings.device})", progress))
+            self._desc = f"measure {label} ({settings.backend}, {settings.device})"
+            self._bar = self._stack.enter_context(_progress_bar(len(self.todo), self._desc, progress))
             self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="dsprof-measure-")))
             self._probe = self._stack.enter_context(_Probe(backend_impl, settings, batch, request.timing, clock,
                                                            self._tmp / "probe", self._common, log))
@@ -536,9 +536,12 @@ class MeasureSession:
         """Every record of the file: those it held before the run, then the run's, as they are written."""
         return self.existing + self.new_records
 
-    def expect(self, groups: int) -> None:
-        """Say that ``groups`` more groups will follow (for the progress bar; groups built one at a time)."""
+    def expect(self, groups: int, then: str = "") -> None:
+        """Say that ``groups`` more groups will follow (for the progress bar; groups built one at a time), and what
+        they are (``then``: shown after the bar's name from now on)."""
         self._bar.total += groups
+        if then:
+            self._bar.set_description(f"{self._desc}, {then}", refresh=False)
         self._bar.refresh()
 
     def time(self, groups: Iterable[list[Workload]]) -> list[Measurement]:

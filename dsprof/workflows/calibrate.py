@@ -105,12 +105,15 @@ def check_calibration_request(model: Any, workloads: Workloads, input_size: tupl
 
 def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
                        records: Callable[[], Sequence[Measurement]], context: DeviceContext, max_span: int,
-                       existing: Sequence[Measurement] = ()) -> Iterator[list[Workload]]:
+                       existing: Sequence[Measurement] = (),
+                       expect: Callable[[int], None] = lambda groups: None) -> Iterator[list[Workload]]:
     """The groups that end a `measure --calibrate` run, each built from the records timed before it (``records()``;
     `dsprof.workflows.measure` times each in the run's `dsprof.profiler.runner.MeasureSession` before it asks for the
     next): the front's pieces inside the model (`in_model_groups`, planned again until the front uses no piece
     untimed, at most `IN_MODEL_ROUNDS` times), the session pairs the records lack (`session_pairs`), then the
-    calibration group, where the records the file held before the run (``existing``: a resumed run) lack it."""
+    calibration group, where the records the file held before the run (``existing``: a resumed run) lack it.
+    ``expect(n)`` is told each batch of groups as it is planned, before the first of them is yielded (the progress
+    bar's total)."""
     for _ in range(IN_MODEL_ROUNDS):
         try:
             groups = in_model_groups(net, label, input_size, records(), context, max_span)
@@ -119,9 +122,13 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
             break
         if not groups:
             break
+        expect(len(groups))
         yield from groups
-    yield from session_pairs(net, label, input_size, records())
-    if not any(r.ok and r.variant == CALIBRATION for r in existing):
+    pairs = session_pairs(net, label, input_size, records())
+    last = not any(r.ok and r.variant == CALIBRATION for r in existing)
+    expect(len(pairs) + last)
+    yield from pairs
+    if last:
         yield calibration_workloads(net, label, input_size, records(), context, max_span)
 
 

@@ -215,10 +215,10 @@ def measure(
         try:
             session.time(session.todo)
             if calibrate:  # then the groups built from what the run timed, one at a time, in the same session
-                session.expect(1)
+                session.expect(0, "then the calibration's groups, planned from these")
                 session.time(calibration_groups(session.net, session.label, session.input_size,
                                                 lambda: session.records, session.context, session.spans,
-                                                existing=session.existing))
+                                                existing=session.existing, expect=session.expect))
         except KeyboardInterrupt:
             then = " (then the groups `workloads=Workloads(calibrate=True)` plans from them)" if calibrate else ""
             raise session.interrupted(then) from None
