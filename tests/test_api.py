@@ -123,3 +123,35 @@ def test_a_planned_front_prints_as_dsprof_plan_prints_it(tmp_path, capsys):
     assert float(speedup) == pytest.approx(original_ms / float(ms), abs=0.006)
     assert re.match(rf"3 +{speedup}x +{ms} ", rows[3])
     assert str(planned.front) == planned.front.table() and "Front(" not in str(planned)
+
+
+def test_a_measured_run_prints_as_dsprof_measure_prints_it_in_the_callers_words(tmp_path, capsys):
+    """`print(dsprof.measure(...))` showed a dataclass holding every record. It prints what `dsprof measure` prints:
+    the summary table and the count, its advice in parameters where the command line names flags (one text, two
+    wordings)."""
+    from dsprof.cli import main
+    from dsprof.profiler import TimingConfig, Workloads
+    from dsprof.records.measurement import read_measurements
+
+    fast = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0, min_samples=3,
+                        max_samples=4, budget_s=0.01, min_sample_s=0.0)
+    measured = dsprof.measure(dsprof.ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32),
+                              settings=dsprof.profiler.BackendSettings(threads=1), timing=fast,
+                              workloads=Workloads(("original",), ("original",), blocks=("features.1", "features.2")),
+                              out=tmp_path / "api.jsonl", progress=False)
+    text = str(measured).splitlines()
+    timed = [r for r in read_measurements(tmp_path / "api.jsonl") if r.scope != "probe"]
+    assert len(timed) == 5  # two blocks, and the whole model with its stem and head (the parts no plan changes)
+    assert text[-1] == f"5 workloads measured, 0 already in the file; records: {tmp_path / 'api.jsonl'}"
+    assert text[0].startswith("CPU threads: 1 (`settings=BackendSettings(threads=)`)") and "Measured(" not in str(measured)
+    row = re.compile(r"(\d+ features\.\d+|(stem|head|model): mobilenet_v2) ")
+    rows = [row.match(line).group(1) for line in text if row.match(line)]
+    assert rows == ["stem: mobilenet_v2", "0 features.1", "1 features.2", "head: mobilenet_v2", "model: mobilenet_v2"]
+    assert main(["measure", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--threads",
+                 "1", "--variants", "original", "--model-variants", "original", "--blocks", "features.1,features.2",
+                 "--budget", "0.01", "--warmup",
+                 "0", "--min-samples", "3", "--max-samples", "4", "--out", str(tmp_path / "cli.jsonl"),
+                 "--no-progress"]) == 0
+    cli = capsys.readouterr().out.splitlines()
+    assert cli[0].startswith("CPU threads: 1 (--threads)") and cli[-1].startswith("5 workloads measured, 0 already")
+    assert [row.match(line).group(1) for line in cli if row.match(line)] == rows

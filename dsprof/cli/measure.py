@@ -74,9 +74,6 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import measure
-    from ..profiler.runner import threads_note
-    from ..profiler.summary import format_summary
-    from ..workflows.check import check_line
 
     if (args.few is None) != (args.like is None):
         raise CliError("--few N and --like LUT go together: N entries timed here, the rest predicted from the LUT")
@@ -92,22 +89,15 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume, overwrite=args.overwrite, progress=False if args.no_progress else print,
         log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr), remote=remote_from_args(args),
     )
-    for merges in measured.merges:
-        print(command_line_text(merges.describe(), "measure"))
     if measured.imported is not None:
+        for merges in measured.merges:
+            print(command_line_text(merges.describe(), "measure"))
         records = measured.imported.measurements
         first = records[0]
         print(f"{sum(r.ok for r in records)} workloads measured on {args.remote} ({first.device_name}, "
               f"{first.backend}, {first.threads} threads); records: {measured.imported.path}")
         return 0
-    result = measured.run
-    print(command_line_text(threads_note(result.threads, result.threads_given), "measure"))
-    print(format_summary(result.summary))
-    for name, check in measured.checks.items():  # --plan, --merged-model: the speed-up first, paired with the original
-        print(f"{name}: {check_line(check)}" if check is not None else
-              f"{name}: not paired with the original model (time it in one group with --model-variants original)")
-    then = f" ({result.calibrated} of them in the groups --calibrate planned from the others)" if result.calibrated else ""
-    print(f"{result.new} workload{'' if result.new == 1 else 's'} measured{then}, {result.skipped} already in the file; records: {result.path}")
+    print(measured.text(lambda words: command_line_text(words, "measure")))
     return 0
 
 

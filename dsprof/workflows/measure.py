@@ -35,11 +35,12 @@ from ..models import ModelRef
 from ..records.plan import Plan, named_plans, plan_sources
 from ..profiler.backends import BackendSettings
 from ..profiler.runner import (MeasureRequest, MeasureResult, check_measurement_out, default_batch, old_clock,
-                               open_session, timing_context)
+                               open_session, threads_note, timing_context)
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from .calibrate import calibration_groups, check_calibration_request
-from .check import PairedCheck, paired_check
+from ..profiler.summary import format_summary
+from .check import PairedCheck, check_line, paired_check
 
 __all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host"]
 
@@ -55,6 +56,28 @@ class Measured:
     merges: tuple[Merges, ...] = ()
     checks: Mapping[str, PairedCheck | None] = field(default_factory=dict)
     imported: ImportResult | None = None
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof measure` prints after a run here: the merges of the plans' models, the thread count, the
+        summary table, each plan's speed-up paired with the original, and how many workloads were measured.
+        ``words`` rewrites each sentence (the command line names its flags there); the table is data, left as it is."""
+        if self.run is None:
+            return words(f"measured remotely; records: {self.imported.path}") if self.imported else ""
+        run = self.run
+        lines = [words(m.describe()) for m in self.merges]
+        lines += [words(threads_note(run.threads, run.threads_given)), format_summary(run.summary)]
+        for name, check in self.checks.items():  # plans and merged models: the speed-up first
+            lines.append(f"{name}: {check_line(check)}" if check is not None else words(
+                f"{name}: not paired with the original model (time it in one group with "
+                "`workloads=Workloads(model_variants=('original',))`)"))
+        then = (f" ({run.calibrated} of them in the groups `workloads=Workloads(calibrate=True)` planned from the "
+                "others)" if run.calibrated else "")
+        lines.append(words(f"{run.new} workload{'' if run.new == 1 else 's'} measured{then}, {run.skipped} already in "
+                           f"the file; records: ") + str(run.path))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 #: The keywords that `dsprof.measure` took one by one before its objects held them (deprecated): each one's parameter,
