@@ -247,12 +247,12 @@ def break_reason(g: GraphView, out: fx.Node) -> tuple[str, str]:
         return f"tensor {out.name} is read {len(users)} times ({names})", out.name
     user = users[0]
     if g.is_mul(user):
-        return f"multiplication {user.name}", user.name
+        return f"multiplication at {user.name}", user.name
     target = target_name(user)
     if target in ("cat", "concat", "stack"):
-        return f"concatenation {user.name}", user.name
+        return f"concatenation at {user.name}", user.name
     if target in ("split", "chunk", "getitem", "unbind"):
-        return f"split {user.name}", user.name
+        return f"split at {user.name}", user.name
     return f"followed by {g.describe(user)} ({user.name})", user.name
 
 
