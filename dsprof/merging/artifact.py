@@ -27,7 +27,7 @@ from ..errors import DsprofError, MergeError
 from ..fields import MERGED_DTYPES, FieldError, check_model_options
 from ..io import atomic_torch_save, load_torch_payload
 from ..models import ChainGraph, get_model, input_size_of
-from ..models.tracing import eval_forward, first_conv_in_channels
+from ..models.tracing import eval_forward, example_input
 from .model import merge_model, merge_report
 from ..records.plan import Plan
 from ..models.onnx_export import export_onnx as export_at_shape
@@ -44,10 +44,7 @@ def _num_classes(model: nn.Module) -> int:
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     if linears:
         return linears[-1].out_features
-    h, w = input_size_of(model)
-    param = next(model.parameters())
-    x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype, device=param.device)
-    out = eval_forward(model, x)
+    out = eval_forward(model, example_input(model, input_size_of(model)))
     if not isinstance(out, torch.Tensor) or out.dim() != 2:
         raise MergeError(f"cannot tell the number of classes: the model outputs {tuple(getattr(out, 'shape', ()))} "
                          "for one image, not (1, classes)")

@@ -27,6 +27,7 @@ from .partial import PartialBlock
 from ..records.merges import replayed
 from .spans import SpanLinearized
 from ..records.activations import ActLayout, is_crossing, run_variant
+from ..models.tracing import example_input
 from ..records.plan import Plan
 
 __all__ = ["BlockDecision", "MergeReport", "merge_linearized_model", "merge_model", "merge_partial", "merge_report",
@@ -149,10 +150,7 @@ def merge_linearized_model(target: nn.Module, plan: Plan, *, input_size: tuple[i
             path, block = linear[index]
             decisions.append(_merge_block(target, index, path, block, merged[index], plan.merge[index], names[index]))
     if fold:
-        param = next(target.parameters())
-        first = next(m for m in target.modules() if isinstance(m, nn.Conv2d))
-        example = torch.zeros(1, first.in_channels, *size, dtype=param.dtype, device=param.device)
-        target = fold_batchnorm(target, example, inplace=True)
+        target = fold_batchnorm(target, example_input(target, size), inplace=True)
     report = MergeReport(plan.with_merge([d.merged for d in decisions]), tuple(decisions))
     setattr(target, REPORT_ATTR, report)
     target.dsprof_plan = report.plan.to_json()
@@ -305,8 +303,7 @@ def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, in
     """
     size = input_size or input_size_of(original)
     report = merge_report(merged)
-    first = next(m for m in original.modules() if isinstance(m, nn.Conv2d))
-    example = torch.zeros(1, first.in_channels, *size, dtype=next(original.parameters()).dtype)
+    example = example_input(original, size)
     before_model = fold_batchnorm(original, example)
     blocks = discover_blocks(before_model, size).blocks  # its refusals were said when the original's blocks were found
     reaching = _inputs_reaching(merged, [block_module(merged, b.name) for b in blocks], example)

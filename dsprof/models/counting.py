@@ -32,17 +32,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from .blocks import Block, find_blocks
 from .blockspec import BlockSpec
 from .registry import input_size_or_own
-from .tracing import eval_forward, first_conv_in_channels
+from .tracing import eval_forward, example_input
 
 __all__ = ["conv_macs", "count_macs", "count_params", "MemoryFootprint", "memory_footprint", "spec_macs",
            "summarize_blocks"]
-
-
-def _dummy_input(module: nn.Module, input_size: tuple[int, int] | None, in_channels: int | None) -> torch.Tensor:
-    h, w = input_size_or_own(module, input_size)
-    param = next(module.parameters(), None)
-    dtype = param.dtype if param is not None else torch.float32
-    return torch.zeros(1, in_channels or first_conv_in_channels(module), h, w, dtype=dtype)
 
 
 def _flop_counts(module: nn.Module, x: torch.Tensor) -> FlopCounterMode:
@@ -59,7 +52,8 @@ def count_macs(
 
     Works on a whole model or on one block (give the block's input size and channels).
     """
-    return _flop_counts(module, _dummy_input(module, input_size, in_channels)).get_total_flops() // 2
+    x = example_input(module, input_size_or_own(module, input_size), in_channels)
+    return _flop_counts(module, x).get_total_flops() // 2
 
 
 def conv_macs(
@@ -172,7 +166,7 @@ def summarize_blocks(
     """
     input_size = input_size_or_own(model, input_size)
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
-    per_module = _flop_counts(model, _dummy_input(model, input_size, None)).get_flop_counts()
+    per_module = _flop_counts(model, example_input(model, input_size)).get_flop_counts()
     prefix = type(model).__name__
     rows = []
     for block in blocks:

@@ -40,7 +40,7 @@ from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
 from .registry import input_size_or_own
 from .surgery import Chain, ChainGraph, chain_attr, is_chain_name, own_chains, replace_block, run_of
-from .tracing import first_conv_in_channels
+from .tracing import example_input
 
 __all__ = [
     "Block",
@@ -69,9 +69,7 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
     graph, opaque = trace_opaque(model)
     gm = fx.GraphModule(model, graph)
     h, w = input_size_or_own(model, input_size)
-    param = next(model.parameters(), None)
-    x = torch.zeros(1, first_conv_in_channels(model), h, w, dtype=param.dtype if param is not None else None,
-                    device=param.device if param is not None else None)
+    x = example_input(model, (h, w))
     was_training = model.training
     try:
         gm.eval()

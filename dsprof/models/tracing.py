@@ -17,6 +17,14 @@ def first_conv_in_channels(module: nn.Module, default: int = 3) -> int:
     return conv.in_channels if conv is not None else default
 
 
+def example_input(module: nn.Module, size: tuple[int, int], in_channels: int | None = None) -> torch.Tensor:
+    """One image of zeros of ``size`` (height, width) for ``module``: ``in_channels``, else its first convolution's
+    (`first_conv_in_channels`), in its parameters' dtype and on their device (float32 on the CPU without any)."""
+    param = next(module.parameters(), None)
+    return torch.zeros(1, in_channels or first_conv_in_channels(module), *size,
+                       dtype=param.dtype if param is not None else None, device=param.device if param is not None else None)
+
+
 def eval_forward(module: nn.Module, x: torch.Tensor, handles: Iterable[RemovableHandle] = ()) -> torch.Tensor:
     """``module(x)`` once in eval mode without gradients; the training mode is restored and the
     given hook ``handles`` are removed afterwards, whatever happens."""

@@ -125,10 +125,10 @@ def calibration_groups(net: nn.Module, label: str, input_size: tuple[int, int],
         expect(len(groups))
         yield from groups
     pairs = session_pairs(net, label, input_size, records())
-    last = not any(r.ok and r.variant == CALIBRATION for r in existing)
-    expect(len(pairs) + last)
+    calibration_due = not any(r.ok and r.variant == CALIBRATION for r in existing)
+    expect(len(pairs) + int(calibration_due))
     yield from pairs
-    if last:
+    if calibration_due:
         yield calibration_workloads(net, label, input_size, records(), context, max_span)
 
 
