@@ -355,7 +355,9 @@ def sniff(head: bytes) -> tuple[str, FileKind | None]:
     if first.startswith(("import ", "from ", "def ", "class ", '"""', "#!")):
         return "Python source", None
     if "," in first:
-        return f"a CSV file with the header '{first if len(first) <= 60 else first[:57] + '...'}'", None
+        # quoted as a repr: a header from someone else's file puts no control character (a terminal escape) into
+        # the line that names it
+        return f"a CSV file with the header {first if len(first) <= 60 else first[:57] + '...'!r}", None
     return "text", None
 
 

@@ -375,6 +375,19 @@ def test_an_output_never_replaces_a_file_of_another_kind_and_replaces_one_of_its
     assert Path(checkpoint).read_bytes() == before[checkpoint]
 
 
+def test_a_header_from_someone_elses_file_puts_no_control_character_into_the_line_that_names_it(seeds, tmp_path):
+    """The refusal to replace a file names what it holds; a CSV's header is quoted with its escapes spelled out, so a
+    terminal escape (clearing the screen, a hidden link) in it reaches the terminal as text."""
+    hostile = tmp_path / "theirs.csv"
+    hostile.write_text('a\x1b[2J\x1b]8;;http://x\x1b\\,=HYPERLINK("x"),$(id)\n1,2,3\n')
+    before = hostile.read_bytes()
+    status, _, err = run_cli("merge", *TINY, "--num-classes", "10", "--plan", seeds["plan"], "--merge-by", "macs",
+                             "--out", hostile)
+    line = assert_clean("merge", status, err)
+    assert line is not None and "it holds a CSV file with the header 'a\\x1b[2J\\x1b]8;;http://x" in line, err
+    assert not any(ord(c) < 32 for c in err.replace("\n", "")) and hostile.read_bytes() == before
+
+
 # -- umask ----------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
