@@ -408,7 +408,7 @@ def received_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     importance_file(src / "importance.json", data={"name": "digits", "resolution": 64})  # at 64 px: a plan at 32 px
     # prints the `dsprof importance` that scores it at 32 px
     assert main(["export", *MODEL, "--blocks", "features.1", "--model-variants", "none", "--format", "torchscript",
-                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+                 "--out", str(src / "bundle"), "--quiet", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
                  "--budget", "0.01", "--min-sample-time", "0"]) == 0
     done = subprocess.run([sys.executable, str(src / "bundle" / "run_bundle.py"), "--runtime", "torchscript",
                            "--threads", "1", "--out", str(src / "results.jsonl"), "--quiet"],

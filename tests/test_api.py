@@ -150,7 +150,7 @@ def test_a_measured_run_prints_as_dsprof_measure_prints_it_in_the_callers_words(
     assert main(["measure", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--threads",
                  "1", "--variants", "original", "--model-variants", "original", "--blocks", "features.1,features.2",
                  "--budget", "0.01", "--warmup",
-                 "0", "--min-samples", "3", "--max-samples", "4", "--out", str(tmp_path / "cli.jsonl"),
+                 "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--out", str(tmp_path / "cli.jsonl"),
                  "--no-progress"]) == 0
     cli = capsys.readouterr().out.splitlines()
     assert cli[0].startswith("CPU threads: 1 (--threads)") and cli[-1].startswith("5 workloads measured, 0 already")

@@ -25,7 +25,7 @@ from cli_run import dsprof_here as dsprof
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"  # mobilenet_v2, depths 1x7, 32 px
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
-FAST = ["--threads", "1", "--budget", "0.05", "--warmup", "0.01", "--min-samples", "2", "--no-progress"]
+FAST = ["--threads", "1", "--budget", "0.05", "--warmup", "0.01", "--max-warmup", "0.05", "--min-samples", "2", "--no-progress"]
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 SCRIPT = ".venv/bin/dsprof"
 
 # How each quickstart command runs small: 32 px and timing short enough for a test (one thread).
-FAST_TIMING = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+FAST_TIMING = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
                "--min-sample-time", "0", "--no-progress"]
 SMALL = {
     "models": [],

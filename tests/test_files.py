@@ -109,7 +109,7 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     files["model_file"].write_text(MODEL_FILE)
     bundle = root / "bundle"
     assert main(["export", *TINY, "--blocks", "features.1", "--variants", "original", "--model-variants", "none",
-                 "--format", "torchscript", "--out", str(bundle), "--quiet", "--budget", "0.02", "--warmup", "0",
+                 "--format", "torchscript", "--out", str(bundle), "--quiet", "--budget", "0.02", "--warmup", "0", "--max-warmup", "0.05",
                  "--min-samples", "2", "--max-samples", "3", "--min-sample-time", "0.001"]) == 0
     files["results"] = root / "results.jsonl"
     done = subprocess.run([sys.executable, str(bundle / "run_bundle.py"), "--runtime", "torchscript", "--threads", "1",

@@ -169,7 +169,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return result
 
 
-TINY = ["--threads", "1", "--batch", "1", "--budget", "0.02", "--warmup", "0.001", "--min-samples", "2",
+TINY = ["--threads", "1", "--batch", "1", "--budget", "0.02", "--warmup", "0.001", "--max-warmup", "0.05", "--min-samples", "2",
         "--max-samples", "4", "--min-sample-time", "0.0005", "--no-progress"]
 
 

@@ -31,7 +31,7 @@ from hostile import (MODEL, PLAN, changes_outside, command_problems, commands_in
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST_ARGS = ["--threads", "1", "--budget", "0.01", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+FAST_ARGS = ["--threads", "1", "--budget", "0.01", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
              "--no-progress"]
 JS_LINK = "[x](javascript:alert%28document.domain%29)"
 

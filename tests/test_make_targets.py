@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = (ROOT / "Makefile").read_text()
 TFLITE_MODULES = ("tensorflow", "onnx2tf", "ai_edge_litert")
 SMALL = {
-    "measure": ["--resolution", "32", "--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+    "measure": ["--resolution", "32", "--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
                 "--budget", "0.01", "--min-sample-time", "0"],
     "build-lut": [],
     "plan": ["--resolution", "32"],

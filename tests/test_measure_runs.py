@@ -21,7 +21,7 @@ from dsprof.records.measurement import read_measurements
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 DIE_AFTER = str(Path(__file__).parent / "die_after.py")
-FAST = ["--resolution", "32", "--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4",
+FAST = ["--resolution", "32", "--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
         "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
 FOUR_BLOCKS = ["--blocks", "features.1,features.2,features.3,features.4", "--model-variants", "none"]
 VARIANTS = ("original", "merged", "flops_matched")

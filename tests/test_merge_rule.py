@@ -32,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 OPTIONS = {"depths": [1] * 7}
 MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
-FAST = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+FAST = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
         "--min-sample-time", "0", "--no-progress"]
 KEEP = (0, 0, 1, 0, 1, 0, 1)  # blocks 0, 1, 3, 5 linearised, as a preset would; no merge list
 

@@ -57,7 +57,7 @@ def test_measure_labels_the_records_with_the_file_and_factory(tmp_path):
     result = run(
         "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--batch", "1",
         "--variants", "original,merged", "--model-variants", "original", "--blocks", f"backbone.2.m.0,{CSP_BLOCKS[2]}",
-        "--budget", "0.02", "--warmup", "0.001", "--min-samples", "2", "--max-samples", "5",
+        "--budget", "0.02", "--warmup", "0.001", "--max-warmup", "0.05", "--min-samples", "2", "--max-samples", "5",
         "--min-sample-time", "0.0005", "--no-progress", "--out", str(out),
     )
     assert result.returncode == 0, result.stderr
@@ -257,7 +257,7 @@ def test_report_of_a_model_file_with_plans(tmp_path):
         "measure", "--model-file", f"{CSP}:factory", "--resolution", "32", "--threads", "1", "--variants", "original,merged",
         "--model-variants", "original", "--plan", str(plans[0]), "--plan", str(plans[1]), "--merge-by", "macs", "--merged-model", str(merged),
         "--budget", "0.02",
-        "--warmup", "0.001", "--min-samples", "2", "--max-samples", "4", "--min-sample-time", "0.0005", "--no-progress",
+        "--warmup", "0.001", "--max-warmup", "0.05", "--min-samples", "2", "--max-samples", "4", "--min-sample-time", "0.0005", "--no-progress",
         "--out", str(records),
     )
     assert result.returncode == 0, result.stderr

@@ -25,7 +25,8 @@ from dsprof.profiler import TimingConfig, Workloads
 from models.tinyconv import BLOCK_MACS_32, MACS_32, TinyConv
 from rule_lut import rule_lut, rule_median_s
 
-QUICK = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+QUICK = TimingConfig(warmup_s=0, warmup_max_s=0.05, first_warmup_s=0.05, min_samples=3, max_samples=4, budget_s=0.01,
+                      min_sample_s=0)
 SPANS = Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2)
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -183,7 +184,7 @@ def test_the_command_line_and_a_model_file_plan_the_module_alike(measured, tmp_p
 
     _, _, _, _, planned = measured
     monkeypatch.chdir(tmp_path)
-    fast = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+    fast = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
             "--min-sample-time", "0", "--no-progress"]
     model = ["--model-file", TINY_FILE, "--resolution", "32"]
     assert main(["measure", *model, "--variants", "original,merged,linear", "--model-variants", "original",

@@ -69,7 +69,7 @@ K = 3
 ARGS = ["--model-file", MYNET, "--resolution", "32", "--max-span", "2"]
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
-QUICK = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
+QUICK = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
          "--min-sample-time", "0", "--no-progress"]
 CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",
          "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range

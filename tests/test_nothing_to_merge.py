@@ -26,7 +26,7 @@ from models import nothing
 FILE = str(Path(__file__).parent / "models" / "nothing.py")
 FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
                     min_samples=3, max_samples=4, budget_s=0.02, min_sample_s=0.0)
-FAST_FLAGS = ("--threads", "1", "--warmup", "0", "--budget", "0.02", "--min-samples", "3", "--max-samples", "4",
+FAST_FLAGS = ("--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--budget", "0.02", "--min-samples", "3", "--max-samples", "4",
               "--min-sample-time", "0")
 WORDS = {  # what each model is told, read from its architecture
     "mlp": "no convolution: nothing for DepthShrinker to merge",

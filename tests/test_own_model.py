@@ -23,7 +23,7 @@ from rule_lut import rule_lut
 MYNET = str(Path(__file__).parent / "models" / "mynet.py") + ":build"
 LABEL = "file:mynet:build"
 BLOCKS = ["blocks.0", "blocks.1", "blocks.2", "blocks.4", "flat_expand.0..flat_project.0", "blocks_tail"]  # blocks.3 (SE) refused; the flat chain named first..last
-FAST = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+FAST = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
         "--min-sample-time", "0", "--no-progress"]
 TRAIN = ["--epochs", "1", "--max-batches", "2", "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu"]
 pytestmark = pytest.mark.usefixtures("one_thread")

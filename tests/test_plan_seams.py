@@ -408,7 +408,8 @@ def test_measure_times_plan_objects_as_it_times_plan_files(tmp_path):
     keep = (1, 0, 1, 0, 1, 1, 1)  # one block a stage: 7 blocks
     named = Plan("mobilenet_v2", keep, {"depths": [1] * 7}, merge=tuple(not k for k in keep), name="mine")
     nameless = Plan("mobilenet_v2", (0,) * 7, {"depths": [1] * 7}, merge=(True,) * 7)
-    quick = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+    quick = TimingConfig(warmup_s=0, warmup_max_s=0.05, first_warmup_s=0.05, min_samples=3, max_samples=4, budget_s=0.01,
+                         min_sample_s=0)
     dsprof.measure(tiny, workloads=Workloads((), ("original",)), plans=[named, nameless],
                    settings=BackendSettings(threads=1), timing=quick, out=tmp_path / "m.jsonl", progress=False)
     timed = {r.name for r in read_measurements(tmp_path / "m.jsonl") if r.scope == "model" and r.ok}

@@ -30,7 +30,7 @@ FAST = TimingConfig(
 )
 # One thread: another test process may share this machine, and spinning OpenMP threads of two
 # processes on two cores wait on each other for whole scheduler slices.
-FAST_ARGS = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
+FAST_ARGS = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
 VARIANTS = ("original", "merged", "flops_matched")
 
 

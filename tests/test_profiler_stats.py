@@ -229,3 +229,31 @@ def test_timing_config_rejects_nonsense():
         TimingConfig(budget_s=0)
     with pytest.raises(ValueError, match="min_samples"):
         TimingConfig(min_samples=1)
+
+
+def test_max_warmup_caps_every_groups_warm_up_the_first_one_too():
+    """``--max-warmup S`` (measure, export): no workload warms up longer than S, though its time never settles and
+    the first group of a run would otherwise warm up for 0.5 s; without it the caps stay 2 s and 0.5 s."""
+    from dsprof.cli.main import build_parser
+    from dsprof.cli.options import timing_from_args
+
+    def settings(*flags):
+        return timing_from_args(build_parser().parse_args(["measure", "--model", "mobilenet_v2", *flags]))
+
+    assert (settings().warmup_max_s, settings().first_warmup_s) == (2.0, 0.5)
+    assert settings("--warmup", "3").warmup_max_s == 3.0  # a longer shortest warm-up lifts the cap
+    config = settings("--max-warmup", "0.02", "--warmup", "0", "--min-samples", "2", "--max-samples", "2",
+                      "--min-sample-time", "0")
+    clock = FakeClock()
+
+    def run():  # 1 ms and 3 ms in turn: the last three calls never agree with the three before
+        clock.advance(1e-3 if clock.ns // 1_000_000 % 2 else 3e-3)
+
+    for first in (config.first_group(), config):
+        start = clock.ns
+        result = time_interleaved({"a": run}, first, CpuTimer(clock), clock)["a"]
+        warm_s = (clock.ns - start) * 1e-9 - sum(result.samples_s) * result.iterations_per_sample
+        assert warm_s <= 0.02 + 3e-3 + 1e-9  # the cap, and the one call that crossed it
+        assert result.warmup_iterations <= 0.02 / 1e-3 + 1
+    with pytest.raises(ValueError, match="warmup_max_s"):
+        settings("--max-warmup", "0.01", "--warmup", "0.05")

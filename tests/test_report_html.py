@@ -246,7 +246,7 @@ def test_report_html_in_headless_chromium(records, report):
 
 # -- the answer first -------------------------------------------------------------------------------------------
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
-QUICK = ["--threads", "1", "--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
+QUICK = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
          "--min-sample-time", "0", "--no-progress"]
 CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",
          "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range

@@ -33,7 +33,8 @@ from dsprof.workflows.check import CheckSettings
 from models.tinyconv import MACS_32
 from rule_lut import rule_lut, rule_median_s
 
-QUICK = TimingConfig(warmup_s=0, min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0)
+QUICK = TimingConfig(warmup_s=0, warmup_max_s=0.05, first_warmup_s=0.05, min_samples=3, max_samples=4, budget_s=0.01,
+                      min_sample_s=0)
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
 TINY = dsprof.ModelRef.of(TINY_FILE, resolution=32)
 TRAIN = TrainConfig(epochs=1, max_batches=1, max_eval_batches=1, batch_size=16)

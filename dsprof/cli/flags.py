@@ -33,7 +33,7 @@ __all__ = ["ALIASES", "VERBS", "command_line_text", "flag_table", "learn", "para
 #: {parameter: dest}.
 ALIASES: Mapping[str, Mapping[str, str]] = {
     "*": {"model_name": "model", "luts": "lut", "merged_models": "merged_model",
-          "budget_s": "budget", "min_sample_s": "min_sample_time",  # fields of the TimingConfig the options build
+          "budget_s": "budget", "min_sample_s": "min_sample_time", "warmup_s": "warmup", "warmup_max_s": "max_warmup",  # fields of the TimingConfig the options build
           # fields of the objects a verb takes, named otherwise than the option that sets them (``Kind.field``)
           "Pricing.resolution": "lut_resolution", "DistillSettings.alpha": "distill_alpha",
           "CheckSettings.out": "measure_out", "Joint.contexts": "joint"},

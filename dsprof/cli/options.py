@@ -229,6 +229,10 @@ def add_timing_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-precision", type=float, default=TimingConfig.target_precision, help="stop once each median is known to this fraction (95 %% interval half-width)")
     p.add_argument("--budget", type=float, default=TimingConfig.budget_s, help="seconds of timed runs per workload at most")
     p.add_argument("--warmup", type=float, default=TimingConfig.warmup_s, help="seconds of warm-up per workload at least")
+    p.add_argument("--max-warmup", type=float, default=None,
+                   help=f"seconds of warm-up per workload at most (default {TimingConfig.warmup_max_s:g}, or --warmup if longer; "
+                        "warm-up ends sooner once the call time settles; the first group of a run warms up for "
+                        f"{TimingConfig.first_warmup_s:g} s, or this if less)")
     p.add_argument("--min-samples", type=int, default=TimingConfig.min_samples, help="samples before the precision rule may stop a workload (the --budget may stop it sooner, after 2)")
     p.add_argument("--max-samples", type=int, default=TimingConfig.max_samples, help="samples per workload at most")
     p.add_argument("--min-sample-time", type=float, default=TimingConfig.min_sample_s, help="seconds one sample lasts at least (calls are repeated within it)")
@@ -236,10 +240,11 @@ def add_timing_args(p: argparse.ArgumentParser) -> None:
 
 def timing_from_args(args: argparse.Namespace) -> TimingConfig:
     """The `TimingConfig` that `add_timing_args` options give (raises ValueError on bad values)."""
+    most = max(TimingConfig.warmup_max_s, args.warmup) if args.max_warmup is None else args.max_warmup
     return TimingConfig(
         warmup_s=args.warmup, min_samples=args.min_samples, max_samples=args.max_samples,
         target_precision=args.target_precision, budget_s=args.budget, min_sample_s=args.min_sample_time,
-        warmup_max_s=max(TimingConfig.warmup_max_s, args.warmup),
+        warmup_max_s=most, first_warmup_s=min(TimingConfig.first_warmup_s, most),
     )
 
 

@@ -248,7 +248,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
                  name: str | None = None) -> Prediction:
     """`predict_latency` of a plan (or of every block as ``variant``) from the model's `prices_of`: the one
     function that turns a plan into a predicted latency with its interval (the planner prices its plans here)."""
-    lut, key, label = prices.lookup.lut, prices.key, prices.label
+    key, label = prices.key, prices.label
     name = name or label.split("{", 1)[0]
     pieces = _pieces(prices, plan, variant, strict)
     missing = [p.missing for p in pieces if p.missing] + list(prices.missing)

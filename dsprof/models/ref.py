@@ -15,7 +15,7 @@ from torch import nn
 from ..errors import UsageError
 from .build import check_resolution, get_model, library_entry
 from .user_model import register_model_file
-from .registry import (at_size, input_size_of, is_model_file_spec, meant_as_model_file, model_args, model_entry,
+from .registry import (at_size, input_size_of, is_model_file_spec, meant_as_model_file, model_args,
                        model_identity, module_name, registered_module, sized_from)
 
 __all__ = ["ModelRef", "is_model_file_spec", "named_model"]

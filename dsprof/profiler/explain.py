@@ -347,7 +347,7 @@ def explain_block(
         raise UsageError(f"explain supports `backend=` {', '.join(EXPLAIN_BACKENDS)} on the CPU, not {backend!r}")
     threads = threads or DEFAULT_CPU_THREADS
     ref = ModelRef.of(model, **moved)
-    options, label, net = dict(ref.options), ref.name, ref.build()
+    label, net = ref.name, ref.build()
     net.eval()
     blocks = find_blocks(net)
     if not blocks:

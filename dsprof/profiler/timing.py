@@ -84,8 +84,12 @@ class TimingConfig:
     max_iterations_per_sample: int = DEFAULTS["max_iterations_per_sample"]
 
     def __post_init__(self) -> None:
-        if self.first_warmup_s < 0 or self.warmup_s < 0 or self.warmup_min_iters < 0 or self.warmup_max_s < self.warmup_s:
-            raise UsageError("need warm-up time and iterations >= 0 and warmup_max_s >= warmup_s")
+        for name in ("warmup_s", "warmup_max_s", "first_warmup_s", "warmup_min_iters"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"`{name}={getattr(self, name):g}`: give 0 or more")
+        if self.warmup_max_s < self.warmup_s:
+            raise UsageError(f"`warmup_max_s={self.warmup_max_s:g}` is less than `warmup_s={self.warmup_s:g}`: "
+                             "give a longest warm-up no shorter than the shortest")
         if self.min_samples < 2 or self.max_samples < self.min_samples:
             raise UsageError(f"need 2 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
         if not 0 < self.target_precision < 1:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..device_context import CONTEXT_FIELDS, DeviceContext, compile_setting
-from ..errors import DsprofError, InputFileError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
+from ..errors import DsprofError, MeasurementFileError, OutputPathError, WriteError  # noqa: F401  (defined once, in dsprof.errors)
 from ..fields import (
     MAX_BATCH,
     MAX_CHANNELS,
