@@ -1,0 +1,133 @@
+"""The whole loop on models nobody tuned for, as a new user runs it: the `dsprof` commands as written, one process each.
+
+For each model (a timm name, built at random, nothing downloaded): ``dsprof blocks``; ``dsprof measure`` with spans of
+two and ``--calibrate`` (quick timing: ``--budget 0.05 --max-warmup 0.05``, a first look, not figures to keep);
+``dsprof build-lut``; ``dsprof plan --keep 0.5``; ``dsprof merge`` of the chosen plan; ``dsprof measure --plan`` (the
+plan merged and timed paired against the original). Then, in this process, the merged model against the linearised
+original in float64 on two random images (the merge's exactness; the merged weights are float32, so ~1e-7 is exact).
+
+    .venv/bin/python benchmarks/new_user_loop.py --out /tmp/new_user repvit_m0_9 mnasnet_small
+    .venv/bin/python benchmarks/new_user_loop.py --out /tmp/new_user mobileone_s0 --option reparameterize=true
+
+A command that fails is printed with its last line, and the model's row says where the loop stopped. Prints one row
+per model: blocks, the chosen k, predicted and measured speed-up (95 % intervals), whether the measurement lies in the
+predicted interval, and the merge's largest relative error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+DSPROF = [sys.executable, "-m", "dsprof"]
+QUICK = ["--threads", "1", "--budget", "0.05", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3",
+         "--max-samples", "8", "--no-progress"]
+CHOSEN = re.compile(r"chosen: k = (\d+) of (\d+) blocks, ([\d.]+)x, [\d.]+ ms \(95 % ([\d.]+)-([\d.]+)\)")
+ORIGINAL = re.compile(r"original ([\d.]+) ms")
+MEASURED = re.compile(r"measured speed-up ([\d.]+)x over the original \(95 % interval ([\d.]+)-([\d.]+)x")
+
+
+def run(folder: Path, name: str, *args: str) -> str | None:
+    """``dsprof ARGS``; its output saved as ``folder/name.txt``; None (and its last line printed) where it fails."""
+    done = subprocess.run([*DSPROF, *args], capture_output=True, text=True)
+    (folder / f"{name}.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        print(f"  {name}: exit {done.returncode}: {last[0][:300]}", flush=True)
+        return None
+    return done.stdout
+
+
+def exactness(model: list[str], plan_path: Path, options: dict, resolution: int) -> float:
+    """The merged model against the linearised original, float64, largest error over the largest output."""
+    import dsprof
+    from dsprof.merging.linearize import linearize_model
+    from dsprof.records.plan import load_plan
+
+    torch.manual_seed(0)
+    name = model[1]
+    net = dsprof.ModelRef.of(name, options=options, resolution=resolution).build().eval()
+    plan = load_plan(plan_path)
+    merged = dsprof.merge(dsprof.ModelRef.of(net, name=name, options=options, resolution=resolution), plan).model
+    linear = linearize_model(net, plan, input_size=(resolution, resolution)).double().eval()
+    x = torch.randn(2, 3, resolution, resolution, dtype=torch.float64)
+    with torch.no_grad():
+        a, b = linear(x), merged.double().eval()(x)
+    return float((a - b).abs().max() / a.abs().max())
+
+
+def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    model = ["--model", f"timm:{name}", "--resolution", str(resolution)]
+    for key, value in options.items():
+        model += [f"--{key.replace('_', '-')}"] if value is True else [f"--{key.replace('_', '-')}", str(value)]
+    row: dict = {"model": name}
+    print(f"{name} at {resolution} px", flush=True)
+    blocks = run(folder, "blocks", "blocks", *model)
+    found = re.search(r"^(\d+) blocks;", blocks or "", re.M)
+    row["blocks"] = int(found.group(1)) if found else None
+    if run(folder, "measure", "measure", *model, "--spans", "2", "--calibrate", *QUICK, "--resume", "--out", str(folder / "m")) is None:
+        return {**row, "stopped": "measure"}
+    lut = folder / "lut.csv"
+    if run(folder, "build-lut", "build-lut", str(folder / "m"), "-o", str(lut)) is None:
+        return {**row, "stopped": "build-lut"}
+    planned = run(folder, "plan", "plan", *model, "--lut", str(lut), "--keep", "0.5", "--out", str(folder / "front.json"))
+    if planned is None:
+        return {**row, "stopped": "plan"}
+    chosen, original = CHOSEN.search(planned), ORIGINAL.search(planned)
+    if chosen is None or original is None:
+        return {**row, "stopped": "plan (no chosen line)"}
+    k, n, speedup, lo_ms, hi_ms = chosen.groups()
+    base = float(original.group(1))
+    row.update(k=f"{k} of {n}", predicted=float(speedup), low=base / float(hi_ms), high=base / float(lo_ms))
+    plan_path = folder / "front.plan.json"
+    if run(folder, "merge", "merge", *model, "--plan", str(plan_path), "--out", str(folder / "merged.pt")) is None:
+        return {**row, "stopped": "merge"}
+    checked = run(folder, "check", "measure", *model, "--plan", str(plan_path), "--model-variants", "original",
+                  "--variants", "none", *QUICK, "--budget", "0.3", "--resume", "--out", str(folder / "check"))
+    if checked is None:
+        return {**row, "stopped": "measure --plan"}
+    measured = MEASURED.search(checked)
+    if measured is None:
+        return {**row, "stopped": "measure --plan (no measured line)"}
+    row.update(measured=float(measured.group(1)), measured_low=float(measured.group(2)),
+               measured_high=float(measured.group(3)))
+    row["inside"] = row["low"] <= row["measured"] <= row["high"]
+    row["merge_error"] = exactness(model, plan_path, options, resolution)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models", nargs="+", help="timm model names")
+    p.add_argument("--out", type=Path, required=True, help="a folder for every command's files and output")
+    p.add_argument("--resolution", type=int, default=64)
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a model option for every model (reparameterize=true)")
+    args = p.parse_args()
+    options = {}
+    for item in args.option:
+        key, value = item.split("=", 1)
+        options[key] = True if value.lower() == "true" else value
+    rows = [loop(m, args.out, args.resolution, options) for m in args.models]
+    (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
+    print("\n| model | blocks | k | predicted (95 %) | measured (95 %) | inside | merge error |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        if "stopped" in r:
+            print(f"| {r['model']} | {r['blocks']} | stopped at `{r['stopped']}` | | | | |")
+            continue
+        print(f"| {r['model']} | {r['blocks']} | {r['k']} | {r['predicted']:.2f}x ({r['low']:.2f}-{r['high']:.2f}) | "
+              f"{r['measured']:.3f}x ({r['measured_low']:.3f}-{r['measured_high']:.3f}) | "
+              f"{'yes' if r['inside'] else 'no'} | {r['merge_error']:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
