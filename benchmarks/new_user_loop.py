@@ -44,14 +44,14 @@ def run(folder: Path, name: str, *args: str) -> str | None:
     return done.stdout
 
 
-def exactness(model: list[str], plan_path: Path, options: dict, resolution: int) -> float:
-    """The merged model against the linearised original, float64, largest error over the largest output."""
+def exactness(name: str, plan_path: Path, options: dict, resolution: int) -> float:
+    """The model ``name`` merged by the plan against its linearised original, float64, largest error over the largest
+    output."""
     import dsprof
     from dsprof.merging.linearize import linearize_model
     from dsprof.records.plan import load_plan
 
     torch.manual_seed(0)
-    name = model[1]
     net = dsprof.ModelRef.of(name, options=options, resolution=resolution).build().eval()
     plan = load_plan(plan_path)
     merged = dsprof.merge(dsprof.ModelRef.of(net, name=name, options=options, resolution=resolution), plan).model
@@ -100,7 +100,7 @@ def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
     row.update(measured=float(measured.group(1)), measured_low=float(measured.group(2)),
                measured_high=float(measured.group(3)))
     row["inside"] = row["low"] <= row["measured"] <= row["high"]
-    row["merge_error"] = exactness(model, plan_path, options, resolution)
+    row["merge_error"] = exactness(f"timm:{name}", plan_path, options, resolution)
     return row
 
 
