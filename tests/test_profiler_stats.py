@@ -257,7 +257,10 @@ def test_max_warmup_caps_every_groups_warm_up_the_first_one_too():
         assert result.warmup_iterations <= 0.02 / 1e-3 + 1
     with pytest.raises(ValueError, match="warmup_max_s"):
         settings("--max-warmup", "0.01", "--warmup", "0.05")
-    # NaN passed every bound and the run timed on, to fail writing its records' JSON: refused first, by name
-    for flag, field in (("--max-warmup", "warmup_max_s"), ("--budget", "budget_s"), ("--target-precision", "target_precision")):
-        with pytest.raises(ValueError, match=rf"`{field}=nan`: give a number"):
-            settings(flag, "nan")
+    # NaN passed every bound, and NaN or inf let the run time on, to fail writing its records' JSON (an export's
+    # manifest read "Infinity"): refused first, by name
+    for flag, field, value in (("--max-warmup", "warmup_max_s", "nan"), ("--budget", "budget_s", "nan"),
+                               ("--target-precision", "target_precision", "nan"), ("--budget", "budget_s", "inf"),
+                               ("--max-warmup", "warmup_max_s", "inf")):
+        with pytest.raises(ValueError, match=rf"`{field}={value}`: give a finite number"):
+            settings(flag, value)

@@ -85,9 +85,9 @@ class TimingConfig:
     max_iterations_per_sample: int = DEFAULTS["max_iterations_per_sample"]
 
     def __post_init__(self) -> None:
-        for name in (f.name for f in fields(self)):  # NaN passes every bound below, then breaks the records' JSON
-            if isinstance(getattr(self, name), float) and math.isnan(getattr(self, name)):
-                raise UsageError(f"`{name}=nan`: give a number")
+        for name in (f.name for f in fields(self)):  # NaN passes every bound below; neither it nor inf is JSON
+            if isinstance(getattr(self, name), float) and not math.isfinite(getattr(self, name)):
+                raise UsageError(f"`{name}={getattr(self, name)}`: give a finite number")
         for name in ("warmup_s", "warmup_max_s", "first_warmup_s", "warmup_min_iters"):
             if getattr(self, name) < 0:
                 raise UsageError(f"`{name}={getattr(self, name):g}`: give 0 or more")
