@@ -9,6 +9,14 @@ original in float64 on two random images (the merge's exactness; the merged weig
     .venv/bin/python benchmarks/new_user_loop.py --out /tmp/new_user repvit_m0_9 mnasnet_small
     .venv/bin/python benchmarks/new_user_loop.py --out /tmp/new_user mobileone_s0 --option reparameterize=true
 
+``--default-timing`` drops the quick flags (one thread still: figures to quote, run alone under quiet-run);
+``--variants`` gives `measure` its block variants (default: the backend's); ``--zoo dsprof`` takes dsprof's own names
+(``resnet18``) where the default takes timm's:
+
+    .venv/bin/python benchmarks/new_user_loop.py --out /tmp/lin --default-timing mobileone_s0 --option reparameterize=true
+    .venv/bin/python benchmarks/new_user_loop.py --out /tmp/base --default-timing --variants original,merged,flops_matched \
+        mobileone_s0 --option reparameterize=true
+
 A command that fails is printed with its last line, and the model's row says where the loop stopped. Prints one row
 per model: blocks, the chosen k, predicted and measured speed-up (95 % intervals), whether the measurement lies in the
 predicted interval, and the merge's largest relative error.
@@ -26,9 +34,9 @@ from pathlib import Path
 import torch
 
 DSPROF = [sys.executable, "-m", "dsprof"]
-QUICK = ["--threads", "1", "--budget", "0.05", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3",
-         "--max-samples", "8", "--no-progress"]
-CHOSEN = re.compile(r"chosen: k = (\d+) of (\d+) blocks, ([\d.]+)x, [\d.]+ ms \(95 % ([\d.]+)-([\d.]+)\)")
+ONE = ["--threads", "1", "--no-progress"]
+QUICK = ["--budget", "0.05", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "8"]
+CHOSEN = re.compile(r"chosen: k = (\d+) of (\d+) blocks, [\d.]+x, ([\d.]+) ms \(95 % ([\d.]+)-([\d.]+)\)")
 ORIGINAL = re.compile(r"original ([\d.]+) ms")
 MEASURED = re.compile(r"measured speed-up ([\d.]+)x over the original \(95 % interval ([\d.]+)-([\d.]+)x")
 
@@ -62,10 +70,10 @@ def exactness(name: str, plan_path: Path, options: dict, resolution: int) -> flo
     return float((a - b).abs().max() / a.abs().max())
 
 
-def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
-    folder = out / name
+def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str], variants: list[str]) -> dict:
+    folder = out / name.replace(":", "-")
     folder.mkdir(parents=True, exist_ok=True)
-    model = ["--model", f"timm:{name}", "--resolution", str(resolution)]
+    model = ["--model", name, "--resolution", str(resolution)]
     for key, value in options.items():
         model += [f"--{key.replace('_', '-')}"] if value is True else [f"--{key.replace('_', '-')}", str(value)]
     row: dict = {"model": name}
@@ -73,8 +81,12 @@ def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
     blocks = run(folder, "blocks", "blocks", *model)
     found = re.search(r"^(\d+) blocks;", blocks or "", re.M)
     row["blocks"] = int(found.group(1)) if found else None
-    if run(folder, "measure", "measure", *model, "--spans", "2", "--calibrate", *QUICK, "--resume", "--out", str(folder / "m")) is None:
+    measured_lut = run(folder, "measure", "measure", *model, "--spans", "2", "--calibrate", *variants, *ONE, *timing,
+                       "--resume", "--out", str(folder / "m"))
+    if measured_lut is None:
         return {**row, "stopped": "measure"}
+    count = re.search(r"^(\d+) workloads measured", measured_lut, re.M)
+    row["workloads"] = int(count.group(1)) if count else None
     lut = folder / "lut.csv"
     if run(folder, "build-lut", "build-lut", str(folder / "m"), "-o", str(lut)) is None:
         return {**row, "stopped": "build-lut"}
@@ -84,14 +96,14 @@ def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
     chosen, original = CHOSEN.search(planned), ORIGINAL.search(planned)
     if chosen is None or original is None:
         return {**row, "stopped": "plan (no chosen line)"}
-    k, n, speedup, lo_ms, hi_ms = chosen.groups()
+    k, n, ms, lo_ms, hi_ms = chosen.groups()
     base = float(original.group(1))
-    row.update(k=f"{k} of {n}", predicted=float(speedup), low=base / float(hi_ms), high=base / float(lo_ms))
+    row.update(k=f"{k} of {n}", predicted=base / float(ms), low=base / float(hi_ms), high=base / float(lo_ms))
     plan_path = folder / "front.plan.json"
     if run(folder, "merge", "merge", *model, "--plan", str(plan_path), "--out", str(folder / "merged.pt")) is None:
         return {**row, "stopped": "merge"}
     checked = run(folder, "check", "measure", *model, "--plan", str(plan_path), "--model-variants", "original",
-                  "--variants", "none", *QUICK, "--budget", "0.3", "--resume", "--out", str(folder / "check"))
+                  "--variants", "none", *ONE, *(timing and [*timing, "--budget", "0.3"]), "--resume", "--out", str(folder / "check"))
     if checked is None:
         return {**row, "stopped": "measure --plan"}
     measured = MEASURED.search(checked)
@@ -100,13 +112,16 @@ def loop(name: str, out: Path, resolution: int, options: dict) -> dict:
     row.update(measured=float(measured.group(1)), measured_low=float(measured.group(2)),
                measured_high=float(measured.group(3)))
     row["inside"] = row["low"] <= row["measured"] <= row["high"]
-    row["merge_error"] = exactness(f"timm:{name}", plan_path, options, resolution)
+    row["merge_error"] = exactness(name, plan_path, options, resolution)
     return row
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("models", nargs="+", help="timm model names")
+    p.add_argument("models", nargs="+", help="timm model names (dsprof's with --zoo dsprof)")
+    p.add_argument("--zoo", choices=("timm", "dsprof"), default="timm")
+    p.add_argument("--default-timing", action="store_true", help="time as measure does by default, one thread")
+    p.add_argument("--variants", default=None, help="measure's --variants (default: the backend's)")
     p.add_argument("--out", type=Path, required=True, help="a folder for every command's files and output")
     p.add_argument("--resolution", type=int, default=64)
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -116,16 +131,20 @@ def main() -> None:
     for item in args.option:
         key, value = item.split("=", 1)
         options[key] = True if value.lower() == "true" else value
-    rows = [loop(m, args.out, args.resolution, options) for m in args.models]
+    timing = [] if args.default_timing else QUICK
+    variants = ["--variants", args.variants] if args.variants else []
+    names = [f"timm:{m}" if args.zoo == "timm" else m for m in args.models]
+    rows = [loop(m, args.out, args.resolution, options, timing, variants) for m in names]
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
-    print("\n| model | blocks | k | predicted (95 %) | measured (95 %) | inside | merge error |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| model | blocks | workloads | k | predicted (95 %) | measured (95 %) | prediction's error | inside | merge error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         if "stopped" in r:
-            print(f"| {r['model']} | {r['blocks']} | stopped at `{r['stopped']}` | | | | |")
+            print(f"| {r['model']} | {r['blocks']} | | stopped at `{r['stopped']}` | | | | | |")
             continue
-        print(f"| {r['model']} | {r['blocks']} | {r['k']} | {r['predicted']:.2f}x ({r['low']:.2f}-{r['high']:.2f}) | "
+        print(f"| {r['model']} | {r['blocks']} | {r['workloads']} | {r['k']} | {r['predicted']:.2f}x ({r['low']:.2f}-{r['high']:.2f}) | "
               f"{r['measured']:.3f}x ({r['measured_low']:.3f}-{r['measured_high']:.3f}) | "
+              f"{100 * (r['predicted'] / r['measured'] - 1):+.1f} % | "
               f"{'yes' if r['inside'] else 'no'} | {r['merge_error']:.1e} |")
 
 

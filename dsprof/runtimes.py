@@ -12,18 +12,24 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "load_backend_class", "runtime_of_format"]
+from .names import DEFAULT_BLOCK_VARIANTS
+
+__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "default_block_variants", "load_backend_class",
+           "runtime_of_format"]
 
 
 class BackendEntry(NamedTuple):
     """A profiler backend (``dsprof measure --backend``): its implementation (``module:Class`` under
     `dsprof.profiler.backends`) and the runtime that times its models on a remote device (None: none can;
-    ``no_remote`` says why in one line)."""
+    ``no_remote`` says why in one line). ``separate_activations``: it runs each activation as a kernel of its own
+    (PyTorch eager, and the TorchScript its bundles carry), so removing one saves time even where the block is not
+    merged; the compiling runtimes fuse it into the convolution before it (`default_block_variants`)."""
 
     name: str
     implementation: str
     remote_runtime: str | None
     no_remote: str = ""
+    separate_activations: bool = False
 
 
 class Runtime(NamedTuple):
@@ -40,7 +46,7 @@ class Runtime(NamedTuple):
 FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
 
 BACKENDS = {b.name: b for b in (
-    BackendEntry("torch", "torch_eager:TorchBackend", "torchscript"),
+    BackendEntry("torch", "torch_eager:TorchBackend", "torchscript", separate_activations=True),
     BackendEntry("torch-compile", "torch_compile:TorchCompileBackend", None,
             "torch.compile builds its kernels with PyTorch and a C++ compiler (or Triton) on the machine that runs "
             "them, which a bundle's runner does not carry: run "
@@ -58,6 +64,18 @@ RUNTIMES = {r.name: r for r in (
     Runtime("torchscript", "torchscript", "nchw", "torchscript"),
     Runtime("benchmark_model", "tflite", "nhwc", "tflite"),  # TensorFlow Lite's benchmark binary
 )}
+
+
+def default_block_variants(backend: str) -> tuple[str, ...]:
+    """What `dsprof measure` times of each block on ``backend`` unless told (`dsprof.names.DEFAULT_BLOCK_VARIANTS`),
+    with ``linear`` (its activations removed, not merged) where the backend runs activations apart: there a plan's
+    unmerged blocks save time the LUT must see (MobileOne-S0's blocks at 64 px on one CPU thread: 1.05-1.10x each,
+    where merging them is slower), while the compiling runtimes fuse the activation into the convolution (ONNX
+    Runtime: the same blocks 0.97-1.02x; benchmarks/RESULTS.md, "Activations apart")."""
+    entry = BACKENDS.get(backend)
+    if entry is not None and entry.separate_activations:
+        return (*DEFAULT_BLOCK_VARIANTS, "linear")
+    return DEFAULT_BLOCK_VARIANTS
 
 
 def load_backend_class(name: str) -> type:

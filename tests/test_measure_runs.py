@@ -24,7 +24,7 @@ DIE_AFTER = str(Path(__file__).parent / "die_after.py")
 FAST = ["--resolution", "32", "--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
         "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
 FOUR_BLOCKS = ["--blocks", "features.1,features.2,features.3,features.4", "--model-variants", "none"]
-VARIANTS = ("original", "merged", "flops_matched")
+VARIANTS = ("original", "merged", "flops_matched", "linear")  # PyTorch eager's default (docs/measuring.md, "Variants")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -95,7 +95,7 @@ def test_a_second_run_on_a_file_being_written_is_refused_and_resume_works_after(
 def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
     out, probe = tmp_path / "run.jsonl", tmp_path / "probe.jsonl"
     assert main(["measure", "--out", str(probe), *FAST, "--blocks", "features.1", "--model-variants", "none"]) == 0
-    limit = int(2.5 * probe.stat().st_size)  # bytes: two groups of three records fit, the third does not
+    limit = int(2.5 * probe.stat().st_size)  # bytes: two groups of four records fit, the third does not
 
     def small_disk() -> None:  # in the child: writes past `limit` bytes fail with EFBIG (Python ignores SIGXFSZ)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -106,7 +106,7 @@ def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
     last = full.stderr.strip().splitlines()[-1]
     assert last.startswith("dsprof measure: error: cannot write") and "File too large" in last, full.stderr[-2000:]
     data = out.read_bytes()
-    # two groups: 6 block records and the drift probe timed after each
+    # two groups: 8 block records and the drift probe timed after each
     kept = data.count(b"\n")
     assert f"keeps the {kept} records written before" in last and "--resume" in last
     assert "Traceback" not in full.stderr
@@ -119,7 +119,7 @@ def test_a_full_disk_mid_run_keeps_whole_records_and_resume_continues(tmp_path):
 
 def test_ctrl_c_says_what_is_saved_exits_130_and_resume_measures_the_rest_once(tmp_path):
     out = tmp_path / "run.jsonl"
-    args = ["measure", "--out", str(out), *FAST, "--model-variants", "none"]  # all 17 blocks: 51 workloads
+    args = ["measure", "--out", str(out), *FAST, "--model-variants", "none"]  # all 17 blocks: 68 workloads
     run = interruptible([DSPROF, *args])
     wait_for_lines(out, run, 3)
     run.send_signal(signal.SIGINT)
@@ -129,8 +129,8 @@ def test_ctrl_c_says_what_is_saved_exits_130_and_resume_measures_the_rest_once(t
     lines = err.strip().splitlines()
     saved = out.read_bytes()
     n = sum(1 for line in saved.splitlines() if b'"scope": "probe"' not in line and b'"scope":"probe"' not in line)
-    assert saved.endswith(b"\n") and 3 <= n < 51  # workloads; the drift probe's records are not workloads
-    assert lines[-1] == f"dsprof measure: interrupted: {n} of 51 workloads saved in {out}; --resume continues"
+    assert saved.endswith(b"\n") and 3 <= n < 68  # workloads; the drift probe's records are not workloads
+    assert lines[-1] == f"dsprof measure: interrupted: {n} of 68 workloads saved in {out}; --resume continues"
     assert main([*args, "--resume"]) == 0
     assert out.read_bytes().startswith(saved)  # nothing written before the interrupt lost or rewritten
     assert measured_once(out) == expected_keys(17)

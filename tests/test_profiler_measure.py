@@ -31,7 +31,10 @@ FAST = TimingConfig(
 # One thread: another test process may share this machine, and spinning OpenMP threads of two
 # processes on two cores wait on each other for whole scheduler slices.
 FAST_ARGS = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
-VARIANTS = ("original", "merged", "flops_matched")
+VARIANTS = ("original", "merged", "flops_matched")  # what a block is timed as by default where activations fuse
+# PyTorch eager runs each activation as a kernel of its own: by default a block is also timed without them
+# (docs/measuring.md, "Variants")
+EAGER = (*VARIANTS, "linear")
 
 
 def check_block_records(records, model, variants, batch=1):
@@ -54,7 +57,7 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
     result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FAST,
                      out=tmp_path, progress=False)
     model = get_model("mobilenet_v2", resolution=32)
-    check_block_records(result.measurements, model, VARIANTS)
+    check_block_records(result.measurements, model, EAGER)
     models = [r for r in result.measurements if r.scope == "model"]
     assert {r.variant for r in models} == {"original", "flops_matched"}
     r = models[0]
@@ -85,7 +88,7 @@ def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
                      workloads=Workloads(blocks="features.2", model_variants=()), timing=FAST, out=tmp_path / "m.jsonl",
                      progress=False)
     lines = result.path.read_text().splitlines()
-    assert len(lines) == 4  # three variants, then the drift probe timed after their group
+    assert len(lines) == 5  # four variants, then the drift probe timed after their group
     data = json.loads(lines[0])
     for key in ("model", "spec", "variant", "samples_s", "backend", "device", "dtype", "layout", "batch", "threads", "env_id", "environment", "state_before", "state_after", "schema"):
         assert key in data
@@ -170,19 +173,19 @@ def test_network_guard_stops_onnx2tf_from_fetching_sample_data(tmp_path, monkeyp
 
 def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
     out = tmp_path / "run.jsonl"
-    # Killed (SIGKILL) right after the second group of records reached the file: two blocks x three variants.
+    # Killed (SIGKILL) right after the second group of records reached the file: two blocks x four variants.
     die_after = [sys.executable, str(Path(__file__).parent / "die_after.py"), "dsprof.records.measurement:MeasurementWriter.write", "2"]
     fast = ["measure", "--resolution", "32", "--out", str(out), *FAST_ARGS]
     killed = subprocess.run([*die_after, *fast], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     before = out.read_text().splitlines()
     kept = [r for r in read_measurements(out) if r.scope != "probe"]  # what survived the kill reads back
-    assert [(r.name, r.variant) for r in kept] == [(b, v) for b in ("features.1", "features.2") for v in VARIANTS]
+    assert [(r.name, r.variant) for r in kept] == [(b, v) for b in ("features.1", "features.2") for v in EAGER]
     assert main([*fast, "--resume"]) == 0
     after = read_measurements(out)
     assert out.read_text().splitlines()[: len(before)] == before  # nothing measured was lost or rewritten
     keys = [r.workload_key for r in after if r.scope != "probe"]  # the drift probe recurs after every group
-    assert len(keys) == len(set(keys)) == 17 * 3 + 2 + 2  # nothing repeated, nothing missing (+ stem, head)
+    assert len(keys) == len(set(keys)) == 17 * 4 + 2 + 2  # nothing repeated, nothing missing (+ stem, head)
     assert main([*fast, "--resume"]) == 0  # a complete file: nothing left to do
     assert read_measurements(out) == after
 
@@ -197,8 +200,8 @@ def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
         result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
                          workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, resume=True,
                          progress=False)
-    assert result.new == 1 and result.skipped == 2
-    assert [r.variant for r in read_measurements(out) if r.scope != "probe"] == ["original", "merged", "flops_matched"]
+    assert result.new == 2 and result.skipped == 2
+    assert [r.variant for r in read_measurements(out) if r.scope != "probe"] == list(EAGER)
 
 
 # ---- bad input: clear messages, exit status 2 ----------------------------------------------------
@@ -272,7 +275,7 @@ def test_cli_prints_the_summary(capsys, tmp_path):
     assert code == 0
     assert "features.1" in out and "features.2" in out and "model: mobilenet_v2" in out and "FPS" in out
     assert "stem: mobilenet_v2" in out and "head: mobilenet_v2" in out
-    assert "10 workloads measured" in out
+    assert "12 workloads measured" in out  # 2 blocks x 4 variants, the model and its FLOPs-matched twin, stem, head
 
 
 def test_cli_times_models_from_a_plan_and_a_merged_model_file(capsys, tmp_path):
@@ -309,7 +312,7 @@ def test_cuda_per_block_records(tmp_path, dtype):
     result = measure(ModelRef.of("mobilenet_v2", resolution=64),
                      settings=BackendSettings(device="cuda", dtype=dtype, channels_last=True), batch=8, timing=FAST,
                      out=tmp_path, progress=False)
-    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), VARIANTS, batch=8)
+    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), EAGER, batch=8)
     r = result.measurements[0]
     assert r.device == "cuda:0" and r.threads is None and r.batch == 8
     assert r.device_name == torch.cuda.get_device_name(0)

@@ -23,7 +23,7 @@ def add(sub, fmt) -> None:
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
     p.add_argument("--opset", type=int, default=None,
                    help="ONNX operator set (default: 13, which ONNX Runtime >= 1.6 reads, e.g. 1.10 on Python 3.6)")
-    add_workload_args(p)
+    add_workload_args(p, by_backend=False)
     add_timing_args(p)
     p.add_argument("--out", type=Path, default=Path("bundle"), help="the bundle folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle (one without results)")

@@ -165,7 +165,8 @@ def remote_from_args(args: argparse.Namespace) -> RemoteHost | None:
 def workloads_from_args(args: argparse.Namespace):
     """What to time (`dsprof.profiler.Workloads`) as ``--variants``, ``--model-variants``, ``--blocks``,
     ``--in-situ`` and ``--calibrate`` (where the command has them) and ``--spans`` give it."""
-    return Workloads(csv_list(args.variants), csv_list(args.model_variants), blocks_from_args(args),
+    variants = None if args.variants is None else csv_list(args.variants)  # None: the backend's (Workloads.for_backend)
+    return Workloads(variants, csv_list(args.model_variants), blocks_from_args(args),
                      csv_list(getattr(args, "in_situ", None) or "none"), args.spans,
                      calibrate=bool(getattr(args, "calibrate", False)))
 
@@ -175,9 +176,12 @@ def csv_list(text: str) -> tuple[str, ...]:
     return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def add_workload_args(p: argparse.ArgumentParser) -> None:
-    """The options that pick what is timed, shared by `measure` and `export`."""
-    p.add_argument("--variants", default=",".join(DEFAULT_BLOCK_VARIANTS), help=f"block variants, comma-separated ({', '.join(BLOCK_VARIANTS)}) or 'none'")
+def add_workload_args(p: argparse.ArgumentParser, by_backend: bool = True) -> None:
+    """The options that pick what is timed, shared by `measure` and (its default variants not ``by_backend``: a
+    bundle has no --backend) `export`."""
+    linear = ", and linear on --backend torch, which runs each activation as a kernel of its own" if by_backend else ""
+    p.add_argument("--variants", default=None, help=f"block variants, comma-separated ({', '.join(BLOCK_VARIANTS)}) "
+                                                    f"or 'none' (default: {','.join(DEFAULT_BLOCK_VARIANTS)}{linear})")
     p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
     p.add_argument("--spans", type=int, default=0, metavar="N",

@@ -423,13 +423,14 @@ def _checked(request: MeasureRequest) -> tuple[MeasureRequest, Any]:
     timing = as_request(request.timing, TimingConfig, "timing")  # None: the defaults, as elsewhere
     if batch < 1:
         raise UsageError(f"`batch={batch}`: give 1 or more images")
-    bad = [v for v in request.workloads.variants if v not in BLOCK_VARIANTS]
+    workloads = request.workloads.for_backend(settings.backend)
+    bad = [v for v in workloads.variants if v not in BLOCK_VARIANTS]
     if bad:
         raise UsageError(f"unknown block variant(s) {bad}; known: {', '.join(BLOCK_VARIANTS)}")
-    bad = [v for v in request.workloads.model_variants if v not in MODEL_VARIANTS]
+    bad = [v for v in workloads.model_variants if v not in MODEL_VARIANTS]
     if bad:
         raise UsageError(f"unknown model variant(s) {bad}; known: {', '.join(MODEL_VARIANTS)}")
-    return replace(request, settings=settings, batch=batch, timing=timing), backend_impl
+    return replace(request, settings=settings, batch=batch, timing=timing, workloads=workloads), backend_impl
 
 
 def open_session(
