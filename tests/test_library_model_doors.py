@@ -68,7 +68,10 @@ def test_a_plan_for_a_model_without_a_block_is_answered_with_why_there_is_none()
 
 def test_ghostnetv2s_attention_ghost_modules_are_each_refused_once_by_name():
     """GhostNetV2's Ghost modules with decoupled attention (timm's GhostModuleV2: each bottleneck's first Ghost module
-    past the first two) do not form a chain: each is refused once, named by its module, not as the whole model."""
+    past the first two) do not form a chain: each is refused once, named by its module, not as the whole model. The
+    reason names the gate: timm's GhostModuleV2 (mode "attn") returns ``cat([x1, x2])[:, :out_chs] * gate``, the
+    gate a sigmoid of a short convolution branch, not that the primary convolution's output is read twice (by the
+    cheap convolution and the concatenation, as in every Ghost module dsprof merges)."""
     from dsprof.models import discover_blocks
 
     model = get_model("timm:ghostnetv2_100", resolution=64)
@@ -76,6 +79,9 @@ def test_ghostnetv2s_attention_ghost_modules_are_each_refused_once_by_name():
     refusals = discover_blocks(model).refusals
     assert len(attention) == 14
     assert sorted((r.name, r.type_name) for r in refusals) == sorted((n, "GhostModuleV2") for n in attention)
+    for r in refusals:
+        assert "Ghost concatenation" in r.reason and "multiplied by another tensor at mul" in r.reason, r.reason
+        assert "read 2 times" not in r.reason
 
 
 def test_calibration_times_only_spans_that_merge_even_where_another_run_shares_their_lut_key():

@@ -243,6 +243,9 @@ def break_reason(g: GraphView, out: fx.Node) -> tuple[str, str]:
     while len(users) == 1 and g.is_pass(users[0]):
         users = list(users[0].users)
     if len(users) != 1:
+        gated = _gated_concat(g, users)
+        if gated is not None:
+            return gated
         names = ", ".join(u.name for u in users[:4])
         return f"tensor {out.name} is read {len(users)} times ({names})", out.name
     user = users[0]
@@ -254,6 +257,33 @@ def break_reason(g: GraphView, out: fx.Node) -> tuple[str, str]:
     if target in ("split", "chunk", "getitem", "unbind"):
         return f"split at {user.name}", user.name
     return f"followed by {g.describe(user)} ({user.name})", user.name
+
+
+def _gated_concat(g: GraphView, users: list[fx.Node]) -> tuple[str, str] | None:
+    """Where a tensor is read by a convolution and a concatenation (a Ghost module) whose result, or a channel slice of
+    it, is multiplied by another tensor (GhostNetV2's decoupled attention gate): that reason and the multiplication's
+    node; else None."""
+    cat = next((u for u in users if target_name(u) in ("cat", "concat")), None)
+    if cat is None or len(users) != 2:
+        return None
+    node = cat
+    for _ in range(2):  # the concatenation, then a channel slice of it; reads of its shape alone do not count
+        readers = [u for u in node.users if not _reads_shape(u)]
+        if len(readers) != 1:
+            return None
+        node = readers[0]
+        if g.is_mul(node):
+            return (f"a Ghost concatenation ({cat.name}) multiplied by another tensor at {node.name} (an attention "
+                    "gate, as GhostNetV2's)"), node.name
+        if target_name(node) != "getitem":
+            return None
+    return None
+
+
+def _reads_shape(node: fx.Node) -> bool:
+    """Whether ``node`` reads only a tensor's shape (``x.shape``, ``x.size()``), not its values."""
+    return (node.op == "call_function" and target_name(node) == "getattr" and node.args[1:2] == ("shape",)) or \
+        (node.op == "call_method" and node.target in ("size", "dim"))
 
 
 def target_name(node: fx.Node) -> str:
