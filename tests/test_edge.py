@@ -427,6 +427,29 @@ def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     assert len(list(board.glob("*/results.jsonl"))) == 1  # ... without results
 
 
+def test_measure_remote_with_a_plan_prints_its_paired_speedup_as_a_run_here_does(tmp_path, capfd):
+    """A plan timed on the remote device is paired with the original there, and said so: the merge, the measured
+    speed-up, then the count of workloads on that host. It printed the count alone, and before it the runner's own
+    "next: dsprof import ...", an import `measure --remote` had just done. The API's `Measured.text` says the same."""
+    python = edge_venv("onnxruntime")
+    args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "none", "--model-variants",
+            "original", "--plan", "mbv2-ds-a", "--merge-by", "macs", "--backend", "onnxruntime", "--threads", "1",
+            *TIMING_ARGS, "--remote", "lab@board", "--ssh", SSH_STANDIN, "--remote-dir", str(tmp_path / "board"),
+            "--remote-python", str(python), "--out", str(tmp_path / "m"), "--no-progress"]
+    assert main(args) == 0
+    out = capfd.readouterr().out.strip().splitlines()  # the file descriptor: the runner's lines too
+    (path,) = (tmp_path / "m").glob("*.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted((r["name"], r["variant"]) for r in records) == [("mbv2-ds-a", "custom"), ("mobilenet_v2", "original")]
+    assert len({r["group"] for r in records}) == 1  # one group: paired round by round
+    rounds = min(len(r["samples_s"]) for r in records)
+    assert out[0].startswith("mbv2-ds-a: merged blocks")
+    assert out[1].startswith("mbv2-ds-a: measured speed-up ") and out[1].endswith(f", {rounds} paired rounds)")
+    assert out[2] == (f"2 workloads measured on lab@board ({records[0]['device_name']}, onnxruntime, 1 thread); "
+                      f"records: {path}")
+    assert len(out) == 3 and not any("next:" in line for line in out)
+
+
 def test_measure_remote_takes_the_keywords_of_before_with_a_warning(tmp_path):
     """`dsprof.edge.remote.measure_remote` takes ``model`` as every engine does (issue #44); ``name=``,
     ``model_options=`` and ``resolution=`` beside it still build that model, with one warning at the caller."""

@@ -89,14 +89,6 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume, overwrite=args.overwrite, progress=False if args.no_progress else print,
         log=lambda m: print(f"warning: {command_line_text(m, 'measure')}", file=sys.stderr), remote=remote_from_args(args),
     )
-    if measured.imported is not None:
-        for merges in measured.merges:
-            print(command_line_text(merges.describe(), "measure"))
-        records = measured.imported.measurements
-        first = records[0]
-        print(f"{sum(r.ok for r in records)} workloads measured on {args.remote} ({first.device_name}, "
-              f"{first.backend}, {first.threads} threads); records: {measured.imported.path}")
-        return 0
     print(measured.text(lambda words: command_line_text(words, "measure")))
     return 0
 

@@ -115,7 +115,7 @@ def measure_remote(
     say(f"copying {bundle.workloads} workloads to {host}:{folder}")
     remote(unpack, "copying the bundle", stdin=_tar(bundle.path), capture=True)
     say(f"running {runtime} on {host}")
-    remote(run_command, "the runner")
+    remote(run_command, "the runner", capture=True)  # its own summary says to import, which is done here
     fetched.write_bytes(remote(read_back, "fetching the results", capture=True))
     imported = import_results(bundle.path, fetched, out=out, overwrite=overwrite)
     shutil.rmtree(work, ignore_errors=True)

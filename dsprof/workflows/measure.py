@@ -47,33 +47,41 @@ __all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "re
 
 @dataclass(frozen=True)
 class Measured:
-    """What `measure` did: the run (``run``: its file, records and summary; None where it ran on a ``remote``
-    machine, whose import is ``imported``), the merges each plan's model was built with (``merges``), and each
-    model the plans and files added, paired with the original timed in its group (``checks``: None where the run
-    has no such pair)."""
+    """What `measure` did: the run (``run``: its file, records and summary; None where it ran on the ``remote``
+    machine, reached as that host, whose import is ``imported``), the merges each plan's model was built with
+    (``merges``), and each model the plans and files added, paired with the original timed in its group (``checks``:
+    None where the run has no such pair)."""
 
     run: MeasureResult | None
     merges: tuple[Merges, ...] = ()
     checks: Mapping[str, PairedCheck | None] = field(default_factory=dict)
     imported: ImportResult | None = None
+    remote: str | None = None
 
     def text(self, words: Callable[[str], str] = str) -> str:
-        """What `dsprof measure` prints after a run here: the merges of the plans' models, the thread count, the
-        summary table, each plan's speed-up paired with the original, and how many workloads were measured.
-        ``words`` rewrites each sentence (the command line names its flags there); the table is data, left as it is."""
-        if self.run is None:
-            return words(f"measured remotely; records: {self.imported.path}") if self.imported else ""
-        run = self.run
+        """What `dsprof measure` prints after a run: the merges of the plans' models, the thread count and the summary
+        table (a run here), each plan's speed-up paired with the original, and how many workloads were measured (on
+        the ``remote`` host: its device, runtime and threads). ``words`` rewrites each sentence (the command line names
+        its flags there); the table is data, left as it is."""
         lines = [words(m.describe()) for m in self.merges]
-        lines += [words(threads_note(run.threads, run.threads_given)), format_summary(run.summary)]
+        if self.run is not None:
+            lines += [words(threads_note(self.run.threads, self.run.threads_given)), format_summary(self.run.summary)]
         for name, check in self.checks.items():  # plans and merged models: the speed-up first
             lines.append(f"{name}: {check_line(check)}" if check is not None else words(
                 f"{name}: not paired with the original model (time it in one group with "
                 "`workloads=Workloads(model_variants=('original',))`)"))
-        then = (f" ({run.calibrated} of them in the groups `workloads=Workloads(calibrate=True)` planned from the "
-                "others)" if run.calibrated else "")
-        lines.append(words(f"{run.new} workload{'' if run.new == 1 else 's'} measured{then}, {run.skipped} already in "
-                           f"the file; records: ") + str(run.path))
+        if self.run is not None:
+            run = self.run
+            then = (f" ({run.calibrated} of them in the groups `workloads=Workloads(calibrate=True)` planned from the "
+                    "others)" if run.calibrated else "")
+            lines.append(words(f"{run.new} workload{'' if run.new == 1 else 's'} measured{then}, {run.skipped} already "
+                               f"in the file; records: ") + str(run.path))
+        elif self.imported is not None:
+            records = self.imported.measurements
+            ok = sum(r.ok for r in records)
+            where = f" ({records[0].device_name}, {records[0].backend}, {_threads(records[0].threads)})" if records else ""
+            lines.append(f"{ok} workload{'' if ok == 1 else 's'} measured on {self.remote}{where}; records: "
+                         f"{self.imported.path}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -92,6 +100,10 @@ _REMOTE_KEYWORDS = {"ssh": ("remote", "RemoteHost", "ssh"), "remote_python": ("r
                     "remote_dir": ("remote", "RemoteHost", "dir")}
 MOVED_KEYWORDS = {**_MODEL_KEYWORDS, **_SETTINGS_KEYWORDS, **_WORKLOADS_KEYWORDS, **_MERGE_KEYWORDS, **_REMOTE_KEYWORDS,
                   "say": ("progress", "", "say"), "merged_models": ("plans", "", "merged_models")}
+
+
+def _threads(n: int | None) -> str:
+    return "threads as the runtime chose" if not n else f"{n} thread{'' if n == 1 else 's'}"
 
 
 def remote_host(remote: str | RemoteHost | None, deprecated: dict[str, Any]) -> RemoteHost | None:
@@ -230,7 +242,7 @@ def measure(
             ssh=tuple(host.ssh), python=host.python, remote_dir=host.dir, out=out, overwrite=overwrite, log=say,
             extra_models=extra, batch=batch or default_batch(settings.device), variants=workloads.variants,
             model_variants=workloads.model_variants, blocks=workloads.blocks, timing=timing)
-        return Measured(None, merges, {}, imported)
+        return Measured(None, merges, {n: paired_check(imported.measurements, n) for n in extra}, imported, host.host)
     if calibrate:
         check_calibration_request(ref.build(), workloads, ref.input_size)
     request = MeasureRequest(ref, extra, settings, batch, workloads, timing, out, resume, overwrite)
