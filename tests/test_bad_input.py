@@ -295,7 +295,12 @@ def test_measure_refuses_an_output_of_another_kind_and_an_empty_selection_and_le
     assert_one_line_error(result, "measure", "m/x.csv: measurements are JSON Lines; give a .jsonl file or a folder")
     result = console_script("measure", *model, *FAST, "--variants", "none", "--blocks", "none", "--model-variants",
                             "none", "--out", "m", cwd=work)
-    assert_one_line_error(result, "measure", "nothing to measure: no block matched and no whole-model variant or plan")
+    assert_one_line_error(result, "measure", "nothing to measure: no block matched, and no whole-model variant or plan")
+    # blocks that match, but no variant of them: said so, not that no block matched
+    result = console_script("measure", *model, *FAST, "--variants", "none", "--blocks", "features.1",
+                            "--model-variants", "none", "--out", "m", cwd=work)
+    assert_one_line_error(result, "measure", "nothing to measure: no block variant was asked for (--variants), and no "
+                                             "whole-model variant or plan")
     assert snapshot(work) == before and not (work / "m").exists()
 
 

@@ -190,6 +190,16 @@ def test_interrupted_run_resumes_without_losing_or_repeating(tmp_path):
     assert read_measurements(out) == after
 
 
+def test_a_string_of_variants_is_read_as_the_command_line_reads_it(tmp_path):
+    """``Workloads(variants="original")`` was split into its letters ("unknown block variant(s) ['o', 'r', ...]")."""
+    chosen = Workloads(variants="original, linear", model_variants="original", in_situ="merged", blocks="features.1")
+    assert (chosen.variants, chosen.model_variants, chosen.in_situ) == (("original", "linear"), ("original",), ("merged",))
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                     workloads=Workloads(variants="linear", model_variants=(), blocks="features.1"), timing=FAST,
+                     out=tmp_path, progress=False)
+    assert [(r.name, r.variant) for r in result.measurements if r.scope != "probe"] == [("features.1", "linear")]
+
+
 def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
     out = tmp_path / "m.jsonl"
     measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),

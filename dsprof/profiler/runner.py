@@ -483,7 +483,9 @@ class MeasureSession:
         finally:
             torch.set_num_threads(timed_threads)
         if not groups and request.select is None and not chosen.calibrate:  # as `export` says it; no empty file left
-            raise UsageError("nothing to measure: no block matched and no whole-model variant or plan was asked for")
+            none = ("no block variant was asked for (`workloads=Workloads(variants=)`)" if chosen.blocks is not None
+                    and not chosen.variants else "no block matched")
+            raise UsageError(f"nothing to measure: {none}, and no whole-model variant or plan was asked for")
         # after the workloads: a bad `workloads=Workloads(blocks=)` leaves no file behind
         writer, existing = _open_output(path, request.resume, request.overwrite)
         self._stack = contextlib.ExitStack()

@@ -19,11 +19,12 @@ class Workloads:
     """What a run times. ``variants``: each chosen block as built and as its replacements (``original``, ``merged``,
     ``flops_matched``, ``linear``: `dsprof.names.BLOCK_VARIANTS`; None: the backend's, `for_backend`);
     ``model_variants``: the whole model's (`dsprof.names.MODEL_VARIANTS`); ``blocks``: fnmatch pattern(s) of the
-    block names to time (None: no block); ``in_situ``: each chosen block also timed inside the running model, ``merged`` or ``linear``; ``spans``: also the
-    one convolution each run of 2..``spans`` consecutive blocks merges into (0: none), and, with a partial variant
-    (``fused-expand``, ``fused-project``), each crossing span of 2..``spans`` blocks as it deploys; ``calibrate``: the run ends
-    with the groups it plans from its own records (`dsprof.workflows.calibrate`: the front's pieces inside the model,
-    then the calibration group)."""
+    block names to time (None: no block); ``in_situ``: each chosen block also timed inside the running model,
+    ``merged`` or ``linear``; ``spans``: also the one convolution each run of 2..``spans`` consecutive blocks merges
+    into (0: none), and, with a partial variant (``fused-expand``, ``fused-project``), each crossing span of
+    2..``spans`` blocks as it deploys; ``calibrate``: the run ends with the groups it plans from its own records
+    (`dsprof.workflows.calibrate`: the front's pieces inside the model, then the calibration group). A string where
+    a tuple of names goes is read as the command line reads it: ``"original,merged"``."""
 
     variants: tuple[str, ...] | None = None
     model_variants: tuple[str, ...] = DEFAULT_MODEL_VARIANTS
@@ -34,8 +35,11 @@ class Workloads:
 
     def __post_init__(self) -> None:
         for name in ("variants", "model_variants", "in_situ"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+            value = getattr(self, name)
+            if isinstance(value, str):  # "original" or "original,merged", as the command line takes them
+                value = tuple(v.strip() for v in value.split(",") if v.strip())
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
         if self.blocks is not None and not isinstance(self.blocks, str):
             object.__setattr__(self, "blocks", tuple(self.blocks))
         if isinstance(self.spans, bool) or not isinstance(self.spans, int) or self.spans < 0:
