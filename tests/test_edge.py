@@ -450,6 +450,22 @@ def test_measure_remote_with_a_plan_prints_its_paired_speedup_as_a_run_here_does
     assert len(out) == 3 and not any("next:" in line for line in out)
 
 
+def test_measure_remote_on_torch_times_the_linear_variant_as_measure_here_does(tmp_path):
+    """`--backend torch` runs the bundle's TorchScript files, which run each activation as a kernel of their own: its
+    blocks are timed linearised too unless told, as `dsprof measure` times them here on PyTorch eager
+    (docs/measuring.md, "Variants"); told, it times what it is told."""
+    from dsprof.edge.remote import measure_remote
+
+    common = dict(backend="torch", blocks="features.1", model_variants=(), threads=1, timing=TIMING,
+                  ssh=shlex.split(SSH_STANDIN), python=sys.executable, remote_dir=str(tmp_path / "board"))
+    imported = measure_remote("lab@board", ModelRef.of("mobilenet_v2", resolution=32), out=tmp_path / "m", **common)
+    assert sorted(r.variant for r in imported.measurements) == ["flops_matched", "linear", "merged", "original"]
+    assert {r.backend for r in imported.measurements} == {"torchscript"}
+    told = measure_remote("lab@board", ModelRef.of("mobilenet_v2", resolution=32), out=tmp_path / "m2",
+                          variants=("original",), **common)
+    assert [r.variant for r in told.measurements] == ["original"]
+
+
 def test_measure_remote_takes_the_keywords_of_before_with_a_warning(tmp_path):
     """`dsprof.edge.remote.measure_remote` takes ``model`` as every engine does (issue #44); ``name=``,
     ``model_options=`` and ``resolution=`` beside it still build that model, with one warning at the caller."""
