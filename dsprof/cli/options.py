@@ -15,7 +15,7 @@ from ..edge.host import RemoteHost
 from ..errors import DsprofError, Interrupted, UsageError
 from ..models.spans_text import parse_spans
 from ..names import BLOCK_VARIANTS, DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS, MERGE_BY
-from ..profiler.selection import Workloads
+from ..profiler.selection import Workloads, comma_list
 from ..profiler.timing import TimingConfig
 
 __all__ = ["CliError", "add_accept_modified", "add_device_key_arg", "add_merge_by_arg", "add_model_args", "add_model_file_arg",
@@ -173,7 +173,7 @@ def workloads_from_args(args: argparse.Namespace):
 
 def csv_list(text: str) -> tuple[str, ...]:
     """A comma-separated option as a tuple; () for 'none'."""
-    return () if text.strip().lower() == "none" else tuple(v.strip() for v in text.split(",") if v.strip())
+    return () if text.strip().lower() == "none" else comma_list(text)
 
 
 def add_workload_args(p: argparse.ArgumentParser, by_backend: bool = True) -> None:

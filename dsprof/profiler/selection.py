@@ -11,7 +11,12 @@ from ..errors import UsageError
 from ..names import DEFAULT_MODEL_VARIANTS
 from ..runtimes import default_block_variants
 
-__all__ = ["Workloads"]
+__all__ = ["Workloads", "comma_list"]
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """The names of a comma-separated list (``"original, merged"``), blanks dropped."""
+    return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class Workloads:
         for name in ("variants", "model_variants", "in_situ"):
             value = getattr(self, name)
             if isinstance(value, str):  # "original" or "original,merged", as the command line takes them
-                value = tuple(v.strip() for v in value.split(",") if v.strip())
+                value = comma_list(value)
             if value is not None:
                 object.__setattr__(self, name, tuple(value))
         if self.blocks is not None and not isinstance(self.blocks, str):

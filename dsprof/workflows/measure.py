@@ -126,8 +126,8 @@ def _objects(settings: BackendSettings | DeviceContext | None, batch: int | None
              ) -> tuple[BackendSettings, int | None, Workloads, MergeChoice]:
     """The one timing context of a call, its batch, what it times and what merges its plans: ``settings`` (a
     `BackendSettings`; a `DeviceContext`, whose batch is taken where ``batch`` is None; None: PyTorch on the CPU),
-    ``workloads`` (None: `Workloads`' defaults; block variants None: the backend's) and ``merge`` (None: a plan's own list only), with the ``moved``
-    keywords of before (`moved_keywords`) in place of their fields."""
+    ``workloads`` (None: `Workloads`' defaults; block variants None: the backend's) and ``merge`` (None: a plan's
+    own list only), with the ``moved`` keywords of before (`moved_keywords`) in place of their fields."""
     settings, batch = timing_context(settings, batch)
     settings = as_request(settings, BackendSettings, "settings", moved)
     return (settings, batch, as_request(workloads, Workloads, "workloads", moved).for_backend(settings.backend),
