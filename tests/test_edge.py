@@ -158,6 +158,29 @@ def test_interrupted_run_resumes_where_it_stopped(small, tmp_path):
     assert other.returncode == 2 and "other settings" in other.stderr and len(other.stderr.splitlines()) == 1
 
 
+def test_a_group_cut_short_is_resumed_with_its_original_so_each_variant_stays_paired(small, tmp_path):
+    """Killed after the second group's original was written: its other two variants are timed with the original
+    again, in one group, so that each keeps a paired ratio over an original of its own group once imported."""
+    bundle, results, python = small
+    lines = results.read_text().splitlines(keepends=True)
+    first = [json.loads(line) for line in lines]
+    assert first[3]["group"] != first[2]["group"]  # line 4 opens the second group
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:4]))
+    done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
+                         "--out", str(cut), "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 workloads timed, 3 already in the file" in done.stdout  # the original again, and the two it lacked
+    records = [json.loads(line) for line in cut.read_text().splitlines()]
+    assert records[:4] == first[:4]
+    assert [r["workload"] for r in records[4:]] == [first[3]["workload"], first[4]["workload"], first[5]["workload"]]
+    assert len({r["group"] for r in records[4:]}) == 1
+    imported = import_results(bundle, cut, out=tmp_path / "imported")
+    lut = build_lut(imported.path).to_dataframe()
+    paired = lut[(lut.scope == "block") & (lut.variant != "original")]
+    assert len(paired) == 4 and paired.ratio.notna().all()
+
+
 def test_torchscript_runtime_gives_the_same_keys(small, tmp_path):
     """The TorchScript path (old PyTorch on a Jetson): run here with this environment's PyTorch."""
     bundle, results, _ = small

@@ -210,8 +210,37 @@ def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
         result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
                          workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, resume=True,
                          progress=False)
-    assert result.new == 2 and result.skipped == 2
-    assert [r.variant for r in read_measurements(out) if r.scope != "probe"] == list(EAGER)
+    # the two the cut group lacks are timed with its original again, so that both are paired with one
+    assert result.new == 3 and result.skipped == 1
+    records = [r for r in read_measurements(out) if r.scope != "probe"]
+    assert [r.variant for r in records] == [*EAGER[:2], "original", *EAGER[2:]]
+    assert len({r.group for r in records[2:]}) == 1 and records[2].group != records[0].group
+
+
+def test_a_file_resumed_with_more_variants_times_them_paired_with_an_original_of_their_group(tmp_path):
+    """A records file measured with two variants, resumed with a third (as a file of before PyTorch eager's default
+    gained ``linear`` is): the new variant is timed in one group with the block's original again, so the LUT gives it
+    a paired ratio (a variant timed alone has none: NaN), and the first group's pair keeps its own."""
+    from dsprof.lut import build_lut
+
+    out = tmp_path / "m.jsonl"
+    for variants, resume in ((("original", "merged"), False), (("original", "merged", "linear"), True)):
+        measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                workloads=Workloads(variants, (), blocks="features.1"), timing=FAST, out=out, resume=resume,
+                progress=False)
+    records = [r for r in read_measurements(out) if r.scope == "block"]
+    assert [r.variant for r in records] == ["original", "merged", "original", "linear"]
+    assert records[0].group == records[1].group != records[2].group == records[3].group
+    frame = build_lut([out]).to_dataframe()
+    lut = frame[frame.scope == "block"].set_index("variant")
+    assert lut.loc["linear", "ratio"] == lut.loc["linear", "ratio"]  # paired: not NaN
+    assert lut.loc["merged", "ratio"] == lut.loc["merged", "ratio"]
+    assert lut.loc["original", "groups"] == 2  # the original's entry is the median of both its groups
+    # resumed once more, the file is whole: nothing is timed again
+    again = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
+                    workloads=Workloads(("original", "merged", "linear"), (), blocks="features.1"), timing=FAST,
+                    out=out, resume=True, progress=False)
+    assert again.new == 0 and again.skipped == 3
 
 
 # ---- bad input: clear messages, exit status 2 ----------------------------------------------------

@@ -515,7 +515,8 @@ def run(args):
         bench.threads = args.threads
     run_id = "%08x" % random.getrandbits(32)
     new, failed = 0, {}
-    todo = [[wid for wid in group if wid not in done] for group in manifest["groups"]]
+    todo = [timing_loop.left_to_time(group, done.__contains__, lambda wid: workloads[wid]["variant"] == "original")
+            for group in manifest["groups"]]
     skipped = sum(len(g) for g in manifest["groups"]) - sum(len(g) for g in todo)
     todo = [g for g in todo if g]
     for index, group in enumerate(todo):

@@ -20,6 +20,9 @@ without dsprof thus times a bundle exactly as ``dsprof measure`` times the same 
 * **Rounds** (`round_order`): each round takes one sample of every workload of the group, in an order that
   rotates from round to round, so that drift hits all alike and sample ``i`` of each comes from round ``i``;
   two workloads keep one order (see `round_order`).
+* **Resuming** (`left_to_time`): a run resumed on a file that holds part of a group (a run that asked for fewer
+  variants, or was cut short mid-group) times what the group lacks with its original again: a variant's paired
+  ratio is over the original of its own group, round by round, and one timed alone has none.
 * **Stopping** (`time_interleaved`): after ``min_samples`` rounds, as soon as the median of every workload is
   known to ``target_precision`` (`median_relative_halfwidth`); or once the budget (``budget_s`` per workload)
   is spent, after at least 2 rounds; or at ``max_samples``. The reason is one of `STOP_REASONS`.
@@ -38,6 +41,7 @@ __all__ = [
     "CpuTimer",
     "first_group",
     "group_number",
+    "left_to_time",
     "median_ci",
     "median_relative_halfwidth",
     "normal_quantile",
@@ -190,6 +194,15 @@ def first_group(config):
     out["warmup_s"] = max(config["warmup_s"], config["first_warmup_s"])
     out["warmup_max_s"] = max(config["warmup_max_s"], config["first_warmup_s"])
     return out
+
+
+def left_to_time(group, done, original):
+    """What of ``group`` (workloads, in order) a resumed run times: those for which ``done(w)`` is false, and, where
+    some of the group are done, the ones for which ``original(w)`` is true as well (the module docstring)."""
+    missing = [w for w in group if not done(w)]
+    if not missing or len(missing) == len(group):
+        return missing
+    return [w for w in group if not done(w) or original(w)]
 
 
 def round_order(names, round_index):

@@ -3,7 +3,10 @@
 Workloads are timed group by group (a block's variants together, then the whole-model variants
 together), interleaved (`time_interleaved`); each group's records are appended to the JSON Lines
 file as soon as the group is done. With ``resume=True`` the workloads already in the file are
-skipped, after checking that the file was written with the same settings in the same environment.
+skipped, after checking that the file was written with the same settings in the same environment; a group the
+file holds in part (a run asked for fewer variants, or was cut short mid-group) has its ``original`` timed again
+with what it lacks, so that every variant keeps a paired ratio over an original of its own group
+(`dsprof.portable.timing_loop.left_to_time`).
 
 A run is one `MeasureSession` (`open_session`): it opens the file, the backend, the timing context and the drift
 probe once, and times the groups it is given (`MeasureSession.time`). `measure` and `measure_request` give it the
@@ -40,6 +43,7 @@ from .allocator import steady_allocator
 from .backends import BackendSettings, Prepared, get_backend
 from .backends.base import TORCH_BACKENDS
 from ..portable.cpu_share import CPU_SHARE_WARNING, CpuShare  # (recorded per group: ``state_after["process_cpu_share"]``)
+from ..portable.timing_loop import left_to_time
 from .fingerprint import device_name, device_state, environment, environment_id
 from ..records.measurement import (
     Measurement,
@@ -503,7 +507,8 @@ class MeasureSession:
             run_settings = {"model": label, "model_options": options, **context.as_dict(), "threads": threads}
             _check_resume(existing, run_settings, path)
             done = {r.workload_key for r in existing if r.ok}
-            todo = [[w for w in g if _workload_key(w) not in done] for g in groups]
+            todo = (left_to_time(g, lambda w: _workload_key(w) in done, lambda w: w.variant == "original")
+                    for g in groups)
             self.todo = [g for g in todo if g]
             self.groups, self.existing, self.new_records = groups, existing, []
             self.net, self.label, self.input_size, self.context = net, label, input_size, context
