@@ -36,7 +36,9 @@ import torch
 DSPROF = [sys.executable, "-m", "dsprof"]
 ONE = ["--threads", "1", "--no-progress"]
 QUICK = ["--budget", "0.05", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "8"]
-CHOSEN = re.compile(r"chosen: k = (\d+) of (\d+) blocks, [\d.]+x, ([\d.]+) ms \(95 % ([\d.]+)-([\d.]+)\)")
+# "k = 3 of 7 blocks", or "the one plan (no activation to remove)" where every block is linear already (k = 0 of 0)
+CHOSEN = re.compile(r"chosen: (?:k = (\d+) of (\d+) blocks|the one plan \([^)]*\)), [\d.]+x, ([\d.]+) ms "
+                    r"\(95 % ([\d.]+)-([\d.]+)\)")
 ORIGINAL = re.compile(r"original ([\d.]+) ms")
 MEASURED = re.compile(r"measured speed-up ([\d.]+)x over the original \(95 % interval ([\d.]+)-([\d.]+)x")
 
@@ -96,7 +98,7 @@ def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str]
     chosen, original = CHOSEN.search(planned), ORIGINAL.search(planned)
     if chosen is None or original is None:
         return {**row, "stopped": "plan (no chosen line)"}
-    k, n, ms, lo_ms, hi_ms = chosen.groups()
+    k, n, ms, lo_ms, hi_ms = chosen.groups(default="0")
     base = float(original.group(1))
     row.update(k=f"{k} of {n}", predicted=base / float(ms), low=base / float(hi_ms), high=base / float(lo_ms))
     plan_path = folder / "front.plan.json"

@@ -27,6 +27,7 @@ from dsprof.merging.partial import act_layouts, with_acts
 from dsprof.models import ModelRef, find_blocks
 from dsprof.planning.minimax import joint_front
 from dsprof.planning.planner import plan_front, top_plans
+from dsprof.workflows.plan import plan_to_file
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from rule_lut import rule_lut
 
@@ -220,3 +221,17 @@ def test_a_planner_search_counts_k_as_the_front(eff_luts, which, tmp_path, capsy
     keep = "".join(map(str, plan.keep))
     assert (f"keep {keep} (8 of 16 blocks keep their activations; block 16 has no removable activation: not counted)"
             in capsys.readouterr().out)
+
+
+def test_a_model_without_a_removable_activation_has_one_plan_and_says_so(tmp_path):
+    """timm's VoVNet-19-slim-DW: each of its 14 blocks (read from the architecture: a depthwise and a pointwise
+    convolution with no activation between them, the one after them ending the block) is linear already, so its front
+    is one plan, k = 0 (which blocks merge), and the chosen line says that, not "k = 0 of 0 blocks"."""
+    ref = ModelRef.of("timm:ese_vovnet19b_slim_dw", resolution=32)
+    assert [lay.n_acts for lay in act_layouts(find_blocks(ref.build()))] == [0] * 14
+    _, lut = _measured(ref, tmp_path)
+    planned = plan_to_file(ref, rule_lut(lut, [tmp_path / "m.jsonl"]), keep=0, method="isolated", max_span=1,
+                           out=tmp_path / "front")
+    assert [p.k for p in planned.front.points] == [0]
+    assert planned.chosen_line().startswith("chosen: the one plan (no activation to remove), ")
+

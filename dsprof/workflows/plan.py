@@ -57,8 +57,11 @@ class Planned:
         front, c = self.front, self.chosen
         if c is None:
             return None
-        of = f"{max(p.k for p in front.points)} {'activations' if c.plan.acts is not None else 'blocks'}"
-        return (f"chosen: k = {c.k} of {of}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
+        most = max(p.k for p in front.points)
+        unit = "activations" if c.plan.acts is not None else "blocks"
+        # no activation to remove (every block linear already): the one plan is which blocks merge
+        which = f"k = {c.k} of {most} {unit}" if most else "the one plan (no activation to remove)"
+        return (f"chosen: {which}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
                 f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
                 + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
                 + (f"; {front.draft}" if front.draft else ""))
