@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 from .names import DEFAULT_BLOCK_VARIANTS
 
-__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "default_block_variants", "load_backend_class",
-           "runtime_of_format"]
+__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "bundle_block_variants", "default_block_variants",
+           "load_backend_class", "runtime_of_format"]
 
 
 class BackendEntry(NamedTuple):
@@ -76,6 +76,17 @@ def default_block_variants(backend: str) -> tuple[str, ...]:
     if entry is not None and entry.separate_activations:
         return (*DEFAULT_BLOCK_VARIANTS, "linear")
     return DEFAULT_BLOCK_VARIANTS
+
+
+def bundle_block_variants(formats: "tuple[str, ...] | list[str]") -> tuple[str, ...]:
+    """What `dsprof export` bundles of each block unless told: `default_block_variants` of the backends whose
+    remote runtime reads one of ``formats``, together (a bundle's workloads are the same in each of its formats). With
+    ``torchscript`` among them, ``linear`` too: PyTorch eager's remote runtime runs each activation apart, and
+    `measure --remote --backend torch` times it."""
+    readers = [b.name for b in BACKENDS.values()
+               if b.remote_runtime is not None and RUNTIMES[b.remote_runtime].format in formats]
+    variants = [v for name in readers for v in default_block_variants(name)]
+    return tuple(dict.fromkeys(variants)) or DEFAULT_BLOCK_VARIANTS
 
 
 def load_backend_class(name: str) -> type:

@@ -129,8 +129,8 @@ def small(tmp_path_factory):
     bundle = root / "bundle"
     torch.manual_seed(0)  # the model's random weights, rebuilt in test_bundle_files_compute_the_workloads
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1,features.2",
-                 "--model-variants", "none", "--format", "onnx,torchscript", "--out", str(bundle), "--quiet",
-                 *TIMING_ARGS]) == 0
+                 "--variants", "original,merged,flops_matched", "--model-variants", "none",
+                 "--format", "onnx,torchscript", "--out", str(bundle), "--quiet", *TIMING_ARGS]) == 0
     python = edge_venv("onnxruntime")
     results = root / "results.jsonl"
     done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
@@ -162,9 +162,10 @@ def test_a_group_cut_short_is_resumed_with_its_original_so_each_variant_stays_pa
     """Killed after the second group's original was written: its other two variants are timed with the original
     again, in one group, so that each keeps a paired ratio over an original of its own group once imported."""
     bundle, results, python = small
+    variant = {w["id"]: w["variant"] for w in read_manifest(bundle)["workloads"]}
     lines = results.read_text().splitlines(keepends=True)
     first = [json.loads(line) for line in lines]
-    assert first[3]["group"] != first[2]["group"]  # line 4 opens the second group
+    assert first[3]["group"] != first[2]["group"] and variant[first[3]["workload"]] == "original"  # group 2 opens
     cut = tmp_path / "cut.jsonl"
     cut.write_text("".join(lines[:4]))
     done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
@@ -173,12 +174,47 @@ def test_a_group_cut_short_is_resumed_with_its_original_so_each_variant_stays_pa
     assert "3 workloads timed, 3 already in the file" in done.stdout  # the original again, and the two it lacked
     records = [json.loads(line) for line in cut.read_text().splitlines()]
     assert records[:4] == first[:4]
-    assert [r["workload"] for r in records[4:]] == [first[3]["workload"], first[4]["workload"], first[5]["workload"]]
+    assert [r["workload"] for r in records[4:]] == [r["workload"] for r in first[3:]]
     assert len({r["group"] for r in records[4:]}) == 1
     imported = import_results(bundle, cut, out=tmp_path / "imported")
     lut = build_lut(imported.path).to_dataframe()
     paired = lut[(lut.scope == "block") & (lut.variant != "original")]
     assert len(paired) == 4 and paired.ratio.notna().all()
+
+
+@pytest.mark.parametrize("formats, linear", [("onnx", False), ("onnx,torchscript", True)])
+def test_a_bundle_with_torchscript_holds_each_block_linear_too_and_its_files_compute_the_block(tmp_path, formats,
+                                                                                               linear):
+    """`export`'s default variants follow its formats (`dsprof.runtimes.bundle_block_variants`): TorchScript runs each
+    activation apart, as PyTorch eager does, so a bundle with it holds each block ``linear`` as `measure` times it on
+    eager; one of ONNX alone does not (its runtimes fuse the activation). The linear files compute what the
+    profiler's linear workload computes (same seeded weights), which is not what the block as built computes."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    from dsprof.models import get_model
+    from dsprof.profiler import block_workloads
+
+    torch.manual_seed(0)
+    assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.2", "--model-variants",
+                 "none", "--format", formats, "--out", str(tmp_path / "b"), "--quiet", *TIMING_ARGS]) == 0
+    manifest = read_manifest(tmp_path / "b")
+    assert [w["variant"] for w in manifest["workloads"]] == ["original", "merged", "flops_matched", *["linear"] * linear]
+    if not linear:
+        return
+    (entry,) = [w for w in manifest["workloads"] if w["variant"] == "linear"]
+    torch.manual_seed(0)
+    model = get_model("mobilenet_v2", resolution=32).eval()
+    (group,) = [g for g in block_workloads(model, ("original", "linear"), input_size=(32, 32)) if g[0].name == "features.2"]
+    x = torch.randn(entry["input_shape"], generator=torch.Generator().manual_seed(0))
+    session = ort.InferenceSession(str(tmp_path / "b" / entry["files"]["onnx"]), providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        original, want = (w.module(x).numpy() for w in group)
+        got_ts = torch.jit.load(str(tmp_path / "b" / entry["files"]["torchscript"]))(x).numpy()
+    np.testing.assert_allclose(session.run(None, {"input": x.numpy()})[0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got_ts, want, rtol=1e-4, atol=1e-5)
+    assert np.abs(want - original).max() > 0.1  # its activations are gone
 
 
 def test_torchscript_runtime_gives_the_same_keys(small, tmp_path):

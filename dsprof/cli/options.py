@@ -177,9 +177,10 @@ def csv_list(text: str) -> tuple[str, ...]:
 
 
 def add_workload_args(p: argparse.ArgumentParser, by_backend: bool = True) -> None:
-    """The options that pick what is timed, shared by `measure` and (its default variants not ``by_backend``: a
-    bundle has no --backend) `export`."""
-    linear = ", and linear on --backend torch, which runs each activation as a kernel of its own" if by_backend else ""
+    """The options that pick what is timed, shared by `measure` and (its default variants by its formats, not
+    ``by_backend``: a bundle has no --backend) `export`."""
+    linear = (", and linear on --backend torch, which runs each activation as a kernel of its own" if by_backend else
+              ", and linear where --format has torchscript, which runs each activation as a kernel of its own")
     p.add_argument("--variants", default=None, help=f"block variants, comma-separated ({', '.join(BLOCK_VARIANTS)}) "
                                                     f"or 'none' (default: {','.join(DEFAULT_BLOCK_VARIANTS)}{linear})")
     p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")

@@ -38,14 +38,14 @@ from ..io import atomic_write_text, make_parent_folders
 from .._moved import as_request, moved_keywords
 from ..models import ModelRef
 from ..profiler.runner import MODEL_KEYWORDS, timed_model, workload_groups
-from ..runtimes import FORMATS  # model file formats a bundle can hold, and the file suffix of each
+from ..runtimes import FORMATS, bundle_block_variants  # FORMATS: model file formats a bundle can hold, and each suffix
 from ..portable import cpu_share, hardware, sessions, timing_loop
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
 from .manifest import BUNDLE_FORMAT, MANIFEST, write_manifest
 from .runner import RESULTS_FORMAT
 from ..models.onnx_export import export_onnx
-from ..names import DEFAULT_BLOCK_VARIANTS, DEFAULT_MODEL_VARIANTS
+from ..names import DEFAULT_MODEL_VARIANTS
 from ..profiler.backends.tflite import convert_onnx_to_tflite
 
 __all__ = ["EDGE_OPSET", "FORMATS", "ExportResult", "copy_runner", "export_bundle"]
@@ -147,7 +147,7 @@ def export_bundle(
     extra_models: Mapping[str, nn.Module] | None = None,
     formats: Sequence[str] = ("onnx",),
     batch: int = 1,
-    variants: Sequence[str] = DEFAULT_BLOCK_VARIANTS,
+    variants: Sequence[str] | None = None,
     model_variants: Sequence[str] = DEFAULT_MODEL_VARIANTS,
     blocks: str | Sequence[str] | None = "*",
     spans: int = 0,
@@ -161,7 +161,9 @@ def export_bundle(
     """Write a bundle folder ``out`` with the workloads `dsprof.profiler.measure` would time for the same
     arguments (``model``: anything `ModelRef.of` takes, e.g. ``ModelRef.of("mobilenet_v2", options=...,
     resolution=32)``; extra models, variants, blocks, spans), each as a model file in every format of ``formats``
-    (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest; and the runner. ``timing`` is the
+    (``onnx``, ``tflite``, ``torchscript``) at batch ``batch``, fp32; the manifest; and the runner. ``variants``
+    None: what the runtimes of ``formats`` time by default (`dsprof.runtimes.bundle_block_variants`: ``linear`` too
+    with ``torchscript``). ``timing`` is the
     runner's timing protocol (seconds). Returns an `ExportResult`. The keywords of before (``name=``,
     ``model_options=``, ``resolution=``) still work for a release, with a `DeprecationWarning`."""
     moved = moved_keywords("dsprof.edge.export_bundle", old, MODEL_KEYWORDS)
@@ -178,6 +180,7 @@ def export_bundle(
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small convolutions while folding and counting: one thread is fastest on a shared CPU
     try:
+        variants = bundle_block_variants(formats) if variants is None else variants
         groups = workload_groups(net, label, tuple(variants), tuple(model_variants), blocks, extra_models, input_size, spans=spans)
         if not groups:
             raise UsageError("nothing to export: no block matched and no whole-model variant was asked for")

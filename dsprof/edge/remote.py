@@ -24,7 +24,7 @@ from .._moved import moved_keywords
 from ..errors import HINT, DeviceError, ImportHint
 from ..models import ModelRef
 from ..profiler.runner import MODEL_KEYWORDS
-from ..runtimes import BACKENDS, RUNTIMES, default_block_variants
+from ..runtimes import BACKENDS, RUNTIMES
 from .export import export_bundle
 from .importer import ImportResult, import_results
 from .manifest import EdgeError
@@ -58,7 +58,7 @@ def measure_remote(
 
     ``model``: anything `ModelRef.of` takes (a `ModelRef` carries its name, options and resolution). ``backend``
     picks the runner's runtime: onnxruntime, openvino, tflite, or torch (TorchScript; its blocks are timed ``linear``
-    too unless ``variants`` says otherwise, as `dsprof.runtimes.default_block_variants` says); ``device`` cpu or cuda;
+    too unless ``variants`` says otherwise: the bundle's default, `dsprof.runtimes.bundle_block_variants`); ``device`` cpu or cuda;
     ``threads`` the runtime's CPU threads (default: the remote cores). ``export_options`` go to `export_bundle`
     (batch, variants, blocks, timing, extra_models...). The results land in ``out`` as by `import_results`. Raises
     `EdgeError` when a remote step fails; the local bundle is then kept and its path given. The keywords of before
@@ -73,8 +73,6 @@ def measure_remote(
     if runtime is None:
         raise DeviceError(f"`remote=` cannot time `backend={backend!r}`: {BACKENDS[backend].no_remote}")
     fmt = RUNTIMES[runtime].format
-    if export_options.get("variants") is None:  # what `dsprof.measure` times on this backend unless told
-        export_options["variants"] = default_block_variants(backend)
     say = log or (lambda message: None)
     work = Path(tempfile.mkdtemp(prefix="dsprof-remote-"))
     try:
