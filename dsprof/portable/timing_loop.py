@@ -19,13 +19,23 @@ without dsprof thus times a bundle exactly as ``dsprof measure`` times the same 
   0.5 points. Small, but one-sided, and in the groups the in-model prices are fitted from.
 * **Rounds** (`round_order`): each round takes one sample of every workload of the group, in an order that
   rotates from round to round, so that drift hits all alike and sample ``i`` of each comes from round ``i``;
-  two workloads keep one order (see `round_order`).
+  two workloads keep one order (see `round_order`) for half of the rounds and take the other for the other half.
+* **Two workloads, two halves**: timed in one order, a group of two reads its second workload faster. Two fresh
+  copies of one model, PyTorch eager on one CPU thread (``benchmarks/pair_order.py``, issue #46): the second read
+  0.5-1.5 % faster whichever copy it was; a plan's merged model against its original, 0.3-1.4 % (MobileNetV2-0.5 at
+  96 px: 1.384x with the plan second, 1.347x first). Every check of one plan, every piece timed inside the model and
+  every session pair is such a group. So the rounds the stopping rule ends (at most half of ``max_samples``, in half
+  the budget) are followed by as many in the other order, after one sample of the first workload that is not kept
+  (the second half must not open with the workload that closed the first, right after itself: "ab ba" rounds
+  split a paired ratio into two modes, `round_order`). Sample ``i`` of both still comes from one round, and half
+  of the rounds have each order: the position's effect cancels in the median of the per-round ratios.
 * **Resuming** (`left_to_time`): a run resumed on a file that holds part of a group (a run that asked for fewer
   variants, or was cut short mid-group) times what the group lacks with its original again: a variant's paired
   ratio is over the original of its own group, round by round, and one timed alone has none.
 * **Stopping** (`time_interleaved`): after ``min_samples`` rounds, as soon as the median of every workload is
   known to ``target_precision`` (`median_relative_halfwidth`); or once the budget (``budget_s`` per workload)
-  is spent, after at least 2 rounds; or at ``max_samples``. The reason is one of `STOP_REASONS`.
+  is spent, after at least 2 rounds; or at ``max_samples``. The reason is one of `STOP_REASONS` (of the first half,
+  for two workloads).
 
 The clock is injectable (integer nanoseconds), so the whole loop can be tested with a fake clock.
 """
@@ -211,7 +221,8 @@ def round_order(names, round_index):
     Rotating moves each workload's place in the round without ever timing one twice in a row (round i ends with
     the workload before round i + 1's first) -- except with two: "ab ba" would time each right after itself every
     other round, warm, and split the per-round ratios into two modes (a check of a merged model against the
-    original on ONNX Runtime: 1.33 and 1.72 alternating). Two keep one order.
+    original on ONNX Runtime: 1.33 and 1.72 alternating). Two keep one order; `time_interleaved` then times as
+    many rounds again in the other order.
     """
     names = list(names)
     shift = round_index % len(names) if len(names) > 2 else 0
@@ -238,10 +249,12 @@ def time_interleaved(fns, config=None, timer=None, clock=CLOCK):
     warm = dict((name, warm_up(table[name], timer, clock, settings)) for name in names)
     number = group_number(warm[name][1] for name in names)
     samples = dict((name, []) for name in names)
-    budget_ns = settings["budget_s"] * len(names) * 1e9
+    halves = 2 if len(names) == 2 else 1  # two workloads: a second half in the other order (the module docstring)
+    budget_ns = settings["budget_s"] * len(names) * 1e9 / halves
     start = clock()
     reason = "max_samples"
-    for round_index in range(settings["max_samples"]):
+    n = 0
+    for round_index in range(max(1, settings["max_samples"] // halves)):
         for name in round_order(names, round_index):
             samples[name].append(timer(table[name], number))
         n = round_index + 1
@@ -254,6 +267,12 @@ def time_interleaved(fns, config=None, timer=None, clock=CLOCK):
         if clock() - start >= budget_ns and n >= 2:
             reason = "budget"
             break
+    if halves == 2:
+        first, second = names
+        timer(table[first], number)  # not kept: the other order must not open with the workload that just ran
+        for _ in range(n):
+            for name in (second, first):
+                samples[name].append(timer(table[name], number))
     return dict(
         (name, {"samples_s": samples[name], "iterations_per_sample": number,
                 "warmup_iterations": warm[name][0], "stop_reason": reason})
