@@ -119,9 +119,12 @@ def test_a_planned_front_prints_as_dsprof_plan_prints_it(tmp_path, capsys):
     assert chosen == [line for line in cli if line.startswith("chosen: ")] and len(chosen) == 1
     # its speed-up is the original's milliseconds over its own, as the first line and the k = 3 row print them
     original_ms = float(re.search(r"original ([\d.]+) ms", text[0]).group(1))
-    speedup, ms = re.search(r"chosen: k = 3 of 7 blocks, ([\d.]+)x, ([\d.]+) ms", chosen[0]).groups()
+    speedup, low, high, ms, low_ms, high_ms = re.search(
+        r"chosen: k = 3 of 7 blocks, ([\d.]+)x \(95 % ([\d.]+)-([\d.]+)x\), ([\d.]+) ms \(95 % ([\d.]+)-([\d.]+) ms\)",
+        chosen[0]).groups()
     assert float(speedup) == pytest.approx(original_ms / float(ms), abs=0.006)
-    assert re.match(rf"3 +{speedup}x +{ms} ", rows[3])
+    # the row of k = 3: speed-up, ms, the speed-up's interval and the latency's, as the chosen line has them
+    assert re.match(rf"3 +{speedup}x +{ms} +{low}-{high}x +{low_ms}-{high_ms} ", rows[3]), rows[3]
     assert str(planned.front) == planned.front.table() and "Front(" not in str(planned)
 
 

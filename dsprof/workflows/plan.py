@@ -53,7 +53,8 @@ class Planned:
     def chosen_line(self) -> str | None:
         """The chosen plan in one line (None without one): its k of the blocks with a removable activation (a block
         without one is kept or not by price: the front's notes say which), or of the activations on a front of
-        single activations; its predicted speed-up, milliseconds with the 95 % interval, spans and importance loss."""
+        single activations; its predicted speed-up and milliseconds, each with its 95 % interval, spans and importance
+        loss."""
         front, c = self.front, self.chosen
         if c is None:
             return None
@@ -61,8 +62,11 @@ class Planned:
         unit = "activations" if c.plan.acts is not None else "blocks"
         # no activation to remove (every block linear already): the one plan is which blocks merge
         which = f"k = {c.k} of {most} {unit}" if most else "the one plan (no activation to remove)"
-        return (f"chosen: {which}, {front.original_s / c.latency_s:.2f}x, {c.latency_s * 1e3:.3f} ms "
-                f"(95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f}), spans {format_spans(c.plan.spans, 'none')}"
+        # the speed-up's interval (what a paired check of the plan against the original is held to) and the
+        # latency's (which also holds the machine's drift between the LUT's runs and a later one)
+        speedup = f"{front.original_s / c.latency_s:.2f}x (95 % {c.speedup_low:.2f}-{c.speedup_high:.2f}x)"
+        return (f"chosen: {which}, {speedup}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f} ms), "
+                f"spans {format_spans(c.plan.spans, 'none')}"
                 + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
                 + (f"; {front.draft}" if front.draft else ""))
 
