@@ -2,8 +2,8 @@
 
 A check of one plan (`measure --plan`), a piece timed inside the model, a session pair and the calibration group are
 each a group of two: the original and one other model, timed in interleaved rounds. Before this benchmark the rounds
-kept one order, the original first. This times, on the profiler's own prepared modules (PyTorch eager, one thread,
-`dsprof.portable.timing_loop.time_interleaved` as the runner calls it):
+kept one order, the original first. This times, on the profiler's own prepared modules (PyTorch eager by default,
+or ``--backend onnxruntime``; one thread; `dsprof.portable.timing_loop.time_interleaved` as the runner calls it):
 
 - ``copies``: two fresh copies of one model, whose true ratio is 1;
 - ``plan``: a model against the model with every block linearised and merged alone (the calibration group's shape);
@@ -34,7 +34,7 @@ import torch
 from dsprof.models import ModelRef
 from dsprof.portable.timing_loop import DEFAULTS, first_group, time_interleaved
 from dsprof.profiler import BackendSettings
-from dsprof.profiler.backends.torch_eager import TorchBackend
+from dsprof.runtimes import load_backend_class
 from dsprof.profiler.workloads import model_workload
 from calls_per_sample import all_merged
 from planner_vs_random import load
@@ -44,21 +44,21 @@ def _median_ratio(base: list[float], other: list[float]) -> float:
     return statistics.median(o / b for b, o in zip(base, other))
 
 
-def compare(model: str, resolution: int, kind: str, groups: int) -> str:
+def compare(model: str, resolution: int, kind: str, groups: int, backend_name: str = "torch") -> str:
     ref = ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
     torch.manual_seed(0)
     net = ref.build().eval()
     other = net if kind == "copies" else all_merged(net, resolution)
     shape = (1, 3, resolution, resolution)
-    backend = TorchBackend(BackendSettings("torch", threads=1))
+    backend = load_backend_class(backend_name)(BackendSettings(backend_name, threads=1))
     halves = {"second": [], "first": []}  # the other model's ratio over the original, read with it second / first
     both = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in range(groups + 1):  # group 0 warms the process up and is not counted
             base = backend.prepare(model_workload(net, model, "original", (resolution, resolution)).module, shape,
-                                   Path(tmp)).run
+                                   Path(tmp) / f"{g}a").run
             second = backend.prepare(model_workload(other, model, "other", (resolution, resolution),
-                                                    fold=kind == "copies").module, shape, Path(tmp)).run
+                                                    fold=kind == "copies").module, shape, Path(tmp) / f"{g}b").run
             order = [("base", base), ("other", second)] if g % 2 == 0 else [("other", second), ("base", base)]
             with torch.inference_mode():
                 out = time_interleaved(order, first_group(DEFAULTS) if g == 0 else DEFAULTS)
@@ -72,7 +72,7 @@ def compare(model: str, resolution: int, kind: str, groups: int) -> str:
                 both.append(_median_ratio(b, o))
     second, first = statistics.median(halves["second"]), statistics.median(halves["first"])
     effect = math.sqrt(second / first)  # < 1: the second of a pair reads faster
-    return (f"{model} {resolution} px, {kind}, {groups} groups: the second of two reads x{effect:.4f} of the first; "
+    return (f"{model} {resolution} px, {backend_name}, {kind}, {groups} groups: the second of two reads x{effect:.4f} of the first; "
             f"the {'copy' if kind == 'copies' else 'merged model'} over the original: {1 / second:.4f}x read second, "
             f"{1 / first:.4f}x read first, {1 / statistics.median(both):.4f}x from both orders (the loop now)")
 
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="MODEL:RESOLUTION, comma-separated (timm names, or mobilenet_v2 of dsprof's zoo)")
     parser.add_argument("--kinds", default="copies,plan", help="copies, plan or both")
     parser.add_argument("--groups", type=int, default=12, help="groups per model and kind, alternating the order")
+    parser.add_argument("--backend", default="torch", help="torch (eager) or onnxruntime")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")  # the models' own warnings are not this benchmark's subject
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         model, resolution = spec.rsplit(":", 1)
         for kind in args.kinds.split(","):
             start = time.strftime("%H:%M:%SZ", time.gmtime())
-            print(f"{compare(model, int(resolution), kind, args.groups)} ({start}, load {load()})", flush=True)
+            print(f"{compare(model, int(resolution), kind, args.groups, args.backend)} ({start}, load {load()})",
+                  flush=True)
     return 0
 
 
