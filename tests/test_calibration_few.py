@@ -102,8 +102,8 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     # the whole model's reference: no stem, head or factor of the model's other parts in it; rho the calibration
     # group's measured saving over the one these prices predict for its plan (every block linearised, the cheaper of
     # merged and linear), shrunk toward 1 by its own error, where it says one: below 1, times rho; above, plus its
-    # share of the calibration plan's pairs of blocks (2 of 3 linearised: 2 x 1 / (3 x 2)) of what that plan saved
-    # beyond its pieces, (rho - 1) x its pieces' sum
+    # share of the calibration plan's blocks (PyTorch eager runs each activation apart: 2 of 3 linearised) of what
+    # that plan saved beyond its pieces, (rho - 1) x its pieces' sum
     blocks = find_blocks(get_model("file:tinyconv:build", resolution=32))
     median = lambda b, v: lut.lookup(b.spec.to_str(), v, strict=True).median_s  # noqa: E731
     alone = sum(median(b, "original") - median(b, "merged") for b in blocks[1:])
@@ -117,7 +117,7 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
         rho = (w * rho + 1 / PRIOR_SD ** 2) / (w + 1 / PRIOR_SD ** 2)
     else:
         rho = 1.0
-    saving = rho * scale * alone if rho <= 1 else scale * alone + (rho - 1) * scale * every * (2 * 1) / (3 * 2)
+    saving = rho * scale * alone if rho <= 1 else scale * alone + (rho - 1) * scale * every * 2 / 3
     assert pred.total_s == pytest.approx(reference - saving, rel=1e-9)
     # the factor it does not use: the middle of 1 and the in-model factor (the whole model less stem and head over the
     # blocks alone), told apart as numbers, not by the method's three decimals (asserted above): a real run's

@@ -153,10 +153,11 @@ def test_pieces_that_cost_time_alone_get_their_own_line_where_three_are_timed():
     assert two.price(20, 22, "span", -0.0002)[0] == pytest.approx(two.scales["span"] * -0.0002)
 
 
-def _hand_calibrated(ratio: float, ratio_se: float):
+def _hand_calibrated(ratio: float, ratio_se: float, backend: str | None = None):
     """(LUT, plan): the hand LUT of tests/test_lut_in_situ.py with its pieces pinned exactly (their scale is not
     shrunk) and a calibration group whose every-block-merged model ran at ``ratio`` of the 20 ms original, its paired
-    ratio known to ``ratio_se``; and the plan that linearises and merges blocks 1, 3 and 6."""
+    ratio known to ``ratio_se`` (its context's backend relabelled ``backend`` where given); and the plan that
+    linearises and merges blocks 1, 3 and 6."""
     import pandas as pd
 
     from dsprof.lut import LUT, model_label
@@ -171,8 +172,10 @@ def _hand_calibrated(ratio: float, ratio_se: float):
     frame.loc[frame.scope == IN_SITU_SCOPE, "iqr_s"] = 0.0
     row = frame[frame.scope == "model"].iloc[0].to_dict()
     row.update(variant=CALIBRATION, median_s=0.020 * ratio, ratio=ratio, ratio_se=ratio_se)
-    lut = LUT(pd.concat([frame, pd.DataFrame([row])], ignore_index=True))
-    return lut, Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
+    frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
+    if backend is not None:
+        frame["backend"] = backend
+    return LUT(frame), Plan("mobilenet_v2", KEEP, OPTIONS, merge=tuple(not k for k in KEEP))
 
 
 def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
@@ -207,41 +210,45 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
 
 
-def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_share_of_pairs_by_hand():
+@pytest.mark.parametrize("backend, by", [("onnxruntime", "pairs"), ("torch", "blocks")])
+def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_share_by_hand(backend, by):
     """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5, the
     pieces exactly on their line: no scale error), and a calibration group whose every-block-merged model ran at
     ``ratio`` of the original: it saved 1 - ratio where the pieces' sum predicts 7 x 0.75 / 20 = 26.25 %, rho = (1 -
-    ratio) / 0.2625 = 1.2 (above 1), so (rho - 1) x 5.25 ms beyond its pieces. A plan that linearises m of the 7 blocks adds its share
-    of the calibration plan's pairs of that, m (m - 1) / 42 (issue #46: what pieces gain or lose together comes from
-    pairs of them). Its systematic error: that interaction uniform between none and its share of blocks, m / 7,
-    around its share of pairs, and rho's own error times the share of pairs. The calibration plan itself is
-    predicted at what it measured."""
+    ratio) / 0.2625 = 1.2 (above 1), so (rho - 1) x 5.25 ms beyond its pieces. A plan that linearises m of the 7
+    blocks adds its share of that: on a runtime that compiles (ONNX Runtime), its share of the calibration plan's
+    pairs, m (m - 1) / 42 (issue #46: what pieces gain together there comes from fused neighbours); on PyTorch eager,
+    which runs each activation apart, its share of the blocks, m / 7. Its systematic error: that interaction uniform
+    between none and its share of blocks, m / 7, around the share it takes, and rho's own error times that share. The
+    calibration plan itself is predicted at what it measured, either way."""
     from dsprof.lut import predict_latency
     from dsprof.records.plan import Plan
     from test_lut_in_situ import MODEL, OPTIONS
 
     ratio = 1 - 1.2 * 0.2625  # the calibration plan saved 1.2 times what its pieces add up to
-    lut, plan = _hand_calibrated(ratio, 0.0)  # the plan linearises 3 of the 7 blocks
+    lut, plan = _hand_calibrated(ratio, 0.0, backend)  # the plan linearises 3 of the 7 blocks
     pred = predict_latency(MODEL, lut, plan, strict=True)
-    pairs, share = 3 * 2 / (7 * 6), 3 / 7
+    share = 3 / 7
+    taken = 3 * 2 / (7 * 6) if by == "pairs" else share
     full = (1.2 - 1) * 7 * 0.00075  # what the calibration plan saved beyond its pieces: 1.05 ms
-    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * pairs), rel=1e-9)  # 17.6 ms
-    assert "together save x1.200 of their sum, a plan that linearises some" in pred.systematic_source
-    spread = math.sqrt((full * share) ** 2 / 12 + (full * pairs - full * share / 2) ** 2)  # 0.15 ms
+    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * taken), rel=1e-9)  # 17.6 ms or 17.3 ms
+    assert f"together save x1.200 of their sum, a plan that linearises some of its blocks its share of their {by}" \
+        in pred.systematic_source
+    spread = math.sqrt((full * share) ** 2 / 12 + (full * taken - full * share / 2) ** 2)
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * spread / 0.020, rel=1e-9)
     every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # the calibration plan: what it measured
     assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(0.020 * ratio, rel=1e-9)
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 1.2 + 4) / 629
-    lut, plan = _hand_calibrated(ratio, 0.0105)
+    lut, plan = _hand_calibrated(ratio, 0.0105, backend)
     pred = predict_latency(MODEL, lut, plan, strict=True)
     shrunk = (625 * 1.2 + 4) / 629
     full = (shrunk - 1) * 7 * 0.00075
-    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * pairs), rel=1e-9)
+    assert pred.total_s == pytest.approx(0.020 - (3 * 0.00075 + full * taken), rel=1e-9)
     assert f"together save x{shrunk:.3f} of their sum" in pred.systematic_source
     assert f"(x1.200, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
-    spread = math.sqrt((full * share) ** 2 / 12 + (full * pairs - full * share / 2) ** 2)
-    error = math.hypot(spread, 1 / math.sqrt(629) * 7 * 0.00075 * pairs)  # plus rho's own (shrunk) error
+    spread = math.sqrt((full * share) ** 2 / 12 + (full * taken - full * share / 2) ** 2)
+    error = math.hypot(spread, 1 / math.sqrt(629) * 7 * 0.00075 * taken)  # plus rho's own (shrunk) error
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * error / 0.020, rel=1e-9)
 
 

@@ -46,15 +46,21 @@ combine depends on which way rho points (``InModel.together``, the one rule):
       saving = rho S,   S = the sum of the plan's pieces' prices
 
   what the whole model then runs short of (a session's fixed costs, memory traffic) takes a share of every saving.
-- **rho above 1**: they save more than their sum, (rho - 1) S_cal beyond it (S_cal the calibration plan's sum), and
-  that comes from blocks deployed side by side: pairs of them (a compiler fuses linear neighbours). A plan that
-  linearises m of the n blocks holds m (m - 1) / 2 of the calibration plan's n (n - 1) / 2 pairs, and that share::
+- **rho above 1**: they save more than their sum, (rho - 1) S_cal beyond it (S_cal the calibration plan's sum). On a
+  runtime that compiles the model (torch.compile, ONNX Runtime, OpenVINO, TFLite) that comes from blocks deployed side
+  by side: pairs of them (a compiler fuses linear neighbours). A plan that linearises m of the n blocks holds
+  m (m - 1) / 2 of the calibration plan's n (n - 1) / 2 pairs, and that share::
 
       saving = S + (rho - 1) S_cal q,   q = m (m - 1) / (n (n - 1))
 
   the calibration plan's measured saving for itself (q = 1), its pieces' sum for one block alone (q = 0), which is
-  what the in-model scales price, as they were measured. The term depends on m = n - k alone, so the planner's exact
-  search, which sums pieces for each k, picks the same plans either way.
+  what the in-model scales price, as they were measured. On a runtime that runs each activation as a kernel of its
+  own (PyTorch eager: `dsprof.runtimes.BackendEntry.separate_activations`) nothing fuses, and each linearised block
+  takes an equal share, q = m / n (`InModel.excess_by` ``blocks``): on the 15 plans of PyTorch eager LUTs at 64 px
+  whose rho was above 1 and whose chosen plan (k about n / 2) was checked paired (`benchmarks/new_user_loop.py`,
+  benchmarks/RESULTS.md, "How a plan shares the calibration's excess"), m / n priced 12 closer to their check than
+  pairs did, and all but one were under-priced by pairs. Either term depends on m = n - k alone, so the planner's
+  exact search, which sums pieces for each k, picks the same plans either way.
 
 Issue #46's runs are why (benchmarks/RESULTS.md, pvrK-pvrN): rho in full priced torch.compile's fronts at 96 px 10-14 %
 high where rho was 2.1-2.7 (plans that linearise half the blocks ran about as their pieces add up); the pairs, tried
@@ -101,8 +107,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "costs_apart", "pair_share",
-           "shrink"]
+__all__ = ["EXCESS_BY", "MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "block_share", "costs_apart",
+           "pair_share", "shrink"]
 
 #: Fewer pieces timed in the model than this estimate no scale of their own kinds (the prices fall back to the one
 #: line through them, shrunk: see the module docstring).
@@ -152,6 +158,7 @@ class InModel:
     combined_se: float = 0.0  # its relative standard error
     combined_source: str = ""
     calibration_s: float = math.nan  # the sum of the calibration plan's pieces' prices (NaN: rho counts in full)
+    excess_by: str = "pairs"  # how a plan takes its share of the excess above 1: `EXCESS_BY` (the module docstring)
     fitted: float = math.nan  # the line through every piece before shrinking
 
     @property
@@ -216,7 +223,12 @@ class InModel:
         calibration plan's pairs of what that plan saved beyond its sum above 1 (the module docstring's rule)."""
         if not self.by_pairs:
             return self.combined * saving_s
-        return saving_s + (self.combined - 1) * self.calibration_s * pair_share(changed, blocks)
+        return saving_s + (self.combined - 1) * self.calibration_s * self.share(changed, blocks)
+
+    def share(self, changed: int, blocks: int) -> float:
+        """The share of the calibration plan's excess that a plan linearising ``changed`` of ``blocks`` blocks takes,
+        as ``excess_by`` says (`EXCESS_BY`)."""
+        return EXCESS_BY[self.excess_by](changed, blocks)
 
     @property
     def marginal(self) -> float:
@@ -246,7 +258,7 @@ class InModel:
         if not self.by_pairs:  # rho in full: the calibration plan's relative error, on this plan's saving
             return abs(self.together(saving_s, changed, blocks)) * self.combined_error
         se = self.combined_se if self.combined_se == self.combined_se else 0.0
-        q = pair_share(changed, blocks)
+        q = self.share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)
         spread = math.sqrt(linear ** 2 / 12 + (full * q - linear / 2) ** 2)
@@ -266,11 +278,17 @@ class InModel:
             line += (f"one piece lies +-{self.floor_s / self.reference_s:.2%} of the model and +-{self.spread:.0%} "
                      "of its saving from that")
         if self.combined != 1.0:
-            how = ("a plan that linearises some of its blocks its share of their pairs of the excess" if self.by_pairs
-                   else "and so does every plan")
+            how = (f"a plan that linearises some of its blocks its share of their {self.excess_by} of the excess"
+                   if self.by_pairs else "and so does every plan")
             line += (f"; the calibration plan's pieces together save x{self.combined:.3f} of their sum, {how} "
                      f"({self.combined_source})")
         return line
+
+
+def block_share(changed: int, blocks: int) -> float:
+    """The share of the calibration plan's linearised blocks (every one of ``blocks``) that a plan which linearises
+    ``changed`` of them holds: m / n."""
+    return changed / blocks if blocks else 0.0
 
 
 def pair_share(changed: int, blocks: int) -> float:
@@ -279,6 +297,11 @@ def pair_share(changed: int, blocks: int) -> float:
     if blocks <= 1:
         return changed / blocks if blocks else 0.0
     return changed * (changed - 1) / (blocks * (blocks - 1))
+
+
+#: How a plan takes its share of the calibration plan's excess above 1, by the runtime (the module docstring): by its
+#: share of the pairs of linearised blocks, or of the blocks.
+EXCESS_BY = {"pairs": pair_share, "blocks": block_share}
 
 
 #: The kinds of piece that get a scale of their own: a span, a block linearised alone (merged or not), and, where

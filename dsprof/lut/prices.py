@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from ..device_context import DeviceContext
+from ..runtimes import BACKENDS
 from ..errors import UsageError
 from ..merging.block import deploys_alike
 from ..merging.partial import act_layouts, crossing_spec
@@ -136,7 +137,7 @@ class Prices:
                     costs = replace(costs, in_model=replace(
                         in_model, combined=calibration.rho, combined_se=calibration.rho_se,
                         combined_source=calibration.source,
-                        calibration_s=inputs.calibration_share * inputs.reference_s))
+                        calibration_s=inputs.calibration_share * inputs.reference_s, excess_by=_excess_by(key)))
                 return costs
             why_not = _why_not_scaled(method, scale, rest_method, label, model_args)
             if why_not is None:
@@ -370,6 +371,13 @@ class Prices:
     def errors_s(self, pieces: list[Piece]) -> list[float]:
         """Every median error a plan's total carries, for the interval."""
         return list(self.base_errors) + [e for p in pieces for e in p.errors_s]
+
+
+def _excess_by(key: DeviceContext) -> str:
+    """How a plan of ``key``'s runtime takes its share of the calibration plan's excess (`dsprof.lut.inmodel`): by
+    blocks where the backend runs each activation apart (PyTorch eager), else by pairs (a compiler fuses neighbours)."""
+    entry = BACKENDS.get(key.backend)
+    return "blocks" if entry is not None and entry.separate_activations else "pairs"
 
 
 def _rest(entries: ModelEntries, rest: str, missing: list[str]) -> tuple[float, str, list[float]]:
