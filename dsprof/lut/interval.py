@@ -20,7 +20,8 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   its measured saving over the one the method predicts for that plan, rho (shrunk toward 1 by its own error:
   `dsprof.lut.inmodel`'s rule), is a third point: the truth is taken as uniform on the range of 1, phi and rho F
   (in savings alone). Where rho says nothing -- its plan is predicted
-  to save under `MIN_CALIBRATION_SAVING`, or it measured a loss where a saving was predicted -- the calibration
+  to save under `MIN_CALIBRATION_SAVING` (too little, or a loss: a ratio of two losses scales no saving), or it
+  measured a loss where a saving was predicted -- the calibration
   group still measured how far a whole plan lands from the sum of its pieces, in the model's own units: the
   **gap** g (its measured saving less the predicted one, a share of the model). A plan that linearises a share f
   of the blocks is then taken to interact by between 0 and f g (uniform; `Terms.interaction` = |g| / sqrt(3), the
@@ -83,7 +84,8 @@ MEDIAN_SE = 1.2533
 MIN_GROUPS = 3
 #: ... and the whole model's own medians are preferred to the drift probe's from this many groups on.
 ENOUGH_GROUPS = 5
-#: A calibration plan predicted to save less than this share of the model says nothing of how savings add up.
+#: A calibration plan predicted to save less than this share of the model (or to lose) says nothing of how savings
+#: add up.
 MIN_CALIBRATION_SAVING = 0.02
 #: Fewer session pairs than this say nothing of a check's noise (`session_noise`).
 MIN_SESSION_PAIRS = 3
@@ -261,7 +263,7 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     predicted, measured = inputs.calibration_share, 1 - entry.ratio
     plan = f" ({inputs.calibration_plan})" if inputs.calibration_plan else ""
     said = f"calibration{plan} saved {measured:.1%} where {predicted:.1%} was predicted"
-    if abs(predicted) < MIN_CALIBRATION_SAVING:
+    if predicted < MIN_CALIBRATION_SAVING:  # too little, or a loss: no saving to scale
         return Calibration(nan, se, f"{said} (too little to scale by)", gap=measured - predicted)
     fitted = measured / predicted
     rho_se = entry.ratio_se / abs(measured) if measured else math.nan  # relative
