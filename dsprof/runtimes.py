@@ -82,7 +82,7 @@ def bundle_block_variants(formats: "tuple[str, ...] | list[str]") -> tuple[str, 
     """What `dsprof export` bundles of each block unless told: `default_block_variants` of the backends whose
     remote runtime reads one of ``formats``, together (a bundle's workloads are the same in each of its formats). With
     ``torchscript`` among them, ``linear`` too: PyTorch eager's remote runtime runs each activation apart, and
-    `measure --remote --backend torch` times it."""
+    `dsprof.edge.measure_remote` with ``backend='torch'`` times it."""
     readers = [b.name for b in BACKENDS.values()
                if b.remote_runtime is not None and RUNTIMES[b.remote_runtime].format in formats]
     variants = [v for name in readers for v in default_block_variants(name)]

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..constants import DEFAULT_MAX_SPAN, TIE_BREAK_CANDIDATES
 from ..names import OLD_METHOD_NAMES, PLAN_UNITS, PREDICT_METHODS
-from ..units import percent
+from ..units import interval, percent, x
 from .commands import merge_command, hint_command
 from .flags import command_line_text
 from .options import (add_accept_modified, add_device_key_arg, add_model_args, keep_arg, load_lut, model_ref_from_args,
@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
 def joint_chosen_line(point, labels: Sequence[str]) -> str:
     """The chosen plan for several contexts in one line: on each context its predicted speed-up over that context's
     original with the 95 % interval and its loss against that context's own plan (per cent, signed); its importance."""
-    on = "; ".join(f"{label} {x:.2f}x (95 % {lo:.2f}-{hi:.2f}x), {percent(loss)} against its own plan"
-                   for label, x, lo, hi, loss in zip(labels, point.speedup, point.speedup_low, point.speedup_high,
-                                                     point.loss))
+    on = "; ".join(f"{label} {x(up)} ({interval(lo, hi)}), {percent(loss)} against its own plan"
+                   for label, up, lo, hi, loss in zip(labels, point.speedup, point.speedup_low, point.speedup_high,
+                                                      point.loss))
     importance = f"; importance loss {point.importance:.4f}" if point.importance is not None else ""
     return f"chosen: k = {point.k}, one plan for all: {on}; worst {percent(point.worst)}{importance}"
 

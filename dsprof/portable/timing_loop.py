@@ -253,8 +253,7 @@ def time_interleaved(fns, config=None, timer=None, clock=CLOCK):
     budget_ns = settings["budget_s"] * len(names) * 1e9 / halves
     start = clock()
     reason = "max_samples"
-    n = 0
-    for round_index in range(max(1, settings["max_samples"] // halves)):
+    for round_index in range(max(1, settings["max_samples"] // halves)):  # at least one: ``n`` is always set
         for name in round_order(names, round_index):
             samples[name].append(timer(table[name], number))
         n = round_index + 1

@@ -26,6 +26,7 @@ import pandas as pd
 from ..records.measurement import paired_with_original
 from ..records.measurement import Measurement
 from .tables import model_title
+from ..units import interval, x
 
 __all__ = ["Answer", "JointAnswer", "PlanAnswer", "front_answer", "measured_answer", "device_line"]
 
@@ -35,16 +36,6 @@ _BACKENDS = {"torch": "PyTorch eager", "torch-compile": "PyTorch, torch.compile"
 # the call that writes a planner's front, as every message that asks for one names it (runs as written, its
 # capitals filled in; the command line shows it as the `dsprof plan` command with the options that set them)
 WRITE_FRONT = "`dsprof.plan(model=MODEL, lut=LUT, out='FRONT.json')`"
-
-
-def x(speedup: float) -> str:
-    """A speed-up as shown everywhere in the answer: ``1.53x``."""
-    return f"{speedup:.2f}x"
-
-
-def interval(low: float, high: float) -> str:
-    """A 95 % interval of a speed-up: ``95 % 1.45-1.61x`` (``at least 1.45x`` where it has no upper bound)."""
-    return f"95 % {low:.2f}-{high:.2f}x" if math.isfinite(high) else f"95 % at least {low:.2f}x"
 
 
 @dataclass(frozen=True)

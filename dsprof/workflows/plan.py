@@ -27,6 +27,7 @@ from ..planning.minimax import Joint, JointPoint
 from ..planning.activations import plan_front_acts
 from ..planning.planner import plan_front
 from ..names import PLAN_UNITS
+from .. import units
 from ..records.importance import (
     check_importance_model,
     importance_resolution_note,
@@ -64,7 +65,7 @@ class Planned:
         which = f"k = {c.k} of {most} {unit}" if most else "the one plan (no activation to remove)"
         # the speed-up's interval (what a paired check of the plan against the original is held to) and the
         # latency's (which also holds the machine's drift between the LUT's runs and a later one)
-        speedup = f"{front.original_s / c.latency_s:.2f}x (95 % {c.speedup_low:.2f}-{c.speedup_high:.2f}x)"
+        speedup = f"{units.x(front.original_s / c.latency_s)} ({units.interval(c.speedup_low, c.speedup_high)})"
         return (f"chosen: {which}, {speedup}, {c.latency_s * 1e3:.3f} ms (95 % {c.low_s * 1e3:.3f}-{c.high_s * 1e3:.3f} ms), "
                 f"spans {format_spans(c.plan.spans, 'none')}"
                 + (f", importance loss {c.importance:.4f}" if c.importance is not None else "")
