@@ -10,8 +10,9 @@ original in float64 on two random images (the merge's exactness; the merged weig
     .venv/bin/python benchmarks/new_user_loop.py --out /tmp/new_user mobileone_s0 --option reparameterize=true
 
 ``--default-timing`` drops the quick flags (one thread still: figures to quote, run alone under quiet-run);
-``--variants`` gives `measure` its block variants (default: the backend's); ``--zoo dsprof`` takes dsprof's own names
-(``resnet18``) where the default takes timm's:
+``--variants`` gives `measure` its block variants (default: the backend's); ``--backend`` the runtime every command
+times and plans on (default PyTorch eager); ``--zoo dsprof`` takes dsprof's own names (``resnet18``) where the default
+takes timm's:
 
     .venv/bin/python benchmarks/new_user_loop.py --out /tmp/lin --default-timing mobileone_s0 --option reparameterize=true
     .venv/bin/python benchmarks/new_user_loop.py --out /tmp/base --default-timing --variants original,merged,flops_matched \
@@ -70,10 +71,12 @@ def exactness(name: str, plan_path: Path, options: dict, resolution: int) -> flo
     return float((a - b).abs().max() / a.abs().max())
 
 
-def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str], variants: list[str]) -> dict:
+def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str], variants: list[str],
+         backend: str = "torch") -> dict:
     folder = out / name.replace(":", "-")
     folder.mkdir(parents=True, exist_ok=True)
     model = ["--model", name, "--resolution", str(resolution)]
+    where = ["--backend", backend]
     for key, value in options.items():
         model += [f"--{key.replace('_', '-')}"] if value is True else [f"--{key.replace('_', '-')}", str(value)]
     row: dict = {"model": name}
@@ -81,8 +84,8 @@ def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str]
     blocks = run(folder, "blocks", "blocks", *model)
     found = re.search(r"^(\d+) blocks;", blocks or "", re.M)
     row["blocks"] = int(found.group(1)) if found else None
-    measured_lut = run(folder, "measure", "measure", *model, "--spans", "2", "--calibrate", *variants, *ONE, *timing,
-                       "--resume", "--out", str(folder / "m"))
+    measured_lut = run(folder, "measure", "measure", *model, "--spans", "2", "--calibrate", *where, *variants, *ONE,
+                       *timing, "--resume", "--out", str(folder / "m"))
     if measured_lut is None:
         return {**row, "stopped": "measure"}
     count = re.search(r"^(\d+) workloads measured", measured_lut, re.M)
@@ -90,7 +93,7 @@ def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str]
     lut = folder / "lut.csv"
     if run(folder, "build-lut", "build-lut", str(folder / "m"), "-o", str(lut)) is None:
         return {**row, "stopped": "build-lut"}
-    planned = run(folder, "plan", "plan", *model, "--lut", str(lut), "--keep", "0.5", "--out", str(folder / "front.json"))
+    planned = run(folder, "plan", "plan", *model, "--lut", str(lut), *where, "--keep", "0.5", "--out", str(folder / "front.json"))
     if planned is None:
         return {**row, "stopped": "plan"}
     chosen = CHOSEN.search(planned)
@@ -104,8 +107,8 @@ def loop(name: str, out: Path, resolution: int, options: dict, timing: list[str]
     plan_path = folder / "front.plan.json"
     if run(folder, "merge", "merge", *model, "--plan", str(plan_path), "--out", str(folder / "merged.pt")) is None:
         return {**row, "stopped": "merge"}
-    checked = run(folder, "check", "measure", *model, "--plan", str(plan_path), "--model-variants", "original",
-                  "--variants", "none", *ONE, *(timing and [*timing, "--budget", "0.3"]), "--resume", "--out", str(folder / "check"))
+    checked = run(folder, "check", "measure", *model, "--plan", str(plan_path), *where,
+                  "--model-variants", "original", "--variants", "none", *ONE, *(timing and [*timing, "--budget", "0.3"]), "--resume", "--out", str(folder / "check"))
     if checked is None:
         return {**row, "stopped": "measure --plan"}
     measured = MEASURED.search(checked)
@@ -126,6 +129,7 @@ def main() -> None:
     p.add_argument("--variants", default=None, help="measure's --variants (default: the backend's)")
     p.add_argument("--out", type=Path, required=True, help="a folder for every command's files and output")
     p.add_argument("--resolution", type=int, default=64)
+    p.add_argument("--backend", default="torch", help="the runtime measure, plan and the check use (default torch)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a model option for every model (reparameterize=true)")
     args = p.parse_args()
@@ -136,7 +140,7 @@ def main() -> None:
     timing = [] if args.default_timing else QUICK
     variants = ["--variants", args.variants] if args.variants else []
     names = [f"timm:{m}" if args.zoo == "timm" else m for m in args.models]
-    rows = [loop(m, args.out, args.resolution, options, timing, variants) for m in names]
+    rows = [loop(m, args.out, args.resolution, options, timing, variants, args.backend) for m in names]
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
     print("\n| model | blocks | workloads | k | predicted (95 %) | measured (95 %) | prediction's error | inside | merge error |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

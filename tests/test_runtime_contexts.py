@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -36,7 +35,8 @@ from test_new_user import FLATNET, FRONT, LABEL
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.openvino]
 BACKENDS = ("openvino", "torch-compile")
 MAX_SPAN = 2
-FAST = ["--warmup", "0", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02", "--min-sample-time", "0"]
+FAST = ["--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
+        "--min-sample-time", "0"]
 MODEL = ["--model-file", FLATNET, "--resolution", "32"]
 #: The second rule (`rule_lut`'s constants) of the torch.compile LUT in the plans over both contexts.
 COMPILER_RULE = {"OVERHEAD_S": 50e-6, "S_PER_MAC": 3e-10}
