@@ -182,9 +182,15 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5), and a
     calibration group whose every-block-merged model ran at ``ratio`` of the original: it saved 1 - ratio where the
     pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Below 1, every saving then counts rho = (1 - ratio) / 0.2625, and the
-    systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here)."""
+    systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here) on the part of the
+    plan the calibration plan does not pin down: the plan's three merged blocks sum to 3/7 of the calibration plan's
+    saving, so 4/7 of that spread. The calibration plan itself (7/7) carries rho's own error alone."""
     from dsprof.lut import predict_latency
-    from test_lut_in_situ import MODEL
+    from dsprof.records.plan import Plan
+    from test_lut_in_situ import MODEL, OPTIONS
+
+    every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # the calibration plan
+    unpinned = 1 - 3 / 7
 
     ratio = 1 - 0.8 * 0.2625  # the calibration plan saved 0.8 of what its pieces add up to
     lut, plan = _hand_calibrated(ratio, 0.0)
@@ -194,7 +200,10 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert "together save x0.800 of their sum, and so does every plan" in pred.systematic_source
     u = 1 - 1 / pred.speedup
     spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread, rel=1e-9)
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread * unpinned, rel=1e-9)
+    whole = predict_latency(MODEL, lut, every, strict=True)
+    assert whole.total_s == pytest.approx(0.020 * ratio, rel=1e-9)  # what it measured
+    assert whole.systematic == pytest.approx(0.0, abs=1e-12)  # rho's own error, 0 here
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
     lut, plan = _hand_calibrated(ratio, 0.0105)
@@ -205,9 +214,12 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert f"(x0.800, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
     low = min(1.0, shrunk)
     spread = math.sqrt((1 - low) ** 2 / 12 + (shrunk - (1 + low) / 2) ** 2) / shrunk
-    factor = math.hypot(spread, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
+    factor = math.hypot(spread * unpinned, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
     u = 1 - 1 / pred.speedup
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
+    whole = predict_latency(MODEL, lut, every, strict=True)
+    u = 1 - 1 / whole.speedup
+    assert whole.systematic == pytest.approx(1.959964 * whole.speedup * u / math.sqrt(629) / shrunk, rel=1e-9)
 
 
 @pytest.mark.parametrize("backend, by", [("onnxruntime", "pairs"), ("torch", "blocks")])

@@ -66,7 +66,10 @@ Issue #46's runs are why (benchmarks/RESULTS.md, pvrK-pvrN): rho in full priced 
 high where rho was 2.1-2.7 (plans that linearise half the blocks ran about as their pieces add up); the pairs, tried
 next on new models, priced the plans of LUTs whose rho was below 1 up to 5 points higher than rho in full, and worse.
 The interval's systematic term covers plans that combine otherwise (`InModel.together_error_s`,
-`dsprof.lut.interval`): below 1, uniform between x1 and rho around rho, as a share of the saving; above 1, the
+`dsprof.lut.interval`): below 1, uniform between x1 and rho around rho, as a share of the saving, for the part of
+the plan that the calibration plan does not pin down: 1 - q, q the share of the calibration plan's summed saving the
+plan's pieces sum to (`InModel.saving_share`; a plan that holds all of it is the calibration plan as far as its
+prices tell, and carries rho's own error alone), with the scale's error on that part too; above 1, the
 interaction uniform between none and the plan's share of blocks, m / n, of the calibration plan's (the most a plan of m
 blocks would carry if it came from single blocks), around its share of pairs, rho's own error carried by q, and the
 scale's error where the calibration does not pin the plan down (1 - q of it). The pieces' own errors count as their
@@ -248,21 +251,32 @@ class InModel:
 
     def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
         """The systematic error (seconds) of `together` (the module docstring's rule): by rho in full, a uniform
-        between x1 and rho around rho, and rho's own error, as shares of the saving; by pairs, the interaction uniform
+        between x1 and rho around rho times the share of the calibration plan's saving the plan does not hold (1 - q,
+        `saving_share`), and rho's own error, as shares of the saving, and the scale's own error on the pieces' sum
+        times 1 - q; by pairs, the interaction uniform
         between none and the plan's share of blocks of the calibration plan's, around its share of pairs, rho's own
         error times that share of pairs, and the scale's own error on the pieces' sum where the calibration does not
         pin it down (1 - q of it). The scale's error alone where no calibration group says how the pieces combine."""
         scale = abs(saving_s) * self.scale_se
         if self.combined == 1.0:
             return scale
-        if not self.by_pairs:  # rho in full: the calibration plan's relative error, on this plan's saving
-            return abs(self.together(saving_s, changed, blocks)) * self.combined_error
         se = self.combined_se if self.combined_se == self.combined_se else 0.0
+        if not self.by_pairs:  # rho in full: pinned by the share of the calibration plan's saving the plan holds
+            q = self.saving_share(saving_s)
+            spread = abs(self.combined - 1) / math.sqrt(3) / self.combined * (1 - q)
+            return math.hypot(abs(self.together(saving_s, changed, blocks)) * math.hypot(spread, se), scale * (1 - q))
         q = self.share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)
         spread = math.sqrt(linear ** 2 / 12 + (full * q - linear / 2) ** 2)
         return math.sqrt(spread ** 2 + (se * self.combined * self.calibration_s * q) ** 2 + (scale * (1 - q)) ** 2)
+
+    def saving_share(self, saving_s: float) -> float:
+        """The share of the calibration plan's summed saving that a plan whose pieces sum to ``saving_s`` holds, in
+        [0, 1] (0 where that sum is unknown or not a saving): how far the calibration pins the plan down below 1."""
+        if not self.calibration_s > 0:
+            return 0.0
+        return min(1.0, max(0.0, saving_s / self.calibration_s))
 
     def describe(self) -> str:
         """One line: how many pieces, the scale and the spread, and how the pieces combine."""
