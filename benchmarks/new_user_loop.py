@@ -28,8 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -61,6 +63,7 @@ def exactness(name: str, plan_path: Path, options: dict, resolution: int) -> flo
     from dsprof.records.plan import load_plan
 
     torch.manual_seed(0)
+    warnings.simplefilter("ignore", dsprof.models.UnsupportedBlockWarning)  # `blocks` printed them already
     net = dsprof.ModelRef.of(name, options=options, resolution=resolution).build().eval()
     plan = load_plan(plan_path)
     merged = dsprof.merge(dsprof.ModelRef.of(net, name=name, options=options, resolution=resolution), plan).model
@@ -142,16 +145,32 @@ def main() -> None:
     names = [f"timm:{m}" if args.zoo == "timm" else m for m in args.models]
     rows = [loop(m, args.out, args.resolution, options, timing, variants, args.backend) for m in names]
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
-    print("\n| model | blocks | workloads | k | predicted (95 %) | measured (95 %) | prediction's error | inside | merge error |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| model | blocks | workloads | k | predicted (95 %) | half-width | measured (95 %) | prediction's error | inside | "
+          "merge error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    checked = [r for r in rows if "stopped" not in r]
     for r in rows:
         if "stopped" in r:
-            print(f"| {r['model']} | {r['blocks']} | | stopped at `{r['stopped']}` | | | | | |")
+            print(f"| {r['model']} | {r['blocks']} | | stopped at `{r['stopped']}` | | | | | | |")
             continue
-        print(f"| {r['model']} | {r['blocks']} | {r['workloads']} | {r['k']} | {r['predicted']:.2f}x ({r['low']:.2f}-{r['high']:.2f}) | "
-              f"{r['measured']:.3f}x ({r['measured_low']:.3f}-{r['measured_high']:.3f}) | "
-              f"{100 * (r['predicted'] / r['measured'] - 1):+.1f} % | "
-              f"{'yes' if r['inside'] else 'no'} | {r['merge_error']:.1e} |")
+        print(f"| {r['model']} | {r['blocks']} | {r['workloads']} | {r['k']} | {r['predicted']:.3f}x ({r['low']:.3f}-{r['high']:.3f}) | "
+              f"±{100 * half_width(r):.1f} % | {r['measured']:.3f}x ({r['measured_low']:.3f}-{r['measured_high']:.3f}) | "
+              f"{100 * error(r):+.1f} % | {'yes' if r['inside'] else 'no'} | {r['merge_error']:.1e} |")
+    if checked:
+        print(f"\n{len(checked)} of {len(rows)} models checked: {sum(r['inside'] for r in checked)} inside their speed-up's "
+              f"95 % interval, {sum(abs(error(r)) <= 0.10 for r in checked)} within ±10 %; median error "
+              f"{100 * statistics.median(abs(error(r)) for r in checked):.1f} %, median half-width "
+              f"±{100 * statistics.median(half_width(r) for r in checked):.1f} % (the interval's, on the log scale)")
+
+
+def error(row: dict) -> float:
+    """The prediction's error against the paired check, relative."""
+    return row["predicted"] / row["measured"] - 1
+
+
+def half_width(row: dict) -> float:
+    """The predicted interval's half-width on the log scale, relative: sqrt(high / low) - 1."""
+    return (row["high"] / row["low"]) ** 0.5 - 1
 
 
 if __name__ == "__main__":
