@@ -381,3 +381,22 @@ def test_rho_is_a_saving_over_a_predicted_saving_so_a_predicted_loss_scales_noth
     else:
         assert "(too little to scale by)" in found.source
     assert found.gap == pytest.approx(measured - predicted, rel=1e-9)
+
+
+@pytest.mark.parametrize("summed, share", [(0.0025, 0.5), (0.005, 1.0), (0.0075, 1.0), (-0.001, 0.0), (0.0, 0.0)])
+def test_below_1_a_plan_is_pinned_by_its_share_of_the_calibration_plans_saving(summed, share):
+    """rho 0.8 from a calibration plan whose pieces sum to 5 ms: a plan whose pieces sum to half of that holds half of
+    it; one that sums to all of it, or more (pieces the calibration plan linearised cost time alone), is the
+    calibration plan as far as its prices tell; a plan that saves nothing, or loses, holds none. Pieces on their line
+    (no scale error) and an exact rho: the systematic error is the uniform of half-width 0.2 around rho, sd 0.2 / sqrt(3),
+    on rho S, times 1 - q."""
+    from dataclasses import replace
+
+    alone = [0.001, 0.0005, 0.0008, 0.0012, 0.0003]
+    im = replace(InModel.estimate(_pieces(alone, alone, [0.0] * 5), R), combined=0.8, calibration_s=0.005)
+    assert im.saving_share(summed) == pytest.approx(share, abs=1e-12)
+    expected = abs(0.8 * summed) * 0.2 / math.sqrt(3) / 0.8 * (1 - share)
+    assert im.together_error_s(summed, 3, 5) == pytest.approx(expected, abs=1e-15)
+    unknown = replace(im, calibration_s=math.nan)  # no calibration plan's sum: the whole range, as before
+    assert unknown.saving_share(summed) == 0.0
+    assert unknown.together_error_s(summed, 3, 5) == pytest.approx(abs(0.8 * summed) * 0.2 / math.sqrt(3) / 0.8)
