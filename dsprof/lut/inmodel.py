@@ -246,8 +246,17 @@ class InModel:
         rho's own error (0 without a calibration). By pairs, the calibration plan itself (q = 1) has the same."""
         if self.combined == 1.0:
             return 0.0
-        se = self.combined_se if self.combined_se == self.combined_se else 0.0
-        return math.hypot(abs(self.combined - 1) / math.sqrt(3) / self.combined, se)
+        return math.hypot(self._combined_spread, self._combined_se)
+
+    @property
+    def _combined_spread(self) -> float:
+        """A uniform between x1 and rho around rho, relative to rho: its standard deviation."""
+        return abs(self.combined - 1) / math.sqrt(3) / self.combined
+
+    @property
+    def _combined_se(self) -> float:
+        """rho's own relative error (0 where unknown)."""
+        return self.combined_se if self.combined_se == self.combined_se else 0.0
 
     def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
         """The systematic error (seconds) of `together` (the module docstring's rule): by rho in full, a uniform
@@ -260,11 +269,11 @@ class InModel:
         scale = abs(saving_s) * self.scale_se
         if self.combined == 1.0:
             return scale
-        se = self.combined_se if self.combined_se == self.combined_se else 0.0
+        se = self._combined_se
         if not self.by_pairs:  # rho in full: pinned by the share of the calibration plan's saving the plan holds
             q = self.saving_share(saving_s)
-            spread = abs(self.combined - 1) / math.sqrt(3) / self.combined * (1 - q)
-            return math.hypot(abs(self.together(saving_s, changed, blocks)) * math.hypot(spread, se), scale * (1 - q))
+            relative = math.hypot(self._combined_spread * (1 - q), se)
+            return math.hypot(abs(self.together(saving_s, changed, blocks)) * relative, scale * (1 - q))
         q = self.share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)
