@@ -158,3 +158,69 @@ def test_a_measured_run_prints_as_dsprof_measure_prints_it_in_the_callers_words(
     cli = capsys.readouterr().out.splitlines()
     assert cli[0].startswith("CPU threads: 1 (--threads)") and cli[-1].startswith("5 workloads measured, 0 already")
     assert [row.match(line).group(1) for line in cli if row.match(line)] == rows
+
+
+def test_each_verbs_result_prints_what_its_command_prints(tmp_path, capsys, one_thread):
+    """`print(dsprof.predict(...))`, `print(dsprof.merge(...))`, `print(dsprof.report(...))` and `print(lut)` showed
+    dataclass reprs (thousands of characters of fields) or `<LUT object at 0x...>`, where `dsprof.plan` and
+    `dsprof.measure` printed what their commands print. Each verb's result prints its command's text now, from one
+    place: the command line prints the same text, in its options' words. Run through both doors on the same inputs."""
+    import csv
+
+    from dsprof.cli import main
+    from dsprof.cli.flags import command_line_text
+
+    records = Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"
+    model = dsprof.ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
+    flags = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+
+    def cli(*args: str) -> list[str]:
+        assert main(list(args)) == 0
+        return capsys.readouterr().out.splitlines()
+
+    # build-lut: the file, its entries (as many as its data rows, read as CSV here), and each context
+    lut = dsprof.build_lut([records], tmp_path / "api.csv")
+    with open(tmp_path / "api.csv", newline="") as f:
+        rows = [r for r in csv.reader(f) if r and not r[0].startswith("#")][1:]
+    text = str(lut).splitlines()
+    assert text[0].startswith(f"{tmp_path / 'api.csv'}: {len(rows)} entries, ") and len(rows) > 0
+    assert len(text) == 1 + len(lut.devices()) and "object at 0x" not in str(lut)
+    shown = cli("build-lut", str(records), "-o", str(tmp_path / "cli.csv"))
+    assert shown == ["wrote " + line.replace("api.csv", "cli.csv") if i == 0 else line for i, line in enumerate(text)]
+
+    planned = dsprof.plan(model, lut, keep=3, out=tmp_path / "front.json")
+    plan_file = str(planned.plan_path)
+    keep = json.loads(Path(plan_file).read_text())["keep"]
+
+    # predict: the prediction (its speed-up the front's for that plan: one estimate through two doors), its merges
+    found = dsprof.predict(model, lut, plan_file)
+    text = str(found).splitlines()
+    assert "Predicted(" not in str(found) and text[0].startswith("mobilenet_v2")
+    chosen = re.search(r"chosen: k = 3 of 7 blocks, ([\d.]+)x \(95 % ([\d.]+)-([\d.]+)x\)", str(planned)).groups()
+    speedup = re.search(r"speed-up ([\d.]+)x over the original \(95 % interval ([\d.]+)-([\d.]+)x", text[1]).groups()
+    assert [round(float(v), 2) for v in speedup] == [float(v) for v in chosen]
+    assert any(line.startswith(f"{planned.chosen.plan.name}: merged blocks ") for line in text)
+    assert text[-1].startswith("drift probe: not timed; `probe=2` times it here")  # the API's words...
+    assert cli("predict", *flags, "--lut", str(tmp_path / "api.csv"), "--plan", plan_file) == [
+        line.replace("`probe=2`", "--probe 2") for line in text]  # ...and the command line's
+
+    # merge: which blocks merged, the report, one row per block (7) and the total, the file
+    merged = dsprof.merge(model, plan_file, out=tmp_path / "api.pt")
+    text = str(merged).splitlines()
+    states = [line.split()[1] for line in text if re.match(r"features\.\d ", line.strip())]
+    assert states == ["kept" if k else "merged" for k in keep] and len(states) == 7
+    assert text[-1] == f"wrote {tmp_path / 'api.pt'}" and "MergeOutcome(" not in str(merged)
+    assert cli("merge", *flags, "--plan", plan_file, "--out", str(tmp_path / "cli.pt")) == [
+        line.replace("api.pt", "cli.pt") for line in text]
+
+    # report: what it skipped, the files, then the answer (last)
+    pages = dsprof.report([records], tmp_path / "api-report", lut=lut, fronts=[tmp_path / "front.json"])
+    text = str(pages).splitlines()
+    assert text[-len(pages.answer):] == pages.answer and "Report(" not in str(pages)
+    assert f"wrote {len(pages.files)} files; open {pages.html} (one file, opens offline) or {pages.index}" in text
+    shown = cli("report", str(records), "-o", str(tmp_path / "cli-report"), "--lut", str(tmp_path / "api.csv"),
+                "--front", str(tmp_path / "front.json"))
+    # the same lines, each in the command line's words (`dsprof.measure(plans=)` -> `dsprof measure --plan`)
+    assert shown == [line.replace("api-report", "cli-report")
+                     for line in pages.text(lambda t: command_line_text(t, "report")).splitlines()]
+    assert any("`dsprof.measure(plans=)`" in line for line in text) and any("`dsprof measure --plan`" in line for line in shown)

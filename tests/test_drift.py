@@ -340,7 +340,7 @@ def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, 
     lines = out.splitlines()
     assert lines[1].lstrip().startswith("speed-up ") and "x over the original (95 % interval" in lines[1]
     assert lines[2].lstrip().startswith("latency ") and "as measured" in lines[2]  # the milliseconds, and when
-    assert "drift probe: not timed; `--probe 2`" in out
+    assert "drift probe: not timed; --probe 2 times it here for 2 s" in out  # the option, as the command line names it
     assert main(common + ["--probe", "0.2", "--measure", "--measure-out", str(tmp_path / "check"), "--no-progress",
                           "--json", str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .flags import command_line_text
 from .options import add_accept_modified, on_interrupt
 
 
@@ -21,12 +22,5 @@ def run(args: argparse.Namespace) -> int:
 
     with on_interrupt(lambda: f"interrupted: {args.output} not written (it is written whole, at the end)"):
         lut = build_lut(args.paths, args.output, accept_modified=args.accept_modified)
-    frame = lut.to_dataframe()
-    print(f"wrote {args.output}: {len(lut)} entries, {int(frame.noisy.sum())} marked noisy (IQR/median > 10 %)")
-    if lut.modified:
-        print(f"{lut.modified} record(s) changed after they were written: "
-              + ("used as they are (--accept-modified)" if args.accept_modified else
-                 "left out (the warnings name them; --accept-modified uses them)"))
-    for key in lut.devices():
-        print(f"  {key}  {lut.device_name(key)}: {len(lut.entries(key))} entries")
+    print("wrote " + lut.text(lambda text: command_line_text(text, "build-lut")))
     return 0

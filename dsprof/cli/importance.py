@@ -44,14 +44,6 @@ def run(args: argparse.Namespace) -> int:
             settings=proxy_settings(args, lr=args.lr),
             config=config, device=args.device,
         )
-    scored, record = found.scores, found.record
-    blocks = record["model"]["blocks"]
-    width = max(map(len, blocks))
-    print(f"{'block':<{width + 4}}  importance ({scored.unit})")
-    for i, (name, value) in enumerate(zip(blocks, scored.scores)):
-        print(f"{i:>2}  {name:<{width}}  {value:.6g}")
-    print("ranking (most important first): " + " ".join(map(str, scored.ranking)))
-    print(f"{scored.proxy}: {scored.seconds:.2f} s on {record['cost']['device']}")
+    print(str(found))
     print(use.line())
-    print(f"wrote {args.out} (for dsprof plan --importance)")
     return 0

@@ -48,7 +48,7 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import merge
-    from ..workflows.merge import format_cost_table, plan_model
+    from ..workflows.merge import plan_model
 
     ref = model_ref_from_args(args) or plan_model(  # no --model: the plan's, with the options given
         args.plan, args.checkpoint, options=model_options_from_args(args), resolution=args.resolution,
@@ -58,12 +58,5 @@ def run(args: argparse.Namespace) -> int:
         num_classes=args.num_classes, spans=spans_arg(args.spans), max_span=args.max_span,
         merge=merge_choice_from_args(args),
     )
-    print(command_line_text(outcome.merges.describe(), "merge"))
-    print(command_line_text(str(outcome.report), "merge"))
-    print()
-    print(command_line_text(format_cost_table(outcome.costs), "merge"))
-    print("before: original blocks, BatchNorm folded; after: merged model; memory at 16 bits, MACs for one image")
-    for path in (outcome.out, outcome.onnx):
-        if path is not None:
-            print(f"wrote {path}")
+    print(outcome.text(lambda text: command_line_text(text, "merge")))
     return 0

@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
-from ..units import percent
 from .flags import command_line_text
 from .options import (
     add_accept_modified,
@@ -60,44 +59,19 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import predict
-
-    def shown(found) -> None:  # before a partial prediction is refused, or the check timed
-        print(found.prediction)
-        if found.merges is not None:
-            print(command_line_text(found.merges.describe(), "predict"))
-        if args.probe is None:
-            print("drift probe: not timed; `--probe 2` times it here for 2 s and scales the milliseconds by this "
-                  "machine's speed now against the LUT's runs (the speed-up needs no scaling)")
-
     from ..workflows.check import CheckSettings
+
+    def words(text: str) -> str:
+        return command_line_text(text, "predict")
 
     found = predict(
         model_ref_from_args(args), load_lut(args.lut, args.accept_modified), args.plan,
         pricing=pricing_from_args(args), merge_by=args.merge_by, allow_partial=args.allow_partial, probe=args.probe,
         check=CheckSettings(args.measure_out, progress=not args.no_progress) if args.measure else False,
-        json_out=args.json, on_prediction=shown,
+        json_out=args.json, on_prediction=lambda shown: print(shown.head(words)),  # before it is refused or checked
     )
     if found.check is not None:
-        _print_check(found.prediction, found.check)
+        print(found.check_text())
     if args.json is not None:
         print(f"wrote {args.json}")
     return 0
-
-
-def _print_check(pred, checked) -> None:
-    """The paired line (speed-up first), then the milliseconds and the drift probe during the check."""
-    from ..workflows.check import check_line
-
-    if checked.paired is not None:
-        print(f"check: {check_line(checked.paired, pred)}")
-    else:
-        print("check: no plan, so nothing to pair: the original model timed alone")
-    measured_s = checked.measured_s
-    where = "inside" if pred.contains(measured_s) else "OUTSIDE"
-    print(f"  measured {measured_s * 1e3:.3f} ms per batch ({pred.device.batch / measured_s:.1f} FPS) now; predicted "
-          f"{pred.total_s * 1e3:.3f} ms {pred.when}: error {percent(pred.total_s / measured_s - 1)}, {where} the 95 % "
-          f"interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
-    ratio = checked.probe_ratio
-    if ratio is not None:
-        print(f"  drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time in the "
-              f"LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")

@@ -37,10 +37,5 @@ def run(args: argparse.Namespace) -> int:
     written = report(args.paths, args.output, lut=args.lut, plans=args.plans, accuracies=args.accuracies,
                      fronts=args.front, accept_modified=args.accept_modified, resolution=args.resolution,
                      merge_by=args.merge_by, commands=lambda text: command_line_text(text, "report"))
-    for message in written.skipped:
-        print(f"skipped: {command_line_text(message, 'report')}")
-    print(f"wrote {len(written.files)} files; open {written.html} (one file, opens offline) or {written.index}")
-    print()
-    for line in written.answer:  # last: what `make demo` ends with
-        print(command_line_text(line, "report"))
+    print(written.text(lambda text: command_line_text(text, "report")))
     return 0

@@ -37,7 +37,7 @@ def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         else:
             raise InputFileError(f"{p} does not exist; give measurement files (.jsonl) or folders holding them")
     if not files:
-        raise InputFileError("no measurement files (.jsonl) found; run `dsprof measure` first")
+        raise InputFileError("no measurement files (.jsonl) found; run `dsprof.measure()` first")
     return files
 
 
@@ -70,7 +70,7 @@ def build_lut(paths: str | Path | Iterable[str | Path], out: str | Path | None =
     (CSV, whole, at the end); one without an entry is refused then."""
     files = read_measurement_files(paths, accept_modified=accept_modified)
     lut = lut_from_files(files)
-    lut.modified = sum(len(f.modified_lines) for f in files)
+    lut.modified, lut.modified_used = sum(len(f.modified_lines) for f in files), accept_modified
     if out is not None:
         if not len(lut):
             raise LUTError("the measurement files hold no successful record; nothing to tabulate")

@@ -10,7 +10,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -83,6 +83,7 @@ class LUT:
         self._frame = _validate(frame.reset_index(drop=True), source)
         self.source = source
         self.modified = 0  # records changed after they were written, among those it was built from (`build_lut`)
+        self.modified_used = False  # whether those were used as they are (`build_lut(accept_modified=True)`)
 
     @classmethod
     def concat(cls, luts: "list[LUT]") -> "LUT":
@@ -162,6 +163,21 @@ class LUT:
     # -- views -----------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._frame)
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof build-lut` prints of the table it wrote: its file, entries and noisy ones, the changed records
+        it was built from, and each context with its count; in the caller's words (``words``:
+        `dsprof.cli.flags.command_line_text` gives the command line's options where this names parameters)."""
+        lines = [f"{self.source}: {len(self)} entries, {int(self._frame.noisy.sum())} marked noisy (IQR/median > 10 %)"]
+        if self.modified:
+            lines.append(words(f"{self.modified} record(s) changed after they were written: " + (
+                "used as they are (`accept_modified=True`)" if self.modified_used else
+                "left out (the warnings name them; `accept_modified=True` uses them)")))
+        lines += [f"  {key}  {self.device_name(key)}: {len(self.entries(key))} entries" for key in self.devices()]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def to_dataframe(self) -> pd.DataFrame:
         """A copy of the table (typed columns)."""

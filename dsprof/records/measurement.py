@@ -340,7 +340,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
     naming the file and the line."""
     path = Path(path)
     text = read_text(path, "measurement file", "give a .jsonl file that `dsprof measure` or `dsprof import` wrote",
-                     kind="measurement", if_missing="run `dsprof measure` first", error=MeasurementFileError)
+                     kind="measurement", if_missing="run `dsprof.measure()` first", error=MeasurementFileError)
     found = MeasurementFile(path, [], [], 0)
     lines = text.splitlines()
     cut_last = bool(text) and not text.endswith("\n")

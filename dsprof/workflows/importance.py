@@ -38,6 +38,18 @@ class Importance:
     record: dict[str, Any]
     path: Path | None = None
 
+    def __str__(self) -> str:
+        """What `dsprof importance` prints: each block's importance, the ranking, the proxy's time and the file."""
+        blocks, scored = self.record["model"]["blocks"], self.scores
+        width = max(map(len, blocks), default=5)
+        lines = [f"{'block':<{width + 4}}  importance ({scored.unit})"]
+        lines += [f"{i:>2}  {name:<{width}}  {value:.6g}" for i, (name, value) in enumerate(zip(blocks, scored.scores))]
+        lines += ["ranking (most important first): " + " ".join(map(str, scored.ranking)),
+                  f"{scored.proxy}: {scored.seconds:.2f} s on {self.record['cost']['device']}"]
+        if self.path is not None:
+            lines.append(f"wrote {self.path} (for `dsprof plan --importance`)")
+        return "\n".join(lines)
+
 
 def importance(
     model: str | nn.Module | ModelRef = "mobilenet_v2",

@@ -9,7 +9,7 @@ import copy
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 from torch import nn
@@ -43,6 +43,19 @@ class MergeOutcome:
     out: Path | None
     onnx: Path | None
     merges: Merges | None = None
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof merge` prints: which blocks merged and what decided it, the merge report, the per-block cost
+        table and the files written; in the caller's words (``words``: `dsprof.cli.flags.command_line_text` gives the
+        command line's options where this names parameters)."""
+        lines = [words(self.merges.describe())] if self.merges is not None else []
+        lines += [words(str(self.report)), "", words(format_cost_table(self.costs)),
+                  "before: original blocks, BatchNorm folded; after: merged model; memory at 16 bits, MACs for one image"]
+        lines += [f"wrote {path}" for path in (self.out, self.onnx) if path is not None]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 def merge(

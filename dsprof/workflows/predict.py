@@ -27,7 +27,8 @@ from ..models import ModelRef
 from ..profiler.fingerprint import environment, environment_id
 from ..profiler.probe import probe_now
 from ..profiler.timing import TimingConfig
-from .check import CheckSettings, PairedCheck, measure_planned_run, paired_check, planned_name
+from ..units import percent
+from .check import CheckSettings, PairedCheck, check_line, measure_planned_run, paired_check, planned_name
 
 __all__ = ["CheckSettings", "Checked", "Predicted", "predict"]
 
@@ -65,6 +66,44 @@ class Predicted:
     prediction: Prediction
     merges: Merges | None = None
     check: Checked | None = None
+
+    def head(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof predict` prints before it checks: the prediction, the plan's merges and, where the drift probe
+        was not timed, how to time it; in the caller's words (``words``: `dsprof.cli.flags.command_line_text` gives
+        the command line's options where this names parameters)."""
+        lines = [str(self.prediction)]
+        if self.merges is not None:
+            lines.append(words(self.merges.describe()))
+        if self.prediction.probe_ratio != self.prediction.probe_ratio:  # NaN: not timed
+            lines.append(words("drift probe: not timed; `probe=2` times it here for 2 s and scales the milliseconds by "
+                               "this machine's speed now against the LUT's runs (the speed-up needs no scaling)"))
+        return "\n".join(lines)
+
+    def check_text(self) -> str:
+        """The check's lines (empty without one): the paired speed-up against the predicted one (the plan's interval),
+        then the milliseconds and the drift probe during it."""
+        checked, pred = self.check, self.prediction
+        if checked is None:
+            return ""
+        lines = [f"check: {check_line(checked.paired, pred)}" if checked.paired is not None else
+                 "check: no plan, so nothing to pair: the original model timed alone"]
+        measured_s = checked.measured_s
+        where = "inside" if pred.contains(measured_s) else "OUTSIDE"
+        lines.append(f"  measured {measured_s * 1e3:.3f} ms per batch ({pred.device.batch / measured_s:.1f} FPS) now; "
+                     f"predicted {pred.total_s * 1e3:.3f} ms {pred.when}: error {percent(pred.total_s / measured_s - 1)}, "
+                     f"{where} the 95 % interval {pred.low_s * 1e3:.3f}-{pred.high_s * 1e3:.3f} ms")
+        if checked.probe_ratio is not None:
+            ratio = checked.probe_ratio
+            lines.append(f"  drift probe: during this measurement the machine ran the reference at {ratio:.3f}x its time "
+                         f"in the LUT's runs ({'slower' if ratio > 1 else 'faster'} by {abs(ratio - 1):.1%})")
+        return "\n".join(lines)
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof predict` prints (`head`, then `check_text`), in the caller's words."""
+        return "\n".join(part for part in (self.head(words), self.check_text()) if part)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def to_dict(self) -> dict[str, Any]:
         """The prediction (speed-up first, then milliseconds) and the check, as `dsprof predict --json` writes them."""

@@ -57,6 +57,17 @@ class Report:
     skipped: list[str] = field(default_factory=list)
     answer: list[str] = field(default_factory=list)  # the lines the page opens with (`dsprof.reports.summary`)
 
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof report` prints: what it skipped and why, the files written, then the answer (last: what
+        `make demo` ends with); in the caller's words (``words``: `dsprof.cli.flags.command_line_text` gives the
+        command line's options where this names parameters)."""
+        lines = [f"skipped: {words(message)}" for message in self.skipped]
+        lines += [f"wrote {len(self.files)} files; open {self.html} (one file, opens offline) or {self.index}", ""]
+        return "\n".join(lines + [words(line) for line in self.answer])
+
+    def __str__(self) -> str:
+        return self.text()
+
 
 def _explanations(paths: Iterable[str | Path]) -> list:
     """The block explanations (``*.explain.json``) in the measurement folders given."""
@@ -179,7 +190,7 @@ def report(
         records = _at_resolution(records, resolution)
     latest = latest_records(records)
     if not latest:
-        raise MeasurementFileError("the measurement files hold no successful record; run `dsprof measure` first")
+        raise MeasurementFileError("the measurement files hold no successful record; run `dsprof.measure()` first")
     given, merged = [], {}
     for p in (plans.values() if isinstance(plans, Mapping) else plan_sources(plans)):
         if str(p).endswith(".pt"):  # a merged model file: named by its stem, as `measure --merged-model` names it
