@@ -114,6 +114,9 @@ def test_measure_few_times_the_chosen_entries_and_predicts_the_rest(like, model,
         if measured:
             assert row.sources == records_path.name
     assert new.predicted_count(key) == len(cands) - 8
+    # what it printed (`FewResult.text`, `print(dsprof.api.measure_few(...))` too): the LUT it predicted from, the count
+    assert f"timed 8 of the model's {len(cands)} entries in {like}: " in text
+    assert f"predicted the other {len(cands) - 8} (leave-one-out error of the fit " in text
     front = plan_front(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION), new,
                        pricing=Pricing(max_span=MAX_SPAN))
     assert [p.k for p in front.points] == list(range(len(blocks) + 1))

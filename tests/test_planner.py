@@ -209,7 +209,8 @@ def test_intervals_too_wide_to_act_on_are_said_in_one_line(luts, tmp_path):
     pricing = Pricing(method="isolated", max_span=1)
     frame = luts["mbv2"].to_dataframe()
     frame["group_iqr_s"] = 0.0  # the groups' spread was timed, not ruled: the machine's drift must not decide here
-    quiet = plan_front(model, LUT(frame), pricing=pricing)
+    quiet_lut = LUT(frame.copy())
+    quiet = plan_front(model, quiet_lut, pricing=pricing)
     assert not [n for n in quiet.notes() if n.startswith("too wide")]
     rows = (frame.scope == "block") & frame.variant.isin(["merged", "linear"])
     frame.loc[rows, "iqr_s"] = frame.loc[rows, "median_s"] * 5
@@ -223,6 +224,12 @@ def test_intervals_too_wide_to_act_on_are_said_in_one_line(luts, tmp_path):
     front_file, _ = front.write(tmp_path / "front.json")
     write_report([Path(str(luts["mbv2"].source)).with_suffix(".jsonl")], tmp_path / "report", fronts=[front_file])
     assert "Too wide to act on: 7 of the 8 plans" in (tmp_path / "report" / "index.md").read_text()
+    # the same plan through `predict` says it too, in the same words; its prediction on the quiet LUT does not
+    wide = predict_latency(model, LUT(frame), worst.plan, method="isolated")
+    assert (wide.speedup_low, wide.speedup_high) == (worst.speedup_low, worst.speedup_high)
+    assert "too wide to act on: the speed-up's 95 % interval spans more than a factor of 2." in str(wide)
+    assert said[0].split(". ", 1)[1] in str(wide)  # why, and what narrows it: one sentence in both
+    assert "too wide" not in str(predict_latency(model, quiet_lut, worst.plan, method="isolated"))
 
 
 def test_a_block_that_buys_nothing_alone_is_named_and_still_offered(tmp_path):

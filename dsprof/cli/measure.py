@@ -96,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
 def _few(args: argparse.Namespace) -> int:
     """`dsprof measure --few N --like LUT`: N entries timed here, the rest predicted, the new context planned."""
     from ..api import measure_few
-    from ..profiler.runner import threads_note
 
     if args.remote:
         raise CliError("--few times here; for a remote device, export the chosen entries' model instead (no --remote)")
@@ -109,14 +108,7 @@ def _few(args: argparse.Namespace) -> int:
         settings=settings_from_args(args), batch=args.batch, timing=timing_from_args(args), out=args.out,
         lut_out=args.few_lut_out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
     )
-    print(command_line_text(threads_note(result.run.threads, result.run.threads_given), "measure"))
-    print(f"timed {len(result.chosen)} of the model's {result.candidates} entries in {args.like}: "
-          + "; ".join(result.names))
-    print(f"predicted the other {result.candidates - len(result.chosen)} (leave-one-out error of the fit "
-          f"{result.fit.loo_error:.1%}); records: {result.run.path}")
-    print(f"wrote {result.lut_path} (predicted entries marked: their sources start with 'predicted:')\n")
-    if result.front is not None:  # else the warning above said why no front was planned
-        print(command_line_text(result.front.table(), "measure"))
+    print(result.text(lambda text: command_line_text(text, "measure")))
     command = plan_command(result.lut_path, args.model, options, args.resolution, like=args.like,
                            accept_modified=args.accept_modified)
     print(f"\nnext: {command}")

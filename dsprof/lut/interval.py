@@ -70,11 +70,18 @@ from .piece import Piece, linearised
 from .table import LUT, LUTEntry, LUTMissError
 
 
-__all__ = ["IQR_TO_SD", "MEDIAN_SE", "Z95", "Bounds", "Calibration", "Estimate", "Estimated", "IntervalInputs", "Terms",
+__all__ = ["IQR_TO_SD", "MEDIAN_SE", "TOO_WIDE", "WIDE_WHY", "Z95", "Bounds", "Calibration", "Estimate", "Estimated", "IntervalInputs", "Terms",
            "calibration_of", "entry_error_s", "lut_probe", "median_error", "plan_bounds", "probe_ratio",
            "ratio_bounds", "relative_spread", "saving_error_s", "session_noise", "terms_of"]
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
+#: An interval whose high end is more than this many times its low end says nothing a deployment can act on (a plan
+#: of 1.2x within 0.8-1.8x could be slower or much faster): the front and a prediction say so in one line
+#: (`Estimated.too_wide`, `WIDE_WHY`).
+TOO_WIDE = 2.0
+#: Why an interval is that wide, and what narrows it: said by the front and by a prediction alike.
+WIDE_WHY = ("The LUT's medians scatter, or its pieces timed inside the model disagree with them; a plan's prediction "
+            "names which part widens it. Measured again on a quiet machine, with a longer budget, they narrow")
 #: The one conversion from an interquartile range to a standard deviation (a normal distribution's IQR is
 #: 1.349 sigma): every spread here is an IQR.
 IQR_TO_SD = 1 / 1.349
@@ -373,6 +380,11 @@ class Estimated:
     @property
     def speedup_low(self) -> float:
         return self.speedup_estimate.low
+
+    @property
+    def too_wide(self) -> bool:
+        """Whether the speed-up's 95 % interval spans more than a factor of `TOO_WIDE`: too wide to act on."""
+        return self.speedup_high > TOO_WIDE * self.speedup_low
 
     @property
     def speedup_high(self) -> float:

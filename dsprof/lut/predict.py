@@ -19,7 +19,7 @@ from ..records.merges import check_merges
 from .lookup import in_model_factor
 from .piece import Piece, comparable
 from .prices import CalibrationFallbackWarning, MethodFallbackWarning, Prices
-from .interval import Estimate, Estimated, plan_bounds, ratio_bounds
+from .interval import TOO_WIDE, WIDE_WHY, Estimate, Estimated, plan_bounds, ratio_bounds
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .schema import model_label
 from .table import LUT, LUTMissError, LUTMissWarning
@@ -180,6 +180,8 @@ class Prediction(Estimated):
             + (": below zero: the whole model measured faster than the sum of its blocks timed alone (noise, see "
                "the LUT's noisy column, or overhead a block pays only when timed alone); the total is still the whole "
                "model minus the blocks' savings" if self.rest_s < 0 else "")
+            + (f"\ntoo wide to act on: the speed-up's 95 % interval spans more than a factor of {TOO_WIDE:g}. "
+               f"{WIDE_WHY}" if self.too_wide else "")
             + (f"\nPARTIAL PREDICTION: the LUT lacks {len(self.missing)} of the keys it needs (block coverage "
                f"{self.coverage:.0%}); the total leaves their latency out" if self.missing else "")
         )

@@ -14,7 +14,7 @@ from typing import Any
 from ..device_context import DeviceContext
 from ..errors import UsageError
 from ..io import atomic_write_text, csv_row
-from ..lut.interval import Estimate, Estimated
+from ..lut.interval import TOO_WIDE, WIDE_WHY, Estimate, Estimated
 from ..records.plan import Plan
 from ..models import format_spans
 from ..units import percent
@@ -24,9 +24,6 @@ __all__ = ["FRONT_FORMAT", "Front", "FrontPoint", "LatencyBudget", "PresetPoint"
 
 FRONT_FORMAT = "dsprof.front"
 FRONT_VERSION = 1
-#: An interval whose high end is more than this many times its low end says nothing a deployment can act on (a plan
-#: of 1.2x within 0.8-1.8x could be slower or much faster); the front says so in one line (`Front.notes`).
-TOO_WIDE = 2.0
 
 
 @dataclass(frozen=True)
@@ -221,14 +218,12 @@ class Front:
         if self.no_gain:
             lines.append(f"no gain alone: blocks {_indices(self.no_gain)} are predicted no faster linearised alone "
                          "than with their activations (a plan still takes them where its k needs them, or in a span)")
-        wide = [p for p in self.points if p.speedup_high > TOO_WIDE * p.speedup_low]
+        wide = [p for p in self.points if p.too_wide]
         if wide:
             worst = max(wide, key=lambda p: p.speedup_high / p.speedup_low if p.speedup_low > 0 else math.inf)
             lines.append(f"too wide to act on: {len(wide)} of the {len(self.points)} plans' 95 % intervals span more "
                          f"than a factor of {TOO_WIDE:g} (k = {worst.k}: {worst.speedup_low:.3g}-"
-                         f"{worst.speedup_high:.3g}x). The LUT's medians scatter, or its pieces timed inside the model "
-                         "disagree with them; a plan's prediction names which part widens it. Measured again on a "
-                         "quiet machine, with a longer budget, they narrow")
+                         f"{worst.speedup_high:.3g}x). {WIDE_WHY}")
         return lines
 
     def __str__(self) -> str:

@@ -30,7 +30,8 @@ from ..models import ModelRef, find_blocks, format_span, input_size_of
 from ..planning.front import Front
 from ..planning.planner import plan_front
 from ..profiler.backends import BackendSettings
-from ..profiler.runner import MeasureResult, check_measurement_out, measure, timing_context, workload_groups
+from ..profiler.runner import (MeasureResult, check_measurement_out, measure, threads_note, timing_context,
+                               workload_groups)
 from ..profiler.selection import Workloads
 from ..profiler.timing import TimingConfig
 from ..profiler.workloads import Workload
@@ -52,6 +53,25 @@ class FewResult:
     max_span: int
     names: tuple[str, ...] = ()  # the chosen entries as people read them (`entry_names`), in ``chosen`` order
     front: Front | None = None  # the new context's plans for every k (`plan_front`); None where its LUT contradicts itself
+    like: str = ""  # the LUT the rest was predicted from (its file)
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof measure --few` prints: the threads, what was timed and what predicted (the fit's leave-one-out
+        error), the LUT written and the new context's front; in the caller's words (``words``:
+        `dsprof.cli.flags.command_line_text` gives the command line's options where this names parameters)."""
+        lines = [words(threads_note(self.run.threads, self.run.threads_given)),
+                 f"timed {len(self.chosen)} of the model's {self.candidates} entries in {self.like}: "
+                 + "; ".join(self.names),
+                 f"predicted the other {self.candidates - len(self.chosen)} (leave-one-out error of the fit "
+                 f"{self.fit.loo_error:.1%}); records: {self.run.path}"]
+        if self.lut_path is not None:
+            lines.append(f"wrote {self.lut_path} (predicted entries marked: their sources start with 'predicted:')")
+        if self.front is not None:  # else a warning said why no front was planned
+            lines += ["", words(self.front.table())]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 def workload_macs(net: Any, label: str, max_span: int, input_size: tuple[int, int] | None = None
@@ -198,5 +218,5 @@ def measure_few(
         warnings.warn(f"{path}: no front planned from it: {exc}", UserWarning, stacklevel=2)
         front = None
     return FewResult(run, tuple(c.key for c in chosen), lut, path, model_fit, len(cands), spans_held,
-                     tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen), front)
+                     tuple(names.get(c.key, f"{c.scope} {c.variant} {c.workload}") for c in chosen), front, str(like.source))
 
