@@ -424,3 +424,23 @@ def test_a_span_over_a_kept_block_is_said_as_the_command_line_writes_spans():
     with pytest.raises(PlanError) as refused:
         Plan("mobilenet_v2", (1, 0, 1, 1, 1, 1, 1), {"depths": [1] * 7}, spans=((0, 2),))
     assert str(refused.value) == "span 0-1 includes a block whose activations are kept (block 0)"
+
+
+def test_a_plans_check_is_the_original_and_the_plan_alone_through_measure_and_predict(luts, tmp_path):
+    """`dsprof measure --plan` timed a plan in the whole model's group, beside the stem and head a LUT keeps, where
+    `dsprof predict --measure` times it paired with the original alone; one plan's check read up to 6 % apart
+    through the two doors (benchmarks/RESULTS.md, "A check beside the stem and head"). Both time the same group of
+    two now: the stem and head go in a group of their own."""
+    ok("plan", *MODEL, "--lut", luts["torch"], "--keep", K, "--out", tmp_path / "front.json")
+    plan = tmp_path / "front.plan.json"
+    no_blocks = [a for a in CHECK if a not in ("--blocks", "none")]  # the default blocks: stem and head are timed
+    ok("measure", *MODEL, *no_blocks, "--plan", plan, "--out", tmp_path / "measured")
+    ok("predict", *MODEL, "--lut", luts["torch"], "--plan", plan, "--measure", "--measure-out", tmp_path / "predicted",
+       "--no-progress")
+    for folder in ("measured", "predicted"):
+        records = [r for p in (tmp_path / folder).glob("*.jsonl") for r in read_measurements(p) if r.scope != "probe"]
+        (checked,) = [r for r in records if r.variant == "custom"]
+        beside = sorted((r.scope, r.variant) for r in records if r.group == checked.group)
+        assert beside == [("model", "custom"), ("model", "original")], (folder, beside)
+    measured = [r for p in (tmp_path / "measured").glob("*.jsonl") for r in read_measurements(p)]
+    assert {r.scope for r in measured} >= {"stem", "head"}  # still timed, for the LUT, in the model's own group
