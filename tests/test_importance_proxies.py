@@ -203,13 +203,15 @@ def test_dsprof_importance_writes_the_file_and_search_uses_the_proxy(model_name,
     assert main(["importance", "--model-file", SPEC, "--resolution", str(RES), "--weights", str(inert_model),
                  "--data", "digits", "--proxy", "taylor", "--batches", "2", "--device", "cpu", "--out", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert "blocks.0" in shown and f"wrote {out}" in shown
+    assert "blocks.0" in shown and f"wrote {out} (for `dsprof plan --importance`)" in shown  # the option, on the CLI
     record = json.loads(out.read_text())
     assert record["format"] == "dsprof.importance" and record["proxy"]["settings"]["batches"] == 2
     assert record["importance"][0] == 0.0 and record["ranking"][-1] == 0 and record["data"]["resolution"] == RES
     # the same through the Python function, and the importance search with that proxy
-    scored_fn = dsprof.importance(ModelRef.of(model_name, resolution=RES, weights=inert_model), proxy="taylor",
-                                  settings=ProxySettings(batches=2), device="cpu").scores
+    found_fn = dsprof.importance(ModelRef.of(model_name, resolution=RES, weights=inert_model), proxy="taylor",
+                                 settings=ProxySettings(batches=2), device="cpu", out=tmp_path / "api.json")
+    scored_fn = found_fn.scores
+    assert f"wrote {tmp_path / 'api.json'} (for `dsprof.plan(importance=)`)" in str(found_fn)  # the parameter, in Python
     assert list(scored_fn.scores) == pytest.approx(record["importance"], rel=1e-9)
     found = search(ModelRef.of(model_name, resolution=RES, weights=inert_model), keep=3, run=TrainRun(device="cpu"),
                    proxy="taylor", settings=ProxySettings(batches=2))

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..constants import DEFAULT_FINETUNE
 from ..names import DEFAULT_PROXY
 from ..search.settings import TrainConfig
+from .flags import command_line_text
 from .options import add_model_args, model_ref_from_args
 from .training import ThreadUse, add_proxy_args, add_train_threads_arg, proxy_settings
 
@@ -44,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
             settings=proxy_settings(args, lr=args.lr),
             config=config, device=args.device,
         )
-    print(str(found))
+    print(found.text(lambda text: command_line_text(text, "importance")))
     print(use.line())
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from torch import nn
 
@@ -38,8 +38,10 @@ class Importance:
     record: dict[str, Any]
     path: Path | None = None
 
-    def __str__(self) -> str:
-        """What `dsprof importance` prints: each block's importance, the ranking, the proxy's time and the file."""
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof importance` prints: each block's importance, the ranking, the proxy's time and the file; in
+        the caller's words (``words``: `dsprof.cli.flags.command_line_text` gives the command line's options where
+        this names parameters)."""
         blocks, scored = self.record["model"]["blocks"], self.scores
         width = max(map(len, blocks), default=5)
         lines = [f"{'block':<{width + 4}}  importance ({scored.unit})"]
@@ -47,8 +49,11 @@ class Importance:
         lines += ["ranking (most important first): " + " ".join(map(str, scored.ranking)),
                   f"{scored.proxy}: {scored.seconds:.2f} s on {self.record['cost']['device']}"]
         if self.path is not None:
-            lines.append(f"wrote {self.path} (for `dsprof plan --importance`)")
+            lines.append(words(f"wrote {self.path} (for `dsprof.plan(importance=)`)"))
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 def importance(
