@@ -24,16 +24,16 @@ from pathlib import Path
 
 import torch
 
-from dsprof.models import ModelRef
 from dsprof.portable.timing_loop import DEFAULTS, first_group, time_interleaved
 from dsprof.profiler import BackendSettings
 from dsprof.profiler.workloads import model_workload
 from dsprof.runtimes import load_backend_class
+from pair_order import model_ref
 from planner_vs_random import load
 
 
 def later_over_first(model: str, resolution: int, backend_name: str, copies: int, groups: int, spare: bool = False) -> str:
-    ref = ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
+    ref = model_ref(model, resolution)
     torch.manual_seed(0)
     net = ref.build().eval()
     shape = (1, 3, resolution, resolution)
@@ -64,7 +64,7 @@ def later_over_first(model: str, resolution: int, backend_name: str, copies: int
 def check_by_build_order(model: str, resolution: int, backend_name: str, plan: str, groups: int) -> str:
     import dsprof
 
-    ref = ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
+    ref = model_ref(model, resolution)
     torch.manual_seed(0)
     modules = {"original": ref.build().eval(), "plan": dsprof.merge(ref, plan).model.eval()}
     shape = (1, 3, resolution, resolution)

@@ -23,16 +23,16 @@ from pathlib import Path
 import torch
 
 import dsprof
-from dsprof.models import ModelRef
 from dsprof.portable.timing_loop import DEFAULTS, first_group, time_interleaved
 from dsprof.profiler import BackendSettings
 from dsprof.profiler.workloads import model_workload, stem_head_workloads
 from dsprof.runtimes import load_backend_class
+from pair_order import model_ref
 from planner_vs_random import load
 
 
 def by_group(model: str, resolution: int, backend_name: str, plan: str, groups: int) -> str:
-    ref = ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
+    ref = model_ref(model, resolution)
     torch.manual_seed(0)
     net = ref.build().eval()
     merged = dsprof.merge(ref, plan).model.eval()

@@ -40,12 +40,18 @@ from calls_per_sample import all_merged
 from planner_vs_random import load
 
 
+def model_ref(model: str, resolution: int) -> ModelRef:
+    """``model`` as these timing benchmarks take it: a timm name (``lcnet_150``), ``mobilenet_v2`` of dsprof's zoo,
+    or any name with its source (``torchvision:NAME``), at ``resolution``."""
+    return ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
+
+
 def _median_ratio(base: list[float], other: list[float]) -> float:
     return statistics.median(o / b for b, o in zip(base, other))
 
 
 def compare(model: str, resolution: int, kind: str, groups: int, backend_name: str = "torch") -> str:
-    ref = ModelRef.of(f"timm:{model}" if ":" not in model and model != "mobilenet_v2" else model, resolution=resolution)
+    ref = model_ref(model, resolution)
     torch.manual_seed(0)
     net = ref.build().eval()
     other = net if kind == "copies" else all_merged(net, resolution)
