@@ -200,10 +200,14 @@ class Prices:
         its ``linear`` entry where the LUT has one and it was timed in that form (the profiler times the
         padding-in-front form, `dsprof.profiler.workloads.deployed_linear`; under ``in_place`` it covers the
         blocks that run alike either way, `dsprof.merging.block.deploys_alike`), else its ``original`` (what removing
-        activations alone changes is seldom measurable)."""
+        activations alone changes is seldom measurable) where the block deploys as built. A block whose padding in
+        front runs over a larger map has no price without its ``linear`` entry (None: a miss the hints name)."""
         linear = self.lookup(self.blocks[i].spec.to_str(), "linear")
-        if linear is not None and (border == "in_front" or deploys_alike(self.blocks[i])):
+        alike = deploys_alike(self.blocks[i])
+        if linear is not None and (border == "in_front" or alike):
             return "linear", linear
+        if border == "in_front" and not alike:
+            return "linear", None
         return "original", self.entries.originals[i]
 
     def linearized(self, i: int, merge: bool | None = None, border: str = "in_front") -> Piece:

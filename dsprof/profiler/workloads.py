@@ -20,7 +20,11 @@ Variants of a block (DESIGN, "Workload"):
   merge under a plan's default border and free activation (`deployed_linear`): its tail activation (ResNet's
   ReLU after the addition) or ReLU6 after it, and its padding back in place where that is exact (inverted
   residual, bottleneck), else done by its first convolution over a larger map (ResNet's basic block, VGG's
-  3x3 pairs: the padding-in-front form, see docs/merging.md).
+  3x3 pairs: the padding-in-front form, see docs/merging.md). Where that form is larger than the block as built
+  (`dsprof.merging.block.deploys_alike` is False) and ``merged`` is timed, ``linear`` is timed too, asked or not:
+  a plan that leaves the block unmerged runs that form, which its ``original`` entry does not price (MobileNetV4's
+  blocks of two padded depthwise convolutions at 160 px on OpenVINO: up to twice the MACs; benchmarks/RESULTS.md,
+  "Blocks left unmerged in a larger form").
 
 Whole models: ``original`` (BatchNorm folded), ``merged`` (every block replaced by its merged
 dense convolution) and ``flops_matched`` (every block replaced by a dense convolution, paper
@@ -46,7 +50,7 @@ import torch
 from torch import nn
 
 from ..errors import MergeError, PlanError, UsageError
-from ..merging.block import deployed_unmerged, merge_linearized
+from ..merging.block import deployed_unmerged, deploys_alike, merge_linearized
 from ..merging.fold import fold_batchnorm
 from ..merging.linearize import linearize_block
 from ..merging.model import merge_partial
@@ -242,6 +246,15 @@ def _check_macs(what: str, got: int, want: int) -> None:
         raise UsageError(f"{what}: FLOPs-matched MACs {got} are not within 5 % of {want}; the channels are too few to match")
 
 
+def _block_variants(variants: Sequence[str], block: Block) -> tuple[str, ...]:
+    """The variants timed of ``block``: ``variants``, with ``linear`` added where ``merged`` is among them and the block
+    left unmerged deploys in a larger form than built (padding in front over a larger map: `deploys_alike`), which
+    only its own entry prices."""
+    if "merged" in variants and "linear" not in variants and not deploys_alike(block):
+        return (*variants, "linear")
+    return tuple(variants)
+
+
 def _with_states(variants: Sequence[str], layout: ActLayout) -> list[tuple[str, tuple[int, ...] | None]]:
     """The variants timed of a block with ``layout``, each with its partial state (None for a variant that is not
     partial): the variants asked, in order, a partial one (``fused-expand``, ``fused-project``) as the block's state
@@ -284,7 +297,7 @@ def block_workloads(
         in_shape = (spec.in_channels, spec.in_h, spec.in_w)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = []
-        for variant, acts in _with_states(variants, act_layout(block)):
+        for variant, acts in _with_states(_block_variants(variants, block), act_layout(block)):
             channels = None
             if variant == "original":
                 module, shape = original, in_shape

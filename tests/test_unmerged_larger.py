@@ -1,0 +1,77 @@
+"""A block left unmerged in a larger form than built is timed and priced as that form (issue #46).
+
+Where a linearised block's padding cannot go back in place (ResNet's basic block: two padded 3x3 convolutions), a plan
+that leaves it unmerged deploys it with its padding in front: its first convolution runs over a map two pixels wider
+and taller than built. A runtime that fuses activations has no ``linear`` in its default variants, and the pricer
+read such a block's ``original`` entry for it, so that plans leaving these blocks unmerged were priced as if the ring
+cost nothing (MobileNetV4-conv-medium on OpenVINO at 160 px: every such block up to twice the MACs; benchmarks/RESULTS.md,
+"Blocks left unmerged in a larger form"). Expected MACs are worked from the architecture; expected prices are the
+LUT's own rows, read with `csv`.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torchvision
+
+from dsprof.lut import LUT, build_lut
+from dsprof.lut.predict import prices_of
+from dsprof.models import ModelRef
+from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler.workloads import block_workloads
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
+                    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
+
+
+def variants_of(groups) -> list[list[str]]:
+    return [[w.variant for w in g] for g in groups]
+
+
+def test_a_block_left_unmerged_in_a_larger_form_is_timed_linear_wherever_merged_is():
+    resnet = torchvision.models.resnet18().eval()
+    groups = block_workloads(resnet, ("original", "merged"), (64, 64))
+    assert variants_of(groups) == [["original", "merged", "linear"]] * 8  # every basic block, unasked
+    # layer1.0 at 64 px: 64 channels on the 16x16 map the stem's stride 4 leaves; built, two 3x3 convolutions at 16x16;
+    # unmerged with its padding in front, the first runs at 18x18 (input padded by 2, no padding of its own but 1)
+    original, _, linear = groups[0]
+    assert original.macs == 2 * 9 * 64 * 64 * 16 * 16
+    assert linear.macs == 9 * 64 * 64 * 18 * 18 + 9 * 64 * 64 * 16 * 16
+    # layer4.1 at 64 px: 512 channels at 2x2, the first convolution at 4x4: 2.5 times the block's MACs
+    assert groups[7][2].macs == 9 * 512 * 512 * (4 * 4 + 2 * 2)
+    # asked without merged, nothing is added; an inverted residual's padding goes back in place, so it never is
+    assert variants_of(block_workloads(resnet, ("original",), (64, 64))) == [["original"]] * 8
+    mnv2 = torchvision.models.mobilenet_v2().eval()
+    assert {tuple(v) for v in variants_of(block_workloads(mnv2, ("original", "merged"), (64, 64)))} == {
+        ("original", "merged")}
+
+
+def test_onnxruntime_prices_a_basic_block_left_unmerged_from_its_own_entry_or_names_the_miss(tmp_path):
+    ref = ModelRef.of("resnet18", resolution=32)
+    result = measure(ref, settings=BackendSettings(backend="onnxruntime", threads=1),
+                     workloads=Workloads(model_variants=("original",)), timing=FAST, out=tmp_path / "m.jsonl",
+                     progress=False)
+    build_lut([result.path]).save(tmp_path / "lut.csv")
+    with open(tmp_path / "lut.csv", newline="") as f:
+        lines = [line for line in f if not line.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    linear = {r["workload"]: float(r["median_s"]) for r in rows if r["variant"] == "linear" and r["scope"] == "block"}
+    prices = prices_of(ref, tmp_path / "lut.csv", method="isolated")
+    assert len(prices.blocks) == 8 and set(linear) == {b.spec.to_str() for b in prices.blocks}  # the default timed it
+    for i, block in enumerate(prices.blocks):
+        piece = prices.linearized(i, merge=False)
+        assert (piece.variant, piece.missing) == ("linear", None)
+        assert piece.latency_s == pytest.approx(linear[block.spec.to_str()], rel=1e-12)
+
+    # the same LUT without its linear rows (a LUT measured before this default): the piece is a miss that names the
+    # entry, and the planner offers the lone block merged, the way it prices
+    frame = LUT.load(tmp_path / "lut.csv").to_dataframe()
+    LUT(frame[frame["variant"] != "linear"], str(tmp_path / "old.csv")).save(tmp_path / "old.csv")
+    old = prices_of(ref, tmp_path / "old.csv", method="isolated")
+    piece = old.linearized(0, merge=False)
+    assert piece.missing is not None and piece.missing.endswith("[linear]") and old.blocks[0].spec.to_str() in piece.missing
+    assert old.linearized(0).variant == "merged"
