@@ -71,7 +71,9 @@ def default_block_variants(backend: str) -> tuple[str, ...]:
     with ``linear`` (its activations removed, not merged) where the backend runs activations apart: there a plan's
     unmerged blocks save time the LUT must see (MobileOne-S0's blocks at 64 px on one CPU thread: 1.05-1.10x each,
     where merging them is slower), while the compiling runtimes fuse the activation into the convolution (ONNX
-    Runtime: the same blocks 0.97-1.02x; benchmarks/RESULTS.md, "Activations apart")."""
+    Runtime: the same blocks 0.97-1.02x; benchmarks/RESULTS.md, "Activations apart"). Whatever the variants, a block
+    that deploys unmerged in a larger form than built is timed ``linear`` wherever ``merged`` is
+    (`dsprof.profiler.workloads.block_workloads`)."""
     entry = BACKENDS.get(backend)
     if entry is not None and entry.separate_activations:
         return (*DEFAULT_BLOCK_VARIANTS, "linear")
