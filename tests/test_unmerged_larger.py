@@ -16,9 +16,10 @@ import csv
 import pytest
 import torchvision
 
-from dsprof.lut import LUT, build_lut
+from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import prices_of
 from dsprof.models import ModelRef
+from dsprof.planning.planner import plan_front
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.profiler.workloads import block_workloads
 
@@ -75,3 +76,9 @@ def test_onnxruntime_prices_a_basic_block_left_unmerged_from_its_own_entry_or_na
     piece = old.linearized(0, merge=False)
     assert piece.missing is not None and piece.missing.endswith("[linear]") and old.blocks[0].spec.to_str() in piece.missing
     assert old.linearized(0).variant == "merged"
+    front = plan_front(ref, tmp_path / "old.csv", pricing=Pricing(method="isolated"))
+    assert [line for line in front.limits if line.startswith("variants: ")] == [
+        "variants: blocks 0 1 2 3 4 5 6 7 linearised alone are planned merged (merged): the LUT holds no unmerged "
+        f"entry of them for {old.label} on {old.key}"]
+    assert not [line for line in plan_front(ref, tmp_path / "lut.csv", pricing=Pricing(method="isolated")).limits
+                if line.startswith("variants: ")]

@@ -340,9 +340,11 @@ def alone(prices: Prices, i: int) -> Piece:
 
 
 def variants_note(prices: Prices) -> str:
-    """One line naming the blocks that `alone` plans in the variant the LUT holds rather than the one its rule would
-    deploy ("" where there is none)."""
-    swapped = [i for i in range(len(prices.blocks)) if alone(prices, i) is not prices.linearized(i)]
+    """One line naming the blocks that `alone` plans in the one variant the LUT holds of them, merged or unmerged,
+    where its rule cannot compare the two (a LUT measured without ``merged``, or without the ``linear`` entry of a
+    block that deploys unmerged in a larger form: `Prices.unmerged`); "" where there is none."""
+    swapped = [i for i in range(len(prices.blocks)) if alone(prices, i).found
+               and not comparable(prices.linearized(i, True), prices.linearized(i, False))]
     if not swapped:
         return ""
     by = {}
