@@ -279,7 +279,8 @@ def test_a_lut_without_merged_blocks_plans_them_unmerged_and_says_so(luts, tmp_p
     line = next(n for n in front["notes"] if n.startswith("variants: "))
     blocks = [int(i) for i in line.split("blocks ")[1].split(" linearised")[0].split()]
     assert line == (f"variants: blocks {' '.join(map(str, blocks))} linearised alone are planned unmerged (linear): "
-                    f"the LUT holds no merged entry of them for {front['model']} on {front['device']}")
+                    f"the LUT holds no merged entry of them for {front['model']} on {front['device']}; a `dsprof "
+                    "measure` (or dsprof.measure) that times them merged lets the planner compare both")
     assert out.count(line) == 1 and blocks
     for p in front["points"]:  # a block linearised alone is not merged; a span's blocks are
         in_span = {i for start, stop in p["spans"] for i in range(start, stop)}

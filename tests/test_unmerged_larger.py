@@ -79,6 +79,7 @@ def test_onnxruntime_prices_a_basic_block_left_unmerged_from_its_own_entry_or_na
     front = plan_front(ref, tmp_path / "old.csv", pricing=Pricing(method="isolated"))
     assert [line for line in front.limits if line.startswith("variants: ")] == [
         "variants: blocks 0 1 2 3 4 5 6 7 linearised alone are planned merged (merged): the LUT holds no unmerged "
-        f"entry of them for {old.label} on {old.key}"]
+        f"entry of them for {old.label} on {old.key}; a `dsprof measure` (or dsprof.measure) that times them linear "
+        "lets the planner compare both"]
     assert not [line for line in plan_front(ref, tmp_path / "lut.csv", pricing=Pricing(method="isolated")).limits
                 if line.startswith("variants: ")]

@@ -353,7 +353,9 @@ def variants_note(prices: Prices) -> str:
     parts = [f"blocks {_indices(tuple(v))} linearised alone are planned {'merged' if k == 'merged' else 'unmerged'}"
              f" ({k}): the LUT holds no {'unmerged' if k == 'merged' else 'merged'} entry of them"
              for k, v in sorted(by.items())]
-    return f"variants: {'; '.join(parts)} for {prices.label} on {prices.key}"
+    timed = " and ".join(sorted({"linear" if k == "merged" else "merged" for k in by}))
+    return (f"variants: {'; '.join(parts)} for {prices.label} on {prices.key}; a `dsprof measure` (or "
+            f"dsprof.measure) that times them {timed} lets the planner compare both")
 
 
 def _indices(values: tuple[int, ...]) -> str:
