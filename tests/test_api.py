@@ -213,6 +213,22 @@ def test_each_verbs_result_prints_what_its_command_prints(tmp_path, capsys, one_
     assert cli("merge", *flags, "--plan", plan_file, "--out", str(tmp_path / "cli.pt")) == [
         line.replace("api.pt", "cli.pt") for line in text]
 
+    # export: the plan's merges, then the bundle written, its workloads as many as its manifest lists; the command
+    # line prints the same, then its next steps. The result still unpacks as the pair it was.
+    from dsprof.profiler import Workloads
+
+    little = Workloads(("original",), ("original",), blocks="features.1")
+    exported = dsprof.export(model, plans=[plan_file], workloads=little, out=tmp_path / "api-bundle")
+    bundle, merges = exported
+    manifest = json.loads((tmp_path / "api-bundle" / "manifest.json").read_text())
+    text = str(exported).splitlines()
+    assert len(merges) == 1 and text[0].startswith(f"{planned.chosen.plan.name}: merged blocks ")
+    assert bundle.workloads == len(manifest["workloads"]) == 5  # the block, the model, its stem and head, the plan
+    assert text[1:] == [f"wrote {tmp_path / 'api-bundle'}: 5 workloads (onnx), manifest.json and run_bundle.py"]
+    shown = cli("export", *flags, "--plan", plan_file, "--variants", "original", "--model-variants", "original",
+                "--blocks", "features.1", "--quiet", "--out", str(tmp_path / "cli-bundle"))
+    assert shown[:-1] == [line.replace("api-bundle", "cli-bundle") for line in text] and shown[-1].startswith("next: ")
+
     # report: what it skipped, the files, then the answer (last)
     pages = dsprof.report([records], tmp_path / "api-report", lut=lut, fronts=[tmp_path / "front.json"])
     text = str(pages).splitlines()

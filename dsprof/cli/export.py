@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..runtimes import FORMATS, runtime_of_format
 from .commands import import_command, runner_command
+from .flags import command_line_text
 from .options import (add_model_args, add_timing_args, add_workload_args, csv_list, merge_choice_from_args,
                       model_ref_from_args, on_interrupt, timing_from_args, workloads_from_args)
 
@@ -35,17 +36,15 @@ def run(args: argparse.Namespace) -> int:
     from ..api import export
 
     with on_interrupt(lambda: f"interrupted: no bundle written ({args.out} is as it was)"):
-        result, merges = export(
+        exported = export(
             model_ref_from_args(args), plans=args.plan or (), merged_models=args.merged_model or (),
             merge=merge_choice_from_args(args), batch=args.batch, workloads=workloads_from_args(args), out=args.out, formats=csv_list(args.format),
             timing=timing_from_args(args), overwrite=args.overwrite, log=None if args.quiet else print,
             **({"opset": args.opset} if args.opset else {}),
         )
-    for decided in merges:
-        print(decided.describe())
+    print(exported.text(command_line_text))
+    result = exported.bundle
     runtime = runtime_of_format(result.manifest["formats"][0])
-    print(f"wrote {result.path}: {result.workloads} workloads ({', '.join(result.manifest['formats'])}), "
-          f"manifest.json and run_bundle.py")
     print(f"next: copy {result.path} to the device, run `{runner_command(runtime)}` there, "
           f"then `{import_command(result.path)}` here (docs/devices/)")
     return 0

@@ -10,7 +10,7 @@ The names below are imported on first use.
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(("Measured", "export", "measure", "plan_models"), ".measure"),
+    **dict.fromkeys(("Exported", "Measured", "export", "measure", "plan_models"), ".measure"),
     **dict.fromkeys(("FewResult", "measure_few"), ".few"),
     **dict.fromkeys(("PairedCheck", "check_line", "measure_planned", "measure_planned_run", "paired_check",
                      "planned_name", "probe_now"), ".check"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from torch import nn
 
@@ -42,7 +42,7 @@ from .calibrate import calibration_groups, check_calibration_request
 from ..profiler.summary import format_summary
 from .check import PairedCheck, check_line, paired_check
 
-__all__ = ["MOVED_KEYWORDS", "Measured", "export", "measure", "plan_models", "remote_host"]
+__all__ = ["MOVED_KEYWORDS", "Exported", "Measured", "export", "measure", "plan_models", "remote_host"]
 
 
 @dataclass(frozen=True)
@@ -261,6 +261,25 @@ def measure(
     return Measured(run, merges, {n: paired_check(run.measurements, n) for n in extra})
 
 
+class Exported(NamedTuple):
+    """What `export` wrote (``bundle``) and the merges its plans' models were built with; it unpacks as the pair
+    `export` returned before (``bundle, merges = dsprof.export(...)``) and prints what `dsprof export` prints."""
+
+    bundle: ExportResult
+    merges: tuple[Merges, ...]
+
+    def text(self, words: Callable[[str], str] = str) -> str:
+        """What `dsprof export` prints before its next steps: each plan's merges and the bundle written; in the
+        caller's words (``words``: `dsprof.cli.flags.command_line_text` gives the command line's options)."""
+        formats = self.bundle.manifest["formats"]
+        return "\n".join([*(words(m.describe()) for m in self.merges),
+                          f"wrote {self.bundle.path}: {self.bundle.workloads} workloads ({', '.join(formats)}), "
+                          "manifest.json and run_bundle.py"])
+
+    def __str__(self) -> str:
+        return self.text()
+
+
 def export(
     model: str | nn.Module | ModelRef = "mobilenet_v2",
     *,
@@ -271,7 +290,7 @@ def export(
     workloads: Workloads | None = None,
     out: str | Path = "bundle",
     **bundle: Any,
-) -> tuple[ExportResult, tuple[Merges, ...]]:
+) -> Exported:
     """`dsprof export`: the workloads `measure` would time of ``model`` (anything `dsprof.models.ModelRef.of` takes,
     as in `measure`), with the models ``plans`` and ``merged_models`` add (`plan_models`), written as a bundle for a
     device that cannot host dsprof (`dsprof.edge.export_bundle`, which takes the other keywords: formats, timing,
@@ -279,7 +298,7 @@ def export(
     one). ``merge``: what merges the plans without their own list, as in `measure`. The keywords of before
     (``name=``, ``options=``, ``resolution=``, ``weights=``, the fields of ``model``'s `ModelRef`; ``lut=``,
     ``device_key=``, ``merge_by=``, ``accept_modified=``, those of ``merge``) still work for a release, with a
-    `DeprecationWarning`. Returns the bundle and the merges its plans' models were built with."""
+    `DeprecationWarning`. Returns the bundle and the merges its plans' models were built with (`Exported`, a pair)."""
     homes = {**_MODEL_KEYWORDS, **_MERGE_KEYWORDS}
     moved = moved_keywords("dsprof.export", {k: bundle.pop(k) for k in homes if k in bundle}, homes)
     merge = _objects(None, None, None, merge, moved)[3]
@@ -294,5 +313,4 @@ def export(
     ref = ModelRef.of(model, **moved.get("model", {})).built()  # built once: its plans' models and the bundle
     extra, merges = plan_models(ref, plans=[*plan_sources(plans), *plan_sources(merged_models)], lut=lut, device_key=device_key,
                                 merge_by=merge_by, accept_modified=accept_modified, batch=batch)
-    result = export_bundle(ref, extra_models=extra, batch=batch, out=out, **bundle)
-    return result, merges
+    return Exported(export_bundle(ref, extra_models=extra, batch=batch, out=out, **bundle), tuple(merges))
