@@ -19,7 +19,7 @@ from .errors import BadFileError
 __all__ = ["FieldError", "MAX_BATCH", "MAX_CHANNELS", "MAX_COUNT", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S",
            "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_environment",
            "check_model_options", "check_name", "check_number", "check_plain", "check_shape", "check_samples",
-           "check_text", "check_token", "shown"]
+           "check_text", "check_token", "plain", "shown"]
 
 
 class FieldError(BadFileError):
@@ -89,15 +89,21 @@ def check_name(value: Any, field: str) -> str:
 
 
 
-def check_text(value: Any, field: str, *, limit: int = 1000, none: bool = False) -> str | None:
-    """``value`` as free text (a note, an error message): a string of at most ``limit`` characters without control
-    characters (a newline, an escape); ``none``: None too."""
+def check_text(value: Any, field: str, *, limit: int = 1000, none: bool = False, quoted: bool = False) -> str | None:
+    """``value`` as free text (a plan's name, a note): a string of at most ``limit`` characters without control
+    characters (a newline, an escape) and without backquotes, which dsprof's messages keep for the parameters and
+    calls the command line shows as its own options and commands (`dsprof.cli.flags.command_line_text`), so that a
+    name from a file can never print as a command to run; ``quoted``: backquotes too (a runtime's error message,
+    which is only shown); ``none``: None too."""
     if value is None and none:
         return None
     if not isinstance(value, str):
         raise FieldError(f"field {field!r} must be a string, got {type(value).__name__}")
     if len(value) > limit or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise FieldError(f"field {field!r} must be text of at most {limit} characters without control characters")
+    if "`" in value and not quoted:
+        raise FieldError(f"field {field!r} is {shown(value)}: it holds a backquote, which dsprof keeps for the "
+                         "commands its messages suggest; write it without backquotes")
     return value
 
 
@@ -225,7 +231,14 @@ def check_environment(env: Any, field: str = "environment") -> dict[str, Any]:
     return env
 
 
+def plain(text: Any) -> str:
+    """``text`` (data: a value from a file, a library's error about it) for a message, each backquote written
+    ``\\x60`` (as Python may write it), so that no data forms a span that `dsprof.cli.flags.command_line_text` would
+    show as a command."""
+    return str(text).replace("`", "\\x60")
+
+
 def shown(value: Any) -> str:
-    """``value`` for a message: its repr, cut to 60 characters."""
-    text = repr(value)
+    """``value`` for a message: its repr (`plain`), cut to 60 characters."""
+    text = plain(repr(value))
     return text if len(text) <= 60 else text[:57] + "..."

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
+from .fields import shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -265,7 +266,7 @@ def load_torch_payload(path: str | Path, fmt: str, what: str, if_missing: str) -
     if not isinstance(payload, dict) or payload.get("format") != fmt:
         name, kind = sniff(_head(Path(path)))
         instead = f"it is {name}; {kind.goes}" if kind else f"it is {name}"
-        raise BadFileError(f"{path} is not a {what} (no format {fmt!r}: {instead}); {if_missing}")
+        raise BadFileError(f"{path} is not a {what} (no format {shown(fmt)}: {instead}); {if_missing}")
     return payload
 
 

@@ -5,11 +5,13 @@ command into a table, and no traceback -- each crafted input through the real co
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import json
 import os
 import re
+import subprocess
 from html import unescape
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 
 from cli_run import dsprof_here
 from dsprof.errors import OutputPathError
+from dsprof.fields import shown
 from dsprof.io import csv_cell, csv_frame, output_path, slug
 from dsprof.records.measurement import MeasurementWriter, read_measurements, record_checksum
 from dsprof.reports.escape import latex_escape, markdown_safe, safe_link
@@ -298,3 +301,52 @@ def test_the_lut_file_holds_no_formula_cell(tmp_path):
     text = path.read_text()
     body, end = text[: text.rindex("# end")], text[text.rindex("# end"):]
     assert end == f"# end rows={len(frame)} sha256={hashlib.sha256(body.encode()).hexdigest()}\n"  # docs/lut.md
+
+
+# -- data never prints as a command ------------------------------------------------------------------------------
+
+#: A name that, were it read as dsprof's own words, would print as a suggested command holding a shell substitution.
+COMMAND_NAME = "x `dsprof.measure(model='evil', out='$(touch PWNED)')` y"
+
+
+def _refused_without_a_command(done: subprocess.CompletedProcess, field: str) -> None:
+    """One line on stderr, exit 2, naming ``field``; the name shown with each backquote as Python's ``\\x60``, and no
+    ``dsprof measure`` command anywhere."""
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert f"field '{field}'" in line and "backquote" in line
+    assert "`dsprof.measure" not in line and "\\x60dsprof.measure(model=" in line
+    assert "dsprof measure" not in done.stdout + done.stderr and "PWNED" not in done.stdout
+
+
+def test_a_name_from_a_file_never_prints_as_a_command(tmp_path):
+    """A plan's name (`merge`, `predict`) and a front's name (`report`) holding a backquoted dsprof call: dsprof's
+    messages keep backquotes for what the command line shows as its own options and commands, so a name from a file
+    that holds one is refused in one line (it printed as "`dsprof measure --model evil --out '$(touch PWNED)'`"
+    before), at `dsprof search --name`'s door too, before any search; nothing is written."""
+    plan = json.loads((FIXTURES / "tiny-ds.json").read_text())
+    (tmp_path / "plan.json").write_text(json.dumps(dict(plan, name=COMMAND_NAME)))
+    model = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
+    _refused_without_a_command(dsprof_here("merge", *model, "--plan", tmp_path / "plan.json", "--merge-by", "macs",
+                                           "--out", tmp_path / "m.pt"), "name")
+    lut = tmp_path / "lut.csv"
+    assert dsprof_here("build-lut", FIXTURES / "tiny_torch.jsonl", "-o", lut).returncode == 0
+    _refused_without_a_command(dsprof_here("predict", *model, "--lut", lut, "--plan", tmp_path / "plan.json"), "name")
+    front = json.loads(_front(tmp_path / "f.json").read_text())
+    (tmp_path / "f.json").write_text(json.dumps(dict(front, name=COMMAND_NAME, stem="f",
+                                                     presets=[{"name": "p", "k": 3, "latency_s": 1e-3}])))
+    _refused_without_a_command(dsprof_here("report", FIXTURES / "tiny_torch.jsonl", "-o", tmp_path / "report",
+                                           "--front", tmp_path / "f.json"), "name")
+    done = dsprof_here("search", *model, "--method", "random", "--keep", "2", "--name", COMMAND_NAME,
+                       "--out", tmp_path / "s.json")
+    assert done.returncode == 2 and "--name" in done.stderr and "backquote" in done.stderr
+    assert "dsprof measure" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "lut.csv", "plan.json"]
+
+
+def test_a_value_shown_in_a_message_reads_back_as_itself():
+    """`dsprof.fields.shown`: Python's repr with each backquote as ``\\x60``, the escape Python reads back."""
+    for value in ("a`b", "`dsprof.blocks()`", ["`x`", 1]):
+        text = shown(value)
+        assert "`" not in text and ast.literal_eval(text) == value
+    assert shown("plain") == "'plain'"

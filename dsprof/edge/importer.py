@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DsprofError, InputFileError, OutputPathError
-from ..fields import FieldError
+from ..fields import FieldError, shown
 from ..io import atomic_output, read_text
 from ..profiler.backends import BackendSettings
 from ..profiler.fingerprint import environment_id
@@ -51,16 +51,16 @@ def _check_lines(lines: list[dict[str, Any]], manifest: dict[str, Any], path: Pa
     for number, line in enumerate(lines, 1):
         if line.get("bundle_id") != manifest["bundle_id"]:
             raise EdgeError(
-                f"{path}, result {number}: it belongs to bundle {line.get('bundle_id')!r}, not to this bundle "
+                f"{path}, result {number}: it belongs to bundle {shown(line.get('bundle_id'))}, not to this bundle "
                 f"({manifest['bundle_id']}); import it with the bundle it was timed from"
             )
         if not isinstance(line.get("workload"), str) or line["workload"] not in known:  # a list would not hash
             raise EdgeError(
-                f"{path}, result {number}: workload {line.get('workload')!r} is not in the bundle's manifest "
+                f"{path}, result {number}: workload {shown(line.get('workload'))} is not in the bundle's manifest "
                 f"(it has w0..w{len(known) - 1}); the file was edited or mixed with another run"
             )
         if not isinstance(line.get("runtime"), str) or line["runtime"] not in RUNTIMES:
-            raise EdgeError(f"{path}, result {number}: unknown runtime {line.get('runtime')!r}")
+            raise EdgeError(f"{path}, result {number}: unknown runtime {shown(line.get('runtime'))}")
         diff = [k for k in _SETTINGS if line.get(k) != first.get(k)]
         if diff:
             raise EdgeError(f"{path} mixes runs with different {', '.join(diff)}; keep one results file per run")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import LUTError, LUTMissError, WithHint  # (LUTError: defined once, in dsprof.errors)
 from ..fields import (MAX_BATCH, MAX_SAMPLE_S, MAX_THREADS, FieldError, check_count, check_name, check_text,
-                      check_token, shown)
+                      check_token, plain, shown)
 from ..io import atomic_write_text, csv_frame, read_text
 from ..portable.cpu_share import CPU_SHARE_WARNING
 from ..models import BlockSpec
@@ -318,7 +318,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     for i, row in enumerate(frame.itertuples(index=False)):
         r = row._asdict()
         if str(r["schema"]) != SCHEMA:
-            raise LUTError(f"{where(i)}: unknown schema version {r['schema']!r}; this dsprof reads {SCHEMA}")
+            raise LUTError(f"{where(i)}: unknown schema version {shown(r['schema'])}; this dsprof reads {SCHEMA}")
         try:
             typed = {
                 "batch": int(r["batch"]),
@@ -335,7 +335,7 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
                 "noisy": _BOOL[str(r["noisy"])] if not isinstance(r["noisy"], bool) else r["noisy"],
             }
         except (ValueError, KeyError, TypeError) as exc:
-            raise LUTError(f"{where(i)}: a value is not of its column's type ({exc})") from None
+            raise LUTError(f"{where(i)}: a value is not of its column's type ({plain(exc)})") from None
         # the compile mode (older tables: True/False, with backend torch for torch-compile): `compile_setting`
         typed["backend"], typed["compile"] = compile_setting(str(r["backend"]), r["compile"])
         try:  # the names and counts a table from elsewhere may carry: `dsprof.fields`
@@ -350,11 +350,11 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         except FieldError as exc:
             raise LUTError(f"{where(i)}: {exc}; rebuild the LUT with `dsprof.build_lut()`") from None
         if typed["median_s"] > MAX_SAMPLE_S:
-            raise LUTError(f"{where(i)}: median_s must be at most {MAX_SAMPLE_S:.0f} seconds, got {r['median_s']!r}")
+            raise LUTError(f"{where(i)}: median_s must be at most {MAX_SAMPLE_S:.0f} seconds, got {shown(r['median_s'])}")
         if not math.isfinite(typed["median_s"]) or typed["median_s"] <= 0:
-            raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {r['median_s']!r}")
+            raise LUTError(f"{where(i)}: median_s must be a positive number of seconds, got {shown(r['median_s'])}")
         if not math.isfinite(typed["iqr_s"]) or typed["iqr_s"] < 0:
-            raise LUTError(f"{where(i)}: iqr_s must be a non-negative number of seconds, got {r['iqr_s']!r}")
+            raise LUTError(f"{where(i)}: iqr_s must be a non-negative number of seconds, got {shown(r['iqr_s'])}")
         if typed["n_samples"] < 1 or typed["batch"] < 1 or typed["threads"] < 0 or typed["groups"] < 1:
             raise LUTError(f"{where(i)}: n_samples, groups and batch must be >= 1 and threads >= 0")
         if not typed["group_iqr_s"] >= 0 or not (math.isnan(typed["ratio"]) or typed["ratio"] > 0) \
@@ -362,9 +362,9 @@ def _validate(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             raise LUTError(f"{where(i)}: group_iqr_s and ratio_se must be >= 0 and ratio > 0 (or empty)")
         if not (math.isnan(typed["cpu_share"]) or 0 <= typed["cpu_share"] <= MAX_THREADS):
             raise LUTError(f"{where(i)}: cpu_share must be a share of the CPU time, from 0 (or empty); got "
-                           f"{r['cpu_share']!r}")
+                           f"{shown(r['cpu_share'])}")
         if r["scope"] not in SCOPES:
-            raise LUTError(f"{where(i)}: unknown scope {r['scope']!r}; known: {', '.join(SCOPES)}")
+            raise LUTError(f"{where(i)}: unknown scope {shown(r['scope'])}; known: {', '.join(SCOPES)}")
         if r["scope"] == "block":
             try:
                 BlockSpec.from_str(str(r["workload"]))

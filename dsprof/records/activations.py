@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import PlanError
+from ..fields import shown
 from ..names import ACT_VARIANTS
 
 __all__ = ["ACT_VARIANTS", "ActLayout", "acts_of_keep", "block_runs", "check_acts", "crossing_candidates",
@@ -66,16 +67,16 @@ def check_acts(acts: object, n_blocks: int | None = None) -> tuple[tuple[int, ..
     """``acts`` (a list of lists of 0/1, one list per block) as a tuple of tuples; `PlanError` naming what is wrong.
     ``n_blocks``: the length it must have."""
     if not isinstance(acts, (list, tuple)) or not acts:
-        raise PlanError(f"'acts' must be a non-empty list (one list of 0/1 per block), got {acts!r:.80}")
+        raise PlanError(f"'acts' must be a non-empty list (one list of 0/1 per block), got {shown(acts)}")
     if n_blocks is not None and len(acts) != n_blocks:
         raise PlanError(f"'acts' has {len(acts)} entries but 'keep' has {n_blocks}: one list of 0/1 per block")
     out = []
     for i, block in enumerate(acts):
         if not isinstance(block, (list, tuple)) or len(block) > MAX_BLOCK_ACTS:
             raise PlanError(f"'acts' entry {i} must be a list of at most {MAX_BLOCK_ACTS} 0/1 (1 = activation kept), "
-                            f"got {block!r:.80}")
+                            f"got {shown(block)}")
         if any(isinstance(a, bool) or a not in (0, 1) for a in block):
-            raise PlanError(f"'acts' entry {i} must hold 0/1 only (1 = activation kept), got {list(block)!r:.80}")
+            raise PlanError(f"'acts' entry {i} must hold 0/1 only (1 = activation kept), got {shown(list(block))}")
         out.append(tuple(int(a) for a in block))
     return tuple(out)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
-from ..fields import FieldError, check_model_options, check_plain, check_text
+from ..fields import FieldError, check_model_options, check_plain, check_text, shown
 from ..io import atomic_write_text, read_json, slug
 from ..models.registry import model_args, normalized_options
 from .plan import same_family
@@ -61,7 +61,7 @@ def read_importance(path: str | Path) -> dict[str, Any]:
         raise BadFileError(f"{path} is not an importance file (no \"format\": \"{IMPORTANCE_FORMAT}\"); {_GIVE}")
     version = data.get("version")
     if not isinstance(version, int) or version > IMPORTANCE_VERSION:
-        raise BadFileError(f"{path}: importance file version {version!r} is not one this dsprof reads "
+        raise BadFileError(f"{path}: importance file version {shown(version)} is not one this dsprof reads "
                            f"(up to {IMPORTANCE_VERSION}); write it again with this dsprof's `dsprof importance`")
     values, model = data.get("importance"), data.get("model")
     if not isinstance(model, dict) or not isinstance(model.get("name"), str):

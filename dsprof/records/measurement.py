@@ -41,6 +41,7 @@ from ..fields import (
     check_shape,
     check_text,
     check_token,
+    shown,
 )
 from ..io import read_text
 from ..models import BlockSpec
@@ -238,7 +239,7 @@ class Measurement:
         """A record from its JSON fields; one with its ``sha256`` checksum is checked against it (a mismatch raises
         `MeasurementFileError`; `read_measurement_file` decides what to do with changed records)."""
         if data.get("schema") != SCHEMA:
-            raise MeasurementFileError(f"not a {SCHEMA} record (schema {data.get('schema')!r})")
+            raise MeasurementFileError(f"not a {SCHEMA} record (schema {shown(data.get('schema'))})")
         if CHECKSUM_FIELD in data:
             data = dict(data)
             if data.pop(CHECKSUM_FIELD) != record_checksum(data):
@@ -280,11 +281,11 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
         check_number(values.get(name), name, 0)
     if values.get("channels") is not None:
         if not isinstance(values["channels"], (list, tuple)) or len(values["channels"]) != 2:
-            raise FieldError(f"field 'channels' must be null or two integers (in, out), got {values['channels']!r:.60}")
+            raise FieldError(f"field 'channels' must be null or two integers (in, out), got {shown(values['channels'])}")
         for i, c in enumerate(values["channels"]):
             check_count(c, f"channels[{i}]", 1, MAX_CHANNELS)
     check_text(values.get("stop_reason"), "stop_reason", limit=64, none=True)
-    check_text(values.get("error"), "error", none=True)
+    check_text(values.get("error"), "error", none=True, quoted=True)
     check_environment(values.get("environment"))
     for name in ("state_before", "state_after", "runtime_info"):
         if not isinstance(values.get(name) or {}, dict):

@@ -83,14 +83,18 @@ class Plan:
                 "a module given in this process; a plan made for your own nn.Module is read once that module is named "
                 f"here (`dsprof.ModelRef.of(module, name={self.model!r})`), and one for a model file with that file "
                 "(`path.py:factory`) as the model", self.model) from None
+        try:  # a name is shown in messages and pages: the rule a plan file's name is held to, for every plan
+            check_text(self.name, "name", none=True)
+        except FieldError as exc:
+            raise PlanError(str(exc)) from None
         keep = tuple(self.keep)
         if not keep or any(isinstance(k, str) or k not in (0, 1) for k in keep):
             raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {list(self.keep)}")
         object.__setattr__(self, "keep", tuple(int(k) for k in keep))
         if self.border not in BORDER_MODES:
-            raise PlanError(f"'border' must be one of {', '.join(BORDER_MODES)}, got {self.border!r}")
+            raise PlanError(f"'border' must be one of {', '.join(BORDER_MODES)}, got {shown(self.border)}")
         if self.free_activation is not None and self.free_activation.lower() not in FREE_ACTIVATIONS:
-            raise PlanError(f"'free_activation' must be one of {', '.join(FREE_ACTIVATIONS)} or null, got {self.free_activation!r}")
+            raise PlanError(f"'free_activation' must be one of {', '.join(FREE_ACTIVATIONS)} or null, got {shown(self.free_activation)}")
         if self.merge is not None:
             merge = tuple(self.merge)
             if len(merge) != len(keep) or any(not isinstance(m, bool) for m in merge):
@@ -189,9 +193,9 @@ class Plan:
         if not isinstance(data, dict):
             raise PlanError(f"a plan is a JSON object, got {type(data).__name__}")
         if data.get("format", PLAN_FORMAT) != PLAN_FORMAT:
-            raise PlanError(f"not a dsprof plan (format {data.get('format')!r})")
+            raise PlanError(f"not a plan: its format is {shown(data.get('format'))}, a plan's is {PLAN_FORMAT!r}")
         if not isinstance(data.get("version", PLAN_VERSION), int):
-            raise PlanError(f"plan 'version' must be an integer, got {data.get('version')!r}")
+            raise PlanError(f"plan 'version' must be an integer, got {shown(data.get('version'))}")
         if data.get("version", PLAN_VERSION) > PLAN_VERSION:
             raise PlanError(f"plan version {data['version']} is newer than this dsprof understands ({PLAN_VERSION})")
         fields = {k: v for k, v in data.items() if k not in ("format", "version")}

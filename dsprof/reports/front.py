@@ -25,7 +25,7 @@ import pandas as pd
 from ..device_context import DeviceContext
 from ..errors import BadFileError, DsprofError
 from ..fields import (MAX_BATCH, MAX_COUNT, MAX_THREADS, FieldError, check_count, check_model_options, check_number,
-                      check_text, check_token)
+                      check_text, check_token, shown)
 from ..io import read_json
 from ..models.spans_text import format_spans
 from ..records.measurement import Measurement, paired_with_original
@@ -54,7 +54,7 @@ def check_front(front: Any, path: Path) -> dict[str, Any]:
         raise BadFileError(f"{path} is not a planner's front (no \"format\": \"{FRONT_FORMAT}\"); "
                            f"write one with {WRITE_FRONT}")
     if front.get("version") != 1:
-        raise BadFileError(f"{path}: front format version {front.get('version')!r}; this dsprof reads version 1")
+        raise BadFileError(f"{path}: front format version {shown(front.get('version'))}; this dsprof reads version 1")
     if not isinstance(front.get("points", []), list) or not all(isinstance(p, dict) for p in front.get("points", [])):
         raise BadFileError(f"{path}: 'points' must be a list of objects; write it again with {WRITE_FRONT}")
     missing = [k for k in ("model", "device", "original_s", "points") if k not in front]

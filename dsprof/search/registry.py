@@ -14,6 +14,7 @@ from .._moved import as_request, moved_keywords
 from ..constants import DEFAULT_MAX_SPAN
 from ..lut.choice import Pricing
 from ..errors import UsageError, look_up
+from ..fields import FieldError, check_text
 from ..names import DEFAULT_PROXY, DEFAULT_SEARCH_METHOD, SEARCH_METHODS
 from ..planning.front import LatencyBudget
 from .build import training_model
@@ -108,6 +109,10 @@ def search(
     if settings is not None and not isinstance(settings, (GateSettings, ProxySettings)):
         raise UsageError(f"`settings=` is a GateSettings (method='differentiable') or a ProxySettings "
                          f"(method='importance'), got {type(settings).__name__}")
+    try:  # refused here, not after the search, by the rule the plan it writes is held to
+        check_text(name, "name", none=True)
+    except FieldError as exc:
+        raise UsageError(f"`name=` cannot name a plan: {exc}") from None
     chosen = search_method(method)
     budget_ms, speedup = budget.budget_ms, budget.speedup
     keeps = method == "differentiable" or (method == "importance" and proxy == "finetune")  # a checkpoint
