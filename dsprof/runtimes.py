@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .names import DEFAULT_BLOCK_VARIANTS
 
-__all__ = ["BACKENDS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "bundle_block_variants", "default_block_variants",
+__all__ = ["BACKENDS", "FOLDED_ACTIVATIONS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "bundle_block_variants", "default_block_variants",
            "load_backend_class", "runtime_of_format"]
 
 
@@ -41,6 +41,15 @@ class Runtime(NamedTuple):
     layout: str
     records_backend: str
 
+
+#: The activations that the runtimes fusing activations fold into the convolution before them at no measurable cost, so
+#: that a block of these alone, linearised and left unmerged, runs as built there: MobileOne-S0's ReLU blocks 0.97-1.02x
+#: each on ONNX Runtime, MobileNetV1-1.25's k = 7 plan of six such blocks 0.998x on OpenVINO. Removing any other
+#: saves time there too (hardswish, SiLU): LCNet-1.5's plan of six blocks linearised and unmerged, 1.104x on OpenVINO
+#: at 224 px, HardCoReNAS-E's of eight 1.124x, which a LUT without their ``linear`` entries priced 1.000x
+#: (benchmarks/RESULTS.md, "Activations the runtime does not fold"). `dsprof.profiler.workloads` times ``linear`` for
+#: a block holding any other wherever it times ``merged``.
+FOLDED_ACTIVATIONS = frozenset({"relu", "relu6"})
 
 #: Bundle model file format -> file suffix.
 FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
@@ -70,10 +79,10 @@ def default_block_variants(backend: str) -> tuple[str, ...]:
     """What `dsprof measure` times of each block on ``backend`` unless told (`dsprof.names.DEFAULT_BLOCK_VARIANTS`),
     with ``linear`` (its activations removed, not merged) where the backend runs activations apart: there a plan's
     unmerged blocks save time the LUT must see (MobileOne-S0's blocks at 64 px on one CPU thread: 1.05-1.10x each,
-    where merging them is slower), while the compiling runtimes fuse the activation into the convolution (ONNX
-    Runtime: the same blocks 0.97-1.02x; benchmarks/RESULTS.md, "Activations apart"). Whatever the variants, a block
-    that deploys unmerged in a larger form than built is timed ``linear`` wherever ``merged`` is
-    (`dsprof.profiler.workloads.block_workloads`)."""
+    where merging them is slower), while the compiling runtimes fuse a ReLU into the convolution (ONNX Runtime: the
+    same blocks 0.97-1.02x; benchmarks/RESULTS.md, "Activations apart"). Whatever the variants, a block that deploys
+    unmerged in a larger form than built, or holds an activation not in `FOLDED_ACTIVATIONS`, is timed ``linear``
+    wherever ``merged`` is (`dsprof.profiler.workloads.block_workloads`)."""
     entry = BACKENDS.get(backend)
     if entry is not None and entry.separate_activations:
         return (*DEFAULT_BLOCK_VARIANTS, "linear")

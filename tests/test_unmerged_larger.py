@@ -1,4 +1,5 @@
-"""A block left unmerged in a larger form than built is timed and priced as that form (issue #46).
+"""A block left unmerged in a larger form than built, or losing an activation that no runtime folds away, is timed and
+priced as it deploys (issue #46).
 
 Where a linearised block's padding cannot go back in place (ResNet's basic block: two padded 3x3 convolutions), a plan
 that leaves it unmerged deploys it with its padding in front: its first convolution runs over a map two pixels wider
@@ -14,6 +15,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+import timm
 import torchvision
 
 from dsprof.lut import LUT, Pricing, build_lut
@@ -48,6 +50,24 @@ def test_a_block_left_unmerged_in_a_larger_form_is_timed_linear_wherever_merged_
     assert variants_of(block_workloads(resnet, ("original",), (64, 64))) == [["original"]] * 8
     mnv2 = torchvision.models.mobilenet_v2().eval()
     assert {tuple(v) for v in variants_of(block_workloads(mnv2, ("original", "merged"), (64, 64)))} == {
+        ("original", "merged")}
+
+
+def test_a_block_losing_an_activation_no_runtime_folds_is_timed_linear_wherever_merged_is():
+    """MobileNetV3-Small as torchvision builds it: a hardswish stem, then inverted residuals whose activations are
+    ReLU in the first three and hardswish in the other eight. A runtime that fuses activations folds ReLU into the
+    convolution for free, not hardswish (LCNet-1.5 on OpenVINO at 224 px: six blocks linearised and unmerged, 1.10x),
+    so every block holding a hardswish is timed ``linear`` beside ``merged``, unasked; MobileNetV1's ReLU blocks not."""
+    mnv3 = torchvision.models.mobilenet_v3_small().eval()
+    groups = block_workloads(mnv3, ("original", "merged"), (64, 64))
+    # the stem's convolution with the first bneck's depthwise (its SE splits the bneck), then the two ReLU bnecks
+    # whole, then the eight hardswish bnecks' expansion and depthwise, before their SE
+    assert [g[0].name for g in groups] == ["features.0.0..features.1.block.0.0", "features.2", "features.3",
+                                           *(f"features.{i}.block[0:2]" for i in range(4, 12))]
+    assert variants_of(groups) == [["original", "merged", "linear"]] + [["original", "merged"]] * 2 + \
+        [["original", "merged", "linear"]] * 8
+    mnv1 = timm.create_model("mobilenetv1_100").eval()
+    assert {tuple(v) for v in variants_of(block_workloads(mnv1, ("original", "merged"), (64, 64)))} == {
         ("original", "merged")}
 
 

@@ -184,7 +184,8 @@ def add_workload_args(p: argparse.ArgumentParser, by_backend: bool = True) -> No
     p.add_argument("--variants", default=None, help=f"block variants, comma-separated ({', '.join(BLOCK_VARIANTS)}) "
                                                     f"or 'none' (default: {','.join(DEFAULT_BLOCK_VARIANTS)}{linear}); "
                                                     "with merged, linear too for a block that deploys unmerged in a "
-                                                    "larger form than built (ResNet's basic block)")
+                                                    "larger form than built (ResNet's basic block) or holds an "
+                                                    "activation other than ReLU and ReLU6 (hardswish, SiLU)")
     p.add_argument("--model-variants", default=",".join(DEFAULT_MODEL_VARIANTS), help="whole-model variants (original, merged, flops_matched) or 'none'")
     p.add_argument("--blocks", default="*", help="fnmatch pattern(s) of block names to time, comma-separated, or 'none'")
     p.add_argument("--spans", type=int, default=0, metavar="N",

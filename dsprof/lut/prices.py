@@ -199,8 +199,10 @@ class Prices:
         """(variant, entry) of block ``i`` linearised and left unmerged, as a plan with this ``border`` deploys it:
         its ``linear`` entry where the LUT has one and it was timed in that form (the profiler times the
         padding-in-front form, `dsprof.profiler.workloads.deployed_linear`; under ``in_place`` it covers the
-        blocks that run alike either way, `dsprof.merging.block.deploys_alike`), else its ``original`` (what removing
-        activations alone changes is seldom measurable) where the block deploys as built. A block whose padding in
+        blocks that run alike either way, `dsprof.merging.block.deploys_alike`), else its ``original`` where the block
+        deploys as built (removing a ReLU changes nothing measurable where the runtime fuses it; the profiler times
+        ``linear`` of a block holding another activation, `dsprof.runtimes.FOLDED_ACTIVATIONS`; a LUT measured before
+        that rule prices it so too). A block whose padding in
         front runs over a larger map has no price without its ``linear`` entry (None: a miss the hints name)."""
         linear = self.lookup(self.blocks[i].spec.to_str(), "linear")
         alike = deploys_alike(self.blocks[i])

@@ -24,7 +24,8 @@ Variants of a block (DESIGN, "Workload"):
   (`dsprof.merging.block.deploys_alike` is False) and ``merged`` is timed, ``linear`` is timed too, asked or not:
   a plan that leaves the block unmerged runs that form, which its ``original`` entry does not price (MobileNetV4's
   blocks of two padded depthwise convolutions at 160 px on OpenVINO: up to twice the MACs; benchmarks/RESULTS.md,
-  "Blocks left unmerged in a larger form").
+  "Blocks left unmerged in a larger form"). So is a block holding an activation other than ReLU and ReLU6, which
+  no runtime folds away for free (`dsprof.runtimes.FOLDED_ACTIVATIONS`: hardswish, SiLU).
 
 Whole models: ``original`` (BatchNorm folded), ``merged`` (every block replaced by its merged
 dense convolution) and ``flops_matched`` (every block replaced by a dense convolution, paper
@@ -61,6 +62,7 @@ from ..records.activations import (ActLayout, crossing_candidates, crossing_unit
                                    partial_states)
 from ..models.spans import span_ranges, span_runs, span_spec
 from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
+from ..runtimes import FOLDED_ACTIVATIONS
 from ..models import (
     Block,
     BlockSpec,
@@ -248,9 +250,12 @@ def _check_macs(what: str, got: int, want: int) -> None:
 
 def _block_variants(variants: Sequence[str], block: Block) -> tuple[str, ...]:
     """The variants timed of ``block``: ``variants``, with ``linear`` added where ``merged`` is among them and the block
-    left unmerged deploys in a larger form than built (padding in front over a larger map: `deploys_alike`), which
-    only its own entry prices."""
-    if "merged" in variants and "linear" not in variants and not deploys_alike(block):
+    linearised and left unmerged runs unlike as built, which only its own entry prices: it deploys in a larger form
+    (padding in front over a larger map: `deploys_alike`), or it loses an activation that no runtime folds away for
+    free (`dsprof.runtimes.FOLDED_ACTIVATIONS`: hardswish, SiLU)."""
+    folded = all(u.act_name in FOLDED_ACTIVATIONS for u in block.units if u.act is not None)
+    unlike = not deploys_alike(block) or not folded
+    if "merged" in variants and "linear" not in variants and unlike:
         return (*variants, "linear")
     return tuple(variants)
 
