@@ -44,11 +44,10 @@ class Runtime(NamedTuple):
 
 #: The activations that the runtimes fusing activations fold into the convolution before them at no measurable cost, so
 #: that a block of these alone, linearised and left unmerged, runs as built there: MobileOne-S0's ReLU blocks 0.97-1.02x
-#: each on ONNX Runtime, MobileNetV1-1.25's k = 7 plan of six such blocks 0.998x on OpenVINO. Removing any other
-#: saves time there too (hardswish, SiLU): LCNet-1.5's plan of six blocks linearised and unmerged, 1.104x on OpenVINO
-#: at 224 px, HardCoReNAS-E's of eight 1.124x, which a LUT without their ``linear`` entries priced 1.000x
-#: (benchmarks/RESULTS.md, "Activations the runtime does not fold"). `dsprof.profiler.workloads` times ``linear`` for
-#: a block holding any other wherever it times ``merged``.
+#: each on ONNX Runtime, MobileNetV1-1.25's plan of six such blocks 1.01x on OpenVINO. Another may cost time there:
+#: SiLU blocks run 1.18-1.22x faster linearised on OpenVINO (medians over TinyNet-B's and EfficientNet-B1's), hardswish
+#: blocks 0.99-1.07x (benchmarks/RESULTS.md, "Activations the runtime does not fold"). So `dsprof.profiler.workloads`
+#: times ``linear`` for a block holding any other wherever it times ``merged``.
 FOLDED_ACTIVATIONS = frozenset({"relu", "relu6"})
 
 #: Bundle model file format -> file suffix.
