@@ -26,15 +26,14 @@ from dsprof.merging.partial import act_layouts
 from dsprof.models import ModelRef, get_model
 from dsprof.planning.activations import plan_front_acts
 from dsprof.planning.planner import plan_front
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.records.activations import kept_activations
 from dsprof.records.plan import Plan
 from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RES = "mobilenet_v2", {"depths": [1] * 7}, 32
 REF = ModelRef.of(NAME, options=OPTIONS, resolution=RES)
 # MobileNetV2 with one block per stage (7 blocks): block 0 depthwise-separable (one activation), blocks 1..6

@@ -28,13 +28,12 @@ from dsprof.models import ModelRef, find_blocks
 from dsprof.planning.minimax import joint_front
 from dsprof.planning.planner import plan_front, top_plans
 from dsprof.workflows.plan import plan_to_file
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 EFF = ModelRef.of("efficientnet_b0", resolution=32)
 MBV2 = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)
 ISOLATED = Pricing(method="isolated", max_span=1)

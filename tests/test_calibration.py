@@ -20,15 +20,14 @@ from dsprof.cli import main
 from dsprof.errors import UsageError
 from dsprof.lut import build_lut, model_label, predict_latency
 from dsprof.records.plan import Plan
-from dsprof.profiler import TimingConfig, Workloads
+from dsprof.profiler import Workloads
 from dsprof.lut.predict import prices_of
 from dsprof.records.measurement import (CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN, MeasurementWriter, is_session_pair,
                                         read_measurements)
 from dsprof.workflows.calibrate import COSTLY_PIECES, SESSION_PAIRS
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
 LABEL = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
 N_BLOCKS = 7  # one block per stage (depths 1 x 7)

@@ -20,15 +20,14 @@ from cli_run import dsprof_here
 from dsprof.lut import CalibrationFallbackWarning, build_lut, model_label, predict_latency
 from dsprof.lut.inmodel import MIN_PIECES, PRIOR_SD
 from dsprof.models import ModelRef, find_blocks, get_model
-from dsprof.profiler import TimingConfig, Workloads
+from dsprof.profiler import Workloads
 from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN
 from dsprof.records.plan import Plan
 from dsprof.workflows.calibrate import COSTLY_PIECES
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 N_BLOCKS = 3  # tinyconv.py: blocks.0, blocks.1, blocks.2; no spans timed (spans=1): 3 pieces, fewer than 5
 
 

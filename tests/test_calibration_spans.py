@@ -21,14 +21,13 @@ from dsprof.lut.inputs import interval_inputs
 from dsprof.lut.interval import calibration_of
 from dsprof.lut.predict import prices_of
 from dsprof.models import ModelRef, get_model
-from dsprof.profiler import TimingConfig, Workloads
+from dsprof.profiler import Workloads
 from dsprof.records.measurement import (CALIBRATION, IN_SITU_SCOPE, MeasurementWriter, calibration_name,
                                         calibration_plan, read_measurements)
 from dsprof.workflows.calibrate import calibration_workloads
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
 N = 7  # one block per stage
 NAMES = [f"features.{i + 1}" for i in range(N)]

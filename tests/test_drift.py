@@ -35,10 +35,9 @@ from dsprof.profiler.probe import probe_now
 from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
 from dsprof.records.measurement import IN_SITU_SCOPE, MeasurementWriter, read_measurements
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
 MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
 KEEP = (1, 0, 1, 0, 1, 1, 0)

@@ -17,12 +17,11 @@ from dsprof.lut.few import GROUPS, candidates, choose, few_lut
 from dsprof.lut.predict import profiled_options
 from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import plan_front
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.workflows.few import workload_macs
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RESOLUTION, MAX_SPAN = "mobilenet_v2", {"depths": [1] * 7}, 32, 3
 DEPTHS = ["--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION)]
 

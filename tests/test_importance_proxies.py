@@ -29,13 +29,14 @@ from dsprof.records.plan import Plan
 from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.workflows.plan import load_importance, plan_to_file
-from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.profiler import Workloads, measure
 from dsprof.search import TrainConfig, TrainRun, search
 from dsprof.search.data import digits
 from dsprof.search.importance import importance_record
 from dsprof.records.importance import write_importance
 from dsprof.search.proxies import DEFAULT_PROXY, PROXIES, ProxySettings, proxy_input, score_blocks
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SPEC = str(Path(__file__).parent / "models" / "inert.py") + ":build"
@@ -43,8 +44,6 @@ RES = 16
 N_BLOCKS = 5
 SETTINGS = ProxySettings(batches=4, eval_batches=6, steps=10, batch_size=64, seed=0)
 FINETUNE = TrainConfig(epochs=1, lr=0.02, max_batches=6, seed=0)
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 
 
 @pytest.fixture(scope="module")

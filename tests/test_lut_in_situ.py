@@ -20,12 +20,11 @@ from dsprof.lut import LUT, LUTError, SCHEMA, build_lut, model_label, predict_la
 from dsprof.lut.predict import MethodFallbackWarning
 from dsprof.records.plan import Plan
 from dsprof.models import ModelRef, find_blocks, get_model
-from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.profiler import Workloads, measure
 from dsprof.records.measurement import IN_SITU_SCOPE
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 OPTIONS = {"depths": [1] * 7}
 MODEL = ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32)  # every test's model, as the engines take it
 KEEP = (1, 0, 1, 0, 1, 1, 0)  # blocks 1, 3 and 6 lose their activations
@@ -166,7 +165,6 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
         phi = ((reference - med[("stem", "mobilenet_v2", "original")]
                 - med[("head", "mobilenet_v2", "original")]) / sum(med[("block", b.name, "original")] for b in blocks))
         assert auto.method in (f"in-model (x{(1 + phi) / 2:.3f})", "isolated")
-
 
 
 def test_in_situ_savings_that_add_up_to_more_than_the_model_are_refused_in_one_line(in_situ_run):

@@ -32,11 +32,12 @@ from dsprof.models import ModelRef, format_spans, parse_spans
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import LatencyBudget, plan_front
 from dsprof.workflows.plan import plan_to_file
-from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.profiler import Workloads, measure
 from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table
 from dsprof.reports.plots import close
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 MODELS = Path(__file__).parent / "models"
 FLATNET = f"{MODELS / 'flatnet.py'}:build"
@@ -44,8 +45,6 @@ MYNET = f"{MODELS / 'mynet.py'}:build"
 LABEL = "file:flatnet:build"
 BLOCKS = [f"e{i}..p{i}" for i in range(6)]  # flatnet.py's docstring: six chains, named first..last conv
 ROOT = Path(__file__).resolve().parents[1]
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 TRAIN = ["--epochs", "1", "--max-batches", "2", "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu"]
 assert register_model_file(FLATNET) == LABEL  # as --model-file does; a plan for it can then be read
 #: keeps blocks 0 and 3; blocks 1-2 and 4-5 merge as one convolution each (two spans of two blocks: every

@@ -40,13 +40,14 @@ from dsprof.merging import load_merged, merge_report
 from dsprof.records.plan import Plan
 from dsprof.models import ModelRef, get_model
 from dsprof.models.user_model import register_model_file
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, format_summary, measure, summary_table
+from dsprof.profiler import BackendSettings, Workloads, format_summary, measure, summary_table
 from dsprof.records.measurement import read_measurements
 from dsprof.reports import block_latency_figure, block_table, memory_figure, memory_table, prediction_figure
 from dsprof.reports import validation_rows
 from dsprof.reports.devices import cross_figure, cross_table
 from dsprof.reports.plots import close
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = Path(__file__).parent / "models"
@@ -67,8 +68,6 @@ LEAST_LOSS = {6: ("111111", 0.0), 5: ("101111", 0.01), 4: ("101011", 0.03), 3: (
               2: ("100001", 0.10), 1: ("000001", 0.15), 0: ("000000", 0.21)}
 K = 3
 ARGS = ["--model-file", MYNET, "--resolution", "32", "--max-span", "2"]
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 QUICK = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
          "--min-sample-time", "0", "--no-progress"]
 CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",

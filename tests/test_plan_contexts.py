@@ -22,13 +22,12 @@ from dsprof.records.plan import Plan
 from dsprof.models.spans import span_runs
 from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.models import ModelRef
+from fast_timing import FAST
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RESOLUTION, MAX_SPAN = "mobilenet_v2", {"depths": [1] * 7}, 32, 3
 BACKENDS = ("torch", "onnxruntime")
 

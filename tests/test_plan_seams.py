@@ -37,10 +37,9 @@ from dsprof.records.measurement import read_measurements
 from dsprof.reports.devices import cross_table, load_front_file
 from dsprof.reports.front import front_tables, joint_table
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RESOLUTION, K = "mobilenet_v2", {"depths": [1] * 7}, 32, 3
 MODEL = ["--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION)]
 BACKENDS = ("torch", "onnxruntime")

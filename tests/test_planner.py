@@ -26,15 +26,14 @@ from dsprof.workflows.merge import merge
 from dsprof.models.spans import span_runs, span_spec
 from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.planning import best_plan, plan_front
-from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.profiler import Workloads, measure
 from dsprof.workflows.report import report as write_report
 
 from conftest import randomise_bn
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 MODELS = {
     "mbv2": ("mobilenet_v2", {"depths": [1] * 7}),  # 7 blocks, one run of 7 spannable blocks
     "resnet": ("resnet18", {"width": 0.25}),  # 8 basic blocks: a ReLU after each addition, no spans

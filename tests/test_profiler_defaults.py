@@ -17,12 +17,9 @@ from dsprof.cli import main
 from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
 from dsprof.models import ModelRef
 from dsprof.profiler.runner import CPU_SHARE_WARNING, DEFAULT_CPU_THREADS, contention_message, threads_note
+from fast_timing import FEWER
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(
-    warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0,
-)
 SPIN_LIMIT_S = 30  # the spinner ends on its own after this, whatever happens to the test
 
 
@@ -30,7 +27,7 @@ def test_default_threads_is_one_and_recorded(tmp_path):
     torch.set_num_threads(2)  # the process's count must not leak into the timing
     try:
         result = measure(ModelRef.of("mobilenet_v2", resolution=32),
-                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST,
+                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FEWER,
                          out=tmp_path / "m.jsonl", progress=False)
     finally:
         torch.set_num_threads(1)
@@ -50,7 +47,7 @@ def test_the_default_one_thread_is_the_count_the_runtime_times_with(backend, tmp
     try:
         result = measure(ModelRef.of("mobilenet_v2", resolution=64), settings=BackendSettings(backend),
                          workloads=Workloads(blocks=None, variants=(), model_variants=("original",)),
-                         timing=dataclasses.replace(FAST, min_samples=10, max_samples=20, budget_s=0.3),
+                         timing=dataclasses.replace(FEWER, min_samples=10, max_samples=20, budget_s=0.3),
                          out=tmp_path / "m.jsonl", progress=False)
     finally:
         torch.set_num_threads(1)
@@ -69,7 +66,7 @@ def _with_signals(record, share, switches, load=None):
 
 def test_contention_rule(tmp_path):
     record = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                     workloads=Workloads(blocks="features.1", variants=("original",), model_variants=()), timing=FAST,
+                     workloads=Workloads(blocks="features.1", variants=("original",), model_variants=()), timing=FEWER,
                      out=tmp_path / "m.jsonl", progress=False).measurements[0]
     quiet = [_with_signals(record, 0.97, 40.0)] * 3
     assert contention_message(quiet, 1) is None

@@ -18,16 +18,13 @@ import torch
 from dsprof.cli import main
 from dsprof.models import BlockSpec, ModelRef, find_blocks, get_model
 from dsprof.records.measurement import Measurement, read_measurements
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.profiler.backends.tflite import NetworkBlocked, no_network
 from dsprof.profiler.fingerprint import environment, environment_id
+from fast_timing import FEWER
 
 DSPROF = str(Path(sys.executable).parent / "dsprof")
 pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
-FAST = TimingConfig(
-    warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0,
-)
 # One thread: another test process may share this machine, and spinning OpenMP threads of two
 # processes on two cores wait on each other for whole scheduler slices.
 FAST_ARGS = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01", "--min-sample-time", "0", "--no-progress"]
@@ -54,7 +51,7 @@ def check_block_records(records, model, variants, batch=1):
 
 
 def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FAST,
+    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FEWER,
                      out=tmp_path, progress=False)
     model = get_model("mobilenet_v2", resolution=32)
     check_block_records(result.measurements, model, EAGER)
@@ -85,7 +82,7 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
 
 def test_records_are_self_contained_json_lines_in_seconds(tmp_path):
     result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                     workloads=Workloads(blocks="features.2", model_variants=()), timing=FAST, out=tmp_path / "m.jsonl",
+                     workloads=Workloads(blocks="features.2", model_variants=()), timing=FEWER, out=tmp_path / "m.jsonl",
                      progress=False)
     lines = result.path.read_text().splitlines()
     assert len(lines) == 5  # four variants, then the drift probe timed after their group
@@ -101,7 +98,7 @@ def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
     result = measure(ModelRef.of("mobilenet_v2", resolution=32),
                      settings=BackendSettings(dtype="bf16", channels_last=True, threads=1),
                      workloads=Workloads(blocks=["features.1", "features.5"], variants=("original", "linear"), model_variants=("original",)),
-                     extra_models={"tiny": tiny}, timing=FAST, out=tmp_path, progress=False)
+                     extra_models={"tiny": tiny}, timing=FEWER, out=tmp_path, progress=False)
     got = {(r.name, r.variant) for r in result.measurements if r.scope != "probe"}
     assert got == {("features.1", "original"), ("features.1", "linear"), ("features.5", "original"), ("features.5", "linear"), ("mobilenet_v2", "original"), ("tiny", "custom")}
     assert all(r.layout == "channels_last" and r.dtype == "bf16" and r.threads == 1 and r.ok for r in result.measurements)
@@ -110,7 +107,7 @@ def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
 
 def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
     result = measure(ModelRef.of("mobilenet_v2", resolution=32),
-                     settings=BackendSettings(threads=1, backend="onnxruntime"), timing=FAST, out=tmp_path,
+                     settings=BackendSettings(threads=1, backend="onnxruntime"), timing=FEWER, out=tmp_path,
                      progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32), VARIANTS)
     assert all(r.backend == "onnxruntime" and r.layout == "nchw" and r.ok for r in result.measurements)
@@ -126,7 +123,7 @@ def test_tflite_per_block_records_for_mobilenet_v2_converted_offline(tmp_path):
     blocks = ["features.1", "features.3"]
     variants = ("original", "merged")
     result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(backend="tflite", threads=1),
-                     workloads=Workloads(blocks=blocks, variants=variants, model_variants=("original",)), timing=FAST,
+                     workloads=Workloads(blocks=blocks, variants=variants, model_variants=("original",)), timing=FEWER,
                      out=tmp_path, progress=False)
     records = result.measurements
     assert {(r.name, r.variant) for r in records if r.scope == "block"} == {(b, v) for b in blocks for v in variants}
@@ -195,7 +192,7 @@ def test_a_string_of_variants_is_read_as_the_command_line_reads_it(tmp_path):
     chosen = Workloads(variants="original, linear", model_variants="original", in_situ="merged", blocks="features.1")
     assert (chosen.variants, chosen.model_variants, chosen.in_situ) == (("original", "linear"), ("original",), ("merged",))
     result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                     workloads=Workloads(variants="linear", model_variants=(), blocks="features.1"), timing=FAST,
+                     workloads=Workloads(variants="linear", model_variants=(), blocks="features.1"), timing=FEWER,
                      out=tmp_path, progress=False)
     assert [(r.name, r.variant) for r in result.measurements if r.scope != "probe"] == [("features.1", "linear")]
 
@@ -203,12 +200,12 @@ def test_a_string_of_variants_is_read_as_the_command_line_reads_it(tmp_path):
 def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):
     out = tmp_path / "m.jsonl"
     measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FEWER, out=out, progress=False)
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:100])  # the last write was cut off
     with pytest.warns(UserWarning, match="cut short"):
         result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, resume=True,
+                         workloads=Workloads(blocks="features.1", model_variants=()), timing=FEWER, out=out, resume=True,
                          progress=False)
     # the two the cut group lacks are timed with its original again, so that both are paired with one
     assert result.new == 3 and result.skipped == 1
@@ -226,7 +223,7 @@ def test_a_file_resumed_with_more_variants_times_them_paired_with_an_original_of
     out = tmp_path / "m.jsonl"
     for variants, resume in ((("original", "merged"), False), (("original", "merged", "linear"), True)):
         measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                workloads=Workloads(variants, (), blocks="features.1"), timing=FAST, out=out, resume=resume,
+                workloads=Workloads(variants, (), blocks="features.1"), timing=FEWER, out=out, resume=resume,
                 progress=False)
     records = [r for r in read_measurements(out) if r.scope == "block"]
     assert [r.variant for r in records] == ["original", "merged", "original", "linear"]
@@ -238,7 +235,7 @@ def test_a_file_resumed_with_more_variants_times_them_paired_with_an_original_of
     assert lut.loc["original", "groups"] == 2  # the original's entry is the median of both its groups
     # resumed once more, the file is whole: nothing is timed again
     again = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                    workloads=Workloads(("original", "merged", "linear"), (), blocks="features.1"), timing=FAST,
+                    workloads=Workloads(("original", "merged", "linear"), (), blocks="features.1"), timing=FEWER,
                     out=out, resume=True, progress=False)
     assert again.new == 0 and again.skipped == 3
 
@@ -303,7 +300,7 @@ def test_corrupt_resume_file_is_a_clear_error(capsys, tmp_path):
 def test_resume_with_other_settings_is_a_clear_error(capsys, tmp_path):
     out = tmp_path / "m.jsonl"
     measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-            workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=out, progress=False)
+            workloads=Workloads(blocks="features.1", model_variants=()), timing=FEWER, out=out, progress=False)
     code, err = run_cli(capsys, "--resolution", "32", "--out", str(out), "--resume", "--width", "1.4")
     assert code == 2 and "other settings" in err and "model_options" in err
 
@@ -349,7 +346,7 @@ cuda = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_cuda_per_block_records(tmp_path, dtype):
     result = measure(ModelRef.of("mobilenet_v2", resolution=64),
-                     settings=BackendSettings(device="cuda", dtype=dtype, channels_last=True), batch=8, timing=FAST,
+                     settings=BackendSettings(device="cuda", dtype=dtype, channels_last=True), batch=8, timing=FEWER,
                      out=tmp_path, progress=False)
     check_block_records(result.measurements, get_model("mobilenet_v2", resolution=64), EAGER, batch=8)
     r = result.measurements[0]
@@ -362,7 +359,7 @@ def test_cuda_per_block_records(tmp_path, dtype):
 def test_cuda_out_of_memory_is_recorded_and_the_run_goes_on(tmp_path):
     huge = 1 << 16  # a batch no GPU holds at 224 x 224 for the first blocks
     result = measure(ModelRef.of("mobilenet_v2", resolution=224), settings=BackendSettings(device="cuda"), batch=huge,
-                     workloads=Workloads(blocks="features.1", model_variants=()), timing=FAST, out=tmp_path,
+                     workloads=Workloads(blocks="features.1", model_variants=()), timing=FEWER, out=tmp_path,
                      progress=False)
     assert all(r.error and "out of memory" in r.error for r in result.measurements)
 
@@ -384,7 +381,7 @@ def test_a_session_times_the_groups_it_is_given_in_one_file_and_resumes_them(tmp
     from dsprof.profiler import MeasureRequest, model_workload, open_session
 
     request = MeasureRequest(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                             workloads=Workloads(("original", "merged"), (), blocks="features.1"), timing=FAST,
+                             workloads=Workloads(("original", "merged"), (), blocks="features.1"), timing=FEWER,
                              out=tmp_path / "m.jsonl")
 
     def later(session):  # a group built from what is timed before it, then Ctrl-C before the next
@@ -423,11 +420,11 @@ def test_the_keywords_of_before_still_time_the_same_with_one_warning(tmp_path):
     DeprecationWarning that names each one's parameter and field now; `planned=` (the callback calibration was) is
     gone."""
     new = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1),
-                  workloads=Workloads(("original",), (), blocks="features.1"), timing=FAST, out=tmp_path / "new.jsonl",
+                  workloads=Workloads(("original",), (), blocks="features.1"), timing=FEWER, out=tmp_path / "new.jsonl",
                   progress=False)
     with pytest.warns(DeprecationWarning) as said:
         old = measure("mobilenet_v2", resolution=32, threads=1, variants=("original",), model_variants=(),
-                      blocks="features.1", timing=FAST, out=tmp_path / "old.jsonl", progress=False)
+                      blocks="features.1", timing=FEWER, out=tmp_path / "old.jsonl", progress=False)
     assert [str(w.message) for w in said if w.category is DeprecationWarning] == [
         "dsprof.profiler.measure(resolution=, threads=, variants=, model_variants=, blocks=) is now "
         "dsprof.profiler.measure(model=ModelRef.of(resolution=), settings=BackendSettings(threads=), "

@@ -10,17 +10,16 @@ from dsprof.errors import InputFileError, LUTMissError, UsageError
 from dsprof.lut import LUT, Pricing, build_lut, predict_latency
 from dsprof.records.plan import Plan
 from dsprof.planning import LatencyBudget, plan_front
-from dsprof.profiler import TimingConfig, Workloads, measure
+from dsprof.profiler import Workloads, measure
 from dsprof.models import ModelRef
 from dsprof.search import TrainConfig, TrainRun, search
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = {"width": 0.35, "depths": [1] * 7}  # 7 blocks, one run of spannable blocks
 RES = 32
 MAX_SPAN = 2
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 ONE_STEP = TrainConfig(epochs=1, batch_size=16, max_batches=1, max_eval_batches=2, seed=3)
 TINY_REF = ModelRef.of("mobilenet_v2", options=TINY, resolution=RES)
 CPU = TrainRun(device="cpu")

@@ -29,19 +29,18 @@ from dsprof.merging.partial import act_layouts
 from dsprof.models import ModelRef, block_module, find_blocks, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning.activations import act_choices, act_count, crossing_choices, plan_front_acts
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.profiler.workloads import block_workloads, deployed_partial
 from dsprof.records.activations import is_partial_variant, kept_activations, partial_states, partial_variant
 from dsprof.records.plan import Plan
 from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 FILE = str(Path(__file__).parent / "models" / "three.py") + ":net"
 PLAIN = FILE[:-len("net")] + "plain"  # the same blocks without their skips: crossing spans
 RES = 32
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 # At 16x16 (256 positions): 1x1 8 -> 16: 32 768; depthwise 3x3 on 16: 36 864; 1x1 16 -> 16: 65 536; 1x1 16 -> 8:
 # 32 768; a dense 3x3 8 -> 16 or 16 -> 8: 294 912; a dense 3x3 16 -> 16: 589 824.
 ORIGINAL = 32_768 + 36_864 + 65_536 + 32_768  # 167 936

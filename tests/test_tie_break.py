@@ -34,17 +34,16 @@ from dsprof.lut.pricer import Pricer
 from dsprof.lut.predict import prices_of
 from dsprof.lut.schema import model_label
 from dsprof.planning.planner import top_plans
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.models import ModelRef
 from dsprof.records.measurement import read_measurements
 from dsprof.records.plan import Plan
 from dsprof.workflows.tiebreak import TieBreak
 from plans import every_plan
 from rule_lut import rule_lut
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=5, max_samples=6, budget_s=0.02, min_sample_s=0.0)
 NAME, OPTIONS, RESOLUTION, K, MAX_SPAN = "mobilenet_v2", {"depths": [1] * 7}, 32, 3, 2
 SMALL = ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION)
 MODEL = ["--model", NAME, "--depths", "1,1,1,1,1,1,1", "--resolution", str(RESOLUTION)]

@@ -22,13 +22,11 @@ from dsprof.lut import LUT, Pricing, build_lut
 from dsprof.lut.predict import prices_of
 from dsprof.models import ModelRef
 from dsprof.planning.planner import plan_front
-from dsprof.profiler import BackendSettings, TimingConfig, Workloads, measure
+from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.profiler.workloads import block_workloads
+from fast_timing import FEWER
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_warmup_s=0.0,
-                    min_samples=3, max_samples=4, budget_s=0.01, min_sample_s=0.0)
 
 
 def variants_of(groups) -> list[list[str]]:
@@ -75,7 +73,7 @@ def test_a_block_losing_an_activation_no_runtime_folds_is_timed_linear_wherever_
 def test_onnxruntime_prices_a_basic_block_left_unmerged_from_its_own_entry_or_names_the_miss(tmp_path):
     ref = ModelRef.of("resnet18", resolution=32)
     result = measure(ref, settings=BackendSettings(backend="onnxruntime", threads=1),
-                     workloads=Workloads(model_variants=("original",)), timing=FAST, out=tmp_path / "m.jsonl",
+                     workloads=Workloads(model_variants=("original",)), timing=FEWER, out=tmp_path / "m.jsonl",
                      progress=False)
     build_lut([result.path]).save(tmp_path / "lut.csv")
     with open(tmp_path / "lut.csv", newline="") as f:
