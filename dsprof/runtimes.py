@@ -10,12 +10,12 @@ layout (tests/test_runtimes.py checks that the two agree).
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .names import DEFAULT_BLOCK_VARIANTS
 
-__all__ = ["BACKENDS", "FOLDED_ACTIVATIONS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "bundle_block_variants", "default_block_variants",
-           "load_backend_class", "runtime_of_format"]
+__all__ = ["BACKENDS", "FOLDED_ACTIVATIONS", "FORMATS", "RUNTIMES", "BackendEntry", "Runtime", "bundle_block_variants",
+           "default_block_variants", "folds_activations", "load_backend_class", "runtime_of_format"]
 
 
 class BackendEntry(NamedTuple):
@@ -49,6 +49,12 @@ class Runtime(NamedTuple):
 #: blocks 0.99-1.07x (benchmarks/RESULTS.md, "Activations the runtime does not fold"). So `dsprof.profiler.workloads`
 #: times ``linear`` for a block holding any other wherever it times ``merged``.
 FOLDED_ACTIVATIONS = frozenset({"relu", "relu6"})
+
+
+def folds_activations(block: Any) -> bool:
+    """Whether every removable activation of ``block`` (a `dsprof.models.Block`) is one the fusing runtimes fold
+    away (`FOLDED_ACTIVATIONS`), so that its ``original`` entry prices it linearised and left unmerged there."""
+    return all(u.act_name in FOLDED_ACTIVATIONS for u in block.units if u.act is not None)
 
 #: Bundle model file format -> file suffix.
 FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}

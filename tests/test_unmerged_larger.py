@@ -102,3 +102,31 @@ def test_onnxruntime_prices_a_basic_block_left_unmerged_from_its_own_entry_or_na
         "lets the planner compare both"]
     assert not [line for line in plan_front(ref, tmp_path / "lut.csv", pricing=Pricing(method="isolated")).limits
                 if line.startswith("variants: ")]
+
+
+def test_a_lut_without_the_linear_entries_of_unfolded_activations_says_what_it_prices_as_built(tmp_path):
+    """MobileNetV3-Small at 32 px on ONNX Runtime, measured by default: the eight hardswish bnecks (blocks 3-10, by
+    torchvision's configuration) get ``linear`` entries, the two ReLU bnecks none, and every block left unmerged is
+    priced from its own entry or, for a ReLU block, as built, without a note. The same LUT without its linear rows
+    (one measured before that rule) prices the hardswish blocks as built and the front says so in its one
+    ``variants:`` line, beside the stem chain (block 0, larger form) that it plans merged."""
+    ref = ModelRef.of("mobilenet_v3_small", resolution=32)
+    result = measure(ref, settings=BackendSettings(backend="onnxruntime", threads=1),
+                     workloads=Workloads(model_variants=("original",)), timing=FEWER, out=tmp_path / "m.jsonl",
+                     progress=False)
+    build_lut([result.path]).save(tmp_path / "lut.csv")
+    prices = prices_of(ref, tmp_path / "lut.csv", method="isolated")
+    assert len(prices.blocks) == 11
+    assert [prices.unmerged(i)[0] for i in range(11)] == ["linear", "original", "original", *["linear"] * 8]
+    assert not [line for line in plan_front(ref, tmp_path / "lut.csv", pricing=Pricing(method="isolated")).limits
+                if line.startswith("variants: ")]
+
+    frame = LUT.load(tmp_path / "lut.csv").to_dataframe()
+    LUT(frame[frame["variant"] != "linear"], str(tmp_path / "old.csv")).save(tmp_path / "old.csv")
+    old = prices_of(ref, tmp_path / "old.csv", method="isolated")
+    front = plan_front(ref, tmp_path / "old.csv", pricing=Pricing(method="isolated"))
+    assert [line for line in front.limits if line.startswith("variants: ")] == [
+        "variants: blocks 0 linearised alone are planned merged (merged): the LUT holds no unmerged entry of them; "
+        "blocks 3 4 5 6 7 8 9 10 left unmerged are priced as built (original): the LUT holds no linear entry of them, "
+        f"and an activation they lose (not ReLU) may cost time on this runtime for {old.label} on {old.key}; a "
+        "`dsprof measure` (or dsprof.measure) that times them linear lets the planner compare both"]

@@ -26,6 +26,7 @@ from ..lut.choice import Pricing
 from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
+from ..runtimes import folds_activations
 from ..lut.predict import prices_of, predict_plan
 from ..merging.partial import with_acts
 from ..records.activations import is_crossing
@@ -340,12 +341,16 @@ def alone(prices: Prices, i: int) -> Piece:
 
 
 def variants_note(prices: Prices) -> str:
-    """One line naming the blocks that `alone` plans in the one variant the LUT holds of them, merged or unmerged,
-    where its rule cannot compare the two (a LUT measured without ``merged``, or without the ``linear`` entry of a
-    block that deploys unmerged in a larger form: `Prices.unmerged`); "" where there is none."""
+    """One line naming what the variants the LUT holds limit: the blocks that `alone` plans in the one variant the
+    LUT holds of them, merged or unmerged, where its rule cannot compare the two (a LUT measured without ``merged``,
+    or without the ``linear`` entry of a block that deploys unmerged in a larger form: `Prices.unmerged`), and the
+    blocks priced unmerged as built though an activation they lose may cost time on this runtime (a LUT measured
+    before ``linear`` was timed of them: `dsprof.runtimes.folds_activations`); "" where there is none."""
     swapped = [i for i in range(len(prices.blocks)) if alone(prices, i).found
                and not comparable(prices.linearized(i, True), prices.linearized(i, False))]
-    if not swapped:
+    as_built = tuple(i for i, block in enumerate(prices.blocks)
+                     if prices.unmerged(i)[0] == "original" and not folds_activations(block))
+    if not swapped and not as_built:
         return ""
     by = {}
     for i in swapped:
@@ -353,7 +358,11 @@ def variants_note(prices: Prices) -> str:
     parts = [f"blocks {_indices(tuple(v))} linearised alone are planned {'merged' if k == 'merged' else 'unmerged'}"
              f" ({k}): the LUT holds no {'unmerged' if k == 'merged' else 'merged'} entry of them"
              for k, v in sorted(by.items())]
-    timed = " and ".join(sorted({"linear" if k == "merged" else "merged" for k in by}))
+    if as_built:
+        parts.append(f"blocks {_indices(as_built)} left unmerged are priced as built (original): the LUT holds no "
+                     "linear entry of them, and an activation they lose (not ReLU) may cost time on this runtime")
+    needed = {"linear" if k == "merged" else "merged" for k in by} | ({"linear"} if as_built else set())
+    timed = " and ".join(sorted(needed))
     return (f"variants: {'; '.join(parts)} for {prices.label} on {prices.key}; a `dsprof measure` (or "
             f"dsprof.measure) that times them {timed} lets the planner compare both")
 

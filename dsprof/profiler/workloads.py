@@ -62,7 +62,7 @@ from ..records.activations import (ActLayout, crossing_candidates, crossing_unit
                                    partial_states)
 from ..models.spans import span_ranges, span_runs, span_spec
 from ..names import BLOCK_VARIANTS, CROSSING_VARIANT, DEFAULT_BLOCK_VARIANTS, MODEL_VARIANTS
-from ..runtimes import FOLDED_ACTIVATIONS
+from ..runtimes import folds_activations
 from ..models import (
     Block,
     BlockSpec,
@@ -253,8 +253,7 @@ def _block_variants(variants: Sequence[str], block: Block) -> tuple[str, ...]:
     linearised and left unmerged runs unlike as built, which only its own entry prices: it deploys in a larger form
     (padding in front over a larger map: `deploys_alike`), or it loses an activation that no runtime folds away for
     free (`dsprof.runtimes.FOLDED_ACTIVATIONS`: hardswish, SiLU)."""
-    folded = all(u.act_name in FOLDED_ACTIVATIONS for u in block.units if u.act is not None)
-    unlike = not deploys_alike(block) or not folded
+    unlike = not deploys_alike(block) or not folds_activations(block)
     if "merged" in variants and "linear" not in variants and unlike:
         return (*variants, "linear")
     return tuple(variants)
