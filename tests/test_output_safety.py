@@ -350,3 +350,18 @@ def test_a_value_shown_in_a_message_reads_back_as_itself():
         text = shown(value)
         assert "`" not in text and ast.literal_eval(text) == value
     assert shown("plain") == "'plain'"
+
+
+@pytest.mark.parametrize("field, value", [("keep", ["`dsprof.blocks(model='x')`"]),
+                                          ("spans", [["`dsprof.blocks(model='x')`", 3]])])
+def test_a_plan_value_in_an_error_never_prints_as_a_command(tmp_path, field, value):
+    """A plan's `keep` or `spans` holding a backquoted call: the one line that refuses it shows the value with
+    `\\x60` (it printed "`dsprof blocks --model x`" before, a command dsprof seemed to suggest)."""
+    plan = json.loads((FIXTURES / "tiny-ds.json").read_text())
+    (tmp_path / "plan.json").write_text(json.dumps(dict(plan, **{field: value})))
+    done = dsprof_here("merge", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32",
+                       "--plan", tmp_path / "plan.json", "--merge-by", "macs", "--out", tmp_path / "m.pt")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert "\\x60dsprof.blocks(model='x')\\x60" in line and "dsprof blocks" not in line
+    assert not (tmp_path / "m.pt").exists()

@@ -43,6 +43,7 @@ from ..portable.cpu_share import CpuShare
 from .runner import DEFAULT_CPU_THREADS, MODEL_KEYWORDS
 from .._moved import moved_keywords
 from .timing import TimingConfig, time_interleaved
+from ..fields import plain
 from ..io import atomic_write_text, read_json
 from .backends.torch_compile import own_frame
 from ..models.onnx_export import export_onnx
@@ -102,7 +103,7 @@ def load_explanation(path: str | Path) -> BlockExplanation:
         data["operators"] = pd.DataFrame(data["operators"], columns=list(OPERATOR_COLUMNS))
         return BlockExplanation(**data)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UsageError(f"{path}: not a block explanation written by `dsprof explain` ({exc})") from None
+        raise UsageError(f"{path}: not a block explanation written by `dsprof explain` ({plain(exc)})") from None
 
 
 def _cpu_signals(fn, threads: int) -> tuple[Any, float | None, float | None]:

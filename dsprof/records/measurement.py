@@ -41,6 +41,7 @@ from ..fields import (
     check_shape,
     check_text,
     check_token,
+    plain,
     shown,
 )
 from ..io import read_text
@@ -296,7 +297,7 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
 
 def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
     return MeasurementFileError(
-        f"{path}, line {number}: not a dsprof measurement record ({exc}). Remove that line (the other lines are "
+        f"{path}, line {number}: not a dsprof measurement record ({plain(exc)}). Remove that line (the other lines are "
         "records of their own), or point to another file."
     )
 

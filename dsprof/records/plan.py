@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import PlanError  # noqa: F401  (defined once, in dsprof.errors)
-from ..fields import FieldError, check_model_options, check_text, shown
+from ..fields import FieldError, check_model_options, check_text, plain, shown
 from .activations import check_acts, keep_of_acts
 from ..io import one_or_many, read_json
 from ..models import (format_span, is_library_name, is_module_name, model_entry, model_args, model_identity, module_name,
@@ -89,7 +89,7 @@ class Plan:
             raise PlanError(str(exc)) from None
         keep = tuple(self.keep)
         if not keep or any(isinstance(k, str) or k not in (0, 1) for k in keep):
-            raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {list(self.keep)}")
+            raise PlanError(f"'keep' must be a non-empty list of 0/1 (1 = activations kept), got {shown(list(self.keep))}")
         object.__setattr__(self, "keep", tuple(int(k) for k in keep))
         if self.border not in BORDER_MODES:
             raise PlanError(f"'border' must be one of {', '.join(BORDER_MODES)}, got {shown(self.border)}")
@@ -108,7 +108,7 @@ class Plan:
             last = 0
             for span in spans:
                 if len(span) != 2 or not last <= span[0] < span[1] - 1 or span[1] > len(keep):
-                    raise PlanError(f"'spans' must be sorted, non-overlapping [start, stop) ranges of 2+ blocks, got {list(self.spans)}")
+                    raise PlanError(f"'spans' must be sorted, non-overlapping [start, stop) ranges of 2+ blocks, got {shown(list(self.spans))}")
                 ends = (span[0], span[1] - 1) if self.acts is not None else ()  # a crossing span's ends may keep some
                 kept = [i for i in range(*span) if keep[i] and i not in ends]
                 if kept:  # said as the command line writes spans (first-last), with the block
@@ -384,4 +384,4 @@ def load_plan(source: str | Path) -> Plan:
     except PlanError as exc:
         raise PlanError(f"{path}: {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type, e.g. "keep": [[1]]
-        raise PlanError(f"{path}: a plan field has the wrong type ({exc}); give a plan that `dsprof search` wrote") from None
+        raise PlanError(f"{path}: a plan field has the wrong type ({plain(exc)}); give a plan that `dsprof search` wrote") from None
