@@ -56,6 +56,7 @@ def folds_activations(block: Any) -> bool:
     away (`FOLDED_ACTIVATIONS`), so that its ``original`` entry prices it linearised and left unmerged there."""
     return all(u.act_name in FOLDED_ACTIVATIONS for u in block.units if u.act is not None)
 
+
 #: Bundle model file format -> file suffix.
 FORMATS = {"onnx": ".onnx", "tflite": ".tflite", "torchscript": ".pt"}
 

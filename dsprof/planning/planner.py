@@ -26,13 +26,13 @@ from ..lut.choice import Pricing
 from ..lut.lookup import span_key
 from ..lut.piece import Piece, comparable
 from ..lut.prices import Prices
-from ..runtimes import folds_activations
 from ..lut.predict import prices_of, predict_plan
 from ..merging.partial import with_acts
 from ..records.activations import is_crossing
 from ..records.plan import PRESETS, Plan, same_family
 from ..models.ref import ModelRef
 from ..models.spans import span_ranges, span_runs
+from ..runtimes import folds_activations
 from .dp import Solution, best_of_k, best_per_k, block_count, pareto_front
 from .front import Front, FrontPoint, PresetPoint
 

@@ -210,8 +210,7 @@ class Plan:
         try:  # what a plan from someone else may carry into a model, a page or a command: `dsprof.fields`
             check_text(fields["model"], "model")
             check_model_options(fields.get("options", {}), "options")
-            for name in ("name", "source"):
-                check_text(fields.get(name), name, none=True)
+            check_text(fields.get("source"), "source", none=True)  # the name: by `__post_init__`, for every plan
             if len(fields["keep"]) > MAX_BLOCKS:
                 raise FieldError(f"field 'keep' holds {len(fields['keep'])} entries, more than {MAX_BLOCKS} blocks")
         except FieldError as exc:
