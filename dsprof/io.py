@@ -17,18 +17,18 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .errors import BadFileError, DsprofError, InputFileError, OutputPathError
-from .fields import shown
+from .fields import plain, shown
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SLUG_LIMIT", "atomic_output", "atomic_torch_save", "atomic_write_text", "check_output_path", "csv_cell",
-           "csv_frame", "csv_row", "file_kind", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES", "describe_file", "load_torch",
-           "load_torch_payload", "make_parent_folders", "one_or_many", "output_path", "read_csv", "read_json", "read_text",
-           "slug", "sniff"]
+           "csv_frame", "csv_row", "file_kind", "files_below", "KINDS", "MAX_TEXT_BYTES", "MAX_TORCH_BYTES",
+           "describe_file", "load_torch", "load_torch_payload", "make_parent_folders", "one_or_many", "output_path",
+           "read_csv", "read_json", "read_text", "slug", "sniff"]
 
 
 def one_or_many(value: Any, single: tuple[type, ...] = (str, Path)) -> list:
@@ -38,6 +38,20 @@ def one_or_many(value: Any, single: tuple[type, ...] = (str, Path)) -> list:
     if isinstance(value, single) or not isinstance(value, Iterable):
         return [value]
     return list(value)
+
+
+def files_below(folder: Path, pattern: str, keep: Callable[[Path], bool] | None = None) -> list[Path]:
+    """The files below ``folder`` (searched recursively) whose names match ``pattern`` (and ``keep``), sorted. Their
+    names below the folder are data (a results folder someone sent): one holding a backquote, which dsprof keeps for
+    the commands its messages suggest and never writes in a name (`slug`), is refused in one line before any message
+    could show it as a command."""
+    found = sorted(p for p in folder.rglob(pattern) if keep is None or keep(p))
+    for p in found:
+        below = p.relative_to(folder).as_posix()
+        if "`" in below:
+            raise BadFileError(f"{plain(folder)} holds {plain(below)}, a name with a backquote, which dsprof keeps for "
+                               "the commands its messages suggest: rename it, or move it out of the folder")
+    return found
 
 
 # -- where dsprof writes: one way to an output path ------------------------------------------------------------

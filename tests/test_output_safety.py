@@ -365,3 +365,42 @@ def test_a_plan_value_in_an_error_never_prints_as_a_command(tmp_path, field, val
     line, = done.stderr.strip().splitlines()
     assert "\\x60dsprof.blocks(model='x')\\x60" in line and "dsprof blocks" not in line
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_a_file_name_in_a_folder_someone_sent_never_prints_as_a_command(tmp_path):
+    """A damaged record and a damaged front, in a results folder, each named with a backquoted dsprof call: the
+    reader's error named the file, and the command line showed the name as "`dsprof measure --model evil ...`", a
+    command dsprof seemed to suggest. `build-lut` and `report` now refuse the folder in one line that shows the name
+    with ``\\x60``, and write nothing."""
+    results = tmp_path / "results"
+    (results / "sub").mkdir(parents=True)
+    (results / "sub" / f"{COMMAND_NAME}.jsonl").write_text("{not a record\n")
+    done = dsprof_here("build-lut", results, "-o", tmp_path / "lut.csv")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert "\\x60dsprof.measure(model=" in line and "backquote" in line and "rename it" in line
+    assert "dsprof measure" not in done.stdout + done.stderr
+    (results / "sub" / f"{COMMAND_NAME}.jsonl").rename(results / "sub" / f"{COMMAND_NAME}.front.json")
+    (results / "r.jsonl").write_bytes((FIXTURES / "tiny_torch.jsonl").read_bytes())
+    done = dsprof_here("report", results, "-o", tmp_path / "report")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert "\\x60dsprof.measure(model=" in line and "dsprof measure" not in done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_an_image_name_in_an_image_folder_never_prints_as_a_command(tmp_path):
+    """An image folder (someone's data set) holding a file that is no image, named with a backquoted call: the one
+    line that names it shows each backquote as ``\\x60``, as it does a class folder's name."""
+    from dsprof.errors import InputFileError
+    from dsprof.search.data import image_folder
+
+    for split in ("train", "val"):
+        for label in ("a", "b"):
+            (tmp_path / split / label).mkdir(parents=True)
+            (tmp_path / split / label / "x `dsprof.blocks(model='evil')` y.png").write_bytes(b"not an image")
+    data = image_folder(tmp_path, 32)
+    with pytest.raises(InputFileError) as caught:
+        data.train[0]
+    text = str(caught.value)
+    assert "\\x60dsprof.blocks(model='evil')\\x60" in text and "`" not in text

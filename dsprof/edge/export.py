@@ -34,6 +34,7 @@ from torch import nn
 
 from .. import __version__
 from ..errors import OutputPathError, UsageError
+from ..fields import plain
 from ..io import atomic_write_text, make_parent_folders
 from .._moved import as_request, moved_keywords
 from ..models import ModelRef
@@ -112,7 +113,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
     results = sorted((out / "results").glob("*.jsonl")) if (out / "results").is_dir() else []
     if results:
         raise OutputPathError(
-            f"{out} holds results ({results[0].name}), which replacing the bundle would delete: move them out of "
+            f"{out} holds results ({plain(results[0].name)}), which replacing the bundle would delete: move them out of "
             f"{out / 'results'} first (`dsprof import` copies them, it does not move them), or choose another `out=`"
         )
 
@@ -137,7 +138,7 @@ def _not_a_bundle(out: Path) -> str:
                           or not (p.name.startswith("w") and p.name.endswith(suffixes)
                                   and p.name[1:].split(".", 1)[0].isdigit()))
     if foreign:
-        return f"it holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}"
+        return f"it holds {plain(', '.join(foreign[:3]))}{', ...' if len(foreign) > 3 else ''}"
     return ""
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import InputFileError, LUTError
 from ..fields import MAX_THREADS, shown
-from ..io import one_or_many
+from ..io import files_below, one_or_many
 from ..records.measurement import IN_SITU_SCOPE, Measurement, MeasurementFile, read_measurement_file
 from ..records.stats import summarize
 from .interval import IQR_TO_SD, median_error
@@ -31,7 +31,7 @@ def measurement_files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         raise InputFileError(f"give measurement files (.jsonl) or folders holding them, as paths; not {shown(paths)}")
     for p in map(Path, given):
         if p.is_dir():
-            files += sorted(p.rglob("*.jsonl"))
+            files += files_below(p, "*.jsonl")
         elif p.is_file():
             files.append(p)
         else:

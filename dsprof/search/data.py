@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
 from ..errors import InputFileError, UsageError
+from ..fields import plain
 
 __all__ = ["DataSplits", "DIGITS", "IMAGENET_MEAN", "IMAGENET_STD", "SHAPES", "digits", "image_folder", "load_data", "shapes"]
 
@@ -149,11 +150,11 @@ def image_folder(root: str | Path, resolution: int = 224) -> DataSplits:
         train = datasets.ImageFolder(str(root / "train"), train_tf, loader=_image)
         val = datasets.ImageFolder(str(root / "val"), val_tf, loader=_image)
     except FileNotFoundError as exc:  # a class folder without an image (torchvision's words name it)
-        raise InputFileError(f"{root}: {exc}") from None
+        raise InputFileError(f"{root}: {plain(exc)}") from None
     if train.classes != val.classes:
         raise UsageError(f"{root}: train/ and val/ have different class folders")
     if len(train.classes) < 2:
-        raise UsageError(f"{root}: train/ has {len(train.classes)} class folder ({', '.join(train.classes)}); a model "
+        raise UsageError(f"{root}: train/ has {len(train.classes)} class folder ({plain(', '.join(train.classes))}); a model "
                          "learns nothing to tell apart from one: give two classes or more")
     return DataSplits(train, val, len(train.classes), str(root))
 
@@ -167,7 +168,7 @@ def _image(path: str) -> Any:
         with open(path, "rb") as f:
             return Image.open(f).convert("RGB")
     except (UnidentifiedImageError, OSError) as exc:
-        raise InputFileError(f"{path} is not an image that can be read ({exc}); remove it from the image folder") from None
+        raise InputFileError(f"{plain(path)} is not an image that can be read ({plain(exc)}); remove it from the image folder") from None
 
 
 def load_data(data: str | Path, resolution: int) -> DataSplits:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..errors import DsprofError, MeasurementFileError, PlanError
-from ..io import atomic_output, atomic_write_text, check_output_path, one_or_many, output_path, slug
+from ..io import atomic_output, atomic_write_text, check_output_path, files_below, one_or_many, output_path, slug
 from ..lut.build import read_measurement_files
 from ..lut.interval import probe_ratio
 from ..planning.decide import merge_rule
@@ -74,7 +74,7 @@ def _explanations(paths: Iterable[str | Path]) -> list:
     found = []
     for p in map(Path, paths):
         if p.is_dir():
-            found += [load_explanation(f) for f in sorted(p.rglob("*.explain.json"))]
+            found += [load_explanation(f) for f in files_below(p, "*.explain.json")]
     return found
 
 
@@ -83,7 +83,7 @@ def _fronts(paths: Iterable[str | Path]) -> list[Path]:
     found = []
     for p in map(Path, paths):
         if p.is_dir():
-            found += sorted(f for f in p.rglob("*.json") if f.name == "front.json" or f.name.endswith(".front.json"))
+            found += files_below(p, "*.json", lambda f: f.name == "front.json" or f.name.endswith(".front.json"))
     return found
 
 
