@@ -23,13 +23,17 @@ class BackendEntry(NamedTuple):
     `dsprof.profiler.backends`) and the runtime that times its models on a remote device (None: none can;
     ``no_remote`` says why in one line). ``separate_activations``: it runs each activation as a kernel of its own
     (PyTorch eager, and the TorchScript its bundles carry), so removing one saves time even where the block is not
-    merged; the compiling runtimes fuse it into the convolution before it (`default_block_variants`)."""
+    merged; the compiling runtimes fuse it into the convolution before it (`default_block_variants`).
+    ``process_spread``: how far (relative standard deviation) a plan's paired speed-up moves from one process to the
+    next beyond its own rounds' noise, where that was measured (`dsprof.lut.interval`'s check term adds it: the LUT is
+    timed in one process, a later check in another)."""
 
     name: str
     implementation: str
     remote_runtime: str | None
     no_remote: str = ""
     separate_activations: bool = False
+    process_spread: float = 0.0
 
 
 class Runtime(NamedTuple):
@@ -67,7 +71,10 @@ BACKENDS = {b.name: b for b in (
             "them, which a bundle's runner does not carry: run "
             "`dsprof.measure(settings=BackendSettings(backend='torch-compile'))` on the device"),
     BackendEntry("onnxruntime", "onnx_runtime:OnnxRuntimeBackend", "onnxruntime"),
-    BackendEntry("openvino", "openvino:OpenVINOBackend", "openvino"),
+    # the same plan checked in fresh processes: ResNet-AA-34-D (96 px) 9 times, LambdaResNet-26t and ECA-ResNeXt-26ts
+    # (160 px) 7 times each read 0.7-1.8 % apart (s.d.), 1.2 % pooled (robust); each check's own interval +-0.3-1.5 %
+    # (benchmarks/RESULTS.md, "OpenVINO's spread from process to process"). ONNX Runtime and PyTorch: not seen.
+    BackendEntry("openvino", "openvino:OpenVINOBackend", "openvino", process_spread=0.012),
     BackendEntry("tflite", "tflite:TFLiteBackend", "tflite"),
 )}
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .piece import Piece
-
 from ..records.measurement import CALIBRATION, IN_SITU_SCOPE, PROBE_NAME, PROBE_SCOPE, calibration_plan
+from ..runtimes import BACKENDS
 from .interval import IntervalInputs
 from .lookup import in_model_factor
+from .piece import Piece
 from .schema import in_situ_workload, split_label
 
 __all__ = ["calibration_entry", "interval_inputs"]
@@ -42,7 +42,13 @@ def interval_inputs(prices: Any) -> IntervalInputs:
         tuple(entries.references), entries.whole, bool(entries.stem and entries.head), prices.method,
         prices.rest_method, prices.factor, in_model_factor(prices.entries), prices.in_model, prices.base_errors,
         prices.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), prices.reference_s,
-        plan, entries.sessions)
+        plan, entries.sessions, _process_spread(prices.key.backend))
+
+
+def _process_spread(backend: str) -> float:
+    """The spread from process to process of ``backend`` (`dsprof.runtimes.BackendEntry`; 0 where not measured)."""
+    entry = BACKENDS.get(backend)
+    return entry.process_spread if entry is not None else 0.0
 
 
 def calibration_entry(prices: Any) -> tuple[Any, list[Piece], str]:

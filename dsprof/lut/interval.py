@@ -177,6 +177,7 @@ class IntervalInputs:
     reference_s: float
     calibration_plan: str = ""  # the calibration group's plan where its record names one (``spans 0-1 3-4``)
     sessions: tuple[LUTEntry, ...] = ()  # the session pairs' second sessions (`session_noise`)
+    process_spread: float = 0.0  # the runtime's spread from process to process (`dsprof.runtimes.BackendEntry`)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,9 @@ def terms_of(inputs: IntervalInputs) -> Terms:
     if calibration.se == calibration.se and not direct:  # a session pair's ratio holds its rounds' noise already
         check = math.hypot(check, calibration.se)
         check_source += f" and the calibration check's rounds (s.e. {calibration.se:.1%})"
+    if inputs.process_spread > 0:  # the LUT's checks ran in its one process; a later check runs in another
+        check = math.hypot(check, inputs.process_spread)
+        check_source += f" and the runtime's spread from process to process (s.d. {inputs.process_spread:.1%})"
     if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): how the pieces combine is left
         im = inputs.in_model
         interaction, gap_source = _interaction(calibration) if im.combined == 1.0 else (0.0, "")
