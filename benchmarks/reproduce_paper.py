@@ -32,6 +32,7 @@ import argparse
 import fnmatch
 import functools
 import math
+import statistics
 import sys
 import time
 import warnings
@@ -197,6 +198,13 @@ def fps(r: Measurement | None) -> float:
     return r.batch / r.median_s if r is not None else math.nan
 
 
+def pooled_fps(records: list[Measurement], variant: str, name: str | None = None) -> float:
+    """FPS from the median of every sample of the whole-model records of ``variant`` (and ``name``), as a LUT pools
+    them: the original is timed twice where presets are (once with the FLOPs-matched model, once with the presets)."""
+    hits = [r for r in records if r.ok and r.scope == "model" and r.variant == variant and (name is None or r.name == name)]
+    return hits[0].batch / statistics.median(s for r in hits for s in r.samples_s) if hits else math.nan
+
+
 def noisy(*records: Measurement | None) -> bool:
     """Whether any of the records spread more than the profiler's noise threshold (IQR/median)."""
     return any(r is not None and r.stats.noisy for r in records)
@@ -291,7 +299,7 @@ def lut_table(lut, key: DeviceContext, runs: dict[str, list[Measurement]], nets:
             cases.append((f"{label} dense", "flops_matched", "flops_matched", None))
         cases += [(name, "custom", None, name) for name in net.presets]
         for name, variant, every, plan in cases:
-            measured = fps(by_model(records, variant, plan) if plan else by_model(records, variant))
+            measured = pooled_fps(records, variant, plan)
             row = {"model": name, "measured FPS": measured}
             for rest, column in (("stem+head", "stem+head"), ("model-minus-blocks", "model-blocks")):
                 try:

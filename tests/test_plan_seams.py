@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -444,3 +445,23 @@ def test_a_plans_check_is_the_original_and_the_plan_alone_through_measure_and_pr
         assert beside == [("model", "custom"), ("model", "original")], (folder, beside)
     measured = [r for p in (tmp_path / "measured").glob("*.jsonl") for r in read_measurements(p)]
     assert {r.scope for r in measured} >= {"stem", "head"}  # still timed, for the LUT, in the model's own group
+
+
+def test_with_the_default_model_variants_a_plans_check_is_still_the_original_and_the_plan_alone(luts, tmp_path):
+    """`dsprof measure --plan` with the default whole-model variants (original and flops_matched) timed the plan in
+    one group of three, beside the flops-matched model; a group's other members move a plan's ratio by 1-3 %
+    (benchmarks/RESULTS.md, "Why a large group read plans faster"). The flops-matched model keeps its group with the
+    original; the plan gets a group of its own with a second copy of the original, and its speed-up is paired there."""
+    ok("plan", *MODEL, "--lut", luts["torch"], "--keep", K, "--out", tmp_path / "front.json")
+    defaults = [a for a in CHECK if a not in ("--model-variants", "original")]
+    printed = ok("measure", *MODEL, *defaults, "--plan", tmp_path / "front.plan.json", "--out", tmp_path / "m")
+    records = [r for p in (tmp_path / "m").glob("*.jsonl") for r in read_measurements(p) if r.scope == "model"]
+    groups = {}
+    for r in records:
+        groups.setdefault(r.group, []).append(r.variant)
+    assert sorted(sorted(v) for v in groups.values()) == [["custom", "original"], ["flops_matched", "original"]]
+    (plan,) = [r for r in records if r.variant == "custom"]
+    (original,) = [r for r in records if r.variant == "original" and r.group == plan.group]
+    expected = statistics.median(o / c for o, c in zip(original.samples_s, plan.samples_s))
+    found = re.search(r"measured speed-up ([\d.]+)x over the original", printed)
+    assert found and float(found.group(1)) == pytest.approx(expected, abs=0.0005)  # printed to three decimals

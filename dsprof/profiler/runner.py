@@ -638,7 +638,8 @@ def workload_groups(
 ) -> list[list[Workload]]:
     """The workloads `measure` times (and `dsprof export` bundles), in the groups that are timed interleaved:
     each block's variants, each block in situ, each span, then the whole-model variants (with stem and head where
-    blocks are timed) with ``extra_models`` (plans' models; the stem and head then in a group of their own)."""
+    blocks are timed) with ``extra_models`` (plans' models; the stem and head then in a group of their own, and the
+    other whole-model variants with the original in another: the plans are timed against a second copy of it)."""
     groups: list[list[Workload]] = []
     found = find_blocks(net, input_size) if (variants or in_situ) and blocks is not None else []
     if not found and (variants or in_situ or set(model_variants) - {"original"}):
@@ -671,6 +672,12 @@ def workload_groups(
         # their own; the original stays with the plans, timed once.
         groups.append(parts)
         model_group = [w for w in model_group if w.scope not in ("stem", "head")]
+    if checks and "original" in model_variants and any(w.variant != "original" for w in model_group):
+        # nor beside another whole model (``merged``, ``flops_matched``): a group's other members move a plan's ratio
+        # by 1-3 % (benchmarks/RESULTS.md, "Why a large group read plans faster"). Those keep their group with the
+        # original; the plans are timed against a second copy of it, as `predict(check=)` times them.
+        groups.append(model_group)
+        model_group = [model_workload(net, label, "original", input_size)]
     model_group += checks
     if model_group:
         groups.append(model_group)
