@@ -188,9 +188,14 @@ def run_measure(net: Net, s: Settings, *, backend: str | None = None, device: st
     return result.measurements
 
 
+def model_records(records: list[Measurement], variant: str, name: str | None = None) -> list[Measurement]:
+    """The whole-model records of ``variant`` (and ``name`` for custom models) that were measured, in order."""
+    return [r for r in records if r.ok and r.scope == "model" and r.variant == variant and (name is None or r.name == name)]
+
+
 def by_model(records: list[Measurement], variant: str, name: str | None = None) -> Measurement | None:
     """The last whole-model record of ``variant`` (and ``name`` for custom models)."""
-    hits = [r for r in records if r.ok and r.scope == "model" and r.variant == variant and (name is None or r.name == name)]
+    hits = model_records(records, variant, name)
     return hits[-1] if hits else None
 
 
@@ -201,7 +206,7 @@ def fps(r: Measurement | None) -> float:
 def pooled_fps(records: list[Measurement], variant: str, name: str | None = None) -> float:
     """FPS from the median of every sample of the whole-model records of ``variant`` (and ``name``), as a LUT pools
     them: the original is timed twice where presets are (once with the FLOPs-matched model, once with the presets)."""
-    hits = [r for r in records if r.ok and r.scope == "model" and r.variant == variant and (name is None or r.name == name)]
+    hits = model_records(records, variant, name)
     return hits[0].batch / statistics.median(s for r in hits for s in r.samples_s) if hits else math.nan
 
 

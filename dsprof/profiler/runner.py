@@ -669,7 +669,7 @@ def workload_groups(
         # a plan's check is not timed beside the stem and head: rotated with them round by round, each workload always
         # after the same other, a plan read 1.4 % slower to 6.1 % faster than paired with the original alone, as
         # `predict(check=)` times it (benchmarks/RESULTS.md, "A check beside the stem and head"). They get a group of
-        # their own; the original stays with the plans, timed once.
+        # their own; the original stays with the plans.
         groups.append(parts)
         model_group = [w for w in model_group if w.scope not in ("stem", "head")]
     if checks and "original" in model_variants and any(w.variant != "original" for w in model_group):
