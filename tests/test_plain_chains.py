@@ -160,3 +160,37 @@ def test_a_model_with_train_time_branches_and_no_block_is_told_to_reparameterize
 
     # ResNet-D's pooled skip: refused, and nothing to re-parameterise
     assert "reparameterize" not in discover_blocks(nothing.PooledSkip().eval(), (16, 16)).nothing
+
+
+def test_a_model_with_blocks_whose_train_time_branches_are_refused_is_told_to_reparameterize():
+    """Found validating RepGhostNet-0.8 at 96 px as a new user (2026-12-01): built as it trains, each RepGhostModule
+    is refused (its primary convolution's output is read twice, by the cheap depthwise branch and the fusion branch)
+    while its shortcuts are blocks. The model has blocks, so the line that offers `reparameterize=True` (said only of
+    a model without a block) never came, and the front's only plan kept every activation. Read from
+    timm/models/repghost.py: RepGhostModule has ``reparameterize`` and ``switch_to_deploy``; RepGhostBottleneck and
+    the rest have neither. The warning's last line names that class once and the parameter (the command line its
+    option); re-parameterised, a model with no such module (ResNet-D's pooled skip), or one whose such modules are
+    not what is refused (RepViT) does not hear of it."""
+    from dsprof.errors import UsageError
+    from dsprof.models import find_blocks
+
+    net = get_model("timm:repghostnet_050", resolution=32).eval()
+    found = discover_blocks(net, (32, 32))
+    assert found.blocks and found.fusable == ("RepGhostModule",)
+    assert any(r.type_name == "RepGhostModule" and "is read 2 times" in r.reason for r in found.refusals)
+    with pytest.raises(UsageError) as refused:  # strict: the warning's words, raised (a warning is said once a process)
+        find_blocks(net, (32, 32), strict=True)
+    assert str(refused.value).splitlines()[-1] == ("the train-time branches of RepGhostModule fuse into one convolution "
+                                                   "each with `reparameterize=True`, which may make blocks of these parts")
+
+    out = dsprof_here("blocks", "--model", "timm:repghostnet_050", "--resolution", "32")
+    assert out.returncode == 0, out.stderr
+    assert ("the train-time branches of RepGhostModule fuse into one convolution each with --reparameterize, which "
+            "may make blocks of these parts") in out.stderr
+    fused = discover_blocks(get_model("timm:repghostnet_050", resolution=32, reparameterize=True).eval(), (32, 32))
+    assert fused.fusable == () and not any(r.type_name == "RepGhostModule" for r in fused.refusals)
+    assert discover_blocks(nothing.PooledSkip().eval(), (16, 16)).fusable == ()
+    # RepViT (timm/models/repvit.py): its RepVggDw and ConvNorm fuse, but inside RepViTBlocks refused for their
+    # squeeze-excitation; its refused head, RepVitClassifier, fuses two Linear heads, no convolution: not offered
+    repvit = discover_blocks(get_model("timm:repvit_m0_9", resolution=32).eval(), (32, 32))
+    assert {"RepViTBlock", "RepVitClassifier"} <= {r.type_name for r in repvit.refusals} and repvit.fusable == ()

@@ -12,6 +12,7 @@ from torch import nn
 
 from ..errors import UsageError
 from .graph import Block, Refusal, discover_blocks
+from .ownership import FUSE_OFFER
 
 __all__ = ["Block", "NothingToMergeWarning", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks", "nothing_to_merge"]
 
@@ -46,6 +47,8 @@ def find_blocks(
     found = discover_blocks(model, input_size)
     if found.refusals:
         message = "parts dsprof cannot treat as blocks:\n  " + "\n  ".join(map(str, found.refusals))
+        if found.fusable:  # RepGhostNet as built: its Ghost modules refused, their branches not yet fused
+            message += f"\nthe train-time branches of {', '.join(found.fusable)} {FUSE_OFFER}, which may make blocks of these parts"
         if strict:
             raise UsageError(message)
         if message not in _warned:  # once per process: every stage looks at the same model's blocks

@@ -422,6 +422,26 @@ class _Discovery:
             self.refusals.append(Refusal(path, type(module).__name__, f"no mergeable chain: {reason}", node))
             reported.append(path)
 
+    def fusable(self) -> list[str]:
+        """The types of the modules with train-time branches (a method of `REPARAMETERIZE_METHODS`, what timm's
+        `reparameterize_model` calls) at or around a refused part, where the model is not re-parameterised yet: the
+        parts `reparameterize=True` may turn into blocks (RepGhostNet's Ghost modules are refused as built, a tensor
+        read by both branches). Not one inside a refused part (RepViT's blocks are refused for their
+        squeeze-excitation, whatever their depthwise branches fuse into), nor one without a convolution (RepViT's
+        two-headed classifier), nor the model itself. Empty where nothing is refused or nothing fuses."""
+        if dict(getattr(self.model, IDENTITY_ATTR, ("", {}))[1]).get("reparameterize", False):
+            return []
+        refused = [r.name for r in self.refusals]
+        types: list[str] = []
+        for path, module in self.model.named_modules():
+            if not path or not any(hasattr(module, a) for a in REPARAMETERIZE_METHODS):
+                continue
+            if not any(isinstance(m, nn.Conv2d) for m in module.modules()):  # RepViT's head: linear branches
+                continue
+            if any(name == path or name.startswith(path + ".") for name in refused) and type(module).__name__ not in types:
+                types.append(type(module).__name__)
+        return types
+
     def nothing_to_merge(self) -> str | None:
         """Why the model has no block, in one line that fits it (None when it has one): no convolution, one, none
         followed by another, or every candidate refused. `dsprof blocks`, `measure` and `plan` all say this."""
@@ -432,9 +452,7 @@ class _Discovery:
             n, first = len(self.refusals), self.refusals[0]
             name = first.name or "(model)"
             which = f"the one candidate, {name}, is refused" if n == 1 else f"all {n} candidates are refused, the first, {name}"
-            done = dict(getattr(self.model, IDENTITY_ATTR, ("", {}))[1]).get("reparameterize", False)
-            fused = not done and any(hasattr(m, a) for m in self.model.modules() for a in REPARAMETERIZE_METHODS)
-            offer = "; its train-time branches fuse into one convolution each with `reparameterize=True`" if fused else ""
+            offer = f"; its train-time branches {FUSE_OFFER}" if self.fusable() else ""
             return f"no block DepthShrinker can merge: {which}: {first.reason}{offer}"
         if not convs:
             return "no convolution: nothing for DepthShrinker to merge"
@@ -442,6 +460,11 @@ class _Discovery:
             return f"one convolution ({convs[0].target}) and no other: nothing for DepthShrinker to merge"
         why = f" (convolution {self.break_convs[0].target}: {self.breaks[0][1]})" if self.breaks else ""
         return f"no two convolutions in a row{why}: nothing for DepthShrinker to merge"
+
+
+#: What a model with train-time branches next to a refused part is offered (`_Discovery.fusable`); the command line
+#: prints the parameter as its option.
+FUSE_OFFER = "fuse into one convolution each with `reparameterize=True`"
 
 
 def plain_pairs(chain: list) -> list[list]:

@@ -111,4 +111,5 @@ class Discovery:
     refusals: list[Refusal]
     graph_module: fx.GraphModule = field(repr=False)
     nothing: str | None = None
+    fusable: tuple[str, ...] = ()  # the types of modules with train-time branches at a refused part (`reparameterize`)
 
