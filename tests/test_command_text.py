@@ -54,6 +54,30 @@ def test_no_layer_below_the_command_line_writes_a_measure_merge_or_plan_command_
     assert found == []
 
 
+def test_every_warning_the_command_line_prints_is_in_its_words_on_stderr():
+    """A message from the layers below names parameters (`` `settings=BackendSettings(threads=1)` ``); the command
+    line prints it as options. Found: `dsprof blocks` printed `find_blocks`' warning itself, and `dsprof plan` the
+    tie-break's contention warning, both in Python's words (`dsprof plan`'s on stdout). Each f-string of dsprof/cli
+    that starts "warning: " formats its message through `command_line_text` (or `dsprof.cli.main._text`, which
+    calls it) and goes to stderr."""
+    found = []
+    for path in sorted((ROOT / "dsprof" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print" and node.args
+                    and isinstance(node.args[0], ast.JoinedStr)):
+                continue
+            parts = node.args[0].values
+            if not (parts and isinstance(parts[0], ast.Constant) and str(parts[0].value).startswith("warning: ")):
+                continue
+            fields = [p.value for p in parts if isinstance(p, ast.FormattedValue)]
+            worded = all(isinstance(f, ast.Call) and getattr(f.func, "id", "") in ("command_line_text", "_text")
+                         for f in fields)
+            to_stderr = any(k.arg == "file" and ast.unparse(k.value) == "sys.stderr" for k in node.keywords)
+            if not (fields and worded and to_stderr):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
 def test_a_request_in_words_and_as_the_command_line_writes_it():
     assert REQUEST.describe() == WORDS
     assert hint_command(REQUEST) == COMMAND

@@ -4,6 +4,7 @@ several side by side (`dsprof.plan`, the API function)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         if outcome.tie_break is not None:
             print(outcome.tie_break.line())
             if outcome.tie_break.contention:
-                print(f"warning: {outcome.tie_break.contention}")
+                print(f"warning: {command_line_text(outcome.tie_break.contention, 'plan')}", file=sys.stderr)
             print(f"wrote {outcome.tie_break.path} (the timed plans' records: `dsprof build-lut` reads them)")
     for path in outcome.paths:
         print(f"wrote {path}")
