@@ -91,7 +91,8 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
     kept = [Refusal(path, type(model.get_submodule(path)).__name__,
                     f"torch.fx cannot trace it ({why}), so every module of its class is kept whole and its activations "
                     "stay", path.replace(".", "_")) for path, why in opaque.items()]
-    return Discovery(found.blocks, kept + found.refusals, gm, found.nothing_to_merge(), tuple(found.fusable()))
+    fusable = tuple(found.fusable())
+    return Discovery(found.blocks, kept + found.refusals, gm, found.nothing_to_merge(fusable), fusable)
 
 
 def block_module(model: nn.Module, name: str) -> nn.Module:

@@ -12,6 +12,7 @@ refused with the reason that broke their chains.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Sequence
 
 import torch.fx as fx
 from torch import nn
@@ -21,7 +22,7 @@ from .leaves import act_module_name
 from .padding import conv_padding, padding_style, tf_same_chain_problem
 from .patterns import GraphView, UnitNodes, break_reason, find_units, functional_act_module, se_gates
 from .records import Block, ChainSite, Refusal, Unit
-from .registry import IDENTITY_ATTR, REPARAMETERIZE_METHODS
+from .registry import REPARAMETERIZE_METHODS, model_identity
 from .surgery import Chain, build_chain, run_of, signature
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -429,7 +430,7 @@ class _Discovery:
         read by both branches). Not one inside a refused part (RepViT's blocks are refused for their
         squeeze-excitation, whatever their depthwise branches fuse into), nor one without a convolution (RepViT's
         two-headed classifier), nor the model itself. Empty where nothing is refused or nothing fuses."""
-        if dict(getattr(self.model, IDENTITY_ATTR, ("", {}))[1]).get("reparameterize", False):
+        if (model_identity(self.model) or ("", {}))[1].get("reparameterize", False):
             return []
         refused = [r.name for r in self.refusals]
         types: list[str] = []
@@ -442,9 +443,10 @@ class _Discovery:
                 types.append(type(module).__name__)
         return types
 
-    def nothing_to_merge(self) -> str | None:
+    def nothing_to_merge(self, fusable: Sequence[str]) -> str | None:
         """Why the model has no block, in one line that fits it (None when it has one): no convolution, one, none
-        followed by another, or every candidate refused. `dsprof blocks`, `measure` and `plan` all say this."""
+        followed by another, or every candidate refused (with ``fusable``, `fusable`'s answer, the offer to
+        re-parameterise). `dsprof blocks`, `measure` and `plan` all say this."""
         if self.blocks:
             return None
         convs = [n for n in self.g.nodes if self.g.is_conv(n)]
@@ -452,7 +454,7 @@ class _Discovery:
             n, first = len(self.refusals), self.refusals[0]
             name = first.name or "(model)"
             which = f"the one candidate, {name}, is refused" if n == 1 else f"all {n} candidates are refused, the first, {name}"
-            offer = f"; its train-time branches {FUSE_OFFER}" if self.fusable() else ""
+            offer = f"; its train-time branches {FUSE_OFFER}" if fusable else ""
             return f"no block DepthShrinker can merge: {which}: {first.reason}{offer}"
         if not convs:
             return "no convolution: nothing for DepthShrinker to merge"

@@ -11,7 +11,7 @@ Fastest plan for each k (blocks that keep their activations), over the pieces p 
 
 with kept(p) = 1 for a kept block and 0 otherwise (0 too for a kept block without a removable activation: it is
 linear already, so it is kept or linearised by price alone, at no cost in k: `block_count`); O(n * n * max_span) steps, the plan read back through
-the pointers (gain: the piece's ``saving_s``, seconds; `--for`'s mean weighs each context's). The same recurrence,
+the pointers (gain: the piece's ``saving_s``, seconds; a joint plan's mean, ``Joint(objective='mean')``, weighs each context's). The same recurrence,
 scored lexicographically by (-loss, gain), gives the plan of least
 summed loss at each k (the fastest among equals).
 

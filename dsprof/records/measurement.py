@@ -436,7 +436,7 @@ class MeasurementWriter:
                 raise _busy_error(self.path) from None
 
     def truncate(self) -> None:
-        """Empty the file (``--overwrite``), keeping it, and its lock."""
+        """Empty the file (``overwrite=True``), keeping it, and its lock."""
         os.ftruncate(self._fd, 0)
 
     def write(self, records: Iterable[Measurement]) -> None:
