@@ -14,6 +14,10 @@ TFLite/LiteRT):
    at the same k, eager's plan at that k, and the all-merged plan (k = 0: the planner's plan with no activation left).
    Speed-ups are paired with the original, round by round (median of the per-round ratios, 95 % interval); eager's
    plan is also paired with the runtime's own (its loss, measured).
+   ``pairs`` times the same again in groups of two (``pair_*.jsonl``); ``recheck`` times eager's plan against each
+   runtime's own in ``--rechecks`` fresh processes, build orders alternating (``recheck/``): one group's reading of a
+   loss moves by several points from group to group at 96 px, and the median of the processes is the measurement the
+   cross table's prediction is held to (RESULTS, "Cross-runtime losses at 96 px held to a measurement that repeats").
 3. ``explain``: the blocks where a compiler's answer differs most from eager's (the saving of linearising or merging
    a block alone, relative to the block, per the LUTs), explained on both (`dsprof explain`: OpenVINO's per-layer
    counters, Inductor's kernels, ONNX Runtime's profile): which operators the compiler already fused
