@@ -199,8 +199,7 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
     from dsprof.lut.predict import predict_plan
     from dsprof.merging import merge_model
     from dsprof.records.plan import load_plan
-    from dsprof.models import ModelRef, format_spans, get_model
-    from dsprof.profiler import Workloads, measure
+    from dsprof.models import format_spans, get_model
     from dsprof.records.measurement import paired_with_original, read_measurements
     from dsprof.records.stats import paired_speedup
 
@@ -221,9 +220,8 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
                   flush=True)
             t = time.perf_counter()
             merged = {label: merge_model(model, plan) for label, plan in plans.items()}
-            measure(ModelRef.of(model, name=name), settings=front.device,
-                    workloads=Workloads((), ("original",), blocks=None), extra_models=merged, timing=_timing(args),
-                    out=path, resume=True, progress=False, log=lambda line: print(f"  {line}", flush=True))
+            _time_group(model, name, front.device, merged, _timing(args), path,
+                        log=lambda line: print(f"  {line}", flush=True))
             print(f"  {time.perf_counter() - t:.0f} s ({_load()})", flush=True)
         records = [r for r in read_measurements(path) if r.scope == "model"]
         original = next((r for r in records if r.variant == "original" and r.ok), None)
@@ -265,8 +263,7 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
     alone where the weights outgrow the caches (96 px, MobileNetV2: its originals 19-46 % slower than in the LUT runs), so its
     ratios are not the deployment's. Adds ``pair`` to the rows' cells."""
     from dsprof.merging import merge_model
-    from dsprof.models import ModelRef, get_model
-    from dsprof.profiler import Workloads, measure
+    from dsprof.models import get_model
     from dsprof.records.measurement import paired_with_original, read_measurements
     from dsprof.records.stats import paired_speedup
 
@@ -285,10 +282,8 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
                 print(f"{key} on {SHOWN[runtime]}: {base or 'the original'} and {label}, a group of two ({_load()})",
                       flush=True)
                 reference = merge_model(model, plans[base]) if base else model
-                measure(ModelRef.of(reference, name=name), settings=front.device,
-                        workloads=Workloads((), ("original",), blocks=None),
-                        extra_models={label: merge_model(model, plans[label])}, timing=_timing(args), out=path,
-                        resume=True, progress=False, log=lambda line: print(f"  {line}", flush=True))
+                _time_group(reference, name, front.device, {label: merge_model(model, plans[label])}, _timing(args),
+                            path, log=lambda line: print(f"  {line}", flush=True))
             records = [r for r in read_measurements(path) if r.scope == "model"]
             record = next((r for r in records if r.name == label and r.ok), None)
             if record is None:
@@ -304,22 +299,37 @@ def stage_pairs(args, key: str, folder: Path, name: str, options: dict, fronts, 
                 row[cell]["pair_loss"] = (loss.ratio - 1, loss.low - 1, loss.high - 1)
 
 
+def _time_group(reference, name: str, settings, others: dict, timing, out: Path, log=None) -> None:
+    """``reference`` (its record the group's ``original``) and ``others`` ({label: model}), built in that order and
+    timed as one interleaved group, resumable (the table, the pairs and the rechecks)."""
+    from dsprof.models import ModelRef
+    from dsprof.profiler import Workloads, measure
+
+    measure(ModelRef.of(reference, name=name), settings=settings, workloads=Workloads((), ("original",), blocks=None),
+            extra_models=others, timing=timing, out=out, resume=True, progress=False, log=log)
+
+
 def _recheck_one(spec: str) -> None:
     """One fresh process of ``--stages recheck``: the runtime's own plan and eager's plan built in the order given,
     timed as a group of two, written to ``out`` (the parent reads it)."""
     from dsprof.merging import merge_model
-    from dsprof.models import ModelRef, get_model
-    from dsprof.profiler import BackendSettings, Workloads, measure
+    from dsprof.models import get_model
+    from dsprof.profiler import BackendSettings
     from dsprof.records.plan import Plan
 
     job = json.loads(spec)
     model = get_model(job["name"], resolution=job["resolution"], **job["options"])
-    first, second = (Plan.from_json(Path(job[label]).read_text()) for label in job["order"])
-    measure(ModelRef.of(merge_model(model, first), name=job["name"]),
-            settings=BackendSettings(job["runtime"], threads=1), workloads=Workloads((), ("original",), blocks=None),
-            extra_models={"second": merge_model(model, second)},
-            timing=_timing(argparse.Namespace(smoke=job["smoke"], budget=job["budget"])), out=Path(job["out"]),
-            resume=True, progress=False)
+    first, second = (merge_model(model, Plan.from_json(Path(job[label]).read_text())) for label in job["order"])
+    _time_group(first, job["name"], BackendSettings(job["runtime"], threads=1), {"second": second},
+                _timing(argparse.Namespace(smoke=job["smoke"], budget=job["budget"])), Path(job["out"]))
+
+
+def _pair_records(out: Path) -> dict:
+    """{"first": record, "second": record} of a recheck's file: what it holds whole (nothing where it is missing)."""
+    from dsprof.records.measurement import read_measurements
+
+    records = read_measurements(out) if out.exists() else []
+    return {("first" if r.variant == "original" else "second"): r for r in records if r.scope == "model" and r.ok}
 
 
 def stage_recheck(args, key: str, folder: Path, name: str, options: dict, fronts, rows: list[dict]) -> None:
@@ -331,7 +341,6 @@ def stage_recheck(args, key: str, folder: Path, name: str, options: dict, fronts
     import subprocess
     import sys
 
-    from dsprof.records.measurement import read_measurements
     from dsprof.records.stats import paired_speedup
 
     where = folder / "recheck"
@@ -352,15 +361,15 @@ def stage_recheck(args, key: str, folder: Path, name: str, options: dict, fronts
             order = ("own", "eager") if i % 2 == 0 else ("eager", "own")
             out = where / f"loss_{runtime}_{i}.jsonl"
             _need(out, args)
-            if not args.reuse and not out.exists():
+            records = _pair_records(out)
+            if not args.reuse and len(records) < 2:  # not timed yet, or a process killed halfway: it resumes
                 print(f"{key} on {SHOWN[runtime]}: own and eager's plan, fresh process {i + 1} of {args.rechecks}, "
                       f"{order[0]}'s built first ({_load()})", flush=True)
                 job = {"name": name, "options": options, "resolution": args.resolution, "runtime": runtime,
                        "order": list(order), "own": str(files["own"]), "eager": str(files["eager"]),
                        "budget": args.budget, "smoke": args.smoke, "out": str(out)}
                 subprocess.run([sys.executable, __file__, "--recheck-one", json.dumps(job)], check=True)
-            records = {("first" if r.variant == "original" else "second"): r
-                       for r in read_measurements(out) if r.scope == "model" and r.ok}
+                records = _pair_records(out)
             if len(records) < 2:
                 continue
             own, eager = ((records["first"], records["second"]) if order[0] == "own" else
@@ -453,7 +462,8 @@ def print_cross(args, fronts_by_model: dict, rows: list[dict]) -> None:
           + (" measured in fresh processes, both build orders: median (range, n) |" if rechecks else ""))
     print("|---|---|---|---|---|---|---|" + ("---|" if pairs else "") + ("---|" if rechecks else ""))
     measured = {(r["model"], r["runtime"]): r.get("eager's plan") for r in rows}
-    gaps: dict[str, list] = {"loss": [], "pair_loss": [], "recheck": []}  # (|predicted - measured|, where, inside) per measurement
+    # (|predicted - measured|, where, inside) per measurement
+    gaps: dict[str, list] = {"loss": [], "pair_loss": [], "recheck": []}
     for key, (fronts, k) in fronts_by_model.items():
         chosen = sorted(fronts.fronts, key=lambda f: f.device.backend != EAGER)  # eager's plans first
         for a in chosen:

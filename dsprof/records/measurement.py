@@ -59,7 +59,8 @@ SCHEMA = "dsprof.measurement/1"
 PROBE_SCOPE = "probe"
 PROBE_NAME = "probe-ir32x56"
 #: The scope of a record timed in situ: the whole model with one block (or piece) swapped, in one group with the
-#: whole model (`dsprof measure --in-situ`, `dsprof measure --calibrate`). Files keep the word older dsprof wrote.
+#: whole model (`Workloads(in_situ=...)` and `Workloads(calibrate=True)` of `dsprof.measure`). Files keep the word older
+#: dsprof wrote.
 IN_SITU_SCOPE = "context"
 #: The variant of the calibration group's model (`dsprof.workflows.calibrate`): the whole model, scope ``model``,
 #: with every block linearised and merged where the run's entries say it pays.
