@@ -582,6 +582,8 @@ def main() -> None:
     stages = set(args.stages.split(","))
     import torch
 
+    from dsprof.io import slug
+
     torch.set_num_threads(1)
     where = ("one thread" if args.device == "cpu" else
              f"{args.device}, {args.dtype}{', channels-last' if args.channels_last else ''}")
@@ -590,7 +592,7 @@ def main() -> None:
           f"{', '.join(SHOWN[r] for r in args.runtimes)} ({_load()})", flush=True)
     rows, explained, fronts_by_model = [], [], {}
     for key in args.models.split(","):
-        folder = Path(args.out) / key.replace(":", "_")
+        folder = Path(args.out) / slug(key)  # a name as typed (timm:NAME) is one folder inside --out
         folder.mkdir(parents=True, exist_ok=True)
         name, options, lut, fronts = stage_lut(args, key, folder)
         mine = []
