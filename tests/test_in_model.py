@@ -222,6 +222,55 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert whole.systematic == pytest.approx(1.959964 * whole.speedup * u / math.sqrt(629) / shrunk, rel=1e-9)
 
 
+def test_a_block_that_costs_time_is_priced_apart_from_rho_by_hand():
+    """The hand LUT with block 1 slower merged: 2.4 ms against 2.0 ms alone (-0.4 ms), and inside the model 3 % slower
+    swapped (-0.6 ms of the 20 ms reference): on the line of 1.5 as the other six (0.5 ms alone, 0.75 ms inside). The
+    calibration plan, merged where merging pays (block 1 linearised unmerged, which its original entry prices at no
+    saving), holds six savings of 0.75 ms, 4.5 ms (22.5 %), and measured 18 %: rho 0.8. The plan of blocks 1, 3 and
+    6, merged, saves 0.8 x 1.5 - 0.6 = 0.6 ms: 19.4 ms (rho on the net sum, 0.8 x 0.9 ms, would give 19.28 ms)."""
+    import pandas as pd
+
+    from dsprof.lut import LUT, model_label, predict_latency
+    from dsprof.models import find_blocks, get_model
+    from dsprof.records.measurement import IN_SITU_SCOPE
+    from dsprof.records.plan import Plan
+    from test_lut_in_situ import MODEL, OPTIONS
+
+    lut, plan = _hand_calibrated(0.82, 0.0)
+    frame = lut.to_dataframe()
+    block = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))[1]
+    label = model_label("mobilenet_v2", {**OPTIONS, "resolution": 32})
+    alone = (frame.scope == "block") & (frame.workload == block.spec.to_str()) & (frame.variant == "merged")
+    inside = (frame.scope == IN_SITU_SCOPE) & (frame.workload == f"{label}@{block.name}") & (frame.variant == "merged")
+    assert alone.sum() == 1 and inside.sum() == 1
+    frame.loc[alone, "median_s"] = 0.0024
+    frame.loc[inside, "median_s"] = 0.021 * 1.03  # its group's model ran at 21 ms
+    lut = LUT(pd.DataFrame(frame))
+    pred = predict_latency(MODEL, lut, plan, strict=True)
+    assert pred.total_s == pytest.approx(0.020 - (0.8 * 2 * 0.00075 - 0.0006), rel=1e-9)
+    assert "calibration saved 18.0% where 22.5% was predicted (x0.800)" in pred.systematic_source
+    every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # block 1 merged too: the cost counts in full
+    assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(
+        0.020 - (0.8 * 6 * 0.00075 - 0.0006), rel=1e-9)
+
+
+@pytest.mark.parametrize("costs", [0.0, -0.03])
+def test_rho_is_what_the_calibration_plan_saved_beyond_its_costs_over_its_savings(costs):
+    """A calibration plan predicted to save 20 % of the model net, of which its pieces that cost time take 3 %
+    (their savings 23 %), measured 15.4 %: rho = (15.4 % + 3 %) / 23 % = 0.8; without costs, 15.4 / 20 = 0.77. The
+    in-model prices then hand `InModel` the savings' sum as the calibration plan's (`calibration_s`)."""
+    from dsprof.lut.interval import IntervalInputs, calibration_of
+    from dsprof.lut.table import LUTEntry
+
+    entry = LUTEntry(0.010 * 0.846, 0.0, 20, False, "hand", ratio=0.846, ratio_se=0.0)
+    inputs = IntervalInputs((), None, False, "in-model", "model-minus-blocks", 1.0, None, None, (), None, entry,
+                            0.20, (), 0.010, calibration_costs=costs)
+    found = calibration_of(inputs)
+    assert found.fitted == pytest.approx((0.154 - costs) / (0.20 - costs), rel=1e-9)
+    assert found.gap == pytest.approx(0.154 - 0.20, rel=1e-9)
+    assert ("3.0% of it costs priced apart" in found.source) == (costs < 0)
+
+
 @pytest.mark.parametrize("backend, by", [("onnxruntime", "pairs"), ("torch", "blocks")])
 def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_share_by_hand(backend, by):
     """A hand LUT (tests/test_lut_in_situ.py): 7 blocks, each saving 0.75 ms inside the 20 ms model (scale 1.5, the
@@ -392,11 +441,59 @@ def test_below_1_a_plan_is_pinned_by_its_share_of_the_calibration_plans_saving(s
     on rho S, times 1 - q."""
     from dataclasses import replace
 
+    from dsprof.lut.piece import Piece
+
     alone = [0.001, 0.0005, 0.0008, 0.0012, 0.0003]
     im = replace(InModel.estimate(_pieces(alone, alone, [0.0] * 5), R), combined=0.8, calibration_s=0.005)
+    plan = [Piece(0, 1, "merged", saving_s=summed), Piece(1, 2, "original", kept=True)]
     assert im.saving_share(summed) == pytest.approx(share, abs=1e-12)
-    expected = abs(0.8 * summed) * 0.2 / math.sqrt(3) / 0.8 * (1 - share)
-    assert im.together_error_s(summed, 3, 5) == pytest.approx(expected, abs=1e-15)
+    saved = max(summed, 0.0)  # a loss is a cost: rho says nothing of it, and it holds none of the calibration plan
+    expected = 0.8 * saved * 0.2 / math.sqrt(3) / 0.8 * (1 - share)
+    assert im.together_error_s(plan) == pytest.approx(expected, abs=1e-15)
     unknown = replace(im, calibration_s=math.nan)  # no calibration plan's sum: the whole range, as before
     assert unknown.saving_share(summed) == 0.0
-    assert unknown.together_error_s(summed, 3, 5) == pytest.approx(abs(0.8 * summed) * 0.2 / math.sqrt(3) / 0.8)
+    assert unknown.together_error_s(plan) == pytest.approx(0.8 * saved * 0.2 / math.sqrt(3) / 0.8)
+
+
+def test_below_1_rho_scales_the_savings_and_a_cost_counts_as_priced():
+    """rho 0.8 from a calibration plan whose savings sum to 5 ms. A plan of a piece saving 2 ms and one costing 1 ms
+    saves 0.8 x 2 - 1 = 0.6 ms (rho on the net sum would give 0.8 ms); its systematic error is the uniform of
+    half-width 0.2 around rho on the 1.6 ms that rho scales, times 1 - 2/5. By pairs (rho 1.2) every piece counts
+    once: 2 - 1 + 0.2 x 5 ms x the plan's share of pairs (2 of 5 blocks linearised: 2 x 1 / 20)."""
+    from dataclasses import replace
+
+    from dsprof.lut.piece import Piece
+
+    alone = [0.001, 0.0005, 0.0008, 0.0012, 0.0003]
+    fitted = InModel.estimate(_pieces(alone, alone, [0.0] * 5), R)
+    below = replace(fitted, combined=0.8, calibration_s=0.005)
+    assert (below.weight(0.002), below.weight(-0.001), below.weight(0.0)) == (0.8, 1.0, 1.0)
+
+    def plan(im):
+        return [Piece(0, 1, "merged", saving_s=0.002, weight=im.weight(0.002)),
+                Piece(1, 2, "merged", saving_s=-0.001, weight=im.weight(-0.001))] + [
+                Piece(i, i + 1, "original", kept=True) for i in range(2, 5)]
+
+    assert below.together(plan(below)) == pytest.approx(0.0006, abs=1e-15)
+    spread = 0.2 / math.sqrt(3) / 0.8  # relative to rho
+    assert below.together_error_s(plan(below)) == pytest.approx(0.8 * 0.002 * spread * (1 - 0.4), abs=1e-15)
+    above = replace(fitted, combined=1.2, calibration_s=0.005)
+    assert above.weight(0.002) == 1.0
+    assert above.together(plan(above)) == pytest.approx(0.001 + 0.2 * 0.005 * 2 / 20, abs=1e-15)
+
+
+def test_the_planner_adds_each_pieces_saving_as_a_plan_counts_it():
+    """Two blocks whose pieces save alone 2 ms (counted 0.5 x: rho 0.5) and cost 0.9 ms (counted as it is), merged
+    together 1 ms (0.5 x): with both blocks linearised, the two lone pieces gain 1 - 0.9 = 0.1 ms and the span
+    0.5 ms, so the span is the plan of k = 0, though the lone pieces' savings sum to more (1.1 against 1 ms)."""
+    from dsprof.lut.piece import Piece
+    from dsprof.planning.dp import best_per_k, block_count
+
+    options = [Piece(0, 1, "original", kept=True), Piece(1, 2, "original", kept=True),
+               Piece(0, 1, "merged", saving_s=0.002, weight=0.5), Piece(1, 2, "merged", saving_s=-0.0009),
+               Piece(0, 2, "span", saving_s=0.001, weight=0.5)]
+    best = best_per_k(2, options, count=block_count([True, True]))
+    assert [(p.start, p.stop, p.variant) for p in best[0].pieces] == [(0, 2, "span")]
+    assert best[0].gain == pytest.approx(0.0005, abs=1e-15)
+    assert [(p.start, p.variant) for p in best[1].pieces] == [(0, "merged"), (1, "original")]
+    assert best[1].gain == pytest.approx(0.001, abs=1e-15)

@@ -41,17 +41,24 @@ much of the sum of its pieces' prices a whole plan realises, ``combined`` = rho 
 through ONNX Runtime, 1.1-1.4 through PyTorch eager, 2.1-2.7 through torch.compile at 96 px). How a plan's pieces
 combine depends on which way rho points (``InModel.together``, the one rule):
 
-- **rho below 1**: the pieces together save less than their sum, and every plan's saving counts rho::
+- **rho below 1**: the pieces together save less than their savings' sum, and every plan's savings count rho::
 
-      saving = rho S,   S = the sum of the plan's pieces' prices
+      saving = rho S+ + S-,   S+ = the sum of the plan's pieces' prices that save, S- = of those that cost (< 0)
 
   what the whole model then runs short of (a session's fixed costs, memory traffic) takes a share of every saving.
-- **rho above 1**: they save more than their sum, (rho - 1) S_cal beyond it (S_cal the calibration plan's sum). On a
+  A piece that costs time is priced by its own in-model line already (`costs_apart`), and rho, measured on a plan
+  of savings, does not shrink it: rho on the net sum priced eager's plans on other runtimes' LUTs, which hold such
+  pieces, 6-17 points short of their losses (issue #46, item 4: HardCoRe-NAS-B's eager plan on ONNX Runtime at
+  224 px, a net loss of 662 us priced as 95 us under rho 0.14). rho itself is measured so: the calibration plan's
+  measured saving less its costs' sum, over its savings' sum. Each piece's ``weight`` is what one second of its
+  saving counts for (`InModel.weight`), so the planner's exact search adds up each piece's weighted saving
+  (`dsprof.lut.piece.Piece.gain_s`), and picks the plans this prices fastest.
+- **rho above 1**: they save more than their sum, (rho - 1) S_cal beyond it (S_cal the calibration plan's S+). On a
   runtime that compiles the model (torch.compile, ONNX Runtime, OpenVINO, TFLite) that comes from blocks deployed side
   by side: pairs of them (a compiler fuses linear neighbours). A plan that linearises m of the n blocks holds
   m (m - 1) / 2 of the calibration plan's n (n - 1) / 2 pairs, and that share::
 
-      saving = S + (rho - 1) S_cal q,   q = m (m - 1) / (n (n - 1))
+      saving = S + (rho - 1) S_cal q,   q = m (m - 1) / (n (n - 1)),   S = S+ + S-
 
   the calibration plan's measured saving for itself (q = 1), its pieces' sum for one block alone (q = 0), which is
   what the in-model scales price, as they were measured. On a runtime that runs each activation as a kernel of its
@@ -68,12 +75,12 @@ next on new models, priced the plans of LUTs whose rho was below 1 up to 5 point
 The interval's systematic term covers plans that combine otherwise (`InModel.together_error_s`,
 `dsprof.lut.interval`): below 1, uniform between x1 and rho around rho, as a share of the saving, for the part of
 the plan that the calibration plan does not pin down: 1 - q, q the share of the calibration plan's summed saving the
-plan's pieces sum to (`InModel.saving_share`; a plan that holds all of it is the calibration plan as far as its
+plan's savings sum to (`InModel.saving_share`; a plan that holds all of it is the calibration plan as far as its
 prices tell, and carries rho's own error alone), with the scale's error on that part too; above 1, the
 interaction uniform between none and the plan's share of blocks, m / n, of the calibration plan's (the most a plan of m
 blocks would carry if it came from single blocks), around its share of pairs, rho's own error carried by q, and the
 scale's error where the calibration does not pin the plan down (1 - q of it). The pieces' own errors count as their
-sum does (`InModel.marginal`): rho times below 1, once by pairs.
+savings do (each piece's ``weight``): rho times for a saving below 1, else once.
 
 The planner and `dsprof predict` price with these (the ``in-model`` method, `auto`), so a kind of piece that does not
 pay inside the model (ONNX Runtime's spans) is priced as it runs there.
@@ -109,6 +116,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
+
+from .piece import Piece, linearised
 
 __all__ = ["EXCESS_BY", "MIN_KIND", "MIN_PIECES", "MIN_SHARE", "PRIOR_SD", "InModel", "Timed", "block_share", "costs_apart",
            "pair_share", "shrink"]
@@ -220,25 +229,24 @@ class InModel:
         """Whether the pieces combine by pairs (rho above 1, the calibration plan's sum known), else by rho in full."""
         return self.combined > 1.0 and self.calibration_s == self.calibration_s
 
-    def together(self, saving_s: float, changed: int, blocks: int) -> float:
-        """What a plan saves (seconds) whose pieces' prices sum to ``saving_s`` and which linearises ``changed`` of the
-        ``blocks`` blocks (`dsprof.lut.piece.linearised`): rho times the sum below 1, the sum plus its share of the
-        calibration plan's pairs of what that plan saved beyond its sum above 1 (the module docstring's rule)."""
+    def weight(self, saving_s: float) -> float:
+        """What one second of a piece's saving ``saving_s`` counts for in a plan's (`together`): rho below 1 where it
+        saves, else 1 (a cost, or pieces that combine by pairs)."""
+        return self.combined if not self.by_pairs and saving_s > 0 else 1.0
+
+    def together(self, pieces: Sequence[Piece]) -> float:
+        """What a plan deployed as ``pieces`` saves (seconds): its pieces' savings, each counted by its ``weight``
+        (rho times a saving below 1), plus, above 1, its share of the calibration plan's pairs of what that plan saved
+        beyond its sum (the module docstring's rule)."""
+        saving = sum(p.gain_s for p in pieces if p.saving_s == p.saving_s)
         if not self.by_pairs:
-            return self.combined * saving_s
-        return saving_s + (self.combined - 1) * self.calibration_s * self.share(changed, blocks)
+            return saving
+        return saving + (self.combined - 1) * self.calibration_s * self.share(*linearised(pieces))
 
     def share(self, changed: int, blocks: int) -> float:
         """The share of the calibration plan's excess that a plan linearising ``changed`` of ``blocks`` blocks takes,
         as ``excess_by`` says (`EXCESS_BY`)."""
         return EXCESS_BY[self.excess_by](changed, blocks)
-
-    @property
-    def marginal(self) -> float:
-        """What one second more of a plan's pieces' sum adds to its saving under `together`: rho below 1, 1 by pairs
-        (the pairs' term depends on how many blocks the plan linearises, not on the sum). The pieces' own errors carry
-        it (`dsprof.lut.interval.plan_bounds`, `ratio_bounds`), as their prices do."""
-        return 1.0 if self.by_pairs else self.combined
 
     @property
     def combined_error(self) -> float:
@@ -258,22 +266,25 @@ class InModel:
         """rho's own relative error (0 where unknown)."""
         return self.combined_se if self.combined_se == self.combined_se else 0.0
 
-    def together_error_s(self, saving_s: float, changed: int, blocks: int) -> float:
-        """The systematic error (seconds) of `together` (the module docstring's rule): by rho in full, a uniform
-        between x1 and rho around rho times the share of the calibration plan's saving the plan does not hold (1 - q,
-        `saving_share`), and rho's own error, as shares of the saving, and the scale's own error on the pieces' sum
-        times 1 - q; by pairs, the interaction uniform
+    def together_error_s(self, pieces: Sequence[Piece]) -> float:
+        """The systematic error (seconds) of `together` for a plan deployed as ``pieces`` (the module docstring's
+        rule): by rho in full, a uniform between x1 and rho around rho times the share of the calibration plan's
+        savings the plan does not hold (1 - q, `saving_share`), and rho's own error, as shares of its rho-counted
+        savings, and the scale's own error on the pieces' sum times 1 - q; by pairs, the interaction uniform
         between none and the plan's share of blocks of the calibration plan's, around its share of pairs, rho's own
-        error times that share of pairs, and the scale's own error on the pieces' sum where the calibration does not
-        pin it down (1 - q of it). The scale's error alone where no calibration group says how the pieces combine."""
-        scale = abs(saving_s) * self.scale_se
+        error times that share of pairs, and the scale's error on the pieces' sum where the calibration does not pin
+        it down (1 - q of it). The scale's error alone where no calibration group says how the pieces combine."""
+        savings = [p.saving_s for p in pieces if p.saving_s == p.saving_s]
+        scale = abs(sum(savings)) * self.scale_se
         if self.combined == 1.0:
             return scale
         se = self._combined_se
-        if not self.by_pairs:  # rho in full: pinned by the share of the calibration plan's saving the plan holds
-            q = self.saving_share(saving_s)
+        if not self.by_pairs:  # rho in full: pinned by the share of the calibration plan's savings the plan holds
+            saved = sum(s for s in savings if s > 0)
+            q = self.saving_share(saved)
             relative = math.hypot(self._combined_spread * (1 - q), se)
-            return math.hypot(abs(self.together(saving_s, changed, blocks)) * relative, scale * (1 - q))
+            return math.hypot(self.combined * saved * relative, scale * (1 - q))
+        changed, blocks = linearised(pieces)
         q = self.share(changed, blocks)
         full = (self.combined - 1) * self.calibration_s
         linear = full * (changed / blocks if blocks else 1.0)
@@ -281,7 +292,7 @@ class InModel:
         return math.sqrt(spread ** 2 + (se * self.combined * self.calibration_s * q) ** 2 + (scale * (1 - q)) ** 2)
 
     def saving_share(self, saving_s: float) -> float:
-        """The share of the calibration plan's summed saving that a plan whose pieces sum to ``saving_s`` holds, in
+        """The share of the calibration plan's summed savings that a plan whose savings sum to ``saving_s`` holds, in
         [0, 1] (0 where that sum is unknown or not a saving): how far the calibration pins the plan down below 1."""
         if not self.calibration_s > 0:
             return 0.0

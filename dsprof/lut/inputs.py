@@ -24,10 +24,13 @@ def interval_inputs(prices: Any) -> IntervalInputs:
     entries = prices.entries
     calibration, pieces, plan = calibration_entry(prices)
     share = math.nan  # of the model, that the calibration group's plan is predicted to save
+    costs = 0.0  # of it, what its in-model pieces that cost time add (<= 0), which rho does not scale
     if calibration is not None:
         original = prices.total_s(prices.pieces(None))
         if all(p.found for p in pieces) and original > 0:
             share = 1 - prices.total_s(pieces, together=False) / original
+            if prices.in_model is not None:
+                costs = sum(min(0.0, p.saving_s) for p in pieces) / original
     in_situ = []
     for block, original_entry in zip(prices.blocks, entries.originals):
         base = entries.in_situ.get(block.name)
@@ -42,7 +45,7 @@ def interval_inputs(prices: Any) -> IntervalInputs:
         tuple(entries.references), entries.whole, bool(entries.stem and entries.head), prices.method,
         prices.rest_method, prices.factor, in_model_factor(prices.entries), prices.in_model, prices.base_errors,
         prices.lookup(PROBE_NAME, "original", PROBE_SCOPE), calibration, share, tuple(in_situ), prices.reference_s,
-        plan, entries.sessions, _process_spread(prices.key.backend))
+        plan, entries.sessions, _process_spread(prices.key.backend), costs)
 
 
 def _process_spread(backend: str) -> float:

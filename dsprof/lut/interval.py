@@ -178,6 +178,7 @@ class IntervalInputs:
     calibration_plan: str = ""  # the calibration group's plan where its record names one (``spans 0-1 3-4``)
     sessions: tuple[LUTEntry, ...] = ()  # the session pairs' second sessions (`session_noise`)
     process_spread: float = 0.0  # the runtime's spread from process to process (`dsprof.runtimes.BackendEntry`)
+    calibration_costs: float = 0.0  # of ``calibration_share``, its in-model pieces that cost time (<= 0)
 
 
 @dataclass(frozen=True)
@@ -272,12 +273,14 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     if not inputs.calibration_share == inputs.calibration_share:
         return Calibration(nan, se, "calibration not used (the LUT lacks an entry of its plan)")
     predicted, measured = inputs.calibration_share, 1 - entry.ratio
+    costs = inputs.calibration_costs  # rho scales savings, not the in-model pieces that cost (`dsprof.lut.inmodel`)
     plan = f" ({inputs.calibration_plan})" if inputs.calibration_plan else ""
-    said = f"calibration{plan} saved {measured:.1%} where {predicted:.1%} was predicted"
+    apart = f", {-costs:.1%} of it costs priced apart" if costs < 0 else ""
+    said = f"calibration{plan} saved {measured:.1%} where {predicted:.1%} was predicted{apart}"
     if predicted < MIN_CALIBRATION_SAVING:  # too little, or a loss: no saving to scale
         return Calibration(nan, se, f"{said} (too little to scale by)", gap=measured - predicted)
-    fitted = measured / predicted
-    rho_se = entry.ratio_se / abs(measured) if measured else math.nan  # relative
+    fitted = (measured - costs) / (predicted - costs)
+    rho_se = entry.ratio_se / abs(measured - costs) if measured != costs else math.nan  # relative
     if not fitted > 0:  # a loss where a saving was predicted: nothing to scale by (its gap widens the interval)
         return Calibration(fitted, se, f"{said} (x{fitted:.3f})", rho_se, gap=measured - predicted, fitted=fitted)
     rho, rho_abs_se = shrink(fitted, rho_se * fitted)
@@ -424,18 +427,15 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
             reference_var += errors
-        elif p.saving_s == p.saving_s:
-            saving_var += errors + (p.saving_s * terms.drift) ** 2
-    if terms.in_model is not None:  # the pieces' sum counts as `InModel.together` counts it, and so do its errors
-        saving_var *= terms.in_model.marginal ** 2
+        elif p.saving_s == p.saving_s:  # each saving counts as `InModel.together` counts it, and so do its errors
+            saving_var += (errors + (p.saving_s * terms.drift) ** 2) * p.weight ** 2
     # the original's latency: its entries' errors, and the drift that its groups' median still carries (the
     # standard error of a median of G: `median_error` with sigma the drift)
     drift_of_median = MEDIAN_SE * terms.drift / math.sqrt(terms.reference_groups)
     reference_var += sum(e * e for e in terms.base_errors) + (original_s * drift_of_median) ** 2
     entries = math.sqrt(saving_var / original_s ** 2 + u * u * reference_var / original_s ** 2)  # of u
     if terms.in_model is not None:  # in-model pieces: the scale's error, and how the plan's pieces combine
-        summed = sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
-        own = terms.in_model.together_error_s(summed, changed, blocks) / original_s
+        own = terms.in_model.together_error_s(pieces) / original_s
     else:
         own = abs(u) * terms.factor
     systematic = math.hypot(own, terms.interaction * changed / blocks if blocks else 0.0)
@@ -472,13 +472,12 @@ def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Pi
     scales the savings only one plan deploys (``terms.factor`` x |a / b - 1|), and the noise of the paired check that
     would measure the two plans (``terms.check``, relative). Issue #46: without them, eager's plans on other
     runtimes at 96 px were given losses of +7 to +17 % within +-1 point and measured -0 to +12 %."""
-    key = lambda p: (p.start, p.stop, p.variant, p.errors_s)  # noqa: E731
+    key = lambda p: (p.start, p.stop, p.variant, p.errors_s, p.weight)  # noqa: E731
     mine, theirs = Counter(map(key, pieces)), Counter(map(key, reference))
     only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
-    variance = sum(count * e * e for (_, _, _, errors), count in only.items() for e in errors)
+    # each counted by its weight, as `plan_bounds` counts the pieces' errors
+    variance = sum(count * (e * weight) ** 2 for (_, _, _, errors, weight), count in only.items() for e in errors)
     value = total_s / reference_s
-    if terms is not None and terms.in_model is not None:  # as `plan_bounds` counts the pieces' errors
-        variance *= terms.in_model.marginal ** 2
     relative = variance / reference_s ** 2
     if terms is not None and only:
         relative += (terms.factor * (value - 1)) ** 2 + (terms.check * value) ** 2

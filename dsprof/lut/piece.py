@@ -21,7 +21,9 @@ class Piece:
     block; NaN when an entry is missing, named by ``missing``; for the planner's mean over contexts, a weighted
     share), ``errors_s`` the median errors it adds to the interval. ``loss``: the summed importance of the blocks it
     linearises (a `fractions.Fraction` keeps sums exact, so that equal losses tie); ``savings_s``: its saving in each
-    of several contexts (`dsprof.planning.minimax`)."""
+    of several contexts (`dsprof.planning.minimax`). ``weight``: what one second of its saving counts for in a
+    plan's (`dsprof.lut.inmodel.InModel.weight`: rho where a plan's pieces save rho times their savings and this
+    piece saves, else 1); ``gain_s``, its saving so counted, is what the planner's searches add up."""
 
     start: int
     stop: int
@@ -35,6 +37,12 @@ class Piece:
     kept: bool = False
     loss: Fraction | float = Fraction(0)
     savings_s: tuple[float, ...] = ()
+    weight: float = 1.0
+
+    @property
+    def gain_s(self) -> float:
+        """What the piece adds to a plan's saving (seconds): ``weight`` times ``saving_s``."""
+        return self.weight * self.saving_s
 
     @property
     def found(self) -> bool:

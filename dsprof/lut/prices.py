@@ -46,7 +46,7 @@ from .inmodel import MIN_PIECES, InModel, Timed
 from .inputs import interval_inputs
 from .interval import Terms, calibration_of, entry_error_s, saving_error_s, session_noise, terms_of
 from .lookup import Lookup, ModelEntries, in_model_factor, piece_name, span_key
-from .piece import Piece, cheaper, linearised
+from .piece import Piece, cheaper
 from .schema import in_situ_workload
 from .table import LUT, LUTEntry
 
@@ -137,7 +137,8 @@ class Prices:
                     costs = replace(costs, in_model=replace(
                         in_model, combined=calibration.rho, combined_se=calibration.rho_se,
                         combined_source=calibration.source,
-                        calibration_s=inputs.calibration_share * inputs.reference_s, excess_by=_excess_by(key)))
+                        calibration_s=(inputs.calibration_share - inputs.calibration_costs) * inputs.reference_s,
+                        excess_by=_excess_by(key)))
                 return costs
             why_not = _why_not_scaled(method, scale, rest_method, label, model_args)
             if why_not is None:
@@ -322,7 +323,8 @@ class Prices:
             saving, se, timed = self.in_model.price(start, stop, kind, alone)
             scale = saving / alone if alone else self.factor
             errors = (se, *(scale * e for e in self._alone_errors(originals, entry)))
-            return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed)
+            return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed,
+                         weight=self.in_model.weight(saving))
         saving = self.factor * alone
         if self.rest_method == "stem+head":
             errors = (entry_error_s(entry),)
@@ -362,10 +364,9 @@ class Prices:
         calibration group's rho is measured against)."""
         if self.method == "isolated":
             return self.rest_s + sum(p.latency_s for p in pieces if p.latency_s == p.latency_s)
-        saving = sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
         if together and self.in_model is not None:
-            saving = self.in_model.together(saving, *linearised(pieces))
-        return self.reference_s - saving
+            return self.reference_s - self.in_model.together(pieces)
+        return self.reference_s - sum(p.saving_s for p in pieces if p.saving_s == p.saving_s)
 
     def shown_rest_s(self, pieces: list[Piece]) -> float:
         """The part outside the blocks as the prediction shows it: the isolated rest, else the total minus

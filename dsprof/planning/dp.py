@@ -2,8 +2,10 @@
 
 A plan deploys blocks 0..n-1 as consecutive pieces (`dsprof.lut.piece.Piece`, the one piece type): a block that keeps its activations, a
 linearised block alone, or a span [a, b) of linearised blocks merged into one convolution. Under every
-prediction method a plan's latency is ``base - sum of its pieces' savings`` (dsprof/lut/prices.py), so the
-fastest plan is the one whose pieces save most, and the choice splits at piece borders.
+prediction method a plan's latency is ``base - sum of its pieces' gains`` (each piece's saving as a plan counts it:
+`dsprof.lut.piece.Piece.gain_s`, `dsprof.lut.inmodel.InModel.together`; plus, where an in-model LUT's pieces combine
+by pairs, a term of k alone), so the fastest plan is the one whose pieces gain most, and the choice splits at piece
+borders.
 
 Fastest plan for each k (blocks that keep their activations), over the pieces p = [a, j) ending at j:
 
@@ -11,7 +13,7 @@ Fastest plan for each k (blocks that keep their activations), over the pieces p 
 
 with kept(p) = 1 for a kept block and 0 otherwise (0 too for a kept block without a removable activation: it is
 linear already, so it is kept or linearised by price alone, at no cost in k: `block_count`); O(n * n * max_span) steps, the plan read back through
-the pointers (gain: the piece's ``saving_s``, seconds; a joint plan's mean, ``Joint(objective='mean')``, weighs each context's). The same recurrence,
+the pointers (gain: the piece's ``gain_s``, seconds; a joint plan's mean, ``Joint(objective='mean')``, weighs each context's). The same recurrence,
 scored lexicographically by (-loss, gain), gives the plan of least
 summed loss at each k (the fastest among equals).
 
@@ -38,7 +40,7 @@ __all__ = ["Solution", "best_per_k", "best_of_k", "block_count", "nondominated",
 class Solution:
     """A plan as its pieces, with their summed gain and loss."""
 
-    gain: float  # the pieces' summed ``saving_s``
+    gain: float  # the pieces' summed ``gain_s``
     loss: float
     pieces: tuple[Piece, ...]
 
@@ -68,7 +70,7 @@ def block_count(counted: Sequence[bool]) -> Callable[[Piece], int]:
 
 
 def best_per_k(n: int, options: Sequence[Piece],
-               score: Callable[[Piece], tuple[float, ...]] = lambda o: (o.saving_s,),
+               score: Callable[[Piece], tuple[float, ...]] = lambda o: (o.gain_s,),
                count: Callable[[Piece], int] = _kept) -> dict[int, Solution]:
     """{k: the plan of blocks 0..n-1 with k kept blocks whose summed ``score`` is largest (lexicographically)},
     for every k some plan reaches. The default score is the gain: the fastest plan at each k. ``count``: what a piece
@@ -110,7 +112,7 @@ def best_of_k(n: int, options: Sequence[Piece], k: int, count: int,
                 k2 = kk + kept(o)
                 if k2 > k:
                     continue
-                row.setdefault(k2, []).extend((g + o.saving_s, o, rank) for rank, (g, _, _) in enumerate(partial))
+                row.setdefault(k2, []).extend((g + o.gain_s, o, rank) for rank, (g, _, _) in enumerate(partial))
         for k2, found in row.items():  # sorted() is stable: of equal gains, the first built stays first
             row[k2] = sorted(found, key=lambda t: -t[0])[:count]
         top[j] = row
@@ -122,7 +124,7 @@ def best_of_k(n: int, options: Sequence[Piece], k: int, count: int,
             pieces.append(o)
             j, kk = o.start, kk - kept(o)
         pieces.reverse()
-        out.append(Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces)))
+        out.append(Solution(sum(p.gain_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces)))
     return out
 
 
@@ -133,7 +135,7 @@ def _read_back(best, n: int, k: int, count: Callable[[Piece], int] = _kept) -> S
         pieces.append(o)
         j, k = o.start, k - count(o)
     pieces.reverse()
-    return Solution(sum(p.saving_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
+    return Solution(sum(p.gain_s for p in pieces), sum(p.loss for p in pieces), tuple(pieces))
 
 
 def nondominated(costs: Sequence[Any], values: Sequence[Any]) -> list[int]:
@@ -157,7 +159,7 @@ def pareto_front(n: int, options: Sequence[Piece]) -> list[Solution]:
     # a partial plan: (loss, gain, its last piece, the partial plan before it)
     front: list[list[tuple[float, float, Piece | None, tuple | None]]] = [[(0 * options[0].loss, 0.0, None, None)]]
     for j in range(1, n + 1):
-        candidates = [(loss + o.loss, gain + o.saving_s, o, prev)
+        candidates = [(loss + o.loss, gain + o.gain_s, o, prev)
                       for o in ending[j] for prev in front[o.start] for loss, gain in [prev[:2]]]
         front.append([candidates[i] for i in nondominated([c[0] for c in candidates], [c[1] for c in candidates])])
     out = []

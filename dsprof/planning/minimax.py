@@ -184,7 +184,7 @@ def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | 
         if all(p.found for p in pieces):
             lost = Fraction(0) if kept else sum(loss[start:stop], Fraction(0))
             variant = "original" if kept else ("span" if stop - start > 1 else ("merged" if merge else "linear"))
-            out.append(Piece(start, stop, variant, kept=kept, loss=lost, savings_s=tuple(p.saving_s for p in pieces)))
+            out.append(Piece(start, stop, variant, kept=kept, loss=lost, savings_s=tuple(p.gain_s for p in pieces)))
 
     for i in range(n):
         add(i, i + 1, True, False, lambda c: c.kept(i))
@@ -343,7 +343,7 @@ def _weighted(n: int, pieces: list[Piece], weights: np.ndarray, least_loss: bool
     (with ``least_loss``: of least summed loss first, then that)."""
     options = [replace(p, saving_s=float(np.dot(p.savings_s, weights))) for p in pieces]
     piece_of = {id(o): p for o, p in zip(options, pieces)}
-    score = (lambda o: (-o.loss, o.saving_s)) if least_loss else (lambda o: (o.saving_s,))
+    score = (lambda o: (-o.loss, o.gain_s)) if least_loss else (lambda o: (o.gain_s,))
     return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score, count).items()}
 
 

@@ -135,7 +135,7 @@ def plan_front(
     points = tuple(ctx.point(s, f"front-k{k}-{where}") for k, s in best_per_k(n, pieces, count=count).items())
     least_loss, pareto = None, None
     if loss is not None:
-        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.saving_s), count=count)
+        by_loss = best_per_k(n, pieces, score=lambda o: (-o.loss, o.gain_s), count=count)
         least_loss = tuple(ctx.point(s, f"least-loss-k{k}-{where}") for k, s in by_loss.items())
         pareto = tuple(ctx.point(s, f"pareto-{i}-{where}") for i, s in enumerate(pareto_front(n, pieces)))
     return Front(
