@@ -15,7 +15,9 @@ From those pieces (at least `MIN_PIECES`), `InModel` estimates
   that cost time alone, whichever their form: `costs_apart`): how much of their savings alone they save inside the
   model, the least-squares line through the origin, c = sum m alone / sum alone^2 (pieces that cost time, ResNet's
   linear blocks, count as much as those that save it), for a kind with at least `MIN_KIND` pieces timed, else the line
-  through all of them; paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other
+  through all of them (through all that save, where those that cost have their own line: issue #46, SemNASNet-0.75 on
+  ONNX Runtime at 224 px, whose two spans that save took a line of x1.15 set by three spans that cost 3.5-5.8 ms, and
+  its span 1-2, which saved 330 us of 890 us alone inside the model, was priced at 1022 us); paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other
   groups, which the machine's drift between groups moves), then **shrunk toward 1** (`shrink`, the rule below);
 - how far one piece's in-model saving lies from c times its saving alone, tau^2 = tau0^2 + (t c alone)^2: a part
   every piece has whatever it saves alone, tau0 (what a piece changes around it that its timing alone does not see,
@@ -196,11 +198,16 @@ class InModel:
             return None
         lines, scales = {}, {}
         apart = costs_apart(timed)
+        # a kind without a line of its own takes the line through the pieces that save, where those that cost have
+        # their own: costs of milliseconds would otherwise set the line of savings of a few hundred microseconds
+        saving = [t for t in timed if _kind(t.start, t.stop, t.alone_s, apart) != "cost"]
+        rest = _line(saving) if apart else math.nan
+        rest, rest_scale = (rest, shrink(rest, _line_se(saving, rest))[0]) if rest == rest else (fitted, scale)
         for kind in KINDS if apart else KINDS[:-1]:
             mine = [t for t in timed if _kind(t.start, t.stop, t.alone_s, apart) == kind]
             own = _line(mine) if len(mine) >= MIN_KIND and len(timed) >= MIN_PIECES else math.nan
-            lines[kind] = own if own == own else fitted
-            scales[kind] = shrink(own, _line_se(mine, own))[0] if own == own else scale
+            lines[kind] = own if own == own else rest
+            scales[kind] = shrink(own, _line_se(mine, own))[0] if own == own else rest_scale
         residuals = [t.saving_s - lines[_kind(t.start, t.stop, t.alone_s, apart)] * t.alone_s for t in timed]
         # the residual's variance less its measurement's noise: its rounds' and its sessions'
         excess = [r * r - t.se_s ** 2 - session_s ** 2 for r, t in zip(residuals, timed)]
