@@ -17,8 +17,9 @@ From those pieces (at least `MIN_PIECES`), `InModel` estimates
   linear blocks, count as much as those that save it), for a kind with at least `MIN_KIND` pieces timed, else the line
   through all of them (through all that save, where those that cost have their own line: issue #46, SemNASNet-0.75 on
   ONNX Runtime at 224 px, whose two spans that save took a line of x1.15 set by three spans that cost 3.5-5.8 ms, and
-  its span 1-2, which saved 330 us of 890 us alone inside the model, was priced at 1022 us); paired, unlike the in-model factor (a ratio of the whole model and its blocks timed in other
-  groups, which the machine's drift between groups moves), then **shrunk toward 1** (`shrink`, the rule below);
+  its span 1-2, which saved 330 us of 890 us alone inside the model, was priced at 1022 us); paired, unlike the
+  in-model factor (a ratio of the whole model and its blocks timed in other groups, which the machine's drift between
+  groups moves), then **shrunk toward 1** (`shrink`, the rule below);
 - how far one piece's in-model saving lies from c times its saving alone, tau^2 = tau0^2 + (t c alone)^2: a part
   every piece has whatever it saves alone, tau0 (what a piece changes around it that its timing alone does not see,
   and the session a group runs in: ONNX Runtime's sessions of one model differ by a few per cent; seconds), and a
