@@ -21,9 +21,10 @@ class Piece:
     block; NaN when an entry is missing, named by ``missing``; for the planner's mean over contexts, a weighted
     share), ``errors_s`` the median errors it adds to the interval. ``loss``: the summed importance of the blocks it
     linearises (a `fractions.Fraction` keeps sums exact, so that equal losses tie); ``savings_s``: its saving in each
-    of several contexts (`dsprof.planning.minimax`). ``weight``: what one second of its saving counts for in a
-    plan's (`dsprof.lut.inmodel.InModel.weight`: rho where a plan's pieces save rho times their savings and this
-    piece saves, else 1); ``gain_s``, its saving so counted, is what the planner's searches add up."""
+    of several contexts as a plan there counts it (each context's ``gain_s``; `dsprof.planning.minimax`).
+    ``weight``: what one second of its saving counts for in a plan's (`dsprof.lut.inmodel.InModel.weight`: rho where
+    a plan's pieces save rho times their savings and this piece saves, else 1); ``gain_s``, its saving so counted, is
+    what the planner's searches add up."""
 
     start: int
     stop: int

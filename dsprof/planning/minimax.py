@@ -172,9 +172,9 @@ def _point_dict(p: JointPoint) -> dict[str, Any]:
 
 
 def _pieces(prices: Sequence[Prices], max_span: int, loss: Sequence[Fraction] | None = None) -> list[Piece]:
-    """Every piece a plan can use, with its saving in each context (and the summed ``loss`` of the blocks it
-    linearises); one that a context cannot price is left out (a block merged alone where a LUT lacks its merged
-    entry)."""
+    """Every piece a plan can use, with its saving in each context as a plan there counts it (`Piece.gain_s`), and the
+    summed ``loss`` of the blocks it linearises; one that a context cannot price is left out (a block merged alone
+    where a LUT lacks its merged entry)."""
     n = len(prices[0].blocks)
     loss = list(loss) if loss is not None else [Fraction(0)] * n
     out = []
