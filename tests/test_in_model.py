@@ -289,7 +289,7 @@ def test_rho_is_what_the_calibration_plan_saved_beyond_its_costs_over_its_saving
     found = calibration_of(inputs)
     assert found.fitted == pytest.approx((0.154 - costs) / (0.20 - costs), rel=1e-9)
     assert found.gap == pytest.approx(0.154 - 0.20, rel=1e-9)
-    assert ("3.0% of it costs priced apart" in found.source) == (costs < 0)
+    assert ("predicted, of which its pieces that cost time -3.0% (priced apart)" in found.source) == (costs < 0)
 
 
 @pytest.mark.parametrize("backend, by", [("onnxruntime", "pairs"), ("torch", "blocks")])

@@ -275,7 +275,7 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
     predicted, measured = inputs.calibration_share, 1 - entry.ratio
     costs = inputs.calibration_costs  # rho scales savings, not the in-model pieces that cost (`dsprof.lut.inmodel`)
     plan = f" ({inputs.calibration_plan})" if inputs.calibration_plan else ""
-    apart = f", {-costs:.1%} of it costs priced apart" if costs < 0 else ""
+    apart = f", of which its pieces that cost time {costs:.1%} (priced apart)" if costs < 0 else ""
     said = f"calibration{plan} saved {measured:.1%} where {predicted:.1%} was predicted{apart}"
     if predicted < MIN_CALIBRATION_SAVING:  # too little, or a loss: no saving to scale
         return Calibration(nan, se, f"{said} (too little to scale by)", gap=measured - predicted)
