@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,8 @@ __all__ = [
 # of all the model's blocks over their isolated savings). The scaled and in-situ methods start from the median of
 # the whole model's medians: its own entry and every in-situ group. ``auto``: `auto_method`. The older names
 # ``context`` and ``context-scaled`` are read for one release (`dsprof.names.OLD_METHOD_NAMES`).
+#: The columns of `Prediction.blocks`, one row per block.
+BLOCK_COLUMNS = ("index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span", "in_model")
 #: What stands for the part of the model outside its blocks (`predict_latency`'s ``rest``).
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
 
@@ -82,7 +85,7 @@ class Prediction(Estimated):
     latency_estimate: Estimate  # seconds per batch, with its 95 % interval
     rest_s: float
     rest_method: str
-    blocks: pd.DataFrame = field(repr=False)
+    block_rows: tuple[tuple[Any, ...], ...] = field(repr=False)  # ``blocks``' rows, in `BLOCK_COLUMNS` order
     coverage: float
     missing: tuple[str, ...]
     method: str = "isolated"
@@ -99,6 +102,13 @@ class Prediction(Estimated):
     measured_utc: str = ""
     factor: float = 1.0  # what each block's saving timed alone counts with under ``method`` (`Prices.factor`)
     in_model_factor: float | None = None  # the blocks' time inside the whole model over their time alone
+
+    @functools.cached_property
+    def blocks(self) -> pd.DataFrame:
+        """One row per block (`BLOCK_COLUMNS`): its variant, latency and saving; a span's on its first block (``span``
+        names its blocks; the others show 0 s); ``in_model``: its piece's saving was timed inside the model
+        (`dsprof.lut.inmodel`). Built when first read: the planner prices thousands of plans and reads none of them."""
+        return pd.DataFrame(list(self.block_rows), columns=list(BLOCK_COLUMNS))
 
     @property
     def total_s(self) -> float:
@@ -254,23 +264,23 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     name = name or label.split("{", 1)[0]
     pieces = _pieces(prices, plan, variant, strict)
     missing = [p.missing for p in pieces if p.missing] + list(prices.missing)
-    table = _block_table(prices, pieces)
-    found = table["latency_s"].notna()
+    rows = _block_rows(prices, pieces)
+    found = [not math.isnan(row[4]) for row in rows]  # latency_s
     widest = max((p.stop - p.start for p in pieces if p.missing), default=1)  # the spans to time, if any
-    _report_misses(prices, name, table, missing, strict, widest)
+    _report_misses(prices, name, len(rows), any(found), missing, strict, widest)
     total, rest_s, rest_method = prices.total_s(pieces), prices.shown_rest_s(pieces), prices.rest_method
-    if total <= 0 and found.all():  # no latency is 0 or less, whichever method priced it
+    if total <= 0 and all(found):  # no latency is 0 or less, whichever method priced it
         why = ("the whole model measured faster than its blocks by more than they take"
                if prices.method == "isolated" else "the savings it prices add up to more than the whole model takes")
         raise LUTError(
             f"the LUT's entries for {label} on {key} contradict each other (predicted {total * 1e3:.3f} ms): "
             f"{why}. Measure again on a quiet machine (see the noisy column) and rebuild the LUT."
         )
-    coverage = float(found.mean()) if len(table) else 1.0
+    coverage = sum(found) / len(found) if found else 1.0
     original = prices.total_s(prices.pieces(None))
     terms = prices.terms
     b = plan_bounds(pieces, total, original, terms)
-    return Prediction(label, key, b.latency, rest_s, rest_method, table, coverage, tuple(missing), prices.used,
+    return Prediction(label, key, b.latency, rest_s, rest_method, rows, coverage, tuple(missing), prices.used,
                       b.speedup, b.entries, b.drift, terms.drift_source, factor=prices.factor,
                       in_model_factor=in_model_factor(prices.entries), original_s=original, systematic=b.systematic,
                       systematic_source=terms.factor_source, check=b.check, check_source=terms.check_source,
@@ -344,21 +354,18 @@ def _pieces(prices: Prices, plan: Any, variant: str | None, strict: bool) -> lis
     return pieces
 
 
-def _block_table(prices: Prices, pieces: list[Piece]) -> pd.DataFrame:
-    """One row per block: its variant, latency and saving; a span's on its first block (``span`` names its
-    blocks; the others show 0 s); ``in_model``: its piece's saving was timed inside the model (`dsprof.lut.inmodel`)."""
+def _block_rows(prices: Prices, pieces: list[Piece]) -> tuple[tuple[Any, ...], ...]:
+    """`Prediction.blocks`' rows (`BLOCK_COLUMNS`), one per block: a span's latency and saving on its first block."""
     rows = []
     for p in pieces:
+        span = format_span((p.start, p.stop)) if p.stop - p.start > 1 else ""
         for i in range(p.start, p.stop):
             first = i == p.start
             block = prices.blocks[i]
-            rows.append({"index": i, "block": block.name, "spec": block.spec.to_str(), "variant": p.variant,
-                         "latency_s": p.latency_s if first else (0.0 if p.found else float("nan")),
-                         "saving_s": p.saving_s if first else 0.0, "noisy": p.noisy,
-                         "span": format_span((p.start, p.stop)) if p.stop - p.start > 1 else "",
-                         "in_model": p.in_model})
-    return pd.DataFrame(rows, columns=["index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span",
-                                       "in_model"])
+            rows.append((i, block.name, block.spec.to_str(), p.variant,
+                         p.latency_s if first else (0.0 if p.found else float("nan")),
+                         p.saving_s if first else 0.0, p.noisy, span, p.in_model))
+    return tuple(rows)
 
 
 def auto_method(context: DeviceContext) -> str:
@@ -401,19 +408,19 @@ def method_name(method: str) -> str:
     return method
 
 
-def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list[str], strict: bool,
+def _report_misses(prices: Prices, name: str, blocks: int, any_found: bool, missing: list[str], strict: bool,
                    max_span: int = 1) -> None:
     """No block in the LUT raises (nothing to add up, whatever ``strict`` says; saying what the LUT holds
     instead where it holds other models); other misses warn, or raise with ``strict``. Each names what to time
     (spans of up to ``max_span`` blocks). Called from `predict_plan` under `predict_latency`: the warning points
     at its caller."""
     lut, key, label = prices.lookup.lut, prices.key, prices.label
-    hint = prices.hints.measure_hint(max_span)
-    if len(table) and not table["latency_s"].notna().any():
+    if blocks and not any_found:
         held = prices.lookup.other_model_note(label) or "it holds other models, resolutions or variants"
         raise LUTMissError(
-            f"the LUT {lut.source} covers none of the {len(table)} blocks of {label} on {key} (coverage 0 %), e.g. "
-            f"{missing[0]}: {held}. Or measure {name} there ({HINT}) and rebuild the LUT.", hint=hint
+            f"the LUT {lut.source} covers none of the {blocks} blocks of {label} on {key} (coverage 0 %), e.g. "
+            f"{missing[0]}: {held}. Or measure {name} there ({HINT}) and rebuild the LUT.",
+            hint=prices.hints.measure_hint(max_span),
         )
     if not missing:
         return
@@ -422,6 +429,7 @@ def _report_misses(prices: Prices, name: str, table: pd.DataFrame, missing: list
         + ("; ..." if len(missing) > 5 else "")
         + f". Measure this model on that device ({HINT}) and rebuild the LUT."
     )
+    hint = prices.hints.measure_hint(max_span)
     if strict:
         raise LUTMissError(message, hint=hint)
     warnings.warn(LUTMissWarning(message, hint=hint), stacklevel=4)
