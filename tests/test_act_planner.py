@@ -30,7 +30,7 @@ from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.records.activations import kept_activations
 from dsprof.records.plan import Plan
 from rule_lut import OVERHEAD_S, S_PER_MAC, rule_lut
-from fast_timing import FAST
+from fast_timing import FEWER
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -51,7 +51,7 @@ def luts(tmp_path_factory):
     result = measure(REF, settings=BackendSettings(threads=1),
                      workloads=Workloads(variants=("original", "merged", "linear", *FUSED),
                                          model_variants=("original",), spans=2),
-                     timing=FAST, out=d / "m.jsonl", progress=False)
+                     timing=FEWER, out=d / "m.jsonl", progress=False)
     build_lut([result.path]).save(d / "lut.csv")
     ruled = rule_lut(d / "lut.csv", [result.path])
     frame = ruled.to_dataframe()
@@ -226,7 +226,7 @@ def full_lut(tmp_path_factory):
     result = measure(ModelRef.of(NAME, resolution=RES), settings=BackendSettings(threads=1),
                      workloads=Workloads(variants=("original", "merged", "linear", *FUSED),
                                          model_variants=("original",)),
-                     timing=FAST, out=d / "m.jsonl", progress=False)
+                     timing=FEWER, out=d / "m.jsonl", progress=False)
     build_lut([result.path]).save(d / "lut.csv")
     ruled = rule_lut(d / "lut.csv", [result.path])
     frame = ruled.to_dataframe()
@@ -283,7 +283,7 @@ def test_a_block_without_activations_is_deployed_as_the_planner_priced_it(tmp_pa
     ref = ModelRef.of("efficientnet_b0", resolution=32)
     result = measure(ref, settings=BackendSettings(threads=1),
                      workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",)),
-                     timing=FAST, out=tmp_path / "m.jsonl", progress=False)
+                     timing=FEWER, out=tmp_path / "m.jsonl", progress=False)
     build_lut([result.path]).save(tmp_path / "lut.csv")
     frame = rule_lut(tmp_path / "lut.csv", [result.path]).to_dataframe()
     prices = prices_of(ref, tmp_path / "lut.csv")

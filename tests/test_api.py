@@ -15,6 +15,8 @@ from dsprof.lut import LUT
 from dsprof.workflows.predict import Predicted
 from rule_lut import rule_lut
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: one thread (as under `make test`'s workers)
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 FUNCTIONS = ("measure", "build_lut", "plan", "predict", "merge", "report", "importance")
 

@@ -291,14 +291,14 @@ def test_measure_refuses_an_output_of_another_kind_and_an_empty_selection_and_le
     before anything is written."""
     model = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
     before = snapshot(work)
-    result = console_script("measure", *model, *FAST, "--out", "m/x.csv", cwd=work)
+    result = dsprof("measure", *model, *FAST, "--out", "m/x.csv", cwd=work)
     assert_one_line_error(result, "measure", "m/x.csv: measurements are JSON Lines; give a .jsonl file or a folder")
-    result = console_script("measure", *model, *FAST, "--variants", "none", "--blocks", "none", "--model-variants",
-                            "none", "--out", "m", cwd=work)
+    result = dsprof("measure", *model, *FAST, "--variants", "none", "--blocks", "none", "--model-variants", "none",
+                    "--out", "m", cwd=work)
     assert_one_line_error(result, "measure", "nothing to measure: no block matched, and no whole-model variant or plan")
     # blocks that match, but no variant of them: said so, not that no block matched
-    result = console_script("measure", *model, *FAST, "--variants", "none", "--blocks", "features.1",
-                            "--model-variants", "none", "--out", "m", cwd=work)
+    result = dsprof("measure", *model, *FAST, "--variants", "none", "--blocks", "features.1", "--model-variants",
+                    "none", "--out", "m", cwd=work)
     assert_one_line_error(result, "measure", "nothing to measure: no block variant was asked for (--variants), and no "
                                              "whole-model variant or plan")
     assert snapshot(work) == before and not (work / "m").exists()

@@ -6,7 +6,9 @@ The runs are real (a tiny MobileNetV2, PyTorch eager, 32 px); the interval test 
 samples to a known per-round ratio and computes the expected half-width by hand from the docstring's rule.
 """
 
+import contextlib
 import dataclasses
+import io
 import math
 import re
 import statistics
@@ -25,7 +27,7 @@ from dsprof.lut.predict import prices_of
 from dsprof.records.measurement import (CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN, MeasurementWriter, is_session_pair,
                                         read_measurements)
 from dsprof.workflows.calibrate import COSTLY_PIECES, SESSION_PAIRS
-from fast_timing import FAST
+from fast_timing import FAST, FEWER
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OPTIONS = {"depths": [1] * 7}
@@ -34,15 +36,25 @@ N_BLOCKS = 7  # one block per stage (depths 1 x 7)
 Z = 1.959964
 
 
-def _measure(out, calibrate=False, **kw):
+def _measure(out, calibrate=False, progress=False, **kw):
     return dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
                           workloads=Workloads(("original", "merged", "linear"), ("original",), calibrate=calibrate),
-                          timing=FAST, out=out, progress=False, **kw).run
+                          timing=FAST, out=out, progress=progress, **kw).run
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return _measure(tmp_path_factory.mktemp("calibration") / "m.jsonl", calibrate=True)
+def timed(tmp_path_factory):
+    """The run, with its progress bar drawn (to a buffer, as on a terminal's stderr: tqdm writes to the `sys.stderr`
+    of when it starts), and what the bar wrote: (run, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run = _measure(tmp_path_factory.mktemp("calibration") / "m.jsonl", calibrate=True, progress=True)
+    return run, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def run(timed):
+    return timed[0]
 
 
 def test_the_run_ends_with_the_calibration_group(run):
@@ -92,7 +104,7 @@ def test_the_pieces_that_cost_the_most_time_alone_are_timed_inside_the_model_too
     MACs: some piece costs time alone."""
     run = dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=64),
                          workloads=Workloads(("original", "merged", "linear"), ("original",), spans=3, calibrate=True),
-                         timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
+                         timing=FEWER, out=tmp_path / "m.jsonl", progress=False).run
     blocks = {r.name: r for r in run.measurements if r.scope == "block" and r.variant == "original" and r.ok}
     order = sorted(blocks, key=lambda b: blocks[b].index)
     costs = []
@@ -226,7 +238,10 @@ def test_the_calibration_widens_the_range_of_the_systematic_term_by_hand(run, tm
 def test_cli_measure_calibrate_shows_its_row_and_predict_names_it(tmp_path, capsys):
     out = tmp_path / "m.jsonl"
     args = ["measure", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--variants", "original,merged,linear",
-            "--model-variants", "original", "--calibrate", "--budget", "0.02", "--out", str(out), "--no-progress"]
+            "--model-variants", "original", "--calibrate", "--budget", "0.02", "--out", str(out), "--no-progress",
+            # tests/fast_timing.py's FAST, as flags: no warm-up beyond a call, five or six samples of one call each
+            "--warmup", "0", "--max-warmup", "0.01", "--min-samples", "5", "--max-samples", "6",
+            "--min-sample-time", "0"]
     assert main(args) == 0
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if "calibration: every block linearised" in line)
@@ -302,7 +317,7 @@ def test_a_chain_that_cannot_merge_is_no_block_so_every_front_plan_of_a_tf_model
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run = dsprof.measure(ref, workloads=Workloads(("original", "merged"), ("original",), calibrate=True),
-                             timing=FAST, out=tmp_path / "m.jsonl", progress=False).run
+                             timing=FEWER, out=tmp_path / "m.jsonl", progress=False).run
     assert not [w for w in caught if "cannot be linearised" in str(w.message)]
     calibration = [r for r in run.measurements if r.variant == CALIBRATION]
     assert len(calibration) == 1 and calibration[0].ok
@@ -312,16 +327,15 @@ def test_a_chain_that_cannot_merge_is_no_block_so_every_front_plan_of_a_tf_model
         dsprof.merge(ref, point.plan)
 
 
-def test_the_progress_bar_grows_by_each_batch_of_calibration_groups_and_says_what_they_are(tmp_path, capsys):
+def test_the_progress_bar_grows_by_each_batch_of_calibration_groups_and_says_what_they_are(timed):
     """The groups `calibrate=True` plans from the run are known a batch at a time: the bar's total used to grow by one
     group at a time, at 100 % after each. It grows by a batch now (the front's pieces of a round; the session pairs and
-    the calibration group), says what they are, and ends at the number of groups the records hold."""
+    the calibration group), says what they are, and ends at the number of groups the records hold. (The module's run,
+    timed with its bar drawn.)"""
     from dsprof.workflows.calibrate import IN_MODEL_ROUNDS
 
-    run = dsprof.measure(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=32),
-                         workloads=Workloads(("original", "merged", "linear"), ("original",), calibrate=True),
-                         timing=FAST, out=tmp_path / "m.jsonl", progress=True).run
-    err = capsys.readouterr().err.replace("\r", "\n")
+    run, err = timed
+    err = err.replace("\r", "\n")
     groups = len({r.group for r in run.measurements if r.scope != "probe"})
     # each change of the total is drawn at once (the counts between may be skipped: tqdm draws at most every 0.1 s)
     totals = list(dict.fromkeys(int(total) for total in re.findall(r"\| *\d+/(\d+) \[", err)))  # in order, once each

@@ -376,6 +376,7 @@ def test_measure_plan_prints_the_paired_speedup(tmp_path, capsys):
 # -- a real slowdown ----------------------------------------------------------------------------------------
 
 SPINNERS = 1
+PROBE_S = 0.5  # seconds of the probe each time: a median of its calls, against a slowdown of about 2x
 _BUSY = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.time() + float(sys.argv[2])\n" \
         "while time.time() < end:\n    pass\n"
 
@@ -401,12 +402,12 @@ def test_probe_sees_a_real_slowdown_and_the_scaled_prediction_follows(tmp_path):
         pred = predict_latency(ModelRef.of("mobilenet_v2", options=OPTIONS, resolution=96), lut, method="isolated")
         # the probe just after the LUT run: the LUT's own probe (a median over the whole run) and its one
         # whole-model group come from different moments; the ratio is taken in the test
-        quiet = probe_now(key, 1.0)
+        quiet = probe_now(key, PROBE_S)
         busy = [subprocess.Popen([sys.executable, "-c", _BUSY, str(core), "60"]) for _ in range(SPINNERS)]
-        before = probe_now(key, 1.0)
+        before = probe_now(key, PROBE_S)
         net = ModelRef.of(get_model("mobilenet_v2", resolution=96, **OPTIONS), name="mobilenet_v2")
-        measured_s = measure_planned(net, key, out=tmp_path / "check", progress=False).median_s
-        after = probe_now(key, 1.0)  # the probe on both sides of the check: what --probe gives, at its moment
+        measured_s = measure_planned(net, key, out=tmp_path / "check", progress=False, timing=timing).median_s
+        after = probe_now(key, PROBE_S)  # the probe on both sides of the check: what --probe gives, at its moment
         ratio = statistics.median(before + after) / statistics.median(quiet)
     finally:
         for process in busy or []:

@@ -62,23 +62,23 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
     device.mkdir()
     assert_no_torch_no_dsprof(python, device)
 
-    bundle = export_bundle(ModelRef.of("mobilenet_v2", resolution=32), timing=TIMING, out=tmp_path / "bundle").path
+    tiny = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32)  # one block a stage: 7 blocks
+    bundle = export_bundle(tiny, timing=TIMING, out=tmp_path / "bundle").path
     done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
                          "--quiet", cwd=device)
     assert done.returncode == 0, done.stderr
     results = bundle / "results" / "onnxruntime_cpu_t1.jsonl"
     imported = import_results(bundle, results, out=tmp_path / "imported")
-    direct = measure(ModelRef.of("mobilenet_v2", resolution=32),
-                     settings=BackendSettings(backend="onnxruntime", threads=1), timing=TIMING, out=tmp_path / "direct",
-                     progress=False)
+    direct = measure(tiny, settings=BackendSettings(backend="onnxruntime", threads=1), timing=TIMING,
+                     out=tmp_path / "direct", progress=False)
 
-    # MobileNetV2: 17 blocks x (original, merged, flops_matched), the model x (original, flops_matched), stem, head;
-    # `measure` also times the drift probe after each group, which a bundle does not carry (yet)
+    # MobileNetV2 (depths 1x7): 7 blocks x (original, merged, flops_matched), the model x (original, flops_matched),
+    # stem, head; `measure` also times the drift probe after each group, which a bundle does not carry (yet)
     timed = [r for r in direct.measurements if r.scope != "probe"]
-    assert len(imported.measurements) == len(timed) == 17 * 3 + 2 + 2
+    assert len(imported.measurements) == len(timed) == 7 * 3 + 2 + 2
     assert sorted(r.workload_key for r in imported.measurements) == sorted(r.workload_key for r in timed)
     edge, here = lut_keys(build_lut([imported.path])), lut_keys(build_lut([direct.path]))
-    assert set(edge) == set(here)  # repeated blocks share a key: fewer entries than records
+    assert set(edge) == set(here)
     # Directions, not sizes (the two runs are seconds apart on a machine other suites may share: a load of 11 on 2
     # cores once put two ~20-microsecond blocks at 0.16x and 14x; benchmarks/RESULTS.md has the careful
     # comparison): both timed every workload, and they order the workloads alike, the whole model above its blocks.
@@ -96,7 +96,8 @@ def test_onnxruntime_bundle_timed_without_torch_builds_the_lut_of_a_direct_measu
 
     lut = tmp_path / "lut.csv"
     assert main(["build-lut", str(imported.path), "-o", str(lut)]) == 0
-    assert main(["predict", "--model", "mobilenet_v2", "--resolution", "32", "--lut", str(lut), "--strict"]) == 0
+    assert main(["predict", "--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32", "--lut",
+                 str(lut), "--strict"]) == 0
 
 
 def test_tflite_bundle_timed_with_the_litert_interpreter_without_torch(tmp_path):

@@ -6,6 +6,7 @@ core-only install; they end with the answer in three lines (`dsprof report` prin
 """
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -108,9 +109,12 @@ def test_demo_commands_run_without_tensorflow(tmp_path):
         assert args[0] == ".venv/bin/dsprof", args
         assert args[1] in SMALL, f"tests/test_make_targets.py does not know how to run `dsprof {args[1]}` small"
         commands.append([*args[1:], *SMALL[args[1]]])
+    # one OpenMP thread, as `make test`'s workers give the processes they start (tests/conftest.py): the demo's own
+    # `--threads 1` covers its timed runs only, and its merges and plots on idle threads spinning against other
+    # processes cost a single `pytest` run twice the CPU time for nothing this test looks at
     run = subprocess.run(
         [sys.executable, "-c", RUNNER, json.dumps(TFLITE_MODULES), json.dumps(commands), str(Path(__file__).parent)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()

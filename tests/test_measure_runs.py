@@ -1,7 +1,8 @@
 """`dsprof measure` as real processes meet them: a second run on the same file, a full disk, Ctrl-C.
 
 Each test runs the console script in subprocesses (mobilenet_v2 at 32 px, a few blocks, tiny timing
-budgets), then `--resume` in this process, and checks from the file that every workload was measured
+budgets; the refused second run, which meets the first run's process only through the file's lock, in this
+process), then `--resume` in this process, and checks from the file that every workload was measured
 exactly once and that what was written before the trouble is still there, line for line.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import dsprof_here
 from dsprof.cli import main
 from dsprof.records.measurement import read_measurements
 
@@ -73,12 +75,11 @@ def test_a_second_run_on_a_file_being_written_is_refused_and_resume_works_after(
     try:
         wait_for_lines(out, first, 3)
         held = out.read_bytes()
-        # the user who thinks the first run died, either way (both at once)
-        seconds = [subprocess.Popen([DSPROF, "measure", "--out", str(out), flag, *FAST, *FOUR_BLOCKS],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                   for flag in ("--resume", "--overwrite")]
-        for second in seconds:
-            _, err = second.communicate(timeout=300)
+        # the user who thinks the first run died, either way: the command in this process (tests/cli_run.py), the
+        # lock held by the first run's process
+        for flag in ("--resume", "--overwrite"):
+            second = dsprof_here("measure", "--out", out, flag, *FAST, *FOUR_BLOCKS)
+            err = second.stderr
             assert second.returncode == 2, err[-2000:]
             assert "is being written by another dsprof run" in err and "--resume" in err
             assert "Traceback" not in err

@@ -47,7 +47,7 @@ from dsprof.reports import validation_rows
 from dsprof.reports.devices import cross_figure, cross_table
 from dsprof.reports.plots import close
 from rule_lut import rule_lut
-from fast_timing import FAST
+from fast_timing import FEWER
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = Path(__file__).parent / "models"
@@ -70,8 +70,8 @@ K = 3
 ARGS = ["--model-file", MYNET, "--resolution", "32", "--max-span", "2"]
 QUICK = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
          "--min-sample-time", "0", "--no-progress"]
-CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",
-         "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range
+CHECK = ["--threads", "1", "--warmup", "0.02", "--max-warmup", "0.05", "--min-samples", "6", "--max-samples", "6",
+         "--budget", "1", "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range
 TRAIN = ["--epochs", "1", "--max-batches", "2", "--max-eval-batches", "1", "--batch-size", "16", "--device", "cpu"]
 CHROMIUM = find_chromium()
 assert register_model_file(MYNET) == LABEL
@@ -128,7 +128,7 @@ def setup(tmp_path_factory):
     for backend in BACKENDS:
         result = measure(ModelRef.of(LABEL, resolution=32), settings=BackendSettings(backend=backend, threads=1),
                          workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=2),
-                         timing=FAST, out=d / "measurements", progress=False)
+                         timing=FEWER, out=d / "measurements", progress=False)
         files.append(result.path)
     lut = build_lut(files).save(d / "lut.csv")
     rule_lut(lut, files, RULES)

@@ -24,7 +24,7 @@ from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
 from dsprof.profiler import BackendSettings, Workloads, measure
 from dsprof.models import ModelRef
-from fast_timing import FAST
+from fast_timing import FEWER
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -41,7 +41,7 @@ def luts(tmp_path_factory):
         result = measure(ModelRef.of(NAME, options=OPTIONS, resolution=RESOLUTION),
                          settings=BackendSettings(backend=backend, threads=1),
                          workloads=Workloads(variants=("original", "merged", "linear"), model_variants=("original",), spans=MAX_SPAN),
-                         timing=FAST, out=tmp / f"{backend}.jsonl", progress=False)
+                         timing=FEWER, out=tmp / f"{backend}.jsonl", progress=False)
         out[backend] = build_lut([result.path]).save(tmp / f"lut_{backend}.csv")
     return out
 
