@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 
+#: The columns of `Prediction.blocks`, one row per block.
+BLOCK_COLUMNS = ("index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span", "in_model")
+_LATENCY = BLOCK_COLUMNS.index("latency_s")
+
 # The ways to predict (`dsprof.names.PREDICT_METHODS`): ``isolated`` (the whole model minus the savings of blocks timed alone),
 # ``in-model`` (those savings times the middle of 1 and the model's in-model factor: its blocks take that much
 # longer inside the whole model than alone), ``in-situ`` (minus the savings measured inside the running model,
@@ -48,8 +52,6 @@ __all__ = [
 # of all the model's blocks over their isolated savings). The scaled and in-situ methods start from the median of
 # the whole model's medians: its own entry and every in-situ group. ``auto``: `auto_method`. The older names
 # ``context`` and ``context-scaled`` are read for one release (`dsprof.names.OLD_METHOD_NAMES`).
-#: The columns of `Prediction.blocks`, one row per block.
-BLOCK_COLUMNS = ("index", "block", "spec", "variant", "latency_s", "saving_s", "noisy", "span", "in_model")
 #: What stands for the part of the model outside its blocks (`predict_latency`'s ``rest``).
 _RESTS = ("auto", "stem+head", "model-minus-blocks")
 
@@ -265,7 +267,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     pieces = _pieces(prices, plan, variant, strict)
     missing = [p.missing for p in pieces if p.missing] + list(prices.missing)
     rows = _block_rows(prices, pieces)
-    found = [not math.isnan(row[4]) for row in rows]  # latency_s
+    found = [not math.isnan(row[_LATENCY]) for row in rows]
     widest = max((p.stop - p.start for p in pieces if p.missing), default=1)  # the spans to time, if any
     _report_misses(prices, name, len(rows), any(found), missing, strict, widest)
     total, rest_s, rest_method = prices.total_s(pieces), prices.shown_rest_s(pieces), prices.rest_method
