@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,7 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
     caller set is kept."""
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         cache = getattr(config, "cache", None)
-        folder = cache.mkdir("inductor") if cache is not None else Path(tempfile.mkdtemp(prefix="dsprof-inductor-"))
+        if cache is not None:
+            folder = cache.mkdir("inductor")
+        else:  # pytest's cache is off (-p no:cacheprovider): a folder of this session's, removed at its end
+            folder = Path(tempfile.mkdtemp(prefix="dsprof-inductor-"))
+            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
