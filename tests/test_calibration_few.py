@@ -58,13 +58,14 @@ def test_every_piece_the_model_has_is_timed_inside_it_and_the_run_says_why_no_mo
 
 def _expected_scale(measured, lut):
     """The line through the three pieces' paired savings against their savings alone, shrunk toward 1 (prior sd 0.5)
-    by its own standard error: the rule of dsprof.lut.inmodel, from the LUT's entries."""
+    by its own standard error: the rule of dsprof.lut.inmodel, from the LUT's entries. Also each timed piece,
+    {(block name, variant): (saving alone, saving inside, its standard error)}."""
     label = model_label("file:tinyconv:build", {"resolution": 32})
     blocks = find_blocks(get_model("file:tinyconv:build", resolution=32))
     whole = lut.lookup(label, "original", scope="model", strict=True).median_s
     bases = {b.name: lut.lookup(f"{label}@{b.name}", "original", scope=IN_SITU_SCOPE, strict=True) for b in blocks}
     reference = statistics.median([whole] + [e.median_s for e in bases.values()])  # the median of the model's medians
-    rows = []
+    pieces = {}
     for r in measured.measurements:
         if r.scope != IN_SITU_SCOPE or r.variant in ("original", SESSION_AGAIN):
             continue
@@ -72,18 +73,38 @@ def _expected_scale(measured, lut):
         block = next(b for b in blocks if b.name == r.name)
         alone = (lut.lookup(block.spec.to_str(), "original", strict=True).median_s
                  - lut.lookup(block.spec.to_str(), r.variant, strict=True).median_s)
-        rows.append((alone, reference * (1 - swap.ratio), reference * swap.ratio_se))
+        pieces[(r.name, r.variant)] = (alone, reference * (1 - swap.ratio), reference * swap.ratio_se)
+    rows = list(pieces.values())
     a2 = sum(a * a for a, _, _ in rows)
     fitted = sum(a * m for a, m, _ in rows) / a2
     var = [max((m - fitted * a) ** 2 * 3 / 2, s * s) for a, m, s in rows]  # n / (n - 1) = 3 / 2
     se2 = sum(a * a * v for (a, _, _), v in zip(rows, var)) / a2 ** 2
     w, w0 = 1 / se2, 1 / PRIOR_SD ** 2
-    return fitted, (w * fitted + w0) / (w + w0), reference
+    return fitted, (w * fitted + w0) / (w + w0), reference, pieces
+
+
+def _posterior(pieces, fitted, scale, reference, session_s):
+    """{(block name, variant): price} of the timed pieces by the module docstring's rule: tau0^2 the median of the
+    three pieces' excess (their residuals around the unshrunk line, squared, less their noise: rounds and sessions),
+    the spread t^2 the mean of (excess - tau0^2) / (line x alone)^2, each clipped to [-1, 1], over the pieces that
+    save at least 0.5 % of the model; each piece at scale x alone moved toward what it measured by
+    tau^2 / (tau^2 + its noise)."""
+    excess = {k: (m - fitted * a) ** 2 - s * s - session_s ** 2 for k, (a, m, s) in pieces.items()}
+    floor2 = max(0.0, statistics.median(excess.values()))
+    terms = [max(-1.0, min(1.0, (excess[k] - floor2) / (fitted * a) ** 2)) for k, (a, _, _) in pieces.items()
+             if abs(fitted * a) >= 0.005 * reference]
+    spread2 = max(0.0, sum(terms) / len(terms)) if terms else 0.0
+    out = {}
+    for k, (a, m, s) in pieces.items():
+        tau2 = floor2 + spread2 * (scale * a) ** 2
+        noise = s * s + session_s ** 2
+        out[k] = scale * a + tau2 / (tau2 + noise) * (m - scale * a) if tau2 + noise > 0 else scale * a
+    return out
 
 
 def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     measured, lut, _, _ = run
-    fitted, scale, reference = _expected_scale(measured, lut)
+    fitted, scale, reference, pieces = _expected_scale(measured, lut)
     plan = Plan("file:tinyconv:build", (1, 0, 0), {}, merge=(False, True, True))
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
@@ -97,26 +118,32 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     assert pred.method == (f"in-model (x{scale:.3f}, 3 pieces timed in the model, fewer than 5: one line, shrunk "
                            "toward 1)")
     assert pred.factor == pytest.approx(scale, rel=1e-9)
-    # the plan's saving: that scale times the two linearised blocks' savings alone (merged, as its list says), from
-    # the whole model's reference: no stem, head or factor of the model's other parts in it; rho the calibration
-    # group's measured saving over the one these prices predict for its plan (every block linearised, the cheaper of
-    # merged and linear), shrunk toward 1 by its own error, where it says one: below 1, times rho; above, plus its
-    # share of the calibration plan's blocks (PyTorch eager runs each activation apart: 2 of 3 linearised) of what
-    # that plan saved beyond its pieces, (rho - 1) x its pieces' sum
+    # the plan's saving: that scale times the two linearised blocks' savings alone (merged, as its list says), each
+    # piece timed inside the model moved toward its measurement (`_posterior`; the sessions' part of a measurement,
+    # s R, read from the prices: `dsprof.lut.interval.session_noise` of the LUT's session pairs), from the whole model's
+    # reference: no stem, head or factor of the model's other parts in it; rho the calibration group's measured
+    # saving over the one these prices predict for its plan (every block linearised, the cheaper of merged and
+    # linear), shrunk toward 1 by its own error, where it says one: below 1, times rho; above, plus its share of the
+    # calibration plan's blocks (PyTorch eager runs each activation apart: 2 of 3 linearised) of what that plan saved
+    # beyond its pieces, (rho - 1) x its pieces' sum
     blocks = find_blocks(get_model("file:tinyconv:build", resolution=32))
+    session_s = dsprof.lut.prices_of(ModelRef.of(TINY_FILE, resolution=32), lut).in_model.session_s
+    timed = _posterior(pieces, fitted, scale, reference, session_s)
     median = lambda b, v: lut.lookup(b.spec.to_str(), v, strict=True).median_s  # noqa: E731
-    alone = sum(median(b, "original") - median(b, "merged") for b in blocks[1:])
-    every = sum(median(b, "original") - min(median(b, "merged"), median(b, "linear")) for b in blocks)
+    price = lambda b, v: timed.get((b.name, v), scale * (median(b, "original") - median(b, v)))  # noqa: E731
+    cheaper = lambda b: min(("merged", "linear"), key=lambda v: median(b, v))  # noqa: E731
+    alone = sum(price(b, "merged") for b in blocks[1:])
+    every = sum(price(b, cheaper(b)) for b in blocks)
     label = model_label("file:tinyconv:build", {"resolution": 32})
     calibration = lut.lookup(label, CALIBRATION, scope="model", strict=True)
-    measured_share, predicted_share = 1 - calibration.ratio, scale * every / reference
+    measured_share, predicted_share = 1 - calibration.ratio, every / reference
     rho = measured_share / predicted_share
     if abs(predicted_share) >= 0.02 and rho > 0:
         w = 1 / (calibration.ratio_se / predicted_share) ** 2  # rho's absolute standard error: the ratio's / predicted
         rho = (w * rho + 1 / PRIOR_SD ** 2) / (w + 1 / PRIOR_SD ** 2)
     else:
         rho = 1.0
-    saving = rho * scale * alone if rho <= 1 else scale * alone + (rho - 1) * scale * every * 2 / 3
+    saving = rho * alone if rho <= 1 else alone + (rho - 1) * every * 2 / 3
     assert pred.total_s == pytest.approx(reference - saving, rel=1e-9)
     # the factor it does not use: the middle of 1 and the in-model factor (the whole model less stem and head over the
     # blocks alone), told apart as numbers, not by the method's three decimals (asserted above): a real run's

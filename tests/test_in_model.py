@@ -44,10 +44,16 @@ def test_scale_floor_and_price_by_hand():
     # tau0^2, the median of 0.03, 0.03, -0.01 = 0.03 ms^2; what is left for the spread t is 0 or below: t = 0
     assert im.floor_s == pytest.approx(math.sqrt(0.03e-6)) and im.spread == 0.0
     assert im.scale_se == pytest.approx(1 / math.sqrt(w + 4) / c, rel=1e-9)  # the shrunk scale's, relative
-    # every piece, timed or not, at the scale times its saving alone, known to tau (its own measurement, one group,
-    # does not move it: the planner would pick the pieces that measured high)
-    assert im.price(0, 1, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), True)
+    # a piece not timed: the scale times its saving alone, known to tau (here tau0: 0.03 ms^2)
     assert im.price(9, 10, "merged", 0.001) == (pytest.approx(c * 0.001), pytest.approx(math.sqrt(0.03e-6)), False)
+    # a piece timed inside the model (the first: 0.6 ms to 0.1 ms) at the posterior of that prior and its measurement:
+    # w = tau^2 / (tau^2 + sigma^2) = 0.03 / (0.03 + 0.01) = 0.75, so 0.804 + 0.75 (0.6 - 0.804) = 0.651 ms, known to
+    # sqrt(0.75 x 0.01) ms; the others likewise three quarters of the way from c to what they measured
+    assert 0.75 * 0.6 + 0.25 * c == pytest.approx(0.65102, abs=1e-5)
+    assert im.price(0, 1, "merged", 0.001) == (pytest.approx((0.75 * 0.6 + 0.25 * c) * 1e-3, rel=1e-9),
+                                               pytest.approx(math.sqrt(0.75 * 0.01e-6), rel=1e-9), True)
+    assert im.price(1, 2, "merged", 0.001)[0] == pytest.approx((0.75 * 1.0 + 0.25 * c) * 1e-3, rel=1e-9)
+    assert im.price(2, 3, "merged", 0.001)[0] == pytest.approx((0.75 * 0.8 + 0.25 * c) * 1e-3, rel=1e-9)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.03e-6))  # tau0 whatever it saves alone
     assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
 
@@ -62,6 +68,10 @@ def test_the_sessions_part_of_each_pieces_measurement_is_not_its_own_scatter():
     assert im.floor_s == pytest.approx(math.sqrt(0.02e-6)) and before.floor_s == pytest.approx(math.sqrt(0.03e-6))
     assert (im.scale, im.scale_se, im.spread) == (before.scale, before.scale_se, before.spread)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.02e-6))
+    # and a timed piece's measurement weighs less by its sessions' part: w = 0.02 / (0.02 + 0.01 + 0.01) = 0.5
+    c = im.scale
+    assert im.price(0, 1, "merged", 0.001) == (pytest.approx((0.5 * 0.6 + 0.5 * c) * 1e-3, rel=1e-9),
+                                               pytest.approx(math.sqrt(0.5 * 0.02e-6), rel=1e-9), True)
     # sessions that differ by more than the pieces scatter leave no floor: 0.03 - 0.04 < 0
     none = InModel.estimate(_pieces(alone, measured, se), R, session_s=0.0002)
     assert none.floor_s == 0.0 and none.spread == 0.0
@@ -105,6 +115,30 @@ def test_the_spread_grows_with_the_saving_where_big_pieces_stray_more():
     # big pieces: (0.4 ms)^2 / (2 ms)^2 = 0.04 twice and 0 once: t^2 = 0.08 / 3 (the small ones save under 0.5 % of
     # the model: left out)
     assert im.spread == pytest.approx(math.sqrt(0.08 / 3))
+
+
+def test_a_piece_timed_far_from_its_line_is_priced_near_what_it_measured_and_the_planner_leaves_it():
+    """Issue #46, item 4: three big pieces save 2 ms alone each and 2.4, 2.0 and 0.8 ms inside the model (to 0.1 ms),
+    three small ones lie on the line. The line (about x0.87) would price the three alike, 1.7 ms, and a plan of one
+    linearised block could take the third, which saves under half that. Their scatter around the line (about 0.6-0.9
+    ms) is far beyond their timing noise (0.1 ms): each is priced more than nine tenths of the way from the line to
+    what it measured (w = tau^2 / (tau^2 + 0.01 ms^2) > 0.9 for tau above 0.3 ms), and the planner takes the first."""
+    from dsprof.lut.piece import Piece
+    from dsprof.planning.dp import best_per_k, block_count
+
+    alone = [0.00001] * 3 + [0.002] * 3
+    measured = [0.00001] * 3 + [0.0024, 0.0020, 0.0008]
+    im = InModel.estimate(_pieces(alone, measured, [0.0] * 3 + [0.0001] * 3), R)
+    line = im.scale * 0.002
+    assert 0.0016 < line < 0.0019
+    prices = [im.price(i, i + 1, "merged", 0.002) for i in (3, 4, 5)]
+    for (price, se, timed), m in zip(prices, (0.0024, 0.0020, 0.0008)):
+        assert timed and abs(price - m) < 0.1 * abs(line - m) and se < 0.0001
+    assert prices[2][0] < 0.0009 and prices[0][0] > 0.0023
+    options = [Piece(i, i + 1, "original", kept=True) for i in range(3)]
+    options += [Piece(i, i + 1, "merged", saving_s=prices[i][0]) for i in range(3)]
+    best = best_per_k(3, options, count=block_count([True] * 3))
+    assert [(p.start, p.variant) for p in best[2].pieces if not p.kept] == [(0, "merged")]
 
 
 def test_too_few_pieces_or_no_line_estimate_nothing():
