@@ -25,6 +25,7 @@ from dsprof.records.measurement import CALIBRATION, IN_SITU_SCOPE, SESSION_AGAIN
 from dsprof.records.plan import Plan
 from dsprof.workflows.calibrate import COSTLY_PIECES
 from fast_timing import FAST
+from posterior_by_hand import posterior_prices
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY_FILE = str(Path(__file__).parent / "models" / "tinyconv.py") + ":build"
@@ -83,25 +84,6 @@ def _expected_scale(measured, lut):
     return fitted, (w * fitted + w0) / (w + w0), reference, pieces
 
 
-def _posterior(pieces, fitted, scale, reference, session_s):
-    """{(block name, variant): price} of the timed pieces by the module docstring's rule: tau0^2 the median of the
-    three pieces' excess (their residuals around the unshrunk line, squared, less their noise: rounds and sessions),
-    the spread t^2 the mean of (excess - tau0^2) / (line x alone)^2, each clipped to [-1, 1], over the pieces that
-    save at least 0.5 % of the model; each piece at scale x alone moved toward what it measured by
-    tau^2 / (tau^2 + its noise)."""
-    excess = {k: (m - fitted * a) ** 2 - s * s - session_s ** 2 for k, (a, m, s) in pieces.items()}
-    floor2 = max(0.0, statistics.median(excess.values()))
-    terms = [max(-1.0, min(1.0, (excess[k] - floor2) / (fitted * a) ** 2)) for k, (a, _, _) in pieces.items()
-             if abs(fitted * a) >= 0.005 * reference]
-    spread2 = max(0.0, sum(terms) / len(terms)) if terms else 0.0
-    out = {}
-    for k, (a, m, s) in pieces.items():
-        tau2 = floor2 + spread2 * (scale * a) ** 2
-        noise = s * s + session_s ** 2
-        out[k] = scale * a + tau2 / (tau2 + noise) * (m - scale * a) if tau2 + noise > 0 else scale * a
-    return out
-
-
 def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     measured, lut, _, _ = run
     fitted, scale, reference, pieces = _expected_scale(measured, lut)
@@ -119,7 +101,7 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
                            "toward 1)")
     assert pred.factor == pytest.approx(scale, rel=1e-9)
     # the plan's saving: that scale times the two linearised blocks' savings alone (merged, as its list says), each
-    # piece timed inside the model moved toward its measurement (`_posterior`; the sessions' part of a measurement,
+    # piece timed inside the model moved toward its measurement (`posterior_prices`; the sessions' part of a measurement,
     # s R, read from the prices: `dsprof.lut.interval.session_noise` of the LUT's session pairs), from the whole model's
     # reference: no stem, head or factor of the model's other parts in it; rho the calibration group's measured
     # saving over the one these prices predict for its plan (every block linearised, the cheaper of merged and
@@ -128,7 +110,7 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     # beyond its pieces, (rho - 1) x its pieces' sum
     blocks = find_blocks(get_model("file:tinyconv:build", resolution=32))
     session_s = dsprof.lut.prices_of(ModelRef.of(TINY_FILE, resolution=32), lut).in_model.session_s
-    timed = _posterior(pieces, fitted, scale, reference, session_s)
+    timed = posterior_prices({k: (*p, fitted, scale) for k, p in pieces.items()}, reference, session_s)
     median = lambda b, v: lut.lookup(b.spec.to_str(), v, strict=True).median_s  # noqa: E731
     price = lambda b, v: timed.get((b.name, v), scale * (median(b, "original") - median(b, v)))  # noqa: E731
     cheaper = lambda b: min(("merged", "linear"), key=lambda v: median(b, v))  # noqa: E731

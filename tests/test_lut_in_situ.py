@@ -22,6 +22,7 @@ from dsprof.models import ModelRef, find_blocks, get_model
 from dsprof.profiler import Workloads, measure
 from dsprof.records.measurement import IN_SITU_SCOPE
 from fast_timing import FAST
+from posterior_by_hand import posterior_prices
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OPTIONS = {"depths": [1] * 7}
@@ -146,11 +147,9 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
                     for p in measured}
     else:
         scale_of = dict.fromkeys(measured, c)
-    # each piece timed inside the model (here all 14) is priced at the posterior of c x alone and what it measured:
-    # tau^2 = tau0^2 + (t c alone)^2 from the residuals around its kind's unshrunk line less their noise (this run has
-    # no session pairs: sigma alone), tau0^2 the median excess of the half of the pieces that save least alone (7),
-    # t^2 the mean of (excess - tau0^2) / (line x alone)^2, each clipped to [-1, 1], over the pieces that save at least
-    # 0.5 % of the model; then c x alone + w (measured - c x alone), w = tau^2 / (tau^2 + sigma^2)
+    # each piece timed inside the model (here all 14) is priced at the posterior of c x alone and what it measured
+    # (`posterior_by_hand.posterior_prices`), its spread read around its kind's unshrunk line; this run has no session
+    # pairs, so a measurement's noise is its rounds' alone
     def unshrunk(pieces):
         return sum(measured[p] * alone_of[p] for p in pieces) / sum(alone_of[p] ** 2 for p in pieces)
 
@@ -159,19 +158,9 @@ def test_in_situ_prediction_from_the_raw_samples(in_situ_run):
                    for p in measured}
     else:
         line_of = dict.fromkeys(measured, unshrunk(list(measured)))
-    excess = {p: (measured[p] - line_of[p] * alone_of[p]) ** 2 - sigma[p] ** 2 for p in measured}
-    least = sorted(measured, key=lambda p: abs(alone_of[p]))[:7]
-    floor2 = max(0.0, float(np.median([excess[p] for p in least])))
-    terms = [max(-1.0, min(1.0, (excess[p] - floor2) / (line_of[p] * alone_of[p]) ** 2)) for p in measured
-             if abs(line_of[p] * alone_of[p]) >= 0.005 * reference]
-    spread2 = max(0.0, sum(terms) / len(terms)) if terms else 0.0
-
-    def posterior(p):
-        prior = scale_of[p] * alone_of[p]
-        tau2 = floor2 + spread2 * prior ** 2
-        return prior + tau2 / (tau2 + sigma[p] ** 2) * (measured[p] - prior) if tau2 + sigma[p] ** 2 > 0 else prior
-
-    priced = {b.name: posterior((b.name, "merged")) for b, k in zip(blocks, KEEP) if not k}
+    timed = posterior_prices({p: (alone_of[p], measured[p], sigma[p], line_of[p], scale_of[p]) for p in measured},
+                             reference)
+    priced = {b.name: timed[(b.name, "merged")] for b, k in zip(blocks, KEEP) if not k}
     with warnings.catch_warnings():
         warnings.simplefilter("error", MethodFallbackWarning)
         if c > 0 and reference - sum(priced.values()) <= 0:  # as above: said in one line, not a latency below 0
