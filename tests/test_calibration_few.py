@@ -96,7 +96,7 @@ def test_the_prices_count_the_pieces_own_line_shrunk_and_say_so_once(run):
     assert "3 pieces timed inside the model, fewer than the 5 the in-model scales need (the model has only 3 to time " \
            "(3 blocks, 0 spans measured))" in lines[0]
     assert f"prices count each saving alone x{scale:.3f}" in lines[0] and f"(x{fitted:.3f})" in lines[0]
-    assert "not the in-model factor" in lines[0]
+    assert "each timed piece moved toward what it measured inside the model; not the in-model factor" in lines[0]
     assert pred.method == (f"in-model (x{scale:.3f}, 3 pieces timed in the model, fewer than 5: one line, shrunk "
                            "toward 1)")
     assert pred.factor == pytest.approx(scale, rel=1e-9)

@@ -456,8 +456,9 @@ def _warn_few(label: str, blocks: list[Block], lookup: Lookup, timed: Sequence[T
            f"the model has {len(pieces)}: time it again with `calibrate=True` to time more")
     if in_model is not None:
         instead = (f"prices count each saving alone x{in_model.scale:.3f}, the line through those pieces' paired "
-                   f"savings (x{in_model.fitted:.3f}) shrunk toward 1 (+-{in_model.scale_se:.0%}), not the in-model "
-                   "factor, which counts time a plan cannot change")
+                   f"savings (x{in_model.fitted:.3f}) shrunk toward 1 (+-{in_model.scale_se:.0%}), each timed piece "
+                   "moved toward what it measured inside the model; not the in-model factor, which counts time a plan "
+                   "cannot change")
     else:
         no_line = "no piece saves or costs anything alone, so they draw no line"
         instead = (f"{no_line}: prices count each saving alone x{factor:.3f}, the middle of 1 and the in-model factor"
