@@ -107,3 +107,12 @@ def test_a_torchvision_model_does_not_import_timm():
     (run,) = _probe([["blocks", "--model", "mobilenet_v2", "--resolution", "32"]])["runs"]
     assert run[1] == 0 and "17 blocks" in run[3]
     assert "torch" in run[2] and "timm" not in run[2]  # timm (1-2 s) only for timm's models
+
+
+def test_a_model_file_imports_neither_torchvision_nor_timm():
+    # torchvision's import (2 s here, most of it torch._dynamo through torchvision.ops) is for its own models; a
+    # model of the user's own is traced, planned and priced without it
+    model_file = str(ROOT / "tests" / "models" / "flatnet.py") + ":build"
+    (run,) = _probe([["blocks", "--model-file", model_file, "--resolution", "32"]])["runs"]
+    assert run[1] == 0 and "6 blocks" in run[3], run
+    assert "torch" in run[2] and "torchvision" not in run[2] and "timm" not in run[2], run[2]

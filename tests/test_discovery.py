@@ -271,9 +271,11 @@ OTHER_MODELS = {
     "csp": (lambda: CSPClassifier(num_classes=10), csp),
     "csp_no_sppf": (lambda: CSPClassifier(num_classes=10, sppf=False), lambda: csp(sppf=False)),
 }
-# zoo entries that are the same torchvision/timm builders as OTHER_MODELS are read there once
+# zoo entries that are the same torchvision/timm builders as OTHER_MODELS are read there once; a model file another
+# test module registered when it was imported first (``file:...``) is no zoo entry
 ZOO_CASES = {
-    name: (name, {}) for name in list_models() if f"tv_{name}" not in OTHER_MODELS and f"timm_{name}" not in OTHER_MODELS
+    name: (name, {}) for name in list_models()
+    if f"tv_{name}" not in OTHER_MODELS and f"timm_{name}" not in OTHER_MODELS and not name.startswith("file:")
 } | {
     "mobilenet_v2-1.4": ("mobilenet_v2", {"width": 1.4}),
     "mobilenet_v2-0.5-shallow": ("mobilenet_v2", {"width": 0.5, "depths": [2, 1, 2, 1, 1, 2, 1]}),
@@ -482,3 +484,28 @@ def test_identity_skip_block_merges_exactly(one_thread):
             ref, got = lin(x), merged(x)
         assert info.exact
         assert float((got - ref).abs().max() / ref.abs().max()) <= 1e-9
+
+
+def test_the_modules_of_every_block_of_a_model_cost_one_trace(monkeypatch):
+    # flatnet's six chains belong to no module: each is found again in the traced graph. All six together trace the
+    # model once, not once a block (a loop over the blocks of a 21-block model traced it 21 times), and each is the
+    # module found alone, running the model's own convolutions
+    from models.flatnet import build
+    from dsprof.models import block_module, block_modules
+    import dsprof.models.graph as graph
+
+    model = build().eval()
+    names = [b.name for b in find_blocks(model)]
+    assert names == [f"e{i}..p{i}" for i in range(6)]
+    traced = []
+    real = graph.discover_blocks
+    monkeypatch.setattr(graph, "discover_blocks", lambda *a, **k: traced.append(1) or real(*a, **k))
+    together = block_modules(model, names)
+    assert len(traced) == 1
+    for name, module in zip(names, together):
+        alone = block_module(model, name)
+        first, last = name.split("..")
+        convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert type(alone) is type(module) and convs[0] is model.get_submodule(first) and convs[-1] is model.get_submodule(last)
+        assert [m for m in alone.modules() if isinstance(m, torch.nn.Conv2d)] == convs
+    assert len(traced) == 1 + 6  # block_module: one trace a chain, as before

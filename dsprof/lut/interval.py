@@ -60,7 +60,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from scipy.stats import t as student_t
+from scipy.special import stdtrit  # Student's t quantile; scipy.stats' t.ppf is the same, with a second's import
 
 from ..device_context import DeviceContext
 from ..records.measurement import PROBE_NAME, PROBE_SCOPE
@@ -331,7 +331,7 @@ def _check(inputs: IntervalInputs) -> tuple[float, str, bool]:
     if inputs.in_model is not None and pairs == pairs:
         # the pairs' root mean square is itself estimated from a few pairs (one degree of freedom each): the check's
         # 95 % interval is Student's t's, not the normal's (x1.25 for six pairs)
-        widen = float(student_t.ppf(0.975, len(_paired_sessions(inputs.sessions)))) / Z95
+        widen = float(stdtrit(len(_paired_sessions(inputs.sessions)), 0.975)) / Z95
         return pairs * widen, f"{len(inputs.sessions)} session pairs (the whole model against itself)", True
     residuals = _in_situ_residuals(inputs)
     if len(residuals) >= ENOUGH_GROUPS:

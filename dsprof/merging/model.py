@@ -11,7 +11,7 @@ from torch import nn
 
 from ..errors import PlanError, UsageError
 from ..models import (
-    block_module,
+    block_modules,
     count_macs,
     count_params,
     discover_blocks,
@@ -306,11 +306,11 @@ def cost_table(original: nn.Module, merged: nn.Module, input_size: tuple[int, in
     example = example_input(original, size)
     before_model = fold_batchnorm(original, example)
     blocks = discover_blocks(before_model, size).blocks  # its refusals were said when the original's blocks were found
-    reaching = _inputs_reaching(merged, [block_module(merged, b.name) for b in blocks], example)
+    afters = block_modules(merged, [b.name for b in blocks])
+    reaching = _inputs_reaching(merged, afters, example)
     rows = []
-    for i, (block, decision) in enumerate(zip(blocks, report.decisions)):
+    for i, (block, decision, after) in enumerate(zip(blocks, report.decisions, afters)):
         spec = block.spec
-        after = block_module(merged, block.name)
         shape = (spec.in_channels, spec.in_h, spec.in_w)
         # what sits at a crossing span's later place reads the span's output, not the block's own input
         after_shape = reaching.get(i, shape) if not isinstance(after, nn.Identity) else shape

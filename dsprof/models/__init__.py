@@ -10,8 +10,8 @@ _EXPORTS = {
     **dict.fromkeys(("Block", "NothingToMergeWarning", "UnsupportedBlock", "UnsupportedBlockWarning", "find_blocks",
                      "nothing_to_merge"), ".blocks"),
     **dict.fromkeys(
-        ("Chain", "ChainGraph", "Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "discover_blocks",
-         "own_chains", "register_leaf_module", "replace_block", "run_of"),
+        ("Chain", "ChainGraph", "Discovery", "GraphTraceError", "Refusal", "Unit", "block_module", "block_modules",
+         "discover_blocks", "own_chains", "register_leaf_module", "replace_block", "run_of"),
         ".graph",
     ),
     **dict.fromkeys(("BLOCK_KINDS", "PADDING_STYLES", "BlockSpec"), ".blockspec"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from typing import Sequence
 
 import torch
 import torch.fx as fx
@@ -52,6 +53,7 @@ __all__ = [
     "Refusal",
     "Unit",
     "block_module",
+    "block_modules",
     "discover_blocks",
     "own_chains",
     "register_leaf_module",
@@ -98,16 +100,27 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
 def block_module(model: nn.Module, name: str) -> nn.Module:
     """The module at a block's ``name`` in ``model`` (a run ``p[a:b]`` as an ``nn.Sequential`` of its children;
     a chain no module owns as its `Chain`, found again in the model's graph unless the model owns it)."""
-    if is_chain_name(name):
-        if hasattr(model, chain_attr(name)):
-            return getattr(model, chain_attr(name))
-        found = {b.name: b.module for b in discover_blocks(model).blocks}
-        if name not in found:
-            raise GraphTraceError(f"no block {name} in this model")
-        return found[name]
-    run = run_of(name)
-    if run is None:
-        return model.get_submodule(name)
-    parent, a, b = run
-    seq = model.get_submodule(parent) if parent else model
-    return nn.Sequential(*[seq.get_submodule(str(i)) for i in range(a, b)])
+    return block_modules(model, [name])[0]
+
+
+def block_modules(model: nn.Module, names: Sequence[str]) -> list[nn.Module]:
+    """`block_module` of each of ``names``, the model traced at most once (for the chains it does not own): a loop
+    over a model's blocks costs one trace, not one a block."""
+    found: dict[str, nn.Module] | None = None
+    modules = []
+    for name in names:
+        if is_chain_name(name) and not hasattr(model, chain_attr(name)):
+            if found is None:
+                found = {b.name: b.module for b in discover_blocks(model).blocks}
+            if name not in found:
+                raise GraphTraceError(f"no block {name} in this model")
+            modules.append(found[name])
+        elif is_chain_name(name):
+            modules.append(getattr(model, chain_attr(name)))
+        elif (run := run_of(name)) is None:
+            modules.append(model.get_submodule(name))
+        else:
+            parent, a, b = run
+            seq = model.get_submodule(parent) if parent else model
+            modules.append(nn.Sequential(*[seq.get_submodule(str(i)) for i in range(a, b)]))
+    return modules

@@ -45,16 +45,14 @@ def register_leaf_module(cls: type) -> type:
     return cls
 
 
-def _stochastic_depth_functions() -> set[Callable]:
-    try:
-        from torchvision.ops import stochastic_depth  # torch.fx-wrapped in torchvision: a pass-through in eval
-
-        return {stochastic_depth}
-    except ImportError:  # pragma: no cover
-        return set()
-
-
-_PASS_FUNCTIONS |= _stochastic_depth_functions()
+def is_pass_function(target: object) -> bool:
+    """True for a function that passes its input through in eval: dropout, and torchvision's stochastic depth
+    (torch.fx-wrapped there). torchvision is looked up, not imported: a graph that calls its stochastic depth was
+    traced from a model that imported it, and a model without it need not pay torchvision's import."""
+    if target in _PASS_FUNCTIONS:
+        return True
+    ops = sys.modules.get("torchvision.ops")
+    return ops is not None and target is getattr(ops, "stochastic_depth", None)
 
 
 def act_module_name(m: nn.Module) -> str | None:

@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from .leaves import _ACT_FUNCTIONS, _ACT_METHODS, _PASS_FUNCTIONS, _PASS_MODULES, act_module_name
+from .leaves import _ACT_FUNCTIONS, _ACT_METHODS, _PASS_MODULES, act_module_name, is_pass_function
 from .padding import padding_style
 
 _ADD = {operator.add, operator.iadd, torch.add}
@@ -66,7 +66,7 @@ class GraphView:
     def is_pass(self, node: fx.Node) -> bool:
         if node.op == "call_module":
             return isinstance(self.module(node), _PASS_MODULES)
-        return node.op == "call_function" and node.target in _PASS_FUNCTIONS
+        return node.op == "call_function" and is_pass_function(node.target)
 
     def is_conv(self, node: fx.Node) -> bool:
         return node.op == "call_module" and isinstance(self.module(node), nn.Conv2d)

@@ -26,7 +26,7 @@ from torch import nn
 from ..errors import UsageError
 from ..merging.fold import fold_batchnorm
 from ..models import (
-    Block, block_module, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
+    Block, block_modules, count_macs, count_params, find_blocks, first_conv_in_channels, input_size_of, own_chains, run_of,
 )
 from ..models.surgery import chain_attr, is_chain_name
 from ..names import IN_SITU_VARIANTS
@@ -77,9 +77,8 @@ def in_situ_workloads(
     shape = (in_ch, *input_size)
     whole_macs, whole_params = count_macs(folded, input_size, in_ch), count_params(folded)
     groups = []
-    for index, block in enumerate(blocks):
+    for index, (block, original) in enumerate(zip(blocks, block_modules(folded, [b.name for b in blocks]))):
         spec = block.spec
-        original = block_module(folded, block.name)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = [Workload(IN_SITU_SCOPE, block.name, "original", folded, shape, whole_macs, whole_params, spec, index)]
         for variant in variants:

@@ -66,7 +66,7 @@ from ..runtimes import folds_activations
 from ..models import (
     Block,
     BlockSpec,
-    block_module,
+    block_modules,
     replace_block,
     conv_macs,
     count_macs,
@@ -295,9 +295,8 @@ def block_workloads(
     blocks = blocks if blocks is not None else find_blocks(model, input_size)
     folded = fold_batchnorm(model, torch.zeros(1, first_conv_in_channels(model), *input_size)).eval()
     groups = []
-    for index, block in enumerate(blocks):
+    for index, (block, original) in enumerate(zip(blocks, block_modules(folded, [b.name for b in blocks]))):
         spec = block.spec
-        original = block_module(folded, block.name)
         in_shape = (spec.in_channels, spec.in_h, spec.in_w)
         block_macs = count_macs(original, (spec.in_h, spec.in_w), spec.in_channels)
         group = []
@@ -489,8 +488,8 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
         return []
     with torch.no_grad():  # the head's input: the last block's output (split_model checked they chain)
         h = parts.stem(x)
-        for block in find_blocks(folded, input_size):
-            h = block_module(folded, block.name)(h)
+        for module in block_modules(folded, [b.name for b in find_blocks(folded, input_size)]):
+            h = module(h)
     c, hh, ww = h.shape[1:]
     return [
         Workload("stem", name, "original", parts.stem, (in_ch, *input_size), count_macs(parts.stem, input_size, in_ch),

@@ -10,7 +10,7 @@ import pandas as pd
 from ..errors import DsprofError
 from ..lut import LUT, predict_latency
 from ..merging.model import merge_model, merge_report
-from ..models import ModelRef, block_module, find_blocks, format_span, memory_footprint
+from ..models import ModelRef, block_modules, find_blocks, format_span, memory_footprint
 from ..records.plan import Plan
 from ..records.measurement import Measurement, paired_with_original
 from .tables import device_labels, latest_records, lut_validation_table
@@ -29,12 +29,11 @@ def memory_table(model, plan, input_size: tuple[int, int] | None = None) -> pd.D
     decisions = {d.index: d for d in merge_report(merged).decisions}
     span_of = {i: format_span((a, b)) for a, b in plan.spans or () for i in range(a, b)}
     rows = []
-    for i, block in enumerate(blocks):
+    for i, (block, module) in enumerate(zip(blocks, block_modules(merged, [b.name for b in blocks]))):
         spec = block.spec
         shape = (spec.in_channels, spec.in_h, spec.in_w)
         before = memory_footprint(block.module, shape, spec.residual)
         now_merged = decisions[i].merged
-        module = block_module(merged, block.name)
         after = memory_footprint(module, shape, residual=spec.residual and not now_merged)
         rows.append({"index": i, "block": block.name, "merged": now_merged, "span": span_of.get(i, ""),
                      "weight_bytes_before": before.weight_bytes, "weight_bytes_after": after.weight_bytes,
