@@ -13,7 +13,11 @@ loads their own with ``--model-file``; none is used by a test or by another benc
    under `inference_mode`, each timed with `time.perf_counter_ns`; the order shuffled every round; not dsprof's
    timer): a plan's measured speed-up is the median over the rounds of the original's time over the plan's. Groups
    of two since 2026-11-28 (``--check-groups one``: a k's plans and the original in one group, as the runs before):
-   a whole model's paired ratio moves with the other members of its group (benchmarks/RESULTS.md, issue #46);
+   a whole model's paired ratio moves with the other members of its group (benchmarks/RESULTS.md, issue #46).
+   ``--check-groups both-orders``: each plan in two groups of two, half the seconds each, one with the plan built
+   after the original and one with a fresh original built after the plan, their rounds pooled: on OpenVINO a plan
+   built second ran 1-3 % apart from itself built first, and one group per plan read plans 10-13 % apart that the
+   same plans, timed in both orders, ran within 3 % (RESULTS, pvrV's diagnosis; `benchmarks/build_order.py`);
 4. the scores: the front's measured speed-up, the best and the median random plan and the front's rank, and every
    plan's predicted speed-up (`dsprof.lut.Pricer`, the prices `dsprof predict` shows) with its 95 % interval against
    its measurement. Whether the front is near the best random plan, or under their median, is scored with identical
@@ -62,7 +66,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -86,7 +89,7 @@ from dsprof.merging import merge_model
 from dsprof.records.plan import Plan, load_plan
 from dsprof.merging.fold import fold_batchnorm
 from dsprof.merging.partial import with_acts
-from dsprof.models import ModelRef, find_blocks, first_conv_in_channels, get_model
+from dsprof.models import ModelRef, first_conv_in_channels, get_model
 from dsprof.models.user_model import register_model_file
 from dsprof.planning import plan_front
 import dsprof
@@ -291,15 +294,24 @@ def time_group(runs: list, seconds: float, min_rounds: int, seed: int) -> list[l
     return samples
 
 
-def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, seed: int
+def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, seed: int, rebuild=None
                ) -> list[tuple[list[float], list[float]]]:
     """Each of ``plans`` timed with ``original`` in a group of two (`time_group`), one plan after the other; a plan
     each, (the original's samples, the plan's samples) in seconds, whose paired ratio is the plan's speed-up.
-    ``build(plan)`` makes the plan's run just before its group (two models held at a time); ``seconds`` and
-    ``min_rounds`` are each group's, its rounds shuffled with seed ``seed + i`` for the i-th plan."""
+    ``build(plan)`` makes the plan's run just before its group (two models held at a time; three in the second order); ``seconds`` and
+    ``min_rounds`` are each group's, its rounds shuffled with seed ``seed + i`` for the i-th plan. With ``rebuild``
+    (a function that builds the original's run again) each plan is timed in two groups of half the seconds, the plan
+    built after the original in one and before a fresh original in the other, their rounds pooled in pairs."""
     pairs = []
     for i, plan in enumerate(plans):
-        original_s, plan_s = time_group([original, build(plan)], seconds, min_rounds, seed=seed + i)
+        if rebuild is None:
+            original_s, plan_s = time_group([original, build(plan)], seconds, min_rounds, seed=seed + i)
+        else:
+            half = max(min_rounds // 2, 1)
+            original_a, plan_a = time_group([original, build(plan)], seconds / 2, half, seed=seed + i)
+            plan_run = build(plan)
+            original_b, plan_b = time_group([rebuild(), plan_run], seconds / 2, half, seed=seed + i + 500)
+            original_s, plan_s = original_a + original_b, plan_a + plan_b
         pairs.append((original_s, plan_s))
     return pairs
 
@@ -330,11 +342,13 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
                 out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0],
                                          "samples": samples[1:]}
                 continue
+            rebuild = (lambda: runner(net, backend, shape, Path(tmp))) if args.check_groups == "both-orders" else None
             pairs = time_pairs(original, group, lambda p: runner(merge_model(net, p), backend, shape, Path(tmp)),
-                               args.check_seconds / len(group), args.min_rounds, seed=1000 * k)
+                               args.check_seconds / len(group), args.min_rounds, seed=1000 * k, rebuild=rebuild)
         out["groups"][str(k)] = {"plans": [p.name for p in group], "originals": [s[0] for s in pairs],
                                  "samples": [s[1] for s in pairs]}
     out["load_after"] = load()
+    out["check_groups"] = args.check_groups
     path.write_text(json.dumps(out))
     log["checks"] = {key: out[key] for key in ("load_before", "load_after", "utc")}
     return out
@@ -365,6 +379,7 @@ def head_to_head_of(name: str, backend: str, plans: dict[int, list[Plan]], rows:
         out["groups"][str(row["k"])] = {"plans": [row["front"]["plan"], best], "original": samples[0],
                                         "front": samples[1], "best": samples[2]}
     out["load_after"] = load()
+    out["check_groups"] = args.check_groups
     path.write_text(json.dumps(out))
     return out
 
@@ -675,9 +690,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", default="36")
     parser.add_argument("--budget", type=float, default=1.0, help="LUT run: seconds of timing per workload at most")
     parser.add_argument("--check-seconds", type=float, default=20.0, help="seconds of timed rounds per k's check")
-    parser.add_argument("--check-groups", choices=("pairs", "one"), default="pairs",
-                        help="time each plan with the original in a group of two (its share of --check-seconds), or "
-                             "all of a k's plans in one group (the checks of the runs before 2026-11-28)")
+    parser.add_argument("--check-groups", choices=("pairs", "both-orders", "one"), default="pairs",
+                        help="time each plan with the original in a group of two (its share of --check-seconds); in "
+                             "two such groups of half the seconds, the plan built after the original and before a "
+                             "fresh one (both-orders); or all of a k's plans in one group (the checks of the runs "
+                             "before 2026-11-28)")
     parser.add_argument("--min-rounds", type=int, default=30)
     parser.add_argument("--head-to-head", action="store_true",
                         help="after the checks, time the front and the plan that checked best again, with the "

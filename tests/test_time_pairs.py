@@ -48,6 +48,40 @@ def test_each_plan_is_built_then_timed_with_the_original_in_a_group_of_two_seede
 
 
 
+def test_in_both_build_orders_each_plan_is_timed_once_built_after_the_original_and_once_before_a_fresh_one():
+    # --check-groups both-orders: per plan, a group with the original built first (the one passed in), then the plan
+    # built again and a fresh original built after it, in a second group (seeded 500 later); half the minimum of rounds
+    # each, the two groups' samples pooled round by round
+    pvr = load_script("planner_vs_random")
+    calls: list[str] = []
+
+    def build(plan: str):
+        calls.append(f"build {plan}")
+        return lambda: calls.append(plan)
+
+    def rebuild():
+        calls.append("build original")
+        return lambda: calls.append("fresh original")
+
+    pairs = pvr.time_pairs(lambda: calls.append("original"), ["a", "b"], build, seconds=0.0, min_rounds=4, seed=10,
+                           rebuild=rebuild)
+    want = []
+    for i, plan in enumerate(["a", "b"]):
+        for original, first_built, seed in (("original", f"build {plan}", 10 + i),
+                                            ("fresh original", None, 10 + i + 500)):
+            if first_built is not None:
+                want += [first_built]
+            else:  # the plan built first, then the fresh original
+                want += [f"build {plan}", "build original"]
+            want += [*[original] * WARMUP, *[plan] * WARMUP]
+            rng = random.Random(seed)
+            for _ in range(2):  # half of min_rounds=4 in each group
+                order = [0, 1]
+                rng.shuffle(order)
+                want += [(original, plan)[j] for j in order]
+    assert calls == want
+    assert len(pairs) == 2 and all(len(o) == len(p) == 4 for o, p in pairs)  # two rounds of each group, pooled
+
 def test_identical_plans_are_pooled_before_the_front_is_scored_against_the_best():
     """planner_vs_random's `near_best` and `below_median`: a random plan that deploys what the front deploys is the front
     checked again. Worked by hand: the front (plan A) checked at 1.00x, three copies of A at 1.05, 0.98 and 1.10x, a
