@@ -15,9 +15,10 @@ loads their own with ``--model-file``; none is used by a test or by another benc
    of two since 2026-11-28 (``--check-groups one``: a k's plans and the original in one group, as the runs before):
    a whole model's paired ratio moves with the other members of its group (benchmarks/RESULTS.md, issue #46).
    ``--check-groups both-orders``: each plan in two groups of two, half the seconds each, one with the plan built
-   after the original and one with a fresh original built after the plan, their rounds pooled: on OpenVINO a plan
-   built second ran 1-3 % apart from itself built first, and one group per plan read plans 10-13 % apart that the
-   same plans, timed in both orders, ran within 3 % (RESULTS, pvrV's diagnosis; `benchmarks/build_order.py`);
+   after the original and one with a fresh original built after the plan, their rounds pooled (on OpenVINO a plan
+   built second ran 1-3 % apart from itself built first: `benchmarks/build_order.py`). It does not make one check
+   repeat: pvrV's OpenVINO plans checked three times moved 2-4 % at the median from check to check, both orders or
+   one (RESULTS, "pvrV's OpenVINO checks timed again");
 4. the scores: the front's measured speed-up, the best and the median random plan and the front's rank, and every
    plan's predicted speed-up (`dsprof.lut.Pricer`, the prices `dsprof predict` shows) with its 95 % interval against
    its measurement. Whether the front is near the best random plan, or under their median, is scored with identical
@@ -298,10 +299,11 @@ def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, se
                ) -> list[tuple[list[float], list[float]]]:
     """Each of ``plans`` timed with ``original`` in a group of two (`time_group`), one plan after the other; a plan
     each, (the original's samples, the plan's samples) in seconds, whose paired ratio is the plan's speed-up.
-    ``build(plan)`` makes the plan's run just before its group (two models held at a time; three in the second order); ``seconds`` and
-    ``min_rounds`` are each group's, its rounds shuffled with seed ``seed + i`` for the i-th plan. With ``rebuild``
-    (a function that builds the original's run again) each plan is timed in two groups of half the seconds, the plan
-    built after the original in one and before a fresh original in the other, their rounds pooled in pairs."""
+    ``build(plan)`` makes the plan's run just before its group (two models held at a time; three in the second
+    order); ``seconds`` and ``min_rounds`` are each group's, its rounds shuffled with seed ``seed + i`` for the i-th
+    plan. With ``rebuild`` (a function that builds the original's run again) each plan is timed in two groups of half
+    the seconds, the plan built after the original in one and before a fresh original in the other, their rounds
+    pooled in pairs."""
     pairs = []
     for i, plan in enumerate(plans):
         if rebuild is None:
