@@ -309,7 +309,7 @@ def time_pairs(original, plans: list, build, seconds: float, min_rounds: int, se
         if rebuild is None:
             original_s, plan_s = time_group([original, build(plan)], seconds, min_rounds, seed=seed + i)
         else:
-            half = max(min_rounds // 2, 1)
+            half = max((min_rounds + 1) // 2, 1)  # each order half of the rounds, together at least min_rounds
             original_a, plan_a = time_group([original, build(plan)], seconds / 2, half, seed=seed + i)
             plan_run = build(plan)
             original_b, plan_b = time_group([rebuild(), plan_run], seconds / 2, half, seed=seed + i + 500)
@@ -337,14 +337,15 @@ def checks_of(name: str, backend: str, plans: dict[int, list[Plan]], args: argpa
     net, shape, out = _timed_model(name, backend, args)
     for k, group in plans.items():
         with tempfile.TemporaryDirectory(prefix="pvr-") as tmp:
-            original = runner(net, backend, shape, Path(tmp))
+            build_original = lambda: runner(net, backend, shape, Path(tmp))  # noqa: E731
+            original = build_original()
             if args.check_groups == "one":
                 runs = [original] + [runner(merge_model(net, p), backend, shape, Path(tmp)) for p in group]
                 samples = time_group(runs, args.check_seconds, args.min_rounds, seed=k)
                 out["groups"][str(k)] = {"plans": [p.name for p in group], "original": samples[0],
                                          "samples": samples[1:]}
                 continue
-            rebuild = (lambda: runner(net, backend, shape, Path(tmp))) if args.check_groups == "both-orders" else None
+            rebuild = build_original if args.check_groups == "both-orders" else None
             pairs = time_pairs(original, group, lambda p: runner(merge_model(net, p), backend, shape, Path(tmp)),
                                args.check_seconds / len(group), args.min_rounds, seed=1000 * k, rebuild=rebuild)
         out["groups"][str(k)] = {"plans": [p.name for p in group], "originals": [s[0] for s in pairs],

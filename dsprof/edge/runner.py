@@ -133,8 +133,8 @@ def _prepare_onnxruntime(path, device, threads):
     """An ONNX Runtime session with the profiler's settings (`sessions.onnxruntime_session`)."""
     import onnxruntime as ort
     if device.startswith("cuda") and "CUDAExecutionProvider" not in ort.get_available_providers():
-        raise RunnerError("--device cuda needs onnxruntime's CUDAExecutionProvider (install onnxruntime-gpu); "
-                          "this one has %s" % ", ".join(ort.get_available_providers()))
+        raise RunnerError("device %r needs onnxruntime's CUDAExecutionProvider (install onnxruntime-gpu); "
+                          "this one has %s" % (device, ", ".join(ort.get_available_providers())))
     session = sessions.onnxruntime_session(ort, path, threads, device)
     run, sync = sessions.onnxruntime_run(ort, session, _random_input(session.get_inputs()[0].shape), device)
     return run, CpuTimer(sync=sync)

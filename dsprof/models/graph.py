@@ -109,14 +109,15 @@ def block_modules(model: nn.Module, names: Sequence[str]) -> list[nn.Module]:
     found: dict[str, nn.Module] | None = None
     modules = []
     for name in names:
-        if is_chain_name(name) and not hasattr(model, chain_attr(name)):
+        if is_chain_name(name):
+            if hasattr(model, chain_attr(name)):
+                modules.append(getattr(model, chain_attr(name)))
+                continue
             if found is None:
                 found = {b.name: b.module for b in discover_blocks(model).blocks}
             if name not in found:
                 raise GraphTraceError(f"no block {name} in this model")
             modules.append(found[name])
-        elif is_chain_name(name):
-            modules.append(getattr(model, chain_attr(name)))
         elif (run := run_of(name)) is None:
             modules.append(model.get_submodule(name))
         else:

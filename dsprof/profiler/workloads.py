@@ -488,8 +488,8 @@ def stem_head_workloads(model: nn.Module, name: str, input_size: tuple[int, int]
         return []
     with torch.no_grad():  # the head's input: the last block's output (split_model checked they chain)
         h = parts.stem(x)
-        for module in block_modules(folded, [b.name for b in find_blocks(folded, input_size)]):
-            h = module(h)
+        for block in find_blocks(folded, input_size):  # the folded model's own blocks: their modules are its modules
+            h = block.module(h)
     c, hh, ww = h.shape[1:]
     return [
         Workload("stem", name, "original", parts.stem, (in_ch, *input_size), count_macs(parts.stem, input_size, in_ch),
