@@ -509,3 +509,38 @@ def test_the_modules_of_every_block_of_a_model_cost_one_trace(monkeypatch):
         assert type(alone) is type(module) and convs[0] is model.get_submodule(first) and convs[-1] is model.get_submodule(last)
         assert [m for m in alone.modules() if isinstance(m, torch.nn.Conv2d)] == convs
     assert len(traced) == 1 + 6  # block_module: one trace a chain, as before
+
+
+def test_a_model_is_traced_again_only_when_it_changed(monkeypatch):
+    # A workflow's stages ask for one model's blocks several times (a measure run three times): the trace is kept.
+    # A model changed since is traced again, and its blocks then equal those of a copy of it traced from scratch.
+    import copy
+
+    import dsprof.models.graph as graph
+
+    model = tvm.mobilenet_v2().eval()
+    traced = []
+    real = graph._discover
+    monkeypatch.setattr(graph, "_discover", lambda *a: traced.append(a[1:]) or real(*a))
+
+    def specs(found):
+        return [(b.name, b.spec) for b in found.blocks]
+
+    def fresh(m):  # another object: never a kept answer
+        return specs(discover_blocks(copy.deepcopy(m), (64, 64)))
+
+    first = discover_blocks(model, (64, 64))
+    assert len(first.blocks) == 17  # torchvision's MobileNetV2: 17 inverted residual blocks
+    first.blocks.clear()  # a caller's lists are its own
+    assert len(discover_blocks(model, (64, 64)).blocks) == 17 and traced == [(64, 64)]
+    discover_blocks(model, (96, 96))
+    assert traced == [(64, 64), (96, 96)]
+
+    model.features[2].conv[0][2] = torch.nn.Identity()  # block 2's first activation removed: a module replaced
+    changed = discover_blocks(model, (64, 64))
+    assert len(traced) == 3 and specs(changed) == fresh(model)
+    model.features[14].conv[1][0].stride = (1, 1)  # block 14's depthwise at stride 1: a setting changed in place
+    strided = discover_blocks(model, (64, 64))
+    assert specs(strided) == fresh(model)
+    assert (strided.blocks[13].spec.stride, changed.blocks[13].spec.stride) == (1, 2)
+    assert strided.blocks[14].spec.in_h == 2 * changed.blocks[14].spec.in_h == 4  # 64 px / 16, not / 32

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -36,7 +37,7 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from ..errors import GraphTraceError, ModelRunError
-from .leaves import register_leaf_module, trace_opaque
+from .leaves import _LEAF_TYPES, register_leaf_module, trace_opaque
 from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
 from .registry import input_size_or_own
@@ -67,10 +68,22 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
 
     ``input_size`` is the model input (height, width) in pixels; default: the resolution the model was
     built for by `get_model`, else 224x224. Raises `GraphTraceError` when torch.fx cannot trace it.
+
+    The last few answers are kept (`_Recent`): a workflow's stages look at one model's blocks several times (a
+    measure run three times, a predict run three), and each trace costs 0.1-1 s. A model changed since (a module
+    replaced, a convolution's settings, a parameter's shape, a graph rewritten) is traced again.
     """
+    h, w = input_size_or_own(model, input_size)
+    found = _RECENT.get(model, (h, w))
+    if found is None:
+        found = _discover(model, h, w)
+        _RECENT.put(model, (h, w), found)
+    return replace(found, blocks=list(found.blocks), refusals=list(found.refusals))  # a caller's lists are its own
+
+
+def _discover(model: nn.Module, h: int, w: int) -> Discovery:
     graph, opaque = trace_opaque(model)
     gm = fx.GraphModule(model, graph)
-    h, w = input_size_or_own(model, input_size)
     x = example_input(model, (h, w))
     was_training = model.training
     try:
@@ -95,6 +108,42 @@ def discover_blocks(model: nn.Module, input_size: tuple[int, int] | None = None)
                     "stay", path.replace(".", "_")) for path, why in opaque.items()]
     fusable = tuple(found.fusable())
     return Discovery(found.blocks, kept + found.refusals, gm, found.nothing_to_merge(fusable), fusable)
+
+
+class _Recent:
+    """The last `SIZE` discoveries, each kept with the model's `fingerprint` when it was traced. The fingerprint holds
+    the modules themselves, not their ids, so an id cannot be reused while its entry lives."""
+
+    SIZE = 3
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[nn.Module, tuple[int, int], tuple, Discovery]] = []
+
+    @staticmethod
+    def fingerprint(model: nn.Module) -> tuple:
+        """What discovery reads of a model besides its weights' values: every module (by identity) with its settings
+        (``extra_repr``: channels, kernel, stride, padding...), its parameters' shapes, a forward set on the instance
+        and, for a GraphModule, its code; and the leaf classes registered so far."""
+        return (len(_LEAF_TYPES), tuple(
+            (name, m, m.extra_repr(), m.__dict__.get("forward"), getattr(m, "code", None) if isinstance(m, fx.GraphModule) else None,
+             tuple((k, tuple(p.shape)) for k, p in m._parameters.items() if p is not None))
+            for name, m in model.named_modules(remove_duplicate=False)))
+
+    def get(self, model: nn.Module, size: tuple[int, int]) -> Discovery | None:
+        for i, (m, s, fingerprint, found) in enumerate(self._entries):
+            if m is model and s == size:
+                if fingerprint == self.fingerprint(model):
+                    return found
+                del self._entries[i]
+                return None
+        return None
+
+    def put(self, model: nn.Module, size: tuple[int, int], found: Discovery) -> None:
+        self._entries.insert(0, (model, size, self.fingerprint(model), found))
+        del self._entries[self.SIZE:]
+
+
+_RECENT = _Recent()
 
 
 def block_module(model: nn.Module, name: str) -> nn.Module:
