@@ -14,6 +14,7 @@ The command line (`dsprof.cli`) parses its options and calls these; each lives i
 `build_lut` in `dsprof.lut.build`), above the engines it combines.
 """
 
+from ._lazy import lazy_exports
 from .lut.build import build_lut
 from .workflows.few import measure_few
 from .workflows.importance import importance
@@ -21,6 +22,8 @@ from .workflows.measure import export, measure
 from .workflows.merge import merge
 from .workflows.plan import plan
 from .workflows.predict import predict
-from .workflows.report import report
+
+# `report` draws with matplotlib (1.7 s to import): imported where it is first used, not by every other command
+__getattr__, __dir__ = lazy_exports(__name__, {"report": "..workflows.report"})
 
 __all__ = ["build_lut", "export", "importance", "measure", "measure_few", "merge", "plan", "predict", "report"]

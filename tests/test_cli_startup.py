@@ -116,3 +116,13 @@ def test_a_model_file_imports_neither_torchvision_nor_timm():
     (run,) = _probe([["blocks", "--model-file", model_file, "--resolution", "32"]])["runs"]
     assert run[1] == 0 and "6 blocks" in run[3], run
     assert "torch" in run[2] and "torchvision" not in run[2] and "timm" not in run[2], run[2]
+
+
+def test_measure_does_not_import_matplotlib(tmp_path):
+    # matplotlib (1.7 s here) draws the report's figures; a measure run, which draws none, does not import it
+    model_file = str(ROOT / "tests" / "models" / "flatnet.py") + ":build"
+    (run,) = _probe([["measure", "--model-file", model_file, "--resolution", "32", "--variants", "original",
+                      "--model-variants", "original", "--budget", "0.01", "--min-samples", "3", "--warmup", "0",
+                      "--max-warmup", "0.01", "--min-sample-time", "0", "--out", str(tmp_path / "m"), "--no-progress"]])["runs"]
+    assert run[1] == 0 and "workloads measured" in run[3], run
+    assert "pandas" in run[2] and "matplotlib" not in run[2], run[2]
