@@ -164,8 +164,9 @@ def test_a_merged_model_whose_modules_check_their_state_version_loads_back(tmp_p
 
 
 def test_inexact_border_merge_is_reported_and_warned():
-    model = _model("resnet18", dtype=torch.float32)
-    plan = Plan("resnet18", (0,) * 8, border="in_place", merge=(True,) + (False,) * 7)
+    # ResNet-18 at a quarter width: the same basic blocks (a 3x3 pair, padding in place), a sixteenth of the work
+    model = _model("resnet18", dtype=torch.float32, width=0.25)
+    plan = Plan("resnet18", (0,) * 8, {"width": 0.25}, border="in_place", merge=(True,) + (False,) * 7)
     with pytest.warns(UserWarning, match="border error"):
         merged = merge_model(model, plan)
     first = merge_report(merged).decisions[0]
@@ -191,24 +192,32 @@ def test_unmerged_linear_blocks_cost_what_the_original_blocks_cost_and_stay_exac
     assert count_macs(merged, (RES, RES)) == count_macs(original, (RES, RES))
 
 
+# ResNet-18 at a quarter width for the ring's MACs below: 64/128/256/512 channels become 16/32/64/128 (multiples of 8:
+# no rounding), the layers, kernels, paddings and strides those of ResNet-18
+QUARTER = 0.25
+
+
 @pytest.mark.parametrize("res", [32, 63])
 def test_unmerged_linear_basic_blocks_cost_the_ring_of_their_first_convolution(res):
     """ResNet basic blocks left linear stay in the padding-in-front form: their first 3x3 convolution also computes
-    the one-pixel ring around its output, ((Ho+2)^2 - Ho^2) * cin * cout * 9 MACs more per block (docs/merging.md)."""
+    the one-pixel ring around its output, ((Ho+2)^2 - Ho^2) * cin * cout * 9 MACs more per block (docs/merging.md).
+    At a quarter width (the same layers and strides, every channel count / 4): the ring's closed form holds at any
+    width, and it is counted here with the quarter-width channels."""
     from dsprof.merging import fold_batchnorm
     from dsprof.models import count_macs
 
     torch.manual_seed(0)
-    model = get_model("resnet18", resolution=res, num_classes=10).eval()
-    plan = Plan("resnet18", (0,) * 8, merge=(False,) * 8)
+    model = get_model("resnet18", resolution=res, num_classes=10, width=QUARTER).eval()
+    plan = Plan("resnet18", (0,) * 8, {"width": QUARTER}, merge=(False,) * 8)
     merged = merge_model(model, plan)
     original = fold_batchnorm(model, torch.zeros(1, 3, res, res))
     # ResNet-18 from its architecture: stem stride 2 (7x7, pad 3) then max-pool stride 2 (3x3, pad 1);
-    # stages of two basic blocks, 64/128/256/512 channels, the first block of stages 2-4 with stride 2.
+    # stages of two basic blocks, 64/128/256/512 channels (at a quarter width 16/32/64/128, the stem's 16),
+    # the first block of stages 2-4 with stride 2.
     size = (res + 2 * 3 - 7) // 2 + 1
     size = (size + 2 - 3) // 2 + 1
-    extra, cin = 0, 64
-    for stage, cout in enumerate((64, 128, 256, 512)):
+    extra, cin = 0, 16
+    for stage, cout in enumerate((16, 32, 64, 128)):
         for block in range(2):
             stride = 2 if stage and not block else 1
             size = (size + 2 - 3) // stride + 1
@@ -223,24 +232,28 @@ def test_macs_price_an_unmerged_basic_block_with_its_ring_so_merging_by_macs_cou
     """MACs price a basic block left linear as it deploys: with the ring of its first 3x3 (the closed form of the
     test above, per block). So `merge_by='macs'` merges a block where that lowers the count, and the model it merges
     counts no more MACs (FlopCounterMode) than merging every block or none; before, it priced the block as built and
-    kept blocks whose ring cost more than merging."""
+    kept blocks whose ring cost more than merging.
+
+    At a quarter width (as above): every MAC count of a block (as built, linear with its ring, merged) is a product of
+    two channel counts, so all of them scale by 1/16 and MACs decide every block as at full width (merged at 32 px:
+    blocks 3-7, at 63 px: blocks 5-7, either width), for a sixteenth of the float64 compositions."""
     import dsprof
     from dsprof.lut import MergeChoice
     from dsprof.lut.macs import MacPrices
     from dsprof.models import ModelRef, count_macs, spec_macs
 
-    ref = ModelRef.of("resnet18", options={"num_classes": 10}, resolution=res)
+    ref = ModelRef.of("resnet18", options={"num_classes": 10, "width": QUARTER}, resolution=res)
     model = ref.build()
     prices = MacPrices(find_blocks(model))
     size = ((res + 2 * 3 - 7) // 2 + 1 + 2 - 3) // 2 + 1  # the stem and the max-pool, as above
-    i, cin = 0, 64
-    for stage, cout in enumerate((64, 128, 256, 512)):
+    i, cin = 0, 16
+    for stage, cout in enumerate((16, 32, 64, 128)):
         for block in range(2):
             size = (size + 2 - 3) // (2 if stage and not block else 1) + 1
             ring = ((size + 2) ** 2 - size**2) * cin * cout * 9
             assert prices.linearized(i, merge=False).latency_s == spec_macs(prices.blocks[i].spec) + ring
             i, cin = i + 1, cout
-    plan = Plan("resnet18", (0,) * 8)
+    plan = Plan("resnet18", (0,) * 8, {"width": QUARTER})
     by_macs = dsprof.merge(ref, plan, merge=MergeChoice(merge_by="macs")).model
     every = merge_model(ref.build(), plan.with_merge([True] * 8))
     none = merge_model(ref.build(), plan.with_merge([False] * 8))

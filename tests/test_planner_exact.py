@@ -51,7 +51,8 @@ def _factor(context, workload, variant):
 
 @pytest.fixture(scope="module", params=list(ZOO))
 def case(request, tmp_path_factory):
-    """(name, options, LUT with one context per backend): the fixed rule's medians, moved per entry and context."""
+    """(name, options, LUT with one context per backend, {context: its prices}): the fixed rule's medians, moved per
+    entry and context; the prices (`prices_of` in each context) filled by `_prices` as the tests first read them."""
     name, options = ZOO[request.param]
     if name.endswith(":build"):
         name = register_model_file(name)
@@ -68,15 +69,24 @@ def case(request, tmp_path_factory):
     moved = frame.scope == "block"
     frame.loc[moved, "median_s"] = [m * _factor(c, w, v) for m, c, w, v in zip(
         frame.median_s[moved], frame.env_id[moved] + frame.backend[moved], frame.workload[moved], frame.variant[moved])]
-    return name, options, LUT(frame, f"{request.param}, fixed rule, moved")
+    return name, options, LUT(frame, f"{request.param}, fixed rule, moved"), {}
+
+
+def _prices(case, context):
+    """`prices_of` of the case's model in one context of its LUT, read once a module: every test below prices the same
+    LUT in the same contexts (and `best_plan` is given them, as `dsprof plan` passes the prices it read)."""
+    name, options, lut, read = case
+    if context not in read:
+        read[context] = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
+    return read[context]
 
 
 def test_no_plan_is_priced_faster_than_the_front(case):
-    name, options, lut = case
+    name, options, lut, _ = case
     assert len(lut.devices()) == 2
     contexts_with_no_gain = 0
     for context in lut.devices():
-        costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
+        costs = _prices(case, context)
         pricer = Pricer(costs)
         blocks, n = costs.blocks, len(costs.blocks)
         front = plan_front(ModelRef.of(name, options=options, resolution=RESOLUTION), lut,
@@ -107,10 +117,10 @@ def test_no_plan_is_priced_faster_than_the_front(case):
 
 
 def test_the_pricer_prices_as_predict_does(case):
-    name, options, lut = case
+    name, options, lut, _ = case
     rng = random.Random(7)
     for context in lut.devices():
-        costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
+        costs = _prices(case, context)
         pricer, n = Pricer(costs), len(costs.blocks)
         for _ in range(30):
             keep, spans = random_plan(costs.blocks, rng.randint(0, n), MAX_SPAN, rng)
@@ -123,16 +133,20 @@ def test_the_pricer_prices_as_predict_does(case):
 
 
 def test_best_plan_for_a_keep_list_is_the_least_of_its_span_partitions(case):
-    name, options, lut = case
+    name, options, lut, _ = case
     context = lut.devices()[0]
-    costs = prices_of(ModelRef.of(name, options=options, resolution=RESOLUTION), lut, device=context)
+    costs = _prices(case, context)
     pricer, blocks = Pricer(costs), costs.blocks
+    ref = ModelRef.of(name, options=options, resolution=RESOLUTION)
+    spans_of = {}  # every plan's spans by its keep list, enumerated once
+    for k, s in every_plan(blocks, MAX_SPAN) if len(blocks) <= ALL_PLANS else ():
+        spans_of.setdefault(k, []).append(s)
     rng = random.Random(11)
-    for _ in range(5):
+    for i in range(5):
         keep, _ = random_plan(blocks, rng.randint(0, len(blocks) // 2), MAX_SPAN, rng)
-        chosen = best_plan(ModelRef.of(name, options=options, resolution=RESOLUTION),
-                           lut, keep, device=context, max_span=MAX_SPAN)
+        # the first from the LUT and its context (best_plan reads the prices itself), the others from those prices
+        read = {"device": context} if i == 0 else {"prices": costs}
+        chosen = best_plan(ref, lut, keep, max_span=MAX_SPAN, **read)
         got = pricer.price(chosen).latency_s
-        options_of_keep = [s for k, s in every_plan(blocks, MAX_SPAN) if k == keep] if len(blocks) <= ALL_PLANS else []
-        for spans in options_of_keep:
+        for spans in spans_of.get(keep, ()):
             assert got <= pricer.price(keep=keep, spans=spans).latency_s * (1 + 1e-12)

@@ -50,10 +50,16 @@ def check_block_records(records, model, variants, batch=1):
     return by_key
 
 
+#: MobileNetV2 with one stage repeated: 8 blocks instead of 17, and every kind of block the full model has (the
+#: depthwise-separable first, stride 2, a residual repeat, stride 1 with new channels); what a test of every block
+#: checks of each block is the same for 8 as for 17.
+SHALLOW = {"depths": [1, 2, 1, 1, 1, 1, 1]}
+
+
 def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(threads=1), timing=FEWER,
-                     out=tmp_path, progress=False)
-    model = get_model("mobilenet_v2", resolution=32)
+    result = measure(ModelRef.of("mobilenet_v2", options=SHALLOW, resolution=32), settings=BackendSettings(threads=1),
+                     timing=FEWER, out=tmp_path, progress=False)
+    model = get_model("mobilenet_v2", resolution=32, **SHALLOW)
     check_block_records(result.measurements, model, EAGER)
     models = [r for r in result.measurements if r.scope == "model"]
     assert {r.variant for r in models} == {"original", "flops_matched"}
@@ -65,11 +71,11 @@ def test_torch_per_block_records_for_mobilenet_v2(tmp_path):
     # machine's logical cores give in that wall time; its one timing thread is what the share divides by.
     share = r.state_after["process_cpu_share"]
     assert 0 < share <= os.cpu_count() / r.threads + 1e-4 and r.state_after["involuntary_switches_per_s"] >= 0
-    assert result.path.name == "mobilenet_v2_32px_torch_cpu_fp32_b1.jsonl"
+    assert result.path.parent == tmp_path  # named after the settings: test_a_string_of_variants_... checks the name
     assert read_measurements(result.path) == result.measurements  # the file reads back to equal records
-    table = result.summary  # stem, 17 blocks, head, the model
-    assert len(table) == 20 and list(table.scope[[0, 1, 18, 19]]) == ["stem", "block", "head", "model"]
-    assert table.loc[19, "fps"] == pytest.approx(1 / models[0].stats.median, rel=1e-9)
+    table = result.summary  # stem, 8 blocks, head, the model
+    assert len(table) == 11 and list(table.scope[[0, 1, 9, 10]]) == ["stem", "block", "head", "model"]
+    assert table.loc[10, "fps"] == pytest.approx(1 / models[0].stats.median, rel=1e-9)
     assert table.loc[1, "original_ms"] == pytest.approx(result.measurements[0].stats.median * 1e3, rel=1e-9)
 
     # Stem and head, timed with the whole models: stem + blocks + head is the model's forward
@@ -106,10 +112,10 @@ def test_linear_variant_channels_last_bf16_and_given_modules(tmp_path):
 
 
 def test_onnxruntime_per_block_records_for_mobilenet_v2(tmp_path):
-    result = measure(ModelRef.of("mobilenet_v2", resolution=32),
+    result = measure(ModelRef.of("mobilenet_v2", options=SHALLOW, resolution=32),
                      settings=BackendSettings(threads=1, backend="onnxruntime"), timing=FEWER, out=tmp_path,
                      progress=False)
-    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32), VARIANTS)
+    check_block_records(result.measurements, get_model("mobilenet_v2", resolution=32, **SHALLOW), VARIANTS)
     assert all(r.backend == "onnxruntime" and r.layout == "nchw" and r.ok for r in result.measurements)
     assert len([r for r in result.measurements if r.scope == "model"]) == 2
 
@@ -197,6 +203,8 @@ def test_a_string_of_variants_is_read_as_the_command_line_reads_it(tmp_path):
                      workloads=Workloads(variants="linear", model_variants=(), blocks="features.1"), timing=FEWER,
                      out=tmp_path, progress=False)
     assert [(r.name, r.variant) for r in result.measurements if r.scope != "probe"] == [("features.1", "linear")]
+    # given a folder, the file is named after the settings (docs/measuring.md)
+    assert result.path == tmp_path / "mobilenet_v2_32px_torch_cpu_fp32_b1.jsonl"
 
 
 def test_resume_drops_a_line_cut_short_by_a_kill(tmp_path):

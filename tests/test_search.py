@@ -39,7 +39,6 @@ from dsprof.search.gates import GatedActivation
 TINY = {"width": 0.35, "depths": [1] * 7}
 TINY_ARGS = ["--width", "0.35", "--depths", "1,1,1,1,1,1,1"]
 RES = 32
-DSPROF = [sys.executable, "-m", "dsprof.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -264,7 +263,9 @@ def test_resume_continues_where_a_killed_run_stopped(tmp_path):
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     stopped = torch.load(ckpt, weights_only=True)
     assert stopped["epoch"] == 2
-    resumed = subprocess.run(DSPROF + args + ["--resume"], capture_output=True, text=True, env=ENV, timeout=300)
+    # the resume in this process (tests/cli_run.py): what is tested is the killed process's checkpoint, read back by
+    # `dsprof finetune --resume`; a second process would add only its start-up
+    resumed = dsprof_here(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed {ckpt} after epoch 2" in resumed.stdout
     assert "train epoch 3/6" in resumed.stdout and "train epoch 2/6" not in resumed.stdout
