@@ -9,6 +9,7 @@ process's core, and asserts directions only.
 """
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -35,7 +36,7 @@ from dsprof.profiler.probe import probe_now
 from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
 from dsprof.records.measurement import IN_SITU_SCOPE, MeasurementWriter, read_measurements
-from fast_timing import FAST
+from fast_timing import FAST, quick_checks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OPTIONS = {"depths": [1] * 7}
@@ -165,7 +166,7 @@ def test_a_speedup_interval_comes_from_paired_ratios(run, tmp_path):
     apart = predict_latency(MODEL, _paired_block_lut(run, tmp_path, False), plan, **kw)
     assert paired.speedup == pytest.approx(apart.speedup, rel=1e-12)  # the same medians
     lut = _paired_block_lut(run, tmp_path, True)
-    spec = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))[1].spec
+    spec = _tiny_blocks()[1].spec
     merged = lut.lookup(spec, "merged", strict=True)
     assert merged.ratio == pytest.approx(0.75, rel=1e-12) and merged.ratio_se == pytest.approx(0.0, abs=1e-15)
     # the savings' error: none where the rounds pair, the rounds' own spread where they do not
@@ -195,12 +196,13 @@ def _drifting_records(run, rng, runs=3, with_probe_records=True):
 def _coverage(run, tmp_path, rng, trials, **kwargs):
     """Share of later measurements (25 per LUT, each at a new moment of the machine) inside the interval of
     predictions from ``trials`` LUTs of drifting records; and the median relative half-width."""
+    model = MODEL.built()  # the same model in every trial, built once (`ModelRef.built`): only the LUT changes
     covered, halves = [], []
     for trial in range(trials):
         path = tmp_path / f"t{len(list(tmp_path.iterdir()))}.jsonl"  # a new file: the writer appends
         with MeasurementWriter(path) as writer:
             writer.write(_drifting_records(run, rng, **kwargs))
-        pred = predict_latency(MODEL, build_lut([path]), method="isolated")
+        pred = predict_latency(model, build_lut([path]), method="isolated")
         later = 10e-3 * np.exp(rng.normal(0, SIGMA, 25))
         covered += [pred.contains(m) for m in later]
         halves.append((pred.high_s - pred.low_s) / 2 / pred.total_s)
@@ -224,10 +226,16 @@ def test_the_interval_covers_a_drifting_machine_with_the_probe(run, tmp_path):
 # -- the method: resolved before any lookup, its fallback said ----------------------------------------------
 
 
+@functools.cache
+def _tiny_blocks():
+    """The tiny MobileNetV2's seven blocks, found once: every hand LUT keys the same ones (read, never changed)."""
+    return tuple(find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS)))
+
+
 def _hand_lut(factor_in_situ=2.0, backend="torch", in_situ=True):
     """A hand LUT of the tiny MobileNetV2: whole model 20 ms; every block 2 ms, merged 1.5 ms; in situ each
     swap saves ``factor_in_situ`` x 0.5 ms of the 20 ms; a probe of 2 ms."""
-    blocks = find_blocks(get_model("mobilenet_v2", resolution=32, **OPTIONS))
+    blocks = _tiny_blocks()
     base = {"schema": SCHEMA, "env_id": "hand", "device_name": "Hand CPU", "device": "cpu", "backend": backend,
             "dtype": "fp32", "layout": "nchw", "batch": 1, "threads": 1, "compile": False, "noisy": False,
             "sources": "hand", **GROUP_COLUMNS}
@@ -328,7 +336,8 @@ def test_the_probe_refuses_a_context_of_another_environment(run):
     assert "Predict without `probe=`" in str(caught.value)
 
 
-def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, capsys):
+def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, capsys, monkeypatch):
+    quick_checks(monkeypatch, FAST)
     lut_path = tmp_path / "lut.csv"
     build_lut([run.path]).save(lut_path)
     plan = tmp_path / "plan.json"
@@ -367,8 +376,9 @@ def test_measure_plan_prints_the_paired_speedup(tmp_path, capsys):
     plan = tmp_path / "plan.json"
     plan.write_text(Plan("mobilenet_v2", KEEP, OPTIONS, name="tiny-plan").to_json())
     assert main(["measure", "--resolution", "32", "--depths", "1,1,1,1,1,1,1", "--blocks", "none", "--plan", str(plan),
-                 "--model-variants", "original", "--merge-by", "macs", "--budget", "0.02", "--min-samples", "3", "--out",
-                 str(tmp_path / "m"), "--no-progress"]) == 0
+                 "--model-variants", "original", "--merge-by", "macs", "--budget", "0.02", "--min-samples", "3",
+                 "--warmup", "0", "--max-warmup", "0.01", "--min-sample-time", "0", "--out", str(tmp_path / "m"),
+                 "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "tiny-plan: measured speed-up" in out and "paired rounds" in out
 

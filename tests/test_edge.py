@@ -23,15 +23,21 @@ from dsprof.profiler import BackendSettings, TimingConfig, Workloads, environmen
 from dsprof.models import ModelRef
 from dsprof.planning.decide import merge_rule
 from edge_env import edge_venv
+from fast_timing import FEWER
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # building workloads runs small convolutions; see conftest.py
 
-# Short but real timing: enough samples for a median that a ratio can be read from; samples of >= 5 ms (the
-# default) so that a 20-microsecond block is averaged over several scheduler slices on a shared machine.
+# Short but real timing, for the one test that compares the medians of two runs (the ONNX Runtime bundle against a
+# direct `measure`): enough samples for a median that a ratio can be read from; samples of >= 5 ms (the default) so
+# that a 20-microsecond block is averaged over several scheduler slices on a shared machine.
 TIMING = TimingConfig(warmup_s=0.02, first_warmup_s=0.1, warmup_max_s=0.5, min_samples=5, max_samples=50,
                       budget_s=0.1, min_sample_s=5e-3, target_precision=0.05)
-TIMING_ARGS = ["--warmup", "0.02", "--min-samples", "5", "--max-samples", "50", "--budget", "0.1",
-               "--min-sample-time", "0.005", "--target-precision", "0.05"]
+# Every other test reads that each workload was timed (samples, paired rounds, resumed groups) and what the records
+# say, never how long a workload took: tests/fast_timing.py's FEWER (a few one-call samples, a call or two of
+# warm-up), and its command-line spelling, whose --max-warmup also caps the 0.5 s warm-up of a run's first group.
+QUICK = FEWER
+QUICK_ARGS = ["--warmup", "0", "--max-warmup", str(FEWER.warmup_max_s), "--min-samples", str(FEWER.min_samples),
+              "--max-samples", str(FEWER.max_samples), "--budget", str(FEWER.budget_s), "--min-sample-time", "0"]
 
 
 def device_env() -> dict[str, str]:
@@ -106,13 +112,13 @@ def test_tflite_bundle_timed_with_the_litert_interpreter_without_torch(tmp_path)
     device.mkdir()
     assert_no_torch_no_dsprof(python, device)
     args = ["--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.2", "--model-variants", "none"]
-    assert main(["export", *args, "--format", "tflite", "--out", str(tmp_path / "bundle"), "--quiet", *TIMING_ARGS]) == 0
+    assert main(["export", *args, "--format", "tflite", "--out", str(tmp_path / "bundle"), "--quiet", *QUICK_ARGS]) == 0
     done = run_on_device(python, str(tmp_path / "bundle" / "run_bundle.py"), "--runtime", "tflite", "--threads", "1",
                          "--out", str(device / "r.jsonl"), cwd=device)
     assert done.returncode == 0, done.stderr
     assert main(["import", str(tmp_path / "bundle"), str(device / "r.jsonl"), "--out", str(tmp_path / "imported")]) == 0
     direct = measure(ModelRef.of("mobilenet_v2", resolution=32), settings=BackendSettings(backend="tflite", threads=1),
-                     workloads=Workloads(blocks="features.2", model_variants=()), timing=TIMING,
+                     workloads=Workloads(blocks="features.2", model_variants=()), timing=QUICK,
                      out=tmp_path / "direct", progress=False)
     edge, here = lut_keys(build_lut([tmp_path / "imported"])), lut_keys(build_lut([direct.path]))
     assert len(here) == 3 and set(edge) == set(here)
@@ -131,7 +137,7 @@ def small(tmp_path_factory):
     torch.manual_seed(0)  # the model's random weights, rebuilt in test_bundle_files_compute_the_workloads
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1,features.2",
                  "--variants", "original,merged,flops_matched", "--model-variants", "none",
-                 "--format", "onnx,torchscript", "--out", str(bundle), "--quiet", *TIMING_ARGS]) == 0
+                 "--format", "onnx,torchscript", "--out", str(bundle), "--quiet", *QUICK_ARGS]) == 0
     python = edge_venv("onnxruntime")
     results = root / "results.jsonl"
     done = run_on_device(python, str(bundle / "run_bundle.py"), "--runtime", "onnxruntime", "--threads", "1",
@@ -199,7 +205,7 @@ def test_a_bundle_with_torchscript_holds_each_block_linear_too_and_its_files_com
 
     torch.manual_seed(0)
     assert main(["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.2", "--model-variants",
-                 "none", "--format", formats, "--out", str(tmp_path / "b"), "--quiet", *TIMING_ARGS]) == 0
+                 "none", "--format", formats, "--out", str(tmp_path / "b"), "--quiet", *QUICK_ARGS]) == 0
     manifest = read_manifest(tmp_path / "b")
     assert [w["variant"] for w in manifest["workloads"]] == ["original", "merged", "flops_matched", *["linear"] * linear]
     if not linear:
@@ -360,7 +366,7 @@ def test_export_overwrite_replaces_only_a_bundle_dsprof_wrote(small, tmp_path, c
     that holds a file of the user's."""
     bundle, _, _ = small
     args = ["export", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
-            "none", "--overwrite", "--quiet", *TIMING_ARGS]
+            "none", "--overwrite", "--quiet", *QUICK_ARGS]
     forged = tmp_path / "forged"
     forged.mkdir()
     (forged / "manifest.json").write_text((bundle / "manifest.json").read_text())
@@ -452,7 +458,7 @@ def test_a_failed_remote_copy_says_what_is_left_as_commands_that_run_as_written(
                      'test "$1" = -- && exec sh -c "$3"\n')
     board = tmp_path / "the board"
     code = main(["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1",
-                 "--model-variants", "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS,
+                 "--model-variants", "none", "--backend", "onnxruntime", "--threads", "1", *QUICK_ARGS,
                  "--remote", "lab@board", "--ssh", f"sh {shlex.quote(str(flaky))}", "--remote-dir", str(board),
                  "--remote-python", str(python), "--out", str(tmp_path / "m"), "--no-progress"])
     err = capsys.readouterr().err.strip()
@@ -472,7 +478,7 @@ def test_measure_remote_exports_runs_over_ssh_and_imports(tmp_path, capsys):
     python = edge_venv("onnxruntime")
     board = tmp_path / "the board"  # a space: every word of the remote command is quoted
     args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "features.1", "--model-variants",
-            "none", "--backend", "onnxruntime", "--threads", "1", *TIMING_ARGS, "--remote", "lab@board",
+            "none", "--backend", "onnxruntime", "--threads", "1", *QUICK_ARGS, "--remote", "lab@board",
             "--ssh", SSH_STANDIN, "--remote-dir", str(board), "--out", str(tmp_path / "m"), "--no-progress"]
     assert main([*args, "--remote-python", "/nonexistent/python3"]) == 2
     err = capsys.readouterr().err.strip()
@@ -494,7 +500,7 @@ def test_measure_remote_with_a_plan_prints_its_paired_speedup_as_a_run_here_does
     python = edge_venv("onnxruntime")
     args = ["measure", "--model", "mobilenet_v2", "--resolution", "32", "--blocks", "none", "--model-variants",
             "original", "--plan", "mbv2-ds-a", "--merge-by", "macs", "--backend", "onnxruntime", "--threads", "1",
-            *TIMING_ARGS, "--remote", "lab@board", "--ssh", SSH_STANDIN, "--remote-dir", str(tmp_path / "board"),
+            *QUICK_ARGS, "--remote", "lab@board", "--ssh", SSH_STANDIN, "--remote-dir", str(tmp_path / "board"),
             "--remote-python", str(python), "--out", str(tmp_path / "m"), "--no-progress"]
     assert main(args) == 0
     out = capfd.readouterr().out.strip().splitlines()  # the file descriptor: the runner's lines too
@@ -516,7 +522,7 @@ def test_measure_remote_on_torch_times_the_linear_variant_as_measure_here_does(t
     (docs/measuring.md, "Variants"); told, it times what it is told."""
     from dsprof.edge.remote import measure_remote
 
-    common = dict(backend="torch", blocks="features.1", model_variants=(), threads=1, timing=TIMING,
+    common = dict(backend="torch", blocks="features.1", model_variants=(), threads=1, timing=QUICK,
                   ssh=shlex.split(SSH_STANDIN), python=sys.executable, remote_dir=str(tmp_path / "board"))
     imported = measure_remote("lab@board", ModelRef.of("mobilenet_v2", resolution=32), out=tmp_path / "m", **common)
     assert sorted(r.variant for r in imported.measurements) == ["flops_matched", "linear", "merged", "original"]
@@ -535,7 +541,7 @@ def test_measure_remote_takes_the_keywords_of_before_with_a_warning(tmp_path):
     with pytest.warns(DeprecationWarning) as caught:
         imported = measure_remote("lab@board", "mobilenet_v2", name="small", model_options={"depths": [1] * 7},
                                   resolution=32, blocks="features.1", variants=("original",), model_variants=(),
-                                  threads=1, timing=TIMING, ssh=shlex.split(SSH_STANDIN), python=str(python),
+                                  threads=1, timing=QUICK, ssh=shlex.split(SSH_STANDIN), python=str(python),
                                   remote_dir=str(tmp_path / "board"), out=tmp_path / "m")
     said = [str(w.message) for w in caught if w.category is DeprecationWarning]
     assert len(said) == 1 and "measure_remote(model=ModelRef.of(name=, options=, resolution=))" in said[0], said
@@ -555,7 +561,7 @@ def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_recor
 
     options = {"depths": [1] * 7}
     bundle = export_bundle(ModelRef.of("mobilenet_v2", options=options, resolution=32), blocks="features.2",
-                           variants=("original", "merged"), model_variants=("original",), timing=TIMING,
+                           variants=("original", "merged"), model_variants=("original",), timing=QUICK,
                            out=tmp_path / "bundle").path
     done = run_on_device(Path(sys.executable), str(bundle / "run_bundle.py"), "--runtime", "openvino", "--threads",
                          "1", "--quiet", cwd=tmp_path)
@@ -572,7 +578,7 @@ def test_openvino_times_the_bundles_onnx_files_and_they_import_as_openvino_recor
     direct = measure(ModelRef.of("mobilenet_v2", options=options, resolution=32),
                      settings=BackendSettings(backend="openvino", threads=1),
                      workloads=Workloads(blocks="features.2", variants=("original", "merged"), model_variants=("original",)),
-                     timing=TIMING, out=tmp_path / "direct", progress=False)
+                     timing=QUICK, out=tmp_path / "direct", progress=False)
     timed = [r for r in direct.measurements if r.scope != "probe"]
     assert sorted(r.workload_key for r in records) == sorted(r.workload_key for r in timed)
     assert set(lut_keys(build_lut([imported.path]))) == set(lut_keys(build_lut([direct.path])))

@@ -2,7 +2,10 @@
 
 Expected shapes come from the architecture: at 64 x 64 input the stem halves to 32 x 32 and
 features.1 keeps it, so features.2 reads 16 x 32 x 32, expands to 96 x 32 x 32 and its stride-2
-depthwise conv makes 96 x 16 x 16.
+depthwise conv makes 96 x 16 x 16. Where a test reads features.2 alone, the model is `TINY`: MobileNetV2 with one
+block a stage, whose stem, features.1 and features.2 are the full model's (each of these blocks the first of its
+stage), so features.2 is the same block at the same input, without building the 14 blocks after it. The full model
+stays where a test reads its list of blocks.
 """
 
 import json
@@ -22,6 +25,8 @@ from dsprof.profiler.explain import _cpu_signals, explain_block, format_explanat
 pytestmark = pytest.mark.usefixtures("one_thread")
 QUICK = TimingConfig(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.05, first_warmup_s=0.0,
                      min_samples=3, max_samples=5, budget_s=0.02, min_sample_s=0.0)
+TINY = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=64)  # see the module docstring
+TINY_ARGS = ["--depths", "1,1,1,1,1,1,1", "--resolution", "64"]
 
 
 def test_the_keywords_of_before_name_the_one_model_reference_with_a_warning():
@@ -44,7 +49,7 @@ def test_a_block_is_named_by_its_name_or_the_index_every_table_gives_it():
 
 
 def test_torch_operators_of_features_2(tmp_path):
-    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", timing=QUICK, profile_calls=3)
+    e = explain_block(TINY, "features.2", timing=QUICK, profile_calls=3)
     alone = e.operators[e.operators.alone_s.notna()]
     # the leaf operators in execution order, each with the input it gets inside the block
     assert list(alone.operator) == ["Conv2d conv.0.0", "ReLU6 conv.0.2", "Conv2d conv.1.0", "ReLU6 conv.1.2", "Conv2d conv.2"]
@@ -64,7 +69,7 @@ def test_torch_operators_of_features_2(tmp_path):
 
 
 def test_onnxruntime_profile_of_features_2():
-    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="onnxruntime", timing=QUICK, profile_calls=3)
+    e = explain_block(TINY, "features.2", backend="onnxruntime", timing=QUICK, profile_calls=3)
     convs = e.operators[e.operators.operator.str.startswith("Conv")]
     assert len(convs) == 3  # ONNX Runtime fuses each Clip into its Conv: the block's three convolutions remain
     assert "1x16x32x32" in set(convs["shape"])
@@ -74,11 +79,11 @@ def test_onnxruntime_profile_of_features_2():
 
 def test_cli_explain(tmp_path, capsys):
     out = tmp_path / "f2.explain.json"
-    assert main(["explain", "--block", "features.2", "--resolution", "64", "--budget", "0.02", "--out", str(out)]) == 0
+    assert main(["explain", "--block", "features.2", *TINY_ARGS, "--budget", "0.02", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "features.2" in text and "finding:" in text
     assert json.loads(out.read_text())["block"] == "features.2"
-    assert main(["explain", "--block", "features.99", "--resolution", "64"]) == 2
+    assert main(["explain", "--block", "features.99", *TINY_ARGS]) == 2
     assert "features.2" in capsys.readouterr().err  # the error lists the blocks there are
 
 
@@ -96,7 +101,7 @@ def test_explain_prints_none_of_kinetos_own_lines(tmp_path):
 
 @pytest.mark.openvino
 def test_openvino_counters_show_which_layers_it_fused():
-    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="openvino", timing=QUICK, profile_calls=3)
+    e = explain_block(TINY, "features.2", backend="openvino", timing=QUICK, profile_calls=3)
     ops = e.operators
     # features.2: a 1x1 expansion, a 3x3 depthwise and a 1x1 projection convolution; ReLU6 (ONNX Clip, OpenVINO
     # Clamp) after the first two. OpenVINO's CPU plugin runs an activation inside the convolution before it (a
@@ -113,7 +118,7 @@ def test_openvino_counters_show_which_layers_it_fused():
 
 
 def test_torch_compile_kernels_are_named_after_what_they_fuse():
-    e = explain_block(ModelRef.of("mobilenet_v2", resolution=64), "features.2", backend="torch-compile", timing=QUICK,
+    e = explain_block(TINY, "features.2", backend="torch-compile", timing=QUICK,
                       profile_calls=3)
     kernels = [o for o in e.operators.operator if "cpp_fused_" in o]  # Inductor's generated C++ kernels
     assert kernels and f"Inductor generated {len(kernels)} kernel(s)" in e.finding
