@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .algebra import TF_SAME, LinearConv, Padding, compose_all, conv_from_module, pad_input, tf_same_padding
 
-__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "ConcatInput", "MergedConv", "conv_module", "empty_conv", "front_pad"]
-
-C = TypeVar("C", bound=nn.Module)
+__all__ = ["ZeroPad", "PaddedConv2d", "BorderBias", "ConcatInput", "MergedConv", "conv_module", "front_pad"]
 
 
 class ZeroPad(nn.Module):
@@ -108,21 +104,15 @@ class MergedConv(nn.Module):
         return self.act(self.border(self.conv(x)))
 
 
-def empty_conv(cls: type[C], *args: Any, device: torch.device | str = "cpu", **kwargs: Any) -> C:
-    """``cls(*args, **kwargs)`` on ``device`` without its random initialisation, for weights that are set next
-    (the Kaiming draw over a merged 512-channel 3x3 convolution costs more than the copy that replaces it)."""
-    return cls(*args, device="meta", **kwargs).to_empty(device=device)
-
-
 def conv_module(conv: LinearConv, dtype: torch.dtype = torch.float32) -> nn.Conv2d:
     """An ``nn.Conv2d`` computing ``conv`` (a `PaddedConv2d` when its padding is not symmetric)."""
     out_channels, _, kh, kw = conv.weight.shape
     kwargs = dict(stride=conv.stride, dilation=conv.dilation, groups=conv.groups, bias=True, dtype=dtype)
     pad = conv.padding
     if pad != TF_SAME and pad[0] == pad[1] and pad[2] == pad[3]:  # type: ignore[index]
-        module: nn.Conv2d = empty_conv(nn.Conv2d, conv.in_channels, out_channels, (kh, kw), padding=(pad[0], pad[2]), **kwargs)
+        module: nn.Conv2d = nn.Conv2d(conv.in_channels, out_channels, (kh, kw), padding=(pad[0], pad[2]), **kwargs)
     else:
-        module = empty_conv(PaddedConv2d, conv.in_channels, out_channels, (kh, kw), pad=pad, **kwargs)
+        module = PaddedConv2d(conv.in_channels, out_channels, (kh, kw), pad=pad, **kwargs)
     with torch.no_grad():
         module.weight.copy_(conv.weight.to(dtype))
         module.bias.copy_(conv.bias.to(dtype))

@@ -37,7 +37,7 @@ from torch import nn
 from ..errors import PlanError
 from ..models import Block, discover_blocks, find_blocks, format_span, input_size_of, own_chains, replace_block
 from .algebra import MergeError, Padding, conv_from_module
-from .layers import ConcatInput, ZeroPad, empty_conv, front_pad
+from .layers import ConcatInput, ZeroPad, front_pad
 from ..records.plan import BORDER_MODES, FREE_ACTIVATIONS, Plan
 from ..models.spans import span_runs
 from .spans import build_span
@@ -103,8 +103,8 @@ class Linearized(nn.Module):
 
 def _unpadded(conv: nn.Conv2d) -> nn.Conv2d:
     """A plain nn.Conv2d with ``conv``'s weights and no padding."""
-    new = empty_conv(
-        nn.Conv2d, conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, 0, conv.dilation, conv.groups,
+    new = nn.Conv2d(
+        conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, 0, conv.dilation, conv.groups,
         bias=conv.bias is not None, dtype=conv.weight.dtype, device=conv.weight.device,
     )
     new.load_state_dict(conv.state_dict())
