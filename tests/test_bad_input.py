@@ -27,6 +27,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "reports" / "tiny_torch.jsonl"  #
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 FAST = ["--threads", "1", "--budget", "0.05", "--warmup", "0.01", "--max-warmup", "0.05", "--min-samples", "2", "--no-progress"]
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # the models built here compute on one thread, as under xdist
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("dsprof")  # the console script installed beside this Python
@@ -151,13 +153,14 @@ def test_5_outputs_below_a_regular_file(work):
 
 
 def test_6_merge_model_refuses_a_plan_for_another_model():
-    model = get_model("resnet50", resolution=32)
+    # 10-class heads: a plan is checked against the model's name and options, never its class count
+    model = get_model("resnet50", resolution=32, num_classes=10)
     with pytest.raises(PlanError, match="efflite0-ds-d is for model 'tf_efficientnet_lite0', not 'resnet50'"):
         merge_model(model, load_preset("efflite0-ds-d"))  # 16 blocks each: the count alone would let it pass
-    wide = get_model("mobilenet_v2", resolution=32, width=1.4)
+    wide = get_model("mobilenet_v2", resolution=32, width=1.4, num_classes=10)
     with pytest.raises(PlanError, match="options"):
         merge_model(wide, load_preset("mbv2-ds-a"))  # a plan for width 1.0
-    same_family = get_model("efficientnet_lite0", resolution=32)
+    same_family = get_model("efficientnet_lite0", resolution=32, num_classes=10)
     # a TF port and its native twin share their plans
     merge_model(same_family, merge_rule(same_family, merge_by="macs").decide(load_preset("efflite0-ds-d")).plan)
 

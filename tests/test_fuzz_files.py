@@ -18,6 +18,7 @@ from it, a plan, an importance file, a bundle of one block exported and timed by
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -141,7 +142,7 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _write_records(path: Path, records: list[dict]) -> None:
+def _records_text(records: list[dict]) -> str:
     lines = []
     for r in records:
         body = {k: v for k, v in r.items() if k != "sha256"}
@@ -150,7 +151,18 @@ def _write_records(path: Path, records: list[dict]) -> None:
         except ValueError:  # NaN or infinity: no canonical JSON, so no checksum that could agree
             body["sha256"] = "0" * 64
         lines.append(json.dumps(body, sort_keys=True, separators=(",", ":")))
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def _write_records(path: Path, records: list[dict]) -> None:
+    path.write_text(_records_text(records))
+
+
+@functools.cache
+def _whole_model_records(records: Path) -> str:
+    """The unedited records of whole models (models.jsonl), checksums recomputed: the same text for every case whose
+    edit is in another file, so written from this one string rather than re-read and re-summed for each case."""
+    return _records_text([r for r in _jsonl(records) if r["scope"] != "block"])
 
 
 def _commands(kind: str, field: str, hostile_id: str) -> list[list[str]]:
@@ -184,7 +196,7 @@ def _prepare(inputs: dict[str, Path], work: Path, kind: str, field: str, value: 
     src = work / "in"
     src.mkdir(parents=True)
     shutil.copy(inputs["records"], src / "m.jsonl")
-    _write_records(src / "models.jsonl", [r for r in _jsonl(inputs["records"]) if r["scope"] != "block"])
+    (src / "models.jsonl").write_text(_whole_model_records(inputs["records"]))
     shutil.copy(inputs["lut"], src / "lut.csv")
     (src / "bundle").mkdir()
     shutil.copy(inputs["manifest"], src / "bundle" / "manifest.json")
@@ -222,11 +234,13 @@ def run_case(inputs: dict[str, Path], root: Path, kind: str, field: str, hostile
     home = Path("~").expanduser()
     home_before = sorted(p.name for p in home.glob("PWN*"))
     problems = []
+    after = snapshot(root)
     for argv in _commands(kind, field, hostile_id):
-        before = snapshot(root)
+        before = after  # what the last command left: nothing runs between two commands
         result, said = run_problems(lambda: dsprof_here(*argv, cwd=work), argv[0])
         problems += said
-        problems += changes_outside(before, snapshot(root), out)
+        after = snapshot(root)
+        problems += changes_outside(before, after, out)
         if result is not None:
             problems += command_problems(result.stdout, result.stderr)
             if result.returncode != 0 and argv[0] in ("import", "build-lut"):
