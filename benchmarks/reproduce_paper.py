@@ -42,6 +42,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from dsprof.cli.options import add_timing_args, timing_from_args
 from dsprof.io import atomic_write_text
 from dsprof.lut import DeviceContext, build_lut, predict_latency
 from dsprof.planning.decide import merge_rule
@@ -330,7 +331,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 1 on the CPU, 128 on CUDA, as the paper)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: the library's)")
     p.add_argument("--resolution", type=int, default=None, help="input pixels (default: 224; --quick: 160)")
-    p.add_argument("--budget", type=float, default=None, help="seconds of timed runs per workload (default: 1; --quick: 0.25)")
     p.add_argument("--cpu-backends", default=None,
                    help="Tab. 4 backends at batch 1 on the CPU, comma-separated, or 'none' "
                         "(default: onnxruntime,tflite on the CPU; none with --device cuda)")
@@ -342,7 +342,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--report-only", action="store_true",
                    help="measure nothing: tables, LUT and plots from the measurement files in --out "
                         "(e.g. a GPU run's files, on a machine without that GPU)")
+    # `dsprof measure`'s timing options; --budget and --warmup default (None) to the timing this script always used
+    add_timing_args(p.add_argument_group(
+        "timing", "the timing options of `dsprof measure`, with its defaults, but --budget defaults to 1 s (0.25 s "
+                  "with --quick) and --warmup to 0.05 s or --budget if less"), budget=None)
+    p.set_defaults(warmup=None)
     return p.parse_args(argv)
+
+
+def timing_of(args: argparse.Namespace) -> TimingConfig:
+    """The timing the options give: `dsprof measure`'s, but --budget and --warmup default to what this script timed
+    with before it took them (1 s, 0.25 s with --quick; 0.05 s of warm-up, or --budget if less)."""
+    budget = args.budget if args.budget is not None else (0.25 if args.quick else 1.0)
+    warmup = args.warmup if args.warmup is not None else min(TimingConfig.warmup_s, budget)
+    return timing_from_args(argparse.Namespace(**{**vars(args), "budget": budget, "warmup": warmup}))
 
 
 def select(nets, patterns: list[str], presets: set[str] | None):
@@ -356,9 +369,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     resolution = args.resolution or (160 if args.quick else 224)
-    budget = args.budget if args.budget is not None else (0.25 if args.quick else 1.0)
-    timing = TimingConfig(budget_s=budget, target_precision=0.02, min_samples=10, warmup_s=min(0.05, budget))
-    s = Settings(args.device, args.backend, args.batch, args.threads, resolution, timing, args.out, not args.no_progress,
+    s = Settings(args.device, args.backend, args.batch, args.threads, resolution, timing_of(args), args.out, not args.no_progress,
                  args.report_only)
     cpu_backends = args.cpu_backends or ("none" if args.device.startswith("cuda") else "onnxruntime,tflite")
     cpu_backends = [] if cpu_backends == "none" else cpu_backends.split(",")
@@ -426,7 +437,7 @@ def main(argv=None) -> int:
     close(figs.values())
 
     elapsed = time.perf_counter() - started
-    summary = write_summary(args, tables, block_records, key, resolution, budget, elapsed)
+    summary = write_summary(args, tables, block_records, key, resolution, s.timing.budget_s, elapsed)
     print(summary)
     step(f"done: {args.out / 'summary.md'}")
     return 0

@@ -24,7 +24,8 @@ _NEEDS = {
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (`make test` runs a worker per core) each worker computes on one thread, and so do
-    the processes it starts: two workers with a thread per core each would oversubscribe the CPU.
+    the processes it starts: two workers with a thread per core each would oversubscribe the CPU (so would their
+    Inductor compile pools).
 
     One Inductor compile cache for the whole session (torch.compile tests, `--backend torch-compile`): set here, in
     the process that starts the workers, before any of them compiles, so that both workers and the processes they
@@ -43,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
         os.environ["OMP_NUM_THREADS"] = "1"
+        # and Inductor compiles in the process that asks (read when torch._inductor is first imported, after this):
+        # a pool of compile workers per process costs each worker and each process it starts an import of torch
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -4,7 +4,6 @@ of errors are benchmark figures), so these settings are one place for the whole 
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
 from dsprof.profiler import TimingConfig
@@ -15,13 +14,3 @@ FAST = TimingConfig(warmup_s=0.0, warmup_min_iters=1, warmup_max_s=0.01, first_w
 #: Three or four: where a test times many workloads and reads only that they were timed.
 FEWER = replace(FAST, min_samples=3, max_samples=4, budget_s=0.01)
 
-
-def quick_checks(monkeypatch, timing: TimingConfig) -> None:
-    """`dsprof predict --measure` times its check with `measure`'s default timing (up to a second a workload) and has
-    no options for it: the tests that run it on the command line time it with ``timing`` (what they assert is where
-    and how the check ran and what it prints, not how precise it is). The check itself runs for real."""
-    import dsprof.workflows.predict  # noqa: F401  (imported first: `dsprof.predict` keeps the class itself)
-    from dsprof.workflows import check
-
-    # what the command line builds the check's settings with, looked up when it runs: the same class, this timing
-    monkeypatch.setattr(check, "CheckSettings", functools.partial(check.CheckSettings, timing=timing))

@@ -151,3 +151,17 @@ def test_a_checkpoint_for_other_classes_is_built_with_num_classes_by_every_comma
             "merge"} <= reading
     for name in reading:
         assert "--num-classes" in commands[name]._option_string_actions, name
+
+
+
+def test_the_parser_main_keeps_leaves_no_value_of_one_command_in_the_next():
+    # `main` builds its parser once a process: no option's value (a list above all) may stay for the next call
+    from dsprof.cli import build_parser
+    from dsprof.cli.main import _parse, _parser
+
+    first = _parse(["report", "r", "--plans", "A", "B", "--front", "f"])
+    assert (first.plans, [str(f) for f in first.front]) == (["A", "B"], ["f"])
+    bare = _parse(["report", "r"])
+    bare.plans.append("C")  # a command changing the default list it was given
+    assert vars(_parse(["report", "r"])) == vars(build_parser().parse_args(["report", "r"]))
+    assert _parse(["report", "r", "--plans", "D"]).plans == ["D"] and _parser() is _parser()

@@ -36,7 +36,7 @@ from dsprof.profiler.probe import probe_now
 from dsprof.workflows.check import measure_planned
 from dsprof.profiler.probe import PROBE_NAME, probe_workload
 from dsprof.records.measurement import IN_SITU_SCOPE, MeasurementWriter, read_measurements
-from fast_timing import FAST, quick_checks
+from fast_timing import FAST
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 OPTIONS = {"depths": [1] * 7}
@@ -336,8 +336,7 @@ def test_the_probe_refuses_a_context_of_another_environment(run):
     assert "Predict without `probe=`" in str(caught.value)
 
 
-def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, capsys, monkeypatch):
-    quick_checks(monkeypatch, FAST)
+def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, capsys):
     lut_path = tmp_path / "lut.csv"
     build_lut([run.path]).save(lut_path)
     plan = tmp_path / "plan.json"
@@ -349,8 +348,10 @@ def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, 
     assert lines[1].lstrip().startswith("speed-up ") and "x over the original (95 % interval" in lines[1]
     assert lines[2].lstrip().startswith("latency ") and "as measured" in lines[2]  # the milliseconds, and when
     assert "drift probe: not timed; --probe 2 times it here for 2 s" in out  # the option, as the command line names it
+    quick = ["--warmup", "0", "--max-warmup", "0.01", "--min-samples", "5", "--max-samples", "6", "--budget", "0.02",
+             "--min-sample-time", "0"]  # the check's timing, as `measure` takes it
     assert main(common + ["--probe", "0.2", "--measure", "--measure-out", str(tmp_path / "check"), "--no-progress",
-                          "--json", str(tmp_path / "p.json")]) == 0
+                          "--json", str(tmp_path / "p.json"), *quick]) == 0
     out = capsys.readouterr().out
     assert "scaled to now by the drift probe" in out
     # the paired line: measured speed-up with its interval, predicted with its interval, inside or not
@@ -362,6 +363,7 @@ def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, 
     models = [r for r in check if r.scope == "model"]
     assert {(r.variant, r.name) for r in models} == {("original", "mobilenet_v2"), ("custom", "tiny-plan")}
     assert len({r.group for r in models}) == 1 and len({len(r.samples_s) for r in models}) == 1  # one group, paired
+    assert {(r.budget_s, len(r.samples_s) <= 6) for r in models} == {(0.02, True)}  # timed as the options said
     assert any(r.scope == "probe" for r in check)  # a check run records its probe too
     # the JSON: the speed-up first, the check's numbers from the records
     data = json.loads((tmp_path / "p.json").read_text())

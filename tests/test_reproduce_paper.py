@@ -12,8 +12,9 @@ from dsprof.records.plan import load_preset
 from dsprof.models import count_macs, get_model
 from dsprof.records.measurement import read_measurements
 from dsprof.planning.decide import merge_rule
+from dsprof.profiler import TimingConfig
 
-pytestmark = pytest.mark.slow  # the fixture runs the script once: about a minute
+pytestmark = pytest.mark.slow  # the fixture runs the script once: about 20 s
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduce_paper.py"
 
@@ -26,15 +27,36 @@ def load_script():
     return module
 
 
+#: Short timing, as `dsprof measure` options (about tests/fast_timing.py's FEWER): the tests assert tables, files and
+#: plots, not how precise the timing is.
+TIMING = ["--budget", "0.01", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
+          "--min-sample-time", "0"]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("paper")
-    argv = ["--quick", "--resolution", "32", "--budget", "0.02", "--threads", "1", "--no-progress", "--out", str(out),
+    argv = ["--quick", "--resolution", "32", *TIMING, "--threads", "1", "--no-progress", "--out", str(out),
             "--models", "MobileNetV2", "ResNet-50*", "MBV2 [[]1,1,1,1,1,1,1]*", "--presets", "mbv2-ds-a",
             "--cpu-backends", "onnxruntime"]
     script = load_script()
     assert script.main(argv) == 0
     return script, out, argv
+
+
+def test_timing_defaults_to_what_the_tables_were_made_with():
+    """Without timing options the script times as it did before it took them (what benchmarks/RESULTS.md ran with):
+    `TimingConfig`'s defaults, but 1 s a workload (0.25 s with --quick) and at most --budget of warm-up."""
+    script = load_script()
+    before = TimingConfig(target_precision=0.02, min_samples=10, warmup_s=0.05)  # the script's former hard-coded timing
+    assert script.timing_of(script.parse_args([])) == TimingConfig(**{**vars(before), "budget_s": 1.0})
+    assert script.timing_of(script.parse_args(["--quick"])) == TimingConfig(**{**vars(before), "budget_s": 0.25})
+    assert script.timing_of(script.parse_args(["--budget", "0.02"])) == TimingConfig(
+        **{**vars(before), "budget_s": 0.02, "warmup_s": 0.02})
+    # every option given is taken as `dsprof measure` takes it
+    assert script.timing_of(script.parse_args(["--quick", *TIMING, "--target-precision", "0.05"])) == TimingConfig(
+        budget_s=0.01, warmup_s=0.0, warmup_max_s=0.05, first_warmup_s=0.05, min_samples=3, max_samples=4,
+        min_sample_s=0.0, target_precision=0.05)
 
 
 def table(out, name):
@@ -93,6 +115,10 @@ def test_files_plots_and_resume(run):
     files = sorted((out / "measurements").glob("*.jsonl"))
     counts = {p.name: len(read_measurements(p)) for p in files}
     assert any("onnxruntime" in p.name for p in files) and any("resnet50" in p.name for p in files)
+    # the timing options reached every measurement (--quick alone would time 0.25 s a workload, up to 2000 samples)
+    records = [r for p in files for r in read_measurements(p)]
+    assert {r.budget_s for r in records} == {0.01}
+    assert max(len(r.samples_s) for r in records) <= 4
     # A second run resumes: everything is already measured, nothing is appended
     assert script.main(argv) == 0
     assert {p.name: len(read_measurements(p)) for p in sorted((out / "measurements").glob("*.jsonl"))} == counts

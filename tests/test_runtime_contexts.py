@@ -25,7 +25,6 @@ import rule_lut as rule
 from dsprof.cli import main
 from dsprof.lut import LUT, Pricing
 from dsprof.lut.predict import prices_of, predict_plan
-from dsprof.profiler import TimingConfig
 from dsprof.records.plan import Plan
 from dsprof.models import ModelRef
 from dsprof.models.spans import span_runs
@@ -33,17 +32,12 @@ from dsprof.planning import plan_contexts, plan_front
 from dsprof.planning.minimax import joint_front
 from dsprof.records.measurement import read_measurements
 from test_new_user import FLATNET, FRONT, LABEL
-from fast_timing import quick_checks
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.openvino]
 BACKENDS = ("openvino", "torch-compile")
 MAX_SPAN = 2
 FAST = ["--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.02",
         "--min-sample-time", "0"]
-#: `FAST` as a `TimingConfig` (the command line caps the first group's warm-up at --max-warmup): for the check that
-#: `dsprof predict --measure` runs, which has no timing options (`fast_timing.quick_checks`).
-FAST_TIMING = TimingConfig(warmup_s=0.0, warmup_max_s=0.05, first_warmup_s=0.05, min_samples=3, max_samples=4,
-                           budget_s=0.02, min_sample_s=0.0)
 MODEL = ["--model-file", FLATNET, "--resolution", "32"]
 #: The second rule (`rule_lut`'s constants) of the torch.compile LUT in the plans over both contexts.
 COMPILER_RULE = {"OVERHEAD_S": 50e-6, "S_PER_MAC": 3e-10}
@@ -109,8 +103,7 @@ def test_the_planner_chooses_the_hand_worked_front_in_each_context(contexts, bac
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_predict_measure_a_plan_paired_and_report_in_each_context(contexts, backend, tmp_path, capsys, monkeypatch):
-    quick_checks(monkeypatch, FAST_TIMING)
+def test_predict_measure_a_plan_paired_and_report_in_each_context(contexts, backend, tmp_path, capsys):
     folder, lut_path = contexts[backend]
     k = 3
     code, _, err = cli(capsys, "plan", *MODEL, "--lut", lut_path, "--max-span", MAX_SPAN, "--keep", k,
@@ -133,7 +126,7 @@ def test_predict_measure_a_plan_paired_and_report_in_each_context(contexts, back
     assert {(r.backend, r.context.compile) for r in models} == {(backend, "default" if backend == "torch-compile" else "")}
     # predict, then time it in the LUT's own context here
     code, out, err = cli(capsys, "predict", *MODEL, "--lut", lut_path, "--plan", plan_path, "--measure",
-                         "--measure-out", tmp_path / "again", "--no-progress")
+                         "--measure-out", tmp_path / "again", *FAST, "--no-progress")
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("check: "))
     assert "measured speed-up" in line and "predicted" in line

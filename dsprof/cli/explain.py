@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..profiler.timing import TimingConfig
-from .options import add_model_args, model_ref_from_args
+from .options import add_model_args, add_timing_args, model_ref_from_args, timing_from_args
 
 
 def add(sub, fmt) -> None:
@@ -21,9 +20,9 @@ def add(sub, fmt) -> None:
     p.add_argument("--backend", default="torch", help="torch, torch-compile, onnxruntime or openvino (CPU)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: 1); with more, the block is also timed on 1")
     p.add_argument("--batch", type=int, default=1, help="images per forward pass")
-    p.add_argument("--budget", type=float, default=0.5, help="seconds of timed runs per timed module at most")
     p.add_argument("--out", type=Path, default=None,
                    help="also write the explanation as JSON (name it *.explain.json beside the measurements: `dsprof report` shows it)")
+    add_timing_args(p, "timing of the block and of each of its modules", budget=0.5)
     p.set_defaults(func=run)
 
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     explanation = explain_block(
         model_ref_from_args(args), args.block,
-        backend=args.backend, threads=args.threads, batch=args.batch, timing=TimingConfig(budget_s=args.budget),
+        backend=args.backend, threads=args.threads, batch=args.batch, timing=timing_from_args(args),
     )
     print(format_explanation(explanation))
     if args.out:

@@ -9,6 +9,7 @@ pandas (tests/test_cli_startup.py checks it)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import warnings
 from typing import Sequence
@@ -70,10 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The one parser of this process: parsing leaves it as it was (no option keeps state between calls), and
+    building it again costs 7 ms a call, which a notebook or a test calling `main` many times pays each time."""
+    return build_parser()
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """``argv`` parsed by the one parser, each list its own (argparse hands out an option's default list itself,
+    which a command changing it would change for the next call)."""
+    args = _parser().parse_args(argv)
+    for name, value in vars(args).items():
+        if isinstance(value, list):
+            setattr(args, name, list(value))
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2, one line: `_Parser.error`)
         return 0 if exc.code is None else int(exc.code) if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
@@ -100,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = previous
 
 
-learn(build_parser())  # the one table of API parameters and their options, read once from the options themselves
+learn(_parser())  # the one table of API parameters and their options, read once from the options themselves
 
 
 def _text(said: object, command: str | None = None) -> str:

@@ -232,10 +232,13 @@ def compile_from_args(args: argparse.Namespace) -> str | bool:
 
 
 
-def add_timing_args(p: argparse.ArgumentParser) -> None:
-    """The timing-protocol options of `measure` and `export` (seconds): `TimingConfig`'s defaults."""
+def add_timing_args(p: argparse.ArgumentParser, title: str | None = None, budget: float = TimingConfig.budget_s) -> None:
+    """The timing-protocol options (seconds) of every command that times: `TimingConfig`'s defaults, but ``budget``
+    (`explain` times each operator for less). ``title``: the options' heading in ``--help`` where the command's
+    timing is one of its steps (`predict --measure`)."""
+    p = p.add_argument_group(title) if title else p
     p.add_argument("--target-precision", type=float, default=TimingConfig.target_precision, help="stop once each median is known to this fraction (95 %% interval half-width)")
-    p.add_argument("--budget", type=float, default=TimingConfig.budget_s, help="seconds of timed runs per workload at most")
+    p.add_argument("--budget", type=float, default=budget, help="seconds of timed runs per workload at most")
     p.add_argument("--warmup", type=float, default=TimingConfig.warmup_s, help="seconds of warm-up per workload at least")
     p.add_argument("--max-warmup", type=float, default=None,
                    help=f"seconds of warm-up per workload at most (default {TimingConfig.warmup_max_s:g}, or --warmup if longer; "

@@ -13,9 +13,11 @@ from .options import (
     add_device_key_arg,
     add_merge_by_arg,
     add_model_args,
+    add_timing_args,
     load_lut,
     model_ref_from_args,
     pricing_from_args,
+    timing_from_args,
 )
 
 
@@ -54,6 +56,7 @@ def add(sub, fmt) -> None:
     add_merge_by_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_accept_modified(p, "a LUT")
+    add_timing_args(p, "timing of --measure's check (as `dsprof measure` times)")
     p.set_defaults(func=run)
 
 
@@ -67,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     found = predict(
         model_ref_from_args(args), load_lut(args.lut, args.accept_modified), args.plan,
         pricing=pricing_from_args(args), merge_by=args.merge_by, allow_partial=args.allow_partial, probe=args.probe,
-        check=CheckSettings(args.measure_out, progress=not args.no_progress) if args.measure else False,
+        check=CheckSettings(args.measure_out, timing=timing_from_args(args), progress=not args.no_progress)
+        if args.measure else False,
         json_out=args.json, on_prediction=lambda shown: print(shown.head(words)),  # before it is refused or checked
     )
     if found.check is not None:
