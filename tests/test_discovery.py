@@ -544,3 +544,18 @@ def test_a_model_is_traced_again_only_when_it_changed(monkeypatch):
     assert specs(strided) == fresh(model)
     assert (strided.blocks[13].spec.stride, changed.blocks[13].spec.stride) == (1, 2)
     assert strided.blocks[14].spec.in_h == 2 * changed.blocks[14].spec.in_h == 4  # 64 px / 16, not / 32
+
+
+def test_a_kept_answer_keeps_no_model_alive():
+    # the kept answers hold their models by weak reference: a model a caller lets go is freed with its weights, though
+    # its answer is among the last three (here the only one)
+    import gc
+    import weakref
+
+    model = tvm.mobilenet_v2()
+    block, weight = weakref.ref(model.features[1]), weakref.ref(model.features[1].conv[0][0].weight)
+    blocks = len(discover_blocks(model, (32, 32)).blocks)  # (not inside an assert: pytest keeps what it shows)
+    del model
+    gc.collect()  # the model (in a reference cycle) goes, and its kept answer with it
+    gc.collect()  # the answer's graph (a cycle too) at the next collection
+    assert blocks == 17 and block() is None and weight() is None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import weakref
 from dataclasses import replace
 from typing import Sequence
 
@@ -37,7 +38,7 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from ..errors import GraphTraceError, ModelRunError
-from .leaves import _LEAF_TYPES, register_leaf_module, trace_opaque
+from .leaves import leaf_types, register_leaf_module, trace_opaque
 from .ownership import _Discovery
 from .records import Block, ChainSite, Discovery, Refusal, Unit
 from .registry import input_size_or_own
@@ -111,27 +112,29 @@ def _discover(model: nn.Module, h: int, w: int) -> Discovery:
 
 
 class _Recent:
-    """The last `SIZE` discoveries, each kept with the model's `fingerprint` when it was traced. The fingerprint holds
-    the modules themselves, not their ids, so an id cannot be reused while its entry lives."""
+    """The last `SIZE` discoveries, each kept with the model's `fingerprint` when it was traced. Nothing here keeps a
+    model alive: an entry holds its model and modules by weak reference, and goes when its model does (a dead module's
+    reference equals no other, so a new module at a reused address is never taken for it)."""
 
     SIZE = 3
 
     def __init__(self) -> None:
-        self._entries: list[tuple[nn.Module, tuple[int, int], tuple, Discovery]] = []
+        self._entries: list[tuple[weakref.ref, tuple[int, int], tuple, Discovery]] = []
 
     @staticmethod
     def fingerprint(model: nn.Module) -> tuple:
         """What discovery reads of a model besides its weights' values: every module (by identity) with its settings
         (``extra_repr``: channels, kernel, stride, padding...), its parameters' shapes, a forward set on the instance
         and, for a GraphModule, its code; and the leaf classes registered so far."""
-        return (len(_LEAF_TYPES), tuple(
-            (name, m, m.extra_repr(), m.__dict__.get("forward"), getattr(m, "code", None) if isinstance(m, fx.GraphModule) else None,
+        return (leaf_types(), tuple(
+            (name, weakref.ref(m), m.extra_repr(), m.__dict__.get("forward"),
+             getattr(m, "code", None) if isinstance(m, fx.GraphModule) else None,
              tuple((k, tuple(p.shape)) for k, p in m._parameters.items() if p is not None))
             for name, m in model.named_modules(remove_duplicate=False)))
 
     def get(self, model: nn.Module, size: tuple[int, int]) -> Discovery | None:
-        for i, (m, s, fingerprint, found) in enumerate(self._entries):
-            if m is model and s == size:
+        for i, (ref, s, fingerprint, found) in enumerate(self._entries):
+            if ref() is model and s == size:
                 if fingerprint == self.fingerprint(model):
                     return found
                 del self._entries[i]
@@ -139,8 +142,12 @@ class _Recent:
         return None
 
     def put(self, model: nn.Module, size: tuple[int, int], found: Discovery) -> None:
-        self._entries.insert(0, (model, size, self.fingerprint(model), found))
+        self._entries.insert(0, (weakref.ref(model, self._forget), size, self.fingerprint(model), found))
         del self._entries[self.SIZE:]
+
+    def _forget(self, ref: weakref.ref) -> None:
+        """A model's entries go with it (its discovery holds its modules: their weights would stay)."""
+        self._entries = [e for e in self._entries if e[0] is not ref]
 
 
 _RECENT = _Recent()

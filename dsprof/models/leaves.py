@@ -37,6 +37,11 @@ _PASS_FUNCTIONS: set[Callable] = {F.dropout, F.dropout2d}
 _LEAF_TYPES: list[type] = []
 
 
+def leaf_types() -> tuple[type, ...]:
+    """The classes `register_leaf_module` added so far (what a trace keeps whole besides dsprof's own)."""
+    return tuple(_LEAF_TYPES)
+
+
 def register_leaf_module(cls: type) -> type:
     """Trace modules of class ``cls`` as opaque leaves (e.g. a module torch.fx cannot trace). A leaf ends
     any chain it touches. Usable as a class decorator."""
