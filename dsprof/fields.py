@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any, Mapping
 
 from .errors import BadFileError
@@ -19,7 +20,7 @@ from .errors import BadFileError
 __all__ = ["FieldError", "MAX_BATCH", "MAX_CHANNELS", "MAX_COUNT", "MAX_NAME", "MAX_RESOLUTION", "MAX_SAMPLE_S",
            "MAX_THREADS", "MERGED_DTYPES", "OPTION_BOUNDS", "check_count", "check_environment",
            "check_model_options", "check_name", "check_number", "check_plain", "check_shape", "check_samples",
-           "check_text", "check_token", "plain", "shown"]
+           "check_text", "check_token", "is_number", "plain", "shown"]
 
 
 class FieldError(BadFileError):
@@ -30,6 +31,8 @@ class FieldError(BadFileError):
 #: Characters of a name that is a word of a key or a command (device, backend, dtype, layout, environment id...).
 MAX_TOKEN = 64
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]*")
+#: The control characters free text may not hold (`check_text`): C0 and DEL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Characters of a name shown to people (a device's model name, a plan's name).
 MAX_NAME = 200
 _NAME_PUNCTUATION = frozenset(" _.,:()@+/#-'&*\u00ae\u2122")  # "Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", "(R)", "TM"
@@ -56,8 +59,12 @@ _MAX_NUMBER = 1e6  # any other numeric option
 _MAX_ITEMS = 256  # items of a list option
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def is_number(value: Any) -> bool:
+    """``value`` is a number a file may carry: a float, or an integer (not a boolean) a float can hold. JSON reads a
+    400-digit integer too, which no float holds (`math.isfinite` of it raises `OverflowError`)."""
+    if isinstance(value, float):
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and -sys.float_info.max <= value <= sys.float_info.max
 
 
 def check_token(value: Any, field: str, *, empty: bool = False) -> str:
@@ -99,7 +106,7 @@ def check_text(value: Any, field: str, *, limit: int = 1000, none: bool = False,
         return None
     if not isinstance(value, str):
         raise FieldError(f"field {field!r} must be a string, got {type(value).__name__}")
-    if len(value) > limit or any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if len(value) > limit or _CONTROL.search(value):
         raise FieldError(f"field {field!r} must be text of at most {limit} characters without control characters")
     if "`" in value and not quoted:
         raise FieldError(f"field {field!r} is {shown(value)}: it holds a backquote, which dsprof keeps for the "
@@ -114,7 +121,7 @@ def check_count(value: Any, field: str, low: int, high: int, *, none: bool = Fal
     if not isinstance(value, int) or isinstance(value, bool):
         raise FieldError(f"field {field!r} must be an integer, got {shown(value)}")
     if not low <= value <= high:
-        raise FieldError(f"field {field!r} is {value}: it must be from {low} to {high}")
+        raise FieldError(f"field {field!r} is {shown(value)}: it must be from {low} to {high}")
     return value
 
 
@@ -126,7 +133,7 @@ def check_samples(values: Any, field: str = "samples_s") -> tuple[float, ...]:
     if len(values) > MAX_SAMPLES:
         raise FieldError(f"field {field!r} holds {len(values)} samples, more than {MAX_SAMPLES}")
     for i, v in enumerate(values):
-        if not _number(v) or not math.isfinite(v) or not 0 < v <= MAX_SAMPLE_S:
+        if not is_number(v) or not math.isfinite(v) or not 0 < v <= MAX_SAMPLE_S:
             raise FieldError(f"field {field!r}, sample {i + 1} is {shown(v)}: a sample is a number of seconds "
                              f"above 0 and at most {MAX_SAMPLE_S:.0f}")
     return tuple(float(v) for v in values)
@@ -169,7 +176,7 @@ def check_model_options(options: Any, field: str = "model_options") -> dict[str,
             elif item is None or isinstance(item, bool):
                 if key in OPTION_BOUNDS:
                     raise FieldError(f"field {name!r} must be a number, got {shown(item)}")
-            elif not _number(item) or not math.isfinite(item) or not low <= item <= high:
+            elif not is_number(item) or not math.isfinite(item) or not low <= item <= high:
                 raise FieldError(f"field {name!r} is {shown(item)}: it must be a number from {low:g} to {high:g}")
             elif key in _INTEGER_OPTIONS and not isinstance(item, int):
                 raise FieldError(f"field {name!r} is {shown(item)}: it must be an integer")
@@ -182,7 +189,7 @@ def check_number(value: Any, field: str, low: float = -math.inf, high: float = m
     infinite; ``none``: None too."""
     if value is None and none:
         return None
-    if not _number(value):
+    if not is_number(value):
         raise FieldError(f"field {field!r} must be a number, got {shown(value)}")
     if finite and not math.isfinite(value):
         raise FieldError(f"field {field!r} is {value}: it must be a finite number")
@@ -204,7 +211,7 @@ def check_plain(value: Any, field: str, *, depth: int = 4) -> Any:
             check_plain(item, f"{field}[{i}]", depth=depth - 1)
     elif isinstance(value, str):
         check_text(value, field)
-    elif _number(value):
+    elif is_number(value):
         check_number(value, field)
     elif not (value is None or isinstance(value, bool)):
         raise FieldError(f"field {field!r} holds {shown(value)}: more nested than {depth} levels")

@@ -21,12 +21,14 @@ from cli_run import dsprof_here
 from dsprof.cli.commands import (model_flags, build_lut_command, import_command, importance_command, measure_command,
                                  merge_command, plan_command, shell_command)
 from dsprof.device_context import DeviceContext
-from dsprof.errors import BadFileError, EdgeError, ImportanceHint, LUTError, MergeError, PlanError
+from dsprof.errors import BadFileError, EdgeError, ImportanceHint, LUTError, MeasurementFileError, MergeError, PlanError
+from dsprof.fields import check_environment
 from dsprof.io import atomic_torch_save, load_torch_payload, read_json
 from dsprof.lut import LUT, build_lut
 from dsprof.lut.table import table_checksum
 from dsprof.models import get_model, model_args
 from dsprof.records.plan import load_plan
+from dsprof.records import measurement
 from dsprof.records.measurement import record_checksum, read_measurements
 from dsprof.records.stats import summarize
 from dsprof.reports.front import load_front
@@ -94,6 +96,88 @@ def test_a_record_with_a_bad_field_is_refused_in_one_line_naming_file_line_and_f
     assert line.startswith(f"dsprof build-lut: error: {path}, line 2: not a dsprof measurement record (")
     assert says in line, line
     assert not (tmp_path / "lut.csv").exists()
+
+
+@pytest.mark.parametrize("environment, says", [
+    ({"host": "vm`id`"}, "field 'environment.host' is 'vm\\x60id\\x60': it holds a backquote"),
+    ({"cpu": {"model": "x\ny"}}, "field 'environment.cpu.model' must be text of at most 1000 characters without "
+                                  "control characters"),
+    ({"cpu": ["Intel"]}, "field 'environment.cpu' must be an object, got list"),
+    ({"gpu": {"name": "x"}}, "field 'environment.gpu' must be a list of objects, got {'name': 'x'}"),
+    ({"versions": {"torch": 2.1}}, "field 'environment.versions.torch' must be a string, got float"),
+    ({"jetson": {"a": {"b": {"c": {"d": 1}}}}}, "field 'environment.jetson.a.b.c' holds {'d': 1}: more nested than"),
+], ids=["backquote", "newline", "cpu_list", "gpu_object", "version_number", "too_deep"])
+def test_a_hostile_environment_after_records_of_one_machine_is_refused_naming_its_line(tmp_path, environment, says):
+    """A run's records all carry one machine, checked once a file: a last record whose environment is another,
+    hostile one is checked on its own and refused as any bad field is, naming the file, its line and the field."""
+    machine = _record()["environment"]
+    records = [_record(name=f"features.{i}") for i in range(5)] + [_record(environment={**machine, **environment})]
+    path = _write_records(tmp_path / "m.jsonl", *records)
+    with pytest.raises(MeasurementFileError) as caught:
+        read_measurements(path)
+    assert str(caught.value).startswith(f"{path}, line 6: not a dsprof measurement record ({says}"), caught.value
+    line = one_error_line(dsprof_here("build-lut", path, "-o", tmp_path / "lut.csv"), "build-lut")
+    assert line.startswith(f"dsprof build-lut: error: {path}, line 6: not a dsprof measurement record (")
+    assert says in line, line
+    assert not (tmp_path / "lut.csv").exists()
+
+
+def test_an_environment_json_cannot_hold_is_still_checked_and_refused(tmp_path):
+    """NaN in the last record's environment (no checksum can cover it; read with ``accept_modified``): refused."""
+    machine = _record()["environment"]
+    good = [json.dumps({**r, "sha256": record_checksum(r)}) for r in (_record(), _record(name="features.2"))]
+    bad = json.dumps(_record(environment={**machine, "cpu": {**machine["cpu"], "logical_cores": math.nan}}))
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join([*good, bad]) + "\n")
+    with pytest.raises(MeasurementFileError) as caught:
+        read_measurements(path, accept_modified=True)
+    assert str(caught.value).startswith(f"{path}, line 3: not a dsprof measurement record (field "
+                                        "'environment.cpu.logical_cores' is nan: it must be a finite number)")
+
+
+def test_one_machine_s_environment_is_checked_once_a_file(tmp_path, monkeypatch):
+    """Each distinct environment of a file is checked once (its check was most of reading a run's records), every
+    other field of every record as before; a second read checks again."""
+    checked = []
+    monkeypatch.setattr(measurement, "check_environment", lambda env: checked.append(env) or check_environment(env))
+    machine = _record()["environment"]
+    other = {**machine, "host": "other"}
+    envs = [machine, machine, other, {**machine}, other, dict(reversed(machine.items()))]  # key order: the same value
+    path = _write_records(tmp_path / "m.jsonl", *[_record(name=f"features.{i}", environment=e)
+                                                  for i, e in enumerate(envs)])
+    assert [r.environment for r in read_measurements(path)] == envs
+    assert checked == [machine, other]
+    read_measurements(path)
+    assert checked == [machine, other] * 2
+
+
+#: A 400-digit integer: JSON reads it, no float holds it (`math.isfinite` of it raises OverflowError).
+HUGE = 10 ** 400
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"samples_s": [0.001, HUGE]}, "samples_s"),
+    ({"budget_s": HUGE}, "budget_s"),
+    ({"batch": HUGE}, "batch"),
+    ({"state_before": {"temperature": HUGE}}, "state_before.temperature"),
+    ({"model_options": {"width": HUGE}}, "model_options"),
+], ids=["samples", "budget", "batch", "state", "model_options"])
+def test_an_integer_no_float_holds_is_refused_in_one_line(tmp_path, changes, field):
+    path = _write_records(tmp_path / "m.jsonl", _record(), _record(name="features.2", **changes))
+    with pytest.raises(MeasurementFileError) as caught:
+        read_measurements(path)
+    assert str(caught.value).startswith(f"{path}, line 2: not a dsprof measurement record (field '{field}"), caught.value
+    assert len(str(caught.value)) < 600  # the number is cut where it is shown
+    line = one_error_line(dsprof_here("build-lut", path, "-o", tmp_path / "lut.csv"), "build-lut")
+    assert f"line 2: not a dsprof measurement record (field '{field}" in line
+
+
+def test_an_importance_file_with_an_integer_no_float_holds_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "importance.json"
+    path.write_text(json.dumps({"format": "dsprof.importance", "version": 1, "model": {"name": "mobilenet_v2"},
+                                "importance": [0.5, HUGE]}))
+    with pytest.raises(BadFileError, match='"importance" must be a list of finite numbers'):
+        load_importance(path)
 
 
 def test_large_samples_no_longer_overflow_the_statistics():

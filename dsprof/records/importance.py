@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HINT, BadFileError, ImportanceHint, UsageError, WithHint
-from ..fields import FieldError, check_model_options, check_plain, check_text, shown
+from ..fields import FieldError, check_model_options, check_plain, check_text, is_number, shown
 from ..io import atomic_write_text, read_json, slug
 from ..models.registry import model_args, normalized_options
 from .plan import same_family
@@ -67,7 +67,7 @@ def read_importance(path: str | Path) -> dict[str, Any]:
     if not isinstance(model, dict) or not isinstance(model.get("name"), str):
         raise BadFileError(f"{path}: the file does not say which model it is for (\"model\": {{\"name\": ...}}); {_GIVE}")
     if not isinstance(values, list) or not values or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            is_number(v) and math.isfinite(v) for v in values):
         raise BadFileError(f"{path}: \"importance\" must be a list of finite numbers, one per block; {_GIVE}")
     try:  # what the file may carry into messages and commands: `dsprof.fields`
         check_text(model["name"], "model.name")

@@ -237,9 +237,10 @@ class Measurement:
         return _canonical_json({**data, CHECKSUM_FIELD: record_checksum(data)})
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Measurement":
+    def from_dict(cls, data: dict[str, Any], *, environments: set[str] | None = None) -> "Measurement":
         """A record from its JSON fields; one with its ``sha256`` checksum is checked against it (a mismatch raises
-        `MeasurementFileError`; `read_measurement_file` decides what to do with changed records)."""
+        `MeasurementFileError`; `read_measurement_file` decides what to do with changed records). ``environments``:
+        as `check_fields` takes it."""
         if data.get("schema") != SCHEMA:
             raise MeasurementFileError(f"not a {SCHEMA} record (schema {shown(data.get('schema'))})")
         if CHECKSUM_FIELD in data:
@@ -253,16 +254,20 @@ class Measurement:
         unknown = set(data) - names
         if unknown:
             raise MeasurementFileError(f"record has unknown field(s) {sorted(unknown)}")
-        values = check_fields(dict(data))
+        values = check_fields(dict(data), environments)
         if values["channels"] is not None:
             values["channels"] = tuple(values["channels"])
         return cls(**values)
 
 
-def check_fields(values: dict[str, Any]) -> dict[str, Any]:
+def check_fields(values: dict[str, Any], environments: set[str] | None = None) -> dict[str, Any]:
     """The fields of a record read from a file (``from_dict``) or a device (`dsprof import`), checked by the rules
     of `dsprof.fields` (names, counts, samples, shape, model options); a bad one raises `dsprof.fields.FieldError`
-    naming it. Returns ``values`` with the shape and the samples as tuples."""
+    naming it. Returns ``values`` with the shape and the samples as tuples.
+
+    ``environments``: the canonical JSON texts of environments found valid by earlier calls, which share the set
+    (one per file read): an environment among them is not checked again, one that passes is added (up to
+    `_ENVIRONMENTS_KEPT`). Every record of a run carries the same machine, and its check is most of a record's."""
     for name in ("env_id", "device", "backend", "dtype", "layout", "scope", "variant"):
         check_token(values.get(name), name)
     if not isinstance(values.get("compile"), bool) and values.get("compile") is not None:  # older files: a bool
@@ -288,12 +293,32 @@ def check_fields(values: dict[str, Any]) -> dict[str, Any]:
             check_count(c, f"channels[{i}]", 1, MAX_CHANNELS)
     check_text(values.get("stop_reason"), "stop_reason", limit=64, none=True)
     check_text(values.get("error"), "error", none=True, quoted=True)
-    check_environment(values.get("environment"))
+    _check_environment(values.get("environment"), environments)
     for name in ("state_before", "state_after", "runtime_info"):
         if not isinstance(values.get(name) or {}, dict):
             raise FieldError(f"field {name!r} must be an object, got {type(values[name]).__name__}")
         check_plain(values.get(name), name)
     return values
+
+
+#: The most environments one `check_fields` set remembers: a hostile file of many cannot make it grow with the file.
+_ENVIRONMENTS_KEPT = 16
+
+
+def _check_environment(env: Any, environments: set[str] | None) -> None:
+    """`check_environment` of ``env``, but once per value in ``environments`` (`check_fields`): the same value, the
+    same result, as its canonical JSON text says (1, 1.0 and true apart)."""
+    key = None
+    if environments is not None and isinstance(env, dict):
+        try:
+            key = _canonical_json(env)
+        except (ValueError, RecursionError):  # NaN, infinity, nested too deep for JSON: checked (and refused) below
+            pass
+    if key is not None and key in environments:
+        return
+    check_environment(env)
+    if key is not None and len(environments) < _ENVIRONMENTS_KEPT:
+        environments.add(key)
 
 
 def _bad_line(path: Path, number: int, exc: Exception) -> MeasurementFileError:
@@ -345,6 +370,7 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
     text = read_text(path, "measurement file", "give a .jsonl file that `dsprof measure` or `dsprof import` wrote",
                      kind="measurement", if_missing="run `dsprof.measure()` first", error=MeasurementFileError)
     found = MeasurementFile(path, [], [], 0)
+    environments: set[str] = set()  # found valid in this file (`check_fields`)
     lines = text.splitlines()
     cut_last = bool(text) and not text.endswith("\n")
     for number, line in enumerate(lines, 1):
@@ -359,15 +385,13 @@ def read_measurement_file(path: str | Path, *, accept_modified: bool = False) ->
                 break
             raise _bad_line(path, number, exc) from None
         if not _check(data, path, number, found) and not accept_modified:
-            try:  # left out, but a line that is no record at all is still a bad line (a file that is not ours)
-                Measurement.from_dict(data)
-            except (ValueError, TypeError, AttributeError) as exc:
+            try:  # left out, but a line that is no record at all, or a field out of its rules, is still a bad line
+                Measurement.from_dict(data, environments=environments)
+            except (ValueError, TypeError, AttributeError) as exc:  # FieldError among them
                 raise _bad_line(path, number, exc) from None
-            except FieldError:
-                pass  # a record with a field out of its rules: left out with the others
             continue
         try:
-            found.records.append(Measurement.from_dict(data))
+            found.records.append(Measurement.from_dict(data, environments=environments))
         except (ValueError, TypeError, AttributeError) as exc:
             raise _bad_line(path, number, exc) from None
     what = ("used as they are (accepted)" if accept_modified else
