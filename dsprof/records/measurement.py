@@ -19,7 +19,7 @@ try:
     import fcntl  # POSIX only
 except ImportError:  # pragma: no cover - Windows: no lock, writes still all or nothing
     fcntl = None  # type: ignore[assignment]
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -233,7 +233,7 @@ class Measurement:
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_json(self) -> str:
         """One line of canonical JSON (no newline) with the record's checksum (`record_checksum`)."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # plain values: no deep copy (`asdict`) needed
         return _canonical_json({**data, CHECKSUM_FIELD: record_checksum(data)})
 
     @classmethod
