@@ -304,18 +304,22 @@ def test_a_block_plan_span_still_holds_linearised_blocks_only():
 def test_the_planner_decides_the_other_blocks_and_keeps_the_crossing():
     """A plan with a crossing span and a lone linearised block, without a merge list: the planner's search (on MACs
     here) decides the lone block and leaves the crossing span as the plan has it, its linearised block inside it
-    marked merged and its ends (which keep activations) not; the decided plan merges exactly."""
+    marked merged and its ends (which keep activations) not; the decided plan merges exactly. At width 0.5 (the same
+    layers and skip connections, half the channels)."""
     from dsprof.planning.decide import merge_rule
 
-    model = _model()
+    model = _model(**NARROW)
     acts = _acts(b1=(1, 0), b2=(0, 0), b3=(0, 1), b5=(0, 0))
-    plan = Plan.from_acts("mobilenet_v2", acts, spans=[(1, 4)])
+    plan = Plan.from_acts("mobilenet_v2", acts, options=NARROW, spans=[(1, 4)])
     decided = merge_rule(model, merge_by="macs").decide(plan).plan
     assert decided.spans == ((1, 4),)
     assert decided.merge[2] and not decided.merge[1] and not decided.merge[3]
-    # block 5 (features.6, 32 -> 192 -> 32, 3x3 depthwise at stride 1): merged, one dense 3x3 32 -> 32, 9 * 32 * 32
-    # MACs a pixel, against 192 * (32 + 9 + 32) as built: it merges by MACs
-    assert decided.merge[5] == (9 * 32 * 32 < 192 * (32 + 9 + 32))
+    # block 5 (features.6; at width 0.5 its 32 channels are 16, its expansion 16 * 6 = 96: 16 -> 96 -> 16, 3x3
+    # depthwise at stride 1): merged, one dense 3x3 16 -> 16, 9 * 16 * 16 MACs a pixel, against
+    # 96 * (16 + 9 + 16) as built: it merges by MACs
+    conv = _convs(model.features[6])
+    assert [(c.in_channels, c.out_channels) for c in conv] == [(16, 96), (96, 96), (96, 16)]
+    assert decided.merge[5] == (9 * 16 * 16 < 96 * (16 + 9 + 16))
     _check(model, decided, torch.randn(2, 3, RES, RES, dtype=torch.float64))
 
 

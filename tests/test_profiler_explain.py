@@ -27,6 +27,10 @@ QUICK = TimingConfig(warmup_s=0.0, warmup_min_iters=2, warmup_max_s=0.05, first_
                      min_samples=3, max_samples=5, budget_s=0.02, min_sample_s=0.0)
 TINY = ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=64)  # see the module docstring
 TINY_ARGS = ["--depths", "1,1,1,1,1,1,1", "--resolution", "64"]
+# `QUICK` on the command line: no test of `dsprof explain` reads how fast the block ran, only what it printed and wrote
+# (without --max-warmup the first workload warms up for 0.5 s at least)
+QUICK_ARGS = ["--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "5", "--budget", "0.02",
+              "--min-sample-time", "0"]
 
 
 def test_the_keywords_of_before_name_the_one_model_reference_with_a_warning():
@@ -79,7 +83,7 @@ def test_onnxruntime_profile_of_features_2():
 
 def test_cli_explain(tmp_path, capsys):
     out = tmp_path / "f2.explain.json"
-    assert main(["explain", "--block", "features.2", *TINY_ARGS, "--budget", "0.02", "--out", str(out)]) == 0
+    assert main(["explain", "--block", "features.2", *TINY_ARGS, *QUICK_ARGS, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "features.2" in text and "finding:" in text
     assert json.loads(out.read_text())["block"] == "features.2"
@@ -91,8 +95,8 @@ def test_explain_prints_none_of_kinetos_own_lines(tmp_path):
     """The PyTorch profiler's C++ side (Kineto) prints its start and stop, and on a machine without a GPU "gpuGetDeviceCount
     failed", to the process's stderr: a fresh process shows whether any reaches the user."""
     env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
-    done = subprocess.run([sys.executable, "-m", "dsprof", "explain", "--block", "features.2", "--resolution", "32",
-                           "--budget", "0.02"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "dsprof", "explain", "--block", "features.2", *TINY_ARGS, *QUICK_ARGS],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "aten::" in done.stdout  # profiled
     assert [line for line in done.stderr.splitlines()

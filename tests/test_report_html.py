@@ -250,8 +250,10 @@ def test_report_html_in_headless_chromium(records, report):
 TINY = ["--model", "mobilenet_v2", "--depths", "1,1,1,1,1,1,1", "--resolution", "32"]
 QUICK = ["--threads", "1", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4", "--budget", "0.01",
          "--min-sample-time", "0", "--no-progress"]
-CHECK = ["--threads", "1", "--warmup", "0.02", "--min-samples", "6", "--max-samples", "6", "--budget", "1",
-         "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range
+CHECK = ["--threads", "1", "--warmup", "0.02", "--max-warmup", "0.05", "--min-samples", "6", "--max-samples", "6",
+         "--budget", "1", "--no-progress"]  # 6 rounds: the interval of the median of 6 paired ratios is their full range;
+# warm-up capped at 0.05 s (the first group's default 0.5 s floor, up to 2 s unsettled): no assertion reads how fast
+# anything ran, only that the summary's numbers are the ratios of the raw samples, recomputed here
 K = sum(TINY_KEEP)  # tiny-ds stands in for the paper's preset at this k (the paper has none for this model)
 
 
