@@ -348,6 +348,10 @@ def test_cli_predict_prints_the_speedup_first_and_a_paired_check(run, tmp_path, 
     assert lines[1].lstrip().startswith("speed-up ") and "x over the original (95 % interval" in lines[1]
     assert lines[2].lstrip().startswith("latency ") and "as measured" in lines[2]  # the milliseconds, and when
     assert "drift probe: not timed; --probe 2 times it here for 2 s" in out  # the option, as the command line names it
+    assert main(common + ["--budget", "0.02"]) == 2  # a timing option without the check it times: said, not ignored
+    err = capsys.readouterr().err
+    assert err == ("dsprof predict: error: the timing options (--budget, --min-samples...) time --measure's check: add "
+                   "--measure, or leave them out\n")
     quick = ["--warmup", "0", "--max-warmup", "0.01", "--min-samples", "5", "--max-samples", "6", "--budget", "0.02",
              "--min-sample-time", "0"]  # the check's timing, as `measure` takes it
     assert main(common + ["--probe", "0.2", "--measure", "--measure-out", str(tmp_path / "check"), "--no-progress",

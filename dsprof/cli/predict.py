@@ -9,6 +9,7 @@ from pathlib import Path
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
 from .flags import command_line_text
 from .options import (
+    CliError,
     add_accept_modified,
     add_device_key_arg,
     add_merge_by_arg,
@@ -62,7 +63,13 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import predict
+    from ..profiler.timing import TimingConfig
     from ..workflows.check import CheckSettings
+
+    timing = timing_from_args(args)
+    if not args.measure and timing != TimingConfig():  # they would be read by nothing: said, not ignored
+        raise CliError("the timing options (--budget, --min-samples...) time --measure's check: add --measure, or "
+                       "leave them out")
 
     def words(text: str) -> str:
         return command_line_text(text, "predict")
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     found = predict(
         model_ref_from_args(args), load_lut(args.lut, args.accept_modified), args.plan,
         pricing=pricing_from_args(args), merge_by=args.merge_by, allow_partial=args.allow_partial, probe=args.probe,
-        check=CheckSettings(args.measure_out, timing=timing_from_args(args), progress=not args.no_progress)
+        check=CheckSettings(args.measure_out, timing=timing, progress=not args.no_progress)
         if args.measure else False,
         json_out=args.json, on_prediction=lambda shown: print(shown.head(words)),  # before it is refused or checked
     )
