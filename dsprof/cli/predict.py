@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..names import OLD_METHOD_NAMES, PREDICT_METHODS
+from ..profiler.timing import TimingConfig
 from .flags import command_line_text
 from .options import (
     CliError,
@@ -63,7 +64,6 @@ def add(sub, fmt) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..api import predict
-    from ..profiler.timing import TimingConfig
     from ..workflows.check import CheckSettings
 
     timing = timing_from_args(args)
