@@ -133,11 +133,13 @@ class _Recent:
             for name, m in model.named_modules(remove_duplicate=False)))
 
     def get(self, model: nn.Module, size: tuple[int, int]) -> Discovery | None:
-        for i, (ref, s, fingerprint, found) in enumerate(self._entries):
+        for entry in self._entries:
+            ref, s, fingerprint, found = entry
             if ref() is model and s == size:
                 if fingerprint == self.fingerprint(model):
                     return found
-                del self._entries[i]
+                # removed by identity: `_forget` may replace the list meanwhile (the collector runs it at any time)
+                self._entries = [e for e in self._entries if e is not entry]
                 return None
         return None
 
