@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import dsprof as dsprof_api
 from dsprof.errors import BadFileError, DsprofError, OutputPathError, PlanError
 from dsprof.lut import LUT, build_lut
 from dsprof.merging import load_merged, merge_model, save_merged
@@ -163,6 +164,27 @@ def test_6_merge_model_refuses_a_plan_for_another_model():
     same_family = get_model("efficientnet_lite0", resolution=32, num_classes=10)
     # a TF port and its native twin share their plans
     merge_model(same_family, merge_rule(same_family, merge_by="macs").decide(load_preset("efflite0-ds-d")).plan)
+
+
+def test_7_a_front_where_a_plan_goes_names_the_command_that_writes_one_of_its_plans(work):
+    """A new user gave `dsprof merge --plan` the front `dsprof plan --out` wrote: the line said where a front goes and
+    that a plan comes from `dsprof search`, not that `dsprof plan --keep K` writes the plan of one k of that front."""
+    assert dsprof("build-lut", "m.jsonl", "-o", "lut.csv", cwd=work).returncode == 0
+    planned = dsprof("plan", *TINY, "--lut", "lut.csv", "--max-span", "1", "--out", "front.json", cwd=work)
+    assert planned.returncode == 0, planned.stderr
+    before = snapshot(work)
+    line = assert_one_line_error(dsprof("merge", *TINY, "--plan", "front.json", "--out", "m.pt", cwd=work), "merge",
+                                 "front.json is a planner's front (JSON), not a plan (JSON)",
+                                 "a front goes to `dsprof report --front`", "`dsprof plan --keep K` (one k of the front)")
+    assert "dsprof.plan(" not in line  # the command line's words, not the API's
+    assert snapshot(work) == before
+    with pytest.raises(PlanError, match=r"`dsprof\.plan\(keep=K\)` \(one k of the front\) or `dsprof\.search\(\)`"):
+        dsprof_api.merge(ModelRef.of("mobilenet_v2", options={"depths": [1] * 7}, resolution=32), plan=work / "front.json")
+    # what it says to do, done with K = 3 and the same model and LUT, gives a plan that merge takes
+    assert dsprof("plan", *TINY, "--lut", "lut.csv", "--max-span", "1", "--keep", "3", "--out", "front.json",
+                  cwd=work).returncode == 0
+    merged = dsprof("merge", *TINY, "--plan", "front.plan.json", "--out", "m.pt", cwd=work)
+    assert merged.returncode == 0 and (work / "m.pt").is_file(), merged.stderr
 
 
 def test_8_depths_that_are_not_ints(work):

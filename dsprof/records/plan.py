@@ -30,6 +30,8 @@ PLAN_FORMAT = "dsprof.plan"
 #: Blocks a plan read from a file may list at most.
 MAX_BLOCKS = 10_000
 PLAN_VERSION = 1
+#: Where a plan file comes from (API calls: the command line shows them as its commands).
+_WRITE_PLAN = "give a plan that `dsprof.plan(keep=K)` (one k of the front) or `dsprof.search()` wrote"
 #: Where a linearised block's zero padding goes (see `dsprof.merging.linearize`); the first is a plan's default.
 BORDER_MODES = ("in_front", "in_place")
 #: The activation a plan may put after a merged block that has none of its own (paper Sec. 4.3); the first is
@@ -375,7 +377,7 @@ def load_plan(source: str | Path) -> Plan:
     path = Path(source)
     if not path.exists():
         raise PlanError(f"no preset or plan file {text!r}; presets: {', '.join(list_presets())}")
-    data = read_json(path, "plan (JSON)", "give a plan that `dsprof search` wrote, or a preset", kind="plan", error=PlanError)
+    data = read_json(path, "plan (JSON)", _WRITE_PLAN + ", or a preset", kind="plan", error=PlanError)
     try:
         return Plan.from_dict(data)
     except PlanModelError as exc:
@@ -383,4 +385,4 @@ def load_plan(source: str | Path) -> Plan:
     except PlanError as exc:
         raise PlanError(f"{path}: {exc}") from None
     except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong type, e.g. "keep": [[1]]
-        raise PlanError(f"{path}: a plan field has the wrong type ({plain(exc)}); give a plan that `dsprof search` wrote") from None
+        raise PlanError(f"{path}: a plan field has the wrong type ({plain(exc)}); {_WRITE_PLAN}") from None
