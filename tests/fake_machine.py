@@ -34,14 +34,13 @@ class FakeMachine(object):
 
 def sample_order(calls, names, results):
     """The order in which the loop took its samples, one name per sample, read from the logged calls: the warm-up
-    calls of each workload come first (one workload after the other), then every sample is
-    ``iterations_per_sample`` consecutive calls of one workload. Raises AssertionError where the calls do not
-    follow that pattern."""
-    position = 0
-    for name in names:  # warm-up: each workload's calls, in the group's order
-        count = results[name]["warmup_iterations"]
-        assert calls[position:position + count] == [name] * count, (name, calls[position:position + count])
-        position += count
+    calls come first, in rounds of one call of each workload in the group's order (as many rounds as each one's
+    ``warmup_iterations``), then every sample is ``iterations_per_sample`` consecutive calls of one workload.
+    Raises AssertionError where the calls do not follow that pattern."""
+    counts = {results[name]["warmup_iterations"] for name in names}
+    assert len(counts) == 1, counts  # one round gives each workload one call
+    position = counts.pop() * len(names)
+    assert calls[:position] == list(names) * (position // len(names)), calls[:position]
     order = []
     while position < len(calls):
         name = calls[position]

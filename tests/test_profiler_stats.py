@@ -171,6 +171,30 @@ def test_warm_up_runs_on_until_the_call_time_settles():
     assert all(t < 1.25e-3 for t in result.samples_s)
 
 
+def test_a_group_warms_up_in_rounds_so_no_workload_has_cooled_by_the_first_round():
+    """Two copies of one workload whose call warms its caches (3 ms cold, 1 ms + 2 ms / 2^n after n calls) and which
+    a run of more than 4 calls of the other evicts. Warmed one after the other, the first had cooled by the first
+    round (3, 2, 1.5 ms ...: an A/A group read the copy timed first slower, as PyTorch eager did,
+    benchmarks/warm_order.py); warmed in rounds, as they are timed, every round of both orders reads the two alike."""
+    clock, warm, idle = FakeClock(), {"a": 0, "b": 0}, {"a": 0, "b": 0}
+
+    def copy(name: str, other: str):
+        def run() -> None:
+            warm[name] = 0 if idle[name] > 4 else warm[name]
+            clock.advance(1e-3 + 2e-3 * 0.5 ** warm[name])
+            warm[name], idle[name], idle[other] = warm[name] + 1, 0, idle[other] + 1
+
+        return run
+
+    config = TimingConfig(warmup_s=0.0, warmup_min_iters=6, warmup_max_s=1.0, min_sample_s=0.0, min_samples=6,
+                          max_samples=100, budget_s=1e9, target_precision=0.5)
+    out = time_interleaved({"a": copy("a", "b"), "b": copy("b", "a")}, config, CpuTimer(clock), clock)
+    assert out["a"].warmup_iterations == out["b"].warmup_iterations >= 6  # one call each a round
+    ratios = [b / a for a, b in zip(out["a"].samples_s, out["b"].samples_s)]
+    assert len(ratios) == 12  # 6 rounds a b, 6 rounds b a
+    assert ratios == pytest.approx([1.0] * 12, abs=0.02)  # 2 ms / 2^6 at most apart: 1 ms + 31 us against 1 ms
+
+
 def test_variants_are_interleaved_in_rotating_order():
     clock, order = FakeClock(), []
 

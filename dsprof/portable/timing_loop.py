@@ -6,10 +6,14 @@ runs it (`dsprof.profiler.timing` wraps it with `TimingConfig` and `TimingResult
 carries this very file beside its runner (``run_bundle.py``, `dsprof.edge.runner`), which imports it. A device
 without dsprof thus times a bundle exactly as ``dsprof measure`` times the same workloads.
 
-* **Warm-up** (`warm_up`): at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call time has
-  settled (the median of the last 3 calls within 20 % of the 3 before), at most ``warmup_max_s``; the first
-  group of a run warms up for at least ``first_warmup_s`` (`first_group`). The last calls set how many calls
-  make one sample: enough to last ``min_sample_s``, at most ``max_iterations_per_sample``.
+* **Warm-up** (`warm_up_group`): in rounds of one call of each workload, as they are then timed, until each has
+  made ``warmup_min_iters`` calls and its call time has settled (the median of the last 3 calls within 20 % of the
+  3 before), and the group has run ``warmup_s`` per workload; at most until one has spent ``warmup_max_s``. The
+  first group of a run warms up for at least ``first_warmup_s`` a workload (`first_group`). Warmed one after the
+  other, the workload warmed first had cooled by the first round (`benchmarks/warm_order.py`, issue #46: two
+  copies of one model, PyTorch eager, read the one warmed first 0.9-3.6 % slower in the first order's rounds).
+  Each workload's last calls set how many calls make one sample: enough to last ``min_sample_s``, at most
+  ``max_iterations_per_sample``.
 * **One count for the group** (`group_number`): every workload of a group takes as many calls per sample as the
   slowest one needs. The first call of a sample, right after another workload ran, pays to refill the caches;
   a workload given more calls per sample spreads that cost thinner, so a count each tilts a paired ratio toward
@@ -58,6 +62,7 @@ __all__ = [
     "round_order",
     "time_interleaved",
     "warm_up",
+    "warm_up_group",
 ]
 
 #: The timing settings and their defaults (seconds; ``target_precision`` and ``confidence`` are fractions).
@@ -172,22 +177,42 @@ def _settled(times, tolerance=0.2):
 def warm_up(fn, timer, clock, config):
     """Run ``fn`` for at least ``warmup_s`` and ``warmup_min_iters`` calls, and on until the call time has
     settled (or ``warmup_max_s`` is spent); return (calls made, calls per sample)."""
-    times = []
+    return warm_up_group([("", fn)], timer, clock, config)[""]
+
+
+def warm_up_group(pairs, timer, clock, config):
+    """Warm up the workloads of one group (``pairs``: (name, fn), in order) in rounds of one call each, as they are
+    timed: on until each has made ``warmup_min_iters`` calls and its call time has settled, and the group has run
+    ``warmup_s`` per workload; at most until one of them has spent ``warmup_max_s``. Return {name: (calls made,
+    calls per sample)}. One after the other, the workload warmed up first had cooled by the first round: A/A groups
+    read it 3-10 % slower in the rounds of the first order (`benchmarks/warm_order.py`)."""
+    times = dict((name, []) for name, _ in pairs)
+    spent = dict((name, 0.0) for name, _ in pairs)
     start = clock()
     while True:
-        times.append(timer(fn, 1))
+        for name, fn in pairs:
+            before = clock()
+            times[name].append(timer(fn, 1))
+            spent[name] += (clock() - before) * 1e-9
         elapsed = (clock() - start) * 1e-9
-        if len(times) >= _MAX_WARMUP_CALLS or elapsed >= config["warmup_max_s"]:
+        calls = len(times[pairs[0][0]])
+        if calls >= _MAX_WARMUP_CALLS or max(spent.values()) >= config["warmup_max_s"]:
             break
-        if len(times) >= config["warmup_min_iters"] and elapsed >= config["warmup_s"] and _settled(times):
+        if (calls >= config["warmup_min_iters"] and elapsed >= config["warmup_s"] * len(pairs)
+                and all(_settled(t) for t in times.values())):
             break
-    # The last calls estimate one call's time (the first ones pay for caches, allocation, autotuning).
+    return dict((name, (len(t), _calls_per_sample(t, config))) for name, t in times.items())
+
+
+def _calls_per_sample(times, config):
+    """Calls that make one sample of at least ``min_sample_s``, from the last warm-up calls (the first ones pay for
+    caches, allocation, autotuning); at most ``max_iterations_per_sample``."""
     per_call = statistics.median(times[-3:])
     if per_call <= 0:
         number = config["max_iterations_per_sample"]
     else:
         number = int(math.ceil(config["min_sample_s"] / per_call))
-    return len(times), max(1, min(config["max_iterations_per_sample"], number))
+    return max(1, min(config["max_iterations_per_sample"], number))
 
 
 def group_number(numbers):
@@ -246,7 +271,7 @@ def time_interleaved(fns, config=None, timer=None, clock=CLOCK):
     timer = timer or CpuTimer(clock)
     names = [name for name, _ in pairs]
     table = dict(pairs)
-    warm = dict((name, warm_up(table[name], timer, clock, settings)) for name in names)
+    warm = warm_up_group(pairs, timer, clock, settings)
     number = group_number(warm[name][1] for name in names)
     samples = dict((name, []) for name in names)
     halves = 2 if len(names) == 2 else 1  # two workloads: a second half in the other order (the module docstring)
