@@ -184,8 +184,8 @@ def warm_up_group(pairs, timer, clock, config):
     """Warm up the workloads of one group (``pairs``: (name, fn), in order) in rounds of one call each, as they are
     timed: on until each has made ``warmup_min_iters`` calls and its call time has settled, and the group has run
     ``warmup_s`` per workload; at most until one of them has spent ``warmup_max_s``. Return {name: (calls made,
-    calls per sample)}. One after the other, the workload warmed up first had cooled by the first round: A/A groups
-    read it 3-10 % slower in the rounds of the first order (`benchmarks/warm_order.py`)."""
+    calls per sample)}. One after the other, the workload warmed up first had cooled by the first round: two copies
+    of one model read it 0.9-3.6 % slower in the rounds of the first order (`benchmarks/warm_order.py`)."""
     times = dict((name, []) for name, _ in pairs)
     spent = dict((name, 0.0) for name, _ in pairs)
     start = clock()
@@ -216,7 +216,7 @@ def _calls_per_sample(times, config):
 
 
 def group_number(numbers):
-    """The calls per sample of every workload of a group, from each one's own count (`warm_up`): the slowest
+    """The calls per sample of every workload of a group, from each one's own count (`warm_up_group`): the slowest
     workload's, the smallest count (see the module docstring: one count, so that the cost of the first call of a
     sample weighs alike in every workload's time)."""
     return min(numbers)
