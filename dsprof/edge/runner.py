@@ -4,9 +4,9 @@
 One file, no dependency but the standard library, NumPy and the runtime it times; runs on Python 3.6
 and later (a Jetson TX2 on JetPack 4.6, a Raspberry Pi, a workstation driving a phone over adb).
 The timing loop is dsprof's profiler's own file, ``timing_loop.py`` (``dsprof/portable/timing_loop.py``,
-standard library only), which the bundle carries beside this one: every workload of a group is warmed up
-until its call time settles, then timed in interleaved rounds (the order rotates; two workloads keep one
-order), each sample lasting at least ``min_sample_s``; the loop stops once every median is known to the
+standard library only), which the bundle carries beside this one: the workloads of a group are warmed up in
+rounds until each one's call time settles, then timed in interleaved rounds (the order rotates; two workloads
+keep one order for half of the rounds), each sample lasting at least ``min_sample_s``; the loop stops once every median is known to the
 target precision, or when the budget or the sample cap is spent. Raw samples (seconds per forward pass) are
 written as JSON Lines, one line per workload, a group at a time, flushed to disk; a run started again
 on the same results file skips what it holds (resume), after checking it was written with the same
