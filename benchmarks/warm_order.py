@@ -30,7 +30,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -74,7 +74,7 @@ def compare(model: str, resolution: int, groups: int, backend_name: str = "torch
                                     Path(tmp) / f"{g}{i}").run for i in (0, 1)]
             order = [("a", runs[0]), ("b", runs[1])] if g // 2 % 2 == 0 else [("a", runs[1]), ("b", runs[0])]
             config = timing_loop.first_group(timing_loop.DEFAULTS) if g == 0 else timing_loop.DEFAULTS
-            with torch.inference_mode(), (warmed_one_after_the_other() if way == WAYS[0] else _nothing()):
+            with torch.inference_mode(), (warmed_one_after_the_other() if way == WAYS[0] else nullcontext()):
                 out = timing_loop.time_interleaved(order, config)
             a, b = out["a"]["samples_s"], out["b"]["samples_s"]
             n = len(a) // 2
@@ -89,11 +89,6 @@ def compare(model: str, resolution: int, groups: int, backend_name: str = "torch
         parts.append(f"{way}: check noise +-{rms:.2%} (rms), ratio {statistics.median(r['all']):.4f}, first half "
                      f"{statistics.median(r['first']):.4f}, second half {statistics.median(r['second']):.4f}")
     return f"{model} {resolution} px, {backend_name}, {groups} groups each: " + "; ".join(parts)
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def main(argv: list[str] | None = None) -> int:
