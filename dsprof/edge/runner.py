@@ -10,8 +10,9 @@ keep one order for half of the rounds), each sample lasting at least ``min_sampl
 every median is known to the target precision, or when the budget or the sample cap is spent. Raw samples
 (seconds per forward pass) are written as JSON Lines, one line per workload, a group at a time, flushed to
 disk; a run started again on the same results file skips what it holds (resume), after checking it was
-written with the same settings. ``dsprof import`` turns the file into dsprof measurement records. The bundle carries three more of the
-profiler's own standard-library files, so that a board is read and timed as ``dsprof measure`` reads and times it:
+written with the same settings. ``dsprof import`` turns the file into dsprof measurement records. The bundle
+carries three more of the profiler's own standard-library files, so that a board is read and timed as
+``dsprof measure`` reads and times it:
 ``hardware.py`` (the machine and the environment record), ``cpu_share.py`` (the CPU share a group got) and
 ``sessions.py`` (how ONNX Runtime, OpenVINO and TFLite are opened).
 
