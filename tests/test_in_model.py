@@ -239,7 +239,8 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     pieces' sum predicts 7 x 0.75 / 20 = 26.25 %. Below 1, every saving then counts rho = (1 - ratio) / 0.2625, and the
     systematic term is the spread of a uniform on [1, rho] around rho (plus rho's error, 0 here) on the part of the
     plan the calibration plan does not pin down: the plan's three merged blocks sum to 3/7 of the calibration plan's
-    saving, so 4/7 of that spread. The calibration plan itself (7/7) carries rho's own error alone."""
+    saving, so 4/7 of that spread. The calibration plan itself (7/7) carries rho's own error alone. Beside it, each
+    merged block meets its neighbours: 0.4 % of the model each, 1 sd, independent (three blocks, or seven)."""
     from dsprof.lut import predict_latency
     from dsprof.records.plan import Plan
     from test_lut_in_situ import MODEL, OPTIONS
@@ -255,10 +256,11 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     assert "together save x0.800 of their sum, and so does every plan" in pred.systematic_source
     u = 1 - 1 / pred.speedup
     spread = math.sqrt((1 - rho) ** 2 / 12 + (rho - (1 + rho) / 2) ** 2) / rho
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * spread * unpinned, rel=1e-9)
+    three, seven = 0.004 * math.sqrt(3), 0.004 * math.sqrt(7)  # how the merged blocks meet their neighbours
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(u * spread * unpinned, three), rel=1e-9)
     whole = predict_latency(MODEL, lut, every, strict=True)
     assert whole.total_s == pytest.approx(0.020 * ratio, rel=1e-9)  # what it measured
-    assert whole.systematic == pytest.approx(0.0, abs=1e-12)  # rho's own error, 0 here
+    assert whole.systematic == pytest.approx(1.959964 * whole.speedup * seven, rel=1e-9)  # rho's own error is 0 here
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
     # 0.0105 / 0.2625 = 0.04 (weight 625 against the prior's 4), so rho shrinks toward 1 to (625 x 0.8 + 4) / 629
     lut, plan = _hand_calibrated(ratio, 0.0105)
@@ -271,10 +273,11 @@ def test_the_calibration_group_says_how_the_pieces_combine_by_hand():
     spread = math.sqrt((1 - low) ** 2 / 12 + (shrunk - (1 + low) / 2) ** 2) / shrunk
     factor = math.hypot(spread * unpinned, 1 / math.sqrt(629) / shrunk)  # plus rho's own (shrunk) error, relative
     u = 1 - 1 / pred.speedup
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * u * factor, rel=1e-9)
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(u * factor, three), rel=1e-9)
     whole = predict_latency(MODEL, lut, every, strict=True)
     u = 1 - 1 / whole.speedup
-    assert whole.systematic == pytest.approx(1.959964 * whole.speedup * u / math.sqrt(629) / shrunk, rel=1e-9)
+    assert whole.systematic == pytest.approx(1.959964 * whole.speedup * math.hypot(u / math.sqrt(629) / shrunk, seven),
+                                             rel=1e-9)
 
 
 def test_a_block_that_costs_time_is_priced_apart_from_rho_by_hand():
@@ -335,8 +338,9 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     blocks adds its share of that: on a runtime that compiles (ONNX Runtime), its share of the calibration plan's
     pairs, m (m - 1) / 42 (issue #46: what pieces gain together there comes from fused neighbours); on PyTorch eager,
     which runs each activation apart, its share of the blocks, m / 7. Its systematic error: that interaction uniform
-    between none and its share of blocks, m / 7, around the share it takes, and rho's own error times that share. The
-    calibration plan itself is predicted at what it measured, either way."""
+    between none and its share of blocks, m / 7, around the share it takes, and rho's own error times that share; beside
+    it, each of the m merged blocks meets its neighbours (0.4 % of the model, 1 sd each). The calibration plan itself
+    is predicted at what it measured, either way."""
     from dsprof.lut import predict_latency
     from dsprof.records.plan import Plan
     from test_lut_in_situ import MODEL, OPTIONS
@@ -351,7 +355,8 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     assert f"together save x1.200 of their sum, a plan that linearises some of its blocks its share of their {by}" \
         in pred.systematic_source
     spread = math.sqrt((full * share) ** 2 / 12 + (full * taken - full * share / 2) ** 2)
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * spread / 0.020, rel=1e-9)
+    three = 0.004 * math.sqrt(3)  # how the three merged blocks meet their neighbours, a share of the model
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(spread / 0.020, three), rel=1e-9)
     every = Plan("mobilenet_v2", (0,) * 7, OPTIONS, merge=(True,) * 7)  # the calibration plan: what it measured
     assert predict_latency(MODEL, lut, every, strict=True).total_s == pytest.approx(0.020 * ratio, rel=1e-9)
     # the same calibration known to 1.05 % of the model (its paired ratio's standard error): rho's own error is
@@ -365,7 +370,7 @@ def test_a_calibration_group_that_saved_more_than_its_pieces_adds_each_plan_its_
     assert f"(x1.200, shrunk to x{shrunk:.3f} by its error)" in pred.systematic_source
     spread = math.sqrt((full * share) ** 2 / 12 + (full * taken - full * share / 2) ** 2)
     error = math.hypot(spread, 1 / math.sqrt(629) * 7 * 0.00075 * taken)  # plus rho's own (shrunk) error
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * error / 0.020, rel=1e-9)
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(error / 0.020, three), rel=1e-9)
 
 
 @pytest.mark.parametrize("rho, carried", [(0.8, 0.8), (1.2, 1.0)])
@@ -394,7 +399,8 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     to a 26.25 % saving: rho would be negative, so no saving is scaled. The gap, g = -2 % - 26.25 % of the model, is
     what a plan linearising every block may miss by; a plan that linearises 3 of the 7 blocks, by between 0 and
     3/7 g (a uniform, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
-    line). Worked out from the module docstring of dsprof.lut.interval, not from the code's output."""
+    line) and how each of the 3 blocks meets its neighbours (0.4 % of the model, 1 sd each). Worked out from the
+    module docstring of dsprof.lut.interval, not from the code's output."""
     from dataclasses import replace
 
     from dsprof.lut import predict_latency
@@ -407,19 +413,22 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
     pred = predicted(1.02)
     assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-9)  # prices as the pieces add up: not scaled
     gap = -0.02 - 0.2625
-    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * 3 / 7 * abs(gap) / math.sqrt(3), rel=1e-6)
+    three = 0.004 * math.sqrt(3)
+    assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(3 / 7 * abs(gap) / math.sqrt(3), three),
+                                            rel=1e-6)
     assert "-28.2% of the model" in pred.systematic_source
     # the interval holds the plan's point and the gap's reach: the speed-up with 3/7 of g lost is inside it
     worst = 0.020 / (pred.total_s - 3 / 7 * gap * 0.020)
     assert pred.speedup_low < worst < pred.speedup
     # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
-    assert predicted(1 - 0.2625).systematic == pytest.approx(0.0, abs=1e-12)
+    same = predicted(1 - 0.2625)
+    assert same.systematic == pytest.approx(1.959964 * same.speedup * three, rel=1e-9)
     # the same 3 blocks linearised and left unmerged: the hand LUT has no `linear` entry, so each reads its original
     # and saves nothing, yet the plan still removes 3 of the 7 blocks' activations and lands up to 3/7 g away
     lut, plan = _hand_calibrated(1.02, 0.0)
     unmerged = predict_latency(MODEL, lut, replace(plan, merge=(False,) * 7), strict=True)
     assert unmerged.total_s == pytest.approx(0.020, rel=1e-9)
-    assert unmerged.systematic == pytest.approx(1.959964 * 3 / 7 * abs(gap) / math.sqrt(3), rel=1e-6)
+    assert unmerged.systematic == pytest.approx(1.959964 * math.hypot(3 / 7 * abs(gap) / math.sqrt(3), three), rel=1e-6)
 
 
 def test_the_prior_and_the_weight_of_a_scale_by_hand():

@@ -293,6 +293,8 @@ def test_interval_by_hand():
     # systematic: phi = 20 / 14 (no stem and head), the truth uniform on [1, phi], the method counts 1.5
     phi = 20 / 14
     systematic = u * math.sqrt((phi - 1) ** 2 / 12 + (F - (1 + phi) / 2) ** 2) / F
+    # and each of the three merged blocks meets its neighbours: 0.4 % of the model each (1 sd, independent)
+    systematic = math.hypot(systematic, 0.004 * math.sqrt(3))
     # a check's noise: every in-situ saving (3.75 %) equals the scaled isolated one (1.5 x 0.5 / 20): no spread
     ln_s = S * math.hypot(entries, systematic)
     ln_t = math.sqrt((S * math.hypot(entries, systematic)) ** 2 + (reference / R) ** 2 + drift ** 2)

@@ -285,7 +285,7 @@ def predict_plan(prices: Prices, plan: Any = None, *, variant: str | None = None
     return Prediction(label, key, b.latency, rest_s, rest_method, rows, coverage, tuple(missing), prices.used,
                       b.speedup, b.entries, b.drift, terms.drift_source, factor=prices.factor,
                       in_model_factor=in_model_factor(prices.entries), original_s=original, systematic=b.systematic,
-                      systematic_source=terms.factor_source, check=b.check, check_source=terms.check_source,
+                      systematic_source=terms.systematic_source, check=b.check, check_source=terms.check_source,
                       measured_utc=prices.measured_utc)
 
 
