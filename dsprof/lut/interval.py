@@ -442,7 +442,7 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     u = 1 - total_s / original_s
     saving_var, reference_var = 0.0, 0.0
     changed, blocks = linearised(pieces)  # its share of the calibration plan: the gap's f, the pairs' m / n
-    deployed = sum(1 for p in pieces if _changes(p))
+    deployed = sum(1 for p in pieces if p.changes)
     for p in pieces:
         errors = sum(e * e for e in p.errors_s)
         if p.saving_s == 0.0:  # a kept block: its errors are the original's
@@ -465,12 +465,6 @@ def plan_bounds(pieces: list[Piece], total_s: float, original_s: float, terms: T
     ln_t = math.sqrt((speedup * sigma_u) ** 2 + reference_var / original_s ** 2 + terms.drift ** 2)
     return Bounds(_log_normal(speedup, ln_s), _log_normal(total_s, ln_t),
                   Z95 * speedup * entries, Z95 * speedup * systematic, Z95 * terms.check, Z95 * terms.drift)
-
-
-def _changes(piece: Piece) -> bool:
-    """Whether a plan deploying ``piece`` changes the model there (a linearised block, merged or not, a span, a block
-    keeping some of its activations; not a block as built): what `PIECE_INTERACTION` counts."""
-    return not (piece.kept and piece.variant == "original")
 
 
 def _log_normal(value: float, ln_sigma: float) -> Estimate:
@@ -497,10 +491,11 @@ def ratio_bounds(pieces: Sequence[Piece], total_s: float, reference: Sequence[Pi
     `plan_bounds` sums; the denominator's own error is second order and left out). With the model's ``terms`` (the
     front's, `Terms`), three more parts, as a plan's own interval has them: the factor's systematic error, which
     scales the savings only one plan deploys (``terms.factor`` x |a / b - 1|), `PIECE_INTERACTION` for each piece
-    that changes the model in one plan only (relative to b: the original's share, a little wider), and the noise of
-    the paired check that would measure the two plans (``terms.check``, relative). Issue #46: without them, eager's plans on other
-    runtimes at 96 px were given losses of +7 to +17 % within +-1 point and measured -0 to +12 %."""
-    key = lambda p: (p.start, p.stop, p.variant, p.errors_s, p.weight, _changes(p))  # noqa: E731
+    that changes the model in one plan only (a share of the original, counted here as a share of b: a little narrower
+    where b runs faster than the original, wider where slower), and the noise of the paired check that would measure
+    the two plans (``terms.check``, relative). Issue #46: without them, eager's plans on other runtimes at 96 px were
+    given losses of +7 to +17 % within +-1 point and measured -0 to +12 %."""
+    key = lambda p: (p.start, p.stop, p.variant, p.errors_s, p.weight, p.changes)  # noqa: E731
     mine, theirs = Counter(map(key, pieces)), Counter(map(key, reference))
     only = (mine - theirs) + (theirs - mine)  # the pieces one plan deploys and the other does not
     # each counted by its weight, as `plan_bounds` counts the pieces' errors

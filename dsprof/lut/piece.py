@@ -54,6 +54,12 @@ class Piece:
         """Whether its blocks merge into one convolution (a block merged alone, or a span)."""
         return self.variant in ("merged", "span")
 
+    @property
+    def changes(self) -> bool:
+        """Whether deploying it changes the model there: a linearised block, merged or not, a span, a block keeping
+        some of its activations; not a block as built (what `dsprof.lut.interval.PIECE_INTERACTION` counts)."""
+        return not (self.kept and self.variant == "original")
+
 
 def comparable(merged: Piece, unmerged: Piece) -> bool:
     """Whether the table holds both costs of a lone block (its merged and its unmerged ``latency_s``: entries, or
