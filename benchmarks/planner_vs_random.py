@@ -615,7 +615,10 @@ def summary(rows: list[dict]) -> str:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(f"{r.get('resolution', 224)} px", []).append(r)
-        groups.setdefault("small (<= %d blocks)" % SMALL if r["n"] <= SMALL else "large", []).append(r)
+        # a model whose blocks are all linear already (k = 0 of 0) has no plan to choose: not a small model
+        size = ("no activation to remove" if r["n"] == 0 else "small (<= %d blocks)" % SMALL if r["n"] <= SMALL
+                else "large")
+        groups.setdefault(size, []).append(r)
         groups.setdefault(r["backend"], []).append(r)
     for label, group in groups.items():
         plans = [p for r in group for p in [r["front"], *r["random"]]]

@@ -394,13 +394,15 @@ def test_the_pieces_own_errors_count_as_their_sum_does(rho, carried):
     assert spread.lut_spread ** 2 - exact.lut_spread ** 2 == pytest.approx(grown, rel=1e-6)
 
 
-def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
+def test_a_calibration_that_says_nothing_of_rho_prices_and_widens_by_its_gap():
     """The same hand LUT, but the every-block-merged model ran 2 % slower than the original where its pieces add up
     to a 26.25 % saving: rho would be negative, so no saving is scaled. The gap, g = -2 % - 26.25 % of the model, is
-    what a plan linearising every block may miss by; a plan that linearises 3 of the 7 blocks, by between 0 and
-    3/7 g (a uniform, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
+    what the calibration plan (every block linearised) missed its pieces' sum by; a plan that linearises 3 of the 7
+    blocks is priced 3/7 g of the model from that sum (the straight line from the original to the calibration plan
+    as it ran: dsprof.lut.inmodel's "rho says nothing"), and may land anywhere back to the sum (a uniform on [0, 3/7 g]
+    around its price, standard deviation 3/7 |g| / sqrt(3)), beside the scale's error (0 here: every piece on its
     line) and how each of the 3 blocks meets its neighbours (0.4 % of the model, 1 sd each). Worked out from the
-    module docstring of dsprof.lut.interval, not from the code's output."""
+    module docstrings, not from the code's output."""
     from dataclasses import replace
 
     from dsprof.lut import predict_latency
@@ -411,24 +413,26 @@ def test_a_calibration_that_says_nothing_of_rho_still_widens_by_its_gap():
 
     assert sum(1 - k for k in KEEP) == 3 and len(KEEP) == 7
     pred = predicted(1.02)
-    assert pred.total_s == pytest.approx(0.020 - 3 * 0.00075, rel=1e-9)  # prices as the pieces add up: not scaled
     gap = -0.02 - 0.2625
+    summed = 0.020 - 3 * 0.00075  # the pieces' sum: three merged blocks saving 0.75 ms each
+    assert pred.total_s == pytest.approx(summed - 3 / 7 * gap * 0.020, rel=1e-9)  # 20.171 ms: slower than the original
     three = 0.004 * math.sqrt(3)
     assert pred.systematic == pytest.approx(1.959964 * pred.speedup * math.hypot(3 / 7 * abs(gap) / math.sqrt(3), three),
                                             rel=1e-6)
-    assert "-28.2% of the model" in pred.systematic_source
-    # the interval holds the plan's point and the gap's reach: the speed-up with 3/7 of g lost is inside it
-    worst = 0.020 / (pred.total_s - 3 / 7 * gap * 0.020)
-    assert pred.speedup_low < worst < pred.speedup
-    # a calibration that saved what the pieces add up to (rho = 1) adds nothing of the kind
+    assert "is priced f x -28.2% of the model from its pieces' sum" in pred.systematic_source
+    # the interval reaches back to the pieces' sum
+    assert pred.speedup_low < pred.speedup < 0.020 / summed < pred.speedup_high
+    # a calibration that saved what the pieces add up to (rho = 1) moves and adds nothing of the kind
     same = predicted(1 - 0.2625)
+    assert same.total_s == pytest.approx(summed, rel=1e-9)
     assert same.systematic == pytest.approx(1.959964 * same.speedup * three, rel=1e-9)
     # the same 3 blocks linearised and left unmerged: the hand LUT has no `linear` entry, so each reads its original
-    # and saves nothing, yet the plan still removes 3 of the 7 blocks' activations and lands up to 3/7 g away
+    # and saves nothing, yet the plan still removes 3 of the 7 blocks' activations: priced 3/7 g from the original
     lut, plan = _hand_calibrated(1.02, 0.0)
     unmerged = predict_latency(MODEL, lut, replace(plan, merge=(False,) * 7), strict=True)
-    assert unmerged.total_s == pytest.approx(0.020, rel=1e-9)
-    assert unmerged.systematic == pytest.approx(1.959964 * math.hypot(3 / 7 * abs(gap) / math.sqrt(3), three), rel=1e-6)
+    assert unmerged.total_s == pytest.approx(0.020 - 3 / 7 * gap * 0.020, rel=1e-9)
+    assert unmerged.systematic == pytest.approx(1.959964 * unmerged.speedup * math.hypot(3 / 7 * abs(gap) / math.sqrt(3),
+                                                                                        three), rel=1e-6)
 
 
 def test_the_prior_and_the_weight_of_a_scale_by_hand():

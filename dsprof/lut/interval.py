@@ -25,7 +25,9 @@ log-symmetric, 95 %, built from these parts (each a relative standard deviation)
   group still measured how far a whole plan lands from the sum of its pieces, in the model's own units: the
   **gap** g (its measured saving less the predicted one, a share of the model). A plan that linearises a share f
   of the blocks is then taken to interact by between 0 and f g (uniform; `Terms.interaction` = |g| / sqrt(3), the
-  standard deviation of that error at f = 1), added to u's error beside the factor's. Issue #36's held-out runs
+  standard deviation of that error at f = 1, around either end), added to u's error beside the factor's. The
+  in-model prices count f g (`dsprof.lut.inmodel`, "rho says nothing"), so the range runs from the price back to
+  the pieces' sum; the other methods price the pieces' sum, and it runs from the price to f g. Issue #36's held-out runs
   showed why: through ONNX Runtime, spnasnet_100's calibration plan was predicted to save 0.8 % and measured 2.1 %
   slower, and every plan that linearised most blocks ran 2-3 % slower than predicted. Estimated from the LUT's
   runs, never from a later check.
@@ -237,7 +239,7 @@ def terms_of(inputs: IntervalInputs) -> Terms:
         check_source += f" and the runtime's spread from process to process (s.d. {inputs.process_spread:.1%})"
     if inputs.in_model is not None:  # the scale is paired (`dsprof.lut.inmodel`): how the pieces combine is left
         im = inputs.in_model
-        interaction, gap_source = _interaction(calibration) if im.combined == 1.0 else (0.0, "")
+        interaction, gap_source = _interaction(calibration, priced=im.gap_s != 0) if im.combined == 1.0 else (0.0, "")
         if im.combined != 1.0:
             # a plan's pieces combine between not at all (x1) and as the calibration plan's did (rho), each plan by
             # its share of the calibration plan (`plan_bounds` asks `InModel.together_error_s`); the relative error
@@ -308,15 +310,17 @@ def calibration_of(inputs: IntervalInputs) -> Calibration:
                        else math.nan, gap=measured - predicted, fitted=fitted)
 
 
-def _interaction(calibration: Calibration) -> tuple[float, str]:
+def _interaction(calibration: Calibration, priced: bool = False) -> tuple[float, str]:
     """Where the calibration group says nothing of rho (its plan predicted to save too little, or measured a loss
-    against a predicted saving) but measured its gap: the gap's error at f = 1 (``|g| / sqrt(3)``, a uniform on
-    [0, g] around 0) and where it came from; else (0, "")."""
+    against a predicted saving) but measured its gap: the gap's error at f = 1 (``|g| / sqrt(3)``: a uniform on
+    [0, g] around either end, its pieces' sum or, where the in-model prices count the gap (``priced``,
+    `dsprof.lut.inmodel.InModel.together`), f g) and where it came from; else (0, "")."""
     if calibration.rho > 0 or not calibration.gap == calibration.gap:
         return 0.0, ""
     g = calibration.gap
-    return abs(g) / math.sqrt(3), (f"{calibration.source}: a plan that linearises a share f of the blocks lands "
-                                   f"between 0 and f x {g:+.1%} of the model from its price")
+    where = (f"is priced f x {g:+.1%} of the model from its pieces' sum, and lands between that and their sum"
+             if priced else f"lands between 0 and f x {g:+.1%} of the model from its price")
+    return abs(g) / math.sqrt(3), f"{calibration.source}: a plan that linearises a share f of the blocks {where}"
 
 
 def _drift(inputs: IntervalInputs) -> tuple[float, str]:

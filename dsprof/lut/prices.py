@@ -139,6 +139,8 @@ class Prices:
                         combined_source=calibration.source,
                         calibration_s=(inputs.calibration_share - inputs.calibration_costs) * inputs.reference_s,
                         excess_by=_excess_by(key)))
+                elif calibration.gap == calibration.gap:  # rho says nothing: the plans share its gap by blocks
+                    costs = replace(costs, in_model=replace(in_model, gap_s=calibration.gap * inputs.reference_s))
                 return costs
             why_not = _why_not_scaled(method, scale, rest_method, label, model_args)
             if why_not is None:
