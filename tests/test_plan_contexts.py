@@ -232,15 +232,18 @@ def test_minimax_solver_equals_brute_force_on_random_savings(contexts, seed, mon
             if i + size <= n:
                 pieces.append(Piece(i, i + size, "span", savings_s=tuple(rng.uniform(-1, 2.5 * size, contexts))))
     every = [(sum(p.kept for p in t), np.sum([p.savings_s for p in t], axis=0)) for t in _tilings(n, pieces)]
-    base = np.full(contexts, 40.0)
-    own = {k: base - np.max([v for kk, v in every if kk == k], axis=0) for k in range(n + 1)}
+    # each context's original, less a term of k alone that differs by context (a calibration plan's gap or excess
+    # shared by the n - k linearised blocks): it moves which context binds at a k, so the solver must read it per k
+    share = rng.uniform(-4, 4, contexts)
+    base = {k: 40.0 - share * (n - k) / n for k in range(n + 1)}
+    own = {k: base[k] - np.max([v for kk, v in every if kk == k], axis=0) for k in range(n + 1)}
     worst, _ = _worst(n, pieces, base, own)
     mean = _mean(n, pieces, own)
     for k in range(n + 1):
-        relative = [(base - v) / own[k] for kk, v in every if kk == k]
-        got = (base - np.sum([p.savings_s for p in worst[k]], axis=0)) / own[k]
+        relative = [(base[k] - v) / own[k] for kk, v in every if kk == k]
+        got = (base[k] - np.sum([p.savings_s for p in worst[k]], axis=0)) / own[k]
         assert got.max() == pytest.approx(min(r.max() for r in relative), rel=1e-12), (k, "worst")
-        got = (base - np.sum([p.savings_s for p in mean[k]], axis=0)) / own[k]
+        got = (base[k] - np.sum([p.savings_s for p in mean[k]], axis=0)) / own[k]
         assert got.mean() == pytest.approx(min(r.mean() for r in relative), rel=1e-12), (k, "mean")
 
 

@@ -4,9 +4,11 @@ to each context's own front plan of that k is lowest in the worst case (``worst`
 The pieces are the planner's (`dsprof.planning.dp`): a kept block; a linearised block alone, merged or not as each
 context deploys it cheaper (where the contexts disagree on whether merging pays both are offered, and the plan's
 ``merge`` list says which it chose); a span
-of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c - S_c``, with S_c the sum of
-its pieces' savings there (`dsprof.lut.prices`), and its relative latency at k is ``(base_c - S_c) / R_c(k)``, R_c(k)
-the latency of c's own front plan with k kept blocks.
+of linearised blocks merged as one convolution. In context c a plan's latency is ``base_c(k) - S_c``, with S_c the sum of
+its pieces' savings there (`dsprof.lut.prices`) and base_c(k) the original's latency less what every plan of k takes
+of c's calibration plan beyond its pieces (`dsprof.lut.inmodel.InModel.together`: the pairs' excess or the gap's
+share, a term of k alone, read off c's own front plan of k), and its relative latency at k is
+``(base_c(k) - S_c) / R_c(k)``, R_c(k) the latency of c's own front plan with k kept blocks.
 
 - ``mean``: minimising the mean of the relative latencies is maximising ``sum_c S_c / R_c(k)``, a sum over the
   pieces of ``sum_c saving_c(piece) / R_c(k)``: one run of the planner's DP (`best_per_k`) per k with that weighted
@@ -214,7 +216,7 @@ def _plan(pieces: Sequence[Piece], n: int, name: str, options: dict, k: int, obj
                 source=f"dsprof plan for several contexts ({what} loss over {', '.join(str(c) for c in contexts)})")
 
 
-def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndarray],
+def _worst(n: int, pieces: list[Piece], base: dict[int, np.ndarray], own: dict[int, np.ndarray],
            least_loss: bool = False, count: Callable[[Piece], int] = _kept) -> tuple[dict[int, list[Piece]], int]:
     """The minimax plan (as pieces) for each k, by the Pareto DP of the module docstring; and the largest set kept.
     With ``least_loss``: for each k the plan of least summed ``loss`` of its pieces, the minimax among equals.
@@ -224,7 +226,7 @@ def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndar
     (`_incumbents`) for every k it can end at is dropped (it cannot be optimal); and the sets are filtered with
     NumPy. With ``least_loss`` the known plans are least-loss ones, and a k counts only while the partial plan can
     still reach that k's least loss. ``count``: what a piece adds to k (`dsprof.planning.dp.block_count`)."""
-    m = len(base)
+    m = len(pieces[0].savings_s)
     savings = np.array([p.savings_s for p in pieces], dtype=float).reshape(len(pieces), m)
     upper = _incumbents(n, pieces, savings, base, own, least_loss, count)
     reach = _reach(n, pieces, savings, count=count)
@@ -263,7 +265,7 @@ def _worst(n: int, pieces: list[Piece], base: np.ndarray, own: dict[int, np.ndar
     for k, (vectors, _, _) in sets[n].items():
         if k not in own:
             continue
-        relative = (base - vectors[:, :m]) / own[k]  # F x m
+        relative = (base[k] - vectors[:, :m]) / own[k]  # F x m
         rows = np.arange(len(vectors))
         if losses is not None:  # the least loss first (within rounding: equal sums added in another order)
             least, _, tol = losses
@@ -314,7 +316,7 @@ def _reach(n: int, pieces: list[Piece], values: np.ndarray, best=np.maximum, non
     return reach
 
 
-def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, own: dict[int, np.ndarray],
+def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: dict[int, np.ndarray], own: dict[int, np.ndarray],
                upper: dict[int, float], reach: np.ndarray, losses: tuple | None = None) -> np.ndarray:
     """Which partial plans of blocks 0..j-1 with k kept blocks could still end in a plan no worse than the best known,
     at some k they can reach (a tolerance keeps every tie). ``losses``: (the partial plans' losses, the least loss of
@@ -323,7 +325,7 @@ def _promising(vectors: np.ndarray, j: int, k: int, n: int, base: np.ndarray, ow
     for r in range(n - j + 1):
         if k + r not in upper or not np.all(np.isfinite(reach[j, r])):
             continue
-        bound = ((base - vectors - reach[j, r]) / own[k + r]).max(axis=1)
+        bound = ((base[k + r] - vectors - reach[j, r]) / own[k + r]).max(axis=1)
         ok = bound <= upper[k + r] * (1 + 1e-9) + 1e-12
         if losses is not None:
             lost, least, loss_reach, tol = losses
@@ -347,7 +349,7 @@ def _weighted(n: int, pieces: list[Piece], weights: np.ndarray, least_loss: bool
     return {k: [piece_of[id(o)] for o in s.pieces] for k, s in best_per_k(n, options, score, count).items()}
 
 
-def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: np.ndarray,
+def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: dict[int, np.ndarray],
                 own: dict[int, np.ndarray], least_loss: bool = False,
                 count: Callable[[Piece], int] = _kept) -> dict[int, float]:
     """For each k, the worst relative latency of the best of a few plans: each context's fastest, the least mean
@@ -360,7 +362,7 @@ def _incumbents(n: int, pieces: list[Piece], savings: np.ndarray, base: np.ndarr
         for k, chosen in by_k.items():
             if k in own:
                 vector = np.sum([p.savings_s for p in chosen], axis=0)
-                upper[k] = min(upper[k], float(((base - vector) / own[k]).max()))
+                upper[k] = min(upper[k], float(((base[k] - vector) / own[k]).max()))
     return upper
 
 
@@ -409,11 +411,12 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
         loss = [Fraction(v) for v in importance_values(importance, n)]
     pieces = _pieces(prices, max_span, loss)
     count = block_count(with_acts(prices[0].blocks))  # k counts the blocks with a removable activation, as the fronts'
-    base = np.array([predict_plan(c, None, strict=True).total_s for c in prices])
     ks = sorted(set.intersection(*[{p.k for p in f.points} for f in fronts]))
     if not ks:
         raise LUTMissError("the contexts' fronts share no k; measure the same blocks in every context")
     own = {k: np.array([f.at_k(k).latency_s for f in fronts]) for k in ks}
+    original = np.array([predict_plan(c, None, strict=True).total_s for c in prices])
+    base = {k: original - np.array([_beyond(c, f.at_k(k).plan) for c, f in zip(prices, fronts)]) for k in ks}
     contexts = tuple(c.key for c in prices)
 
     def points(chosen: dict[int, list[Piece]], label: str) -> tuple[JointPoint, ...]:
@@ -437,6 +440,13 @@ def joint_front(prices: Sequence[Prices], fronts: Sequence[Front], *, objective:
             by_loss = _mean(n, pieces, own, least_loss=True, count=count)
         least_loss = points(by_loss, f"least-loss-{objective}")
     return JointFront(contexts, objective, points(chosen, objective), states, least_loss)
+
+
+def _beyond(prices: Prices, plan: Plan) -> float:
+    """What a plan saves in ``prices``' context beyond its pieces' sum (seconds): its share of the calibration plan's
+    excess or gap (`dsprof.lut.inmodel.InModel.together`), the same for every plan of its k."""
+    pieces = prices.pieces(plan)
+    return prices.total_s(pieces, together=False) - prices.total_s(pieces)
 
 
 def _joint_point(k: int, plan: Plan, prices: Sequence[Prices], fronts: Sequence[Front], own: np.ndarray,
