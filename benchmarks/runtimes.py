@@ -203,8 +203,12 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
     from dsprof.records.measurement import paired_with_original, read_measurements
     from dsprof.records.stats import paired_speedup
 
+    from dsprof.merging.partial import with_acts
+
     _, _, preset_name = _model(args, key)
-    n = len(next(iter(fronts.prices.values())).blocks)
+    # k counts the blocks with an activation to remove, as the fronts do (StarNet-S050 at 96 px: 1 of its 7 blocks)
+    counted = [bool(c) for c in with_acts(next(iter(fronts.prices.values())).blocks)]
+    n = sum(counted)
     k = _table_k(load_plan(preset_name) if preset_name else None, n)
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     rows = []
@@ -233,7 +237,8 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
         for label, plan in plans.items():
             record = next((r for r in records if r.name == label), None)
             predicted = predict_plan(costs, plan)
-            cell = {"predicted": predicted.speedup, "spans": format_spans(plan.spans, "-"), "k": sum(plan.keep)}
+            cell = {"predicted": predicted.speedup, "spans": format_spans(plan.spans, "-"),
+                    "k": sum(keep for keep, c in zip(plan.keep, counted) if c)}
             cell["shown_k"] = cell["k"] != (0 if label == "all merged" else k)  # not the column's k: say which
             if record is None or not record.ok or original is None:
                 cell["error"] = record.error if record is not None else "not timed"
