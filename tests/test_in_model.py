@@ -56,6 +56,12 @@ def test_scale_floor_and_price_by_hand():
     assert im.price(2, 3, "merged", 0.001)[0] == pytest.approx((0.75 * 0.8 + 0.25 * c) * 1e-3, rel=1e-9)
     assert im.price(9, 10, "merged", 0.0)[1] == pytest.approx(math.sqrt(0.03e-6))  # tau0 whatever it saves alone
     assert im.price(0, 1, "linear", 0.001)[2] is False  # a variant not timed is a piece not timed
+    # what the error of a saving alone carries into the price: c for a piece not timed, c (1 - w) = c / 4 for one timed
+    # (its measurement carries the other three quarters), whatever it measured: not the price over the saving alone,
+    # which for a piece that saves nothing alone would carry its error without bound (issue #46, pvr91)
+    assert im.slope(9, 10, "merged", 0.001) == pytest.approx(c, rel=1e-12)
+    assert im.slope(0, 1, "merged", 0.001) == im.slope(1, 2, "merged", 0.001) == pytest.approx(0.25 * c, rel=1e-9)
+    assert im.slope(0, 1, "merged", 1e-12) == pytest.approx(0.25 * c, rel=1e-6)
 
 
 def test_the_sessions_part_of_each_pieces_measurement_is_not_its_own_scatter():
@@ -378,14 +384,18 @@ def test_the_pieces_own_errors_count_as_their_sum_does(rho, carried):
     """Below 1 a plan saves rho times its pieces' sum, so the sum's error counts rho times too (Var(rho S) = rho^2
     Var(S)); by pairs (above 1) the added term does not depend on the sum, so its error counts once. The hand LUT,
     with each block's two entries given an IQR of 0.2 ms of 25 samples: each merged piece's saving alone then has the
-    standard error e = sqrt(2) x 1.2533 x 0.2 ms / 1.349 / 5, 1.5 e inside the model (the scale). Only the entries'
-    part of the interval moves with it: its square grows by (Z95 S)^2 carried^2 x 3 (1.5 e)^2 / R^2 (S the speed-up,
-    R the 20 ms original; the three merged blocks of the plan)."""
+    standard error e = sqrt(2) x 1.2533 x 0.2 ms / 1.349 / 5, 1.5 e inside the model (the scale; each piece's own
+    timing inside the model given an IQR too, 0.1 us, too little to move the scale, so that its line, on which it
+    lies exactly, weighs it all: w = 0, and the error of its saving alone carries in full). Only the entries' part of
+    the interval moves with it: its square grows by (Z95 S)^2 carried^2 x 3 (1.5 e)^2 / R^2 (S the speed-up, R the
+    20 ms original; the three merged blocks of the plan)."""
     from dsprof.lut import LUT, predict_latency
+    from dsprof.records.measurement import IN_SITU_SCOPE
     from test_lut_in_situ import MODEL
 
     lut, plan = _hand_calibrated(1 - rho * 0.2625, 0.0)
     frame = lut.to_dataframe()
+    frame = frame.assign(iqr_s=frame.iqr_s.where(frame.scope != IN_SITU_SCOPE, 1e-7))
     noisy = frame.assign(iqr_s=frame.iqr_s.where(frame.scope != "block", 0.0002))
     exact, spread = (predict_latency(MODEL, LUT(f), plan, strict=True) for f in (frame, noisy))
     assert spread.total_s == pytest.approx(exact.total_s, rel=1e-12)  # the errors move no price

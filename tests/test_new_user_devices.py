@@ -261,16 +261,18 @@ def test_37_1_least_loss_for_several_contexts_equals_brute_force(contexts, seed,
     every = _tilings(n, pieces)
     kept = np.array([kk for kk, _, _ in every])
     savings = np.array([v for _, _, v in every])  # one row per tiling, one column per context
-    base = np.full(contexts, 40.0)
-    own = {k: base - savings[kept == k].max(axis=0) for k in range(n + 1)}
+    # each context's original less a term of k alone (its calibration plan's share, `minimax._beyond`), per context
+    share = rng.uniform(-4, 4, contexts)
+    base = {k: 40.0 - share * (n - k) / n for k in range(n + 1)}
+    own = {k: base[k] - savings[kept == k].max(axis=0) for k in range(n + 1)}
     worst, _ = _worst(n, pieces, base, own, least_loss=True)
     mean = _mean(n, pieces, own, least_loss=True)
     for k in range(n + 1):
         least = min(l for kk, l, _ in every if kk == k)
-        relative = (base - savings[[kk == k and l == least for kk, l, _ in every]]) / own[k]
+        relative = (base[k] - savings[[kk == k and l == least for kk, l, _ in every]]) / own[k]
         for chosen, score in ((worst[k], np.max), (mean[k], np.mean)):
             assert sum((p.loss for p in chosen), Fraction(0)) == least, (k, score.__name__)
-            got = (base - np.sum([p.savings_s for p in chosen], axis=0)) / own[k]
+            got = (base[k] - np.sum([p.savings_s for p in chosen], axis=0)) / own[k]
             assert score(got) == pytest.approx(score(relative, axis=1).min(), rel=1e-12), (k, score.__name__)
 
 

@@ -323,8 +323,8 @@ class Prices:
         if self.in_model is not None and found:
             kind = "span" if stop - start > 1 else variant
             saving, se, timed = self.in_model.price(start, stop, kind, alone)
-            scale = saving / alone if alone else self.factor
-            errors = (se, *(scale * e for e in self._alone_errors(originals, entry)))
+            slope = self.in_model.slope(start, stop, kind, alone)
+            errors = (se, *(slope * e for e in self._alone_errors(originals, entry)))
             return Piece(start, stop, variant, entry.median_s, saving, errors, None, entry.noisy, timed,
                          weight=self.in_model.weight(saving))
         saving = self.factor * alone
