@@ -269,8 +269,8 @@ class InModel:
         """How far `price` moves per second of ``alone_s``: what the error of a saving timed alone carries into the
         price. The kind's scale, times 1 - w for a piece timed in the model (its measurement carries w of the price).
         Not the price over ``alone_s``: issue #46's pvr91, GC-ResNet-33ts on ONNX Runtime at 224 px, whose block 5
-        saved almost nothing alone and 0.18 ms inside the model, carried a median error of -44 ms so, and its plans
-        intervals of 0.42-2.68x."""
+        saved almost nothing alone and 0.18 ms inside the model, carried a standard error of 0.33 ms as -44 ms so, and
+        its plans' intervals were 0.42-2.68x."""
         scale, _, w, timed = self._posterior(start, stop, variant, alone_s)
         return scale * (1 - w) if timed is not None and w is not None else scale
 

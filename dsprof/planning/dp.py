@@ -4,8 +4,8 @@ A plan deploys blocks 0..n-1 as consecutive pieces (`dsprof.lut.piece.Piece`, th
 linearised block alone, or a span [a, b) of linearised blocks merged into one convolution. Under every
 prediction method a plan's latency is ``base - sum of its pieces' gains`` (each piece's saving as a plan counts it:
 `dsprof.lut.piece.Piece.gain_s`, `dsprof.lut.inmodel.InModel.together`; plus, where an in-model LUT's pieces combine
-by pairs or share the calibration plan's gap, a term of k alone), so the fastest plan is the one whose pieces gain most, and the choice splits at piece
-borders.
+by pairs or share the calibration plan's gap, a term of k alone), so the fastest plan is the one whose pieces gain
+most, and the choice splits at piece borders.
 
 Fastest plan for each k (blocks that keep their activations), over the pieces p = [a, j) ending at j:
 
