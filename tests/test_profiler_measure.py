@@ -444,3 +444,27 @@ def test_the_keywords_of_before_still_time_the_same_with_one_warning(tmp_path):
     assert [r.scope for r in old.measurements] == ["block", "probe"]
     with pytest.raises(TypeError, match="'planned'"):
         measure("mobilenet_v2", planned=lambda *a: [], out=tmp_path / "none.jsonl")
+
+
+
+def test_a_whole_model_the_runtime_cannot_prepare_is_said_once_with_what_it_means(tmp_path, capsys):
+    """A timm CondConv model (per-image kernels, TF padding) on ONNX Runtime: its whole model does not export, the run
+    went on and said "N workloads measured", and `dsprof plan` then asked to time it again with `--resume`, which
+    fails the same way. The run now says what failed, that a LUT of it prices no plan, and that timing again will
+    not help."""
+    out = tmp_path / "m.jsonl"
+    assert main(["measure", "--model", "timm:tf_efficientnet_cc_b0_8e", "--resolution", "32", "--backend",
+                 "onnxruntime", "--threads", "1", "--blocks", "none", "--model-variants", "original", "--budget",
+                 "0.01", "--warmup", "0", "--max-warmup", "0.05", "--min-samples", "3", "--max-samples", "4",
+                 "--out", str(out), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    records = [r for r in read_measurements(out) if r.scope != "probe"]
+    failed = [r for r in records if not r.ok]
+    assert ("model", "original") in {(r.scope, r.variant) for r in failed}
+    assert all("ONNX export of convolution" in r.error for r in failed), failed
+    assert lines[-2].startswith(f"{len(records)} workload{'' if len(records) == 1 else 's'} measured")
+    assert lines[-1].startswith(f"{len(failed)} of them failed, e.g. ")
+    assert "failed to prepare: SymbolicValueError" in lines[-1] and len(lines[-1]) < 500
+    assert ("without the whole model a LUT of this file prices no plan of timm:tf_efficientnet_cc_b0_8e on "
+            "onnxruntime: time it on a runtime that prepares it") in lines[-1]
+    assert lines[-1].endswith("(timed again with the same model and settings, they will likely fail the same way)")

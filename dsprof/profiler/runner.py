@@ -153,6 +153,22 @@ class MeasureResult:
     threads_given: bool = False
     contention: str | None = None
     calibrated: int = 0  # of the ``new``, the workloads of groups given after the built ones (`calibrate=True`'s)
+    failed: tuple[Measurement, ...] = ()  # of the ``new``, those the backend could not prepare or run (their errors)
+
+    def failure_note(self) -> str | None:
+        """One sentence on this run's failed workloads, None without: how many, the first one's error, and where the
+        whole model failed, that a LUT of this file prices no plan of it (its time outside the blocks is missing),
+        and that timing them again as they were will likely fail the same way."""
+        if not self.failed:
+            return None
+        first = self.failed[0]
+        whole = any(r.scope == "model" and r.variant == "original" for r in self.failed)
+        then = (f"; without the whole model a LUT of this file prices no plan of {first.model} on {first.backend}: "
+                "time it on a runtime that prepares it" if whole else "; a LUT of this file lacks them")
+        error = first.error.splitlines()[0] if first.error else ""
+        error = error if len(error) <= 160 else error[:157] + "..."  # an exporter's message runs to a graph dump
+        return (f"{len(self.failed)} of them failed, e.g. {first.name} {first.variant}: {error}{then} "
+                "(timed again with the same model and settings, they will likely fail the same way)")
 
 
 def default_batch(device: str) -> int:
@@ -600,8 +616,9 @@ class MeasureSession:
         new = sum(r.scope != "probe" for r in self.new_records)  # workloads; the drift probe is not one
         skipped = sum(len(g) for g in self.groups) - sum(len(g) for g in self.todo)
         calibrated = new - sum(len(g) for g in self.todo)  # groups built later come last (calibration)
+        failed = tuple(r for r in self.new_records if r.scope != "probe" and not r.ok)
         return MeasureResult(self.path, measurements, new, skipped, summary_table(measurements), self.threads,
-                             self._threads_given, contention=contention, calibrated=calibrated)
+                             self._threads_given, contention=contention, calibrated=calibrated, failed=failed)
 
 
 def _progress_bar(total: int, desc: str, progress: bool) -> Any:

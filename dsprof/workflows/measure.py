@@ -76,6 +76,8 @@ class Measured:
                     "others)" if run.calibrated else "")
             lines.append(words(f"{run.new} workload{'' if run.new == 1 else 's'} measured{then}, {run.skipped} already "
                                f"in the file; records: ") + str(run.path))
+            if run.failure_note():
+                lines.append(words(run.failure_note()))
         elif self.imported is not None:
             records = self.imported.measurements
             ok = sum(r.ok for r in records)
