@@ -209,7 +209,7 @@ def stage_table(args, key: str, folder: Path, name: str, options: dict, fronts) 
     # k counts the blocks with an activation to remove, as the fronts do (StarNet-S050 at 96 px: 1 of its 7 blocks)
     counted = [bool(c) for c in with_acts(next(iter(fronts.prices.values())).blocks)]
     n = sum(counted)
-    k = _table_k(load_plan(preset_name) if preset_name else None, n)
+    k = args.k if args.k is not None else _table_k(load_plan(preset_name) if preset_name else None, n)
     model = get_model(name, resolution=args.resolution, **options) if not args.reuse else None
     rows = []
     for runtime in args.runtimes:
@@ -555,6 +555,9 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=224)
     parser.add_argument("--depths", default=None, help="MobileNetV2 blocks per stage, for quick runs (no preset then)")
     parser.add_argument("--max-span", type=int, default=4)
+    parser.add_argument("--k", type=int, default=None,
+                        help="the table's k (default: the paper's preset's, or half the counted blocks): e.g. the k "
+                             "where the cross table predicts the largest loss")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (then --runtimes torch,torch-compile)")
     parser.add_argument("--batch", type=int, default=None, help="images per pass (default: 1 on the CPU, 128 on CUDA)")
     parser.add_argument("--dtype", default="fp32", help="fp32; fp16 or bf16 on CUDA (torch, torch-compile)")

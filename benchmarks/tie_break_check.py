@@ -15,7 +15,8 @@ For each model, resolution and k (n/4, n/2, 3n/4 of its n blocks): the front pla
 
 It prints, per case: how many plans were tied, the front's and the kept plan's measured speed-ups in the check, the
 best of the 20 and where the two plans rank among them; then how often the kept plan is within 2 % of that best (the
-issue's target), against the front's plan without the tie-break. Run alone:
+issue's target), against the front's plan without the tie-break. ``--out`` (JSON) keeps these and each plan's
+check with its 95 % interval (``checks``), so that two runs over the same LUTs compare plan by plan. Run alone:
 
     ../shared/tools/quiet-run -- .venv/bin/python benchmarks/tie_break_check.py --luts /work/data/pvrF \\
         --models mnasnet_small,mobilenetv3_small_050 --resolution 224 --seconds 30
@@ -85,7 +86,8 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
             pairs = time_pairs(original, plans,
                                lambda p: burst(runner(merge_model(net, p), backend, shape, Path(tmp)), args.check_calls),
                                args.check_seconds, 10, seed=1000 * k)
-        measured = {p.digest: paired_speedup(*pair).ratio for p, pair in zip(plans, pairs)}
+        checked = {p.digest: paired_speedup(*pair) for p, pair in zip(plans, pairs)}
+        measured = {digest: s.ratio for digest, s in checked.items()}
         top = sorted((measured[p.digest] for p in ranked), reverse=True)
         best = top[0]
         row = {"model": factory, "backend": backend, "resolution": resolution, "k": k, "n": n,
@@ -93,7 +95,11 @@ def run_case(factory: str, backend: str, resolution: int, args: argparse.Namespa
                "front": measured[chosen.plan.digest], "kept": measured[kept.digest],
                "kept_in_tie_break": broken.best.measured.speedup.ratio, "kept_predicted": broken.best.point.speedup,
                "front_rank": 1 + sum(x > measured[chosen.plan.digest] for x in top),
-               "kept_rank": 1 + sum(x > measured[kept.digest] for x in top), "load": load()}
+               "kept_rank": 1 + sum(x > measured[kept.digest] for x in top), "load": load(),
+               # each plan's check, with its interval: two checks of the same plans compared plan by plan
+               "checks": [{"plan": p.digest, "keep": "".join(map(str, p.keep)), "spans": [list(r) for r in p.spans or ()],
+                           "ranked": p.digest in {q.digest for q in ranked}, "speedup": checked[p.digest].ratio,
+                           "low": checked[p.digest].low, "high": checked[p.digest].high} for p in plans]}
         rows.append(row)
         print(f"{factory} {backend} {resolution} px k={k}/{n}: {broken.tied} of {len(ranked)} tied; front "
               f"{row['front']:.3f}x (rank {row['front_rank']}), kept {row['kept']:.3f}x (rank {row['kept_rank']}; "
